@@ -1,0 +1,235 @@
+//! The sticky assignment when every member subscribes to the same topics (Kafka's "constrained"
+//! builder).
+//!
+//! With `n` members and `P` partitions every member ends with `minQuota = floor(P / n)` or
+//! `maxQuota = ceil(P / n)` partitions, and exactly `P % n` members with `maxQuota`.
+//!
+//! 1. Each member keeps what it owned (rack-mismatched partitions dropped when rack-aware), in
+//!    (partition number, topic) order, up to its quota. The `P % n` max-quota places go to members
+//!    that owned at least `maxQuota`: first those that owned exactly `maxQuota` (they then revoke
+//!    nothing), then the others in member-id order. Kafka leaves this choice to hash-map order.
+//! 2. The rest, sorted by topic and number (and, when rack-aware, stably by how many members
+//!    share a rack with them, fewest first), go round-robin to the members still under
+//!    `minQuota`: a rack-matching pass first, then a plain one; once all members reach
+//!    `minQuota`, the remaining partitions raise members to `maxQuota` in first-come order.
+//!
+//! Complexity: O(P log P) for the sorts; the rack pass scans members per partition only until a
+//! rack match (O(P * M) in the worst case of partitions whose racks host no unfilled member).
+
+use std::collections::VecDeque;
+
+use crate::model::{GroupSpec, PartitionId};
+
+use super::prepare::{Prepared, NONE};
+
+pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>> {
+    let members = group.members();
+    let n = members.len();
+    let topics = &members[0].topics;
+    let total: u32 = topics.iter().map(|t| group.topic(*t).partitions).sum();
+    let min_quota = (total / n as u32) as usize;
+    let max_quota = total.div_ceil(n as u32) as usize;
+    let expected_over_min = (total % n as u32) as usize;
+    let racks = prep.racks.as_ref();
+
+    // Step 1: owned partitions, kept in (partition, topic) order.
+    let mut owned: Vec<Vec<PartitionId>> = vec![Vec::new(); n];
+    for (p, owner) in prep.prev_owner.iter().enumerate() {
+        if *owner == NONE {
+            continue;
+        }
+        if racks.is_some_and(|r| r.mismatch(*owner, p as u32)) {
+            continue;
+        }
+        owned[*owner as usize].push(PartitionId(p as u32));
+    }
+    for list in &mut owned {
+        list.sort_by_key(|p| {
+            let (t, num) = group.partition(*p);
+            (num, t)
+        });
+    }
+
+    let mut max_candidates: Vec<u32> = (0..n as u32)
+        .filter(|m| owned[*m as usize].len() >= max_quota)
+        .collect();
+    max_candidates.sort_by_key(|m| {
+        (
+            owned[*m as usize].len() != max_quota,
+            prep.id_rank[*m as usize],
+        )
+    });
+    let mut gets_max = vec![false; n];
+    for m in max_candidates.iter().take(expected_over_min) {
+        gets_max[*m as usize] = true;
+    }
+    let mut current_over_min = max_candidates.len().min(expected_over_min);
+
+    let mut assignment: Vec<Vec<PartitionId>> = Vec::with_capacity(n);
+    let mut taken = vec![false; group.total_partitions() as usize];
+    let mut under_min: Vec<u32> = Vec::new();
+    let mut exactly_min: Vec<u32> = Vec::new();
+    for (m, list) in owned.into_iter().enumerate() {
+        let keep = if list.len() < min_quota {
+            under_min.push(m as u32);
+            list.len()
+        } else if gets_max[m] {
+            max_quota
+        } else {
+            exactly_min.push(m as u32);
+            min_quota
+        };
+        let mut kept = Vec::with_capacity(max_quota);
+        kept.extend_from_slice(&list[..keep]);
+        for p in &kept {
+            taken[p.0 as usize] = true;
+        }
+        assignment.push(kept);
+    }
+    if current_over_min == expected_over_min {
+        exactly_min.clear();
+    }
+    under_min.sort_by_key(|m| prep.id_rank[*m as usize]);
+    exactly_min.sort_by_key(|m| prep.id_rank[*m as usize]);
+    let mut exactly_min: VecDeque<u32> = exactly_min.into();
+
+    // Step 2: the rest, in topic-partition order.
+    let mut unassigned: Vec<PartitionId> = Vec::with_capacity(total as usize);
+    for t in topics {
+        for p in group.partitions_of(*t) {
+            if !taken[p as usize] {
+                unassigned.push(PartitionId(p));
+            }
+        }
+    }
+    if let Some(r) = racks {
+        unassigned.sort_by_key(|p| r.members_near(p.0));
+        let ctx = Quotas {
+            min_quota,
+            max_quota,
+            expected_over_min,
+        };
+        unassigned = rack_aware_round_robin(
+            &ctx,
+            r,
+            unassigned,
+            &mut assignment,
+            &mut under_min,
+            &mut exactly_min,
+            &mut current_over_min,
+        );
+    }
+
+    let mut it = 0usize;
+    for p in unassigned {
+        let m = if it < under_min.len() {
+            it += 1;
+            under_min[it - 1]
+        } else if under_min.is_empty() {
+            match exactly_min.pop_front() {
+                Some(m) => m,
+                None => unreachable!("quotas leave room for every partition"),
+            }
+        } else {
+            it = 1;
+            under_min[0]
+        };
+        let list = &mut assignment[m as usize];
+        list.push(p);
+        if list.len() == min_quota && it > 0 && under_min.get(it - 1) == Some(&m) {
+            under_min.remove(it - 1);
+            it -= 1;
+            exactly_min.push_back(m);
+        }
+    }
+    debug_assert!(under_min
+        .iter()
+        .all(|m| assignment[*m as usize].len() == min_quota));
+    assignment
+}
+
+struct Quotas {
+    min_quota: usize,
+    max_quota: usize,
+    expected_over_min: usize,
+}
+
+/// Gives partitions to members under `minQuota` on a rack with a replica, cycling through them;
+/// when none is under `minQuota`, to a rack-matching member at exactly `minQuota` while max-quota
+/// places remain. Returns the partitions left for the plain round-robin.
+fn rack_aware_round_robin(
+    q: &Quotas,
+    racks: &super::prepare::RackInfo,
+    unassigned: Vec<PartitionId>,
+    assignment: &mut [Vec<PartitionId>],
+    under_min: &mut Vec<u32>,
+    exactly_min: &mut VecDeque<u32>,
+    current_over_min: &mut usize,
+) -> Vec<PartitionId> {
+    let mut left = Vec::new();
+    let mut next = 0usize;
+    for p in unassigned {
+        let mut chosen = None;
+        if let Some(mut idx) =
+            next_rack_member(racks, p.0, under_min.iter().copied(), under_min.len(), next)
+        {
+            let m = under_min[idx];
+            let count = assignment[m as usize].len() + 1;
+            if count >= q.min_quota {
+                under_min.remove(idx);
+                if count < q.max_quota && *current_over_min < q.expected_over_min {
+                    exactly_min.push_back(m);
+                }
+            } else {
+                idx += 1;
+            }
+            next = if under_min.is_empty() {
+                0
+            } else {
+                idx % under_min.len()
+            };
+            chosen = Some(m);
+        } else if !exactly_min.is_empty() {
+            if let Some(idx) = next_rack_member(
+                racks,
+                p.0,
+                exactly_min.iter().copied(),
+                exactly_min.len(),
+                0,
+            ) {
+                let m = exactly_min[idx];
+                if assignment[m as usize].len() + 1 == q.max_quota {
+                    exactly_min.remove(idx);
+                    *current_over_min += 1;
+                    if *current_over_min == q.expected_over_min {
+                        exactly_min.clear();
+                    }
+                }
+                chosen = Some(m);
+            }
+        }
+        match chosen {
+            Some(m) => assignment[m as usize].push(p),
+            None => left.push(p),
+        }
+    }
+    left
+}
+
+/// Index of the first member, cycling from `first`, whose rack hosts a replica of `p`.
+fn next_rack_member(
+    racks: &super::prepare::RackInfo,
+    p: u32,
+    members: impl Iterator<Item = u32> + Clone,
+    len: usize,
+    first: usize,
+) -> Option<usize> {
+    if len == 0 || racks.racks_of(p).is_empty() {
+        return None;
+    }
+    let ordered = members.clone().skip(first).chain(members.take(first));
+    ordered
+        .enumerate()
+        .find(|(_, m)| racks.matches(*m, p))
+        .map(|(i, _)| (first + i) % len)
+}
