@@ -233,6 +233,9 @@ fn assign_ranges_rack_matched(
     }
 }
 
+/// Subscribers (positions in member order) and partition count of a co-partitioned group.
+type GroupKey<'a> = (&'a [u32], u32);
+
 fn assign_with_rack_matching(
     group: &GroupSpec,
     states: &mut [TopicState],
@@ -241,7 +244,7 @@ fn assign_with_rack_matching(
     // Topics with the same subscribers (and so the same member racks), then the same partition
     // count, are assigned together. Topics whose subscribers have no racks key on 0 partitions,
     // as they carry no rack information.
-    let mut groups: HashMap<(&[u32], u32), Vec<usize>> = HashMap::new();
+    let mut groups: HashMap<GroupKey, Vec<usize>> = HashMap::new();
     let keys: Vec<(Vec<u32>, u32)> = states
         .iter()
         .map(|s| {
@@ -257,7 +260,7 @@ fn assign_with_rack_matching(
     }
     // Group order does not change the result (every topic is in exactly one group and quotas are
     // per topic), but keep it deterministic anyway.
-    let mut groups: Vec<((&[u32], u32), Vec<usize>)> = groups.into_iter().collect();
+    let mut groups: Vec<(GroupKey, Vec<usize>)> = groups.into_iter().collect();
     groups.sort_by_key(|(_, members)| members[0]);
     for ((_, num_partitions), members) in groups {
         if members.len() > 1 {

@@ -32,22 +32,38 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
     let expected_over_min = (total % n as u32) as usize;
     let racks = prep.racks.as_ref();
 
-    // Step 1: owned partitions, kept in (partition, topic) order.
-    let mut owned: Vec<Vec<PartitionId>> = vec![Vec::new(); n];
-    for (p, owner) in prep.prev_owner.iter().enumerate() {
-        if *owner == NONE {
-            continue;
+    // Step 1: owned partitions, kept in (partition number, topic) order: a counting sort by
+    // partition number of the owned partitions listed in topic order.
+    let widest = topics
+        .iter()
+        .map(|t| group.topic(*t).partitions)
+        .max()
+        .unwrap_or(0) as usize;
+    let mut per_number = vec![0u32; widest + 1];
+    let mut kept_owned: Vec<(u32, u32)> = Vec::new();
+    for t in topics {
+        for p in group.partitions_of(*t) {
+            let owner = prep.prev_owner[p as usize];
+            if owner == NONE || racks.is_some_and(|r| r.mismatch(owner, p)) {
+                continue;
+            }
+            let num = p - group.topic(*t).base;
+            per_number[num as usize + 1] += 1;
+            kept_owned.push((p, num));
         }
-        if racks.is_some_and(|r| r.mismatch(*owner, p as u32)) {
-            continue;
-        }
-        owned[*owner as usize].push(PartitionId(p as u32));
     }
-    for list in &mut owned {
-        list.sort_by_key(|p| {
-            let (t, num) = group.partition(*p);
-            (num, t)
-        });
+    for i in 1..per_number.len() {
+        per_number[i] += per_number[i - 1];
+    }
+    let mut by_number = vec![0u32; kept_owned.len()];
+    for &(p, num) in &kept_owned {
+        let slot = &mut per_number[num as usize];
+        by_number[*slot as usize] = p;
+        *slot += 1;
+    }
+    let mut owned: Vec<Vec<PartitionId>> = vec![Vec::new(); n];
+    for p in by_number {
+        owned[prep.prev_owner[p as usize] as usize].push(PartitionId(p));
     }
 
     let mut max_candidates: Vec<u32> = (0..n as u32)

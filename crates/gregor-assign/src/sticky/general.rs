@@ -2,42 +2,93 @@
 //!
 //! 1. **Keep.** Every partition keeps its previous owner if the owner still subscribes to its
 //!    topic (and, when rack-aware, is on a rack with a replica).
-//! 2. **Fill.** Partitions without an owner go, topic by topic (topics with the fewest subscribers
-//!    first, then by name), to the subscriber with the fewest partitions; ties go to a member on a
-//!    rack with a replica, then to the lowest member id.
+//! 2. **Fill.** Partitions without an owner are dealt in rounds: partition 0 of every topic
+//!    (topics with the fewest subscribers first, then by name), then partition 1, and so on. Each
+//!    goes to a least loaded subscriber of its topic, preferring one on a rack with a replica.
+//!    Dealing across topics keeps member sizes level, so little is left to balance.
 //! 3. **Balance.** While some topic has a partition on a member with at least two more partitions
 //!    than another subscriber of that topic, one such partition moves from the topic's most loaded
-//!    owner to its least loaded subscriber. This is exactly the balance criterion: at the end no
+//!    holder to its least loaded subscriber. This is exactly the balance criterion: at the end no
 //!    partition could move to a subscriber of its topic with two or more fewer partitions. Each
 //!    move lowers the sum of squared member sizes, so the loop ends; only partitions whose move is
 //!    forced by that criterion ever leave an owner that kept them in step 1.
 //!
-//! Complexity: the fill uses a heap per topic, O(S + P log M). Balancing keeps, per topic, a
-//! lazily pruned max-heap of owners and min-heap of subscribers keyed by member size; a move
-//! updates the heaps of the topics the two members subscribe to, and re-examines only those
-//! topics: O(moves * (T_m log M + P_t)) where T_m is the topics a member subscribes to and P_t
-//! the partitions of the topic. No step compares all members with all partitions.
+//! Members are kept in buckets by size. The least loaded subscriber (most loaded holder) of a
+//! topic is found by walking the buckets from the bottom (top) until a subscriber (holder)
+//! appears; for topics with few subscribers their own list is scanned instead. A move touches two
+//! buckets and re-examines only the topics its two members subscribe to.
+//!
+//! Complexity: fill O(P * w) where w is the bucket walk (O(1) expected when a good share of the
+//! members subscribe to the topic, bounded by `M / DENSE` otherwise); balance
+//! O(moves * (T_m * w + P_t)), T_m the topics of a member and P_t the partitions of a topic.
+//! Ties go to the member with the lowest member id, so results do not depend on input order.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
-use crate::model::{GroupSpec, PartitionId, TopicId};
+use crate::model::{GroupSpec, MemberIdx, PartitionId, TopicId};
 
 use super::prepare::{Prepared, RackInfo, NONE};
+
+/// A topic counts as dense, and is served from the size buckets, when at least one member in
+/// `DENSE` subscribes to it.
+const DENSE: usize = 8;
+
+/// How far the fill looks along the lowest bucket for a subscriber on a matching rack.
+const RACK_LOOKAHEAD: usize = 64;
 
 struct State<'a> {
     group: &'a GroupSpec,
     racks: Option<&'a RackInfo>,
-    id_rank: &'a [u32],
+    /// Internal member index (rank by member id) -> member index in the group.
+    member_of: Vec<u32>,
+    /// Internal index of the current owner of each partition.
     owner: Vec<u32>,
     count: Vec<u32>,
     /// Per member: (topic, partitions of it the member holds), sorted by topic.
     held: Vec<Vec<(TopicId, u32)>>,
-    /// Subscribers of each topic.
+    /// Subscribers (internal indexes, ascending) of each topic.
     subscribers: Vec<Vec<u32>>,
+    buckets: Buckets,
+}
+
+/// Members grouped by size.
+struct Buckets {
+    by_count: Vec<Vec<u32>>,
+    pos: Vec<u32>,
+}
+
+impl Buckets {
+    fn new(count: &[u32]) -> Buckets {
+        let max = count.iter().copied().max().unwrap_or(0) as usize;
+        let mut by_count = vec![Vec::new(); max + 1];
+        let mut pos = vec![0; count.len()];
+        for (m, c) in count.iter().enumerate() {
+            pos[m] = by_count[*c as usize].len() as u32;
+            by_count[*c as usize].push(m as u32);
+        }
+        Buckets { by_count, pos }
+    }
+
+    fn shift(&mut self, m: u32, from: u32, to: u32) {
+        let bucket = &mut self.by_count[from as usize];
+        let i = self.pos[m as usize] as usize;
+        bucket.swap_remove(i);
+        if let Some(&moved) = bucket.get(i) {
+            self.pos[moved as usize] = i as u32;
+        }
+        if to as usize >= self.by_count.len() {
+            self.by_count.resize(to as usize + 1, Vec::new());
+        }
+        self.pos[m as usize] = self.by_count[to as usize].len() as u32;
+        self.by_count[to as usize].push(m);
+    }
 }
 
 impl State<'_> {
+    fn subscribes(&self, m: u32, t: TopicId) -> bool {
+        self.group
+            .member(MemberIdx(self.member_of[m as usize]))
+            .subscribes(t)
+    }
+
     fn held_of(&self, m: u32, t: TopicId) -> u32 {
         let h = &self.held[m as usize];
         h.binary_search_by_key(&t, |e| e.0).map_or(0, |i| h[i].1)
@@ -48,41 +99,105 @@ impl State<'_> {
         match h.binary_search_by_key(&t, |e| e.0) {
             Ok(i) => h[i].1 = (h[i].1 as i32 + delta) as u32,
             Err(i) => {
-                debug_assert!(delta > 0);
+                debug_assert!(delta > 0, "a member loses only partitions it holds");
                 h.insert(i, (t, delta as u32));
             }
         }
     }
 
-    fn give(&mut self, p: u32, m: u32) {
-        let (t, _) = self.group.partition(PartitionId(p));
-        self.owner[p as usize] = m;
-        self.count[m as usize] += 1;
-        self.add_held(m, t, 1);
+    fn set_count(&mut self, m: u32, c: u32) {
+        let old = self.count[m as usize];
+        self.buckets.shift(m, old, c);
+        self.count[m as usize] = c;
+    }
+
+    fn dense(&self, t: TopicId) -> bool {
+        self.subscribers[t.0 as usize].len() * DENSE >= self.count.len()
+    }
+
+    /// The least loaded subscriber of `t`; with `p`, prefers one whose rack hosts `p`.
+    fn least_loaded(&self, t: TopicId, p: Option<u32>) -> Option<u32> {
+        let rack_match = |m: u32| match (self.racks, p) {
+            (Some(r), Some(p)) => r.matches(self.member_of[m as usize], p),
+            _ => false,
+        };
+        if !self.dense(t) {
+            let subs = &self.subscribers[t.0 as usize];
+            let min = subs.iter().map(|m| self.count[*m as usize]).min()?;
+            let mut lowest = subs
+                .iter()
+                .copied()
+                .filter(|m| self.count[*m as usize] == min);
+            let first = lowest.clone().next();
+            return lowest.find(|m| rack_match(*m)).or(first);
+        }
+        for bucket in &self.buckets.by_count {
+            let mut first = None;
+            let mut seen = 0;
+            for &m in bucket {
+                if !self.subscribes(m, t) {
+                    continue;
+                }
+                if first.is_none() {
+                    first = Some(m);
+                    if self.racks.is_none() || p.is_none() {
+                        break;
+                    }
+                }
+                if rack_match(m) {
+                    return Some(m);
+                }
+                seen += 1;
+                if seen >= RACK_LOOKAHEAD {
+                    break;
+                }
+            }
+            if first.is_some() {
+                return first;
+            }
+        }
+        None
+    }
+
+    /// The most loaded member holding a partition of `t`.
+    fn most_loaded_holder(&self, t: TopicId) -> Option<u32> {
+        if !self.dense(t) {
+            return self.subscribers[t.0 as usize]
+                .iter()
+                .copied()
+                .filter(|m| self.held_of(*m, t) > 0)
+                .max_by_key(|m| (self.count[*m as usize], std::cmp::Reverse(*m)));
+        }
+        self.buckets
+            .by_count
+            .iter()
+            .rev()
+            .find_map(|bucket| bucket.iter().copied().find(|m| self.held_of(*m, t) > 0))
     }
 }
 
 pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>> {
     let members = group.members();
+    let n = members.len();
+    let mut member_of = vec![0u32; n];
+    let mut internal = vec![0u32; n];
+    for (m, rank) in prep.id_rank.iter().enumerate() {
+        member_of[*rank as usize] = m as u32;
+        internal[m] = *rank;
+    }
     let n_topics = group.topics().len();
     let mut subscribers: Vec<Vec<u32>> = vec![Vec::new(); n_topics];
-    for (m, spec) in members.iter().enumerate() {
-        for t in &spec.topics {
-            subscribers[t.0 as usize].push(m as u32);
+    for (i, m) in member_of.iter().enumerate() {
+        for t in &members[*m as usize].topics {
+            subscribers[t.0 as usize].push(i as u32);
         }
     }
-    let mut st = State {
-        group,
-        racks: prep.racks.as_ref(),
-        id_rank: &prep.id_rank,
-        owner: vec![NONE; group.total_partitions() as usize],
-        count: vec![0; members.len()],
-        held: vec![Vec::new(); members.len()],
-        subscribers,
-    };
 
     // 1. Keep valid previous ownership.
-    for (t, subs) in st.subscribers.iter().enumerate() {
+    let mut owner = vec![NONE; group.total_partitions() as usize];
+    let mut count = vec![0u32; n];
+    let mut held: Vec<Vec<(TopicId, u32)>> = vec![Vec::new(); n];
+    for (t, subs) in subscribers.iter().enumerate() {
         if subs.is_empty() {
             continue;
         }
@@ -92,133 +207,75 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
             if o == NONE || !members[o as usize].subscribes(topic) {
                 continue;
             }
-            if st.racks.is_some_and(|r| r.mismatch(o, p)) {
+            if prep.racks.as_ref().is_some_and(|r| r.mismatch(o, p)) {
                 continue;
             }
-            st.owner[p as usize] = o;
-            st.count[o as usize] += 1;
-        }
-    }
-    for (p, o) in st.owner.iter().enumerate() {
-        if *o != NONE {
-            let (t, _) = group.partition(PartitionId(p as u32));
-            let h = &mut st.held[*o as usize];
-            match h.last_mut() {
-                Some(last) if last.0 == t => last.1 += 1,
-                _ => h.push((t, 1)),
+            let i = internal[o as usize];
+            owner[p as usize] = i;
+            count[i as usize] += 1;
+            match held[i as usize].last_mut() {
+                Some(last) if last.0 == topic => last.1 += 1,
+                _ => held[i as usize].push((topic, 1)),
             }
         }
     }
+    let buckets = Buckets::new(&count);
+    let mut st = State {
+        group,
+        racks: prep.racks.as_ref(),
+        member_of,
+        owner,
+        count,
+        held,
+        subscribers,
+        buckets,
+    };
 
-    // 2. Fill, topics with the fewest subscribers first.
+    // 2. Fill, dealing partition r of every topic before partition r + 1.
     let mut topic_order: Vec<usize> = (0..n_topics)
         .filter(|t| !st.subscribers[*t].is_empty())
         .collect();
     topic_order.sort_by_key(|t| (st.subscribers[*t].len(), *t));
-    for &t in &topic_order {
-        fill_topic(&mut st, TopicId(t as u32));
+    let rounds = topic_order
+        .iter()
+        .map(|t| group.topics()[*t].partitions)
+        .max()
+        .unwrap_or(0);
+    for r in 0..rounds {
+        for &t in &topic_order {
+            let spec = &group.topics()[t];
+            if r >= spec.partitions {
+                continue;
+            }
+            let p = spec.base + r;
+            if st.owner[p as usize] != NONE {
+                continue;
+            }
+            let topic = TopicId(t as u32);
+            let m = st
+                .least_loaded(topic, Some(p))
+                .expect("a topic in the fill has subscribers");
+            st.owner[p as usize] = m;
+            let c = st.count[m as usize];
+            st.set_count(m, c + 1);
+            st.add_held(m, topic, 1);
+        }
     }
 
     // 3. Balance.
     balance(&mut st, &topic_order);
 
-    let mut lists: Vec<Vec<PartitionId>> = (0..members.len())
-        .map(|m| Vec::with_capacity(st.count[m] as usize))
-        .collect();
+    let mut lists: Vec<Vec<PartitionId>> = (0..n).map(|_| Vec::new()).collect();
     for (p, o) in st.owner.iter().enumerate() {
         if *o != NONE {
-            lists[*o as usize].push(PartitionId(p as u32));
+            lists[st.member_of[*o as usize] as usize].push(PartitionId(p as u32));
         }
     }
     lists
 }
 
-type MinEntry = Reverse<(u32, u32, u32)>; // (count, id rank, member)
-
-fn fill_topic(st: &mut State, topic: TopicId) {
-    let range = st.group.partitions_of(topic);
-    if !range.clone().any(|p| st.owner[p as usize] == NONE) {
-        return;
-    }
-    let subs = &st.subscribers[topic.0 as usize];
-    let entry = |st: &State, m: u32| Reverse((st.count[m as usize], st.id_rank[m as usize], m));
-    let mut heap: BinaryHeap<MinEntry> = subs.iter().map(|m| entry(st, *m)).collect();
-    // When rack-aware, one heap per rack among the subscribers, for the tie-break.
-    let mut rack_heaps: Vec<BinaryHeap<MinEntry>> = Vec::new();
-    if let Some(r) = st.racks {
-        rack_heaps = vec![BinaryHeap::new(); r.rack_count()];
-        for m in subs {
-            let rack = r.member_rack[*m as usize];
-            if rack != NONE {
-                rack_heaps[rack as usize].push(entry(st, *m));
-            }
-        }
-    }
-    for p in range {
-        if st.owner[p as usize] != NONE {
-            continue;
-        }
-        let Reverse((least, _, mut chosen)) =
-            *pop_valid(&mut heap, &st.count).expect("a topic in the fill has subscribers");
-        if let Some(r) = st.racks {
-            let mut best: Option<(u32, u32)> = None;
-            for rack in r.racks_of(p) {
-                if let Some(Reverse((c, rank, m))) =
-                    pop_valid(&mut rack_heaps[*rack as usize], &st.count).copied()
-                {
-                    if c == least && best.is_none_or(|(br, _)| rank < br) {
-                        best = Some((rank, m));
-                    }
-                }
-            }
-            if let Some((_, m)) = best {
-                chosen = m;
-            }
-        }
-        st.give(p, chosen);
-        let e = entry(st, chosen);
-        heap.push(e);
-        if let Some(r) = st.racks {
-            let rack = r.member_rack[chosen as usize];
-            if rack != NONE {
-                rack_heaps[rack as usize].push(e);
-            }
-        }
-    }
-}
-
-/// Peeks at the heap's smallest entry whose count is current, dropping stale ones.
-fn pop_valid<'h>(heap: &'h mut BinaryHeap<MinEntry>, count: &[u32]) -> Option<&'h MinEntry> {
-    while let Some(Reverse((c, _, m))) = heap.peek() {
-        if count[*m as usize] == *c {
-            break;
-        }
-        heap.pop();
-    }
-    heap.peek()
-}
-
 fn balance(st: &mut State, topics: &[usize]) {
     let n_topics = st.group.topics().len();
-    // Per topic: owners by size (max-heap) and subscribers by size (min-heap), pruned lazily.
-    let mut donors: Vec<BinaryHeap<(u32, Reverse<u32>, u32)>> = vec![BinaryHeap::new(); n_topics];
-    let mut receivers: Vec<BinaryHeap<MinEntry>> = vec![BinaryHeap::new(); n_topics];
-    for &t in topics {
-        if st.subscribers[t].len() < 2 {
-            continue;
-        }
-        receivers[t] = st.subscribers[t]
-            .iter()
-            .map(|m| Reverse((st.count[*m as usize], st.id_rank[*m as usize], *m)))
-            .collect();
-    }
-    for (m, held) in st.held.iter().enumerate() {
-        for (t, k) in held {
-            if *k > 0 && st.subscribers[t.0 as usize].len() >= 2 {
-                donors[t.0 as usize].push((st.count[m], Reverse(st.id_rank[m]), m as u32));
-            }
-        }
-    }
     let mut queued = vec![false; n_topics];
     let mut queue: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
     for &t in topics {
@@ -230,41 +287,21 @@ fn balance(st: &mut State, topics: &[usize]) {
     while let Some(t) = queue.pop_front() {
         queued[t] = false;
         let topic = TopicId(t as u32);
-        loop {
-            // Most loaded member that still holds a partition of the topic.
-            let donor = loop {
-                let Some(&(c, _, m)) = donors[t].peek() else {
-                    break None;
-                };
-                if st.count[m as usize] == c && st.held_of(m, topic) > 0 {
-                    break Some((c, m));
-                }
-                donors[t].pop();
-            };
-            let Some((dc, donor)) = donor else { break };
-            let Some(&Reverse((rc, _, receiver))) = pop_valid(&mut receivers[t], &st.count) else {
-                break;
-            };
-            if dc < rc + 2 {
-                break;
-            }
+        while let Some((donor, receiver)) = violation(st, topic) {
             let p = pick_partition(st, topic, donor, receiver);
-            move_partition(st, p, donor, receiver, topic);
-            // Refresh both members' entries everywhere they appear, and re-examine those topics.
+            st.owner[p as usize] = receiver;
+            let (dc, rc) = (st.count[donor as usize], st.count[receiver as usize]);
+            st.set_count(donor, dc - 1);
+            st.set_count(receiver, rc + 1);
+            st.add_held(donor, topic, -1);
+            st.add_held(receiver, topic, 1);
+            // The donor may now receive elsewhere and the receiver give elsewhere: re-examine
+            // the topics they subscribe to.
             for m in [donor, receiver] {
-                let count = st.count[m as usize];
-                let rank = st.id_rank[m as usize];
-                let subs = st.group.member(crate::model::MemberIdx(m)).topics.clone();
-                for s in subs {
+                let member = st.group.member(MemberIdx(st.member_of[m as usize]));
+                for s in &member.topics {
                     let si = s.0 as usize;
-                    if st.subscribers[si].len() < 2 {
-                        continue;
-                    }
-                    receivers[si].push(Reverse((count, rank, m)));
-                    if st.held_of(m, s) > 0 {
-                        donors[si].push((count, Reverse(rank), m));
-                    }
-                    if si != t && !queued[si] {
+                    if si != t && !queued[si] && st.subscribers[si].len() >= 2 {
                         queued[si] = true;
                         queue.push_back(si);
                     }
@@ -274,8 +311,15 @@ fn balance(st: &mut State, topics: &[usize]) {
     }
 }
 
-/// Which of the donor's partitions of `topic` moves: one local to the receiver's rack if any,
-/// preferably one not local to the donor; else the donor's last one.
+/// The topic's most loaded holder and least loaded subscriber, when they are two or more apart.
+fn violation(st: &State, topic: TopicId) -> Option<(u32, u32)> {
+    let donor = st.most_loaded_holder(topic)?;
+    let receiver = st.least_loaded(topic, None)?;
+    (st.count[donor as usize] >= st.count[receiver as usize] + 2).then_some((donor, receiver))
+}
+
+/// Which of the donor's partitions of `topic` moves: one local to the receiver's rack (and not
+/// to the donor's) if any; else the donor's highest-numbered one.
 fn pick_partition(st: &State, topic: TopicId, donor: u32, receiver: u32) -> u32 {
     let mut fallback = NONE;
     let mut near_receiver = NONE;
@@ -283,20 +327,16 @@ fn pick_partition(st: &State, topic: TopicId, donor: u32, receiver: u32) -> u32 
         if st.owner[p as usize] != donor {
             continue;
         }
-        match st.racks {
-            None => return p,
-            Some(r) => {
-                if fallback == NONE {
-                    fallback = p;
-                }
-                if r.matches(receiver, p) {
-                    if !r.matches(donor, p) {
-                        return p;
-                    }
-                    if near_receiver == NONE {
-                        near_receiver = p;
-                    }
-                }
+        let Some(r) = st.racks else { return p };
+        if fallback == NONE {
+            fallback = p;
+        }
+        if r.matches(st.member_of[receiver as usize], p) {
+            if !r.matches(st.member_of[donor as usize], p) {
+                return p;
+            }
+            if near_receiver == NONE {
+                near_receiver = p;
             }
         }
     }
@@ -306,12 +346,4 @@ fn pick_partition(st: &State, topic: TopicId, donor: u32, receiver: u32) -> u32 
         debug_assert!(fallback != NONE, "the donor holds a partition of the topic");
         fallback
     }
-}
-
-fn move_partition(st: &mut State, p: u32, from: u32, to: u32, topic: TopicId) {
-    st.owner[p as usize] = to;
-    st.count[from as usize] -= 1;
-    st.count[to as usize] += 1;
-    st.add_held(from, topic, -1);
-    st.add_held(to, topic, 1);
 }

@@ -65,11 +65,6 @@ impl RackInfo {
         r != NONE && self.racks_of(p).contains(&r)
     }
 
-    /// Number of distinct member racks.
-    pub fn rack_count(&self) -> usize {
-        self.members_in_rack.len()
-    }
-
     /// How many members could consume `p` from a local replica.
     pub fn members_near(&self, p: u32) -> u32 {
         self.racks_of(p)

@@ -1,0 +1,123 @@
+//! The `gregor` command line.
+
+mod alloc;
+mod assign_cmd;
+mod bench_assign;
+mod group_json;
+mod lab;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static GLOBAL: alloc::Counting = alloc::Counting;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gregor",
+    version,
+    about = "Gregor: a Kafka-compatible log broker and its tools"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Compute a group's partition assignment from a JSON description and print it as JSON.
+    Assign {
+        /// Group description (JSON); `-` reads standard input.
+        #[arg(long)]
+        input: PathBuf,
+        /// Strategy: range, roundrobin, sticky or cooperative-sticky (overrides the file's).
+        #[arg(long)]
+        strategy: Option<String>,
+    },
+    /// Compare the assignment strategies on a scenario of membership changes.
+    Lab {
+        /// A bundled scenario name or a scenario file (default: seed-002).
+        scenario: Option<String>,
+        /// Comma-separated strategies to compare.
+        #[arg(
+            long,
+            default_value = "range,roundrobin,sticky,cooperative-sticky",
+            value_delimiter = ','
+        )]
+        strategies: Vec<String>,
+        /// List the bundled scenarios.
+        #[arg(long)]
+        list: bool,
+        /// JSON output for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Time one strategy's assignment call on a synthetic group.
+    Assign(bench_assign::AssignBenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gregor: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Assign { input, strategy } => {
+            let text = assign_cmd::read_input(&input)?;
+            let out = assign_cmd::run(&text, strategy.as_deref())?;
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        Command::Lab {
+            scenario,
+            strategies,
+            list,
+            json,
+        } => {
+            if list {
+                for (name, text) in lab::BUNDLED {
+                    let s: lab::Scenario =
+                        serde_json::from_str(text).context("bundled scenario")?;
+                    println!("{name:<30} {}", s.description);
+                }
+                return Ok(());
+            }
+            let scenario = lab::load(scenario.as_deref().unwrap_or("seed-002"))?;
+            let report = lab::run(&scenario, &strategies)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", lab::render_text(&report));
+            }
+        }
+        Command::Bench { what } => match what {
+            BenchCommand::Assign(args) => {
+                let r = bench_assign::run(&args)?;
+                if args.json {
+                    println!("{}", serde_json::to_string(&r)?);
+                } else {
+                    println!("{}", bench_assign::render(&r));
+                }
+            }
+        },
+    }
+    Ok(())
+}

@@ -1,0 +1,352 @@
+//! The `gregor` binary end to end: real process, real files, standard input and exit codes.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{json, Value};
+
+fn gregor(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gregor"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gregor starts");
+    {
+        let mut input = child.stdin.take().expect("stdin");
+        if let Some(s) = stdin {
+            input.write_all(s.as_bytes()).expect("write stdin");
+        }
+    }
+    child.wait_with_output().expect("gregor finishes")
+}
+
+fn ok_json(args: &[&str], stdin: Option<&str>) -> Value {
+    let out = gregor(args, stdin);
+    assert!(
+        out.status.success(),
+        "gregor {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+/// Runs a failing command and returns its one-line error message.
+fn fails(args: &[&str], stdin: Option<&str>) -> String {
+    let out = gregor(args, stdin);
+    assert!(!out.status.success(), "gregor {args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "one-line error expected, got: {err}"
+    );
+    assert!(out.stdout.is_empty(), "nothing on stdout for a failure");
+    err
+}
+
+const GROUP: &str = r#"{
+  "strategy": "range",
+  "topics": { "t0": { "partitions": 3, "replica_racks": [["r0"], ["r1"], ["r0", "r1"]] },
+              "t1": { "partitions": 2 } },
+  "members": [
+    { "member_id": "c0", "group_instance_id": null, "rack": "r0", "topics": ["t0", "t1", "not-yet"],
+      "owned_partitions": ["t0-0"], "generation": 1 },
+    { "member_id": "c1", "topics": ["t0"] },
+    { "member_id": "c2", "topics": ["nothing-here"] }
+  ]
+}"#;
+
+/// c0's rack hosts t0-0 and t0-2, so the rack-aware range pass gives it those two (its quota);
+/// c1 has no rack and takes t0-1; c2 subscribes only to a topic that does not exist.
+#[test]
+fn assign_prints_every_member_with_sorted_partitions() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("group.json");
+    std::fs::write(&path, GROUP).expect("write");
+    let out = ok_json(&["assign", "--input", path.to_str().expect("utf-8")], None);
+    assert_eq!(
+        out,
+        json!({
+            "strategy": "range",
+            "assignment": { "c0": ["t0-0", "t0-2", "t1-0", "t1-1"], "c1": ["t0-1"], "c2": [] }
+        })
+    );
+}
+
+#[test]
+fn assign_reads_standard_input_and_flag_overrides_strategy() {
+    let out = ok_json(
+        &["assign", "--input", "-", "--strategy", "roundrobin"],
+        Some(GROUP),
+    );
+    assert_eq!(out["strategy"], "roundrobin");
+    assert_eq!(
+        out["assignment"]["c0"],
+        json!(["t0-0", "t0-2", "t1-0", "t1-1"])
+    );
+    assert_eq!(out["assignment"]["c1"], json!(["t0-1"]));
+}
+
+#[test]
+fn assign_cooperative_reports_pending_partitions() {
+    let group = r#"{ "topics": { "t": { "partitions": 4 } }, "members": [
+        { "member_id": "a", "topics": ["t"], "owned_partitions": ["t-0", "t-1", "t-2", "t-3"], "generation": 2 },
+        { "member_id": "b", "topics": ["t"] } ] }"#;
+    let out = ok_json(
+        &["assign", "--input", "-", "--strategy", "cooperative-sticky"],
+        Some(group),
+    );
+    assert_eq!(out["assignment"], json!({ "a": ["t-0", "t-1"], "b": [] }));
+    assert_eq!(out["pending"], json!({ "a": [], "b": ["t-2", "t-3"] }));
+    let out = ok_json(
+        &["assign", "--input", "-", "--strategy", "sticky"],
+        Some(group),
+    );
+    assert_eq!(
+        out["assignment"],
+        json!({ "a": ["t-0", "t-1"], "b": ["t-2", "t-3"] })
+    );
+    assert!(out.get("pending").is_none());
+}
+
+#[test]
+fn assign_rejects_bad_input_with_a_clear_message() {
+    let cases: &[(&str, &str)] = &[
+        (
+            r#"{ "strategy": "fastest", "topics": {}, "members": [] }"#,
+            "unknown assignment strategy 'fastest'",
+        ),
+        (
+            r#"{ "strategy": "range", "topics": { "t": { "partitions": 1 } }, "members": [
+               { "member_id": "a", "topics": ["t"] }, { "member_id": "a", "topics": ["t"] } ] }"#,
+            "duplicate member a",
+        ),
+        (
+            r#"{ "strategy": "range", "topics": { "t": { "partitions": -2 } }, "members": [] }"#,
+            "partition count -2",
+        ),
+        (
+            r#"{ "strategy": "range", "topics": "#,
+            "malformed group description",
+        ),
+        (r#"{ "topics": {}, "members": [] }"#, "no strategy"),
+        (
+            r#"{ "strategy": "range", "topics": {}, "members": [], "extra": 1 }"#,
+            "unknown field `extra`",
+        ),
+        (
+            r#"{ "strategy": "sticky", "topics": { "t": { "partitions": 1 } }, "members": [
+               { "member_id": "a", "topics": ["t"], "owned_partitions": ["t:0"] } ] }"#,
+            "partition 't:0' is not of the form topic-N",
+        ),
+        (
+            r#"{ "strategy": "range", "topics": { "t": { "partitions": 2, "replica_racks": [["r"]] } }, "members": [] }"#,
+            "replica_racks has 1 entries for 2 partitions",
+        ),
+    ];
+    for (input, expected) in cases {
+        let err = fails(&["assign", "--input", "-"], Some(input));
+        assert!(err.contains(expected), "expected '{expected}' in: {err}");
+    }
+    let err = fails(&["assign", "--input", "/nonexistent/group.json"], None);
+    assert!(err.contains("cannot read /nonexistent/group.json"), "{err}");
+}
+
+fn step<'a>(report: &'a Value, strategy: &str, i: usize) -> &'a Value {
+    let runs = report["strategies"].as_array().expect("strategies");
+    let run = runs
+        .iter()
+        .find(|r| r["strategy"] == strategy)
+        .expect("strategy present");
+    &run["steps"][i]
+}
+
+fn sizes(step: &Value) -> Vec<u64> {
+    let mut v: Vec<u64> = step["sizes"]
+        .as_object()
+        .expect("sizes")
+        .values()
+        .map(|v| v.as_u64().expect("number"))
+        .collect();
+    v.sort_unstable_by(|a, b| b.cmp(a));
+    v
+}
+
+fn parts(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .expect("list")
+        .iter()
+        .map(|p| {
+            let s = p.as_str().expect("string");
+            s.rsplit_once('-')
+                .expect("topic-N")
+                .1
+                .parse()
+                .expect("number")
+        })
+        .collect()
+}
+
+#[test]
+fn lab_reproduces_seed_002_table() {
+    let report = ok_json(&["lab", "seed-002", "--json"], None);
+    for strategy in ["range", "roundrobin", "sticky", "cooperative-sticky"] {
+        assert_eq!(sizes(step(&report, strategy, 1)), vec![4, 3], "{strategy}");
+        assert_eq!(
+            sizes(step(&report, strategy, 2)),
+            vec![3, 2, 2],
+            "{strategy}"
+        );
+    }
+    // Eager strategies revoke everything each member owned when C joins.
+    for strategy in ["range", "roundrobin", "sticky"] {
+        let c_joins = step(&report, strategy, 2);
+        let b_joins = step(&report, strategy, 1);
+        for m in ["A", "B"] {
+            assert_eq!(
+                c_joins["revoked"][m], b_joins["assignment"][m],
+                "{strategy} {m}"
+            );
+        }
+        assert_eq!(c_joins["rounds"], 1);
+    }
+    // Cooperative: A revokes only p2, p3; B revokes nothing; two rounds.
+    let coop = step(&report, "cooperative-sticky", 2);
+    assert_eq!(parts(&coop["revoked"]["A"]), vec![2, 3]);
+    assert_eq!(parts(&coop["revoked"]["B"]), Vec::<u32>::new());
+    assert_eq!(coop["rounds"], 2);
+    assert_eq!(parts(&coop["first_round"]["C"]), Vec::<u32>::new());
+    assert_eq!(parts(&coop["assignment"]["C"]), vec![2, 3]);
+    // Partitions moved when C joins: range 3, roundrobin 4, sticky and cooperative-sticky 2.
+    for (strategy, moved) in [
+        ("range", 3),
+        ("roundrobin", 4),
+        ("sticky", 2),
+        ("cooperative-sticky", 2),
+    ] {
+        assert_eq!(step(&report, strategy, 2)["moved"], moved, "{strategy}");
+        assert_eq!(step(&report, strategy, 2)["lower_bound"], 1, "{strategy}");
+    }
+}
+
+#[test]
+fn lab_multi_topic_skew() {
+    let report = ok_json(&["lab", "seed-002-multi-topic", "--json"], None);
+    assert_eq!(sizes(step(&report, "range", 0)), vec![4, 2, 2]);
+    assert_eq!(sizes(step(&report, "roundrobin", 0)), vec![3, 3, 2]);
+    assert_eq!(step(&report, "range", 0)["skew"], 2);
+    assert_eq!(step(&report, "range", 0)["lower_bound"], 1);
+}
+
+#[test]
+fn lab_text_output_and_every_bundled_scenario_runs() {
+    let out = gregor(&["lab"], None);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("scenario seed-002"));
+    assert!(text.contains("== comparison =="));
+    assert!(text.contains("3-2-2"));
+    let list = gregor(&["lab", "--list"], None);
+    let names: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .map(|l| l.split_whitespace().next().expect("name").to_string())
+        .collect();
+    assert!(names.len() >= 13, "{names:?}");
+    for name in names {
+        let report = ok_json(&["lab", &name, "--json"], None);
+        for run in report["strategies"].as_array().expect("runs") {
+            for s in run["steps"].as_array().expect("steps") {
+                // Every strategy assigns every partition of the scenario's subscribed topics.
+                let total: u64 = s["sizes"]
+                    .as_object()
+                    .expect("sizes")
+                    .values()
+                    .map(|v| v.as_u64().expect("n"))
+                    .sum();
+                assert!(total > 0, "{name}: {s}");
+            }
+        }
+    }
+}
+
+#[test]
+fn lab_rejects_bad_scenarios() {
+    let err = fails(&["lab", "no-such-scenario"], None);
+    assert!(
+        err.contains("no bundled scenario or file named 'no-such-scenario'"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{ "name": "x", "topics": {}, "steps": [ { "label": "l", "leave": ["ghost"] } ] }"#,
+    )
+    .expect("write");
+    let err = fails(&["lab", bad.to_str().expect("utf-8")], None);
+    assert!(
+        err.contains("member ghost leaves but is not in the group"),
+        "{err}"
+    );
+    std::fs::write(&bad, "{ not json").expect("write");
+    let err = fails(&["lab", bad.to_str().expect("utf-8")], None);
+    assert!(err.contains("malformed scenario"), "{err}");
+    let err = fails(&["lab", "seed-002", "--strategies", "range,best"], None);
+    assert!(err.contains("unknown assignment strategy 'best'"), "{err}");
+}
+
+#[test]
+fn bench_assign_reports_timing_and_memory() {
+    let out = ok_json(
+        &[
+            "bench",
+            "assign",
+            "--strategy",
+            "sticky",
+            "--topics",
+            "20",
+            "--partitions",
+            "50",
+            "--members",
+            "30",
+            "--subs",
+            "nonuniform",
+            "--owned",
+            "prev",
+            "--racks",
+            "3",
+            "--runs",
+            "3",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(out["assigned_partitions"], 1000);
+    assert_eq!(out["runs"], 3);
+    let min = out["min_ms"].as_f64().expect("min");
+    let median = out["median_ms"].as_f64().expect("median");
+    let max = out["max_ms"].as_f64().expect("max");
+    assert!(min <= median && median <= max);
+    assert!(out["peak_mib"].as_f64().expect("peak") > 0.0);
+    let err = fails(
+        &[
+            "bench",
+            "assign",
+            "--strategy",
+            "sticky",
+            "--topics",
+            "0",
+            "--partitions",
+            "1",
+            "--members",
+            "1",
+        ],
+        None,
+    );
+    assert!(
+        err.contains("--topics and --members must be at least 1"),
+        "{err}"
+    );
+}
