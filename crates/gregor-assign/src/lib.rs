@@ -15,6 +15,7 @@ pub mod range;
 pub mod roundrobin;
 pub mod selection;
 pub mod sticky;
+pub mod synthetic;
 
 pub use model::{
     java_cmp, GroupAssignment, GroupSpec, GroupSpecBuilder, Member, MemberAssignment, MemberIdx,

@@ -1,12 +1,12 @@
-//! `gregor bench assign`: times one strategy's assignment call on a synthetic group defined
-//! precisely enough that other implementations can be run on identical input (see the CLI
-//! reference in docs/cli.md).
+//! `gregor bench assign`: times one strategy's assignment call on a synthetic group
+//! (`gregor_assign::synthetic` defines it precisely).
 
 use std::time::Instant;
 
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
-use gregor_assign::{builtin, GroupSpec, Member};
+use gregor_assign::builtin;
+use gregor_assign::synthetic::{Subscriptions, Synthetic};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -69,71 +69,27 @@ pub struct AssignBenchResult {
     pub assigned_partitions: u64,
 }
 
-/// Member `i` subscribes to topic `j`.
-pub fn subscribes(subs: Subs, i: u32, j: u32, topics: u32) -> bool {
-    match subs {
-        Subs::Uniform => true,
-        Subs::Nonuniform => (i + j) % 3 != 0 || j == i % topics,
-    }
-}
-
-/// Builds the benchmark group.
-pub fn build_group(a: &AssignBenchArgs) -> Result<GroupSpec> {
+/// The synthetic group the arguments describe.
+pub fn synthetic(a: &AssignBenchArgs) -> Result<Synthetic> {
     if a.topics == 0 || a.members == 0 {
         bail!("--topics and --members must be at least 1");
     }
-    let names: Vec<String> = (0..a.topics).map(|t| format!("topic{t}")).collect();
-    let mut b = GroupSpec::builder();
-    for (t, name) in names.iter().enumerate() {
-        let racks = if a.racks > 0 {
-            (0..a.partitions)
-                .map(|p| {
-                    let r = (t as u32 + p) % a.racks;
-                    vec![format!("r{r}"), format!("r{}", (r + 1) % a.racks)]
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        b.add_topic(name.clone(), a.partitions as i64, racks);
-    }
-    let mut owned: Vec<Vec<(String, i32)>> = vec![Vec::new(); a.members as usize];
-    if a.owned == Owned::Prev && a.members > 1 {
-        let prev = a.members - 1;
-        let mut k = 0u32;
-        for (t, name) in names.iter().enumerate() {
-            for p in 0..a.partitions {
-                let owner = (0..prev)
-                    .map(|tries| (k + tries) % prev)
-                    .find(|mi| subscribes(a.subs, *mi, t as u32, a.topics));
-                if let Some(mi) = owner {
-                    owned[mi as usize].push((name.clone(), p as i32));
-                    k = mi + 1;
-                }
-            }
-        }
-    }
-    for (i, owned) in owned.into_iter().enumerate() {
-        let i = i as u32;
-        let is_prev_owner = a.owned == Owned::Prev && i + 1 < a.members;
-        b.add_member(Member {
-            member_id: format!("consumer-{i:05}"),
-            rack: (a.racks > 0).then(|| format!("r{}", i % a.racks)),
-            topics: (0..a.topics)
-                .filter(|j| subscribes(a.subs, i, *j, a.topics))
-                .map(|j| names[j as usize].clone())
-                .collect(),
-            owned_partitions: owned,
-            generation: is_prev_owner.then_some(1),
-            ..Default::default()
-        });
-    }
-    Ok(b.build()?)
+    Ok(Synthetic {
+        topics: a.topics,
+        partitions: a.partitions,
+        members: a.members,
+        subscriptions: match a.subs {
+            Subs::Uniform => Subscriptions::Uniform,
+            Subs::Nonuniform => Subscriptions::Nonuniform,
+        },
+        owned_prev: a.owned == Owned::Prev,
+        racks: a.racks,
+    })
 }
 
 pub fn run(a: &AssignBenchArgs) -> Result<AssignBenchResult> {
     let assignor = builtin(&a.strategy)?;
-    let spec = build_group(a)?;
+    let spec = synthetic(a)?.build()?;
     let runs = a.runs.max(1);
     let mut times = Vec::with_capacity(runs as usize);
     let mut peak = 0usize;

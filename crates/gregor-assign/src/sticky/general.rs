@@ -34,6 +34,17 @@ const DENSE: usize = 8;
 /// How far the fill looks along the lowest bucket for a subscriber on a matching rack.
 const RACK_LOOKAHEAD: usize = 64;
 
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    topic: TopicId,
+    count: u32,
+    fresh: u32,
+}
+
+/// How many holders the donor search looks at for one with a fresh partition before settling
+/// for the most loaded.
+const DONOR_LOOKAHEAD: usize = 256;
+
 struct State<'a> {
     group: &'a GroupSpec,
     racks: Option<&'a RackInfo>,
@@ -42,8 +53,11 @@ struct State<'a> {
     /// Internal index of the current owner of each partition.
     owner: Vec<u32>,
     count: Vec<u32>,
-    /// Per member: (topic, partitions of it the member holds), sorted by topic.
-    held: Vec<Vec<(TopicId, u32)>>,
+    /// Internal index of each partition's valid previous owner (the one that kept it).
+    prev: Vec<u32>,
+    /// Per member, sorted by topic: (topic, partitions of it held, of which fresh). Fresh ones
+    /// were not the member's before this assignment, so moving them costs no stickiness.
+    held: Vec<Vec<Held>>,
     /// Subscribers (internal indexes, ascending) of each topic.
     subscribers: Vec<Vec<u32>>,
     buckets: Buckets,
@@ -89,18 +103,34 @@ impl State<'_> {
             .subscribes(t)
     }
 
-    fn held_of(&self, m: u32, t: TopicId) -> u32 {
+    fn held(&self, m: u32, t: TopicId) -> Option<Held> {
         let h = &self.held[m as usize];
-        h.binary_search_by_key(&t, |e| e.0).map_or(0, |i| h[i].1)
+        h.binary_search_by_key(&t, |e| e.topic).ok().map(|i| h[i])
     }
 
-    fn add_held(&mut self, m: u32, t: TopicId, delta: i32) {
+    /// Records that `m` gains (`gain`) or loses partition `p` of topic `t`.
+    fn track(&mut self, m: u32, t: TopicId, p: u32, gain: bool) {
+        let fresh = u32::from(self.prev[p as usize] != m);
         let h = &mut self.held[m as usize];
-        match h.binary_search_by_key(&t, |e| e.0) {
-            Ok(i) => h[i].1 = (h[i].1 as i32 + delta) as u32,
+        match h.binary_search_by_key(&t, |e| e.topic) {
+            Ok(i) if gain => {
+                h[i].count += 1;
+                h[i].fresh += fresh;
+            }
+            Ok(i) => {
+                h[i].count -= 1;
+                h[i].fresh -= fresh;
+            }
             Err(i) => {
-                debug_assert!(delta > 0, "a member loses only partitions it holds");
-                h.insert(i, (t, delta as u32));
+                debug_assert!(gain, "a member loses only partitions it holds");
+                h.insert(
+                    i,
+                    Held {
+                        topic: t,
+                        count: 1,
+                        fresh,
+                    },
+                );
             }
         }
     }
@@ -159,20 +189,38 @@ impl State<'_> {
         None
     }
 
-    /// The most loaded member holding a partition of `t`.
-    fn most_loaded_holder(&self, t: TopicId) -> Option<u32> {
+    /// A member holding a partition of `t` with at least `min_count` partitions: preferably
+    /// one holding a fresh partition of `t` (most loaded first), else the most loaded holder.
+    fn donor(&self, t: TopicId, min_count: u32) -> Option<u32> {
+        let holds = |m: u32| self.held(m, t).filter(|h| h.count > 0);
         if !self.dense(t) {
             return self.subscribers[t.0 as usize]
                 .iter()
                 .copied()
-                .filter(|m| self.held_of(*m, t) > 0)
-                .max_by_key(|m| (self.count[*m as usize], std::cmp::Reverse(*m)));
+                .filter(|m| self.count[*m as usize] >= min_count)
+                .filter_map(|m| holds(m).map(|h| (m, h)))
+                .max_by_key(|(m, h)| (h.fresh > 0, self.count[*m as usize], std::cmp::Reverse(*m)))
+                .map(|(m, _)| m);
         }
-        self.buckets
-            .by_count
-            .iter()
-            .rev()
-            .find_map(|bucket| bucket.iter().copied().find(|m| self.held_of(*m, t) > 0))
+        let mut most_loaded = None;
+        let mut looked = 0;
+        for (c, bucket) in self.buckets.by_count.iter().enumerate().rev() {
+            if (c as u32) < min_count {
+                break;
+            }
+            for &m in bucket {
+                let Some(h) = holds(m) else { continue };
+                if h.fresh > 0 {
+                    return Some(m);
+                }
+                most_loaded.get_or_insert(m);
+                looked += 1;
+                if looked >= DONOR_LOOKAHEAD {
+                    return most_loaded;
+                }
+            }
+        }
+        most_loaded
     }
 }
 
@@ -196,7 +244,7 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
     // 1. Keep valid previous ownership.
     let mut owner = vec![NONE; group.total_partitions() as usize];
     let mut count = vec![0u32; n];
-    let mut held: Vec<Vec<(TopicId, u32)>> = vec![Vec::new(); n];
+    let mut held: Vec<Vec<Held>> = vec![Vec::new(); n];
     for (t, subs) in subscribers.iter().enumerate() {
         if subs.is_empty() {
             continue;
@@ -214,13 +262,19 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
             owner[p as usize] = i;
             count[i as usize] += 1;
             match held[i as usize].last_mut() {
-                Some(last) if last.0 == topic => last.1 += 1,
-                _ => held[i as usize].push((topic, 1)),
+                Some(last) if last.topic == topic => last.count += 1,
+                _ => held[i as usize].push(Held {
+                    topic,
+                    count: 1,
+                    fresh: 0,
+                }),
             }
         }
     }
     let buckets = Buckets::new(&count);
+    let prev = owner.clone();
     let mut st = State {
+        prev,
         group,
         racks: prep.racks.as_ref(),
         member_of,
@@ -258,7 +312,7 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
             st.owner[p as usize] = m;
             let c = st.count[m as usize];
             st.set_count(m, c + 1);
-            st.add_held(m, topic, 1);
+            st.track(m, topic, p, true);
         }
     }
 
@@ -288,13 +342,16 @@ fn balance(st: &mut State, topics: &[usize]) {
         queued[t] = false;
         let topic = TopicId(t as u32);
         while let Some((donor, receiver)) = violation(st, topic) {
-            let p = pick_partition(st, topic, donor, receiver);
+            // Any partition the receiver may take fixes the sizes; prefer one costing no
+            // stickiness, from this topic or another one the two share.
+            let moved_topic = topic_to_move(st, topic, donor, receiver);
+            let p = pick_partition(st, moved_topic, donor, receiver);
             st.owner[p as usize] = receiver;
             let (dc, rc) = (st.count[donor as usize], st.count[receiver as usize]);
             st.set_count(donor, dc - 1);
             st.set_count(receiver, rc + 1);
-            st.add_held(donor, topic, -1);
-            st.add_held(receiver, topic, 1);
+            st.track(donor, moved_topic, p, false);
+            st.track(receiver, moved_topic, p, true);
             // The donor may now receive elsewhere and the receiver give elsewhere: re-examine
             // the topics they subscribe to.
             for m in [donor, receiver] {
@@ -311,39 +368,48 @@ fn balance(st: &mut State, topics: &[usize]) {
     }
 }
 
-/// The topic's most loaded holder and least loaded subscriber, when they are two or more apart.
+/// The topic's least loaded subscriber and a holder with two or more partitions more, if any.
 fn violation(st: &State, topic: TopicId) -> Option<(u32, u32)> {
-    let donor = st.most_loaded_holder(topic)?;
     let receiver = st.least_loaded(topic, None)?;
-    (st.count[donor as usize] >= st.count[receiver as usize] + 2).then_some((donor, receiver))
+    let donor = st.donor(topic, st.count[receiver as usize] + 2)?;
+    Some((donor, receiver))
 }
 
-/// Which of the donor's partitions of `topic` moves: one local to the receiver's rack (and not
-/// to the donor's) if any; else the donor's highest-numbered one.
+/// The topic to move a partition of from `donor` to `receiver`, which have a violation in
+/// `topic`: `topic` itself if the donor holds a fresh partition of it; else another topic the
+/// receiver subscribes to where the donor holds a fresh partition; else `topic`.
+fn topic_to_move(st: &State, topic: TopicId, donor: u32, receiver: u32) -> TopicId {
+    if st.held(donor, topic).is_some_and(|h| h.fresh > 0) {
+        return topic;
+    }
+    st.held[donor as usize]
+        .iter()
+        .find(|h| h.fresh > 0 && st.subscribes(receiver, h.topic))
+        .map_or(topic, |h| h.topic)
+}
+
+/// Which of the donor's partitions of `topic` moves, best first: one that was not the donor's
+/// before this assignment (moving it costs no stickiness), one that returns to its previous
+/// owner, then one local to the receiver's rack and not to the donor's; ties go to the highest
+/// partition number.
 fn pick_partition(st: &State, topic: TopicId, donor: u32, receiver: u32) -> u32 {
-    let mut fallback = NONE;
-    let mut near_receiver = NONE;
-    for p in st.group.partitions_of(topic).rev() {
-        if st.owner[p as usize] != donor {
-            continue;
+    let rack_gain = |p: u32| match st.racks {
+        Some(r) => {
+            let (d, rc) = (
+                st.member_of[donor as usize],
+                st.member_of[receiver as usize],
+            );
+            u8::from(r.matches(rc, p)) * 2 + u8::from(!r.matches(d, p))
         }
-        let Some(r) = st.racks else { return p };
-        if fallback == NONE {
-            fallback = p;
-        }
-        if r.matches(st.member_of[receiver as usize], p) {
-            if !r.matches(st.member_of[donor as usize], p) {
-                return p;
-            }
-            if near_receiver == NONE {
-                near_receiver = p;
-            }
-        }
-    }
-    if near_receiver != NONE {
-        near_receiver
-    } else {
-        debug_assert!(fallback != NONE, "the donor holds a partition of the topic");
-        fallback
-    }
+        None => 0,
+    };
+    st.group
+        .partitions_of(topic)
+        .rev()
+        .filter(|p| st.owner[*p as usize] == donor)
+        .max_by_key(|p| {
+            let prev = st.prev[*p as usize];
+            (prev != donor, prev == receiver, rack_gain(*p))
+        })
+        .expect("the donor holds a partition of the topic")
 }
