@@ -66,6 +66,27 @@ enum Command {
 enum BenchCommand {
     /// Time one strategy's assignment call on a synthetic group.
     Assign(bench_assign::AssignBenchArgs),
+    /// Partition log throughput against the raw bandwidth of the same disk.
+    Log(LogBenchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct LogBenchArgs {
+    /// Directory on the disk to measure (a scratch subdirectory is created and removed).
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// Seconds per case, split between the raw-disk and the log measurement.
+    #[arg(long, default_value_t = 4.0)]
+    seconds: f64,
+    /// Batch sizes in bytes (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [16 * 1024, 1024 * 1024])]
+    batch_bytes: Vec<usize>,
+    /// Concurrent writer counts for the fsync cases (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 4, 16])]
+    writers: Vec<usize>,
+    /// One JSON object per line and case.
+    #[arg(long)]
+    json: bool,
 }
 
 fn main() -> ExitCode {
@@ -115,6 +136,29 @@ fn run(cli: Cli) -> Result<()> {
                     println!("{}", serde_json::to_string(&r)?);
                 } else {
                     println!("{}", bench_assign::render(&r));
+                }
+            }
+            BenchCommand::Log(args) => {
+                if args.seconds <= 0.0 || args.batch_bytes.is_empty() || args.writers.is_empty() {
+                    anyhow::bail!(
+                        "--seconds must be positive and --batch-bytes, --writers non-empty"
+                    );
+                }
+                let mut opts = gregor_log::bench::BenchOptions::new(&args.dir);
+                opts.seconds = args.seconds;
+                opts.batch_bytes = args.batch_bytes;
+                opts.writers = args.writers;
+                let cases = gregor_log::bench::run(&opts)
+                    .with_context(|| format!("log benchmark in {}", args.dir.display()))?;
+                for c in cases {
+                    if args.json {
+                        println!("{}", serde_json::to_string(&c)?);
+                    } else {
+                        println!(
+                            "{:<24} writers {:>2}  {:>9.1} MB/s  raw {:>9.1} MB/s  ratio {:>6.2}",
+                            c.case, c.writers, c.mb_per_s, c.raw_mb_per_s, c.ratio
+                        );
+                    }
                 }
             }
         },

@@ -350,3 +350,66 @@ fn bench_assign_reports_timing_and_memory() {
         "{err}"
     );
 }
+
+#[test]
+fn bench_log_prints_json_lines_with_ratios() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = gregor(
+        &[
+            "bench",
+            "log",
+            "--dir",
+            dir.path().to_str().expect("utf-8"),
+            "--seconds",
+            "0.2",
+            "--batch-bytes",
+            "16384",
+            "--writers",
+            "1,4",
+            "--json",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert!(lines.len() >= 4, "{lines:?}");
+    for c in &lines {
+        for field in [
+            "case",
+            "fsync",
+            "writers",
+            "mb_per_s",
+            "raw_mb_per_s",
+            "ratio",
+        ] {
+            assert!(c.get(field).is_some(), "{field} missing in {c}");
+        }
+        assert!(c["mb_per_s"].as_f64().expect("number") > 0.0);
+    }
+    assert!(lines
+        .iter()
+        .any(|c| c["fsync"] == true && c["writers"] == 4));
+    // A directory that cannot exist: its parent is a regular file.
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"x").expect("write");
+    let bad = file.join("sub");
+    let err = fails(
+        &[
+            "bench",
+            "log",
+            "--dir",
+            bad.to_str().expect("utf-8"),
+            "--seconds",
+            "0.1",
+        ],
+        None,
+    );
+    assert!(err.contains("plain-file/sub"), "{err}");
+}

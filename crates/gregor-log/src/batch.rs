@@ -1,0 +1,397 @@
+//! The Kafka RecordBatch v2 header: parsing, cheap validation and the few in-place rewrites the
+//! log performs (base offset, partition leader epoch, LogAppendTime).
+//!
+//! Layout (big endian):
+//! ```text
+//! 0  baseOffset i64        | 8  batchLength i32 | 12 partitionLeaderEpoch i32 | 16 magic i8
+//! 17 crc u32 (CRC32C of bytes 21..end)         | 21 attributes i16 | 23 lastOffsetDelta i32
+//! 27 baseTimestamp i64     | 35 maxTimestamp i64 | 43 producerId i64 | 51 producerEpoch i16
+//! 53 baseSequence i32      | 57 recordCount i32  | 61 records...
+//! ```
+
+use crate::error::{LogError, Result};
+
+/// Bytes before `batchLength` counts: baseOffset + batchLength.
+pub const LOG_OVERHEAD: usize = 12;
+/// Size of the v2 batch header.
+pub const HEADER_LEN: usize = 61;
+const PLE_OFFSET: usize = 12;
+const MAGIC_OFFSET: usize = 16;
+const CRC_OFFSET: usize = 17;
+const ATTR_OFFSET: usize = 21;
+const MAX_TS_OFFSET: usize = 35;
+
+/// Attribute bit: timestamp type is LogAppendTime.
+pub const ATTR_LOG_APPEND_TIME: i16 = 1 << 3;
+/// Attribute bit: transactional batch.
+pub const ATTR_TRANSACTIONAL: i16 = 1 << 4;
+/// Attribute bit: control batch.
+pub const ATTR_CONTROL: i16 = 1 << 5;
+/// Attribute bit: `baseTimestamp` holds the delete horizon (KIP-534).
+pub const ATTR_DELETE_HORIZON: i16 = 1 << 6;
+
+/// Compression codec of a batch (attribute bits 0..3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    /// Uncompressed.
+    None,
+    /// gzip
+    Gzip,
+    /// snappy (xerial framing)
+    Snappy,
+    /// lz4 (frame format)
+    Lz4,
+    /// zstd
+    Zstd,
+}
+
+impl Codec {
+    /// The codec id in the attributes.
+    pub fn id(self) -> i16 {
+        match self {
+            Codec::None => 0,
+            Codec::Gzip => 1,
+            Codec::Snappy => 2,
+            Codec::Lz4 => 3,
+            Codec::Zstd => 4,
+        }
+    }
+
+    fn from_id(id: i16) -> Option<Codec> {
+        Some(match id {
+            0 => Codec::None,
+            1 => Codec::Gzip,
+            2 => Codec::Snappy,
+            3 => Codec::Lz4,
+            4 => Codec::Zstd,
+            _ => return None,
+        })
+    }
+}
+
+/// A parsed v2 batch header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    /// Offset of the first record.
+    pub base_offset: i64,
+    /// Bytes after the `batchLength` field.
+    pub batch_length: i32,
+    /// Epoch of the leader that appended the batch.
+    pub partition_leader_epoch: i32,
+    /// Format version (must be 2).
+    pub magic: i8,
+    /// Stored CRC32C.
+    pub crc: u32,
+    /// Attribute bits.
+    pub attributes: i16,
+    /// `lastOffset - baseOffset`.
+    pub last_offset_delta: i32,
+    /// First record's timestamp (or the delete horizon, see [`ATTR_DELETE_HORIZON`]).
+    pub base_timestamp: i64,
+    /// Largest timestamp in the batch.
+    pub max_timestamp: i64,
+    /// Idempotent producer id (-1 if none).
+    pub producer_id: i64,
+    /// Producer epoch.
+    pub producer_epoch: i16,
+    /// First sequence number.
+    pub base_sequence: i32,
+    /// Number of records in the batch.
+    pub record_count: i32,
+}
+
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    i64::from_be_bytes(a)
+}
+
+impl BatchHeader {
+    /// Parse a header from the first [`HEADER_LEN`] bytes of `buf`; `None` if `buf` is shorter.
+    /// No validation beyond the length.
+    pub fn parse(buf: &[u8]) -> Option<BatchHeader> {
+        if buf.len() < HEADER_LEN {
+            return None;
+        }
+        Some(BatchHeader {
+            base_offset: be_i64(buf, 0),
+            batch_length: be_i32(buf, 8),
+            partition_leader_epoch: be_i32(buf, PLE_OFFSET),
+            magic: buf[MAGIC_OFFSET] as i8,
+            crc: u32::from_be_bytes([buf[17], buf[18], buf[19], buf[20]]),
+            attributes: be_i16(buf, ATTR_OFFSET),
+            last_offset_delta: be_i32(buf, 23),
+            base_timestamp: be_i64(buf, 27),
+            max_timestamp: be_i64(buf, MAX_TS_OFFSET),
+            producer_id: be_i64(buf, 43),
+            producer_epoch: be_i16(buf, 51),
+            base_sequence: be_i32(buf, 53),
+            record_count: be_i32(buf, 57),
+        })
+    }
+
+    /// Total size of the batch on disk, `12 + batchLength` (0 if the length is negative).
+    pub fn size(&self) -> usize {
+        LOG_OVERHEAD + usize::try_from(self.batch_length).unwrap_or(0)
+    }
+
+    /// Offset of the last record (`base + lastOffsetDelta`).
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + i64::from(self.last_offset_delta)
+    }
+
+    /// Offset after the batch.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset() + 1
+    }
+
+    /// Compression codec, `None` for an unknown id.
+    pub fn codec(&self) -> Option<Codec> {
+        Codec::from_id(self.attributes & 0x7)
+    }
+
+    /// Whether the batch carries LogAppendTime.
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & ATTR_LOG_APPEND_TIME != 0
+    }
+
+    /// Whether this is a control batch (transaction markers).
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+
+    /// Whether this batch is part of a transaction.
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+
+    /// The delete horizon set by compaction, if any.
+    pub fn delete_horizon(&self) -> Option<i64> {
+        (self.attributes & ATTR_DELETE_HORIZON != 0).then_some(self.base_timestamp)
+    }
+}
+
+/// CRC32C as stored in a batch: over `attributes..end`.
+pub fn compute_crc(batch: &[u8]) -> u32 {
+    crc32c::crc32c(&batch[ATTR_OFFSET..])
+}
+
+/// Who is appending: decides which offset rules apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// Batches from a producer: dense offset deltas `0..count`.
+    Leader,
+    /// Batches copied from the leader: may be compacted (gaps in offset deltas).
+    Follower,
+}
+
+/// Validate the batch at the start of `buf` and return its header. Checks the length fields,
+/// magic, CRC32C, record count and offset deltas; for uncompressed batches it also walks the
+/// record framing (lengths and offset deltas, two varints per record, no allocation).
+pub(crate) fn validate(
+    buf: &[u8],
+    max_message_bytes: usize,
+    origin: Origin,
+) -> Result<BatchHeader> {
+    if buf.len() < LOG_OVERHEAD {
+        return Err(LogError::CorruptMessage(format!(
+            "{} trailing bytes are too few for a batch",
+            buf.len()
+        )));
+    }
+    let batch_length = be_i32(buf, 8);
+    if batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 {
+        return Err(LogError::CorruptMessage(format!(
+            "batchLength {batch_length} is smaller than the v2 header"
+        )));
+    }
+    let size = LOG_OVERHEAD + batch_length as usize;
+    if size > max_message_bytes {
+        return Err(LogError::MessageTooLarge {
+            size,
+            max: max_message_bytes,
+        });
+    }
+    if size > buf.len() {
+        return Err(LogError::CorruptMessage(format!(
+            "batch of {size} bytes truncated to {}",
+            buf.len()
+        )));
+    }
+    let batch = &buf[..size];
+    let h = BatchHeader::parse(batch).expect("size >= HEADER_LEN was checked");
+    if h.magic != 2 {
+        return Err(LogError::CorruptMessage(format!(
+            "unsupported magic {} (only v2 batches are accepted)",
+            h.magic
+        )));
+    }
+    let crc = compute_crc(batch);
+    if crc != h.crc {
+        return Err(LogError::CorruptMessage(format!(
+            "CRC32C mismatch: stored {:#010x}, computed {crc:#010x}",
+            h.crc
+        )));
+    }
+    check_header_rules(&h, origin)?;
+    if h.codec() == Some(Codec::None) {
+        walk_uncompressed(&h, &batch[HEADER_LEN..], origin)?;
+    }
+    Ok(h)
+}
+
+fn check_header_rules(h: &BatchHeader, origin: Origin) -> Result<()> {
+    let invalid = |m: String| Err(LogError::InvalidRecord(m));
+    if h.codec().is_none() {
+        return invalid(format!("unknown compression codec {}", h.attributes & 7));
+    }
+    if h.last_offset_delta < 0 {
+        return invalid(format!("negative lastOffsetDelta {}", h.last_offset_delta));
+    }
+    if h.record_count < 0 {
+        return invalid(format!("negative record count {}", h.record_count));
+    }
+    match origin {
+        Origin::Leader => {
+            if h.record_count == 0
+                || i64::from(h.record_count) != i64::from(h.last_offset_delta) + 1
+            {
+                return invalid(format!(
+                    "record count {} does not match lastOffsetDelta {}",
+                    h.record_count, h.last_offset_delta
+                ));
+            }
+        }
+        Origin::Follower => {
+            if i64::from(h.record_count) > i64::from(h.last_offset_delta) + 1 {
+                return invalid(format!(
+                    "record count {} exceeds the offset range of lastOffsetDelta {}",
+                    h.record_count, h.last_offset_delta
+                ));
+            }
+            if h.base_offset < 0 {
+                return invalid(format!("negative base offset {}", h.base_offset));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn walk_uncompressed(h: &BatchHeader, mut data: &[u8], origin: Origin) -> Result<()> {
+    let invalid = |m: String| Err(LogError::InvalidRecord(m));
+    let mut prev_delta: i64 = -1;
+    for i in 0..h.record_count {
+        let (len, n) = read_varint(data)
+            .ok_or_else(|| LogError::InvalidRecord(format!("record {i}: bad length varint")))?;
+        let len = usize::try_from(len)
+            .map_err(|_| LogError::InvalidRecord(format!("record {i}: negative length")))?;
+        let body = data
+            .get(n..n + len)
+            .ok_or_else(|| LogError::InvalidRecord(format!("record {i} overruns the batch")))?;
+        // attributes (1 byte), timestampDelta varlong, offsetDelta varint
+        let rest = body
+            .get(1..)
+            .ok_or_else(|| LogError::InvalidRecord(format!("record {i} is empty")))?;
+        let (_, n1) = read_varint(rest)
+            .ok_or_else(|| LogError::InvalidRecord(format!("record {i}: bad timestamp")))?;
+        let (delta, _) = read_varint(&rest[n1..])
+            .ok_or_else(|| LogError::InvalidRecord(format!("record {i}: bad offset delta")))?;
+        let ok = match origin {
+            Origin::Leader => delta == i64::from(i),
+            Origin::Follower => delta > prev_delta && delta <= i64::from(h.last_offset_delta),
+        };
+        if !ok {
+            return invalid(format!("record {i} has unexpected offset delta {delta}"));
+        }
+        prev_delta = delta;
+        data = &data[n + len..];
+    }
+    if !data.is_empty() {
+        return invalid(format!(
+            "{} bytes after the last of {} records",
+            data.len(),
+            h.record_count
+        ));
+    }
+    Ok(())
+}
+
+/// Read a zig-zag varint (Kafka's varint/varlong); returns the value and bytes consumed.
+pub(crate) fn read_varint(buf: &[u8]) -> Option<(i64, usize)> {
+    let mut raw: u64 = 0;
+    for (i, &b) in buf.iter().enumerate().take(10) {
+        raw |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            let v = ((raw >> 1) as i64) ^ -((raw & 1) as i64);
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+/// Append a zig-zag varint.
+pub(crate) fn write_varint(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    loop {
+        if z < 0x80 {
+            out.push(z as u8);
+            return;
+        }
+        out.push((z as u8 & 0x7f) | 0x80);
+        z >>= 7;
+    }
+}
+
+/// Overwrite the base offset (not covered by the CRC).
+pub(crate) fn set_base_offset(batch: &mut [u8], offset: i64) {
+    batch[..8].copy_from_slice(&offset.to_be_bytes());
+}
+
+/// Overwrite the partition leader epoch (not covered by the CRC).
+pub(crate) fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
+    batch[PLE_OFFSET..PLE_OFFSET + 4].copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// Stamp a batch with LogAppendTime: set the timestamp-type bit and `maxTimestamp` in its
+/// header, then recompute the CRC over the header's tail and the (unchanged) `body`, the bytes
+/// after the header. Records are untouched (their timestamps are ignored under LogAppendTime).
+pub(crate) fn set_log_append_time(header: &mut [u8; HEADER_LEN], body: &[u8], now_ms: i64) {
+    let attrs = be_i16(header, ATTR_OFFSET) | ATTR_LOG_APPEND_TIME;
+    header[ATTR_OFFSET..ATTR_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+    header[MAX_TS_OFFSET..MAX_TS_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTR_OFFSET..]), body);
+    header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_round_trip() {
+        for v in [
+            0i64,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            300,
+            -300,
+            i32::MAX as i64,
+            i64::MIN,
+            i64::MAX,
+        ] {
+            let mut out = Vec::new();
+            write_varint(&mut out, v);
+            assert_eq!(read_varint(&out), Some((v, out.len())), "value {v}");
+        }
+        assert_eq!(read_varint(&[0x80, 0x80]), None);
+    }
+}

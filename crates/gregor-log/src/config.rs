@@ -1,0 +1,125 @@
+//! Per-log configuration, with Kafka's topic-level names and defaults.
+
+use crate::error::{LogError, Result};
+
+/// `message.timestamp.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimestampType {
+    /// `CreateTime`: keep the producer's timestamps.
+    #[default]
+    CreateTime,
+    /// `LogAppendTime`: the leader stamps each batch with its append time.
+    LogAppendTime,
+}
+
+/// When appended data is forced to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushPolicy {
+    /// Every append is durable (fdatasync) before `append_*` returns. Concurrent appends share
+    /// one sync (group commit). Gregor's default.
+    EveryAppend,
+    /// Kafka's page-cache mode: sync after `flush.messages` records or when `flush.ms` has passed
+    /// since the last sync (checked on append and by [`crate::Log::flush_if_due`]). `None` means
+    /// that trigger is off (Kafka's `Long.MAX_VALUE`).
+    Interval {
+        /// `flush.messages`
+        messages: Option<u64>,
+        /// `flush.ms`
+        ms: Option<i64>,
+    },
+}
+
+/// `cleanup.policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    /// `delete`: retention by time and size.
+    pub delete: bool,
+    /// `compact`: keep the last record per key.
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    /// `cleanup.policy=delete` (Kafka's default).
+    pub const DELETE: CleanupPolicy = CleanupPolicy {
+        delete: true,
+        compact: false,
+    };
+    /// `cleanup.policy=compact`.
+    pub const COMPACT: CleanupPolicy = CleanupPolicy {
+        delete: false,
+        compact: true,
+    };
+}
+
+/// Configuration of one partition log. Field names follow Kafka's topic configs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes` (default 1 GiB).
+    pub segment_bytes: u64,
+    /// `segment.ms` (default 7 days).
+    pub segment_ms: i64,
+    /// `index.interval.bytes` (default 4096).
+    pub index_interval_bytes: u64,
+    /// `max.message.bytes` (default 1048588): the largest batch accepted.
+    pub max_message_bytes: usize,
+    /// `message.timestamp.type`.
+    pub timestamp_type: TimestampType,
+    /// `retention.ms`; `None` is Kafka's `-1` (keep forever). Default 7 days.
+    pub retention_ms: Option<i64>,
+    /// `retention.bytes`; `None` is Kafka's `-1` (no limit, the default).
+    pub retention_bytes: Option<u64>,
+    /// `cleanup.policy`.
+    pub cleanup_policy: CleanupPolicy,
+    /// `delete.retention.ms` (default 1 day): how long tombstones survive compaction.
+    pub delete_retention_ms: i64,
+    /// Durability mode.
+    pub flush: FlushPolicy,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1024 * 1024 * 1024,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            index_interval_bytes: 4096,
+            max_message_bytes: 1_048_588,
+            timestamp_type: TimestampType::CreateTime,
+            retention_ms: Some(7 * 24 * 3600 * 1000),
+            retention_bytes: None,
+            cleanup_policy: CleanupPolicy::DELETE,
+            delete_retention_ms: 24 * 3600 * 1000,
+            flush: FlushPolicy::EveryAppend,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Reject configurations Kafka would reject.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(LogError::InvalidArgument(m.to_string()));
+        if self.segment_bytes < 14 {
+            return bad("segment.bytes must be at least 14");
+        }
+        if self.segment_ms < 1 {
+            return bad("segment.ms must be at least 1");
+        }
+        if self.index_interval_bytes == 0 {
+            return bad("index.interval.bytes must be positive");
+        }
+        if self.max_message_bytes < crate::batch::HEADER_LEN {
+            return bad("max.message.bytes is smaller than a batch header");
+        }
+        if self.delete_retention_ms < 0 {
+            return bad("delete.retention.ms must not be negative");
+        }
+        if matches!(self.retention_ms, Some(ms) if ms < 0) {
+            return bad("retention.ms must be -1 (None) or non-negative");
+        }
+        if let FlushPolicy::Interval { messages, ms } = self.flush {
+            if messages == Some(0) || matches!(ms, Some(m) if m < 0) {
+                return bad("flush.messages must be >= 1 and flush.ms >= 0");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,24 @@
+//! gregor-log: the on-disk log of one partition replica. See README.md.
+#![warn(missing_docs)]
+
+pub mod batch;
+pub mod bench;
+pub mod checkpoint;
+mod cleaner;
+pub mod config;
+mod disk;
+pub mod epoch;
+pub mod error;
+mod index;
+mod log;
+mod open;
+pub mod records;
+mod segment;
+mod sync;
+
+pub use cleaner::{CompactionStats, RetentionStats};
+pub use config::{CleanupPolicy, FlushPolicy, LogConfig, TimestampType};
+pub use disk::FaultInjector;
+pub use error::{LogError, Result};
+pub use log::{AppendInfo, Log, OffsetSpec, ReadResult, TimestampOffset};
+pub use sync::LogStats;

@@ -1,0 +1,756 @@
+//! The partition log: append, read, offset lookups, high watermark, truncation and
+//! DeleteRecords. Opening/recovery lives in `open.rs`, group commit in `sync.rs`, retention
+//! and compaction in `cleaner.rs` / `compact.rs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use bytes::Bytes;
+use tracing::{debug, info};
+
+use crate::batch::{self, BatchHeader, Origin, HEADER_LEN};
+use crate::checkpoint;
+use crate::config::{FlushPolicy, LogConfig, TimestampType};
+use crate::disk::Disk;
+use crate::epoch::LeaderEpochCache;
+use crate::error::{IoContext, LogError, Result};
+use crate::records;
+use crate::segment::Segment;
+use crate::sync::SyncState;
+
+/// Lock a mutex, recovering the guard if another thread panicked while holding it (every
+/// critical section leaves the state consistent before anything that can panic).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What an append did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first record appended.
+    pub first_offset: i64,
+    /// Offset of the last record appended.
+    pub last_offset: i64,
+    /// Largest batch max-timestamp appended.
+    pub max_timestamp: i64,
+    /// The append time stamped on the batches under LogAppendTime.
+    pub log_append_time: Option<i64>,
+    /// Number of batches.
+    pub batches: usize,
+    /// Bytes written.
+    pub bytes: usize,
+    /// The log start offset after the append.
+    pub log_start_offset: i64,
+}
+
+/// Whole batches read from the log, as stored (never re-encoded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Concatenated batches; empty when nothing qualifies.
+    pub records: Bytes,
+    /// Base offset of the first batch returned, if any.
+    pub first_batch_offset: Option<i64>,
+    /// Offset after the last batch returned (the next fetch position), if any.
+    pub next_offset: Option<i64>,
+    /// Log start offset at the time of the read.
+    pub log_start_offset: i64,
+    /// Log end offset at the time of the read.
+    pub log_end_offset: i64,
+    /// High watermark at the time of the read.
+    pub high_watermark: i64,
+}
+
+/// ListOffsets targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetSpec {
+    /// `-2`: the log start offset.
+    Earliest,
+    /// `-1`: the log end offset (cap it at the high watermark for consumers).
+    Latest,
+    /// `-3` (KIP-734): the record with the largest timestamp.
+    MaxTimestamp,
+    /// The first record whose timestamp is at or after this one.
+    Timestamp(i64),
+}
+
+/// A ListOffsets answer; `timestamp` is -1 for Earliest/Latest, as in Kafka.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampOffset {
+    /// The offset.
+    pub offset: i64,
+    /// The record's timestamp, or -1.
+    pub timestamp: i64,
+}
+
+/// Mutable state behind the log's lock.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub config: LogConfig,
+    pub segments: BTreeMap<i64, Segment>,
+    pub log_start_offset: i64,
+    pub high_watermark: i64,
+    pub recovery_point: i64,
+    pub epochs: LeaderEpochCache,
+    pub written_seq: u64,
+    pub unflushed_messages: u64,
+    pub last_flush_ms: i64,
+    pub offline: bool,
+    pub next_segment_id: u64,
+    /// Rolled segments whose data is not yet known to be synced.
+    pub pending_sync: Vec<(Arc<std::fs::File>, PathBuf)>,
+}
+
+impl Inner {
+    pub fn active(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+    pub fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset
+    }
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size).sum()
+    }
+    pub fn new_segment_id(&mut self) -> u64 {
+        self.next_segment_id += 1;
+        self.next_segment_id
+    }
+}
+
+/// The on-disk log of one partition replica, in one directory. All methods take `&self` and
+/// may be called from many threads: appends are serialized for offset assignment and share
+/// fsyncs (group commit); reads copy batches outside the lock.
+#[derive(Debug)]
+pub struct Log {
+    pub(crate) dir: PathBuf,
+    pub(crate) disk: Disk,
+    pub(crate) inner: Mutex<Inner>,
+    pub(crate) sync: Mutex<SyncState>,
+    pub(crate) sync_cv: Condvar,
+    /// Serializes retention/compaction runs and checkpoint writers.
+    pub(crate) maintenance: Mutex<()>,
+}
+
+/// Batches validated and ready to write: each batch is its (possibly rewritten) header plus
+/// the untouched rest of the caller's bytes, written with one vectored write (no copy).
+struct Prepared<'a> {
+    input: &'a [u8],
+    /// Start of each batch in `input`.
+    starts: Vec<usize>,
+    patched: Vec<[u8; HEADER_LEN]>,
+    headers: Vec<BatchHeader>,
+    records: u64,
+}
+
+impl Prepared<'_> {
+    fn parts(&self) -> Vec<&[u8]> {
+        let mut v = Vec::with_capacity(self.headers.len() * 2);
+        for ((start, h), hdr) in self.starts.iter().zip(&self.headers).zip(&self.patched) {
+            v.push(&hdr[..]);
+            v.push(&self.input[start + HEADER_LEN..start + h.size()]);
+        }
+        v
+    }
+    fn len(&self) -> usize {
+        self.headers.iter().map(|h| h.size()).sum()
+    }
+}
+
+impl Log {
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The current configuration.
+    pub fn config(&self) -> LogConfig {
+        lock(&self.inner).config.clone()
+    }
+
+    /// Replace the configuration (dynamic topic config change).
+    pub fn set_config(&self, config: LogConfig) -> Result<()> {
+        config.validate()?;
+        lock(&self.inner).config = config;
+        Ok(())
+    }
+
+    /// The first offset still in the log.
+    pub fn log_start_offset(&self) -> i64 {
+        lock(&self.inner).log_start_offset
+    }
+
+    /// The offset the next appended record gets.
+    pub fn log_end_offset(&self) -> i64 {
+        lock(&self.inner).log_end_offset()
+    }
+
+    /// The high watermark.
+    pub fn high_watermark(&self) -> i64 {
+        lock(&self.inner).high_watermark
+    }
+
+    /// Offset below which everything is known to be on disk.
+    pub fn recovery_point(&self) -> i64 {
+        lock(&self.inner).recovery_point
+    }
+
+    /// Total bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        lock(&self.inner).size_bytes()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        lock(&self.inner).segments.keys().copied().collect()
+    }
+
+    /// Set the high watermark, clamped to `[log_start_offset, log_end_offset]` as Kafka does;
+    /// returns the value set. It is persisted by [`Log::checkpoint`] and on close.
+    pub fn set_high_watermark(&self, hw: i64) -> i64 {
+        let mut g = lock(&self.inner);
+        let hw = hw.clamp(g.log_start_offset, g.log_end_offset());
+        g.high_watermark = hw;
+        hw
+    }
+
+    fn prepare<'a>(
+        records: &'a [u8],
+        config: &LogConfig,
+        origin: Origin,
+        now_ms: i64,
+    ) -> Result<Prepared<'a>> {
+        if records.is_empty() {
+            return Err(LogError::InvalidRecord("no record batches".into()));
+        }
+        let mut p = Prepared {
+            input: records,
+            starts: Vec::new(),
+            patched: Vec::new(),
+            headers: Vec::new(),
+            records: 0,
+        };
+        let mut pos = 0;
+        while pos < records.len() {
+            let mut h = batch::validate(&records[pos..], config.max_message_bytes, origin)?;
+            let end = pos + h.size();
+            let mut hdr = [0u8; HEADER_LEN];
+            hdr.copy_from_slice(&records[pos..pos + HEADER_LEN]);
+            if origin == Origin::Leader {
+                if h.is_control() {
+                    return Err(LogError::InvalidRecord(
+                        "clients may not send control batches".into(),
+                    ));
+                }
+                if config.timestamp_type == TimestampType::LogAppendTime {
+                    batch::set_log_append_time(&mut hdr, &records[pos + HEADER_LEN..end], now_ms);
+                    h.attributes |= batch::ATTR_LOG_APPEND_TIME;
+                    h.max_timestamp = now_ms;
+                }
+            }
+            if config.cleanup_policy.compact && !h.is_control() {
+                let (_, recs) = records::decode_batch(&records[pos..end])?;
+                if recs.iter().any(|r| r.key.is_none()) {
+                    return Err(LogError::InvalidRecord(
+                        "compacted topic requires a key on every record".into(),
+                    ));
+                }
+            }
+            p.records += u64::try_from(h.record_count).unwrap_or(0);
+            p.starts.push(pos);
+            p.patched.push(hdr);
+            p.headers.push(h);
+            pos = end;
+        }
+        Ok(p)
+    }
+
+    /// Append batches from a producer: validate, assign offsets from the log end, stamp the
+    /// leader epoch (and LogAppendTime if configured), write, and (by default) wait until the
+    /// data is synced. Nothing is written if any batch is invalid.
+    pub fn append_as_leader(
+        &self,
+        records: &[u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        let config = self.config();
+        let mut p = Self::prepare(records, &config, Origin::Leader, now_ms)?;
+        let mut g = lock(&self.inner);
+        self.check_online(&g)?;
+        let mut next = g.log_end_offset();
+        for (h, hdr) in p.headers.iter_mut().zip(&mut p.patched) {
+            batch::set_base_offset(hdr, next);
+            batch::set_partition_leader_epoch(hdr, leader_epoch);
+            h.base_offset = next;
+            h.partition_leader_epoch = leader_epoch;
+            next = h.next_offset();
+        }
+        let first = p.headers[0].base_offset;
+        if g.epochs.assign(leader_epoch, first) {
+            checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
+        }
+        let log_append_time =
+            (config.timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
+        self.write_locked(g, p, now_ms, log_append_time)
+    }
+
+    /// Append batches copied from the leader, keeping their offsets and epochs. The first batch
+    /// must start at or after the log end offset and batches must not overlap.
+    pub fn append_as_follower(&self, records: &[u8], now_ms: i64) -> Result<AppendInfo> {
+        let config = self.config();
+        let p = Self::prepare(records, &config, Origin::Follower, now_ms)?;
+        let mut g = lock(&self.inner);
+        self.check_online(&g)?;
+        let mut expected = g.log_end_offset();
+        for h in &p.headers {
+            if h.base_offset < expected {
+                return Err(LogError::NonContiguousAppend {
+                    expected,
+                    got: h.base_offset,
+                });
+            }
+            expected = h.next_offset();
+        }
+        let mut changed = false;
+        for h in &p.headers {
+            changed |= g.epochs.assign(h.partition_leader_epoch, h.base_offset);
+        }
+        if changed {
+            checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
+        }
+        self.write_locked(g, p, now_ms, None)
+    }
+
+    fn check_online(&self, g: &Inner) -> Result<()> {
+        if g.offline {
+            return Err(LogError::Offline(self.dir.clone()));
+        }
+        Ok(())
+    }
+
+    fn write_locked(
+        &self,
+        mut g: MutexGuard<'_, Inner>,
+        p: Prepared<'_>,
+        now_ms: i64,
+        log_append_time: Option<i64>,
+    ) -> Result<AppendInfo> {
+        let first = p.headers[0].base_offset;
+        let last = p.headers.last().map_or(first, |h| h.last_offset());
+        let max_ts = p
+            .headers
+            .iter()
+            .map(|h| h.max_timestamp)
+            .max()
+            .unwrap_or(-1);
+        let len = p.len();
+        self.maybe_roll(&mut g, len as u64, first, last, max_ts, now_ms)?;
+        let interval = g.config.index_interval_bytes;
+        let disk = self.disk.clone();
+        g.active_mut()
+            .append(&p.parts(), &p.headers, interval, &disk)?;
+        g.written_seq += 1;
+        let seq = g.written_seq;
+        g.unflushed_messages += p.records;
+        let must_sync = match g.config.flush {
+            FlushPolicy::EveryAppend => true,
+            FlushPolicy::Interval { messages, ms } => {
+                messages.is_some_and(|m| g.unflushed_messages >= m)
+                    || ms.is_some_and(|ms| now_ms - g.last_flush_ms >= ms)
+            }
+        };
+        if must_sync {
+            g.unflushed_messages = 0;
+            g.last_flush_ms = now_ms;
+        }
+        let info = AppendInfo {
+            first_offset: first,
+            last_offset: last,
+            max_timestamp: max_ts,
+            log_append_time,
+            batches: p.headers.len(),
+            bytes: len,
+            log_start_offset: g.log_start_offset,
+        };
+        drop(g);
+        if must_sync {
+            self.wait_durable(seq)?;
+        }
+        Ok(info)
+    }
+
+    /// Roll to a new segment if the active one is full (`segment.bytes`), old (`segment.ms`),
+    /// or cannot index the incoming offsets. The old segment is synced and its indexes written.
+    fn maybe_roll(
+        &self,
+        g: &mut Inner,
+        bytes: u64,
+        first: i64,
+        last: i64,
+        max_ts: i64,
+        now_ms: i64,
+    ) -> Result<()> {
+        let a = g.active();
+        if a.size == 0 {
+            return Ok(());
+        }
+        let elapsed = match a.rolling_ts {
+            Some(ts) if max_ts >= 0 && ts >= 0 => max_ts - ts,
+            _ => now_ms - a.created_ms,
+        };
+        let full = a.size + bytes > g.config.segment_bytes;
+        let old = elapsed > g.config.segment_ms;
+        if !(full || old || !a.can_hold(last, bytes)) {
+            return Ok(());
+        }
+        let new_base = first.max(a.next_offset);
+        debug!(dir = %self.dir.display(), new_base, full, old, "rolling segment");
+        let disk = self.disk.clone();
+        let a = g.active_mut();
+        a.write_indexes(&disk)?;
+        // The old segment is synced by the next group commit (or flush), not here under the
+        // lock: until then the recovery point stays below it.
+        let pending = (Arc::clone(&a.file), a.log_path());
+        let id = g.new_segment_id();
+        let seg = Segment::create(&self.dir, new_base, now_ms, id)?;
+        disk.sync_dir(&self.dir)?;
+        g.segments.insert(new_base, seg);
+        g.pending_sync.push(pending);
+        checkpoint::write_offset(
+            &disk,
+            &self.dir,
+            checkpoint::RECOVERY_POINT,
+            g.recovery_point,
+        )?;
+        Ok(())
+    }
+
+    /// Read whole batches starting with the one that contains `from_offset`, up to `max_bytes`
+    /// (but at least one batch, KIP-74), stopping before any batch whose last offset reaches
+    /// `upper_bound` (exclusive; e.g. the high watermark for consumers). Reads stay within one
+    /// segment; the next read continues at `next_offset`.
+    pub fn read(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+        upper_bound: Option<i64>,
+    ) -> Result<ReadResult> {
+        let g = lock(&self.inner);
+        let (lso, leo, hw) = (g.log_start_offset, g.log_end_offset(), g.high_watermark);
+        let mut result = ReadResult {
+            records: Bytes::new(),
+            first_batch_offset: None,
+            next_offset: None,
+            log_start_offset: lso,
+            log_end_offset: leo,
+            high_watermark: hw,
+        };
+        if from_offset < lso || from_offset > leo {
+            return Err(LogError::OffsetOutOfRange {
+                offset: from_offset,
+                log_start_offset: lso,
+                log_end_offset: leo,
+            });
+        }
+        let bound = upper_bound.unwrap_or(i64::MAX).min(leo);
+        if from_offset >= bound {
+            return Ok(result);
+        }
+        let start_key = g
+            .segments
+            .range(..=from_offset)
+            .next_back()
+            .map_or(i64::MIN, |(k, _)| *k);
+        let mut located = None;
+        for seg in g.segments.range(start_key..).map(|(_, s)| s) {
+            if let Some((pos, h)) = seg.translate(from_offset)? {
+                located = Some((
+                    std::sync::Arc::clone(&seg.file),
+                    seg.log_path(),
+                    seg.size,
+                    pos,
+                    h,
+                ));
+                break;
+            }
+        }
+        drop(g);
+        let Some((file, path, seg_size, pos, first)) = located else {
+            return Ok(result);
+        };
+        if first.last_offset() >= bound {
+            return Ok(result);
+        }
+        let avail = (seg_size - pos) as usize;
+        let len = max_bytes.min(avail).max(first.size());
+        let buf = Segment::read_at(&file, pos, len).at(&path)?;
+        let mut end = 0;
+        let mut next = None;
+        while let Some(h) = BatchHeader::parse(&buf[end..]) {
+            if end + h.size() > buf.len() || h.last_offset() >= bound {
+                break;
+            }
+            if end > 0 && end + h.size() > max_bytes {
+                break;
+            }
+            end += h.size();
+            next = Some(h.next_offset());
+        }
+        if end == 0 && buf.len() >= HEADER_LEN {
+            // The segment was truncated under us: report nothing rather than a torn batch.
+            return Ok(result);
+        }
+        let mut buf = buf;
+        buf.truncate(end);
+        result.records = Bytes::from(buf);
+        result.first_batch_offset = next.map(|_| first.base_offset);
+        result.next_offset = next;
+        Ok(result)
+    }
+
+    /// ListOffsets.
+    pub fn list_offset(&self, spec: OffsetSpec) -> Result<Option<TimestampOffset>> {
+        let g = lock(&self.inner);
+        let lso = g.log_start_offset;
+        match spec {
+            OffsetSpec::Earliest => Ok(Some(TimestampOffset {
+                offset: lso,
+                timestamp: -1,
+            })),
+            OffsetSpec::Latest => Ok(Some(TimestampOffset {
+                offset: g.log_end_offset(),
+                timestamp: -1,
+            })),
+            OffsetSpec::MaxTimestamp => {
+                let best = g
+                    .segments
+                    .values()
+                    .filter(|s| s.max_ts >= 0 && s.next_offset > lso)
+                    .max_by_key(|s| (s.max_ts, std::cmp::Reverse(s.base)));
+                let Some(seg) = best else { return Ok(None) };
+                let (ts, off) = (seg.max_ts, seg.offset_of_max_ts);
+                let Some((pos, h)) = seg.translate(off)? else {
+                    return Ok(None);
+                };
+                let hit =
+                    seg.first_record_matching(pos, &h, |r| r.timestamp == ts && r.offset >= lso)?;
+                Ok(hit.map(|(offset, timestamp)| TimestampOffset { offset, timestamp }))
+            }
+            OffsetSpec::Timestamp(ts) => {
+                for seg in g.segments.values() {
+                    if seg.next_offset <= lso || seg.max_ts < ts {
+                        continue;
+                    }
+                    if let Some((offset, timestamp)) = seg.find_by_timestamp(ts, lso)? {
+                        return Ok(Some(TimestampOffset { offset, timestamp }));
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// The latest leader epoch in the epoch cache.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        lock(&self.inner).epochs.latest_epoch()
+    }
+
+    /// The leader epoch cache's entries `(epoch, start offset)`.
+    pub fn epoch_entries(&self) -> Vec<(i32, i64)> {
+        lock(&self.inner).epochs.entries().to_vec()
+    }
+
+    /// OffsetForLeaderEpoch: `(epoch, end offset)` for `epoch` (Kafka's semantics: the start
+    /// offset of the next higher epoch, or the log end offset for the latest epoch;
+    /// `(-1, -1)` when unknown).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        let g = lock(&self.inner);
+        g.epochs.end_offset_for(epoch, g.log_end_offset())
+    }
+
+    /// Remove every record at or after `offset` (a follower after a leader change). Whole
+    /// batches go: a batch containing `offset` is removed too, as in Kafka. Returns whether
+    /// anything was removed.
+    pub fn truncate_to(&self, offset: i64) -> Result<bool> {
+        if offset < 0 {
+            return Err(LogError::InvalidArgument(format!("truncate to {offset}")));
+        }
+        let mut g = lock(&self.inner);
+        self.check_online(&g)?;
+        if offset >= g.log_end_offset() {
+            return Ok(false);
+        }
+        let first_base = *g
+            .segments
+            .keys()
+            .next()
+            .expect("a log always has a segment");
+        if offset < first_base {
+            self.reset_locked(&mut g, offset)?;
+        } else {
+            let doomed: Vec<i64> = g.segments.range(offset + 1..).map(|(k, _)| *k).collect();
+            for base in doomed {
+                if let Some(seg) = g.segments.remove(&base) {
+                    seg.delete_files()?;
+                }
+            }
+            self.disk.sync_dir(&self.dir)?;
+            let disk = self.disk.clone();
+            g.active_mut().truncate_to(offset, &disk)?;
+            let leo = g.log_end_offset();
+            if leo < g.log_start_offset {
+                g.log_start_offset = leo;
+                checkpoint::write_offset(&self.disk, &self.dir, checkpoint::LOG_START_OFFSET, leo)?;
+            }
+            g.high_watermark = g.high_watermark.min(leo);
+            g.recovery_point = g.recovery_point.min(leo);
+            if g.epochs.truncate_from_end(leo) {
+                checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
+            }
+        }
+        checkpoint::write_offset(
+            &self.disk,
+            &self.dir,
+            checkpoint::RECOVERY_POINT,
+            g.recovery_point,
+        )?;
+        info!(dir = %self.dir.display(), offset, leo = g.log_end_offset(), "truncated log");
+        Ok(true)
+    }
+
+    /// Delete everything and start again, empty, at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`).
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<()> {
+        if offset < 0 {
+            return Err(LogError::InvalidArgument(format!("start at {offset}")));
+        }
+        let mut g = lock(&self.inner);
+        self.check_online(&g)?;
+        self.reset_locked(&mut g, offset)?;
+        checkpoint::write_offset(&self.disk, &self.dir, checkpoint::RECOVERY_POINT, offset)
+    }
+
+    fn reset_locked(&self, g: &mut Inner, offset: i64) -> Result<()> {
+        for (_, seg) in std::mem::take(&mut g.segments) {
+            seg.delete_files()?;
+        }
+        let id = g.new_segment_id();
+        let seg = Segment::create(&self.dir, offset, g.last_flush_ms, id)?;
+        g.segments.insert(offset, seg);
+        self.disk.sync_dir(&self.dir)?;
+        g.log_start_offset = offset;
+        g.high_watermark = offset;
+        g.recovery_point = offset;
+        g.epochs = LeaderEpochCache::default();
+        checkpoint::write_epochs(&self.disk, &self.dir, &[])?;
+        checkpoint::write_offset(&self.disk, &self.dir, checkpoint::LOG_START_OFFSET, offset)
+    }
+
+    /// DeleteRecords: move the log start offset to `offset` (at most the high watermark) and
+    /// delete the segments wholly below it. Returns the new log start offset.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        let mut g = lock(&self.inner);
+        self.check_online(&g)?;
+        if offset > g.high_watermark || offset < 0 {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: g.log_start_offset,
+                log_end_offset: g.high_watermark,
+            });
+        }
+        if offset <= g.log_start_offset {
+            return Ok(g.log_start_offset);
+        }
+        g.log_start_offset = offset;
+        if g.epochs.truncate_from_start(offset) {
+            checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
+        }
+        checkpoint::write_offset(&self.disk, &self.dir, checkpoint::LOG_START_OFFSET, offset)?;
+        self.delete_segments_below_start(&mut g)?;
+        Ok(offset)
+    }
+
+    /// Delete non-active segments that end at or before the log start offset.
+    pub(crate) fn delete_segments_below_start(&self, g: &mut Inner) -> Result<usize> {
+        let lso = g.log_start_offset;
+        let active = g.active().base;
+        let doomed: Vec<i64> = g
+            .segments
+            .values()
+            .filter(|s| s.base != active && s.next_offset <= lso)
+            .map(|s| s.base)
+            .collect();
+        // only a prefix may go: segments are ordered and contiguous
+        let mut n = 0;
+        for base in doomed {
+            if let Some(seg) = g.segments.remove(&base) {
+                seg.delete_files()?;
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.disk.sync_dir(&self.dir)?;
+        }
+        Ok(n)
+    }
+
+    /// Persist the high watermark, recovery point and log start offset (call periodically,
+    /// like Kafka's checkpoint intervals).
+    pub fn checkpoint(&self) -> Result<()> {
+        let _m = lock(&self.maintenance);
+        let (hw, rp, lso) = {
+            let g = lock(&self.inner);
+            (g.high_watermark, g.recovery_point, g.log_start_offset)
+        };
+        checkpoint::write_offset(&self.disk, &self.dir, checkpoint::HIGH_WATERMARK, hw)?;
+        checkpoint::write_offset(&self.disk, &self.dir, checkpoint::RECOVERY_POINT, rp)?;
+        checkpoint::write_offset(&self.disk, &self.dir, checkpoint::LOG_START_OFFSET, lso)
+    }
+
+    /// Sync everything, write all indexes and checkpoints and leave the clean-shutdown marker
+    /// so the next open skips recovery.
+    pub fn close(self) -> Result<()> {
+        self.flush()?;
+        let _m = lock(&self.maintenance);
+        let mut g = lock(&self.inner);
+        self.check_online(&g)?;
+        let disk = self.disk.clone();
+        for seg in g.segments.values_mut() {
+            if seg.indexes_dirty {
+                seg.write_indexes(&disk)?;
+            }
+        }
+        g.recovery_point = g.log_end_offset();
+        checkpoint::write_offset(
+            &disk,
+            &self.dir,
+            checkpoint::HIGH_WATERMARK,
+            g.high_watermark,
+        )?;
+        checkpoint::write_offset(
+            &disk,
+            &self.dir,
+            checkpoint::RECOVERY_POINT,
+            g.recovery_point,
+        )?;
+        checkpoint::write_offset(
+            &disk,
+            &self.dir,
+            checkpoint::LOG_START_OFFSET,
+            g.log_start_offset,
+        )?;
+        checkpoint::write_epochs(&disk, &self.dir, g.epochs.entries())?;
+        disk.write_atomic(&self.dir.join(checkpoint::CLEAN_SHUTDOWN), b"0\n")?;
+        info!(dir = %self.dir.display(), leo = g.log_end_offset(), "log closed cleanly");
+        Ok(())
+    }
+}

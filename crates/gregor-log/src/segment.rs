@@ -1,0 +1,580 @@
+//! One segment: `<base>.log` with its in-memory sparse indexes (written to `<base>.index` and
+//! `<base>.timeindex` when the segment is rolled or the log closed).
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tracing::warn;
+
+use crate::batch::{self, BatchHeader, Origin, HEADER_LEN, LOG_OVERHEAD};
+use crate::disk::Disk;
+use crate::error::{IoContext, LogError, Result};
+use crate::index::{OffsetIndex, TimeIndex};
+use crate::records;
+
+/// Read granularity of validating scans (whole batches).
+const CHUNK: usize = 1 << 20;
+/// Read granularity of header-only scans (index lookups read one or a few headers).
+const HEADER_CHUNK: usize = 4096;
+
+/// File name stem of a segment: the base offset in 20 digits, as Kafka names them.
+pub(crate) fn file_name(base: i64, suffix: &str) -> String {
+    format!("{base:020}{suffix}")
+}
+
+/// Parse `<20 digits><suffix>`.
+pub(crate) fn parse_name(name: &str, suffix: &str) -> Option<i64> {
+    let stem = name.strip_suffix(suffix)?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+/// How a scan ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ScanEnd {
+    /// Reached the end position at a batch boundary.
+    Complete,
+    /// The callback asked to stop before the batch at this position.
+    Stopped(u64),
+    /// Data at this position is not a valid batch.
+    Invalid { pos: u64, reason: String },
+}
+
+/// Walk batches of `file` in `[start, end)`. With `full`, each batch is read whole and validated
+/// (CRC included) and passed to `f`; otherwise only headers are read and `f` gets the header
+/// bytes. `f` returns `Ok(true)` to continue, `Ok(false)` to stop, `Err(reason)` to declare the
+/// batch invalid.
+pub(crate) fn scan(
+    file: &File,
+    start: u64,
+    end: u64,
+    full: bool,
+    mut f: impl FnMut(u64, &BatchHeader, &[u8]) -> Result<bool, String>,
+) -> std::io::Result<ScanEnd> {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut buf_start = start;
+    let mut pos = start;
+    while pos < end {
+        let need_hdr = HEADER_LEN as u64;
+        if pos + need_hdr > end {
+            return Ok(ScanEnd::Invalid {
+                pos,
+                reason: format!("{} trailing bytes are not a batch", end - pos),
+            });
+        }
+        let chunk = if full { CHUNK } else { HEADER_CHUNK };
+        ensure(file, &mut buf, &mut buf_start, pos, HEADER_LEN, end, chunk)?;
+        let off = (pos - buf_start) as usize;
+        let h = BatchHeader::parse(&buf[off..]).expect("ensure() loaded a full header");
+        if h.magic != 2 || (h.batch_length as i64) < (HEADER_LEN - LOG_OVERHEAD) as i64 {
+            return Ok(ScanEnd::Invalid {
+                pos,
+                reason: format!("bad header (magic {}, length {})", h.magic, h.batch_length),
+            });
+        }
+        let size = h.size() as u64;
+        if pos + size > end {
+            return Ok(ScanEnd::Invalid {
+                pos,
+                reason: format!("batch of {size} bytes torn at {}", end - pos),
+            });
+        }
+        let bytes: &[u8] = if full {
+            ensure(
+                file,
+                &mut buf,
+                &mut buf_start,
+                pos,
+                size as usize,
+                end,
+                CHUNK,
+            )?;
+            let off = (pos - buf_start) as usize;
+            let b = &buf[off..off + size as usize];
+            if let Err(e) = batch::validate(b, usize::MAX, Origin::Follower) {
+                return Ok(ScanEnd::Invalid {
+                    pos,
+                    reason: e.to_string(),
+                });
+            }
+            b
+        } else {
+            &buf[off..off + HEADER_LEN]
+        };
+        match f(pos, &h, bytes) {
+            Ok(true) => {}
+            Ok(false) => return Ok(ScanEnd::Stopped(pos)),
+            Err(reason) => return Ok(ScanEnd::Invalid { pos, reason }),
+        }
+        pos += size;
+    }
+    Ok(ScanEnd::Complete)
+}
+
+/// Make `buf` hold `[pos, pos + len)` of the file.
+fn ensure(
+    file: &File,
+    buf: &mut Vec<u8>,
+    buf_start: &mut u64,
+    pos: u64,
+    len: usize,
+    end: u64,
+    chunk: usize,
+) -> std::io::Result<()> {
+    if pos >= *buf_start && pos + len as u64 <= *buf_start + buf.len() as u64 {
+        return Ok(());
+    }
+    let want = len.max(chunk).min((end - pos) as usize).max(len);
+    buf.resize(want, 0);
+    file.read_exact_at(buf, pos)?;
+    *buf_start = pos;
+    Ok(())
+}
+
+/// A segment of the log.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub base: i64,
+    pub dir: PathBuf,
+    pub file: Arc<File>,
+    /// Bytes of valid batches in the file.
+    pub size: u64,
+    /// Offset after the last batch (== base when empty).
+    pub next_offset: i64,
+    /// Largest batch max-timestamp, -1 when empty.
+    pub max_ts: i64,
+    /// Last offset of the batch that carried `max_ts`.
+    pub offset_of_max_ts: i64,
+    pub offset_index: OffsetIndex,
+    pub time_index: TimeIndex,
+    bytes_since_index: u64,
+    /// Max timestamp of the first batch: what `segment.ms` is measured from.
+    pub rolling_ts: Option<i64>,
+    /// When this process created the segment (fallback for `segment.ms`).
+    pub created_ms: i64,
+    /// Unique id of this segment instance (detects concurrent replacement).
+    pub id: u64,
+    /// In-memory indexes differ from the files.
+    pub indexes_dirty: bool,
+}
+
+impl Segment {
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join(file_name(self.base, ".log"))
+    }
+    pub fn index_path(&self) -> PathBuf {
+        self.dir.join(file_name(self.base, ".index"))
+    }
+    pub fn time_index_path(&self) -> PathBuf {
+        self.dir.join(file_name(self.base, ".timeindex"))
+    }
+
+    fn empty(dir: &Path, base: i64, file: File, now_ms: i64, id: u64) -> Segment {
+        Segment {
+            base,
+            dir: dir.to_path_buf(),
+            file: Arc::new(file),
+            size: 0,
+            next_offset: base,
+            max_ts: -1,
+            offset_of_max_ts: base - 1,
+            offset_index: OffsetIndex::default(),
+            time_index: TimeIndex::default(),
+            bytes_since_index: 0,
+            rolling_ts: None,
+            created_ms: now_ms,
+            id,
+            indexes_dirty: true,
+        }
+    }
+
+    /// Create a new empty segment (an existing file of that name is emptied).
+    pub fn create(dir: &Path, base: i64, now_ms: i64, id: u64) -> Result<Segment> {
+        let path = dir.join(file_name(base, ".log"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .at(&path)?;
+        for suffix in [".index", ".timeindex"] {
+            let p = dir.join(file_name(base, suffix));
+            match fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(LogError::io(p, e)),
+            }
+        }
+        Ok(Segment::empty(dir, base, file, now_ms, id))
+    }
+
+    /// Open an existing segment file. With `trusted`, load the index files (sanity checked) and
+    /// scan only the tail after the last index entry; otherwise (or if an index is missing or
+    /// corrupt) validate every batch and rebuild the indexes, truncating at the first invalid
+    /// byte. Returns the segment and whether it was truncated.
+    pub fn open(
+        dir: &Path,
+        base: i64,
+        trusted: bool,
+        index_interval: u64,
+        now_ms: i64,
+        id: u64,
+        disk: &Disk,
+    ) -> Result<(Segment, bool)> {
+        let path = dir.join(file_name(base, ".log"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .at(&path)?;
+        let file_len = file.metadata().at(&path)?.len();
+        let mut seg = Segment::empty(dir, base, file, now_ms, id);
+        seg.size = file_len;
+        if trusted {
+            match seg.load_indexes() {
+                Ok(()) => match seg.scan_tail() {
+                    Ok(()) => {
+                        seg.indexes_dirty = false;
+                        seg.load_rolling_ts()?;
+                        return Ok((seg, false));
+                    }
+                    Err(reason) => {
+                        warn!(segment = %path.display(), %reason, "tail invalid; recovering segment")
+                    }
+                },
+                Err(reason) => {
+                    warn!(segment = %path.display(), %reason, "index unusable; rebuilding")
+                }
+            }
+        }
+        let truncated = seg.recover(index_interval, disk)?;
+        seg.load_rolling_ts()?;
+        Ok((seg, truncated))
+    }
+
+    /// Build a segment over an already written file (a compacted segment before it is renamed
+    /// into place), validating every batch and building its indexes.
+    pub fn from_file(
+        dir: &Path,
+        base: i64,
+        file: File,
+        index_interval: u64,
+        now_ms: i64,
+        id: u64,
+        disk: &Disk,
+    ) -> Result<Segment> {
+        let mut seg = Segment::empty(dir, base, file, now_ms, id);
+        if seg.recover(index_interval, disk)? {
+            return Err(LogError::CorruptFile {
+                path: seg.log_path(),
+                reason: "freshly written segment failed validation".into(),
+            });
+        }
+        seg.load_rolling_ts()?;
+        Ok(seg)
+    }
+
+    fn load_rolling_ts(&mut self) -> Result<()> {
+        self.rolling_ts = None;
+        if self.size >= HEADER_LEN as u64 {
+            let mut h = [0u8; HEADER_LEN];
+            self.file.read_exact_at(&mut h, 0).at(&self.log_path())?;
+            self.rolling_ts = BatchHeader::parse(&h).map(|h| h.max_timestamp);
+        }
+        Ok(())
+    }
+
+    fn load_indexes(&mut self) -> Result<(), String> {
+        let read = |p: PathBuf| fs::read(&p).map_err(|e| format!("{}: {e}", p.display()));
+        let oi = read(self.index_path())?;
+        let ti = read(self.time_index_path())?;
+        self.offset_index = OffsetIndex::decode(&oi, self.size, u64::from(u32::MAX))?;
+        self.time_index = TimeIndex::decode(&ti, u64::from(u32::MAX))?;
+        Ok(())
+    }
+
+    /// Recompute `next_offset`, `max_ts`, `bytes_since_index` from the last offset-index entry
+    /// to the end of the file (headers only), checking that the indexes fit the data.
+    fn scan_tail(&mut self) -> Result<(), String> {
+        let start = self.offset_index.last().map_or(0, |e| u64::from(e.pos));
+        self.next_offset = self.base;
+        if let Some(e) = self.offset_index.last() {
+            self.next_offset = self.base + i64::from(e.rel) + 1;
+        }
+        match self.time_index.last() {
+            Some(t) => {
+                self.max_ts = t.ts;
+                self.offset_of_max_ts = self.base + i64::from(t.rel);
+            }
+            None => {
+                self.max_ts = -1;
+                self.offset_of_max_ts = self.base - 1;
+            }
+        }
+        let mut next = self.next_offset;
+        let mut first = true;
+        let (mut max_ts, mut max_off) = (self.max_ts, self.offset_of_max_ts);
+        let mut since = 0u64;
+        let base = self.base;
+        let indexed_last = self.offset_index.last().map(|e| base + i64::from(e.rel));
+        let end = scan(&self.file, start, self.size, false, |_, h, _| {
+            if first && indexed_last.is_some_and(|l| h.last_offset() != l) {
+                return Err("index entry does not match its batch".into());
+            }
+            if (!first && h.base_offset < next) || h.base_offset < base {
+                return Err(format!("offset {} goes backwards", h.base_offset));
+            }
+            first = false;
+            next = h.next_offset();
+            if h.max_timestamp > max_ts {
+                max_ts = h.max_timestamp;
+                max_off = h.last_offset();
+            }
+            since += h.size() as u64;
+            Ok(true)
+        })
+        .map_err(|e| e.to_string())?;
+        if end != ScanEnd::Complete {
+            return Err(format!("{end:?}"));
+        }
+        if let Some(t) = self.time_index.last() {
+            if self.base + i64::from(t.rel) >= next {
+                return Err("time index points past the data".into());
+            }
+        }
+        self.next_offset = next;
+        self.max_ts = max_ts;
+        self.offset_of_max_ts = max_off;
+        self.bytes_since_index = since;
+        Ok(())
+    }
+
+    /// Validate every batch, rebuild the indexes, truncate an invalid tail. Returns whether the
+    /// file was truncated.
+    pub fn recover(&mut self, index_interval: u64, disk: &Disk) -> Result<bool> {
+        let path = self.log_path();
+        let file_len = self.file.metadata().at(&path)?.len();
+        self.reset_state();
+        let file = Arc::clone(&self.file);
+        let base = self.base;
+        let mut next = self.base;
+        let mut batches: Vec<(u64, BatchHeader)> = Vec::new();
+        let end = scan(&file, 0, file_len, true, |pos, h, _| {
+            if h.base_offset < next {
+                return Err(format!(
+                    "offset {} goes backwards (expected >= {next})",
+                    h.base_offset
+                ));
+            }
+            if h.last_offset() - base > i64::from(u32::MAX) {
+                return Err("offset too far from the segment base".into());
+            }
+            next = h.next_offset();
+            batches.push((pos, *h));
+            Ok(true)
+        })
+        .at(&path)?;
+        for (pos, h) in &batches {
+            self.index_batch(*pos, h, index_interval);
+        }
+        self.size = batches.last().map_or(0, |(p, h)| p + h.size() as u64);
+        self.indexes_dirty = true;
+        if let ScanEnd::Invalid { pos, reason } = end {
+            warn!(segment = %path.display(), pos, file_len, %reason, "truncating invalid tail");
+            self.file.set_len(pos).at(&path)?;
+            disk.sync_data(&self.file).at(&path)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn reset_state(&mut self) {
+        self.size = 0;
+        self.next_offset = self.base;
+        self.max_ts = -1;
+        self.offset_of_max_ts = self.base - 1;
+        self.offset_index = OffsetIndex::default();
+        self.time_index = TimeIndex::default();
+        self.bytes_since_index = 0;
+    }
+
+    fn rel(&self, offset: i64) -> u32 {
+        u32::try_from((offset - self.base).max(0)).unwrap_or(u32::MAX)
+    }
+
+    /// Account for a batch written at `pos` (Kafka's `LogSegment.append` bookkeeping).
+    fn index_batch(&mut self, pos: u64, h: &BatchHeader, interval: u64) {
+        if h.max_timestamp > self.max_ts {
+            self.max_ts = h.max_timestamp;
+            self.offset_of_max_ts = h.last_offset();
+        }
+        if self.bytes_since_index > interval {
+            let rel = self.rel(h.last_offset());
+            self.offset_index.push(rel, pos as u32);
+            let trel = self.rel(self.offset_of_max_ts);
+            self.time_index.maybe_push(self.max_ts, trel);
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += h.size() as u64;
+        self.next_offset = h.next_offset();
+        if self.rolling_ts.is_none() {
+            self.rolling_ts = Some(h.max_timestamp);
+        }
+    }
+
+    /// Write validated batches (the concatenation of `parts`, whose batches are `headers`) at
+    /// the end of the file. On failure the file is cut back so nothing of them remains.
+    pub fn append(
+        &mut self,
+        parts: &[&[u8]],
+        headers: &[BatchHeader],
+        interval: u64,
+        disk: &Disk,
+    ) -> Result<()> {
+        let path = self.log_path();
+        if let Err(e) = disk.write_parts_at(&self.file, parts, self.size) {
+            if let Err(e2) = self.file.set_len(self.size) {
+                warn!(segment = %path.display(), error = %e2, "cannot cut back a failed write");
+            }
+            return Err(LogError::io(path, e));
+        }
+        let mut pos = self.size;
+        for h in headers {
+            self.index_batch(pos, h, interval);
+            pos += h.size() as u64;
+        }
+        self.size = pos;
+        self.indexes_dirty = true;
+        Ok(())
+    }
+
+    /// Whether appending `count` more offsets ending at `last_offset` would overflow the
+    /// relative offsets or positions of the index.
+    pub fn can_hold(&self, last_offset: i64, bytes: u64) -> bool {
+        last_offset - self.base <= i64::from(u32::MAX) && self.size + bytes <= u64::from(u32::MAX)
+    }
+
+    /// Record the final time index entry and write both index files atomically.
+    pub fn write_indexes(&mut self, disk: &Disk) -> Result<()> {
+        if self.max_ts >= 0 {
+            let rel = self.rel(self.offset_of_max_ts);
+            self.time_index.maybe_push(self.max_ts, rel);
+        }
+        disk.write_atomic(&self.index_path(), &self.offset_index.encode())?;
+        disk.write_atomic(&self.time_index_path(), &self.time_index.encode())?;
+        self.indexes_dirty = false;
+        Ok(())
+    }
+
+    /// First batch whose last offset is `>= offset`: its position and header.
+    pub fn translate(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>> {
+        let start = if offset <= self.base {
+            0
+        } else {
+            u64::from(self.offset_index.lookup(self.rel(offset)))
+        };
+        let mut found = None;
+        scan(&self.file, start, self.size, false, |pos, h, _| {
+            if h.last_offset() >= offset {
+                found = Some((pos, *h));
+                return Ok(false);
+            }
+            Ok(true)
+        })
+        .at(&self.log_path())?;
+        Ok(found)
+    }
+
+    /// Read `len` bytes at `pos` (fewer if the file is shorter now).
+    pub fn read_at(file: &File, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        let mut got = 0;
+        while got < len {
+            match file.read_at(&mut buf[got..], pos + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        buf.truncate(got);
+        Ok(buf)
+    }
+
+    /// First record at or after `min_offset` whose timestamp is `>= ts`: `(offset, timestamp)`.
+    pub fn find_by_timestamp(&self, ts: i64, min_offset: i64) -> Result<Option<(i64, i64)>> {
+        if self.max_ts < ts {
+            return Ok(None);
+        }
+        let from = self
+            .time_index
+            .floor_below(ts)
+            .map_or(self.base, |e| self.base + i64::from(e.rel));
+        let start = u64::from(self.offset_index.lookup(self.rel(from.max(min_offset))));
+        let mut hit = None;
+        scan(&self.file, start, self.size, false, |pos, h, _| {
+            if h.max_timestamp >= ts && h.last_offset() >= min_offset {
+                hit = Some((pos, *h));
+                return Ok(false);
+            }
+            Ok(true)
+        })
+        .at(&self.log_path())?;
+        let Some((pos, h)) = hit else { return Ok(None) };
+        self.first_record_matching(pos, &h, |r| r.offset >= min_offset && r.timestamp >= ts)
+    }
+
+    /// Decode the batch at `pos` and return the first record satisfying `pred`.
+    pub fn first_record_matching(
+        &self,
+        pos: u64,
+        h: &BatchHeader,
+        pred: impl Fn(&records::Record) -> bool,
+    ) -> Result<Option<(i64, i64)>> {
+        let bytes = Segment::read_at(&self.file, pos, h.size()).at(&self.log_path())?;
+        let (_, recs) = records::decode_batch(&bytes)?;
+        Ok(recs
+            .iter()
+            .find(|r| pred(r))
+            .map(|r| (r.offset, r.timestamp)))
+    }
+
+    /// Remove every batch whose last offset is `>= offset` (Kafka truncates whole batches).
+    /// Returns whether anything was removed.
+    pub fn truncate_to(&mut self, offset: i64, disk: &Disk) -> Result<bool> {
+        let Some((pos, _)) = self.translate(offset)? else {
+            return Ok(false);
+        };
+        let path = self.log_path();
+        self.file.set_len(pos).at(&path)?;
+        disk.sync_data(&self.file).at(&path)?;
+        self.size = pos;
+        self.offset_index.truncate_to_position(pos as u32);
+        let rel = self.rel(offset);
+        self.time_index.truncate_to_rel(rel);
+        self.indexes_dirty = true;
+        self.scan_tail()
+            .map_err(|reason| LogError::CorruptFile { path, reason })?;
+        if self.size == 0 {
+            self.rolling_ts = None;
+        }
+        Ok(true)
+    }
+
+    /// Delete the segment's files.
+    pub fn delete_files(&self) -> Result<()> {
+        for p in [self.log_path(), self.index_path(), self.time_index_path()] {
+            match fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(LogError::io(p, e)),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,287 @@
+use crate::common::*;
+use gregor_log::batch::{BatchHeader, Codec};
+use gregor_log::error::kafka_code;
+use gregor_log::records::decode_batch;
+use gregor_log::{LogConfig, LogError, OffsetSpec, TimestampOffset, TimestampType};
+
+#[test]
+fn leader_append_assigns_offsets_and_reads_back() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = open(dir.path(), LogConfig::default());
+    let a = log
+        .append_as_leader(&batch(3, "a", NOW), 5, NOW)
+        .expect("append");
+    assert_eq!((a.first_offset, a.last_offset), (0, 2));
+    let b = log
+        .append_as_leader(&batch(2, "b", NOW + 1), 5, NOW)
+        .expect("append");
+    assert_eq!((b.first_offset, b.last_offset), (3, 4));
+    assert_eq!(log.log_end_offset(), 5);
+    let recs = read_all(&log);
+    assert_eq!(values(&recs), ["a-0", "a-1", "a-2", "b-0", "b-1"]);
+    assert_eq!(
+        recs.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4]
+    );
+    // the stored batch carries the leader epoch and the original CRC
+    let r = log.read(3, 1, None).expect("read");
+    let h = BatchHeader::parse(&r.records).expect("header");
+    assert_eq!((h.base_offset, h.partition_leader_epoch), (3, 5));
+    assert_eq!(log.end_offset_for_epoch(5), (5, 5));
+}
+
+#[test]
+fn every_codec_is_stored_as_received() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = open(dir.path(), LogConfig::default());
+    for codec in [
+        Codec::None,
+        Codec::Gzip,
+        Codec::Snappy,
+        Codec::Lz4,
+        Codec::Zstd,
+    ] {
+        let b = batch_codec(10, "z", NOW, codec);
+        let info = log.append_as_leader(&b, 0, NOW).expect("append");
+        let r = log.read(info.first_offset, 1 << 20, None).expect("read");
+        // identical except the base offset (bytes 0..8) and leader epoch (12..16)
+        assert_eq!(r.records.len(), b.len());
+        assert_eq!(&r.records[16..], &b[16..], "{codec:?}");
+        let (_, recs) = decode_batch(&r.records).expect("decode");
+        assert_eq!(recs.len(), 10);
+        assert_eq!(recs[0].offset, info.first_offset);
+    }
+}
+
+#[test]
+fn invalid_batches_are_rejected_whole_with_kafka_codes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = LogConfig {
+        max_message_bytes: 2000,
+        ..LogConfig::default()
+    };
+    let log = open(dir.path(), cfg);
+    let good = batch(2, "g", NOW);
+    // CRC: flip a value byte
+    let mut bad_crc = good.clone();
+    let n = bad_crc.len();
+    bad_crc[n - 2] ^= 0xff;
+    // magic
+    let mut bad_magic = good.clone();
+    bad_magic[16] = 1;
+    // record count mismatch (header count 3, lastOffsetDelta 1) -- fix the CRC so only the
+    // count is wrong
+    let mut bad_count = good.clone();
+    bad_count[57..61].copy_from_slice(&3i32.to_be_bytes());
+    let crc = crc32c::crc32c(&bad_count[21..]);
+    bad_count[17..21].copy_from_slice(&crc.to_be_bytes());
+    // truncated
+    let truncated = good[..good.len() - 1].to_vec();
+    let too_big = batch(40, &"x".repeat(100), NOW);
+    let cases: Vec<(Vec<u8>, i16)> = vec![
+        (bad_crc, kafka_code::CORRUPT_MESSAGE),
+        (bad_magic, kafka_code::CORRUPT_MESSAGE),
+        (bad_count, kafka_code::INVALID_RECORD),
+        (truncated, kafka_code::CORRUPT_MESSAGE),
+        (too_big, kafka_code::MESSAGE_TOO_LARGE),
+        (vec![0; 11], kafka_code::CORRUPT_MESSAGE),
+    ];
+    for (i, (bad, code)) in cases.into_iter().enumerate() {
+        // a good batch followed by a bad one: nothing of the request is written
+        let mut req = good.clone();
+        req.extend_from_slice(&bad);
+        let e = log.append_as_leader(&req, 0, NOW).expect_err("must reject");
+        assert_eq!(e.kafka_error_code(), code, "case {i}: {e}");
+        assert_eq!(log.log_end_offset(), 0, "case {i}");
+        assert_eq!(log.size_bytes(), 0, "case {i}");
+    }
+    let e = log.append_as_leader(&[], 0, NOW).expect_err("empty");
+    assert_eq!(e.kafka_error_code(), kafka_code::INVALID_RECORD);
+    log.append_as_leader(&good, 0, NOW)
+        .expect("good batch still works");
+    assert_eq!(log.log_end_offset(), 2);
+}
+
+#[test]
+fn log_append_time_rewrites_header_and_crc() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = LogConfig {
+        timestamp_type: TimestampType::LogAppendTime,
+        ..LogConfig::default()
+    };
+    let log = open(dir.path(), cfg);
+    let info = log
+        .append_as_leader(&batch(3, "t", 5), 0, NOW)
+        .expect("append");
+    assert_eq!(info.log_append_time, Some(NOW));
+    let r = log.read(0, 1 << 20, None).expect("read");
+    let h = BatchHeader::parse(&r.records).expect("hdr");
+    assert!(h.is_log_append_time());
+    assert_eq!(h.max_timestamp, NOW);
+    assert_eq!(h.crc, crc32c::crc32c(&r.records[21..]));
+    let (_, recs) = decode_batch(&r.records).expect("decode");
+    assert!(recs.iter().all(|r| r.timestamp == NOW));
+}
+
+#[test]
+fn follower_keeps_offsets_and_checks_contiguity() {
+    let leader_dir = tempfile::tempdir().expect("tmp");
+    let follower_dir = tempfile::tempdir().expect("tmp");
+    let leader = open(leader_dir.path(), LogConfig::default());
+    leader
+        .append_as_leader(&batch(3, "a", NOW), 1, NOW)
+        .expect("append");
+    leader
+        .append_as_leader(&batch(3, "b", NOW), 2, NOW)
+        .expect("append");
+    let fetched = leader.read(0, 1 << 20, None).expect("read");
+    let follower = open(follower_dir.path(), LogConfig::default());
+    follower
+        .append_as_follower(&fetched.records, NOW)
+        .expect("follow");
+    assert_eq!(follower.log_end_offset(), 6);
+    assert_eq!(follower.epoch_entries(), vec![(1, 0), (2, 3)]);
+    assert_eq!(follower.end_offset_for_epoch(1), (1, 3));
+    // re-sending the same batches is not contiguous
+    let e = follower
+        .append_as_follower(&fetched.records, NOW)
+        .expect_err("overlap");
+    assert!(matches!(
+        e,
+        LogError::NonContiguousAppend {
+            expected: 6,
+            got: 0
+        }
+    ));
+    assert_eq!(values(&read_all(&follower)), values(&read_all(&leader)));
+}
+
+#[test]
+fn segments_roll_by_size_and_time_with_kafka_names() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = LogConfig {
+        segment_ms: 60_000,
+        ..small_config()
+    };
+    let log = open(dir.path(), cfg);
+    let mut ts = NOW;
+    for i in 0..40 {
+        log.append_as_leader(&batch(5, &format!("r{i}"), ts), 0, ts)
+            .expect("append");
+        ts += 10;
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 3, "size rolls: {bases:?}");
+    assert!(dir.path().join("00000000000000000000.log").exists());
+    assert!(dir.path().join("00000000000000000000.index").exists());
+    assert!(dir.path().join("00000000000000000000.timeindex").exists());
+    let last = *bases.last().expect("segments");
+    assert!(dir.path().join(format!("{last:020}.log")).exists());
+    // time roll: a batch more than segment.ms after the active segment's first batch
+    let n = log.segment_base_offsets().len();
+    log.append_as_leader(&batch(1, "late", ts + 61_000), 0, ts + 61_000)
+        .expect("append");
+    assert_eq!(log.segment_base_offsets().len(), n + 1);
+    assert_eq!(read_all(&log).len(), 201);
+}
+
+#[test]
+fn read_respects_max_bytes_upper_bound_and_kip74() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = open(dir.path(), LogConfig::default());
+    let mut sizes = Vec::new();
+    for i in 0..5 {
+        let b = batch(4, &format!("b{i}"), NOW);
+        sizes.push(b.len());
+        log.append_as_leader(&b, 0, NOW).expect("append");
+    }
+    // KIP-74: one batch even if larger than max_bytes
+    let r = log.read(0, 1, None).expect("read");
+    assert_eq!(r.records.len(), sizes[0]);
+    assert_eq!(r.next_offset, Some(4));
+    // a read in the middle of a batch returns that whole batch
+    let r = log.read(6, sizes[1] + sizes[2], None).expect("read");
+    assert_eq!(r.first_batch_offset, Some(4));
+    assert_eq!(split_batches(&r.records).len(), 2);
+    // upper bound (high watermark) excludes batches that reach it
+    let r = log.read(0, 1 << 20, Some(9)).expect("read");
+    assert_eq!(split_batches(&r.records).len(), 2);
+    let r = log.read(8, 1 << 20, Some(8)).expect("read");
+    assert!(r.records.is_empty());
+    // at the end: empty; past the end: out of range
+    assert!(log.read(20, 100, None).expect("read").records.is_empty());
+    let e = log.read(21, 100, None).expect_err("oor");
+    assert_eq!(e.kafka_error_code(), kafka_code::OFFSET_OUT_OF_RANGE);
+}
+
+#[test]
+fn list_offsets_earliest_latest_max_and_by_time() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = open(dir.path(), small_config());
+    assert_eq!(
+        log.list_offset(OffsetSpec::MaxTimestamp).expect("list"),
+        None
+    );
+    // timestamps 1000, 1010, ... one batch of 3 records each; one out-of-order batch
+    for i in 0..60i64 {
+        let ts = if i == 30 { 999_999 } else { 1000 + i * 10 };
+        log.append_as_leader(&batch(3, "x", ts), 0, NOW)
+            .expect("append");
+    }
+    assert!(log.segment_base_offsets().len() > 2);
+    let at = |spec| log.list_offset(spec).expect("list");
+    assert_eq!(
+        at(OffsetSpec::Earliest),
+        Some(TimestampOffset {
+            offset: 0,
+            timestamp: -1
+        })
+    );
+    assert_eq!(
+        at(OffsetSpec::Latest),
+        Some(TimestampOffset {
+            offset: 180,
+            timestamp: -1
+        })
+    );
+    assert_eq!(
+        at(OffsetSpec::MaxTimestamp),
+        Some(TimestampOffset {
+            offset: 90,
+            timestamp: 999_999
+        })
+    );
+    assert_eq!(
+        at(OffsetSpec::Timestamp(1000)),
+        Some(TimestampOffset {
+            offset: 0,
+            timestamp: 1000
+        })
+    );
+    assert_eq!(
+        at(OffsetSpec::Timestamp(1205)),
+        Some(TimestampOffset {
+            offset: 63,
+            timestamp: 1210
+        })
+    );
+    // beyond every ordinary timestamp: the out-of-order batch is the first at or after it
+    assert_eq!(
+        at(OffsetSpec::Timestamp(5000)),
+        Some(TimestampOffset {
+            offset: 90,
+            timestamp: 999_999
+        })
+    );
+    assert_eq!(at(OffsetSpec::Timestamp(1_000_000)), None);
+    // the answer is the same whatever the index interval (brute force over all records)
+    let recs = read_all(&log);
+    for t in (990..1700).step_by(7) {
+        let want = recs.iter().find(|r| r.timestamp >= t).map(|r| r.offset);
+        assert_eq!(
+            at(OffsetSpec::Timestamp(t)).map(|x| x.offset),
+            want,
+            "t={t}"
+        );
+    }
+}
