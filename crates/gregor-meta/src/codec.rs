@@ -1,0 +1,401 @@
+//! Binary encoding of [`MetadataRecord`]s, as stored in the metadata log.
+//!
+//! Layout: `type: u8`, `version: u8`, then the fields of that type and version in declaration
+//! order. Integers are zig-zag LEB128 varints (broker ids and epochs are small, so records stay a
+//! few dozen bytes), lengths are unsigned varints, strings are length-prefixed UTF-8, options
+//! have a `0`/`1` presence byte, uuids are 16 raw bytes. Adding a field means a new version of
+//! that record type; decoders keep reading every older version. The format is our own (no serde)
+//! so that the bytes on disk are defined here, in one place, and never change with a
+//! dependency upgrade.
+
+use crate::error::DecodeError;
+use crate::record::*;
+use uuid::Uuid;
+
+const REGISTER_BROKER: u8 = 0;
+const UNREGISTER_BROKER: u8 = 1;
+const FENCE_BROKER: u8 = 2;
+const UNFENCE_BROKER: u8 = 3;
+const TOPIC: u8 = 4;
+const PARTITION: u8 = 5;
+const PARTITION_CHANGE: u8 = 6;
+const REMOVE_TOPIC: u8 = 7;
+const CONFIG: u8 = 8;
+
+/// Version written for every record type today.
+const V0: u8 = 0;
+
+impl MetadataRecord {
+    /// Encode to bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(Vec::with_capacity(32));
+        match self {
+            MetadataRecord::RegisterBroker(r) => {
+                w.header(REGISTER_BROKER);
+                w.i32(r.broker_id);
+                w.uuid(r.incarnation_id);
+                w.i64(r.broker_epoch);
+                w.len(r.endpoints.len());
+                for e in &r.endpoints {
+                    w.str(&e.name);
+                    w.str(&e.host);
+                    w.0.extend_from_slice(&e.port.to_be_bytes());
+                    w.i64(i64::from(e.security_protocol));
+                }
+                w.opt_str(r.rack.as_deref());
+                w.bool(r.fenced);
+            }
+            MetadataRecord::UnregisterBroker(r) => w.broker_epoch(UNREGISTER_BROKER, r),
+            MetadataRecord::FenceBroker(r) => w.broker_epoch(FENCE_BROKER, r),
+            MetadataRecord::UnfenceBroker(r) => w.broker_epoch(UNFENCE_BROKER, r),
+            MetadataRecord::Topic(r) => {
+                w.header(TOPIC);
+                w.str(&r.name);
+                w.uuid(r.topic_id);
+            }
+            MetadataRecord::Partition(r) => {
+                w.header(PARTITION);
+                w.uuid(r.topic_id);
+                w.i32(r.partition);
+                w.ids(&r.replicas);
+                w.ids(&r.isr);
+                w.ids(&r.removing_replicas);
+                w.ids(&r.adding_replicas);
+                w.i32(r.leader);
+                w.0.push(r.leader_recovery_state.as_i8() as u8);
+                w.i32(r.leader_epoch);
+                w.i32(r.partition_epoch);
+            }
+            MetadataRecord::PartitionChange(r) => {
+                w.header(PARTITION_CHANGE);
+                w.uuid(r.topic_id);
+                w.i32(r.partition);
+                w.opt_ids(r.isr.as_deref());
+                match r.leader {
+                    LeaderChange::Unchanged => w.bool(false),
+                    LeaderChange::To(id) => {
+                        w.bool(true);
+                        w.i32(id);
+                    }
+                }
+                w.opt_ids(r.replicas.as_deref());
+                w.opt_ids(r.removing_replicas.as_deref());
+                w.opt_ids(r.adding_replicas.as_deref());
+                match r.leader_recovery_state {
+                    None => w.bool(false),
+                    Some(s) => {
+                        w.bool(true);
+                        w.0.push(s.as_i8() as u8);
+                    }
+                }
+            }
+            MetadataRecord::RemoveTopic(r) => {
+                w.header(REMOVE_TOPIC);
+                w.uuid(r.topic_id);
+            }
+            MetadataRecord::Config(r) => {
+                w.header(CONFIG);
+                w.0.push(r.resource.resource_type.as_i8() as u8);
+                w.str(&r.resource.name);
+                w.str(&r.name);
+                w.opt_str(r.value.as_deref());
+            }
+        }
+        w.0
+    }
+
+    /// Decode bytes produced by [`MetadataRecord::encode`] (any supported version).
+    pub fn decode(bytes: &[u8]) -> Result<MetadataRecord, DecodeError> {
+        let mut r = Reader(bytes);
+        let record_type = r.u8("record type")?;
+        let version = r.u8("record version")?;
+        if record_type > CONFIG {
+            return Err(DecodeError::UnknownType(record_type));
+        }
+        if version != V0 {
+            return Err(DecodeError::UnsupportedVersion {
+                record_type,
+                version,
+            });
+        }
+        let record = match record_type {
+            REGISTER_BROKER => {
+                let broker_id = r.i32("broker id")?;
+                let incarnation_id = r.uuid("incarnation id")?;
+                let broker_epoch = r.i64("broker epoch")?;
+                let n = r.len("endpoint count")?;
+                let mut endpoints = Vec::with_capacity(n.min(64));
+                for _ in 0..n {
+                    let name = r.string("endpoint name")?;
+                    let host = r.string("endpoint host")?;
+                    let port = u16::from_be_bytes(r.array::<2>("endpoint port")?);
+                    let sp = r.i64("security protocol")?;
+                    let security_protocol =
+                        i16::try_from(sp).map_err(|_| DecodeError::Invalid {
+                            field: "security protocol",
+                            detail: format!("{sp} out of range"),
+                        })?;
+                    endpoints.push(BrokerEndpoint {
+                        name,
+                        host,
+                        port,
+                        security_protocol,
+                    });
+                }
+                let rack = r.opt_string("rack")?;
+                let fenced = r.bool("fenced")?;
+                MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                    broker_id,
+                    incarnation_id,
+                    broker_epoch,
+                    endpoints,
+                    rack,
+                    fenced,
+                })
+            }
+            UNREGISTER_BROKER => MetadataRecord::UnregisterBroker(r.broker_epoch()?),
+            FENCE_BROKER => MetadataRecord::FenceBroker(r.broker_epoch()?),
+            UNFENCE_BROKER => MetadataRecord::UnfenceBroker(r.broker_epoch()?),
+            TOPIC => MetadataRecord::Topic(TopicRecord {
+                name: r.string("topic name")?,
+                topic_id: r.uuid("topic id")?,
+            }),
+            PARTITION => MetadataRecord::Partition(PartitionRecord {
+                topic_id: r.uuid("topic id")?,
+                partition: r.i32("partition")?,
+                replicas: r.ids("replicas")?,
+                isr: r.ids("isr")?,
+                removing_replicas: r.ids("removing replicas")?,
+                adding_replicas: r.ids("adding replicas")?,
+                leader: r.i32("leader")?,
+                leader_recovery_state: r.recovery_state()?,
+                leader_epoch: r.i32("leader epoch")?,
+                partition_epoch: r.i32("partition epoch")?,
+            }),
+            PARTITION_CHANGE => {
+                let topic_id = r.uuid("topic id")?;
+                let partition = r.i32("partition")?;
+                let isr = r.opt_ids("isr")?;
+                let leader = if r.bool("leader present")? {
+                    LeaderChange::To(r.i32("leader")?)
+                } else {
+                    LeaderChange::Unchanged
+                };
+                let replicas = r.opt_ids("replicas")?;
+                let removing_replicas = r.opt_ids("removing replicas")?;
+                let adding_replicas = r.opt_ids("adding replicas")?;
+                let leader_recovery_state = if r.bool("recovery state present")? {
+                    Some(r.recovery_state()?)
+                } else {
+                    None
+                };
+                MetadataRecord::PartitionChange(PartitionChangeRecord {
+                    topic_id,
+                    partition,
+                    isr,
+                    leader,
+                    replicas,
+                    removing_replicas,
+                    adding_replicas,
+                    leader_recovery_state,
+                })
+            }
+            REMOVE_TOPIC => MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                topic_id: r.uuid("topic id")?,
+            }),
+            CONFIG => {
+                let t = r.u8("resource type")? as i8;
+                let resource_type =
+                    ConfigResourceType::from_i8(t).ok_or_else(|| DecodeError::Invalid {
+                        field: "resource type",
+                        detail: format!("unknown resource type {t}"),
+                    })?;
+                MetadataRecord::Config(ConfigRecord {
+                    resource: ConfigResource {
+                        resource_type,
+                        name: r.string("resource name")?,
+                    },
+                    name: r.string("config name")?,
+                    value: r.opt_string("config value")?,
+                })
+            }
+            _ => unreachable!("record type range checked above"),
+        };
+        if !r.0.is_empty() {
+            return Err(DecodeError::TrailingBytes(r.0.len()));
+        }
+        Ok(record)
+    }
+}
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn header(&mut self, record_type: u8) {
+        self.0.push(record_type);
+        self.0.push(V0);
+    }
+    fn uvarint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.0.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.0.push(v as u8);
+    }
+    fn i64(&mut self, v: i64) {
+        self.uvarint(((v << 1) ^ (v >> 63)) as u64);
+    }
+    fn i32(&mut self, v: i32) {
+        self.i64(i64::from(v));
+    }
+    fn len(&mut self, n: usize) {
+        self.uvarint(n as u64);
+    }
+    fn bool(&mut self, b: bool) {
+        self.0.push(u8::from(b));
+    }
+    fn str(&mut self, s: &str) {
+        self.len(s.len());
+        self.0.extend_from_slice(s.as_bytes());
+    }
+    fn opt_str(&mut self, s: Option<&str>) {
+        match s {
+            None => self.bool(false),
+            Some(s) => {
+                self.bool(true);
+                self.str(s);
+            }
+        }
+    }
+    fn uuid(&mut self, id: Uuid) {
+        self.0.extend_from_slice(id.as_bytes());
+    }
+    fn ids(&mut self, ids: &[i32]) {
+        self.len(ids.len());
+        for &id in ids {
+            self.i32(id);
+        }
+    }
+    fn opt_ids(&mut self, ids: Option<&[i32]>) {
+        match ids {
+            None => self.bool(false),
+            Some(ids) => {
+                self.bool(true);
+                self.ids(ids);
+            }
+        }
+    }
+    fn broker_epoch(&mut self, record_type: u8, r: &BrokerEpochRecord) {
+        self.header(record_type);
+        self.i32(r.broker_id);
+        self.i64(r.broker_epoch);
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn u8(&mut self, field: &'static str) -> Result<u8, DecodeError> {
+        let (&b, rest) = self.0.split_first().ok_or(DecodeError::Truncated(field))?;
+        self.0 = rest;
+        Ok(b)
+    }
+    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], DecodeError> {
+        if self.0.len() < N {
+            return Err(DecodeError::Truncated(field));
+        }
+        let (head, rest) = self.0.split_at(N);
+        self.0 = rest;
+        Ok(head.try_into().expect("split_at(N) yields N bytes"))
+    }
+    fn uvarint(&mut self, field: &'static str) -> Result<u64, DecodeError> {
+        let mut v: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8(field)?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError::Invalid {
+            field,
+            detail: "varint longer than 10 bytes".into(),
+        })
+    }
+    fn i64(&mut self, field: &'static str) -> Result<i64, DecodeError> {
+        let u = self.uvarint(field)?;
+        Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
+    }
+    fn i32(&mut self, field: &'static str) -> Result<i32, DecodeError> {
+        let v = self.i64(field)?;
+        i32::try_from(v).map_err(|_| DecodeError::Invalid {
+            field,
+            detail: format!("{v} does not fit in 32 bits"),
+        })
+    }
+    fn len(&mut self, field: &'static str) -> Result<usize, DecodeError> {
+        let n = self.uvarint(field)?;
+        // A length can never exceed the bytes left (every element takes at least one byte).
+        if n > self.0.len() as u64 {
+            return Err(DecodeError::Truncated(field));
+        }
+        Ok(n as usize)
+    }
+    fn bool(&mut self, field: &'static str) -> Result<bool, DecodeError> {
+        match self.u8(field)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            b => Err(DecodeError::Invalid {
+                field,
+                detail: format!("boolean byte {b}"),
+            }),
+        }
+    }
+    fn string(&mut self, field: &'static str) -> Result<String, DecodeError> {
+        let n = self.len(field)?;
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        String::from_utf8(head.to_vec()).map_err(|_| DecodeError::Invalid {
+            field,
+            detail: "not UTF-8".into(),
+        })
+    }
+    fn opt_string(&mut self, field: &'static str) -> Result<Option<String>, DecodeError> {
+        if self.bool(field)? {
+            Ok(Some(self.string(field)?))
+        } else {
+            Ok(None)
+        }
+    }
+    fn uuid(&mut self, field: &'static str) -> Result<Uuid, DecodeError> {
+        Ok(Uuid::from_bytes(self.array::<16>(field)?))
+    }
+    fn ids(&mut self, field: &'static str) -> Result<Vec<i32>, DecodeError> {
+        let n = self.len(field)?;
+        let mut ids = Vec::with_capacity(n);
+        for _ in 0..n {
+            ids.push(self.i32(field)?);
+        }
+        Ok(ids)
+    }
+    fn opt_ids(&mut self, field: &'static str) -> Result<Option<Vec<i32>>, DecodeError> {
+        if self.bool(field)? {
+            Ok(Some(self.ids(field)?))
+        } else {
+            Ok(None)
+        }
+    }
+    fn recovery_state(&mut self) -> Result<LeaderRecoveryState, DecodeError> {
+        let b = self.u8("leader recovery state")? as i8;
+        LeaderRecoveryState::from_i8(b).ok_or_else(|| DecodeError::Invalid {
+            field: "leader recovery state",
+            detail: format!("unknown value {b}"),
+        })
+    }
+    fn broker_epoch(&mut self) -> Result<BrokerEpochRecord, DecodeError> {
+        Ok(BrokerEpochRecord {
+            broker_id: self.i32("broker id")?,
+            broker_epoch: self.i64("broker epoch")?,
+        })
+    }
+}

@@ -1,0 +1,361 @@
+//! Every config Gregor accepts, defined once: name, type, default, valid values, documentation,
+//! and for topic configs the broker configs that supply their default (`retention.ms` <-
+//! `log.retention.ms` / `log.retention.minutes` / `log.retention.hours`). Names, defaults and
+//! ranges are Kafka's.
+
+use super::value::{parse_value, ConfigError, ConfigType, ConfigValue, Validator};
+use ConfigType::*;
+use Validator::{Any, AtLeast, BetweenDouble, ListOf, OneOf};
+
+/// How a broker synonym's value converts to the topic config's unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SynonymUnit {
+    /// Same unit.
+    Same,
+    /// Minutes, topic config in milliseconds.
+    MinutesToMs,
+    /// Hours, topic config in milliseconds.
+    HoursToMs,
+}
+
+/// A broker config that supplies a topic config's default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Synonym {
+    /// Broker config name.
+    pub name: &'static str,
+    /// Unit conversion.
+    pub unit: SynonymUnit,
+}
+
+impl Synonym {
+    /// Convert a value of this synonym into the topic config's unit.
+    pub fn convert(&self, v: &ConfigValue) -> ConfigValue {
+        let factor = match self.unit {
+            SynonymUnit::Same => return v.clone(),
+            SynonymUnit::MinutesToMs => 60_000,
+            SynonymUnit::HoursToMs => 3_600_000,
+        };
+        match v.as_i64() {
+            Some(n) => ConfigValue::Long(n.saturating_mul(factor)),
+            None => v.clone(),
+        }
+    }
+}
+
+/// One config definition.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConfigDef {
+    /// Name.
+    pub name: &'static str,
+    /// Type.
+    pub ty: ConfigType,
+    /// Default as text; `None` is Kafka's `null` (unset).
+    pub default: Option<&'static str>,
+    /// Valid values.
+    pub validator: Validator,
+    /// Documentation.
+    pub doc: &'static str,
+    /// Topic configs: broker configs that supply the default, first set one wins.
+    pub synonyms: &'static [Synonym],
+    /// Broker configs: whether it may be changed at run time (IncrementalAlterConfigs);
+    /// otherwise it is read-only. Topic configs are always dynamic.
+    pub dynamic: bool,
+}
+
+impl ConfigDef {
+    /// Parse and validate a value for this config.
+    pub fn parse(&self, raw: &str) -> Result<ConfigValue, ConfigError> {
+        parse_value(self.name, self.ty, self.validator, raw)
+    }
+
+    /// The parsed default (`None` when the default is null).
+    pub fn default_value(&self) -> Option<ConfigValue> {
+        self.default.map(|d| {
+            self.parse(d)
+                .expect("every built-in default is valid (checked by a test)")
+        })
+    }
+
+    /// Secrets are described without their value.
+    pub fn is_sensitive(&self) -> bool {
+        self.ty == Password
+    }
+
+    /// The broker config that sets this topic config's cluster default (e.g.
+    /// `log.retention.ms` for `retention.ms`).
+    pub fn broker_default_name(&self) -> Option<&'static str> {
+        self.synonyms.first().map(|s| s.name)
+    }
+}
+
+const fn same(name: &'static str) -> Synonym {
+    Synonym {
+        name,
+        unit: SynonymUnit::Same,
+    }
+}
+
+const fn topic(
+    name: &'static str,
+    ty: ConfigType,
+    default: Option<&'static str>,
+    validator: Validator,
+    synonyms: &'static [Synonym],
+    doc: &'static str,
+) -> ConfigDef {
+    ConfigDef {
+        name,
+        ty,
+        default,
+        validator,
+        doc,
+        synonyms,
+        dynamic: true,
+    }
+}
+
+const fn broker(
+    name: &'static str,
+    ty: ConfigType,
+    default: Option<&'static str>,
+    validator: Validator,
+    dynamic: bool,
+    doc: &'static str,
+) -> ConfigDef {
+    ConfigDef {
+        name,
+        ty,
+        default,
+        validator,
+        doc,
+        synonyms: &[],
+        dynamic,
+    }
+}
+
+const LONG_MAX: &str = "9223372036854775807";
+const INT_MAX: &str = "2147483647";
+const CLEANUP_POLICIES: &[&str] = &["compact", "delete"];
+const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
+const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
+const PROCESS_ROLES: &[&str] = &["broker", "controller"];
+
+/// Topic-level configs.
+#[rustfmt::skip]
+pub static TOPIC_CONFIGS: &[ConfigDef] = &[
+    topic("cleanup.policy", List, Some("delete"), ListOf(CLEANUP_POLICIES),
+        &[same("log.cleanup.policy")],
+        "Retention policy for old log segments: \"delete\" discards segments past their retention time or size limit, \"compact\" keeps the latest value of each key; both may be given."),
+    topic("compression.type", String, Some("producer"), OneOf(COMPRESSION_TYPES),
+        &[same("compression.type")],
+        "Final compression of the topic's data: a codec (uncompressed, zstd, lz4, snappy, gzip), or \"producer\" to keep the producer's compression."),
+    topic("delete.retention.ms", Long, Some("86400000"), AtLeast(0),
+        &[same("log.cleaner.delete.retention.ms")],
+        "How long delete tombstones are kept in compacted topics; consumers must read a tombstone within this time to see the delete."),
+    topic("file.delete.delay.ms", Long, Some("60000"), AtLeast(0),
+        &[same("log.segment.delete.delay.ms")],
+        "Time to wait before deleting a file from the filesystem."),
+    topic("flush.messages", Long, Some(LONG_MAX), AtLeast(1),
+        &[same("log.flush.interval.messages")],
+        "Force an fsync of the log after this many messages (page-cache mode)."),
+    topic("flush.ms", Long, Some(LONG_MAX), AtLeast(0),
+        &[same("log.flush.interval.ms"), same("log.flush.scheduler.interval.ms")],
+        "Force an fsync of the log after this much time (page-cache mode)."),
+    topic("index.interval.bytes", Int, Some("4096"), AtLeast(0),
+        &[same("log.index.interval.bytes")],
+        "How often (in bytes of log) an entry is added to the offset index."),
+    topic("max.compaction.lag.ms", Long, Some(LONG_MAX), AtLeast(1),
+        &[same("log.cleaner.max.compaction.lag.ms")],
+        "The maximum time a message stays ineligible for compaction."),
+    topic("max.message.bytes", Int, Some("1048588"), AtLeast(0),
+        &[same("message.max.bytes")],
+        "The largest record batch size allowed, after compression."),
+    topic("message.timestamp.after.max.ms", Long, Some(LONG_MAX), AtLeast(0),
+        &[same("log.message.timestamp.after.max.ms")],
+        "How far a CreateTime timestamp may be ahead of the broker's time."),
+    topic("message.timestamp.before.max.ms", Long, Some(LONG_MAX), AtLeast(0),
+        &[same("log.message.timestamp.before.max.ms")],
+        "How far a CreateTime timestamp may be behind the broker's time."),
+    topic("message.timestamp.type", String, Some("CreateTime"), OneOf(TIMESTAMP_TYPES),
+        &[same("log.message.timestamp.type")],
+        "Whether record timestamps are the producer's (CreateTime) or the leader's append time (LogAppendTime)."),
+    topic("min.cleanable.dirty.ratio", Double, Some("0.5"), BetweenDouble(0.0, 1.0),
+        &[same("log.cleaner.min.cleanable.ratio")],
+        "The minimum share of uncompacted log that makes a log eligible for cleaning."),
+    topic("min.compaction.lag.ms", Long, Some("0"), AtLeast(0),
+        &[same("log.cleaner.min.compaction.lag.ms")],
+        "The minimum time a message stays uncompacted."),
+    topic("min.insync.replicas", Int, Some("1"), AtLeast(1),
+        &[same("min.insync.replicas")],
+        "With acks=all, the minimum number of in-sync replicas that must acknowledge a write; fewer gives NOT_ENOUGH_REPLICAS."),
+    topic("preallocate", Boolean, Some("false"), Any,
+        &[same("log.preallocate")],
+        "Preallocate the file on disk when creating a new log segment."),
+    topic("retention.bytes", Long, Some("-1"), Any,
+        &[same("log.retention.bytes")],
+        "The maximum size a partition's log may grow to before old segments are discarded (delete policy); -1 means no limit."),
+    topic("retention.ms", Long, Some("604800000"), AtLeast(-1),
+        &[
+            same("log.retention.ms"),
+            Synonym { name: "log.retention.minutes", unit: SynonymUnit::MinutesToMs },
+            Synonym { name: "log.retention.hours", unit: SynonymUnit::HoursToMs },
+        ],
+        "How long a log is retained before old segments are discarded (delete policy); -1 means no time limit."),
+    topic("segment.bytes", Int, Some("1073741824"), AtLeast(14),
+        &[same("log.segment.bytes")],
+        "The segment file size of the log."),
+    topic("segment.index.bytes", Int, Some("10485760"), AtLeast(4),
+        &[same("log.index.size.max.bytes")],
+        "The size of the index that maps offsets to file positions."),
+    topic("segment.jitter.ms", Long, Some("0"), AtLeast(0),
+        &[
+            same("log.roll.jitter.ms"),
+            Synonym { name: "log.roll.jitter.hours", unit: SynonymUnit::HoursToMs },
+        ],
+        "The maximum random jitter subtracted from the scheduled segment roll time."),
+    topic("segment.ms", Long, Some("604800000"), AtLeast(1),
+        &[
+            same("log.roll.ms"),
+            Synonym { name: "log.roll.hours", unit: SynonymUnit::HoursToMs },
+        ],
+        "The time after which the log rolls a new segment even if the current one is not full."),
+    topic("unclean.leader.election.enable", Boolean, Some("false"), Any,
+        &[same("unclean.leader.election.enable")],
+        "Whether replicas outside the ISR may be elected leader as a last resort, at the risk of losing data."),
+];
+
+/// Broker-level configs (server properties).
+#[rustfmt::skip]
+pub static BROKER_CONFIGS: &[ConfigDef] = &[
+    // Identity and roles.
+    broker("node.id", Int, Some("-1"), AtLeast(-1), false, "The node id of this server."),
+    broker("broker.id", Int, Some("-1"), AtLeast(-1), false, "Legacy name of node.id."),
+    broker("process.roles", List, Some("broker,controller"), ListOf(PROCESS_ROLES), false,
+        "The roles this process plays: broker, controller, or both (a single node is both by default)."),
+    broker("controller.quorum.voters", List, Some(""), Any, false,
+        "The controller quorum voters as id@host:port entries; empty means this node alone."),
+    broker("broker.rack", String, None, Any, false, "Rack of the broker, used for rack-aware replica placement."),
+    broker("listeners", List, Some("PLAINTEXT://:9092"), Any, false, "The listeners (URIs) to accept connections on."),
+    broker("advertised.listeners", List, None, Any, false, "Listeners published to clients, if different from listeners."),
+    broker("log.dirs", List, None, Any, false, "Directories in which log data is kept; log.dir is used when unset."),
+    broker("log.dir", String, Some("/tmp/kafka-logs"), Any, false, "The directory in which log data is kept (used when log.dirs is unset)."),
+    broker("metadata.log.dir", String, None, Any, false, "Directory of the metadata log; the first log directory when unset."),
+    broker("broker.session.timeout.ms", Int, Some("9000"), AtLeast(1), false,
+        "A broker that has not heartbeated to the controller for this long is fenced."),
+    broker("broker.heartbeat.interval.ms", Int, Some("2000"), AtLeast(1), false,
+        "How often a broker heartbeats to the controller."),
+    // Topics.
+    broker("auto.create.topics.enable", Boolean, Some("true"), Any, false, "Create a topic when metadata for an unknown topic is requested."),
+    broker("delete.topic.enable", Boolean, Some("true"), Any, false, "Allow topics to be deleted."),
+    broker("num.partitions", Int, Some("1"), AtLeast(1), false, "Default number of partitions of a new topic."),
+    broker("default.replication.factor", Int, Some("1"), AtLeast(1), false, "Default replication factor of a new topic."),
+    // Replication.
+    broker("min.insync.replicas", Int, Some("1"), AtLeast(1), true,
+        "With acks=all, the minimum number of in-sync replicas that must acknowledge a write."),
+    broker("unclean.leader.election.enable", Boolean, Some("false"), Any, true,
+        "Whether replicas outside the ISR may be elected leader as a last resort, at the risk of losing data."),
+    broker("replica.lag.time.max.ms", Long, Some("30000"), AtLeast(1), false,
+        "A follower that has not caught up with the leader's log end for this long is removed from the ISR."),
+    broker("replica.fetch.max.bytes", Int, Some("1048576"), AtLeast(0), false, "Bytes fetched per partition by a follower."),
+    broker("replica.fetch.min.bytes", Int, Some("1"), AtLeast(1), false, "Minimum bytes for a follower fetch response."),
+    broker("replica.fetch.wait.max.ms", Int, Some("500"), AtLeast(0), false, "Maximum wait of a follower fetch."),
+    broker("replica.fetch.response.max.bytes", Int, Some("10485760"), AtLeast(0), false, "Maximum bytes of a follower fetch response."),
+    broker("replica.fetch.backoff.ms", Int, Some("1000"), AtLeast(0), false, "Sleep after a follower fetch error."),
+    broker("replica.socket.timeout.ms", Int, Some("30000"), AtLeast(1), false, "Socket timeout of follower fetches."),
+    broker("replica.high.watermark.checkpoint.interval.ms", Long, Some("5000"), AtLeast(1), false, "How often high watermarks are checkpointed."),
+    broker("num.replica.fetchers", Int, Some("1"), AtLeast(1), true, "Fetcher threads per source broker."),
+    broker("auto.leader.rebalance.enable", Boolean, Some("true"), Any, false,
+        "Move leadership back to preferred replicas when the imbalance exceeds leader.imbalance.per.broker.percentage."),
+    broker("leader.imbalance.per.broker.percentage", Int, Some("10"), AtLeast(0), false,
+        "Allowed share of partitions per broker not led by their preferred replica, in percent."),
+    broker("leader.imbalance.check.interval.seconds", Long, Some("300"), AtLeast(1), false,
+        "How often the controller checks leader imbalance."),
+    // Groups and offsets.
+    broker("group.initial.rebalance.delay.ms", Int, Some("3000"), AtLeast(0), false,
+        "How long the coordinator waits for more members before the first rebalance of an empty group."),
+    broker("group.min.session.timeout.ms", Int, Some("6000"), AtLeast(0), false, "Smallest session timeout a member may ask for."),
+    broker("group.max.session.timeout.ms", Int, Some("1800000"), AtLeast(0), false, "Largest session timeout a member may ask for."),
+    broker("group.max.size", Int, Some(INT_MAX), AtLeast(1), false, "Maximum members of one consumer group."),
+    broker("offsets.topic.num.partitions", Int, Some("50"), AtLeast(1), false, "Partitions of __consumer_offsets."),
+    broker("offsets.topic.replication.factor", Short, Some("3"), AtLeast(1), false,
+        "Replication factor of __consumer_offsets (capped by the live brokers when the topic is created)."),
+    broker("offsets.topic.segment.bytes", Int, Some("104857600"), AtLeast(1), false, "Segment size of __consumer_offsets."),
+    broker("offsets.retention.minutes", Int, Some("10080"), AtLeast(1), false, "How long committed offsets of an empty group are kept."),
+    broker("offsets.retention.check.interval.ms", Long, Some("600000"), AtLeast(1), false, "How often stale offsets are looked for."),
+    broker("offsets.commit.timeout.ms", Int, Some("5000"), AtLeast(1), false, "How long an offset commit waits for replication."),
+    broker("offsets.load.buffer.size", Int, Some("5242880"), AtLeast(1), false, "Read size when loading group state."),
+    broker("offset.metadata.max.bytes", Int, Some("4096"), Any, false, "Largest metadata string of an offset commit."),
+    // Network and requests.
+    broker("socket.request.max.bytes", Int, Some("104857600"), AtLeast(1), false, "Largest request accepted; larger ones close the connection."),
+    broker("socket.send.buffer.bytes", Int, Some("102400"), Any, false, "SO_SNDBUF; -1 for the OS default."),
+    broker("socket.receive.buffer.bytes", Int, Some("102400"), Any, false, "SO_RCVBUF; -1 for the OS default."),
+    broker("num.network.threads", Int, Some("3"), AtLeast(1), true, "Network threads."),
+    broker("num.io.threads", Int, Some("8"), AtLeast(1), true, "Request handler threads."),
+    broker("queued.max.requests", Int, Some("500"), AtLeast(1), false, "Requests queued before the network threads stop reading."),
+    broker("connections.max.idle.ms", Long, Some("600000"), Any, false, "Idle connections are closed after this long."),
+    broker("max.connections", Int, Some(INT_MAX), AtLeast(0), true, "Maximum connections to the broker."),
+    broker("message.max.bytes", Int, Some("1048588"), AtLeast(0), true, "Largest record batch accepted (topic default of max.message.bytes)."),
+    broker("fetch.max.bytes", Int, Some("57671680"), AtLeast(1024), true, "Largest fetch response."),
+    // Log defaults (topic config synonyms).
+    broker("log.cleanup.policy", List, Some("delete"), ListOf(CLEANUP_POLICIES), true, "Default cleanup.policy."),
+    broker("compression.type", String, Some("producer"), OneOf(COMPRESSION_TYPES), true, "Default compression.type."),
+    broker("log.retention.hours", Int, Some("168"), Any, false, "Default retention.ms in hours (lowest precedence)."),
+    broker("log.retention.minutes", Int, None, Any, false, "Default retention.ms in minutes (over log.retention.hours)."),
+    broker("log.retention.ms", Long, None, Any, true, "Default retention.ms (over log.retention.minutes and log.retention.hours)."),
+    broker("log.retention.bytes", Long, Some("-1"), Any, true, "Default retention.bytes."),
+    broker("log.retention.check.interval.ms", Long, Some("300000"), AtLeast(1), false, "How often logs are checked for retention."),
+    broker("log.segment.bytes", Int, Some("1073741824"), AtLeast(14), true, "Default segment.bytes."),
+    broker("log.roll.hours", Int, Some("168"), AtLeast(1), false, "Default segment.ms in hours."),
+    broker("log.roll.ms", Long, None, Any, true, "Default segment.ms (over log.roll.hours)."),
+    broker("log.roll.jitter.hours", Int, Some("0"), AtLeast(0), false, "Default segment.jitter.ms in hours."),
+    broker("log.roll.jitter.ms", Long, None, Any, true, "Default segment.jitter.ms (over log.roll.jitter.hours)."),
+    broker("log.index.interval.bytes", Int, Some("4096"), AtLeast(0), true, "Default index.interval.bytes."),
+    broker("log.index.size.max.bytes", Int, Some("10485760"), AtLeast(4), true, "Default segment.index.bytes."),
+    broker("log.flush.interval.messages", Long, Some(LONG_MAX), AtLeast(1), true, "Default flush.messages."),
+    broker("log.flush.interval.ms", Long, None, Any, true, "Default flush.ms (over log.flush.scheduler.interval.ms)."),
+    broker("log.flush.scheduler.interval.ms", Long, Some(LONG_MAX), Any, false, "How often logs are checked for a due flush."),
+    broker("log.flush.offset.checkpoint.interval.ms", Int, Some("60000"), AtLeast(0), false, "How often the recovery point is checkpointed."),
+    broker("log.cleaner.enable", Boolean, Some("true"), Any, false, "Run the log cleaner (compaction)."),
+    broker("log.cleaner.threads", Int, Some("1"), AtLeast(0), true, "Log cleaner threads."),
+    broker("log.cleaner.backoff.ms", Long, Some("15000"), AtLeast(0), true, "Sleep when there is nothing to clean."),
+    broker("log.cleaner.delete.retention.ms", Long, Some("86400000"), AtLeast(0), true, "Default delete.retention.ms."),
+    broker("log.cleaner.min.compaction.lag.ms", Long, Some("0"), AtLeast(0), true, "Default min.compaction.lag.ms."),
+    broker("log.cleaner.max.compaction.lag.ms", Long, Some(LONG_MAX), AtLeast(1), true, "Default max.compaction.lag.ms."),
+    broker("log.cleaner.min.cleanable.ratio", Double, Some("0.5"), BetweenDouble(0.0, 1.0), true, "Default min.cleanable.dirty.ratio."),
+    broker("log.segment.delete.delay.ms", Long, Some("60000"), AtLeast(0), true, "Default file.delete.delay.ms."),
+    broker("log.message.timestamp.type", String, Some("CreateTime"), OneOf(TIMESTAMP_TYPES), true, "Default message.timestamp.type."),
+    broker("log.message.timestamp.before.max.ms", Long, Some(LONG_MAX), AtLeast(0), true, "Default message.timestamp.before.max.ms."),
+    broker("log.message.timestamp.after.max.ms", Long, Some(LONG_MAX), AtLeast(0), true, "Default message.timestamp.after.max.ms."),
+    broker("log.preallocate", Boolean, Some("false"), Any, true, "Default preallocate."),
+    broker("num.recovery.threads.per.data.dir", Int, Some("2"), AtLeast(1), true, "Threads per log directory for recovery at start-up."),
+];
+
+/// The topic config named `name`.
+pub fn topic_config(name: &str) -> Option<&'static ConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// The broker config named `name`.
+pub fn broker_config(name: &str) -> Option<&'static ConfigDef> {
+    BROKER_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// Parse and validate a topic config value (`INVALID_CONFIG` material on error).
+pub fn parse_topic_config(name: &str, raw: &str) -> Result<ConfigValue, ConfigError> {
+    topic_config(name)
+        .ok_or_else(|| ConfigError::Unknown {
+            scope: "topic",
+            key: name.to_string(),
+        })?
+        .parse(raw)
+}
+
+/// Parse and validate a broker config value.
+pub fn parse_broker_config(name: &str, raw: &str) -> Result<ConfigValue, ConfigError> {
+    broker_config(name)
+        .ok_or_else(|| ConfigError::Unknown {
+            scope: "broker",
+            key: name.to_string(),
+        })?
+        .parse(raw)
+}

@@ -1,0 +1,174 @@
+//! The controller: validates admin and broker requests against the committed metadata and turns
+//! them into records. It never applies its own output: the caller appends the records to the
+//! metadata log and then feeds them back through [`Controller::replay`] (a replicated quorum
+//! does the same with committed entries). Requests must be handled one at a time, each after the
+//! previous one's records were replayed, as Kafka's single-threaded controller does.
+//!
+//! Besides the image, the controller keeps only volatile state: broker heartbeat sessions and
+//! the random generator. A new active controller rebuilds everything else by replaying the log.
+
+mod brokers;
+mod change;
+mod configs;
+mod partitions;
+mod topics;
+
+pub use brokers::{BrokerHeartbeat, BrokerHeartbeatReply, BrokerRegistrationRequest};
+pub use change::Election;
+pub use configs::{AlterConfigOp, AlterConfigsResource, AlterableConfig};
+pub use partitions::{
+    AlterPartitionData, AlterPartitionRequest, ElectionType, OngoingReassignment,
+    PartitionStateReply,
+};
+pub use topics::{
+    CreatableTopic, CreatePartitionsTopic, CreateTopicResult, CreateTopicsRequest, CreatedTopic,
+    DeleteTopicResult, TopicRef,
+};
+
+use crate::config::{describe_configs, BrokerConfigView, DescribedConfig, StaticBrokerConfig};
+use crate::delta::MetadataDelta;
+use crate::error::{ApiError, ImageError};
+use crate::image::MetadataImage;
+use crate::record::{ConfigResource, MetadataRecord};
+use crate::types::{BrokerId, SplitMix64};
+use kafka_protocol::ResponseError;
+use std::collections::BTreeMap;
+
+/// Kafka's bound on the records one admin operation may produce.
+pub const MAX_RECORDS_PER_USER_OP: usize = 10_000;
+
+/// Records to commit plus the response to send once they are committed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControllerResult<T> {
+    /// Records to append to the metadata log, in order.
+    pub records: Vec<MetadataRecord>,
+    /// The response.
+    pub response: T,
+}
+
+impl<T> ControllerResult<T> {
+    fn new(records: Vec<MetadataRecord>, response: T) -> Self {
+        ControllerResult { records, response }
+    }
+}
+
+/// A broker's heartbeat session (volatile; not in the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BrokerSession {
+    last_heartbeat_ms: i64,
+}
+
+/// The controller state machine.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    image: MetadataImage,
+    static_config: StaticBrokerConfig,
+    node_id: BrokerId,
+    rng: SplitMix64,
+    sessions: BTreeMap<BrokerId, BrokerSession>,
+}
+
+impl Controller {
+    /// A controller for an empty cluster. `static_config` is this node's configuration (defaults
+    /// such as `num.partitions` come from it); `seed` drives topic ids and placement.
+    pub fn new(static_config: StaticBrokerConfig, seed: u64) -> Self {
+        Controller {
+            image: MetadataImage::new(),
+            node_id: static_config.node_id(),
+            static_config,
+            rng: SplitMix64::new(seed),
+            sessions: BTreeMap::new(),
+        }
+    }
+
+    /// The committed metadata as this controller has replayed it.
+    pub fn image(&self) -> &MetadataImage {
+        &self.image
+    }
+
+    /// This node's static configuration.
+    pub fn static_config(&self) -> &StaticBrokerConfig {
+        &self.static_config
+    }
+
+    /// Apply a committed (or about-to-be-committed) record.
+    pub fn replay(&mut self, record: &MetadataRecord) -> Result<MetadataDelta, ImageError> {
+        let delta = self.image.apply(record)?;
+        for b in &delta.changed_brokers {
+            if self.image.broker(*b).is_none() {
+                self.sessions.remove(b);
+            }
+        }
+        Ok(delta)
+    }
+
+    /// Apply records in order.
+    pub fn replay_all<'a>(
+        &mut self,
+        records: impl IntoIterator<Item = &'a MetadataRecord>,
+    ) -> Result<MetadataDelta, ImageError> {
+        let mut delta = MetadataDelta::default();
+        for r in records {
+            delta.merge(self.replay(r)?);
+        }
+        Ok(delta)
+    }
+
+    /// Config lookups as this node sees them.
+    pub fn config_view(&self) -> BrokerConfigView<'_> {
+        BrokerConfigView::new(&self.image, &self.static_config, self.node_id)
+    }
+
+    /// DescribeConfigs for a topic, this node, or the cluster default.
+    pub fn describe_configs(
+        &self,
+        resource: &ConfigResource,
+        keys: Option<&[String]>,
+    ) -> Result<Vec<DescribedConfig>, ApiError> {
+        describe_configs(
+            &self.image,
+            &self.static_config,
+            self.node_id,
+            resource,
+            keys,
+        )
+    }
+
+    /// `unclean.leader.election.enable` for a topic.
+    fn unclean_enabled(&self, image: &MetadataImage, topic: &str) -> bool {
+        BrokerConfigView::new(image, &self.static_config, self.node_id)
+            .topic_value(topic, "unclean.leader.election.enable")
+            .and_then(|r| r.value.as_bool())
+            .unwrap_or(false)
+    }
+}
+
+/// Records being produced by one request, applied to a scratch copy of the image so that later
+/// steps of the same request see earlier ones.
+struct Staging {
+    image: MetadataImage,
+    records: Vec<MetadataRecord>,
+}
+
+impl Staging {
+    fn new(image: &MetadataImage) -> Self {
+        Staging {
+            image: image.clone(),
+            records: Vec::new(),
+        }
+    }
+
+    /// Add a record. Generated records are valid by construction; if one is not, that is a
+    /// controller bug, reported as UNKNOWN_SERVER_ERROR rather than a crash.
+    fn push(&mut self, record: MetadataRecord) -> Result<(), ApiError> {
+        if let Err(e) = self.image.apply(&record) {
+            tracing::error!(error = %e, ?record, "controller generated a record that does not apply");
+            return Err(ApiError::new(
+                ResponseError::UnknownServerError,
+                format!("internal error: {e}"),
+            ));
+        }
+        self.records.push(record);
+        Ok(())
+    }
+}

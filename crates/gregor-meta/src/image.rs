@@ -1,0 +1,534 @@
+//! The metadata image: the cluster's metadata as of some point of the metadata log, built only by
+//! applying [`MetadataRecord`]s. Every broker keeps one; the controller keeps one too. Applying a
+//! record yields a [`MetadataDelta`] that says what changed.
+
+use crate::delta::{MetadataDelta, PartitionDelta};
+use crate::error::ImageError;
+use crate::record::*;
+use crate::types::{BrokerId, TopicIdPartition, TopicPartition, NO_LEADER};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// A registered broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerRegistration {
+    /// Broker id.
+    pub id: BrokerId,
+    /// Process incarnation id.
+    pub incarnation_id: Uuid,
+    /// Broker epoch of this registration.
+    pub epoch: i64,
+    /// Listeners.
+    pub endpoints: Vec<BrokerEndpoint>,
+    /// `broker.rack`.
+    pub rack: Option<String>,
+    /// Fenced brokers lead nothing and are not eligible for ISRs.
+    pub fenced: bool,
+}
+
+impl BrokerRegistration {
+    fn to_record(&self) -> RegisterBrokerRecord {
+        RegisterBrokerRecord {
+            broker_id: self.id,
+            incarnation_id: self.incarnation_id,
+            broker_epoch: self.epoch,
+            endpoints: self.endpoints.clone(),
+            rack: self.rack.clone(),
+            fenced: self.fenced,
+        }
+    }
+}
+
+/// The state of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionRegistration {
+    /// Replicas in preferred order; during a reassignment, target replicas first, then the ones
+    /// being removed.
+    pub replicas: Vec<BrokerId>,
+    /// In-sync replicas.
+    pub isr: Vec<BrokerId>,
+    /// Replicas being removed by a reassignment.
+    pub removing_replicas: Vec<BrokerId>,
+    /// Replicas being added by a reassignment.
+    pub adding_replicas: Vec<BrokerId>,
+    /// Leader or [`NO_LEADER`].
+    pub leader: BrokerId,
+    /// Whether the leader came from an unclean election and is still recovering.
+    pub leader_recovery_state: LeaderRecoveryState,
+    /// Leader epoch.
+    pub leader_epoch: i32,
+    /// Partition epoch.
+    pub partition_epoch: i32,
+}
+
+impl PartitionRegistration {
+    /// From a full partition record.
+    pub fn from_record(r: &PartitionRecord) -> Self {
+        PartitionRegistration {
+            replicas: r.replicas.clone(),
+            isr: r.isr.clone(),
+            removing_replicas: r.removing_replicas.clone(),
+            adding_replicas: r.adding_replicas.clone(),
+            leader: r.leader,
+            leader_recovery_state: r.leader_recovery_state,
+            leader_epoch: r.leader_epoch,
+            partition_epoch: r.partition_epoch,
+        }
+    }
+
+    /// As a full partition record (for snapshots).
+    pub fn to_record(&self, topic_id: Uuid, partition: i32) -> PartitionRecord {
+        PartitionRecord {
+            topic_id,
+            partition,
+            replicas: self.replicas.clone(),
+            isr: self.isr.clone(),
+            removing_replicas: self.removing_replicas.clone(),
+            adding_replicas: self.adding_replicas.clone(),
+            leader: self.leader,
+            leader_recovery_state: self.leader_recovery_state,
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+        }
+    }
+
+    /// The state after a change record: unset fields stay, the partition epoch always grows,
+    /// the leader epoch grows when the leader field is set (even to the same broker, which is how
+    /// followers of removed replicas are fenced).
+    pub fn merge(&self, c: &PartitionChangeRecord) -> Self {
+        let (leader, leader_epoch) = match c.leader {
+            LeaderChange::Unchanged => (self.leader, self.leader_epoch),
+            LeaderChange::To(l) => (l, self.leader_epoch + 1),
+        };
+        PartitionRegistration {
+            replicas: c.replicas.clone().unwrap_or_else(|| self.replicas.clone()),
+            isr: c.isr.clone().unwrap_or_else(|| self.isr.clone()),
+            removing_replicas: c
+                .removing_replicas
+                .clone()
+                .unwrap_or_else(|| self.removing_replicas.clone()),
+            adding_replicas: c
+                .adding_replicas
+                .clone()
+                .unwrap_or_else(|| self.adding_replicas.clone()),
+            leader,
+            leader_recovery_state: c
+                .leader_recovery_state
+                .unwrap_or(self.leader_recovery_state),
+            leader_epoch,
+            partition_epoch: self.partition_epoch + 1,
+        }
+    }
+
+    /// Check the invariants every committed state keeps: replicas distinct and non-empty, ISR
+    /// and adding/removing replicas within replicas, leader a replica (or none).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.replicas.is_empty() {
+            return Err("empty replica list".into());
+        }
+        if has_duplicates(&self.replicas) {
+            return Err(format!("duplicate replicas {:?}", self.replicas));
+        }
+        if has_duplicates(&self.isr) {
+            return Err(format!("duplicate ISR members {:?}", self.isr));
+        }
+        for (what, list) in [
+            ("ISR", &self.isr),
+            ("adding replicas", &self.adding_replicas),
+            ("removing replicas", &self.removing_replicas),
+        ] {
+            if let Some(b) = list.iter().find(|b| !self.replicas.contains(b)) {
+                return Err(format!(
+                    "{what} {list:?} contains {b}, not a replica of {:?}",
+                    self.replicas
+                ));
+            }
+        }
+        if self.leader != NO_LEADER && !self.replicas.contains(&self.leader) {
+            return Err(format!(
+                "leader {} is not a replica of {:?}",
+                self.leader, self.replicas
+            ));
+        }
+        Ok(())
+    }
+
+    /// The preferred leader: the first replica.
+    pub fn preferred_leader(&self) -> BrokerId {
+        self.replicas.first().copied().unwrap_or(NO_LEADER)
+    }
+
+    /// Whether a reassignment is in progress.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// The replica set the partition will have once its reassignment completes.
+    pub fn target_replicas(&self) -> Vec<BrokerId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing_replicas.contains(r))
+            .collect()
+    }
+
+    /// The replica set before the reassignment started (what a cancellation restores).
+    pub fn original_replicas(&self) -> Vec<BrokerId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.adding_replicas.contains(r))
+            .collect()
+    }
+}
+
+pub(crate) fn has_duplicates(ids: &[BrokerId]) -> bool {
+    ids.iter()
+        .enumerate()
+        .any(|(i, a)| ids[..i].iter().any(|b| b == a))
+}
+
+/// A topic and its partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicImage {
+    /// Name.
+    pub name: String,
+    /// Id.
+    pub id: Uuid,
+    /// Partitions by index.
+    pub partitions: BTreeMap<i32, PartitionRegistration>,
+}
+
+/// The whole cluster metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MetadataImage {
+    brokers: BTreeMap<BrokerId, BrokerRegistration>,
+    topics: BTreeMap<Uuid, TopicImage>,
+    topic_ids: BTreeMap<String, Uuid>,
+    configs: BTreeMap<ConfigResource, BTreeMap<String, String>>,
+}
+
+impl MetadataImage {
+    /// An empty cluster.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Build an image from a sequence of records (e.g. a snapshot, or a whole log).
+    pub fn from_records<'a>(
+        records: impl IntoIterator<Item = &'a MetadataRecord>,
+    ) -> Result<Self, ImageError> {
+        let mut image = MetadataImage::new();
+        for r in records {
+            image.apply(r)?;
+        }
+        Ok(image)
+    }
+
+    /// All registered brokers by id.
+    pub fn brokers(&self) -> &BTreeMap<BrokerId, BrokerRegistration> {
+        &self.brokers
+    }
+
+    /// One broker.
+    pub fn broker(&self, id: BrokerId) -> Option<&BrokerRegistration> {
+        self.brokers.get(&id)
+    }
+
+    /// Whether a broker is registered and unfenced (may lead, may be in an ISR).
+    pub fn is_broker_active(&self, id: BrokerId) -> bool {
+        self.brokers.get(&id).is_some_and(|b| !b.fenced)
+    }
+
+    /// Unfenced brokers, by id.
+    pub fn active_brokers(&self) -> impl Iterator<Item = &BrokerRegistration> {
+        self.brokers.values().filter(|b| !b.fenced)
+    }
+
+    /// All topics by id.
+    pub fn topics(&self) -> &BTreeMap<Uuid, TopicImage> {
+        &self.topics
+    }
+
+    /// Topic ids by name (sorted by name).
+    pub fn topic_ids(&self) -> &BTreeMap<String, Uuid> {
+        &self.topic_ids
+    }
+
+    /// A topic by name.
+    pub fn topic(&self, name: &str) -> Option<&TopicImage> {
+        self.topic_ids.get(name).and_then(|id| self.topics.get(id))
+    }
+
+    /// A topic by id.
+    pub fn topic_by_id(&self, id: Uuid) -> Option<&TopicImage> {
+        self.topics.get(&id)
+    }
+
+    /// A partition by topic name and index.
+    pub fn partition(&self, tp: &TopicPartition) -> Option<&PartitionRegistration> {
+        self.topic(&tp.topic)
+            .and_then(|t| t.partitions.get(&tp.partition))
+    }
+
+    /// A partition by topic id and index.
+    pub fn partition_by_id(&self, tp: TopicIdPartition) -> Option<&PartitionRegistration> {
+        self.topics
+            .get(&tp.topic_id)
+            .and_then(|t| t.partitions.get(&tp.partition))
+    }
+
+    /// The dynamic config overrides of a resource (empty if none).
+    pub fn configs(&self, resource: &ConfigResource) -> Option<&BTreeMap<String, String>> {
+        self.configs.get(resource)
+    }
+
+    /// Every resource with dynamic config overrides.
+    pub fn all_configs(&self) -> &BTreeMap<ConfigResource, BTreeMap<String, String>> {
+        &self.configs
+    }
+
+    /// The next broker epoch the controller hands out: above every registered epoch.
+    pub fn next_broker_epoch(&self) -> i64 {
+        self.brokers.values().map(|b| b.epoch).max().unwrap_or(0) + 1
+    }
+
+    /// Apply one record. On error the image is unchanged.
+    pub fn apply(&mut self, record: &MetadataRecord) -> Result<MetadataDelta, ImageError> {
+        let mut delta = MetadataDelta::default();
+        match record {
+            MetadataRecord::RegisterBroker(r) => {
+                self.brokers.insert(
+                    r.broker_id,
+                    BrokerRegistration {
+                        id: r.broker_id,
+                        incarnation_id: r.incarnation_id,
+                        epoch: r.broker_epoch,
+                        endpoints: r.endpoints.clone(),
+                        rack: r.rack.clone(),
+                        fenced: r.fenced,
+                    },
+                );
+                delta.changed_brokers.insert(r.broker_id);
+            }
+            MetadataRecord::UnregisterBroker(r) => {
+                self.check_broker_epoch(r)?;
+                self.brokers.remove(&r.broker_id);
+                delta.changed_brokers.insert(r.broker_id);
+            }
+            MetadataRecord::FenceBroker(r) | MetadataRecord::UnfenceBroker(r) => {
+                self.check_broker_epoch(r)?;
+                let fenced = matches!(record, MetadataRecord::FenceBroker(_));
+                if let Some(b) = self.brokers.get_mut(&r.broker_id) {
+                    b.fenced = fenced;
+                }
+                delta.changed_brokers.insert(r.broker_id);
+            }
+            MetadataRecord::Topic(r) => {
+                if self.topics.contains_key(&r.topic_id) || self.topic_ids.contains_key(&r.name) {
+                    return Err(ImageError::TopicExists {
+                        name: r.name.clone(),
+                        topic_id: r.topic_id,
+                    });
+                }
+                self.topics.insert(
+                    r.topic_id,
+                    TopicImage {
+                        name: r.name.clone(),
+                        id: r.topic_id,
+                        partitions: BTreeMap::new(),
+                    },
+                );
+                self.topic_ids.insert(r.name.clone(), r.topic_id);
+                delta.created_topics.insert(r.topic_id, r.name.clone());
+            }
+            MetadataRecord::Partition(r) => {
+                let topic = self
+                    .topics
+                    .get_mut(&r.topic_id)
+                    .ok_or(ImageError::UnknownTopicId(r.topic_id))?;
+                let after = PartitionRegistration::from_record(r);
+                after.validate().map_err(ImageError::Invalid)?;
+                if r.partition < 0 {
+                    return Err(ImageError::Invalid(format!(
+                        "negative partition index {}",
+                        r.partition
+                    )));
+                }
+                let before = topic.partitions.insert(r.partition, after.clone());
+                delta.changed_partitions.insert(
+                    TopicIdPartition {
+                        topic_id: r.topic_id,
+                        partition: r.partition,
+                    },
+                    PartitionDelta {
+                        topic: topic.name.clone(),
+                        before,
+                        after: Some(after),
+                    },
+                );
+            }
+            MetadataRecord::PartitionChange(c) => {
+                let topic = self
+                    .topics
+                    .get_mut(&c.topic_id)
+                    .ok_or(ImageError::UnknownTopicId(c.topic_id))?;
+                let part =
+                    topic
+                        .partitions
+                        .get_mut(&c.partition)
+                        .ok_or(ImageError::UnknownPartition {
+                            topic_id: c.topic_id,
+                            partition: c.partition,
+                        })?;
+                let after = part.merge(c);
+                after.validate().map_err(ImageError::Invalid)?;
+                let before = std::mem::replace(part, after.clone());
+                delta.changed_partitions.insert(
+                    TopicIdPartition {
+                        topic_id: c.topic_id,
+                        partition: c.partition,
+                    },
+                    PartitionDelta {
+                        topic: topic.name.clone(),
+                        before: Some(before),
+                        after: Some(after),
+                    },
+                );
+            }
+            MetadataRecord::RemoveTopic(r) => {
+                let topic = self
+                    .topics
+                    .remove(&r.topic_id)
+                    .ok_or(ImageError::UnknownTopicId(r.topic_id))?;
+                self.topic_ids.remove(&topic.name);
+                let resource = ConfigResource::topic(topic.name.clone());
+                if self.configs.remove(&resource).is_some() {
+                    delta.changed_configs.insert(resource);
+                }
+                for (partition, reg) in topic.partitions {
+                    delta.changed_partitions.insert(
+                        TopicIdPartition {
+                            topic_id: r.topic_id,
+                            partition,
+                        },
+                        PartitionDelta {
+                            topic: topic.name.clone(),
+                            before: Some(reg),
+                            after: None,
+                        },
+                    );
+                }
+                delta.deleted_topics.insert(r.topic_id, topic.name);
+            }
+            MetadataRecord::Config(r) => {
+                match r.resource.resource_type {
+                    ConfigResourceType::Topic => {
+                        if !self.topic_ids.contains_key(&r.resource.name) {
+                            return Err(ImageError::Invalid(format!(
+                                "config for unknown topic {}",
+                                r.resource.name
+                            )));
+                        }
+                    }
+                    ConfigResourceType::Broker => {
+                        if !r.resource.name.is_empty() && r.resource.name.parse::<u32>().is_err() {
+                            return Err(ImageError::Invalid(format!(
+                                "broker config resource name {:?} is not a broker id",
+                                r.resource.name
+                            )));
+                        }
+                    }
+                }
+                match &r.value {
+                    Some(v) => {
+                        self.configs
+                            .entry(r.resource.clone())
+                            .or_default()
+                            .insert(r.name.clone(), v.clone());
+                    }
+                    None => {
+                        if let Some(m) = self.configs.get_mut(&r.resource) {
+                            m.remove(&r.name);
+                            if m.is_empty() {
+                                self.configs.remove(&r.resource);
+                            }
+                        }
+                    }
+                }
+                delta.changed_configs.insert(r.resource.clone());
+            }
+        }
+        Ok(delta)
+    }
+
+    /// Apply records in order, merging their deltas. Stops at the first record that does not
+    /// apply; the records before it stay applied.
+    pub fn apply_all<'a>(
+        &mut self,
+        records: impl IntoIterator<Item = &'a MetadataRecord>,
+    ) -> Result<MetadataDelta, ImageError> {
+        let mut delta = MetadataDelta::default();
+        for r in records {
+            delta.merge(self.apply(r)?);
+        }
+        Ok(delta)
+    }
+
+    fn check_broker_epoch(&self, r: &BrokerEpochRecord) -> Result<(), ImageError> {
+        let b = self
+            .brokers
+            .get(&r.broker_id)
+            .ok_or(ImageError::UnknownBroker(r.broker_id))?;
+        if b.epoch != r.broker_epoch {
+            return Err(ImageError::StaleBrokerEpoch {
+                broker: r.broker_id,
+                got: r.broker_epoch,
+                registered: b.epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// The records that rebuild this image from empty: a snapshot. Order: brokers, then each
+    /// topic (topic, its configs, its partitions), then broker configs.
+    pub fn to_records(&self) -> Vec<MetadataRecord> {
+        let mut out = Vec::new();
+        for b in self.brokers.values() {
+            out.push(MetadataRecord::RegisterBroker(b.to_record()));
+        }
+        for (name, id) in &self.topic_ids {
+            let topic = &self.topics[id];
+            out.push(MetadataRecord::Topic(TopicRecord {
+                name: name.clone(),
+                topic_id: *id,
+            }));
+            if let Some(cfg) = self.configs.get(&ConfigResource::topic(name.clone())) {
+                push_configs(&mut out, &ConfigResource::topic(name.clone()), cfg);
+            }
+            for (p, reg) in &topic.partitions {
+                out.push(MetadataRecord::Partition(reg.to_record(*id, *p)));
+            }
+        }
+        for (resource, cfg) in &self.configs {
+            if resource.resource_type == ConfigResourceType::Broker {
+                push_configs(&mut out, resource, cfg);
+            }
+        }
+        out
+    }
+}
+
+fn push_configs(
+    out: &mut Vec<MetadataRecord>,
+    resource: &ConfigResource,
+    cfg: &BTreeMap<String, String>,
+) {
+    for (k, v) in cfg {
+        out.push(MetadataRecord::Config(ConfigRecord {
+            resource: resource.clone(),
+            name: k.clone(),
+            value: Some(v.clone()),
+        }));
+    }
+}

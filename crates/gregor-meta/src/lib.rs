@@ -1,0 +1,33 @@
+//! Cluster metadata for Gregor: the records that describe the cluster, the [`MetadataImage`]
+//! every broker builds from them, and the [`Controller`] state machine that turns admin and
+//! broker requests into records.
+//!
+//! Everything here is pure: no I/O, no clocks (time comes in as `now_ms`), no threads. The broker
+//! shell stores records in the metadata log (openraft for a quorum), applies them and acts on the
+//! resulting [`MetadataDelta`].
+
+mod codec;
+pub mod config;
+mod controller;
+mod delta;
+mod describe;
+mod error;
+mod image;
+pub mod placement;
+mod record;
+pub mod topic_name;
+mod types;
+
+pub use controller::*;
+pub use delta::{
+    LocalPartition, LocalReplicaChanges, MetadataDelta, PartitionDelta, StoppedReplica,
+};
+pub use describe::{
+    describe_topic, describe_topics, kafka_uuid_string, PartitionDescription, TopicDescription,
+};
+pub use error::{ApiError, DecodeError, ImageError};
+pub use image::{BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage};
+pub use kafka_protocol::ResponseError;
+pub use record::*;
+pub use types::{BrokerId, SplitMix64, TopicIdPartition, TopicPartition, NO_LEADER};
+pub use uuid::Uuid;
