@@ -1,0 +1,33 @@
+//! Coordinator settings, named and defaulted as Kafka's broker configs.
+
+/// Settings of the group coordinator (`group.*` and `offset.*` broker configs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `group.min.session.timeout.ms`: smallest session timeout a member may ask for.
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`: largest session timeout a member may ask for.
+    pub max_session_timeout_ms: i32,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group waits
+    /// for more members, extended per new member up to the rebalance timeout.
+    pub initial_rebalance_delay_ms: i32,
+    /// `group.max.size`: most members a group may have.
+    pub max_size: usize,
+    /// How long a new member's pending JoinGroup may wait before it is dropped (Kafka's
+    /// `classicGroupNewMemberJoinTimeoutMs`, 5 minutes, not configurable there).
+    pub new_member_join_timeout_ms: i32,
+    /// `offset.metadata.max.bytes`: largest metadata string of a committed offset.
+    pub offset_metadata_max_bytes: usize,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            min_session_timeout_ms: 6_000,
+            max_session_timeout_ms: 1_800_000,
+            initial_rebalance_delay_ms: 3_000,
+            max_size: usize::MAX,
+            new_member_join_timeout_ms: 300_000,
+            offset_metadata_max_bytes: 4_096,
+        }
+    }
+}

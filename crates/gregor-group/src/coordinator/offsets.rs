@@ -1,0 +1,370 @@
+//! Committed offsets: OffsetCommit (with Kafka's generation checks and simple commits) and
+//! OffsetFetch. Offsets become visible once their records are durable.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::join::validate_member;
+use super::{Cx, GroupCoordinator, PendingAppend};
+use crate::api::*;
+use crate::effect::{Effect, Record};
+use crate::group::{Group, GroupState};
+use crate::records::{self, OffsetCommitValue, RecordKey};
+
+/// A committed offset as OffsetFetch returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    /// -1 when unknown.
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_timestamp_ms: i64,
+}
+
+/// group -> (topic, partition) -> offset; ordered so "fetch all" lists topics and partitions in
+/// a stable order.
+#[derive(Debug, Default)]
+pub(crate) struct Offsets {
+    by_group: HashMap<String, BTreeMap<(String, i32), CommittedOffset>>,
+}
+
+impl Offsets {
+    pub fn get(&self, group: &str, topic: &str, partition: i32) -> Option<&CommittedOffset> {
+        self.by_group
+            .get(group)?
+            .get(&(topic.to_string(), partition))
+    }
+
+    pub fn put(&mut self, group: &str, topic: String, partition: i32, offset: CommittedOffset) {
+        self.by_group
+            .entry(group.to_string())
+            .or_default()
+            .insert((topic, partition), offset);
+    }
+
+    pub fn remove(&mut self, group: &str, topic: &str, partition: i32) {
+        if let Some(offsets) = self.by_group.get_mut(group) {
+            offsets.remove(&(topic.to_string(), partition));
+            if offsets.is_empty() {
+                self.by_group.remove(group);
+            }
+        }
+    }
+
+    pub fn remove_group(&mut self, group: &str) {
+        self.by_group.remove(group);
+    }
+
+    pub fn all(&self, group: &str) -> Vec<(String, i32, CommittedOffset)> {
+        self.by_group
+            .get(group)
+            .map(|o| {
+                o.iter()
+                    .map(|((t, p), v)| (t.clone(), *p, v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn partitions(&self, group: &str) -> Vec<(String, i32)> {
+        self.by_group
+            .get(group)
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn clear(&mut self) {
+        self.by_group.clear();
+    }
+}
+
+pub(crate) fn offset_commit_record(
+    group: &str,
+    topic: &str,
+    partition: i32,
+    offset: &CommittedOffset,
+) -> Record {
+    Record {
+        key: records::encode_key(&RecordKey::OffsetCommit {
+            group: group.to_string(),
+            topic: topic.to_string(),
+            partition,
+        }),
+        value: Some(records::encode_offset_commit_value(&OffsetCommitValue {
+            offset: offset.offset,
+            leader_epoch: offset.leader_epoch,
+            metadata: offset.metadata.clone(),
+            commit_timestamp: offset.commit_timestamp_ms,
+            expire_timestamp: -1,
+        })),
+    }
+}
+
+pub(crate) fn offset_tombstone(group: &str, topic: &str, partition: i32) -> Record {
+    Record {
+        key: records::encode_key(&RecordKey::OffsetCommit {
+            group: group.to_string(),
+            topic: topic.to_string(),
+            partition,
+        }),
+        value: None,
+    }
+}
+
+/// The same error for every partition of the request.
+fn commit_error_response(req: &OffsetCommitRequest, error: ResponseError) -> OffsetCommitResponse {
+    OffsetCommitResponse {
+        topics: req
+            .topics
+            .iter()
+            .map(|t| OffsetCommitResponseTopic {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| OffsetCommitResponsePartition {
+                        partition_index: p.partition_index,
+                        error: Some(error),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// Kafka's `validateOffsetCommit` for a classic group.
+fn validate_offset_commit(g: &Group, req: &OffsetCommitRequest) -> Result<(), ResponseError> {
+    if g.is(GroupState::Dead) {
+        return Err(ResponseError::CoordinatorNotAvailable);
+    }
+    if req.generation_id < 0 && g.is(GroupState::Empty) {
+        // Admin client or a consumer without group management: allowed while nobody is a member.
+        return Ok(());
+    }
+    if req.generation_id >= 0 || !req.member_id.is_empty() || req.group_instance_id.is_some() {
+        validate_member(g, &req.member_id, req.group_instance_id.as_deref())?;
+        if req.generation_id != g.generation_id {
+            return Err(ResponseError::IllegalGeneration);
+        }
+    } else if !g.is(GroupState::Empty) {
+        return Err(ResponseError::UnknownMemberId);
+    }
+    if g.is(GroupState::CompletingRebalance) {
+        // The member has the new generation but not its assignment yet: let it finish the sync.
+        return Err(ResponseError::RebalanceInProgress);
+    }
+    Ok(())
+}
+
+/// Java's `String.length()`: UTF-16 code units, which is what `offset.metadata.max.bytes` bounds.
+fn java_length(s: &str) -> usize {
+    s.encode_utf16().count()
+}
+
+impl GroupCoordinator {
+    pub(super) fn offset_commit(
+        &mut self,
+        now: i64,
+        request_id: RequestId,
+        ctx: &RequestContext,
+        req: OffsetCommitRequest,
+        out: &mut Vec<Effect>,
+    ) {
+        let reply = |out: &mut Vec<Effect>, response| {
+            out.push(Effect::Respond {
+                request_id,
+                response: Response::OffsetCommit(response),
+            })
+        };
+        // Kafka accepts the empty group id here (only a null one, impossible on the wire in
+        // versions that matter, is INVALID_GROUP_ID).
+        if !self.groups.contains_key(&req.group_id) {
+            if req.generation_id >= 0 {
+                let error = if ctx.api_version >= 9 {
+                    ResponseError::GroupIdNotFound
+                } else {
+                    ResponseError::IllegalGeneration
+                };
+                return reply(out, commit_error_response(&req, error));
+            }
+            tracing::info!(group = %req.group_id, "creating a simple group for a manual offset commit");
+            self.groups
+                .insert(req.group_id.clone(), Group::new(req.group_id.clone(), now));
+        }
+        let g = self
+            .groups
+            .get(&req.group_id)
+            .expect("present or just created");
+        if let Err(error) = validate_offset_commit(g, &req) {
+            return reply(out, commit_error_response(&req, error));
+        }
+        // In the classic protocol a commit also keeps the member's session alive.
+        if g.is(GroupState::Stable) || g.is(GroupState::PreparingRebalance) {
+            if let Some(m) = g.member(&req.member_id) {
+                let session = m.session_timeout_ms;
+                let mut cx = Cx {
+                    now,
+                    config: &self.config,
+                    timers: &mut self.timers,
+                    appends: &mut self.appends,
+                    out,
+                };
+                cx.schedule_heartbeat(&req.group_id, &req.member_id, session);
+            }
+        }
+
+        let mut response = OffsetCommitResponse::default();
+        let mut records = Vec::new();
+        let mut offsets = Vec::new();
+        for topic in &req.topics {
+            let mut partitions = Vec::with_capacity(topic.partitions.len());
+            for p in &topic.partitions {
+                let metadata = p.committed_metadata.clone().unwrap_or_default();
+                let error = if java_length(&metadata) > self.config.offset_metadata_max_bytes {
+                    Some(ResponseError::OffsetMetadataTooLarge)
+                } else {
+                    let offset = CommittedOffset {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata,
+                        commit_timestamp_ms: now,
+                    };
+                    tracing::debug!(group = %req.group_id, topic = %topic.name, partition = p.partition_index, offset = p.committed_offset, epoch = p.committed_leader_epoch, member = %req.member_id, "committing offset");
+                    records.push(offset_commit_record(
+                        &req.group_id,
+                        &topic.name,
+                        p.partition_index,
+                        &offset,
+                    ));
+                    offsets.push((topic.name.clone(), p.partition_index, offset));
+                    None
+                };
+                partitions.push(OffsetCommitResponsePartition {
+                    partition_index: p.partition_index,
+                    error,
+                });
+            }
+            response.topics.push(OffsetCommitResponseTopic {
+                name: topic.name.clone(),
+                partitions,
+            });
+        }
+        if records.is_empty() {
+            return reply(out, response);
+        }
+        let mut cx = Cx {
+            now,
+            config: &self.config,
+            timers: &mut self.timers,
+            appends: &mut self.appends,
+            out,
+        };
+        cx.append(
+            records,
+            PendingAppend::OffsetCommit {
+                request_id,
+                group_id: req.group_id.clone(),
+                offsets,
+                response,
+            },
+        );
+    }
+
+    pub(super) fn offset_commit_appended(
+        &mut self,
+        request_id: RequestId,
+        group_id: &str,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+        mut response: OffsetCommitResponse,
+        result: Result<(), ResponseError>,
+        out: &mut Vec<Effect>,
+    ) {
+        match result {
+            Ok(()) => {
+                for (topic, partition, offset) in offsets {
+                    self.offsets.put(group_id, topic, partition, offset);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(group = %group_id, %error, "failed to persist offset commit");
+                for t in &mut response.topics {
+                    for p in &mut t.partitions {
+                        p.error = Some(error);
+                    }
+                }
+            }
+        }
+        out.push(Effect::Respond {
+            request_id,
+            response: Response::OffsetCommit(response),
+        });
+    }
+
+    pub(super) fn offset_fetch(&self, req: &OffsetFetchRequest) -> OffsetFetchResponse {
+        // Kafka answers an unknown (or Dead) group as a group without offsets, not with an error.
+        let known = self
+            .groups
+            .get(&req.group_id)
+            .is_some_and(|g| !g.is(GroupState::Dead));
+        let lookup = |topic: &str, partition: i32| -> OffsetFetchResponsePartition {
+            match self
+                .offsets
+                .get(&req.group_id, topic, partition)
+                .filter(|_| known)
+            {
+                Some(o) => OffsetFetchResponsePartition {
+                    partition_index: partition,
+                    committed_offset: o.offset,
+                    committed_leader_epoch: o.leader_epoch,
+                    metadata: o.metadata.clone(),
+                    error: None,
+                },
+                None => OffsetFetchResponsePartition {
+                    partition_index: partition,
+                    committed_offset: -1,
+                    committed_leader_epoch: -1,
+                    metadata: String::new(),
+                    error: None,
+                },
+            }
+        };
+        let topics = match &req.topics {
+            Some(topics) => topics
+                .iter()
+                .map(|t| OffsetFetchResponseTopic {
+                    name: t.name.clone(),
+                    partitions: t
+                        .partition_indexes
+                        .iter()
+                        .map(|p| lookup(&t.name, *p))
+                        .collect(),
+                })
+                .collect(),
+            None if known => {
+                let mut topics: Vec<OffsetFetchResponseTopic> = Vec::new();
+                for (topic, partition, o) in self.offsets.all(&req.group_id) {
+                    if topics.last().is_none_or(|t| t.name != topic) {
+                        topics.push(OffsetFetchResponseTopic {
+                            name: topic.clone(),
+                            partitions: Vec::new(),
+                        });
+                    }
+                    let last = topics.last_mut().expect("pushed above");
+                    last.partitions.push(OffsetFetchResponsePartition {
+                        partition_index: partition,
+                        committed_offset: o.offset,
+                        committed_leader_epoch: o.leader_epoch,
+                        metadata: o.metadata,
+                        error: None,
+                    });
+                }
+                topics
+            }
+            None => Vec::new(),
+        };
+        OffsetFetchResponse {
+            group_id: req.group_id.clone(),
+            error: None,
+            topics,
+        }
+    }
+}
