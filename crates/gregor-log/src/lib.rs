@@ -20,5 +20,5 @@ pub use cleaner::{CompactionStats, RetentionStats};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, TimestampType};
 pub use disk::FaultInjector;
 pub use error::{LogError, Result};
-pub use log::{AppendInfo, Log, OffsetSpec, ReadResult, TimestampOffset};
+pub use log::{AppendInfo, DurableToken, Log, OffsetSpec, ReadResult, TimestampOffset};
 pub use sync::LogStats;

@@ -44,6 +44,11 @@ pub struct AppendInfo {
     pub log_start_offset: i64,
 }
 
+/// Proof of a written append, to wait on with [`Log::await_durable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "an append is not durable until its token is awaited"]
+pub struct DurableToken(Option<u64>);
+
 /// Whole batches read from the log, as stored (never re-encoded).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadResult {
@@ -282,6 +287,21 @@ impl Log {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo> {
+        let (info, durable) = self.append_as_leader_deferred(records, leader_epoch, now_ms)?;
+        self.await_durable(durable)?;
+        Ok(info)
+    }
+
+    /// [`Log::append_as_leader`] without the wait: the batches are written (and readable by the
+    /// caller's own bookkeeping) but not yet known to be durable. The caller must pass the token
+    /// to [`Log::await_durable`] before acknowledging the write; in the meantime it may release
+    /// its own locks, so that concurrent appends share one fdatasync.
+    pub fn append_as_leader_deferred(
+        &self,
+        records: &[u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<(AppendInfo, DurableToken)> {
         let config = self.config();
         let mut p = Self::prepare(records, &config, Origin::Leader, now_ms)?;
         let mut g = lock(&self.inner);
@@ -301,6 +321,15 @@ impl Log {
         let log_append_time =
             (config.timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
         self.write_locked(g, p, now_ms, log_append_time)
+    }
+
+    /// Waits until the append behind `token` is durable (a no-op when the flush policy did not
+    /// require a sync for it).
+    pub fn await_durable(&self, token: DurableToken) -> Result<()> {
+        match token.0 {
+            Some(seq) => self.wait_durable(seq),
+            None => Ok(()),
+        }
     }
 
     /// Append batches copied from the leader, keeping their offsets and epochs. The first batch
@@ -327,7 +356,9 @@ impl Log {
         if changed {
             checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
         }
-        self.write_locked(g, p, now_ms, None)
+        let (info, durable) = self.write_locked(g, p, now_ms, None)?;
+        self.await_durable(durable)?;
+        Ok(info)
     }
 
     fn check_online(&self, g: &Inner) -> Result<()> {
@@ -343,7 +374,7 @@ impl Log {
         p: Prepared<'_>,
         now_ms: i64,
         log_append_time: Option<i64>,
-    ) -> Result<AppendInfo> {
+    ) -> Result<(AppendInfo, DurableToken)> {
         let first = p.headers[0].base_offset;
         let last = p.headers.last().map_or(first, |h| h.last_offset());
         let max_ts = p
@@ -382,10 +413,7 @@ impl Log {
             log_start_offset: g.log_start_offset,
         };
         drop(g);
-        if must_sync {
-            self.wait_durable(seq)?;
-        }
-        Ok(info)
+        Ok((info, DurableToken(must_sync.then_some(seq))))
     }
 
     /// Roll to a new segment if the active one is full (`segment.bytes`), old (`segment.ms`),

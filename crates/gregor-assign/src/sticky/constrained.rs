@@ -4,7 +4,8 @@
 //! With `n` members and `P` partitions every member ends with `minQuota = floor(P / n)` or
 //! `maxQuota = ceil(P / n)` partitions, and exactly `P % n` members with `maxQuota`.
 //!
-//! 1. Each member keeps what it owned (rack-mismatched partitions dropped when rack-aware), in
+//! 1. Each member keeps what it owned (when rack-aware, partitions with no replica on its rack
+//!    are dropped if another subscriber's rack has one), in
 //!    (partition number, topic) order, up to its quota. The `P % n` max-quota places go to members
 //!    that owned at least `maxQuota`: first those that owned exactly `maxQuota` (they then revoke
 //!    nothing), then the others in member-id order. Kafka leaves this choice to hash-map order.
@@ -44,7 +45,7 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
     for t in topics {
         for p in group.partitions_of(*t) {
             let owner = prep.prev_owner[p as usize];
-            if owner == NONE || racks.is_some_and(|r| r.mismatch(owner, p)) {
+            if owner == NONE || racks.is_some_and(|r| r.mismatch(owner, p, *t)) {
                 continue;
             }
             let num = p - group.topic(*t).base;

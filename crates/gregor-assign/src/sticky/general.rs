@@ -4,7 +4,9 @@
 //!    topic (and, when rack-aware, is on a rack with a replica).
 //! 2. **Fill.** Partitions without an owner are dealt in rounds: partition 0 of every topic
 //!    (topics with the fewest subscribers first, then by name), then partition 1, and so on. Each
-//!    goes to a least loaded subscriber of its topic, preferring one on a rack with a replica.
+//!    goes to a least loaded subscriber of its topic, preferring one on a rack with a replica
+//!    (ties otherwise go by the size buckets' order, which depends only on member ids and the
+//!    moves made, not on the order members were given in).
 //!    Dealing across topics keeps member sizes level, so little is left to balance.
 //! 3. **Balance.** While some topic has a partition on a member with at least two more partitions
 //!    than another subscriber of that topic, one such partition moves from the topic's most loaded
@@ -21,7 +23,7 @@
 //! Complexity: fill O(P * w) where w is the bucket walk (O(1) expected when a good share of the
 //! members subscribe to the topic, bounded by `M / DENSE` otherwise); balance
 //! O(moves * (T_m * w + P_t)), T_m the topics of a member and P_t the partitions of a topic.
-//! Ties go to the member with the lowest member id, so results do not depend on input order.
+//! Members are indexed by member id, so results do not depend on the order they were given in.
 
 use crate::model::{GroupSpec, MemberIdx, PartitionId, TopicId};
 
@@ -255,7 +257,7 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
             if o == NONE || !members[o as usize].subscribes(topic) {
                 continue;
             }
-            if prep.racks.as_ref().is_some_and(|r| r.mismatch(o, p)) {
+            if prep.racks.as_ref().is_some_and(|r| r.mismatch(o, p, topic)) {
                 continue;
             }
             let i = internal[o as usize];

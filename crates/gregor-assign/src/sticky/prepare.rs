@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::model::{java_cmp, GroupSpec, PartitionId};
+use crate::model::{java_cmp, GroupSpec, PartitionId, TopicId};
 use crate::protocol::{decode_cooperative_user_data, decode_sticky_user_data};
 
 /// Marks "no member" in per-partition arrays.
@@ -45,6 +45,8 @@ pub(crate) struct RackInfo {
     partition_racks: Vec<u32>,
     /// Number of members in the rack.
     members_in_rack: Vec<u32>,
+    /// Per topic, the racks of its subscribers (sorted).
+    topic_member_racks: Vec<Vec<u32>>,
 }
 
 impl RackInfo {
@@ -53,10 +55,23 @@ impl RackInfo {
             [self.offsets[p as usize] as usize..self.offsets[p as usize + 1] as usize]
     }
 
-    /// Kafka's "racks mismatch": the member has a rack and no replica of `p` is there.
-    pub fn mismatch(&self, member: u32, p: u32) -> bool {
+    /// Whether `member` should give up its ownership of `p` (of `topic`) for rack locality:
+    /// it has a rack, no replica of `p` is there, and some subscriber of the topic is on a rack
+    /// with a replica. Kafka drops the ownership even when no subscriber could read `p` locally,
+    /// which only moves the partition between equally remote members (and, under the
+    /// cooperative protocol, revokes it again in the follow-up round); here it stays.
+    pub fn mismatch(&self, member: u32, p: u32, topic: TopicId) -> bool {
         let r = self.member_rack[member as usize];
-        r != NONE && !self.racks_of(p).contains(&r)
+        if r == NONE {
+            return false;
+        }
+        let racks = self.racks_of(p);
+        !racks.contains(&r)
+            && racks.iter().any(|x| {
+                self.topic_member_racks[topic.0 as usize]
+                    .binary_search(x)
+                    .is_ok()
+            })
     }
 
     /// The member has a rack and a replica of `p` is there.
@@ -234,10 +249,23 @@ fn rack_info(group: &GroupSpec) -> Option<RackInfo> {
     if !overlap || all_same {
         return None;
     }
+    let mut topic_member_racks = vec![Vec::new(); group.topics().len()];
+    for (i, m) in members.iter().enumerate() {
+        if member_rack[i] != NONE {
+            for t in &m.topics {
+                topic_member_racks[t.0 as usize].push(member_rack[i]);
+            }
+        }
+    }
+    for racks in &mut topic_member_racks {
+        racks.sort_unstable();
+        racks.dedup();
+    }
     Some(RackInfo {
         member_rack,
         offsets,
         partition_racks,
         members_in_rack,
+        topic_member_racks,
     })
 }

@@ -285,3 +285,22 @@ fn list_offsets_earliest_latest_max_and_by_time() {
         );
     }
 }
+
+/// A deferred append is written (its offsets are taken) before it is durable; awaiting the
+/// token makes it so, and concurrent deferred appends can share one sync.
+#[test]
+fn deferred_append_assigns_offsets_then_becomes_durable() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = gregor_log::Log::open(dir.path(), gregor_log::LogConfig::default(), 0).expect("open");
+    let kvs = [(None, Some(b"a".as_slice())), (None, Some(b"b".as_slice()))];
+    let batch = gregor_log::records::simple_batch(gregor_log::batch::Codec::None, 0, &kvs).expect("batch");
+    let (first, t1) = log.append_as_leader_deferred(&batch, 0, 0).expect("append");
+    let (second, t2) = log.append_as_leader_deferred(&batch, 0, 0).expect("append");
+    assert_eq!((first.first_offset, first.last_offset), (0, 1));
+    assert_eq!((second.first_offset, second.last_offset), (2, 3));
+    assert_eq!(log.log_end_offset(), 4);
+    let syncs_before = log.stats().syncs;
+    log.await_durable(t2).expect("durable");
+    log.await_durable(t1).expect("already covered");
+    assert_eq!(log.stats().syncs, syncs_before + 1, "one fdatasync covers both appends");
+}
