@@ -3,6 +3,7 @@
 mod alloc;
 mod assign_cmd;
 mod bench_assign;
+mod broker_cmd;
 mod group_json;
 mod lab;
 
@@ -28,6 +29,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a broker (single node with no arguments: 127.0.0.1:9092, data in ./gregor-data).
+    Broker(BrokerArgs),
     /// Compute a group's partition assignment from a JSON description and print it as JSON.
     Assign {
         /// Group description (JSON); `-` reads standard input.
@@ -60,6 +63,28 @@ enum Command {
         #[command(subcommand)]
         what: BenchCommand,
     },
+}
+
+#[derive(Debug, clap::Args)]
+struct BrokerArgs {
+    /// Listener to bind, e.g. PLAINTEXT://127.0.0.1:9092.
+    #[arg(long)]
+    listeners: Option<String>,
+    /// Listener published to clients, if different.
+    #[arg(long)]
+    advertised_listeners: Option<String>,
+    /// Data directory.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Node id.
+    #[arg(long)]
+    node_id: Option<i32>,
+    /// A server.properties-style file of Kafka settings.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Any setting, as key=value (repeatable; applied last).
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -102,6 +127,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Broker(args) => broker_cmd::run(args)?,
         Command::Assign { input, strategy } => {
             let text = assign_cmd::read_input(&input)?;
             let out = assign_cmd::run(&text, strategy.as_deref())?;

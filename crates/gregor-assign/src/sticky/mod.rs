@@ -150,6 +150,10 @@ fn withhold_transfers(
     prep: &Prepared,
     lists: &mut [Vec<PartitionId>],
 ) -> Vec<Vec<PartitionId>> {
+    if prep.claims.iter().all(Vec::is_empty) {
+        // Nobody owned anything: nothing changes owner.
+        return vec![Vec::new(); lists.len()];
+    }
     let total = group.total_partitions() as usize;
     let mut new_owner = vec![NONE; total];
     for (m, l) in lists.iter().enumerate() {

@@ -155,9 +155,12 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
     topic("file.delete.delay.ms", Long, Some("60000"), AtLeast(0),
         &[same("log.segment.delete.delay.ms")],
         "Time to wait before deleting a file from the filesystem."),
-    topic("flush.messages", Long, Some(LONG_MAX), AtLeast(1),
+    // Gregor is durable by default: every append is fsynced (group commit) before it is
+    // acknowledged, which is what flush.messages=1 means. Kafka's page-cache default is
+    // Long.MAX_VALUE; set it (or flush.ms) to choose that mode.
+    topic("flush.messages", Long, Some("1"), AtLeast(1),
         &[same("log.flush.interval.messages")],
-        "Force an fsync of the log after this many messages (page-cache mode)."),
+        "Force an fsync of the log after this many messages; 1 (the default) syncs every append, with concurrent appends sharing one fsync."),
     topic("flush.ms", Long, Some(LONG_MAX), AtLeast(0),
         &[same("log.flush.interval.ms"), same("log.flush.scheduler.interval.ms")],
         "Force an fsync of the log after this much time (page-cache mode)."),
@@ -311,7 +314,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("log.roll.jitter.ms", Long, None, Any, true, "Default segment.jitter.ms (over log.roll.jitter.hours)."),
     broker("log.index.interval.bytes", Int, Some("4096"), AtLeast(0), true, "Default index.interval.bytes."),
     broker("log.index.size.max.bytes", Int, Some("10485760"), AtLeast(4), true, "Default segment.index.bytes."),
-    broker("log.flush.interval.messages", Long, Some(LONG_MAX), AtLeast(1), true, "Default flush.messages."),
+    broker("log.flush.interval.messages", Long, Some("1"), AtLeast(1), true, "Default flush.messages (1: fsync every append)."),
     broker("log.flush.interval.ms", Long, None, Any, true, "Default flush.ms (over log.flush.scheduler.interval.ms)."),
     broker("log.flush.scheduler.interval.ms", Long, Some(LONG_MAX), Any, false, "How often logs are checked for a due flush."),
     broker("log.flush.offset.checkpoint.interval.ms", Int, Some("60000"), AtLeast(0), false, "How often the recovery point is checkpointed."),

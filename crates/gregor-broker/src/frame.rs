@@ -1,0 +1,132 @@
+//! Kafka's wire framing: a big-endian `int32` size, then the request header and body.
+//!
+//! Decoding is split so that the connection can tell apart what deserves an error response
+//! (an unsupported ApiVersions version: KIP-511 answers it with the versions we do support) from
+//! what Kafka answers by closing the connection (unknown API keys, other unsupported versions,
+//! malformed requests, oversized frames).
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::api;
+
+/// Why a request could not be turned into a `RequestKind`.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("request of {size} bytes exceeds socket.request.max.bytes ({max})")]
+    TooLarge { size: i64, max: usize },
+    #[error("request too short for a header ({0} bytes)")]
+    Truncated(usize),
+    #[error("unknown API key {0}")]
+    UnknownApiKey(i16),
+    #[error("unsupported version {version} of {api:?}")]
+    UnsupportedVersion {
+        api: ApiKey,
+        version: i16,
+        correlation_id: i32,
+    },
+    #[error("malformed {api:?} v{version} request: {reason}")]
+    Malformed {
+        api: ApiKey,
+        version: i16,
+        reason: String,
+    },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one size-prefixed frame. `Ok(None)` on a clean end of stream between frames.
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> Result<Option<Bytes>, FrameError> {
+    let mut size = [0u8; 4];
+    match reader.read_exact(&mut size).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let size = i32::from_be_bytes(size) as i64;
+    if size < 0 || size as usize > max {
+        return Err(FrameError::TooLarge { size, max });
+    }
+    let mut buf = BytesMut::zeroed(size as usize);
+    reader.read_exact(&mut buf).await?;
+    Ok(Some(buf.freeze()))
+}
+
+/// A decoded request.
+#[derive(Debug)]
+pub struct Request {
+    pub api_key: ApiKey,
+    pub header: RequestHeader,
+    pub body: RequestKind,
+}
+
+/// Decodes a frame's header and body, checking the API key and version against what Gregor
+/// implements.
+pub fn decode_request(mut frame: Bytes) -> Result<Request, FrameError> {
+    if frame.len() < 8 {
+        return Err(FrameError::Truncated(frame.len()));
+    }
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let api_key = ApiKey::try_from(key).map_err(|_| FrameError::UnknownApiKey(key))?;
+    let Some(range) = api::supported(api_key) else {
+        return Err(FrameError::UnknownApiKey(key));
+    };
+    if version < range.0 || version > range.1 {
+        return Err(FrameError::UnsupportedVersion {
+            api: api_key,
+            version,
+            correlation_id,
+        });
+    }
+    let malformed = |reason: String| FrameError::Malformed {
+        api: api_key,
+        version,
+        reason,
+    };
+    let header_version = api_key.request_header_version(version);
+    let header =
+        RequestHeader::decode(&mut frame, header_version).map_err(|e| malformed(e.to_string()))?;
+    let body =
+        RequestKind::decode(api_key, &mut frame, version).map_err(|e| malformed(e.to_string()))?;
+    if frame.has_remaining() {
+        return Err(malformed(format!("{} trailing bytes", frame.remaining())));
+    }
+    Ok(Request {
+        api_key,
+        header,
+        body,
+    })
+}
+
+/// Encodes a response frame (size, header, body).
+pub fn encode_response(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> Result<Bytes, EncodeError> {
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_i32(0);
+    let mut header = ResponseHeader::default();
+    header.correlation_id = correlation_id;
+    header
+        .encode(&mut buf, api_key.response_header_version(version))
+        .map_err(|e| EncodeError(e.to_string()))?;
+    body.encode(&mut buf, version)
+        .map_err(|e| EncodeError(e.to_string()))?;
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf.freeze())
+}
+
+/// A response that cannot be encoded (a bug: a field out of range for the version).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot encode response: {0}")]
+pub struct EncodeError(pub String);

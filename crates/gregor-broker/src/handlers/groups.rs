@@ -1,0 +1,226 @@
+//! FindCoordinator and the nine classic group APIs: wire conversion (`group_wire`) around the
+//! coordinator shell (`groups`).
+
+use std::sync::Arc;
+
+use gregor_group::{Request, RequestContext as GroupContext, Response};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, RequestKind, ResponseKind,
+};
+use kafka_protocol::ResponseError;
+
+use super::s;
+use crate::broker::Broker;
+use crate::connection::RequestContext;
+use crate::group_wire as w;
+use crate::groups::Groups;
+
+pub async fn find_coordinator(
+    b: &Arc<Broker>,
+    r: FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
+    let keys: Vec<String> = if version >= 4 {
+        r.coordinator_keys.iter().map(|k| k.to_string()).collect()
+    } else {
+        vec![r.key.to_string()]
+    };
+    let mut resp = FindCoordinatorResponse::default();
+    let mut answers = Vec::new();
+    for key in keys {
+        let mut c = Coordinator::default();
+        c.key = s(key.clone());
+        c.node_id = BrokerId(-1);
+        c.port = -1;
+        let outcome = if r.key_type != 0 {
+            // Transactions are not implemented.
+            Err(ResponseError::CoordinatorNotAvailable)
+        } else if key.is_empty() {
+            Err(ResponseError::InvalidRequest)
+        } else {
+            b.groups.call_ready(b).await
+        };
+        match outcome {
+            Ok(()) => {
+                c.node_id = BrokerId(b.config.node_id);
+                c.host = s(b.config.advertised_host.clone());
+                c.port = b.config.advertised_port as i32;
+            }
+            Err(e) => {
+                c.error_code = e.code();
+                c.error_message = Some(s(e.to_string()));
+            }
+        }
+        answers.push(c);
+    }
+    if version >= 4 {
+        resp.coordinators = answers;
+    } else if let Some(c) = answers.pop() {
+        resp.error_code = c.error_code;
+        if version >= 1 {
+            resp.error_message = c.error_message;
+        }
+        resp.node_id = c.node_id;
+        resp.host = c.host;
+        resp.port = c.port;
+    }
+    resp
+}
+
+fn context(ctx: &RequestContext) -> GroupContext {
+    GroupContext {
+        client_id: ctx.client_id.clone(),
+        client_host: format!("/{}", ctx.client_host),
+        api_version: ctx.api_version,
+    }
+}
+
+fn fail(
+    api: ApiKey,
+    version: i16,
+    request: &RequestKind,
+    e: ResponseError,
+) -> Option<ResponseKind> {
+    w::error_response(api, version, request, e)
+}
+
+/// Handles a group API request.
+pub async fn handle(
+    b: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: RequestKind,
+) -> Option<ResponseKind> {
+    let v = ctx.api_version;
+    let gctx = context(ctx);
+    let n = Groups::num_partitions(b);
+    let call = |req: Request| b.groups.call(b, gctx.clone(), req);
+    let out = match &request {
+        RequestKind::JoinGroup(r) => match call(Request::JoinGroup(w::join_group_request(r, v)))
+            .await
+        {
+            Ok(Response::JoinGroup(x)) => Ok(ResponseKind::JoinGroup(w::join_group_response(x, v))),
+            Ok(_) => Err(ResponseError::UnknownServerError),
+            Err(e) => Err(e),
+        },
+        RequestKind::SyncGroup(r) => match w::sync_group_request(r, v) {
+            Err(e) => Err(e),
+            Ok(req) => match call(Request::SyncGroup(req)).await {
+                Ok(Response::SyncGroup(x)) => {
+                    Ok(ResponseKind::SyncGroup(w::sync_group_response(x, v)))
+                }
+                Ok(_) => Err(ResponseError::UnknownServerError),
+                Err(e) => Err(e),
+            },
+        },
+        RequestKind::Heartbeat(r) => match call(Request::Heartbeat(w::heartbeat_request(r, v)))
+            .await
+        {
+            Ok(Response::Heartbeat(x)) => Ok(ResponseKind::Heartbeat(w::heartbeat_response(x, v))),
+            Ok(_) => Err(ResponseError::UnknownServerError),
+            Err(e) => Err(e),
+        },
+        RequestKind::LeaveGroup(r) => {
+            match call(Request::LeaveGroup(w::leave_group_request(r, v))).await {
+                Ok(Response::LeaveGroup(x)) => {
+                    Ok(ResponseKind::LeaveGroup(w::leave_group_response(x, v)))
+                }
+                Ok(_) => Err(ResponseError::UnknownServerError),
+                Err(e) => Err(e),
+            }
+        }
+        RequestKind::OffsetCommit(r) => {
+            let image = b.metadata.image();
+            let exists = |t: &str, p: i32| {
+                image
+                    .topic(t)
+                    .is_some_and(|t| t.partitions.contains_key(&p))
+            };
+            let (req, rejected) =
+                w::split_unknown_partitions(w::offset_commit_request(r, v), exists);
+            if req.topics.is_empty() {
+                Ok(ResponseKind::OffsetCommit(w::offset_commit_response(
+                    rejected, None, v,
+                )))
+            } else {
+                match call(Request::OffsetCommit(req)).await {
+                    Ok(Response::OffsetCommit(x)) => Ok(ResponseKind::OffsetCommit(
+                        w::offset_commit_response(x, Some(rejected), v),
+                    )),
+                    Ok(_) => Err(ResponseError::UnknownServerError),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+        RequestKind::OffsetFetch(r) => match w::offset_fetch_requests(r, v) {
+            Err(e) => Err(e),
+            Ok(reqs) => {
+                let mut answers = Vec::with_capacity(reqs.len());
+                for req in reqs {
+                    answers.push(match call(Request::OffsetFetch(req.clone())).await {
+                        Ok(Response::OffsetFetch(x)) => x,
+                        Ok(_) => {
+                            w::offset_fetch_group_error(&req, ResponseError::UnknownServerError)
+                        }
+                        Err(e) => w::offset_fetch_group_error(&req, e),
+                    });
+                }
+                Ok(ResponseKind::OffsetFetch(w::offset_fetch_response(
+                    answers, v,
+                )))
+            }
+        },
+        RequestKind::DescribeGroups(r) => {
+            let mut parts = Vec::new();
+            for (_, part) in w::describe_groups_split(r, n) {
+                parts.push(match call(Request::DescribeGroups(part.clone())).await {
+                    Ok(Response::DescribeGroups(x)) => x,
+                    Ok(_) => w::describe_groups_error(&part, ResponseError::UnknownServerError),
+                    Err(e) => w::describe_groups_error(&part, e),
+                });
+            }
+            Ok(ResponseKind::DescribeGroups(w::describe_groups_response(
+                r, parts, v,
+            )))
+        }
+        RequestKind::ListGroups(r) => {
+            // Before any group exists there is no coordinator to ask: no groups.
+            if b.metadata
+                .image()
+                .topic(crate::groups::OFFSETS_TOPIC)
+                .is_none()
+            {
+                Ok(ResponseKind::ListGroups(w::list_groups_response(
+                    Vec::new(),
+                    v,
+                )))
+            } else {
+                match call(Request::ListGroups(w::list_groups_request(r, v))).await {
+                    Ok(Response::ListGroups(x)) => Ok(ResponseKind::ListGroups(
+                        w::list_groups_response(vec![x], v),
+                    )),
+                    Ok(_) => Err(ResponseError::UnknownServerError),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+        RequestKind::DeleteGroups(r) => {
+            let mut parts = Vec::new();
+            for (_, part) in w::delete_groups_split(r, n) {
+                parts.push(match call(Request::DeleteGroups(part.clone())).await {
+                    Ok(Response::DeleteGroups(x)) => x,
+                    Ok(_) => w::delete_groups_error(&part, ResponseError::UnknownServerError),
+                    Err(e) => w::delete_groups_error(&part, e),
+                });
+            }
+            Ok(ResponseKind::DeleteGroups(w::delete_groups_response(
+                parts, v,
+            )))
+        }
+        _ => Err(ResponseError::UnknownServerError),
+    };
+    match out {
+        Ok(resp) => Some(resp),
+        Err(e) => fail(ctx.api_key, v, &request, e),
+    }
+}

@@ -1,0 +1,57 @@
+//! Small shared helpers of the shell.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Wall-clock milliseconds, the only clock the shell reads (state machines get it as input).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Runs blocking file work (log appends, fsync) off the async workers.
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// The cluster id, kept in `meta.properties` in the data directory (created on first start,
+/// a random UUID in Kafka's URL-safe base64 form).
+pub fn cluster_id(data_dir: &std::path::Path) -> std::io::Result<String> {
+    let path = data_dir.join("meta.properties");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if let Some(id) = text.lines().find_map(|l| l.strip_prefix("cluster.id=")) {
+            return Ok(id.trim().to_string());
+        }
+    }
+    let id = kafka_uuid(uuid::Uuid::new_v4());
+    let tmp = data_dir.join("meta.properties.tmp");
+    std::fs::write(&tmp, format!("version=1\ncluster.id={id}\n"))?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(id)
+}
+
+/// Kafka prints UUIDs as 22 characters of URL-safe base64 without padding.
+pub fn kafka_uuid(u: uuid::Uuid) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bytes = u.as_bytes();
+    let mut out = String::with_capacity(22);
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    for b in bytes {
+        acc = (acc << 8) | *b as u32;
+        bits += 8;
+        while bits >= 6 {
+            bits -= 6;
+            out.push(ALPHABET[((acc >> bits) & 63) as usize] as char);
+        }
+    }
+    if bits > 0 {
+        out.push(ALPHABET[((acc << (6 - bits)) & 63) as usize] as char);
+    }
+    out
+}

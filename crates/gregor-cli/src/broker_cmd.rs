@@ -1,0 +1,74 @@
+//! `gregor broker`: start a broker and serve until SIGTERM / Ctrl-C.
+
+use anyhow::{Context, Result};
+use gregor_broker::{Broker, BrokerConfig, BrokerOptions};
+
+use crate::BrokerArgs;
+
+pub fn run(args: BrokerArgs) -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let properties = match &args.config {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --config {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let opts = BrokerOptions {
+        listeners: args.listeners,
+        advertised_listeners: args.advertised_listeners,
+        data_dir: args.data_dir,
+        node_id: args.node_id,
+        properties,
+        overrides: args.overrides,
+    };
+    let config = BrokerConfig::from_options(&opts).context("invalid configuration")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let bind = config.bind;
+        let listener = tokio::net::TcpListener::bind(bind)
+            .await
+            .with_context(|| format!("cannot listen on {bind}"))?;
+        let broker = Broker::start(config)
+            .await
+            .context("broker start-up failed")?;
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            let _ = tx.send(true);
+        });
+        gregor_broker::server::serve(broker, listener, rx).await;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
