@@ -98,7 +98,13 @@ impl BrokerConfig {
         // Gregor's defaults where they differ from Kafka's: a bare broker is node 1 on
         // 127.0.0.1:9092 with its data in ./gregor-data.
         let node_id = match settings.node_id() {
-            -1 => 1,
+            -1 => {
+                // Recorded in the settings too, so the controller and DescribeConfigs agree.
+                settings
+                    .set("node.id", "1")
+                    .map_err(|e| invalid(e.to_string()))?;
+                1
+            }
             n => n,
         };
         let listeners = settings

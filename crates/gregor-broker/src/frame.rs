@@ -130,3 +130,40 @@ pub fn encode_response(
 #[derive(Debug, thiserror::Error)]
 #[error("cannot encode response: {0}")]
 pub struct EncodeError(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by fuzz/decode_request: a Metadata v0 request whose topic array claims ~234 million
+    /// entries in 14 bytes. It must be a decode error, not an allocation of gigabytes.
+    #[test]
+    fn huge_array_length_is_an_error_not_an_allocation() {
+        let frame = Bytes::from_static(&[0, 3, 0, 0, 0, 0, 0, 255, 255, 255, 14, 0, 0, 0]);
+        assert!(matches!(
+            decode_request(frame),
+            Err(FrameError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_keys_and_versions_are_reported() {
+        let unknown = Bytes::from_static(&[0x7f, 0x00, 0, 0, 0, 0, 0, 1, 0xff, 0xff]);
+        assert!(matches!(
+            decode_request(unknown),
+            Err(FrameError::UnknownApiKey(0x7f00))
+        ));
+        let versions = Bytes::from_static(&[0, 18, 0, 99, 0, 0, 0, 7, 0xff, 0xff]);
+        assert!(matches!(
+            decode_request(versions),
+            Err(FrameError::UnsupportedVersion {
+                correlation_id: 7,
+                ..
+            })
+        ));
+        assert!(matches!(
+            decode_request(Bytes::from_static(&[0, 18])),
+            Err(FrameError::Truncated(2))
+        ));
+    }
+}

@@ -1,5 +1,6 @@
 //! The `gregor` command line.
 
+mod admin;
 mod alloc;
 mod assign_cmd;
 mod bench_assign;
@@ -31,6 +32,12 @@ struct Cli {
 enum Command {
     /// Run a broker (single node with no arguments: 127.0.0.1:9092, data in ./gregor-data).
     Broker(BrokerArgs),
+    /// Create, delete, describe, list or alter topics (like kafka-topics.sh).
+    Topics(admin::TopicsArgs),
+    /// List, describe, reset the offsets of, or delete consumer groups (like kafka-consumer-groups.sh).
+    Groups(admin::GroupsArgs),
+    /// Describe or alter topic, broker and group configs (like kafka-configs.sh).
+    Configs(admin::ConfigsArgs),
     /// Compute a group's partition assignment from a JSON description and print it as JSON.
     Assign {
         /// Group description (JSON); `-` reads standard input.
@@ -128,6 +135,9 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Broker(args) => broker_cmd::run(args)?,
+        Command::Topics(args) => admin::block_on(admin::run_topics(args))??,
+        Command::Groups(args) => admin::block_on(admin::run_groups(args))??,
+        Command::Configs(args) => admin::block_on(admin::run_configs(args))??,
         Command::Assign { input, strategy } => {
             let text = assign_cmd::read_input(&input)?;
             let out = assign_cmd::run(&text, strategy.as_deref())?;

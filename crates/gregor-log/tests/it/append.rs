@@ -293,7 +293,8 @@ fn deferred_append_assigns_offsets_then_becomes_durable() {
     let dir = tempfile::tempdir().expect("temp dir");
     let log = gregor_log::Log::open(dir.path(), gregor_log::LogConfig::default(), 0).expect("open");
     let kvs = [(None, Some(b"a".as_slice())), (None, Some(b"b".as_slice()))];
-    let batch = gregor_log::records::simple_batch(gregor_log::batch::Codec::None, 0, &kvs).expect("batch");
+    let batch =
+        gregor_log::records::simple_batch(gregor_log::batch::Codec::None, 0, &kvs).expect("batch");
     let (first, t1) = log.append_as_leader_deferred(&batch, 0, 0).expect("append");
     let (second, t2) = log.append_as_leader_deferred(&batch, 0, 0).expect("append");
     assert_eq!((first.first_offset, first.last_offset), (0, 1));
@@ -302,5 +303,9 @@ fn deferred_append_assigns_offsets_then_becomes_durable() {
     let syncs_before = log.stats().syncs;
     log.await_durable(t2).expect("durable");
     log.await_durable(t1).expect("already covered");
-    assert_eq!(log.stats().syncs, syncs_before + 1, "one fdatasync covers both appends");
+    assert_eq!(
+        log.stats().syncs,
+        syncs_before + 1,
+        "one fdatasync covers both appends"
+    );
 }

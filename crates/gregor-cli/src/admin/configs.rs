@@ -1,0 +1,573 @@
+//! `gregor configs`: what `kafka-configs.sh --bootstrap-server` does for topics, brokers and
+//! groups.
+
+use anyhow::{anyhow, bail, Result};
+use clap::ArgGroup;
+use gregor_client::admin::{
+    AlterConfigOp, ConfigEntry, ConfigResource, ConfigResourceType, ConfigSource,
+};
+use gregor_client::Admin;
+
+use super::common::ConnectionArgs;
+
+/// Describe or change topic, broker and group configs.
+#[derive(Debug, Clone, clap::Args)]
+#[command(group(
+    ArgGroup::new("action")
+        .required(true)
+        .multiple(false)
+        .args(["describe", "alter"])
+))]
+pub struct ConfigsArgs {
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+    /// Show configs (the dynamic ones; all with --all).
+    #[arg(long)]
+    pub describe: bool,
+    /// Change configs with --add-config and --delete-config.
+    #[arg(long)]
+    pub alter: bool,
+    /// topics, brokers or groups.
+    #[arg(long, value_name = "TYPE")]
+    pub entity_type: String,
+    /// The topic, broker id or group (all of them for --describe when left out).
+    #[arg(long, value_name = "NAME")]
+    pub entity_name: Option<String>,
+    /// The cluster-wide broker default (with --entity-type brokers).
+    #[arg(long)]
+    pub entity_default: bool,
+    /// With --describe: every config, static and default ones included.
+    #[arg(long)]
+    pub all: bool,
+    /// Configs to set: k=v,k2=[v1,v2] (square brackets group list values).
+    #[arg(long, value_name = "K=V,...")]
+    pub add_config: Option<String>,
+    /// Configs to remove: k,k2 (repeatable).
+    #[arg(long, value_name = "K,...", value_delimiter = ',')]
+    pub delete_config: Vec<String>,
+}
+
+/// The entity types this command handles, in Kafka's plural spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntityType {
+    Topics,
+    Brokers,
+    Groups,
+}
+
+impl EntityType {
+    pub fn parse(text: &str) -> Result<EntityType> {
+        match text {
+            "topics" => Ok(EntityType::Topics),
+            "brokers" => Ok(EntityType::Brokers),
+            "groups" => Ok(EntityType::Groups),
+            other => {
+                bail!("Invalid entity type: {other} (this tool handles topics, brokers and groups)")
+            }
+        }
+    }
+
+    fn resource_type(self) -> ConfigResourceType {
+        match self {
+            EntityType::Topics => ConfigResourceType::Topic,
+            EntityType::Brokers => ConfigResourceType::Broker,
+            EntityType::Groups => ConfigResourceType::Group,
+        }
+    }
+
+    /// Kafka's singular, as in "configs for topic t".
+    fn singular(self) -> &'static str {
+        match self {
+            EntityType::Topics => "topic",
+            EntityType::Brokers => "broker",
+            EntityType::Groups => "group",
+        }
+    }
+
+    fn plural(self) -> &'static str {
+        match self {
+            EntityType::Topics => "topics",
+            EntityType::Brokers => "brokers",
+            EntityType::Groups => "groups",
+        }
+    }
+}
+
+/// A validated `gregor configs` invocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigsAction {
+    Describe {
+        entity_type: EntityType,
+        /// `None`: every entity of the type; `Some("")`: the broker default.
+        entity: Option<String>,
+        all: bool,
+    },
+    Alter {
+        entity_type: EntityType,
+        entity: String,
+        set: Vec<(String, String)>,
+        delete: Vec<String>,
+    },
+}
+
+impl ConfigsArgs {
+    pub fn action(&self) -> Result<ConfigsAction> {
+        let entity_type = EntityType::parse(&self.entity_type)?;
+        if self.entity_default && entity_type != EntityType::Brokers {
+            bail!("--entity-default is only supported with --entity-type brokers");
+        }
+        if self.entity_default && self.entity_name.is_some() {
+            bail!("--entity-name cannot be used with --entity-default");
+        }
+        let entity = if self.entity_default {
+            Some(String::new())
+        } else {
+            self.entity_name.clone()
+        };
+        if let (EntityType::Brokers, Some(name)) = (entity_type, &entity) {
+            if !name.is_empty() && name.parse::<i32>().is_err() {
+                bail!(
+                    "The entity name for brokers must be a valid integer broker id, found: {name}"
+                );
+            }
+        }
+        if self.describe {
+            if self.add_config.is_some() || !self.delete_config.is_empty() {
+                bail!("--add-config and --delete-config can only be used with --alter");
+            }
+            return Ok(ConfigsAction::Describe {
+                entity_type,
+                entity,
+                all: self.all,
+            });
+        }
+        if self.all {
+            bail!("--all can only be used with --describe");
+        }
+        let entity =
+            entity.ok_or_else(|| anyhow!("--alter needs --entity-name or --entity-default"))?;
+        let set = match &self.add_config {
+            Some(text) => parse_add_config(text)?,
+            None => Vec::new(),
+        };
+        let delete: Vec<String> = self
+            .delete_config
+            .iter()
+            .map(|k| k.trim().to_string())
+            .filter(|k| !k.is_empty())
+            .collect();
+        if set.is_empty() && delete.is_empty() {
+            bail!("--alter needs --add-config or --delete-config");
+        }
+        if let Some(k) = set.iter().map(|(k, _)| k).find(|k| delete.contains(k)) {
+            bail!("Invalid config(s): {k} (both added and deleted)");
+        }
+        Ok(ConfigsAction::Alter {
+            entity_type,
+            entity,
+            set,
+            delete,
+        })
+    }
+}
+
+/// Parses `--add-config`: pairs separated by commas outside square brackets; brackets group
+/// a list value and are dropped (`k=[a,b]` sets `a,b`); an empty value is allowed.
+pub fn parse_add_config(text: &str) -> Result<Vec<(String, String)>> {
+    let mut pairs = Vec::new();
+    let mut depth = 0usize;
+    let mut current = String::new();
+    for c in text.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                pairs.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    pairs.push(current);
+    pairs
+        .into_iter()
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').ok_or_else(|| {
+                anyhow!("Invalid entity config '{pair}': all configs to be added must be in the format \"key=val\".")
+            })?;
+            let key = k.trim();
+            if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+                bail!("Invalid character found for config key: {key}");
+            }
+            let value: String = v.chars().filter(|c| *c != '[' && *c != ']').collect();
+            Ok((key.to_string(), value.trim().to_string()))
+        })
+        .collect()
+}
+
+/// The config source `--describe` shows without `--all`: the dynamic one of the entity.
+fn dynamic_source(entity_type: EntityType, entity: &str) -> ConfigSource {
+    match entity_type {
+        EntityType::Topics => ConfigSource::DynamicTopic,
+        EntityType::Brokers if entity.is_empty() => ConfigSource::DynamicDefaultBroker,
+        EntityType::Brokers => ConfigSource::DynamicBroker,
+        EntityType::Groups => ConfigSource::DynamicGroup,
+    }
+}
+
+/// kafka-configs.sh's `--describe` text for one entity.
+pub fn format_entity_configs(
+    entity_type: EntityType,
+    entity: &str,
+    all: bool,
+    entries: &[ConfigEntry],
+) -> String {
+    let mut out = if entity.is_empty() {
+        format!(
+            "Default configs for {} in the cluster are:\n",
+            entity_type.plural()
+        )
+    } else {
+        format!(
+            "{} configs for {} {entity} are:\n",
+            if all { "All" } else { "Dynamic" },
+            entity_type.singular()
+        )
+    };
+    let wanted = dynamic_source(entity_type, entity);
+    let mut shown: Vec<&ConfigEntry> = entries
+        .iter()
+        .filter(|e| all || e.source == wanted)
+        .collect();
+    shown.sort_by(|a, b| a.name.cmp(&b.name));
+    for e in shown {
+        let synonyms = e
+            .synonyms
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}:{}={}",
+                    s.source.name(),
+                    s.name,
+                    s.value.as_deref().unwrap_or("null")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        out.push_str(&format!(
+            "  {}={} sensitive={} synonyms={{{synonyms}}}\n",
+            e.name,
+            e.value.as_deref().unwrap_or("null"),
+            e.is_sensitive
+        ));
+    }
+    out
+}
+
+/// Runs `gregor configs`.
+pub async fn run_configs(args: ConfigsArgs) -> Result<()> {
+    let action = args.action()?;
+    let admin = args.connection.connect().await?;
+    match action {
+        ConfigsAction::Describe {
+            entity_type,
+            entity,
+            all,
+        } => {
+            let entities = match entity {
+                Some(e) => vec![e],
+                None => all_entities(&admin, entity_type).await?,
+            };
+            let resources: Vec<ConfigResource> = entities
+                .iter()
+                .map(|e| ConfigResource {
+                    kind: entity_type.resource_type(),
+                    name: e.clone(),
+                })
+                .collect();
+            for (resource, result) in admin.describe_configs(&resources, true, false).await? {
+                let entries = result
+                    .map_err(|e| anyhow!("{} '{}': {e}", entity_type.singular(), resource.name))?;
+                print!(
+                    "{}",
+                    format_entity_configs(entity_type, &resource.name, all, &entries)
+                );
+            }
+        }
+        ConfigsAction::Alter {
+            entity_type,
+            entity,
+            set,
+            delete,
+        } => {
+            let resource = ConfigResource {
+                kind: entity_type.resource_type(),
+                name: entity.clone(),
+            };
+            // Like Kafka: deleting a config that is not set is an error, not a no-op.
+            if !delete.is_empty() {
+                let current = admin
+                    .describe_configs(std::slice::from_ref(&resource), false, false)
+                    .await?;
+                let entries = match current.into_iter().next() {
+                    Some((_, Ok(entries))) => entries,
+                    Some((_, Err(e))) => bail!("{} '{entity}': {e}", entity_type.singular()),
+                    None => Vec::new(),
+                };
+                let wanted = dynamic_source(entity_type, &entity);
+                let missing: Vec<&str> = delete
+                    .iter()
+                    .filter(|k| !entries.iter().any(|e| &e.name == *k && e.source == wanted))
+                    .map(String::as_str)
+                    .collect();
+                if !missing.is_empty() {
+                    bail!("Invalid config(s): {}", missing.join(","));
+                }
+            }
+            let ops: Vec<AlterConfigOp> = set
+                .into_iter()
+                .map(|(name, value)| AlterConfigOp::Set { name, value })
+                .chain(
+                    delete
+                        .into_iter()
+                        .map(|name| AlterConfigOp::Delete { name }),
+                )
+                .collect();
+            for (_, result) in admin
+                .incremental_alter_configs(&[(resource, ops)], false)
+                .await?
+            {
+                if let Err(e) = result {
+                    bail!("{} '{entity}': {e}", entity_type.singular());
+                }
+            }
+            if entity.is_empty() {
+                println!(
+                    "Completed updating default config for {} in the cluster.",
+                    entity_type.plural()
+                );
+            } else {
+                println!(
+                    "Completed updating config for {} {entity}.",
+                    entity_type.singular()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn all_entities(admin: &Admin, entity_type: EntityType) -> Result<Vec<String>> {
+    Ok(match entity_type {
+        EntityType::Topics => admin
+            .list_topics(true)
+            .await?
+            .into_iter()
+            .map(|t| t.name)
+            .collect(),
+        EntityType::Brokers => {
+            let mut ids: Vec<String> = admin
+                .describe_cluster()
+                .await?
+                .brokers
+                .into_iter()
+                .map(|b| b.id.to_string())
+                .collect();
+            ids.push(String::new());
+            ids
+        }
+        EntityType::Groups => admin
+            .list_groups(&[], &[])
+            .await?
+            .into_iter()
+            .map(|g| g.group_id)
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use gregor_client::admin::ConfigSynonym;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ConfigsArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ConfigsAction> {
+        Cli::try_parse_from(std::iter::once("configs").chain(args.iter().copied()))?
+            .args
+            .action()
+    }
+
+    #[test]
+    fn add_config_lists_and_empty_values() {
+        assert_eq!(
+            parse_add_config("retention.ms=1000, cleanup.policy=[compact,delete],ssl.endpoint.identification.algorithm=").unwrap(),
+            vec![
+                ("retention.ms".to_string(), "1000".to_string()),
+                ("cleanup.policy".to_string(), "compact,delete".to_string()),
+                ("ssl.endpoint.identification.algorithm".to_string(), String::new()),
+            ]
+        );
+        assert!(parse_add_config("retention.ms")
+            .unwrap_err()
+            .to_string()
+            .contains("key=val"));
+        assert!(parse_add_config("a b=1")
+            .unwrap_err()
+            .to_string()
+            .contains("Invalid character"));
+        assert!(parse_add_config("=1").is_err());
+    }
+
+    #[test]
+    fn argument_parsing_and_bad_input() {
+        assert_eq!(
+            parse(&[
+                "--alter",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                "t",
+                "--add-config",
+                "a=1,b=2",
+                "--delete-config",
+                "c,d"
+            ])
+            .unwrap(),
+            ConfigsAction::Alter {
+                entity_type: EntityType::Topics,
+                entity: "t".into(),
+                set: vec![("a".into(), "1".into()), ("b".into(), "2".into())],
+                delete: vec!["c".into(), "d".into()],
+            }
+        );
+        assert_eq!(
+            parse(&["--describe", "--entity-type", "brokers", "--entity-default"]).unwrap(),
+            ConfigsAction::Describe {
+                entity_type: EntityType::Brokers,
+                entity: Some(String::new()),
+                all: false
+            }
+        );
+        let err = |args: &[&str]| format!("{:#}", parse(args).unwrap_err());
+        assert!(
+            err(&["--describe", "--entity-type", "users"]).contains("Invalid entity type: users")
+        );
+        assert_eq!(
+            err(&[
+                "--describe",
+                "--entity-type",
+                "brokers",
+                "--entity-name",
+                "one"
+            ]),
+            "The entity name for brokers must be a valid integer broker id, found: one"
+        );
+        assert!(
+            err(&["--alter", "--entity-type", "topics", "--add-config", "a=1"])
+                .contains("--entity-name")
+        );
+        assert!(
+            err(&["--alter", "--entity-type", "topics", "--entity-name", "t"])
+                .contains("--add-config or --delete-config")
+        );
+        assert!(err(&[
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "t",
+            "--add-config",
+            "a=1",
+            "--delete-config",
+            "a"
+        ])
+        .contains("Invalid config(s): a"));
+        assert!(err(&[
+            "--describe",
+            "--entity-type",
+            "topics",
+            "--add-config",
+            "a=1"
+        ])
+        .contains("only be used with --alter"));
+        assert!(
+            err(&["--describe", "--entity-type", "topics", "--entity-default"])
+                .contains("--entity-default")
+        );
+        assert!(err(&["--entity-type", "topics"]).contains("required"));
+    }
+
+    fn entry(
+        name: &str,
+        value: Option<&str>,
+        source: ConfigSource,
+        synonyms: Vec<ConfigSynonym>,
+    ) -> ConfigEntry {
+        ConfigEntry {
+            name: name.into(),
+            value: value.map(str::to_string),
+            source,
+            is_sensitive: value.is_none(),
+            read_only: false,
+            synonyms,
+            documentation: None,
+        }
+    }
+
+    #[test]
+    fn describe_output_matches_kafka_configs() {
+        let entries = vec![
+            entry(
+                "retention.ms",
+                Some("604800000"),
+                ConfigSource::Default,
+                vec![],
+            ),
+            entry(
+                "cleanup.policy",
+                Some("compact"),
+                ConfigSource::DynamicTopic,
+                vec![
+                    ConfigSynonym {
+                        name: "cleanup.policy".into(),
+                        value: Some("compact".into()),
+                        source: ConfigSource::DynamicTopic,
+                    },
+                    ConfigSynonym {
+                        name: "log.cleanup.policy".into(),
+                        value: Some("delete".into()),
+                        source: ConfigSource::Default,
+                    },
+                ],
+            ),
+        ];
+        assert_eq!(
+            format_entity_configs(EntityType::Topics, "t", false, &entries),
+            "Dynamic configs for topic t are:\n  cleanup.policy=compact sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact, DEFAULT_CONFIG:log.cleanup.policy=delete}\n"
+        );
+        let all = format_entity_configs(EntityType::Topics, "t", true, &entries);
+        assert!(all.starts_with("All configs for topic t are:\n  cleanup.policy=compact"));
+        assert!(all.ends_with("  retention.ms=604800000 sensitive=false synonyms={}\n"));
+        let secret = vec![entry(
+            "ssl.key.password",
+            None,
+            ConfigSource::DynamicBroker,
+            vec![],
+        )];
+        assert_eq!(
+            format_entity_configs(EntityType::Brokers, "1", false, &secret),
+            "Dynamic configs for broker 1 are:\n  ssl.key.password=null sensitive=true synonyms={}\n"
+        );
+        assert_eq!(
+            format_entity_configs(EntityType::Brokers, "", false, &secret),
+            "Default configs for brokers in the cluster are:\n"
+        );
+    }
+}

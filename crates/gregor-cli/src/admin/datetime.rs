@@ -1,0 +1,164 @@
+//! `--to-datetime` values: Kafka's `YYYY-MM-DDTHH:mm:SS.sss` with an optional zone.
+
+use anyhow::{anyhow, bail, Result};
+
+/// Milliseconds since the epoch for `2024-01-31T12:00:00.000`, `...Z`, `...+08:00`,
+/// `...-0530`. Seconds and milliseconds may be left out. Without a zone the time is read as
+/// UTC (Kafka's tool uses the JVM's local zone; give a zone to be explicit).
+pub fn parse_datetime(text: &str) -> Result<i64> {
+    let err = || {
+        anyhow!(
+            "invalid datetime '{text}': expected YYYY-MM-DDTHH:mm:SS.sss with an optional \
+             zone (Z, +HH:MM, -HHMM)"
+        )
+    };
+    let (date, time) = text.split_once('T').ok_or_else(|| {
+        anyhow!("Error parsing timestamp '{text}'. It does not contain a 'T' according to ISO8601 format")
+    })?;
+    let (time, offset_minutes) = split_zone(time).ok_or_else(err)?;
+
+    let d: Vec<&str> = date.split('-').collect();
+    let [y, mo, da] = d.as_slice() else {
+        return Err(err());
+    };
+    let year: i64 = number(y, 4, 4).ok_or_else(err)?;
+    let month: i64 = number(mo, 2, 2).ok_or_else(err)?;
+    let day: i64 = number(da, 2, 2).ok_or_else(err)?;
+
+    let (hms, millis) = match time.split_once('.') {
+        Some((hms, ms)) => (
+            hms,
+            number(ms, 1, 3).ok_or_else(err)? * 10i64.pow(3 - ms.len() as u32),
+        ),
+        None => (time, 0),
+    };
+    let t: Vec<&str> = hms.split(':').collect();
+    let (hour, minute, second) = match t.as_slice() {
+        [h, m] => (number(h, 2, 2), number(m, 2, 2), Some(0)),
+        [h, m, s] => (number(h, 2, 2), number(m, 2, 2), number(s, 2, 2)),
+        _ => return Err(err()),
+    };
+    let (hour, minute, second) = (
+        hour.ok_or_else(err)?,
+        minute.ok_or_else(err)?,
+        second.ok_or_else(err)?,
+    );
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        bail!("invalid datetime '{text}': no such date");
+    }
+    if hour > 23 || minute > 59 || second > 59 {
+        bail!("invalid datetime '{text}': no such time of day");
+    }
+    let days = days_from_civil(year, month, day);
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
+    Ok(seconds * 1000 + millis)
+}
+
+/// Splits `HH:mm:SS.sss[zone]` into the time and the zone's offset in minutes east of UTC.
+fn split_zone(time: &str) -> Option<(&str, i64)> {
+    if let Some(t) = time.strip_suffix('Z') {
+        return Some((t, 0));
+    }
+    match time.find(['+', '-']) {
+        None => Some((time, 0)),
+        Some(i) => {
+            let (t, zone) = time.split_at(i);
+            let sign = if zone.starts_with('-') { -1 } else { 1 };
+            let digits: String = zone[1..].chars().filter(|c| *c != ':').collect();
+            let (h, m) = match digits.len() {
+                2 => (number(&digits, 2, 2)?, 0),
+                4 => (number(&digits[..2], 2, 2)?, number(&digits[2..], 2, 2)?),
+                _ => return None,
+            };
+            if h > 18 || m > 59 {
+                return None;
+            }
+            Some((t, sign * (h * 60 + m)))
+        }
+    }
+}
+
+fn number(s: &str, min_len: usize, max_len: usize) -> Option<i64> {
+    if s.len() < min_len || s.len() > max_len || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn is_leap(year: i64) -> bool {
+    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_kafka_datetimes() {
+        assert_eq!(parse_datetime("1970-01-01T00:00:00.000").unwrap(), 0);
+        assert_eq!(parse_datetime("1970-01-01T00:00:00.001Z").unwrap(), 1);
+        // 2026-10-29T12:00:00Z, the seed's experiment date.
+        assert_eq!(
+            parse_datetime("2026-10-29T12:00:00.000Z").unwrap(),
+            1_793_275_200_000
+        );
+        assert_eq!(
+            parse_datetime("2026-10-29T20:00:00.000+08:00").unwrap(),
+            1_793_275_200_000
+        );
+        assert_eq!(
+            parse_datetime("2026-10-29T06:30:00-0530").unwrap(),
+            1_793_275_200_000
+        );
+        assert_eq!(
+            parse_datetime("2026-10-29T12:00").unwrap(),
+            1_793_275_200_000
+        );
+        assert_eq!(
+            parse_datetime("2024-02-29T00:00:00.5").unwrap(),
+            1_709_164_800_500
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_datetimes() {
+        for bad in [
+            "2024-01-01",
+            "2024-01-01 00:00:00",
+            "2024-1-01T00:00:00",
+            "2024-02-30T00:00:00",
+            "2023-02-29T00:00:00",
+            "2024-13-01T00:00:00",
+            "2024-01-01T24:00:00",
+            "2024-01-01T00:00:00.1234",
+            "2024-01-01T00:00:00+1",
+            "yesterday",
+        ] {
+            assert!(parse_datetime(bad).is_err(), "{bad}");
+        }
+        assert!(parse_datetime("2024-01-01")
+            .unwrap_err()
+            .to_string()
+            .contains("'T'"));
+    }
+}

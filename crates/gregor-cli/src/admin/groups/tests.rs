@@ -1,0 +1,364 @@
+use super::*;
+use clap::Parser;
+use gregor_client::admin::MemberDescription;
+use gregor_client::BrokerNode;
+
+#[derive(Debug, Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: GroupsArgs,
+}
+
+fn parse(args: &[&str]) -> Result<GroupsAction> {
+    let cli = Cli::try_parse_from(std::iter::once("groups").chain(args.iter().copied()))?;
+    cli.args.action()
+}
+
+fn member(id: &str, client: &str, partitions: &[i32]) -> MemberDescription {
+    MemberDescription {
+        member_id: id.into(),
+        group_instance_id: None,
+        client_id: client.into(),
+        client_host: "/172.17.0.1".into(),
+        assignment: partitions
+            .iter()
+            .map(|p| TopicPartition::new("b1.offsets.demo", *p))
+            .collect(),
+        assignment_error: None,
+        metadata: Default::default(),
+        raw_assignment: Default::default(),
+    }
+}
+
+fn seed_group(members: Vec<MemberDescription>) -> GroupDescription {
+    GroupDescription {
+        group_id: "b1.rebal.group".into(),
+        state: "Stable".into(),
+        protocol_type: "consumer".into(),
+        protocol: "range".into(),
+        members,
+        coordinator: BrokerNode {
+            id: 1,
+            host: "127.0.0.1".into(),
+            port: 9092,
+            rack: None,
+        },
+    }
+}
+
+#[test]
+fn members_verbose_matches_seed_004_rebalancing_table() {
+    // The table captured while B was kicked out: member ids shortened to "b1-rebal-A-..."
+    // in the seed, so the columns keep their 15-character minimum.
+    let g = seed_group(vec![member("b1-rebal-A-...", "b1-rebal-A", &[0, 1])]);
+    assert_eq!(
+        format_members(&g, true),
+        "\nGROUP           CONSUMER-ID     HOST            CLIENT-ID       #PARTITIONS     CURRENT-ASSIGNMENT\n\
+         b1.rebal.group  b1-rebal-A-...  /172.17.0.1     b1-rebal-A      2               b1.offsets.demo:0,1\n"
+    );
+}
+
+#[test]
+fn members_verbose_matches_seed_004_with_full_member_ids() {
+    // In the seed's first table the consumer id column is 47 wide: Kafka's member ids are the
+    // client id, a dash and a UUID.
+    let a = "b1-rebal-A-2f9c1a4e-5b6d-4c7e-8f90-a1b2c3d4e5f6";
+    let b = "b1-rebal-B-0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+    assert_eq!(a.len(), 47);
+    let g = seed_group(vec![
+        member(a, "b1-rebal-A", &[1, 0]),
+        member(b, "b1-rebal-B", &[2]),
+    ]);
+    let text = format_members(&g, true);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "");
+    assert_eq!(
+        lines[1],
+        "GROUP           CONSUMER-ID                                     HOST            CLIENT-ID       #PARTITIONS     CURRENT-ASSIGNMENT"
+    );
+    assert_eq!(
+        lines[2],
+        format!("b1.rebal.group  {a} /172.17.0.1     b1-rebal-A      2               b1.offsets.demo:0,1")
+    );
+    assert_eq!(
+        lines[3],
+        format!(
+            "b1.rebal.group  {b} /172.17.0.1     b1-rebal-B      1               b1.offsets.demo:2"
+        )
+    );
+}
+
+#[test]
+fn members_without_verbose_and_with_static_members() {
+    let mut m = member("m-1", "c", &[]);
+    m.group_instance_id = Some("instance-1".into());
+    let g = seed_group(vec![m]);
+    let text = format_members(&g, false);
+    // Kafka's format leaves a trailing space after the padded #PARTITIONS column.
+    assert_eq!(
+        text,
+        format!(
+            "\n{:<15} {:<15} {:<17} {:<15} {:<15} {:<15} \n{:<15} {:<15} {:<17} {:<15} {:<15} {:<15} \n",
+            "GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+            "b1.rebal.group", "m-1", "instance-1", "/172.17.0.1", "c", "0"
+        )
+    );
+    let verbose = format_members(&seed_group(vec![member("m-1", "c", &[])]), true);
+    assert!(verbose.ends_with(" -\n"), "{verbose:?}");
+}
+
+#[test]
+fn assignment_text_sorts_like_kafka() {
+    let tps = vec![
+        TopicPartition::new("b", 10),
+        TopicPartition::new("b", 2),
+        TopicPartition::new("a", 0),
+    ];
+    // Partition numbers sort as text, as Kafka's tool does.
+    assert_eq!(assignment_text(&tps), "a:0;b:10,2");
+    assert_eq!(assignment_text(&[]), "-");
+}
+
+#[test]
+fn offsets_view_rows_and_lag() {
+    let g = seed_group(vec![
+        member("A-1", "b1-rebal-A", &[1, 0]),
+        member("B-1", "b1-rebal-B", &[2]),
+        member("C-1", "idle", &[]),
+    ]);
+    let tp = |p| TopicPartition::new("b1.offsets.demo", p);
+    let committed: BTreeMap<TopicPartition, i64> = [(tp(0), 16577), (tp(1), 16578), (tp(3), 7901)]
+        .into_iter()
+        .collect();
+    let log_end: BTreeMap<TopicPartition, i64> = [
+        (tp(0), 33154),
+        (tp(1), 33155),
+        (tp(2), 33155),
+        (tp(3), 8652),
+    ]
+    .into_iter()
+    .collect();
+    let rows = offset_rows(&g, &committed, &log_end);
+    // The member with most partitions first, then B, then the unowned committed partition;
+    // the idle member has no row.
+    let summary: Vec<(i32, Option<i64>, Option<i64>, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.partition.unwrap(),
+                r.current_offset,
+                r.lag,
+                r.consumer_id.clone().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (0, Some(16577), Some(16577), "A-1".to_string()),
+            (1, Some(16578), Some(16577), "A-1".to_string()),
+            (2, None, None, "B-1".to_string()),
+            (3, Some(7901), Some(751), "-".to_string()),
+        ]
+    );
+    let text = format_offset_rows(&rows);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "");
+    assert_eq!(
+        lines[1],
+        format!(
+            "{:<15} {:<15} {:<10} {:<15} {:<15} {:<15} {:<15} {:<15} CLIENT-ID",
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST"
+        )
+    );
+    assert_eq!(
+        lines[4],
+        format!(
+            "{:<15} {:<15} {:<10} {:<15} {:<15} {:<15} {:<15} {:<15} b1-rebal-B",
+            "b1.rebal.group", "b1.offsets.demo", "2", "-", "33155", "-", "B-1", "/172.17.0.1"
+        )
+    );
+    assert!(lines[5].ends_with(" -"), "{}", lines[5]);
+    assert_eq!(lines.len(), 6);
+    assert!(text.ends_with('\n'));
+}
+
+#[test]
+fn state_view_matches_kafka_columns() {
+    let g = seed_group(vec![member("A-1", "a", &[0]), member("B-1", "b", &[1])]);
+    assert_eq!(
+        format_state(&g),
+        format!(
+            "\n{:<25} {:<25} {:<20} {:<15} #MEMBERS\n{:<25} {:<25} {:<20} {:<15} 2\n",
+            "GROUP",
+            "COORDINATOR (ID)",
+            "ASSIGNMENT-STRATEGY",
+            "STATE",
+            "b1.rebal.group",
+            "127.0.0.1:9092  (1)",
+            "range",
+            "Stable"
+        )
+    );
+}
+
+#[test]
+fn state_notices_go_with_empty_and_rebalancing_groups() {
+    let mut g = seed_group(vec![]);
+    assert_eq!(state_notice(&g), None);
+    g.state = "Empty".into();
+    assert_eq!(
+        state_notice(&g).unwrap(),
+        "\nConsumer group 'b1.rebal.group' has no active members."
+    );
+    g.state = "PreparingRebalance".into();
+    assert_eq!(
+        state_notice(&g).unwrap(),
+        "\nWarning: Consumer group 'b1.rebal.group' is rebalancing."
+    );
+}
+
+#[test]
+fn list_with_states_table() {
+    let text = format_group_states(&[("b1.rebal.group".into(), "Stable".into())]);
+    assert_eq!(
+        text,
+        format!(
+            "{:<25} {:<20}\n{:<25} {:<20}\n",
+            "GROUP", "STATE", "b1.rebal.group", "Stable"
+        )
+    );
+    assert_eq!(
+        parse_states("stable, EMPTY").unwrap(),
+        vec!["Stable", "Empty"]
+    );
+    assert!(parse_states("Sleeping")
+        .unwrap_err()
+        .to_string()
+        .starts_with("Invalid state list 'Sleeping'"));
+}
+
+#[test]
+fn argument_parsing_and_bad_input() {
+    assert_eq!(
+        parse(&["--list"]).unwrap(),
+        GroupsAction::List { states: None }
+    );
+    assert_eq!(
+        parse(&["--list", "--state"]).unwrap(),
+        GroupsAction::List {
+            states: Some(vec![])
+        }
+    );
+    assert_eq!(
+        parse(&["--describe", "--group", "g", "--members", "--verbose"]).unwrap(),
+        GroupsAction::Describe {
+            groups: GroupSelection::Named(vec!["g".into()]),
+            view: DescribeView::Members { verbose: true }
+        }
+    );
+    assert_eq!(
+        parse(&["--describe", "--all-groups", "--state"]).unwrap(),
+        GroupsAction::Describe {
+            groups: GroupSelection::All,
+            view: DescribeView::State
+        }
+    );
+    assert_eq!(
+        parse(&[
+            "--reset-offsets",
+            "--group",
+            "g",
+            "--topic",
+            "t:0,1",
+            "--shift-by",
+            "-2",
+            "--execute"
+        ])
+        .unwrap(),
+        GroupsAction::Reset {
+            groups: GroupSelection::Named(vec!["g".into()]),
+            topics: Some(vec![("t".into(), Some(vec![0, 1]))]),
+            spec: ResetSpec::ShiftBy(-2),
+            execute: true
+        }
+    );
+    let GroupsAction::Reset { spec, execute, .. } = parse(&[
+        "--reset-offsets",
+        "--group",
+        "g",
+        "--all-topics",
+        "--to-datetime",
+        "2026-10-29T12:00:00.000Z",
+        "--dry-run",
+    ])
+    .unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (spec, execute),
+        (ResetSpec::ToDatetime(1_793_275_200_000), false)
+    );
+
+    let err = |args: &[&str]| format!("{:#}", parse(args).unwrap_err());
+    assert!(err(&["--describe"]).contains("--describe needs --group or --all-groups"));
+    assert!(err(&["--describe", "--group", "g", "--verbose"]).contains("--verbose needs --members"));
+    assert!(
+        err(&["--describe", "--group", "g", "--members", "--state"]).contains("cannot be combined")
+    );
+    assert!(err(&["--reset-offsets", "--group", "g", "--to-earliest"]).contains("reset scopes"));
+    assert!(err(&["--reset-offsets", "--group", "g", "--topic", "t"])
+        .contains("needs one of --to-earliest"));
+    assert!(err(&[
+        "--reset-offsets",
+        "--group",
+        "g",
+        "--topic",
+        "t:x",
+        "--to-latest"
+    ])
+    .contains("Invalid partition 'x'"));
+    assert!(err(&[
+        "--reset-offsets",
+        "--group",
+        "g",
+        "--topic",
+        "t",
+        "--to-datetime",
+        "yesterday"
+    ])
+    .contains("'T'"));
+    assert!(err(&[
+        "--reset-offsets",
+        "--group",
+        "g",
+        "--topic",
+        "t",
+        "--to-earliest",
+        "--to-latest"
+    ])
+    .contains("cannot be used with"));
+    assert!(err(&[
+        "--reset-offsets",
+        "--group",
+        "g",
+        "--topic",
+        "t",
+        "--to-earliest",
+        "--dry-run",
+        "--execute"
+    ])
+    .contains("cannot be used with"));
+    assert!(err(&["--list", "--to-earliest"]).contains("only be used with --reset-offsets"));
+    assert!(err(&["--list", "--state", "Bogus"]).contains("Invalid state list"));
+    assert!(err(&["--delete", "--group", "g", "--all-groups"])
+        .contains("cannot be used with --all-groups"));
+    assert!(err(&["--group", "g"]).contains("required"));
+}

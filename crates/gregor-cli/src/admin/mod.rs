@@ -1,0 +1,19 @@
+//! The admin commands — `gregor topics`, `gregor groups`, `gregor configs` — over the Kafka
+//! protocol through gregor-client, so they work against Gregor and Apache Kafka alike. Options
+//! and output follow kafka-topics.sh, kafka-consumer-groups.sh and kafka-configs.sh.
+//!
+//! Argument checking and output formatting are plain functions over fixed data; the `run_*`
+//! functions only fetch, call them and print.
+
+mod common;
+mod configs;
+mod datetime;
+mod groups;
+mod pattern;
+mod reset;
+mod topics;
+
+pub use common::block_on;
+pub use configs::{run_configs, ConfigsArgs};
+pub use groups::{run_groups, GroupsArgs};
+pub use topics::{run_topics, TopicsArgs};

@@ -1,0 +1,31 @@
+//! gregor-client: an async Kafka client over the Kafka wire protocol, for Gregor and for
+//! Apache Kafka.
+//!
+//! * [`Client`]: bootstrap, one pipelined connection per broker, API version negotiation,
+//!   metadata and coordinator lookup, retries with backoff under an operation deadline.
+//! * [`Admin`]: topics, partitions, cluster, groups, offsets, configs, reassignments and
+//!   leader elections.
+//!
+//! Each admin call is a pure request builder and response parser (unit-tested by encoding
+//! responses with kafka-protocol) around the client's async shell.
+
+pub mod admin;
+pub mod client;
+pub mod codec;
+pub mod connection;
+pub mod coordinator;
+pub mod error;
+pub mod metadata;
+pub mod retry;
+pub mod types;
+pub mod versions;
+
+pub use admin::Admin;
+pub use client::{Client, ClientConfig, Target};
+pub use error::{Error, KafkaCode, KafkaError, Result};
+pub use metadata::{
+    kafka_uuid_string, BrokerNode, ClusterMetadata, PartitionMetadata, TopicMetadata,
+};
+pub use types::TopicPartition;
+/// Topic ids are `uuid::Uuid`s.
+pub use uuid::Uuid;
