@@ -4,6 +4,7 @@ mod admin;
 mod alloc;
 mod assign_cmd;
 mod bench_assign;
+mod bench_kafka;
 mod broker_cmd;
 mod group_json;
 mod lab;
@@ -100,6 +101,10 @@ enum BenchCommand {
     Assign(bench_assign::AssignBenchArgs),
     /// Partition log throughput against the raw bandwidth of the same disk.
     Log(LogBenchArgs),
+    /// Produce load against a broker: MB/s and latency percentiles, acks=all.
+    Produce(bench_kafka::LoadArgs),
+    /// Consume a topic back from the start: MB/s.
+    Consume(bench_kafka::LoadArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -119,6 +124,14 @@ struct LogBenchArgs {
     /// One JSON object per line and case.
     #[arg(long)]
     json: bool,
+}
+
+/// Wall-clock milliseconds.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 fn main() -> ExitCode {
@@ -172,6 +185,31 @@ fn run(cli: Cli) -> Result<()> {
                     println!("{}", serde_json::to_string(&r)?);
                 } else {
                     println!("{}", bench_assign::render(&r));
+                }
+            }
+            BenchCommand::Produce(args) => {
+                let json = args.json;
+                let r = admin::block_on(bench_kafka::produce(args))??;
+                if json {
+                    println!("{}", serde_json::to_string(&r)?);
+                } else {
+                    println!(
+                        "produce acks=all: {} records, {:.1} MB/s, {:.0} records/s, latency p50 {:.2} ms p99 {:.2} ms p999 {:.2} ms; raw fdatasync {:.1} MB/s, ratio {:.2}",
+                        r.records, r.mb_per_s, r.records_per_s, r.latency_p50_ms, r.latency_p99_ms,
+                        r.latency_p999_ms, r.raw_fdatasync_mb_per_s, r.ratio
+                    );
+                }
+            }
+            BenchCommand::Consume(args) => {
+                let json = args.json;
+                let r = admin::block_on(bench_kafka::consume(args))??;
+                if json {
+                    println!("{}", serde_json::to_string(&r)?);
+                } else {
+                    println!(
+                        "consume: {} records, {:.1} MB/s; raw read {:.1} MB/s, ratio {:.2}",
+                        r.records, r.mb_per_s, r.raw_read_mb_per_s, r.ratio
+                    );
                 }
             }
             BenchCommand::Log(args) => {

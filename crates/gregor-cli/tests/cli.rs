@@ -413,3 +413,116 @@ fn bench_log_prints_json_lines_with_ratios() {
     );
     assert!(err.contains("plain-file/sub"), "{err}");
 }
+
+/// A broker process on a free port, stopped (SIGTERM) when dropped.
+struct BrokerProcess {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl BrokerProcess {
+    fn start() -> BrokerProcess {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("free port")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let child = Command::new(env!("CARGO_BIN_EXE_gregor"))
+            .args([
+                "broker",
+                "--listeners",
+                &format!("PLAINTEXT://127.0.0.1:{port}"),
+                "--data-dir",
+                dir.path().to_str().expect("utf-8"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("broker starts");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "broker did not listen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        BrokerProcess {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn bench_produce_and_consume_against_a_broker() {
+    let broker = BrokerProcess::start();
+    let bootstrap = format!("127.0.0.1:{}", broker.port);
+    let raw = tempfile::tempdir().expect("temp dir");
+    let common = [
+        "--bootstrap-server",
+        bootstrap.as_str(),
+        "--seconds",
+        "1",
+        "--partitions",
+        "2",
+        "--raw-dir",
+        raw.path().to_str().expect("utf-8"),
+        "--json",
+    ];
+    let mut args = vec!["bench", "produce"];
+    args.extend(common);
+    let produced = ok_json(&args, None);
+    let records = produced["records"].as_u64().expect("records");
+    assert!(records > 0, "{produced}");
+    for field in [
+        "mb_per_s",
+        "latency_p50_ms",
+        "latency_p99_ms",
+        "latency_p999_ms",
+        "raw_fdatasync_mb_per_s",
+        "ratio",
+    ] {
+        assert!(
+            produced[field].as_f64().expect(field) > 0.0,
+            "{field}: {produced}"
+        );
+    }
+    assert!(produced["latency_p50_ms"].as_f64() <= produced["latency_p999_ms"].as_f64());
+    let mut args = vec!["bench", "consume"];
+    args.extend(common);
+    let consumed = ok_json(&args, None);
+    assert_eq!(
+        consumed["records"].as_u64(),
+        Some(records),
+        "everything produced is read back"
+    );
+    let mut bad = vec!["bench", "produce", "--concurrency", "0"];
+    bad.extend(common);
+    let err = fails(&bad, None);
+    assert!(err.contains("must be at least 1"), "{err}");
+    let err = fails(
+        &[
+            "bench",
+            "produce",
+            "--bootstrap-server",
+            "127.0.0.1:1",
+            "--seconds",
+            "1",
+        ],
+        None,
+    );
+    assert!(err.contains("127.0.0.1:1"), "{err}");
+}
