@@ -91,7 +91,7 @@ fn validate(args: &LoadArgs) -> Result<()> {
     {
         bail!("--partitions, --record-bytes, --batch-records and --concurrency must be at least 1");
     }
-    if !(args.seconds > 0.0) {
+    if args.seconds.is_nan() || args.seconds <= 0.0 {
         bail!("--seconds must be positive");
     }
     Ok(())
