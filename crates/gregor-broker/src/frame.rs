@@ -95,8 +95,10 @@ pub fn decode_request(mut frame: Bytes) -> Result<Request, FrameError> {
         RequestHeader::decode(&mut frame, header_version).map_err(|e| malformed(e.to_string()))?;
     let body =
         RequestKind::decode(api_key, &mut frame, version).map_err(|e| malformed(e.to_string()))?;
+    // Bytes after the body are ignored, as Kafka's request parser does: some clients send them
+    // (librdkafka 2.16's Metadata v12 carries three).
     if frame.has_remaining() {
-        return Err(malformed(format!("{} trailing bytes", frame.remaining())));
+        tracing::debug!(api = ?api_key, version, trailing = frame.remaining(), "ignoring bytes after the request body");
     }
     Ok(Request {
         api_key,
@@ -144,6 +146,19 @@ mod tests {
             decode_request(frame),
             Err(FrameError::Malformed { .. })
         ));
+    }
+
+    /// librdkafka 2.16 sends Metadata v12 with three bytes after the body; Kafka answers it.
+    #[test]
+    fn trailing_bytes_after_the_body_are_ignored() {
+        let hex = "0003000c00000003000772646b61666b610000000000010000";
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+            .collect();
+        let req = decode_request(Bytes::from(bytes)).expect("decodes");
+        assert_eq!(req.api_key, ApiKey::Metadata);
+        assert_eq!(req.header.correlation_id, 3);
     }
 
     #[test]

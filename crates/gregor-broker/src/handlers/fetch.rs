@@ -59,10 +59,16 @@ pub async fn fetch(b: &Broker, r: FetchRequest, version: i16) -> FetchResponse {
         .iter()
         .filter_map(|t| t.part.as_ref().ok().map(|p| p.watch_hw()))
         .collect();
+    let mut first = true;
     let results = loop {
         for w in &mut watches {
             w.borrow_and_update();
         }
+        // After a wake-up, look the partitions up again: one may have been deleted or moved.
+        if !first {
+            targets = relocated(b, &r, &targets);
+        }
+        first = false;
         let (results, bytes) = read_all(&targets, max_bytes, follower, version);
         let any_error = results.iter().any(|p| p.error_code != 0);
         if bytes >= min_bytes || any_error || watches.is_empty() || Instant::now() >= deadline {
@@ -70,15 +76,11 @@ pub async fn fetch(b: &Broker, r: FetchRequest, version: i16) -> FetchResponse {
         }
         let changed = select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
         match tokio::time::timeout_at(deadline.into(), changed).await {
-            Ok((Ok(()), _, _)) => continue,
-            // A partition went away (deleted): read once more to report it.
-            Ok((Err(_), _, _)) => {
+            // An append (or a partition stopping) woke us, or a partition went away.
+            Ok(_) => continue,
+            Err(_) => {
                 let (results, _) =
                     read_all(&relocated(b, &r, &targets), max_bytes, follower, version);
-                break results;
-            }
-            Err(_) => {
-                let (results, _) = read_all(&targets, max_bytes, follower, version);
                 break results;
             }
         }

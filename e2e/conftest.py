@@ -1,0 +1,254 @@
+"""Fixtures: a real `gregor broker` process per test, on a free 127.0.0.1 port, with its own data
+directory; helpers to restart it on the same directory, SIGKILL it, and wait for conditions.
+
+Every wait has a deadline. A test body is also bounded by SIGALRM (marker `timeout(seconds)`,
+default 90 s) so that nothing hangs the suite.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import kwire
+
+REPO = Path(__file__).resolve().parent.parent
+E2E = Path(__file__).resolve().parent
+
+# Settings that make a one-node cluster fast to test against. Kafka names, passed with --override.
+FAST_SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+    "offsets.topic.num.partitions": "5",
+    "num.partitions": "1",
+    "auto.create.topics.enable": "true",
+}
+
+DEFAULT_TEST_TIMEOUT = 90
+
+
+def gregor_bin():
+    path = os.environ.get("GREGOR_BIN") or str(REPO / "target" / "debug" / "gregor")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"gregor binary not found at {path}: run `cargo build -p gregor-cli` "
+                    "or set GREGOR_BIN", pytrace=False)
+    return path
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(cond, timeout, what, interval=0.05):
+    """Polls `cond()` until it returns a truthy value (returned); fails the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while True:
+        try:
+            v = cond()
+            if v:
+                return v
+        except Exception as e:  # a condition may fail transiently while the broker settles
+            last_exc = e
+        if time.monotonic() >= deadline:
+            extra = f" (last error: {last_exc!r})" if last_exc else ""
+            pytest.fail(f"timed out after {timeout:.1f}s waiting for {what}{extra}", pytrace=False)
+        time.sleep(interval)
+
+
+def eventually(cond, timeout, interval=0.02):
+    """Polls `cond()` for up to `timeout` seconds; returns whether it became true."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if cond():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+
+
+def tail(path, limit=200):
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError as e:
+        return f"<no log: {e}>"
+    cut = lines[-limit:]
+    head = f"... ({len(lines) - limit} earlier lines in {path})\n" if len(lines) > limit else ""
+    return head + "\n".join(cut)
+
+
+class Broker:
+    """One `gregor broker` process. restart() keeps the port and data directory."""
+
+    def __init__(self, workdir, name="broker", node_id=1, overrides=None, port=None):
+        self.bin = gregor_bin()
+        self.workdir = Path(workdir)
+        self.name = name
+        self.node_id = node_id
+        self.port = port or free_port()
+        self.data_dir = self.workdir / f"{name}-data"
+        self.overrides = dict(FAST_SETTINGS)
+        self.overrides.update(overrides or {})
+        self.proc = None
+        self.starts = 0
+        self.log_path = self.workdir / f"{name}.stderr.log"
+        self.unexpected_exit = None
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    def argv(self):
+        argv = [self.bin, "broker",
+                "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
+                "--data-dir", str(self.data_dir),
+                "--node-id", str(self.node_id)]
+        for k, v in self.overrides.items():
+            argv += ["--override", f"{k}={v}"]
+        return argv
+
+    def start(self, timeout=20):
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self.starts += 1
+        log = open(self.log_path, "ab")
+        log.write(f"\n===== start #{self.starts}: {' '.join(self.argv())}\n".encode())
+        log.flush()
+        env = dict(os.environ)
+        env.setdefault("RUST_BACKTRACE", "1")
+        self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                     cwd=self.workdir, env=env)
+        log.close()
+        self.wait_ready(timeout)
+        return self
+
+    def check_alive(self):
+        rc = self.proc.poll() if self.proc else None
+        if rc is not None:
+            pytest.fail(f"broker {self.name} exited with code {rc}\n--- stderr ---\n"
+                        f"{tail(self.log_path)}", pytrace=False)
+
+    def wait_ready(self, timeout):
+        deadline = time.monotonic() + timeout
+
+        def tcp_accepts():
+            self.check_alive()
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return True
+            except OSError:
+                return False
+
+        wait_until(tcp_accepts, timeout, f"broker {self.name} to listen on {self.bootstrap}")
+
+        # Readiness is judged with a minimal raw Metadata v1 (kwire.py) rather than a client
+        # library, so that a client-specific incompatibility fails the tests that hit it, with
+        # their own message, instead of every fixture timing out.
+        def answers_metadata():
+            self.check_alive()
+            with kwire.Conn("127.0.0.1", self.port, timeout=2) as c:
+                return any(b[0] == self.node_id for b in kwire.metadata_v1_brokers(c))
+
+        wait_until(answers_metadata, max(1.0, deadline - time.monotonic()),
+                   f"broker {self.name} to answer Metadata with itself (node {self.node_id})")
+
+    def stop(self, timeout=10):
+        """SIGTERM and wait; returns the exit code (None if it had to be SIGKILLed)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            return None
+
+    def kill(self):
+        """SIGKILL: no chance to flush or close anything."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def restart(self, kill=False, timeout=20):
+        if kill:
+            self.kill()
+        else:
+            rc = self.stop()
+            assert rc == 0, f"broker {self.name} did not exit 0 on SIGTERM (rc={rc})"
+        self.start(timeout)
+        return self
+
+
+@pytest.fixture
+def start_broker(request, tmp_path):
+    """Factory: start_broker(overrides={...}) starts a broker; all are stopped at teardown with
+    SIGTERM and must exit 0 within 10 s."""
+    brokers = []
+    request.node._gregor_brokers = brokers
+
+    def start(name=None, overrides=None, timeout=20):
+        b = Broker(tmp_path, name=name or f"broker{len(brokers)}", overrides=overrides)
+        brokers.append(b)
+        return b.start(timeout)
+
+    yield start
+
+    problems = []
+    for b in brokers:
+        if b.proc is None:
+            continue
+        rc = b.proc.poll()
+        if rc is not None and b.proc.returncode not in (0, -signal.SIGKILL):
+            problems.append(f"{b.name} exited by itself with code {rc} during the test")
+            continue
+        if rc is None:
+            t0 = time.monotonic()
+            rc = b.stop(timeout=10)
+            if rc != 0:
+                problems.append(f"{b.name} did not exit 0 within 10 s of SIGTERM "
+                                f"(rc={rc}, after {time.monotonic() - t0:.1f}s)")
+    if problems:
+        logs = "\n".join(f"--- {b.name} stderr ---\n{tail(b.log_path)}" for b in brokers)
+        pytest.fail("; ".join(problems) + "\n" + logs, pytrace=False)
+
+
+@pytest.fixture
+def broker(start_broker):
+    """A fresh single-node broker with FAST_SETTINGS."""
+    return start_broker()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for b in getattr(item, "_gregor_brokers", []):
+            rep.sections.append((f"gregor {b.name} stderr ({rep.when})", tail(b.log_path)))
+
+
+class BodyTimeout(Exception):
+    pass
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    marker = item.get_closest_marker("timeout")
+    seconds = marker.args[0] if marker else DEFAULT_TEST_TIMEOUT
+
+    def on_alarm(signum, frame):
+        raise BodyTimeout(f"test body exceeded its {seconds}s bound")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
