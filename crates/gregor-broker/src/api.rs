@@ -4,7 +4,7 @@
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::ApiKey;
 
-/// `(api, min version, max version)`.
+/// `(api, min version, max version)`, besides the group APIs (`group_wire::GROUP_API_VERSIONS`).
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 12),
     (ApiKey::Fetch, 4, 17),
@@ -21,29 +21,25 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::FindCoordinator, 0, 6),
-    (ApiKey::OffsetCommit, 2, 9),
-    (ApiKey::OffsetFetch, 1, 9),
-    (ApiKey::JoinGroup, 0, 9),
-    (ApiKey::Heartbeat, 0, 4),
-    (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::SyncGroup, 0, 5),
-    (ApiKey::DescribeGroups, 0, 6),
-    (ApiKey::ListGroups, 0, 5),
-    (ApiKey::DeleteGroups, 0, 2),
 ];
+
+/// Every supported API: the list above and the group APIs `group_wire` converts.
+fn all() -> impl Iterator<Item = &'static (ApiKey, i16, i16)> {
+    SUPPORTED
+        .iter()
+        .chain(crate::group_wire::GROUP_API_VERSIONS)
+}
 
 /// The supported version range of an API, if Gregor implements it.
 pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
-    SUPPORTED
-        .iter()
+    all()
         .find(|(k, _, _)| *k == api)
         .map(|(_, lo, hi)| (*lo, *hi))
 }
 
 /// The ApiVersions entries.
 pub fn api_versions() -> Vec<ApiVersion> {
-    SUPPORTED
-        .iter()
+    all()
         .map(|(k, lo, hi)| {
             let mut v = ApiVersion::default();
             v.api_key = *k as i16;
@@ -52,4 +48,22 @@ pub fn api_versions() -> Vec<ApiVersion> {
             v
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_apis_are_advertised_and_accepted() {
+        assert_eq!(supported(ApiKey::JoinGroup), Some((0, 9)));
+        assert_eq!(supported(ApiKey::Produce), Some((3, 12)));
+        assert_eq!(supported(ApiKey::ShareFetch), None);
+        let keys: Vec<i16> = api_versions().iter().map(|v| v.api_key).collect();
+        assert!(keys.contains(&(ApiKey::OffsetCommit as i16)));
+        let mut unique = keys.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), keys.len(), "each API advertised once");
+    }
 }
