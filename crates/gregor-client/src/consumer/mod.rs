@@ -1,0 +1,632 @@
+//! The consumer: group membership with client-side assignment (classic protocol), fetching
+//! from positions, offset commits, and a rebalance listener.
+//!
+//! The decisions live in pure modules: [`membership`] (join/sync/heartbeat state machine and
+//! the eager/cooperative revocation rules), [`leader`] (the leader's assignment),
+//! [`group_wire`] and [`fetch`] (requests and responses). This module is the shell: it sends
+//! what they ask for, runs the rebalance listener inside `poll`, and keeps positions.
+//!
+//! A background task sends heartbeats while the member is in a stable generation and enforces
+//! `max.poll.interval.ms`: when the application has not called `poll` for that long, the member
+//! leaves the group (LeaveGroup for dynamic members) and its partitions are reported lost on
+//! the next `poll`, which joins again. Group traffic uses its own connections (a second
+//! `Client`), as Kafka's consumer uses a separate coordinator connection, so a long-polling
+//! Fetch never delays a heartbeat.
+
+pub mod config;
+pub mod fetch;
+pub mod group_wire;
+mod heartbeat;
+pub mod leader;
+pub mod listener;
+pub mod membership;
+mod positions;
+mod rebalance;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gregor_assign::{Assignor, RebalanceProtocol};
+use kafka_protocol::messages::{LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::client::{Client, Target};
+use crate::error::{Error, Result};
+use crate::types::TopicPartition;
+
+pub use config::{AutoOffsetReset, ConsumerConfig};
+pub use fetch::ConsumerRecord;
+use fetch::FetchLimits;
+use group_wire::MemberIdentityRef;
+use heartbeat::{heartbeat_loop, HeartbeatTask};
+pub use listener::{
+    RebalanceContext, RebalanceEvent, RebalanceKind, RebalanceListener, RecordingListener,
+};
+use membership::{common_protocol, Membership, Timing};
+
+/// What the consumer is subscribed to.
+#[derive(Debug, Clone)]
+enum SubscriptionKind {
+    None,
+    Topics(BTreeSet<String>),
+    Pattern(regex::Regex),
+}
+
+#[derive(Debug, Clone, Default)]
+struct PartitionState {
+    /// The offset of the next record to return; `None` until looked up.
+    position: Option<i64>,
+    paused: bool,
+    /// The position is out of range: apply `auto.offset.reset` rather than the committed
+    /// offset.
+    reset: bool,
+}
+
+/// State shared with the heartbeat task.
+struct Shared {
+    m: Membership,
+    closed: bool,
+}
+
+fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    // Every update is a single state-machine call: a poisoned lock still holds a consistent
+    // state.
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Settings the shell uses, in ms.
+#[derive(Debug, Clone)]
+struct Settings {
+    session_timeout_ms: u64,
+    max_poll_interval_ms: u64,
+    enable_auto_commit: bool,
+    auto_commit_interval_ms: u64,
+    auto_offset_reset: AutoOffsetReset,
+    limits: FetchLimits,
+    fetch_max_wait: Duration,
+    max_poll_records: usize,
+    metadata_max_age_ms: u64,
+    retry_backoff: Duration,
+}
+
+/// A Kafka consumer in a consumer group.
+pub struct Consumer {
+    client: Client,
+    group_client: Client,
+    group_id: String,
+    instance_id: Option<String>,
+    rack: Option<String>,
+    settings: Settings,
+    assignors: Vec<Box<dyn Assignor>>,
+    protocol: RebalanceProtocol,
+    shared: Arc<Mutex<Shared>>,
+    wake_heartbeat: Arc<Notify>,
+    wake_app: Arc<Notify>,
+    heartbeat_task: JoinHandle<()>,
+    subscription: SubscriptionKind,
+    subscribed: BTreeSet<String>,
+    assigned: BTreeMap<TopicPartition, PartitionState>,
+    /// In a mutex only so that the consumer is `Sync` (listeners need only be `Send`).
+    listener: Option<Mutex<Box<dyn RebalanceListener>>>,
+    buffered: VecDeque<ConsumerRecord>,
+    started: Instant,
+    last_auto_commit_ms: u64,
+    last_metadata_ms: Option<u64>,
+}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer")
+            .field("group_id", &self.group_id)
+            .field("assigned", &self.assigned.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        self.heartbeat_task.abort();
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn ms_i32(d: Duration) -> i32 {
+    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
+}
+
+impl Consumer {
+    /// Connects; joins the group on the first `poll` after `subscribe`.
+    pub async fn new(mut config: ConsumerConfig) -> Result<Consumer> {
+        let assignors = config.take_assignors()?;
+        let protocol = common_protocol(&assignors);
+        let client = Client::connect(config.client.clone()).await?;
+        // JoinGroup waits at the coordinator for up to the rebalance timeout
+        // (max.poll.interval.ms): its request must be allowed that long.
+        let mut group_config = config.client.clone();
+        group_config.request_timeout = group_config
+            .request_timeout
+            .max(config.max_poll_interval + Duration::from_secs(5));
+        let group_client = Client::connect(group_config).await?;
+        let timing = Timing {
+            heartbeat_interval_ms: millis(config.heartbeat_interval),
+            session_timeout_ms: millis(config.session_timeout),
+            max_poll_interval_ms: millis(config.max_poll_interval),
+            retry_backoff_ms: config.client.backoff.delay_ms(0),
+        };
+        let started = Instant::now();
+        let shared = Arc::new(Mutex::new(Shared {
+            m: Membership::new(config.group_instance_id.is_some(), timing, 0),
+            closed: false,
+        }));
+        let wake_heartbeat = Arc::new(Notify::new());
+        let wake_app = Arc::new(Notify::new());
+        let heartbeat_task = tokio::spawn(heartbeat_loop(HeartbeatTask {
+            shared: shared.clone(),
+            client: group_client.clone(),
+            group_id: config.group_id.clone(),
+            instance_id: config.group_instance_id.clone(),
+            wake: wake_heartbeat.clone(),
+            wake_app: wake_app.clone(),
+            started,
+        }));
+        Ok(Consumer {
+            client,
+            group_client,
+            group_id: config.group_id,
+            instance_id: config.group_instance_id,
+            rack: config.client_rack,
+            settings: Settings {
+                session_timeout_ms: millis(config.session_timeout),
+                max_poll_interval_ms: millis(config.max_poll_interval),
+                enable_auto_commit: config.enable_auto_commit,
+                auto_commit_interval_ms: millis(config.auto_commit_interval),
+                auto_offset_reset: config.auto_offset_reset,
+                limits: FetchLimits {
+                    max_wait_ms: ms_i32(config.fetch_max_wait),
+                    min_bytes: config.fetch_min_bytes,
+                    max_bytes: config.fetch_max_bytes,
+                    partition_max_bytes: config.max_partition_fetch_bytes,
+                },
+                fetch_max_wait: config.fetch_max_wait,
+                max_poll_records: config.max_poll_records,
+                metadata_max_age_ms: millis(config.metadata_max_age),
+                retry_backoff: Duration::from_millis(config.client.backoff.delay_ms(0)),
+            },
+            assignors,
+            protocol,
+            shared,
+            wake_heartbeat,
+            wake_app,
+            heartbeat_task,
+            subscription: SubscriptionKind::None,
+            subscribed: BTreeSet::new(),
+            assigned: BTreeMap::new(),
+            listener: None,
+            buffered: VecDeque::new(),
+            started,
+            last_auto_commit_ms: 0,
+            last_metadata_ms: None,
+        })
+    }
+
+    fn now(&self) -> u64 {
+        millis(self.started.elapsed())
+    }
+
+    /// Subscribes to a list of topics (an empty list unsubscribes). Takes effect at the next
+    /// `poll`, which (re)joins the group.
+    pub async fn subscribe<S: AsRef<str>>(&mut self, topics: &[S]) -> Result<()> {
+        if topics.is_empty() {
+            return self.unsubscribe().await;
+        }
+        let mut set = BTreeSet::new();
+        for t in topics {
+            let t = t.as_ref().trim();
+            if t.is_empty() {
+                return Err(Error::InvalidArgument(
+                    "topic names in a subscription must not be empty".to_string(),
+                ));
+            }
+            set.insert(t.to_string());
+        }
+        self.subscription = SubscriptionKind::Topics(set);
+        lock(&self.shared)
+            .m
+            .request_rejoin("the subscription changed");
+        Ok(())
+    }
+
+    /// Subscribes to every topic whose whole name matches `pattern` (as Java's
+    /// `Pattern.matcher(topic).matches()`); new matching topics are picked up within
+    /// `metadata.max.age.ms`.
+    pub fn subscribe_pattern(&mut self, pattern: &str) -> Result<()> {
+        let re = regex::Regex::new(&format!("^(?:{pattern})$"))
+            .map_err(|e| Error::InvalidArgument(format!("invalid pattern '{pattern}': {e}")))?;
+        self.subscription = SubscriptionKind::Pattern(re);
+        self.last_metadata_ms = None;
+        lock(&self.shared)
+            .m
+            .request_rejoin("the subscription changed");
+        Ok(())
+    }
+
+    pub fn set_rebalance_listener(&mut self, listener: Box<dyn RebalanceListener>) {
+        self.listener = Some(Mutex::new(listener));
+    }
+
+    /// Leaves the group: revokes every partition and sends LeaveGroup.
+    pub async fn unsubscribe(&mut self) -> Result<()> {
+        self.leave("the consumer unsubscribed").await;
+        self.subscription = SubscriptionKind::None;
+        self.subscribed.clear();
+        Ok(())
+    }
+
+    /// The partitions assigned to this member.
+    pub fn assignment(&self) -> BTreeSet<TopicPartition> {
+        self.assigned.keys().cloned().collect()
+    }
+
+    /// The member id and generation (`""` and -1 outside a generation).
+    pub fn group_metadata(&self) -> (String, i32) {
+        let s = lock(&self.shared);
+        (s.m.member_id.clone(), s.m.generation)
+    }
+
+    /// Records from the assigned partitions, at most `max.poll.records`. Joins or rejoins the
+    /// group first when needed (running the listener), which may take longer than `timeout`.
+    pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {
+        if matches!(self.subscription, SubscriptionKind::None) {
+            return Err(Error::InvalidArgument(
+                "poll() needs a subscription: call subscribe() first".to_string(),
+            ));
+        }
+        let deadline = self.now() + millis(timeout);
+        loop {
+            let now = self.now();
+            lock(&self.shared).m.on_poll(now);
+            self.maybe_auto_commit(now);
+            self.maybe_refresh_pattern().await?;
+            self.ensure_active_group().await?;
+            self.update_positions().await?;
+            let records = self.take_buffered();
+            if !records.is_empty() {
+                return Ok(records);
+            }
+            let now = self.now();
+            if now >= deadline {
+                return Ok(Vec::new());
+            }
+            let wait = Duration::from_millis(deadline - now).min(self.settings.fetch_max_wait);
+            self.fetch_once(wait).await;
+        }
+    }
+
+    fn take_buffered(&mut self) -> Vec<ConsumerRecord> {
+        let mut out = Vec::new();
+        while out.len() < self.settings.max_poll_records {
+            let Some(r) = self.buffered.pop_front() else {
+                break;
+            };
+            let tp = TopicPartition::new(r.topic.clone(), r.partition);
+            let Some(state) = self.assigned.get_mut(&tp) else {
+                continue;
+            };
+            match state.position {
+                Some(pos) if !state.paused && r.offset >= pos => {
+                    state.position = Some(r.offset + 1);
+                    out.push(r);
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    fn drop_buffered(&mut self, tp: &TopicPartition) {
+        self.buffered
+            .retain(|r| !(r.topic == tp.topic && r.partition == tp.partition));
+    }
+
+    fn context(&self) -> RebalanceContext {
+        let s = lock(&self.shared);
+        RebalanceContext::now(s.m.generation, &s.m.member_id)
+    }
+
+    fn call_listener(&mut self, kind: RebalanceKind, partitions: &[TopicPartition]) {
+        let ctx = self.context();
+        tracing::info!(group = %self.group_id, member = %ctx.member_id, generation = ctx.generation, ?kind, partitions = ?partitions, "rebalance callback");
+        if let Some(l) = self.listener.as_mut() {
+            let l = l.get_mut().unwrap_or_else(|p| p.into_inner());
+            match kind {
+                RebalanceKind::Revoked => l.on_partitions_revoked(partitions, &ctx),
+                RebalanceKind::Assigned => l.on_partitions_assigned(partitions, &ctx),
+                RebalanceKind::Lost => l.on_partitions_lost(partitions, &ctx),
+            }
+        }
+    }
+
+    fn maybe_auto_commit(&mut self, now: u64) {
+        if !self.settings.enable_auto_commit
+            || now < self.last_auto_commit_ms + self.settings.auto_commit_interval_ms
+        {
+            return;
+        }
+        self.last_auto_commit_ms = now;
+        let offsets = self.positions();
+        if !offsets.is_empty() {
+            drop(self.commit_async(Some(offsets)));
+        }
+    }
+
+    fn positions(&self) -> BTreeMap<TopicPartition, i64> {
+        self.assigned
+            .iter()
+            .filter_map(|(tp, s)| s.position.map(|p| (tp.clone(), p)))
+            .collect()
+    }
+
+    async fn maybe_refresh_pattern(&mut self) -> Result<()> {
+        if !matches!(self.subscription, SubscriptionKind::Pattern(_)) {
+            return Ok(());
+        }
+        let now = self.now();
+        if self
+            .last_metadata_ms
+            .is_some_and(|t| now < t + self.settings.metadata_max_age_ms)
+        {
+            return Ok(());
+        }
+        let before = self.subscribed.clone();
+        self.resolve_subscription().await?;
+        if before != self.subscribed && !before.is_empty() {
+            lock(&self.shared)
+                .m
+                .request_rejoin("new topics match the subscription pattern");
+        }
+        Ok(())
+    }
+
+    /// Works out the subscribed topic names (the pattern against the cluster's topics).
+    async fn resolve_subscription(&mut self) -> Result<()> {
+        match &self.subscription {
+            SubscriptionKind::None => self.subscribed.clear(),
+            SubscriptionKind::Topics(t) => self.subscribed = t.clone(),
+            SubscriptionKind::Pattern(re) => {
+                let re = re.clone();
+                let md = self.client.refresh_metadata(None).await?;
+                self.last_metadata_ms = Some(self.now());
+                self.subscribed = md
+                    .topics
+                    .iter()
+                    .filter(|t| !t.is_internal && t.error.is_none() && re.is_match(&t.name))
+                    .map(|t| t.name.clone())
+                    .collect();
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits offsets (the positions of every assigned partition when `None`) and waits for
+    /// the result. `REBALANCE_IN_PROGRESS`, `ILLEGAL_GENERATION` and `UNKNOWN_MEMBER_ID` are
+    /// returned as they are (Kafka's `CommitFailedException` cases); coordinator moves are
+    /// retried.
+    pub async fn commit_sync(
+        &mut self,
+        offsets: Option<BTreeMap<TopicPartition, i64>>,
+    ) -> Result<()> {
+        let offsets = offsets.unwrap_or_else(|| self.positions());
+        self.commit_job(offsets).await
+    }
+
+    /// Commits in the background; the handle yields the result.
+    pub fn commit_async(
+        &self,
+        offsets: Option<BTreeMap<TopicPartition, i64>>,
+    ) -> JoinHandle<Result<()>> {
+        let offsets = offsets.unwrap_or_else(|| self.positions());
+        let job = self.commit_job(offsets);
+        tokio::spawn(job)
+    }
+
+    fn commit_job(
+        &self,
+        offsets: BTreeMap<TopicPartition, i64>,
+    ) -> impl std::future::Future<Output = Result<()>> + Send + 'static {
+        let client = self.group_client.clone();
+        let group = self.group_id.clone();
+        let instance = self.instance_id.clone();
+        let (member_id, generation) = {
+            let s = lock(&self.shared);
+            (s.m.member_id.clone(), s.m.generation)
+        };
+        async move {
+            if offsets.is_empty() {
+                return Ok(());
+            }
+            let target = Target::Coordinator(group.clone());
+            client
+                .retry("OffsetCommit", || {
+                    let (client, group, member_id, instance, offsets, target) = (
+                        client.clone(),
+                        group.clone(),
+                        member_id.clone(),
+                        instance.clone(),
+                        offsets.clone(),
+                        target.clone(),
+                    );
+                    async move {
+                        let who = MemberIdentityRef {
+                            group_id: &group,
+                            member_id: &member_id,
+                            group_instance_id: instance.as_deref(),
+                        };
+                        let (_, resp) = client
+                            .send::<OffsetCommitRequest, _>(&target, |v| {
+                                Ok(group_wire::member_offset_commit_request(
+                                    &who, generation, &offsets, v,
+                                ))
+                            })
+                            .await?;
+                        for (tp, r) in crate::admin::groups::parse_offset_commit(resp) {
+                            r.map_err(|e| Error::kafka(format!("committing {tp}"), e))?;
+                        }
+                        Ok(())
+                    }
+                })
+                .await
+        }
+    }
+
+    /// The committed offsets of `partitions` (`None` where nothing is committed).
+    pub async fn committed(
+        &self,
+        partitions: &[TopicPartition],
+    ) -> Result<BTreeMap<TopicPartition, Option<i64>>> {
+        let target = Target::Coordinator(self.group_id.clone());
+        let group = self.group_id.clone();
+        let found = self
+            .group_client
+            .retry("OffsetFetch", || async {
+                let (_, resp) = self
+                    .group_client
+                    .send::<OffsetFetchRequest, _>(&target, |v| {
+                        crate::admin::groups::offset_fetch_request(
+                            &group,
+                            Some(partitions),
+                            false,
+                            v,
+                        )
+                    })
+                    .await?;
+                crate::admin::groups::parse_offset_fetch(&group, resp)
+                    .map_err(|e| Error::kafka(format!("OffsetFetch for group '{group}'"), e))
+            })
+            .await?;
+        Ok(partitions
+            .iter()
+            .map(|tp| (tp.clone(), found.get(tp).map(|c| c.offset)))
+            .collect())
+    }
+
+    /// Moves the position of an assigned partition; the next `poll` returns records from
+    /// `offset`.
+    pub fn seek(&mut self, tp: &TopicPartition, offset: i64) -> Result<()> {
+        if offset < 0 {
+            return Err(Error::InvalidArgument(format!(
+                "seek offset must not be negative: {offset}"
+            )));
+        }
+        let state = self.assigned.get_mut(tp).ok_or_else(|| not_assigned(tp))?;
+        state.position = Some(offset);
+        state.reset = false;
+        self.drop_buffered(tp);
+        Ok(())
+    }
+
+    /// The offset of the next record `poll` will return for `tp`.
+    pub async fn position(&mut self, tp: &TopicPartition) -> Result<i64> {
+        if !self.assigned.contains_key(tp) {
+            return Err(not_assigned(tp));
+        }
+        self.update_positions().await?;
+        self.assigned
+            .get(tp)
+            .and_then(|s| s.position)
+            .ok_or_else(|| Error::InvalidArgument(format!("no position for {tp} yet")))
+    }
+
+    /// Stops returning records of these partitions until `resume`; they stay assigned.
+    pub fn pause(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        for tp in partitions {
+            self.assigned
+                .get_mut(tp)
+                .ok_or_else(|| not_assigned(tp))?
+                .paused = true;
+        }
+        for tp in partitions {
+            self.drop_buffered(tp);
+        }
+        Ok(())
+    }
+
+    pub fn resume(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        for tp in partitions {
+            self.assigned
+                .get_mut(tp)
+                .ok_or_else(|| not_assigned(tp))?
+                .paused = false;
+        }
+        Ok(())
+    }
+
+    pub fn paused(&self) -> BTreeSet<TopicPartition> {
+        self.assigned
+            .iter()
+            .filter(|(_, s)| s.paused)
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    /// Revokes everything, commits (with auto-commit), and leaves the group (dynamic members
+    /// send LeaveGroup; static members keep their place until the session times out).
+    pub async fn close(mut self) -> Result<()> {
+        self.leave("the consumer is closing").await;
+        lock(&self.shared).closed = true;
+        self.wake_heartbeat.notify_one();
+        Ok(())
+    }
+
+    async fn leave(&mut self, reason: &str) {
+        let (member_id, generation) = {
+            let s = lock(&self.shared);
+            (s.m.member_id.clone(), s.m.generation)
+        };
+        if !self.assigned.is_empty() {
+            let all: Vec<TopicPartition> = self.assigned.keys().cloned().collect();
+            if generation >= 0 {
+                if self.settings.enable_auto_commit {
+                    if let Err(e) = self.commit_sync(None).await {
+                        tracing::warn!(group = %self.group_id, error = %e, "final commit failed");
+                    }
+                }
+                self.call_listener(RebalanceKind::Revoked, &all);
+            } else {
+                self.call_listener(RebalanceKind::Lost, &all);
+            }
+            self.assigned.clear();
+            self.buffered.clear();
+        }
+        if self.instance_id.is_none() && !member_id.is_empty() {
+            let who = MemberIdentityRef {
+                group_id: &self.group_id,
+                member_id: &member_id,
+                group_instance_id: None,
+            };
+            let sent = self
+                .group_client
+                .send::<LeaveGroupRequest, _>(&Target::Coordinator(self.group_id.clone()), |v| {
+                    Ok(group_wire::leave_group_request(&who, reason, v))
+                })
+                .await;
+            match sent.map(|(_, r)| group_wire::parse_leave_group(r)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(group = %self.group_id, error = %e, "LeaveGroup refused")
+                }
+                Err(e) => tracing::debug!(group = %self.group_id, error = %e, "LeaveGroup failed"),
+            }
+        }
+        lock(&self.shared).m.left();
+    }
+}
+
+fn not_assigned(tp: &TopicPartition) -> Error {
+    Error::InvalidArgument(format!("no current assignment for partition {tp}"))
+}

@@ -1,0 +1,711 @@
+//! The producer and the consumer against a real Gregor broker (`target/debug/gregor`, started
+//! on a free port with a scratch data directory and fast group settings).
+//!
+//! Build the broker first when running alone: `cargo build -p gregor-cli`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use gregor_client::admin::{CreateTopicsOptions, NewTopic};
+use gregor_client::consumer::{AutoOffsetReset, RebalanceKind};
+use gregor_client::producer::{Compression, ProducerConfig};
+use gregor_client::{
+    Admin, ClientConfig, Consumer, ConsumerConfig, ConsumerRecord, Producer, ProducerRecord,
+    RebalanceContext, RebalanceListener, RecordingListener, TopicPartition,
+};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+fn gregor_binary() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let bin = target.join("debug").join("gregor");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first with `cargo build -p gregor-cli`",
+        bin.display()
+    );
+    bin
+}
+
+/// A broker process with fast group settings; killed when dropped.
+struct Broker {
+    child: Option<Child>,
+    port: u16,
+    data: tempfile::TempDir,
+}
+
+impl Broker {
+    fn start() -> Broker {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut b = Broker {
+            child: None,
+            port,
+            data: tempfile::tempdir().expect("scratch dir"),
+        };
+        b.spawn();
+        b
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(gregor_binary())
+            .arg("broker")
+            .arg("--listeners")
+            .arg(format!("PLAINTEXT://127.0.0.1:{}", self.port))
+            .arg("--data-dir")
+            .arg(self.data.path())
+            .args(["--override", "group.initial.rebalance.delay.ms=0"])
+            .args(["--override", "group.min.session.timeout.ms=1000"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("gregor broker starts");
+        self.child = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn client_config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new(&self.bootstrap()).unwrap();
+        c.connect_timeout = Duration::from_secs(20);
+        c.api_timeout = Duration::from_secs(20);
+        c.request_timeout = Duration::from_secs(10);
+        c
+    }
+
+    async fn create_topic(&self, name: &str, partitions: i32) {
+        let admin = Admin::connect(self.client_config()).await.unwrap();
+        let created = admin
+            .create_topics(
+                vec![NewTopic {
+                    name: name.into(),
+                    num_partitions: Some(partitions),
+                    replication_factor: Some(1),
+                    ..Default::default()
+                }],
+                CreateTopicsOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert!(created[0].1.is_ok(), "{created:?}");
+    }
+
+    async fn producer(&self, compression: Compression) -> Producer {
+        let mut c = ProducerConfig::new(&self.bootstrap()).unwrap();
+        c.client = self.client_config();
+        c.compression = compression;
+        c.delivery_timeout = Duration::from_secs(40);
+        c.retry_backoff = Duration::from_millis(50);
+        Producer::connect(c).await.unwrap()
+    }
+
+    fn consumer_config(&self, group: &str, strategy: &str) -> ConsumerConfig {
+        let mut c = ConsumerConfig::new(&self.bootstrap(), group).unwrap();
+        c.client = self.client_config();
+        c.session_timeout = Duration::from_secs(6);
+        c.heartbeat_interval = Duration::from_millis(200);
+        c.max_poll_interval = Duration::from_secs(10);
+        c.partition_assignment_strategy = vec![strategy.to_string()];
+        c.auto_offset_reset = AutoOffsetReset::Earliest;
+        c.enable_auto_commit = false;
+        c.fetch_max_wait = Duration::from_millis(100);
+        c
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Waits (polling every 50 ms) until `cond` holds, failing after `secs`.
+async fn wait_until(what: &str, secs: u64, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn consume_n(consumer: &mut Consumer, n: usize, secs: u64) -> Vec<ConsumerRecord> {
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while out.len() < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "got {} of {n} records",
+            out.len()
+        );
+        out.extend(consumer.poll(Duration::from_millis(200)).await.unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trip_with_every_codec_and_java_key_partitioning() {
+    let broker = Broker::start();
+    // Kafka's murmur2 test vectors: the partition of each key is toPositive(hash) % 7.
+    let vectors: [(&str, i32); 6] = [
+        ("21", -973_932_308),
+        ("foobar", -790_332_482),
+        ("a-little-bit-long-string", -985_981_536),
+        ("a-little-bit-longer-string", -1_486_304_829),
+        (
+            "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+            -58_897_971,
+        ),
+        ("abc", 479_470_107),
+    ];
+    for (name, codec) in [
+        ("none", Compression::None),
+        ("gzip", Compression::Gzip),
+        ("snappy", Compression::Snappy),
+        ("lz4", Compression::Lz4),
+        ("zstd", Compression::Zstd),
+    ] {
+        let topic = format!("codec-{name}");
+        broker.create_topic(&topic, 7).await;
+        let producer = broker.producer(codec).await;
+        let mut futures = Vec::new();
+        for (key, _) in &vectors {
+            futures.push(
+                producer
+                    .send(
+                        ProducerRecord::new(&topic)
+                            .key(key.as_bytes().to_vec())
+                            .value(format!("v-{key}")),
+                    )
+                    .await
+                    .unwrap(),
+            );
+        }
+        for i in 0..100 {
+            futures.push(
+                producer
+                    .send(ProducerRecord::new(&topic).value(format!("keyless-{i}")))
+                    .await
+                    .unwrap(),
+            );
+        }
+        let mut acked = Vec::new();
+        for f in futures {
+            acked.push(f.await.unwrap());
+        }
+        for ((key, hash), meta) in vectors.iter().zip(&acked) {
+            assert_eq!(
+                meta.partition,
+                (hash & 0x7fff_ffff) % 7,
+                "{name}: key {key}"
+            );
+            assert!(meta.offset >= 0);
+        }
+        // Offsets per partition are dense and unique.
+        let mut per_partition: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+        for m in &acked {
+            per_partition.entry(m.partition).or_default().push(m.offset);
+        }
+        for offsets in per_partition.values() {
+            let mut sorted = offsets.clone();
+            sorted.sort();
+            assert_eq!(sorted, (0..offsets.len() as i64).collect::<Vec<_>>());
+        }
+        producer.close().await.unwrap();
+
+        let mut consumer = Consumer::new(broker.consumer_config(&format!("g-{name}"), "range"))
+            .await
+            .unwrap();
+        consumer.subscribe(&[&topic]).await.unwrap();
+        let records = consume_n(&mut consumer, 106, 20).await;
+        assert_eq!(records.len(), 106, "{name}: no duplicates");
+        let values: BTreeSet<Bytes> = records.iter().filter_map(|r| r.value.clone()).collect();
+        assert_eq!(values.len(), 106);
+        for (key, hash) in &vectors {
+            let r = records
+                .iter()
+                .find(|r| r.key.as_deref() == Some(key.as_bytes()))
+                .unwrap_or_else(|| panic!("{name}: key {key} consumed"));
+            assert_eq!(r.partition, (hash & 0x7fff_ffff) % 7);
+            assert_eq!(r.value.as_deref(), Some(format!("v-{key}").as_bytes()));
+        }
+        consumer.close().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_producer_retries_across_a_broker_restart_without_duplicates() {
+    let mut broker = Broker::start();
+    broker.create_topic("idem", 2).await;
+    let producer = broker.producer(Compression::Lz4).await;
+    let mut first = Vec::new();
+    for i in 0..50 {
+        first.push(
+            producer
+                .send(
+                    ProducerRecord::new("idem")
+                        .key(format!("k{}", i % 5))
+                        .value(format!("a{i}")),
+                )
+                .await
+                .unwrap(),
+        );
+    }
+    for f in first {
+        f.await.unwrap();
+    }
+    // The broker dies with records queued; they are retried until it is back.
+    broker.kill();
+    let mut second = Vec::new();
+    for i in 0..50 {
+        second.push(
+            producer
+                .send(
+                    ProducerRecord::new("idem")
+                        .key(format!("k{}", i % 5))
+                        .value(format!("b{i}")),
+                )
+                .await
+                .unwrap(),
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    broker.spawn();
+    for f in second {
+        f.await.expect("delivered after the restart");
+    }
+    producer.close().await.unwrap();
+
+    let mut consumer = Consumer::new(broker.consumer_config("idem-g", "range"))
+        .await
+        .unwrap();
+    consumer.subscribe(&["idem"]).await.unwrap();
+    let records = consume_n(&mut consumer, 100, 20).await;
+    // Nothing more arrives.
+    let extra = consumer.poll(Duration::from_millis(500)).await.unwrap();
+    assert!(extra.is_empty(), "duplicates: {extra:?}");
+    let values: Vec<String> = records
+        .iter()
+        .map(|r| String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap())
+        .collect();
+    let distinct: BTreeSet<&String> = values.iter().collect();
+    assert_eq!(distinct.len(), 100);
+    // Per key, the order of sends is kept.
+    for k in 0..5 {
+        let key = format!("k{k}");
+        let seq: Vec<&String> = records
+            .iter()
+            .zip(&values)
+            .filter(|(r, _)| r.key.as_deref() == Some(key.as_bytes()))
+            .map(|(_, v)| v)
+            .collect();
+        let expected: Vec<String> = (0..50)
+            .filter(|i| i % 5 == k)
+            .map(|i| format!("a{i}"))
+            .chain((0..50).filter(|i| i % 5 == k).map(|i| format!("b{i}")))
+            .collect();
+        assert_eq!(seq, expected.iter().collect::<Vec<_>>(), "{key}");
+    }
+}
+
+/// Records callbacks and checks, across members, that no partition is ever owned twice.
+#[derive(Clone)]
+struct Tracker {
+    name: String,
+    owners: Arc<Mutex<BTreeMap<TopicPartition, String>>>,
+    violations: Arc<Mutex<Vec<String>>>,
+    events: RecordingListener,
+}
+
+impl Tracker {
+    fn new(
+        name: &str,
+        owners: &Arc<Mutex<BTreeMap<TopicPartition, String>>>,
+        violations: &Arc<Mutex<Vec<String>>>,
+    ) -> Tracker {
+        Tracker {
+            name: name.into(),
+            owners: owners.clone(),
+            violations: violations.clone(),
+            events: RecordingListener::new(),
+        }
+    }
+
+    fn owned(&self) -> usize {
+        self.owners
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|o| **o == self.name)
+            .count()
+    }
+
+    fn count(&self, kind: RebalanceKind) -> usize {
+        self.events
+            .events()
+            .iter()
+            .filter(|e| e.kind == kind)
+            .map(|e| e.partitions.len())
+            .sum()
+    }
+}
+
+impl RebalanceListener for Tracker {
+    fn on_partitions_revoked(&mut self, partitions: &[TopicPartition], ctx: &RebalanceContext) {
+        let mut owners = self.owners.lock().unwrap();
+        for tp in partitions {
+            if owners.get(tp) == Some(&self.name) {
+                owners.remove(tp);
+            }
+        }
+        self.events.on_partitions_revoked(partitions, ctx);
+    }
+    fn on_partitions_assigned(&mut self, partitions: &[TopicPartition], ctx: &RebalanceContext) {
+        let mut owners = self.owners.lock().unwrap();
+        for tp in partitions {
+            if let Some(other) = owners.insert(tp.clone(), self.name.clone()) {
+                if other != self.name {
+                    self.violations.lock().unwrap().push(format!(
+                        "{tp} given to {} while {other} owned it",
+                        self.name
+                    ));
+                }
+            }
+        }
+        self.events.on_partitions_assigned(partitions, ctx);
+    }
+    fn on_partitions_lost(&mut self, partitions: &[TopicPartition], ctx: &RebalanceContext) {
+        let mut owners = self.owners.lock().unwrap();
+        for tp in partitions {
+            if owners.get(tp) == Some(&self.name) {
+                owners.remove(tp);
+            }
+        }
+        self.events.on_partitions_lost(partitions, ctx);
+    }
+}
+
+/// A member polling in its own task until told to stop (or to stall); returns the consumer.
+fn run_member(
+    mut consumer: Consumer,
+    mut stop: watch::Receiver<bool>,
+    stall: Option<watch::Receiver<bool>>,
+) -> JoinHandle<Consumer> {
+    tokio::spawn(async move {
+        loop {
+            if *stop.borrow() {
+                return consumer;
+            }
+            if let Some(s) = &stall {
+                if *s.borrow() {
+                    // Not polling: the heartbeat task keeps running.
+                    let _ = stop.changed().await;
+                    continue;
+                }
+            }
+            consumer.poll(Duration::from_millis(100)).await.unwrap();
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cooperative_sticky_members_join_one_by_one_revoking_only_what_moves() {
+    let broker = Broker::start();
+    broker.create_topic("coop", 6).await;
+    let owners = Arc::new(Mutex::new(BTreeMap::new()));
+    let violations = Arc::new(Mutex::new(Vec::new()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut trackers = Vec::new();
+    let mut handles = Vec::new();
+    for (i, name) in ["A", "B", "C"].iter().enumerate() {
+        let tracker = Tracker::new(name, &owners, &violations);
+        let mut c = Consumer::new(broker.consumer_config("coop-g", "cooperative-sticky"))
+            .await
+            .unwrap();
+        c.set_rebalance_listener(Box::new(tracker.clone()));
+        c.subscribe(&["coop"]).await.unwrap();
+        handles.push(run_member(c, stop_rx.clone(), None));
+        trackers.push(tracker);
+        let share = 6 / (i + 1);
+        let ts = trackers.clone();
+        wait_until(
+            &format!("{} members at {share} partitions each", i + 1),
+            20,
+            || ts.iter().all(|t| t.owned() == share),
+        )
+        .await;
+    }
+    stop_tx.send(true).unwrap();
+    for h in handles {
+        h.await.unwrap();
+    }
+    assert!(
+        violations.lock().unwrap().is_empty(),
+        "{:?}",
+        violations.lock().unwrap()
+    );
+    // B joining moved 3 partitions off A; C joining moved one off A and one off B. Nothing
+    // else was revoked, and nothing was lost.
+    assert_eq!(trackers[0].count(RebalanceKind::Revoked), 4, "A");
+    assert_eq!(trackers[1].count(RebalanceKind::Revoked), 1, "B");
+    assert_eq!(trackers[2].count(RebalanceKind::Revoked), 0, "C");
+    for t in &trackers {
+        assert_eq!(t.count(RebalanceKind::Lost), 0);
+    }
+    // Seed 004: a joining member first gets an empty assignment, then its partitions in the
+    // second round.
+    let c_events = trackers[2].events.events();
+    assert!(
+        c_events[0].kind == RebalanceKind::Assigned && c_events[0].partitions.is_empty(),
+        "{c_events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eager_range_members_revoke_everything_on_each_rebalance() {
+    let broker = Broker::start();
+    broker.create_topic("eager", 4).await;
+    let owners = Arc::new(Mutex::new(BTreeMap::new()));
+    let violations = Arc::new(Mutex::new(Vec::new()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let a = Tracker::new("A", &owners, &violations);
+    let b = Tracker::new("B", &owners, &violations);
+    let mut ca = Consumer::new(broker.consumer_config("eager-g", "range"))
+        .await
+        .unwrap();
+    ca.set_rebalance_listener(Box::new(a.clone()));
+    ca.subscribe(&["eager"]).await.unwrap();
+    let ha = run_member(ca, stop_rx.clone(), None);
+    wait_until("A owns all", 20, || a.owned() == 4).await;
+    let mut cb = Consumer::new(broker.consumer_config("eager-g", "range"))
+        .await
+        .unwrap();
+    cb.set_rebalance_listener(Box::new(b.clone()));
+    cb.subscribe(&["eager"]).await.unwrap();
+    let hb = run_member(cb, stop_rx.clone(), None);
+    wait_until("2-2", 20, || a.owned() == 2 && b.owned() == 2).await;
+    stop_tx.send(true).unwrap();
+    ha.await.unwrap().close().await.unwrap();
+    hb.await.unwrap().close().await.unwrap();
+    let events: Vec<(RebalanceKind, usize)> = a
+        .events
+        .events()
+        .iter()
+        .map(|e| (e.kind, e.partitions.len()))
+        .collect();
+    // Seed 004, eager: ASSIGNED [0,1,2,3]; REVOKED [0,1,2,3]; ASSIGNED [two of them].
+    assert_eq!(
+        &events[..3],
+        &[
+            (RebalanceKind::Assigned, 4),
+            (RebalanceKind::Revoked, 4),
+            (RebalanceKind::Assigned, 2)
+        ]
+    );
+    assert!(violations.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exceeding_max_poll_interval_loses_partitions_to_the_others() {
+    let broker = Broker::start();
+    broker.create_topic("stall", 4).await;
+    let owners = Arc::new(Mutex::new(BTreeMap::new()));
+    let violations = Arc::new(Mutex::new(Vec::new()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (stall_tx, stall_rx) = watch::channel(false);
+    let a = Tracker::new("A", &owners, &violations);
+    let b = Tracker::new("B", &owners, &violations);
+    let mut config = broker.consumer_config("stall-g", "range");
+    config.max_poll_interval = Duration::from_secs(2);
+    let mut ca = Consumer::new(config).await.unwrap();
+    ca.set_rebalance_listener(Box::new(a.clone()));
+    ca.subscribe(&["stall"]).await.unwrap();
+    let ha = run_member(ca, stop_rx.clone(), None);
+    let mut config = broker.consumer_config("stall-g", "range");
+    config.max_poll_interval = Duration::from_secs(2);
+    let mut cb = Consumer::new(config).await.unwrap();
+    cb.set_rebalance_listener(Box::new(b.clone()));
+    cb.subscribe(&["stall"]).await.unwrap();
+    let hb = run_member(cb, stop_rx.clone(), Some(stall_rx));
+    wait_until("2-2", 20, || a.owned() == 2 && b.owned() == 2).await;
+    // B stops polling; after max.poll.interval.ms it leaves and A takes everything.
+    stall_tx.send(true).unwrap();
+    wait_until("A owns all after B's poll timeout", 20, || a.owned() == 4).await;
+    // B polls again: its partitions are reported lost, then it rejoins.
+    stall_tx.send(false).unwrap();
+    stop_tx.send_modify(|_| {});
+    wait_until("B lost its partitions", 20, || {
+        b.count(RebalanceKind::Lost) == 2
+    })
+    .await;
+    wait_until("2-2 again", 20, || a.owned() == 2 && b.owned() == 2).await;
+    stop_tx.send(true).unwrap();
+    ha.await.unwrap();
+    hb.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_member_restart_rejoins_without_a_rebalance() {
+    let broker = Broker::start();
+    broker.create_topic("static", 4).await;
+    let owners = Arc::new(Mutex::new(BTreeMap::new()));
+    let violations = Arc::new(Mutex::new(Vec::new()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let static_config = |name: &str| {
+        let mut c = broker.consumer_config("static-g", "range");
+        c.group_instance_id = Some(name.to_string());
+        c
+    };
+    let a = Tracker::new("A", &owners, &violations);
+    let b = Tracker::new("B", &owners, &violations);
+    let mut ca = Consumer::new(static_config("a")).await.unwrap();
+    ca.set_rebalance_listener(Box::new(a.clone()));
+    ca.subscribe(&["static"]).await.unwrap();
+    let ha = run_member(ca, stop_rx.clone(), None);
+    wait_until("A owns all", 20, || a.owned() == 4).await;
+    let mut cb = Consumer::new(static_config("b")).await.unwrap();
+    cb.set_rebalance_listener(Box::new(b.clone()));
+    cb.subscribe(&["static"]).await.unwrap();
+    let (stop_b_tx, stop_b_rx) = watch::channel(false);
+    let hb = run_member(cb, stop_b_rx, None);
+    wait_until("2-2", 20, || a.owned() == 2 && b.owned() == 2).await;
+    let a_events_before = a.events.events().len();
+    // B restarts: closing a static member sends no LeaveGroup, so the group keeps its place.
+    stop_b_tx.send(true).unwrap();
+    let cb = hb.await.unwrap();
+    let b_assignment = cb.assignment();
+    let (_, generation) = cb.group_metadata();
+    cb.close().await.unwrap();
+    let b2 = Tracker::new("B", &owners, &violations);
+    let mut cb2 = Consumer::new(static_config("b")).await.unwrap();
+    cb2.set_rebalance_listener(Box::new(b2.clone()));
+    cb2.subscribe(&["static"]).await.unwrap();
+    let hb2 = run_member(cb2, stop_rx.clone(), None);
+    wait_until("B back with its partitions", 20, || b2.owned() == 2).await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    stop_tx.send(true).unwrap();
+    ha.await.unwrap();
+    let cb2 = hb2.await.unwrap();
+    assert_eq!(cb2.assignment(), b_assignment, "same partitions");
+    assert_eq!(cb2.group_metadata().1, generation, "no new generation");
+    assert_eq!(
+        a.events.events().len(),
+        a_events_before,
+        "A saw no rebalance"
+    );
+    assert!(violations.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_resume_and_positions() {
+    let broker = Broker::start();
+    broker.create_topic("commits", 1).await;
+    broker.create_topic("pat-one", 1).await;
+    broker.create_topic("pat-two", 1).await;
+    let producer = broker.producer(Compression::Snappy).await;
+    let mut acks = Vec::new();
+    for i in 0..30 {
+        acks.push(
+            producer
+                .send(ProducerRecord::new("commits").value(format!("r{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    for t in ["pat-one", "pat-two"] {
+        acks.push(
+            producer
+                .send(ProducerRecord::new(t).value("x"))
+                .await
+                .unwrap(),
+        );
+    }
+    for a in acks {
+        a.await.unwrap();
+    }
+    let tp = TopicPartition::new("commits", 0);
+
+    let mut config = broker.consumer_config("commits-g", "roundrobin");
+    config.max_poll_records = 10;
+    let mut c = Consumer::new(config).await.unwrap();
+    // Bad input: no subscription, seek on a partition not assigned, a broken pattern.
+    assert!(c.poll(Duration::from_millis(10)).await.is_err());
+    assert!(c.seek(&tp, 3).is_err());
+    assert!(c.subscribe_pattern("(").is_err());
+    c.subscribe(&["commits"]).await.unwrap();
+    let first = c.poll(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(first.len(), 10);
+    assert_eq!(first[0].offset, 0);
+    assert_eq!(c.position(&tp).await.unwrap(), 10);
+    c.commit_sync(None).await.unwrap();
+    assert_eq!(
+        c.committed(std::slice::from_ref(&tp)).await.unwrap()[&tp],
+        Some(10)
+    );
+    // Seek back, pause and resume.
+    c.seek(&tp, 5).unwrap();
+    assert!(c.seek(&tp, -1).is_err());
+    c.pause(std::slice::from_ref(&tp)).unwrap();
+    assert!(c.poll(Duration::from_millis(300)).await.unwrap().is_empty());
+    c.resume(std::slice::from_ref(&tp)).unwrap();
+    let again = c.poll(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(again[0].offset, 5);
+    // An async commit of an explicit offset.
+    c.commit_async(Some([(tp.clone(), 12)].into()))
+        .await
+        .unwrap()
+        .unwrap();
+    c.close().await.unwrap();
+
+    // A new member of the group resumes from the committed offset.
+    let mut c2 = Consumer::new(broker.consumer_config("commits-g", "roundrobin"))
+        .await
+        .unwrap();
+    c2.subscribe(&["commits"]).await.unwrap();
+    let resumed = consume_n(&mut c2, 18, 10).await;
+    assert_eq!(resumed[0].offset, 12);
+    assert_eq!(resumed.last().unwrap().offset, 29);
+    c2.close().await.unwrap();
+
+    // Pattern subscription.
+    let mut c3 = Consumer::new(broker.consumer_config("pattern-g", "range"))
+        .await
+        .unwrap();
+    c3.subscribe_pattern("pat-.*").unwrap();
+    let recs = consume_n(&mut c3, 2, 10).await;
+    let topics: BTreeSet<String> = recs.iter().map(|r| r.topic.clone()).collect();
+    assert_eq!(
+        topics,
+        ["pat-one".to_string(), "pat-two".to_string()].into()
+    );
+    c3.close().await.unwrap();
+
+    // auto.offset.reset=none with nothing committed is an error.
+    let mut config = broker.consumer_config("none-g", "range");
+    config.auto_offset_reset = AutoOffsetReset::None;
+    let mut c4 = Consumer::new(config).await.unwrap();
+    c4.subscribe(&["commits"]).await.unwrap();
+    let err = c4.poll(Duration::from_secs(5)).await.unwrap_err();
+    assert!(err.to_string().contains("auto.offset.reset=none"), "{err}");
+    producer.close().await.unwrap();
+}
