@@ -48,8 +48,12 @@ enum Command {
         #[arg(long)]
         strategy: Option<String>,
     },
-    /// Compare the assignment strategies on a scenario of membership changes.
+    /// Compare the assignment strategies on a scenario of membership changes (`lab run`: live,
+    /// against a broker).
+    #[command(args_conflicts_with_subcommands = true)]
     Lab {
+        #[command(subcommand)]
+        live: Option<LabCommand>,
         /// A bundled scenario name or a scenario file (default: seed-002).
         scenario: Option<String>,
         /// Comma-separated strategies to compare.
@@ -71,6 +75,12 @@ enum Command {
         #[command(subcommand)]
         what: BenchCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum LabCommand {
+    /// Play the scenario with real consumers against a broker, one group per strategy.
+    Run(lab::run::RunArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -157,6 +167,24 @@ fn run(cli: Cli) -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&out)?);
         }
         Command::Lab {
+            live: Some(LabCommand::Run(args)),
+            ..
+        } => {
+            let scenario = lab::run::load_live(&args.scenario)?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            let report = runtime.block_on(lab::run::run(&args, &scenario))?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", lab::run::render_text(&report));
+            }
+        }
+        Command::Lab {
+            live: None,
             scenario,
             strategies,
             list,

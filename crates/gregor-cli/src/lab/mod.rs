@@ -9,6 +9,7 @@
 
 mod bound;
 mod render;
+pub mod run;
 
 use std::collections::{BTreeMap, BTreeSet};
 
