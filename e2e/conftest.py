@@ -33,6 +33,8 @@ DEFAULT_TEST_TIMEOUT = 90
 
 def gregor_bin():
     path = os.environ.get("GREGOR_BIN") or str(REPO / "target" / "debug" / "gregor")
+    # The broker runs in the test's own directory: a relative GREGOR_BIN means the caller's.
+    path = os.path.abspath(path)
     if not os.access(path, os.X_OK):
         pytest.fail(f"gregor binary not found at {path}: run `cargo build -p gregor-cli` "
                     "or set GREGOR_BIN", pytrace=False)

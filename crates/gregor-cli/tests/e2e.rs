@@ -5,17 +5,45 @@
 //! test` must mean kcat, confluent-kafka and kafka-python were actually run against the broker.
 //! Extra pytest arguments go in pytest's own `PYTEST_ADDOPTS` (shell-quoted), e.g.
 //! `PYTEST_ADDOPTS='-m "not slow"' cargo test -p gregor-cli --test e2e`.
+//!
+//! The interoperability tests also run Gregor's own client, as the example binary
+//! `gregor_member` of gregor-client (`GREGOR_MEMBER_BIN`, next to the `gregor` binary in
+//! `<target dir>/debug/examples/`). `cargo test --workspace` builds every package's examples
+//! before running any test; with `-p gregor-cli`, build it first:
+//! `cargo build -p gregor-client --examples`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// `<target dir>/<profile>/examples/gregor_member`, beside the `gregor` binary cargo built.
+fn gregor_member_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("GREGOR_MEMBER_BIN") {
+        return PathBuf::from(p);
+    }
+    let gregor = Path::new(env!("CARGO_BIN_EXE_gregor"));
+    let profile_dir = gregor
+        .parent()
+        .expect("cargo puts binaries in <target dir>/<profile>/");
+    profile_dir
+        .join("examples")
+        .join(format!("gregor_member{}", std::env::consts::EXE_SUFFIX))
+}
 
 #[test]
 fn real_clients_end_to_end() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let member = gregor_member_bin();
+    assert!(
+        member.is_file(),
+        "gregor-client's example binary is missing at {}: run `cargo build -p gregor-client \
+         --examples` (cargo test --workspace builds it) or set GREGOR_MEMBER_BIN",
+        member.display()
+    );
     let mut cmd = Command::new("python3");
     cmd.current_dir(&repo)
         .args(["-m", "pytest", "-q", "-x", "e2e"])
         .env("GREGOR_BIN", env!("CARGO_BIN_EXE_gregor"))
+        .env("GREGOR_MEMBER_BIN", &member)
         // Output goes straight to the terminal, streamed while the suite runs.
         .env("PYTHONUNBUFFERED", "1");
     let status = cmd.status().unwrap_or_else(|e| {
