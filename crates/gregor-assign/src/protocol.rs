@@ -240,8 +240,20 @@ pub fn encode_sticky_user_data(data: &StickyUserData) -> Bytes {
     buf.freeze()
 }
 
-/// Decodes sticky user data, with or without the trailing generation.
+/// Decodes sticky user data, with or without the trailing generation. Also accepts the framing
+/// kafka-python (3.x) writes: the same struct behind a 2-byte version header (0 or 1), so that a
+/// Gregor leader honours kafka-python members' previous assignments.
 pub fn decode_sticky_user_data(bytes: &[u8]) -> Result<StickyUserData, AssignError> {
+    match decode_sticky_struct(bytes) {
+        Ok(data) => Ok(data),
+        Err(e) => match bytes {
+            [0, 0 | 1, rest @ ..] => decode_sticky_struct(rest).map_err(|_| e),
+            _ => Err(e),
+        },
+    }
+}
+
+fn decode_sticky_struct(bytes: &[u8]) -> Result<StickyUserData, AssignError> {
     let what = "sticky user data";
     let mut buf = bytes;
     let need = |buf: &[u8], n: usize| {
@@ -417,6 +429,22 @@ mod tests {
         assert_eq!(decode_sticky_user_data(&bytes).expect("v0"), v0);
         assert!(decode_sticky_user_data(&bytes[..bytes.len() - 1]).is_err());
         assert!(decode_sticky_user_data(&[0xff, 0xff, 0xff, 0xff]).is_err());
+    }
+
+    /// kafka-python 3.0.12's `StickyAssignorUserData([('t0', [0, 1])], 4).encode()`.
+    #[test]
+    fn sticky_user_data_from_kafka_python_is_read() {
+        let bytes: Vec<u8> = [
+            &[0, 1][..],
+            &[0, 0, 0, 1, 0, 2, b't', b'0', 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1],
+            &[0, 0, 0, 4],
+        ]
+        .concat();
+        let data = decode_sticky_user_data(&bytes).expect("kafka-python framing");
+        assert_eq!(data.partitions, vec![("t0".to_string(), vec![0, 1])]);
+        assert_eq!(data.generation, Some(4));
+        // A header-looking prefix in front of garbage is still an error.
+        assert!(decode_sticky_user_data(&[0, 1, 0xff, 0xff, 0xff, 0xff]).is_err());
     }
 
     #[test]
