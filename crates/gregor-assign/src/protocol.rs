@@ -436,7 +436,9 @@ mod tests {
     fn sticky_user_data_from_kafka_python_is_read() {
         let bytes: Vec<u8> = [
             &[0, 1][..],
-            &[0, 0, 0, 1, 0, 2, b't', b'0', 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1],
+            &[
+                0, 0, 0, 1, 0, 2, b't', b'0', 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1,
+            ],
             &[0, 0, 0, 4],
         ]
         .concat();
