@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -16,19 +15,8 @@ use gregor_client::admin::{
 };
 use gregor_client::{Admin, ClientConfig, KafkaCode, TopicPartition};
 
-/// The `gregor` binary of this workspace (honours CARGO_TARGET_DIR).
-fn gregor_binary() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let bin = target.join("debug").join("gregor");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first with `cargo build -p gregor-cli`",
-        bin.display()
-    );
-    bin
-}
+mod common;
+use common::gregor_binary;
 
 /// A broker process, killed when the test ends.
 struct Broker {

@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,18 +20,8 @@ use gregor_client::{
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-fn gregor_binary() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let bin = target.join("debug").join("gregor");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first with `cargo build -p gregor-cli`",
-        bin.display()
-    );
-    bin
-}
+mod common;
+use common::gregor_binary;
 
 /// A broker process with fast group settings; killed when dropped.
 struct Broker {
