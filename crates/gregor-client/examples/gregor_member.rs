@@ -21,6 +21,21 @@
 //!     --strategy cooperative-sticky [--name A] [--session-ms 6000] [--heartbeat-ms 500]
 //! gregor_member --bootstrap 127.0.0.1:9092 --mode produce --topic t < records.tsv
 //! ```
+//!
+//! Two benchmark modes (for `bench/client_compare.py`) print a single summary line
+//! `{"event":"bench","mode":..,"records":..,"bytes":..,"seconds":..,..}`:
+//!
+//! ```text
+//! gregor_member --bootstrap .. --mode produce-bench --topic t --count 200000 --value-bytes 1024 \
+//!     [--linger-ms 5] [--batch-size 65536]
+//! gregor_member --bootstrap .. --mode consume-bench --group g --topic t --count 200000
+//! ```
+//!
+//! `produce-bench` sends `--count` records keyed `k<i>` (spread over the partitions by the key
+//! hash) with `--value-bytes` values, `acks=all`, idempotence on, and times from the first
+//! `send` to the last delivery. `consume-bench` subscribes and polls until it has `--count`
+//! records; `seconds` runs from the first record to the last, `join_seconds` from the subscribe
+//! call to the first record. Neither mode reads stdin.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -45,6 +60,10 @@ struct Args {
     session_ms: u64,
     heartbeat_ms: u64,
     max_seconds: u64,
+    count: u64,
+    value_bytes: usize,
+    linger_ms: u64,
+    batch_size: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -58,6 +77,10 @@ fn parse_args() -> Result<Args, String> {
         session_ms: 6000,
         heartbeat_ms: 500,
         max_seconds: 120,
+        count: 0,
+        value_bytes: 1024,
+        linger_ms: 5,
+        batch_size: 65_536,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -73,6 +96,10 @@ fn parse_args() -> Result<Args, String> {
             "--session-ms" => a.session_ms = num(&value)?,
             "--heartbeat-ms" => a.heartbeat_ms = num(&value)?,
             "--max-seconds" => a.max_seconds = num(&value)?,
+            "--count" => a.count = num(&value)?,
+            "--value-bytes" => a.value_bytes = num(&value)? as usize,
+            "--linger-ms" => a.linger_ms = num(&value)?,
+            "--batch-size" => a.batch_size = num(&value)? as usize,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -83,7 +110,13 @@ fn parse_args() -> Result<Args, String> {
         "produce" => {}
         "consume" if !a.group.is_empty() => {}
         "consume" => return Err("--mode consume needs --group".into()),
-        _ => return Err("--mode must be produce or consume".into()),
+        "produce-bench" | "consume-bench" if a.count == 0 => {
+            return Err(format!("--mode {} needs --count of at least 1", a.mode))
+        }
+        "produce-bench" => {}
+        "consume-bench" if !a.group.is_empty() => {}
+        "consume-bench" => return Err("--mode consume-bench needs --group".into()),
+        _ => return Err("--mode must be produce, consume, produce-bench or consume-bench".into()),
     }
     Ok(a)
 }
@@ -277,6 +310,111 @@ async fn produce(a: &Args) -> gregor_client::Result<()> {
     Ok(())
 }
 
+fn bench_line(mode: &str, records: u64, bytes: u64, seconds: f64, extra: &str) -> String {
+    format!(
+        r#"{{"event":"bench","mode":"{mode}","records":{records},"bytes":{bytes},"seconds":{seconds:.6}{extra}}}"#
+    )
+}
+
+/// Sends `--count` generated records and times them from the first `send` to the last delivery.
+async fn produce_bench(a: &Args) -> gregor_client::Result<()> {
+    let mut c = ProducerConfig::new(&a.bootstrap)?;
+    c.client = client_config(a)?;
+    c.delivery_timeout = Duration::from_secs(60);
+    c.linger = Duration::from_millis(a.linger_ms);
+    c.batch_size = a.batch_size;
+    let producer = Producer::connect(c).await?;
+    let value = bytes::Bytes::from(vec![b'x'; a.value_bytes]);
+    let started = Instant::now();
+    // Deliveries are awaited by a separate task as they come, so memory stays bounded by the
+    // producer's own queue rather than by `--count` futures.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<gregor_client::DeliveryFuture>(100_000);
+    let waiter = tokio::spawn(async move {
+        let mut failed = 0u64;
+        let mut first_error = None;
+        while let Some(d) = rx.recv().await {
+            if let Err(e) = d.await {
+                failed += 1;
+                first_error.get_or_insert(e.to_string());
+            }
+        }
+        (failed, first_error)
+    });
+    for i in 0..a.count {
+        let record = ProducerRecord::new(&a.topic)
+            .key(format!("k{i}"))
+            .value(value.clone());
+        let delivery = producer.send(record).await?;
+        if tx.send(delivery).await.is_err() {
+            break;
+        }
+    }
+    drop(tx);
+    producer.flush().await?;
+    let (failed, first_error) = waiter
+        .await
+        .map_err(|e| gregor_client::Error::InvalidArgument(format!("delivery task: {e}")))?;
+    let seconds = started.elapsed().as_secs_f64();
+    producer.close().await?;
+    if let Some(e) = first_error {
+        return Err(gregor_client::Error::InvalidArgument(format!(
+            "{failed} records failed, first: {e}"
+        )));
+    }
+    let bytes = a.count * a.value_bytes as u64;
+    emit(bench_line("produce", a.count, bytes, seconds, ""));
+    Ok(())
+}
+
+/// Polls until `--count` records arrived (or `--max-seconds`), counting records and value bytes.
+async fn consume_bench(a: &Args) -> gregor_client::Result<()> {
+    let mut c = ConsumerConfig::new(&a.bootstrap, &a.group)?;
+    c.client = client_config(a)?;
+    c.session_timeout = Duration::from_millis(a.session_ms);
+    c.heartbeat_interval = Duration::from_millis(a.heartbeat_ms);
+    c.partition_assignment_strategy = a.strategy.split(',').map(str::to_string).collect();
+    c.auto_offset_reset = AutoOffsetReset::Earliest;
+    c.enable_auto_commit = false;
+    let mut consumer = Consumer::new(c).await?;
+    let subscribed = Instant::now();
+    consumer.subscribe(&[a.topic.as_str()]).await?;
+    let deadline = subscribed + Duration::from_secs(a.max_seconds);
+    let mut first = None;
+    let (mut records, mut bytes) = (0u64, 0u64);
+    while records < a.count && Instant::now() < deadline {
+        let batch = consumer.poll(Duration::from_millis(500)).await?;
+        if !batch.is_empty() && first.is_none() {
+            first = Some(Instant::now());
+        }
+        records += batch.len() as u64;
+        bytes += batch
+            .iter()
+            .map(|r| r.value.as_ref().map_or(0, |v| v.len()) as u64)
+            .sum::<u64>();
+    }
+    let end = Instant::now();
+    let first = first.unwrap_or(end);
+    consumer.close().await?;
+    let extra = format!(
+        r#","join_seconds":{:.6}"#,
+        (first - subscribed).as_secs_f64()
+    );
+    emit(bench_line(
+        "consume",
+        records,
+        bytes,
+        (end - first).as_secs_f64(),
+        &extra,
+    ));
+    if records < a.count {
+        return Err(gregor_client::Error::InvalidArgument(format!(
+            "only {records} of {} records within --max-seconds",
+            a.count
+        )));
+    }
+    Ok(())
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
     let args = match parse_args() {
@@ -286,10 +424,11 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = if args.mode == "produce" {
-        produce(&args).await
-    } else {
-        consume(&args).await
+    let result = match args.mode.as_str() {
+        "produce" => produce(&args).await,
+        "produce-bench" => produce_bench(&args).await,
+        "consume-bench" => consume_bench(&args).await,
+        _ => consume(&args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
