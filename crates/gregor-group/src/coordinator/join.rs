@@ -363,6 +363,20 @@ fn join_existing_member(
 
 /// Kafka's `validateMember`: a given group instance id must map to this member id (else
 /// FENCED_INSTANCE_ID, or UNKNOWN_MEMBER_ID when unknown), and the member must exist.
+/// A known member of the group in its current generation (SyncGroup, Heartbeat, OffsetCommit).
+pub(crate) fn validate_member_generation(
+    g: &Group,
+    member_id: &str,
+    group_instance_id: Option<&str>,
+    generation_id: i32,
+) -> Result<(), ResponseError> {
+    validate_member(g, member_id, group_instance_id)?;
+    if generation_id != g.generation_id {
+        return Err(ResponseError::IllegalGeneration);
+    }
+    Ok(())
+}
+
 pub(crate) fn validate_member(
     g: &Group,
     member_id: &str,

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use super::join::validate_member;
+use super::join::{validate_member, validate_member_generation};
 use super::rebalance::{self, sync_error};
 use super::{Cx, GroupCoordinator, PendingAppend};
 use crate::api::*;
@@ -46,11 +46,13 @@ impl GroupCoordinator {
         if g.is(GroupState::Dead) {
             return reply(ResponseError::CoordinatorNotAvailable);
         }
-        if let Err(error) = validate_member(g, &req.member_id, req.group_instance_id.as_deref()) {
+        if let Err(error) = validate_member_generation(
+            g,
+            &req.member_id,
+            req.group_instance_id.as_deref(),
+            req.generation_id,
+        ) {
             return reply(error);
-        }
-        if req.generation_id != g.generation_id {
-            return reply(ResponseError::IllegalGeneration);
         }
         if protocol_inconsistent(req.protocol_type.as_deref(), g.protocol_type.as_deref())
             || protocol_inconsistent(req.protocol_name.as_deref(), g.protocol_name.as_deref())
@@ -184,11 +186,13 @@ impl GroupCoordinator {
         if g.is(GroupState::Dead) {
             return Some(ResponseError::CoordinatorNotAvailable);
         }
-        if let Err(error) = validate_member(g, &req.member_id, req.group_instance_id.as_deref()) {
+        if let Err(error) = validate_member_generation(
+            g,
+            &req.member_id,
+            req.group_instance_id.as_deref(),
+            req.generation_id,
+        ) {
             return Some(error);
-        }
-        if req.generation_id != g.generation_id {
-            return Some(ResponseError::IllegalGeneration);
         }
         let session = g.member(&req.member_id).map_or(0, |m| m.session_timeout_ms);
         let state = g.state;

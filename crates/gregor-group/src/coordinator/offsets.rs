@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::join::validate_member;
+use super::join::validate_member_generation;
 use super::{Cx, GroupCoordinator, PendingAppend};
 use crate::api::*;
 use crate::effect::{Effect, Record};
@@ -141,10 +141,12 @@ fn validate_offset_commit(g: &Group, req: &OffsetCommitRequest) -> Result<(), Re
         return Ok(());
     }
     if req.generation_id >= 0 || !req.member_id.is_empty() || req.group_instance_id.is_some() {
-        validate_member(g, &req.member_id, req.group_instance_id.as_deref())?;
-        if req.generation_id != g.generation_id {
-            return Err(ResponseError::IllegalGeneration);
-        }
+        validate_member_generation(
+            g,
+            &req.member_id,
+            req.group_instance_id.as_deref(),
+            req.generation_id,
+        )?;
     } else if !g.is(GroupState::Empty) {
         return Err(ResponseError::UnknownMemberId);
     }
