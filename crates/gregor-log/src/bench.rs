@@ -28,9 +28,9 @@ pub struct BenchOptions {
     pub batch_bytes: Vec<usize>,
     /// Concurrent writer counts for the fsync cases.
     pub writers: Vec<usize>,
-    /// Stop a case early after writing this many bytes (bounds disk use).
+    /// Bytes a case may write in all, shared equally by its slices (bounds disk use).
     pub max_bytes_per_case: u64,
-    /// Each case alternates this many slices of raw writes and log appends.
+    /// Each case alternates this many pairs of slices of raw writes and log appends.
     pub rounds: usize,
 }
 
@@ -45,7 +45,7 @@ impl BenchOptions {
             batch_bytes: vec![16 * 1024, 1024 * 1024],
             writers: vec![1, 4, 16],
             max_bytes_per_case: 2 << 30,
-            rounds: 4,
+            rounds: 8,
         }
     }
 }
@@ -132,17 +132,25 @@ impl RawWriter {
         })
     }
 
-    fn run(&mut self, buf: &[u8], slice: Duration, max_bytes: u64) -> Result<()> {
+    /// Writes `buf` repeatedly for `slice` or until `budget` more bytes are written.
+    fn run(&mut self, buf: &[u8], slice: Duration, budget: u64) -> Result<()> {
         let start = Instant::now();
-        while start.elapsed() < slice && self.bytes < max_bytes {
+        let mut written = 0u64;
+        while start.elapsed() < slice && written < budget {
             self.file.write_all(buf).at(&self.path)?;
             if self.fsync {
                 self.file.sync_data().at(&self.path)?;
             }
-            self.bytes += buf.len() as u64;
+            written += buf.len() as u64;
         }
+        self.bytes += written;
         self.time += start.elapsed();
         Ok(())
+    }
+
+    /// Pushes this file's dirty pages to disk (untimed, between slices).
+    fn settle(&self) -> Result<()> {
+        self.file.sync_data().at(&self.path)
     }
 
     fn mb_per_s(&self) -> f64 {
@@ -178,20 +186,19 @@ struct LogTotals {
     time: Duration,
 }
 
-/// Append `batch` from `writers` threads for `slice`.
+/// Append `batch` from `writers` threads for `slice` or until `budget` bytes are written.
 fn log_append(
     log: &Log,
     batch: &[u8],
     writers: usize,
     slice: Duration,
-    max_bytes: u64,
+    budget: u64,
     t: &mut LogTotals,
 ) -> Result<()> {
     let stop = AtomicBool::new(false);
     let written = AtomicU64::new(0);
     let ops = AtomicU64::new(0);
     let start = Instant::now();
-    let already = t.bytes;
     let errors: Vec<LogError> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..writers)
             .map(|_| {
@@ -200,7 +207,7 @@ fn log_append(
                         log.append_as_leader(batch, 0, 0)?;
                         ops.fetch_add(1, Ordering::Relaxed);
                         let w = written.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                        if start.elapsed() >= slice || already + w >= max_bytes {
+                        if start.elapsed() >= slice || w + batch.len() as u64 >= budget {
                             stop.store(true, Ordering::Relaxed);
                         }
                     }
@@ -227,8 +234,12 @@ fn log_append(
 }
 
 /// Alternate slices of raw writes and log appends so both see the same disk conditions
-/// (shared or throttled disks drift a lot within seconds). Returns the log (for the read case),
-/// its totals and the raw MB/s.
+/// (shared or throttled disks drift a lot within seconds). Each slice has an equal share of the
+/// case's byte budget and starts with no dirty pages of either file (both are synced, untimed,
+/// before every slice): otherwise whichever side writes after the other pays for its
+/// writeback, and a fast side can spend the whole budget in its first slice, leaving the other
+/// to run alone against gigabytes of dirty pages. Returns the log (for the read case), its
+/// totals and the raw MB/s.
 fn paired(
     scratch: &Path,
     name: &str,
@@ -242,16 +253,24 @@ fn paired(
     let mut raw = RawWriter::new(scratch.join(format!("{name}.raw")), fsync)?;
     let rounds = o.rounds.max(1);
     let slice = Duration::from_secs_f64(o.seconds / rounds as f64 / 2.0);
+    let budget = (o.max_bytes_per_case / (2 * rounds as u64)).max(batch.len() as u64);
     let mut t = LogTotals::default();
+    let settle = |raw: &RawWriter| -> Result<()> {
+        raw.settle()?;
+        log.flush()
+    };
     for round in 0..rounds {
-        // Swap the order every round: whoever writes second pays for the first one's dirty
-        // pages (writeback throttling).
+        // Swap the order every round as well, so neither side always runs first.
         if round % 2 == 0 {
-            raw.run(batch, slice, o.max_bytes_per_case)?;
-            log_append(&log, batch, writers, slice, o.max_bytes_per_case, &mut t)?;
+            settle(&raw)?;
+            raw.run(batch, slice, budget)?;
+            settle(&raw)?;
+            log_append(&log, batch, writers, slice, budget, &mut t)?;
         } else {
-            log_append(&log, batch, writers, slice, o.max_bytes_per_case, &mut t)?;
-            raw.run(batch, slice, o.max_bytes_per_case)?;
+            settle(&raw)?;
+            log_append(&log, batch, writers, slice, budget, &mut t)?;
+            settle(&raw)?;
+            raw.run(batch, slice, budget)?;
         }
     }
     let raw_mb = raw.mb_per_s();

@@ -445,6 +445,7 @@ impl Log {
         let disk = self.disk.clone();
         let a = g.active_mut();
         a.write_indexes(&disk)?;
+        a.release_reservation()?;
         // The old segment is synced by the next group commit (or flush), not here under the
         // lock: until then the recovery point stays below it.
         let pending = (Arc::clone(&a.file), a.log_path());
@@ -757,6 +758,7 @@ impl Log {
                 seg.write_indexes(&disk)?;
             }
         }
+        g.active_mut().release_reservation()?;
         g.recovery_point = g.log_end_offset();
         checkpoint::write_offset(
             &disk,

@@ -6,7 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::batch::{self, BatchHeader, Origin, HEADER_LEN, LOG_OVERHEAD};
 use crate::disk::Disk;
@@ -160,7 +160,17 @@ pub(crate) struct Segment {
     pub id: u64,
     /// In-memory indexes differ from the files.
     pub indexes_dirty: bool,
+    /// File offset up to which blocks are reserved for appends (see [`Segment::reserve`]).
+    reserved_to: u64,
+    /// Preallocation failed once (unsupported file system, no space for the reserve): plain
+    /// appends from then on.
+    reserve_failed: bool,
 }
+
+/// Smallest and largest block reservation made ahead of appends. Reservations grow with the
+/// segment, so a quiet partition reserves little and a busy one makes few `fallocate` calls.
+const MIN_RESERVE: u64 = 1 << 20;
+const MAX_RESERVE: u64 = 16 << 20;
 
 impl Segment {
     pub fn log_path(&self) -> PathBuf {
@@ -189,7 +199,36 @@ impl Segment {
             created_ms: now_ms,
             id,
             indexes_dirty: true,
+            reserved_to: 0,
+            reserve_failed: false,
         }
+    }
+
+    /// Makes sure blocks are reserved for `len` more bytes at the end of the file, reserving
+    /// ahead by about the segment's current size (1 to 16 MiB). A failed reservation is not an
+    /// error: the append goes ahead and reports a full disk itself if there is one.
+    fn reserve(&mut self, len: u64, disk: &Disk) {
+        let end = self.size + len;
+        if self.reserve_failed || end <= self.reserved_to {
+            return;
+        }
+        let ahead = self.size.clamp(MIN_RESERVE, MAX_RESERVE).max(len);
+        match disk.preallocate(&self.file, self.size, ahead) {
+            Ok(()) => self.reserved_to = self.size + ahead,
+            Err(e) => {
+                debug!(segment = %self.log_path().display(), error = %e, "no block reservation");
+                self.reserve_failed = true;
+            }
+        }
+    }
+
+    /// Returns blocks reserved past the last batch to the file system (a segment that will not
+    /// be appended to again: rolled, closed, or left over from a crash). Cutting the file at its
+    /// own size frees them.
+    pub fn release_reservation(&mut self) -> Result<()> {
+        self.file.set_len(self.size).at(&self.log_path())?;
+        self.reserved_to = self.size;
+        Ok(())
     }
 
     /// Create a new empty segment (an existing file of that name is emptied).
@@ -254,6 +293,11 @@ impl Segment {
         }
         let truncated = seg.recover(index_interval, disk)?;
         seg.load_rolling_ts()?;
+        if !truncated {
+            // A crash can leave blocks reserved past the last batch (recovery's own cut frees
+            // them when it truncates).
+            seg.release_reservation()?;
+        }
         Ok((seg, truncated))
     }
 
@@ -437,6 +481,8 @@ impl Segment {
         disk: &Disk,
     ) -> Result<()> {
         let path = self.log_path();
+        let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        self.reserve(len, disk);
         if let Err(e) = disk.write_parts_at(&self.file, parts, self.size) {
             if let Err(e2) = self.file.set_len(self.size) {
                 warn!(segment = %path.display(), error = %e2, "cannot cut back a failed write");

@@ -265,3 +265,57 @@ fn concurrent_appends_share_fsyncs() {
     let log = open(dir.path(), LogConfig::default());
     assert_eq!(read_all(&log).len(), threads * per * 2);
 }
+
+/// Bytes the file system has allocated for a file (st_blocks counts 512-byte units).
+fn allocated(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).expect("stat").blocks() * 512
+}
+
+#[test]
+fn blocks_reserved_ahead_of_appends_are_returned_on_roll_close_and_reopen() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = LogConfig {
+        retention_ms: None,
+        ..LogConfig::default()
+    };
+    let log = open(dir.path(), config.clone());
+    for i in 0..4 {
+        log.append_as_leader(&batch(3, &format!("v{i}"), NOW), 0, NOW)
+            .expect("append");
+    }
+    let active = active_log_file(dir.path());
+    let size = fs::metadata(&active).expect("stat").len();
+    assert!(size < 4096, "a few small batches: {size}");
+    // The file's size ends at the last batch; the blocks after it are reserved (1 MiB ahead).
+    assert!(allocated(&active) >= 1 << 20, "{}", allocated(&active));
+    let vals = values(&read_all(&log));
+    drop(log); // a crash: the reservation stays on disk
+    let log = open(dir.path(), config.clone());
+    assert_eq!(values(&read_all(&log)), vals, "nothing lost or added");
+    assert!(allocated(&active) < 64 << 10, "{}", allocated(&active));
+    log.append_as_leader(&batch(3, "after", NOW), 0, NOW)
+        .expect("append");
+    assert!(allocated(&active) >= 1 << 20);
+    log.close().expect("close");
+    assert!(allocated(&active) < 64 << 10, "released on close");
+
+    // A rolled segment gives its reserve back too.
+    let log = open(dir.path(), small_config());
+    for i in 0..20 {
+        log.append_as_leader(&batch(3, &format!("r{i}"), NOW), 0, NOW)
+            .expect("append");
+    }
+    let mut logs: Vec<_> = fs::read_dir(dir.path())
+        .expect("ls")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    assert!(logs.len() > 2, "{logs:?}");
+    for old in &logs[..logs.len() - 1] {
+        assert!(allocated(old) < 64 << 10, "{old:?}: {}", allocated(old));
+    }
+    let total: usize = values(&read_all(&log)).len();
+    assert_eq!(total, vals.len() + 3 + 60);
+}
