@@ -328,7 +328,9 @@ impl Client {
         Ok(())
     }
 
-    async fn connection_for(&self, target: &Target) -> Result<Arc<Connection>> {
+    /// The connection requests to `target` go over (opened if needed), for callers that
+    /// pipeline several requests in a fixed order ([`Connection::submit`]).
+    pub async fn connection_for(&self, target: &Target) -> Result<Arc<Connection>> {
         match target {
             Target::Any => self.any_connection().await,
             Target::Broker(id) => self.broker_connection(*id).await,

@@ -6,6 +6,12 @@
 //! hands each response to the slot its correlation id names. When the socket fails, every
 //! waiting request fails with the reason and the connection is marked closed; the client opens
 //! a new one on next use.
+//!
+//! Order: requests go on the wire in the order their [`Connection::submit`] calls return
+//! (the writer drains one FIFO queue), so a caller that must keep requests in order (the
+//! producer, with several Produce requests in flight) submits them one after the other and
+//! waits for the responses separately. [`Connection::submit_without_response`] is for requests
+//! the broker does not answer (Produce with `acks=0`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -29,6 +35,12 @@ use crate::versions::{api_name, handshake_step, BrokerVersions, HandshakeStep};
 const WRITE_QUEUE: usize = 256;
 
 type Waiter = oneshot::Sender<std::result::Result<Bytes, String>>;
+
+/// A frame for the writer, and who to tell once it is on the socket.
+struct Outgoing {
+    frame: Bytes,
+    written: Option<oneshot::Sender<()>>,
+}
 
 #[derive(Default)]
 struct Pending {
@@ -55,15 +67,74 @@ fn lock(pending: &Mutex<Pending>) -> std::sync::MutexGuard<'_, Pending> {
     pending.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Removes a request's slot if its caller goes away before the response (timeout, cancel).
-struct SlotGuard<'a> {
-    pending: &'a Mutex<Pending>,
+/// A request on its way: resolves to the response. Dropping it (timeout, cancel) frees the
+/// request's slot; a late response is then discarded.
+pub struct PendingResponse<R: Request> {
+    pending: Arc<Mutex<Pending>>,
     correlation_id: i32,
+    rx: Option<oneshot::Receiver<std::result::Result<Bytes, String>>>,
+    version: i16,
+    label: String,
+    deadline: tokio::time::Instant,
+    request_timeout: Duration,
+    _request: std::marker::PhantomData<fn() -> R>,
 }
 
-impl Drop for SlotGuard<'_> {
+impl<R: Request> Drop for PendingResponse<R> {
     fn drop(&mut self) {
-        lock(self.pending).waiters.remove(&self.correlation_id);
+        lock(&self.pending).waiters.remove(&self.correlation_id);
+    }
+}
+
+impl<R: Request> PendingResponse<R> {
+    /// Waits for the response (at most `request.timeout.ms` from the submission) and decodes
+    /// it.
+    pub async fn response(self) -> Result<R::Response> {
+        let version = self.version;
+        let label = self.label.clone();
+        let frame = self.frame().await?;
+        codec::decode_response::<R>(frame, version).map_err(|reason| Error::Protocol {
+            broker: label,
+            reason: format!("{} v{version}: {reason}", api_name(R::KEY)),
+        })
+    }
+
+    /// The response frame, undecoded.
+    async fn frame(mut self) -> Result<Bytes> {
+        let rx = self.rx.take().expect("a pending response is awaited once");
+        let disconnected = |reason: String| Error::Disconnected {
+            broker: self.label.clone(),
+            reason,
+        };
+        match tokio::time::timeout_at(self.deadline, rx).await {
+            Ok(Ok(Ok(frame))) => Ok(frame),
+            Ok(Ok(Err(reason))) => Err(disconnected(reason)),
+            Ok(Err(_)) => Err(disconnected("connection closed".to_string())),
+            Err(_) => Err(Error::Timeout {
+                what: format!(
+                    "waiting for {} response from {}",
+                    api_name(R::KEY),
+                    self.label
+                ),
+                after_ms: millis(self.request_timeout),
+            }),
+        }
+    }
+}
+
+/// A request the broker will not answer, queued for the socket: resolves once its frame has
+/// been written (not when the broker has read it).
+pub struct Written {
+    rx: oneshot::Receiver<()>,
+    label: String,
+}
+
+impl Written {
+    pub async fn written(self) -> Result<()> {
+        self.rx.await.map_err(|_| Error::Disconnected {
+            broker: self.label,
+            reason: "the connection closed before the request was written".to_string(),
+        })
     }
 }
 
@@ -72,7 +143,7 @@ pub struct Connection {
     label: String,
     client_id: String,
     request_timeout: Duration,
-    writer: mpsc::Sender<Bytes>,
+    writer: mpsc::Sender<Outgoing>,
     pending: Arc<Mutex<Pending>>,
     next_correlation_id: AtomicI32,
     versions: BrokerVersions,
@@ -172,14 +243,72 @@ impl Connection {
 
     /// Sends `request` in `version` and waits for its response.
     pub async fn send<R: Request>(&self, request: &R, version: i16) -> Result<R::Response> {
-        let frame = self.round_trip(request, version).await?;
-        codec::decode_response::<R>(frame, version).map_err(|reason| Error::Protocol {
-            broker: self.label.clone(),
-            reason: format!("{} v{version}: {reason}", api_name(R::KEY)),
+        self.submit(request, version).await?.response().await
+    }
+
+    /// Queues `request` for the socket behind every request submitted before it and returns
+    /// its response to come. Waits only while the write queue is full.
+    pub async fn submit<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+    ) -> Result<PendingResponse<R>> {
+        let (correlation_id, frame) = self.encode(request, version)?;
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = lock(&self.pending);
+            if let Some(reason) = &pending.closed {
+                return Err(self.disconnected(reason.clone()));
+            }
+            pending.waiters.insert(correlation_id, tx);
+        }
+        // From here the slot is freed when the handle is dropped, whatever happens.
+        let handle = PendingResponse {
+            pending: self.pending.clone(),
+            correlation_id,
+            rx: Some(rx),
+            version,
+            label: self.label.clone(),
+            deadline: tokio::time::Instant::now() + self.request_timeout,
+            request_timeout: self.request_timeout,
+            _request: std::marker::PhantomData,
+        };
+        let out = Outgoing {
+            frame,
+            written: None,
+        };
+        if self.writer.send(out).await.is_err() {
+            return Err(self.disconnected("writer stopped".to_string()));
+        }
+        Ok(handle)
+    }
+
+    /// Queues a request the broker sends no response to (Produce with `acks=0`), in order
+    /// with [`Connection::submit`]. The returned handle tells when its frame is on the socket.
+    pub async fn submit_without_response<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+    ) -> Result<Written> {
+        let (_, frame) = self.encode(request, version)?;
+        if let Some(reason) = &lock(&self.pending).closed {
+            return Err(self.disconnected(reason.clone()));
+        }
+        let (tx, rx) = oneshot::channel();
+        let out = Outgoing {
+            frame,
+            written: Some(tx),
+        };
+        if self.writer.send(out).await.is_err() {
+            return Err(self.disconnected("writer stopped".to_string()));
+        }
+        Ok(Written {
+            rx,
+            label: self.label.clone(),
         })
     }
 
-    async fn round_trip<R: Request>(&self, request: &R, version: i16) -> Result<Bytes> {
+    fn encode<R: Request>(&self, request: &R, version: i16) -> Result<(i32, Bytes)> {
         // Correlation ids only need to be unique among requests in flight; wrapping is fine.
         let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let frame = codec::encode_request(request, version, correlation_id, &self.client_id)
@@ -189,34 +318,7 @@ impl Connection {
                     api_name(R::KEY)
                 ))
             })?;
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut pending = lock(&self.pending);
-            if let Some(reason) = &pending.closed {
-                return Err(self.disconnected(reason.clone()));
-            }
-            pending.waiters.insert(correlation_id, tx);
-        }
-        let _guard = SlotGuard {
-            pending: &self.pending,
-            correlation_id,
-        };
-        if self.writer.send(frame).await.is_err() {
-            return Err(self.disconnected("writer stopped".to_string()));
-        }
-        match tokio::time::timeout(self.request_timeout, rx).await {
-            Ok(Ok(Ok(frame))) => Ok(frame),
-            Ok(Ok(Err(reason))) => Err(self.disconnected(reason)),
-            Ok(Err(_)) => Err(self.disconnected("connection closed".to_string())),
-            Err(_) => Err(Error::Timeout {
-                what: format!(
-                    "waiting for {} response from {}",
-                    api_name(R::KEY),
-                    self.label
-                ),
-                after_ms: millis(self.request_timeout),
-            }),
-        }
+        Ok((correlation_id, frame))
     }
 
     fn disconnected(&self, reason: String) -> Error {
@@ -236,7 +338,7 @@ impl Connection {
                 request.client_software_version =
                     StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
             }
-            let frame = self.round_trip(&request, version).await?;
+            let frame = self.submit(&request, version).await?.frame().await?;
             let (_, response) =
                 codec::decode_api_versions_response(frame, version).map_err(|reason| {
                     Error::Protocol {
@@ -270,14 +372,18 @@ fn millis(d: Duration) -> u64 {
 }
 
 async fn write_loop(
-    mut queue: mpsc::Receiver<Bytes>,
+    mut queue: mpsc::Receiver<Outgoing>,
     mut socket: OwnedWriteHalf,
     pending: Arc<Mutex<Pending>>,
 ) {
-    while let Some(frame) = queue.recv().await {
-        if let Err(e) = socket.write_all(&frame).await {
+    while let Some(out) = queue.recv().await {
+        if let Err(e) = socket.write_all(&out.frame).await {
             lock(&pending).close(format!("write failed: {e}"));
             return;
+        }
+        if let Some(written) = out.written {
+            // The submitter may have stopped waiting; the frame is out either way.
+            let _ = written.send(());
         }
     }
     // Every sender is gone: the connection was dropped.
@@ -317,4 +423,123 @@ async fn read_loop(mut socket: OwnedReadHalf, pending: Arc<Mutex<Pending>>, labe
     };
     tracing::debug!(broker = %label, %reason, "connection closed");
     lock(&pending).close(reason);
+}
+
+#[cfg(test)]
+mod tests {
+    //! Against a scripted peer on a real socket: it answers the handshake, then reads several
+    //! requests before answering any, in reverse order.
+
+    use super::*;
+    use bytes::{BufMut, BytesMut};
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::messages::ApiVersionsResponse;
+    use kafka_protocol::protocol::Encodable;
+    use tokio::net::TcpListener;
+
+    /// Reads one request frame: (api version, correlation id).
+    async fn read_request(socket: &mut TcpStream) -> (i16, i32) {
+        let size = socket.read_i32().await.expect("frame size");
+        let mut frame = vec![0u8; size as usize];
+        socket.read_exact(&mut frame).await.expect("frame");
+        let version = i16::from_be_bytes([frame[2], frame[3]]);
+        let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+        (version, correlation_id)
+    }
+
+    /// An ApiVersions response (header v0, as ApiVersions always uses) whose throttle time
+    /// carries `tag`, so the test can tell which answer reached which request.
+    async fn answer(socket: &mut TcpStream, version: i16, correlation_id: i32, tag: i32) {
+        let mut response = ApiVersionsResponse::default();
+        response.throttle_time_ms = tag;
+        let mut key = ApiVersion::default();
+        key.api_key = 18;
+        key.min_version = 0;
+        key.max_version = 4;
+        response.api_keys.push(key);
+        let mut body = BytesMut::new();
+        body.put_i32(correlation_id);
+        response.encode(&mut body, version).expect("encode");
+        socket.write_i32(body.len() as i32).await.expect("write");
+        socket.write_all(&body).await.expect("write");
+    }
+
+    async fn connect_to_script() -> (Connection, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let peer = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let (version, id) = read_request(&mut socket).await;
+            answer(&mut socket, version, id, 0).await;
+            socket
+        });
+        let conn = Connection::connect(
+            &addr,
+            "scripted broker".to_string(),
+            "test",
+            Duration::from_secs(5),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("handshake");
+        (conn, peer.await.expect("peer"))
+    }
+
+    #[tokio::test]
+    async fn requests_are_pipelined_in_order_and_answers_matched_out_of_order() {
+        let (conn, mut socket) = connect_to_script().await;
+        let version = conn.pick_version::<ApiVersionsRequest>().expect("version");
+        let request = ApiVersionsRequest::default();
+        let mut pending = Vec::new();
+        for _ in 0..3 {
+            pending.push(conn.submit(&request, version).await.expect("submit"));
+        }
+        // The peer sees all three before answering any: nothing waited for a response.
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(read_request(&mut socket).await);
+        }
+        let ids: Vec<i32> = seen.iter().map(|(_, id)| *id).collect();
+        assert!(
+            ids.windows(2).all(|w| w[1] == w[0] + 1),
+            "in submit order: {ids:?}"
+        );
+        for (v, id) in seen.iter().rev() {
+            answer(&mut socket, *v, *id, 1000 + id).await;
+        }
+        for (p, id) in pending.into_iter().zip(ids) {
+            let response = p.response().await.expect("response");
+            assert_eq!(response.throttle_time_ms, 1000 + id);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_without_response_is_reported_written_and_the_next_one_still_matches() {
+        let (conn, mut socket) = connect_to_script().await;
+        let version = conn.pick_version::<ApiVersionsRequest>().expect("version");
+        let request = ApiVersionsRequest::default();
+        let written = conn
+            .submit_without_response(&request, version)
+            .await
+            .expect("queued");
+        written.written().await.expect("on the socket");
+        let (_, unanswered) = read_request(&mut socket).await;
+        let next = conn.submit(&request, version).await.expect("submit");
+        let (v, id) = read_request(&mut socket).await;
+        assert_ne!(id, unanswered);
+        answer(&mut socket, v, id, 7).await;
+        assert_eq!(next.response().await.expect("answer").throttle_time_ms, 7);
+        // A broken socket fails what waits and refuses what comes.
+        let waiting = conn.submit(&request, version).await.expect("submit");
+        drop(socket);
+        let err = waiting.response().await.expect_err("peer gone");
+        assert!(matches!(err, Error::Disconnected { .. }), "{err}");
+        assert!(conn.is_closed());
+        let err = conn
+            .submit_without_response(&request, version)
+            .await
+            .err()
+            .expect("closed connection refuses");
+        assert!(matches!(err, Error::Disconnected { .. }), "{err}");
+    }
 }

@@ -35,7 +35,9 @@ pub use error::{Error, KafkaCode, KafkaError, Result};
 pub use metadata::{
     kafka_uuid_string, BrokerNode, ClusterMetadata, PartitionMetadata, TopicMetadata,
 };
-pub use producer::{DeliveryFuture, Producer, ProducerConfig, ProducerRecord, RecordMetadata};
+pub use producer::{
+    DeliveryFuture, Producer, ProducerConfig, ProducerMetrics, ProducerRecord, RecordMetadata,
+};
 pub use types::TopicPartition;
 /// Topic ids are `uuid::Uuid`s.
 pub use uuid::Uuid;

@@ -81,6 +81,10 @@ impl Broker {
     }
 
     async fn create_topic(&self, name: &str, partitions: i32) {
+        self.create_topic_with(name, partitions, &[]).await
+    }
+
+    async fn create_topic_with(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
         let admin = Admin::connect(self.client_config()).await.unwrap();
         let created = admin
             .create_topics(
@@ -88,6 +92,10 @@ impl Broker {
                     name: name.into(),
                     num_partitions: Some(partitions),
                     replication_factor: Some(1),
+                    configs: configs
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
                     ..Default::default()
                 }],
                 CreateTopicsOptions::default(),
@@ -315,6 +323,141 @@ async fn idempotent_producer_retries_across_a_broker_restart_without_duplicates(
             .collect();
         assert_eq!(seq, expected.iter().collect::<Vec<_>>(), "{key}");
     }
+}
+
+fn value_text(r: &ConsumerRecord) -> String {
+    String::from_utf8(r.value.clone().unwrap_or_default().to_vec()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_produce_requests_in_flight_keep_the_send_order() {
+    let broker = Broker::start();
+    broker.create_topic("pipe", 1).await;
+    let mut c = ProducerConfig::new(&broker.bootstrap()).unwrap();
+    c.client = broker.client_config();
+    // Small batches sent at once: many requests, each waiting for the broker's fdatasync.
+    c.batch_size = 512;
+    c.linger = Duration::ZERO;
+    let producer = Producer::connect(c).await.unwrap();
+    let mut futures = Vec::new();
+    for i in 0..3000 {
+        let record = ProducerRecord::new("pipe").value(format!("{i:0100}"));
+        futures.push(producer.send(record).await.unwrap());
+    }
+    let mut offsets = Vec::new();
+    for f in futures {
+        offsets.push(f.await.expect("delivered").offset);
+    }
+    assert_eq!(
+        offsets,
+        (0..3000).collect::<Vec<i64>>(),
+        "offsets follow sends"
+    );
+    let m = producer.metrics();
+    assert!(
+        m.peak_requests_in_flight > 1 && m.peak_requests_in_flight <= 5,
+        "{m:?}"
+    );
+    assert!(m.requests > 10, "{m:?}");
+    assert_eq!((m.producer_ids, m.epoch_bumps), (1, 0), "{m:?}");
+    producer.close().await.unwrap();
+    let mut consumer = Consumer::new(broker.consumer_config("pipe-g", "range"))
+        .await
+        .unwrap();
+    consumer.subscribe(&["pipe"]).await.unwrap();
+    let records = consume_n(&mut consumer, 3000, 20).await;
+    let values: Vec<String> = records.iter().map(value_text).collect();
+    let expected: Vec<String> = (0..3000).map(|i| format!("{i:0100}")).collect();
+    assert_eq!(values, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_zero_delivers_without_waiting_for_the_broker() {
+    let broker = Broker::start();
+    broker.create_topic("fire", 2).await;
+    let mut c = ProducerConfig::new(&broker.bootstrap()).unwrap();
+    c.client = broker.client_config();
+    c.acks = gregor_client::producer::Acks::parse("0").unwrap();
+    c.enable_idempotence = false;
+    let producer = Producer::connect(c).await.unwrap();
+    let mut futures = Vec::new();
+    for i in 0..500 {
+        let record = ProducerRecord::new("fire")
+            .key(format!("k{}", i % 7))
+            .value(format!("v{i}"));
+        futures.push(producer.send(record).await.unwrap());
+    }
+    for f in futures {
+        let m = f.await.expect("written");
+        assert_eq!(m.offset, -1, "acks=0 gives no offset, as Kafka's producer");
+    }
+    assert_eq!(
+        producer.metrics().identity,
+        None,
+        "no producer id without idempotence"
+    );
+    producer.close().await.unwrap();
+    let mut consumer = Consumer::new(broker.consumer_config("fire-g", "range"))
+        .await
+        .unwrap();
+    consumer.subscribe(&["fire"]).await.unwrap();
+    let records = consume_n(&mut consumer, 500, 20).await;
+    // Per key (so per partition), the send order.
+    for k in 0..7 {
+        let key = format!("k{k}");
+        let got: Vec<String> = records
+            .iter()
+            .filter(|r| r.key.as_deref() == Some(key.as_bytes()))
+            .map(value_text)
+            .collect();
+        let expected: Vec<String> = (0..500)
+            .filter(|i| i % 7 == k)
+            .map(|i| format!("v{i}"))
+            .collect();
+        assert_eq!(got, expected, "{key}");
+    }
+    // acks=0 with idempotence is refused, as Kafka refuses it.
+    let mut bad = ProducerConfig::new(&broker.bootstrap()).unwrap();
+    bad.acks = gregor_client::producer::Acks::None;
+    let err = Producer::connect(bad).await.unwrap_err();
+    assert!(err.to_string().contains("acks=all"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_batch_bumps_the_epoch_and_later_records_go_through() {
+    let broker = Broker::start();
+    broker
+        .create_topic_with("small", 1, &[("max.message.bytes", "2000")])
+        .await;
+    let producer = broker.producer(Compression::None).await;
+    let send = |value: String| {
+        let p = &producer;
+        async move {
+            p.send(ProducerRecord::new("small").value(value))
+                .await
+                .unwrap()
+                .await
+        }
+    };
+    assert_eq!(send("first".into()).await.unwrap().offset, 0);
+    let before = producer.metrics().identity.expect("idempotent");
+    // Too large for the topic: refused for good, which leaves a hole in the sequence.
+    let err = send("x".repeat(5000)).await.unwrap_err();
+    assert_eq!(
+        err.kafka_code(),
+        Some(gregor_client::KafkaCode(10)),
+        "{err}"
+    );
+    // The next records are numbered from 0 under the next epoch of the same producer id.
+    assert_eq!(send("second".into()).await.unwrap().offset, 1);
+    assert_eq!(send("third".into()).await.unwrap().offset, 2);
+    let m = producer.metrics();
+    assert_eq!(m.epoch_bumps, 1, "{m:?}");
+    assert_eq!(m.producer_ids, 1, "no new producer id: {m:?}");
+    let after = m.identity.unwrap();
+    assert_eq!(after.producer_id, before.producer_id);
+    assert_eq!(after.epoch, before.epoch + 1);
+    producer.close().await.unwrap();
 }
 
 /// Records callbacks and checks, across members, that no partition is ever owned twice.

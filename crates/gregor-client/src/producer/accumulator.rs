@@ -11,9 +11,11 @@
 //! sequence order, and while any retried batch is queued the partition has at most one batch in
 //! flight, so the broker sees sequences in order again. An `OUT_OF_ORDER_SEQUENCE_NUMBER` for a
 //! batch that is not the next after the last acknowledged one only means an earlier batch
-//! failed: it is retried. For the next expected batch, or on `UNKNOWN_PRODUCER_ID`, the producer
-//! takes a new producer id and renumbers every unacknowledged batch from 0 (Kafka's epoch bump,
-//! KIP-360).
+//! failed: it is retried. For the next expected batch, on `UNKNOWN_PRODUCER_ID`, or when a
+//! numbered batch is given up (a hole in the sequence), the producer bumps its epoch once nothing
+//! is in flight and renumbers every unacknowledged batch from 0 (KIP-360: the broker accepts
+//! sequence 0 under a higher epoch of the same producer id, so no round trip is needed). On
+//! `INVALID_PRODUCER_EPOCH` (another instance has a higher epoch) it takes a new producer id.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -120,14 +122,24 @@ pub enum Outcome {
     NoResponse(String),
 }
 
+/// How the producer must renew its identity before sending numbered batches again. Ordered:
+/// a new producer id covers what an epoch bump would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum IdentityReset {
+    /// Same producer id, epoch + 1, sequences from 0 (KIP-360).
+    BumpEpoch,
+    /// A new producer id from InitProducerId.
+    NewProducerId,
+}
+
 /// What `complete` produced.
 #[derive(Debug)]
 pub struct Completed<T> {
     pub delivered: Vec<(T, Result<RecordMetadata, Error>)>,
     /// Leadership changed: refresh metadata before sending again.
     pub refresh_metadata: bool,
-    /// The broker lost or refused this producer's identity: get a new producer id.
-    pub reset_producer: bool,
+    /// The broker lost track of this producer's sequence, or refused its identity.
+    pub reset: Option<IdentityReset>,
 }
 
 impl<T> Default for Completed<T> {
@@ -135,7 +147,7 @@ impl<T> Default for Completed<T> {
         Completed {
             delivered: Vec::new(),
             refresh_metadata: false,
-            reset_producer: false,
+            reset: None,
         }
     }
 }
@@ -349,15 +361,18 @@ impl<T> Accumulator<T> {
         };
         let code = error.code;
         let next_expected = state.last_acked.map_or(0, |s| s.wrapping_add(1) & i32::MAX);
-        let retry = if config.idempotent
+        let retry = if config.idempotent && code == INVALID_PRODUCER_EPOCH {
+            // Fenced by a higher epoch of this producer id: only a new id gets through.
+            done.reset = Some(IdentityReset::NewProducerId);
+            true
+        } else if config.idempotent
             && (code == UNKNOWN_PRODUCER_ID
-                || code == INVALID_PRODUCER_EPOCH
                 || (code == OUT_OF_ORDER_SEQUENCE_NUMBER
                     && batch.base_sequence == Some(next_expected)))
         {
             // The broker does not know where this producer's sequence stands: renumber
-            // under a new identity and send again.
-            done.reset_producer = true;
+            // under the next epoch and send again.
+            done.reset = Some(IdentityReset::BumpEpoch);
             true
         } else if code == OUT_OF_ORDER_SEQUENCE_NUMBER && config.idempotent {
             // An earlier batch is missing; it is being retried too.
@@ -379,7 +394,7 @@ impl<T> Accumulator<T> {
         }
         if config.idempotent && batch.base_sequence.is_some() {
             // A failed batch leaves a hole in the sequence: start a fresh one.
-            done.reset_producer = true;
+            done.reset = done.reset.max(Some(IdentityReset::BumpEpoch));
         }
         let what = if expired && retry {
             format!("{tp}: delivery.timeout.ms expired (last error: {error})")
@@ -394,10 +409,10 @@ impl<T> Accumulator<T> {
     }
 
     /// Fails queued batches older than `delivery.timeout.ms`. Returns their records and whether
-    /// the producer identity must be reset (a batch that had been sent is given up).
-    pub fn expire(&mut self, now: u64) -> (Vec<(T, Error)>, bool) {
+    /// the epoch must be bumped (a batch that had been numbered is given up: a sequence hole).
+    pub fn expire(&mut self, now: u64) -> (Vec<(T, Error)>, Option<IdentityReset>) {
         let mut failed = Vec::new();
-        let mut reset = false;
+        let mut reset = None;
         let timeout = self.config.delivery_timeout_ms;
         for (tp, state) in self.partitions.iter_mut() {
             let (keep, gone): (Vec<Batch<T>>, Vec<Batch<T>>) = state
@@ -406,7 +421,9 @@ impl<T> Accumulator<T> {
                 .partition(|b| now < b.created_ms + timeout);
             state.queue = keep.into();
             for b in gone {
-                reset |= b.base_sequence.is_some() && self.config.idempotent;
+                if b.base_sequence.is_some() && self.config.idempotent {
+                    reset = Some(IdentityReset::BumpEpoch);
+                }
                 let n = b.records.len();
                 for reply in b.replies {
                     failed.push((
@@ -628,7 +645,7 @@ mod tests {
             Outcome::Failed(KafkaError::new(OUT_OF_ORDER_SEQUENCE_NUMBER, None)),
             1,
         );
-        assert!(!c.reset_producer && c.delivered.is_empty());
+        assert!(c.reset.is_none() && c.delivered.is_empty());
         acc.complete(
             &tp(),
             sent[0].batch_id,
@@ -675,7 +692,7 @@ mod tests {
             Outcome::Failed(KafkaError::new(UNKNOWN_PRODUCER_ID, None)),
             3,
         );
-        assert!(c.reset_producer);
+        assert_eq!(c.reset, Some(IdentityReset::BumpEpoch));
         acc.complete(
             &tp(),
             d.sends[1].batch_id,
@@ -684,11 +701,45 @@ mod tests {
         );
         acc.reset_sequences();
         let new_id = ProducerIdentity {
-            producer_id: 10,
-            epoch: 0,
+            producer_id: 9,
+            epoch: 1,
         };
         let d = acc.drain(100, false, Some(new_id), |_| true);
         assert_eq!(seqs(&d.sends), vec![0]);
+    }
+
+    #[test]
+    fn a_fenced_epoch_needs_a_new_producer_id_and_wins_over_a_bump() {
+        let mut acc = Accumulator::new(config());
+        acc.append(&tp(), rec(1), 0, 0);
+        acc.append(&tp(), rec(300), 1, 0);
+        let d = acc.drain(0, true, Some(ID), |_| true);
+        assert_eq!(d.sends.len(), 2);
+        let c = acc.complete(
+            &tp(),
+            d.sends[0].batch_id,
+            Outcome::Failed(KafkaError::new(INVALID_PRODUCER_EPOCH, None)),
+            1,
+        );
+        assert_eq!(c.reset, Some(IdentityReset::NewProducerId));
+        assert!(c.delivered.is_empty(), "retried under the new id");
+        let c = acc.complete(
+            &tp(),
+            d.sends[1].batch_id,
+            Outcome::Failed(KafkaError::new(UNKNOWN_PRODUCER_ID, None)),
+            1,
+        );
+        assert_eq!(c.reset, Some(IdentityReset::BumpEpoch));
+        assert!(
+            Some(IdentityReset::NewProducerId) > Some(IdentityReset::BumpEpoch),
+            "the shell keeps the stronger reset"
+        );
+        acc.reset_sequences();
+        let d = acc.drain(200, false, Some(ID), |_| true);
+        assert_eq!(seqs(&d.sends), vec![0], "renumbered from 0, one at a time");
+        acc.complete(&tp(), d.sends[0].batch_id, ok(0), 201);
+        let d = acc.drain(201, false, Some(ID), |_| true);
+        assert_eq!(seqs(&d.sends), vec![1]);
     }
 
     #[test]
@@ -704,16 +755,17 @@ mod tests {
         );
         let err = c.delivered[0].1.as_ref().unwrap_err();
         assert_eq!(err.kafka_code(), Some(KafkaCode(10)));
-        assert!(
-            c.reset_producer,
-            "a hole in the sequence needs a new identity"
+        assert_eq!(
+            c.reset,
+            Some(IdentityReset::BumpEpoch),
+            "a hole in the sequence needs a new epoch"
         );
         // A batch that never gets a leader expires.
         acc.append(&TopicPartition::new("u", 0), rec(1), 1, 0);
         assert!(acc.drain(5_000, true, Some(ID), |_| false).sends.is_empty());
         let (failed, reset) = acc.expire(10_000);
         assert_eq!(failed.len(), 1);
-        assert!(!reset);
+        assert_eq!(reset, None);
         assert!(matches!(failed[0].1, Error::Timeout { .. }));
         assert!(acc.is_empty());
     }

@@ -8,6 +8,9 @@ use crate::error::{Error, Result};
 /// `acks`: how many replicas must have a batch before the leader answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acks {
+    /// `acks=0`: the broker sends no response; a record counts as delivered once its request
+    /// is written to the socket, and its offset is unknown (-1).
+    None,
     /// `acks=1`: the leader wrote it.
     Leader,
     /// `acks=all` (-1): every in-sync replica has it.
@@ -17,22 +20,20 @@ pub enum Acks {
 impl Acks {
     pub fn wire(self) -> i16 {
         match self {
+            Acks::None => 0,
             Acks::Leader => 1,
             Acks::All => -1,
         }
     }
 
-    /// Parses Kafka's spellings: `1`, `all`, `-1`. `0` (no response at all) is refused: this
-    /// client matches every request with a response.
+    /// Parses Kafka's spellings: `0`, `1`, `all`, `-1`.
     pub fn parse(s: &str) -> Result<Acks> {
         match s.trim() {
+            "0" => Ok(Acks::None),
             "1" => Ok(Acks::Leader),
             "all" | "-1" => Ok(Acks::All),
-            "0" => Err(Error::InvalidArgument(
-                "acks=0 is not supported by this producer (use 1 or all)".to_string(),
-            )),
             other => Err(Error::InvalidArgument(format!(
-                "invalid acks '{other}': expected 1, all or -1"
+                "invalid acks '{other}': expected 0, 1, all or -1"
             ))),
         }
     }
@@ -90,8 +91,8 @@ pub struct ProducerConfig {
     pub batch_size: usize,
     /// `compression.type` (default none).
     pub compression: Compression,
-    /// `max.in.flight.requests.per.connection` (default 5; at most 5 with idempotence): batches
-    /// of one partition sent and not yet answered.
+    /// `max.in.flight.requests.per.connection` (default 5; at most 5 with idempotence): Produce
+    /// requests sent to one broker and not yet answered (and so batches of one partition).
     pub max_in_flight: usize,
     /// `retries` (default `i32::MAX`: bounded by `delivery.timeout.ms`).
     pub retries: u32,
@@ -185,6 +186,8 @@ mod tests {
         let mut c = ProducerConfig::new("h:9092").unwrap();
         c.acks = Acks::Leader;
         assert!(c.validate().unwrap_err().to_string().contains("acks=all"));
+        c.acks = Acks::None;
+        assert!(c.validate().unwrap_err().to_string().contains("acks=all"));
         c.enable_idempotence = false;
         c.validate().unwrap();
         let mut c = ProducerConfig::new("h:9092").unwrap();
@@ -200,7 +203,8 @@ mod tests {
         assert_eq!(Acks::parse("all").unwrap(), Acks::All);
         assert_eq!(Acks::parse("-1").unwrap(), Acks::All);
         assert_eq!(Acks::parse("1").unwrap().wire(), 1);
-        assert!(Acks::parse("0").is_err());
+        assert_eq!(Acks::parse("0").unwrap(), Acks::None);
+        assert_eq!(Acks::None.wire(), 0);
         assert!(Acks::parse("2").is_err());
         for (s, c) in [
             ("none", Compression::None),

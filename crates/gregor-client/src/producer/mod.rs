@@ -3,26 +3,28 @@
 //! A background task (the shell) owns the [`accumulator::Accumulator`] (the core): it
 //! partitions records ([`partitioner`]), batches them per partition, sends ready batches to
 //! each partition's leader, and feeds the outcomes back to the core, which decides on retries,
-//! sequence numbers and delivery. One Produce request per broker is in flight at a time: that
-//! keeps each partition's batches in order on the wire without relying on how tasks are
-//! scheduled onto the connection (the core itself handles up to `max.in.flight` batches per
-//! partition and their out-of-order answers).
+//! sequence numbers and delivery. Each broker has a lane: a task that takes that broker's
+//! Produce requests in the order the core released them and submits them to the connection one
+//! after the other, so they reach the broker in that order, while up to
+//! `max.in.flight.requests.per.connection` of them wait for their responses at once. With
+//! `acks=0` a request counts as answered once it is written.
 
 pub mod accumulator;
 pub mod config;
 pub mod partitioner;
 pub mod wire;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::client::{Client, Target};
@@ -30,10 +32,11 @@ use crate::error::{Error, KafkaCode, KafkaError, Result};
 use crate::types::TopicPartition;
 
 pub use accumulator::RecordMetadata;
-use accumulator::{Accumulator, AccumulatorConfig, Completed, Outcome};
+use accumulator::{Accumulator, AccumulatorConfig, Completed, IdentityReset, Outcome};
 pub use config::{Acks, Compression, ProducerConfig};
 use partitioner::{partition_for_key, StickyPartitioner};
-use wire::{BatchToSend, ProducerIdentity, RecordData};
+pub use wire::ProducerIdentity;
+use wire::{BatchToSend, RecordData};
 
 /// A record to send.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,11 +114,52 @@ enum Command {
     Close(oneshot::Sender<()>),
 }
 
+/// A snapshot of the producer's counters (in the spirit of Kafka's producer metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProducerMetrics {
+    /// Produce requests sent.
+    pub requests: u64,
+    /// The most Produce requests one broker had in flight at once.
+    pub peak_requests_in_flight: u64,
+    /// Epoch bumps after a sequence was lost (KIP-360).
+    pub epoch_bumps: u64,
+    /// Producer ids obtained with InitProducerId.
+    pub producer_ids: u64,
+    /// The identity idempotent batches carry now.
+    pub identity: Option<ProducerIdentity>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    requests: AtomicU64,
+    peak_requests_in_flight: AtomicU64,
+    epoch_bumps: AtomicU64,
+    producer_ids: AtomicU64,
+    identity: Mutex<Option<ProducerIdentity>>,
+}
+
+impl Counters {
+    fn set_identity(&self, identity: ProducerIdentity) {
+        *self.identity.lock().unwrap_or_else(|p| p.into_inner()) = Some(identity);
+    }
+
+    fn snapshot(&self) -> ProducerMetrics {
+        ProducerMetrics {
+            requests: self.requests.load(Ordering::Relaxed),
+            peak_requests_in_flight: self.peak_requests_in_flight.load(Ordering::Relaxed),
+            epoch_bumps: self.epoch_bumps.load(Ordering::Relaxed),
+            producer_ids: self.producer_ids.load(Ordering::Relaxed),
+            identity: *self.identity.lock().unwrap_or_else(|p| p.into_inner()),
+        }
+    }
+}
+
 /// An asynchronous Kafka producer. Cheap to share behind an `Arc`; `send` takes `&self`.
 #[derive(Debug)]
 pub struct Producer {
     tx: mpsc::Sender<Command>,
     client: Client,
+    counters: Arc<Counters>,
 }
 
 impl Producer {
@@ -124,6 +168,8 @@ impl Producer {
         config.validate()?;
         let client = Client::connect(config.client.clone()).await?;
         let (tx, rx) = mpsc::channel(config.max_queued_records);
+        let (results_tx, results_rx) = mpsc::unbounded_channel();
+        let counters = Arc::new(Counters::default());
         let seed = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -142,9 +188,13 @@ impl Producer {
             }),
             partitioner: StickyPartitioner::new(seed),
             identity: None,
-            need_identity: config.enable_idempotence,
-            busy_brokers: HashSet::new(),
-            inflight: JoinSet::new(),
+            reset: config
+                .enable_idempotence
+                .then_some(IdentityReset::NewProducerId),
+            in_flight: HashMap::new(),
+            lanes: HashMap::new(),
+            results: results_tx,
+            counters: counters.clone(),
             flush_waiters: Vec::new(),
             closing: None,
             started: Instant::now(),
@@ -152,8 +202,12 @@ impl Producer {
             last_refresh_ms: None,
             config,
         };
-        tokio::spawn(task.run(rx));
-        Ok(Producer { tx, client })
+        tokio::spawn(task.run(rx, results_rx));
+        Ok(Producer {
+            tx,
+            client,
+            counters,
+        })
     }
 
     /// Queues a record; waits only while `max_queued_records` records are queued. The returned
@@ -190,6 +244,11 @@ impl Producer {
     pub fn client(&self) -> &Client {
         &self.client
     }
+
+    /// The producer's counters now.
+    pub fn metrics(&self) -> ProducerMetrics {
+        self.counters.snapshot()
+    }
 }
 
 fn closed() -> Error {
@@ -207,6 +266,8 @@ fn wall_clock_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// The outcome of one Produce request: the broker, its batches (id and partition), and the
+/// per-partition results or why the request got no answer.
 type RequestResult = (
     i32,
     Vec<(u64, TopicPartition)>,
@@ -218,6 +279,12 @@ type RequestResult = (
     >,
 );
 
+/// One Produce request for a lane.
+struct LaneRequest {
+    ids: Vec<(u64, TopicPartition)>,
+    batches: Vec<BatchToSend>,
+}
+
 /// The shell: owns the core, the network and the clock.
 struct SenderTask {
     client: Client,
@@ -225,9 +292,13 @@ struct SenderTask {
     acc: Accumulator<Reply>,
     partitioner: StickyPartitioner,
     identity: Option<ProducerIdentity>,
-    need_identity: bool,
-    busy_brokers: HashSet<i32>,
-    inflight: JoinSet<RequestResult>,
+    /// A pending identity renewal: nothing is sent until it is done.
+    reset: Option<IdentityReset>,
+    /// Produce requests per broker sent and not yet answered.
+    in_flight: HashMap<i32, usize>,
+    lanes: HashMap<i32, mpsc::UnboundedSender<LaneRequest>>,
+    results: mpsc::UnboundedSender<RequestResult>,
+    counters: Arc<Counters>,
     flush_waiters: Vec<oneshot::Sender<()>>,
     closing: Option<oneshot::Sender<()>>,
     started: Instant,
@@ -235,17 +306,89 @@ struct SenderTask {
     last_refresh_ms: Option<u64>,
 }
 
+/// A broker's lane: submits its requests in arrival order, then waits for each response in a
+/// task of its own. Ends when the sender task drops its end.
+async fn run_lane(
+    client: Client,
+    leader: i32,
+    acks: i16,
+    timeout_ms: i32,
+    mut requests: mpsc::UnboundedReceiver<LaneRequest>,
+    results: mpsc::UnboundedSender<RequestResult>,
+) {
+    while let Some(LaneRequest { ids, batches }) = requests.recv().await {
+        let submitted = submit_produce(&client, leader, acks, timeout_ms, &batches).await;
+        let results = results.clone();
+        match submitted {
+            Err(e) => {
+                let _ = results.send((leader, ids, Err(e)));
+            }
+            Ok(answer) => {
+                tokio::spawn(async move {
+                    let result = match answer {
+                        Answer::Response(pending) => pending
+                            .response()
+                            .await
+                            .map(|resp| wire::parse_produce_response(resp, &batches)),
+                        Answer::Written(written) => written.written().await.map(|()| {
+                            let unknown = wire::Appended {
+                                base_offset: -1,
+                                log_append_time: -1,
+                            };
+                            batches
+                                .iter()
+                                .map(|b| (b.tp.clone(), Ok(unknown)))
+                                .collect()
+                        }),
+                    };
+                    // The sender task may have stopped; nobody is left to tell then.
+                    let _ = results.send((leader, ids, result));
+                });
+            }
+        }
+    }
+}
+
+enum Answer {
+    Response(crate::connection::PendingResponse<ProduceRequest>),
+    Written(crate::connection::Written),
+}
+
+async fn submit_produce(
+    client: &Client,
+    leader: i32,
+    acks: i16,
+    timeout_ms: i32,
+    batches: &[BatchToSend],
+) -> Result<Answer> {
+    let conn = client.connection_for(&Target::Broker(leader)).await?;
+    let version = conn.pick_version::<ProduceRequest>()?;
+    let request = wire::produce_request(batches, acks, timeout_ms, version);
+    if acks == 0 {
+        Ok(Answer::Written(
+            conn.submit_without_response(&request, version).await?,
+        ))
+    } else {
+        Ok(Answer::Response(conn.submit(&request, version).await?))
+    }
+}
+
 impl SenderTask {
     fn now(&self) -> u64 {
         millis(self.started.elapsed())
     }
 
-    async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+    async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<Command>,
+        mut results: mpsc::UnboundedReceiver<RequestResult>,
+    ) {
         let mut input_open = true;
         loop {
             self.housekeeping().await;
             let flushing = !self.flush_waiters.is_empty() || self.closing.is_some() || !input_open;
-            if flushing && self.acc.is_empty() && self.inflight.is_empty() {
+            let answered = self.in_flight.values().all(|n| *n == 0);
+            if flushing && self.acc.is_empty() && answered {
                 for w in self.flush_waiters.drain(..) {
                     let _ = w.send(());
                 }
@@ -273,13 +416,8 @@ impl SenderTask {
                     Some(Command::Close(w)) => self.closing = Some(w),
                     None => input_open = false,
                 },
-                Some(joined) = self.inflight.join_next(), if !self.inflight.is_empty() => {
-                    match joined {
-                        Ok(result) => self.on_result(result),
-                        // A request task panicked: its batches stay in flight forever otherwise.
-                        Err(e) => tracing::error!(error = %e, "produce request task failed"),
-                    }
-                }
+                // The task holds a sender itself, so this never ends.
+                Some(result) = results.recv() => self.on_result(result),
                 _ = sleep => {}
             }
         }
@@ -292,9 +430,9 @@ impl SenderTask {
         for (reply, e) in expired {
             let _ = reply.send(Err(e));
         }
-        self.need_identity |= reset;
-        if self.need_identity && self.acc.in_flight_batches() == 0 && !self.acc.is_empty() {
-            self.init_producer_id().await;
+        self.reset = self.reset.max(reset);
+        if self.reset.is_some() && self.acc.in_flight_batches() == 0 && !self.acc.is_empty() {
+            self.renew_identity().await;
         }
         if self.metadata_stale
             && self
@@ -314,10 +452,35 @@ impl SenderTask {
                 tracing::debug!(error = %e, "metadata refresh failed");
             }
         }
-        if self.need_identity {
+        if self.reset.is_some() {
             return;
         }
-        self.send_ready().await;
+        self.send_ready();
+    }
+
+    /// Bumps the epoch (KIP-360) or takes a new producer id, then renumbers every unsent batch.
+    /// Called with nothing in flight.
+    async fn renew_identity(&mut self) {
+        match (self.reset, self.identity) {
+            (Some(IdentityReset::BumpEpoch), Some(id)) if id.epoch < i16::MAX => {
+                let bumped = ProducerIdentity {
+                    producer_id: id.producer_id,
+                    epoch: id.epoch + 1,
+                };
+                tracing::info!(
+                    producer_id = bumped.producer_id,
+                    epoch = bumped.epoch,
+                    "producer epoch bumped; sequences restart at 0"
+                );
+                self.identity = Some(bumped);
+                self.counters.set_identity(bumped);
+                self.counters.epoch_bumps.fetch_add(1, Ordering::Relaxed);
+                self.reset = None;
+                self.acc.reset_sequences();
+            }
+            // No identity yet, a fenced epoch, or an epoch that cannot grow.
+            _ => self.init_producer_id().await,
+        }
     }
 
     async fn init_producer_id(&mut self) {
@@ -340,7 +503,9 @@ impl SenderTask {
                     "producer id"
                 );
                 self.identity = Some(identity);
-                self.need_identity = false;
+                self.counters.set_identity(identity);
+                self.counters.producer_ids.fetch_add(1, Ordering::Relaxed);
+                self.reset = None;
                 self.acc.reset_sequences();
             }
             Err(e) => tracing::warn!(error = %e, "InitProducerId failed; records wait"),
@@ -436,15 +601,16 @@ impl SenderTask {
         }
     }
 
-    async fn send_ready(&mut self) {
+    fn send_ready(&mut self) {
         let now = self.now();
         let flushing = !self.flush_waiters.is_empty() || self.closing.is_some();
         let metadata = self.client.metadata();
-        let busy = &self.busy_brokers;
+        let in_flight = &self.in_flight;
+        let limit = self.config.max_in_flight;
         let mut leaderless = false;
         let drained = self.acc.drain(now, flushing, self.identity, |tp| {
             match metadata.leader_for(&tp.topic, tp.partition) {
-                Some(l) => !busy.contains(&l),
+                Some(l) => in_flight.get(&l).copied().unwrap_or(0) < limit,
                 None => {
                     leaderless = true;
                     false
@@ -490,28 +656,52 @@ impl SenderTask {
             ));
         }
         for (leader, batches) in by_leader {
-            self.busy_brokers.insert(leader);
-            let client = self.client.clone();
+            let ids: Vec<(u64, TopicPartition)> =
+                batches.iter().map(|(id, b)| (*id, b.tp.clone())).collect();
+            let batches: Vec<BatchToSend> = batches.into_iter().map(|(_, b)| b).collect();
+            let n = self.in_flight.entry(leader).or_default();
+            *n += 1;
+            self.counters.requests.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .peak_requests_in_flight
+                .fetch_max(*n as u64, Ordering::Relaxed);
+            let client = &self.client;
+            let results = &self.results;
             let acks = self.config.acks.wire();
             let timeout_ms =
                 i32::try_from(self.config.client.request_timeout.as_millis()).unwrap_or(i32::MAX);
-            self.inflight.spawn(async move {
-                let ids: Vec<(u64, TopicPartition)> =
-                    batches.iter().map(|(id, b)| (*id, b.tp.clone())).collect();
-                let batches: Vec<BatchToSend> = batches.into_iter().map(|(_, b)| b).collect();
-                let result = client
-                    .send::<ProduceRequest, _>(&Target::Broker(leader), |v| {
-                        Ok(wire::produce_request(&batches, acks, timeout_ms, v))
-                    })
-                    .await
-                    .map(|(_, resp)| wire::parse_produce_response(resp, &batches));
-                (leader, ids, result)
+            let lane = self.lanes.entry(leader).or_insert_with(|| {
+                let (lane, requests) = mpsc::unbounded_channel();
+                tokio::spawn(run_lane(
+                    client.clone(),
+                    leader,
+                    acks,
+                    timeout_ms,
+                    requests,
+                    results.clone(),
+                ));
+                lane
             });
+            if let Err(mpsc::error::SendError(request)) = lane.send(LaneRequest { ids, batches }) {
+                // The lane task is gone (it only ends with this task, or by panicking): answer
+                // for it so the batches are retried on a new lane.
+                self.lanes.remove(&leader);
+                let _ = self.results.send((
+                    leader,
+                    request.ids,
+                    Err(Error::Disconnected {
+                        broker: format!("broker {leader}"),
+                        reason: "produce lane stopped".to_string(),
+                    }),
+                ));
+            }
         }
     }
 
     fn on_result(&mut self, (leader, ids, result): RequestResult) {
-        self.busy_brokers.remove(&leader);
+        if let Some(n) = self.in_flight.get_mut(&leader) {
+            *n = n.saturating_sub(1);
+        }
         let now = self.now();
         for (batch_id, tp) in ids {
             let outcome = match &result {
@@ -531,12 +721,12 @@ impl SenderTask {
             let Completed {
                 delivered,
                 refresh_metadata,
-                reset_producer,
+                reset,
             } = self.acc.complete(&tp, batch_id, outcome, now);
             self.metadata_stale |= refresh_metadata;
-            if reset_producer && !self.need_identity {
-                tracing::warn!(topic = %tp.topic, partition = tp.partition, "producer id reset");
-                self.need_identity = true;
+            if reset > self.reset {
+                tracing::warn!(topic = %tp.topic, partition = tp.partition, ?reset, "producer identity to renew");
+                self.reset = reset;
             }
             for (reply, r) in delivered {
                 let _ = reply.send(r);
