@@ -156,6 +156,15 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    // The broker logs at info by default; the client commands stay quiet unless RUST_LOG asks
+    // (e.g. RUST_LOG=gregor_client=debug to follow a consumer's rebalances).
+    if !matches!(cli.command, Command::Broker(_)) && std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
     match cli.command {
         Command::Broker(args) => broker_cmd::run(args)?,
         Command::Topics(args) => admin::block_on(admin::run_topics(args))??,

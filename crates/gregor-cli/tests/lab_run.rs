@@ -238,11 +238,24 @@ fn live_runs_reproduce_seed_002_and_seed_004() {
         "--scenario",
         "seed-004-stall",
         "--strategies",
-        "range",
+        "range,cooperative-sticky",
         "--scale",
         "0.1",
         "--json",
     ]);
+    // The healthy member waits in JoinGroup for the stalled one for up to max.poll.interval.ms;
+    // that wait is not a poll timeout of its own, so it never loses its partitions.
+    for name in ["range", "cooperative-sticky"] {
+        let a = callbacks(strategy(&stall, name), "A");
+        assert!(a.iter().all(|(kind, _)| kind != "LOST"), "{name}: {a:?}");
+    }
+    let coop = strategy(&stall, "cooperative-sticky");
+    let steps = coop["steps"].as_array().expect("steps");
+    assert_eq!(
+        numbers(&steps[2]["assignment"]),
+        BTreeMap::from([("A".into(), vec![0, 1, 2])])
+    );
+    assert_eq!(sizes(&steps[3]), [2, 1]);
     let run = strategy(&stall, "range");
     let steps = run["steps"].as_array().expect("steps");
     assert_eq!(steps.len(), 4);

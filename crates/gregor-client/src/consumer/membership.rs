@@ -232,6 +232,10 @@ impl Membership {
         match error {
             None => {
                 self.state = MemberState::Stable;
+                // The poll interval restarts with the generation, as in Kafka: time spent
+                // inside the rebalance (JoinGroup may wait up to the rebalance timeout, which
+                // is max.poll.interval.ms itself) is not time the application failed to poll.
+                self.last_poll_ms = now;
                 self.last_heartbeat_sent_ms = Some(now);
                 self.last_heartbeat_ok_ms = now;
                 self.heartbeat_in_flight = false;
@@ -513,6 +517,36 @@ mod tests {
         );
         assert!(m.needs_join());
         assert!(!m.take_lost(), "a rebalance is not a loss");
+    }
+
+    #[test]
+    fn a_rebalance_longer_than_the_poll_interval_does_not_expire_it() {
+        let mut m = joined(false);
+        m.on_poll(100);
+        assert_eq!(
+            m.on_heartbeat_answer(1, Some(KafkaCode::REBALANCE_IN_PROGRESS), 150),
+            HeartbeatOutcome::Rejoin
+        );
+        // The JoinGroup round waits for a slow member for longer than max.poll.interval.ms.
+        m.join_sent();
+        assert_eq!(m.heartbeat_action(1_000), HeartbeatAction::Idle);
+        assert_eq!(
+            m.on_join_answer(answer(None, "m1", 2, "m1")),
+            JoinStep::Sync { leader: true }
+        );
+        m.sync_sent();
+        let synced = 100 + T.max_poll_interval_ms + 500;
+        assert_eq!(m.on_sync_answer(None, synced), JoinStep::Stable);
+        assert!(matches!(
+            m.heartbeat_action(synced + 1),
+            HeartbeatAction::WaitUntil(_)
+        ));
+        assert!(!m.take_lost(), "the healthy member keeps its partitions");
+        // The interval counts again from the new generation.
+        assert!(matches!(
+            m.heartbeat_action(synced + T.max_poll_interval_ms + 1),
+            HeartbeatAction::PollTimeoutExpired { .. }
+        ));
     }
 
     #[test]
