@@ -150,6 +150,10 @@ impl Broker {
                 }
                 _ = cleanup.tick() => {
                     let parts = self.replicas.all();
+                    let map_budget = usize::try_from(
+                        self.config.int("log.cleaner.dedupe.buffer.size"),
+                    )
+                    .unwrap_or(gregor_log::DEFAULT_MAP_BUDGET);
                     crate::util::blocking(move || {
                         let now = now_ms();
                         for p in parts {
@@ -157,7 +161,7 @@ impl Broker {
                                 warn!(topic = %p.topic, partition = p.index, error = %e, "retention failed");
                             }
                             if p.log.config().cleanup_policy.compact {
-                                if let Err(e) = p.log.compact(now) {
+                                if let Err(e) = p.log.compact_within(now, map_budget) {
                                     warn!(topic = %p.topic, partition = p.index, error = %e, "compaction failed");
                                 }
                             }

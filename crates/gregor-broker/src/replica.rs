@@ -377,6 +377,9 @@ pub fn log_config(view: &BrokerConfigView<'_>, topic: &str) -> LogConfig {
     if let Some(v) = long("delete.retention.ms") {
         c.delete_retention_ms = v;
     }
+    if let Some(ConfigValue::Double(r)) = configs.get("min.cleanable.dirty.ratio") {
+        c.min_cleanable_dirty_ratio = r.clamp(0.0, 1.0);
+    }
     if let Some(ConfigValue::String(t)) = configs.get("message.timestamp.type") {
         c.timestamp_type = if t == "LogAppendTime" {
             TimestampType::LogAppendTime

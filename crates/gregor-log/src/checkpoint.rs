@@ -17,6 +17,9 @@ pub const HIGH_WATERMARK: &str = "high-watermark";
 pub const LOG_START_OFFSET: &str = "log-start-offset";
 /// `leader-epoch-checkpoint`: Kafka's format, `0`, count, then `epoch startOffset` lines.
 pub const LEADER_EPOCH: &str = "leader-epoch-checkpoint";
+/// `cleaner-checkpoint`: `0`, the first dirty offset (everything below it has been compacted),
+/// and the earliest delete horizon of a tombstone kept below it (`-1` for none).
+pub const CLEANER: &str = "cleaner-checkpoint";
 /// Present only between a clean close and the next open.
 pub const CLEAN_SHUTDOWN: &str = ".clean-shutdown";
 
@@ -62,6 +65,51 @@ pub fn read_offset(dir: &Path, name: &str) -> Result<Option<i64>> {
 /// Write a single-offset checkpoint atomically.
 pub(crate) fn write_offset(disk: &Disk, dir: &Path, name: &str, value: i64) -> Result<()> {
     disk.write_atomic(&dir.join(name), format!("0\n{value}\n").as_bytes())
+}
+
+/// Where compaction stands (see [`CLEANER`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanerCheckpoint {
+    /// Offsets below it have been compacted: their keys are unique there.
+    pub first_dirty_offset: i64,
+    /// The earliest delete horizon among tombstones kept below the first dirty offset: once
+    /// it passes, compaction runs even with nothing dirty, to drop them.
+    pub earliest_delete_horizon: Option<i64>,
+}
+
+/// Read the cleaner checkpoint; `None` if the log was never compacted.
+pub fn read_cleaner(dir: &Path) -> Result<Option<CleanerCheckpoint>> {
+    let path = dir.join(CLEANER);
+    let Some(lines) = read_lines(&path)? else {
+        return Ok(None);
+    };
+    let num = |v: &String| -> Result<i64> {
+        v.trim()
+            .parse()
+            .map_err(|_| corrupt(&path, format!("bad number {v:?}")))
+    };
+    match lines.as_slice() {
+        [dirty, horizon] => {
+            let horizon = num(horizon)?;
+            Ok(Some(CleanerCheckpoint {
+                first_dirty_offset: num(dirty)?,
+                earliest_delete_horizon: (horizon >= 0).then_some(horizon),
+            }))
+        }
+        _ => Err(corrupt(
+            &path,
+            "expected a first dirty offset and a horizon",
+        )),
+    }
+}
+
+/// Write the cleaner checkpoint atomically.
+pub(crate) fn write_cleaner(disk: &Disk, dir: &Path, c: CleanerCheckpoint) -> Result<()> {
+    let horizon = c.earliest_delete_horizon.unwrap_or(-1);
+    disk.write_atomic(
+        &dir.join(CLEANER),
+        format!("0\n{}\n{horizon}\n", c.first_dirty_offset).as_bytes(),
+    )
 }
 
 /// Read the leader-epoch checkpoint.

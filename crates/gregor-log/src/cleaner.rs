@@ -47,14 +47,58 @@ pub struct CompactionStats {
     pub bytes_before: u64,
     /// Bytes after.
     pub bytes_after: u64,
+    /// Nothing to do: too little dirty data (`min.cleanable.dirty.ratio`) and no tombstone due.
+    pub skipped: bool,
+    /// Offsets below this are compacted now (the new first dirty offset).
+    pub cleaned_up_to: i64,
 }
+
+/// Key-map memory one compaction may use by default (Kafka's `log.cleaner.dedupe.buffer.size`
+/// default). A log with more distinct dirty keys is compacted over several passes.
+pub const DEFAULT_MAP_BUDGET: usize = 128 << 20;
+
+/// What a key-map entry costs besides the key bytes (key handle, offset, table slot).
+const MAP_ENTRY_OVERHEAD: usize = 64;
 
 struct Snapshot {
     base: i64,
+    next_offset: i64,
     id: u64,
     size: u64,
     file: Arc<fs::File>,
     path: std::path::PathBuf,
+}
+
+/// Adds the keys of a segment snapshot to `last` (key -> last offset), reading it batch by
+/// batch, and counts the map's new bytes.
+fn map_keys(s: &Snapshot, last: &mut HashMap<Bytes, i64>, map_bytes: &mut usize) -> Result<()> {
+    let end = scan(&s.file, 0, s.size, true, |_, h, b| {
+        if h.is_control() {
+            return Ok(true);
+        }
+        let (_, recs) = records::decode_batch(b).map_err(|e| e.to_string())?;
+        for r in recs {
+            if let Some(k) = r.key {
+                match last.get_mut(&k) {
+                    Some(o) => *o = r.offset,
+                    None => {
+                        // A copy: the decoded key may share the whole batch's buffer.
+                        *map_bytes += k.len() + MAP_ENTRY_OVERHEAD;
+                        last.insert(Bytes::copy_from_slice(&k), r.offset);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    })
+    .at(&s.path)?;
+    match end {
+        ScanEnd::Complete => Ok(()),
+        other => Err(LogError::CorruptFile {
+            path: s.path.clone(),
+            reason: format!("segment unreadable during cleaning: {other:?}"),
+        }),
+    }
 }
 
 /// Every batch of a segment snapshot, fully validated.
@@ -137,13 +181,24 @@ impl Log {
         Ok(stats)
     }
 
-    /// Compact the log (if `cleanup.policy` includes `compact`): in the non-active segments
-    /// below the high watermark keep only the last record of each key; tombstones get a delete
-    /// horizon of `now + delete.retention.ms` the first time they are cleaned (KIP-534) and are
-    /// dropped by the first cleaning after it. Runs beside appends and reads.
+    /// Compact the log (if `cleanup.policy` includes `compact`) with the default key-map
+    /// budget; see [`Log::compact_within`].
     pub fn compact(&self, now_ms: i64) -> Result<CompactionStats> {
+        self.compact_within(now_ms, DEFAULT_MAP_BUDGET)
+    }
+
+    /// Compact the non-active segments below the high watermark, keeping only the last record
+    /// of each key. Kafka's scheme: the keys of the dirty section (appended since the last
+    /// compaction, per the cleaner checkpoint) are mapped to their last offsets, segment by
+    /// segment until about `map_budget` bytes of map; then every segment up to the end of the
+    /// mapped range is rewritten without the records the map supersedes, and the checkpoint
+    /// moves there. Tombstones get a delete horizon of `now + delete.retention.ms` the first
+    /// time they are cleaned (KIP-534) and are dropped by the first cleaning after it. Runs
+    /// only when the dirty section is at least `min.cleanable.dirty.ratio` of the cleanable
+    /// bytes or a kept tombstone's horizon has passed. Runs beside appends and reads.
+    pub fn compact_within(&self, now_ms: i64, map_budget: usize) -> Result<CompactionStats> {
         let _m = lock(&self.maintenance);
-        let (cfg, snaps) = {
+        let (cfg, snaps, ckpt, log_start) = {
             let g = lock(&self.inner);
             let active = g.active().base;
             let snaps: Vec<Snapshot> = g
@@ -152,34 +207,56 @@ impl Log {
                 .filter(|s| s.base != active && s.next_offset <= g.high_watermark)
                 .map(|s| Snapshot {
                     base: s.base,
+                    next_offset: s.next_offset,
                     id: s.id,
                     size: s.size,
                     file: Arc::clone(&s.file),
                     path: s.log_path(),
                 })
                 .collect();
-            (g.config.clone(), snaps)
+            (g.config.clone(), snaps, g.cleaner, g.log_start_offset)
         };
-        let mut stats = CompactionStats::default();
+        let first_dirty = ckpt
+            .map_or(log_start, |c| c.first_dirty_offset)
+            .max(log_start);
+        let mut stats = CompactionStats {
+            cleaned_up_to: first_dirty,
+            ..CompactionStats::default()
+        };
         if !cfg.cleanup_policy.compact || snaps.is_empty() {
             return Ok(stats);
         }
-        // Pass 1: the last offset of every key in the cleanable range.
-        let mut last: HashMap<Bytes, i64> = HashMap::new();
-        for s in &snaps {
-            for (h, b) in batches_of(s)? {
-                if h.is_control() {
-                    continue;
-                }
-                for r in records::decode_batch(&b)?.1 {
-                    if let Some(k) = r.key {
-                        last.insert(k, r.offset);
-                    }
-                }
-            }
+        let total: u64 = snaps.iter().map(|s| s.size).sum();
+        let dirty: u64 = snaps
+            .iter()
+            .filter(|s| s.next_offset > first_dirty)
+            .map(|s| s.size)
+            .sum();
+        let horizon_due = ckpt
+            .and_then(|c| c.earliest_delete_horizon)
+            .is_some_and(|h| now_ms >= h);
+        let ratio = dirty as f64 / total.max(1) as f64;
+        if !horizon_due && (dirty == 0 || ratio < cfg.min_cleanable_dirty_ratio) {
+            stats.skipped = true;
+            return Ok(stats);
         }
-        // Pass 2: rewrite each segment that loses something.
-        for s in &snaps {
+        // Pass 1: the last offset of every key in the dirty section, within the budget (the
+        // segment that crosses it is still mapped whole: a bound, not an exact limit).
+        let mut last: HashMap<Bytes, i64> = HashMap::new();
+        let mut map_bytes = 0usize;
+        let mut end = first_dirty;
+        for s in snaps.iter().filter(|s| s.next_offset > first_dirty) {
+            if map_bytes > map_budget {
+                break;
+            }
+            map_keys(s, &mut last, &mut map_bytes)?;
+            end = s.next_offset;
+        }
+        // Pass 2: rewrite each segment up to the end of the mapped range that loses something.
+        // Below the first dirty offset keys are already unique: a key the map does not know
+        // stays.
+        let mut earliest_horizon: Option<i64> = None;
+        for s in snaps.iter().filter(|s| s.next_offset <= end) {
             stats.segments_cleaned += 1;
             let mut out: Vec<u8> = Vec::with_capacity(s.size as usize);
             let mut changed = false;
@@ -194,10 +271,11 @@ impl Log {
                 let mut kept: Vec<Record> = Vec::with_capacity(recs.len());
                 let mut tombstones = 0;
                 for r in recs.iter() {
-                    let latest = r
-                        .key
-                        .as_ref()
-                        .is_some_and(|k| last.get(k) == Some(&r.offset));
+                    let latest = match r.key.as_ref() {
+                        // Keyless records have no place in a compacted log.
+                        None => false,
+                        Some(k) => last.get(k).is_none_or(|o| *o == r.offset),
+                    };
                     if !latest {
                         continue;
                     }
@@ -211,6 +289,13 @@ impl Log {
                     kept.push(r.clone());
                 }
                 stats.records_kept += kept.len() as u64;
+                let horizon = (tombstones > 0).then(|| {
+                    h.delete_horizon()
+                        .unwrap_or(now_ms + cfg.delete_retention_ms)
+                });
+                if let Some(t) = horizon {
+                    earliest_horizon = Some(earliest_horizon.map_or(t, |e| e.min(t)));
+                }
                 let needs_horizon = tombstones > 0 && h.delete_horizon().is_none();
                 if kept.len() == recs.len() && !needs_horizon {
                     out.extend_from_slice(&b);
@@ -231,14 +316,7 @@ impl Log {
                     max_timestamp: h.is_log_append_time().then_some(h.max_timestamp),
                     transactional: h.is_transactional(),
                     control: false,
-                    delete_horizon: if tombstones > 0 {
-                        Some(
-                            h.delete_horizon()
-                                .unwrap_or(now_ms + cfg.delete_retention_ms),
-                        )
-                    } else {
-                        None
-                    },
+                    delete_horizon: horizon,
                     producer_id: h.producer_id,
                     producer_epoch: h.producer_epoch,
                     base_sequence: h.base_sequence,
@@ -253,6 +331,18 @@ impl Log {
             stats.bytes_after += out.len() as u64;
             self.swap_in(s, &out, &cfg, now_ms)?;
         }
+        let checkpoint = {
+            let mut g = lock(&self.inner);
+            // A truncation meanwhile leaves less compacted.
+            let c = checkpoint::CleanerCheckpoint {
+                first_dirty_offset: end.min(g.log_end_offset()),
+                earliest_delete_horizon: earliest_horizon,
+            };
+            g.cleaner = Some(c);
+            c
+        };
+        checkpoint::write_cleaner(&self.disk, &self.dir, checkpoint)?;
+        stats.cleaned_up_to = checkpoint.first_dirty_offset;
         info!(dir = %self.dir.display(), ?stats, "compaction done");
         Ok(stats)
     }

@@ -52,7 +52,7 @@ impl CleanupPolicy {
 }
 
 /// Configuration of one partition log. Field names follow Kafka's topic configs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes` (default 1 GiB).
     pub segment_bytes: u64,
@@ -72,6 +72,10 @@ pub struct LogConfig {
     pub cleanup_policy: CleanupPolicy,
     /// `delete.retention.ms` (default 1 day): how long tombstones survive compaction.
     pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio` (default 0.5): compaction runs once the bytes appended
+    /// since the last one make up this share of the cleanable log (or a tombstone's delete
+    /// horizon has passed).
+    pub min_cleanable_dirty_ratio: f64,
     /// Durability mode.
     pub flush: FlushPolicy,
 }
@@ -88,6 +92,7 @@ impl Default for LogConfig {
             retention_bytes: None,
             cleanup_policy: CleanupPolicy::DELETE,
             delete_retention_ms: 24 * 3600 * 1000,
+            min_cleanable_dirty_ratio: 0.5,
             flush: FlushPolicy::EveryAppend,
         }
     }
@@ -111,6 +116,9 @@ impl LogConfig {
         }
         if self.delete_retention_ms < 0 {
             return bad("delete.retention.ms must not be negative");
+        }
+        if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
+            return bad("min.cleanable.dirty.ratio must be between 0 and 1");
         }
         if matches!(self.retention_ms, Some(ms) if ms < 0) {
             return bad("retention.ms must be -1 (None) or non-negative");

@@ -16,7 +16,7 @@ pub mod records;
 mod segment;
 mod sync;
 
-pub use cleaner::{CompactionStats, RetentionStats};
+pub use cleaner::{CompactionStats, RetentionStats, DEFAULT_MAP_BUDGET};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, TimestampType};
 pub use disk::FaultInjector;
 pub use error::{LogError, Result};

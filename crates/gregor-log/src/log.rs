@@ -104,6 +104,8 @@ pub(crate) struct Inner {
     pub next_segment_id: u64,
     /// Rolled segments whose data is not yet known to be synced.
     pub pending_sync: Vec<(Arc<std::fs::File>, PathBuf)>,
+    /// Where compaction stands; `None` until the first compaction.
+    pub cleaner: Option<checkpoint::CleanerCheckpoint>,
 }
 
 impl Inner {
@@ -645,6 +647,12 @@ impl Log {
             if g.epochs.truncate_from_end(leo) {
                 checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
             }
+            // Whatever is appended from here on has not been compacted.
+            if let Some(c) = g.cleaner.as_mut().filter(|c| c.first_dirty_offset > leo) {
+                c.first_dirty_offset = leo;
+                let c = *c;
+                checkpoint::write_cleaner(&self.disk, &self.dir, c)?;
+            }
         }
         checkpoint::write_offset(
             &self.disk,
@@ -681,6 +689,14 @@ impl Log {
         g.recovery_point = offset;
         g.epochs = LeaderEpochCache::default();
         checkpoint::write_epochs(&self.disk, &self.dir, &[])?;
+        if g.cleaner.is_some() {
+            let c = checkpoint::CleanerCheckpoint {
+                first_dirty_offset: offset,
+                earliest_delete_horizon: None,
+            };
+            g.cleaner = Some(c);
+            checkpoint::write_cleaner(&self.disk, &self.dir, c)?;
+        }
         checkpoint::write_offset(&self.disk, &self.dir, checkpoint::LOG_START_OFFSET, offset)
     }
 

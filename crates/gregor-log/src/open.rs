@@ -121,6 +121,8 @@ impl Log {
             checkpoint::read_offset(dir, checkpoint::LOG_START_OFFSET),
         );
         let epochs = lenient(dir, "leader epochs", checkpoint::read_epochs(dir));
+        // An unreadable cleaner checkpoint only costs a full compaction.
+        let cleaner_ckpt = lenient(dir, "cleaner", checkpoint::read_cleaner(dir));
         let recovery_point = rp_ckpt.unwrap_or(i64::MIN);
 
         let mut segments = BTreeMap::new();
@@ -191,6 +193,11 @@ impl Log {
             .expect("at least one segment")
             .next_offset;
         let lso = lso_ckpt.unwrap_or(first_base).max(first_base).min(leo);
+        // Recovery may have cut the log below what was compacted.
+        let cleaner = cleaner_ckpt.map(|c| checkpoint::CleanerCheckpoint {
+            first_dirty_offset: c.first_dirty_offset.min(leo),
+            ..c
+        });
         let hw = hw_ckpt.unwrap_or(lso).clamp(lso, leo);
         let mut epoch_cache = LeaderEpochCache::from_entries(epochs.clone().unwrap_or_default());
         epoch_cache.truncate_from_end(leo);
@@ -213,6 +220,7 @@ impl Log {
             offline: false,
             next_segment_id: next_id,
             pending_sync: Vec::new(),
+            cleaner,
         };
         Ok(Log {
             dir: dir.to_path_buf(),

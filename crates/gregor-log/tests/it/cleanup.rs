@@ -335,3 +335,176 @@ fn interrupted_compaction_swap_is_completed_or_discarded() {
     assert!(recs.len() < n);
     assert_eq!(recs[0].offset, 0);
 }
+
+/// Latest value per key over the whole log, and how often each key occurs below `below`.
+fn latest_and_counts(
+    log: &gregor_log::Log,
+    below: i64,
+) -> (
+    std::collections::BTreeMap<String, Option<String>>,
+    std::collections::BTreeMap<String, usize>,
+) {
+    let text = |b: &bytes::Bytes| String::from_utf8(b.to_vec()).expect("utf8");
+    let mut latest = std::collections::BTreeMap::new();
+    let mut counts = std::collections::BTreeMap::new();
+    for r in read_all(log) {
+        let k = text(r.key.as_ref().expect("key"));
+        if r.offset < below {
+            *counts.entry(k.clone()).or_insert(0) += 1;
+        }
+        latest.insert(k, r.value.as_ref().map(text));
+    }
+    (latest, counts)
+}
+
+#[test]
+fn a_small_key_map_compacts_in_several_passes_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = LogConfig {
+        cleanup_policy: CleanupPolicy::COMPACT,
+        min_cleanable_dirty_ratio: 0.0,
+        ..small_config()
+    };
+    let log = open(dir.path(), cfg);
+    let mut model = std::collections::BTreeMap::new();
+    for i in 0..400 {
+        let k = format!("k{:02}", (i * 7) % 60);
+        let v = format!("v{i}");
+        log.append_as_leader(&kv_batch(&[(&k, Some(&v))], NOW), 0, NOW)
+            .expect("append");
+        model.insert(k, Some(v));
+    }
+    log.set_high_watermark(log.log_end_offset());
+    let active = *log.segment_base_offsets().last().expect("segments");
+    // Room for about 15 keys a pass: the 60 keys take several passes.
+    let budget = 15 * (3 + 64);
+    let mut passes = 0;
+    let mut cleaned_up_to = 0;
+    loop {
+        let st = log.compact_within(NOW, budget).expect("compact");
+        // Nothing is ever lost, whatever the pass stopped at.
+        let (latest, counts) = latest_and_counts(&log, st.cleaned_up_to);
+        assert_eq!(latest, model, "pass {passes}");
+        if st.skipped {
+            break;
+        }
+        assert!(st.cleaned_up_to > cleaned_up_to, "{st:?}");
+        assert!(
+            counts.values().all(|n| *n == 1),
+            "keys unique below {}: {counts:?}",
+            st.cleaned_up_to
+        );
+        cleaned_up_to = st.cleaned_up_to;
+        passes += 1;
+        assert!(passes < 100, "compaction does not converge");
+    }
+    assert!(passes > 2, "the budget forced several passes: {passes}");
+    assert_eq!(cleaned_up_to, active, "everything cleanable was compacted");
+    // One pass with the default budget on a fresh copy of the same data gets as far at once.
+    let dir2 = tempfile::tempdir().expect("tmp");
+    let log2 = open(
+        dir2.path(),
+        LogConfig {
+            cleanup_policy: CleanupPolicy::COMPACT,
+            ..small_config()
+        },
+    );
+    for i in 0..400 {
+        let k = format!("k{:02}", (i * 7) % 60);
+        log2.append_as_leader(&kv_batch(&[(&k, Some(&format!("v{i}")))], NOW), 0, NOW)
+            .expect("append");
+    }
+    log2.set_high_watermark(log2.log_end_offset());
+    let st = log2.compact(NOW).expect("compact");
+    assert_eq!(st.cleaned_up_to, active);
+    assert_eq!(
+        latest_and_counts(&log2, active),
+        latest_and_counts(&log, active)
+    );
+}
+
+#[test]
+fn compaction_waits_for_enough_dirty_data_and_remembers_where_it_stopped() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // 1.0: only a log that is all dirty (never compacted) is worth a pass.
+    let cfg = LogConfig {
+        cleanup_policy: CleanupPolicy::COMPACT,
+        min_cleanable_dirty_ratio: 1.0,
+        ..small_config()
+    };
+    let append_round = |log: &gregor_log::Log, round: usize| {
+        for k in 0..20 {
+            let batch = kv_batch(&[(&format!("k{k:02}"), Some(&format!("r{round}")))], NOW);
+            log.append_as_leader(&batch, 0, NOW).expect("append");
+        }
+        log.set_high_watermark(log.log_end_offset());
+    };
+    let log = open(dir.path(), cfg.clone());
+    for round in 0..5 {
+        append_round(&log, round);
+    }
+    let first = log.compact(NOW).expect("compact");
+    assert!(!first.skipped && first.segments_rewritten > 0, "{first:?}");
+    assert!(dir.path().join("cleaner-checkpoint").exists());
+    append_round(&log, 5);
+    let st = log.compact(NOW).expect("compact");
+    assert!(
+        st.skipped,
+        "part of the log is clean: below the ratio {st:?}"
+    );
+    assert_eq!(st.cleaned_up_to, first.cleaned_up_to);
+    // The checkpoint survives a restart.
+    drop(log);
+    let log = open(dir.path(), cfg.clone());
+    log.set_high_watermark(log.log_end_offset());
+    assert!(log.compact(NOW).expect("compact").skipped);
+    // With the ratio at 0 the dirty part is compacted, and the clean part loses the keys
+    // written again.
+    log.set_config(LogConfig {
+        min_cleanable_dirty_ratio: 0.0,
+        ..cfg.clone()
+    })
+    .expect("config");
+    let st = log.compact(NOW).expect("compact");
+    assert!(
+        !st.skipped && st.cleaned_up_to > first.cleaned_up_to,
+        "{st:?}"
+    );
+    let (latest, counts) = latest_and_counts(&log, st.cleaned_up_to);
+    assert!(
+        latest.values().all(|v| v.as_deref() == Some("r5")),
+        "{latest:?}"
+    );
+    assert!(counts.values().all(|n| *n == 1), "{counts:?}");
+    // Truncating below the compacted range moves the checkpoint back with it.
+    let to = st.cleaned_up_to - 3;
+    log.truncate_to(to).expect("truncate");
+    let c = gregor_log::checkpoint::read_cleaner(dir.path())
+        .expect("read")
+        .expect("present");
+    assert_eq!(c.first_dirty_offset, to);
+}
+
+#[test]
+fn a_corrupt_cleaner_checkpoint_only_costs_a_full_compaction() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = LogConfig {
+        cleanup_policy: CleanupPolicy::COMPACT,
+        ..small_config()
+    };
+    let log = open(dir.path(), cfg.clone());
+    for i in 0..100 {
+        let batch = kv_batch(&[(&format!("k{}", i % 10), Some(&format!("v{i}")))], NOW);
+        log.append_as_leader(&batch, 0, NOW).expect("append");
+    }
+    log.set_high_watermark(log.log_end_offset());
+    let done = log.compact(NOW).expect("compact");
+    drop(log);
+    std::fs::write(dir.path().join("cleaner-checkpoint"), "0\nnot a number\n").expect("write");
+    let log = open(dir.path(), cfg);
+    log.set_high_watermark(log.log_end_offset());
+    let st = log.compact(NOW).expect("compact");
+    assert!(!st.skipped, "unknown state: everything is dirty again");
+    assert_eq!(st.cleaned_up_to, done.cleaned_up_to);
+    assert_eq!(st.segments_rewritten, 0, "already compact: nothing changes");
+}

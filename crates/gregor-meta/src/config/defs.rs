@@ -321,6 +321,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("log.cleaner.enable", Boolean, Some("true"), Any, false, "Run the log cleaner (compaction)."),
     broker("log.cleaner.threads", Int, Some("1"), AtLeast(0), true, "Log cleaner threads."),
     broker("log.cleaner.backoff.ms", Long, Some("15000"), AtLeast(0), true, "Sleep when there is nothing to clean."),
+    broker("log.cleaner.dedupe.buffer.size", Long, Some("134217728"), AtLeast(1048576), true, "Key-map memory of one compaction pass; a log with more distinct dirty keys is compacted over several passes."),
     broker("log.cleaner.delete.retention.ms", Long, Some("86400000"), AtLeast(0), true, "Default delete.retention.ms."),
     broker("log.cleaner.min.compaction.lag.ms", Long, Some("0"), AtLeast(0), true, "Default min.compaction.lag.ms."),
     broker("log.cleaner.max.compaction.lag.ms", Long, Some(LONG_MAX), AtLeast(1), true, "Default max.compaction.lag.ms."),

@@ -1,0 +1,78 @@
+"""Compaction in a running broker, seen through a real client (confluent-kafka): a compacted
+topic ends up with the last value of every key, tombstones disappear after
+delete.retention.ms, and offsets are kept."""
+
+import time
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from clients import conf, create_topic, produce, watermarks
+
+
+def read_all(broker, topic):
+    """Every record of partition 0 from the start up to the high watermark."""
+    _, high = watermarks(broker, topic, 0)
+    c = Consumer(conf(broker, {"group.id": "e2e-compaction", "enable.auto.commit": False}))
+    try:
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        out = []
+        deadline = time.monotonic() + 20
+        while not out or out[-1][0] < high - 1:
+            assert time.monotonic() < deadline, f"read up to {out[-1:]} of {high}"
+            for m in c.consume(num_messages=10000, timeout=0.2):
+                assert m.error() is None, m.error()
+                out.append((m.offset(), m.key(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
+@pytest.mark.timeout(90)
+def test_a_compacted_topic_keeps_the_last_value_per_key_and_drops_tombstones(start_broker):
+    # Compaction runs on the retention check, here every second.
+    b = start_broker(overrides={"log.retention.check.interval.ms": "1000"})
+    create_topic(b, "cmp", partitions=1, config={
+        "cleanup.policy": "compact",
+        "segment.bytes": "1024",
+        "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "0",
+    })
+    latest = {}
+    messages = []
+    for rnd in range(12):
+        for k in range(20):
+            key = f"k{k:02}".encode()
+            value = None if (k == 0 and rnd == 10) else f"r{rnd}-{k}".encode() * 8
+            if k == 0 and rnd > 10:
+                continue
+            messages.append({"partition": 0, "key": key, "value": value})
+            latest[key] = value
+    # Small batches, so the records spread over many 1 KiB segments.
+    delivered = produce(b, "cmp", messages, extra={"linger.ms": 0, "batch.num.messages": 5})
+    written = len(delivered)
+    last_offset = max(o for _, o, _, _ in delivered)
+
+    def compacted():
+        records = read_all(b, "cmp")
+        final = {}
+        for _, k, v in records:
+            final[k] = v
+        keys = [k for _, k, _ in records]
+        return records, final, keys
+
+    deadline = time.monotonic() + 40
+    while True:
+        records, final, keys = compacted()
+        done = (len(records) < written // 3 and b"k00" not in keys)
+        if done or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert b"k00" not in keys, "the tombstone and every earlier k00 record are gone"
+    assert len(records) < written // 3, f"{len(records)} of {written} records left"
+    # Nothing but superseded records went: every live key has its last value.
+    assert final == {k: v for k, v in latest.items() if v is not None}
+    # Offsets are kept: increasing, and the last record keeps its offset.
+    offsets = [o for o, _, _ in records]
+    assert offsets == sorted(set(offsets))
+    assert offsets[-1] == last_offset
