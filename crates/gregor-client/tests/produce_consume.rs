@@ -614,6 +614,63 @@ async fn cooperative_sticky_members_join_one_by_one_revoking_only_what_moves() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn added_partitions_are_assigned_after_a_rebalance() {
+    let broker = Broker::start();
+    broker.create_topic("grow", 2).await;
+    let owners = Arc::new(Mutex::new(BTreeMap::new()));
+    let violations = Arc::new(Mutex::new(Vec::new()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut trackers = Vec::new();
+    let mut handles = Vec::new();
+    for name in ["A", "B"] {
+        let tracker = Tracker::new(name, &owners, &violations);
+        let mut config = broker.consumer_config("grow-g", "cooperative-sticky");
+        config.metadata_max_age = Duration::from_millis(300);
+        let mut c = Consumer::new(config).await.unwrap();
+        c.set_rebalance_listener(Box::new(tracker.clone()));
+        c.subscribe(&["grow"]).await.unwrap();
+        handles.push(run_member(c, stop_rx.clone(), None));
+        trackers.push(tracker);
+    }
+    let ts = trackers.clone();
+    wait_until("1-1", 20, || ts.iter().all(|t| t.owned() == 1)).await;
+    let admin = Admin::connect(broker.client_config()).await.unwrap();
+    let grown = admin
+        .create_partitions(
+            vec![gregor_client::admin::topics::NewPartitions {
+                topic: "grow".into(),
+                total_count: 6,
+                assignments: None,
+            }],
+            false,
+            10_000,
+        )
+        .await
+        .unwrap();
+    assert!(grown[0].1.is_ok(), "{grown:?}");
+    // The leader sees the new partition count within metadata.max.age.ms and rebalances.
+    let ts = trackers.clone();
+    wait_until("3-3 over six partitions", 20, || {
+        ts.iter().all(|t| t.owned() == 3)
+    })
+    .await;
+    // Cooperative: the original partitions stayed where they were.
+    for t in &trackers {
+        assert_eq!(t.count(RebalanceKind::Revoked), 0, "{}", t.name);
+        assert_eq!(t.count(RebalanceKind::Lost), 0, "{}", t.name);
+    }
+    stop_tx.send(true).unwrap();
+    for h in handles {
+        h.await.unwrap().close().await.unwrap();
+    }
+    assert!(
+        violations.lock().unwrap().is_empty(),
+        "{:?}",
+        violations.lock().unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eager_range_members_revoke_everything_on_each_rebalance() {
     let broker = Broker::start();
     broker.create_topic("eager", 4).await;

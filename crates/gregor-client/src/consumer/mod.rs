@@ -115,6 +115,9 @@ pub struct Consumer {
     started: Instant,
     last_auto_commit_ms: u64,
     last_metadata_ms: Option<u64>,
+    /// As the group's leader: the partition count of every topic it last assigned, to notice
+    /// partitions added since (then the group rebalances, as with Kafka's consumer).
+    assigned_partition_counts: Option<BTreeMap<String, usize>>,
 }
 
 impl std::fmt::Debug for Consumer {
@@ -212,6 +215,7 @@ impl Consumer {
             started,
             last_auto_commit_ms: 0,
             last_metadata_ms: None,
+            assigned_partition_counts: None,
         })
     }
 
@@ -292,7 +296,7 @@ impl Consumer {
             let now = self.now();
             lock(&self.shared).m.on_poll(now);
             self.maybe_auto_commit(now);
-            self.maybe_refresh_pattern().await?;
+            self.maybe_refresh_metadata().await?;
             self.ensure_active_group().await?;
             self.update_positions().await?;
             let records = self.take_buffered();
@@ -372,8 +376,12 @@ impl Consumer {
             .collect()
     }
 
-    async fn maybe_refresh_pattern(&mut self) -> Result<()> {
-        if !matches!(self.subscription, SubscriptionKind::Pattern(_)) {
+    /// Every `metadata.max.age.ms`: a pattern subscription picks up new matching topics, and the
+    /// group's leader notices partitions added to the topics it assigned; either asks for a
+    /// rebalance.
+    async fn maybe_refresh_metadata(&mut self) -> Result<()> {
+        let pattern = matches!(self.subscription, SubscriptionKind::Pattern(_));
+        if !pattern && self.assigned_partition_counts.is_none() {
             return Ok(());
         }
         let now = self.now();
@@ -383,12 +391,34 @@ impl Consumer {
         {
             return Ok(());
         }
-        let before = self.subscribed.clone();
-        self.resolve_subscription().await?;
-        if before != self.subscribed && !before.is_empty() {
-            lock(&self.shared)
-                .m
-                .request_rejoin("new topics match the subscription pattern");
+        if pattern {
+            let before = self.subscribed.clone();
+            self.resolve_subscription().await?;
+            if before != self.subscribed && !before.is_empty() {
+                lock(&self.shared)
+                    .m
+                    .request_rejoin("new topics match the subscription pattern");
+            }
+        }
+        if let Some(counts) = &self.assigned_partition_counts {
+            let topics: Vec<String> = counts.keys().cloned().collect();
+            // The pattern refresh above already fetched every topic.
+            let md = if pattern {
+                self.client.metadata()
+            } else {
+                std::sync::Arc::new(self.client.refresh_metadata(Some(&topics)).await?)
+            };
+            self.last_metadata_ms = Some(now);
+            let changed = topics.iter().find(|t| {
+                md.topic(t)
+                    .is_some_and(|m| !m.partitions.is_empty() && m.partitions.len() != counts[*t])
+            });
+            if let Some(topic) = changed {
+                tracing::info!(group = %self.group_id, %topic, "partition count changed; rebalancing");
+                lock(&self.shared)
+                    .m
+                    .request_rejoin("the partition count of a subscribed topic changed");
+            }
         }
         Ok(())
     }

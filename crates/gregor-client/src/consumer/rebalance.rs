@@ -197,6 +197,7 @@ impl Consumer {
             self.leader_assign(protocol_name.as_deref(), &members)
                 .await?
         } else {
+            self.assigned_partition_counts = None;
             Vec::new()
         };
         lock(&self.shared).m.sync_sent();
@@ -257,6 +258,13 @@ impl Consumer {
                 ))
             })?;
         let out = leader::compute_assignments(assignor.as_ref(), members, &md)?;
+        self.assigned_partition_counts = Some(
+            topics
+                .iter()
+                .filter_map(|t| md.topic(t).map(|m| (t.clone(), m.partitions.len())))
+                .collect(),
+        );
+        self.last_metadata_ms = Some(self.now());
         tracing::debug!(group = %self.group_id, strategy = name, members = members.len(), "computed assignment");
         Ok(out)
     }
