@@ -114,7 +114,13 @@ pub fn encode_response(
     correlation_id: i32,
     body: &ResponseKind,
 ) -> Result<Bytes, EncodeError> {
-    let mut buf = BytesMut::with_capacity(256);
+    // Fetch responses carry megabytes of records: size the buffer once instead of growing it
+    // (each growth copies everything encoded so far).
+    let body_size = match body {
+        ResponseKind::Fetch(f) => f.compute_size(version).unwrap_or(0),
+        _ => 0,
+    };
+    let mut buf = BytesMut::with_capacity(64 + body_size.max(192));
     buf.put_i32(0);
     let mut header = ResponseHeader::default();
     header.correlation_id = correlation_id;
