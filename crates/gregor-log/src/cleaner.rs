@@ -101,20 +101,164 @@ fn map_keys(s: &Snapshot, last: &mut HashMap<Bytes, i64>, map_bytes: &mut usize)
     }
 }
 
-/// Every batch of a segment snapshot, fully validated.
-fn batches_of(s: &Snapshot) -> Result<Vec<(BatchHeader, Bytes)>> {
-    let mut out = Vec::new();
-    let end = scan(&s.file, 0, s.size, true, |_, h, b| {
-        out.push((*h, Bytes::copy_from_slice(b)));
-        Ok(true)
-    })
-    .at(&s.path)?;
-    match end {
-        ScanEnd::Complete => Ok(out),
-        other => Err(LogError::CorruptFile {
-            path: s.path.clone(),
-            reason: format!("segment unreadable during cleaning: {other:?}"),
-        }),
+/// What the keep rules need besides the batch.
+struct RewriteContext<'a> {
+    /// Last offset of every key of the mapped dirty section.
+    last: &'a HashMap<Bytes, i64>,
+    now_ms: i64,
+    delete_retention_ms: i64,
+}
+
+/// Applies the compaction rules to one (non-control) batch: `None` when it stays byte for
+/// byte, else its replacement (empty when nothing of it is kept). A key the map does not know
+/// is below the first dirty offset, where keys are already unique: it stays. Keyless records
+/// have no place in a compacted log. Tombstones get a delete horizon on their first cleaning
+/// and go on the first cleaning after it.
+fn keep_rules(
+    h: &BatchHeader,
+    b: &[u8],
+    ctx: &RewriteContext<'_>,
+    stats: &mut CompactionStats,
+    earliest_horizon: &mut Option<i64>,
+) -> Result<Option<Vec<u8>>> {
+    let recs = records::decode_batch(b)?.1;
+    stats.records_read += recs.len() as u64;
+    let horizon_passed = h.delete_horizon().is_some_and(|d| ctx.now_ms >= d);
+    let mut kept: Vec<Record> = Vec::with_capacity(recs.len());
+    let mut tombstones = 0;
+    for r in &recs {
+        let latest = match r.key.as_ref() {
+            None => false,
+            Some(k) => ctx.last.get(k).is_none_or(|o| *o == r.offset),
+        };
+        if !latest {
+            continue;
+        }
+        if r.value.is_none() {
+            if horizon_passed {
+                stats.tombstones_dropped += 1;
+                continue;
+            }
+            tombstones += 1;
+        }
+        kept.push(r.clone());
+    }
+    stats.records_kept += kept.len() as u64;
+    let horizon = (tombstones > 0).then(|| {
+        h.delete_horizon()
+            .unwrap_or(ctx.now_ms + ctx.delete_retention_ms)
+    });
+    if let Some(t) = horizon {
+        *earliest_horizon = Some(earliest_horizon.map_or(t, |e| e.min(t)));
+    }
+    let needs_horizon = tombstones > 0 && h.delete_horizon().is_none();
+    if kept.len() == recs.len() && !needs_horizon {
+        return Ok(None);
+    }
+    if kept.is_empty() {
+        return Ok(Some(Vec::new()));
+    }
+    let spec = BatchSpec {
+        base_offset: h.base_offset,
+        last_offset_delta: Some(h.last_offset_delta),
+        partition_leader_epoch: h.partition_leader_epoch,
+        codec: h
+            .codec()
+            .ok_or_else(|| LogError::InvalidRecord("codec".into()))?,
+        log_append_time: h.is_log_append_time(),
+        max_timestamp: h.is_log_append_time().then_some(h.max_timestamp),
+        transactional: h.is_transactional(),
+        control: false,
+        delete_horizon: horizon,
+        producer_id: h.producer_id,
+        producer_epoch: h.producer_epoch,
+        base_sequence: h.base_sequence,
+    };
+    Ok(Some(records::encode_batch(&spec, &kept)?))
+}
+
+/// A segment's cleaned copy, written and synced.
+struct Cleaned {
+    file: fs::File,
+    len: u64,
+}
+
+/// Writes `.log.cleaned` through the log's `Disk` (so fault injection sees it), buffered.
+struct CleanedWriter {
+    disk: Disk,
+    path: std::path::PathBuf,
+    file: fs::File,
+    buf: Vec<u8>,
+    written: u64,
+}
+
+/// Bytes buffered before a write to `.log.cleaned`.
+const CLEANED_WRITE_BUFFER: usize = 1 << 20;
+
+impl CleanedWriter {
+    fn create(disk: &Disk, path: &std::path::Path) -> Result<CleanedWriter> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .at(path)?;
+        Ok(CleanedWriter {
+            disk: disk.clone(),
+            path: path.to_path_buf(),
+            file,
+            buf: Vec::with_capacity(CLEANED_WRITE_BUFFER),
+            written: 0,
+        })
+    }
+
+    /// Copies the first `len` bytes of the original segment.
+    fn copy_prefix(
+        &mut self,
+        from: &fs::File,
+        from_path: &std::path::Path,
+        len: u64,
+    ) -> Result<()> {
+        let mut at = 0u64;
+        while at < len {
+            let n = (len - at).min(CLEANED_WRITE_BUFFER as u64) as usize;
+            let chunk = Segment::read_at(from, at, n).at(from_path)?;
+            self.write(&chunk)?;
+            at += n as u64;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= CLEANED_WRITE_BUFFER {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        self.disk
+            .write_at(&self.file, &self.buf, self.written)
+            .map_err(|e| LogError::io(&self.path, e))?;
+        self.written += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Cleaned> {
+        self.flush()?;
+        self.disk
+            .sync_data(&self.file)
+            .map_err(|e| LogError::io(&self.path, e))?;
+        Ok(Cleaned {
+            file: self.file,
+            len: self.written,
+        })
     }
 }
 
@@ -258,78 +402,18 @@ impl Log {
         let mut earliest_horizon: Option<i64> = None;
         for s in snaps.iter().filter(|s| s.next_offset <= end) {
             stats.segments_cleaned += 1;
-            let mut out: Vec<u8> = Vec::with_capacity(s.size as usize);
-            let mut changed = false;
-            for (h, b) in batches_of(s)? {
-                if h.is_control() {
-                    out.extend_from_slice(&b);
-                    continue;
-                }
-                let recs = records::decode_batch(&b)?.1;
-                stats.records_read += recs.len() as u64;
-                let horizon_passed = h.delete_horizon().is_some_and(|d| now_ms >= d);
-                let mut kept: Vec<Record> = Vec::with_capacity(recs.len());
-                let mut tombstones = 0;
-                for r in recs.iter() {
-                    let latest = match r.key.as_ref() {
-                        // Keyless records have no place in a compacted log.
-                        None => false,
-                        Some(k) => last.get(k).is_none_or(|o| *o == r.offset),
-                    };
-                    if !latest {
-                        continue;
-                    }
-                    if r.value.is_none() {
-                        if horizon_passed {
-                            stats.tombstones_dropped += 1;
-                            continue;
-                        }
-                        tombstones += 1;
-                    }
-                    kept.push(r.clone());
-                }
-                stats.records_kept += kept.len() as u64;
-                let horizon = (tombstones > 0).then(|| {
-                    h.delete_horizon()
-                        .unwrap_or(now_ms + cfg.delete_retention_ms)
-                });
-                if let Some(t) = horizon {
-                    earliest_horizon = Some(earliest_horizon.map_or(t, |e| e.min(t)));
-                }
-                let needs_horizon = tombstones > 0 && h.delete_horizon().is_none();
-                if kept.len() == recs.len() && !needs_horizon {
-                    out.extend_from_slice(&b);
-                    continue;
-                }
-                changed = true;
-                if kept.is_empty() {
-                    continue;
-                }
-                let spec = BatchSpec {
-                    base_offset: h.base_offset,
-                    last_offset_delta: Some(h.last_offset_delta),
-                    partition_leader_epoch: h.partition_leader_epoch,
-                    codec: h
-                        .codec()
-                        .ok_or_else(|| LogError::InvalidRecord("codec".into()))?,
-                    log_append_time: h.is_log_append_time(),
-                    max_timestamp: h.is_log_append_time().then_some(h.max_timestamp),
-                    transactional: h.is_transactional(),
-                    control: false,
-                    delete_horizon: horizon,
-                    producer_id: h.producer_id,
-                    producer_epoch: h.producer_epoch,
-                    base_sequence: h.base_sequence,
-                };
-                out.extend_from_slice(&records::encode_batch(&spec, &kept)?);
-            }
-            if !changed {
+            let ctx = RewriteContext {
+                last: &last,
+                now_ms,
+                delete_retention_ms: cfg.delete_retention_ms,
+            };
+            let Some(cleaned) = self.rewrite(s, &ctx, &mut stats, &mut earliest_horizon)? else {
                 continue;
-            }
+            };
             stats.segments_rewritten += 1;
             stats.bytes_before += s.size;
-            stats.bytes_after += out.len() as u64;
-            self.swap_in(s, &out, &cfg, now_ms)?;
+            stats.bytes_after += cleaned.len;
+            self.swap_in(s, cleaned, &cfg, now_ms)?;
         }
         let checkpoint = {
             let mut g = lock(&self.inner);
@@ -347,34 +431,90 @@ impl Log {
         Ok(stats)
     }
 
-    /// Replace segment `s` with `contents`, crash-safely:
-    /// write `.log.cleaned` + fsync; then under the lock, if the segment is unchanged, rename
-    /// to `.log.swap`, remove the old index files, rename over `.log`, write the new indexes.
+    /// Streams segment `s` through the keep rules. Nothing is written while every batch stays
+    /// as it is; at the first change the unchanged prefix is copied from the original into
+    /// `.log.cleaned` and the rest follows batch by batch, so memory stays at one batch and
+    /// the write buffer. Returns the synced copy, or `None` when nothing changed.
+    fn rewrite(
+        &self,
+        s: &Snapshot,
+        ctx: &RewriteContext<'_>,
+        stats: &mut CompactionStats,
+        earliest_horizon: &mut Option<i64>,
+    ) -> Result<Option<Cleaned>> {
+        let path = self.dir.join(file_name(s.base, CLEANED));
+        let mut out: Option<CleanedWriter> = None;
+        let mut failure: Option<LogError> = None;
+        let end = scan(&s.file, 0, s.size, true, |pos, h, b| {
+            let step = (|| -> Result<()> {
+                let rewritten = if h.is_control() {
+                    None
+                } else {
+                    keep_rules(h, b, ctx, stats, earliest_horizon)?
+                };
+                match (&mut out, rewritten) {
+                    (None, None) => Ok(()),
+                    (None, Some(new)) => {
+                        let mut w = CleanedWriter::create(&self.disk, &path)?;
+                        w.copy_prefix(&s.file, &s.path, pos)?;
+                        w.write(&new)?;
+                        out = Some(w);
+                        Ok(())
+                    }
+                    (Some(w), None) => w.write(b),
+                    (Some(w), Some(new)) => w.write(&new),
+                }
+            })();
+            match step {
+                Ok(()) => Ok(true),
+                Err(e) => {
+                    let text = e.to_string();
+                    failure = Some(e);
+                    Err(text)
+                }
+            }
+        });
+        let fail = |e: LogError| {
+            let _ = fs::remove_file(&path);
+            Err(e)
+        };
+        if let Some(e) = failure {
+            return fail(e);
+        }
+        match end.at(&s.path) {
+            Ok(ScanEnd::Complete) => {}
+            Ok(other) => {
+                return fail(LogError::CorruptFile {
+                    path: s.path.clone(),
+                    reason: format!("segment unreadable during cleaning: {other:?}"),
+                })
+            }
+            Err(e) => return fail(e),
+        }
+        match out {
+            None => Ok(None),
+            Some(w) => match w.finish() {
+                Ok(c) => Ok(Some(c)),
+                Err(e) => fail(e),
+            },
+        }
+    }
+
+    /// Replace segment `s` with its cleaned copy (already written and synced as
+    /// `.log.cleaned`), crash-safely: under the lock, if the segment is unchanged, rename to
+    /// `.log.swap`, remove the old index files, rename over `.log`, write the new indexes.
     /// A crash before `.swap` exists keeps the original; after, open completes the swap.
     fn swap_in(
         &self,
         s: &Snapshot,
-        contents: &[u8],
+        cleaned_copy: Cleaned,
         cfg: &crate::LogConfig,
         now_ms: i64,
     ) -> Result<()> {
         let disk: &Disk = &self.disk;
         let cleaned = self.dir.join(file_name(s.base, CLEANED));
         let swap = self.dir.join(file_name(s.base, SWAP));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&cleaned)
-            .at(&cleaned)?;
-        let written = disk
-            .write_at(&file, contents, 0)
-            .and_then(|()| disk.sync_data(&file));
-        if let Err(e) = written {
-            let _ = fs::remove_file(&cleaned);
-            return Err(LogError::io(cleaned, e));
-        }
+        let file = cleaned_copy.file;
         // Validate and index the new file before taking the lock.
         let mut seg = Segment::from_file(
             &self.dir,

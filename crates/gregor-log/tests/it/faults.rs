@@ -139,3 +139,71 @@ fn interval_flush_mode_syncs_by_count_and_time() {
     assert_eq!(log.stats().syncs, 2);
     assert!(!log.flush_if_due(NOW + 5000).expect("nothing unflushed"));
 }
+
+#[test]
+fn a_full_disk_during_compaction_leaves_the_log_as_it_was() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = LogConfig {
+        cleanup_policy: gregor_log::CleanupPolicy::COMPACT,
+        ..small_config()
+    };
+    let (log, faults) = faulty(dir.path(), cfg);
+    for i in 0..60 {
+        let b = kv_batch(&[(&format!("k{}", i % 4), Some(&format!("v{i}")))], NOW);
+        log.append_as_leader(&b, 0, NOW).expect("append");
+    }
+    log.set_high_watermark(log.log_end_offset());
+    let before = values_and_keys(&log);
+    // Room for a few bytes only: the cleaned copy cannot be written.
+    faults.set_write_budget(Some(100));
+    let e = log.compact(NOW).expect_err("disk full");
+    assert!(
+        matches!(&e, LogError::Io { source, .. } if source.raw_os_error() == Some(28)),
+        "{e}"
+    );
+    // Segments cleaned before the disk filled up are swapped in (they only lost superseded
+    // records); the one being written when it filled up is untouched.
+    let during = values_and_keys(&log);
+    let mut rest = before.iter();
+    assert!(
+        during.iter().all(|r| rest.any(|b| b == r)),
+        "what is left is a subsequence of what was written"
+    );
+    assert!(
+        during.len() > 8,
+        "the rest was not cleaned: {}",
+        during.len()
+    );
+    for k in 0..4 {
+        let key = format!("k{k}");
+        let last = |v: &[(String, String)]| v.iter().rev().find(|(kk, _)| *kk == key).cloned();
+        assert_eq!(last(&during), last(&before), "{key}");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("ls")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".cleaned"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // With space again compaction goes through.
+    faults.set_write_budget(None);
+    let st = log.compact(NOW).expect("compact");
+    assert!(st.segments_rewritten > 0, "{st:?}");
+    let after = values_and_keys(&log);
+    assert!(after.len() < before.len());
+    for k in 0..4 {
+        let key = format!("k{k}");
+        let last = |v: &[(String, String)]| v.iter().rev().find(|(kk, _)| *kk == key).cloned();
+        assert_eq!(last(&after), last(&before), "{key}");
+    }
+}
+
+fn values_and_keys(log: &Log) -> Vec<(String, String)> {
+    let text = |b: &Option<bytes::Bytes>| {
+        String::from_utf8(b.as_ref().expect("set").to_vec()).expect("utf8")
+    };
+    read_all(log)
+        .iter()
+        .map(|r| (text(&r.key), text(&r.value)))
+        .collect()
+}
