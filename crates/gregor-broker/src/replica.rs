@@ -377,6 +377,12 @@ pub fn log_config(view: &BrokerConfigView<'_>, topic: &str) -> LogConfig {
     if let Some(v) = long("delete.retention.ms") {
         c.delete_retention_ms = v;
     }
+    if let Some(v) = long("min.compaction.lag.ms") {
+        c.min_compaction_lag_ms = v.max(0);
+    }
+    if let Some(v) = long("max.compaction.lag.ms") {
+        c.max_compaction_lag_ms = v.max(1);
+    }
     if let Some(ConfigValue::Double(r)) = configs.get("min.cleanable.dirty.ratio") {
         c.min_cleanable_dirty_ratio = r.clamp(0.0, 1.0);
     }

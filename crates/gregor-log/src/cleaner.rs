@@ -63,6 +63,8 @@ const MAP_ENTRY_OVERHEAD: usize = 64;
 struct Snapshot {
     base: i64,
     next_offset: i64,
+    /// Timestamp of the segment's first batch (its max timestamp), if any.
+    first_ts: Option<i64>,
     id: u64,
     size: u64,
     file: Arc<fs::File>,
@@ -345,13 +347,21 @@ impl Log {
         let (cfg, snaps, ckpt, log_start) = {
             let g = lock(&self.inner);
             let active = g.active().base;
+            // Cleanable: the non-active segments below the high watermark whose newest record
+            // is at least min.compaction.lag.ms old, a prefix of the log.
+            let lag = g.config.min_compaction_lag_ms;
             let snaps: Vec<Snapshot> = g
                 .segments
                 .values()
-                .filter(|s| s.base != active && s.next_offset <= g.high_watermark)
+                .take_while(|s| {
+                    s.base != active
+                        && s.next_offset <= g.high_watermark
+                        && (lag == 0 || s.max_ts < 0 || s.max_ts <= now_ms.saturating_sub(lag))
+                })
                 .map(|s| Snapshot {
                     base: s.base,
                     next_offset: s.next_offset,
+                    first_ts: s.rolling_ts.filter(|t| *t >= 0),
                     id: s.id,
                     size: s.size,
                     file: Arc::clone(&s.file),
@@ -379,8 +389,15 @@ impl Log {
         let horizon_due = ckpt
             .and_then(|c| c.earliest_delete_horizon)
             .is_some_and(|h| now_ms >= h);
+        // max.compaction.lag.ms: the oldest dirty record has waited long enough.
+        let lag_due = snaps
+            .iter()
+            .find(|s| s.next_offset > first_dirty)
+            .and_then(|s| s.first_ts)
+            .is_some_and(|t| now_ms.saturating_sub(t) >= cfg.max_compaction_lag_ms);
         let ratio = dirty as f64 / total.max(1) as f64;
-        if !horizon_due && (dirty == 0 || ratio < cfg.min_cleanable_dirty_ratio) {
+        let due = horizon_due || (lag_due && dirty > 0);
+        if !due && (dirty == 0 || ratio < cfg.min_cleanable_dirty_ratio) {
             stats.skipped = true;
             return Ok(stats);
         }

@@ -76,6 +76,12 @@ pub struct LogConfig {
     /// since the last one make up this share of the cleanable log (or a tombstone's delete
     /// horizon has passed).
     pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms` (default 0): a segment whose newest record is younger stays
+    /// out of compaction (with every segment after it).
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms` (default unlimited): once the oldest uncompacted record is
+    /// this old, compaction runs whatever the dirty ratio.
+    pub max_compaction_lag_ms: i64,
     /// Durability mode.
     pub flush: FlushPolicy,
 }
@@ -93,6 +99,8 @@ impl Default for LogConfig {
             cleanup_policy: CleanupPolicy::DELETE,
             delete_retention_ms: 24 * 3600 * 1000,
             min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
             flush: FlushPolicy::EveryAppend,
         }
     }
@@ -116,6 +124,9 @@ impl LogConfig {
         }
         if self.delete_retention_ms < 0 {
             return bad("delete.retention.ms must not be negative");
+        }
+        if self.min_compaction_lag_ms < 0 || self.max_compaction_lag_ms < 1 {
+            return bad("min.compaction.lag.ms must be >= 0 and max.compaction.lag.ms >= 1");
         }
         if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
             return bad("min.cleanable.dirty.ratio must be between 0 and 1");

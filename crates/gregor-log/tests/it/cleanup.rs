@@ -508,3 +508,47 @@ fn a_corrupt_cleaner_checkpoint_only_costs_a_full_compaction() {
     assert_eq!(st.cleaned_up_to, done.cleaned_up_to);
     assert_eq!(st.segments_rewritten, 0, "already compact: nothing changes");
 }
+
+#[test]
+fn compaction_lags_bound_when_records_become_and_must_become_compactable() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = LogConfig {
+        cleanup_policy: CleanupPolicy::COMPACT,
+        min_compaction_lag_ms: 10_000,
+        ..small_config()
+    };
+    let log = open(dir.path(), cfg.clone());
+    let round = |log: &gregor_log::Log, r: usize, ts: i64| {
+        for k in 0..10 {
+            let b = kv_batch(&[(&format!("k{k}"), Some(&format!("r{r}")))], ts);
+            log.append_as_leader(&b, 0, ts).expect("append");
+        }
+        log.set_high_watermark(log.log_end_offset());
+    };
+    for r in 0..4 {
+        round(&log, r, NOW);
+    }
+    // Younger than min.compaction.lag.ms: nothing is cleanable yet.
+    let st = log.compact(NOW + 5_000).expect("compact");
+    assert_eq!(st.segments_cleaned, 0, "{st:?}");
+    let before = read_all(&log).len();
+    assert_eq!(before, 40);
+    let st = log.compact(NOW + 10_000).expect("compact");
+    assert!(st.segments_rewritten > 0, "{st:?}");
+    assert!(read_all(&log).len() < before);
+
+    // max.compaction.lag.ms forces a pass the dirty ratio would not allow.
+    log.set_config(LogConfig {
+        min_compaction_lag_ms: 0,
+        min_cleanable_dirty_ratio: 1.0,
+        max_compaction_lag_ms: 60_000,
+        ..cfg
+    })
+    .expect("config");
+    round(&log, 4, NOW + 20_000);
+    round(&log, 5, NOW + 20_000);
+    let st = log.compact(NOW + 30_000).expect("compact");
+    assert!(st.skipped, "below the ratio and the lag: {st:?}");
+    let st = log.compact(NOW + 80_000).expect("compact");
+    assert!(!st.skipped && st.segments_rewritten > 0, "{st:?}");
+}
