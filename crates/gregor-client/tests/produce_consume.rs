@@ -28,10 +28,16 @@ struct Broker {
     child: Option<Child>,
     port: u16,
     data: tempfile::TempDir,
+    overrides: Vec<String>,
 }
 
 impl Broker {
     fn start() -> Broker {
+        Broker::start_with(&[])
+    }
+
+    /// With extra `--override key=value` settings.
+    fn start_with(overrides: &[&str]) -> Broker {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -40,6 +46,7 @@ impl Broker {
             child: None,
             port,
             data: tempfile::tempdir().expect("scratch dir"),
+            overrides: overrides.iter().map(|o| o.to_string()).collect(),
         };
         b.spawn();
         b
@@ -54,6 +61,11 @@ impl Broker {
             .arg(self.data.path())
             .args(["--override", "group.initial.rebalance.delay.ms=0"])
             .args(["--override", "group.min.session.timeout.ms=1000"])
+            .args(
+                self.overrides
+                    .iter()
+                    .flat_map(|o| ["--override", o.as_str()]),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -369,6 +381,39 @@ async fn several_produce_requests_in_flight_keep_the_send_order() {
     let values: Vec<String> = records.iter().map(value_text).collect();
     let expected: Vec<String> = (0..3000).map(|i| format!("{i:0100}")).collect();
     assert_eq!(values, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_an_unknown_topic_does_not_hold_up_other_sends() {
+    let broker = Broker::start_with(&["auto.create.topics.enable=false"]);
+    broker.create_topic("known", 1).await;
+    let mut c = ProducerConfig::new(&broker.bootstrap()).unwrap();
+    c.client = broker.client_config();
+    c.max_block = Duration::from_secs(3);
+    let producer = Arc::new(Producer::connect(c).await.unwrap());
+    let p = producer.clone();
+    let missing = tokio::spawn(async move {
+        let r = p.send(ProducerRecord::new("missing").value("x")).await;
+        r.map(|_| ()).expect_err("the topic does not exist")
+    });
+    let mut futures = Vec::new();
+    for i in 0..50 {
+        let record = ProducerRecord::new("known").value(format!("v{i}"));
+        futures.push(producer.send(record).await.unwrap());
+    }
+    for f in futures {
+        f.await.expect("delivered");
+    }
+    assert!(
+        !missing.is_finished(),
+        "the known topic's records were delivered while the other send still waited"
+    );
+    let err = missing.await.unwrap();
+    assert_eq!(
+        err.kafka_code(),
+        Some(gregor_client::KafkaCode::UNKNOWN_TOPIC_OR_PARTITION),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -160,6 +160,8 @@ pub struct Producer {
     tx: mpsc::Sender<Command>,
     client: Client,
     counters: Arc<Counters>,
+    max_block: Duration,
+    retry_backoff: Duration,
 }
 
 impl Producer {
@@ -174,6 +176,8 @@ impl Producer {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0x5eed);
+        let max_block = config.max_block;
+        let retry_backoff = config.retry_backoff;
         let task = SenderTask {
             client: client.clone(),
             acc: Accumulator::new(AccumulatorConfig {
@@ -207,12 +211,18 @@ impl Producer {
             tx,
             client,
             counters,
+            max_block,
+            retry_backoff,
         })
     }
 
-    /// Queues a record; waits only while `max_queued_records` records are queued. The returned
-    /// future resolves once the record is acknowledged (with `acks`) or has failed for good.
+    /// Queues a record; waits while its topic's metadata is unknown (up to `max.block.ms`,
+    /// as Kafka's `send` blocks its caller) and while `max_queued_records` records are
+    /// queued. The returned future resolves once the record is acknowledged (with `acks`) or
+    /// has failed for good. Waiting for one topic holds up only this caller: records of known
+    /// topics from other tasks keep flowing.
     pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture> {
+        self.wait_for_topic(&record.topic).await?;
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Command::Send(record, reply))
@@ -243,6 +253,44 @@ impl Producer {
 
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Waits until the metadata cache knows `topic` with partitions, refreshing it every
+    /// `retry.backoff.ms`, for up to `max.block.ms`.
+    async fn wait_for_topic(&self, topic: &str) -> Result<()> {
+        let known = |client: &Client| {
+            client
+                .metadata()
+                .topic(topic)
+                .is_some_and(|t| !t.partitions.is_empty())
+        };
+        if known(&self.client) {
+            return Ok(());
+        }
+        let deadline = Instant::now() + self.max_block;
+        loop {
+            let fresh = self
+                .client
+                .refresh_metadata(Some(&[topic.to_string()]))
+                .await;
+            if known(&self.client) {
+                return Ok(());
+            }
+            if Instant::now() + self.retry_backoff >= deadline {
+                let code = fresh
+                    .ok()
+                    .and_then(|md| md.topic(topic).and_then(|t| t.error))
+                    .unwrap_or(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
+                return Err(Error::kafka(
+                    format!(
+                        "topic '{topic}' not in metadata after {} ms",
+                        self.max_block.as_millis()
+                    ),
+                    KafkaError::new(code, None),
+                ));
+            }
+            tokio::time::sleep(self.retry_backoff).await;
+        }
     }
 
     /// The producer's counters now.
@@ -561,11 +609,10 @@ impl SenderTask {
         }
     }
 
-    /// Partition count and partitions with a leader, fetching metadata for a topic not yet
-    /// known (for up to `max.block.ms`).
+    /// Partition count and partitions with a leader. `send` made sure the topic was known;
+    /// if it has gone since (deleted), one refresh decides.
     async fn topic_partitions(&mut self, topic: &str) -> Result<(i32, Vec<i32>)> {
-        let deadline = Instant::now() + self.config.max_block;
-        loop {
+        for attempt in 0..2 {
             if let Some(t) = self.client.metadata().topic(topic) {
                 if !t.partitions.is_empty() {
                     let available = t
@@ -577,28 +624,20 @@ impl SenderTask {
                     return Ok((t.partitions.len() as i32, available));
                 }
             }
-            let fresh = self
-                .client
-                .refresh_metadata(Some(&[topic.to_string()]))
-                .await;
-            let known = self.client.metadata().topic(topic).is_some();
-            if !known && Instant::now() + self.config.retry_backoff >= deadline {
-                let code = fresh
-                    .ok()
-                    .and_then(|md| md.topic(topic).and_then(|t| t.error))
-                    .unwrap_or(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
-                return Err(Error::kafka(
-                    format!(
-                        "topic '{topic}' not in metadata after {} ms",
-                        self.config.max_block.as_millis()
-                    ),
-                    KafkaError::new(code, None),
-                ));
-            }
-            if !known {
-                tokio::time::sleep(self.config.retry_backoff).await;
+            if attempt == 0 {
+                if let Err(e) = self
+                    .client
+                    .refresh_metadata(Some(&[topic.to_string()]))
+                    .await
+                {
+                    tracing::debug!(topic, error = %e, "metadata refresh failed");
+                }
             }
         }
+        Err(Error::kafka(
+            format!("topic '{topic}' is not in the metadata"),
+            KafkaError::new(KafkaCode::UNKNOWN_TOPIC_OR_PARTITION, None),
+        ))
     }
 
     fn send_ready(&mut self) {
