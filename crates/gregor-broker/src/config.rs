@@ -208,6 +208,13 @@ mod tests {
         assert!(bad("num.partitons=3").contains("num.partitons"));
         assert!(bad("num.partitions=zero").contains("num.partitions"));
         assert!(bad("no-equals").contains("key=value"));
+        // The cleaner's settings are checked like the rest.
+        assert!(bad("log.cleaner.dedupe.buffer.size=5").contains("log.cleaner.dedupe.buffer.size"));
+        assert!(
+            bad("log.cleaner.min.cleanable.ratio=1.5").contains("log.cleaner.min.cleanable.ratio")
+        );
+        assert!(bad("log.cleaner.min.compaction.lag.ms=-1")
+            .contains("log.cleaner.min.compaction.lag.ms"));
         let e = BrokerConfig::from_options(&BrokerOptions {
             listeners: Some("127.0.0.1:9092".into()),
             ..Default::default()
