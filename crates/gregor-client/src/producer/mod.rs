@@ -11,19 +11,21 @@
 
 pub mod accumulator;
 pub mod config;
+mod lane;
+mod metrics;
 pub mod partitioner;
 pub mod wire;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest};
+use kafka_protocol::messages::InitProducerIdRequest;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -34,6 +36,9 @@ use crate::types::TopicPartition;
 pub use accumulator::RecordMetadata;
 use accumulator::{Accumulator, AccumulatorConfig, Completed, IdentityReset, Outcome};
 pub use config::{Acks, Compression, ProducerConfig};
+use lane::{run_lane, LaneRequest, RequestResult};
+use metrics::Counters;
+pub use metrics::ProducerMetrics;
 use partitioner::{partition_for_key, StickyPartitioner};
 pub use wire::ProducerIdentity;
 use wire::{BatchToSend, RecordData};
@@ -112,46 +117,6 @@ enum Command {
     Send(ProducerRecord, Reply),
     Flush(oneshot::Sender<()>),
     Close(oneshot::Sender<()>),
-}
-
-/// A snapshot of the producer's counters (in the spirit of Kafka's producer metrics).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ProducerMetrics {
-    /// Produce requests sent.
-    pub requests: u64,
-    /// The most Produce requests one broker had in flight at once.
-    pub peak_requests_in_flight: u64,
-    /// Epoch bumps after a sequence was lost (KIP-360).
-    pub epoch_bumps: u64,
-    /// Producer ids obtained with InitProducerId.
-    pub producer_ids: u64,
-    /// The identity idempotent batches carry now.
-    pub identity: Option<ProducerIdentity>,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    requests: AtomicU64,
-    peak_requests_in_flight: AtomicU64,
-    epoch_bumps: AtomicU64,
-    producer_ids: AtomicU64,
-    identity: Mutex<Option<ProducerIdentity>>,
-}
-
-impl Counters {
-    fn set_identity(&self, identity: ProducerIdentity) {
-        *self.identity.lock().unwrap_or_else(|p| p.into_inner()) = Some(identity);
-    }
-
-    fn snapshot(&self) -> ProducerMetrics {
-        ProducerMetrics {
-            requests: self.requests.load(Ordering::Relaxed),
-            peak_requests_in_flight: self.peak_requests_in_flight.load(Ordering::Relaxed),
-            epoch_bumps: self.epoch_bumps.load(Ordering::Relaxed),
-            producer_ids: self.producer_ids.load(Ordering::Relaxed),
-            identity: *self.identity.lock().unwrap_or_else(|p| p.into_inner()),
-        }
-    }
 }
 
 /// An asynchronous Kafka producer. Cheap to share behind an `Arc`; `send` takes `&self`.
@@ -314,25 +279,6 @@ fn wall_clock_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// The outcome of one Produce request: the broker, its batches (id and partition), and the
-/// per-partition results or why the request got no answer.
-type RequestResult = (
-    i32,
-    Vec<(u64, TopicPartition)>,
-    Result<
-        Vec<(
-            TopicPartition,
-            std::result::Result<wire::Appended, KafkaError>,
-        )>,
-    >,
-);
-
-/// One Produce request for a lane.
-struct LaneRequest {
-    ids: Vec<(u64, TopicPartition)>,
-    batches: Vec<BatchToSend>,
-}
-
 /// The shell: owns the core, the network and the clock.
 struct SenderTask {
     client: Client,
@@ -352,73 +298,6 @@ struct SenderTask {
     started: Instant,
     metadata_stale: bool,
     last_refresh_ms: Option<u64>,
-}
-
-/// A broker's lane: submits its requests in arrival order, then waits for each response in a
-/// task of its own. Ends when the sender task drops its end.
-async fn run_lane(
-    client: Client,
-    leader: i32,
-    acks: i16,
-    timeout_ms: i32,
-    mut requests: mpsc::UnboundedReceiver<LaneRequest>,
-    results: mpsc::UnboundedSender<RequestResult>,
-) {
-    while let Some(LaneRequest { ids, batches }) = requests.recv().await {
-        let submitted = submit_produce(&client, leader, acks, timeout_ms, &batches).await;
-        let results = results.clone();
-        match submitted {
-            Err(e) => {
-                let _ = results.send((leader, ids, Err(e)));
-            }
-            Ok(answer) => {
-                tokio::spawn(async move {
-                    let result = match answer {
-                        Answer::Response(pending) => pending
-                            .response()
-                            .await
-                            .map(|resp| wire::parse_produce_response(resp, &batches)),
-                        Answer::Written(written) => written.written().await.map(|()| {
-                            let unknown = wire::Appended {
-                                base_offset: -1,
-                                log_append_time: -1,
-                            };
-                            batches
-                                .iter()
-                                .map(|b| (b.tp.clone(), Ok(unknown)))
-                                .collect()
-                        }),
-                    };
-                    // The sender task may have stopped; nobody is left to tell then.
-                    let _ = results.send((leader, ids, result));
-                });
-            }
-        }
-    }
-}
-
-enum Answer {
-    Response(crate::connection::PendingResponse<ProduceRequest>),
-    Written(crate::connection::Written),
-}
-
-async fn submit_produce(
-    client: &Client,
-    leader: i32,
-    acks: i16,
-    timeout_ms: i32,
-    batches: &[BatchToSend],
-) -> Result<Answer> {
-    let conn = client.connection_for(&Target::Broker(leader)).await?;
-    let version = conn.pick_version::<ProduceRequest>()?;
-    let request = wire::produce_request(batches, acks, timeout_ms, version);
-    if acks == 0 {
-        Ok(Answer::Written(
-            conn.submit_without_response(&request, version).await?,
-        ))
-    } else {
-        Ok(Answer::Response(conn.submit(&request, version).await?))
-    }
 }
 
 impl SenderTask {
