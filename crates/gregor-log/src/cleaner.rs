@@ -71,15 +71,41 @@ struct Snapshot {
     path: std::path::PathBuf,
 }
 
+/// Runs `f` on every batch of a segment snapshot (with its position), fully validated. An
+/// error from `f`, or a segment that does not read cleanly to its end, fails the call.
+fn for_each_batch(
+    s: &Snapshot,
+    mut f: impl FnMut(u64, &BatchHeader, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut failure = None;
+    let end = scan(&s.file, 0, s.size, true, |pos, h, b| match f(pos, h, b) {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            let text = e.to_string();
+            failure = Some(e);
+            Err(text)
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    match end.at(&s.path)? {
+        ScanEnd::Complete => Ok(()),
+        other => Err(LogError::CorruptFile {
+            path: s.path.clone(),
+            reason: format!("segment unreadable during cleaning: {other:?}"),
+        }),
+    }
+}
+
 /// Adds the keys of a segment snapshot to `last` (key -> last offset), reading it batch by
 /// batch, and counts the map's new bytes.
 fn map_keys(s: &Snapshot, last: &mut HashMap<Bytes, i64>, map_bytes: &mut usize) -> Result<()> {
-    let end = scan(&s.file, 0, s.size, true, |_, h, b| {
+    for_each_batch(s, |_, h, b| {
         if h.is_control() {
-            return Ok(true);
+            return Ok(());
         }
-        let (_, recs) = records::decode_batch(b).map_err(|e| e.to_string())?;
-        for r in recs {
+        for r in records::decode_batch(b)?.1 {
             if let Some(k) = r.key {
                 match last.get_mut(&k) {
                     Some(o) => *o = r.offset,
@@ -91,16 +117,8 @@ fn map_keys(s: &Snapshot, last: &mut HashMap<Bytes, i64>, map_bytes: &mut usize)
                 }
             }
         }
-        Ok(true)
+        Ok(())
     })
-    .at(&s.path)?;
-    match end {
-        ScanEnd::Complete => Ok(()),
-        other => Err(LogError::CorruptFile {
-            path: s.path.clone(),
-            reason: format!("segment unreadable during cleaning: {other:?}"),
-        }),
-    }
 }
 
 /// What the keep rules need besides the batch.
@@ -341,7 +359,9 @@ impl Log {
     /// moves there. Tombstones get a delete horizon of `now + delete.retention.ms` the first
     /// time they are cleaned (KIP-534) and are dropped by the first cleaning after it. Runs
     /// only when the dirty section is at least `min.cleanable.dirty.ratio` of the cleanable
-    /// bytes or a kept tombstone's horizon has passed. Runs beside appends and reads.
+    /// bytes, a kept tombstone's horizon has passed, or the oldest dirty record is
+    /// `max.compaction.lag.ms` old; segments younger than `min.compaction.lag.ms` wait. Runs
+    /// beside appends and reads.
     pub fn compact_within(&self, now_ms: i64, map_budget: usize) -> Result<CompactionStats> {
         let _m = lock(&self.maintenance);
         let (cfg, snaps, ckpt, log_start) = {
@@ -461,60 +481,28 @@ impl Log {
     ) -> Result<Option<Cleaned>> {
         let path = self.dir.join(file_name(s.base, CLEANED));
         let mut out: Option<CleanedWriter> = None;
-        let mut failure: Option<LogError> = None;
-        let end = scan(&s.file, 0, s.size, true, |pos, h, b| {
-            let step = (|| -> Result<()> {
-                let rewritten = if h.is_control() {
-                    None
-                } else {
-                    keep_rules(h, b, ctx, stats, earliest_horizon)?
-                };
-                match (&mut out, rewritten) {
-                    (None, None) => Ok(()),
-                    (None, Some(new)) => {
-                        let mut w = CleanedWriter::create(&self.disk, &path)?;
-                        w.copy_prefix(&s.file, &s.path, pos)?;
-                        w.write(&new)?;
-                        out = Some(w);
-                        Ok(())
-                    }
-                    (Some(w), None) => w.write(b),
-                    (Some(w), Some(new)) => w.write(&new),
+        let streamed = for_each_batch(s, |pos, h, b| {
+            let rewritten = if h.is_control() {
+                None
+            } else {
+                keep_rules(h, b, ctx, stats, earliest_horizon)?
+            };
+            match (&mut out, rewritten) {
+                (None, None) => Ok(()),
+                (None, Some(new)) => {
+                    let w = out.insert(CleanedWriter::create(&self.disk, &path)?);
+                    w.copy_prefix(&s.file, &s.path, pos)?;
+                    w.write(&new)
                 }
-            })();
-            match step {
-                Ok(()) => Ok(true),
-                Err(e) => {
-                    let text = e.to_string();
-                    failure = Some(e);
-                    Err(text)
-                }
+                (Some(w), None) => w.write(b),
+                (Some(w), Some(new)) => w.write(&new),
             }
         });
-        let fail = |e: LogError| {
+        let finished = streamed.and_then(|()| out.map(CleanedWriter::finish).transpose());
+        if finished.is_err() {
             let _ = fs::remove_file(&path);
-            Err(e)
-        };
-        if let Some(e) = failure {
-            return fail(e);
         }
-        match end.at(&s.path) {
-            Ok(ScanEnd::Complete) => {}
-            Ok(other) => {
-                return fail(LogError::CorruptFile {
-                    path: s.path.clone(),
-                    reason: format!("segment unreadable during cleaning: {other:?}"),
-                })
-            }
-            Err(e) => return fail(e),
-        }
-        match out {
-            None => Ok(None),
-            Some(w) => match w.finish() {
-                Ok(c) => Ok(Some(c)),
-                Err(e) => fail(e),
-            },
-        }
+        finished
     }
 
     /// Replace segment `s` with its cleaned copy (already written and synced as
