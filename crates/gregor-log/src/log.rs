@@ -647,12 +647,7 @@ impl Log {
             if g.epochs.truncate_from_end(leo) {
                 checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
             }
-            // Whatever is appended from here on has not been compacted.
-            if let Some(c) = g.cleaner.as_mut().filter(|c| c.first_dirty_offset > leo) {
-                c.first_dirty_offset = leo;
-                let c = *c;
-                checkpoint::write_cleaner(&self.disk, &self.dir, c)?;
-            }
+            self.rewind_cleaner(&mut g, leo)?;
         }
         checkpoint::write_offset(
             &self.disk,
@@ -676,6 +671,19 @@ impl Log {
         checkpoint::write_offset(&self.disk, &self.dir, checkpoint::RECOVERY_POINT, offset)
     }
 
+    /// After a truncation to `offset`: whatever is appended from there on has not been
+    /// compacted, so the cleaner's first dirty offset moves back to it.
+    fn rewind_cleaner(&self, g: &mut Inner, offset: i64) -> Result<()> {
+        match g.cleaner.as_mut() {
+            Some(c) if c.first_dirty_offset > offset => {
+                c.first_dirty_offset = offset;
+                let c = *c;
+                checkpoint::write_cleaner(&self.disk, &self.dir, c)
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn reset_locked(&self, g: &mut Inner, offset: i64) -> Result<()> {
         for (_, seg) in std::mem::take(&mut g.segments) {
             seg.delete_files()?;
@@ -689,14 +697,7 @@ impl Log {
         g.recovery_point = offset;
         g.epochs = LeaderEpochCache::default();
         checkpoint::write_epochs(&self.disk, &self.dir, &[])?;
-        if g.cleaner.is_some() {
-            let c = checkpoint::CleanerCheckpoint {
-                first_dirty_offset: offset,
-                earliest_delete_horizon: None,
-            };
-            g.cleaner = Some(c);
-            checkpoint::write_cleaner(&self.disk, &self.dir, c)?;
-        }
+        self.rewind_cleaner(g, offset)?;
         checkpoint::write_offset(&self.disk, &self.dir, checkpoint::LOG_START_OFFSET, offset)
     }
 
