@@ -264,7 +264,6 @@ impl Consumer {
                 .filter_map(|t| md.topic(t).map(|m| (t.clone(), m.partitions.len())))
                 .collect(),
         );
-        self.last_metadata_ms = Some(self.now());
         tracing::debug!(group = %self.group_id, strategy = name, members = members.len(), "computed assignment");
         Ok(out)
     }

@@ -576,6 +576,10 @@ mod tests {
             .collect()
     }
 
+    fn failed(code: KafkaCode) -> Outcome {
+        Outcome::Failed(KafkaError::new(code, None))
+    }
+
     fn ok(offset: i64) -> Outcome {
         Outcome::Appended(Appended {
             base_offset: offset,
@@ -642,7 +646,7 @@ mod tests {
         let c = acc.complete(
             &tp(),
             sent[2].batch_id,
-            Outcome::Failed(KafkaError::new(OUT_OF_ORDER_SEQUENCE_NUMBER, None)),
+            failed(OUT_OF_ORDER_SEQUENCE_NUMBER),
             1,
         );
         assert!(c.reset.is_none() && c.delivered.is_empty());
@@ -655,7 +659,7 @@ mod tests {
         acc.complete(
             &tp(),
             sent[1].batch_id,
-            Outcome::Failed(KafkaError::new(OUT_OF_ORDER_SEQUENCE_NUMBER, None)),
+            failed(OUT_OF_ORDER_SEQUENCE_NUMBER),
             1,
         );
         // Nothing before the backoff.
@@ -678,7 +682,7 @@ mod tests {
         let c = acc.complete(
             &tp(),
             d.sends[0].batch_id,
-            Outcome::Failed(KafkaError::new(DUPLICATE_SEQUENCE_NUMBER, None)),
+            failed(DUPLICATE_SEQUENCE_NUMBER),
             1,
         );
         assert!(c.delivered[0].1.is_ok());
@@ -686,17 +690,12 @@ mod tests {
         acc.append(&tp(), rec(300), 2, 2);
         let d = acc.drain(2, true, Some(ID), |_| true);
         assert_eq!(seqs(&d.sends), vec![1, 2]);
-        let c = acc.complete(
-            &tp(),
-            d.sends[0].batch_id,
-            Outcome::Failed(KafkaError::new(UNKNOWN_PRODUCER_ID, None)),
-            3,
-        );
+        let c = acc.complete(&tp(), d.sends[0].batch_id, failed(UNKNOWN_PRODUCER_ID), 3);
         assert_eq!(c.reset, Some(IdentityReset::BumpEpoch));
         acc.complete(
             &tp(),
             d.sends[1].batch_id,
-            Outcome::Failed(KafkaError::new(OUT_OF_ORDER_SEQUENCE_NUMBER, None)),
+            failed(OUT_OF_ORDER_SEQUENCE_NUMBER),
             3,
         );
         acc.reset_sequences();
@@ -718,17 +717,12 @@ mod tests {
         let c = acc.complete(
             &tp(),
             d.sends[0].batch_id,
-            Outcome::Failed(KafkaError::new(INVALID_PRODUCER_EPOCH, None)),
+            failed(INVALID_PRODUCER_EPOCH),
             1,
         );
         assert_eq!(c.reset, Some(IdentityReset::NewProducerId));
         assert!(c.delivered.is_empty(), "retried under the new id");
-        let c = acc.complete(
-            &tp(),
-            d.sends[1].batch_id,
-            Outcome::Failed(KafkaError::new(UNKNOWN_PRODUCER_ID, None)),
-            1,
-        );
+        let c = acc.complete(&tp(), d.sends[1].batch_id, failed(UNKNOWN_PRODUCER_ID), 1);
         assert_eq!(c.reset, Some(IdentityReset::BumpEpoch));
         assert!(
             Some(IdentityReset::NewProducerId) > Some(IdentityReset::BumpEpoch),
@@ -747,12 +741,7 @@ mod tests {
         let mut acc = Accumulator::new(config());
         acc.append(&tp(), rec(1), 0, 0);
         let d = acc.drain(0, true, Some(ID), |_| true);
-        let c = acc.complete(
-            &tp(),
-            d.sends[0].batch_id,
-            Outcome::Failed(KafkaError::new(KafkaCode(10), None)),
-            1,
-        );
+        let c = acc.complete(&tp(), d.sends[0].batch_id, failed(KafkaCode(10)), 1);
         let err = c.delivered[0].1.as_ref().unwrap_err();
         assert_eq!(err.kafka_code(), Some(KafkaCode(10)));
         assert_eq!(
@@ -778,7 +767,7 @@ mod tests {
         let c = acc.complete(
             &tp(),
             d.sends[0].batch_id,
-            Outcome::Failed(KafkaError::new(KafkaCode::NOT_LEADER_OR_FOLLOWER, None)),
+            failed(KafkaCode::NOT_LEADER_OR_FOLLOWER),
             1,
         );
         assert!(c.refresh_metadata && c.delivered.is_empty());
@@ -787,7 +776,7 @@ mod tests {
         let c = acc.complete(
             &tp(),
             d.sends[0].batch_id,
-            Outcome::Failed(KafkaError::new(KafkaCode::NOT_LEADER_OR_FOLLOWER, None)),
+            failed(KafkaCode::NOT_LEADER_OR_FOLLOWER),
             10_001,
         );
         assert!(c.delivered[0].1.is_err(), "past delivery.timeout.ms");
