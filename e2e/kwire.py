@@ -24,6 +24,10 @@ INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
+INVALID_RECORD = 87
+UNSUPPORTED_COMPRESSION_TYPE = 76
+REQUEST_TIMED_OUT = 7
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 MEMBER_ID_REQUIRED = 79
 
 # API keys.
@@ -35,6 +39,7 @@ JOIN_GROUP = 11
 DESCRIBE_GROUPS = 15
 API_VERSIONS = 18
 CREATE_TOPICS = 19
+INIT_PRODUCER_ID = 22
 
 # First flexible (compact encodings + tagged fields) version of each API we encode.
 FIRST_FLEXIBLE = {
@@ -46,6 +51,7 @@ FIRST_FLEXIBLE = {
     DESCRIBE_GROUPS: 5,
     API_VERSIONS: 3,
     CREATE_TOPICS: 5,
+    INIT_PRODUCER_ID: 2,
 }
 
 
@@ -402,8 +408,10 @@ def parse_create_topics(r, version):
     return r.array(topic)
 
 
-def record_batch(records, base_timestamp=None, corrupt_crc=False):
-    """A magic-v2 record batch holding `records` [(key, value)], offsets 0..n-1."""
+def record_batch(records, base_timestamp=None, corrupt_crc=False, producer_id=-1,
+                 producer_epoch=-1, base_sequence=-1, attributes=0, magic=2):
+    """A record batch (magic v2 layout) holding `records` [(key, value)], offsets 0..n-1;
+    producer fields for idempotent batches, raw attributes (codec bits) and magic as given."""
     ts = int(time.time() * 1000) if base_timestamp is None else base_timestamp
     recs = bytearray()
     for i, (k, v) in enumerate(records):
@@ -420,20 +428,21 @@ def record_batch(records, base_timestamp=None, corrupt_crc=False):
         b = body.done()
         recs += W().varint(len(b)).done() + b
     after_crc = (
-        W().i16(0).i32(len(records) - 1).i64(ts).i64(ts).i64(-1).i16(-1).i32(-1)
-        .i32(len(records)).raw(bytes(recs)).done()
+        W().i16(attributes).i32(len(records) - 1).i64(ts).i64(ts).i64(producer_id)
+        .i16(producer_epoch).i32(base_sequence).i32(len(records)).raw(bytes(recs)).done()
     )
     crc = crc32c(after_crc)
     if corrupt_crc:
         crc ^= 0xDEADBEEF
     # batchLength counts from partitionLeaderEpoch to the end.
-    tail = W().i32(-1).i8(2).raw(struct.pack(">I", crc)).raw(after_crc).done()
+    tail = W().i32(-1).i8(magic).raw(struct.pack(">I", crc)).raw(after_crc).done()
     return W().i64(0).i32(len(tail)).raw(tail).done()
 
 
-def produce_body(version, topic, partition, batch, acks=-1, timeout_ms=5000):
+def produce_body(version, topic, partition, batch, acks=-1, timeout_ms=5000,
+                 transactional_id=None):
     w = W(flex=is_flexible(PRODUCE, version))
-    w.string(None)  # transactional_id (v3+)
+    w.string(transactional_id)  # (v3+)
     w.i16(acks).i32(timeout_ms)
 
     def part(w, _):
@@ -603,3 +612,21 @@ def metadata_v1_brokers(conn):
     """Metadata v1 for no topics (empty array); returns [(node_id, host, port)]."""
     r = conn.request(METADATA, 1, W().array([], None).done())
     return r.array(lambda b: (b.i32(), b.string(), b.i32(), b.string())[:3])
+
+
+def init_producer_id_body(version, transactional_id=None, producer_id=-1, producer_epoch=-1):
+    w = W(flex=is_flexible(INIT_PRODUCER_ID, version))
+    w.string(transactional_id).i32(60000)
+    if version >= 3:
+        w.i64(producer_id).i16(producer_epoch)
+    return w.tags().done()
+
+
+def init_producer_id(conn, version, transactional_id=None, producer_id=-1, producer_epoch=-1):
+    """Returns (error_code, producer_id, producer_epoch)."""
+    r = conn.request(INIT_PRODUCER_ID, version, init_producer_id_body(
+        version, transactional_id, producer_id, producer_epoch))
+    r.i32()  # throttle
+    out = (r.i16(), r.i64(), r.i16())
+    r.tags()
+    return out

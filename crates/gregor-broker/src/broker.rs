@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use kafka_protocol::messages::{RequestKind, ResponseKind};
+use kafka_protocol::messages::RequestKind;
 use tracing::{info, warn};
 
 use crate::config::BrokerConfig;
-use crate::connection::{Handler, RequestContext};
+use crate::connection::{Handler, Reply, RequestContext};
 use crate::handlers;
 use crate::metadata::{MetadataError, MetadataManager};
 use crate::producer_ids::ProducerIdAllocator;
@@ -141,6 +141,11 @@ impl Broker {
             self.config.int("log.retention.check.interval.ms").max(1000) as u64,
         ));
         let mut checkpoint = tokio::time::interval(std::time::Duration::from_secs(5));
+        let mut producer_expiry = tokio::time::interval(std::time::Duration::from_millis(
+            self.config
+                .int("producer.id.expiration.check.interval.ms")
+                .max(1) as u64,
+        ));
         loop {
             tokio::select! {
                 _ = heartbeat.tick() => {
@@ -177,7 +182,29 @@ impl Broker {
                         }
                     }).await;
                 }
+                _ = producer_expiry.tick() => self.expire_producers().await,
                 _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// Forgets idempotent producers that have not written to a partition for
+    /// `producer.id.expiration.ms` (a dynamic broker config).
+    async fn expire_producers(&self) {
+        let expiration_ms = {
+            let image = self.metadata.image();
+            gregor_meta::config::BrokerConfigView::new(
+                &image,
+                &self.config.settings,
+                self.config.node_id,
+            )
+            .i64("producer.id.expiration.ms")
+        };
+        let now = now_ms();
+        for p in self.replicas.all() {
+            let expired = p.expire_producers(now, expiration_ms).await;
+            if expired > 0 {
+                info!(topic = %p.topic, partition = p.index, expired, "expired idempotent producer ids");
             }
         }
     }
@@ -201,11 +228,7 @@ impl Broker {
 }
 
 impl Handler for Broker {
-    async fn handle(
-        self: Arc<Self>,
-        ctx: RequestContext,
-        request: RequestKind,
-    ) -> Option<ResponseKind> {
+    async fn handle(self: Arc<Self>, ctx: RequestContext, request: RequestKind) -> Reply {
         handlers::dispatch(&self, &ctx, request).await
     }
 }

@@ -36,13 +36,33 @@ pub struct RequestContext {
     pub connection_id: u64,
 }
 
-/// Answers decoded requests. `None` means no response (produce with `acks=0`).
+/// What a handler answers a request with. (As large as the response it carries, like the
+/// `Option<ResponseKind>` it replaced; boxing would cost an allocation per response.)
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Reply {
+    /// A response to write.
+    Respond(ResponseKind),
+    /// No response (produce with `acks=0`).
+    Nothing,
+    /// No response, and the connection closes once the responses owed before it are written
+    /// (Kafka's answer to an `acks=0` produce that failed, so the client refreshes metadata).
+    Close,
+}
+
+impl From<Option<ResponseKind>> for Reply {
+    fn from(r: Option<ResponseKind>) -> Reply {
+        r.map_or(Reply::Nothing, Reply::Respond)
+    }
+}
+
+/// Answers decoded requests.
 pub trait Handler: Send + Sync + 'static {
     fn handle(
         self: Arc<Self>,
         ctx: RequestContext,
         request: RequestKind,
-    ) -> impl Future<Output = Option<ResponseKind>> + Send;
+    ) -> impl Future<Output = Reply> + Send;
 }
 
 enum Incoming {
@@ -96,7 +116,7 @@ pub async fn serve<H: Handler>(
         }
     });
 
-    type Done = (ApiKey, i16, i32, Option<ResponseKind>);
+    type Done = (ApiKey, i16, i32, Reply);
     let mut pending: FuturesOrdered<std::pin::Pin<Box<dyn Future<Output = Done> + Send>>> =
         FuturesOrdered::new();
     let mut reading = true;
@@ -129,14 +149,21 @@ pub async fn serve<H: Handler>(
                         let mut r = ApiVersionsResponse::default();
                         r.error_code = kafka_protocol::ResponseError::UnsupportedVersion.code();
                         r.api_keys = api::api_versions();
-                        let done: Done = (ApiKey::ApiVersions, 0, correlation_id, Some(ResponseKind::ApiVersions(r)));
+                        let done: Done = (ApiKey::ApiVersions, 0, correlation_id, Reply::Respond(ResponseKind::ApiVersions(r)));
                         pending.push_back(Box::pin(async move { done }));
                     }
                     None => reading = false,
                 }
             }
             Some((api_key, version, correlation_id, response)) = pending.next(), if !pending.is_empty() => {
-                let Some(response) = response else { continue };
+                let response = match response {
+                    Reply::Respond(r) => r,
+                    Reply::Nothing => continue,
+                    Reply::Close => {
+                        debug!(%peer, connection_id, api = ?api_key, "closing connection after a failed request without response");
+                        break;
+                    }
+                };
                 match encode_response(api_key, version, correlation_id, &response) {
                     Ok(bytes) => {
                         if let Err(e) = write(&mut wr, bytes).await {

@@ -308,7 +308,10 @@ async fn append(b: &Broker, records: Vec<Record>) -> Result<(), ResponseError> {
             .collect();
         let bytes = encode_batch(&BatchSpec::default(), &batch)
             .map_err(|_| ResponseError::UnknownServerError)?;
-        part.append_as_leader(Bytes::from(bytes)).await?;
+        part.spawn_append(Bytes::from(bytes))
+            .done
+            .await
+            .map_err(|_| ResponseError::UnknownServerError)??;
     }
     Ok(())
 }

@@ -3,15 +3,24 @@
 //! gap in sequence numbers is refused (Kafka's ProducerStateManager, for non-transactional
 //! producers).
 //!
-//! Pure bookkeeping: the partition feeds it batch headers before appending and after.
+//! Pure bookkeeping: the partition feeds it batch headers before appending and after, with the
+//! time of the append. State is bounded: a producer id that has not written for
+//! `producer.id.expiration.ms` is forgotten (as in Kafka), and so is the least recently written
+//! one when a partition holds [`MAX_PRODUCERS`] ids. Snapshots ([`ProducerStates::encode`]) let
+//! a restart replay only the log written after them.
 
 use std::collections::{HashMap, VecDeque};
 
 use gregor_log::batch::BatchHeader;
+use gregor_log::DurableToken;
 use kafka_protocol::ResponseError;
 
 /// Batches remembered per producer (Kafka keeps five, the most a producer has in flight).
 pub const BATCHES_KEPT: usize = 5;
+
+/// Producer ids kept per partition. Kafka bounds them only by expiry; a client that makes up
+/// producer ids could otherwise grow a partition's state without limit.
+pub const MAX_PRODUCERS: usize = 100_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchMeta {
@@ -19,11 +28,15 @@ pub struct BatchMeta {
     pub last_seq: i32,
     pub first_offset: i64,
     pub last_offset: i64,
+    /// When the write became (or becomes) durable; a retry is answered only after that.
+    pub durable: DurableToken,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct ProducerEntry {
     epoch: i16,
+    /// Time of the producer's last write to this partition (for expiry).
+    last_write_ms: i64,
     batches: VecDeque<BatchMeta>,
 }
 
@@ -32,7 +45,7 @@ struct ProducerEntry {
 pub enum Check {
     /// Not idempotent, or the next in sequence: append it.
     Append,
-    /// Already written: answer with these offsets.
+    /// Already written: answer with these offsets (once durable).
     Duplicate(BatchMeta),
     /// Refused with this error.
     Reject(ResponseError),
@@ -58,13 +71,18 @@ fn next_seq(seq: i32) -> i32 {
 }
 
 impl ProducerStates {
+    /// Number of producer ids known.
+    pub fn producer_count(&self) -> usize {
+        self.producers.len()
+    }
+
     /// Checks one batch header (before offsets are assigned).
     pub fn check(&self, h: &BatchHeader) -> Check {
         if h.producer_id < 0 {
             return Check::Append;
         }
         let Some(p) = self.producers.get(&h.producer_id) else {
-            // An unknown producer (new, or its state was cleaned up): accept it.
+            // An unknown producer (new, or its state expired): accept it.
             return Check::Append;
         };
         if h.producer_epoch < p.epoch {
@@ -93,25 +111,58 @@ impl ProducerStates {
         }
     }
 
-    /// Records a batch that was appended (header with its final offsets).
-    pub fn record(&mut self, h: &BatchHeader) {
+    /// Records a batch that was appended (header with its final offsets) at `now_ms`;
+    /// `durable` tells when it is durable.
+    pub fn record(&mut self, h: &BatchHeader, durable: DurableToken, now_ms: i64) {
         if h.producer_id < 0 {
             return;
         }
-        let p = self.producers.entry(h.producer_id).or_default();
+        if !self.producers.contains_key(&h.producer_id) && self.producers.len() >= MAX_PRODUCERS {
+            self.evict_least_recent();
+        }
+        let p = self
+            .producers
+            .entry(h.producer_id)
+            .or_insert_with(|| ProducerEntry {
+                epoch: h.producer_epoch,
+                last_write_ms: now_ms,
+                batches: VecDeque::new(),
+            });
         if h.producer_epoch != p.epoch {
             p.epoch = h.producer_epoch;
             p.batches.clear();
         }
+        p.last_write_ms = p.last_write_ms.max(now_ms);
         p.batches.push_back(BatchMeta {
             first_seq: h.base_sequence,
             last_seq: last_seq(h),
             first_offset: h.base_offset,
             last_offset: h.last_offset(),
+            durable,
         });
         while p.batches.len() > BATCHES_KEPT {
             p.batches.pop_front();
         }
+    }
+
+    fn evict_least_recent(&mut self) {
+        if let Some(pid) = self
+            .producers
+            .iter()
+            .min_by_key(|(pid, p)| (p.last_write_ms, **pid))
+            .map(|(pid, _)| *pid)
+        {
+            self.producers.remove(&pid);
+        }
+    }
+
+    /// Forgets producers that have not written since `now_ms - expiration_ms`; returns how
+    /// many were removed.
+    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let before = self.producers.len();
+        let horizon = now_ms.saturating_sub(expiration_ms);
+        self.producers.retain(|_, p| p.last_write_ms >= horizon);
+        before - self.producers.len()
     }
 
     /// Forgets batches at or after `offset` (after a truncation).
@@ -120,11 +171,80 @@ impl ProducerStates {
             p.batches.retain(|b| b.last_offset < offset);
         }
     }
+
+    /// Encodes the state for a snapshot: every batch it holds must already be durable.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + self.producers.len() * 64);
+        out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
+        let mut ids: Vec<&i64> = self.producers.keys().collect();
+        ids.sort_unstable();
+        for pid in ids {
+            let p = &self.producers[pid];
+            out.extend_from_slice(&pid.to_be_bytes());
+            out.extend_from_slice(&p.epoch.to_be_bytes());
+            out.extend_from_slice(&p.last_write_ms.to_be_bytes());
+            out.push(p.batches.len() as u8);
+            for b in &p.batches {
+                out.extend_from_slice(&b.first_seq.to_be_bytes());
+                out.extend_from_slice(&b.last_seq.to_be_bytes());
+                out.extend_from_slice(&b.first_offset.to_be_bytes());
+                out.extend_from_slice(&b.last_offset.to_be_bytes());
+            }
+        }
+        out
+    }
+
+    /// Decodes a snapshot made by [`ProducerStates::encode`]; `None` if it is malformed.
+    /// Counts are checked against the bytes present before anything is sized by them.
+    pub fn decode(mut buf: &[u8]) -> Option<ProducerStates> {
+        fn take<const N: usize>(buf: &mut &[u8]) -> Option<[u8; N]> {
+            let (head, rest) = buf.split_first_chunk::<N>()?;
+            *buf = rest;
+            Some(*head)
+        }
+        const PRODUCER_BYTES: usize = 8 + 2 + 8 + 1;
+        const BATCH_BYTES: usize = 4 + 4 + 8 + 8;
+        let count = u32::from_be_bytes(take::<4>(&mut buf)?) as usize;
+        if count > MAX_PRODUCERS || count * PRODUCER_BYTES > buf.len() {
+            return None;
+        }
+        let mut producers = HashMap::with_capacity(count);
+        for _ in 0..count {
+            let pid = i64::from_be_bytes(take::<8>(&mut buf)?);
+            let epoch = i16::from_be_bytes(take::<2>(&mut buf)?);
+            let last_write_ms = i64::from_be_bytes(take::<8>(&mut buf)?);
+            let n = take::<1>(&mut buf)?[0] as usize;
+            if n > BATCHES_KEPT || n * BATCH_BYTES > buf.len() {
+                return None;
+            }
+            let mut batches = VecDeque::with_capacity(n);
+            for _ in 0..n {
+                batches.push_back(BatchMeta {
+                    first_seq: i32::from_be_bytes(take::<4>(&mut buf)?),
+                    last_seq: i32::from_be_bytes(take::<4>(&mut buf)?),
+                    first_offset: i64::from_be_bytes(take::<8>(&mut buf)?),
+                    last_offset: i64::from_be_bytes(take::<8>(&mut buf)?),
+                    durable: DurableToken::DURABLE,
+                });
+            }
+            let entry = ProducerEntry {
+                epoch,
+                last_write_ms,
+                batches,
+            };
+            if producers.insert(pid, entry).is_some() {
+                return None;
+            }
+        }
+        buf.is_empty().then_some(ProducerStates { producers })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const D: DurableToken = DurableToken::DURABLE;
 
     fn header(pid: i64, epoch: i16, seq: i32, count: i32, offset: i64) -> BatchHeader {
         BatchHeader {
@@ -149,7 +269,7 @@ mod tests {
         let mut s = ProducerStates::default();
         let h = header(7, 0, 0, 3, 10);
         assert_eq!(s.check(&h), Check::Append);
-        s.record(&h);
+        s.record(&h, D, 0);
         let retry = header(7, 0, 0, 3, -1);
         match s.check(&retry) {
             Check::Duplicate(b) => assert_eq!((b.first_offset, b.last_offset), (10, 12)),
@@ -161,7 +281,7 @@ mod tests {
     #[test]
     fn gaps_and_old_epochs_are_refused() {
         let mut s = ProducerStates::default();
-        s.record(&header(7, 1, 0, 2, 0));
+        s.record(&header(7, 1, 0, 2, 0), D, 0);
         assert_eq!(
             s.check(&header(7, 1, 5, 1, -1)),
             Check::Reject(ResponseError::OutOfOrderSequenceNumber)
@@ -184,7 +304,7 @@ mod tests {
     fn only_the_last_five_batches_are_remembered_and_sequences_wrap() {
         let mut s = ProducerStates::default();
         for i in 0..7 {
-            s.record(&header(1, 0, i, 1, i as i64));
+            s.record(&header(1, 0, i, 1, i as i64), D, 0);
         }
         assert_eq!(
             s.check(&header(1, 0, 0, 1, -1)),
@@ -195,10 +315,81 @@ mod tests {
             Check::Duplicate(_)
         ));
         let mut w = ProducerStates::default();
-        w.record(&header(2, 0, i32::MAX, 1, 0));
+        w.record(&header(2, 0, i32::MAX, 1, 0), D, 0);
         assert_eq!(w.check(&header(2, 0, 0, 1, -1)), Check::Append);
         // After a truncation to offset 3, the producer continues from the batch at offset 2.
         s.truncate(3);
         assert_eq!(s.check(&header(1, 0, 3, 1, -1)), Check::Append);
+    }
+
+    #[test]
+    fn producers_expire_after_the_expiration_time_without_writes() {
+        let mut s = ProducerStates::default();
+        s.record(&header(1, 0, 0, 1, 0), D, 1_000);
+        s.record(&header(2, 0, 0, 1, 1), D, 5_000);
+        assert_eq!(
+            s.expire(10_000, 6_000),
+            1,
+            "producer 1 last wrote at 1000 < 4000"
+        );
+        assert_eq!(s.producer_count(), 1);
+        // Forgotten: its next batch is accepted as from a new producer, not as a duplicate.
+        assert_eq!(s.check(&header(1, 0, 0, 1, -1)), Check::Append);
+        assert!(matches!(
+            s.check(&header(2, 0, 0, 1, -1)),
+            Check::Duplicate(_)
+        ));
+        assert_eq!(s.expire(10_000, 6_000), 0);
+    }
+
+    #[test]
+    fn a_partition_keeps_at_most_max_producers_dropping_the_least_recent() {
+        let mut s = ProducerStates::default();
+        for pid in 0..MAX_PRODUCERS as i64 {
+            s.record(&header(pid, 0, 0, 1, pid), D, 1_000 + pid);
+        }
+        assert_eq!(s.producer_count(), MAX_PRODUCERS);
+        s.record(&header(-5, 0, 0, 1, 0), D, 0); // not idempotent: ignored
+        s.record(&header(i64::MAX, 0, 0, 1, 0), D, 9_999_999);
+        assert_eq!(s.producer_count(), MAX_PRODUCERS);
+        assert_eq!(
+            s.check(&header(0, 0, 0, 1, -1)),
+            Check::Append,
+            "pid 0 evicted"
+        );
+        assert!(matches!(
+            s.check(&header(1, 0, 0, 1, -1)),
+            Check::Duplicate(_)
+        ));
+    }
+
+    #[test]
+    fn snapshot_round_trips_and_rejects_damage() {
+        let mut s = ProducerStates::default();
+        for i in 0..7 {
+            s.record(&header(3, 2, i * 2, 2, i as i64 * 2), D, 77);
+        }
+        s.record(&header(9, 0, 0, 1, 20), D, 78);
+        let bytes = s.encode();
+        let back = ProducerStates::decode(&bytes).expect("decodes");
+        assert_eq!(back.producer_count(), 2);
+        assert!(matches!(
+            back.check(&header(3, 2, 12, 2, -1)),
+            Check::Duplicate(BatchMeta {
+                first_offset: 12,
+                ..
+            })
+        ));
+        assert_eq!(back.check(&header(3, 2, 14, 1, -1)), Check::Append);
+        assert_eq!(back.encode(), bytes);
+        // Truncated, extended, or lying about its counts: refused, nothing sized by the count.
+        assert!(ProducerStates::decode(&bytes[..bytes.len() - 1]).is_none());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(ProducerStates::decode(&longer).is_none());
+        let mut lying = bytes.clone();
+        lying[..4].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(ProducerStates::decode(&lying).is_none());
+        assert!(ProducerStates::decode(&[]).is_none());
     }
 }

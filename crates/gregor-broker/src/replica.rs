@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use gregor_log::batch::BatchHeader;
-use gregor_log::{CleanupPolicy, FlushPolicy, Log, LogConfig, LogError, TimestampType};
+use gregor_log::{
+    CleanupPolicy, DurableToken, FlushPolicy, Log, LogConfig, LogError, TimestampType,
+};
 use gregor_meta::config::{BrokerConfigView, ConfigValue};
 use gregor_meta::{LocalReplicaChanges, Uuid};
 use kafka_protocol::ResponseError;
@@ -74,66 +76,91 @@ impl Partition {
         }
     }
 
-    /// Appends a producer's batches as leader: idempotence check, write, fdatasync (shared with
-    /// concurrent appends), then the high watermark moves past them. A retried batch answers
-    /// with its original offsets.
-    pub async fn append_as_leader(
-        self: &Arc<Self>,
+    /// Appends a producer's batch as leader on a task of its own: the idempotence check, the
+    /// write and the producer-state update form one unit that neither the request's timeout
+    /// nor a client that disconnects can interrupt (a half-done produce would write a batch
+    /// without remembering it, and its retry would be written twice). The task then waits until
+    /// the batch is durable and moves the high watermark past it; a retried batch is answered
+    /// with its original offsets once the original is durable, never before.
+    pub fn spawn_append(self: &Arc<Self>, records: bytes::Bytes) -> PendingAppend {
+        let (written_tx, written) = tokio::sync::oneshot::channel();
+        let part = self.clone();
+        let done = tokio::spawn(async move {
+            let appended = part.append_unit(records).await;
+            let _ = written_tx.send(());
+            let (outcome, durable, end_offset) = appended?;
+            let log = part.log.clone();
+            blocking(move || log.await_durable(durable))
+                .await
+                .map_err(|e| log_error(&e))?;
+            if let Some(end) = end_offset {
+                part.advance_hw(end);
+            }
+            Ok(outcome)
+        });
+        PendingAppend { written, done }
+    }
+
+    /// Check, write and record under the producer-state lock. Returns the answer, when it may
+    /// be given, and the offset after the written batch (`None` for a duplicate, whose
+    /// original's own task moves the high watermark).
+    async fn append_unit(
+        &self,
         records: bytes::Bytes,
-    ) -> Result<ProduceOutcome, ResponseError> {
+    ) -> Result<(ProduceOutcome, DurableToken, Option<i64>), ResponseError> {
         let role = self.role();
         if !role.is_leader {
             return Err(ResponseError::NotLeaderOrFollower);
         }
-        let headers = batch_headers(&records)?;
+        let header = single_batch_header(&records)?;
         let mut producers = self.producers.lock().await;
-        // A request carries one producer's batches; judge by the first (Kafka checks each and
-        // librdkafka / Java send one batch per partition per request).
-        match headers.first().map(|h| producers.check(h)) {
-            Some(Check::Duplicate(b)) => {
-                drop(producers);
-                return Ok(ProduceOutcome {
+        match producers.check(&header) {
+            Check::Duplicate(b) => {
+                let outcome = ProduceOutcome {
                     base_offset: b.first_offset,
                     log_append_time: -1,
                     log_start_offset: self.log.log_start_offset(),
-                });
+                };
+                return Ok((outcome, b.durable, None));
             }
-            Some(Check::Reject(e)) => return Err(e),
-            _ => {}
+            Check::Reject(e) => return Err(e),
+            Check::Append => {}
         }
         let log = self.log.clone();
         let epoch = role.leader_epoch;
-        let written =
-            blocking(move || log.append_as_leader_deferred(&records, epoch, now_ms())).await;
-        let (info, durable) = written.map_err(|e| log_error(&e))?;
-        for (i, h) in headers.iter().enumerate() {
-            // The first batch starts at first_offset; later ones follow contiguously.
-            let offset = if i == 0 {
-                info.first_offset
-            } else {
-                info.first_offset
-                    + headers[..i]
-                        .iter()
-                        .map(|x| x.last_offset_delta as i64 + 1)
-                        .sum::<i64>()
-            };
-            producers.record(&BatchHeader {
-                base_offset: offset,
-                ..*h
-            });
-        }
-        drop(producers);
-        let log = self.log.clone();
-        blocking(move || log.await_durable(durable))
+        let now = now_ms();
+        let (info, durable) = blocking(move || log.append_as_leader_deferred(&records, epoch, now))
             .await
             .map_err(|e| log_error(&e))?;
-        self.advance_hw(info.last_offset + 1);
-        Ok(ProduceOutcome {
+        producers.record(
+            &BatchHeader {
+                base_offset: info.first_offset,
+                ..header
+            },
+            durable,
+            now,
+        );
+        drop(producers);
+        let outcome = ProduceOutcome {
             base_offset: info.first_offset,
             log_append_time: info.log_append_time.unwrap_or(-1),
             log_start_offset: info.log_start_offset,
-        })
+        };
+        Ok((outcome, durable, Some(info.last_offset + 1)))
     }
+
+    /// Forgets idempotent producers that have not written for `expiration_ms`.
+    pub async fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producers.lock().await.expire(now_ms, expiration_ms)
+    }
+}
+
+/// A produce under way on its own task (see [`Partition::spawn_append`]).
+pub struct PendingAppend {
+    /// Fires once the batch is written and remembered (or refused).
+    pub written: tokio::sync::oneshot::Receiver<()>,
+    /// The answer, once the batch is durable.
+    pub done: tokio::task::JoinHandle<Result<ProduceOutcome, ResponseError>>,
 }
 
 /// Kafka's error for a log failure on the produce path.
@@ -141,21 +168,25 @@ pub fn log_error(e: &LogError) -> ResponseError {
     ResponseError::try_from_code(e.kafka_error_code()).unwrap_or(ResponseError::KafkaStorageError)
 }
 
-fn batch_headers(records: &[u8]) -> Result<Vec<BatchHeader>, ResponseError> {
-    let mut out = Vec::new();
-    let mut rest = records;
-    while !rest.is_empty() {
-        let h = BatchHeader::parse(rest).ok_or(ResponseError::CorruptMessage)?;
-        if h.size() > rest.len() || h.magic != 2 {
-            return Err(ResponseError::CorruptMessage);
-        }
-        out.push(h);
-        rest = &rest[h.size()..];
+/// The one record batch of a partition's produce data. Produce v3+ carries exactly one v2
+/// batch per partition (Kafka answers anything else with INVALID_RECORD); its full validation
+/// is the log's.
+fn single_batch_header(records: &[u8]) -> Result<BatchHeader, ResponseError> {
+    use gregor_log::batch::HEADER_LEN;
+    // The magic byte sits at offset 16 in every message format.
+    match records.get(16) {
+        Some(2) => {}
+        Some(_) => return Err(ResponseError::InvalidRecord),
+        None => return Err(ResponseError::CorruptMessage),
     }
-    if out.is_empty() {
+    let h = BatchHeader::parse(records).ok_or(ResponseError::CorruptMessage)?;
+    if h.size() < HEADER_LEN || h.size() > records.len() {
+        return Err(ResponseError::CorruptMessage);
+    }
+    if h.size() < records.len() {
         return Err(ResponseError::InvalidRecord);
     }
-    Ok(out)
+    Ok(h)
 }
 
 /// The partition logs hosted by this broker.
@@ -341,7 +372,7 @@ fn rebuild_producers(log: &Log, producers: &mut ProducerStates) {
             if h.size() > rest.len() {
                 break;
             }
-            producers.record(&h);
+            producers.record(&h, DurableToken::DURABLE, h.max_timestamp);
             rest = &rest[h.size()..];
         }
         if next <= offset {
@@ -410,4 +441,133 @@ pub fn log_config(view: &BrokerConfigView<'_>, topic: &str) -> LogConfig {
         }
     };
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use gregor_log::batch::Codec;
+    use gregor_log::records::{encode_batch, BatchSpec, Record};
+    use gregor_log::FaultInjector;
+
+    use super::*;
+
+    fn partition_on_slow_disk(dir: &Path, sync_delay: Duration) -> Arc<Partition> {
+        let faults = FaultInjector::new();
+        faults.set_sync_delay(sync_delay);
+        let log =
+            Log::open_with_faults(dir, LogConfig::default(), now_ms(), faults).expect("open log");
+        let (hw, _) = watch::channel(0);
+        Arc::new(Partition {
+            topic: "t".into(),
+            index: 0,
+            topic_id: Uuid::nil(),
+            log: Arc::new(log),
+            role: Mutex::new(Role {
+                is_leader: true,
+                leader_epoch: 0,
+            }),
+            producers: tokio::sync::Mutex::new(ProducerStates::default()),
+            hw,
+        })
+    }
+
+    fn idempotent_batch(seq: i32, value: &str) -> bytes::Bytes {
+        let record = Record {
+            offset: 0,
+            timestamp: now_ms(),
+            key: None,
+            value: Some(bytes::Bytes::copy_from_slice(value.as_bytes())),
+            headers: Vec::new(),
+        };
+        let spec = BatchSpec {
+            codec: Codec::None,
+            producer_id: 42,
+            producer_epoch: 0,
+            base_sequence: seq,
+            ..BatchSpec::default()
+        };
+        bytes::Bytes::from(encode_batch(&spec, &[record]).expect("encode"))
+    }
+
+    /// A client that disconnects while its batch is being fsynced, then retries: the batch is
+    /// stored once, and the retry is answered only once the original is durable.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retry_during_the_originals_fsync_waits_for_it_and_is_not_written_twice() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = partition_on_slow_disk(dir.path(), Duration::from_millis(400));
+        let batch = idempotent_batch(0, "once");
+        let original = part.spawn_append(batch.clone());
+        original.written.await.expect("written");
+        // The connection goes away: its request future, holding `done`, is dropped.
+        drop(original.done);
+        assert_eq!(part.log.stats().syncs, 0, "the fsync is still under way");
+        let retry = part.spawn_append(batch);
+        let outcome = retry.done.await.expect("task").expect("duplicate answered");
+        assert_eq!(outcome.base_offset, 0);
+        assert!(
+            part.log.stats().syncs >= 1,
+            "the retry was answered before the original was durable"
+        );
+        assert_eq!(part.log.log_end_offset(), 1, "written once");
+        // The dropped request's task still moved the high watermark.
+        let mut hw = part.watch_hw();
+        tokio::time::timeout(Duration::from_secs(10), hw.wait_for(|h| *h == 1))
+            .await
+            .expect("high watermark reaches 1")
+            .expect("watch open");
+        // The producer continues with the next sequence number.
+        let next = part.spawn_append(idempotent_batch(1, "next"));
+        assert_eq!(
+            next.done
+                .await
+                .expect("task")
+                .expect("appended")
+                .base_offset,
+            1
+        );
+    }
+
+    /// Cancelling at any point after the append started (a request timeout, a disconnect)
+    /// never leaves the batch written but unremembered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_wait_never_half_does_the_append() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = partition_on_slow_disk(dir.path(), Duration::from_millis(50));
+        for seq in 0..5 {
+            let batch = idempotent_batch(seq, "v");
+            // The caller gives up almost at once, as with request.timeout.ms = 1.
+            let first = part.spawn_append(batch.clone());
+            let _ = tokio::time::timeout(Duration::from_millis(1), first.done).await;
+            // Its retries are duplicates of the one stored copy.
+            let again = part.spawn_append(batch);
+            let outcome = again.done.await.expect("task").expect("answered");
+            assert_eq!(outcome.base_offset, i64::from(seq));
+        }
+        assert_eq!(part.log.log_end_offset(), 5);
+    }
+
+    #[test]
+    fn produce_data_must_be_exactly_one_v2_batch() {
+        let one = idempotent_batch(0, "x");
+        assert!(single_batch_header(&one).is_ok());
+        let mut two = one.to_vec();
+        two.extend_from_slice(&one);
+        assert_eq!(single_batch_header(&two), Err(ResponseError::InvalidRecord));
+        let mut magic1 = one.to_vec();
+        magic1[16] = 1;
+        assert_eq!(
+            single_batch_header(&magic1),
+            Err(ResponseError::InvalidRecord)
+        );
+        assert_eq!(
+            single_batch_header(&one[..30]),
+            Err(ResponseError::CorruptMessage)
+        );
+        assert_eq!(
+            single_batch_header(&one[..10]),
+            Err(ResponseError::CorruptMessage)
+        );
+    }
 }

@@ -16,6 +16,8 @@ use crate::error::{IoContext, Result};
 pub struct FaultInjector {
     write_budget: AtomicU64,
     fail_sync: AtomicBool,
+    /// Milliseconds every sync takes (a slow disk).
+    sync_delay_ms: AtomicU64,
 }
 
 impl Default for FaultInjector {
@@ -23,6 +25,7 @@ impl Default for FaultInjector {
         FaultInjector {
             write_budget: AtomicU64::new(u64::MAX),
             fail_sync: AtomicBool::new(false),
+            sync_delay_ms: AtomicU64::new(0),
         }
     }
 }
@@ -43,6 +46,12 @@ impl FaultInjector {
     /// Make every following sync fail with `EIO` (or succeed again).
     pub fn set_fail_sync(&self, fail: bool) {
         self.fail_sync.store(fail, Ordering::SeqCst);
+    }
+
+    /// Make every following sync take this long before it completes (a slow disk).
+    pub fn set_sync_delay(&self, delay: std::time::Duration) {
+        self.sync_delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// Take up to `want` bytes from the budget; returns how many may be written.
@@ -128,12 +137,14 @@ impl Disk {
 
     /// `fdatasync`.
     pub fn sync_data(&self, file: &File) -> io::Result<()> {
-        if self
-            .faults
-            .as_ref()
-            .is_some_and(|f| f.fail_sync.load(Ordering::SeqCst))
-        {
-            return Err(io::Error::from_raw_os_error(5));
+        if let Some(f) = &self.faults {
+            let delay = f.sync_delay_ms.load(Ordering::SeqCst);
+            if delay > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(delay));
+            }
+            if f.fail_sync.load(Ordering::SeqCst) {
+                return Err(io::Error::from_raw_os_error(5));
+            }
         }
         file.sync_data()
     }

@@ -49,6 +49,11 @@ pub struct AppendInfo {
 #[must_use = "an append is not durable until its token is awaited"]
 pub struct DurableToken(Option<u64>);
 
+impl DurableToken {
+    /// A token for data already known to be durable (e.g. recovered at open).
+    pub const DURABLE: DurableToken = DurableToken(None);
+}
+
 /// Whole batches read from the log, as stored (never re-encoded).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadResult {

@@ -124,7 +124,7 @@ fn fill_topic(
     image: &gregor_meta::MetadataImage,
 ) {
     t.topic_id = topic.id;
-    t.is_internal = topic.name.starts_with("__");
+    t.is_internal = super::produce::is_internal_topic(&topic.name);
     t.partitions = topic
         .partitions
         .iter()

@@ -33,10 +33,13 @@ pub async fn find_coordinator(
         c.key = s(key.clone());
         c.node_id = BrokerId(-1);
         c.port = -1;
-        let outcome = if r.key_type != 0 {
-            // Transactions are not implemented.
-            Err(ResponseError::CoordinatorNotAvailable)
-        } else if key.is_empty() {
+        if r.key_type != 0 {
+            c.error_code = super::transactions_unsupported().code();
+            c.error_message = Some(s(super::TRANSACTIONS_UNSUPPORTED));
+            answers.push(c);
+            continue;
+        }
+        let outcome = if key.is_empty() {
             Err(ResponseError::InvalidRequest)
         } else {
             b.groups.call_ready(b).await

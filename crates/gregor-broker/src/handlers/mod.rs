@@ -12,16 +12,16 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::error;
 
 use crate::broker::Broker;
-use crate::connection::RequestContext;
+use crate::connection::{Reply, RequestContext};
 
-/// Routes a request to its handler. `None`: no response (acks=0 produce).
+/// Routes a request to its handler.
 pub async fn dispatch(
     b: &std::sync::Arc<Broker>,
     ctx: &RequestContext,
     request: RequestKind,
-) -> Option<ResponseKind> {
+) -> Reply {
     let v = ctx.api_version;
-    Some(match request {
+    Reply::Respond(match request {
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(groups::find_coordinator(b, r, v).await)
         }
@@ -33,7 +33,7 @@ pub async fn dispatch(
         | RequestKind::OffsetFetch(_)
         | RequestKind::DescribeGroups(_)
         | RequestKind::ListGroups(_)
-        | RequestKind::DeleteGroups(_)) => return groups::handle(b, ctx, r).await,
+        | RequestKind::DeleteGroups(_)) => return groups::handle(b, ctx, r).await.into(),
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(cluster::api_versions(&r, v)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(cluster::metadata(b, r, v).await),
         RequestKind::DescribeCluster(r) => {
@@ -54,9 +54,7 @@ pub async fn dispatch(
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(b, r).await)
         }
-        RequestKind::Produce(r) => {
-            return produce::produce(b, r, v).await.map(ResponseKind::Produce)
-        }
+        RequestKind::Produce(r) => return produce::produce(b, r, v).await,
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(produce::init_producer_id(b, &r))
         }
@@ -71,9 +69,22 @@ pub async fn dispatch(
         other => {
             // The connection only decodes APIs listed in `api::SUPPORTED`, all routed above.
             error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "no handler for a supported API");
-            return None;
+            return Reply::Close;
         }
     })
+}
+
+/// What a broker without transactions tells a transactional client, in FindCoordinator
+/// (transaction key type) and InitProducerId with a transactional id.
+pub(crate) const TRANSACTIONS_UNSUPPORTED: &str =
+    "transactions are not supported by this Gregor broker; use an idempotent producer without transactional.id";
+
+/// The error code that refuses transactions (see [`TRANSACTIONS_UNSUPPORTED`]). Of the codes a
+/// FindCoordinator answer can carry, this is the one librdkafka treats as fatal at once (the
+/// retriable ones make `init_transactions()` spin until its timeout); the error message beside
+/// it tells the user why.
+pub(crate) fn transactions_unsupported() -> kafka_protocol::ResponseError {
+    kafka_protocol::ResponseError::TransactionalIdAuthorizationFailed
 }
 
 pub(crate) fn s(v: impl Into<String>) -> StrBytes {

@@ -4,10 +4,12 @@ use futures::future::join_all;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId,
+    ResponseKind,
 };
 use kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
+use crate::connection::Reply;
 
 /// Resolves a produce or fetch target: the topic's name from the request (or its id, in newer
 /// versions), whether it exists, and the hosted partition.
@@ -35,8 +37,25 @@ pub(crate) fn locate(
         .ok_or(ResponseError::NotLeaderOrFollower)
 }
 
-pub async fn produce(b: &Broker, r: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+/// Topics clients may not write to (Kafka: INVALID_TOPIC_EXCEPTION, "Cannot append to internal
+/// topic"); only the broker's own coordinators append to them.
+pub(crate) fn is_internal_topic(name: &str) -> bool {
+    matches!(name, "__consumer_offsets" | "__transaction_state")
+}
+
+/// The codec id in the attributes of a v2 batch, if the batch is long enough to have them.
+fn codec_id(records: &[u8]) -> Option<i16> {
+    records
+        .get(21..23)
+        .map(|a| i16::from_be_bytes([a[0], a[1]]) & 7)
+}
+
+const ZSTD: i16 = 4;
+
+pub async fn produce(b: &Broker, r: ProduceRequest, version: i16) -> Reply {
     let acks = r.acks;
+    // Only the wait for durability and replication is bounded by the timeout (as in Kafka);
+    // the append itself always completes (see `Partition::spawn_append`).
     let timeout = std::time::Duration::from_millis(r.timeout_ms.max(0) as u64);
     let transactional = r.transactional_id.is_some();
     let mut topics = Vec::new();
@@ -53,24 +72,38 @@ pub async fn produce(b: &Broker, r: ProduceRequest, version: i16) -> Option<Prod
                 let result = if !matches!(acks, -1..=1) {
                     Err(ResponseError::InvalidRequiredAcks)
                 } else if transactional {
-                    // Transactions are not implemented; say so instead of half-supporting them.
-                    Err(ResponseError::TransactionalIdAuthorizationFailed)
+                    Err(super::transactions_unsupported())
+                } else if is_internal_topic(&name) {
+                    Err(ResponseError::InvalidTopicException)
                 } else {
                     match (locate(b, &name, t.topic_id, p.index), p.records) {
                         (Err(e), _) => Err(e),
                         (Ok(_), None) => Err(ResponseError::InvalidRecord),
+                        (Ok(_), Some(records))
+                            if version < 7 && codec_id(&records) == Some(ZSTD) =>
+                        {
+                            Err(ResponseError::UnsupportedCompressionType)
+                        }
                         (Ok(part), Some(records)) => {
                             if acks == -1 && !b.enough_in_sync(&part.topic, part.index) {
                                 Err(ResponseError::NotEnoughReplicas)
                             } else {
-                                match tokio::time::timeout(
-                                    timeout.max(std::time::Duration::from_millis(1)),
-                                    part.append_as_leader(records),
-                                )
-                                .await
-                                {
-                                    Ok(r) => r,
-                                    Err(_) => Err(ResponseError::RequestTimedOut),
+                                let pending = part.spawn_append(records);
+                                // The write itself is never cut short; a dropped connection
+                                // leaves it to finish on its task.
+                                let _ = pending.written.await;
+                                let done = async {
+                                    pending.done.await.unwrap_or_else(|e| {
+                                        tracing::error!(topic = %part.topic, partition = part.index, error = %e, "append task failed");
+                                        Err(ResponseError::UnknownServerError)
+                                    })
+                                };
+                                if acks == -1 {
+                                    tokio::time::timeout(timeout, done)
+                                        .await
+                                        .unwrap_or(Err(ResponseError::RequestTimedOut))
+                                } else {
+                                    done.await
                                 }
                             }
                         }
@@ -84,7 +117,18 @@ pub async fn produce(b: &Broker, r: ProduceRequest, version: i16) -> Option<Prod
                             out.log_start_offset = o.log_start_offset;
                         }
                     }
-                    Err(e) => out.error_code = e.code(),
+                    Err(e) => {
+                        out.error_code = e.code();
+                        if version >= 8 {
+                            out.error_message = match e {
+                                _ if transactional => Some(super::s(super::TRANSACTIONS_UNSUPPORTED)),
+                                ResponseError::InvalidTopicException => {
+                                    Some(super::s(format!("Cannot append to internal topic {name}")))
+                                }
+                                _ => None,
+                            };
+                        }
+                    }
                 }
                 if version < 5 {
                     out.log_start_offset = -1;
@@ -100,11 +144,17 @@ pub async fn produce(b: &Broker, r: ProduceRequest, version: i16) -> Option<Prod
         topics.push(tr);
     }
     if acks == 0 {
-        return None;
+        // Kafka closes the connection when an acks=0 produce fails, the only way to tell the
+        // client to refresh its metadata.
+        let failed = topics
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .any(|p| p.error_code != 0);
+        return if failed { Reply::Close } else { Reply::Nothing };
     }
     let mut resp = ProduceResponse::default();
     resp.responses = topics;
-    Some(resp)
+    Reply::Respond(ResponseKind::Produce(resp))
 }
 
 pub fn init_producer_id(b: &Broker, r: &InitProducerIdRequest) -> InitProducerIdResponse {
@@ -112,15 +162,12 @@ pub fn init_producer_id(b: &Broker, r: &InitProducerIdRequest) -> InitProducerId
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
     if r.transactional_id.is_some() {
-        resp.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        resp.error_code = super::transactions_unsupported().code();
         return resp;
     }
-    // KIP-360: a producer that already has an id bumps its epoch instead of getting a new id.
-    if r.producer_id.0 >= 0 && r.producer_epoch >= 0 && r.producer_epoch < i16::MAX {
-        resp.producer_id = r.producer_id;
-        resp.producer_epoch = r.producer_epoch + 1;
-        return resp;
-    }
+    // Without a transactional id every request gets a fresh producer id, whatever id and
+    // epoch it names (as Kafka does): bumping the epoch of a named id would let any client
+    // fence another producer. Idempotent producers bump their epoch locally (KIP-360).
     match b.producer_ids.next() {
         Ok(id) => {
             resp.producer_id = ProducerId(id);

@@ -288,6 +288,11 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("offsets.commit.timeout.ms", Int, Some("5000"), AtLeast(1), false, "How long an offset commit waits for replication."),
     broker("offsets.load.buffer.size", Int, Some("5242880"), AtLeast(1), false, "Read size when loading group state."),
     broker("offset.metadata.max.bytes", Int, Some("4096"), Any, false, "Largest metadata string of an offset commit."),
+    // Idempotent producers.
+    broker("producer.id.expiration.ms", Int, Some("86400000"), AtLeast(1), true,
+        "How long a partition keeps the state of a producer id that has not written to it."),
+    broker("producer.id.expiration.check.interval.ms", Int, Some("600000"), AtLeast(1), false,
+        "How often expired producer ids are removed."),
     // Network and requests.
     broker("socket.request.max.bytes", Int, Some("104857600"), AtLeast(1), false, "Largest request accepted; larger ones close the connection."),
     broker("socket.send.buffer.bytes", Int, Some("102400"), Any, false, "SO_SNDBUF; -1 for the OS default."),
