@@ -27,8 +27,15 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 enum Msg {
     Request(Box<Input>, oneshot::Sender<Response>),
-    AppendDone(AppendToken, Result<(), ResponseError>),
 }
+
+/// A finished append of the coordinator's records.
+type AppendDone = (AppendToken, Result<(), ResponseError>);
+
+/// Appends the coordinator may have queued or under way before it stops taking requests
+/// (requests wait in the bounded request channel meanwhile): the append queue stays bounded
+/// however fast clients commit.
+const MAX_PENDING_APPENDS: usize = 256;
 
 /// Handle to the coordinator task.
 pub struct Groups {
@@ -68,7 +75,7 @@ impl Groups {
                 create_offsets_topic(b).await?;
                 let coordinator = load(b)?;
                 let (tx, rx) = mpsc::channel(1024);
-                tokio::spawn(run(b.clone(), coordinator, tx.clone(), rx));
+                tokio::spawn(run(b.clone(), coordinator, rx));
                 Ok(tx)
             })
             .await
@@ -196,52 +203,55 @@ fn load(b: &Broker) -> Result<GroupCoordinator, ResponseError> {
 async fn run(
     b: Arc<Broker>,
     mut coordinator: GroupCoordinator,
-    tx: mpsc::Sender<Msg>,
     mut rx: mpsc::Receiver<Msg>,
 ) {
     let mut waiting: HashMap<u64, oneshot::Sender<Response>> = HashMap::new();
     let mut next_id: u64 = 1;
-    // Appends run in order on one task, as the coordinator requires.
+    // Appends run in order on one task, as the coordinator requires. The queue is bounded by
+    // `pending`: no request is taken while MAX_PENDING_APPENDS appends are outstanding.
     let (append_tx, append_rx) = mpsc::unbounded_channel::<(AppendToken, Vec<Record>)>();
-    tokio::spawn(appender(b.clone(), append_rx, tx));
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<AppendDone>();
+    tokio::spawn(appender(b.clone(), append_rx, done_tx));
+    let mut pending = 0usize;
     let effects = coordinator.complete_load(now_ms());
-    carry_out(effects, &mut waiting, &append_tx);
+    pending += carry_out(effects, &mut waiting, &append_tx);
     loop {
-        let sleep = coordinator.next_deadline().map(|at| {
-            let wait = (at - now_ms()).max(0) as u64;
-            tokio::time::sleep(std::time::Duration::from_millis(wait))
-        });
-        let msg = match sleep {
-            Some(s) => tokio::select! {
-                m = rx.recv() => m,
-                _ = s => {
-                    let effects = coordinator.tick(now_ms());
-                    carry_out(effects, &mut waiting, &append_tx);
-                    continue;
+        let deadline = coordinator.next_deadline();
+        let sleep = async {
+            match deadline {
+                Some(at) => {
+                    let wait = (at - now_ms()).max(0) as u64;
+                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await
                 }
-            },
-            None => rx.recv().await,
+                None => std::future::pending().await,
+            }
         };
-        let Some(msg) = msg else { return };
-        let effects = match msg {
-            Msg::Request(input, reply) => {
+        let effects = tokio::select! {
+            m = rx.recv(), if pending < MAX_PENDING_APPENDS => {
+                let Some(Msg::Request(input, reply)) = m else { return };
                 let mut input = *input;
                 input.request_id = next_id;
                 waiting.insert(next_id, reply);
                 next_id += 1;
                 coordinator.handle(now_ms(), input)
             }
-            Msg::AppendDone(token, result) => coordinator.append_completed(now_ms(), token, result),
+            Some((token, result)) = done_rx.recv() => {
+                pending -= 1;
+                coordinator.append_completed(now_ms(), token, result)
+            }
+            _ = sleep => coordinator.tick(now_ms()),
         };
-        carry_out(effects, &mut waiting, &append_tx);
+        pending += carry_out(effects, &mut waiting, &append_tx);
     }
 }
 
+/// Carries out effects; returns how many appends it queued.
 fn carry_out(
     effects: Vec<Effect>,
     waiting: &mut HashMap<u64, oneshot::Sender<Response>>,
     append_tx: &mpsc::UnboundedSender<(AppendToken, Vec<Record>)>,
-) {
+) -> usize {
+    let mut appends = 0;
     for e in effects {
         match e {
             Effect::Respond {
@@ -254,20 +264,23 @@ fn carry_out(
                 }
             }
             Effect::Append { token, records } => {
-                let _ = append_tx.send((token, records));
+                if append_tx.send((token, records)).is_ok() {
+                    appends += 1;
+                }
             }
         }
     }
+    appends
 }
 
 async fn appender(
     b: Arc<Broker>,
     mut rx: mpsc::UnboundedReceiver<(AppendToken, Vec<Record>)>,
-    done: mpsc::Sender<Msg>,
+    done: mpsc::UnboundedSender<AppendDone>,
 ) {
     while let Some((token, records)) = rx.recv().await {
         let result = append(&b, records).await;
-        if done.send(Msg::AppendDone(token, result)).await.is_err() {
+        if done.send((token, result)).is_err() {
             return;
         }
     }
