@@ -556,10 +556,17 @@ impl Log {
         let mut located = None;
         for seg in g.segments.range(start_key..).map(|(_, s)| s) {
             if let Some((pos, h)) = seg.translate(from_offset)? {
+                // Where readable data ends in this segment: before the batch that reaches the
+                // upper bound (the high watermark for consumers), else at the segment's end.
+                let end = if bound < seg.next_offset {
+                    seg.translate(bound)?.map_or(seg.size, |(p, _)| p)
+                } else {
+                    seg.size
+                };
                 located = Some((
                     std::sync::Arc::clone(&seg.file),
                     seg.log_path(),
-                    seg.size,
+                    end,
                     pos,
                     h,
                 ));
@@ -567,13 +574,16 @@ impl Log {
             }
         }
         drop(g);
-        let Some((file, path, seg_size, pos, first)) = located else {
+        let Some((file, path, end_pos, pos, first)) = located else {
             return Ok(result);
         };
         if first.last_offset() >= bound {
             return Ok(result);
         }
-        let avail = (seg_size - pos) as usize;
+        // What the fetch asked for, but never past the readable end; a first batch larger
+        // than that is returned whole (KIP-74). Its size was checked against the segment when
+        // it was located and against max.message.bytes when it was appended.
+        let avail = end_pos.saturating_sub(pos) as usize;
         let len = max_bytes.min(avail).max(first.size());
         let buf = Segment::read_at(&file, pos, len).at(&path)?;
         let mut end = 0;

@@ -202,7 +202,23 @@ pub fn encode_batch(spec: &BatchSpec, records: &[Record]) -> Result<Vec<u8>> {
         .unwrap_or_else(|| records.iter().map(|r| r.timestamp).max().unwrap_or(-1));
     let base_ts = spec.delete_horizon.unwrap_or(first_ts);
     let raw = encode_records(records, spec.base_offset, base_ts);
-    let section = compress(spec.codec, &raw)?;
+    let count = i32::try_from(records.len())
+        .map_err(|_| LogError::InvalidArgument("too many records".into()))?;
+    encode_raw_batch(spec, last_delta, base_ts, max_ts, count, &raw)
+}
+
+/// Build one v2 batch around an already encoded (uncompressed) records section `raw` of
+/// `count` records whose timestamp deltas are relative to `base_ts`; compresses it with
+/// `spec.codec`.
+pub(crate) fn encode_raw_batch(
+    spec: &BatchSpec,
+    last_delta: i32,
+    base_ts: i64,
+    max_ts: i64,
+    count: i32,
+    raw: &[u8],
+) -> Result<Vec<u8>> {
+    let section = compress(spec.codec, raw)?;
     let mut attrs = spec.codec.id();
     if spec.log_append_time {
         attrs |= ATTR_LOG_APPEND_TIME;
@@ -217,9 +233,11 @@ pub fn encode_batch(spec: &BatchSpec, records: &[Record]) -> Result<Vec<u8>> {
         attrs |= ATTR_DELETE_HORIZON;
     }
     let size = HEADER_LEN + section.len();
+    let batch_length = i32::try_from(size - LOG_OVERHEAD)
+        .map_err(|_| LogError::InvalidArgument("batch too large".into()))?;
     let mut out = Vec::with_capacity(size);
     out.extend_from_slice(&spec.base_offset.to_be_bytes());
-    out.extend_from_slice(&((size - LOG_OVERHEAD) as i32).to_be_bytes());
+    out.extend_from_slice(&batch_length.to_be_bytes());
     out.extend_from_slice(&spec.partition_leader_epoch.to_be_bytes());
     out.push(2);
     out.extend_from_slice(&[0; 4]); // crc placeholder
@@ -230,7 +248,7 @@ pub fn encode_batch(spec: &BatchSpec, records: &[Record]) -> Result<Vec<u8>> {
     out.extend_from_slice(&spec.producer_id.to_be_bytes());
     out.extend_from_slice(&spec.producer_epoch.to_be_bytes());
     out.extend_from_slice(&spec.base_sequence.to_be_bytes());
-    out.extend_from_slice(&(records.len() as i32).to_be_bytes());
+    out.extend_from_slice(&count.to_be_bytes());
     out.extend_from_slice(&section);
     let crc = batch::compute_crc(&out);
     out[17..21].copy_from_slice(&crc.to_be_bytes());

@@ -30,6 +30,8 @@ pub(crate) struct RecordView<'b> {
     pub header_count: usize,
     /// The headers' bytes (already checked to parse).
     pub headers: &'b [u8],
+    /// Everything after `offsetDelta`: key, value and headers as encoded.
+    pub tail: &'b [u8],
 }
 
 impl<'b> RecordView<'b> {
@@ -43,6 +45,7 @@ impl<'b> RecordView<'b> {
         c.pos = 1; // attributes: unused in v2
         let timestamp_delta = c.varint("timestamp delta")?;
         let offset_delta = c.varint("offset delta")?;
+        let tail_start = c.pos;
         let key = c.nullable("key")?;
         let value = c.nullable("value")?;
         let n = c.varint("header count")?;
@@ -73,6 +76,7 @@ impl<'b> RecordView<'b> {
             value,
             header_count,
             headers: &body[headers_start..],
+            tail: &body[tail_start..],
         })
     }
 

@@ -280,3 +280,38 @@ fn compression_type_recompresses_at_the_leader() {
     let read = log.read(0, 1 << 20, None).expect("read");
     assert_eq!(&read.records[16..], &sent[16..]);
 }
+
+#[test]
+fn a_read_loads_what_was_asked_for_up_to_the_bound_or_one_batch() {
+    use crate::hostile_props::largest_allocation;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open(dir.path(), LogConfig::default());
+    let value = vec![b'v'; 1000];
+    for _ in 0..200 {
+        let b = simple_batch(Codec::None, NOW, &[(Some(b"k"), Some(&value))]).expect("encode");
+        log.append_as_leader(&b, 0, NOW).expect("append");
+    }
+    let big = vec![b'b'; 300_000];
+    let b = simple_batch(Codec::None, NOW, &[(Some(b"k"), Some(&big))]).expect("encode");
+    log.append_as_leader(&b, 0, NOW).expect("append");
+    log.set_high_watermark(100);
+    // A consumer's read stops at the high watermark and loads nothing beyond it, however much
+    // the fetch allows.
+    let (r, largest) = largest_allocation(|| log.read(0, 10 << 20, Some(100)));
+    let r = r.expect("read");
+    assert_eq!(r.next_offset, Some(100));
+    assert!(
+        largest <= r.records.len() + 8192,
+        "loaded {largest} for {}",
+        r.records.len()
+    );
+    // A small fetch loads what it asked for.
+    let (r, largest) = largest_allocation(|| log.read(0, 5000, None));
+    assert_eq!(split_batches(&r.expect("read").records).len(), 4);
+    assert!(largest <= 5000 + 8192, "loaded {largest}");
+    // KIP-74: a first batch over the limit comes whole, and nothing more is loaded.
+    let (r, largest) = largest_allocation(|| log.read(200, 10, None));
+    let r = r.expect("read");
+    assert_eq!(r.records.len(), b.len());
+    assert!(largest <= b.len() + 8192, "loaded {largest}");
+}

@@ -57,7 +57,7 @@ unsafe impl GlobalAlloc for Tracking {
 static ALLOC: Tracking = Tracking;
 
 /// Runs `f` and returns its result with the largest single allocation it made.
-fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
+pub fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
     LARGEST.with(|l| l.set(0));
     TRACK.with(|t| t.set(true));
     let out = f();
