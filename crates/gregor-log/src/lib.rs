@@ -13,6 +13,7 @@ pub mod error;
 mod index;
 mod log;
 mod open;
+mod prepare;
 pub mod records;
 mod segment;
 mod sync;

@@ -11,14 +11,13 @@ use tracing::{debug, info};
 
 use crate::batch::{self, BatchHeader, Origin, HEADER_LEN};
 use crate::checkpoint;
-use crate::codec::MAX_DECOMPRESSED_BYTES;
-use crate::config::{CompressionType, FlushPolicy, LogConfig, TimestampType};
+use crate::config::{FlushPolicy, LogConfig, TimestampType};
 use crate::disk::Disk;
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, LogError, Result};
+use crate::prepare::{prepare, Prepared};
 use crate::segment::Segment;
 use crate::sync::SyncState;
-use crate::validate::{Rules, TimestampBounds};
 
 /// Lock a mutex, recovering the guard if another thread panicked while holding it (every
 /// critical section leaves the state consistent before anything that can panic).
@@ -148,43 +147,6 @@ pub struct Log {
     pub(crate) maintenance: Mutex<()>,
 }
 
-/// Batches validated and ready to write: each batch is its (possibly rewritten) header plus
-/// the untouched rest of the caller's bytes, written with one vectored write (no copy), or a
-/// batch rebuilt by the leader (recompressed for `compression.type`).
-struct Prepared<'a> {
-    input: &'a [u8],
-    /// Start of each batch in `input`.
-    starts: Vec<usize>,
-    patched: Vec<[u8; HEADER_LEN]>,
-    headers: Vec<BatchHeader>,
-    /// A rebuilt batch replacing the caller's bytes, per batch.
-    rebuilt: Vec<Option<Vec<u8>>>,
-    records: u64,
-}
-
-impl Prepared<'_> {
-    fn parts(&self) -> Vec<&[u8]> {
-        let mut v = Vec::with_capacity(self.headers.len() * 2);
-        for (((start, h), hdr), rebuilt) in self
-            .starts
-            .iter()
-            .zip(&self.headers)
-            .zip(&self.patched)
-            .zip(&self.rebuilt)
-        {
-            v.push(&hdr[..]);
-            match rebuilt {
-                Some(b) => v.push(&b[HEADER_LEN..]),
-                None => v.push(&self.input[start + HEADER_LEN..start + h.size()]),
-            }
-        }
-        v
-    }
-    fn len(&self) -> usize {
-        self.headers.iter().map(|h| h.size()).sum()
-    }
-}
-
 impl Log {
     /// The partition directory.
     pub fn dir(&self) -> &Path {
@@ -242,96 +204,6 @@ impl Log {
         hw
     }
 
-    /// The rules records must satisfy for an append from `origin` at `now_ms`.
-    fn rules(config: &LogConfig, origin: Origin, now_ms: i64) -> Rules {
-        let create_time = config.timestamp_type == TimestampType::CreateTime;
-        Rules {
-            origin,
-            compacted: config.cleanup_policy.compact,
-            timestamps: (origin == Origin::Leader && create_time).then(|| TimestampBounds {
-                earliest: now_ms.saturating_sub(config.timestamp_before_max_ms),
-                latest: now_ms.saturating_add(config.timestamp_after_max_ms),
-            }),
-            cap: MAX_DECOMPRESSED_BYTES,
-        }
-    }
-
-    /// Validate every batch (Kafka's log validator: see [`batch::validate`]) and, for a
-    /// leader, apply the topic's settings: recompression (`compression.type`), LogAppendTime,
-    /// and the max timestamp the records actually hold.
-    fn prepare<'a>(
-        records: &'a [u8],
-        config: &LogConfig,
-        origin: Origin,
-        now_ms: i64,
-    ) -> Result<Prepared<'a>> {
-        if records.is_empty() {
-            return Err(LogError::InvalidRecord("no record batches".into()));
-        }
-        let rules = Self::rules(config, origin, now_ms);
-        let mut p = Prepared {
-            input: records,
-            starts: Vec::new(),
-            patched: Vec::new(),
-            headers: Vec::new(),
-            rebuilt: Vec::new(),
-            records: 0,
-        };
-        let mut pos = 0;
-        while pos < records.len() {
-            let (mut h, summary) =
-                batch::validate(&records[pos..], config.max_message_bytes, &rules)?;
-            let end = pos + h.size();
-            let mut rebuilt = None;
-            if origin == Origin::Leader {
-                if h.is_control() {
-                    return Err(LogError::InvalidRecord(
-                        "clients may not send control batches".into(),
-                    ));
-                }
-                if h.is_log_append_time() {
-                    return Err(LogError::InvalidTimestamp(
-                        "producers may not set the LogAppendTime timestamp type".into(),
-                    ));
-                }
-                if let CompressionType::Codec(target) = config.compression {
-                    if h.codec() != Some(target) {
-                        let b = batch::recompress(&records[pos..end], &h, target, rules.cap)?;
-                        if b.len() > config.max_message_bytes {
-                            return Err(LogError::MessageTooLarge {
-                                size: b.len(),
-                                max: config.max_message_bytes,
-                            });
-                        }
-                        h = BatchHeader::parse(&b).expect("a rebuilt batch has a header");
-                        rebuilt = Some(b);
-                    }
-                }
-            }
-            let bytes = rebuilt.as_deref().unwrap_or(&records[pos..end]);
-            let mut hdr = [0u8; HEADER_LEN];
-            hdr.copy_from_slice(&bytes[..HEADER_LEN]);
-            if origin == Origin::Leader {
-                if config.timestamp_type == TimestampType::LogAppendTime {
-                    batch::set_log_append_time(&mut hdr, &bytes[HEADER_LEN..], now_ms);
-                    h.attributes |= batch::ATTR_LOG_APPEND_TIME;
-                    h.max_timestamp = now_ms;
-                } else if h.max_timestamp != summary.max_timestamp {
-                    // The time index and ListOffsets rely on it: what the records say wins.
-                    batch::set_max_timestamp(&mut hdr, &bytes[HEADER_LEN..], summary.max_timestamp);
-                    h.max_timestamp = summary.max_timestamp;
-                }
-            }
-            p.records += u64::from(summary.records);
-            p.starts.push(pos);
-            p.patched.push(hdr);
-            p.headers.push(h);
-            p.rebuilt.push(rebuilt);
-            pos = end;
-        }
-        Ok(p)
-    }
-
     /// Append batches from a producer: validate, assign offsets from the log end, stamp the
     /// leader epoch (and LogAppendTime if configured), write, and (by default) wait until the
     /// data is synced. Nothing is written if any batch is invalid.
@@ -357,7 +229,7 @@ impl Log {
         now_ms: i64,
     ) -> Result<(AppendInfo, DurableToken)> {
         let config = self.config();
-        let mut p = Self::prepare(records, &config, Origin::Leader, now_ms)?;
+        let mut p = prepare(records, &config, Origin::Leader, now_ms)?;
         let mut g = lock(&self.inner);
         self.check_online(&g)?;
         let mut next = g.log_end_offset();
@@ -390,7 +262,7 @@ impl Log {
     /// must start at or after the log end offset and batches must not overlap.
     pub fn append_as_follower(&self, records: &[u8], now_ms: i64) -> Result<AppendInfo> {
         let config = self.config();
-        let p = Self::prepare(records, &config, Origin::Follower, now_ms)?;
+        let p = prepare(records, &config, Origin::Follower, now_ms)?;
         let mut g = lock(&self.inner);
         self.check_online(&g)?;
         let mut expected = g.log_end_offset();
