@@ -424,6 +424,18 @@ pub fn log_config(view: &BrokerConfigView<'_>, topic: &str) -> LogConfig {
             TimestampType::CreateTime
         };
     }
+    // KIP-937: before/after.max.ms left at their default fall back to the older
+    // difference.max.ms, as Kafka does.
+    let difference = long("message.timestamp.difference.max.ms").unwrap_or(i64::MAX);
+    let bound = |k: &str| match long(k) {
+        Some(v) if v != i64::MAX => v.max(0),
+        _ => difference.max(0),
+    };
+    c.timestamp_before_max_ms = bound("message.timestamp.before.max.ms");
+    c.timestamp_after_max_ms = bound("message.timestamp.after.max.ms");
+    if let Some(ConfigValue::String(t)) = configs.get("compression.type") {
+        c.compression = gregor_log::CompressionType::parse(t).unwrap_or_default();
+    }
     if let Some(ConfigValue::List(policies)) = configs.get("cleanup.policy") {
         c.cleanup_policy = CleanupPolicy {
             delete: policies.iter().any(|p| p == "delete"),

@@ -10,6 +10,7 @@
 //! ```
 
 use crate::error::{LogError, Result};
+use crate::validate::{check_records, Rules, Summary};
 
 /// Bytes before `batchLength` counts: baseOffset + batchLength.
 pub const LOG_OVERHEAD: usize = 12;
@@ -191,14 +192,16 @@ pub(crate) enum Origin {
     Follower,
 }
 
-/// Validate the batch at the start of `buf` and return its header. Checks the length fields,
-/// magic, CRC32C, record count and offset deltas; for uncompressed batches it also walks the
-/// record framing (lengths and offset deltas, two varints per record, no allocation).
+/// Validate the batch at the start of `buf` and return its header and what its records
+/// showed. Checks the length fields against `max_message_bytes` and the buffer, magic 2, the
+/// CRC32C, the header's count and offset range, then reads every record (decompressing
+/// compressed batches as a stream, at most `rules.cap` bytes) and checks them against the
+/// header and `rules` (see [`crate::validate::check_records`]).
 pub(crate) fn validate(
     buf: &[u8],
     max_message_bytes: usize,
-    origin: Origin,
-) -> Result<BatchHeader> {
+    rules: &Rules,
+) -> Result<(BatchHeader, Summary)> {
     if buf.len() < LOG_OVERHEAD {
         return Err(LogError::CorruptMessage(format!(
             "{} trailing bytes are too few for a batch",
@@ -239,11 +242,9 @@ pub(crate) fn validate(
             h.crc
         )));
     }
-    check_header_rules(&h, origin)?;
-    if h.codec() == Some(Codec::None) {
-        walk_uncompressed(&h, &batch[HEADER_LEN..], origin)?;
-    }
-    Ok(h)
+    check_header_rules(&h, rules.origin)?;
+    let summary = check_records(&h, batch, rules)?;
+    Ok((h, summary))
 }
 
 fn check_header_rules(h: &BatchHeader, origin: Origin) -> Result<()> {
@@ -279,45 +280,6 @@ fn check_header_rules(h: &BatchHeader, origin: Origin) -> Result<()> {
                 return invalid(format!("negative base offset {}", h.base_offset));
             }
         }
-    }
-    Ok(())
-}
-
-fn walk_uncompressed(h: &BatchHeader, mut data: &[u8], origin: Origin) -> Result<()> {
-    let invalid = |m: String| Err(LogError::InvalidRecord(m));
-    let mut prev_delta: i64 = -1;
-    for i in 0..h.record_count {
-        let (len, n) = read_varint(data)
-            .ok_or_else(|| LogError::InvalidRecord(format!("record {i}: bad length varint")))?;
-        let len = usize::try_from(len)
-            .map_err(|_| LogError::InvalidRecord(format!("record {i}: negative length")))?;
-        let body = data
-            .get(n..n + len)
-            .ok_or_else(|| LogError::InvalidRecord(format!("record {i} overruns the batch")))?;
-        // attributes (1 byte), timestampDelta varlong, offsetDelta varint
-        let rest = body
-            .get(1..)
-            .ok_or_else(|| LogError::InvalidRecord(format!("record {i} is empty")))?;
-        let (_, n1) = read_varint(rest)
-            .ok_or_else(|| LogError::InvalidRecord(format!("record {i}: bad timestamp")))?;
-        let (delta, _) = read_varint(&rest[n1..])
-            .ok_or_else(|| LogError::InvalidRecord(format!("record {i}: bad offset delta")))?;
-        let ok = match origin {
-            Origin::Leader => delta == i64::from(i),
-            Origin::Follower => delta > prev_delta && delta <= i64::from(h.last_offset_delta),
-        };
-        if !ok {
-            return invalid(format!("record {i} has unexpected offset delta {delta}"));
-        }
-        prev_delta = delta;
-        data = &data[n + len..];
-    }
-    if !data.is_empty() {
-        return invalid(format!(
-            "{} bytes after the last of {} records",
-            data.len(),
-            h.record_count
-        ));
     }
     Ok(())
 }
@@ -364,9 +326,43 @@ pub(crate) fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
 pub(crate) fn set_log_append_time(header: &mut [u8; HEADER_LEN], body: &[u8], now_ms: i64) {
     let attrs = be_i16(header, ATTR_OFFSET) | ATTR_LOG_APPEND_TIME;
     header[ATTR_OFFSET..ATTR_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
-    header[MAX_TS_OFFSET..MAX_TS_OFFSET + 8].copy_from_slice(&now_ms.to_be_bytes());
+    set_max_timestamp(header, body, now_ms);
+}
+
+/// Overwrite `maxTimestamp` (what the records hold, when a producer's header says otherwise)
+/// and recompute the CRC over the header's tail and `body`.
+pub(crate) fn set_max_timestamp(header: &mut [u8; HEADER_LEN], body: &[u8], max_ts: i64) {
+    header[MAX_TS_OFFSET..MAX_TS_OFFSET + 8].copy_from_slice(&max_ts.to_be_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTR_OFFSET..]), body);
     header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// The same batch with its records section compressed with `codec` instead (Kafka's
+/// `compression.type` other than `producer`): header fields are kept, the codec bits, the
+/// length and the CRC change. At most `cap` bytes are decompressed.
+pub(crate) fn recompress(
+    batch: &[u8],
+    h: &BatchHeader,
+    codec: Codec,
+    cap: usize,
+) -> Result<Vec<u8>> {
+    let from = h
+        .codec()
+        .ok_or_else(|| LogError::InvalidRecord("unknown compression codec".into()))?;
+    let raw = crate::codec::decompress(from, &batch[HEADER_LEN..h.size()], cap)?;
+    let section = crate::records::compress(codec, &raw)?;
+    let size = HEADER_LEN + section.len();
+    let batch_length = i32::try_from(size - LOG_OVERHEAD)
+        .map_err(|_| LogError::InvalidRecord("recompressed batch is too large".into()))?;
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(&batch[..HEADER_LEN]);
+    out.extend_from_slice(&section);
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    let attrs = (h.attributes & !0x7) | codec.id();
+    out[ATTR_OFFSET..ATTR_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+    let crc = compute_crc(&out);
+    out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(out)
 }
 
 #[cfg(test)]

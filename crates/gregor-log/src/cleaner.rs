@@ -10,14 +10,16 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tracing::info;
 
+use crate::batch::write_varint;
 use crate::batch::BatchHeader;
 use crate::checkpoint;
 use crate::disk::Disk;
 use crate::error::{IoContext, LogError, Result};
 use crate::log::{lock, Log};
 use crate::open::{CLEANED, SWAP};
-use crate::records::{self, BatchSpec, Record};
+use crate::records::{self, BatchSpec};
 use crate::segment::{file_name, scan, ScanEnd, Segment};
+use crate::validate::{RecordStream, RecordView, STORED};
 
 /// What a retention pass removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -99,20 +101,21 @@ fn for_each_batch(
 }
 
 /// Adds the keys of a segment snapshot to `last` (key -> last offset), reading it batch by
-/// batch, and counts the map's new bytes.
+/// batch and record by record, and counts the map's new bytes.
 fn map_keys(s: &Snapshot, last: &mut HashMap<Bytes, i64>, map_bytes: &mut usize) -> Result<()> {
     for_each_batch(s, |_, h, b| {
         if h.is_control() {
             return Ok(());
         }
-        for r in records::decode_batch(b)?.1 {
+        let mut stream = RecordStream::new(h, b, STORED.cap)?;
+        while let Some(r) = stream.next_record()? {
+            let offset = h.base_offset.saturating_add(r.offset_delta);
             if let Some(k) = r.key {
-                match last.get_mut(&k) {
-                    Some(o) => *o = r.offset,
+                match last.get_mut(k) {
+                    Some(o) => *o = offset,
                     None => {
-                        // A copy: the decoded key may share the whole batch's buffer.
                         *map_bytes += k.len() + MAP_ENTRY_OVERHEAD;
-                        last.insert(Bytes::copy_from_slice(&k), r.offset);
+                        last.insert(Bytes::copy_from_slice(k), offset);
                     }
                 }
             }
@@ -129,11 +132,44 @@ struct RewriteContext<'a> {
     delete_retention_ms: i64,
 }
 
+/// The fate of one record under the keep rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Keep,
+    KeepTombstone,
+    Drop,
+    DropTombstone,
+}
+
+fn fate(h: &BatchHeader, r: &RecordView<'_>, ctx: &RewriteContext<'_>) -> Fate {
+    let offset = h.base_offset.saturating_add(r.offset_delta);
+    let latest = match r.key {
+        None => false,
+        Some(k) => ctx.last.get(k).is_none_or(|o| *o == offset),
+    };
+    let horizon_passed = h.delete_horizon().is_some_and(|d| ctx.now_ms >= d);
+    match (latest, r.value.is_none()) {
+        (false, _) => Fate::Drop,
+        (true, false) => Fate::Keep,
+        (true, true) if horizon_passed => Fate::DropTombstone,
+        (true, true) => Fate::KeepTombstone,
+    }
+}
+
+fn record_ts(h: &BatchHeader, r: &RecordView<'_>) -> i64 {
+    if h.is_log_append_time() {
+        h.max_timestamp
+    } else {
+        h.base_timestamp.wrapping_add(r.timestamp_delta)
+    }
+}
+
 /// Applies the compaction rules to one (non-control) batch: `None` when it stays byte for
 /// byte, else its replacement (empty when nothing of it is kept). A key the map does not know
 /// is below the first dirty offset, where keys are already unique: it stays. Keyless records
 /// have no place in a compacted log. Tombstones get a delete horizon on their first cleaning
-/// and go on the first cleaning after it.
+/// and go on the first cleaning after it. Records are streamed twice (decide, then rewrite),
+/// so memory stays at the rewritten records section, never a decoded copy of every record.
 fn keep_rules(
     h: &BatchHeader,
     b: &[u8],
@@ -141,29 +177,25 @@ fn keep_rules(
     stats: &mut CompactionStats,
     earliest_horizon: &mut Option<i64>,
 ) -> Result<Option<Vec<u8>>> {
-    let recs = records::decode_batch(b)?.1;
-    stats.records_read += recs.len() as u64;
-    let horizon_passed = h.delete_horizon().is_some_and(|d| ctx.now_ms >= d);
-    let mut kept: Vec<Record> = Vec::with_capacity(recs.len());
-    let mut tombstones = 0;
-    for r in &recs {
-        let latest = match r.key.as_ref() {
-            None => false,
-            Some(k) => ctx.last.get(k).is_none_or(|o| *o == r.offset),
-        };
-        if !latest {
-            continue;
-        }
-        if r.value.is_none() {
-            if horizon_passed {
+    let (mut read, mut kept, mut tombstones) = (0u64, 0u64, 0u64);
+    let mut first_kept_ts = None;
+    let mut stream = RecordStream::new(h, b, STORED.cap)?;
+    while let Some(r) = stream.next_record()? {
+        read += 1;
+        match fate(h, &r, ctx) {
+            Fate::Drop => continue,
+            Fate::DropTombstone => {
                 stats.tombstones_dropped += 1;
                 continue;
             }
-            tombstones += 1;
+            Fate::KeepTombstone => tombstones += 1,
+            Fate::Keep => {}
         }
-        kept.push(r.clone());
+        kept += 1;
+        first_kept_ts.get_or_insert(record_ts(h, &r));
     }
-    stats.records_kept += kept.len() as u64;
+    stats.records_read += read;
+    stats.records_kept += kept;
     let horizon = (tombstones > 0).then(|| {
         h.delete_horizon()
             .unwrap_or(ctx.now_ms + ctx.delete_retention_ms)
@@ -172,11 +204,31 @@ fn keep_rules(
         *earliest_horizon = Some(earliest_horizon.map_or(t, |e| e.min(t)));
     }
     let needs_horizon = tombstones > 0 && h.delete_horizon().is_none();
-    if kept.len() == recs.len() && !needs_horizon {
+    if kept == read && !needs_horizon {
         return Ok(None);
     }
-    if kept.is_empty() {
+    let Some(first_ts) = first_kept_ts else {
         return Ok(Some(Vec::new()));
+    };
+    // Offsets deltas stay (same base offset); timestamp deltas move to the new base timestamp.
+    let base_ts = horizon.unwrap_or(first_ts);
+    let mut raw = Vec::new();
+    let mut body = Vec::new();
+    let mut max_ts = -1i64;
+    let mut stream = RecordStream::new(h, b, STORED.cap)?;
+    while let Some(r) = stream.next_record()? {
+        if matches!(fate(h, &r, ctx), Fate::Drop | Fate::DropTombstone) {
+            continue;
+        }
+        let ts = record_ts(h, &r);
+        max_ts = max_ts.max(ts);
+        body.clear();
+        body.push(0); // record attributes: unused
+        write_varint(&mut body, ts.wrapping_sub(base_ts));
+        write_varint(&mut body, r.offset_delta);
+        body.extend_from_slice(r.tail);
+        write_varint(&mut raw, body.len() as i64);
+        raw.extend_from_slice(&body);
     }
     let spec = BatchSpec {
         base_offset: h.base_offset,
@@ -186,7 +238,7 @@ fn keep_rules(
             .codec()
             .ok_or_else(|| LogError::InvalidRecord("codec".into()))?,
         log_append_time: h.is_log_append_time(),
-        max_timestamp: h.is_log_append_time().then_some(h.max_timestamp),
+        max_timestamp: None,
         transactional: h.is_transactional(),
         control: false,
         delete_horizon: horizon,
@@ -194,7 +246,20 @@ fn keep_rules(
         producer_epoch: h.producer_epoch,
         base_sequence: h.base_sequence,
     };
-    Ok(Some(records::encode_batch(&spec, &kept)?))
+    let max_ts = if h.is_log_append_time() {
+        h.max_timestamp
+    } else {
+        max_ts
+    };
+    let count = i32::try_from(kept).map_err(|_| LogError::InvalidRecord("record count".into()))?;
+    Ok(Some(records::encode_raw_batch(
+        &spec,
+        h.last_offset_delta,
+        base_ts,
+        max_ts,
+        count,
+        &raw,
+    )?))
 }
 
 /// A segment's cleaned copy, written and synced.

@@ -1,5 +1,6 @@
 //! Per-log configuration, with Kafka's topic-level names and defaults.
 
+use crate::batch::Codec;
 use crate::error::{LogError, Result};
 
 /// `message.timestamp.type`.
@@ -10,6 +11,32 @@ pub enum TimestampType {
     CreateTime,
     /// `LogAppendTime`: the leader stamps each batch with its append time.
     LogAppendTime,
+}
+
+/// `compression.type`: what the leader stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompressionType {
+    /// `producer`: keep each batch as the producer compressed it.
+    #[default]
+    Producer,
+    /// `uncompressed`, `gzip`, `snappy`, `lz4` or `zstd`: a batch in another codec is
+    /// recompressed at the leader.
+    Codec(Codec),
+}
+
+impl CompressionType {
+    /// Parse Kafka's value (`producer`, `uncompressed`, `gzip`, `snappy`, `lz4`, `zstd`).
+    pub fn parse(v: &str) -> Option<CompressionType> {
+        Some(match v {
+            "producer" => CompressionType::Producer,
+            "uncompressed" => CompressionType::Codec(Codec::None),
+            "gzip" => CompressionType::Codec(Codec::Gzip),
+            "snappy" => CompressionType::Codec(Codec::Snappy),
+            "lz4" => CompressionType::Codec(Codec::Lz4),
+            "zstd" => CompressionType::Codec(Codec::Zstd),
+            _ => return None,
+        })
+    }
 }
 
 /// When appended data is forced to disk.
@@ -64,6 +91,14 @@ pub struct LogConfig {
     pub max_message_bytes: usize,
     /// `message.timestamp.type`.
     pub timestamp_type: TimestampType,
+    /// `message.timestamp.before.max.ms` (default unlimited, `i64::MAX`): how far a CreateTime
+    /// record's timestamp may lie behind the broker's clock (else `INVALID_TIMESTAMP`). The
+    /// broker maps the older `message.timestamp.difference.max.ms` here when this is unset.
+    pub timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms` (default unlimited): how far it may lie ahead.
+    pub timestamp_after_max_ms: i64,
+    /// `compression.type` (default `producer`).
+    pub compression: CompressionType,
     /// `retention.ms`; `None` is Kafka's `-1` (keep forever). Default 7 days.
     pub retention_ms: Option<i64>,
     /// `retention.bytes`; `None` is Kafka's `-1` (no limit, the default).
@@ -94,6 +129,9 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             max_message_bytes: 1_048_588,
             timestamp_type: TimestampType::CreateTime,
+            timestamp_before_max_ms: i64::MAX,
+            timestamp_after_max_ms: i64::MAX,
+            compression: CompressionType::Producer,
             retention_ms: Some(7 * 24 * 3600 * 1000),
             retention_bytes: None,
             cleanup_policy: CleanupPolicy::DELETE,
@@ -121,6 +159,9 @@ impl LogConfig {
         }
         if self.max_message_bytes < crate::batch::HEADER_LEN {
             return bad("max.message.bytes is smaller than a batch header");
+        }
+        if self.timestamp_before_max_ms < 0 || self.timestamp_after_max_ms < 0 {
+            return bad("message.timestamp.before.max.ms and after.max.ms must not be negative");
         }
         if self.delete_retention_ms < 0 {
             return bad("delete.retention.ms must not be negative");

@@ -15,6 +15,8 @@ pub mod kafka_code {
     pub const MESSAGE_TOO_LARGE: i16 = 10;
     /// `KAFKA_STORAGE_ERROR`
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    /// `INVALID_TIMESTAMP`
+    pub const INVALID_TIMESTAMP: i16 = 32;
     /// `INVALID_RECORD`
     pub const INVALID_RECORD: i16 = 87;
 }
@@ -29,6 +31,10 @@ pub enum LogError {
     /// compacted topic, control batch from a client, ...).
     #[error("invalid record batch: {0}")]
     InvalidRecord(String),
+    /// A CreateTime record timestamp outside `message.timestamp.before.max.ms` /
+    /// `after.max.ms`, or a producer batch claiming LogAppendTime.
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(String),
     /// The batch is larger than `max.message.bytes`.
     #[error("record batch of {size} bytes exceeds max.message.bytes={max}")]
     MessageTooLarge {
@@ -87,6 +93,7 @@ impl LogError {
         match self {
             LogError::CorruptMessage(_) => kafka_code::CORRUPT_MESSAGE,
             LogError::InvalidRecord(_) => kafka_code::INVALID_RECORD,
+            LogError::InvalidTimestamp(_) => kafka_code::INVALID_TIMESTAMP,
             LogError::MessageTooLarge { .. } => kafka_code::MESSAGE_TOO_LARGE,
             LogError::OffsetOutOfRange { .. } => kafka_code::OFFSET_OUT_OF_RANGE,
             LogError::Io { .. } | LogError::CorruptFile { .. } | LogError::Offline(_) => {

@@ -15,7 +15,7 @@ use crate::config::{FlushPolicy, LogConfig, TimestampType};
 use crate::disk::Disk;
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, LogError, Result};
-use crate::records;
+use crate::prepare::{prepare, Prepared};
 use crate::segment::Segment;
 use crate::sync::SyncState;
 
@@ -152,31 +152,6 @@ pub struct Log {
     pub(crate) maintenance: Mutex<()>,
 }
 
-/// Batches validated and ready to write: each batch is its (possibly rewritten) header plus
-/// the untouched rest of the caller's bytes, written with one vectored write (no copy).
-struct Prepared<'a> {
-    input: &'a [u8],
-    /// Start of each batch in `input`.
-    starts: Vec<usize>,
-    patched: Vec<[u8; HEADER_LEN]>,
-    headers: Vec<BatchHeader>,
-    records: u64,
-}
-
-impl Prepared<'_> {
-    fn parts(&self) -> Vec<&[u8]> {
-        let mut v = Vec::with_capacity(self.headers.len() * 2);
-        for ((start, h), hdr) in self.starts.iter().zip(&self.headers).zip(&self.patched) {
-            v.push(&hdr[..]);
-            v.push(&self.input[start + HEADER_LEN..start + h.size()]);
-        }
-        v
-    }
-    fn len(&self) -> usize {
-        self.headers.iter().map(|h| h.size()).sum()
-    }
-}
-
 impl Log {
     /// The partition directory.
     pub fn dir(&self) -> &Path {
@@ -234,57 +209,6 @@ impl Log {
         hw
     }
 
-    fn prepare<'a>(
-        records: &'a [u8],
-        config: &LogConfig,
-        origin: Origin,
-        now_ms: i64,
-    ) -> Result<Prepared<'a>> {
-        if records.is_empty() {
-            return Err(LogError::InvalidRecord("no record batches".into()));
-        }
-        let mut p = Prepared {
-            input: records,
-            starts: Vec::new(),
-            patched: Vec::new(),
-            headers: Vec::new(),
-            records: 0,
-        };
-        let mut pos = 0;
-        while pos < records.len() {
-            let mut h = batch::validate(&records[pos..], config.max_message_bytes, origin)?;
-            let end = pos + h.size();
-            let mut hdr = [0u8; HEADER_LEN];
-            hdr.copy_from_slice(&records[pos..pos + HEADER_LEN]);
-            if origin == Origin::Leader {
-                if h.is_control() {
-                    return Err(LogError::InvalidRecord(
-                        "clients may not send control batches".into(),
-                    ));
-                }
-                if config.timestamp_type == TimestampType::LogAppendTime {
-                    batch::set_log_append_time(&mut hdr, &records[pos + HEADER_LEN..end], now_ms);
-                    h.attributes |= batch::ATTR_LOG_APPEND_TIME;
-                    h.max_timestamp = now_ms;
-                }
-            }
-            if config.cleanup_policy.compact && !h.is_control() {
-                let (_, recs) = records::decode_batch(&records[pos..end])?;
-                if recs.iter().any(|r| r.key.is_none()) {
-                    return Err(LogError::InvalidRecord(
-                        "compacted topic requires a key on every record".into(),
-                    ));
-                }
-            }
-            p.records += u64::try_from(h.record_count).unwrap_or(0);
-            p.starts.push(pos);
-            p.patched.push(hdr);
-            p.headers.push(h);
-            pos = end;
-        }
-        Ok(p)
-    }
-
     /// Append batches from a producer: validate, assign offsets from the log end, stamp the
     /// leader epoch (and LogAppendTime if configured), write, and (by default) wait until the
     /// data is synced. Nothing is written if any batch is invalid.
@@ -310,7 +234,7 @@ impl Log {
         now_ms: i64,
     ) -> Result<(AppendInfo, DurableToken)> {
         let config = self.config();
-        let mut p = Self::prepare(records, &config, Origin::Leader, now_ms)?;
+        let mut p = prepare(records, &config, Origin::Leader, now_ms)?;
         let mut g = lock(&self.inner);
         self.check_online(&g)?;
         let mut next = g.log_end_offset();
@@ -343,7 +267,7 @@ impl Log {
     /// must start at or after the log end offset and batches must not overlap.
     pub fn append_as_follower(&self, records: &[u8], now_ms: i64) -> Result<AppendInfo> {
         let config = self.config();
-        let p = Self::prepare(records, &config, Origin::Follower, now_ms)?;
+        let p = prepare(records, &config, Origin::Follower, now_ms)?;
         let mut g = lock(&self.inner);
         self.check_online(&g)?;
         let mut expected = g.log_end_offset();
@@ -509,10 +433,17 @@ impl Log {
         let mut located = None;
         for seg in g.segments.range(start_key..).map(|(_, s)| s) {
             if let Some((pos, h)) = seg.translate(from_offset)? {
+                // Where readable data ends in this segment: before the batch that reaches the
+                // upper bound (the high watermark for consumers), else at the segment's end.
+                let end = if bound < seg.next_offset {
+                    seg.translate(bound)?.map_or(seg.size, |(p, _)| p)
+                } else {
+                    seg.size
+                };
                 located = Some((
                     std::sync::Arc::clone(&seg.file),
                     seg.log_path(),
-                    seg.size,
+                    end,
                     pos,
                     h,
                 ));
@@ -520,13 +451,16 @@ impl Log {
             }
         }
         drop(g);
-        let Some((file, path, seg_size, pos, first)) = located else {
+        let Some((file, path, end_pos, pos, first)) = located else {
             return Ok(result);
         };
         if first.last_offset() >= bound {
             return Ok(result);
         }
-        let avail = (seg_size - pos) as usize;
+        // What the fetch asked for, but never past the readable end; a first batch larger
+        // than that is returned whole (KIP-74). Its size was checked against the segment when
+        // it was located and against max.message.bytes when it was appended.
+        let avail = end_pos.saturating_sub(pos) as usize;
         let len = max_bytes.min(avail).max(first.size());
         let buf = Segment::read_at(&file, pos, len).at(&path)?;
         let mut end = 0;
@@ -577,8 +511,7 @@ impl Log {
                 let Some((pos, h)) = seg.translate(off)? else {
                     return Ok(None);
                 };
-                let hit =
-                    seg.first_record_matching(pos, &h, |r| r.timestamp == ts && r.offset >= lso)?;
+                let hit = seg.first_record_matching(pos, &h, |o, t| t == ts && o >= lso)?;
                 Ok(hit.map(|(offset, timestamp)| TimestampOffset { offset, timestamp }))
             }
             OffsetSpec::Timestamp(ts) => {

@@ -3,13 +3,15 @@
 //! internal writers such as a group coordinator). The append path never comes here.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd};
+use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
 
 use crate::batch::{
-    self, read_varint, write_varint, BatchHeader, Codec, ATTR_CONTROL, ATTR_DELETE_HORIZON,
+    self, write_varint, BatchHeader, Codec, ATTR_CONTROL, ATTR_DELETE_HORIZON,
     ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, HEADER_LEN, LOG_OVERHEAD,
 };
+use crate::codec::MAX_DECOMPRESSED_BYTES;
 use crate::error::{LogError, Result};
+use crate::validate::RecordStream;
 
 /// One record header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,24 +37,6 @@ pub struct Record {
     pub headers: Vec<Header>,
 }
 
-fn codec_err(what: &str, e: impl std::fmt::Display) -> LogError {
-    LogError::CorruptMessage(format!("{what}: {e}"))
-}
-
-/// Decompress a records section.
-pub(crate) fn decompress(codec: Codec, data: &[u8]) -> Result<Bytes> {
-    let mut src = Bytes::copy_from_slice(data);
-    let take = |b: &mut Bytes| Ok(std::mem::take(b));
-    let out = match codec {
-        Codec::None => Ok(src),
-        Codec::Gzip => Gzip::decompress(&mut src, take),
-        Codec::Snappy => Snappy::decompress(&mut src, take),
-        Codec::Lz4 => Lz4::decompress(&mut src, take),
-        Codec::Zstd => Zstd::decompress(&mut src, take),
-    };
-    out.map_err(|e| codec_err("cannot decompress records", e))
-}
-
 /// Compress a records section.
 pub(crate) fn compress(codec: Codec, data: &[u8]) -> Result<Vec<u8>> {
     let mut out = BytesMut::new();
@@ -74,87 +58,43 @@ pub(crate) fn compress(codec: Codec, data: &[u8]) -> Result<Vec<u8>> {
     Ok(out.to_vec())
 }
 
-struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl Cursor<'_> {
-    fn varint(&mut self, what: &str) -> Result<i64> {
-        let (v, n) = read_varint(&self.buf[self.pos..])
-            .ok_or_else(|| LogError::InvalidRecord(format!("bad varint in {what}")))?;
-        self.pos += n;
-        Ok(v)
-    }
-    fn bytes(&mut self, len: i64, what: &str) -> Result<Option<Bytes>> {
-        if len < 0 {
-            return Ok(None);
-        }
-        let end = self.pos + len as usize;
-        let s = self
-            .buf
-            .get(self.pos..end)
-            .ok_or_else(|| LogError::InvalidRecord(format!("{what} overruns its record")))?;
-        self.pos = end;
-        Ok(Some(Bytes::copy_from_slice(s)))
-    }
-}
-
-/// Decode every record of one batch (`batch` holds exactly one batch; CRC is not re-checked).
+/// Decode every record of one batch (`batch` holds exactly one batch; the CRC is not
+/// re-checked). Records are read one at a time as the (decompressed) section yields them, at
+/// most [`crate::codec::MAX_DECOMPRESSED_BYTES`] decompressed; the header's record count is
+/// only compared with what was read, never used to size anything.
 pub fn decode_batch(batch: &[u8]) -> Result<(BatchHeader, Vec<Record>)> {
     let h = BatchHeader::parse(batch)
         .ok_or_else(|| LogError::CorruptMessage("short batch header".into()))?;
-    if h.size() > batch.len() || h.magic != 2 {
+    if h.size() > batch.len() || h.magic != 2 || h.size() < HEADER_LEN {
         return Err(LogError::CorruptMessage("truncated or non-v2 batch".into()));
     }
-    let codec = h
-        .codec()
-        .ok_or_else(|| LogError::InvalidRecord("unknown codec".into()))?;
-    let section = &batch[HEADER_LEN..h.size()];
-    let data = decompress(codec, section)?;
-    let mut records = Vec::with_capacity(h.record_count.max(0) as usize);
-    let mut pos = 0usize;
-    for i in 0..h.record_count {
-        let (len, n) = read_varint(&data[pos..])
-            .ok_or_else(|| LogError::InvalidRecord(format!("record {i}: bad length")))?;
-        let start = pos + n;
-        let end =
-            start + usize::try_from(len).map_err(|_| LogError::InvalidRecord("len".into()))?;
-        let body = data
-            .get(start..end)
-            .ok_or_else(|| LogError::InvalidRecord(format!("record {i} overruns the batch")))?;
-        let mut c = Cursor { buf: body, pos: 1 };
-        if body.is_empty() {
-            return Err(LogError::InvalidRecord(format!("record {i} is empty")));
-        }
-        let ts_delta = c.varint("timestamp")?;
-        let off_delta = c.varint("offset delta")?;
-        let klen = c.varint("key length")?;
-        let key = c.bytes(klen, "key")?;
-        let vlen = c.varint("value length")?;
-        let value = c.bytes(vlen, "value")?;
-        let nh = c.varint("header count")?;
-        let mut headers = Vec::with_capacity(nh.clamp(0, 64) as usize);
-        for _ in 0..nh.max(0) {
-            let hk = c.varint("header key length")?;
-            let key = c.bytes(hk, "header key")?.unwrap_or_default();
-            let hv = c.varint("header value length")?;
-            let value = c.bytes(hv, "header value")?;
-            headers.push(Header { key, value });
+    let mut stream = RecordStream::new(&h, batch, MAX_DECOMPRESSED_BYTES)?;
+    let mut records = Vec::new();
+    while let Some(r) = stream.next_record()? {
+        if records.len() >= usize::try_from(h.record_count).unwrap_or(0) {
+            return Err(LogError::InvalidRecord(format!(
+                "more records than the record count {}",
+                h.record_count
+            )));
         }
         let timestamp = if h.is_log_append_time() {
             h.max_timestamp
         } else {
-            h.base_timestamp.wrapping_add(ts_delta)
+            h.base_timestamp.wrapping_add(r.timestamp_delta)
         };
         records.push(Record {
-            offset: h.base_offset + off_delta,
+            offset: h.base_offset.saturating_add(r.offset_delta),
             timestamp,
-            key,
-            value,
-            headers,
+            key: r.key.map(Bytes::copy_from_slice),
+            value: r.value.map(Bytes::copy_from_slice),
+            headers: r
+                .header_pairs()
+                .map(|(k, v)| Header {
+                    key: Bytes::copy_from_slice(k),
+                    value: v.map(Bytes::copy_from_slice),
+                })
+                .collect(),
         });
-        pos = end;
     }
     Ok((h, records))
 }
@@ -262,7 +202,23 @@ pub fn encode_batch(spec: &BatchSpec, records: &[Record]) -> Result<Vec<u8>> {
         .unwrap_or_else(|| records.iter().map(|r| r.timestamp).max().unwrap_or(-1));
     let base_ts = spec.delete_horizon.unwrap_or(first_ts);
     let raw = encode_records(records, spec.base_offset, base_ts);
-    let section = compress(spec.codec, &raw)?;
+    let count = i32::try_from(records.len())
+        .map_err(|_| LogError::InvalidArgument("too many records".into()))?;
+    encode_raw_batch(spec, last_delta, base_ts, max_ts, count, &raw)
+}
+
+/// Build one v2 batch around an already encoded (uncompressed) records section `raw` of
+/// `count` records whose timestamp deltas are relative to `base_ts`; compresses it with
+/// `spec.codec`.
+pub(crate) fn encode_raw_batch(
+    spec: &BatchSpec,
+    last_delta: i32,
+    base_ts: i64,
+    max_ts: i64,
+    count: i32,
+    raw: &[u8],
+) -> Result<Vec<u8>> {
+    let section = compress(spec.codec, raw)?;
     let mut attrs = spec.codec.id();
     if spec.log_append_time {
         attrs |= ATTR_LOG_APPEND_TIME;
@@ -277,9 +233,11 @@ pub fn encode_batch(spec: &BatchSpec, records: &[Record]) -> Result<Vec<u8>> {
         attrs |= ATTR_DELETE_HORIZON;
     }
     let size = HEADER_LEN + section.len();
+    let batch_length = i32::try_from(size - LOG_OVERHEAD)
+        .map_err(|_| LogError::InvalidArgument("batch too large".into()))?;
     let mut out = Vec::with_capacity(size);
     out.extend_from_slice(&spec.base_offset.to_be_bytes());
-    out.extend_from_slice(&((size - LOG_OVERHEAD) as i32).to_be_bytes());
+    out.extend_from_slice(&batch_length.to_be_bytes());
     out.extend_from_slice(&spec.partition_leader_epoch.to_be_bytes());
     out.push(2);
     out.extend_from_slice(&[0; 4]); // crc placeholder
@@ -290,7 +248,7 @@ pub fn encode_batch(spec: &BatchSpec, records: &[Record]) -> Result<Vec<u8>> {
     out.extend_from_slice(&spec.producer_id.to_be_bytes());
     out.extend_from_slice(&spec.producer_epoch.to_be_bytes());
     out.extend_from_slice(&spec.base_sequence.to_be_bytes());
-    out.extend_from_slice(&(records.len() as i32).to_be_bytes());
+    out.extend_from_slice(&count.to_be_bytes());
     out.extend_from_slice(&section);
     let crc = batch::compute_crc(&out);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
@@ -327,6 +285,12 @@ pub fn simple_batch(codec: Codec, timestamp: i64, kvs: &[KeyValue<'_>]) -> Resul
 mod tests {
     use super::*;
     use crate::batch::{validate, Origin};
+    use crate::validate::{Rules, STORED};
+
+    const LEADER: Rules = Rules {
+        origin: Origin::Leader,
+        ..STORED
+    };
 
     fn rec(offset: i64, ts: i64, k: &str, v: Option<&str>) -> Record {
         Record {
@@ -365,7 +329,7 @@ mod tests {
                 &recs,
             )
             .expect("encode");
-            let h = validate(&b, usize::MAX, Origin::Leader).expect("valid");
+            let h = validate(&b, usize::MAX, &LEADER).expect("valid").0;
             assert_eq!(h.codec(), Some(codec));
             assert_eq!(h.max_timestamp, 1000);
             let (_, back) = decode_batch(&b).expect("decode");
@@ -383,13 +347,13 @@ mod tests {
             ..BatchSpec::default()
         };
         let b = encode_batch(&spec, &recs).expect("encode");
-        let h = validate(&b, usize::MAX, Origin::Follower).expect("valid");
+        let h = validate(&b, usize::MAX, &STORED).expect("valid").0;
         assert_eq!(h.delete_horizon(), Some(50_000));
         assert_eq!(h.last_offset(), 12);
         assert_eq!(decode_batch(&b).expect("decode").1, recs);
         // A leader refuses gaps.
         assert!(matches!(
-            validate(&b, usize::MAX, Origin::Leader),
+            validate(&b, usize::MAX, &LEADER),
             Err(LogError::InvalidRecord(_))
         ));
     }

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use tracing::{debug, warn};
 
-use crate::batch::{self, BatchHeader, Origin, HEADER_LEN, LOG_OVERHEAD};
+use crate::batch::{self, BatchHeader, HEADER_LEN, LOG_OVERHEAD};
 use crate::disk::Disk;
 use crate::error::{IoContext, LogError, Result};
 use crate::index::{OffsetIndex, TimeIndex};
-use crate::records;
+use crate::validate::{self, RecordStream};
 
 /// Read granularity of validating scans (whole batches).
 const CHUNK: usize = 1 << 20;
@@ -95,7 +95,7 @@ pub(crate) fn scan(
             )?;
             let off = (pos - buf_start) as usize;
             let b = &buf[off..off + size as usize];
-            if let Err(e) = batch::validate(b, usize::MAX, Origin::Follower) {
+            if let Err(e) = batch::validate(b, usize::MAX, &validate::STORED) {
                 return Ok(ScanEnd::Invalid {
                     pos,
                     reason: e.to_string(),
@@ -572,22 +572,31 @@ impl Segment {
         })
         .at(&self.log_path())?;
         let Some((pos, h)) = hit else { return Ok(None) };
-        self.first_record_matching(pos, &h, |r| r.offset >= min_offset && r.timestamp >= ts)
+        self.first_record_matching(pos, &h, |o, t| o >= min_offset && t >= ts)
     }
 
-    /// Decode the batch at `pos` and return the first record satisfying `pred`.
+    /// Read the records of the batch at `pos` one at a time (never all of them at once) and
+    /// return the first whose `(offset, timestamp)` satisfies `pred`.
     pub fn first_record_matching(
         &self,
         pos: u64,
         h: &BatchHeader,
-        pred: impl Fn(&records::Record) -> bool,
+        pred: impl Fn(i64, i64) -> bool,
     ) -> Result<Option<(i64, i64)>> {
         let bytes = Segment::read_at(&self.file, pos, h.size()).at(&self.log_path())?;
-        let (_, recs) = records::decode_batch(&bytes)?;
-        Ok(recs
-            .iter()
-            .find(|r| pred(r))
-            .map(|r| (r.offset, r.timestamp)))
+        let mut stream = RecordStream::new(h, &bytes, validate::STORED.cap)?;
+        while let Some(r) = stream.next_record()? {
+            let offset = h.base_offset.saturating_add(r.offset_delta);
+            let ts = if h.is_log_append_time() {
+                h.max_timestamp
+            } else {
+                h.base_timestamp.wrapping_add(r.timestamp_delta)
+            };
+            if pred(offset, ts) {
+                return Ok(Some((offset, ts)));
+            }
+        }
+        Ok(None)
     }
 
     /// Remove every batch whose last offset is `>= offset` (Kafka truncates whole batches).

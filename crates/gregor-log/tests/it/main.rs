@@ -4,5 +4,7 @@ mod append;
 mod cleanup;
 mod common;
 mod faults;
+mod hostile;
+mod hostile_props;
 mod model;
 mod recovery;

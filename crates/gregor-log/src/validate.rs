@@ -1,0 +1,345 @@
+//! Records of one batch, read as a stream, and the rules Kafka's log validator applies to them.
+//!
+//! Nothing here sizes memory or a loop by a number from the batch: records are read one at a
+//! time until the (decompressed) records section ends, a compressed section is cut off at the
+//! decompression cap, and the header's `recordCount` and `lastOffsetDelta` are only compared
+//! with what was actually read.
+
+use std::io::{BufRead, BufReader, Read};
+
+use crate::batch::{read_varint, BatchHeader, Codec, Origin, HEADER_LEN};
+use crate::codec;
+use crate::error::{LogError, Result};
+
+fn invalid(m: String) -> LogError {
+    LogError::InvalidRecord(m)
+}
+
+/// One record, borrowed from the batch (uncompressed) or from the stream's record buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecordView<'b> {
+    /// `timestampDelta` (relative to the batch's base timestamp).
+    pub timestamp_delta: i64,
+    /// `offsetDelta` (relative to the batch's base offset).
+    pub offset_delta: i64,
+    /// Key, `None` when null.
+    pub key: Option<&'b [u8]>,
+    /// Value, `None` when null (a tombstone).
+    pub value: Option<&'b [u8]>,
+    /// Number of headers.
+    pub header_count: usize,
+    /// The headers' bytes (already checked to parse).
+    pub headers: &'b [u8],
+    /// Everything after `offsetDelta`: key, value and headers as encoded.
+    pub tail: &'b [u8],
+}
+
+impl<'b> RecordView<'b> {
+    /// Parse one record body (the bytes after its length varint). The fields must use the
+    /// body exactly, as Kafka requires.
+    pub fn parse(body: &'b [u8]) -> Result<RecordView<'b>> {
+        let mut c = Cursor { buf: body, pos: 0 };
+        if body.is_empty() {
+            return Err(invalid("empty record".into()));
+        }
+        c.pos = 1; // attributes: unused in v2
+        let timestamp_delta = c.varint("timestamp delta")?;
+        let offset_delta = c.varint("offset delta")?;
+        let tail_start = c.pos;
+        let key = c.nullable("key")?;
+        let value = c.nullable("value")?;
+        let n = c.varint("header count")?;
+        if n < 0 {
+            return Err(invalid(format!("negative header count {n}")));
+        }
+        let headers_start = c.pos;
+        let mut header_count = 0usize;
+        // Each header takes at least two bytes, so the body bounds this loop, not `n`.
+        for _ in 0..n {
+            if c.nullable("header key")?.is_none() {
+                return Err(invalid("null header key".into()));
+            }
+            c.nullable("header value")?;
+            header_count += 1;
+        }
+        if c.pos != body.len() {
+            return Err(invalid(format!(
+                "record of {} bytes has {} bytes after its last field",
+                body.len(),
+                body.len() - c.pos
+            )));
+        }
+        Ok(RecordView {
+            timestamp_delta,
+            offset_delta,
+            key,
+            value,
+            header_count,
+            headers: &body[headers_start..],
+            tail: &body[tail_start..],
+        })
+    }
+
+    /// The headers as `(key, value)` pairs.
+    pub fn header_pairs(&self) -> impl Iterator<Item = (&'b [u8], Option<&'b [u8]>)> {
+        let mut c = Cursor {
+            buf: self.headers,
+            pos: 0,
+        };
+        (0..self.header_count).map_while(move |_| {
+            let k = c.nullable("header key").ok()??;
+            let v = c.nullable("header value").ok()?;
+            Some((k, v))
+        })
+    }
+}
+
+struct Cursor<'b> {
+    buf: &'b [u8],
+    pos: usize,
+}
+
+impl<'b> Cursor<'b> {
+    fn varint(&mut self, what: &str) -> Result<i64> {
+        let (v, n) = read_varint(&self.buf[self.pos..])
+            .ok_or_else(|| invalid(format!("bad varint in {what}")))?;
+        self.pos += n;
+        Ok(v)
+    }
+    fn nullable(&mut self, what: &str) -> Result<Option<&'b [u8]>> {
+        let len = self.varint(what)?;
+        if len < -1 {
+            return Err(invalid(format!("{what} length {len}")));
+        }
+        let Ok(len) = usize::try_from(len) else {
+            return Ok(None);
+        };
+        let s = self
+            .buf
+            .get(self.pos..)
+            .and_then(|rest| rest.get(..len))
+            .ok_or_else(|| invalid(format!("{what} overruns its record")))?;
+        self.pos += len;
+        Ok(Some(s))
+    }
+}
+
+enum Source<'a> {
+    /// Uncompressed: records are borrowed from the batch.
+    Plain { data: &'a [u8], pos: usize },
+    /// Compressed: decompressed record by record into `body`.
+    Stream {
+        reader: BufReader<Box<dyn Read + 'a>>,
+        body: Vec<u8>,
+        cap_left: usize,
+        cap: usize,
+    },
+}
+
+/// The records of one batch, one at a time.
+pub(crate) struct RecordStream<'a> {
+    src: Source<'a>,
+}
+
+/// Bytes of decoder input buffered between a decompressor and the record parser.
+const STREAM_BUFFER: usize = 8 << 10;
+
+impl<'a> RecordStream<'a> {
+    /// Records of `batch` (exactly one whole batch whose header is `h`), decompressing at most
+    /// `cap` bytes.
+    pub fn new(h: &BatchHeader, batch: &'a [u8], cap: usize) -> Result<RecordStream<'a>> {
+        let section = batch
+            .get(HEADER_LEN..h.size())
+            .ok_or_else(|| LogError::CorruptMessage("truncated batch".into()))?;
+        let codec = h
+            .codec()
+            .ok_or_else(|| invalid(format!("unknown compression codec {}", h.attributes & 7)))?;
+        let src = if codec == Codec::None {
+            Source::Plain {
+                data: section,
+                pos: 0,
+            }
+        } else {
+            Source::Stream {
+                reader: BufReader::with_capacity(
+                    STREAM_BUFFER,
+                    codec::reader(codec, section, cap)?,
+                ),
+                body: Vec::new(),
+                cap_left: cap,
+                cap,
+            }
+        };
+        Ok(RecordStream { src })
+    }
+
+    /// The next record, `None` at the end of the records section.
+    pub fn next_record(&mut self) -> Result<Option<RecordView<'_>>> {
+        match &mut self.src {
+            Source::Plain { data, pos } => {
+                if *pos >= data.len() {
+                    return Ok(None);
+                }
+                let (len, n) = read_varint(&data[*pos..])
+                    .ok_or_else(|| invalid("bad record length varint".into()))?;
+                let len = usize::try_from(len)
+                    .map_err(|_| invalid(format!("negative record length {len}")))?;
+                let start = *pos + n;
+                let body = data
+                    .get(start..)
+                    .and_then(|rest| rest.get(..len))
+                    .ok_or_else(|| invalid("record overruns the batch".into()))?;
+                *pos = start + len;
+                RecordView::parse(body).map(Some)
+            }
+            Source::Stream {
+                reader,
+                body,
+                cap_left,
+                cap,
+            } => {
+                let Some((len, n)) = read_stream_varint(reader)? else {
+                    return Ok(None);
+                };
+                let len = usize::try_from(len)
+                    .map_err(|_| invalid(format!("negative record length {len}")))?;
+                let used = n.saturating_add(len);
+                if used > *cap_left {
+                    return Err(codec::over_cap(*cap));
+                }
+                *cap_left -= used;
+                body.clear();
+                // Grows with the data that actually arrives, not with the announced length.
+                reader
+                    .take(len as u64)
+                    .read_to_end(body)
+                    .map_err(codec::read_error)?;
+                if body.len() != len {
+                    return Err(invalid("record overruns the records section".into()));
+                }
+                RecordView::parse(body).map(Some)
+            }
+        }
+    }
+}
+
+/// A varint from a stream: `None` at a clean end of stream (before its first byte).
+fn read_stream_varint(r: &mut impl BufRead) -> Result<Option<(i64, usize)>> {
+    let mut raw = [0u8; 10];
+    for i in 0..raw.len() {
+        let buf = r.fill_buf().map_err(codec::read_error)?;
+        let Some(&b) = buf.first() else {
+            if i == 0 {
+                return Ok(None);
+            }
+            return Err(invalid("records section ends inside a varint".into()));
+        };
+        r.consume(1);
+        raw[i] = b;
+        if b & 0x80 == 0 {
+            return Ok(read_varint(&raw[..=i]));
+        }
+    }
+    Err(invalid("varint longer than 10 bytes".into()))
+}
+
+/// `message.timestamp.*` bounds for CreateTime records, as absolute timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TimestampBounds {
+    /// Earliest accepted timestamp (`now - message.timestamp.before.max.ms`).
+    pub earliest: i64,
+    /// Latest accepted timestamp (`now + message.timestamp.after.max.ms`).
+    pub latest: i64,
+}
+
+/// What the records of a batch must satisfy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rules {
+    /// Leader (dense deltas) or follower/recovery (ascending deltas, gaps allowed).
+    pub origin: Origin,
+    /// `cleanup.policy` includes `compact`: every record of a data batch needs a key.
+    pub compacted: bool,
+    /// CreateTime bounds; `None` skips the check (followers, recovery, LogAppendTime topics).
+    pub timestamps: Option<TimestampBounds>,
+    /// Cap on decompressed bytes.
+    pub cap: usize,
+}
+
+/// Rules for batches already in the log (recovery, the cleaner, readers): the follower's
+/// offset rules and the decompression cap; nothing that depends on a setting or the clock.
+pub(crate) const STORED: Rules = Rules {
+    origin: Origin::Follower,
+    compacted: false,
+    timestamps: None,
+    cap: codec::MAX_DECOMPRESSED_BYTES,
+};
+
+/// What reading every record showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Summary {
+    /// Largest record timestamp (-1 when none has one); the header's under LogAppendTime.
+    pub max_timestamp: i64,
+    /// Records read (== the header's `recordCount`).
+    pub records: u32,
+}
+
+/// Read every record of `batch` and check it against the header and `rules`, as Kafka's log
+/// validator does: the number of records equals `recordCount`; offset deltas are `0..n` for a
+/// leader and ascending within `lastOffsetDelta` otherwise; keys are present on compacted
+/// topics; CreateTime timestamps lie within the bounds (`INVALID_TIMESTAMP`).
+pub(crate) fn check_records(h: &BatchHeader, batch: &[u8], rules: &Rules) -> Result<Summary> {
+    let mut stream = RecordStream::new(h, batch, rules.cap)?;
+    let expected = u32::try_from(h.record_count)
+        .map_err(|_| invalid(format!("negative record count {}", h.record_count)))?;
+    let mut n: u32 = 0;
+    let mut prev_delta: i64 = -1;
+    let mut max_ts: i64 = -1;
+    while let Some(r) = stream.next_record()? {
+        if n >= expected {
+            return Err(invalid(format!(
+                "more records than the record count {expected}"
+            )));
+        }
+        let delta = r.offset_delta;
+        let ok = match rules.origin {
+            Origin::Leader => delta == i64::from(n),
+            Origin::Follower => delta > prev_delta && delta <= i64::from(h.last_offset_delta),
+        };
+        if !ok {
+            return Err(invalid(format!(
+                "record {n} has offset delta {delta} (lastOffsetDelta {})",
+                h.last_offset_delta
+            )));
+        }
+        prev_delta = delta;
+        if rules.compacted && !h.is_control() && r.key.is_none() {
+            return Err(invalid(format!(
+                "compacted topic cannot accept a record without a key (record {n})"
+            )));
+        }
+        let ts = if h.is_log_append_time() {
+            h.max_timestamp
+        } else {
+            h.base_timestamp.wrapping_add(r.timestamp_delta)
+        };
+        if let Some(b) = rules.timestamps {
+            if ts != -1 && (ts < b.earliest || ts > b.latest) {
+                return Err(LogError::InvalidTimestamp(format!(
+                    "timestamp {ts} of record {n} is out of range [{}, {}]",
+                    b.earliest, b.latest
+                )));
+            }
+        }
+        max_ts = max_ts.max(ts);
+        n += 1;
+    }
+    if n != expected {
+        return Err(invalid(format!(
+            "record count {expected} but the batch holds {n} records"
+        )));
+    }
+    Ok(Summary {
+        max_timestamp: max_ts,
+        records: n,
+    })
+}
