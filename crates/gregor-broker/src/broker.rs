@@ -212,17 +212,18 @@ impl Broker {
     /// Clean shutdown: logs synced, checkpoints and clean-shutdown markers written.
     pub async fn shutdown(&self) {
         self.metadata.close().await;
-        crate::util::blocking({
-            let parts = self.replicas.all();
-            move || {
-                for p in parts {
-                    let _ = p.log.flush();
-                    let _ = p.log.checkpoint();
-                }
-            }
-        })
-        .await;
-        self.replicas.close_all();
+        let threads = {
+            let image = self.metadata.image();
+            gregor_meta::config::BrokerConfigView::new(
+                &image,
+                &self.config.settings,
+                self.config.node_id,
+            )
+            .i64("num.recovery.threads.per.data.dir")
+            .max(1) as usize
+        };
+        let replicas = &self.replicas;
+        tokio::task::block_in_place(|| replicas.close_all(threads));
         info!("broker stopped cleanly");
     }
 }

@@ -200,11 +200,7 @@ fn load(b: &Broker) -> Result<GroupCoordinator, ResponseError> {
 }
 
 /// The coordinator task: requests, timers and append completions, one at a time.
-async fn run(
-    b: Arc<Broker>,
-    mut coordinator: GroupCoordinator,
-    mut rx: mpsc::Receiver<Msg>,
-) {
+async fn run(b: Arc<Broker>, mut coordinator: GroupCoordinator, mut rx: mpsc::Receiver<Msg>) {
     let mut waiting: HashMap<u64, oneshot::Sender<Response>> = HashMap::new();
     let mut next_id: u64 = 1;
     // Appends run in order on one task, as the coordinator requires. The queue is bounded by

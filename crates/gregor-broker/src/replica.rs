@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::producer_state::{Check, ProducerStates};
-use crate::util::{blocking, now_ms};
+use crate::util::{blocking, for_each_parallel, now_ms};
 
 /// Identifies a partition by name.
 pub type TopicPartitionKey = (String, i32);
@@ -230,37 +230,37 @@ impl ReplicaManager {
     /// roles, stop and delete replicas it no longer hosts. Called under the metadata lock
     /// (blocking file I/O).
     pub fn apply(&self, view: &BrokerConfigView<'_>, changes: &LocalReplicaChanges) {
+        let mut to_open = Vec::new();
         for (p, is_leader) in changes
             .leaders
             .iter()
             .map(|p| (p, true))
             .chain(changes.followers.iter().map(|p| (p, false)))
         {
-            let key = (p.topic.clone(), p.id.partition);
             let role = Role {
                 is_leader,
                 leader_epoch: p.registration.leader_epoch,
             };
-            let existing = self.get(&p.topic, p.id.partition);
-            match existing {
-                Some(part) => {
-                    *lock(&part.role) = role;
-                }
-                None => {
-                    match self.open_partition(&p.topic, p.id.partition, p.id.topic_id, role, view) {
-                        Ok(part) => {
-                            self.partitions
-                                .write()
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .insert(key, Arc::new(part));
-                        }
-                        Err(e) => {
-                            warn!(topic = %p.topic, partition = p.id.partition, error = %e, "cannot open partition log");
-                        }
-                    }
-                }
+            match self.get(&p.topic, p.id.partition) {
+                Some(part) => *lock(&part.role) = role,
+                None => to_open.push((p, role)),
             }
         }
+        // Opening a log is file work (recovery, checkpoints): many are opened in parallel.
+        let threads = view.i64("num.recovery.threads.per.data.dir").max(1) as usize;
+        for_each_parallel(to_open, threads, |(p, role)| {
+            match self.open_partition(&p.topic, p.id.partition, p.id.topic_id, role, view) {
+                Ok(part) => {
+                    self.partitions
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert((p.topic.clone(), p.id.partition), Arc::new(part));
+                }
+                Err(e) => {
+                    warn!(topic = %p.topic, partition = p.id.partition, error = %e, "cannot open partition log");
+                }
+            }
+        });
         for s in &changes.stopped {
             let removed = self
                 .partitions
@@ -329,8 +329,9 @@ impl ReplicaManager {
         })
     }
 
-    /// Flushes and checkpoints every log (clean shutdown).
-    pub fn close_all(&self) {
+    /// Closes every log cleanly (flushed, checkpoints and clean-shutdown markers written), up to
+    /// `threads` at a time.
+    pub fn close_all(&self, threads: usize) {
         let parts: Vec<Arc<Partition>> = self
             .partitions
             .write()
@@ -338,23 +339,20 @@ impl ReplicaManager {
             .drain()
             .map(|(_, p)| p)
             .collect();
-        for p in parts {
-            match Arc::try_unwrap(p) {
+        for_each_parallel(parts, threads, |p| {
+            let (topic, index) = (p.topic.clone(), p.index);
+            let result = match Arc::try_unwrap(p) {
                 Ok(part) => match Arc::try_unwrap(part.log) {
-                    Ok(log) => {
-                        if let Err(e) = log.close() {
-                            warn!(topic = %part.topic, partition = part.index, error = %e, "close failed");
-                        }
-                    }
-                    Err(log) => {
-                        let _ = log.checkpoint();
-                    }
+                    Ok(log) => log.close(),
+                    // Still shared (a request holds it): make it durable, leave no marker.
+                    Err(log) => log.flush().and_then(|()| log.checkpoint()),
                 },
-                Err(p) => {
-                    let _ = p.log.checkpoint();
-                }
+                Err(p) => p.log.flush().and_then(|()| p.log.checkpoint()),
+            };
+            if let Err(e) = result {
+                warn!(topic, partition = index, error = %e, "close failed");
             }
-        }
+        });
     }
 }
 
