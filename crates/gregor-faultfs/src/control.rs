@@ -73,6 +73,9 @@ fn client(
                     bytes_dropped = r.bytes_dropped,
                     "power loss"
                 );
+                for d in &r.details {
+                    info!(detail = %d, "lost in the power loss");
+                }
                 writeln!(
                     out,
                     "ok files_reverted={} dirs_reverted={} inodes_dropped={} bytes_dropped={}",

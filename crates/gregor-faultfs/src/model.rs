@@ -98,8 +98,11 @@ struct Node {
     lookups: u64,
 }
 
+/// Most lines of detail a power-loss report keeps.
+const MAX_DETAILS: usize = 200;
+
 /// What a power loss threw away.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LossReport {
     /// Files whose data or size differed from their durable state.
     pub files_reverted: u64,
@@ -109,6 +112,9 @@ pub struct LossReport {
     pub inodes_dropped: u64,
     /// Bytes written but never synced, plus the data of dropped files.
     pub bytes_dropped: u64,
+    /// What changed, by path (at most `MAX_DETAILS` lines): names that vanish or come back,
+    /// files cut back.
+    pub details: Vec<String>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -646,11 +652,90 @@ impl Model {
         s
     }
 
+    /// Paths (from the mountpoint) of the inodes the volatile tree reaches, by their first name.
+    fn volatile_paths(&self) -> HashMap<Ino, String> {
+        let mut paths = HashMap::from([(ROOT, String::new())]);
+        let mut queue = VecDeque::from([ROOT]);
+        while let Some(dir) = queue.pop_front() {
+            let Some(Content::Dir { entries, .. }) = self.nodes.get(&dir).map(|n| &n.content)
+            else {
+                continue;
+            };
+            let base = paths[&dir].clone();
+            for (name, ino) in entries {
+                if paths.contains_key(ino) {
+                    continue;
+                }
+                paths.insert(*ino, format!("{base}/{}", name.to_string_lossy()));
+                if self.nodes.get(ino).is_some_and(|n| n.kind() == Kind::Dir) {
+                    queue.push_back(*ino);
+                }
+            }
+        }
+        paths
+    }
+
+    /// Lines saying what the coming power loss changes, before it happens.
+    fn describe_loss(&self, out: &mut Vec<String>) {
+        let paths = self.volatile_paths();
+        let path = |ino: &Ino| {
+            paths
+                .get(ino)
+                .cloned()
+                .unwrap_or_else(|| format!("<inode {ino}>"))
+        };
+        let mut inos: Vec<&Ino> = self.nodes.keys().collect();
+        inos.sort_by_key(|i| path(i));
+        for ino in inos {
+            match &self.nodes[ino].content {
+                Content::File {
+                    data,
+                    durable,
+                    dirty,
+                } => {
+                    if dirty.is_some() || data.len() != durable.len() {
+                        out.push(format!(
+                            "file {}: size {} -> {} (unsynced bytes {:?})",
+                            path(ino),
+                            data.len(),
+                            durable.len(),
+                            dirty
+                        ));
+                    }
+                }
+                Content::Dir {
+                    entries, durable, ..
+                } => {
+                    for (name, i) in entries {
+                        if durable.get(name) != Some(i) {
+                            out.push(format!(
+                                "name {}/{} vanishes (never synced in its directory)",
+                                path(ino),
+                                name.to_string_lossy()
+                            ));
+                        }
+                    }
+                    for (name, i) in durable {
+                        if entries.get(name) != Some(i) {
+                            out.push(format!(
+                                "name {}/{} comes back (its removal was never synced)",
+                                path(ino),
+                                name.to_string_lossy()
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        out.truncate(MAX_DETAILS);
+    }
+
     /// Power loss: every file and directory goes back to its durable state, and every inode no
     /// durable name reaches from the root is dropped. Kernel references to dropped inodes
     /// become stale (operations on them fail with "not found").
     pub fn power_loss(&mut self) -> LossReport {
         let mut report = LossReport::default();
+        self.describe_loss(&mut report.details);
         for node in self.nodes.values_mut() {
             match &mut node.content {
                 Content::File {

@@ -69,6 +69,10 @@ fn synced_data_under_an_unsynced_name_vanishes() {
     m.sync(f).unwrap();
     let r = m.power_loss();
     assert_eq!(r.inodes_dropped, 1);
+    assert_eq!(
+        r.details,
+        ["name /a vanishes (never synced in its directory)"]
+    );
     assert!(names(&m, ROOT).is_empty());
     assert!(m.attr(f).is_err(), "the dropped inode is stale");
 }
