@@ -12,13 +12,14 @@ pub mod error;
 mod index;
 mod log;
 mod open;
+mod power;
 pub mod records;
 mod segment;
 mod sync;
 
 pub use cleaner::{CompactionStats, RetentionStats, DEFAULT_MAP_BUDGET};
 pub use config::{CleanupPolicy, FlushPolicy, LogConfig, TimestampType};
-pub use disk::FaultInjector;
+pub use disk::{Disk, FaultInjector, PowerLossReport, TornWrite, DELETE_SUFFIX};
 pub use error::{LogError, Result};
 pub use log::{AppendInfo, DurableToken, Log, OffsetSpec, ReadResult, TimestampOffset};
 pub use sync::LogStats;
