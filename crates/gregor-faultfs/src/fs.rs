@@ -41,14 +41,19 @@ pub struct FaultFs {
     /// Directory listings taken at `opendir`, so that a stream is consistent.
     listings: Mutex<HashMap<u64, Listing>>,
     next_fh: Mutex<u64>,
+    /// Pause after each write is applied and before it is answered: the written bytes sit
+    /// volatile for that long, so a process killed at a random moment most likely leaves
+    /// unsynced data behind for the power loss to take.
+    write_delay: Duration,
 }
 
 impl FaultFs {
-    pub fn new(model: Shared) -> FaultFs {
+    pub fn new(model: Shared, write_delay: Duration) -> FaultFs {
         FaultFs {
             model,
             listings: Mutex::new(HashMap::new()),
             next_fh: Mutex::new(1),
+            write_delay,
         }
     }
 }
@@ -326,7 +331,11 @@ impl Filesystem for FaultFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.model().write(ino.0, offset, data, SystemTime::now()) {
+        let written = self.model().write(ino.0, offset, data, SystemTime::now());
+        if !self.write_delay.is_zero() {
+            std::thread::sleep(self.write_delay);
+        }
+        match written {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(e)),
         }

@@ -9,7 +9,7 @@ mod model;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use clap::Parser;
@@ -32,6 +32,10 @@ struct Args {
     /// beyond it fail with ENOSPC.
     #[arg(long, default_value_t = 1 << 30)]
     max_bytes: u64,
+    /// Milliseconds each write waits, applied but unanswered: widens the window in which a
+    /// killed process leaves written, unsynced bytes behind.
+    #[arg(long, default_value_t = 0)]
+    write_delay_ms: u64,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -64,13 +68,17 @@ fn main() -> anyhow::Result<()> {
         MountOption::RW,
         MountOption::NoAtime,
     ];
-    let mut session = Session::new(fs::FaultFs::new(model.clone()), &args.mountpoint, &config)
-        .with_context(|| {
-            format!(
-                "mounting on {} (needs /dev/fuse, and root or fusermount3)",
-                args.mountpoint.display()
-            )
-        })?;
+    let mut session = Session::new(
+        fs::FaultFs::new(model.clone(), Duration::from_millis(args.write_delay_ms)),
+        &args.mountpoint,
+        &config,
+    )
+    .with_context(|| {
+        format!(
+            "mounting on {} (needs /dev/fuse, and root or fusermount3)",
+            args.mountpoint.display()
+        )
+    })?;
     let unmounter = Arc::new(Mutex::new(session.unmount_callable()));
 
     let u = unmounter.clone();
