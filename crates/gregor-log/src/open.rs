@@ -205,6 +205,18 @@ impl Log {
         if epochs.as_deref() != Some(epoch_cache.entries()) {
             checkpoint::write_epochs(&disk, dir, epoch_cache.entries())?;
         }
+        // Checkpoints written before a power loss can point past what survived it: persist the
+        // clamped values, or appends reusing those offsets would be hidden (below a stale log
+        // start offset) or taken for compacted at the next open.
+        if lso_ckpt.is_some_and(|c| c != lso) {
+            checkpoint::write_offset(&disk, dir, checkpoint::LOG_START_OFFSET, lso)?;
+        }
+        if hw_ckpt.is_some_and(|c| c != hw) {
+            checkpoint::write_offset(&disk, dir, checkpoint::HIGH_WATERMARK, hw)?;
+        }
+        if let Some(c) = cleaner.filter(|c| cleaner_ckpt != Some(*c)) {
+            checkpoint::write_cleaner(&disk, dir, c)?;
+        }
         checkpoint::write_offset(&disk, dir, checkpoint::RECOVERY_POINT, leo)?;
         info!(dir = %dir.display(), clean, segments = segments.len(), recovered = recovered.len(), lso, leo, hw, "log opened");
         let inner = Inner {

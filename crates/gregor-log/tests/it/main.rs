@@ -5,4 +5,5 @@ mod cleanup;
 mod common;
 mod faults;
 mod model;
+mod power;
 mod recovery;
