@@ -46,10 +46,13 @@ impl Broker {
     /// broker with the (local) controller.
     pub async fn start(config: BrokerConfig) -> Result<Arc<Broker>, StartError> {
         let dir = config.data_dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|source| StartError::DataDir {
-            dir: dir.clone(),
-            source,
-        })?;
+        let disk = gregor_log::Disk::real();
+        disk.create_dir_all(&dir)
+            .and_then(|()| disk.purge_deleted_dirs(&dir))
+            .map_err(|e| StartError::DataDir {
+                dir: dir.clone(),
+                source: std::io::Error::other(e),
+            })?;
         let cluster_id = crate::util::cluster_id(&dir).map_err(|source| StartError::DataDir {
             dir: dir.clone(),
             source,

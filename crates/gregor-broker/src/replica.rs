@@ -273,7 +273,7 @@ impl ReplicaManager {
                 if s.delete {
                     let dir = part.log.dir().to_path_buf();
                     drop(part);
-                    if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    if let Err(e) = gregor_log::Disk::real().remove_dir_all(&dir) {
                         warn!(dir = %dir.display(), error = %e, "cannot delete partition directory");
                     } else {
                         info!(topic = %s.topic, partition = s.id.partition, "deleted partition");

@@ -47,6 +47,16 @@ pub fn for_each_parallel<T: Send>(items: Vec<T>, threads: usize, f: impl Fn(T) +
 /// The cluster id, kept in `meta.properties` in the data directory (created on first start,
 /// a random UUID in Kafka's URL-safe base64 form).
 pub fn cluster_id(data_dir: &std::path::Path) -> std::io::Result<String> {
+    cluster_id_on(&gregor_log::Disk::real(), data_dir)
+}
+
+/// [`cluster_id`] through `disk` (tests pass one that models power loss). The new file is
+/// written durably, its directory entry included: a cluster id that vanished after a power
+/// loss would be replaced by a new one, and the broker would no longer match its own data.
+pub fn cluster_id_on(
+    disk: &gregor_log::Disk,
+    data_dir: &std::path::Path,
+) -> std::io::Result<String> {
     let path = data_dir.join("meta.properties");
     if let Ok(text) = std::fs::read_to_string(&path) {
         if let Some(id) = text.lines().find_map(|l| l.strip_prefix("cluster.id=")) {
@@ -54,10 +64,8 @@ pub fn cluster_id(data_dir: &std::path::Path) -> std::io::Result<String> {
         }
     }
     let id = kafka_uuid(uuid::Uuid::new_v4());
-    let tmp = data_dir.join("meta.properties.tmp");
-    std::fs::write(&tmp, format!("version=1\ncluster.id={id}\n"))?;
-    std::fs::File::open(&tmp)?.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
+    disk.write_atomic(&path, format!("version=1\ncluster.id={id}\n").as_bytes())
+        .map_err(std::io::Error::other)?;
     Ok(id)
 }
 
@@ -80,4 +88,21 @@ pub fn kafka_uuid(u: uuid::Uuid) -> String {
         out.push(ALPHABET[((acc << (6 - bits)) & 63) as usize] as char);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `meta.properties` survives a power loss (the disk model drops unsynced bytes and
+    /// directory entries): the cluster id after the reboot is the one handed out before it.
+    #[test]
+    fn cluster_id_survives_a_power_loss() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let faults = gregor_log::FaultInjector::power_model(dir.path()).expect("model");
+        let disk = gregor_log::Disk::with_faults(faults.clone());
+        let id = cluster_id_on(&disk, dir.path()).expect("cluster id");
+        faults.power_loss(None).expect("power loss");
+        assert_eq!(cluster_id_on(&disk, dir.path()).expect("cluster id"), id);
+    }
 }

@@ -11,6 +11,10 @@
 //! `<target dir>/debug/examples/`). `cargo test --workspace` builds every package's examples
 //! before running any test; with `-p gregor-cli`, build it first:
 //! `cargo build -p gregor-client --examples`.
+//!
+//! The power-loss tests mount `gregor-faultfs` (`GREGOR_FAULTFS_BIN`, the binary of the
+//! gregor-faultfs package, next to `gregor`). `cargo test --workspace` builds it (its package has
+//! integration tests); with `-p gregor-cli`, build it first: `cargo build -p gregor-faultfs`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,6 +33,18 @@ fn gregor_member_bin() -> PathBuf {
         .join(format!("gregor_member{}", std::env::consts::EXE_SUFFIX))
 }
 
+/// `<target dir>/<profile>/gregor-faultfs`, beside the `gregor` binary cargo built.
+fn gregor_faultfs_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("GREGOR_FAULTFS_BIN") {
+        return PathBuf::from(p);
+    }
+    let gregor = Path::new(env!("CARGO_BIN_EXE_gregor"));
+    gregor
+        .parent()
+        .expect("cargo puts binaries in <target dir>/<profile>/")
+        .join(format!("gregor-faultfs{}", std::env::consts::EXE_SUFFIX))
+}
+
 #[test]
 fn real_clients_end_to_end() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -39,11 +55,19 @@ fn real_clients_end_to_end() {
          --examples` (cargo test --workspace builds it) or set GREGOR_MEMBER_BIN",
         member.display()
     );
+    let faultfs = gregor_faultfs_bin();
+    assert!(
+        faultfs.is_file(),
+        "gregor-faultfs is missing at {}: run `cargo build -p gregor-faultfs` (cargo test \
+         --workspace builds it) or set GREGOR_FAULTFS_BIN",
+        faultfs.display()
+    );
     let mut cmd = Command::new("python3");
     cmd.current_dir(&repo)
         .args(["-m", "pytest", "-q", "-x", "e2e"])
         .env("GREGOR_BIN", env!("CARGO_BIN_EXE_gregor"))
         .env("GREGOR_MEMBER_BIN", &member)
+        .env("GREGOR_FAULTFS_BIN", &faultfs)
         // Output goes straight to the terminal, streamed while the suite runs.
         .env("PYTHONUNBUFFERED", "1");
     let status = cmd.status().unwrap_or_else(|e| {

@@ -4,7 +4,7 @@
 //! takes it to swap a cleaned segment in.
 
 use std::collections::HashMap;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -282,13 +282,7 @@ const CLEANED_WRITE_BUFFER: usize = 1 << 20;
 
 impl CleanedWriter {
     fn create(disk: &Disk, path: &std::path::Path) -> Result<CleanedWriter> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .at(path)?;
+        let file = disk.create_file(path).at(path)?;
         Ok(CleanedWriter {
             disk: disk.clone(),
             path: path.to_path_buf(),
@@ -384,7 +378,7 @@ impl Log {
         }
         for base in doomed {
             if let Some(seg) = g.segments.remove(&base) {
-                seg.delete_files()?;
+                seg.delete_files(&self.disk)?;
                 stats.segments_deleted += 1;
                 stats.bytes_deleted += seg.size;
             }
@@ -565,7 +559,7 @@ impl Log {
         });
         let finished = streamed.and_then(|()| out.map(CleanedWriter::finish).transpose());
         if finished.is_err() {
-            let _ = fs::remove_file(&path);
+            let _ = self.disk.remove_file(&path);
         }
         finished
     }
@@ -603,27 +597,23 @@ impl Log {
             .is_some_and(|cur| cur.id == s.id && cur.size == s.size && cur.base != g.active().base);
         if !unchanged {
             drop(g);
-            fs::remove_file(&cleaned).at(&cleaned)?;
+            disk.remove_file(&cleaned).at(&cleaned)?;
             return Ok(());
         }
-        fs::rename(&cleaned, &swap).at(&swap)?;
+        disk.rename(&cleaned, &swap).at(&swap)?;
         disk.sync_dir(&self.dir)?;
         let old = g.segments.remove(&s.base).expect("checked above");
         for p in [old.index_path(), old.time_index_path()] {
-            match fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(LogError::io(p, e)),
-            }
+            disk.remove_if_exists(&p)?;
         }
         disk.sync_dir(&self.dir)?;
         if seg.size == 0 {
-            fs::remove_file(&swap).at(&swap)?;
-            fs::remove_file(old.log_path()).at(&old.log_path())?;
+            disk.remove_file(&swap).at(&swap)?;
+            disk.remove_file(&old.log_path()).at(&old.log_path())?;
             disk.sync_dir(&self.dir)?;
             return Ok(());
         }
-        fs::rename(&swap, old.log_path()).at(&old.log_path())?;
+        disk.rename(&swap, &old.log_path()).at(&old.log_path())?;
         disk.sync_dir(&self.dir)?;
         seg.write_indexes(disk)?;
         g.segments.insert(s.base, seg);

@@ -1,23 +1,37 @@
-//! File helpers shared by the log: positioned writes, syncs and atomic file replacement, all
-//! routed through an optional [`FaultInjector`] so tests can simulate a full disk or a failing
-//! fsync without root privileges.
+//! The log's only door to the file system: file creation, positioned writes, size changes,
+//! renames, removals, directory creation and removal, and the syncs of files and directories.
+//! Everything goes through [`Disk`], so an optional [`FaultInjector`] can simulate a full disk,
+//! a failing fsync, a crash in the middle of an operation, and a power loss that drops whatever
+//! was not synced (see `power.rs`).
+//!
+//! It also carries the durable-write helpers that callers outside the log use for their own
+//! small files: [`Disk::write_atomic`] (temp file, fsync, rename, fsync of the directory),
+//! [`Disk::create_dir_all`] (each new directory's parent fsynced) and [`Disk::remove_dir_all`].
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, IoSlice};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::{IoContext, Result};
+use crate::power::PowerModel;
+pub use crate::power::{PowerLossReport, TornWrite};
 
-/// Test hook that makes the log's writes and syncs fail like a full or broken disk would.
+/// Test hook that makes the log's writes and syncs fail like a full or broken disk would, and
+/// (with [`FaultInjector::power_model`]) loses unsynced data like a power cut.
 #[derive(Debug)]
 pub struct FaultInjector {
     write_budget: AtomicU64,
     fail_sync: AtomicBool,
     /// Milliseconds every sync takes (a slow disk).
     sync_delay_ms: AtomicU64,
+    /// Mutating operations left before the simulated power cut (`u64::MAX`: none planned).
+    ops_left: AtomicU64,
+    /// The power is off: every operation fails until [`FaultInjector::power_loss`].
+    dead: AtomicBool,
+    power: Mutex<Option<PowerModel>>,
 }
 
 impl Default for FaultInjector {
@@ -26,14 +40,35 @@ impl Default for FaultInjector {
             write_budget: AtomicU64::new(u64::MAX),
             fail_sync: AtomicBool::new(false),
             sync_delay_ms: AtomicU64::new(0),
+            ops_left: AtomicU64::new(u64::MAX),
+            dead: AtomicBool::new(false),
+            power: Mutex::new(None),
         }
     }
+}
+
+fn eio() -> io::Error {
+    io::Error::from_raw_os_error(5)
 }
 
 impl FaultInjector {
     /// A new injector that lets everything through.
     pub fn new() -> Arc<FaultInjector> {
         Arc::new(FaultInjector::default())
+    }
+
+    /// An injector that also models power loss for everything under `root` (which must exist;
+    /// its current contents count as durable). Written bytes stay volatile until their file is
+    /// synced, and created, renamed and removed names until their directory is synced;
+    /// [`FaultInjector::power_loss`] drops the rest.
+    pub fn power_model(root: &Path) -> io::Result<Arc<FaultInjector>> {
+        let f = FaultInjector::default();
+        *f.model() = Some(PowerModel::new(root)?);
+        Ok(Arc::new(f))
+    }
+
+    fn model(&self) -> MutexGuard<'_, Option<PowerModel>> {
+        self.power.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Allow only `bytes` more bytes to be written (across all files of the log); the write that
@@ -52,6 +87,44 @@ impl FaultInjector {
     pub fn set_sync_delay(&self, delay: std::time::Duration) {
         self.sync_delay_ms
             .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Cut the power after `ops` more mutating operations (writes, size changes, creations,
+    /// renames, removals, syncs): from then on every operation fails with `EIO`, as if the
+    /// machine had stopped there. `None` cancels a planned cut.
+    pub fn crash_after(&self, ops: Option<u64>) {
+        self.ops_left
+            .store(ops.unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
+
+    /// Whether the power is off (a planned cut happened).
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
+    }
+
+    /// Simulate a power loss and reboot: every byte not synced and every directory change not
+    /// made durable by a directory sync is lost (the files under the model's root are rewritten
+    /// to their durable state). With `torn_seed`, a prefix (seeded length, possibly empty or
+    /// whole) of the last unsynced write survives as well. The power is on again afterwards.
+    /// Close every log on the directory first. Fails if the injector has no power model.
+    pub fn power_loss(&self, torn_seed: Option<u64>) -> io::Result<PowerLossReport> {
+        let mut m = self.model();
+        let Some(model) = m.as_mut() else {
+            return Err(io::Error::other("fault injector has no power model"));
+        };
+        let report = model.power_loss(torn_seed)?;
+        self.dead.store(false, Ordering::SeqCst);
+        self.ops_left.store(u64::MAX, Ordering::SeqCst);
+        Ok(report)
+    }
+
+    /// Paths the power model met that were not created through the log's `Disk` (a file
+    /// operation that bypassed it; empty when every operation was routed).
+    pub fn untracked_paths(&self) -> Vec<PathBuf> {
+        self.model()
+            .as_ref()
+            .map(PowerModel::untracked)
+            .unwrap_or_default()
     }
 
     /// Take up to `want` bytes from the budget; returns how many may be written.
@@ -73,12 +146,34 @@ impl FaultInjector {
             }
         }
     }
+
+    /// One mutating operation is about to run: fail it if the power is (now) off.
+    fn gate(&self) -> io::Result<()> {
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(eio());
+        }
+        let mut cur = self.ops_left.load(Ordering::SeqCst);
+        while cur != u64::MAX {
+            if cur == 0 {
+                self.dead.store(true, Ordering::SeqCst);
+                return Err(eio());
+            }
+            match self
+                .ops_left
+                .compare_exchange(cur, cur - 1, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        Ok(())
+    }
 }
 
-/// The log's access to the disk.
+/// The log's access to the disk: the real file system, optionally behind a [`FaultInjector`].
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Disk {
-    pub faults: Option<Arc<FaultInjector>>,
+pub struct Disk {
+    pub(crate) faults: Option<Arc<FaultInjector>>,
 }
 
 fn enospc() -> io::Error {
@@ -86,11 +181,43 @@ fn enospc() -> io::Error {
 }
 
 impl Disk {
+    /// The real file system.
+    pub fn real() -> Disk {
+        Disk::default()
+    }
+
+    /// The real file system behind a fault injector (and its power model, if it has one).
+    pub fn with_faults(faults: Arc<FaultInjector>) -> Disk {
+        Disk {
+            faults: Some(faults),
+        }
+    }
+
+    fn gate(&self) -> io::Result<()> {
+        match &self.faults {
+            Some(f) => f.gate(),
+            None => Ok(()),
+        }
+    }
+
+    /// Tell the power model (if any) about an operation that succeeded.
+    fn note(&self, f: impl FnOnce(&mut PowerModel) -> io::Result<()>) -> io::Result<()> {
+        if let Some(faults) = &self.faults {
+            if let Some(m) = faults.model().as_mut() {
+                return f(m);
+            }
+        }
+        Ok(())
+    }
+
     /// `pwrite` all of `buf` at `pos` (a short write then `ENOSPC` under the fault injector).
-    pub fn write_at(&self, file: &File, buf: &[u8], pos: u64) -> io::Result<()> {
+    pub(crate) fn write_at(&self, file: &File, buf: &[u8], pos: u64) -> io::Result<()> {
         if let Some(f) = &self.faults {
+            f.gate()?;
             let grant = f.take(buf.len() as u64) as usize;
-            file.write_all_at(&buf[..grant], pos)?;
+            let r = file.write_all_at(&buf[..grant], pos);
+            self.note(|m| m.wrote(file, pos, &buf[..grant]))?;
+            r?;
             if grant < buf.len() {
                 return Err(enospc());
             }
@@ -100,7 +227,7 @@ impl Disk {
     }
 
     /// Write the concatenation of `parts` at `pos` with positioned vectored writes (no copy).
-    pub fn write_parts_at(&self, file: &File, parts: &[&[u8]], pos: u64) -> io::Result<()> {
+    pub(crate) fn write_parts_at(&self, file: &File, parts: &[&[u8]], pos: u64) -> io::Result<()> {
         if self.faults.is_some() {
             return self.write_at(file, &parts.concat(), pos);
         }
@@ -126,56 +253,205 @@ impl Disk {
     /// (`fallocate` with `FALLOC_FL_KEEP_SIZE`). Appends into reserved blocks skip the file
     /// system's block allocation (about 40% faster page-cache writes on ext4 here), and the file
     /// size still ends at the last batch, so recovery sees no zero tail. Skipped under fault
-    /// injection, whose space budget is counted on writes.
-    pub fn preallocate(&self, file: &File, offset: u64, len: u64) -> io::Result<()> {
-        if self.faults.is_some() || len == 0 {
+    /// injection, whose space budget is counted on writes (it changes neither size nor
+    /// contents, so the power model has nothing to record).
+    pub(crate) fn preallocate(&self, file: &File, offset: u64, len: u64) -> io::Result<()> {
+        if len == 0 {
             return Ok(());
+        }
+        if self.faults.is_some() {
+            return self.gate();
         }
         rustix::fs::fallocate(file, rustix::fs::FallocateFlags::KEEP_SIZE, offset, len)
             .map_err(io::Error::from)
     }
 
+    /// `ftruncate`: the new size is volatile until the file is synced.
+    pub(crate) fn set_len(&self, file: &File, len: u64) -> io::Result<()> {
+        self.gate()?;
+        file.set_len(len)
+    }
+
     /// `fdatasync`.
-    pub fn sync_data(&self, file: &File) -> io::Result<()> {
+    pub(crate) fn sync_data(&self, file: &File) -> io::Result<()> {
         if let Some(f) = &self.faults {
+            f.gate()?;
             let delay = f.sync_delay_ms.load(Ordering::SeqCst);
             if delay > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(delay));
             }
             if f.fail_sync.load(Ordering::SeqCst) {
-                return Err(io::Error::from_raw_os_error(5));
+                return Err(eio());
             }
         }
-        file.sync_data()
+        file.sync_data()?;
+        self.note(|m| m.synced_file(file))
+    }
+
+    /// Create (or empty) `path` for reading and writing. The new name is durable only once its
+    /// directory is synced.
+    pub(crate) fn create_file(&self, path: &Path) -> io::Result<File> {
+        self.gate()?;
+        let existed = fs::symlink_metadata(path).is_ok();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        self.note(|m| {
+            if existed {
+                m.opened(path, &file)
+            } else {
+                m.created(path)
+            }
+        })?;
+        Ok(file)
+    }
+
+    /// Open an existing file for reading and writing.
+    pub(crate) fn open_file(&self, path: &Path) -> io::Result<File> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        self.note(|m| m.opened(path, &file))?;
+        Ok(file)
+    }
+
+    /// `rename`; durable once the directories involved are synced.
+    pub(crate) fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.gate()?;
+        fs::rename(from, to)
+    }
+
+    /// `unlink`; durable once the directory is synced.
+    pub(crate) fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.gate()?;
+        fs::remove_file(path)
+    }
+
+    /// [`Disk::remove_file`] that accepts a missing file.
+    pub(crate) fn remove_if_exists(&self, path: &Path) -> Result<()> {
+        match self.remove_file(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            r => r.at(path),
+        }
     }
 
     /// `fsync` a directory so that created, renamed and removed entries are durable.
     pub fn sync_dir(&self, dir: &Path) -> Result<()> {
-        let d = File::open(dir).at(dir)?;
-        self.sync_data(&d).at(dir)
+        let sync = || -> io::Result<()> {
+            self.gate()?;
+            if let Some(f) = &self.faults {
+                if f.fail_sync.load(Ordering::SeqCst) {
+                    return Err(eio());
+                }
+            }
+            File::open(dir)?.sync_all()?;
+            self.note(|m| m.synced_dir(dir))
+        };
+        sync().at(dir)
     }
 
-    /// Replace `path` atomically with `contents`: write `path.tmp`, fsync, rename, fsync the
-    /// directory. A crash leaves either the old or the new file.
+    /// Create `dir` and any missing parents, fsyncing the parent of each directory created so
+    /// that the new names survive a power loss (a directory that already exists is left
+    /// alone).
+    pub fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        if dir.is_dir() {
+            return Ok(());
+        }
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.create_dir_all(parent)?;
+        }
+        let create = || -> io::Result<()> {
+            self.gate()?;
+            match fs::create_dir(dir) {
+                Ok(()) => self.note(|m| m.created(dir)),
+                // created meanwhile by someone else
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+                Err(e) => Err(e),
+            }
+        };
+        create().at(dir)?;
+        self.sync_dir(parent_of(dir))
+    }
+
+    /// Remove `dir` and everything in it durably: rename it to `<name>-delete` (Kafka's suffix
+    /// for directories being deleted; never a partition directory name, which ends in digits),
+    /// fsync the parent, so that after a power loss the old contents can no longer come back
+    /// under the old name, then remove it and fsync the parent again. A leftover `-delete`
+    /// directory (a crash in between) is removed by [`Disk::purge_deleted_dirs`].
+    pub fn remove_dir_all(&self, dir: &Path) -> Result<()> {
+        let parent = parent_of(dir);
+        let Some(name) = dir.file_name() else {
+            return Err(crate::LogError::InvalidArgument(format!(
+                "cannot remove {}",
+                dir.display()
+            )));
+        };
+        let mut doomed = name.to_owned();
+        doomed.push(DELETE_SUFFIX);
+        let doomed = parent.join(doomed);
+        if doomed.exists() {
+            self.remove_tree(&doomed)?;
+        }
+        self.rename(dir, &doomed).at(dir)?;
+        self.sync_dir(parent)?;
+        self.remove_tree(&doomed)?;
+        self.sync_dir(parent)
+    }
+
+    /// Remove directories left with the `-delete` suffix by an interrupted
+    /// [`Disk::remove_dir_all`] in `parent`; returns how many.
+    pub fn purge_deleted_dirs(&self, parent: &Path) -> Result<usize> {
+        let mut n = 0;
+        for e in fs::read_dir(parent).at(parent)? {
+            let e = e.at(parent)?;
+            let is_doomed = e.file_name().to_string_lossy().ends_with(DELETE_SUFFIX)
+                && e.file_type().at(&e.path())?.is_dir();
+            if is_doomed {
+                self.remove_tree(&e.path())?;
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.sync_dir(parent)?;
+        }
+        Ok(n)
+    }
+
+    fn remove_tree(&self, dir: &Path) -> Result<()> {
+        let rm = || -> io::Result<()> {
+            self.gate()?;
+            fs::remove_dir_all(dir)
+        };
+        rm().at(dir)
+    }
+
+    /// Replace `path` atomically and durably with `contents`: write `path.tmp`, fsync, rename,
+    /// fsync the directory. A crash or power loss leaves either the old or the new file.
     pub fn write_atomic(&self, path: &Path, contents: &[u8]) -> Result<()> {
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
-        let tmp = std::path::PathBuf::from(tmp);
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .at(&tmp)?;
+        let tmp = PathBuf::from(tmp);
+        let f = self.create_file(&tmp).at(&tmp)?;
         let r = self
             .write_at(&f, contents, 0)
             .and_then(|()| self.sync_data(&f));
         if let Err(e) = r {
-            let _ = fs::remove_file(&tmp);
+            let _ = self.remove_file(&tmp);
             return Err(crate::LogError::io(&tmp, e));
         }
         drop(f);
-        fs::rename(&tmp, path).at(path)?;
-        self.sync_dir(path.parent().unwrap_or(Path::new(".")))
+        self.rename(&tmp, path).at(path)?;
+        self.sync_dir(parent_of(path))
+    }
+}
+
+/// Suffix of a directory being removed by [`Disk::remove_dir_all`].
+pub const DELETE_SUFFIX: &str = "-delete";
+
+fn parent_of(p: &Path) -> &Path {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
     }
 }

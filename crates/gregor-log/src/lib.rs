@@ -13,6 +13,7 @@ pub mod error;
 mod index;
 mod log;
 mod open;
+mod power;
 mod prepare;
 pub mod records;
 mod segment;
@@ -21,7 +22,7 @@ mod validate;
 
 pub use cleaner::{CompactionStats, RetentionStats, DEFAULT_MAP_BUDGET};
 pub use config::{CleanupPolicy, CompressionType, FlushPolicy, LogConfig, TimestampType};
-pub use disk::FaultInjector;
+pub use disk::{Disk, FaultInjector, PowerLossReport, TornWrite, DELETE_SUFFIX};
 pub use error::{LogError, Result};
 pub use log::{AppendInfo, DurableToken, Log, OffsetSpec, ReadResult, TimestampOffset};
 pub use sync::LogStats;

@@ -376,12 +376,12 @@ impl Log {
         let disk = self.disk.clone();
         let a = g.active_mut();
         a.write_indexes(&disk)?;
-        a.release_reservation()?;
+        a.release_reservation(&disk)?;
         // The old segment is synced by the next group commit (or flush), not here under the
         // lock: until then the recovery point stays below it.
         let pending = (Arc::clone(&a.file), a.log_path());
         let id = g.new_segment_id();
-        let seg = Segment::create(&self.dir, new_base, now_ms, id)?;
+        let seg = Segment::create(&self.dir, new_base, now_ms, id, &disk)?;
         disk.sync_dir(&self.dir)?;
         g.segments.insert(new_base, seg);
         g.pending_sync.push(pending);
@@ -569,7 +569,7 @@ impl Log {
             let doomed: Vec<i64> = g.segments.range(offset + 1..).map(|(k, _)| *k).collect();
             for base in doomed {
                 if let Some(seg) = g.segments.remove(&base) {
-                    seg.delete_files()?;
+                    seg.delete_files(&self.disk)?;
                 }
             }
             self.disk.sync_dir(&self.dir)?;
@@ -624,10 +624,10 @@ impl Log {
 
     fn reset_locked(&self, g: &mut Inner, offset: i64) -> Result<()> {
         for (_, seg) in std::mem::take(&mut g.segments) {
-            seg.delete_files()?;
+            seg.delete_files(&self.disk)?;
         }
         let id = g.new_segment_id();
-        let seg = Segment::create(&self.dir, offset, g.last_flush_ms, id)?;
+        let seg = Segment::create(&self.dir, offset, g.last_flush_ms, id, &self.disk)?;
         g.segments.insert(offset, seg);
         self.disk.sync_dir(&self.dir)?;
         g.log_start_offset = offset;
@@ -677,7 +677,7 @@ impl Log {
         let mut n = 0;
         for base in doomed {
             if let Some(seg) = g.segments.remove(&base) {
-                seg.delete_files()?;
+                seg.delete_files(&self.disk)?;
                 n += 1;
             }
         }
@@ -713,7 +713,7 @@ impl Log {
                 seg.write_indexes(&disk)?;
             }
         }
-        g.active_mut().release_reservation()?;
+        g.active_mut().release_reservation(&disk)?;
         g.recovery_point = g.log_end_offset();
         checkpoint::write_offset(
             &disk,

@@ -11,7 +11,7 @@ use crate::checkpoint;
 use crate::config::LogConfig;
 use crate::disk::{Disk, FaultInjector};
 use crate::epoch::LeaderEpochCache;
-use crate::error::{IoContext, LogError, Result};
+use crate::error::{IoContext, Result};
 use crate::log::{Inner, Log};
 use crate::segment::{file_name, parse_name, Segment};
 use crate::sync::SyncState;
@@ -20,14 +20,6 @@ use crate::sync::SyncState;
 pub(crate) const CLEANED: &str = ".log.cleaned";
 /// Suffix of a compacted segment ready to replace its original.
 pub(crate) const SWAP: &str = ".log.swap";
-
-fn remove_if_exists(p: &Path) -> Result<()> {
-    match fs::remove_file(p) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(LogError::io(p, e)),
-    }
-}
 
 /// Read a checkpoint, treating a corrupt one as missing (recovery then does more work).
 fn lenient<T>(dir: &Path, what: &str, r: Result<Option<T>>) -> Option<T> {
@@ -68,7 +60,8 @@ impl Log {
 
     fn open_inner(dir: &Path, config: LogConfig, now_ms: i64, disk: Disk) -> Result<Log> {
         config.validate()?;
-        fs::create_dir_all(dir).at(dir)?;
+        let existed = dir.is_dir();
+        disk.create_dir_all(dir)?;
         let mut bases = Vec::new();
         let mut names = Vec::new();
         for entry in fs::read_dir(dir).at(dir)? {
@@ -78,14 +71,15 @@ impl Log {
         for name in &names {
             let path = dir.join(name);
             if name.ends_with(".tmp") || name.ends_with(CLEANED) || name.ends_with(".deleted") {
-                remove_if_exists(&path)?;
+                disk.remove_if_exists(&path)?;
             } else if let Some(base) = parse_name(name, SWAP) {
                 // A compacted segment that was complete (synced) before it was renamed to
                 // .swap: finish replacing the original.
                 warn!(dir = %dir.display(), base, "completing interrupted compaction swap");
-                fs::rename(&path, dir.join(file_name(base, ".log"))).at(&path)?;
-                remove_if_exists(&dir.join(file_name(base, ".index")))?;
-                remove_if_exists(&dir.join(file_name(base, ".timeindex")))?;
+                disk.rename(&path, &dir.join(file_name(base, ".log")))
+                    .at(&path)?;
+                disk.remove_if_exists(&dir.join(file_name(base, ".index")))?;
+                disk.remove_if_exists(&dir.join(file_name(base, ".timeindex")))?;
                 bases.push(base);
             } else if let Some(base) = parse_name(name, ".log") {
                 bases.push(base);
@@ -98,7 +92,7 @@ impl Log {
                 .or_else(|| parse_name(name, ".timeindex"))
                 .is_some_and(|b| bases.binary_search(&b).is_err());
             if orphan {
-                remove_if_exists(&dir.join(name))?;
+                disk.remove_if_exists(&dir.join(name))?;
             }
         }
         disk.sync_dir(dir)?;
@@ -135,7 +129,7 @@ impl Log {
                 warn!(dir = %dir.display(), base, "segment overlaps its predecessor; dropping it and later ones");
                 for &b in &bases[i..] {
                     for s in [".log", ".index", ".timeindex"] {
-                        remove_if_exists(&dir.join(file_name(b, s)))?;
+                        disk.remove_if_exists(&dir.join(file_name(b, s)))?;
                     }
                 }
                 break;
@@ -163,7 +157,7 @@ impl Log {
                 }
                 for &b in later {
                     for s in [".log", ".index", ".timeindex"] {
-                        remove_if_exists(&dir.join(file_name(b, s)))?;
+                        disk.remove_if_exists(&dir.join(file_name(b, s)))?;
                     }
                 }
                 break;
@@ -172,7 +166,7 @@ impl Log {
         if segments.is_empty() {
             let base = lso_ckpt.unwrap_or(0).max(0);
             next_id += 1;
-            segments.insert(base, Segment::create(dir, base, now_ms, next_id)?);
+            segments.insert(base, Segment::create(dir, base, now_ms, next_id, &disk)?);
         }
         // Data read during recovery may only have been in the page cache: make it durable
         // before the recovery point moves past it.
@@ -182,7 +176,13 @@ impl Log {
             }
         }
         if clean {
-            fs::remove_file(&marker).at(&marker)?;
+            disk.remove_file(&marker).at(&marker)?;
+        } else if existed {
+            // After a crash, the directory's own name may not have reached the disk if its
+            // creation was interrupted before its parent was synced: sync the parent again.
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                disk.sync_dir(parent)?;
+            }
         }
         disk.sync_dir(dir)?;
 
@@ -204,6 +204,18 @@ impl Log {
         epoch_cache.truncate_from_start(lso);
         if epochs.as_deref() != Some(epoch_cache.entries()) {
             checkpoint::write_epochs(&disk, dir, epoch_cache.entries())?;
+        }
+        // Checkpoints written before a power loss can point past what survived it: persist the
+        // clamped values, or appends reusing those offsets would be hidden (below a stale log
+        // start offset) or taken for compacted at the next open.
+        if lso_ckpt.is_some_and(|c| c != lso) {
+            checkpoint::write_offset(&disk, dir, checkpoint::LOG_START_OFFSET, lso)?;
+        }
+        if hw_ckpt.is_some_and(|c| c != hw) {
+            checkpoint::write_offset(&disk, dir, checkpoint::HIGH_WATERMARK, hw)?;
+        }
+        if let Some(c) = cleaner.filter(|c| cleaner_ckpt != Some(*c)) {
+            checkpoint::write_cleaner(&disk, dir, c)?;
         }
         checkpoint::write_offset(&disk, dir, checkpoint::RECOVERY_POINT, leo)?;
         info!(dir = %dir.display(), clean, segments = segments.len(), recovered = recovered.len(), lso, leo, hw, "log opened");

@@ -1,7 +1,7 @@
 //! One segment: `<base>.log` with its in-memory sparse indexes (written to `<base>.index` and
 //! `<base>.timeindex` when the segment is rolled or the log closed).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -225,29 +225,18 @@ impl Segment {
     /// Returns blocks reserved past the last batch to the file system (a segment that will not
     /// be appended to again: rolled, closed, or left over from a crash). Cutting the file at its
     /// own size frees them.
-    pub fn release_reservation(&mut self) -> Result<()> {
-        self.file.set_len(self.size).at(&self.log_path())?;
+    pub fn release_reservation(&mut self, disk: &Disk) -> Result<()> {
+        disk.set_len(&self.file, self.size).at(&self.log_path())?;
         self.reserved_to = self.size;
         Ok(())
     }
 
     /// Create a new empty segment (an existing file of that name is emptied).
-    pub fn create(dir: &Path, base: i64, now_ms: i64, id: u64) -> Result<Segment> {
+    pub fn create(dir: &Path, base: i64, now_ms: i64, id: u64, disk: &Disk) -> Result<Segment> {
         let path = dir.join(file_name(base, ".log"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .at(&path)?;
+        let file = disk.create_file(&path).at(&path)?;
         for suffix in [".index", ".timeindex"] {
-            let p = dir.join(file_name(base, suffix));
-            match fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(LogError::io(p, e)),
-            }
+            disk.remove_if_exists(&dir.join(file_name(base, suffix)))?;
         }
         Ok(Segment::empty(dir, base, file, now_ms, id))
     }
@@ -266,11 +255,7 @@ impl Segment {
         disk: &Disk,
     ) -> Result<(Segment, bool)> {
         let path = dir.join(file_name(base, ".log"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .at(&path)?;
+        let file = disk.open_file(&path).at(&path)?;
         let file_len = file.metadata().at(&path)?.len();
         let mut seg = Segment::empty(dir, base, file, now_ms, id);
         seg.size = file_len;
@@ -296,7 +281,7 @@ impl Segment {
         if !truncated {
             // A crash can leave blocks reserved past the last batch (recovery's own cut frees
             // them when it truncates).
-            seg.release_reservation()?;
+            seg.release_reservation(disk)?;
         }
         Ok((seg, truncated))
     }
@@ -430,7 +415,7 @@ impl Segment {
         self.indexes_dirty = true;
         if let ScanEnd::Invalid { pos, reason } = end {
             warn!(segment = %path.display(), pos, file_len, %reason, "truncating invalid tail");
-            self.file.set_len(pos).at(&path)?;
+            disk.set_len(&self.file, pos).at(&path)?;
             disk.sync_data(&self.file).at(&path)?;
             return Ok(true);
         }
@@ -484,7 +469,7 @@ impl Segment {
         let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         self.reserve(len, disk);
         if let Err(e) = disk.write_parts_at(&self.file, parts, self.size) {
-            if let Err(e2) = self.file.set_len(self.size) {
+            if let Err(e2) = disk.set_len(&self.file, self.size) {
                 warn!(segment = %path.display(), error = %e2, "cannot cut back a failed write");
             }
             return Err(LogError::io(path, e));
@@ -606,7 +591,7 @@ impl Segment {
             return Ok(false);
         };
         let path = self.log_path();
-        self.file.set_len(pos).at(&path)?;
+        disk.set_len(&self.file, pos).at(&path)?;
         disk.sync_data(&self.file).at(&path)?;
         self.size = pos;
         self.offset_index.truncate_to_position(pos as u32);
@@ -622,13 +607,9 @@ impl Segment {
     }
 
     /// Delete the segment's files.
-    pub fn delete_files(&self) -> Result<()> {
+    pub fn delete_files(&self, disk: &Disk) -> Result<()> {
         for p in [self.log_path(), self.index_path(), self.time_index_path()] {
-            match fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(LogError::io(p, e)),
-            }
+            disk.remove_if_exists(&p)?;
         }
         Ok(())
     }

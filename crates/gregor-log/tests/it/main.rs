@@ -7,4 +7,5 @@ mod faults;
 mod hostile;
 mod hostile_props;
 mod model;
+mod power;
 mod recovery;
