@@ -729,6 +729,40 @@ fn p_brute_force_stickiness(case: &Case) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The optimum by brute force, mixed subscriptions: the sticky result has the lexicographically
+/// smallest sorted load vector of all valid assignments and, among those, keeps the most
+/// partitions with their (keepable) previous owner.
+fn p_brute_force_optimum(case: &Case) -> Result<(), TestCaseError> {
+    if case.identical_subscriptions() {
+        return Ok(());
+    }
+    let (loads, kept) = reference::optimum_brute_force(case);
+    for s in STICKY {
+        let o = run(s, case)?;
+        check_valid(s, case, &o)?;
+        let (got_loads, got_kept) = reference::loads_and_kept(case, &o.target());
+        prop_assert_eq!(
+            &got_loads,
+            &loads,
+            "{}: loads {:?}, optimum {:?}; got {:?}",
+            s,
+            &got_loads,
+            &loads,
+            o.target()
+        );
+        prop_assert_eq!(
+            got_kept,
+            kept,
+            "{}: kept {}, optimum keeps {}; got {:?}",
+            s,
+            got_kept,
+            kept,
+            o.target()
+        );
+    }
+    Ok(())
+}
+
 /// Local stickiness, checkable at any size: no partition whose valid previous owner lost it
 /// could simply be handed back (the result would stay balanced).
 fn p_no_needless_move(case: &Case) -> Result<(), TestCaseError> {
@@ -944,6 +978,22 @@ proptest! {
             .prop_map(all_conflicting)
     ) {
         check(&case, &p_conflicts)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(config(1000))]
+
+    /// Exactly the brute-force optimum (balance, then kept partitions), mixed subscriptions,
+    /// without and with racks, with conflicting claims.
+    #[test]
+    fn sticky_matches_brute_force_optimum(
+        case in prop_oneof![
+            cases(TINY),
+            cases(Params { racks: true, ..TINY }),
+        ].prop_filter("tiny", tiny)
+    ) {
+        check(&case, &p_brute_force_optimum)?;
     }
 }
 

@@ -27,6 +27,7 @@
 
 use crate::model::{GroupSpec, MemberIdx, PartitionId, TopicId};
 
+use super::exact::Counts;
 use super::prepare::{Prepared, RackInfo, NONE};
 
 /// A topic counts as dense, and is served from the size buckets, when at least one member in
@@ -321,6 +322,9 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
     // 3. Balance.
     balance(&mut st, &topic_order);
 
+    // 4. Exact: the optimal counts, then the partitions that realize them.
+    optimize(&mut st);
+
     let mut lists: Vec<Vec<PartitionId>> = (0..n).map(|_| Vec::new()).collect();
     for (p, o) in st.owner.iter().enumerate() {
         if *o != NONE {
@@ -328,6 +332,129 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
         }
     }
     lists
+}
+
+/// Computes the optimal count matrix from the current one (see `exact`) and re-places the
+/// partitions of every topic whose counts changed, or where a member holds fewer of its own
+/// partitions than it could: each member first gets back its own partitions (those it holds
+/// already first), then keeps what it holds, and the rest go to members still short, on a
+/// replica's rack when possible.
+fn optimize(st: &mut State) {
+    let n = st.count.len();
+    let n_topics = st.group.topics().len();
+    let member_topics: Vec<&[TopicId]> = st
+        .member_of
+        .iter()
+        .map(|m| st.group.member(MemberIdx(*m)).topics.as_slice())
+        .collect();
+    let mut counts = Counts::new(&member_topics, n_topics);
+    // Pair of each subscriber of the topic being counted, and its own partitions it holds.
+    let mut pair_of = vec![NONE; n];
+    let mut own_held = vec![0u32; counts.c.len()];
+    for t in 0..n_topics as u32 {
+        for &s in counts.topic_pairs(t) {
+            pair_of[counts.pair_member(s) as usize] = s;
+        }
+        for p in st.group.partitions_of(TopicId(t)) {
+            let o = st.owner[p as usize];
+            if o == NONE {
+                continue;
+            }
+            let s = pair_of[o as usize] as usize;
+            counts.c[s] += 1;
+            let prev = st.prev[p as usize];
+            if prev != NONE {
+                counts.o[pair_of[prev as usize] as usize] += 1;
+                if prev == o {
+                    own_held[s] += 1;
+                }
+            }
+        }
+    }
+    let before = counts.c.clone();
+    counts.optimize();
+
+    let mut target = vec![0u32; n];
+    let mut got = vec![0u32; n];
+    let mut placed: Vec<bool> = Vec::new();
+    for t in 0..n_topics as u32 {
+        let pairs = counts.topic_pairs(t);
+        let changed = pairs.iter().any(|&s| {
+            let s = s as usize;
+            counts.c[s] != before[s] || own_held[s] < counts.c[s].min(counts.o[s])
+        });
+        if !changed {
+            continue;
+        }
+        for &s in pairs {
+            target[counts.pair_member(s) as usize] = counts.c[s as usize];
+        }
+        let range = st.group.partitions_of(TopicId(t));
+        let base = range.start;
+        placed.clear();
+        placed.resize(range.len(), false);
+        let place = |st: &mut State, p: u32, m: u32, got: &mut [u32], placed: &mut [bool]| {
+            st.owner[p as usize] = m;
+            got[m as usize] += 1;
+            placed[(p - base) as usize] = true;
+        };
+        // Own partitions: those the owner holds, then those it gets back.
+        for held_first in [true, false] {
+            for p in range.clone() {
+                let prev = st.prev[p as usize];
+                if placed[(p - base) as usize]
+                    || prev == NONE
+                    || (st.owner[p as usize] == prev) != held_first
+                    || got[prev as usize] >= target[prev as usize]
+                {
+                    continue;
+                }
+                place(st, p, prev, &mut got, &mut placed);
+            }
+        }
+        // What the holder may keep.
+        for p in range.clone() {
+            let o = st.owner[p as usize];
+            if placed[(p - base) as usize] || o == NONE || got[o as usize] >= target[o as usize] {
+                continue;
+            }
+            place(st, p, o, &mut got, &mut placed);
+        }
+        // The rest, to members still short.
+        let short: Vec<u32> = pairs
+            .iter()
+            .map(|s| counts.pair_member(*s))
+            .filter(|m| got[*m as usize] < target[*m as usize])
+            .collect();
+        let mut first = 0usize;
+        for p in range.clone() {
+            if placed[(p - base) as usize] {
+                continue;
+            }
+            while first < short.len() && got[short[first] as usize] >= target[short[first] as usize]
+            {
+                first += 1;
+            }
+            let rack_match = |m: u32| {
+                st.racks
+                    .is_some_and(|r| r.matches(st.member_of[m as usize], p))
+            };
+            let m = short[first..]
+                .iter()
+                .copied()
+                .filter(|m| got[*m as usize] < target[*m as usize])
+                .take(RACK_LOOKAHEAD)
+                .find(|m| rack_match(*m))
+                .unwrap_or(short[first]);
+            place(st, p, m, &mut got, &mut placed);
+        }
+        for &s in pairs {
+            let m = counts.pair_member(s) as usize;
+            debug_assert_eq!(got[m], target[m], "every member of the topic gets its count");
+            target[m] = 0;
+            got[m] = 0;
+        }
+    }
 }
 
 fn balance(st: &mut State, topics: &[usize]) {

@@ -671,3 +671,149 @@ fn simplifications(c: &Case) -> Vec<Case> {
     }
     out
 }
+
+// -------------------------------------------------------------------------------- optimum
+
+/// Whether the sticky strategies' rack rule applies to the group: some member has a rack, a
+/// replica of some partition of a subscribed topic is on a member's rack, and not every such
+/// partition has its replicas on the same set of racks.
+fn rack_aware(case: &Case) -> bool {
+    let member_racks: BTreeSet<&str> = case.members.iter().filter_map(rack_of).collect();
+    if member_racks.is_empty() {
+        return false;
+    }
+    let subscribed = case.subscribed_topics();
+    let sets: Vec<BTreeSet<&str>> = case
+        .topics
+        .iter()
+        .filter(|t| subscribed.contains(&t.name))
+        .flat_map(|t| {
+            (0..t.partitions as usize).map(move |p| {
+                t.replica_racks
+                    .get(p)
+                    .map(|rs| rs.iter().map(String::as_str).collect())
+                    .unwrap_or_default()
+            })
+        })
+        .collect();
+    let overlap = sets
+        .iter()
+        .any(|s| s.iter().any(|r| member_racks.contains(r)));
+    overlap && sets.windows(2).any(|w| w[0] != w[1])
+}
+
+/// The valid previous owners whose ownership the sticky strategies keep: when the rack rule
+/// applies, an owner with a rack that hosts no replica of the partition loses it if some
+/// subscriber of the topic is on a rack that does.
+pub fn keepable_previous_owners(case: &Case) -> BTreeMap<Tp, String> {
+    let mut prev = case.valid_previous_owners();
+    if !rack_aware(case) {
+        return prev;
+    }
+    let member_racks: BTreeSet<&str> = case.members.iter().filter_map(rack_of).collect();
+    prev.retain(|(t, p), owner| {
+        let member = case
+            .members
+            .iter()
+            .find(|m| &m.member_id == owner)
+            .expect("owner is a member");
+        let Some(r) = rack_of(member) else {
+            return true;
+        };
+        let def = case.topic(t).expect("topic exists");
+        let replicas: BTreeSet<&str> = def
+            .replica_racks
+            .get(*p as usize)
+            .map(|rs| {
+                rs.iter()
+                    .map(String::as_str)
+                    .filter(|x| member_racks.contains(x))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if replicas.contains(r) {
+            return true;
+        }
+        let local_subscriber = case.members.iter().any(|m| {
+            m.topics.contains(t) && rack_of(m).is_some_and(|mr| replicas.contains(mr))
+        });
+        !local_subscriber
+    });
+    prev
+}
+
+/// Brute force over every assignment of the subscribed partitions to subscribers of their
+/// topics: the lexicographically smallest load vector (sorted, largest first), and among the
+/// assignments with that vector the most partitions kept by their keepable previous owner.
+/// Exponential; for tiny cases only.
+pub fn optimum_brute_force(case: &Case) -> (Vec<usize>, usize) {
+    let members: Vec<String> = case.members.iter().map(|m| m.member_id.clone()).collect();
+    let parts: Vec<Tp> = case.subscribed_partitions().into_iter().collect();
+    let candidates: Vec<Vec<usize>> = parts
+        .iter()
+        .map(|(t, _)| {
+            let subs = case.subscribers(t);
+            (0..members.len())
+                .filter(|i| subs.contains(&members[*i]))
+                .collect()
+        })
+        .collect();
+    let prev = keepable_previous_owners(case);
+    let prev_idx: Vec<Option<usize>> = parts
+        .iter()
+        .map(|tp| {
+            prev.get(tp)
+                .map(|o| members.iter().position(|m| m == o).expect("member"))
+        })
+        .collect();
+    let mut best: Option<(Vec<usize>, usize)> = None;
+    let mut count = vec![0usize; members.len()];
+    fn go(
+        i: usize,
+        kept: usize,
+        candidates: &[Vec<usize>],
+        prev: &[Option<usize>],
+        count: &mut Vec<usize>,
+        best: &mut Option<(Vec<usize>, usize)>,
+    ) {
+        if i == candidates.len() {
+            let mut loads = count.clone();
+            loads.sort_unstable_by(|a, b| b.cmp(a));
+            let better = match best {
+                None => true,
+                Some((l, k)) => loads < *l || (loads == *l && kept > *k),
+            };
+            if better {
+                *best = Some((loads, kept));
+            }
+            return;
+        }
+        for &m in &candidates[i] {
+            count[m] += 1;
+            go(
+                i + 1,
+                kept + usize::from(prev[i] == Some(m)),
+                candidates,
+                prev,
+                count,
+                best,
+            );
+            count[m] -= 1;
+        }
+    }
+    go(0, 0, &candidates, &prev_idx, &mut count, &mut best);
+    best.expect("some assignment exists")
+}
+
+/// Sorted (largest first) load vector and number of kept partitions of an assignment.
+pub fn loads_and_kept(case: &Case, target: &Named) -> (Vec<usize>, usize) {
+    let mut loads: Vec<usize> = case
+        .members
+        .iter()
+        .map(|m| target.get(&m.member_id).map_or(0, BTreeSet::len))
+        .collect();
+    loads.sort_unstable_by(|a, b| b.cmp(a));
+    let prev = keepable_previous_owners(case);
+    let kept = prev.len() - moved(&prev, target);
+    (loads, kept)
+}
