@@ -39,6 +39,11 @@ pub(crate) struct Counts {
     pub c: Vec<u32>,
     /// Partitions of the topic the member validly owned before.
     pub o: Vec<u32>,
+    /// Of those, the ones on a rack with a replica (all of them when racks do not apply).
+    pub om: Vec<u32>,
+    /// Worth of keeping one partition; keeping it rack-matched is worth one more, so the kept
+    /// count comes first and the rack-matched part of it second.
+    weight: i64,
     load: Vec<u32>,
 }
 
@@ -78,6 +83,8 @@ impl Counts {
             topic_pairs,
             c: vec![0; pairs],
             o: vec![0; pairs],
+            om: vec![0; pairs],
+            weight: 1,
             load: vec![0; n],
         }
     }
@@ -108,17 +115,21 @@ impl Counts {
         for m in 0..self.members() {
             self.load[m] = self.member_pairs(m as u32).map(|s| self.c[s]).sum();
         }
+        let owned: u64 = self.o.iter().map(|o| u64::from(*o)).sum();
+        self.weight = owned as i64 + 1;
         while self.balance_step() {}
         if self.kept() < self.kept_bound() {
             while self.stickiness_step() {}
         }
     }
 
+    /// Worth of what is kept: `weight` per kept partition plus one per rack-matched one.
     fn kept(&self) -> u64 {
-        self.c
-            .iter()
-            .zip(&self.o)
-            .map(|(c, o)| u64::from(*c.min(o)))
+        (0..self.c.len())
+            .map(|s| {
+                let c = self.c[s];
+                self.weight as u64 * u64::from(c.min(self.o[s])) + u64::from(c.min(self.om[s]))
+            })
             .sum()
     }
 
@@ -137,7 +148,8 @@ impl Counts {
                     l
                 };
                 let owned: u32 = self.member_pairs(m).map(|s| self.o[s]).sum();
-                u64::from(owned.min(cap))
+                let matched: u32 = self.member_pairs(m).map(|s| self.om[s]).sum();
+                self.weight as u64 * u64::from(owned.min(cap)) + u64::from(matched.min(cap))
             })
             .sum()
     }
@@ -221,20 +233,33 @@ impl Counts {
     fn pair_of(&self, m: u32, t: u32) -> Option<usize> {
         let r = self.member_pairs(m);
         let start = r.start;
-        self.pair_topic[r]
-            .binary_search(&t)
-            .ok()
-            .map(|i| start + i)
+        self.pair_topic[r].binary_search(&t).ok().map(|i| start + i)
     }
 
-    /// Cost of member's pair `s` giving one partition: losing a kept one costs one.
+    /// Cost of member's pair `s` giving one partition: what keeping it was worth (members give
+    /// up mismatched partitions before matched ones).
     fn give_cost(&self, s: usize) -> i64 {
-        i64::from(self.c[s] <= self.o[s])
+        let c = self.c[s];
+        if c <= self.om[s] {
+            self.weight + 1
+        } else if c <= self.o[s] {
+            self.weight
+        } else {
+            0
+        }
     }
 
-    /// Cost of member's pair `s` receiving one partition: regaining an owned one gains one.
+    /// Cost of member's pair `s` receiving one partition: regaining an owned one gains what
+    /// keeping it is worth (matched ones first).
     fn receive_cost(&self, s: usize) -> i64 {
-        -i64::from(self.c[s] < self.o[s])
+        let c = self.c[s];
+        if c < self.om[s] {
+            -(self.weight + 1)
+        } else if c < self.o[s] {
+            -self.weight
+        } else {
+            0
+        }
     }
 
     /// Finds and cancels one negative cycle of the stickiness circulation; false when none is

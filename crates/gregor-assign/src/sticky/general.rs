@@ -258,9 +258,6 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
             if o == NONE || !members[o as usize].subscribes(topic) {
                 continue;
             }
-            if prep.racks.as_ref().is_some_and(|r| r.mismatch(o, p, topic)) {
-                continue;
-            }
             let i = internal[o as usize];
             owner[p as usize] = i;
             count[i as usize] += 1;
@@ -351,6 +348,10 @@ fn optimize(st: &mut State) {
     // Pair of each subscriber of the topic being counted, and its own partitions it holds.
     let mut pair_of = vec![NONE; n];
     let mut own_held = vec![0u32; counts.c.len()];
+    let mut matched_held = vec![0u32; counts.c.len()];
+    // Previously owned partitions with no replica on the owner's rack (while another
+    // subscriber's rack has one) are kept only after the matched ones.
+    let mut mismatched = vec![false; st.owner.len()];
     for t in 0..n_topics as u32 {
         for &s in counts.topic_pairs(t) {
             pair_of[counts.pair_member(s) as usize] = s;
@@ -364,9 +365,16 @@ fn optimize(st: &mut State) {
             counts.c[s] += 1;
             let prev = st.prev[p as usize];
             if prev != NONE {
-                counts.o[pair_of[prev as usize] as usize] += 1;
+                let sp = pair_of[prev as usize] as usize;
+                let bad = st
+                    .racks
+                    .is_some_and(|r| r.mismatch(st.member_of[prev as usize], p, TopicId(t)));
+                mismatched[p as usize] = bad;
+                counts.o[sp] += 1;
+                counts.om[sp] += u32::from(!bad);
                 if prev == o {
                     own_held[s] += 1;
+                    matched_held[s] += u32::from(!bad);
                 }
             }
         }
@@ -381,7 +389,9 @@ fn optimize(st: &mut State) {
         let pairs = counts.topic_pairs(t);
         let changed = pairs.iter().any(|&s| {
             let s = s as usize;
-            counts.c[s] != before[s] || own_held[s] < counts.c[s].min(counts.o[s])
+            counts.c[s] != before[s]
+                || own_held[s] < counts.c[s].min(counts.o[s])
+                || matched_held[s] < counts.c[s].min(counts.om[s])
         });
         if !changed {
             continue;
@@ -398,12 +408,14 @@ fn optimize(st: &mut State) {
             got[m as usize] += 1;
             placed[(p - base) as usize] = true;
         };
-        // Own partitions: those the owner holds, then those it gets back.
-        for held_first in [true, false] {
+        // Own partitions: rack-matched ones first; those the owner holds, then those it gets
+        // back.
+        for (matched, held_first) in [(true, true), (true, false), (false, true), (false, false)] {
             for p in range.clone() {
                 let prev = st.prev[p as usize];
                 if placed[(p - base) as usize]
                     || prev == NONE
+                    || mismatched[p as usize] == matched
                     || (st.owner[p as usize] == prev) != held_first
                     || got[prev as usize] >= target[prev as usize]
                 {
@@ -450,7 +462,10 @@ fn optimize(st: &mut State) {
         }
         for &s in pairs {
             let m = counts.pair_member(s) as usize;
-            debug_assert_eq!(got[m], target[m], "every member of the topic gets its count");
+            debug_assert_eq!(
+                got[m], target[m],
+                "every member of the topic gets its count"
+            );
             target[m] = 0;
             got[m] = 0;
         }

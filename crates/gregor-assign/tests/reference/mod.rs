@@ -702,51 +702,63 @@ fn rack_aware(case: &Case) -> bool {
     overlap && sets.windows(2).any(|w| w[0] != w[1])
 }
 
-/// The valid previous owners whose ownership the sticky strategies keep: when the rack rule
-/// applies, an owner with a rack that hosts no replica of the partition loses it if some
-/// subscriber of the topic is on a rack that does.
-pub fn keepable_previous_owners(case: &Case) -> BTreeMap<Tp, String> {
-    let mut prev = case.valid_previous_owners();
-    if !rack_aware(case) {
-        return prev;
-    }
+/// The valid previous owners, each with whether its ownership is rack-matched: when the rack
+/// rule applies, an owner with a rack that hosts no replica of the partition, while some
+/// subscriber of the topic is on a rack that does, is mismatched. The sticky strategies keep
+/// as many previously owned partitions as balance allows, the rack-matched ones first.
+pub fn previous_owners_with_racks(case: &Case) -> BTreeMap<Tp, (String, bool)> {
+    let prev = case.valid_previous_owners();
+    let aware = rack_aware(case);
     let member_racks: BTreeSet<&str> = case.members.iter().filter_map(rack_of).collect();
-    prev.retain(|(t, p), owner| {
-        let member = case
-            .members
-            .iter()
-            .find(|m| &m.member_id == owner)
-            .expect("owner is a member");
-        let Some(r) = rack_of(member) else {
-            return true;
-        };
-        let def = case.topic(t).expect("topic exists");
-        let replicas: BTreeSet<&str> = def
-            .replica_racks
-            .get(*p as usize)
-            .map(|rs| {
-                rs.iter()
-                    .map(String::as_str)
-                    .filter(|x| member_racks.contains(x))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if replicas.contains(r) {
-            return true;
-        }
-        let local_subscriber = case.members.iter().any(|m| {
-            m.topics.contains(t) && rack_of(m).is_some_and(|mr| replicas.contains(mr))
-        });
-        !local_subscriber
-    });
-    prev
+    prev.into_iter()
+        .map(|((t, p), owner)| {
+            let member = case
+                .members
+                .iter()
+                .find(|m| m.member_id == owner)
+                .expect("owner is a member");
+            let matched = match rack_of(member) {
+                Some(r) if aware => {
+                    let def = case.topic(&t).expect("topic exists");
+                    let replicas: BTreeSet<&str> = def
+                        .replica_racks
+                        .get(p as usize)
+                        .map(|rs| {
+                            rs.iter()
+                                .map(String::as_str)
+                                .filter(|x| member_racks.contains(x))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    replicas.contains(r)
+                        || !case.members.iter().any(|m| {
+                            m.topics.contains(&t)
+                                && rack_of(m).is_some_and(|mr| replicas.contains(mr))
+                        })
+                }
+                _ => true,
+            };
+            ((t, p), (owner, matched))
+        })
+        .collect()
+}
+
+/// The optimum of the sticky strategies for mixed subscriptions.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Optimum {
+    /// Member sizes, largest first: the lexicographically smallest is the most balanced.
+    pub loads: Vec<usize>,
+    /// Previously owned partitions kept by their owner.
+    pub kept: usize,
+    /// Of those, the rack-matched ones.
+    pub kept_matched: usize,
 }
 
 /// Brute force over every assignment of the subscribed partitions to subscribers of their
-/// topics: the lexicographically smallest load vector (sorted, largest first), and among the
-/// assignments with that vector the most partitions kept by their keepable previous owner.
-/// Exponential; for tiny cases only.
-pub fn optimum_brute_force(case: &Case) -> (Vec<usize>, usize) {
+/// topics: the lexicographically smallest load vector (sorted, largest first); among the
+/// assignments with that vector the most partitions kept by their previous owner; among those
+/// the most rack-matched kept ones. Exponential; for tiny cases only.
+pub fn optimum_brute_force(case: &Case) -> Optimum {
     let members: Vec<String> = case.members.iter().map(|m| m.member_id.clone()).collect();
     let parts: Vec<Tp> = case.subscribed_partitions().into_iter().collect();
     let candidates: Vec<Vec<usize>> = parts
@@ -758,62 +770,84 @@ pub fn optimum_brute_force(case: &Case) -> (Vec<usize>, usize) {
                 .collect()
         })
         .collect();
-    let prev = keepable_previous_owners(case);
-    let prev_idx: Vec<Option<usize>> = parts
+    let prev = previous_owners_with_racks(case);
+    let prev_idx: Vec<Option<(usize, bool)>> = parts
         .iter()
         .map(|tp| {
-            prev.get(tp)
-                .map(|o| members.iter().position(|m| m == o).expect("member"))
+            prev.get(tp).map(|(o, matched)| {
+                (
+                    members.iter().position(|m| m == o).expect("member"),
+                    *matched,
+                )
+            })
         })
         .collect();
-    let mut best: Option<(Vec<usize>, usize)> = None;
-    let mut count = vec![0usize; members.len()];
-    fn go(
-        i: usize,
-        kept: usize,
-        candidates: &[Vec<usize>],
-        prev: &[Option<usize>],
-        count: &mut Vec<usize>,
-        best: &mut Option<(Vec<usize>, usize)>,
-    ) {
-        if i == candidates.len() {
-            let mut loads = count.clone();
-            loads.sort_unstable_by(|a, b| b.cmp(a));
-            let better = match best {
-                None => true,
-                Some((l, k)) => loads < *l || (loads == *l && kept > *k),
-            };
-            if better {
-                *best = Some((loads, kept));
+    struct Search<'a> {
+        candidates: &'a [Vec<usize>],
+        prev: &'a [Option<(usize, bool)>],
+        count: Vec<usize>,
+        best: Option<Optimum>,
+    }
+    impl Search<'_> {
+        fn go(&mut self, i: usize, kept: usize, matched: usize) {
+            if i == self.candidates.len() {
+                let mut loads = self.count.clone();
+                loads.sort_unstable_by(|a, b| b.cmp(a));
+                let better = match &self.best {
+                    None => true,
+                    Some(b) => {
+                        (&loads, std::cmp::Reverse(kept), std::cmp::Reverse(matched))
+                            < (
+                                &b.loads,
+                                std::cmp::Reverse(b.kept),
+                                std::cmp::Reverse(b.kept_matched),
+                            )
+                    }
+                };
+                if better {
+                    self.best = Some(Optimum {
+                        loads,
+                        kept,
+                        kept_matched: matched,
+                    });
+                }
+                return;
             }
-            return;
-        }
-        for &m in &candidates[i] {
-            count[m] += 1;
-            go(
-                i + 1,
-                kept + usize::from(prev[i] == Some(m)),
-                candidates,
-                prev,
-                count,
-                best,
-            );
-            count[m] -= 1;
+            for k in 0..self.candidates[i].len() {
+                let m = self.candidates[i][k];
+                let (dk, dm) = match self.prev[i] {
+                    Some((o, is_matched)) if o == m => (1, usize::from(is_matched)),
+                    _ => (0, 0),
+                };
+                self.count[m] += 1;
+                self.go(i + 1, kept + dk, matched + dm);
+                self.count[m] -= 1;
+            }
         }
     }
-    go(0, 0, &candidates, &prev_idx, &mut count, &mut best);
-    best.expect("some assignment exists")
+    let mut s = Search {
+        candidates: &candidates,
+        prev: &prev_idx,
+        count: vec![0; members.len()],
+        best: None,
+    };
+    s.go(0, 0, 0);
+    s.best.expect("some assignment exists")
 }
 
-/// Sorted (largest first) load vector and number of kept partitions of an assignment.
-pub fn loads_and_kept(case: &Case, target: &Named) -> (Vec<usize>, usize) {
+/// Load vector (largest first), kept and rack-matched kept partitions of an assignment.
+pub fn optimum_measures(case: &Case, target: &Named) -> Optimum {
     let mut loads: Vec<usize> = case
         .members
         .iter()
         .map(|m| target.get(&m.member_id).map_or(0, BTreeSet::len))
         .collect();
     loads.sort_unstable_by(|a, b| b.cmp(a));
-    let prev = keepable_previous_owners(case);
-    let kept = prev.len() - moved(&prev, target);
-    (loads, kept)
+    let prev = previous_owners_with_racks(case);
+    let held = |tp: &Tp, o: &String| target.get(o).is_some_and(|s| s.contains(tp));
+    Optimum {
+        loads,
+        kept: prev.iter().filter(|(tp, (o, _))| held(tp, o)).count(),
+        kept_matched: prev.iter().filter(|(tp, (o, m))| *m && held(tp, o)).count(),
+    }
 }
