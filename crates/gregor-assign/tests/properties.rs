@@ -889,6 +889,11 @@ fn has_racks(case: &Case) -> bool {
         .any(|m| m.rack.as_deref().is_some_and(|r| !r.is_empty()))
 }
 
+/// Identical subscriptions with member racks: Kafka's constrained builder and its rack rule.
+fn constrained_with_racks(case: &Case) -> bool {
+    case.identical_subscriptions() && has_racks(case)
+}
+
 /// Every partition claimed by 2-3 members, generations 1..=3.
 fn all_conflicting(mut case: Case) -> Case {
     let n = case.members.len();
@@ -1132,21 +1137,23 @@ proptest! {
         check(&case, &p_no_needless_move)?;
     }
 
-    /// (f) round 2 withholds nothing, all cases.
+    /// (f) round 2 withholds nothing: mixed subscriptions with racks, identical ones without.
+    /// (With identical subscriptions and racks, Kafka's constrained builder, kept unchanged, drops
+    /// an ownership without a replica on the owner's rack and moves the partition again.)
     #[test]
     fn cooperative_second_round_settles(
-        case in prop_oneof![cases(SMALL), cases(identical(SMALL))]
+        case in prop_oneof![cases(SMALL), cases(without_racks(identical(SMALL)))]
     ) {
-        check(&case, &p_cooperative_settles)?;
+        check(&case, &|c: &Case| if constrained_with_racks(c) { Ok(()) } else { p_cooperative_settles(c) })?;
     }
 
     /// (f): round 2 settles on round 1's partitions with round 1's sizes (see
     /// `p_cooperative_promise` for why not on exactly the promised members).
     #[test]
     fn cooperative_pending_lands_where_promised(
-        case in prop_oneof![cases(SMALL), cases(identical(SMALL))]
+        case in prop_oneof![cases(SMALL), cases(without_racks(identical(SMALL)))]
     ) {
-        check(&case, &p_cooperative_promise)?;
+        check(&case, &|c: &Case| if constrained_with_racks(c) { Ok(()) } else { p_cooperative_promise(c) })?;
     }
 }
 

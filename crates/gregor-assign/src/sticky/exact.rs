@@ -119,7 +119,7 @@ impl Counts {
         self.weight = owned as i64 + 1;
         while self.balance_step() {}
         if self.kept() < self.kept_bound() {
-            while self.stickiness_step() {}
+            self.stickiness();
         }
     }
 
@@ -172,12 +172,14 @@ impl Counts {
         let mut via = vec![NONE; n];
         let mut seen = vec![false; n];
         let mut expanded = vec![false; self.topics()];
+        let mut heavy: Vec<u32> = Vec::new();
         for &level in &levels {
             if level + 2 > max {
                 break;
             }
             seen.fill(false);
             expanded.fill(false);
+            next.fill(NONE);
             let mut queue: VecDeque<u32> = (0..n as u32)
                 .filter(|m| self.load[*m as usize] <= level)
                 .collect();
@@ -200,13 +202,33 @@ impl Counts {
                         next[a as usize] = b;
                         via[a as usize] = sa;
                         if self.load[a as usize] >= level + 2 {
-                            self.apply_chain(a, &next, &via);
-                            return true;
+                            heavy.push(a);
                         }
                         queue.push_back(a);
                     }
                 }
             }
+            // Apply every chain of this search that is still valid after the earlier ones.
+            let mut applied = false;
+            for &a in &heavy {
+                let mut m = a;
+                let mut ok = true;
+                while next[m as usize] != NONE {
+                    if self.c[via[m as usize] as usize] == 0 {
+                        ok = false;
+                        break;
+                    }
+                    m = next[m as usize];
+                }
+                if ok && self.load[a as usize] >= self.load[m as usize] + 2 {
+                    self.apply_chain(a, &next, &via);
+                    applied = true;
+                }
+            }
+            if applied {
+                return true;
+            }
+            heavy.clear();
         }
         false
     }
@@ -262,27 +284,25 @@ impl Counts {
         }
     }
 
-    /// Finds and cancels one negative cycle of the stickiness circulation; false when none is
-    /// left (the kept count is maximal for the sorted load vector).
+    /// Cancels negative cycles of the stickiness circulation until none is left (the kept worth
+    /// is then maximal for the sorted load vector).
     ///
     /// Nodes: members `0..n`, topics `n..n + T`, load levels after that. Edges: member -> topic
     /// (it gives a partition of the topic), topic -> member (it receives one), member at level
     /// `l` -> level node `l` (its load rises to `l + 1`), level node `l` -> member at `l + 1` (its
     /// load drops to `l`); the level edges keep the sorted load vector unchanged.
-    fn stickiness_step(&mut self) -> bool {
+    ///
+    /// One queue-based Bellman-Ford run: a cycle found is cancelled on the spot and its nodes
+    /// (the tails of every edge whose cost or existence it changed) are queued again, so the run
+    /// ends with labels under which no edge has a negative reduced cost, which proves that no
+    /// negative cycle is left.
+    fn stickiness(&mut self) {
         let n = self.members();
         let nt = self.topics();
         let mut levels: Vec<u32> = self.load.clone();
         levels.sort_unstable();
         levels.dedup();
         let nl = levels.len();
-        let level_of = |l: u32| levels.binary_search(&l).ok();
-        // Members at each level (by level index).
-        let mut at_level: Vec<Vec<u32>> = vec![Vec::new(); nl];
-        for m in 0..n as u32 {
-            let li = level_of(self.load[m as usize]).expect("a member's load is a level");
-            at_level[li].push(m);
-        }
         let v = n + nt + nl;
         let mut dist = vec![0i64; v];
         let mut parent = vec![NONE; v];
@@ -293,77 +313,76 @@ impl Counts {
         let mut queue: VecDeque<u32> = (0..v as u32).collect();
         while let Some(x) = queue.pop_front() {
             in_queue[x as usize] = false;
-            let dx = dist[x as usize];
-            let mut relax = |y: usize, cost: i64, pair: u32, queue: &mut VecDeque<u32>| -> bool {
+            let xi = x as usize;
+            // Out-edges of x as (head, cost, pair).
+            let mut edges: Vec<(usize, i64, u32)> = Vec::new();
+            if xi < n {
+                for s in self.member_pairs(x) {
+                    if self.c[s] > 0 {
+                        edges.push((n + self.pair_topic[s] as usize, self.give_cost(s), s as u32));
+                    }
+                }
+                let li = levels
+                    .binary_search(&self.load[xi])
+                    .expect("a member's load is a level");
+                if li + 1 < nl && levels[li + 1] == levels[li] + 1 {
+                    edges.push((n + nt + li, 0, NONE));
+                }
+            } else if xi < n + nt {
+                for &s in self.topic_pairs((xi - n) as u32) {
+                    edges.push((
+                        self.pair_member[s as usize] as usize,
+                        self.receive_cost(s as usize),
+                        s,
+                    ));
+                }
+            } else {
+                let li = xi - n - nt;
+                if li + 1 < nl && levels[li + 1] == levels[li] + 1 {
+                    let up = levels[li + 1];
+                    for u in 0..n {
+                        if self.load[u] == up {
+                            edges.push((u, 0, NONE));
+                        }
+                    }
+                }
+            }
+            let dx = dist[xi];
+            let mut hit = None;
+            for (y, cost, pair) in edges {
                 if dx + cost < dist[y] {
                     dist[y] = dx + cost;
                     parent[y] = x;
                     parent_pair[y] = pair;
-                    len[y] = len[x as usize] + 1;
+                    len[y] = len[xi] + 1;
                     if len[y] as usize >= v {
-                        return true;
+                        hit = Some(y);
+                        break;
                     }
                     if !in_queue[y] {
                         in_queue[y] = true;
                         queue.push_back(y as u32);
                     }
                 }
-                false
-            };
-            let xi = x as usize;
-            let hit = if xi < n {
-                let mut hit = None;
-                for s in self.member_pairs(x) {
-                    if self.c[s] == 0 {
-                        continue;
-                    }
-                    let y = n + self.pair_topic[s] as usize;
-                    if relax(y, self.give_cost(s), s as u32, &mut queue) {
-                        hit = Some(y);
-                        break;
-                    }
-                }
-                if hit.is_none() {
-                    let li = level_of(self.load[xi]).expect("level");
-                    if li + 1 < nl && levels[li + 1] == levels[li] + 1 {
-                        let y = n + nt + li;
-                        if relax(y, 0, NONE, &mut queue) {
-                            hit = Some(y);
-                        }
-                    }
-                }
-                hit
-            } else if xi < n + nt {
-                let t = (xi - n) as u32;
-                let mut hit = None;
-                for &s in self.topic_pairs(t) {
-                    let y = self.pair_member[s as usize] as usize;
-                    if relax(y, self.receive_cost(s as usize), s, &mut queue) {
-                        hit = Some(y);
-                        break;
-                    }
-                }
-                hit
-            } else {
-                let li = xi - n - nt;
-                let mut hit = None;
-                if li + 1 < nl && levels[li + 1] == levels[li] + 1 {
-                    for &u in &at_level[li + 1] {
-                        if relax(u as usize, 0, NONE, &mut queue) {
-                            hit = Some(u as usize);
-                            break;
-                        }
-                    }
-                }
-                hit
-            };
+            }
             if let Some(y) = hit {
-                if self.cancel_cycle(y, &parent, &parent_pair, n, nt) {
-                    return true;
+                if let Some(nodes) = self.cancel_cycle(y, &parent, &parent_pair, n, nt) {
+                    len.fill(0);
+                    for w in nodes {
+                        if !in_queue[w] {
+                            in_queue[w] = true;
+                            queue.push_back(w as u32);
+                        }
+                    }
+                } else {
+                    len[y] = 0;
+                }
+                if !in_queue[xi] {
+                    in_queue[xi] = true;
+                    queue.push_back(x);
                 }
             }
         }
-        false
     }
 
     /// Cancels the cycle the parent chain from `y` runs into, if it is negative.
@@ -374,12 +393,12 @@ impl Counts {
         parent_pair: &[u32],
         n: usize,
         nt: usize,
-    ) -> bool {
+    ) -> Option<Vec<usize>> {
         // Walk far enough up to be inside the cycle.
         let mut w = y;
         for _ in 0..parent.len() {
             if parent[w] == NONE {
-                return false;
+                return None;
             }
             w = parent[w] as usize;
         }
@@ -393,7 +412,7 @@ impl Counts {
                 break;
             }
             if edges.len() > parent.len() {
-                return false;
+                return None;
             }
         }
         let cost: i64 = edges
@@ -411,8 +430,9 @@ impl Counts {
             })
             .sum();
         if cost >= 0 {
-            return false;
+            return None;
         }
+        let nodes = edges.iter().map(|e| e.0).collect();
         for (into, pair) in edges {
             if pair == NONE {
                 continue;
@@ -426,6 +446,6 @@ impl Counts {
                 self.load[m] -= 1;
             }
         }
-        true
+        Some(nodes)
     }
 }

@@ -1,7 +1,8 @@
 //! The sticky assignment when members subscribe to different topics.
 //!
 //! 1. **Keep.** Every partition keeps its previous owner if the owner still subscribes to its
-//!    topic (and, when rack-aware, is on a rack with a replica).
+//!    topic (when rack-aware, also one with no replica on the owner's rack; the exact phase gives
+//!    those up before rack-matched ones).
 //! 2. **Fill.** Partitions without an owner are dealt in rounds: partition 0 of every topic
 //!    (topics with the fewest subscribers first, then by name), then partition 1, and so on. Each
 //!    goes to a least loaded subscriber of its topic, preferring one on a rack with a replica
@@ -10,10 +11,14 @@
 //!    Dealing across topics keeps member sizes level, so little is left to balance.
 //! 3. **Balance.** While some topic has a partition on a member with at least two more partitions
 //!    than another subscriber of that topic, one such partition moves from the topic's most loaded
-//!    holder to its least loaded subscriber. This is exactly the balance criterion: at the end no
-//!    partition could move to a subscriber of its topic with two or more fewer partitions. Each
-//!    move lowers the sum of squared member sizes, so the loop ends; only partitions whose move is
-//!    forced by that criterion ever leave an owner that kept them in step 1.
+//!    holder to its least loaded subscriber. Each move lowers the sum of squared member sizes, so
+//!    the loop ends with Kafka's balance criterion met.
+//! 4. **Exact.** `exact` takes the resulting member x topic counts to the optimum: the most
+//!    balanced load vector (chains of moves, not only single ones), then the most kept partitions
+//!    (rack-matched first) for it. Topics whose counts change, or where a member could hold more of
+//!    its own partitions, are re-placed: own partitions back to their owner first, then what the
+//!    holder may keep, the rest to members still short (on a replica's rack when possible). When
+//!    steps 1-3 already reached the optimum nothing changes.
 //!
 //! Members are kept in buckets by size. The least loaded subscriber (most loaded holder) of a
 //! topic is found by walking the buckets from the bottom (top) until a subscriber (holder)
@@ -22,7 +27,8 @@
 //!
 //! Complexity: fill O(P * w) where w is the bucket walk (O(1) expected when a good share of the
 //! members subscribe to the topic, bounded by `M / DENSE` otherwise); balance
-//! O(moves * (T_m * w + P_t)), T_m the topics of a member and P_t the partitions of a topic.
+//! O(moves * (T_m * w + P_t)), T_m the topics of a member and P_t the partitions of a topic; the
+//! exact phase O(P + S) to count and re-place plus its searches (see `exact`).
 //! Members are indexed by member id, so results do not depend on the order they were given in.
 
 use crate::model::{GroupSpec, MemberIdx, PartitionId, TopicId};
