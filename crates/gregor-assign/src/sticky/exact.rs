@@ -26,6 +26,15 @@ use std::collections::VecDeque;
 
 const NONE: u32 = u32::MAX;
 
+/// The stickiness search runs on graphs up to this many edges (about 2 per member-topic pair):
+/// there it is exact. On larger ones its cost (tens of passes over the graph) is out of
+/// proportion to the greedy start, and the greedy result stands.
+const EXACT_STICKINESS_EDGES: usize = 1 << 18;
+
+/// Edge scans one stickiness search may spend; with the size limit above, a search has never
+/// come close in the property tests, so it stays exact there.
+const BUDGET: usize = 1 << 26;
+
 /// Member-topic pairs with their counts, in two CSR layouts (by member and by topic).
 pub(crate) struct Counts {
     /// Pairs of member `m`: `member_start[m]..member_start[m + 1]`, by topic.
@@ -118,7 +127,8 @@ impl Counts {
         let owned: u64 = self.o.iter().map(|o| u64::from(*o)).sum();
         self.weight = owned as i64 + 1;
         while self.balance_step() {}
-        if self.kept() < self.kept_bound() {
+        let edges = 2 * self.c.len() + 2 * (self.members() + self.topics());
+        if edges <= EXACT_STICKINESS_EDGES && self.kept() < self.kept_bound() {
             self.stickiness();
         }
     }
@@ -303,28 +313,46 @@ impl Counts {
         levels.sort_unstable();
         levels.dedup();
         let nl = levels.len();
+        let level_index = |levels: &[u32], l: u32| {
+            levels
+                .binary_search(&l)
+                .expect("a member's load is a level")
+        };
+        let mut at_level: Vec<Vec<u32>> = vec![Vec::new(); nl];
+        for m in 0..n {
+            at_level[level_index(&levels, self.load[m])].push(m as u32);
+        }
         let v = n + nt + nl;
         let mut dist = vec![0i64; v];
         let mut parent = vec![NONE; v];
         // The pair an edge into a member or topic node uses (NONE for level edges).
         let mut parent_pair = vec![NONE; v];
-        let mut len = vec![0u32; v];
         let mut in_queue = vec![true; v];
         let mut queue: VecDeque<u32> = (0..v as u32).collect();
+        let mut edges: Vec<(usize, i64, u32)> = Vec::new();
+        let mut stamp = vec![0u32; v];
+        let mut round = 0u32;
+        // Relaxations since the parent pointers were last checked for a cycle.
+        let mut relaxed = 0usize;
+        // Edge scans allowed: a bounded number of passes over the graph. Stopping early leaves a
+        // valid, equally balanced assignment that keeps at least as much as before.
+        let mut budget = BUDGET;
         while let Some(x) = queue.pop_front() {
+            if budget < edges.len() {
+                break;
+            }
+            budget -= edges.len();
             in_queue[x as usize] = false;
             let xi = x as usize;
             // Out-edges of x as (head, cost, pair).
-            let mut edges: Vec<(usize, i64, u32)> = Vec::new();
+            edges.clear();
             if xi < n {
                 for s in self.member_pairs(x) {
                     if self.c[s] > 0 {
                         edges.push((n + self.pair_topic[s] as usize, self.give_cost(s), s as u32));
                     }
                 }
-                let li = levels
-                    .binary_search(&self.load[xi])
-                    .expect("a member's load is a level");
+                let li = level_index(&levels, self.load[xi]);
                 if li + 1 < nl && levels[li + 1] == levels[li] + 1 {
                     edges.push((n + nt + li, 0, NONE));
                 }
@@ -339,69 +367,69 @@ impl Counts {
             } else {
                 let li = xi - n - nt;
                 if li + 1 < nl && levels[li + 1] == levels[li] + 1 {
-                    let up = levels[li + 1];
-                    for u in 0..n {
-                        if self.load[u] == up {
-                            edges.push((u, 0, NONE));
-                        }
-                    }
+                    edges.extend(at_level[li + 1].iter().map(|u| (*u as usize, 0, NONE)));
                 }
             }
             let dx = dist[xi];
-            let mut hit = None;
-            for (y, cost, pair) in edges {
+            for &(y, cost, pair) in &edges {
                 if dx + cost < dist[y] {
                     dist[y] = dx + cost;
                     parent[y] = x;
                     parent_pair[y] = pair;
-                    len[y] = len[xi] + 1;
-                    if len[y] as usize >= v {
-                        hit = Some(y);
-                        break;
-                    }
+                    relaxed += 1;
                     if !in_queue[y] {
                         in_queue[y] = true;
                         queue.push_back(y as u32);
                     }
                 }
             }
-            if let Some(y) = hit {
-                if let Some(nodes) = self.cancel_cycle(y, &parent, &parent_pair, n, nt) {
-                    len.fill(0);
-                    for w in nodes {
-                        if !in_queue[w] {
-                            in_queue[w] = true;
-                            queue.push_back(w as u32);
-                        }
-                    }
-                } else {
-                    len[y] = 0;
+            if relaxed < v {
+                continue;
+            }
+            relaxed = 0;
+            // Any cycle of parent pointers is a negative cycle (or was one before an earlier
+            // cancellation changed costs, which cancel_cycle checks).
+            round += 1;
+            let Some(w) = find_parent_cycle(&parent, &mut stamp, round) else {
+                continue;
+            };
+            if let Some(nodes) = self.cancel_cycle(w, &parent, &parent_pair, &levels, n, nt) {
+                for l in &mut at_level {
+                    l.clear();
                 }
-                if !in_queue[xi] {
-                    in_queue[xi] = true;
-                    queue.push_back(x);
+                for m in 0..n {
+                    at_level[level_index(&levels, self.load[m])].push(m as u32);
+                }
+                for &w in &nodes {
+                    if !in_queue[w] {
+                        in_queue[w] = true;
+                        queue.push_back(w as u32);
+                    }
+                }
+                // The level nodes' edges follow the members' loads.
+                for li in 0..nl {
+                    let z = n + nt + li;
+                    if !in_queue[z] {
+                        in_queue[z] = true;
+                        queue.push_back(z as u32);
+                    }
                 }
             }
+            // Break the cycle in the parent pointers so it is not found again.
+            parent[w] = NONE;
         }
     }
 
-    /// Cancels the cycle the parent chain from `y` runs into, if it is negative.
+    /// Cancels the cycle of parent pointers through `w` if it is negative; returns its nodes.
     fn cancel_cycle(
         &mut self,
-        y: usize,
+        w: usize,
         parent: &[u32],
         parent_pair: &[u32],
+        levels: &[u32],
         n: usize,
         nt: usize,
     ) -> Option<Vec<usize>> {
-        // Walk far enough up to be inside the cycle.
-        let mut w = y;
-        for _ in 0..parent.len() {
-            if parent[w] == NONE {
-                return None;
-            }
-            w = parent[w] as usize;
-        }
         // Collect the cycle's edges (into-node, pair).
         let mut edges = Vec::new();
         let mut x = w;
@@ -412,6 +440,31 @@ impl Counts {
                 break;
             }
             if edges.len() > parent.len() {
+                return None;
+            }
+        }
+        // Parent pointers may be older than the last cancellation: every edge must still exist.
+        let next_level = |li: usize| li + 1 < levels.len() && levels[li + 1] == levels[li] + 1;
+        for &(into, pair) in &edges {
+            let from = parent[into] as usize;
+            let ok = if into < n && from < n + nt {
+                pair != NONE
+                    && self.pair_member[pair as usize] as usize == into
+                    && self.pair_topic[pair as usize] as usize + n == from
+            } else if into < n {
+                let li = from - n - nt;
+                next_level(li) && self.load[into] == levels[li] + 1
+            } else if into < n + nt {
+                from < n
+                    && pair != NONE
+                    && self.pair_member[pair as usize] as usize == from
+                    && self.pair_topic[pair as usize] as usize + n == into
+                    && self.c[pair as usize] > 0
+            } else {
+                let li = into - n - nt;
+                from < n && next_level(li) && self.load[from] == levels[li]
+            };
+            if !ok {
                 return None;
             }
         }
@@ -448,4 +501,29 @@ impl Counts {
         }
         Some(nodes)
     }
+}
+
+/// A node on a cycle of parent pointers, if there is one. `stamp` marks the nodes walked in
+/// `round`; O(V).
+fn find_parent_cycle(parent: &[u32], stamp: &mut [u32], round: u32) -> Option<usize> {
+    // Each walk is tagged with its start so a walk stopping on its own trail found a cycle.
+    let mut walk_of = vec![NONE; parent.len()];
+    for start in 0..parent.len() {
+        if stamp[start] == round {
+            continue;
+        }
+        let mut x = start;
+        while x as u32 != NONE && stamp[x] != round {
+            stamp[x] = round;
+            walk_of[x] = start as u32;
+            x = parent[x] as usize;
+            if parent.get(x).is_none() {
+                break;
+            }
+        }
+        if x < parent.len() && stamp[x] == round && walk_of[x] == start as u32 {
+            return Some(x);
+        }
+    }
+    None
 }

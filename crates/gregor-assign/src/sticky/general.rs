@@ -343,6 +343,21 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
 /// already first), then keeps what it holds, and the rest go to members still short, on a
 /// replica's rack when possible.
 fn optimize(st: &mut State) {
+    // Loads within one of each other are the most balanced, and keeping every previously owned
+    // partition is the most sticky: then there is nothing to improve.
+    let (min, max) = st
+        .count
+        .iter()
+        .fold((u32::MAX, 0), |(lo, hi), c| (lo.min(*c), hi.max(*c)));
+    if max <= min.saturating_add(1)
+        && st
+            .prev
+            .iter()
+            .zip(&st.owner)
+            .all(|(p, o)| *p == NONE || p == o)
+    {
+        return;
+    }
     let n = st.count.len();
     let n_topics = st.group.topics().len();
     let member_topics: Vec<&[TopicId]> = st
