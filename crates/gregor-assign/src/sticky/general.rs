@@ -1,7 +1,8 @@
 //! The sticky assignment when members subscribe to different topics.
 //!
 //! 1. **Keep.** Every partition keeps its previous owner if the owner still subscribes to its
-//!    topic (and, when rack-aware, is on a rack with a replica).
+//!    topic (when rack-aware, also one with no replica on the owner's rack; the exact phase gives
+//!    those up before rack-matched ones).
 //! 2. **Fill.** Partitions without an owner are dealt in rounds: partition 0 of every topic
 //!    (topics with the fewest subscribers first, then by name), then partition 1, and so on. Each
 //!    goes to a least loaded subscriber of its topic, preferring one on a rack with a replica
@@ -10,10 +11,14 @@
 //!    Dealing across topics keeps member sizes level, so little is left to balance.
 //! 3. **Balance.** While some topic has a partition on a member with at least two more partitions
 //!    than another subscriber of that topic, one such partition moves from the topic's most loaded
-//!    holder to its least loaded subscriber. This is exactly the balance criterion: at the end no
-//!    partition could move to a subscriber of its topic with two or more fewer partitions. Each
-//!    move lowers the sum of squared member sizes, so the loop ends; only partitions whose move is
-//!    forced by that criterion ever leave an owner that kept them in step 1.
+//!    holder to its least loaded subscriber. Each move lowers the sum of squared member sizes, so
+//!    the loop ends with Kafka's balance criterion met.
+//! 4. **Exact.** `exact` takes the resulting member x topic counts to the optimum: the most
+//!    balanced load vector (chains of moves, not only single ones), then the most kept partitions
+//!    (rack-matched first) for it. Topics whose counts change, or where a member could hold more of
+//!    its own partitions, are re-placed: own partitions back to their owner first, then what the
+//!    holder may keep, the rest to members still short (on a replica's rack when possible). When
+//!    steps 1-3 already reached the optimum nothing changes.
 //!
 //! Members are kept in buckets by size. The least loaded subscriber (most loaded holder) of a
 //! topic is found by walking the buckets from the bottom (top) until a subscriber (holder)
@@ -22,11 +27,13 @@
 //!
 //! Complexity: fill O(P * w) where w is the bucket walk (O(1) expected when a good share of the
 //! members subscribe to the topic, bounded by `M / DENSE` otherwise); balance
-//! O(moves * (T_m * w + P_t)), T_m the topics of a member and P_t the partitions of a topic.
+//! O(moves * (T_m * w + P_t)), T_m the topics of a member and P_t the partitions of a topic; the
+//! exact phase O(P + S) to count and re-place plus its searches (see `exact`).
 //! Members are indexed by member id, so results do not depend on the order they were given in.
 
 use crate::model::{GroupSpec, MemberIdx, PartitionId, TopicId};
 
+use super::exact::Counts;
 use super::prepare::{Prepared, RackInfo, NONE};
 
 /// A topic counts as dense, and is served from the size buckets, when at least one member in
@@ -257,9 +264,6 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
             if o == NONE || !members[o as usize].subscribes(topic) {
                 continue;
             }
-            if prep.racks.as_ref().is_some_and(|r| r.mismatch(o, p, topic)) {
-                continue;
-            }
             let i = internal[o as usize];
             owner[p as usize] = i;
             count[i as usize] += 1;
@@ -321,6 +325,9 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
     // 3. Balance.
     balance(&mut st, &topic_order);
 
+    // 4. Exact: the optimal counts, then the partitions that realize them.
+    optimize(&mut st);
+
     let mut lists: Vec<Vec<PartitionId>> = (0..n).map(|_| Vec::new()).collect();
     for (p, o) in st.owner.iter().enumerate() {
         if *o != NONE {
@@ -328,6 +335,162 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
         }
     }
     lists
+}
+
+/// Computes the optimal count matrix from the current one (see `exact`) and re-places the
+/// partitions of every topic whose counts changed, or where a member holds fewer of its own
+/// partitions than it could: each member first gets back its own partitions (those it holds
+/// already first), then keeps what it holds, and the rest go to members still short, on a
+/// replica's rack when possible.
+fn optimize(st: &mut State) {
+    // Loads within one of each other are the most balanced, and keeping every previously owned
+    // partition is the most sticky: then there is nothing to improve.
+    let (min, max) = st
+        .count
+        .iter()
+        .fold((u32::MAX, 0), |(lo, hi), c| (lo.min(*c), hi.max(*c)));
+    if max <= min.saturating_add(1)
+        && st
+            .prev
+            .iter()
+            .zip(&st.owner)
+            .all(|(p, o)| *p == NONE || p == o)
+    {
+        return;
+    }
+    let n = st.count.len();
+    let n_topics = st.group.topics().len();
+    let member_topics: Vec<&[TopicId]> = st
+        .member_of
+        .iter()
+        .map(|m| st.group.member(MemberIdx(*m)).topics.as_slice())
+        .collect();
+    let mut counts = Counts::new(&member_topics, n_topics);
+    // Pair of each subscriber of the topic being counted, and its own partitions it holds.
+    let mut pair_of = vec![NONE; n];
+    let mut own_held = vec![0u32; counts.c.len()];
+    let mut matched_held = vec![0u32; counts.c.len()];
+    // Previously owned partitions with no replica on the owner's rack (while another
+    // subscriber's rack has one) are kept only after the matched ones.
+    let mut mismatched = vec![false; st.owner.len()];
+    for t in 0..n_topics as u32 {
+        for &s in counts.topic_pairs(t) {
+            pair_of[counts.pair_member(s) as usize] = s;
+        }
+        for p in st.group.partitions_of(TopicId(t)) {
+            let o = st.owner[p as usize];
+            if o == NONE {
+                continue;
+            }
+            let s = pair_of[o as usize] as usize;
+            counts.c[s] += 1;
+            let prev = st.prev[p as usize];
+            if prev != NONE {
+                let sp = pair_of[prev as usize] as usize;
+                let bad = st
+                    .racks
+                    .is_some_and(|r| r.mismatch(st.member_of[prev as usize], p, TopicId(t)));
+                mismatched[p as usize] = bad;
+                counts.o[sp] += 1;
+                counts.om[sp] += u32::from(!bad);
+                if prev == o {
+                    own_held[s] += 1;
+                    matched_held[s] += u32::from(!bad);
+                }
+            }
+        }
+    }
+    let before = counts.c.clone();
+    counts.optimize();
+
+    let mut target = vec![0u32; n];
+    let mut got = vec![0u32; n];
+    let mut placed: Vec<bool> = Vec::new();
+    for t in 0..n_topics as u32 {
+        let pairs = counts.topic_pairs(t);
+        let changed = pairs.iter().any(|&s| {
+            let s = s as usize;
+            counts.c[s] != before[s]
+                || own_held[s] < counts.c[s].min(counts.o[s])
+                || matched_held[s] < counts.c[s].min(counts.om[s])
+        });
+        if !changed {
+            continue;
+        }
+        for &s in pairs {
+            target[counts.pair_member(s) as usize] = counts.c[s as usize];
+        }
+        let range = st.group.partitions_of(TopicId(t));
+        let base = range.start;
+        placed.clear();
+        placed.resize(range.len(), false);
+        let place = |st: &mut State, p: u32, m: u32, got: &mut [u32], placed: &mut [bool]| {
+            st.owner[p as usize] = m;
+            got[m as usize] += 1;
+            placed[(p - base) as usize] = true;
+        };
+        // Own partitions: rack-matched ones first; those the owner holds, then those it gets
+        // back.
+        for (matched, held_first) in [(true, true), (true, false), (false, true), (false, false)] {
+            for p in range.clone() {
+                let prev = st.prev[p as usize];
+                if placed[(p - base) as usize]
+                    || prev == NONE
+                    || mismatched[p as usize] == matched
+                    || (st.owner[p as usize] == prev) != held_first
+                    || got[prev as usize] >= target[prev as usize]
+                {
+                    continue;
+                }
+                place(st, p, prev, &mut got, &mut placed);
+            }
+        }
+        // What the holder may keep.
+        for p in range.clone() {
+            let o = st.owner[p as usize];
+            if placed[(p - base) as usize] || o == NONE || got[o as usize] >= target[o as usize] {
+                continue;
+            }
+            place(st, p, o, &mut got, &mut placed);
+        }
+        // The rest, to members still short.
+        let short: Vec<u32> = pairs
+            .iter()
+            .map(|s| counts.pair_member(*s))
+            .filter(|m| got[*m as usize] < target[*m as usize])
+            .collect();
+        let mut first = 0usize;
+        for p in range.clone() {
+            if placed[(p - base) as usize] {
+                continue;
+            }
+            while first < short.len() && got[short[first] as usize] >= target[short[first] as usize]
+            {
+                first += 1;
+            }
+            let rack_match = |m: u32| {
+                st.racks
+                    .is_some_and(|r| r.matches(st.member_of[m as usize], p))
+            };
+            let m = short[first..]
+                .iter()
+                .copied()
+                .filter(|m| got[*m as usize] < target[*m as usize])
+                .take(RACK_LOOKAHEAD)
+                .find(|m| rack_match(*m))
+                .unwrap_or(short[first]);
+            place(st, p, m, &mut got, &mut placed);
+        }
+        for &s in pairs {
+            let m = counts.pair_member(s) as usize;
+            debug_assert_eq!(
+                got[m], target[m],
+                "every member of the topic gets its count"
+            );
+            target[m] = 0;
+            got[m] = 0;
+        }
+    }
 }
 
 fn balance(st: &mut State, topics: &[usize]) {

@@ -17,6 +17,7 @@
 //! partition is ever owned by two members at once.
 
 mod constrained;
+mod exact;
 mod general;
 mod prepare;
 

@@ -671,3 +671,183 @@ fn simplifications(c: &Case) -> Vec<Case> {
     }
     out
 }
+
+// -------------------------------------------------------------------------------- optimum
+
+/// Whether the sticky strategies' rack rule applies to the group: some member has a rack, a
+/// replica of some partition of a subscribed topic is on a member's rack, and not every such
+/// partition has its replicas on the same set of racks.
+fn rack_aware(case: &Case) -> bool {
+    let member_racks: BTreeSet<&str> = case.members.iter().filter_map(rack_of).collect();
+    if member_racks.is_empty() {
+        return false;
+    }
+    let subscribed = case.subscribed_topics();
+    let sets: Vec<BTreeSet<&str>> = case
+        .topics
+        .iter()
+        .filter(|t| subscribed.contains(&t.name))
+        .flat_map(|t| {
+            (0..t.partitions as usize).map(move |p| {
+                t.replica_racks
+                    .get(p)
+                    .map(|rs| rs.iter().map(String::as_str).collect())
+                    .unwrap_or_default()
+            })
+        })
+        .collect();
+    let overlap = sets
+        .iter()
+        .any(|s| s.iter().any(|r| member_racks.contains(r)));
+    overlap && sets.windows(2).any(|w| w[0] != w[1])
+}
+
+/// The valid previous owners, each with whether its ownership is rack-matched: when the rack
+/// rule applies, an owner with a rack that hosts no replica of the partition, while some
+/// subscriber of the topic is on a rack that does, is mismatched. The sticky strategies keep
+/// as many previously owned partitions as balance allows, the rack-matched ones first.
+pub fn previous_owners_with_racks(case: &Case) -> BTreeMap<Tp, (String, bool)> {
+    let prev = case.valid_previous_owners();
+    let aware = rack_aware(case);
+    let member_racks: BTreeSet<&str> = case.members.iter().filter_map(rack_of).collect();
+    prev.into_iter()
+        .map(|((t, p), owner)| {
+            let member = case
+                .members
+                .iter()
+                .find(|m| m.member_id == owner)
+                .expect("owner is a member");
+            let matched = match rack_of(member) {
+                Some(r) if aware => {
+                    let def = case.topic(&t).expect("topic exists");
+                    let replicas: BTreeSet<&str> = def
+                        .replica_racks
+                        .get(p as usize)
+                        .map(|rs| {
+                            rs.iter()
+                                .map(String::as_str)
+                                .filter(|x| member_racks.contains(x))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    replicas.contains(r)
+                        || !case.members.iter().any(|m| {
+                            m.topics.contains(&t)
+                                && rack_of(m).is_some_and(|mr| replicas.contains(mr))
+                        })
+                }
+                _ => true,
+            };
+            ((t, p), (owner, matched))
+        })
+        .collect()
+}
+
+/// The optimum of the sticky strategies for mixed subscriptions.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Optimum {
+    /// Member sizes, largest first: the lexicographically smallest is the most balanced.
+    pub loads: Vec<usize>,
+    /// Previously owned partitions kept by their owner.
+    pub kept: usize,
+    /// Of those, the rack-matched ones.
+    pub kept_matched: usize,
+}
+
+/// Brute force over every assignment of the subscribed partitions to subscribers of their
+/// topics: the lexicographically smallest load vector (sorted, largest first); among the
+/// assignments with that vector the most partitions kept by their previous owner; among those
+/// the most rack-matched kept ones. Exponential; for tiny cases only.
+pub fn optimum_brute_force(case: &Case) -> Optimum {
+    let members: Vec<String> = case.members.iter().map(|m| m.member_id.clone()).collect();
+    let parts: Vec<Tp> = case.subscribed_partitions().into_iter().collect();
+    let candidates: Vec<Vec<usize>> = parts
+        .iter()
+        .map(|(t, _)| {
+            let subs = case.subscribers(t);
+            (0..members.len())
+                .filter(|i| subs.contains(&members[*i]))
+                .collect()
+        })
+        .collect();
+    let prev = previous_owners_with_racks(case);
+    let prev_idx: Vec<Option<(usize, bool)>> = parts
+        .iter()
+        .map(|tp| {
+            prev.get(tp).map(|(o, matched)| {
+                (
+                    members.iter().position(|m| m == o).expect("member"),
+                    *matched,
+                )
+            })
+        })
+        .collect();
+    struct Search<'a> {
+        candidates: &'a [Vec<usize>],
+        prev: &'a [Option<(usize, bool)>],
+        count: Vec<usize>,
+        best: Option<Optimum>,
+    }
+    impl Search<'_> {
+        fn go(&mut self, i: usize, kept: usize, matched: usize) {
+            if i == self.candidates.len() {
+                let mut loads = self.count.clone();
+                loads.sort_unstable_by(|a, b| b.cmp(a));
+                let better = match &self.best {
+                    None => true,
+                    Some(b) => {
+                        (&loads, std::cmp::Reverse(kept), std::cmp::Reverse(matched))
+                            < (
+                                &b.loads,
+                                std::cmp::Reverse(b.kept),
+                                std::cmp::Reverse(b.kept_matched),
+                            )
+                    }
+                };
+                if better {
+                    self.best = Some(Optimum {
+                        loads,
+                        kept,
+                        kept_matched: matched,
+                    });
+                }
+                return;
+            }
+            for k in 0..self.candidates[i].len() {
+                let m = self.candidates[i][k];
+                let (dk, dm) = match self.prev[i] {
+                    Some((o, is_matched)) if o == m => (1, usize::from(is_matched)),
+                    _ => (0, 0),
+                };
+                self.count[m] += 1;
+                self.go(i + 1, kept + dk, matched + dm);
+                self.count[m] -= 1;
+            }
+        }
+    }
+    let mut s = Search {
+        candidates: &candidates,
+        prev: &prev_idx,
+        count: vec![0; members.len()],
+        best: None,
+    };
+    s.go(0, 0, 0);
+    s.best.expect("some assignment exists")
+}
+
+/// Load vector (largest first), kept and rack-matched kept partitions of an assignment.
+pub fn optimum_measures(case: &Case, target: &Named) -> Optimum {
+    let mut loads: Vec<usize> = case
+        .members
+        .iter()
+        .map(|m| target.get(&m.member_id).map_or(0, BTreeSet::len))
+        .collect();
+    loads.sort_unstable_by(|a, b| b.cmp(a));
+    let prev = previous_owners_with_racks(case);
+    let held = |tp: &Tp, o: &String| target.get(o).is_some_and(|s| s.contains(tp));
+    Optimum {
+        loads,
+        kept: prev.iter().filter(|(tp, (o, _))| held(tp, o)).count(),
+        kept_matched: prev.iter().filter(|(tp, (o, m))| *m && held(tp, o)).count(),
+    }
+}

@@ -1,0 +1,529 @@
+//! The exact phase of the general sticky builder: it works on counts only, `c[m][t]` = how many
+//! partitions of topic `t` member `m` holds, and turns any valid assignment into the optimum:
+//!
+//! 1. **Balance.** The load vectors reachable by moving partitions between subscribers form an
+//!    M-convex set (a polymatroid base); in such a set the load vector with the lexicographically
+//!    smallest sorted (descending) form is exactly the one minimizing the sum of squared loads,
+//!    and a load vector is that optimum iff no chain of moves `u -> x1 -> ... -> v` (each hop hands
+//!    over one partition of a topic both ends subscribe to) runs from a member `u` to a member `v`
+//!    with `L[u] >= L[v] + 2`. Such chains are found by a backward breadth-first search from the
+//!    members at or below each load level and applied until none is left.
+//! 2. **Stickiness.** With the sorted load vector fixed, the number of kept partitions is
+//!    `sum min(c[m][t], o[m][t])` (`o`: partitions of `t` that `m` validly owned): inside a topic
+//!    each member can always be given its own partitions first. Maximizing it over the balanced
+//!    count matrices is a min-cost circulation on members, topics and one node per load level
+//!    (which lets a member at level `l` and one at `l + 1` swap loads); negative cycles are found
+//!    with a queue-based Bellman-Ford and cancelled one unit at a time. When the kept count already
+//!    reaches the upper bound `sum min(o[m], cap[m])` the search is skipped.
+//!
+//! Complexity: a search is O(S) (S = member-topic pairs) for the balance, O(V * S) in the worst
+//! case for the stickiness (V = members + topics + levels; a handful of queue passes in
+//! practice); each search is followed by one unit of improvement, and none runs when the greedy
+//! builder's result is already optimal (loads within one of each other and every member keeping
+//! as much as it can hold).
+
+use std::collections::VecDeque;
+
+const NONE: u32 = u32::MAX;
+
+/// The stickiness search runs on graphs up to this many edges (about 2 per member-topic pair):
+/// there it is exact. On larger ones its cost (tens of passes over the graph) is out of
+/// proportion to the greedy start, and the greedy result stands.
+const EXACT_STICKINESS_EDGES: usize = 1 << 18;
+
+/// Edge scans one stickiness search may spend; with the size limit above, a search has never
+/// come close in the property tests, so it stays exact there.
+const BUDGET: usize = 1 << 26;
+
+/// Member-topic pairs with their counts, in two CSR layouts (by member and by topic).
+pub(crate) struct Counts {
+    /// Pairs of member `m`: `member_start[m]..member_start[m + 1]`, by topic.
+    member_start: Vec<u32>,
+    pair_topic: Vec<u32>,
+    pair_member: Vec<u32>,
+    /// Pairs of topic `t`: `topic_pairs[topic_start[t]..topic_start[t + 1]]`, by member.
+    topic_start: Vec<u32>,
+    topic_pairs: Vec<u32>,
+    /// Partitions of the topic the member holds.
+    pub c: Vec<u32>,
+    /// Partitions of the topic the member validly owned before.
+    pub o: Vec<u32>,
+    /// Of those, the ones on a rack with a replica (all of them when racks do not apply).
+    pub om: Vec<u32>,
+    /// Worth of keeping one partition; keeping it rack-matched is worth one more, so the kept
+    /// count comes first and the rack-matched part of it second.
+    weight: i64,
+    load: Vec<u32>,
+}
+
+impl Counts {
+    /// `member_topics[m]`: the (sorted) topics of member `m`; `n_topics`: number of topics.
+    pub fn new(member_topics: &[&[crate::model::TopicId]], n_topics: usize) -> Counts {
+        let n = member_topics.len();
+        let mut member_start = Vec::with_capacity(n + 1);
+        let mut pair_topic = Vec::new();
+        let mut pair_member = Vec::new();
+        let mut per_topic = vec![0u32; n_topics + 1];
+        member_start.push(0);
+        for (m, topics) in member_topics.iter().enumerate() {
+            for t in topics.iter() {
+                pair_topic.push(t.0);
+                pair_member.push(m as u32);
+                per_topic[t.0 as usize + 1] += 1;
+            }
+            member_start.push(pair_topic.len() as u32);
+        }
+        for i in 1..per_topic.len() {
+            per_topic[i] += per_topic[i - 1];
+        }
+        let topic_start = per_topic.clone();
+        let mut topic_pairs = vec![0u32; pair_topic.len()];
+        for (s, t) in pair_topic.iter().enumerate() {
+            let slot = &mut per_topic[*t as usize];
+            topic_pairs[*slot as usize] = s as u32;
+            *slot += 1;
+        }
+        let pairs = pair_topic.len();
+        Counts {
+            member_start,
+            pair_topic,
+            pair_member,
+            topic_start,
+            topic_pairs,
+            c: vec![0; pairs],
+            o: vec![0; pairs],
+            om: vec![0; pairs],
+            weight: 1,
+            load: vec![0; n],
+        }
+    }
+
+    fn members(&self) -> usize {
+        self.member_start.len() - 1
+    }
+
+    fn topics(&self) -> usize {
+        self.topic_start.len() - 1
+    }
+
+    pub fn member_pairs(&self, m: u32) -> std::ops::Range<usize> {
+        self.member_start[m as usize] as usize..self.member_start[m as usize + 1] as usize
+    }
+
+    pub fn topic_pairs(&self, t: u32) -> &[u32] {
+        &self.topic_pairs
+            [self.topic_start[t as usize] as usize..self.topic_start[t as usize + 1] as usize]
+    }
+
+    pub fn pair_member(&self, s: u32) -> u32 {
+        self.pair_member[s as usize]
+    }
+
+    /// Runs both phases on the counts.
+    pub fn optimize(&mut self) {
+        for m in 0..self.members() {
+            self.load[m] = self.member_pairs(m as u32).map(|s| self.c[s]).sum();
+        }
+        let owned: u64 = self.o.iter().map(|o| u64::from(*o)).sum();
+        self.weight = owned as i64 + 1;
+        while self.balance_step() {}
+        let edges = 2 * self.c.len() + 2 * (self.members() + self.topics());
+        if edges <= EXACT_STICKINESS_EDGES && self.kept() < self.kept_bound() {
+            self.stickiness();
+        }
+    }
+
+    /// Worth of what is kept: `weight` per kept partition plus one per rack-matched one.
+    fn kept(&self) -> u64 {
+        (0..self.c.len())
+            .map(|s| {
+                let c = self.c[s];
+                self.weight as u64 * u64::from(c.min(self.o[s])) + u64::from(c.min(self.om[s]))
+            })
+            .sum()
+    }
+
+    /// No balanced count matrix keeps more: a member keeps at most what it owned and at most
+    /// the largest load it can have (its level, or the next one if some member is there).
+    fn kept_bound(&self) -> u64 {
+        let mut levels: Vec<u32> = self.load.clone();
+        levels.sort_unstable();
+        levels.dedup();
+        (0..self.members() as u32)
+            .map(|m| {
+                let l = self.load[m as usize];
+                let cap = if levels.binary_search(&(l + 1)).is_ok() {
+                    l + 1
+                } else {
+                    l
+                };
+                let owned: u32 = self.member_pairs(m).map(|s| self.o[s]).sum();
+                let matched: u32 = self.member_pairs(m).map(|s| self.om[s]).sum();
+                self.weight as u64 * u64::from(owned.min(cap)) + u64::from(matched.min(cap))
+            })
+            .sum()
+    }
+
+    /// Finds and applies one chain of moves from a member to one with two or fewer partitions;
+    /// false when there is none (the loads are optimal).
+    fn balance_step(&mut self) -> bool {
+        let n = self.members();
+        let (Some(&min), Some(&max)) = (self.load.iter().min(), self.load.iter().max()) else {
+            return false;
+        };
+        if max <= min + 1 {
+            return false;
+        }
+        let mut levels: Vec<u32> = self.load.clone();
+        levels.sort_unstable();
+        levels.dedup();
+        // Reached from member m: it hands partition of pair `via[m]` (its own pair) to `next[m]`.
+        let mut next = vec![NONE; n];
+        let mut via = vec![NONE; n];
+        let mut seen = vec![false; n];
+        let mut expanded = vec![false; self.topics()];
+        let mut heavy: Vec<u32> = Vec::new();
+        for &level in &levels {
+            if level + 2 > max {
+                break;
+            }
+            seen.fill(false);
+            expanded.fill(false);
+            next.fill(NONE);
+            let mut queue: VecDeque<u32> = (0..n as u32)
+                .filter(|m| self.load[*m as usize] <= level)
+                .collect();
+            for m in &queue {
+                seen[*m as usize] = true;
+            }
+            while let Some(b) = queue.pop_front() {
+                for s in self.member_pairs(b) {
+                    let t = self.pair_topic[s] as usize;
+                    if expanded[t] {
+                        continue;
+                    }
+                    expanded[t] = true;
+                    for &sa in self.topic_pairs(t as u32) {
+                        let a = self.pair_member[sa as usize];
+                        if seen[a as usize] || self.c[sa as usize] == 0 {
+                            continue;
+                        }
+                        seen[a as usize] = true;
+                        next[a as usize] = b;
+                        via[a as usize] = sa;
+                        if self.load[a as usize] >= level + 2 {
+                            heavy.push(a);
+                        }
+                        queue.push_back(a);
+                    }
+                }
+            }
+            // Apply every chain of this search that is still valid after the earlier ones.
+            let mut applied = false;
+            for &a in &heavy {
+                let mut m = a;
+                let mut ok = true;
+                while next[m as usize] != NONE {
+                    if self.c[via[m as usize] as usize] == 0 {
+                        ok = false;
+                        break;
+                    }
+                    m = next[m as usize];
+                }
+                if ok && self.load[a as usize] >= self.load[m as usize] + 2 {
+                    self.apply_chain(a, &next, &via);
+                    applied = true;
+                }
+            }
+            if applied {
+                return true;
+            }
+            heavy.clear();
+        }
+        false
+    }
+
+    /// Moves one partition along the chain from `a`: each member hands one partition of the
+    /// topic of `via[m]` to `next[m]`, until a search source (no `next`) is reached.
+    fn apply_chain(&mut self, a: u32, next: &[u32], via: &[u32]) {
+        let mut m = a;
+        self.load[a as usize] -= 1;
+        while next[m as usize] != NONE {
+            let s = via[m as usize] as usize;
+            let b = next[m as usize];
+            self.c[s] -= 1;
+            let t = self.pair_topic[s];
+            let sb = self
+                .pair_of(b, t)
+                .expect("the next member subscribes to the topic");
+            self.c[sb] += 1;
+            m = b;
+        }
+        self.load[m as usize] += 1;
+    }
+
+    fn pair_of(&self, m: u32, t: u32) -> Option<usize> {
+        let r = self.member_pairs(m);
+        let start = r.start;
+        self.pair_topic[r].binary_search(&t).ok().map(|i| start + i)
+    }
+
+    /// Cost of member's pair `s` giving one partition: what keeping it was worth (members give
+    /// up mismatched partitions before matched ones).
+    fn give_cost(&self, s: usize) -> i64 {
+        let c = self.c[s];
+        if c <= self.om[s] {
+            self.weight + 1
+        } else if c <= self.o[s] {
+            self.weight
+        } else {
+            0
+        }
+    }
+
+    /// Cost of member's pair `s` receiving one partition: regaining an owned one gains what
+    /// keeping it is worth (matched ones first).
+    fn receive_cost(&self, s: usize) -> i64 {
+        let c = self.c[s];
+        if c < self.om[s] {
+            -(self.weight + 1)
+        } else if c < self.o[s] {
+            -self.weight
+        } else {
+            0
+        }
+    }
+
+    /// Cancels negative cycles of the stickiness circulation until none is left (the kept worth
+    /// is then maximal for the sorted load vector).
+    ///
+    /// Nodes: members `0..n`, topics `n..n + T`, load levels after that. Edges: member -> topic
+    /// (it gives a partition of the topic), topic -> member (it receives one), member at level
+    /// `l` -> level node `l` (its load rises to `l + 1`), level node `l` -> member at `l + 1` (its
+    /// load drops to `l`); the level edges keep the sorted load vector unchanged.
+    ///
+    /// One queue-based Bellman-Ford run: a cycle found is cancelled on the spot and its nodes
+    /// (the tails of every edge whose cost or existence it changed) are queued again, so the run
+    /// ends with labels under which no edge has a negative reduced cost, which proves that no
+    /// negative cycle is left.
+    fn stickiness(&mut self) {
+        let n = self.members();
+        let nt = self.topics();
+        let mut levels: Vec<u32> = self.load.clone();
+        levels.sort_unstable();
+        levels.dedup();
+        let nl = levels.len();
+        let level_index = |levels: &[u32], l: u32| {
+            levels
+                .binary_search(&l)
+                .expect("a member's load is a level")
+        };
+        let mut at_level: Vec<Vec<u32>> = vec![Vec::new(); nl];
+        for m in 0..n {
+            at_level[level_index(&levels, self.load[m])].push(m as u32);
+        }
+        let v = n + nt + nl;
+        let mut dist = vec![0i64; v];
+        let mut parent = vec![NONE; v];
+        // The pair an edge into a member or topic node uses (NONE for level edges).
+        let mut parent_pair = vec![NONE; v];
+        let mut in_queue = vec![true; v];
+        let mut queue: VecDeque<u32> = (0..v as u32).collect();
+        let mut edges: Vec<(usize, i64, u32)> = Vec::new();
+        let mut stamp = vec![0u32; v];
+        let mut round = 0u32;
+        // Relaxations since the parent pointers were last checked for a cycle.
+        let mut relaxed = 0usize;
+        // Edge scans allowed: a bounded number of passes over the graph. Stopping early leaves a
+        // valid, equally balanced assignment that keeps at least as much as before.
+        let mut budget = BUDGET;
+        while let Some(x) = queue.pop_front() {
+            if budget < edges.len() {
+                break;
+            }
+            budget -= edges.len();
+            in_queue[x as usize] = false;
+            let xi = x as usize;
+            // Out-edges of x as (head, cost, pair).
+            edges.clear();
+            if xi < n {
+                for s in self.member_pairs(x) {
+                    if self.c[s] > 0 {
+                        edges.push((n + self.pair_topic[s] as usize, self.give_cost(s), s as u32));
+                    }
+                }
+                let li = level_index(&levels, self.load[xi]);
+                if li + 1 < nl && levels[li + 1] == levels[li] + 1 {
+                    edges.push((n + nt + li, 0, NONE));
+                }
+            } else if xi < n + nt {
+                for &s in self.topic_pairs((xi - n) as u32) {
+                    edges.push((
+                        self.pair_member[s as usize] as usize,
+                        self.receive_cost(s as usize),
+                        s,
+                    ));
+                }
+            } else {
+                let li = xi - n - nt;
+                if li + 1 < nl && levels[li + 1] == levels[li] + 1 {
+                    edges.extend(at_level[li + 1].iter().map(|u| (*u as usize, 0, NONE)));
+                }
+            }
+            let dx = dist[xi];
+            for &(y, cost, pair) in &edges {
+                if dx + cost < dist[y] {
+                    dist[y] = dx + cost;
+                    parent[y] = x;
+                    parent_pair[y] = pair;
+                    relaxed += 1;
+                    if !in_queue[y] {
+                        in_queue[y] = true;
+                        queue.push_back(y as u32);
+                    }
+                }
+            }
+            if relaxed < v {
+                continue;
+            }
+            relaxed = 0;
+            // Any cycle of parent pointers is a negative cycle (or was one before an earlier
+            // cancellation changed costs, which cancel_cycle checks).
+            round += 1;
+            let Some(w) = find_parent_cycle(&parent, &mut stamp, round) else {
+                continue;
+            };
+            if let Some(nodes) = self.cancel_cycle(w, &parent, &parent_pair, &levels, n, nt) {
+                for l in &mut at_level {
+                    l.clear();
+                }
+                for m in 0..n {
+                    at_level[level_index(&levels, self.load[m])].push(m as u32);
+                }
+                for &w in &nodes {
+                    if !in_queue[w] {
+                        in_queue[w] = true;
+                        queue.push_back(w as u32);
+                    }
+                }
+                // The level nodes' edges follow the members' loads.
+                for li in 0..nl {
+                    let z = n + nt + li;
+                    if !in_queue[z] {
+                        in_queue[z] = true;
+                        queue.push_back(z as u32);
+                    }
+                }
+            }
+            // Break the cycle in the parent pointers so it is not found again.
+            parent[w] = NONE;
+        }
+    }
+
+    /// Cancels the cycle of parent pointers through `w` if it is negative; returns its nodes.
+    fn cancel_cycle(
+        &mut self,
+        w: usize,
+        parent: &[u32],
+        parent_pair: &[u32],
+        levels: &[u32],
+        n: usize,
+        nt: usize,
+    ) -> Option<Vec<usize>> {
+        // Collect the cycle's edges (into-node, pair).
+        let mut edges = Vec::new();
+        let mut x = w;
+        loop {
+            edges.push((x, parent_pair[x]));
+            x = parent[x] as usize;
+            if x == w {
+                break;
+            }
+            if edges.len() > parent.len() {
+                return None;
+            }
+        }
+        // Parent pointers may be older than the last cancellation: every edge must still exist.
+        let next_level = |li: usize| li + 1 < levels.len() && levels[li + 1] == levels[li] + 1;
+        for &(into, pair) in &edges {
+            let from = parent[into] as usize;
+            let ok = if into < n && from < n + nt {
+                pair != NONE
+                    && self.pair_member[pair as usize] as usize == into
+                    && self.pair_topic[pair as usize] as usize + n == from
+            } else if into < n {
+                let li = from - n - nt;
+                next_level(li) && self.load[into] == levels[li] + 1
+            } else if into < n + nt {
+                from < n
+                    && pair != NONE
+                    && self.pair_member[pair as usize] as usize == from
+                    && self.pair_topic[pair as usize] as usize + n == into
+                    && self.c[pair as usize] > 0
+            } else {
+                let li = into - n - nt;
+                from < n && next_level(li) && self.load[from] == levels[li]
+            };
+            if !ok {
+                return None;
+            }
+        }
+        let cost: i64 = edges
+            .iter()
+            .map(|&(into, pair)| {
+                if pair == NONE {
+                    0
+                } else if into < n {
+                    self.receive_cost(pair as usize)
+                } else if into < n + nt {
+                    self.give_cost(pair as usize)
+                } else {
+                    0
+                }
+            })
+            .sum();
+        if cost >= 0 {
+            return None;
+        }
+        let nodes = edges.iter().map(|e| e.0).collect();
+        for (into, pair) in edges {
+            if pair == NONE {
+                continue;
+            }
+            let m = self.pair_member[pair as usize] as usize;
+            if into < n {
+                self.c[pair as usize] += 1;
+                self.load[m] += 1;
+            } else {
+                self.c[pair as usize] -= 1;
+                self.load[m] -= 1;
+            }
+        }
+        Some(nodes)
+    }
+}
+
+/// A node on a cycle of parent pointers, if there is one. `stamp` marks the nodes walked in
+/// `round`; O(V).
+fn find_parent_cycle(parent: &[u32], stamp: &mut [u32], round: u32) -> Option<usize> {
+    // Each walk is tagged with its start so a walk stopping on its own trail found a cycle.
+    let mut walk_of = vec![NONE; parent.len()];
+    for start in 0..parent.len() {
+        if stamp[start] == round {
+            continue;
+        }
+        let mut x = start;
+        while x as u32 != NONE && stamp[x] != round {
+            stamp[x] = round;
+            walk_of[x] = start as u32;
+            x = parent[x] as usize;
+            if parent.get(x).is_none() {
+                break;
+            }
+        }
+        if x < parent.len() && stamp[x] == round && walk_of[x] == start as u32 {
+            return Some(x);
+        }
+    }
+    None
+}
