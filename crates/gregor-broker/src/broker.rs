@@ -140,7 +140,11 @@ impl Broker {
         let mut cleanup = tokio::time::interval(std::time::Duration::from_millis(
             self.config.int("log.retention.check.interval.ms").max(1000) as u64,
         ));
-        let mut checkpoint = tokio::time::interval(std::time::Duration::from_secs(5));
+        let mut checkpoint = tokio::time::interval(std::time::Duration::from_millis(
+            self.config
+                .int("log.flush.offset.checkpoint.interval.ms")
+                .max(100) as u64,
+        ));
         loop {
             tokio::select! {
                 _ = heartbeat.tick() => {

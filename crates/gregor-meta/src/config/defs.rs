@@ -325,7 +325,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("log.flush.interval.messages", Long, Some("1"), AtLeast(1), true, "Default flush.messages (1: fsync every append)."),
     broker("log.flush.interval.ms", Long, None, Any, true, "Default flush.ms (over log.flush.scheduler.interval.ms)."),
     broker("log.flush.scheduler.interval.ms", Long, Some(LONG_MAX), Any, false, "How often logs are checked for a due flush."),
-    broker("log.flush.offset.checkpoint.interval.ms", Int, Some("60000"), AtLeast(0), false, "How often the recovery point is checkpointed."),
+    // Gregor's default: the 5 s it has always checkpointed at (Kafka: 60000).
+    broker("log.flush.offset.checkpoint.interval.ms", Int, Some("5000"), AtLeast(1), false, "How often every log's recovery point is checkpointed (and page-cache mode's flush.ms checked)."),
     broker("log.cleaner.enable", Boolean, Some("true"), Any, false, "Run the log cleaner (compaction)."),
     broker("log.cleaner.threads", Int, Some("1"), AtLeast(0), true, "Log cleaner threads."),
     broker("log.cleaner.backoff.ms", Long, Some("15000"), AtLeast(0), true, "Sleep when there is nothing to clean."),
