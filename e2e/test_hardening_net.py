@@ -315,3 +315,39 @@ def test_broker_level_log_config_reaches_a_running_partition(broker):
     before = len(list(part_dir.glob("*.log")))
     produce_records(broker, topic, 12, size=300)
     assert len(list(part_dir.glob("*.log"))) <= before + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Offset expiry. offsets.retention.minutes cannot go below one minute, so this one waits for it
+# (the retention rules themselves are unit-tested in gregor-group with an injected clock).
+
+@pytest.mark.timeout(150)
+def test_standalone_offsets_expire_after_offsets_retention_minutes_and_stay_gone(start_broker):
+    from confluent_kafka import Consumer, TopicPartition
+    from clients import conf
+
+    b = start_broker(overrides={"offsets.retention.minutes": "1",
+                                "offsets.retention.check.interval.ms": "200"})
+    topic = create_topic(b, "expiring")
+    produce_records(b, topic, 3)
+
+    def consumer():
+        return Consumer(conf(b, {"group.id": "standalone", "enable.auto.commit": False}))
+
+    c = consumer()
+    c.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+    committed_at = time.monotonic()
+
+    def offset():
+        [tp] = c.committed([TopicPartition(topic, 0)], timeout=10)
+        return tp.offset
+
+    assert offset() == 2
+    wait_until(lambda: offset() < 0, 90, "the standalone offset to expire")
+    assert time.monotonic() - committed_at >= 59, "not before the retention period"
+    c.close()
+    b.restart()
+    c = consumer()
+    [tp] = c.committed([TopicPartition(topic, 0)], timeout=10)
+    assert tp.offset < 0, "the expiry is durable (tombstoned), not only in memory"
+    c.close()

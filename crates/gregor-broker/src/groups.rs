@@ -147,6 +147,10 @@ fn group_config(b: &Broker) -> GroupConfig {
         initial_rebalance_delay_ms: b.config.int("group.initial.rebalance.delay.ms") as i32,
         max_size: b.config.int("group.max.size").max(1) as usize,
         offset_metadata_max_bytes: b.config.int("offset.metadata.max.bytes").max(0) as usize,
+        offsets_retention_ms: b
+            .config
+            .int("offsets.retention.minutes")
+            .saturating_mul(60_000),
         ..GroupConfig::default()
     }
 }
@@ -206,21 +210,35 @@ async fn run(
     tokio::spawn(appender(b.clone(), append_rx, tx));
     let effects = coordinator.complete_load(now_ms());
     carry_out(effects, &mut waiting, &append_tx);
+    // Offset expiry runs every offsets.retention.check.interval.ms (first after one interval).
+    let check = std::time::Duration::from_millis(
+        b.config.int("offsets.retention.check.interval.ms").max(1) as u64,
+    );
+    let mut expiry = tokio::time::interval_at(tokio::time::Instant::now() + check, check);
+    expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let sleep = coordinator.next_deadline().map(|at| {
+        let deadline = coordinator.next_deadline().map(|at| {
             let wait = (at - now_ms()).max(0) as u64;
             tokio::time::sleep(std::time::Duration::from_millis(wait))
         });
-        let msg = match sleep {
-            Some(s) => tokio::select! {
-                m = rx.recv() => m,
-                _ = s => {
-                    let effects = coordinator.tick(now_ms());
-                    carry_out(effects, &mut waiting, &append_tx);
-                    continue;
-                }
-            },
-            None => rx.recv().await,
+        let timer = async {
+            match deadline {
+                Some(s) => s.await,
+                None => std::future::pending().await,
+            }
+        };
+        let msg = tokio::select! {
+            m = rx.recv() => m,
+            _ = timer => {
+                let effects = coordinator.tick(now_ms());
+                carry_out(effects, &mut waiting, &append_tx);
+                continue;
+            }
+            _ = expiry.tick() => {
+                let effects = coordinator.expire_offsets(now_ms());
+                carry_out(effects, &mut waiting, &append_tx);
+                continue;
+            }
         };
         let Some(msg) = msg else { return };
         let effects = match msg {
