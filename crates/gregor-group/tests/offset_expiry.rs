@@ -121,3 +121,35 @@ fn an_offset_with_a_commit_in_flight_is_kept() {
         "the new commit restarted its retention"
     );
 }
+
+#[test]
+fn a_stable_consumer_group_loses_offsets_of_topics_it_no_longer_subscribes_to() {
+    let mut h = harness();
+    let sub = gregor_assign::protocol::encode_subscription(
+        &gregor_assign::protocol::Subscription {
+            topics: vec!["t".to_string()],
+            user_data: None,
+            owned_partitions: Vec::new(),
+            generation_id: -1,
+            rack_id: None,
+        },
+        1,
+    )
+    .expect("encodes");
+    let protocols: &[(&str, &[u8])] = &[("range", &sub)];
+    let (member, join) = h.new_member(protocols);
+    h.advance(i64::from(h.c.config().initial_rebalance_delay_ms) * 2);
+    let generation = h.join_resp(join).generation_id;
+    h.sync(&member, generation, &[(member.as_str(), b"a")]);
+    assert_eq!(h.state(), GroupState::Stable);
+    h.commit(&member, generation, &[("old", 0, 1), ("t", 0, 2)]);
+    for _ in 0..13 {
+        h.advance(5_000);
+        assert_eq!(h.heartbeat(&member, generation), None);
+        expire(&mut h);
+    }
+    // Older than the retention: the unsubscribed topic's offset goes, the subscribed one stays.
+    assert_eq!(committed(&h), vec![("t".to_string(), 0)]);
+    assert_eq!(tombstones(&h), vec![("old".to_string(), 0)]);
+    assert_eq!(h.state(), GroupState::Stable);
+}

@@ -5,18 +5,19 @@
 //!   members; once Empty, they expire the retention period after it became Empty.
 //! - A standalone consumer's group (commits without membership, no protocol type) loses each
 //!   offset the retention period after that offset's last commit.
+//! - A Stable consumer group whose members' subscriptions are readable loses, the retention
+//!   period after their last commit, the offsets of topics no member subscribes to (KIP-496).
 //!
 //! Expired offsets are removed at once and tombstoned in `__consumer_offsets`; an Empty group
 //! left with no offsets (and nobody about to join) is removed and tombstoned too. Offsets with a
-//! commit still in flight are kept. Not done yet: Kafka's KIP-496 rule that expires, in a Stable
-//! consumer group, the offsets of topics no member subscribes to.
+//! commit still in flight are kept.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use super::offsets::offset_tombstone;
 use super::{Cx, GroupCoordinator, PendingAppend};
 use crate::effect::{Effect, Record};
-use crate::group::GroupState;
+use crate::group::{Group, GroupState};
 use crate::records::{self, RecordKey};
 
 impl GroupCoordinator {
@@ -41,14 +42,11 @@ impl GroupCoordinator {
             }
         }
         for group_id in self.offsets.group_ids() {
-            // The time each offset's retention counts from, if it can expire at all.
-            let group_base: Option<Option<i64>> = match self.groups.get(&group_id) {
-                None => Some(None),
-                Some(g) if g.protocol_type.is_none() && g.is(GroupState::Empty) => Some(None),
-                Some(g) if g.is(GroupState::Empty) => Some(g.state_timestamp),
-                Some(_) => None,
-            };
-            let Some(group_base) = group_base else {
+            let Some(rule) = self
+                .groups
+                .get(&group_id)
+                .map_or(Some(Rule::since_commit()), rule_for)
+            else {
                 continue;
             };
             let expired: Vec<(String, i32)> = self
@@ -56,7 +54,10 @@ impl GroupCoordinator {
                 .all(&group_id)
                 .into_iter()
                 .filter(|(t, p, o)| {
-                    let base = group_base.unwrap_or(o.commit_timestamp_ms);
+                    if rule.subscribed.as_ref().is_some_and(|s| s.contains(t)) {
+                        return false;
+                    }
+                    let base = rule.since.unwrap_or(o.commit_timestamp_ms);
                     !in_flight.contains(&(group_id.clone(), t.clone(), *p))
                         && now_ms.saturating_sub(base) >= retention
                 })
@@ -107,4 +108,50 @@ impl GroupCoordinator {
         }
         out
     }
+}
+
+/// Which of a group's offsets may expire, and from when.
+struct Rule {
+    /// Retention counts from here; `None`: from each offset's last commit.
+    since: Option<i64>,
+    /// Topics whose offsets are kept (a Stable consumer group's subscriptions).
+    subscribed: Option<HashSet<String>>,
+}
+
+impl Rule {
+    fn since_commit() -> Rule {
+        Rule {
+            since: None,
+            subscribed: None,
+        }
+    }
+}
+
+/// The expiry rule of a group, `None` when its offsets cannot expire now.
+fn rule_for(g: &Group) -> Option<Rule> {
+    if g.protocol_type.is_none() {
+        // Standalone commits only (an Empty group created by a simple commit).
+        return g.is(GroupState::Empty).then(Rule::since_commit);
+    }
+    if g.is(GroupState::Empty) {
+        return Some(Rule {
+            since: g.state_timestamp,
+            subscribed: None,
+        });
+    }
+    if g.is(GroupState::Stable) && g.protocol_type.as_deref() == Some("consumer") {
+        let protocol = g.protocol_name.as_deref()?;
+        let mut topics = HashSet::new();
+        for m in g.members.values() {
+            // An unreadable subscription keeps every offset, as Kafka does.
+            let (_, sub) =
+                gregor_assign::protocol::decode_subscription(&m.metadata(protocol)).ok()?;
+            topics.extend(sub.topics);
+        }
+        return Some(Rule {
+            since: None,
+            subscribed: Some(topics),
+        });
+    }
+    None
 }
