@@ -9,9 +9,9 @@
 //!
 //! What a client can make the broker hold is bounded across all connections ([`RequestLimits`]):
 //! before a request's body is read (and allocated), the reader takes its size from the byte
-//! budget `queued.max.request.bytes`, held until the request's handler has finished (a produce
-//! request's records are views into that buffer), and a slot from `queued.max.requests`, held
-//! until a handler takes the request. When either runs out, connections stop reading and TCP
+//! budget `queued.max.request.bytes`, held until the request is decoded and taken by a handler
+//! (for a produce request, whose records are views into that buffer, until its handler has
+//! finished), and a slot from `queued.max.requests`, held until a handler takes the request. When either runs out, connections stop reading and TCP
 //! pushes back on the clients. A connection with nothing in flight that sends no request for
 //! `connections.max.idle.ms` is closed.
 
@@ -88,7 +88,7 @@ impl RequestLimits {
         };
         let queued = self.queued.clone().acquire_owned().await.ok()?;
         Some(Permits {
-            _bytes: bytes,
+            bytes,
             queued: Some(queued),
         })
     }
@@ -96,7 +96,7 @@ impl RequestLimits {
 
 /// A request's share of the broker-wide budgets; dropping it gives them back.
 struct Permits {
-    _bytes: Option<OwnedSemaphorePermit>,
+    bytes: Option<OwnedSemaphorePermit>,
     queued: Option<OwnedSemaphorePermit>,
 }
 
@@ -219,9 +219,15 @@ pub async fn serve_io<R, W, H>(
                 last_active = Instant::now();
                 match incoming {
                     Some(Incoming::Request(req, mut permits)) => {
-                        // A handler takes it now: it no longer counts as queued. Its bytes
-                        // stay counted until the handler is done with them.
+                        // A handler takes it now: it no longer counts as queued. A produce
+                        // request's records are views into its frame, so its bytes stay counted
+                        // until the handler is done; any other request's frame is gone once
+                        // decoded, and a parked request (a fetch waiting max_wait_ms, a join
+                        // waiting for its group) must not hold the budget.
                         permits.queued = None;
+                        if req.api_key != ApiKey::Produce {
+                            permits.bytes = None;
+                        }
                         let version = req.header.request_api_version;
                         let correlation_id = req.header.correlation_id;
                         let ctx = RequestContext {
@@ -395,23 +401,54 @@ mod tests {
         );
     }
 
+    /// A Produce v3 request with `n` bytes of (unchecked) records, as the connection sees it.
+    fn produce_frame(correlation_id: i32, n: usize) -> Vec<u8> {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        use kafka_protocol::messages::{ProduceRequest, RequestHeader, TopicName};
+        use kafka_protocol::protocol::{Encodable, StrBytes};
+        let mut header = RequestHeader::default();
+        header.request_api_key = ApiKey::Produce as i16;
+        header.request_api_version = 3;
+        header.correlation_id = correlation_id;
+        let mut part = PartitionProduceData::default();
+        part.records = Some(Bytes::from(vec![0u8; n]));
+        let mut topic = TopicProduceData::default();
+        topic.name = TopicName(StrBytes::from_static_str("t"));
+        topic.partition_data = vec![part];
+        let mut body = ProduceRequest::default();
+        body.acks = 1;
+        body.topic_data = vec![topic];
+        let mut buf = bytes::BytesMut::new();
+        header.encode(&mut buf, 1).expect("header");
+        body.encode(&mut buf, 3).expect("body");
+        let mut f = (buf.len() as i32).to_be_bytes().to_vec();
+        f.extend_from_slice(&buf);
+        f
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn request_byte_budget_stops_reading_until_handlers_finish() {
+    async fn produce_bytes_count_until_appended_and_stop_reading_when_over_budget() {
         let handler = Arc::new(Gated {
             gate: Semaphore::new(0),
             handled: AtomicUsize::new(0),
         });
-        // Room for two 10-byte requests.
-        let limits = RequestLimits::new(1 << 20, -1, 100, 25);
+        let size = produce_frame(1, 1000).len() - 4;
+        // Room for two of these produce requests, not three.
+        let budget = (2 * size + size / 2) as i64;
+        let limits = RequestLimits::new(1 << 20, -1, 100, budget);
         let (mut client, _task, _shutdown) = start(handler.clone(), limits.clone());
         for id in 1..=3 {
             client
-                .write_all(&api_versions_frame(id))
+                .write_all(&produce_frame(id, 1000))
                 .await
                 .expect("write");
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(handler.handled.load(Ordering::SeqCst), 2, "the third waits");
+        assert_eq!(
+            handler.handled.load(Ordering::SeqCst),
+            2,
+            "the third is not read"
+        );
         // The third request has taken what is left and waits for the rest.
         assert_eq!(limits.request_bytes_available(), Some(0));
         handler.gate.add_permits(3);
@@ -420,7 +457,39 @@ mod tests {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(handler.handled.load(Ordering::SeqCst), 3);
-        assert_eq!(limits.request_bytes_available(), Some(25), "all given back");
+        assert_eq!(
+            limits.request_bytes_available(),
+            Some(budget as usize),
+            "all given back"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn parked_requests_other_than_produce_do_not_hold_the_byte_budget() {
+        let handler = Arc::new(Gated {
+            gate: Semaphore::new(0),
+            handled: AtomicUsize::new(0),
+        });
+        // Room for two 10-byte requests at a time.
+        let limits = RequestLimits::new(1 << 20, -1, 100, 25);
+        let (mut client, _task, _shutdown) = start(handler.clone(), limits.clone());
+        for id in 1..=10 {
+            client
+                .write_all(&api_versions_frame(id))
+                .await
+                .expect("write");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            handler.handled.load(Ordering::SeqCst),
+            10,
+            "all read while parked"
+        );
+        assert_eq!(limits.request_bytes_available(), Some(25));
+        handler.gate.add_permits(10);
+        for id in 1..=10 {
+            assert_eq!(response_correlation(&mut client).await.expect("answer"), id);
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -299,7 +299,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("queued.max.requests", Int, Some("500"), AtLeast(1), false, "Requests read from all connections and not yet taken by a handler; at the limit connections stop reading."),
     // Kafka's default is -1 (no limit); Gregor bounds the memory clients can make it hold.
     broker("queued.max.request.bytes", Long, Some("209715200"), AtLeast(-1), false,
-        "Bytes of requests read from all connections and not yet handled; at the limit connections stop reading. A request larger than the budget is read alone. -1: no limit."),
+        "Bytes of requests read from all connections and not yet taken by a handler (produce requests: until appended); at the limit connections stop reading. A request larger than the budget is read alone. -1: no limit."),
     broker("connections.max.idle.ms", Long, Some("600000"), Any, false, "A connection with no request in flight that sends nothing for this long is closed; negative: never."),
     broker("max.connections", Int, Some(INT_MAX), AtLeast(0), false, "Maximum connections to the broker; at the limit the broker stops accepting until one closes."),
     broker("max.connections.per.ip", Int, Some(INT_MAX), AtLeast(0), false, "Maximum connections from one address; a connection over the limit is closed at once."),
