@@ -143,7 +143,11 @@ impl Broker {
         let mut cleanup = tokio::time::interval(std::time::Duration::from_millis(
             self.config.int("log.retention.check.interval.ms").max(1000) as u64,
         ));
-        let mut checkpoint = tokio::time::interval(std::time::Duration::from_secs(5));
+        let mut checkpoint = tokio::time::interval(std::time::Duration::from_millis(
+            self.config
+                .int("log.flush.offset.checkpoint.interval.ms")
+                .max(100) as u64,
+        ));
         let mut producer_expiry = tokio::time::interval(std::time::Duration::from_millis(
             self.config
                 .int("producer.id.expiration.check.interval.ms")
@@ -158,6 +162,7 @@ impl Broker {
                 }
                 _ = cleanup.tick() => {
                     let parts = self.replicas.all();
+                    let cleaner_enabled = self.config.bool("log.cleaner.enable");
                     let map_budget = usize::try_from(
                         self.config.int("log.cleaner.dedupe.buffer.size"),
                     )
@@ -168,7 +173,7 @@ impl Broker {
                             if let Err(e) = p.log.apply_retention(now) {
                                 warn!(topic = %p.topic, partition = p.index, error = %e, "retention failed");
                             }
-                            if p.log.config().cleanup_policy.compact {
+                            if cleaner_enabled && p.log.config().cleanup_policy.compact {
                                 if let Err(e) = p.log.compact_within(now, map_budget) {
                                     warn!(topic = %p.topic, partition = p.index, error = %e, "compaction failed");
                                 }
@@ -238,6 +243,23 @@ impl Handler for Broker {
 }
 
 impl Broker {
+    /// A broker config's value now: dynamic per-broker override, dynamic cluster default,
+    /// static setting, default (for settings that may change at run time).
+    pub fn dynamic_i64(&self, key: &str) -> i64 {
+        let image = self.metadata.image();
+        gregor_meta::config::BrokerConfigView::new(
+            &image,
+            &self.config.settings,
+            self.config.node_id,
+        )
+        .i64(key)
+    }
+
+    /// `fetch.max.bytes`: the largest fetch response (besides KIP-74's first batch).
+    pub fn fetch_max_bytes(&self) -> usize {
+        usize::try_from(self.dynamic_i64("fetch.max.bytes")).unwrap_or(usize::MAX)
+    }
+
     /// Whether a partition's ISR is at least `min.insync.replicas` (acks=all).
     pub fn enough_in_sync(&self, topic: &str, partition: i32) -> bool {
         let image = self.metadata.image();

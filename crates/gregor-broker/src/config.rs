@@ -2,10 +2,11 @@
 //! `--override key=value` settings, validated against gregor-meta's config definitions so that
 //! an unknown or invalid setting stops start-up with a message naming it.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
-use gregor_meta::config::{parse_properties, StaticBrokerConfig};
+use gregor_meta::config::{broker_config, check_supported, parse_properties, StaticBrokerConfig};
 
 /// What the command line gives.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +34,8 @@ pub struct BrokerConfig {
     pub advertised_port: u16,
     pub data_dir: PathBuf,
     pub settings: StaticBrokerConfig,
+    /// `max.connections.per.ip.overrides`, host names resolved at start-up.
+    pub connection_overrides: HashMap<IpAddr, usize>,
 }
 
 /// A configuration problem, naming the setting.
@@ -67,6 +70,38 @@ pub fn parse_listener(key: &str, value: &str) -> Result<(String, u16), ConfigErr
     Ok((host, port))
 }
 
+/// Parses `max.connections.per.ip.overrides`: `host:count` entries separated by commas, hosts
+/// being IP addresses or names (resolved now, every address of a name getting the limit).
+pub fn parse_connection_overrides(text: &str) -> Result<HashMap<IpAddr, usize>, ConfigError> {
+    const KEY: &str = "max.connections.per.ip.overrides";
+    let mut out = HashMap::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (host, count) = entry
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(format!("{KEY}: '{entry}' must look like host:count")))?;
+        let count: usize = count
+            .trim()
+            .parse()
+            .map_err(|_| invalid(format!("{KEY}: '{count}' in '{entry}' is not a count")))?;
+        let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+        let ips: Vec<IpAddr> = match host.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => (host, 0)
+                .to_socket_addrs()
+                .map_err(|e| invalid(format!("{KEY}: cannot resolve '{host}': {e}")))?
+                .map(|a| a.ip())
+                .collect(),
+        };
+        if ips.is_empty() {
+            return Err(invalid(format!("{KEY}: '{host}' resolves to nothing")));
+        }
+        for ip in ips {
+            out.insert(ip, count);
+        }
+    }
+    Ok(out)
+}
+
 impl BrokerConfig {
     pub fn from_options(opts: &BrokerOptions) -> Result<BrokerConfig, ConfigError> {
         let mut pairs: Vec<(String, String)> = Vec::new();
@@ -94,6 +129,12 @@ impl BrokerConfig {
         let mut settings = StaticBrokerConfig::new();
         for (k, v) in &pairs {
             settings.set(k, v).map_err(|e| invalid(e.to_string()))?;
+        }
+        // Settings whose feature does not exist yet are refused, not ignored.
+        for key in settings.explicit().keys() {
+            let def = broker_config(key).expect("set() accepts only known keys");
+            let value = settings.get(key).expect("set() validated the value");
+            check_supported(def, &value).map_err(|e| invalid(e.to_string()))?;
         }
         // Gregor's defaults where they differ from Kafka's: a bare broker is node 1 on
         // 127.0.0.1:9092 with its data in ./gregor-data.
@@ -127,11 +168,22 @@ impl BrokerConfig {
             None if host.is_empty() || host == "0.0.0.0" => ("127.0.0.1".to_string(), port),
             None => (host, port),
         };
-        let data_dir = settings
-            .raw("log.dirs")
-            .or(settings.raw("log.dir"))
+        let dirs = settings.raw("log.dirs").or(settings.raw("log.dir"));
+        if let Some(d) = dirs {
+            if d.split(',').filter(|x| !x.trim().is_empty()).count() > 1 {
+                return Err(invalid(format!(
+                    "log.dirs: '{d}' names several directories; Gregor keeps its data in one"
+                )));
+            }
+        }
+        let data_dir = dirs
             .map(|d| PathBuf::from(d.split(',').next().unwrap_or(d).trim()))
             .unwrap_or_else(|| PathBuf::from("gregor-data"));
+        let connection_overrides = parse_connection_overrides(
+            settings
+                .raw("max.connections.per.ip.overrides")
+                .unwrap_or(""),
+        )?;
         Ok(BrokerConfig {
             node_id,
             bind,
@@ -139,6 +191,7 @@ impl BrokerConfig {
             advertised_port,
             data_dir,
             settings,
+            connection_overrides,
         })
     }
 
@@ -215,11 +268,51 @@ mod tests {
         );
         assert!(bad("log.cleaner.min.compaction.lag.ms=-1")
             .contains("log.cleaner.min.compaction.lag.ms"));
+        assert!(bad("log.dirs=/tmp/a,/tmp/b").contains("log.dirs"));
+        assert!(bad("max.connections.per.ip.overrides=127.0.0.1").contains("host:count"));
         let e = BrokerConfig::from_options(&BrokerOptions {
             listeners: Some("127.0.0.1:9092".into()),
             ..Default::default()
         })
         .expect_err("invalid");
         assert!(e.to_string().contains("PLAINTEXT://"));
+    }
+
+    #[test]
+    fn settings_of_missing_features_are_refused_unless_default() {
+        let start = |o: &str| {
+            BrokerConfig::from_options(&BrokerOptions {
+                overrides: vec![o.to_string()],
+                ..Default::default()
+            })
+        };
+        for o in [
+            "controller.quorum.voters=1@127.0.0.1:9093",
+            "replica.lag.time.max.ms=10000",
+            "replica.fetch.max.bytes=5",
+            "num.replica.fetchers=4",
+            "process.roles=broker",
+            "num.io.threads=16",
+            "log.roll.jitter.ms=5",
+        ] {
+            let key = o.split('=').next().expect("key");
+            let e = start(o).expect_err("refused").to_string();
+            assert!(e.contains(key) && e.contains("not supported"), "{o}: {e}");
+        }
+        // Kafka's default value is what Gregor does, so it is accepted.
+        start("replica.lag.time.max.ms=30000").expect("the default is accepted");
+        start("controller.quorum.voters=").expect("empty is the default");
+    }
+
+    #[test]
+    fn connection_overrides_parse_addresses_and_names() {
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        let o = parse_connection_overrides("127.0.0.2:5, [::1]:9").expect("valid");
+        assert_eq!(o.get(&ip("127.0.0.2")), Some(&5));
+        assert_eq!(o.get(&ip("::1")), Some(&9));
+        let o = parse_connection_overrides("localhost:7").expect("localhost resolves");
+        assert_eq!(o.get(&ip("127.0.0.1")), Some(&7));
+        assert!(parse_connection_overrides("127.0.0.1:x").is_err());
+        assert!(parse_connection_overrides("").expect("empty").is_empty());
     }
 }

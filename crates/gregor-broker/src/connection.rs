@@ -6,24 +6,99 @@
 //! completed ones in order. Requests Kafka answers by closing the connection (unknown API keys,
 //! unsupported versions other than ApiVersions', malformed or oversized frames) stop the reading;
 //! the responses already owed are still written, then the connection closes.
+//!
+//! What a client can make the broker hold is bounded across all connections ([`RequestLimits`]):
+//! before a request's body is read (and allocated), the reader takes its size from the byte
+//! budget `queued.max.request.bytes`, held until the request is decoded and taken by a handler
+//! (for a produce request, whose records are views into that buffer, until its handler has
+//! finished), and a slot from `queued.max.requests`, held until a handler takes the request. When either runs out, connections stop reading and TCP
+//! pushes back on the clients. A connection with nothing in flight that sends no request for
+//! `connections.max.idle.ms` is closed.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::stream::{FuturesOrdered, StreamExt};
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestKind, ResponseKind};
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
-use tracing::{debug, warn};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
 
 use crate::api;
-use crate::frame::{decode_request, encode_response, read_frame, FrameError};
+use crate::frame::{decode_request, encode_response, read_frame_body, read_frame_size, FrameError};
 
 /// Requests in flight per connection before the connection stops reading.
 pub const MAX_IN_FLIGHT: usize = 64;
+
+/// Limits shared by every connection of the broker.
+#[derive(Debug, Clone)]
+pub struct RequestLimits {
+    /// `socket.request.max.bytes`: larger requests close the connection.
+    pub max_request_bytes: usize,
+    /// `connections.max.idle.ms`; `None` never closes an idle connection.
+    pub idle: Option<Duration>,
+    /// `queued.max.requests`: requests read and not yet taken by a handler, all connections.
+    queued: Arc<Semaphore>,
+    /// `queued.max.request.bytes`: bytes of requests read and not yet handled, all connections,
+    /// with the budget's size; `None` is unbounded (-1).
+    request_bytes: Option<(Arc<Semaphore>, u32)>,
+}
+
+impl RequestLimits {
+    /// Limits from the settings' values (`idle_ms` < 0: never; `request_bytes` < 0: no budget).
+    pub fn new(
+        max_request_bytes: usize,
+        idle_ms: i64,
+        queued_requests: usize,
+        request_bytes: i64,
+    ) -> RequestLimits {
+        let request_bytes = u32::try_from(request_bytes)
+            .ok()
+            .or((request_bytes > u32::MAX as i64).then_some(u32::MAX))
+            .map(|n| (Arc::new(Semaphore::new(n as usize)), n));
+        RequestLimits {
+            max_request_bytes,
+            idle: u64::try_from(idle_ms).ok().map(Duration::from_millis),
+            queued: Arc::new(Semaphore::new(queued_requests.max(1))),
+            request_bytes,
+        }
+    }
+
+    /// Bytes of the request budget free now (`None`: unbounded).
+    pub fn request_bytes_available(&self) -> Option<usize> {
+        self.request_bytes
+            .as_ref()
+            .map(|(s, _)| s.available_permits())
+    }
+
+    /// Takes a request's share of the budgets before its body is read. A request larger than
+    /// the whole byte budget takes all of it (it is then read alone) rather than waiting forever.
+    async fn admit(&self, size: usize) -> Option<Permits> {
+        let bytes = match &self.request_bytes {
+            Some((budget, total)) => {
+                let n = u32::try_from(size).unwrap_or(u32::MAX).min(*total);
+                Some(budget.clone().acquire_many_owned(n).await.ok()?)
+            }
+            None => None,
+        };
+        let queued = self.queued.clone().acquire_owned().await.ok()?;
+        Some(Permits {
+            bytes,
+            queued: Some(queued),
+        })
+    }
+}
+
+/// A request's share of the broker-wide budgets; dropping it gives them back.
+struct Permits {
+    bytes: Option<OwnedSemaphorePermit>,
+    queued: Option<OwnedSemaphorePermit>,
+}
 
 /// Who sent a request.
 #[derive(Debug, Clone)]
@@ -66,7 +141,7 @@ pub trait Handler: Send + Sync + 'static {
 }
 
 enum Incoming {
-    Request(Box<crate::frame::Request>),
+    Request(Box<crate::frame::Request>, Permits),
     /// An ApiVersions request at a version we do not support: answered with v0 and the
     /// versions we do (KIP-511).
     UnsupportedApiVersions {
@@ -74,32 +149,63 @@ enum Incoming {
     },
 }
 
-/// Serves one connection until the peer closes it, it sends something that closes it, or
-/// `shutdown` fires.
+/// Serves one TCP connection until the peer closes it, it sends something that closes it, it
+/// stays idle too long, or `shutdown` fires.
 pub async fn serve<H: Handler>(
     stream: TcpStream,
     peer: SocketAddr,
     connection_id: u64,
     handler: Arc<H>,
-    max_request_bytes: usize,
-    mut shutdown: watch::Receiver<bool>,
+    limits: RequestLimits,
+    shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
-    let (rd, mut wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
+    serve_io(rd, wr, peer, connection_id, handler, limits, shutdown).await;
+}
+
+/// Serves one connection given as its two halves (a TCP stream's, or an in-memory pipe's in
+/// tests).
+pub async fn serve_io<R, W, H>(
+    rd: R,
+    mut wr: W,
+    peer: SocketAddr,
+    connection_id: u64,
+    handler: Arc<H>,
+    limits: RequestLimits,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send,
+    H: Handler,
+{
     let (tx, mut rx) = mpsc::channel::<Incoming>(MAX_IN_FLIGHT);
+    let idle = limits.idle;
     let reader = tokio::spawn(async move {
         let mut rd = BufReader::with_capacity(64 * 1024, rd);
         loop {
-            let frame = match read_frame(&mut rd, max_request_bytes).await {
-                Ok(Some(f)) => f,
+            let size = match read_frame_size(&mut rd, limits.max_request_bytes).await {
+                Ok(Some(size)) => size,
                 Ok(None) => return,
                 Err(e) => {
                     warn!(%peer, connection_id, error = %e, "closing connection");
                     return;
                 }
             };
+            // The budgets are taken before the body is allocated: under pressure the
+            // connection stops reading and TCP pushes back.
+            let Some(permits) = limits.admit(size).await else {
+                return;
+            };
+            let frame = match read_frame_body(&mut rd, size).await {
+                Ok(f) => f,
+                Err(e) => {
+                    debug!(%peer, connection_id, error = %e, "connection closed mid-request");
+                    return;
+                }
+            };
             let incoming = match decode_request(frame) {
-                Ok(r) => Incoming::Request(Box::new(r)),
+                Ok(r) => Incoming::Request(Box::new(r), permits),
                 Err(FrameError::UnsupportedVersion {
                     api: ApiKey::ApiVersions,
                     correlation_id,
@@ -121,14 +227,27 @@ pub async fn serve<H: Handler>(
         FuturesOrdered::new();
     let mut reading = true;
     let client_host = peer.ip().to_string();
+    let mut last_active = Instant::now();
+    // Far enough never to fire when idle connections are kept.
+    let idle_after = idle.unwrap_or(Duration::from_secs(100 * 365 * 86_400));
     loop {
         if !reading && pending.is_empty() {
             break;
         }
         tokio::select! {
             incoming = rx.recv(), if reading && pending.len() < MAX_IN_FLIGHT => {
+                last_active = Instant::now();
                 match incoming {
-                    Some(Incoming::Request(req)) => {
+                    Some(Incoming::Request(req, mut permits)) => {
+                        // A handler takes it now: it no longer counts as queued. A produce
+                        // request's records are views into its frame, so its bytes stay counted
+                        // until the handler is done; any other request's frame is gone once
+                        // decoded, and a parked request (a fetch waiting max_wait_ms, a join
+                        // waiting for its group) must not hold the budget.
+                        permits.queued = None;
+                        if req.api_key != ApiKey::Produce {
+                            permits.bytes = None;
+                        }
                         let version = req.header.request_api_version;
                         let correlation_id = req.header.correlation_id;
                         let ctx = RequestContext {
@@ -142,7 +261,9 @@ pub async fn serve<H: Handler>(
                         let h = handler.clone();
                         let api_key = req.api_key;
                         pending.push_back(Box::pin(async move {
-                            (api_key, version, correlation_id, h.handle(ctx, req.body).await)
+                            let response = h.handle(ctx, req.body).await;
+                            drop(permits);
+                            (api_key, version, correlation_id, response)
                         }));
                     }
                     Some(Incoming::UnsupportedApiVersions { correlation_id }) => {
@@ -156,6 +277,7 @@ pub async fn serve<H: Handler>(
                 }
             }
             Some((api_key, version, correlation_id, response)) = pending.next(), if !pending.is_empty() => {
+                last_active = Instant::now();
                 let response = match response {
                     Reply::Respond(r) => r,
                     Reply::Nothing => continue,
@@ -177,6 +299,10 @@ pub async fn serve<H: Handler>(
                     }
                 }
             }
+            _ = tokio::time::sleep_until(last_active + idle_after), if idle.is_some() && pending.is_empty() => {
+                info!(%peer, connection_id, idle_ms = idle_after.as_millis() as u64, "closing idle connection (connections.max.idle.ms)");
+                break;
+            }
             _ = shutdown.changed() => {
                 reading = false;
             }
@@ -186,6 +312,239 @@ pub async fn serve<H: Handler>(
     let _ = wr.shutdown().await;
 }
 
-async fn write(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: Bytes) -> std::io::Result<()> {
+async fn write<W: AsyncWrite + Unpin>(wr: &mut W, bytes: Bytes) -> std::io::Result<()> {
     wr.write_all(&bytes).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, DuplexStream};
+
+    /// Answers every request with an empty ApiVersions response once `gate` lets it.
+    struct Gated {
+        gate: Semaphore,
+        handled: AtomicUsize,
+    }
+
+    impl Handler for Gated {
+        async fn handle(self: Arc<Self>, _ctx: RequestContext, _request: RequestKind) -> Reply {
+            self.handled.fetch_add(1, Ordering::SeqCst);
+            self.gate.acquire().await.expect("open").forget();
+            Reply::Respond(ResponseKind::ApiVersions(ApiVersionsResponse::default()))
+        }
+    }
+
+    /// ApiVersions v0 with a null client id: a 10-byte frame body.
+    fn api_versions_frame(correlation_id: i32) -> Vec<u8> {
+        let mut f = 10i32.to_be_bytes().to_vec();
+        f.extend_from_slice(&18i16.to_be_bytes());
+        f.extend_from_slice(&0i16.to_be_bytes());
+        f.extend_from_slice(&correlation_id.to_be_bytes());
+        f.extend_from_slice(&(-1i16).to_be_bytes());
+        f
+    }
+
+    async fn response_correlation(client: &mut DuplexStream) -> std::io::Result<i32> {
+        let size = client.read_i32().await?;
+        let mut body = vec![0u8; size as usize];
+        client.read_exact(&mut body).await?;
+        Ok(i32::from_be_bytes([body[0], body[1], body[2], body[3]]))
+    }
+
+    fn start(
+        handler: Arc<Gated>,
+        limits: RequestLimits,
+    ) -> (
+        DuplexStream,
+        tokio::task::JoinHandle<()>,
+        watch::Sender<bool>,
+    ) {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let (rd, wr) = tokio::io::split(server);
+        let (tx, rx) = watch::channel(false);
+        let peer: SocketAddr = "127.0.0.1:40000".parse().expect("addr");
+        let task = tokio::spawn(serve_io(rd, wr, peer, 7, handler, limits, rx));
+        (client, task, tx)
+    }
+
+    fn open_gate() -> Arc<Gated> {
+        Arc::new(Gated {
+            gate: Semaphore::new(Semaphore::MAX_PERMITS),
+            handled: AtomicUsize::new(0),
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_connection_closes_after_connections_max_idle_ms_of_silence() {
+        let limits = RequestLimits::new(1 << 20, 1_000, 10, -1);
+        let (mut client, task, _shutdown) = start(open_gate(), limits);
+        client
+            .write_all(&api_versions_frame(1))
+            .await
+            .expect("write");
+        assert_eq!(response_correlation(&mut client).await.expect("answer"), 1);
+        // A request before the limit keeps the connection open and restarts the clock.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        client
+            .write_all(&api_versions_frame(2))
+            .await
+            .expect("write");
+        assert_eq!(response_correlation(&mut client).await.expect("answer"), 2);
+        let last = Instant::now();
+        let mut rest = Vec::new();
+        let n = client.read_to_end(&mut rest).await.expect("clean close");
+        assert_eq!(n, 0, "nothing but the close");
+        let silent = Instant::now() - last;
+        assert!(
+            silent >= Duration::from_millis(1_000) && silent < Duration::from_millis(1_100),
+            "closed after {silent:?} of silence"
+        );
+        task.await.expect("connection task ends");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_with_a_request_in_flight_is_not_idle() {
+        let handler = Arc::new(Gated {
+            gate: Semaphore::new(0),
+            handled: AtomicUsize::new(0),
+        });
+        let limits = RequestLimits::new(1 << 20, 1_000, 10, -1);
+        let (mut client, _task, _shutdown) = start(handler.clone(), limits);
+        client
+            .write_all(&api_versions_frame(1))
+            .await
+            .expect("write");
+        tokio::time::sleep(Duration::from_millis(5_000)).await;
+        handler.gate.add_permits(1);
+        assert_eq!(
+            response_correlation(&mut client).await.expect("answered"),
+            1
+        );
+    }
+
+    /// A Produce v3 request with `n` bytes of (unchecked) records, as the connection sees it.
+    fn produce_frame(correlation_id: i32, n: usize) -> Vec<u8> {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        use kafka_protocol::messages::{ProduceRequest, RequestHeader, TopicName};
+        use kafka_protocol::protocol::{Encodable, StrBytes};
+        let mut header = RequestHeader::default();
+        header.request_api_key = ApiKey::Produce as i16;
+        header.request_api_version = 3;
+        header.correlation_id = correlation_id;
+        let mut part = PartitionProduceData::default();
+        part.records = Some(Bytes::from(vec![0u8; n]));
+        let mut topic = TopicProduceData::default();
+        topic.name = TopicName(StrBytes::from_static_str("t"));
+        topic.partition_data = vec![part];
+        let mut body = ProduceRequest::default();
+        body.acks = 1;
+        body.topic_data = vec![topic];
+        let mut buf = bytes::BytesMut::new();
+        header.encode(&mut buf, 1).expect("header");
+        body.encode(&mut buf, 3).expect("body");
+        let mut f = (buf.len() as i32).to_be_bytes().to_vec();
+        f.extend_from_slice(&buf);
+        f
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn produce_bytes_count_until_appended_and_stop_reading_when_over_budget() {
+        let handler = Arc::new(Gated {
+            gate: Semaphore::new(0),
+            handled: AtomicUsize::new(0),
+        });
+        let size = produce_frame(1, 1000).len() - 4;
+        // Room for two of these produce requests, not three.
+        let budget = (2 * size + size / 2) as i64;
+        let limits = RequestLimits::new(1 << 20, -1, 100, budget);
+        let (mut client, _task, _shutdown) = start(handler.clone(), limits.clone());
+        for id in 1..=3 {
+            client
+                .write_all(&produce_frame(id, 1000))
+                .await
+                .expect("write");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            handler.handled.load(Ordering::SeqCst),
+            2,
+            "the third is not read"
+        );
+        // The third request has taken what is left and waits for the rest.
+        assert_eq!(limits.request_bytes_available(), Some(0));
+        handler.gate.add_permits(3);
+        for id in 1..=3 {
+            assert_eq!(response_correlation(&mut client).await.expect("answer"), id);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(handler.handled.load(Ordering::SeqCst), 3);
+        assert_eq!(
+            limits.request_bytes_available(),
+            Some(budget as usize),
+            "all given back"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn parked_requests_other_than_produce_do_not_hold_the_byte_budget() {
+        let handler = Arc::new(Gated {
+            gate: Semaphore::new(0),
+            handled: AtomicUsize::new(0),
+        });
+        // Room for two 10-byte requests at a time.
+        let limits = RequestLimits::new(1 << 20, -1, 100, 25);
+        let (mut client, _task, _shutdown) = start(handler.clone(), limits.clone());
+        for id in 1..=10 {
+            client
+                .write_all(&api_versions_frame(id))
+                .await
+                .expect("write");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            handler.handled.load(Ordering::SeqCst),
+            10,
+            "all read while parked"
+        );
+        assert_eq!(limits.request_bytes_available(), Some(25));
+        handler.gate.add_permits(10);
+        for id in 1..=10 {
+            assert_eq!(response_correlation(&mut client).await.expect("answer"), id);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_queue_slot_for_all_connections_still_serves_them_all() {
+        let handler = Arc::new(Gated {
+            gate: Semaphore::new(Semaphore::MAX_PERMITS),
+            handled: AtomicUsize::new(0),
+        });
+        let limits = RequestLimits::new(1 << 20, -1, 1, -1);
+        // One queued request at most: two connections still get every answer, in turn.
+        let (mut a, _ta, _sa) = start(handler.clone(), limits.clone());
+        let (mut b, _tb, _sb) = start(handler.clone(), limits.clone());
+        for id in 1..=5 {
+            a.write_all(&api_versions_frame(id)).await.expect("write");
+            b.write_all(&api_versions_frame(100 + id))
+                .await
+                .expect("write");
+        }
+        for id in 1..=5 {
+            assert_eq!(response_correlation(&mut a).await.expect("a"), id);
+            assert_eq!(response_correlation(&mut b).await.expect("b"), 100 + id);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_larger_than_the_whole_budget_is_read_alone() {
+        let limits = RequestLimits::new(1 << 20, -1, 10, 4);
+        let (mut client, _task, _shutdown) = start(open_gate(), limits);
+        client
+            .write_all(&api_versions_frame(9))
+            .await
+            .expect("write");
+        assert_eq!(response_correlation(&mut client).await.expect("answer"), 9);
+    }
 }

@@ -42,6 +42,18 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     max: usize,
 ) -> Result<Option<Bytes>, FrameError> {
+    match read_frame_size(reader, max).await? {
+        Some(size) => read_frame_body(reader, size).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Reads a frame's size prefix and checks it against `max` before anything is allocated.
+/// `Ok(None)` on a clean end of stream between frames.
+pub async fn read_frame_size<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> Result<Option<usize>, FrameError> {
     let mut size = [0u8; 4];
     match reader.read_exact(&mut size).await {
         Ok(_) => {}
@@ -52,9 +64,17 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     if size < 0 || size as usize > max {
         return Err(FrameError::TooLarge { size, max });
     }
-    let mut buf = BytesMut::zeroed(size as usize);
+    Ok(Some(size as usize))
+}
+
+/// Reads a frame body of `size` bytes (already checked by [`read_frame_size`]).
+pub async fn read_frame_body<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    size: usize,
+) -> Result<Bytes, FrameError> {
+    let mut buf = BytesMut::zeroed(size);
     reader.read_exact(&mut buf).await?;
-    Ok(Some(buf.freeze()))
+    Ok(buf.freeze())
 }
 
 /// A decoded request.

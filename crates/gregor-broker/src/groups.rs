@@ -154,6 +154,10 @@ fn group_config(b: &Broker) -> GroupConfig {
         initial_rebalance_delay_ms: b.config.int("group.initial.rebalance.delay.ms") as i32,
         max_size: b.config.int("group.max.size").max(1) as usize,
         offset_metadata_max_bytes: b.config.int("offset.metadata.max.bytes").max(0) as usize,
+        offsets_retention_ms: b
+            .config
+            .int("offsets.retention.minutes")
+            .saturating_mul(60_000),
         ..GroupConfig::default()
     }
 }
@@ -211,6 +215,12 @@ async fn run(b: Arc<Broker>, mut coordinator: GroupCoordinator, mut rx: mpsc::Re
     let mut pending = 0usize;
     let effects = coordinator.complete_load(now_ms());
     pending += carry_out(effects, &mut waiting, &append_tx);
+    // Offset expiry runs every offsets.retention.check.interval.ms (first after one interval).
+    let check = std::time::Duration::from_millis(
+        b.config.int("offsets.retention.check.interval.ms").max(1) as u64,
+    );
+    let mut expiry = tokio::time::interval_at(tokio::time::Instant::now() + check, check);
+    expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let deadline = coordinator.next_deadline();
         let sleep = async {
@@ -236,6 +246,7 @@ async fn run(b: Arc<Broker>, mut coordinator: GroupCoordinator, mut rx: mpsc::Re
                 coordinator.append_completed(now_ms(), token, result)
             }
             _ = sleep => coordinator.tick(now_ms()),
+            _ = expiry.tick() => coordinator.expire_offsets(now_ms()),
         };
         pending += carry_out(effects, &mut waiting, &append_tx);
     }

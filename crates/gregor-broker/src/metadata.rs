@@ -176,9 +176,19 @@ impl MetadataManager {
             Arc::new(inner.controller.image().clone());
         let view = inner.controller.config_view();
         replicas.apply(&view, &delta.local_changes(self.node_id));
-        for resource in &delta.changed_configs {
-            if resource.resource_type == gregor_meta::ConfigResourceType::Topic {
-                replicas.reconfigure(&resource.name, &view);
+        let node = self.node_id.to_string();
+        let broker_wide = delta.changed_configs.iter().any(|r| {
+            r.resource_type == gregor_meta::ConfigResourceType::Broker
+                && (r.name.is_empty() || r.name == node)
+        });
+        if broker_wide {
+            // Broker defaults of topic configs reach every running log.
+            replicas.reconfigure_all(&view);
+        } else {
+            for resource in &delta.changed_configs {
+                if resource.resource_type == gregor_meta::ConfigResourceType::Topic {
+                    replicas.reconfigure(&resource.name, &view);
+                }
             }
         }
         Ok((response, delta))

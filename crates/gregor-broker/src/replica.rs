@@ -293,6 +293,22 @@ impl ReplicaManager {
         }
     }
 
+    /// Re-reads every open log's config after a broker-level change (this broker's dynamic
+    /// configs or the cluster-wide default): topic configs without an override of their own
+    /// take their default from the broker's (`log.retention.ms` for `retention.ms`, ...).
+    pub fn reconfigure_all(&self, view: &BrokerConfigView<'_>) {
+        let mut by_topic: HashMap<String, LogConfig> = HashMap::new();
+        for p in self.all() {
+            let config = by_topic
+                .entry(p.topic.clone())
+                .or_insert_with(|| log_config(view, &p.topic))
+                .clone();
+            if let Err(e) = p.log.set_config(config) {
+                warn!(topic = %p.topic, partition = p.index, error = %e, "cannot apply broker config");
+            }
+        }
+    }
+
     fn open_partition(
         &self,
         topic: &str,

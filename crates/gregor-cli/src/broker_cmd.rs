@@ -35,8 +35,7 @@ pub fn run(args: BrokerArgs) -> Result<()> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let bind = config.bind;
-        let listener = tokio::net::TcpListener::bind(bind)
-            .await
+        let listener = gregor_broker::server::bind_listener(&config)
             .with_context(|| format!("cannot listen on {bind}"))?;
         let broker = Broker::start(config)
             .await

@@ -526,3 +526,45 @@ fn bench_produce_and_consume_against_a_broker() {
     );
     assert!(err.contains("127.0.0.1:1"), "{err}");
 }
+
+/// A setting whose feature does not exist yet stops the broker at start-up, naming it, rather
+/// than being accepted and ignored; its default value is accepted.
+#[test]
+fn broker_refuses_settings_of_missing_features_at_start_up() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let data = data.to_str().expect("utf-8 path");
+    for (setting, key) in [
+        (
+            "controller.quorum.voters=1@127.0.0.1:9093",
+            "controller.quorum.voters",
+        ),
+        ("replica.fetch.max.bytes=1", "replica.fetch.max.bytes"),
+        ("num.io.threads=16", "num.io.threads"),
+    ] {
+        let out = gregor(
+            &[
+                "broker",
+                "--listeners",
+                "PLAINTEXT://127.0.0.1:0",
+                "--data-dir",
+                data,
+                "--override",
+                setting,
+            ],
+            None,
+        );
+        assert!(!out.status.success(), "{setting} must stop start-up");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(key) && err.contains("not supported"),
+            "{setting}: {err}"
+        );
+        assert!(
+            !std::path::Path::new(data)
+                .join("__cluster_metadata-0")
+                .exists(),
+            "refused before anything is written"
+        );
+    }
+}

@@ -17,6 +17,9 @@ pub struct GroupConfig {
     pub new_member_join_timeout_ms: i32,
     /// `offset.metadata.max.bytes`: largest metadata string of a committed offset.
     pub offset_metadata_max_bytes: usize,
+    /// `offsets.retention.minutes` in milliseconds: how long the offsets of a group nobody
+    /// consumes with are kept.
+    pub offsets_retention_ms: i64,
 }
 
 impl Default for GroupConfig {
@@ -28,6 +31,7 @@ impl Default for GroupConfig {
             max_size: usize::MAX,
             new_member_join_timeout_ms: 300_000,
             offset_metadata_max_bytes: 4_096,
+            offsets_retention_ms: 10_080 * 60_000,
         }
     }
 }

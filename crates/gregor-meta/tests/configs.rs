@@ -568,3 +568,45 @@ fn effective_topic_configs_for_the_log() {
     assert_eq!(cfg["retention.ms"], ConfigValue::Long(604_800_000));
     assert_eq!(cfg.len(), TOPIC_CONFIGS.len());
 }
+
+#[test]
+fn settings_of_missing_features_are_refused_naming_them() {
+    let mut c = Cluster::with_brokers(&[0]);
+    c.create(CreatableTopic::new("t")).unwrap();
+    let broker = ConfigResource::broker(0);
+    for (resource, key, value) in [
+        (broker.clone(), "num.replica.fetchers", "4"),
+        (ConfigResource::cluster_default(), "num.io.threads", "16"),
+        (broker.clone(), "log.roll.jitter.ms", "10"),
+        (ConfigResource::topic("t"), "segment.jitter.ms", "10"),
+        (ConfigResource::topic("t"), "file.delete.delay.ms", "0"),
+    ] {
+        let before = c.controller.image().configs(&resource).cloned();
+        let e = alter(
+            &mut c,
+            resource.clone(),
+            vec![AlterableConfig::set(key, value)],
+        )
+        .expect_err("refused");
+        assert_eq!(e.code, ResponseError::InvalidConfig, "{key}");
+        assert!(
+            e.message.contains(key) && e.message.contains("not supported"),
+            "{}",
+            e.message
+        );
+        assert_eq!(
+            c.controller.image().configs(&resource).cloned(),
+            before,
+            "{key}: nothing written"
+        );
+    }
+    // The default is what Gregor does, so setting it is accepted.
+    alter(
+        &mut c,
+        broker,
+        vec![AlterableConfig::set("num.io.threads", "8")],
+    )
+    .expect("the default is accepted");
+    assert!(unsupported_reason("controller.quorum.voters").is_some());
+    assert!(unsupported_reason("log.retention.ms").is_none());
+}

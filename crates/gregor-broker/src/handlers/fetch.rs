@@ -1,7 +1,15 @@
-//! Fetch: consumers read up to the high watermark (followers would read to the log end). A
-//! fetch that finds fewer than `min_bytes` parks until an append moves a high watermark it
-//! reads, or until `max_wait_ms`; it returns as soon as `min_bytes` are there. Fetch sessions
-//! (KIP-227) are answered as full fetches (session id 0), which every client accepts.
+//! Fetch: consumers read up to the high watermark; a fetch naming a replica id (followers) reads
+//! to the log end, but only from a broker that is a follower replica of the partition: any other
+//! replica id is refused as Kafka refuses it (UNKNOWN_LEADER_EPOCH when the request carries the
+//! current leader epoch, NOT_LEADER_OR_FOLLOWER otherwise), so that no client can read past the
+//! high watermark by claiming to be a replica.
+//!
+//! A fetch that finds fewer than `min_bytes` parks until an append moves a high watermark it
+//! reads, or until `max_wait_ms`; it returns as soon as `min_bytes` are there. The response is
+//! capped by the request's `max_bytes` and the broker's `fetch.max.bytes` (KIP-74: the first
+//! non-empty partition may exceed them by one batch). Disk reads run on the blocking pool, not
+//! on the async workers. Fetch sessions (KIP-227) are answered as full fetches (session id 0),
+//! which every client accepts.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,18 +24,59 @@ use tokio::sync::watch;
 use super::produce::locate;
 use crate::broker::Broker;
 use crate::replica::Partition;
+use crate::util::blocking;
 
+/// Who reads: a consumer (to the high watermark), a follower replica (to the log end), or a
+/// client claiming a replica id it does not hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    Consumer,
+    Follower,
+    NotAReplica { replica_id: i32 },
+}
+
+#[derive(Clone)]
 struct Target {
     topic_index: usize,
     partition: i32,
     fetch_offset: i64,
     max_bytes: usize,
     current_leader_epoch: i32,
+    reader: Reader,
     part: Result<Arc<Partition>, ResponseError>,
 }
 
+/// The replica id a fetch names (-1 for consumers): `replica_id` before v15, `replica_state`
+/// from v15 (KIP-903).
+fn replica_id(r: &FetchRequest, version: i16) -> i32 {
+    if version >= 15 {
+        r.replica_state.replica_id.0
+    } else {
+        r.replica_id.0
+    }
+}
+
+/// How a fetch from `replica_id` may read `topic`/`partition`: only a follower replica of the
+/// partition (a replica other than this broker) reads past the high watermark.
+fn reader_for(b: &Broker, replica_id: i32, topic: &str, partition: i32) -> Reader {
+    if replica_id < 0 {
+        return Reader::Consumer;
+    }
+    let image = b.metadata.image();
+    let is_follower = replica_id != b.config.node_id
+        && image
+            .topic(topic)
+            .and_then(|t| t.partitions.get(&partition))
+            .is_some_and(|p| p.replicas.contains(&replica_id));
+    if is_follower {
+        Reader::Follower
+    } else {
+        Reader::NotAReplica { replica_id }
+    }
+}
+
 pub async fn fetch(b: &Broker, r: FetchRequest, version: i16) -> FetchResponse {
-    let follower = r.replica_id.0 >= 0 || (version >= 15 && r.replica_state.replica_id.0 >= 0);
+    let replica_id = replica_id(&r, version);
     let mut targets = Vec::new();
     let mut topics_out = Vec::new();
     for (ti, t) in r.topics.iter().enumerate() {
@@ -37,22 +86,23 @@ pub async fn fetch(b: &Broker, r: FetchRequest, version: i16) -> FetchResponse {
         out.topic_id = t.topic_id;
         topics_out.push(out);
         for p in &t.partitions {
+            let part = locate(b, &name, t.topic_id, p.partition);
+            let topic_name = part.as_ref().map_or(name.as_str(), |p| p.topic.as_str());
             targets.push(Target {
                 topic_index: ti,
                 partition: p.partition,
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes.max(0) as usize,
                 current_leader_epoch: p.current_leader_epoch,
-                part: locate(b, &name, t.topic_id, p.partition),
+                reader: reader_for(b, replica_id, topic_name, p.partition),
+                part,
             });
         }
     }
     let min_bytes = r.min_bytes.max(0) as usize;
-    let max_bytes = if version >= 3 {
-        r.max_bytes.max(0) as usize
-    } else {
-        usize::MAX
-    };
+    // fetch.max.bytes caps every fetch, whatever the client asks for.
+    let broker_max = b.fetch_max_bytes();
+    let max_bytes = (r.max_bytes.max(0) as usize).min(broker_max);
     let deadline = Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64);
     // Subscribe before the first read so that an append between read and wait is not missed.
     let mut watches: Vec<watch::Receiver<i64>> = targets
@@ -69,7 +119,7 @@ pub async fn fetch(b: &Broker, r: FetchRequest, version: i16) -> FetchResponse {
             targets = relocated(b, &r, &targets);
         }
         first = false;
-        let (results, bytes) = read_all(&targets, max_bytes, follower, version);
+        let (results, bytes) = read_all_blocking(targets.clone(), max_bytes, version).await;
         let any_error = results.iter().any(|p| p.error_code != 0);
         if bytes >= min_bytes || any_error || watches.is_empty() || Instant::now() >= deadline {
             break results;
@@ -79,8 +129,8 @@ pub async fn fetch(b: &Broker, r: FetchRequest, version: i16) -> FetchResponse {
             // An append (or a partition stopping) woke us, or a partition went away.
             Ok(_) => continue,
             Err(_) => {
-                let (results, _) =
-                    read_all(&relocated(b, &r, &targets), max_bytes, follower, version);
+                targets = relocated(b, &r, &targets);
+                let (results, _) = read_all_blocking(targets.clone(), max_bytes, version).await;
                 break results;
             }
         }
@@ -100,49 +150,38 @@ fn relocated(b: &Broker, r: &FetchRequest, targets: &[Target]) -> Vec<Target> {
         .map(|t| {
             let topic = &r.topics[t.topic_index];
             Target {
-                topic_index: t.topic_index,
-                partition: t.partition,
-                fetch_offset: t.fetch_offset,
-                max_bytes: t.max_bytes,
-                current_leader_epoch: t.current_leader_epoch,
                 part: locate(b, &topic.topic.0, topic.topic_id, t.partition),
+                ..t.clone()
             }
         })
         .collect()
 }
 
-fn read_all(
-    targets: &[Target],
+/// Reads every target on the blocking pool (segment reads are file I/O).
+async fn read_all_blocking(
+    targets: Vec<Target>,
     max_bytes: usize,
-    follower: bool,
     version: i16,
 ) -> (Vec<PartitionData>, usize) {
+    blocking(move || read_all(&targets, max_bytes, version)).await
+}
+
+fn read_all(targets: &[Target], max_bytes: usize, version: i16) -> (Vec<PartitionData>, usize) {
     let mut total = 0usize;
     let mut out = Vec::with_capacity(targets.len());
     for t in targets {
-        let budget = if total == 0 {
-            t.max_bytes
-        } else {
-            t.max_bytes.min(max_bytes.saturating_sub(total))
-        };
-        // KIP-74: the first non-empty partition may exceed the limits; later ones may not.
-        let pd = read_one(
-            t,
-            if total > 0 && budget == 0 {
-                0
-            } else {
-                budget.max(1)
-            },
-            follower,
-            version,
-        );
+        // KIP-74: the first non-empty partition may exceed the limits by one batch (the log
+        // returns at least one whole batch); later ones may not.
+        let budget = t.max_bytes.min(max_bytes.saturating_sub(total));
+        let budget = if total == 0 { budget.max(1) } else { budget };
+        let pd = read_one(t, budget, version);
         total += pd.records.as_ref().map_or(0, Bytes::len);
         out.push(pd);
     }
     (out, total)
 }
 
-fn read_one(t: &Target, budget: usize, follower: bool, version: i16) -> PartitionData {
+fn read_one(t: &Target, budget: usize, version: i16) -> PartitionData {
     let mut pd = PartitionData::default();
     pd.partition_index = t.partition;
     pd.high_watermark = -1;
@@ -171,6 +210,19 @@ fn read_one(t: &Target, budget: usize, follower: bool, version: i16) -> Partitio
         };
         return pd;
     }
+    if let Reader::NotAReplica { replica_id } = t.reader {
+        // Kafka's answer to a replica id outside the replica set: with the current leader
+        // epoch the (replica, epoch) pair is not recognised, without it the leader cannot
+        // tell whose state is stale.
+        pd.error_code = if t.current_leader_epoch >= 0 {
+            ResponseError::UnknownLeaderEpoch.code()
+        } else {
+            ResponseError::NotLeaderOrFollower.code()
+        };
+        tracing::debug!(topic = %part.topic, partition = t.partition, replica_id, "fetch from a replica id that is not a follower of the partition");
+        return pd;
+    }
+    let follower = t.reader == Reader::Follower;
     let log = &part.log;
     let hw = part.high_watermark();
     pd.high_watermark = hw;

@@ -158,7 +158,8 @@ impl GroupCoordinator {
                 // A static rejoin's JoinGroup is parked on its member and was answered above.
                 PendingAppend::StaticRejoin(_)
                 | PendingAppend::Sync { .. }
-                | PendingAppend::GroupMetadata { .. } => continue,
+                | PendingAppend::GroupMetadata { .. }
+                | PendingAppend::ExpiredOffsets { .. } => continue,
             };
             out.push(Effect::Respond {
                 request_id,

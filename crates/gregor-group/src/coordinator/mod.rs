@@ -2,6 +2,7 @@
 //! durable, and rebuilds its state from `__consumer_offsets` at load.
 
 mod admin;
+mod expiry;
 mod join;
 mod load;
 mod membership;
@@ -98,6 +99,8 @@ pub(crate) enum PendingAppend {
     },
     /// Metadata of a group that became Empty; nothing waits on it.
     GroupMetadata { group_id: String },
+    /// Tombstones of expired offsets (and maybe their group); nothing waits on them.
+    ExpiredOffsets { group_id: String },
 }
 
 #[derive(Debug, Default)]
@@ -283,6 +286,13 @@ impl GroupCoordinator {
                     // Nothing waits on it; the previous generation in the log has no live members
                     // either, so a reload would expire them. Kafka only warns too.
                     tracing::warn!(group = %group_id, %error, "failed to write empty group metadata");
+                }
+            }
+            PendingAppend::ExpiredOffsets { group_id } => {
+                if let Err(error) = result {
+                    // The offsets are gone from memory; a reload finds them in the log and
+                    // expires them again.
+                    tracing::warn!(group = %group_id, %error, "failed to write expired-offset tombstones");
                 }
             }
         }

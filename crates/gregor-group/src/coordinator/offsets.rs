@@ -75,6 +75,11 @@ impl Offsets {
     pub fn clear(&mut self) {
         self.by_group.clear();
     }
+
+    /// Groups with committed offsets.
+    pub fn group_ids(&self) -> Vec<String> {
+        self.by_group.keys().cloned().collect()
+    }
 }
 
 pub(crate) fn offset_commit_record(

@@ -8,8 +8,9 @@ mod properties;
 pub mod value;
 
 pub use defs::{
-    broker_config, parse_broker_config, parse_topic_config, topic_config, ConfigDef, Synonym,
-    SynonymUnit, BROKER_CONFIGS, TOPIC_CONFIGS,
+    broker_config, check_supported, parse_broker_config, parse_topic_config, topic_config,
+    unsupported_reason, ConfigDef, Synonym, SynonymUnit, BROKER_CONFIGS, TOPIC_CONFIGS,
+    UNSUPPORTED,
 };
 pub use describe::{
     describe_configs, ConfigSource, ConfigSynonymEntry, DescribedConfig, ResolvedConfig,

@@ -169,6 +169,16 @@ pub enum ConfigError {
     /// Two configs contradict each other.
     #[error("{0}")]
     Conflict(String),
+    /// A setting whose feature does not exist yet, set to something other than its default.
+    #[error("{key} is not supported yet ({reason}); only its default ({default}) is accepted")]
+    Unsupported {
+        /// The key.
+        key: String,
+        /// Why.
+        reason: &'static str,
+        /// The default, as text.
+        default: &'static str,
+    },
 }
 
 /// Parse `raw` as type `ty` and check it against `validator`, naming `key` in errors.

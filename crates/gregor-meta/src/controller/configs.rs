@@ -2,8 +2,8 @@
 
 use super::{Controller, ControllerResult};
 use crate::config::{
-    broker_config, split_list, topic_config, validate_topic_overrides, BrokerConfigView, ConfigDef,
-    ConfigError, ConfigType,
+    broker_config, check_supported, split_list, topic_config, validate_topic_overrides,
+    BrokerConfigView, ConfigDef, ConfigError, ConfigType,
 };
 use crate::error::ApiError;
 use crate::image::MetadataImage;
@@ -203,7 +203,10 @@ impl Controller {
                             c.name
                         ))
                     })?;
-                    def.parse(v)
+                    let value = def
+                        .parse(v)
+                        .map_err(|e| ApiError::invalid_config(e.to_string()))?;
+                    check_supported(def, &value)
                         .map_err(|e| ApiError::invalid_config(e.to_string()))?;
                     Some(v.trim().to_string())
                 }
@@ -236,7 +239,10 @@ impl Controller {
                         }
                     }
                     let joined = list.join(",");
-                    def.parse(&joined)
+                    let value = def
+                        .parse(&joined)
+                        .map_err(|e| ApiError::invalid_config(e.to_string()))?;
+                    check_supported(def, &value)
                         .map_err(|e| ApiError::invalid_config(e.to_string()))?;
                     Some(joined)
                 }
