@@ -187,6 +187,9 @@ impl Broker {
                         for p in parts {
                             let _ = p.log.flush_if_due(now_ms());
                             let _ = p.log.checkpoint();
+                            if let Err(e) = p.snapshot_producers() {
+                                warn!(topic = %p.topic, partition = p.index, error = %e, "cannot write the producer-state snapshot");
+                            }
                         }
                     }).await;
                 }

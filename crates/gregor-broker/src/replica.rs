@@ -16,7 +16,7 @@ use kafka_protocol::ResponseError;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::producer_state::{Check, ProducerStates};
+use crate::producer_state::{parse_snapshot, snapshot_bytes, Check, ProducerStates, SNAPSHOT_FILE};
 use crate::util::{blocking, for_each_parallel, now_ms};
 
 /// Identifies a partition by name.
@@ -38,6 +38,8 @@ pub struct Partition {
     role: Mutex<Role>,
     /// Serialises the idempotence check with the write that follows it.
     producers: tokio::sync::Mutex<ProducerStates>,
+    /// Log end offset of the last producer-state snapshot written (-1: none).
+    snapshot_offset: std::sync::atomic::AtomicI64,
     /// The high watermark, for parked fetches to wait on.
     hw: watch::Sender<i64>,
 }
@@ -152,6 +154,28 @@ impl Partition {
     /// Forgets idempotent producers that have not written for `expiration_ms`.
     pub async fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
         self.producers.lock().await.expire(now_ms, expiration_ms)
+    }
+
+    /// Writes a producer-state snapshot if the log has grown since the last one, so that a
+    /// restart replays only the batches after it. Blocking file work: call it off the async
+    /// workers. The state and the log end offset are read under the producer lock, which every
+    /// append holds while it writes, so they match.
+    pub fn snapshot_producers(&self) -> Result<(), LogError> {
+        use std::sync::atomic::Ordering;
+        let (bytes, offset) = {
+            let producers = self.producers.blocking_lock();
+            let offset = self.log.log_end_offset();
+            // Nothing new since the last one, or nothing a restart would replay.
+            if offset == self.snapshot_offset.load(Ordering::SeqCst)
+                || offset <= self.log.log_start_offset()
+            {
+                return Ok(());
+            }
+            (snapshot_bytes(&producers, offset), offset)
+        };
+        gregor_log::Disk::real().write_atomic(&self.log.dir().join(SNAPSHOT_FILE), &bytes)?;
+        self.snapshot_offset.store(offset, Ordering::SeqCst);
+        Ok(())
     }
 }
 
@@ -322,8 +346,7 @@ impl ReplicaManager {
         // This node is the only replica it knows of here: what is durable is committed.
         let leo = log.log_end_offset();
         log.set_high_watermark(leo);
-        let mut producers = ProducerStates::default();
-        rebuild_producers(&log, &mut producers);
+        let (producers, snapshot_offset) = load_producers(&log);
         let (hw, _) = watch::channel(log.high_watermark());
         info!(
             topic,
@@ -341,6 +364,7 @@ impl ReplicaManager {
             log: Arc::new(log),
             role: Mutex::new(role),
             producers: tokio::sync::Mutex::new(producers),
+            snapshot_offset: std::sync::atomic::AtomicI64::new(snapshot_offset),
             hw,
         })
     }
@@ -357,6 +381,9 @@ impl ReplicaManager {
             .collect();
         for_each_parallel(parts, threads, |p| {
             let (topic, index) = (p.topic.clone(), p.index);
+            if let Err(e) = p.snapshot_producers() {
+                warn!(topic, partition = index, error = %e, "cannot write the producer-state snapshot");
+            }
             let result = match Arc::try_unwrap(p) {
                 Ok(part) => match Arc::try_unwrap(part.log) {
                     Ok(log) => log.close(),
@@ -372,9 +399,46 @@ impl ReplicaManager {
     }
 }
 
-/// Replays batch headers to rebuild idempotent-producer state after a restart.
-fn rebuild_producers(log: &Log, producers: &mut ProducerStates) {
-    let mut offset = log.log_start_offset();
+/// Idempotent-producer state at start-up: the partition's snapshot if it is intact and no newer
+/// than the recovered log, plus the batches after it; otherwise every batch of the log. Returns
+/// the state and the offset of the snapshot it came from (-1: none).
+fn load_producers(log: &Log) -> (ProducerStates, i64) {
+    let path = log.dir().join(SNAPSHOT_FILE);
+    let end = log.log_end_offset();
+    let snapshot = match std::fs::read(&path) {
+        Ok(bytes) => {
+            let parsed = parse_snapshot(&bytes);
+            match parsed {
+                Some((offset, states)) if offset <= end => Some((offset, states)),
+                _ => {
+                    // Damaged, or newer than what survived a crash: it describes batches the log
+                    // no longer has. Remove it so that it can never be taken for current later.
+                    warn!(dir = %log.dir().display(), "ignoring a producer-state snapshot the log does not match");
+                    let removed = std::fs::remove_file(&path)
+                        .map_err(|source| LogError::Io {
+                            path: path.clone(),
+                            source,
+                        })
+                        .and_then(|()| gregor_log::Disk::real().sync_dir(log.dir()));
+                    if let Err(e) = removed {
+                        warn!(path = %path.display(), error = %e, "cannot remove a stale producer-state snapshot");
+                    }
+                    None
+                }
+            }
+        }
+        Err(_) => None,
+    };
+    let (mut producers, from, snapshot_offset) = match snapshot {
+        Some((offset, states)) => (states, offset.max(log.log_start_offset()), offset),
+        None => (ProducerStates::default(), log.log_start_offset(), -1),
+    };
+    replay_producers(log, from, &mut producers);
+    (producers, snapshot_offset)
+}
+
+/// Replays the batch headers from `offset` to the log end into `producers`.
+fn replay_producers(log: &Log, mut offset: i64, producers: &mut ProducerStates) {
     let end = log.log_end_offset();
     while offset < end {
         let Ok(read) = log.read(offset, 1 << 20, None) else {
@@ -495,6 +559,7 @@ mod tests {
                 leader_epoch: 0,
             }),
             producers: tokio::sync::Mutex::new(ProducerStates::default()),
+            snapshot_offset: std::sync::atomic::AtomicI64::new(-1),
             hw,
         })
     }
@@ -572,6 +637,85 @@ mod tests {
             assert_eq!(outcome.base_offset, i64::from(seq));
         }
         assert_eq!(part.log.log_end_offset(), 5);
+    }
+
+    fn reopen(part: Arc<Partition>) -> Log {
+        let dir = part.log.dir().to_path_buf();
+        drop(part);
+        Log::open(&dir, LogConfig::default(), now_ms()).expect("reopen")
+    }
+
+    fn header_of(batch: &[u8]) -> BatchHeader {
+        BatchHeader::parse(batch).expect("header")
+    }
+
+    /// A restart takes the producer state from the snapshot and replays only the batches
+    /// written after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn restart_uses_the_producer_snapshot_and_replays_the_tail() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = partition_on_slow_disk(dir.path(), Duration::ZERO);
+        for seq in 0..3 {
+            let done = part.spawn_append(idempotent_batch(seq, "a")).done;
+            done.await.expect("task").expect("appended");
+        }
+        // A producer that never wrote to the log, planted in the state before the snapshot:
+        // if it is known after the restart, the snapshot was used.
+        let planted = {
+            let mut b = idempotent_batch(0, "planted").to_vec();
+            b[43..51].copy_from_slice(&777i64.to_be_bytes());
+            header_of(&b)
+        };
+        part.producers
+            .lock()
+            .await
+            .record(&planted, DurableToken::DURABLE, now_ms());
+        let p2 = part.clone();
+        tokio::task::spawn_blocking(move || p2.snapshot_producers())
+            .await
+            .expect("task")
+            .expect("snapshot");
+        let after = part.spawn_append(idempotent_batch(3, "after")).done;
+        after.await.expect("task").expect("appended");
+        let log = reopen(part);
+        let (states, snapshot_offset) = load_producers(&log);
+        assert_eq!(snapshot_offset, 3);
+        assert!(matches!(states.check(&planted), Check::Duplicate(_)));
+        let retry_before = header_of(&idempotent_batch(2, "a"));
+        let retry_after = header_of(&idempotent_batch(3, "after"));
+        assert!(matches!(states.check(&retry_before), Check::Duplicate(b) if b.first_offset == 2));
+        assert!(matches!(states.check(&retry_after), Check::Duplicate(b) if b.first_offset == 3));
+        assert_eq!(
+            states.check(&header_of(&idempotent_batch(4, "next"))),
+            Check::Append
+        );
+    }
+
+    /// A snapshot newer than the recovered log (its tail was lost) or damaged is ignored and
+    /// removed; the state is rebuilt from the log.
+    #[test]
+    fn a_snapshot_the_log_does_not_match_is_removed_and_the_log_replayed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = Log::open(dir.path(), LogConfig::default(), now_ms()).expect("open");
+        let batch = idempotent_batch(0, "a");
+        log.append_as_leader(&batch, 0, now_ms()).expect("append");
+        let mut fake = ProducerStates::default();
+        fake.record(
+            &header_of(&idempotent_batch(9, "x")),
+            DurableToken::DURABLE,
+            0,
+        );
+        let path = dir.path().join(SNAPSHOT_FILE);
+        for bytes in [snapshot_bytes(&fake, 5), b"garbage".to_vec()] {
+            std::fs::write(&path, bytes).expect("write");
+            let (states, snapshot_offset) = load_producers(&log);
+            assert_eq!(snapshot_offset, -1);
+            assert!(!path.exists(), "the mismatched snapshot must be removed");
+            assert!(matches!(
+                states.check(&header_of(&batch)),
+                Check::Duplicate(b) if b.first_offset == 0
+            ));
+        }
     }
 
     #[test]

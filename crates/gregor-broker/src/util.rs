@@ -22,11 +22,9 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
 /// fsync latency: concurrent fsyncs share the file system's journal commits, so opening or
 /// closing many partition logs in parallel takes a fraction of doing it one by one.
 pub fn for_each_parallel<T: Send>(items: Vec<T>, threads: usize, f: impl Fn(T) + Sync) {
+    // Always on threads of its own, even one: callers may block there (a runtime thread may
+    // not).
     let threads = threads.clamp(1, items.len().max(1));
-    if threads == 1 {
-        items.into_iter().for_each(f);
-        return;
-    }
     let queue = std::sync::Mutex::new(items.into_iter());
     std::thread::scope(|s| {
         for _ in 0..threads {

@@ -138,6 +138,14 @@ impl Inner {
     }
 }
 
+/// The offsets the periodic checkpoint last wrote (`None`: not written by this instance).
+#[derive(Debug, Default)]
+pub(crate) struct Checkpointed {
+    pub high_watermark: Option<i64>,
+    pub recovery_point: Option<i64>,
+    pub log_start_offset: Option<i64>,
+}
+
 /// The on-disk log of one partition replica, in one directory. All methods take `&self` and
 /// may be called from many threads: appends are serialized for offset assignment and share
 /// fsyncs (group commit); reads copy batches outside the lock.
@@ -148,8 +156,9 @@ pub struct Log {
     pub(crate) inner: Mutex<Inner>,
     pub(crate) sync: Mutex<SyncState>,
     pub(crate) sync_cv: Condvar,
-    /// Serializes retention/compaction runs and checkpoint writers.
-    pub(crate) maintenance: Mutex<()>,
+    /// Serializes retention/compaction runs and checkpoint writers; holds what the periodic
+    /// checkpoint last wrote.
+    pub(crate) maintenance: Mutex<Checkpointed>,
 }
 
 impl Log {
@@ -689,15 +698,26 @@ impl Log {
 
     /// Persist the high watermark, recovery point and log start offset (call periodically,
     /// like Kafka's checkpoint intervals).
+    /// A checkpoint file is rewritten only when its value changed since this log last wrote it:
+    /// an idle partition costs no fsyncs.
     pub fn checkpoint(&self) -> Result<()> {
-        let _m = lock(&self.maintenance);
+        let mut guard = lock(&self.maintenance);
+        let m = &mut *guard;
         let (hw, rp, lso) = {
             let g = lock(&self.inner);
             (g.high_watermark, g.recovery_point, g.log_start_offset)
         };
-        checkpoint::write_offset(&self.disk, &self.dir, checkpoint::HIGH_WATERMARK, hw)?;
-        checkpoint::write_offset(&self.disk, &self.dir, checkpoint::RECOVERY_POINT, rp)?;
-        checkpoint::write_offset(&self.disk, &self.dir, checkpoint::LOG_START_OFFSET, lso)
+        for (slot, name, value) in [
+            (&mut m.high_watermark, checkpoint::HIGH_WATERMARK, hw),
+            (&mut m.recovery_point, checkpoint::RECOVERY_POINT, rp),
+            (&mut m.log_start_offset, checkpoint::LOG_START_OFFSET, lso),
+        ] {
+            if *slot != Some(value) {
+                checkpoint::write_offset(&self.disk, &self.dir, name, value)?;
+                *slot = Some(value);
+            }
+        }
+        Ok(())
     }
 
     /// Sync everything, write all indexes and checkpoints and leave the clean-shutdown marker

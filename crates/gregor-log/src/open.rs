@@ -12,6 +12,7 @@ use crate::config::LogConfig;
 use crate::disk::{Disk, FaultInjector};
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, Result};
+use crate::log::Checkpointed;
 use crate::log::{Inner, Log};
 use crate::segment::{file_name, parse_name, Segment};
 use crate::sync::SyncState;
@@ -240,7 +241,7 @@ impl Log {
             inner: Mutex::new(inner),
             sync: Mutex::new(SyncState::default()),
             sync_cv: Condvar::new(),
-            maintenance: Mutex::new(()),
+            maintenance: Mutex::new(Checkpointed::default()),
         })
     }
 }

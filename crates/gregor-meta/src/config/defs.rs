@@ -349,7 +349,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("log.message.timestamp.before.max.ms", Long, Some(LONG_MAX), AtLeast(0), true, "Default message.timestamp.before.max.ms."),
     broker("log.message.timestamp.after.max.ms", Long, Some(LONG_MAX), AtLeast(0), true, "Default message.timestamp.after.max.ms."),
     broker("log.preallocate", Boolean, Some("false"), Any, true, "Default preallocate."),
-    broker("num.recovery.threads.per.data.dir", Int, Some("2"), AtLeast(1), true, "Threads per log directory for recovery at start-up."),
+    broker("num.recovery.threads.per.data.dir", Int, Some("16"), AtLeast(1), true,
+        "Threads that open (and recover) and close partition logs at start-up and shutdown. Gregor's default is 16 (Kafka's 2): the work is fsyncs, which the file system batches when they run concurrently."),
 ];
 
 /// Settings whose feature Gregor does not have yet, with the reason. They keep Kafka's name,

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine as well: installs what the end-to-end tests need when
+# it is missing (kcat from Debian's packages; confluent-kafka, kafka-python and pytest from PyPI,
+# pinned in e2e/requirements.txt), then runs `cargo test --workspace`. Extra arguments go to
+# cargo test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+if ! command -v kcat >/dev/null 2>&1; then
+  echo "test.sh: installing kcat" >&2
+  as_root apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q kcat
+fi
+
+if ! python3 - <<'PY' >/dev/null 2>&1
+import importlib.metadata as m, pathlib, re, sys
+for line in pathlib.Path("e2e/requirements.txt").read_text().splitlines():
+    line = line.split("#")[0].strip()
+    if not line:
+        continue
+    name, _, version = line.partition("==")
+    if m.version(name) != version:
+        sys.exit(1)
+PY
+then
+  echo "test.sh: installing the e2e suite's Python packages" >&2
+  python3 -m pip install -q --disable-pip-version-check -r e2e/requirements.txt
+fi
+
+exec cargo test --workspace "$@"
