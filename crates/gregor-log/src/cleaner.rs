@@ -388,6 +388,9 @@ impl Log {
             self.disk.sync_dir(&self.dir)?;
             if first > g.log_start_offset {
                 g.log_start_offset = first;
+                // Only empty segments (offsets lost in a power loss) lie above the high
+                // watermark here; it never stays below the log start.
+                g.high_watermark = g.high_watermark.max(first);
                 if g.epochs.truncate_from_start(first) {
                     checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
                 }
@@ -480,6 +483,8 @@ impl Log {
             stats.skipped = true;
             return Ok(stats);
         }
+        // Everything compaction reads is durable before anything it supersedes is dropped.
+        self.sync_rolled()?;
         // Pass 1: the last offset of every key in the dirty section, within the budget (the
         // segment that crosses it is still mapped whole: a bound, not an exact limit).
         let mut last: HashMap<Bytes, i64> = HashMap::new();

@@ -98,6 +98,23 @@ impl Log {
         Ok(seq)
     }
 
+    /// Sync the rolled segments not synced yet (without moving the recovery point). Compaction
+    /// calls it before dropping records: the records that supersede them must be durable first,
+    /// or a power loss could leave a key with no value at all.
+    pub(crate) fn sync_rolled(&self) -> Result<()> {
+        let pending = std::mem::take(&mut lock(&self.inner).pending_sync);
+        for (i, (f, p)) in pending.iter().enumerate() {
+            if let Err(e) = self.disk.sync_data(f) {
+                // The next group commit retries them.
+                lock(&self.inner)
+                    .pending_sync
+                    .extend(pending[i..].iter().cloned());
+                return Err(LogError::io(p, e));
+            }
+        }
+        Ok(())
+    }
+
     /// Counters: appends written and fdatasyncs made for them (group commit makes the second
     /// smaller than the first under concurrency).
     pub fn stats(&self) -> LogStats {

@@ -128,6 +128,8 @@ struct Model {
     maybe_synced: i64,
     /// Upper bound of the log start offset.
     lso_max: i64,
+    /// Lower bound of the log start offset: what DeleteRecords and retention returned.
+    lso_min: i64,
     hw: i64,
     /// Offsets below it may be missing: lost, unsynced, in an earlier power loss that left
     /// the log end past them.
@@ -226,6 +228,21 @@ impl Harness {
 
     /// Runs one operation; returns false if the power went off in the middle of it.
     fn step(&mut self, op: &Op) -> bool {
+        let r = self.step_inner(op);
+        if std::env::var("POWER_DEBUG").is_ok() {
+            let (leo, files) = match &self.log {
+                Some(l) => (l.log_end_offset(), l.segment_base_offsets()),
+                None => (-1, vec![]),
+            };
+            eprintln!(
+                "{op:?} -> alive {r} leo {leo} segs {files:?} durable {} model leo {}",
+                self.m.durable, self.m.leo
+            );
+        }
+        r
+    }
+
+    fn step_inner(&mut self, op: &Op) -> bool {
         let alive = |h: &Harness, what: &str, e: gregor_log::LogError| {
             assert!(h.faults.is_dead(), "{what} failed without a power cut: {e}");
         };
@@ -287,7 +304,8 @@ impl Harness {
                 }
             }
             Op::SetHw { to_end } => {
-                let want = if *to_end { self.m.leo } else { self.m.durable };
+                // The high watermark never moves back (committed data is never truncated).
+                let want = if *to_end { self.m.leo } else { self.m.durable }.max(self.m.hw);
                 self.m.hw = self.log().set_high_watermark(want);
             }
             Op::Checkpoint => {
@@ -311,7 +329,14 @@ impl Harness {
                     .unwrap_or(target)
                     .min(target);
                 self.m.maybe_synced = self.m.maybe_synced.max(self.m.leo);
-                self.m.durable = self.m.durable.min(cut);
+                // After a gap of lost offsets the cut can reach back to the last record.
+                let after_last = self
+                    .m
+                    .recs
+                    .range(..target)
+                    .next_back()
+                    .map_or(0, |(o, _)| o + 1);
+                self.m.durable = self.m.durable.min(cut).min(after_last);
                 match self.log().truncate_to(target) {
                     Ok(_) => {
                         let leo = self.log().log_end_offset();
@@ -321,6 +346,7 @@ impl Harness {
                             "truncation to {target} left the log end at {leo}"
                         );
                         self.m.durable = self.m.durable.min(leo);
+                        self.m.lso_min = self.m.lso_min.min(leo);
                         self.m.recs.split_off(&leo);
                         self.m.batches.split_off(&leo);
                         self.m.leo = leo;
@@ -336,14 +362,16 @@ impl Harness {
                 let lso = self.log().log_start_offset();
                 let to = lso + (self.m.hw - lso).max(0) * i64::from(*x) / 255;
                 self.m.lso_max = self.m.lso_max.max(to);
-                if let Err(e) = self.log().delete_records_before(to) {
-                    alive(self, "DeleteRecords", e);
+                match self.log().delete_records_before(to) {
+                    Ok(lso) => self.m.lso_min = self.m.lso_min.max(lso),
+                    Err(e) => alive(self, "DeleteRecords", e),
                 }
             }
             Op::Retention => {
                 self.m.lso_max = self.m.lso_max.max(self.m.hw);
-                if let Err(e) = self.log().apply_retention(NOW) {
-                    alive(self, "retention", e);
+                match self.log().apply_retention(NOW) {
+                    Ok(stats) => self.m.lso_min = self.m.lso_min.max(stats.log_start_offset),
+                    Err(e) => alive(self, "retention", e),
                 }
             }
             Op::Compact => {
@@ -354,7 +382,8 @@ impl Harness {
                 // A segment compacted to nothing is removed: after a reopen the log starts at
                 // the first remaining segment (below the high watermark).
                 self.m.lso_max = self.m.lso_max.max(self.m.hw);
-                self.m.maybe_synced = self.m.maybe_synced.max(self.m.hw);
+                // Compaction syncs the rolled segments before it drops anything.
+                self.m.maybe_synced = self.m.leo;
                 if let Err(e) = self.log().compact(NOW) {
                     alive(self, "compaction", e);
                 }
@@ -442,6 +471,12 @@ impl Harness {
                 m.lso_max
             );
         }
+        // A returned DeleteRecords or retention is durable: deleted records stay deleted.
+        assert!(
+            lso >= m.lso_min.min(leo),
+            "log start {lso} went back below {}",
+            m.lso_min
+        );
         let got = read_everything(log);
         let mut next = lso;
         let mut present = BTreeMap::new();
@@ -508,6 +543,7 @@ impl Harness {
         m.gap_end = leo;
         m.maybe_synced = leo;
         m.lso_max = lso;
+        m.lso_min = lso;
         m.hw = hw;
     }
 }
@@ -545,9 +581,10 @@ fn run(ops: &[Op], every_append: bool, compact: bool) -> Result<(), TestCaseErro
 }
 
 proptest! {
-    // 48 cases keep the run near 25 s; POWER_CASES raises it for a longer soak.
+    // 256 cases run in a few seconds (the model skips real fsyncs); POWER_CASES raises it for
+    // a longer soak.
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("POWER_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(48),
+        cases: std::env::var("POWER_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
         ..ProptestConfig::default()
     })]
 
