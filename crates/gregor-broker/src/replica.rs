@@ -40,6 +40,8 @@ pub struct Partition {
     producers: tokio::sync::Mutex<ProducerStates>,
     /// Log end offset of the last producer-state snapshot written (-1: none).
     snapshot_offset: std::sync::atomic::AtomicI64,
+    /// Appends are written in the order they reached the partition.
+    order: AppendOrder,
     /// The high watermark, for parked fetches to wait on.
     hw: watch::Sender<i64>,
 }
@@ -84,11 +86,18 @@ impl Partition {
     /// without remembering it, and its retry would be written twice). The task then waits until
     /// the batch is durable and moves the high watermark past it; a retried batch is answered
     /// with its original offsets once the original is durable, never before.
+    ///
+    /// Appends to one partition are written in the order `spawn_append` was called (a ticket
+    /// is taken here, synchronously): a producer's pipelined requests on one connection keep
+    /// their order even though each runs on its own task.
     pub fn spawn_append(self: &Arc<Self>, records: bytes::Bytes) -> PendingAppend {
         let (written_tx, written) = tokio::sync::oneshot::channel();
+        let ticket = self.order.take_ticket();
         let part = self.clone();
         let done = tokio::spawn(async move {
+            let turn = part.order.wait_turn(ticket).await;
             let appended = part.append_unit(records).await;
+            drop(turn);
             let _ = written_tx.send(());
             let (outcome, durable, end_offset) = appended?;
             let log = part.log.clone();
@@ -176,6 +185,44 @@ impl Partition {
         gregor_log::Disk::real().write_atomic(&self.log.dir().join(SNAPSHOT_FILE), &bytes)?;
         self.snapshot_offset.store(offset, Ordering::SeqCst);
         Ok(())
+    }
+}
+
+/// Arrival order of a partition's appends: tickets taken when a request reaches the partition,
+/// served one at a time.
+#[derive(Debug)]
+struct AppendOrder {
+    next_ticket: std::sync::atomic::AtomicU64,
+    serving: watch::Sender<u64>,
+}
+
+/// The turn of one ticket: the next ticket is served when it is dropped (also on a panic).
+struct Turn<'a>(&'a AppendOrder);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.serving.send_modify(|s| *s += 1);
+    }
+}
+
+impl AppendOrder {
+    fn new() -> AppendOrder {
+        AppendOrder {
+            next_ticket: std::sync::atomic::AtomicU64::new(0),
+            serving: watch::channel(0).0,
+        }
+    }
+
+    fn take_ticket(&self) -> u64 {
+        self.next_ticket
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    async fn wait_turn(&self, ticket: u64) -> Turn<'_> {
+        let mut serving = self.serving.subscribe();
+        // The sender lives as long as `self`, so the wait ends when the ticket's turn comes.
+        let _ = serving.wait_for(|s| *s == ticket).await;
+        Turn(self)
     }
 }
 
@@ -365,6 +412,7 @@ impl ReplicaManager {
             role: Mutex::new(role),
             producers: tokio::sync::Mutex::new(producers),
             snapshot_offset: std::sync::atomic::AtomicI64::new(snapshot_offset),
+            order: AppendOrder::new(),
             hw,
         })
     }
@@ -560,6 +608,7 @@ mod tests {
             }),
             producers: tokio::sync::Mutex::new(ProducerStates::default()),
             snapshot_offset: std::sync::atomic::AtomicI64::new(-1),
+            order: AppendOrder::new(),
             hw,
         })
     }
@@ -715,6 +764,32 @@ mod tests {
                 states.check(&header_of(&batch)),
                 Check::Duplicate(b) if b.first_offset == 0
             ));
+        }
+    }
+
+    fn plain_batch(value: &str) -> bytes::Bytes {
+        let record = Record {
+            offset: 0,
+            timestamp: now_ms(),
+            key: None,
+            value: Some(bytes::Bytes::copy_from_slice(value.as_bytes())),
+            headers: Vec::new(),
+        };
+        bytes::Bytes::from(encode_batch(&BatchSpec::default(), &[record]).expect("encode"))
+    }
+
+    /// Pipelined produce requests run on tasks of their own, yet a partition writes them in the
+    /// order they reached it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn appends_are_written_in_the_order_they_reached_the_partition() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = partition_on_slow_disk(dir.path(), Duration::ZERO);
+        let pending: Vec<_> = (0..200)
+            .map(|i| part.spawn_append(plain_batch(&i.to_string())))
+            .collect();
+        for (i, p) in pending.into_iter().enumerate() {
+            let outcome = p.done.await.expect("task").expect("appended");
+            assert_eq!(outcome.base_offset, i as i64, "append {i} was reordered");
         }
     }
 

@@ -61,7 +61,8 @@ pub async fn produce(b: &Broker, r: ProduceRequest, version: i16) -> Reply {
     let mut topics = Vec::new();
     for t in r.topic_data {
         let name = t.name.0.to_string();
-        let parts = t.partition_data.into_iter().map(|p| {
+        let topic_id = t.topic_id;
+        let parts: Vec<_> = t.partition_data.into_iter().map(move |p| {
             let name = name.clone();
             async move {
                 let mut out = PartitionProduceResponse::default();
@@ -76,7 +77,7 @@ pub async fn produce(b: &Broker, r: ProduceRequest, version: i16) -> Reply {
                 } else if is_internal_topic(&name) {
                     Err(ResponseError::InvalidTopicException)
                 } else {
-                    match (locate(b, &name, t.topic_id, p.index), p.records) {
+                    match (locate(b, &name, topic_id, p.index), p.records) {
                         (Err(e), _) => Err(e),
                         (Ok(_), None) => Err(ResponseError::InvalidRecord),
                         (Ok(_), Some(records))
@@ -135,14 +136,20 @@ pub async fn produce(b: &Broker, r: ProduceRequest, version: i16) -> Reply {
                 }
                 out
             }
+        }).collect();
+        let name = t.name;
+        topics.push(async move {
+            let mut tr = TopicProduceResponse::default();
+            tr.name = name;
+            tr.topic_id = topic_id;
+            tr.partition_responses = join_all(parts).await;
+            tr
         });
-        let partition_responses = join_all(parts).await;
-        let mut tr = TopicProduceResponse::default();
-        tr.name = t.name;
-        tr.topic_id = t.topic_id;
-        tr.partition_responses = partition_responses;
-        topics.push(tr);
     }
+    // Every partition's append starts (takes its place in the partition's order) at the first
+    // poll, in request order, before any of them is awaited: pipelined requests of one
+    // connection are written in the order they arrived.
+    let topics = join_all(topics).await;
     if acks == 0 {
         // Kafka closes the connection when an acks=0 produce fails, the only way to tell the
         // client to refresh its metadata.
