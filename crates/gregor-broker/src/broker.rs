@@ -199,22 +199,10 @@ impl Broker {
         }
     }
 
-    /// An integer broker setting as it stands now: a dynamic value from the metadata (this
-    /// broker's, then the cluster default) over the static configuration and the default.
-    fn dynamic_setting(&self, key: &str) -> i64 {
-        let image = self.metadata.image();
-        gregor_meta::config::BrokerConfigView::new(
-            &image,
-            &self.config.settings,
-            self.config.node_id,
-        )
-        .i64(key)
-    }
-
     /// Forgets idempotent producers that have not written to a partition for
     /// `producer.id.expiration.ms` (a dynamic broker config).
     async fn expire_producers(&self) {
-        let expiration_ms = self.dynamic_setting("producer.id.expiration.ms");
+        let expiration_ms = self.dynamic_i64("producer.id.expiration.ms");
         let now = now_ms();
         for p in self.replicas.all() {
             let expired = p.expire_producers(now, expiration_ms).await;
@@ -227,9 +215,7 @@ impl Broker {
     /// Clean shutdown: logs synced, checkpoints and clean-shutdown markers written.
     pub async fn shutdown(&self) {
         self.metadata.close().await;
-        let threads = self
-            .dynamic_setting("num.recovery.threads.per.data.dir")
-            .max(1) as usize;
+        let threads = self.dynamic_i64("num.recovery.threads.per.data.dir").max(1) as usize;
         let replicas = &self.replicas;
         tokio::task::block_in_place(|| replicas.close_all(threads));
         info!("broker stopped cleanly");
