@@ -613,7 +613,8 @@ mod tests {
         })
     }
 
-    fn idempotent_batch(seq: i32, value: &str) -> bytes::Bytes {
+    /// One record with `value`, in a batch with the header fields of `spec`.
+    fn batch_of(spec: BatchSpec, value: &str) -> bytes::Bytes {
         let record = Record {
             offset: 0,
             timestamp: now_ms(),
@@ -621,6 +622,10 @@ mod tests {
             value: Some(bytes::Bytes::copy_from_slice(value.as_bytes())),
             headers: Vec::new(),
         };
+        bytes::Bytes::from(encode_batch(&spec, &[record]).expect("encode"))
+    }
+
+    fn idempotent_batch(seq: i32, value: &str) -> bytes::Bytes {
         let spec = BatchSpec {
             codec: Codec::None,
             producer_id: 42,
@@ -628,7 +633,7 @@ mod tests {
             base_sequence: seq,
             ..BatchSpec::default()
         };
-        bytes::Bytes::from(encode_batch(&spec, &[record]).expect("encode"))
+        batch_of(spec, value)
     }
 
     /// A client that disconnects while its batch is being fsynced, then retries: the batch is
@@ -768,14 +773,7 @@ mod tests {
     }
 
     fn plain_batch(value: &str) -> bytes::Bytes {
-        let record = Record {
-            offset: 0,
-            timestamp: now_ms(),
-            key: None,
-            value: Some(bytes::Bytes::copy_from_slice(value.as_bytes())),
-            headers: Vec::new(),
-        };
-        bytes::Bytes::from(encode_batch(&BatchSpec::default(), &[record]).expect("encode"))
+        batch_of(BatchSpec::default(), value)
     }
 
     /// Pipelined produce requests run on tasks of their own, yet a partition writes them in the
