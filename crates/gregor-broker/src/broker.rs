@@ -116,6 +116,7 @@ impl Broker {
             broker_id: self.config.node_id,
             broker_epoch: self.broker_epoch.load(Ordering::SeqCst),
             want_fence: false,
+            want_shut_down: false,
         };
         let now = now_ms();
         let (reply, _) = self

@@ -254,6 +254,7 @@ fn single_node_restart_keeps_its_partitions() {
             broker_id: 0,
             broker_epoch: c.image.broker(0).unwrap().epoch,
             want_fence: false,
+            want_shut_down: false,
         },
         c.now_ms,
     );
@@ -275,6 +276,7 @@ fn registration_and_heartbeat_errors() {
             broker_id: 9,
             broker_epoch: 1,
             want_fence: false,
+            want_shut_down: false,
         },
         c.now_ms,
     );
@@ -284,6 +286,7 @@ fn registration_and_heartbeat_errors() {
             broker_id: 0,
             broker_epoch: epoch + 5,
             want_fence: false,
+            want_shut_down: false,
         },
         c.now_ms,
     );
@@ -750,4 +753,80 @@ fn automatic_leader_rebalance_respects_the_imbalance_percentage() {
     off.heartbeat(0, false);
     off.alter_isr("t", 0, vec![1, 0]).unwrap();
     assert!(off.controller.rebalance_leaders().is_empty());
+}
+
+#[test]
+fn controlled_shutdown_moves_leaderships_away_before_the_broker_stops() {
+    let mut c = Cluster::with_brokers(&[0, 1, 2]);
+    c.create(CreatableTopic::new("t").with_layout(6, 3))
+        .expect("created");
+    let led_by_0 = (0..6).filter(|&p| c.partition("t", p).leader == 0).count();
+    assert!(led_by_0 > 0, "broker 0 leads something before");
+    let epoch = c.image.broker(0).unwrap().epoch;
+    let res = c.controller.broker_heartbeat(
+        &BrokerHeartbeat {
+            broker_id: 0,
+            broker_epoch: epoch,
+            want_fence: false,
+            want_shut_down: true,
+        },
+        c.now_ms,
+    );
+    let reply = res.response.expect("accepted");
+    assert!(reply.should_shut_down && reply.is_fenced);
+    c.commit(&res.records);
+    for p in 0..6 {
+        let part = c.partition("t", p);
+        assert_ne!(
+            part.leader, 0,
+            "partition {p} still led by the stopping broker"
+        );
+        assert!(!part.isr.contains(&0), "partition {p} keeps it in the ISR");
+    }
+    assert!(c.image.broker(0).unwrap().fenced);
+    // Asking again (a retried heartbeat) changes nothing more.
+    let again = c.controller.broker_heartbeat(
+        &BrokerHeartbeat {
+            broker_id: 0,
+            broker_epoch: epoch,
+            want_fence: false,
+            want_shut_down: true,
+        },
+        c.now_ms,
+    );
+    assert!(again.records.is_empty());
+    assert!(again.response.expect("accepted").should_shut_down);
+}
+
+#[test]
+fn delta_between_two_images_matches_the_records_between_them() {
+    let mut c = Cluster::with_brokers(&[0, 1, 2]);
+    c.create(CreatableTopic::new("gone").with_layout(2, 2))
+        .expect("created");
+    c.create(CreatableTopic::new("stays").with_layout(3, 3))
+        .expect("created");
+    let before = c.image.clone();
+    let mark = c.log.len();
+    // Fence broker 1 (leaderships and ISRs change), delete a topic, create another.
+    c.advance(10_000, &[0, 2]);
+    let res = c.controller.delete_topics(&[TopicRef::Name("gone".into())]);
+    c.commit(&res.records);
+    c.create(CreatableTopic::new("new").with_layout(1, 2))
+        .expect("created");
+    let mut replayed = MetadataDelta::default();
+    let mut image = before.clone();
+    for r in &c.log[mark..] {
+        replayed.merge(image.apply(r).expect("applies"));
+    }
+    let between = MetadataDelta::between(&before, &c.image);
+    for broker in 0..3 {
+        assert_eq!(
+            between.local_changes(broker),
+            replayed.local_changes(broker),
+            "broker {broker}"
+        );
+    }
+    assert_eq!(between.created_topics, replayed.created_topics);
+    assert_eq!(between.deleted_topics, replayed.deleted_topics);
+    assert_eq!(between.changed_brokers, replayed.changed_brokers);
 }

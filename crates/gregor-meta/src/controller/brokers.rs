@@ -35,6 +35,9 @@ pub struct BrokerHeartbeat {
     pub broker_epoch: i64,
     /// The broker wants to stay fenced (still catching up with the metadata log).
     pub want_fence: bool,
+    /// The broker is shutting down (controlled shutdown): its leaderships move to other in-sync
+    /// replicas and it leaves every ISR (except as the last member) before it stops.
+    pub want_shut_down: bool,
 }
 
 /// A BrokerHeartbeat response.
@@ -42,6 +45,8 @@ pub struct BrokerHeartbeat {
 pub struct BrokerHeartbeatReply {
     /// Whether the broker is fenced once the returned records are committed.
     pub is_fenced: bool,
+    /// Controlled shutdown: the broker leads nothing and may stop once the records are committed.
+    pub should_shut_down: bool,
 }
 
 impl Controller {
@@ -164,10 +169,31 @@ impl Controller {
                 last_heartbeat_ms: now_ms,
             },
         );
+        if hb.want_shut_down {
+            // Fencing moves every leadership away and takes the broker out of the ISRs; a
+            // fenced broker leads nothing, so it may stop once these records are committed.
+            let mut staging = Staging::new(&self.image);
+            if !fenced {
+                tracing::info!(broker = hb.broker_id, epoch, "controlled shutdown");
+                if let Err(e) = self.fence(&mut staging, hb.broker_id, epoch) {
+                    return ControllerResult::new(Vec::new(), Err(e));
+                }
+            }
+            return ControllerResult::new(
+                staging.records,
+                Ok(BrokerHeartbeatReply {
+                    is_fenced: true,
+                    should_shut_down: true,
+                }),
+            );
+        }
         if !fenced || hb.want_fence {
             return ControllerResult::new(
                 Vec::new(),
-                Ok(BrokerHeartbeatReply { is_fenced: fenced }),
+                Ok(BrokerHeartbeatReply {
+                    is_fenced: fenced,
+                    should_shut_down: false,
+                }),
             );
         }
         let mut staging = Staging::new(&self.image);
@@ -176,7 +202,10 @@ impl Controller {
         }
         ControllerResult::new(
             staging.records,
-            Ok(BrokerHeartbeatReply { is_fenced: false }),
+            Ok(BrokerHeartbeatReply {
+                is_fenced: false,
+                should_shut_down: false,
+            }),
         )
     }
 
@@ -209,6 +238,13 @@ impl Controller {
             }
         }
         staging.records
+    }
+
+    /// Forget every heartbeat session: this controller just became active, and the sessions it
+    /// kept from an earlier term are stale. The next [`Controller::tick`] gives each unfenced
+    /// broker a full session from then, as a new Kafka controller does.
+    pub fn reset_sessions(&mut self) {
+        self.sessions.clear();
     }
 
     /// Remove a broker's registration for good (UnregisterBroker). The broker must be fenced

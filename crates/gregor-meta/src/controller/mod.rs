@@ -91,6 +91,13 @@ impl Controller {
         &self.static_config
     }
 
+    /// Replace the image with one built elsewhere (a snapshot received from the quorum leader).
+    /// Heartbeat sessions are dropped: they belonged to the old image.
+    pub fn reset_image(&mut self, image: MetadataImage) {
+        self.image = image;
+        self.sessions.clear();
+    }
+
     /// Apply a committed (or about-to-be-committed) record.
     pub fn replay(&mut self, record: &MetadataRecord) -> Result<MetadataDelta, ImageError> {
         let delta = self.image.apply(record)?;

@@ -80,6 +80,7 @@ impl Cluster {
                 broker_id: id,
                 broker_epoch: epoch,
                 want_fence,
+                want_shut_down: false,
             },
             self.now_ms,
         );

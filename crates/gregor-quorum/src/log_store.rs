@@ -1,0 +1,411 @@
+//! openraft's log storage over a gregor-log log: Raft entry `i` is a one-record batch at offset
+//! `i` whose partition leader epoch is the entry's term; the record's value is the bincode of the
+//! entry. The vote, the committed log id and the last purged log id live in small files beside
+//! the segments, each replaced atomically (written, fsynced, renamed, directory fsynced).
+
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use gregor_log::records::{decode_batch, encode_batch, BatchSpec, Record};
+use gregor_log::{Disk, FaultInjector, Log, LogConfig};
+use openraft::storage::{LogFlushed, RaftLogStorage};
+use openraft::{AnyError, LogState, RaftLogReader, StorageIOError};
+
+use crate::{decode, encode, Entry, LogId, QuorumError, StorageError, TypeConfig, Vote};
+
+pub(crate) const VOTE_FILE: &str = "quorum-state";
+const COMMITTED_FILE: &str = "quorum-committed";
+const PURGED_FILE: &str = "quorum-purged";
+
+/// Bytes read from the log per step when loading entries.
+const READ_CHUNK: usize = 1 << 20;
+
+struct State {
+    vote: Option<Vote>,
+    committed: Option<LogId>,
+    last_purged: Option<LogId>,
+    /// Id of the last entry in the log (cached; the log itself is the truth at open).
+    last: Option<LogId>,
+}
+
+struct Inner {
+    log: Log,
+    dir: PathBuf,
+    disk: Disk,
+    state: Mutex<State>,
+}
+
+/// The metadata log as openraft sees it. Cloning shares the log (the clone is the log reader).
+#[derive(Clone)]
+pub struct LogStore {
+    inner: Arc<Inner>,
+}
+
+fn io_err(e: impl std::fmt::Display) -> AnyError {
+    AnyError::error(e.to_string())
+}
+
+fn read_err(e: impl std::fmt::Display) -> StorageError {
+    StorageIOError::read_logs(io_err(e)).into()
+}
+
+fn write_err(e: impl std::fmt::Display) -> StorageError {
+    StorageIOError::write_logs(io_err(e)).into()
+}
+
+/// The log's own settings: metadata batches are small and few; one large operation (thousands
+/// of partitions) must still fit in one entry.
+fn metadata_log_config() -> LogConfig {
+    LogConfig {
+        max_message_bytes: 32 << 20,
+        segment_bytes: 64 << 20,
+        retention_ms: None,
+        ..LogConfig::default()
+    }
+}
+
+impl LogStore {
+    /// Opens (creating if needed) the metadata log in `dir`.
+    pub fn open(
+        dir: &Path,
+        faults: Option<Arc<FaultInjector>>,
+        now_ms: i64,
+    ) -> Result<LogStore, QuorumError> {
+        let (log, disk) = match &faults {
+            Some(f) => (
+                Log::open_with_faults(dir, metadata_log_config(), now_ms, f.clone())?,
+                Disk::with_faults(f.clone()),
+            ),
+            None => (Log::open(dir, metadata_log_config(), now_ms)?, Disk::real()),
+        };
+        let vote = read_file::<Vote>(&dir.join(VOTE_FILE))?;
+        let committed = read_file::<LogId>(&dir.join(COMMITTED_FILE))?;
+        let last_purged = read_file::<LogId>(&dir.join(PURGED_FILE))?;
+        let store = LogStore {
+            inner: Arc::new(Inner {
+                log,
+                dir: dir.to_path_buf(),
+                disk,
+                state: Mutex::new(State {
+                    vote,
+                    committed,
+                    last_purged,
+                    last: None,
+                }),
+            }),
+        };
+        let leo = store.inner.log.log_end_offset();
+        let last = if leo > store.inner.log.log_start_offset() && store.has_quorum_state() {
+            let entries = store.read_range(leo - 1, leo)?;
+            entries.last().map(|e| e.log_id)
+        } else {
+            None
+        };
+        store.lock().last = last;
+        Ok(store)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether this log was ever written by the quorum (a vote was saved). A log without it is
+    /// either new or a pre-quorum single-node metadata log.
+    pub fn has_quorum_state(&self) -> bool {
+        self.inner.dir.join(VOTE_FILE).exists()
+    }
+
+    /// The underlying log (for converting a pre-quorum log).
+    pub(crate) fn log(&self) -> &Log {
+        &self.inner.log
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Empties the log and records `purged` as the last entry a snapshot covers (conversion of a
+    /// pre-quorum log, whose records the snapshot now holds).
+    pub(crate) fn reset_after(&self, purged: LogId, vote: Vote) -> Result<(), QuorumError> {
+        write_file(&self.inner.disk, &self.inner.dir.join(PURGED_FILE), &purged)?;
+        write_file(
+            &self.inner.disk,
+            &self.inner.dir.join(COMMITTED_FILE),
+            &purged,
+        )?;
+        self.inner
+            .log
+            .truncate_fully_and_start_at(purged.index as i64 + 1)?;
+        write_file(&self.inner.disk, &self.inner.dir.join(VOTE_FILE), &vote)?;
+        let mut s = self.lock();
+        s.last_purged = Some(purged);
+        s.committed = Some(purged);
+        s.vote = Some(vote);
+        s.last = None;
+        Ok(())
+    }
+
+    /// Marks a new, empty log as a quorum log (an empty vote, fsynced), so that a crash before
+    /// the first real vote is not mistaken for a pre-quorum log.
+    pub(crate) fn reset_after_empty(&self) -> Result<(), QuorumError> {
+        let vote = Vote::default();
+        write_file(&self.inner.disk, &self.inner.dir.join(VOTE_FILE), &vote)?;
+        self.lock().vote = Some(vote);
+        Ok(())
+    }
+
+    /// Entries at offsets `[start, end)` that exist in the log.
+    fn read_range(&self, start: i64, end: i64) -> Result<Vec<Entry>, QuorumError> {
+        let log = &self.inner.log;
+        let mut offset = start.max(log.log_start_offset());
+        let end = end.min(log.log_end_offset());
+        let mut out = Vec::new();
+        while offset < end {
+            let read = log.read(offset, READ_CHUNK, None)?;
+            let Some(next) = read.next_offset else { break };
+            let mut rest: &[u8] = &read.records;
+            while !rest.is_empty() {
+                let (header, records) = decode_batch(rest).map_err(|e| QuorumError::Corrupt {
+                    offset,
+                    reason: e.to_string(),
+                })?;
+                for r in records {
+                    if r.offset < offset || r.offset >= end {
+                        continue;
+                    }
+                    let value = r.value.unwrap_or_default();
+                    let entry: Entry = decode(&value).map_err(|e| QuorumError::Corrupt {
+                        offset: r.offset,
+                        reason: e.to_string(),
+                    })?;
+                    if entry.log_id.index as i64 != r.offset {
+                        return Err(QuorumError::Corrupt {
+                            offset: r.offset,
+                            reason: format!("entry {} stored at offset {}", entry.log_id, r.offset),
+                        });
+                    }
+                    out.push(entry);
+                }
+                rest = &rest[header.size()..];
+            }
+            if next <= offset {
+                break;
+            }
+            offset = next;
+        }
+        Ok(out)
+    }
+}
+
+fn read_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, QuorumError> {
+    match std::fs::read(path) {
+        Ok(bytes) => decode(&bytes).map(Some).map_err(|e| QuorumError::File {
+            path: path.to_path_buf(),
+            reason: format!("unreadable: {e}"),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(QuorumError::File {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+fn write_file<T: serde::Serialize>(disk: &Disk, path: &Path, value: &T) -> Result<(), QuorumError> {
+    let bytes = encode(value).map_err(|e| QuorumError::File {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    disk.write_atomic(path, &bytes)
+        .map_err(|e| QuorumError::File {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
+}
+
+/// One entry as a one-record batch at offset = index.
+fn entry_batch(entry: &Entry) -> Result<Vec<u8>, StorageError> {
+    let value = encode(entry).map_err(write_err)?;
+    let offset = entry.log_id.index as i64;
+    let spec = BatchSpec {
+        base_offset: offset,
+        partition_leader_epoch: i32::try_from(entry.log_id.leader_id.term).unwrap_or(i32::MAX),
+        ..BatchSpec::default()
+    };
+    encode_batch(
+        &spec,
+        &[Record {
+            offset,
+            timestamp: 0,
+            key: None,
+            value: Some(value.into()),
+            headers: Vec::new(),
+        }],
+    )
+    .map_err(write_err)
+}
+
+fn bounds<RB: RangeBounds<u64>>(range: &RB) -> (i64, i64) {
+    let start = match range.start_bound() {
+        Bound::Included(s) => *s as i64,
+        Bound::Excluded(s) => *s as i64 + 1,
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(e) => (*e as i64).saturating_add(1),
+        Bound::Excluded(e) => *e as i64,
+        Bound::Unbounded => i64::MAX,
+    };
+    (start, end)
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let (start, end) = bounds(&range);
+        self.read_range(start, end).map_err(read_err)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let s = self.lock();
+        let last_purged_log_id = s.last_purged;
+        let last_log_id = s.last.or(last_purged_log_id);
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
+        write_file(&self.inner.disk, &self.inner.dir.join(VOTE_FILE), vote)
+            .map_err(|e| StorageIOError::write_vote(io_err(e)))?;
+        self.lock().vote = Some(*vote);
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
+        Ok(self.lock().vote)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        if let Some(c) = committed {
+            if self.lock().committed == Some(c) {
+                return Ok(());
+            }
+            write_file(&self.inner.disk, &self.inner.dir.join(COMMITTED_FILE), &c)
+                .map_err(write_err)?;
+        }
+        self.lock().committed = committed;
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        Ok(self.lock().committed)
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut bytes = Vec::new();
+        let mut first = None;
+        let mut last = None;
+        for e in entries {
+            first.get_or_insert(e.log_id.index);
+            last = Some(e.log_id);
+            bytes.extend_from_slice(&entry_batch(&e)?);
+        }
+        let result = match (first, last) {
+            (Some(first), Some(_)) => {
+                let log = &self.inner.log;
+                if first as i64 > log.log_end_offset() {
+                    // Entries below `first` are covered by an installed snapshot.
+                    tracing::info!(
+                        first,
+                        leo = log.log_end_offset(),
+                        "metadata log restarts after a snapshot"
+                    );
+                    log.truncate_fully_and_start_at(first as i64)
+                        .map_err(write_err)?;
+                }
+                // Synced before the callback: openraft counts these entries as stored.
+                log.append_as_follower(&bytes, 0)
+                    .map(|_| ())
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+            }
+            _ => Ok(()),
+        };
+        if result.is_ok() {
+            if let Some(l) = last {
+                self.lock().last = Some(l);
+            }
+        }
+        let failed = result.as_ref().err().map(|e| e.to_string());
+        callback.log_io_completed(result);
+        match failed {
+            Some(e) => Err(write_err(e)),
+            None => Ok(()),
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        // Removes the entries at and after `log_id` (a conflict with the leader's log).
+        self.inner
+            .log
+            .truncate_to(log_id.index as i64)
+            .map_err(write_err)?;
+        let index = log_id.index;
+        let last = if index == 0 {
+            None
+        } else {
+            let prev = self
+                .read_range(index as i64 - 1, index as i64)
+                .map_err(read_err)?;
+            prev.last().map(|e| e.log_id)
+        };
+        let mut s = self.lock();
+        s.last = last.or(s.last_purged);
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        // Removes the entries up to and including `log_id` (a snapshot covers them). The purged
+        // id is recorded first, so a crash in between leaves entries openraft will not read.
+        write_file(&self.inner.disk, &self.inner.dir.join(PURGED_FILE), &log_id)
+            .map_err(write_err)?;
+        let log = &self.inner.log;
+        let start = log_id.index as i64 + 1;
+        if start >= log.log_end_offset() {
+            log.truncate_fully_and_start_at(start).map_err(write_err)?;
+        } else {
+            log.set_high_watermark(log.log_end_offset());
+            log.delete_records_before(start).map_err(write_err)?;
+        }
+        let mut s = self.lock();
+        s.last_purged = Some(log_id);
+        if s.last.is_some_and(|l| l.index <= log_id.index) {
+            s.last = None;
+        }
+        Ok(())
+    }
+}

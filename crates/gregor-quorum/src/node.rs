@@ -1,0 +1,399 @@
+//! [`Quorum`]: one node's part of the controller quorum — its Raft instance, the shared
+//! controller state, and the write path of the active controller.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use gregor_log::records::decode_batch;
+use gregor_log::{Disk, FaultInjector};
+use gregor_meta::config::StaticBrokerConfig;
+use gregor_meta::{Controller, ControllerResult, MetadataImage, MetadataRecord};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
+use openraft::network::RaftNetworkFactory;
+use openraft::{BasicNode, CommittedLeaderId, Membership, SnapshotPolicy};
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+
+use crate::state_machine::{encode_image, write_snapshot_file, Shared, StoredSnapshot};
+use crate::{
+    ApplyListener, LogId, LogStore, MetadataBatch, NodeId, QuorumError, Raft, SnapshotMeta,
+    StateMachineStore, StoredMembership, TypeConfig, Vote,
+};
+
+/// How this node takes part.
+#[derive(Debug, Clone)]
+pub struct QuorumConfig {
+    /// `node.id`.
+    pub node_id: NodeId,
+    /// `controller.quorum.voters`: id -> `host:port` of its controller listener.
+    pub voters: BTreeMap<NodeId, String>,
+    /// The metadata log directory (`<data dir>/__cluster_metadata-0`).
+    pub dir: PathBuf,
+    /// Disk faults (tests and the simulator).
+    pub faults: Option<Arc<FaultInjector>>,
+    /// `controller.quorum.election.timeout.ms`: a follower that hears nothing from a leader for
+    /// a random time between this and twice this starts an election.
+    pub election_timeout_ms: u64,
+    /// How often the leader sends heartbeats (must be well under the election timeout).
+    pub heartbeat_interval_ms: u64,
+    /// `metadata.log.max.record.bytes.between.snapshots`.
+    pub snapshot_bytes: u64,
+    /// This node's static settings (the controller's defaults).
+    pub static_config: StaticBrokerConfig,
+    /// Seed for topic ids and placement.
+    pub seed: u64,
+    /// The clock, in milliseconds (injected so the simulator controls it).
+    pub now_ms: i64,
+}
+
+/// Why a write did not commit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// Another node is (or no node is known to be) the active controller. Retriable.
+    #[error("this node is not the active controller")]
+    NotController { leader: Option<NodeId> },
+    /// Not committed in time (no majority reachable, typically). It may still commit later.
+    #[error("metadata write not committed in time")]
+    Timeout,
+    /// The quorum is shutting down or its storage failed.
+    #[error("controller quorum unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// One node's quorum member.
+pub struct Quorum {
+    raft: Raft,
+    node_id: NodeId,
+    shared: Arc<Shared>,
+    /// Serializes controller operations (Kafka's controller is single-threaded); holds the term
+    /// whose heartbeat sessions the controller has.
+    write_lock: tokio::sync::Mutex<u64>,
+    snapshots: tokio::task::JoinHandle<()>,
+}
+
+impl Quorum {
+    /// Opens the metadata log and state, converts a pre-quorum log, starts Raft and joins (or
+    /// forms) the quorum. Committed entries are applied (through `listener`) before this returns.
+    pub async fn start<N: RaftNetworkFactory<TypeConfig>>(
+        config: QuorumConfig,
+        network: N,
+        listener: Arc<dyn ApplyListener>,
+    ) -> Result<Quorum, QuorumError> {
+        let disk = match &config.faults {
+            Some(f) => Disk::with_faults(f.clone()),
+            None => Disk::real(),
+        };
+        disk.create_dir_all(&config.dir)?;
+        let log_store = LogStore::open(&config.dir, config.faults.clone(), config.now_ms)?;
+        let members: BTreeMap<NodeId, BasicNode> = config
+            .voters
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode::new(addr)))
+            .collect();
+        if !log_store.has_quorum_state() {
+            convert_single_node_log(&log_store, &disk, &config, &members)?;
+        }
+        let shared = Arc::new(Shared {
+            controller: Mutex::new(Controller::new(config.static_config.clone(), config.seed)),
+            image: RwLock::new(Arc::new(MetadataImage::new())),
+            applied: watch::channel(0).0,
+            listener,
+            snapshot: Mutex::new(None),
+            dir: config.dir.clone(),
+            disk,
+        });
+        let (want_snapshot, mut snapshot_requests) = mpsc::unbounded_channel();
+        let state_machine =
+            StateMachineStore::open(shared.clone(), config.snapshot_bytes.max(1), want_snapshot)?;
+        let raft_config = openraft::Config {
+            cluster_name: "gregor".into(),
+            election_timeout_min: config.election_timeout_ms,
+            election_timeout_max: config.election_timeout_ms * 2,
+            heartbeat_interval: config.heartbeat_interval_ms,
+            snapshot_policy: SnapshotPolicy::Never,
+            // A snapshot replaces the entries it covers; a peer further behind gets the snapshot.
+            max_in_snapshot_log_to_keep: 0,
+            install_snapshot_timeout: config.election_timeout_ms.max(1000) * 5,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        let raft = Raft::new(
+            config.node_id,
+            Arc::new(raft_config),
+            network,
+            log_store,
+            state_machine,
+        )
+        .await
+        .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        let snapshot_raft = raft.clone();
+        let snapshots = tokio::spawn(async move {
+            while snapshot_requests.recv().await.is_some() {
+                if snapshot_raft.trigger().snapshot().await.is_err() {
+                    return;
+                }
+            }
+        });
+        let quorum = Quorum {
+            raft,
+            node_id: config.node_id,
+            shared,
+            write_lock: tokio::sync::Mutex::new(0),
+            snapshots,
+        };
+        quorum.join(&config, members).await?;
+        Ok(quorum)
+    }
+
+    /// Forms the quorum on first start (every voter proposes the same configured membership;
+    /// whichever is elected first commits it), or checks the configured voters against the
+    /// stored ones.
+    async fn join(
+        &self,
+        config: &QuorumConfig,
+        members: BTreeMap<NodeId, BasicNode>,
+    ) -> Result<(), QuorumError> {
+        let is_voter = members.contains_key(&config.node_id);
+        let initialized = self
+            .raft
+            .is_initialized()
+            .await
+            .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        if !initialized && is_voter {
+            match self.raft.initialize(members.clone()).await {
+                Ok(()) => {
+                    info!(voters = ?members.keys().collect::<Vec<_>>(), "controller quorum initialized")
+                }
+                Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+                Err(e) => return Err(QuorumError::Raft(e.to_string())),
+            }
+        } else {
+            let stored: BTreeSet<NodeId> = self
+                .raft
+                .metrics()
+                .borrow()
+                .membership_config
+                .membership()
+                .voter_ids()
+                .collect();
+            let configured: BTreeSet<NodeId> = members.keys().copied().collect();
+            if initialized && stored != configured {
+                return Err(QuorumError::VotersChanged {
+                    configured: format!("{configured:?}"),
+                    stored: format!("{stored:?}"),
+                });
+            }
+        }
+        if members.len() == 1 && is_voter {
+            // A quorum of one need not wait an election timeout to lead.
+            let _ = self.raft.trigger().elect().await;
+        }
+        Ok(())
+    }
+
+    /// The Raft instance (for the controller listener).
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    /// The committed image this node has applied.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.shared.image()
+    }
+
+    /// Reads the controller (configs, describe) without changing it.
+    pub fn read<R>(&self, f: impl FnOnce(&Controller) -> R) -> R {
+        f(&self.shared.lock_controller())
+    }
+
+    /// The active controller as this node knows it.
+    pub fn active_controller(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    /// The controller listener address of a voter.
+    pub fn voter_address(&self, id: NodeId) -> Option<String> {
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&id)
+            .map(|n| n.addr.clone())
+    }
+
+    /// The current Raft term as this node knows it.
+    pub fn term(&self) -> u64 {
+        self.raft.metrics().borrow().current_term
+    }
+
+    /// Index of the last applied entry plus one (0: nothing applied yet).
+    pub fn applied_index(&self) -> u64 {
+        *self.shared.applied.borrow()
+    }
+
+    /// Waits until this node has applied everything below `index` (see
+    /// [`Quorum::applied_index`]), at most `timeout`. Returns whether it has.
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
+        let mut rx = self.shared.applied.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|a| *a >= index))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Waits until some node is known to be the active controller, at most `timeout`.
+    pub async fn wait_for_leader(&self, timeout: Duration) -> Option<NodeId> {
+        let mut rx = self.raft.metrics();
+        let got = tokio::time::timeout(timeout, rx.wait_for(|m| m.current_leader.is_some())).await;
+        match got {
+            Ok(Ok(m)) => m.current_leader,
+            _ => None,
+        }
+    }
+
+    /// Runs a controller operation on the active controller: its records are committed by the
+    /// quorum and applied (here and, as they learn of it, on every node) before this returns.
+    /// Operations run one at a time, each against the image with every earlier one applied.
+    /// Returns the response and the applied index after the write.
+    pub async fn write<T>(
+        &self,
+        timeout: Duration,
+        op: impl FnOnce(&mut Controller) -> ControllerResult<T>,
+    ) -> Result<(T, u64), WriteError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut term_seen = tokio::time::timeout_at(deadline, self.write_lock.lock())
+            .await
+            .map_err(|_| WriteError::Timeout)?;
+        // Everything committed before this node became leader is applied before it decides.
+        match tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()).await {
+            Err(_) => return Err(WriteError::Timeout),
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
+                return Err(WriteError::NotController {
+                    leader: f.leader_id,
+                })
+            }
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))) => {
+                return Err(WriteError::Timeout)
+            }
+            Ok(Err(RaftError::Fatal(e))) => return Err(WriteError::Unavailable(e.to_string())),
+            Ok(Ok(_)) => {}
+        }
+        let ControllerResult { records, response } = {
+            let mut controller = self.shared.lock_controller();
+            let term = self.term();
+            if *term_seen != term {
+                // Heartbeat sessions from an earlier term are stale: every broker gets a full
+                // session from now.
+                controller.reset_sessions();
+                *term_seen = term;
+            }
+            op(&mut controller)
+        };
+        if records.is_empty() {
+            return Ok((response, self.applied_index()));
+        }
+        let batch = MetadataBatch {
+            records: records.iter().map(MetadataRecord::encode).collect(),
+        };
+        match tokio::time::timeout_at(deadline, self.raft.client_write(batch)).await {
+            Err(_) => Err(WriteError::Timeout),
+            Ok(Ok(r)) => Ok((response, r.log_id.index + 1)),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                Err(WriteError::NotController {
+                    leader: f.leader_id,
+                })
+            }
+            Ok(Err(RaftError::APIError(e))) => Err(WriteError::Unavailable(e.to_string())),
+            Ok(Err(RaftError::Fatal(e))) => Err(WriteError::Unavailable(e.to_string())),
+        }
+    }
+
+    /// Stops Raft (the log is synced on every append; nothing else to flush).
+    pub async fn shutdown(&self) {
+        self.snapshots.abort();
+        if let Err(e) = self.raft.shutdown().await {
+            warn!(error = %e, "controller quorum did not stop cleanly");
+        }
+    }
+}
+
+/// A metadata log written before the quorum existed holds plain metadata records and no vote:
+/// its records become a snapshot of a cluster of one (this node), and the log restarts after
+/// it. A new, empty log just gets its (empty) vote file, which marks it as a quorum log.
+fn convert_single_node_log(
+    store: &LogStore,
+    disk: &Disk,
+    config: &QuorumConfig,
+    members: &BTreeMap<NodeId, BasicNode>,
+) -> Result<(), QuorumError> {
+    let log = store.log();
+    let end = log.log_end_offset();
+    if end <= log.log_start_offset() {
+        return store.reset_after_empty();
+    }
+    let mut image = MetadataImage::new();
+    let mut offset = log.log_start_offset();
+    let mut replayed = 0usize;
+    while offset < end {
+        let read = log.read(offset, 1 << 20, None)?;
+        let Some(next) = read.next_offset else { break };
+        let mut rest: &[u8] = &read.records;
+        while !rest.is_empty() {
+            let (header, records) = decode_batch(rest).map_err(|e| QuorumError::Corrupt {
+                offset,
+                reason: e.to_string(),
+            })?;
+            for r in records {
+                let value = r.value.unwrap_or_default();
+                let record = MetadataRecord::decode(&value).map_err(|e| QuorumError::Corrupt {
+                    offset: r.offset,
+                    reason: e.to_string(),
+                })?;
+                image.apply(&record).map_err(|e| QuorumError::Corrupt {
+                    offset: r.offset,
+                    reason: e.to_string(),
+                })?;
+                replayed += 1;
+            }
+            rest = &rest[header.size()..];
+        }
+        if next <= offset {
+            break;
+        }
+        offset = next;
+    }
+    if members.len() != 1 || !members.contains_key(&config.node_id) {
+        return Err(QuorumError::VotersChanged {
+            configured: format!("{:?}", members.keys().collect::<Vec<_>>()),
+            stored: format!("[{}] (a single-node metadata log)", config.node_id),
+        });
+    }
+    let last = LogId::new(CommittedLeaderId::new(0, config.node_id), end as u64 - 1);
+    let membership = Membership::new(vec![members.keys().copied().collect()], members.clone());
+    let snapshot = StoredSnapshot {
+        meta: SnapshotMeta {
+            last_log_id: Some(last),
+            last_membership: StoredMembership::new(Some(last), membership),
+            snapshot_id: format!("converted-{}", last.index),
+        },
+        data: encode_image(&image),
+    };
+    write_snapshot_file(disk, store.dir(), &snapshot).map_err(|reason| QuorumError::File {
+        path: store.dir().to_path_buf(),
+        reason,
+    })?;
+    store.reset_after(last, Vote::new(0, config.node_id))?;
+    info!(
+        records = replayed,
+        topics = image.topics().len(),
+        "converted the single-node metadata log into a quorum snapshot"
+    );
+    Ok(())
+}

@@ -1,0 +1,337 @@
+//! The controller RPC: one length-prefixed protocol on the `CONTROLLER` listener that carries
+//! openraft's messages between voters and Kafka requests forwarded by brokers to the active
+//! controller (Kafka's request forwarding, KIP-590, without the envelope: the body is the Kafka
+//! request as the client sent it, at the client's version).
+//!
+//! A frame is a 4-byte big-endian length and that many bytes of bincode. Frames over
+//! [`crate::MAX_MESSAGE_BYTES`] close the connection before anything is allocated. Requests on
+//! one connection are answered in order, one at a time.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tracing::debug;
+
+use crate::{decode, encode, NodeId, Raft, TypeConfig, MAX_MESSAGE_BYTES};
+
+/// A request on the controller listener.
+#[derive(Debug, Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)]
+pub enum RpcRequest {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// A Kafka request for the active controller (admin requests, broker registration and
+    /// heartbeats): API key, version and the request body without its header.
+    Kafka {
+        api_key: i16,
+        api_version: i16,
+        body: Vec<u8>,
+    },
+}
+
+/// The answer to a forwarded Kafka request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KafkaReply {
+    /// The response body (no header), at the request's version.
+    pub body: Vec<u8>,
+    /// The controller's applied metadata index after handling it: the forwarding broker waits
+    /// until its own image has reached it, so what a request created is visible where it was
+    /// sent.
+    pub applied_index: u64,
+}
+
+/// Why a forwarded request was not handled.
+#[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
+pub enum ForwardError {
+    /// This node is not the active controller (the one it knows of, if any).
+    #[error("not the active controller (leader: {leader:?})")]
+    NotController { leader: Option<NodeId> },
+    /// The request is not one a controller handles, or does not decode.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcResponse {
+    AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    InstallSnapshot(
+        Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
+    ),
+    Kafka(Result<KafkaReply, ForwardError>),
+}
+
+/// Handles forwarded Kafka requests (the broker).
+pub trait ForwardHandler: Send + Sync + 'static {
+    fn handle(
+        &self,
+        api_key: i16,
+        api_version: i16,
+        body: Vec<u8>,
+    ) -> Pin<Box<dyn Future<Output = Result<KafkaReply, ForwardError>> + Send + '_>>;
+}
+
+/// Writes one frame.
+pub async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(
+    w: &mut W,
+    value: &T,
+) -> io::Result<()> {
+    let bytes = encode(value).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let len = u32::try_from(bytes.len())
+        .ok()
+        .filter(|l| u64::from(*l) <= MAX_MESSAGE_BYTES)
+        .ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, "controller RPC frame too large")
+        })?;
+    w.write_all(&len.to_be_bytes()).await?;
+    w.write_all(&bytes).await?;
+    w.flush().await
+}
+
+/// Reads one frame; `Ok(None)` at a clean end of stream.
+pub async fn read_frame<R: AsyncRead + Unpin, T: serde::de::DeserializeOwned>(
+    r: &mut R,
+) -> io::Result<Option<T>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_be_bytes(len);
+    if u64::from(len) > MAX_MESSAGE_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("controller RPC frame of {len} bytes is over the limit"),
+        ));
+    }
+    let mut buf = vec![0u8; len as usize];
+    r.read_exact(&mut buf).await?;
+    decode(&buf)
+        .map(Some)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Serves one controller connection until it closes or sends something unreadable.
+pub async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    raft: Raft,
+    forward: Arc<dyn ForwardHandler>,
+) {
+    loop {
+        let request: RpcRequest = match read_frame(&mut stream).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                debug!(error = %e, "closing controller connection");
+                return;
+            }
+        };
+        let response = match request {
+            RpcRequest::AppendEntries(r) => {
+                RpcResponse::AppendEntries(raft.append_entries(r).await)
+            }
+            RpcRequest::Vote(r) => RpcResponse::Vote(raft.vote(r).await),
+            RpcRequest::InstallSnapshot(r) => {
+                RpcResponse::InstallSnapshot(raft.install_snapshot(r).await)
+            }
+            RpcRequest::Kafka {
+                api_key,
+                api_version,
+                body,
+            } => RpcResponse::Kafka(forward.handle(api_key, api_version, body).await),
+        };
+        if write_frame(&mut stream, &response).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Opens connections to peers (TCP here; the simulator brings its own network).
+pub trait Connector: Clone + Send + Sync + 'static {
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static;
+    fn connect(&self, addr: &str) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+}
+
+/// Plain TCP.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TcpConnector;
+
+impl Connector for TcpConnector {
+    type Stream = TcpStream;
+    async fn connect(&self, addr: &str) -> io::Result<TcpStream> {
+        let s = TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        Ok(s)
+    }
+}
+
+/// A client of one peer's controller listener, reconnecting after any failure.
+pub struct RpcClient<C: Connector> {
+    connector: C,
+    addr: String,
+    stream: Option<C::Stream>,
+}
+
+impl<C: Connector> RpcClient<C> {
+    pub fn new(connector: C, addr: impl Into<String>) -> Self {
+        RpcClient {
+            connector,
+            addr: addr.into(),
+            stream: None,
+        }
+    }
+
+    /// One request and its response within `timeout`. On any failure the connection is
+    /// dropped (a late response must not answer the next request).
+    pub async fn call(
+        &mut self,
+        request: &RpcRequest,
+        timeout: Duration,
+    ) -> io::Result<RpcResponse> {
+        let result = tokio::time::timeout(timeout, self.call_inner(request)).await;
+        let result = match result {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "controller RPC timed out",
+            )),
+        };
+        if result.is_err() {
+            self.stream = None;
+        }
+        result
+    }
+
+    async fn call_inner(&mut self, request: &RpcRequest) -> io::Result<RpcResponse> {
+        if self.stream.is_none() {
+            self.stream = Some(self.connector.connect(&self.addr).await?);
+        }
+        let stream = self.stream.as_mut().expect("connected just above");
+        write_frame(stream, request).await?;
+        read_frame(stream).await?.ok_or_else(|| {
+            io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection")
+        })
+    }
+}
+
+/// openraft's network over [`RpcClient`]s.
+#[derive(Clone)]
+pub struct Network<C: Connector> {
+    connector: C,
+}
+
+impl<C: Connector> Network<C> {
+    pub fn new(connector: C) -> Self {
+        Network { connector }
+    }
+}
+
+impl<C: Connector> RaftNetworkFactory<TypeConfig> for Network<C> {
+    type Network = PeerConnection<C>;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerConnection<C> {
+        PeerConnection {
+            target,
+            node: node.clone(),
+            client: RpcClient::new(self.connector.clone(), node.addr.clone()),
+        }
+    }
+}
+
+pub struct PeerConnection<C: Connector> {
+    target: NodeId,
+    node: BasicNode,
+    client: RpcClient<C>,
+}
+
+type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+
+impl<C: Connector> PeerConnection<C> {
+    async fn send(
+        &mut self,
+        request: RpcRequest,
+        option: &RPCOption,
+    ) -> Result<RpcResponse, Unreachable> {
+        self.client
+            .call(&request, option.hard_ttl())
+            .await
+            .map_err(|e| Unreachable::new(&e))
+    }
+
+    fn unexpected<E: std::error::Error>(
+        &self,
+    ) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+        RPCError::Network(NetworkError::new(&io::Error::new(
+            io::ErrorKind::InvalidData,
+            "unexpected controller RPC response",
+        )))
+    }
+
+    fn remote<T, E: std::error::Error>(
+        &self,
+        r: Result<T, RaftError<NodeId, E>>,
+    ) -> RpcResult<T, E> {
+        r.map_err(|e| {
+            RPCError::RemoteError(RemoteError::new_with_node(
+                self.target,
+                self.node.clone(),
+                e,
+            ))
+        })
+    }
+}
+
+impl<C: Connector> RaftNetwork<TypeConfig> for PeerConnection<C> {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
+        match self.send(RpcRequest::AppendEntries(rpc), &option).await {
+            Ok(RpcResponse::AppendEntries(r)) => self.remote(r),
+            Ok(_) => Err(self.unexpected()),
+            Err(e) => Err(RPCError::Unreachable(e)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        match self.send(RpcRequest::InstallSnapshot(rpc), &option).await {
+            Ok(RpcResponse::InstallSnapshot(r)) => self.remote(r),
+            Ok(_) => Err(self.unexpected()),
+            Err(e) => Err(RPCError::Unreachable(e)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>, openraft::error::Infallible> {
+        match self.send(RpcRequest::Vote(rpc), &option).await {
+            Ok(RpcResponse::Vote(r)) => self.remote(r),
+            Ok(_) => Err(self.unexpected()),
+            Err(e) => Err(RPCError::Unreachable(e)),
+        }
+    }
+}
