@@ -15,7 +15,8 @@
 //!    the loop ends with Kafka's balance criterion met.
 //! 4. **Exact.** `exact` takes the resulting member x topic counts to the optimum: the most
 //!    balanced load vector (chains of moves, not only single ones), then the most kept partitions
-//!    (rack-matched first) for it. Topics whose counts change, or where a member could hold more of
+//!    (rack-matched first) for it: exactly on groups up to the exact search's size limit, and on
+//!    larger ones when its bounded repairs reach the kept bound (see `exact`). Topics whose counts change, or where a member could hold more of
 //!    its own partitions, are re-placed: own partitions back to their owner first, then what the
 //!    holder may keep, the rest to members still short (on a replica's rack when possible). When
 //!    steps 1-3 already reached the optimum nothing changes.
