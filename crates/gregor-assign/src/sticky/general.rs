@@ -15,7 +15,8 @@
 //!    the loop ends with Kafka's balance criterion met.
 //! 4. **Exact.** `exact` takes the resulting member x topic counts to the optimum: the most
 //!    balanced load vector (chains of moves, not only single ones), then the most kept partitions
-//!    (rack-matched first) for it. Topics whose counts change, or where a member could hold more of
+//!    (rack-matched first) for it: exactly on groups up to the exact search's size limit, and on
+//!    larger ones when its bounded repairs reach the kept bound (see `exact`). Topics whose counts change, or where a member could hold more of
 //!    its own partitions, are re-placed: own partitions back to their owner first, then what the
 //!    holder may keep, the rest to members still short (on a replica's rack when possible). When
 //!    steps 1-3 already reached the optimum nothing changes.
@@ -360,22 +361,18 @@ fn optimize(st: &mut State) {
     }
     let n = st.count.len();
     let n_topics = st.group.topics().len();
-    let member_topics: Vec<&[TopicId]> = st
-        .member_of
-        .iter()
-        .map(|m| st.group.member(MemberIdx(*m)).topics.as_slice())
-        .collect();
-    let mut counts = Counts::new(&member_topics, n_topics);
-    // Pair of each subscriber of the topic being counted, and its own partitions it holds.
+    let mut counts = Counts::new(&st.subscribers, n);
+    // Pair of each subscriber of the topic being counted.
     let mut pair_of = vec![NONE; n];
-    let mut own_held = vec![0u32; counts.c.len()];
-    let mut matched_held = vec![0u32; counts.c.len()];
+    // Per topic: partitions held by their previous owner, and of those the rack-matched ones.
+    let mut own_held = vec![0u32; n_topics];
+    let mut matched_held = vec![0u32; n_topics];
     // Previously owned partitions with no replica on the owner's rack (while another
     // subscriber's rack has one) are kept only after the matched ones.
     let mut mismatched = vec![false; st.owner.len()];
     for t in 0..n_topics as u32 {
-        for &s in counts.topic_pairs(t) {
-            pair_of[counts.pair_member(s) as usize] = s;
+        for s in counts.topic_pairs(t) {
+            pair_of[counts.pair_member(s) as usize] = s as u32;
         }
         for p in st.group.partitions_of(TopicId(t)) {
             let o = st.owner[p as usize];
@@ -394,13 +391,12 @@ fn optimize(st: &mut State) {
                 counts.o[sp] += 1;
                 counts.om[sp] += u32::from(!bad);
                 if prev == o {
-                    own_held[s] += 1;
-                    matched_held[s] += u32::from(!bad);
+                    own_held[t as usize] += 1;
+                    matched_held[t as usize] += u32::from(!bad);
                 }
             }
         }
     }
-    let before = counts.c.clone();
     counts.optimize();
 
     let mut target = vec![0u32; n];
@@ -408,17 +404,21 @@ fn optimize(st: &mut State) {
     let mut placed: Vec<bool> = Vec::new();
     for t in 0..n_topics as u32 {
         let pairs = counts.topic_pairs(t);
-        let changed = pairs.iter().any(|&s| {
-            let s = s as usize;
-            counts.c[s] != before[s]
-                || own_held[s] < counts.c[s].min(counts.o[s])
-                || matched_held[s] < counts.c[s].min(counts.om[s])
+        // Each member holds as many of its own partitions as its count allows (rack-matched
+        // ones first) exactly when the topic's totals reach the counts' ones.
+        let (own, matched) = pairs.clone().fold((0, 0), |(own, matched), s| {
+            (
+                own + counts.c[s].min(counts.o[s]),
+                matched + counts.c[s].min(counts.om[s]),
+            )
         });
+        let changed =
+            counts.changed(t) || own_held[t as usize] < own || matched_held[t as usize] < matched;
         if !changed {
             continue;
         }
-        for &s in pairs {
-            target[counts.pair_member(s) as usize] = counts.c[s as usize];
+        for s in pairs.clone() {
+            target[counts.pair_member(s) as usize] = counts.c[s];
         }
         let range = st.group.partitions_of(TopicId(t));
         let base = range.start;
@@ -455,8 +455,8 @@ fn optimize(st: &mut State) {
         }
         // The rest, to members still short.
         let short: Vec<u32> = pairs
-            .iter()
-            .map(|s| counts.pair_member(*s))
+            .clone()
+            .map(|s| counts.pair_member(s))
             .filter(|m| got[*m as usize] < target[*m as usize])
             .collect();
         let mut first = 0usize;
@@ -481,7 +481,7 @@ fn optimize(st: &mut State) {
                 .unwrap_or(short[first]);
             place(st, p, m, &mut got, &mut placed);
         }
-        for &s in pairs {
+        for s in pairs {
             let m = counts.pair_member(s) as usize;
             debug_assert_eq!(
                 got[m], target[m],
