@@ -630,3 +630,43 @@ def init_producer_id(conn, version, transactional_id=None, producer_id=-1, produ
     out = (r.i16(), r.i64(), r.i16())
     r.tags()
     return out
+
+
+def metadata_v1(conn, topics=None):
+    """Metadata v1 (`topics` None: all topics). Returns a dict: brokers [(id, host, port, rack)],
+    controller_id, topics {name: (error_code, {partition: (error_code, leader, replicas, isr)})}."""
+    w = W()
+    if topics is None:
+        w.i32(-1)
+    else:
+        w.array(list(topics), lambda w, t: w.string(t))
+    r = conn.request(METADATA, 1, w.done())
+    brokers = r.array(lambda b: (b.i32(), b.string(), b.i32(), b.string()))
+    controller_id = r.i32()
+
+    def partition(p):
+        err = p.i16()
+        index = p.i32()
+        leader = p.i32()
+        replicas = p.array(lambda x: x.i32())
+        isr = p.array(lambda x: x.i32())
+        return index, (err, leader, replicas, isr)
+
+    def topic(t):
+        err = t.i16()
+        name = t.string()
+        t.boolean()  # is_internal
+        return name, (err, dict(t.array(partition)))
+
+    return {"brokers": brokers, "controller_id": controller_id, "topics": dict(r.array(topic))}
+
+
+def create_topic(conn, name, num_partitions=1, replication_factor=1, configs=None,
+                 assignments=None, version=5, timeout_ms=30000):
+    """CreateTopics for one topic; returns (error_code, error_message)."""
+    body = create_topics_body(version, name, num_partitions, replication_factor, configs,
+                              assignments, timeout_ms=timeout_ms)
+    r = conn.request(CREATE_TOPICS, version, body)
+    results = parse_create_topics(r, version)
+    assert len(results) == 1 and results[0][0] == name, results
+    return results[0][1], results[0][2]

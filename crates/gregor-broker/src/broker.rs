@@ -3,15 +3,20 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use kafka_protocol::messages::RequestKind;
+use kafka_protocol::messages::broker_registration_request::Listener;
+use kafka_protocol::messages::{
+    ApiKey, BrokerHeartbeatRequest, BrokerRegistrationRequest, RequestKind, ResponseKind,
+};
+use kafka_protocol::ResponseError;
 use tracing::{info, warn};
 
 use crate::config::BrokerConfig;
 use crate::connection::{Handler, Reply, RequestContext};
 use crate::handlers;
-use crate::metadata::{MetadataError, MetadataManager};
+use crate::metadata::{ForwardTarget, MetadataError, MetadataManager, QuorumSettings};
 use crate::producer_ids::ProducerIdAllocator;
 use crate::replica::ReplicaManager;
 use crate::util::now_ms;
@@ -21,11 +26,13 @@ pub struct Broker {
     pub config: BrokerConfig,
     pub cluster_id: String,
     pub metadata: MetadataManager,
-    pub replicas: ReplicaManager,
+    pub replicas: Arc<ReplicaManager>,
     pub producer_ids: ProducerIdAllocator,
     pub groups: crate::groups::Groups,
     pub incarnation: gregor_meta::Uuid,
     broker_epoch: AtomicI64,
+    /// The controller listener, heartbeat and controller tasks, stopped at shutdown.
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -37,13 +44,25 @@ pub enum StartError {
     },
     #[error(transparent)]
     Metadata(#[from] MetadataError),
+    #[error("controller listener {addr}: {source}")]
+    ControllerListener {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
     #[error("broker registration refused: {0}")]
     Registration(String),
 }
 
+/// How often the active controller checks broker sessions.
+const SESSION_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How long a controlled shutdown waits for the controller to move leaderships away.
+const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl Broker {
-    /// Opens the data directory, replays metadata, opens the hosted logs and registers this
-    /// broker with the (local) controller.
+    /// Opens the data directory, joins the controller quorum (replaying committed metadata and
+    /// opening the hosted logs), starts the controller listener, and registers this broker with
+    /// the active controller, waiting until it is unfenced.
     pub async fn start(config: BrokerConfig) -> Result<Arc<Broker>, StartError> {
         let dir = config.data_dir.clone();
         let disk = gregor_log::Disk::real();
@@ -53,12 +72,35 @@ impl Broker {
                 dir: dir.clone(),
                 source: std::io::Error::other(e),
             })?;
-        let cluster_id = crate::util::cluster_id(&dir).map_err(|source| StartError::DataDir {
-            dir: dir.clone(),
-            source,
-        })?;
-        let metadata = MetadataManager::open(&dir, config.node_id, config.settings.clone())?;
-        let replicas = ReplicaManager::new(config.node_id, &dir);
+        let cluster_id =
+            crate::util::cluster_id_for(&dir, &config.voters, config.cluster_id.as_deref())
+                .map_err(|source| StartError::DataDir {
+                    dir: dir.clone(),
+                    source,
+                })?;
+        // Bound before the quorum starts, so peers can reach this voter as soon as it runs.
+        let controller_listener = match config.controller_bind {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| StartError::ControllerListener { addr, source })?,
+            ),
+            None => None,
+        };
+        let replicas = Arc::new(ReplicaManager::new(config.node_id, &dir));
+        let settings = QuorumSettings {
+            voters: config.voters.clone(),
+            election_timeout_ms: config.int("controller.quorum.election.timeout.ms") as u64,
+            snapshot_bytes: config.int("metadata.log.max.record.bytes.between.snapshots") as u64,
+        };
+        let metadata = MetadataManager::open(
+            &dir,
+            config.node_id,
+            config.settings.clone(),
+            settings,
+            replicas.clone(),
+        )
+        .await?;
         let producer_ids =
             ProducerIdAllocator::open(&dir).map_err(|source| StartError::DataDir {
                 dir: dir.clone(),
@@ -73,9 +115,37 @@ impl Broker {
             producer_ids,
             groups: crate::groups::Groups::new(),
             broker_epoch: AtomicI64::new(-1),
+            tasks: Mutex::new(Vec::new()),
         });
-        broker.metadata.apply_all_to(&broker.replicas).await;
-        broker.register().await?;
+        if let Some(listener) = controller_listener {
+            let target = Arc::new(ForwardTarget {
+                broker: std::sync::OnceLock::new(),
+            });
+            let _ = target.broker.set(Arc::downgrade(&broker));
+            let raft = broker.metadata.quorum().raft().clone();
+            let task = tokio::spawn(async move {
+                loop {
+                    match listener.accept().await {
+                        Ok((stream, _)) => {
+                            let _ = stream.set_nodelay(true);
+                            tokio::spawn(gregor_quorum::rpc::serve_connection(
+                                stream,
+                                raft.clone(),
+                                target.clone(),
+                            ));
+                        }
+                        Err(e) => {
+                            warn!(error = %e, "controller listener accept failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+            });
+            broker.add_task(task);
+        }
+        broker.register_until_unfenced().await?;
+        let controller_duties = tokio::spawn(broker.clone().run_controller_duties());
+        broker.add_task(controller_duties);
         if let Err(e) = crate::groups::Groups::start_if_present(&broker).await {
             warn!(error = ?e, "group coordinator not loaded");
         }
@@ -83,64 +153,164 @@ impl Broker {
         Ok(broker)
     }
 
-    /// Registers with the controller and unfences (a single node has always caught up with its
-    /// own metadata log once it has replayed it).
-    async fn register(&self) -> Result<(), StartError> {
-        let request = gregor_meta::BrokerRegistrationRequest {
-            broker_id: self.config.node_id,
-            incarnation_id: self.incarnation,
-            endpoints: vec![gregor_meta::BrokerEndpoint {
-                name: "PLAINTEXT".into(),
-                host: self.config.advertised_host.clone(),
-                port: self.config.advertised_port,
-                security_protocol: 0,
-            }],
-            rack: self.config.settings.raw("broker.rack").map(str::to_string),
-        };
-        let now = now_ms();
-        let (epoch, _) = self
-            .metadata
-            .submit(&self.replicas, |c| c.register_broker(&request, now))
-            .await?;
-        let epoch = epoch.map_err(|e| StartError::Registration(e.message))?;
-        self.broker_epoch.store(epoch, Ordering::SeqCst);
-        self.heartbeat()
-            .await
-            .map_err(|e| StartError::Registration(e.to_string()))?;
-        Ok(())
+    fn add_task(&self, task: tokio::task::JoinHandle<()>) {
+        self.tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(task);
     }
 
-    /// One broker heartbeat to the local controller, plus the controller's own periodic work.
-    pub async fn heartbeat(&self) -> Result<(), MetadataError> {
-        let hb = gregor_meta::BrokerHeartbeat {
-            broker_id: self.config.node_id,
-            broker_epoch: self.broker_epoch.load(Ordering::SeqCst),
-            want_fence: false,
-            want_shut_down: false,
-        };
-        let now = now_ms();
-        let (reply, _) = self
-            .metadata
-            .submit(&self.replicas, |c| c.broker_heartbeat(&hb, now))
-            .await?;
-        if let Err(e) = reply {
-            warn!(code = ?e.code, message = %e.message, "heartbeat refused");
+    /// Registers with the active controller (retrying until one answers), then heartbeats until
+    /// the controller unfences this broker.
+    async fn register_until_unfenced(self: &Arc<Self>) -> Result<(), StartError> {
+        let mut warned = tokio::time::Instant::now();
+        loop {
+            if self.metadata.active_controller().is_none() {
+                self.metadata
+                    .quorum()
+                    .wait_for_leader(Duration::from_secs(1))
+                    .await;
+            }
+            match self.register().await {
+                Ok(()) => break,
+                Err(RegisterError::Refused(e)) => return Err(StartError::Registration(e)),
+                Err(RegisterError::Retriable(e)) => {
+                    if warned.elapsed() > Duration::from_secs(5) {
+                        warn!(error = %e, "still waiting for an active controller to register with");
+                        warned = tokio::time::Instant::now();
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
         }
-        let now = now_ms();
-        self.metadata
-            .submit(&self.replicas, |c| gregor_meta::ControllerResult {
-                records: c.tick(now),
-                response: (),
-            })
-            .await?;
-        Ok(())
+        loop {
+            match self.heartbeat(false).await {
+                Ok(reply) if !reply.is_fenced => return Ok(()),
+                Ok(_) => {}
+                Err(e) => {
+                    if warned.elapsed() > Duration::from_secs(5) {
+                        warn!(error = %e, "still waiting to be unfenced");
+                        warned = tokio::time::Instant::now();
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
-    /// Background duties: heartbeats, retention, compaction, checkpoints.
+    /// One BrokerRegistration with the active controller.
+    async fn register(self: &Arc<Self>) -> Result<(), RegisterError> {
+        let mut request = BrokerRegistrationRequest::default();
+        request.broker_id = kafka_protocol::messages::BrokerId(self.config.node_id);
+        request.cluster_id = handlers::s(self.cluster_id.clone());
+        request.incarnation_id = self.incarnation;
+        let mut listener = Listener::default();
+        listener.name = handlers::s("PLAINTEXT");
+        listener.host = handlers::s(self.config.advertised_host.clone());
+        listener.port = self.config.advertised_port;
+        listener.security_protocol = 0;
+        request.listeners = vec![listener];
+        request.rack = self.config.rack.clone().map(handlers::s);
+        let response = crate::forward::to_controller(
+            self,
+            ApiKey::BrokerRegistration,
+            0,
+            RequestKind::BrokerRegistration(request),
+        )
+        .await;
+        let Some(ResponseKind::BrokerRegistration(r)) = response else {
+            return Err(RegisterError::Retriable("no registration response".into()));
+        };
+        match ResponseError::try_from_code(r.error_code) {
+            None => {
+                self.broker_epoch.store(r.broker_epoch, Ordering::SeqCst);
+                info!(
+                    node = self.config.node_id,
+                    epoch = r.broker_epoch,
+                    "registered with the controller"
+                );
+                Ok(())
+            }
+            Some(
+                e @ (ResponseError::NotController
+                | ResponseError::RequestTimedOut
+                | ResponseError::DuplicateBrokerRegistration),
+            ) => Err(RegisterError::Retriable(format!("{e:?}"))),
+            Some(e) => Err(RegisterError::Refused(format!("{e:?}"))),
+        }
+    }
+
+    /// One BrokerHeartbeat to the active controller. A heartbeat refused because the
+    /// controller no longer knows this registration registers again.
+    pub async fn heartbeat(
+        self: &Arc<Self>,
+        want_shut_down: bool,
+    ) -> Result<gregor_meta::BrokerHeartbeatReply, String> {
+        let mut request = BrokerHeartbeatRequest::default();
+        request.broker_id = kafka_protocol::messages::BrokerId(self.config.node_id);
+        request.broker_epoch = self.broker_epoch.load(Ordering::SeqCst);
+        request.current_metadata_offset = self.metadata.applied_index() as i64 - 1;
+        request.want_fence = false;
+        request.want_shut_down = want_shut_down;
+        let response = crate::forward::to_controller(
+            self,
+            ApiKey::BrokerHeartbeat,
+            0,
+            RequestKind::BrokerHeartbeat(request),
+        )
+        .await;
+        let Some(ResponseKind::BrokerHeartbeat(r)) = response else {
+            return Err("no heartbeat response".into());
+        };
+        match ResponseError::try_from_code(r.error_code) {
+            None => Ok(gregor_meta::BrokerHeartbeatReply {
+                is_fenced: r.is_fenced,
+                should_shut_down: r.should_shut_down,
+            }),
+            Some(e @ (ResponseError::StaleBrokerEpoch | ResponseError::BrokerIdNotRegistered)) => {
+                warn!(error = ?e, "heartbeat refused; registering again");
+                self.register().await.map_err(|e| e.to_string())?;
+                Err(format!("{e:?}"))
+            }
+            Some(e) => Err(format!("{e:?}")),
+        }
+    }
+
+    /// Heartbeats to the active controller, and — while this node is the active controller —
+    /// fences brokers whose sessions expired.
+    async fn run_controller_duties(self: Arc<Self>) {
+        let heartbeat_every =
+            Duration::from_millis(self.config.int("broker.heartbeat.interval.ms").max(10) as u64);
+        let mut heartbeat = tokio::time::interval(heartbeat_every);
+        let mut sessions = tokio::time::interval(SESSION_CHECK_INTERVAL);
+        loop {
+            tokio::select! {
+                _ = heartbeat.tick() => {
+                    if let Err(e) = self.heartbeat(false).await {
+                        warn!(error = %e, "heartbeat failed");
+                    }
+                }
+                _ = sessions.tick() => {
+                    if self.metadata.is_active_controller() {
+                        let now = now_ms();
+                        let result = self
+                            .metadata
+                            .submit(|c| gregor_meta::ControllerResult {
+                                records: c.tick(now),
+                                response: (),
+                            })
+                            .await;
+                        if let Err(e) = result {
+                            warn!(error = %e, "broker session check failed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Background duties: retention, compaction, checkpoints, producer expiry.
     pub async fn run_background(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
-        let mut heartbeat = tokio::time::interval(std::time::Duration::from_millis(
-            self.config.int("broker.heartbeat.interval.ms").max(100) as u64,
-        ));
         let mut cleanup = tokio::time::interval(std::time::Duration::from_millis(
             self.config.int("log.retention.check.interval.ms").max(1000) as u64,
         ));
@@ -156,11 +326,6 @@ impl Broker {
         ));
         loop {
             tokio::select! {
-                _ = heartbeat.tick() => {
-                    if let Err(e) = self.heartbeat().await {
-                        warn!(error = %e, "heartbeat failed");
-                    }
-                }
                 _ = cleanup.tick() => {
                     let parts = self.replicas.all();
                     let cleaner_enabled = self.config.bool("log.cleaner.enable");
@@ -213,14 +378,65 @@ impl Broker {
         }
     }
 
-    /// Clean shutdown: logs synced, checkpoints and clean-shutdown markers written.
-    pub async fn shutdown(&self) {
+    /// Controlled shutdown: where another broker can take over, the controller moves this
+    /// broker's leaderships away (and takes it out of the ISRs) before it stops.
+    async fn controlled_shutdown(self: &Arc<Self>) {
+        let others = self
+            .metadata
+            .image()
+            .active_brokers()
+            .filter(|b| b.id != self.config.node_id)
+            .count();
+        if others == 0 {
+            return;
+        }
+        let started = tokio::time::Instant::now();
+        let done = tokio::time::timeout(CONTROLLED_SHUTDOWN_TIMEOUT, async {
+            loop {
+                match self.heartbeat(true).await {
+                    Ok(reply) if reply.should_shut_down => return,
+                    Ok(_) => {}
+                    Err(e) => warn!(error = %e, "controlled shutdown request failed; retrying"),
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        match done {
+            Ok(()) => info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "controlled shutdown complete: leaderships moved away"
+            ),
+            Err(_) => warn!("controlled shutdown timed out; stopping anyway"),
+        }
+    }
+
+    /// Clean shutdown: leaderships handed over, quorum member stopped, logs synced,
+    /// checkpoints and clean-shutdown markers written.
+    pub async fn shutdown(self: &Arc<Self>) {
+        self.controlled_shutdown().await;
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+        {
+            task.abort();
+        }
         self.metadata.close().await;
         let threads = self.dynamic_i64("num.recovery.threads.per.data.dir").max(1) as usize;
         let replicas = &self.replicas;
         tokio::task::block_in_place(|| replicas.close_all(threads));
         info!("broker stopped cleanly");
     }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum RegisterError {
+    #[error("{0}")]
+    Retriable(String),
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl Handler for Broker {

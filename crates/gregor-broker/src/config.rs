@@ -2,7 +2,7 @@
 //! `--override key=value` settings, validated against gregor-meta's config definitions so that
 //! an unknown or invalid setting stops start-up with a message naming it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
@@ -23,6 +23,14 @@ pub struct BrokerOptions {
     pub properties: Option<String>,
     /// `--override key=value`, in order.
     pub overrides: Vec<String>,
+    /// `--process-roles broker,controller`.
+    pub process_roles: Option<String>,
+    /// `--controller-quorum-voters id@host:port,...`.
+    pub controller_quorum_voters: Option<String>,
+    /// `--rack R` (`broker.rack`).
+    pub rack: Option<String>,
+    /// `--cluster-id ID`: the cluster id a new data directory gets.
+    pub cluster_id: Option<String>,
 }
 
 /// Validated configuration.
@@ -36,6 +44,24 @@ pub struct BrokerConfig {
     pub settings: StaticBrokerConfig,
     /// `max.connections.per.ip.overrides`, host names resolved at start-up.
     pub connection_overrides: HashMap<IpAddr, usize>,
+    /// Where the controller listener binds (`listeners` entry named in
+    /// `controller.listener.names`); `None` for a single node without one.
+    pub controller_bind: Option<SocketAddr>,
+    /// `controller.quorum.voters` (id -> `host:port`); a single node without the setting is
+    /// its own quorum of one (with no address: nobody needs to reach it).
+    pub voters: BTreeMap<u64, String>,
+    /// `broker.rack`.
+    pub rack: Option<String>,
+    /// `--cluster-id`.
+    pub cluster_id: Option<String>,
+}
+
+/// One `listeners` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
 }
 
 /// A configuration problem, naming the setting.
@@ -49,25 +75,86 @@ fn invalid(msg: impl Into<String>) -> ConfigError {
     ConfigError::Invalid(msg.into())
 }
 
-/// Parses `PLAINTEXT://host:port` (the only listener security protocol Gregor has).
-pub fn parse_listener(key: &str, value: &str) -> Result<(String, u16), ConfigError> {
-    let first = value.split(',').next().unwrap_or("").trim();
-    let rest = first.strip_prefix("PLAINTEXT://").ok_or_else(|| {
-        invalid(format!(
+/// Parses a `listeners` list: `NAME://host:port` entries separated by commas. Names are
+/// `PLAINTEXT` (clients) and the controller listener names; each name once.
+pub fn parse_listeners(
+    key: &str,
+    value: &str,
+    controller_names: &[String],
+) -> Result<Vec<Listener>, ConfigError> {
+    let mut out: Vec<Listener> = Vec::new();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, rest) = entry.split_once("://").ok_or_else(|| {
+            invalid(format!(
+                "{key}: '{entry}' must look like PLAINTEXT://HOST:PORT"
+            ))
+        })?;
+        if name != "PLAINTEXT" && !controller_names.iter().any(|n| n == name) {
+            return Err(invalid(format!(
+                "{key}: listener '{name}' in '{entry}' is neither PLAINTEXT nor a controller listener ({}); Gregor has no other security protocols",
+                controller_names.join(",")
+            )));
+        }
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(format!("{key}: '{entry}' has no port")))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| invalid(format!("{key}: '{port}' is not a valid port")))?;
+        if out.iter().any(|l| l.name == name) {
+            return Err(invalid(format!("{key}: listener '{name}' appears twice")));
+        }
+        out.push(Listener {
+            name: name.to_string(),
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            port,
+        });
+    }
+    if out.is_empty() {
+        return Err(invalid(format!(
             "{key}: '{value}' must look like PLAINTEXT://HOST:PORT"
-        ))
-    })?;
-    let (host, port) = rest
-        .rsplit_once(':')
-        .ok_or_else(|| invalid(format!("{key}: '{value}' has no port")))?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| invalid(format!("{key}: '{port}' is not a valid port")))?;
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    Ok((host, port))
+        )));
+    }
+    Ok(out)
+}
+
+/// Parses `controller.quorum.voters`: `id@host:port` entries separated by commas.
+pub fn parse_voters(value: &str) -> Result<BTreeMap<u64, String>, ConfigError> {
+    const KEY: &str = "controller.quorum.voters";
+    let mut out = BTreeMap::new();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (id, addr) = entry
+            .split_once('@')
+            .ok_or_else(|| invalid(format!("{KEY}: '{entry}' must look like id@host:port")))?;
+        let id: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| invalid(format!("{KEY}: '{id}' in '{entry}' is not a node id")))?;
+        let (host, port) = addr
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(format!("{KEY}: '{entry}' has no port")))?;
+        if host.is_empty() || port.parse::<u16>().is_err() {
+            return Err(invalid(format!(
+                "{KEY}: '{entry}' must look like id@host:port"
+            )));
+        }
+        if out.insert(id, addr.to_string()).is_some() {
+            return Err(invalid(format!("{KEY}: node {id} appears twice")));
+        }
+    }
+    Ok(out)
+}
+
+fn resolve(key: &str, host: &str, port: u16) -> Result<SocketAddr, ConfigError> {
+    let bind_host = if host.is_empty() { "0.0.0.0" } else { host };
+    (bind_host, port)
+        .to_socket_addrs()
+        .map_err(|e| invalid(format!("{key}: cannot resolve '{bind_host}': {e}")))?
+        .next()
+        .ok_or_else(|| invalid(format!("{key}: '{bind_host}' resolves to nothing")))
 }
 
 /// Parses `max.connections.per.ip.overrides`: `host:count` entries separated by commas, hosts
@@ -120,6 +207,15 @@ impl BrokerConfig {
         if let Some(n) = opts.node_id {
             pairs.push(("node.id".into(), n.to_string()));
         }
+        if let Some(r) = &opts.process_roles {
+            pairs.push(("process.roles".into(), r.clone()));
+        }
+        if let Some(v) = &opts.controller_quorum_voters {
+            pairs.push(("controller.quorum.voters".into(), v.clone()));
+        }
+        if let Some(r) = &opts.rack {
+            pairs.push(("broker.rack".into(), r.clone()));
+        }
         for o in &opts.overrides {
             let (k, v) = o
                 .split_once('=')
@@ -148,26 +244,99 @@ impl BrokerConfig {
             }
             n => n,
         };
-        let listeners = settings
-            .raw("listeners")
-            .unwrap_or("PLAINTEXT://127.0.0.1:9092")
-            .to_string();
-        let (host, port) = parse_listener("listeners", &listeners)?;
-        let bind_host = if host.is_empty() {
-            "0.0.0.0".to_string()
-        } else {
-            host.clone()
-        };
-        let bind = (bind_host.as_str(), port)
-            .to_socket_addrs()
-            .map_err(|e| invalid(format!("listeners: cannot resolve '{bind_host}': {e}")))?
-            .next()
-            .ok_or_else(|| invalid(format!("listeners: '{bind_host}' resolves to nothing")))?;
+        let roles: Vec<&str> = settings
+            .raw("process.roles")
+            .unwrap_or("broker,controller")
+            .split(',')
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .collect();
+        if !(roles.contains(&"broker") && roles.contains(&"controller")) {
+            return Err(invalid(format!(
+                "process.roles: '{}' is not supported yet: every Gregor node is both broker and controller (broker,controller)",
+                roles.join(",")
+            )));
+        }
+        let controller_names: Vec<String> = settings
+            .raw("controller.listener.names")
+            .unwrap_or("CONTROLLER")
+            .split(',')
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect();
+        let listeners = parse_listeners(
+            "listeners",
+            settings
+                .raw("listeners")
+                .unwrap_or("PLAINTEXT://127.0.0.1:9092"),
+            &controller_names,
+        )?;
+        let client = listeners
+            .iter()
+            .find(|l| l.name == "PLAINTEXT")
+            .ok_or_else(|| invalid("listeners: a broker needs a PLAINTEXT://HOST:PORT listener"))?;
+        let bind = resolve("listeners", &client.host, client.port)?;
+        let controller = listeners.iter().find(|l| l.name != "PLAINTEXT");
+        let controller_bind = controller
+            .map(|l| resolve("listeners", &l.host, l.port))
+            .transpose()?;
         let (advertised_host, advertised_port) = match settings.raw("advertised.listeners") {
-            Some(a) => parse_listener("advertised.listeners", a)?,
-            None if host.is_empty() || host == "0.0.0.0" => ("127.0.0.1".to_string(), port),
-            None => (host, port),
+            Some(a) => {
+                let adv = parse_listeners("advertised.listeners", a, &controller_names)?;
+                let l = adv.iter().find(|l| l.name == "PLAINTEXT").ok_or_else(|| {
+                    invalid("advertised.listeners: needs a PLAINTEXT://HOST:PORT entry")
+                })?;
+                (l.host.clone(), l.port)
+            }
+            None if client.host.is_empty() || client.host == "0.0.0.0" => {
+                ("127.0.0.1".to_string(), client.port)
+            }
+            None => (client.host.clone(), client.port),
         };
+        let mut voters = parse_voters(settings.raw("controller.quorum.voters").unwrap_or(""))?;
+        if voters.is_empty() {
+            // A cluster of one: this node alone, reachable by nobody else.
+            let addr = controller
+                .map(|l| {
+                    format!(
+                        "{}:{}",
+                        if l.host.is_empty() {
+                            "127.0.0.1"
+                        } else {
+                            &l.host
+                        },
+                        l.port
+                    )
+                })
+                .unwrap_or_default();
+            voters.insert(node_id as u64, addr);
+        } else {
+            if !voters.contains_key(&(node_id as u64)) {
+                return Err(invalid(format!(
+                    "controller.quorum.voters: node.id {node_id} is not among the voters {}; every Gregor node is a controller",
+                    settings.raw("controller.quorum.voters").unwrap_or("")
+                )));
+            }
+            if controller_bind.is_none() {
+                return Err(invalid(format!(
+                    "listeners: a controller needs a listener named in controller.listener.names ({}), e.g. CONTROLLER://127.0.0.1:9093",
+                    controller_names.join(",")
+                )));
+            }
+        }
+        let rack = settings.raw("broker.rack").map(str::to_string);
+        if let Some(id) = &opts.cluster_id {
+            let ok = !id.is_empty()
+                && id.len() <= 64
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !ok {
+                return Err(invalid(format!(
+                    "--cluster-id: '{id}' must be 1 to 64 letters, digits, '-' or '_' (e.g. a 22-character Kafka cluster id)"
+                )));
+            }
+        }
         let dirs = settings.raw("log.dirs").or(settings.raw("log.dir"));
         if let Some(d) = dirs {
             if d.split(',').filter(|x| !x.trim().is_empty()).count() > 1 {
@@ -192,6 +361,10 @@ impl BrokerConfig {
             data_dir,
             settings,
             connection_overrides,
+            controller_bind,
+            voters,
+            rack,
+            cluster_id: opts.cluster_id.clone(),
         })
     }
 
@@ -287,11 +460,9 @@ mod tests {
             })
         };
         for o in [
-            "controller.quorum.voters=1@127.0.0.1:9093",
             "replica.lag.time.max.ms=10000",
             "replica.fetch.max.bytes=5",
             "num.replica.fetchers=4",
-            "process.roles=broker",
             "num.io.threads=16",
             "log.roll.jitter.ms=5",
         ] {
@@ -302,6 +473,69 @@ mod tests {
         // Kafka's default value is what Gregor does, so it is accepted.
         start("replica.lag.time.max.ms=30000").expect("the default is accepted");
         start("controller.quorum.voters=").expect("empty is the default");
+    }
+
+    fn cluster_node(overrides: &[&str]) -> Result<BrokerConfig, ConfigError> {
+        BrokerConfig::from_options(&BrokerOptions {
+            node_id: Some(0),
+            listeners: Some("PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093".into()),
+            controller_quorum_voters: Some(
+                "0@127.0.0.1:19093,1@127.0.0.1:19095,2@127.0.0.1:19097".into(),
+            ),
+            rack: Some("r1".into()),
+            overrides: overrides.iter().map(|o| o.to_string()).collect(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn a_cluster_node_has_voters_a_controller_listener_and_a_rack() {
+        let c = cluster_node(&[]).expect("valid");
+        assert_eq!(c.node_id, 0, "node id 0 is a valid id");
+        assert_eq!(c.bind.port(), 19092);
+        assert_eq!(c.controller_bind.map(|a| a.port()), Some(19093));
+        assert_eq!(c.voters.len(), 3);
+        assert_eq!(c.voters[&1], "127.0.0.1:19095");
+        assert_eq!(c.rack.as_deref(), Some("r1"));
+        // The same through server.properties names.
+        let c = BrokerConfig::from_options(&BrokerOptions {
+            properties: Some(
+                "node.id=2\nprocess.roles=broker,controller\nlisteners=PLAINTEXT://127.0.0.1:1,CTL://127.0.0.1:2\ncontroller.listener.names=CTL\ncontroller.quorum.voters=2@127.0.0.1:2\nbroker.rack=east\n".into(),
+            ),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(
+            (c.node_id, c.controller_bind.map(|a| a.port())),
+            (2, Some(2))
+        );
+        assert_eq!(c.rack.as_deref(), Some("east"));
+        // No voters: a cluster of one.
+        let c = BrokerConfig::from_options(&BrokerOptions::default()).expect("valid");
+        assert_eq!(c.voters.keys().copied().collect::<Vec<_>>(), vec![1]);
+        assert!(c.controller_bind.is_none());
+    }
+
+    #[test]
+    fn cluster_settings_that_cannot_work_are_named() {
+        let err = |o: &[&str]| cluster_node(o).expect_err("invalid").to_string();
+        assert!(
+            err(&["controller.quorum.voters=1@127.0.0.1:19095"]).contains("not among the voters")
+        );
+        assert!(err(&["controller.quorum.voters=0@127.0.0.1"]).contains("has no port"));
+        assert!(err(&["controller.quorum.voters=0@:1"]).contains("id@host:port"));
+        assert!(err(&["controller.quorum.voters=x@127.0.0.1:1"]).contains("not a node id"));
+        assert!(err(&["controller.quorum.voters=0@h:1,0@h:2"]).contains("appears twice"));
+        assert!(
+            err(&["listeners=PLAINTEXT://127.0.0.1:19092"]).contains("controller needs a listener")
+        );
+        assert!(err(&["listeners=PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2"]).contains("SSL"));
+        let roles = err(&["process.roles=broker"]);
+        assert!(
+            roles.contains("process.roles") && roles.contains("not supported"),
+            "{roles}"
+        );
+        assert!(err(&["process.roles=cook"]).contains("process.roles"));
     }
 
     #[test]

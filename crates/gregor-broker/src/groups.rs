@@ -107,7 +107,7 @@ impl Groups {
     }
 }
 
-async fn create_offsets_topic(b: &Broker) -> Result<(), ResponseError> {
+async fn create_offsets_topic(b: &Arc<Broker>) -> Result<(), ResponseError> {
     if b.metadata.image().topic(OFFSETS_TOPIC).is_some() {
         return Ok(());
     }
@@ -124,12 +124,10 @@ async fn create_offsets_topic(b: &Broker) -> Result<(), ResponseError> {
         topics: vec![topic],
         validate_only: false,
     };
-    let (results, _) = b
-        .metadata
-        .submit(&b.replicas, |c| c.create_topics(&request))
+    let results = crate::handlers::create_topics_internal(b, &request)
         .await
         .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
-    match results.into_iter().next().map(|r| r.result) {
+    match results.into_iter().next().map(|(_, result)| result) {
         Some(Ok(_)) => {
             info!(
                 partitions = Groups::num_partitions(b),

@@ -5,6 +5,7 @@ pub mod api;
 pub mod broker;
 pub mod config;
 pub mod connection;
+pub mod forward;
 pub mod frame;
 pub mod group_wire;
 pub mod groups;

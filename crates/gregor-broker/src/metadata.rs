@@ -1,107 +1,156 @@
-//! The metadata shell: the controller state machine, its log (`__cluster_metadata-0` in the data
-//! directory) and the image every request handler reads.
+//! The metadata shell: this node's member of the controller quorum (gregor-quorum: the
+//! `__cluster_metadata-0` log replicated by openraft) and the image every request handler reads.
 //!
-//! A single node is a cluster of one: admin requests go through the controller, which returns
-//! records; the records are appended (durably) to the metadata log, then replayed into the
-//! controller and the image, and the resulting delta drives the replica manager. Requests are
-//! handled one at a time, as Kafka's controller does. At start-up the log is replayed to rebuild
-//! the image. A quorum (openraft) will replace the local log without changing this flow.
+//! Controller operations run on the active controller only, one at a time: the controller
+//! (gregor-meta) turns a request into records, the quorum commits them, and every node applies
+//! them in commit order to its image and, through [`ReplicaApplier`], to its replica manager.
+//! A node that is not the active controller forwards the Kafka request instead
+//! (see `forward.rs`).
 
-use std::path::Path;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use bytes::Bytes;
-use gregor_log::records::{decode_batch, encode_batch, BatchSpec, Record};
-use gregor_log::{Log, LogConfig, LogError};
 use gregor_meta::config::StaticBrokerConfig;
-use gregor_meta::{Controller, ControllerResult, MetadataDelta, MetadataImage, MetadataRecord};
-use tracing::{info, warn};
+use gregor_meta::{Controller, ControllerResult, MetadataDelta, MetadataImage};
+use gregor_quorum::rpc::{
+    ForwardHandler, KafkaReply, Network, RpcClient, RpcRequest, RpcResponse, TcpConnector,
+};
+use gregor_quorum::{ApplyListener, NodeId, Quorum, QuorumConfig, QuorumError, WriteError};
+use tokio::sync::Mutex as AsyncMutex;
 
 use crate::replica::ReplicaManager;
-use crate::util::{blocking, now_ms};
+use crate::util::now_ms;
 
 /// Directory of the metadata log inside the data directory.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 
+/// How long a controller write may wait to be committed before it is answered with
+/// REQUEST_TIMED_OUT (it may still commit later, as in Kafka).
+pub const CONTROLLER_WRITE_TIMEOUT: Duration = Duration::from_secs(15);
+
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
-    #[error("metadata log: {0}")]
-    Log(#[from] LogError),
-    #[error("metadata log holds an unreadable record at offset {offset}: {reason}")]
-    Corrupt { offset: i64, reason: String },
+    #[error(transparent)]
+    Quorum(#[from] QuorumError),
+    #[error("this node is not the active controller")]
+    NotController,
+    #[error("the metadata write was not committed in time")]
+    Timeout,
+    #[error("the controller quorum is unavailable: {0}")]
+    Unavailable(String),
 }
 
-struct Inner {
-    controller: Controller,
-    log: Arc<Log>,
+impl From<WriteError> for MetadataError {
+    fn from(e: WriteError) -> Self {
+        match e {
+            WriteError::NotController { .. } => MetadataError::NotController,
+            WriteError::Timeout => MetadataError::Timeout,
+            WriteError::Unavailable(m) => MetadataError::Unavailable(m),
+        }
+    }
+}
+
+impl MetadataError {
+    /// The Kafka error a client gets for it: all retriable.
+    pub fn api_error(&self) -> gregor_meta::ApiError {
+        use gregor_meta::ResponseError;
+        match self {
+            MetadataError::NotController => gregor_meta::ApiError::new(
+                ResponseError::NotController,
+                "this node is not the active controller; retry",
+            ),
+            MetadataError::Timeout => gregor_meta::ApiError::new(
+                ResponseError::RequestTimedOut,
+                "the controller quorum did not commit the change in time; it may still take effect",
+            ),
+            other => gregor_meta::ApiError::new(ResponseError::NotController, other.to_string()),
+        }
+    }
+}
+
+/// Applies committed metadata to this node's replicas.
+struct ReplicaApplier {
+    node_id: i32,
+    replicas: Arc<ReplicaManager>,
+}
+
+impl ApplyListener for ReplicaApplier {
+    fn applied(&self, controller: &Controller, delta: &MetadataDelta) {
+        let view = controller.config_view();
+        self.replicas
+            .apply(&view, &delta.local_changes(self.node_id));
+        let node = self.node_id.to_string();
+        let broker_wide = delta.changed_configs.iter().any(|r| {
+            r.resource_type == gregor_meta::ConfigResourceType::Broker
+                && (r.name.is_empty() || r.name == node)
+        });
+        if broker_wide {
+            // Broker defaults of topic configs reach every running log.
+            self.replicas.reconfigure_all(&view);
+        } else {
+            for resource in &delta.changed_configs {
+                if resource.resource_type == gregor_meta::ConfigResourceType::Topic {
+                    self.replicas.reconfigure(&resource.name, &view);
+                }
+            }
+        }
+    }
+}
+
+/// Settings of the quorum member, from the broker's configuration.
+pub struct QuorumSettings {
+    pub voters: BTreeMap<NodeId, String>,
+    pub election_timeout_ms: u64,
+    pub snapshot_bytes: u64,
 }
 
 pub struct MetadataManager {
     node_id: i32,
-    inner: tokio::sync::Mutex<Inner>,
-    image: RwLock<Arc<MetadataImage>>,
+    /// How this node reaches each voter's controller listener (`controller.quorum.voters`).
+    addresses: BTreeMap<NodeId, String>,
+    quorum: Quorum,
     static_config: StaticBrokerConfig,
+    /// One connection per controller for forwarded requests (more are opened while it is busy).
+    forward_clients: Mutex<HashMap<NodeId, Arc<AsyncMutex<RpcClient<TcpConnector>>>>>,
 }
 
 impl MetadataManager {
-    /// Opens the metadata log and replays it.
-    pub fn open(
-        data_dir: &Path,
+    /// Opens the metadata log, starts this node's quorum member and applies what is committed
+    /// (opening the replicas this node hosts) before returning.
+    pub async fn open(
+        data_dir: &std::path::Path,
         node_id: i32,
         static_config: StaticBrokerConfig,
+        settings: QuorumSettings,
+        replicas: Arc<ReplicaManager>,
     ) -> Result<MetadataManager, MetadataError> {
-        let log = Log::open(
-            &data_dir.join(METADATA_LOG_DIR),
-            LogConfig::default(),
-            now_ms(),
-        )?;
-        let seed = rand_seed();
-        let mut controller = Controller::new(static_config.clone(), seed);
-        let mut offset = log.log_start_offset();
-        let end = log.log_end_offset();
-        let mut replayed = 0usize;
-        while offset < end {
-            let read = log.read(offset, 1 << 20, None)?;
-            let Some(next) = read.next_offset else { break };
-            let mut rest: &[u8] = &read.records;
-            while !rest.is_empty() {
-                let (header, records) = decode_batch(rest).map_err(|e| MetadataError::Corrupt {
-                    offset,
-                    reason: e.to_string(),
-                })?;
-                for r in records {
-                    let value = r.value.unwrap_or_default();
-                    let record =
-                        MetadataRecord::decode(&value).map_err(|e| MetadataError::Corrupt {
-                            offset: r.offset,
-                            reason: e.to_string(),
-                        })?;
-                    controller
-                        .replay(&record)
-                        .map_err(|e| MetadataError::Corrupt {
-                            offset: r.offset,
-                            reason: e.to_string(),
-                        })?;
-                    replayed += 1;
-                }
-                rest = &rest[header.size()..];
-            }
-            offset = next;
-        }
-        info!(
-            records = replayed,
-            topics = controller.image().topics().len(),
-            "metadata log replayed"
-        );
-        let image = Arc::new(controller.image().clone());
+        let election = settings.election_timeout_ms.max(10);
+        let addresses = settings.voters.clone();
+        let config = QuorumConfig {
+            node_id: node_id as NodeId,
+            voters: settings.voters,
+            dir: data_dir.join(METADATA_LOG_DIR),
+            faults: None,
+            election_timeout_ms: election,
+            heartbeat_interval_ms: (election / 5).max(5),
+            snapshot_bytes: settings.snapshot_bytes,
+            static_config: static_config.clone(),
+            seed: rand_seed(),
+            now_ms: now_ms(),
+        };
+        let quorum = Quorum::start(
+            config,
+            Network::with_addresses(TcpConnector, addresses.clone()),
+            Arc::new(ReplicaApplier { node_id, replicas }),
+        )
+        .await?;
         Ok(MetadataManager {
             node_id,
-            inner: tokio::sync::Mutex::new(Inner {
-                controller,
-                log: Arc::new(log),
-            }),
-            image: RwLock::new(image),
+            addresses,
+            quorum,
             static_config,
+            forward_clients: Mutex::new(HashMap::new()),
         })
     }
 
@@ -113,116 +162,137 @@ impl MetadataManager {
         &self.static_config
     }
 
-    /// The latest committed image.
+    /// The quorum member (for the controller listener).
+    pub fn quorum(&self) -> &Quorum {
+        &self.quorum
+    }
+
+    /// The latest committed image this node has applied.
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.image
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.quorum.image()
     }
 
-    /// Applies the whole image to the replica manager (start-up).
-    pub async fn apply_all_to(&self, replicas: &ReplicaManager) {
-        let inner = self.inner.lock().await;
-        let mut delta = MetadataDelta::default();
-        let image = inner.controller.image();
-        for topic in image.topics().values() {
-            for (index, p) in &topic.partitions {
-                delta.changed_partitions.insert(
-                    gregor_meta::TopicIdPartition {
-                        topic_id: topic.id,
-                        partition: *index,
-                    },
-                    gregor_meta::PartitionDelta {
-                        topic: topic.name.clone(),
-                        before: None,
-                        after: Some(p.clone()),
-                    },
-                );
-            }
-        }
-        replicas.apply(
-            &inner.controller.config_view(),
-            &delta.local_changes(self.node_id),
-        );
+    /// The active controller as this node knows it.
+    pub fn active_controller(&self) -> Option<i32> {
+        self.quorum
+            .active_controller()
+            .and_then(|id| i32::try_from(id).ok())
     }
 
-    /// Runs a controller operation: its records are made durable in the metadata log, replayed,
-    /// and their delta applied to the replica manager before the response is returned.
-    pub async fn submit<T: Send + 'static>(
+    pub fn is_active_controller(&self) -> bool {
+        self.active_controller() == Some(self.node_id)
+    }
+
+    /// Index of the last applied metadata entry plus one.
+    pub fn applied_index(&self) -> u64 {
+        self.quorum.applied_index()
+    }
+
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
+        self.quorum.wait_applied(index, timeout).await
+    }
+
+    /// Runs a controller operation on this node, which must be the active controller: its
+    /// records are committed by the quorum and applied here before the response is returned.
+    pub async fn submit<T>(
         &self,
-        replicas: &ReplicaManager,
         op: impl FnOnce(&mut Controller) -> ControllerResult<T>,
-    ) -> Result<(T, MetadataDelta), MetadataError> {
-        let mut inner = self.inner.lock().await;
-        let ControllerResult { records, response } = op(&mut inner.controller);
-        if records.is_empty() {
-            return Ok((response, MetadataDelta::default()));
-        }
-        let batch = encode_records(&records)?;
-        let log = inner.log.clone();
-        blocking(move || log.append_as_leader(&batch, 0, now_ms())).await?;
-        let mut delta = MetadataDelta::default();
-        for r in &records {
-            match inner.controller.replay(r) {
-                Ok(d) => delta.merge(d),
-                // The controller produced it from the same image: a bug, not bad input.
-                Err(e) => {
-                    warn!(error = %e, record = ?r, "controller produced a record its image rejects")
-                }
-            }
-        }
-        *self.image.write().unwrap_or_else(PoisonError::into_inner) =
-            Arc::new(inner.controller.image().clone());
-        let view = inner.controller.config_view();
-        replicas.apply(&view, &delta.local_changes(self.node_id));
-        let node = self.node_id.to_string();
-        let broker_wide = delta.changed_configs.iter().any(|r| {
-            r.resource_type == gregor_meta::ConfigResourceType::Broker
-                && (r.name.is_empty() || r.name == node)
-        });
-        if broker_wide {
-            // Broker defaults of topic configs reach every running log.
-            replicas.reconfigure_all(&view);
-        } else {
-            for resource in &delta.changed_configs {
-                if resource.resource_type == gregor_meta::ConfigResourceType::Topic {
-                    replicas.reconfigure(&resource.name, &view);
-                }
-            }
-        }
-        Ok((response, delta))
+    ) -> Result<T, MetadataError> {
+        let (response, _) = self.quorum.write(CONTROLLER_WRITE_TIMEOUT, op).await?;
+        Ok(response)
     }
 
     /// Reads the controller (configs, describe) without changing it.
     pub async fn read<R>(&self, f: impl FnOnce(&Controller) -> R) -> R {
-        let inner = self.inner.lock().await;
-        f(&inner.controller)
+        self.quorum.read(f)
     }
 
-    /// Syncs and closes the metadata log (clean shutdown).
-    pub async fn close(&self) {
-        let inner = self.inner.lock().await;
-        if let Err(e) = inner.log.checkpoint() {
-            warn!(error = %e, "metadata log checkpoint failed");
+    /// Sends a Kafka request to the controller `target` over the controller RPC.
+    pub async fn forward(
+        &self,
+        target: i32,
+        api_key: i16,
+        api_version: i16,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<KafkaReply, String> {
+        let id = target as NodeId;
+        let addr = self
+            .addresses
+            .get(&id)
+            .filter(|a| !a.is_empty())
+            .cloned()
+            .or_else(|| self.quorum.voter_address(id))
+            .ok_or_else(|| format!("no address for controller {target}"))?;
+        let shared = {
+            let mut clients = self
+                .forward_clients
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            clients
+                .entry(id)
+                .or_insert_with(|| {
+                    Arc::new(AsyncMutex::new(RpcClient::new(TcpConnector, addr.clone())))
+                })
+                .clone()
+        };
+        let mut own;
+        let mut guard;
+        let client = match shared.try_lock() {
+            Ok(g) => {
+                guard = g;
+                &mut *guard
+            }
+            Err(_) => {
+                own = RpcClient::new(TcpConnector, addr);
+                &mut own
+            }
+        };
+        let request = RpcRequest::Kafka {
+            api_key,
+            api_version,
+            body,
+        };
+        match client.call(&request, timeout).await {
+            Ok(RpcResponse::Kafka(Ok(reply))) => Ok(reply),
+            Ok(RpcResponse::Kafka(Err(e))) => Err(e.to_string()),
+            Ok(_) => Err("unexpected controller response".into()),
+            Err(e) => Err(e.to_string()),
         }
+    }
+
+    /// Stops the quorum member (its log is synced on every append).
+    pub async fn close(&self) {
+        self.quorum.shutdown().await;
     }
 }
 
-fn encode_records(records: &[MetadataRecord]) -> Result<Vec<u8>, LogError> {
-    let now = now_ms();
-    let recs: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Record {
-            offset: i as i64,
-            timestamp: now,
-            key: None,
-            value: Some(Bytes::from(r.encode())),
-            headers: Vec::new(),
+/// The controller listener's handler of forwarded requests, bound to the broker once it exists.
+pub struct ForwardTarget {
+    pub broker: std::sync::OnceLock<std::sync::Weak<crate::Broker>>,
+}
+
+impl ForwardHandler for ForwardTarget {
+    fn handle(
+        &self,
+        api_key: i16,
+        api_version: i16,
+        body: Vec<u8>,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = Result<KafkaReply, gregor_quorum::rpc::ForwardError>>
+                + Send
+                + '_,
+        >,
+    > {
+        Box::pin(async move {
+            let broker = self.broker.get().and_then(std::sync::Weak::upgrade);
+            match broker {
+                Some(b) => crate::forward::handle_forwarded(&b, api_key, api_version, body).await,
+                None => Err(gregor_quorum::rpc::ForwardError::NotController { leader: None }),
+            }
         })
-        .collect();
-    encode_batch(&BatchSpec::default(), &recs)
+    }
 }
 
 /// Seed for topic ids and placement: different per process, as Kafka's random topic ids are.

@@ -48,6 +48,43 @@ pub fn cluster_id(data_dir: &std::path::Path) -> std::io::Result<String> {
     cluster_id_on(&gregor_log::Disk::real(), data_dir)
 }
 
+/// The cluster id of a node of the quorum `voters`: the one its data directory records; for a
+/// new directory, `explicit` (`--cluster-id`, like `kafka-storage format --cluster-id`), else for
+/// a multi-node quorum an id derived from the voters (so nodes configured alike agree without a
+/// format step), else a new random one. A directory of another cluster is an error.
+pub fn cluster_id_for(
+    data_dir: &std::path::Path,
+    voters: &std::collections::BTreeMap<u64, String>,
+    explicit: Option<&str>,
+) -> std::io::Result<String> {
+    let path = data_dir.join("meta.properties");
+    if path.exists() {
+        let id = cluster_id(data_dir)?;
+        if let Some(want) = explicit.filter(|w| *w != id) {
+            return Err(std::io::Error::other(format!(
+                "{} belongs to cluster {id}, not --cluster-id {want}",
+                data_dir.display()
+            )));
+        }
+        return Ok(id);
+    }
+    let id = match explicit {
+        Some(id) => id.to_string(),
+        None if voters.len() > 1 => {
+            let text: Vec<String> = voters.iter().map(|(id, a)| format!("{id}@{a}")).collect();
+            kafka_uuid(uuid::Uuid::new_v5(
+                &uuid::Uuid::NAMESPACE_OID,
+                text.join(",").as_bytes(),
+            ))
+        }
+        None => return cluster_id(data_dir),
+    };
+    gregor_log::Disk::real()
+        .write_atomic(&path, format!("version=1\ncluster.id={id}\n").as_bytes())
+        .map_err(std::io::Error::other)?;
+    Ok(id)
+}
+
 /// [`cluster_id`] through `disk` (tests pass one that models power loss). The new file is
 /// written durably, its directory entry included: a cluster id that vanished after a power
 /// loss would be replaced by a new one, and the broker would no longer match its own data.

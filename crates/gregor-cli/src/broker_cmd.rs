@@ -8,7 +8,9 @@ use crate::BrokerArgs;
 pub fn run(args: BrokerArgs) -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            // openraft's own INFO lines narrate every election step; Gregor logs the outcomes.
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,openraft=warn".into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -27,6 +29,10 @@ pub fn run(args: BrokerArgs) -> Result<()> {
         node_id: args.node_id,
         properties,
         overrides: args.overrides,
+        process_roles: args.process_roles,
+        controller_quorum_voters: args.controller_quorum_voters,
+        rack: args.rack,
+        cluster_id: args.cluster_id,
     };
     let config = BrokerConfig::from_options(&opts).context("invalid configuration")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -6,6 +6,7 @@ mod assign_cmd;
 mod bench_assign;
 mod bench_kafka;
 mod broker_cmd;
+mod cluster_cmd;
 mod group_json;
 mod lab;
 
@@ -33,6 +34,8 @@ struct Cli {
 enum Command {
     /// Run a broker (single node with no arguments: 127.0.0.1:9092, data in ./gregor-data).
     Broker(BrokerArgs),
+    /// Run a local cluster of combined broker+controller nodes (`cluster up --nodes 3`).
+    Cluster(cluster_cmd::ClusterArgs),
     /// Create, delete, describe, list or alter topics (like kafka-topics.sh).
     Topics(admin::TopicsArgs),
     /// List, describe, reset the offsets of, or delete consumer groups (like kafka-consumer-groups.sh).
@@ -85,9 +88,22 @@ enum LabCommand {
 
 #[derive(Debug, clap::Args)]
 struct BrokerArgs {
-    /// Listener to bind, e.g. PLAINTEXT://127.0.0.1:9092.
+    /// Listeners to bind, e.g. PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093.
     #[arg(long)]
     listeners: Option<String>,
+    /// Roles of this node (process.roles); every node is broker,controller today.
+    #[arg(long)]
+    process_roles: Option<String>,
+    /// The controller quorum (controller.quorum.voters), e.g. 0@127.0.0.1:9093,1@127.0.0.1:9095.
+    #[arg(long)]
+    controller_quorum_voters: Option<String>,
+    /// This broker's rack (broker.rack).
+    #[arg(long)]
+    rack: Option<String>,
+    /// The cluster id a new data directory gets (default: derived from the voters, or random
+    /// for a single node).
+    #[arg(long)]
+    cluster_id: Option<String>,
     /// Listener published to clients, if different.
     #[arg(long)]
     advertised_listeners: Option<String>,
@@ -167,6 +183,7 @@ fn run(cli: Cli) -> Result<()> {
     }
     match cli.command {
         Command::Broker(args) => broker_cmd::run(args)?,
+        Command::Cluster(args) => cluster_cmd::run(args)?,
         Command::Topics(args) => admin::block_on(admin::run_topics(args))??,
         Command::Groups(args) => admin::block_on(admin::run_groups(args))??,
         Command::Configs(args) => admin::block_on(admin::run_configs(args))??,

@@ -231,15 +231,32 @@ impl<C: Connector> RpcClient<C> {
     }
 }
 
-/// openraft's network over [`RpcClient`]s.
+/// openraft's network over [`RpcClient`]s. Each node reaches a voter at the address its own
+/// `controller.quorum.voters` gives (as Kafka's static voters work), falling back to the address
+/// stored in the quorum's membership; so a node may reach its peers through a proxy of its own.
 #[derive(Clone)]
 pub struct Network<C: Connector> {
     connector: C,
+    addresses: std::collections::BTreeMap<NodeId, String>,
 }
 
 impl<C: Connector> Network<C> {
     pub fn new(connector: C) -> Self {
-        Network { connector }
+        Network {
+            connector,
+            addresses: Default::default(),
+        }
+    }
+
+    /// Peers reached at these addresses rather than the membership's.
+    pub fn with_addresses(
+        connector: C,
+        addresses: std::collections::BTreeMap<NodeId, String>,
+    ) -> Self {
+        Network {
+            connector,
+            addresses,
+        }
     }
 }
 
@@ -247,10 +264,16 @@ impl<C: Connector> RaftNetworkFactory<TypeConfig> for Network<C> {
     type Network = PeerConnection<C>;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerConnection<C> {
+        let addr = self
+            .addresses
+            .get(&target)
+            .filter(|a| !a.is_empty())
+            .cloned()
+            .unwrap_or_else(|| node.addr.clone());
         PeerConnection {
             target,
             node: node.clone(),
-            client: RpcClient::new(self.connector.clone(), node.addr.clone()),
+            client: RpcClient::new(self.connector.clone(), addr),
         }
     }
 }

@@ -331,3 +331,99 @@ async fn a_single_node_restarts_with_its_image() {
         .expect("writes after restart");
     n.stop().await;
 }
+
+/// A metadata log as a single-node Gregor wrote it before the quorum existed: plain batches of
+/// metadata records, no vote file.
+fn write_pre_quorum_log(dir: &Path) {
+    use gregor_log::records::{encode_batch, BatchSpec, Record};
+    let mut c = Controller::new(settings(1), 7);
+    let mut records = Vec::new();
+    let mut run = |c: &mut Controller, rs: Vec<gregor_meta::MetadataRecord>| {
+        c.replay_all(&rs).expect("replays");
+        records.extend(rs);
+    };
+    let reg = BrokerRegistrationRequest {
+        broker_id: 1,
+        incarnation_id: Uuid::from_u128(9),
+        endpoints: vec![],
+        rack: None,
+    };
+    let r = c.register_broker(&reg, 0);
+    let epoch = r.response.clone().expect("registered");
+    run(&mut c, r.records);
+    let hb = BrokerHeartbeat {
+        broker_id: 1,
+        broker_epoch: epoch,
+        want_fence: false,
+        want_shut_down: false,
+    };
+    let r = c.broker_heartbeat(&hb, 0);
+    run(&mut c, r.records);
+    let r = c.create_topics(&CreateTopicsRequest {
+        topics: vec![CreatableTopic::new("old-topic").with_layout(2, 1)],
+        validate_only: false,
+    });
+    run(&mut c, r.records);
+    let log = gregor_log::Log::open(dir, gregor_log::LogConfig::default(), 0).expect("log");
+    for chunk in records.chunks(2) {
+        let recs: Vec<Record> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Record {
+                offset: i as i64,
+                timestamp: 0,
+                key: None,
+                value: Some(r.encode().into()),
+                headers: Vec::new(),
+            })
+            .collect();
+        let batch = encode_batch(&BatchSpec::default(), &recs).expect("batch");
+        log.append_as_leader(&batch, 0, 0).expect("append");
+    }
+    log.close().expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_quorum_single_node_log_opens_with_its_metadata() {
+    let dir = tempfile::tempdir().expect("tmp");
+    write_pre_quorum_log(&dir.path().join("node-1/__cluster_metadata-0"));
+    // Configured with other voters, it refuses to start rather than lose its metadata.
+    let mut others = BTreeMap::new();
+    others.insert(1, "127.0.0.1:1".to_string());
+    others.insert(2, "127.0.0.1:2".to_string());
+    let config = QuorumConfig {
+        node_id: 1,
+        voters: others,
+        dir: dir.path().join("node-1/__cluster_metadata-0"),
+        faults: None,
+        election_timeout_ms: 300,
+        heartbeat_interval_ms: 50,
+        snapshot_bytes: 1 << 20,
+        static_config: settings(1),
+        seed: 1,
+        now_ms: 0,
+    };
+    let refused = Quorum::start(
+        config,
+        Network::new(TcpConnector),
+        Arc::new(Counter::default()),
+    )
+    .await;
+    assert!(matches!(
+        refused,
+        Err(gregor_quorum::QuorumError::VotersChanged { .. })
+    ));
+    let mut voters = BTreeMap::new();
+    voters.insert(1, String::new());
+    for round in 0..2 {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let n = start(1, &voters, l, dir.path(), 1 << 20).await;
+        let topic = n.quorum.image().topic("old-topic").cloned();
+        assert_eq!(topic.map(|t| t.partitions.len()), Some(2), "round {round}");
+        assert!(n.quorum.image().broker(1).is_some());
+        create_topic(&[&n], &format!("new-{round}"), 1)
+            .await
+            .expect("writes");
+        n.stop().await;
+    }
+}

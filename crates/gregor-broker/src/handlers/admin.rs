@@ -25,13 +25,6 @@ use gregor_meta::{
 use super::s;
 use crate::broker::Broker;
 
-fn storage_error() -> ApiError {
-    ApiError::new(
-        ResponseError::KafkaStorageError,
-        "the metadata log could not be written",
-    )
-}
-
 pub async fn create_topics(
     b: &Broker,
     r: CreateTopicsRequest,
@@ -64,12 +57,8 @@ pub async fn create_topics(
             .collect(),
         validate_only: r.validate_only,
     };
-    let results = match b
-        .metadata
-        .submit(&b.replicas, |c| c.create_topics(&request))
-        .await
-    {
-        Ok((results, _)) => results,
+    let results = match b.metadata.submit(|c| c.create_topics(&request)).await {
+        Ok(results) => results,
         Err(e) => {
             tracing::error!(error = %e, "CreateTopics failed");
             request
@@ -77,7 +66,7 @@ pub async fn create_topics(
                 .iter()
                 .map(|t| gregor_meta::CreateTopicResult {
                     name: t.name.clone(),
-                    result: Err(storage_error()),
+                    result: Err(e.api_error()),
                 })
                 .collect()
         }
@@ -149,18 +138,14 @@ pub async fn delete_topics(
             .map(|n| TopicRef::Name(n.0.to_string()))
             .collect()
     };
-    let results = match b
-        .metadata
-        .submit(&b.replicas, |c| c.delete_topics(&refs))
-        .await
-    {
-        Ok((results, _)) => results,
+    let results = match b.metadata.submit(|c| c.delete_topics(&refs)).await {
+        Ok(results) => results,
         Err(e) => {
             tracing::error!(error = %e, "DeleteTopics failed");
             refs.iter()
                 .map(|t| gregor_meta::DeleteTopicResult {
                     topic: t.clone(),
-                    result: Err(storage_error()),
+                    result: Err(e.api_error()),
                 })
                 .collect()
         }
@@ -207,17 +192,15 @@ pub async fn create_partitions(b: &Broker, r: CreatePartitionsRequest) -> Create
         .collect();
     let results = match b
         .metadata
-        .submit(&b.replicas, |c| {
-            c.create_partitions(&topics, r.validate_only)
-        })
+        .submit(|c| c.create_partitions(&topics, r.validate_only))
         .await
     {
-        Ok((results, _)) => results,
+        Ok(results) => results,
         Err(e) => {
             tracing::error!(error = %e, "CreatePartitions failed");
             topics
                 .iter()
-                .map(|t| (t.name.clone(), Err(storage_error())))
+                .map(|t| (t.name.clone(), Err(e.api_error())))
                 .collect()
         }
     };
@@ -374,17 +357,13 @@ pub async fn incremental_alter_configs(
     let good: Vec<AlterConfigsResource> = resources.iter().map(|(_, r)| r.clone()).collect();
     let results = match b
         .metadata
-        .submit(&b.replicas, |c| {
-            c.incremental_alter_configs(&good, r.validate_only)
-        })
+        .submit(|c| c.incremental_alter_configs(&good, r.validate_only))
         .await
     {
-        Ok((results, _)) => results.into_iter().map(|(_, res)| res).collect(),
+        Ok(results) => results.into_iter().map(|(_, res)| res).collect(),
         Err(e) => {
             tracing::error!(error = %e, "IncrementalAlterConfigs failed");
-            good.iter()
-                .map(|_| Err(storage_error()))
-                .collect::<Vec<_>>()
+            good.iter().map(|_| Err(e.api_error())).collect::<Vec<_>>()
         }
     };
     let mut by_index: Vec<Option<Result<(), ApiError>>> = vec![None; r.resources.len()];

@@ -1,4 +1,5 @@
-//! ApiVersions, Metadata, DescribeCluster.
+//! ApiVersions, Metadata, DescribeCluster, and the broker-to-controller BrokerRegistration and
+//! BrokerHeartbeat (handled on the active controller).
 
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -22,7 +23,11 @@ pub fn api_versions(_r: &ApiVersionsRequest, _version: i16) -> ApiVersionsRespon
     resp
 }
 
-pub async fn metadata(b: &Broker, r: MetadataRequest, version: i16) -> MetadataResponse {
+pub async fn metadata(
+    b: &std::sync::Arc<Broker>,
+    r: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
     let mut image = b.metadata.image();
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let requested: Option<Vec<(Option<String>, gregor_meta::Uuid)>> = match r.topics {
@@ -52,11 +57,7 @@ pub async fn metadata(b: &Broker, r: MetadataRequest, version: i16) -> MetadataR
                     .collect(),
                 validate_only: false,
             };
-            if let Err(e) = b
-                .metadata
-                .submit(&b.replicas, |c| c.create_topics(&create))
-                .await
-            {
+            if let Err(e) = super::create_topics_internal(b, &create).await {
                 tracing::warn!(error = %e, "auto topic creation failed");
             }
             image = b.metadata.image();
@@ -78,7 +79,11 @@ pub async fn metadata(b: &Broker, r: MetadataRequest, version: i16) -> MetadataR
         })
         .collect();
     resp.cluster_id = (version >= 2).then(|| s(b.cluster_id.clone()));
-    resp.controller_id = BrokerId(if version >= 1 { b.config.node_id } else { -1 });
+    resp.controller_id = BrokerId(if version >= 1 {
+        b.metadata.active_controller().unwrap_or(-1)
+    } else {
+        -1
+    });
     let describe = |name: &str| -> MetadataResponseTopic {
         let mut t = MetadataResponseTopic::default();
         t.name = Some(TopicName(s(name)));
@@ -157,7 +162,7 @@ pub fn describe_cluster(
     let image = b.metadata.image();
     let mut resp = DescribeClusterResponse::default();
     resp.cluster_id = s(b.cluster_id.clone());
-    resp.controller_id = BrokerId(b.config.node_id);
+    resp.controller_id = BrokerId(b.metadata.active_controller().unwrap_or(-1));
     resp.brokers = image
         .brokers()
         .values()
@@ -180,5 +185,69 @@ pub fn describe_cluster(
         resp.error_code = ResponseError::UnsupportedEndpointType.code();
     }
     resp.cluster_authorized_operations = OPS_NOT_REQUESTED;
+    resp
+}
+
+/// BrokerRegistration, on the active controller.
+pub async fn broker_registration(
+    b: &Broker,
+    r: kafka_protocol::messages::BrokerRegistrationRequest,
+) -> kafka_protocol::messages::BrokerRegistrationResponse {
+    let mut resp = kafka_protocol::messages::BrokerRegistrationResponse::default();
+    if r.cluster_id.as_str() != b.cluster_id {
+        resp.error_code = ResponseError::InconsistentClusterId.code();
+        tracing::warn!(broker = r.broker_id.0, cluster_id = %r.cluster_id, ours = %b.cluster_id, "registration from another cluster refused");
+        return resp;
+    }
+    let request = gregor_meta::BrokerRegistrationRequest {
+        broker_id: r.broker_id.0,
+        incarnation_id: r.incarnation_id,
+        endpoints: r
+            .listeners
+            .iter()
+            .map(|l| gregor_meta::BrokerEndpoint {
+                name: l.name.to_string(),
+                host: l.host.to_string(),
+                port: l.port,
+                security_protocol: l.security_protocol,
+            })
+            .collect(),
+        rack: r.rack.map(|r| r.to_string()),
+    };
+    let now = crate::util::now_ms();
+    match b
+        .metadata
+        .submit(|c| c.register_broker(&request, now))
+        .await
+    {
+        Ok(Ok(epoch)) => resp.broker_epoch = epoch,
+        Ok(Err(e)) => resp.error_code = e.code.code(),
+        Err(e) => resp.error_code = e.api_error().code.code(),
+    }
+    resp
+}
+
+/// BrokerHeartbeat, on the active controller.
+pub async fn broker_heartbeat(
+    b: &Broker,
+    r: kafka_protocol::messages::BrokerHeartbeatRequest,
+) -> kafka_protocol::messages::BrokerHeartbeatResponse {
+    let mut resp = kafka_protocol::messages::BrokerHeartbeatResponse::default();
+    let hb = gregor_meta::BrokerHeartbeat {
+        broker_id: r.broker_id.0,
+        broker_epoch: r.broker_epoch,
+        want_fence: r.want_fence,
+        want_shut_down: r.want_shut_down,
+    };
+    let now = crate::util::now_ms();
+    match b.metadata.submit(|c| c.broker_heartbeat(&hb, now)).await {
+        Ok(Ok(reply)) => {
+            resp.is_caught_up = true;
+            resp.is_fenced = reply.is_fenced;
+            resp.should_shut_down = reply.should_shut_down;
+        }
+        Ok(Err(e)) => resp.error_code = e.code.code(),
+        Err(e) => resp.error_code = e.api_error().code.code(),
+    }
     resp
 }

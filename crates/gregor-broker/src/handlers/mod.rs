@@ -39,20 +39,17 @@ pub async fn dispatch(
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(cluster::describe_cluster(b, &r, v))
         }
-        RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(admin::create_topics(b, r, v).await)
-        }
-        RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(admin::delete_topics(b, r, v).await)
-        }
-        RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(admin::create_partitions(b, r).await)
+        r @ (RequestKind::CreateTopics(_)
+        | RequestKind::DeleteTopics(_)
+        | RequestKind::CreatePartitions(_)
+        | RequestKind::IncrementalAlterConfigs(_)) => {
+            match crate::forward::to_controller(b, ctx.api_key, v, r).await {
+                Some(response) => response,
+                None => return Reply::Close,
+            }
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(admin::describe_configs(b, r, v).await)
-        }
-        RequestKind::IncrementalAlterConfigs(r) => {
-            ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(b, r).await)
         }
         RequestKind::Produce(r) => return produce::produce(b, r, v).await,
         RequestKind::InitProducerId(r) => {
@@ -72,6 +69,104 @@ pub async fn dispatch(
             return Reply::Close;
         }
     })
+}
+
+/// Handles a controller API on this node (the active controller, or the forwarding broker
+/// once forwarding gave up, where the metadata write fails with NOT_CONTROLLER). `None` for
+/// any other API.
+pub async fn controller_api(
+    b: &std::sync::Arc<Broker>,
+    request: RequestKind,
+    v: i16,
+) -> Option<ResponseKind> {
+    Some(match request {
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(admin::create_topics(b, r, v).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(admin::delete_topics(b, r, v).await)
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(admin::create_partitions(b, r).await)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(b, r).await)
+        }
+        RequestKind::BrokerRegistration(r) => {
+            ResponseKind::BrokerRegistration(cluster::broker_registration(b, r).await)
+        }
+        RequestKind::BrokerHeartbeat(r) => {
+            ResponseKind::BrokerHeartbeat(cluster::broker_heartbeat(b, r).await)
+        }
+        _ => return None,
+    })
+}
+
+/// Creates topics on behalf of the broker itself (auto-creation, `__consumer_offsets`): on this
+/// node if it is the active controller, else through a forwarded CreateTopics request. Returns
+/// each topic's name and outcome.
+pub async fn create_topics_internal(
+    b: &std::sync::Arc<Broker>,
+    request: &gregor_meta::CreateTopicsRequest,
+) -> Result<Vec<(String, Result<(), gregor_meta::ApiError>)>, crate::metadata::MetadataError> {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, TopicName};
+    if b.metadata.is_active_controller() {
+        let results = b.metadata.submit(|c| c.create_topics(request)).await?;
+        return Ok(results
+            .into_iter()
+            .map(|r| (r.name, r.result.map(|_| ())))
+            .collect());
+    }
+    let mut wire = CreateTopicsRequest::default();
+    wire.timeout_ms = crate::forward::FORWARD_TIMEOUT.as_millis() as i32;
+    wire.validate_only = request.validate_only;
+    wire.topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let mut out = CreatableTopic::default();
+            out.name = TopicName(s(t.name.clone()));
+            out.num_partitions = t.num_partitions;
+            out.replication_factor = t.replication_factor;
+            out.configs = t
+                .configs
+                .iter()
+                .map(|(k, v)| {
+                    let mut c = CreatableTopicConfig::default();
+                    c.name = s(k.clone());
+                    c.value = v.clone().map(s);
+                    c
+                })
+                .collect();
+            out
+        })
+        .collect();
+    const VERSION: i16 = 5;
+    match crate::forward::to_controller(
+        b,
+        ApiKey::CreateTopics,
+        VERSION,
+        RequestKind::CreateTopics(wire),
+    )
+    .await
+    {
+        Some(ResponseKind::CreateTopics(r)) => Ok(r
+            .topics
+            .into_iter()
+            .map(|t| {
+                let outcome = match kafka_protocol::ResponseError::try_from_code(t.error_code) {
+                    None => Ok(()),
+                    Some(code) => Err(gregor_meta::ApiError::new(
+                        code,
+                        t.error_message.map(|m| m.to_string()).unwrap_or_default(),
+                    )),
+                };
+                (t.name.0.to_string(), outcome)
+            })
+            .collect()),
+        _ => Err(crate::metadata::MetadataError::NotController),
+    }
 }
 
 /// What a broker without transactions tells a transactional client, in FindCoordinator

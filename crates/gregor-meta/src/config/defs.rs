@@ -240,6 +240,12 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "The roles this process plays: broker, controller, or both (a single node is both by default)."),
     broker("controller.quorum.voters", List, Some(""), Any, false,
         "The controller quorum voters as id@host:port entries; empty means this node alone."),
+    broker("controller.listener.names", List, Some("CONTROLLER"), Any, false,
+        "Names of the listeners the controller quorum and forwarded requests use."),
+    broker("controller.quorum.election.timeout.ms", Int, Some("1000"), AtLeast(10), false,
+        "A voter that hears nothing from the active controller for between this and twice this starts an election."),
+    broker("metadata.log.max.record.bytes.between.snapshots", Long, Some("20971520"), AtLeast(1), false,
+        "Metadata record bytes applied before a new snapshot of the metadata image replaces the log before it."),
     broker("broker.rack", String, None, Any, false, "Rack of the broker, used for rack-aware replica placement."),
     broker("listeners", List, Some("PLAINTEXT://:9092"), Any, false, "The listeners (URIs) to accept connections on."),
     broker("advertised.listeners", List, None, Any, false, "Listeners published to clients, if different from listeners."),
@@ -359,8 +365,6 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
 /// ignored. A later feature removes its entries.
 #[rustfmt::skip]
 pub static UNSUPPORTED: &[(&str, &str)] = &[
-    ("process.roles", "a Gregor node is always both broker and controller"),
-    ("controller.quorum.voters", "a Gregor node is its own single-node controller quorum"),
     ("metadata.log.dir", "the metadata log is kept in the data directory (log.dirs)"),
     ("replica.lag.time.max.ms", "replication between brokers does not exist yet"),
     ("replica.fetch.max.bytes", "replication between brokers does not exist yet"),

@@ -1,0 +1,138 @@
+//! Controller requests from any broker: admin requests that change metadata (CreateTopics,
+//! DeleteTopics, CreatePartitions, IncrementalAlterConfigs) and the broker's own registration
+//! and heartbeats are handled by the active controller. A broker that is not the active
+//! controller forwards the Kafka request, as the client sent it, over the controller RPC
+//! (Kafka's request forwarding), then waits until its own image has applied what the controller
+//! committed, so what a request created is visible on the broker it was sent to.
+//!
+//! While no controller answers (an election is under way), forwarding is retried for
+//! [`FORWARD_TIMEOUT`]; after that the request is answered here, where it fails with the
+//! retriable NOT_CONTROLLER.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use gregor_quorum::rpc::{ForwardError, KafkaReply};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::broker::Broker;
+use crate::handlers;
+
+/// How long a broker keeps trying to reach an active controller for one request.
+pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Pause between attempts while no controller answers.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// How long a forwarding broker waits for its image to reach what the controller committed.
+const APPLY_WAIT: Duration = Duration::from_secs(5);
+
+/// APIs the active controller handles.
+pub fn is_controller_api(key: ApiKey) -> bool {
+    matches!(
+        key,
+        ApiKey::CreateTopics
+            | ApiKey::DeleteTopics
+            | ApiKey::CreatePartitions
+            | ApiKey::IncrementalAlterConfigs
+            | ApiKey::BrokerRegistration
+            | ApiKey::BrokerHeartbeat
+    )
+}
+
+/// Handles a controller request here if this node is the active controller, else forwards it
+/// to the active controller. `None` only for a request that is not a controller API.
+pub async fn to_controller(
+    b: &Arc<Broker>,
+    api_key: ApiKey,
+    version: i16,
+    request: RequestKind,
+) -> Option<ResponseKind> {
+    let deadline = Instant::now() + FORWARD_TIMEOUT;
+    let mut body: Option<Vec<u8>> = None;
+    loop {
+        match b.metadata.active_controller() {
+            Some(id) if id == b.config.node_id => {
+                return handlers::controller_api(b, request, version).await
+            }
+            Some(id) => {
+                let bytes = match &body {
+                    Some(bytes) => bytes.clone(),
+                    None => {
+                        let mut buf = BytesMut::new();
+                        if let Err(e) = request.encode(&mut buf, version) {
+                            tracing::error!(error = %e, api = ?api_key, "cannot encode a request to forward");
+                            return handlers::controller_api(b, request, version).await;
+                        }
+                        let bytes = buf.to_vec();
+                        body = Some(bytes.clone());
+                        bytes
+                    }
+                };
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                match b
+                    .metadata
+                    .forward(id, api_key as i16, version, bytes, remaining)
+                    .await
+                {
+                    Ok(reply) => {
+                        b.metadata
+                            .wait_applied(reply.applied_index, APPLY_WAIT)
+                            .await;
+                        match ResponseKind::decode(api_key, &mut Bytes::from(reply.body), version) {
+                            Ok(r) => return Some(r),
+                            Err(e) => {
+                                tracing::error!(error = %e, api = ?api_key, "cannot decode the controller's response");
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        debug!(controller = id, error = %e, "forwarding to the controller failed; retrying")
+                    }
+                }
+            }
+            None => {}
+        }
+        if Instant::now() >= deadline {
+            return handlers::controller_api(b, request, version).await;
+        }
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
+}
+
+/// A request forwarded to this node by another broker (controller RPC).
+pub async fn handle_forwarded(
+    b: &Arc<Broker>,
+    api_key: i16,
+    api_version: i16,
+    body: Vec<u8>,
+) -> Result<KafkaReply, ForwardError> {
+    let key = ApiKey::try_from(api_key)
+        .map_err(|_| ForwardError::Invalid(format!("unknown API key {api_key}")))?;
+    if !is_controller_api(key) {
+        return Err(ForwardError::Invalid(format!(
+            "{key:?} is not a controller request"
+        )));
+    }
+    if !b.metadata.is_active_controller() {
+        return Err(ForwardError::NotController {
+            leader: b.metadata.active_controller().map(|id| id as u64),
+        });
+    }
+    let request = RequestKind::decode(key, &mut Bytes::from(body), api_version)
+        .map_err(|e| ForwardError::Invalid(format!("{key:?} v{api_version}: {e}")))?;
+    let response = handlers::controller_api(b, request, api_version)
+        .await
+        .ok_or_else(|| ForwardError::Invalid(format!("{key:?} is not a controller request")))?;
+    let mut buf = BytesMut::new();
+    response
+        .encode(&mut buf, api_version)
+        .map_err(|e| ForwardError::Invalid(format!("cannot encode the response: {e}")))?;
+    Ok(KafkaReply {
+        body: buf.to_vec(),
+        applied_index: b.metadata.applied_index(),
+    })
+}

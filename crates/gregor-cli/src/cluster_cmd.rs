@@ -1,0 +1,219 @@
+//! `gregor cluster up`: a cluster of combined broker+controller nodes on loopback, as child
+//! processes of this one, for trying a replicated cluster on one machine. Each node's log lines
+//! are printed with a `[node N]` prefix; Ctrl-C or SIGTERM stops every node (SIGTERM, so each
+//! hands its leaderships over and shuts down cleanly).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+#[derive(Debug, clap::Args)]
+pub struct ClusterArgs {
+    #[command(subcommand)]
+    pub command: ClusterCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ClusterCommand {
+    /// Start N nodes on 127.0.0.1 and run until Ctrl-C / SIGTERM.
+    Up(UpArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UpArgs {
+    /// Number of nodes (each is broker and controller; node ids 0..N-1).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u16,
+    /// Node i listens for clients on BASE+2i and for the controller quorum on BASE+2i+1.
+    #[arg(long, default_value_t = 9092)]
+    pub base_port: u16,
+    /// Data directories go to DIR/node-i.
+    #[arg(long, default_value = "gregor-cluster")]
+    pub data_dir: PathBuf,
+    /// Spread the nodes over R racks (rack-0 .. rack-(R-1), node i on rack i mod R).
+    #[arg(long)]
+    pub racks: Option<u16>,
+    /// Any broker setting for every node, as key=value (repeatable).
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
+fn ports(args: &UpArgs, node: u16) -> Result<(u16, u16)> {
+    let client = u32::from(args.base_port) + 2 * u32::from(node);
+    let controller = client + 1;
+    match (u16::try_from(client), u16::try_from(controller)) {
+        (Ok(c), Ok(q)) => Ok((c, q)),
+        _ => bail!(
+            "--base-port {} leaves no room for {} nodes (two ports each)",
+            args.base_port,
+            args.nodes
+        ),
+    }
+}
+
+pub fn run(args: ClusterArgs) -> Result<()> {
+    let ClusterCommand::Up(args) = args.command;
+    if args.nodes == 0 || args.nodes > 64 {
+        bail!("--nodes must be between 1 and 64 (got {})", args.nodes);
+    }
+    if args.racks == Some(0) {
+        bail!("--racks must be at least 1");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(up(args))
+}
+
+async fn up(args: UpArgs) -> Result<()> {
+    let exe = std::env::current_exe().context("cannot find the gregor executable")?;
+    let mut voters = Vec::new();
+    for i in 0..args.nodes {
+        let (_, q) = ports(&args, i)?;
+        voters.push(format!("{i}@127.0.0.1:{q}"));
+    }
+    let voters = voters.join(",");
+    let mut children: Vec<(u16, Child)> = Vec::new();
+    for i in 0..args.nodes {
+        let (client, controller) = ports(&args, i)?;
+        let dir = args.data_dir.join(format!("node-{i}"));
+        let mut cmd = Command::new(&exe);
+        cmd.arg("broker")
+            .arg("--node-id")
+            .arg(i.to_string())
+            .arg("--listeners")
+            .arg(format!(
+                "PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{controller}"
+            ))
+            .arg("--controller-quorum-voters")
+            .arg(&voters)
+            .arg("--data-dir")
+            .arg(&dir);
+        if let Some(r) = args.racks {
+            cmd.arg("--rack").arg(format!("rack-{}", i % r));
+        }
+        for o in &args.overrides {
+            cmd.arg("--override").arg(o);
+        }
+        // Each node stops when told to, not with this terminal's Ctrl-C.
+        #[cfg(unix)]
+        cmd.process_group(0);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start node {i}"))?;
+        for stream in [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stream).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    println!("[node {i}] {line}");
+                }
+            });
+        }
+        children.push((i, child));
+    }
+    let bootstrap: Vec<String> = (0..args.nodes)
+        .map(|i| ports(&args, i).map(|(c, _)| format!("127.0.0.1:{c}")))
+        .collect::<Result<_>>()?;
+    // Ready when every node accepts client connections (each does once it is registered and
+    // unfenced with the quorum).
+    let ready = async {
+        for addr in &bootstrap {
+            while tokio::net::TcpStream::connect(addr).await.is_err() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = ready => {
+            println!("cluster of {} nodes is up; bootstrap servers: {}", args.nodes, bootstrap.join(","));
+        }
+        _ = wait_for_signal() => return stop_all(children).await,
+    }
+    let mut exited = None;
+    tokio::select! {
+        _ = wait_for_signal() => {}
+        (i, status) = first_exit(&mut children) => exited = Some((i, status)),
+    }
+    if let Some((i, status)) = exited {
+        eprintln!("node {i} exited ({status}); stopping the others");
+    }
+    stop_all(children).await
+}
+
+async fn first_exit(children: &mut [(u16, Child)]) -> (u16, String) {
+    loop {
+        for (i, child) in children.iter_mut() {
+            if let Ok(Some(status)) = child.try_wait() {
+                return (*i, status.to_string());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn stop_all(children: Vec<(u16, Child)>) -> Result<()> {
+    println!("stopping {} nodes", children.len());
+    for (_, child) in &children {
+        if let Some(pid) = child.id() {
+            // SIGTERM: a clean, controlled shutdown of each node.
+            let _ = std::process::Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+        }
+    }
+    let mut failed = Vec::new();
+    for (i, mut child) in children {
+        match tokio::time::timeout(Duration::from_secs(30), child.wait()).await {
+            Ok(Ok(status)) if status.success() => {}
+            Ok(Ok(status)) => failed.push(format!("node {i}: {status}")),
+            Ok(Err(e)) => failed.push(format!("node {i}: {e}")),
+            Err(_) => {
+                let _ = child.kill().await;
+                failed.push(format!("node {i}: did not stop within 30 s; killed"));
+            }
+        }
+    }
+    if failed.is_empty() {
+        println!("all nodes stopped");
+        Ok(())
+    } else {
+        bail!("{}", failed.join("; "))
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,232 @@
+"""The controller quorum on real processes: three combined broker+controller nodes (cluster.py),
+topics created through any node, failover of the active controller after SIGKILL, SIGSTOP and
+isolation, fencing of a silent broker, controlled shutdown, snapshot catch-up."""
+
+import time
+
+import pytest
+
+from cluster import Cluster
+from conftest import eventually, wait_until
+
+NOT_CONTROLLER = 41
+REQUEST_TIMED_OUT = 7
+RETRIABLE = (NOT_CONTROLLER, REQUEST_TIMED_OUT)
+
+
+@pytest.fixture
+def cluster_factory(request, tmp_path):
+    made = []
+
+    def make(n=3, overrides=None, racks=None):
+        c = Cluster(tmp_path, n, overrides=overrides, racks=racks)
+        made.append(c)
+        return c.start()
+
+    yield make
+    failed = request.node.rep_call.failed if hasattr(request.node, "rep_call") else False
+    for c in made:
+        logs = c.logs()
+        problems = c.stop()
+        if problems and not failed:
+            pytest.fail("; ".join(problems) + "\n" + logs, pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+def topics_on(node):
+    return set(node.metadata()["topics"])
+
+
+def wait_topic_everywhere(nodes, name, timeout=10):
+    for n in nodes:
+        wait_until(lambda: name in topics_on(n), timeout, f"{name} on node {n.node_id}")
+
+
+def create_retrying(node, name, deadline_s=30, **kw):
+    """CreateTopics through `node`, retrying retriable errors, as an admin client does."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        err, msg = node.create_topic(name, **kw)
+        if err == 0:
+            return
+        assert err in RETRIABLE, f"CreateTopics {name} through node {node.node_id}: {err} {msg}"
+        assert time.monotonic() < deadline, f"CreateTopics {name} kept failing: {err} {msg}"
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(120)
+def test_topics_created_through_each_node_appear_on_all(cluster_factory):
+    c = cluster_factory(3, racks=["a", "b", "c"])
+    nodes = list(c.nodes.values())
+    controller = c.controller()
+    for n in nodes:
+        md = n.metadata()
+        assert sorted(b[0] for b in md["brokers"]) == [0, 1, 2]
+        assert {b[0]: b[3] for b in md["brokers"]} == {0: "a", 1: "b", 2: "c"}
+        assert md["controller_id"] == controller.node_id
+    for n in nodes:
+        name = f"via-node-{n.node_id}"
+        err, msg = n.create_topic(name, partitions=6, replication_factor=3)
+        assert err == 0, (err, msg)
+        # Visible at once on the node the request went to, even when it was forwarded.
+        assert name in topics_on(n)
+    for n in nodes:
+        wait_topic_everywhere(nodes, f"via-node-{n.node_id}")
+    parts = nodes[0].metadata(["via-node-0"])["topics"]["via-node-0"][1]
+    leaders = [p[1] for p in parts.values()]
+    for err, leader, replicas, isr in parts.values():
+        assert err == 0 and sorted(replicas) == [0, 1, 2] and leader == replicas[0]
+    # Preferred leaders are spread over the brokers (Kafka's placement: 2 each of 6).
+    assert sorted(leaders.count(b) for b in (0, 1, 2)) == [2, 2, 2]
+    # An explicit assignment is honoured exactly, whichever node receives it.
+    err, _ = nodes[2].create_topic("pinned", partitions=-1, replication_factor=-1,
+                                   assignments=[(0, [2, 0]), (1, [1, 2])])
+    assert err == 0
+    wait_topic_everywhere(nodes, "pinned")
+    pinned = nodes[1].metadata(["pinned"])["topics"]["pinned"][1]
+    assert [pinned[0][2], pinned[1][2]] == [[2, 0], [1, 2]]
+    # Errors come back through forwarding too.
+    follower = next(n for n in nodes if n.node_id != controller.node_id)
+    err, _ = follower.create_topic("via-node-0")
+    assert err == 36  # TOPIC_ALREADY_EXISTS
+
+
+@pytest.mark.timeout(150)
+def test_sigkill_of_the_active_controller_elects_another_and_the_node_catches_up(cluster_factory):
+    c = cluster_factory(3)
+    old = c.controller()
+    create_retrying(old, "before")
+    old.kill()
+    survivors = [n for n in c.nodes.values() if n is not old]
+    t0 = time.monotonic()
+    new = c.controller(among=survivors)
+    assert new is not old
+    for s in survivors:
+        create_retrying(s, f"after-through-{s.node_id}")
+    elapsed = time.monotonic() - t0
+    assert elapsed < 20, f"controller failover took {elapsed:.1f}s"
+    old.start()
+    old.wait_ready()
+    want = {f"after-through-{s.node_id}" for s in survivors} | {"before"}
+    wait_until(lambda: want <= topics_on(old), 15, "the restarted node to catch up")
+    create_retrying(old, "through-the-restarted-node")
+    wait_topic_everywhere(list(c.nodes.values()), "through-the-restarted-node")
+
+
+@pytest.mark.timeout(150)
+def test_sigstop_of_the_active_controller_then_sigcont_steps_down(cluster_factory):
+    c = cluster_factory(3)
+    old = c.controller()
+    old.pause()
+    survivors = [n for n in c.nodes.values() if n is not old]
+    new = c.controller(among=survivors)
+    assert new is not old
+    create_retrying(survivors[0], "while-paused")
+    old.resume()
+    # It learns the new term, steps down, and has every committed change.
+    wait_until(lambda: old.metadata()["controller_id"] == new.node_id, 15,
+               "the resumed node to follow the new controller")
+    wait_until(lambda: "while-paused" in topics_on(old), 10, "the resumed node to catch up")
+    images = [topics_on(n) for n in c.nodes.values()]
+    assert all(i == images[0] for i in images), images
+    create_retrying(old, "through-the-old-controller")
+    wait_topic_everywhere(list(c.nodes.values()), "through-the-old-controller")
+
+
+@pytest.mark.timeout(150)
+def test_isolated_controller_commits_nothing_while_the_majority_elects_another(cluster_factory):
+    c = cluster_factory(3)
+    old = c.controller()
+    c.isolate(old.node_id)
+    majority = [n for n in c.nodes.values() if n is not old]
+    new = c.controller(among=majority)
+    assert new is not old
+    create_retrying(majority[0], "majority-side")
+    # The cut-off node cannot commit: a write through it fails with a retriable error.
+    t0 = time.monotonic()
+    err, _ = old.create_topic("minority-side", timeout=40)
+    assert err in RETRIABLE, err
+    assert time.monotonic() - t0 < 35
+    assert "minority-side" not in topics_on(old)
+    c.heal(old.node_id)
+    wait_until(lambda: old.metadata()["controller_id"] == new.node_id, 20,
+               "the healed node to follow the new controller")
+    wait_until(lambda: "majority-side" in topics_on(old), 10, "the healed node to catch up")
+    time.sleep(1)
+    for n in c.nodes.values():
+        assert "minority-side" not in topics_on(n), f"node {n.node_id} has an uncommitted topic"
+
+
+@pytest.mark.timeout(120)
+def test_a_silent_broker_is_fenced_and_unfenced_when_it_returns(cluster_factory):
+    c = cluster_factory(3)
+    controller = c.controller()
+    victim = next(n for n in c.nodes.values() if n is not controller)
+    err, _ = controller.create_topic("spread", partitions=6, replication_factor=3)
+    assert err == 0
+    wait_topic_everywhere(list(c.nodes.values()), "spread")
+    led = [p for p, v in controller.metadata(["spread"])["topics"]["spread"][1].items()
+           if v[1] == victim.node_id]
+    assert led, "the victim leads some partitions"
+    victim.pause()
+    t0 = time.monotonic()
+
+    def fenced():
+        md = controller.metadata(["spread"])
+        listed = victim.node_id in [b[0] for b in md["brokers"]]
+        leads = any(v[1] == victim.node_id for v in md["topics"]["spread"][1].values())
+        in_isr = any(victim.node_id in v[3] for v in md["topics"]["spread"][1].values())
+        return not listed and not leads and not in_isr
+
+    wait_until(fenced, 15, "the paused broker to be fenced")
+    took = time.monotonic() - t0
+    assert took >= 2.5, f"fenced after {took:.1f}s, before broker.session.timeout.ms (3 s)"
+    victim.resume()
+    wait_until(lambda: victim.node_id in [b[0] for b in controller.metadata()["brokers"]], 15,
+               "the resumed broker to be unfenced")
+
+
+@pytest.mark.timeout(120)
+def test_controlled_shutdown_moves_leaderships_away_first(cluster_factory):
+    c = cluster_factory(3)
+    controller = c.controller()
+    leaving = next(n for n in c.nodes.values() if n is not controller)
+    err, _ = controller.create_topic("handover", partitions=6, replication_factor=3)
+    assert err == 0
+    wait_topic_everywhere(list(c.nodes.values()), "handover")
+    t0 = time.monotonic()
+    assert leaving.stop() == 0
+    took = time.monotonic() - t0
+    md = controller.metadata(["handover"])
+    parts = md["topics"]["handover"][1]
+    # Immediately after it exited, nothing is led by it and every partition has a leader.
+    assert all(v[1] not in (leaving.node_id, -1) for v in parts.values()), parts
+    assert all(leaving.node_id not in v[3] for v in parts.values()), parts
+    assert leaving.node_id not in [b[0] for b in md["brokers"]]
+    assert took < 10, f"controlled shutdown took {took:.1f}s"
+    leaving.start()
+    leaving.wait_ready()
+
+
+@pytest.mark.timeout(150)
+def test_a_node_down_while_the_log_was_compacted_catches_up_from_a_snapshot(cluster_factory):
+    c = cluster_factory(3, overrides={"metadata.log.max.record.bytes.between.snapshots": "2000"})
+    controller = c.controller()
+    late = next(n for n in c.nodes.values() if n is not controller)
+    assert late.stop() == 0
+    for i in range(30):
+        create_retrying(controller, f"snap-{i}", partitions=2, replication_factor=2)
+    leader_dir = controller.data_dir / "__cluster_metadata-0"
+    wait_until(lambda: (leader_dir / "snapshot").exists(), 10, "a snapshot on the controller")
+    late.start()
+    late.wait_ready()
+    wait_until(lambda: {f"snap-{i}" for i in range(30)} <= topics_on(late), 15,
+               "the late node to catch up")
+    assert (late.data_dir / "__cluster_metadata-0" / "snapshot").exists(), \
+        "the late node installed a snapshot"
