@@ -100,9 +100,10 @@ class LinkProxy:
 
 
 class Node:
-    def __init__(self, cluster, node_id):
+    def __init__(self, cluster, node_id, roles="broker,controller"):
         self.cluster = cluster
         self.node_id = node_id
+        self.roles = roles
         self.port = free_port()
         self.controller_port = free_port()
         self.data_dir = cluster.workdir / f"node{node_id}-data"
@@ -114,15 +115,28 @@ class Node:
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def is_broker(self):
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self):
+        return "controller" in self.roles
+
     def argv(self):
         c = self.cluster
         voters = ",".join(
             f"{j}@127.0.0.1:{self.controller_port if j == self.node_id else c.proxies[(self.node_id, j)].port}"
-            for j in sorted(c.nodes))
+            for j in c.voter_ids())
+        listeners = []
+        if self.is_broker:
+            listeners.append(f"PLAINTEXT://127.0.0.1:{self.port}")
+        if self.is_controller:
+            listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_port}")
         argv = [c.bin, "broker",
                 "--node-id", str(self.node_id),
-                "--listeners",
-                f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+                "--process-roles", self.roles,
+                "--listeners", ",".join(listeners),
                 "--controller-quorum-voters", voters,
                 "--cluster-id", c.cluster_id,
                 "--data-dir", str(self.data_dir)]
@@ -153,6 +167,9 @@ class Node:
             if not self.alive():
                 raise AssertionError(f"node {self.node_id} exited: {self.proc.returncode}\n"
                                      f"{tail(self.log_path, 40)}")
+            if not self.is_broker:
+                socket.create_connection(("127.0.0.1", self.controller_port), timeout=1).close()
+                return True
             with kwire.Conn("127.0.0.1", self.port, timeout=2) as c:
                 return any(b[0] == self.node_id for b in kwire.metadata_v1(c)["brokers"])
 
@@ -198,7 +215,10 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, workdir, n, overrides=None, racks=None):
+    """`n` voters (combined broker+controller nodes, or controller-only ones with
+    `controller_only=True`), then `brokers` broker-only nodes (ids n, n+1, ...)."""
+
+    def __init__(self, workdir, n, overrides=None, racks=None, brokers=0, controller_only=False):
         self.bin = gregor_bin()
         self.workdir = Path(workdir)
         self.cluster_id = "gregorTestClusterId000"
@@ -206,19 +226,28 @@ class Cluster:
         self.overrides.update(CLUSTER_SETTINGS)
         self.overrides.update(overrides or {})
         self.racks = racks
-        self.nodes = {i: Node(self, i) for i in range(n)}
+        voter_roles = "controller" if controller_only else "broker,controller"
+        self.nodes = {i: Node(self, i, voter_roles) for i in range(n)}
+        for i in range(n, n + brokers):
+            self.nodes[i] = Node(self, i, "broker")
         self.proxies = {(i, j): LinkProxy(self.nodes[j].controller_port)
-                        for i in self.nodes for j in self.nodes if i != j}
+                        for i in self.nodes for j in self.voter_ids() if i != j}
+
+    def voter_ids(self):
+        return sorted(i for i, n in self.nodes.items() if n.is_controller)
+
+    def brokers(self):
+        return [n for n in self.nodes.values() if n.is_broker]
 
     def start(self, timeout=40):
         for node in self.nodes.values():
             node.start()
         for node in self.nodes.values():
             node.wait_ready(timeout)
-        everyone = sorted(self.nodes)
-        for node in self.nodes.values():
+        everyone = sorted(n.node_id for n in self.brokers())
+        for node in self.brokers():
             wait_until(lambda: sorted(b[0] for b in node.metadata()["brokers"]) == everyone,
-                       timeout, f"node {node.node_id} to list every node")
+                       timeout, f"node {node.node_id} to list every broker")
         return self
 
     def running(self):
@@ -235,8 +264,10 @@ class Cluster:
                 p.set_cut(False)
 
     def controller(self, among=None, timeout=20):
-        """The active controller that every node in `among` (default: running ones) agrees on."""
+        """The active controller that every broker in `among` (default: running ones) agrees on
+        (combined nodes: the controller id clients see is the active controller)."""
         among = among if among is not None else self.running()
+        among = [n for n in among if n.is_broker]
 
         def agreed():
             ids = set()
@@ -251,9 +282,17 @@ class Cluster:
         return wait_until(agreed, timeout, f"nodes {[n.node_id for n in among]} to agree on a controller")
 
     def stop(self):
+        """SIGTERM to every running node, broker-only ones first, then the voters together;
+        each must exit 0."""
         problems = []
-        for n in self.nodes.values():
-            if n.alive():
+        for group in ([n for n in self.nodes.values() if not n.is_controller],
+                      [n for n in self.nodes.values() if n.is_controller]):
+            running = [n for n in group if n.alive()]
+            for n in running:
+                if n.paused:
+                    n.resume()
+                n.proc.send_signal(signal.SIGTERM)
+            for n in running:
                 rc = n.stop()
                 if rc not in (0,):
                     problems.append(f"node {n.node_id} exit code {rc}")

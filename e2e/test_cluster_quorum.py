@@ -18,8 +18,9 @@ RETRIABLE = (NOT_CONTROLLER, REQUEST_TIMED_OUT)
 def cluster_factory(request, tmp_path):
     made = []
 
-    def make(n=3, overrides=None, racks=None):
-        c = Cluster(tmp_path, n, overrides=overrides, racks=racks)
+    def make(n=3, overrides=None, racks=None, brokers=0, controller_only=False):
+        c = Cluster(tmp_path, n, overrides=overrides, racks=racks, brokers=brokers,
+                    controller_only=controller_only)
         made.append(c)
         return c.start()
 
@@ -230,3 +231,50 @@ def test_a_node_down_while_the_log_was_compacted_catches_up_from_a_snapshot(clus
                "the late node to catch up")
     assert (late.data_dir / "__cluster_metadata-0" / "snapshot").exists(), \
         "the late node installed a snapshot"
+
+
+@pytest.mark.timeout(150)
+def test_three_voters_and_two_broker_only_nodes(cluster_factory):
+    c = cluster_factory(3, brokers=2)
+    nodes = list(c.nodes.values())
+    observers = [n for n in nodes if not n.is_controller]
+    assert [n.node_id for n in observers] == [3, 4]
+    for n in nodes:
+        assert sorted(b[0] for b in n.metadata()["brokers"]) == [0, 1, 2, 3, 4]
+    # Admin requests through a broker-only node are forwarded to the active controller.
+    err, msg = observers[0].create_topic("wide", partitions=5, replication_factor=5)
+    assert err == 0, (err, msg)
+    assert "wide" in topics_on(observers[0])
+    wait_topic_everywhere(nodes, "wide")
+    leaders = [v[1] for v in nodes[0].metadata(["wide"])["topics"]["wide"][1].values()]
+    assert sorted(leaders) == [0, 1, 2, 3, 4], "every broker, voter or not, leads one"
+    # The broker-only nodes follow a controller failover.
+    old = c.controller()
+    old.kill()
+    rest = [n for n in nodes if n is not old]
+    new = c.controller(among=rest)
+    assert new is not old and new.is_controller
+    create_retrying(observers[1], "after-failover")
+    wait_topic_everywhere(rest, "after-failover")
+    # A broker-only node that restarts fetches the metadata again (it keeps none on disk).
+    assert observers[0].stop() == 0
+    observers[0].start()
+    observers[0].wait_ready()
+    assert {"wide", "after-failover"} <= topics_on(observers[0])
+
+
+@pytest.mark.timeout(120)
+def test_controller_only_voters_serve_brokers_but_not_clients(cluster_factory):
+    c = cluster_factory(3, brokers=2, controller_only=True)
+    brokers = c.brokers()
+    assert [n.node_id for n in brokers] == [3, 4]
+    for b in brokers:
+        md = b.metadata()
+        assert sorted(x[0] for x in md["brokers"]) == [3, 4]
+        # Clients are pointed at a broker, which forwards to the controller quorum.
+        assert md["controller_id"] in (3, 4)
+    err, msg = brokers[1].create_topic("placed", partitions=4, replication_factor=2)
+    assert err == 0, (err, msg)
+    wait_topic_everywhere(brokers, "placed")
+    parts = brokers[0].metadata(["placed"])["topics"]["placed"][1]
+    assert all(sorted(v[2]) == [3, 4] for v in parts.values()), parts

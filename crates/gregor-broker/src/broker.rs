@@ -56,9 +56,6 @@ pub enum StartError {
 /// How often the active controller checks broker sessions.
 const SESSION_CHECK_INTERVAL: Duration = Duration::from_millis(250);
 
-/// How long a controlled shutdown waits for the controller to move leaderships away.
-const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
-
 impl Broker {
     /// Opens the data directory, joins the controller quorum (replaying committed metadata and
     /// opening the hosted logs), starts the controller listener, and registers this broker with
@@ -89,6 +86,7 @@ impl Broker {
         };
         let replicas = Arc::new(ReplicaManager::new(config.node_id, &dir));
         let settings = QuorumSettings {
+            voter: config.is_controller,
             voters: config.voters.clone(),
             election_timeout_ms: config.int("controller.quorum.election.timeout.ms") as u64,
             snapshot_bytes: config.int("metadata.log.max.record.bytes.between.snapshots") as u64,
@@ -117,20 +115,20 @@ impl Broker {
             broker_epoch: AtomicI64::new(-1),
             tasks: Mutex::new(Vec::new()),
         });
-        if let Some(listener) = controller_listener {
+        if let (Some(listener), Some(quorum)) = (controller_listener, broker.metadata.quorum()) {
             let target = Arc::new(ForwardTarget {
                 broker: std::sync::OnceLock::new(),
             });
             let _ = target.broker.set(Arc::downgrade(&broker));
-            let raft = broker.metadata.quorum().raft().clone();
+            let handle = quorum.handle();
             let task = tokio::spawn(async move {
                 loop {
                     match listener.accept().await {
                         Ok((stream, _)) => {
                             let _ = stream.set_nodelay(true);
-                            tokio::spawn(gregor_quorum::rpc::serve_connection(
+                            tokio::spawn(gregor_quorum::rpc::serve_controller_connection(
                                 stream,
-                                raft.clone(),
+                                handle.clone(),
                                 target.clone(),
                             ));
                         }
@@ -143,11 +141,15 @@ impl Broker {
             });
             broker.add_task(task);
         }
-        broker.register_until_unfenced().await?;
+        if broker.config.is_broker {
+            broker.register_until_unfenced().await?;
+        }
         let controller_duties = tokio::spawn(broker.clone().run_controller_duties());
         broker.add_task(controller_duties);
-        if let Err(e) = crate::groups::Groups::start_if_present(&broker).await {
-            warn!(error = ?e, "group coordinator not loaded");
+        if broker.config.is_broker {
+            if let Err(e) = crate::groups::Groups::start_if_present(&broker).await {
+                warn!(error = ?e, "group coordinator not loaded");
+            }
         }
         info!(node = broker.config.node_id, cluster_id = %broker.cluster_id, "broker started");
         Ok(broker)
@@ -166,10 +168,7 @@ impl Broker {
         let mut warned = tokio::time::Instant::now();
         loop {
             if self.metadata.active_controller().is_none() {
-                self.metadata
-                    .quorum()
-                    .wait_for_leader(Duration::from_secs(1))
-                    .await;
+                self.metadata.wait_for_leader(Duration::from_secs(1)).await;
             }
             match self.register().await {
                 Ok(()) => break,
@@ -285,7 +284,7 @@ impl Broker {
         let mut sessions = tokio::time::interval(SESSION_CHECK_INTERVAL);
         loop {
             tokio::select! {
-                _ = heartbeat.tick() => {
+                _ = heartbeat.tick(), if self.config.is_broker => {
                     if let Err(e) = self.heartbeat(false).await {
                         warn!(error = %e, "heartbeat failed");
                     }
@@ -381,6 +380,9 @@ impl Broker {
     /// Controlled shutdown: where another broker can take over, the controller moves this
     /// broker's leaderships away (and takes it out of the ISRs) before it stops.
     async fn controlled_shutdown(self: &Arc<Self>) {
+        if !self.config.is_broker {
+            return;
+        }
         let others = self
             .metadata
             .image()
@@ -390,8 +392,12 @@ impl Broker {
         if others == 0 {
             return;
         }
+        // Past the session timeout the controller fences this broker anyway; waiting longer for
+        // a controller that does not answer (no majority) gains nothing.
+        let bound =
+            Duration::from_millis(self.config.int("broker.session.timeout.ms").max(1) as u64);
         let started = tokio::time::Instant::now();
-        let done = tokio::time::timeout(CONTROLLED_SHUTDOWN_TIMEOUT, async {
+        let done = tokio::time::timeout(bound, async {
             loop {
                 match self.heartbeat(true).await {
                     Ok(reply) if reply.should_shut_down => return,

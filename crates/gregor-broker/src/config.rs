@@ -52,6 +52,10 @@ pub struct BrokerConfig {
     pub voters: BTreeMap<u64, String>,
     /// `broker.rack`.
     pub rack: Option<String>,
+    /// `process.roles` has `broker`: serves clients, registers, hosts replicas.
+    pub is_broker: bool,
+    /// `process.roles` has `controller`: votes in the quorum.
+    pub is_controller: bool,
     /// `--cluster-id`.
     pub cluster_id: Option<String>,
 }
@@ -251,12 +255,8 @@ impl BrokerConfig {
             .map(str::trim)
             .filter(|r| !r.is_empty())
             .collect();
-        if !(roles.contains(&"broker") && roles.contains(&"controller")) {
-            return Err(invalid(format!(
-                "process.roles: '{}' is not supported yet: every Gregor node is both broker and controller (broker,controller)",
-                roles.join(",")
-            )));
-        }
+        let is_broker = roles.contains(&"broker");
+        let is_controller = roles.contains(&"controller");
         let controller_names: Vec<String> = settings
             .raw("controller.listener.names")
             .unwrap_or("CONTROLLER")
@@ -271,12 +271,19 @@ impl BrokerConfig {
                 .unwrap_or("PLAINTEXT://127.0.0.1:9092"),
             &controller_names,
         )?;
-        let client = listeners
-            .iter()
-            .find(|l| l.name == "PLAINTEXT")
-            .ok_or_else(|| invalid("listeners: a broker needs a PLAINTEXT://HOST:PORT listener"))?;
-        let bind = resolve("listeners", &client.host, client.port)?;
+        let client = listeners.iter().find(|l| l.name == "PLAINTEXT");
         let controller = listeners.iter().find(|l| l.name != "PLAINTEXT");
+        let client = match (client, controller) {
+            (Some(c), _) => c,
+            // A controller-only node serves no clients; its client address is unused.
+            (None, Some(c)) if !is_broker => c,
+            _ => {
+                return Err(invalid(
+                    "listeners: a broker needs a PLAINTEXT://HOST:PORT listener",
+                ))
+            }
+        };
+        let bind = resolve("listeners", &client.host, client.port)?;
         let controller_bind = controller
             .map(|l| resolve("listeners", &l.host, l.port))
             .transpose()?;
@@ -294,7 +301,17 @@ impl BrokerConfig {
             None => (client.host.clone(), client.port),
         };
         let mut voters = parse_voters(settings.raw("controller.quorum.voters").unwrap_or(""))?;
+        let voters_text = settings
+            .raw("controller.quorum.voters")
+            .unwrap_or("")
+            .to_string();
         if voters.is_empty() {
+            if !(is_broker && is_controller) {
+                return Err(invalid(format!(
+                    "process.roles: a {} node needs controller.quorum.voters (only a broker,controller node may be a cluster of one)",
+                    roles.join(",")
+                )));
+            }
             // A cluster of one: this node alone, reachable by nobody else.
             let addr = controller
                 .map(|l| {
@@ -310,16 +327,27 @@ impl BrokerConfig {
                 })
                 .unwrap_or_default();
             voters.insert(node_id as u64, addr);
-        } else {
+        } else if is_controller {
             if !voters.contains_key(&(node_id as u64)) {
                 return Err(invalid(format!(
-                    "controller.quorum.voters: node.id {node_id} is not among the voters {}; every Gregor node is a controller",
-                    settings.raw("controller.quorum.voters").unwrap_or("")
+                    "controller.quorum.voters: node.id {node_id} is not among the voters {voters_text}, but process.roles includes controller"
                 )));
             }
             if controller_bind.is_none() {
                 return Err(invalid(format!(
                     "listeners: a controller needs a listener named in controller.listener.names ({}), e.g. CONTROLLER://127.0.0.1:9093",
+                    controller_names.join(",")
+                )));
+            }
+        } else {
+            if voters.contains_key(&(node_id as u64)) {
+                return Err(invalid(format!(
+                    "controller.quorum.voters: node.id {node_id} is a voter, but process.roles=broker (a broker-only node does not vote)"
+                )));
+            }
+            if controller_bind.is_some() {
+                return Err(invalid(format!(
+                    "listeners: a broker-only node has no controller listener ({})",
                     controller_names.join(",")
                 )));
             }
@@ -364,6 +392,8 @@ impl BrokerConfig {
             controller_bind,
             voters,
             rack,
+            is_broker,
+            is_controller,
             cluster_id: opts.cluster_id.clone(),
         })
     }
@@ -517,6 +547,42 @@ mod tests {
     }
 
     #[test]
+    fn broker_only_and_controller_only_nodes() {
+        let broker = BrokerConfig::from_options(&BrokerOptions {
+            node_id: Some(5),
+            process_roles: Some("broker".into()),
+            listeners: Some("PLAINTEXT://127.0.0.1:19099".into()),
+            controller_quorum_voters: Some("0@127.0.0.1:19093".into()),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert!(broker.is_broker && !broker.is_controller && broker.controller_bind.is_none());
+        let controller = BrokerConfig::from_options(&BrokerOptions {
+            node_id: Some(0),
+            process_roles: Some("controller".into()),
+            listeners: Some("CONTROLLER://127.0.0.1:19093".into()),
+            controller_quorum_voters: Some("0@127.0.0.1:19093".into()),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert!(!controller.is_broker && controller.is_controller);
+        assert_eq!(controller.controller_bind.map(|a| a.port()), Some(19093));
+        let with_controller_listener = BrokerConfig::from_options(&BrokerOptions {
+            node_id: Some(5),
+            process_roles: Some("broker".into()),
+            listeners: Some("PLAINTEXT://127.0.0.1:1,CONTROLLER://127.0.0.1:2".into()),
+            controller_quorum_voters: Some("0@127.0.0.1:19093".into()),
+            ..Default::default()
+        })
+        .expect_err("refused")
+        .to_string();
+        assert!(
+            with_controller_listener.contains("broker-only"),
+            "{with_controller_listener}"
+        );
+    }
+
+    #[test]
     fn cluster_settings_that_cannot_work_are_named() {
         let err = |o: &[&str]| cluster_node(o).expect_err("invalid").to_string();
         assert!(
@@ -530,12 +596,15 @@ mod tests {
             err(&["listeners=PLAINTEXT://127.0.0.1:19092"]).contains("controller needs a listener")
         );
         assert!(err(&["listeners=PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2"]).contains("SSL"));
-        let roles = err(&["process.roles=broker"]);
-        assert!(
-            roles.contains("process.roles") && roles.contains("not supported"),
-            "{roles}"
-        );
+        assert!(err(&["process.roles=broker"]).contains("does not vote"));
         assert!(err(&["process.roles=cook"]).contains("process.roles"));
+        let alone = BrokerConfig::from_options(&BrokerOptions {
+            overrides: vec!["process.roles=broker".into()],
+            ..Default::default()
+        })
+        .expect_err("a broker-only node needs voters")
+        .to_string();
+        assert!(alone.contains("controller.quorum.voters"), "{alone}");
     }
 
     #[test]

@@ -16,7 +16,10 @@ use gregor_meta::{Controller, ControllerResult, MetadataDelta, MetadataImage};
 use gregor_quorum::rpc::{
     ForwardHandler, KafkaReply, Network, RpcClient, RpcRequest, RpcResponse, TcpConnector,
 };
-use gregor_quorum::{ApplyListener, NodeId, Quorum, QuorumConfig, QuorumError, WriteError};
+use gregor_quorum::{
+    ApplyListener, FollowerConfig, MetadataFollower, NodeId, Quorum, QuorumConfig, QuorumError,
+    WriteError,
+};
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::replica::ReplicaManager;
@@ -100,16 +103,26 @@ impl ApplyListener for ReplicaApplier {
 
 /// Settings of the quorum member, from the broker's configuration.
 pub struct QuorumSettings {
+    /// A voter (controller role) or a broker-only node following the log.
+    pub voter: bool,
     pub voters: BTreeMap<NodeId, String>,
     pub election_timeout_ms: u64,
     pub snapshot_bytes: u64,
+}
+
+/// This node's part in the quorum.
+enum Member {
+    /// A controller: a voter of the Raft quorum.
+    Voter(Quorum),
+    /// A broker-only node: follows the committed log by fetching from the voters.
+    Observer(MetadataFollower),
 }
 
 pub struct MetadataManager {
     node_id: i32,
     /// How this node reaches each voter's controller listener (`controller.quorum.voters`).
     addresses: BTreeMap<NodeId, String>,
-    quorum: Quorum,
+    member: Member,
     static_config: StaticBrokerConfig,
     /// One connection per controller for forwarded requests (more are opened while it is busy).
     forward_clients: Mutex<HashMap<NodeId, Arc<AsyncMutex<RpcClient<TcpConnector>>>>>,
@@ -139,16 +152,32 @@ impl MetadataManager {
             seed: rand_seed(),
             now_ms: now_ms(),
         };
-        let quorum = Quorum::start(
-            config,
-            Network::with_addresses(TcpConnector, addresses.clone()),
-            Arc::new(ReplicaApplier { node_id, replicas }),
-        )
-        .await?;
+        let applier = Arc::new(ReplicaApplier { node_id, replicas });
+        let member = if settings.voter {
+            Member::Voter(
+                Quorum::start(
+                    config,
+                    Network::with_addresses(TcpConnector, addresses.clone()),
+                    applier,
+                )
+                .await?,
+            )
+        } else {
+            Member::Observer(MetadataFollower::start(
+                FollowerConfig {
+                    node_id: node_id as NodeId,
+                    voters: addresses.clone(),
+                    static_config: static_config.clone(),
+                    seed: config.seed,
+                },
+                TcpConnector,
+                applier,
+            ))
+        };
         Ok(MetadataManager {
             node_id,
             addresses,
-            quorum,
+            member,
             static_config,
             forward_clients: Mutex::new(HashMap::new()),
         })
@@ -162,34 +191,57 @@ impl MetadataManager {
         &self.static_config
     }
 
-    /// The quorum member (for the controller listener).
-    pub fn quorum(&self) -> &Quorum {
-        &self.quorum
+    /// The quorum member, if this node is a voter (for the controller listener).
+    pub fn quorum(&self) -> Option<&Quorum> {
+        match &self.member {
+            Member::Voter(q) => Some(q),
+            Member::Observer(_) => None,
+        }
     }
 
     /// The latest committed image this node has applied.
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.quorum.image()
+        match &self.member {
+            Member::Voter(q) => q.image(),
+            Member::Observer(f) => f.image(),
+        }
     }
 
     /// The active controller as this node knows it.
     pub fn active_controller(&self) -> Option<i32> {
-        self.quorum
-            .active_controller()
-            .and_then(|id| i32::try_from(id).ok())
+        let id = match &self.member {
+            Member::Voter(q) => q.active_controller(),
+            Member::Observer(f) => f.active_controller(),
+        };
+        id.and_then(|id| i32::try_from(id).ok())
     }
 
     pub fn is_active_controller(&self) -> bool {
-        self.active_controller() == Some(self.node_id)
+        matches!(self.member, Member::Voter(_)) && self.active_controller() == Some(self.node_id)
+    }
+
+    /// Waits until an active controller is known, at most `timeout`.
+    pub async fn wait_for_leader(&self, timeout: Duration) -> Option<i32> {
+        let id = match &self.member {
+            Member::Voter(q) => q.wait_for_leader(timeout).await,
+            Member::Observer(f) => f.wait_for_leader(timeout).await,
+        };
+        id.and_then(|id| i32::try_from(id).ok())
     }
 
     /// Index of the last applied metadata entry plus one.
     pub fn applied_index(&self) -> u64 {
-        self.quorum.applied_index()
+        match &self.member {
+            Member::Voter(q) => q.applied_index(),
+            Member::Observer(f) => f.applied_index(),
+        }
     }
 
     pub async fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
-        self.quorum.wait_applied(index, timeout).await
+        match &self.member {
+            Member::Voter(q) => q.wait_applied(index, timeout).await,
+            Member::Observer(f) => f.wait_applied(index, timeout).await,
+        }
     }
 
     /// Runs a controller operation on this node, which must be the active controller: its
@@ -198,13 +250,21 @@ impl MetadataManager {
         &self,
         op: impl FnOnce(&mut Controller) -> ControllerResult<T>,
     ) -> Result<T, MetadataError> {
-        let (response, _) = self.quorum.write(CONTROLLER_WRITE_TIMEOUT, op).await?;
-        Ok(response)
+        match &self.member {
+            Member::Voter(q) => {
+                let (response, _) = q.write(CONTROLLER_WRITE_TIMEOUT, op).await?;
+                Ok(response)
+            }
+            Member::Observer(_) => Err(MetadataError::NotController),
+        }
     }
 
     /// Reads the controller (configs, describe) without changing it.
     pub async fn read<R>(&self, f: impl FnOnce(&Controller) -> R) -> R {
-        self.quorum.read(f)
+        match &self.member {
+            Member::Voter(q) => q.read(f),
+            Member::Observer(o) => o.read(f),
+        }
     }
 
     /// Sends a Kafka request to the controller `target` over the controller RPC.
@@ -222,7 +282,7 @@ impl MetadataManager {
             .get(&id)
             .filter(|a| !a.is_empty())
             .cloned()
-            .or_else(|| self.quorum.voter_address(id))
+            .or_else(|| self.quorum().and_then(|q| q.voter_address(id)))
             .ok_or_else(|| format!("no address for controller {target}"))?;
         let shared = {
             let mut clients = self
@@ -263,7 +323,10 @@ impl MetadataManager {
 
     /// Stops the quorum member (its log is synced on every append).
     pub async fn close(&self) {
-        self.quorum.shutdown().await;
+        match &self.member {
+            Member::Voter(q) => q.shutdown().await,
+            Member::Observer(f) => f.shutdown(),
+        }
     }
 }
 

@@ -202,6 +202,14 @@ pub async fn serve(
     broker.shutdown().await;
 }
 
+/// A controller-only node: no client listener; runs until `shutdown` fires, then stops cleanly.
+pub async fn serve_controller_only(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
+    info!(node = broker.config.node_id, "controller-only node running");
+    let _ = shutdown.changed().await;
+    info!("shutting down");
+    broker.shutdown().await;
+}
+
 /// Binds the listener. Accepted connections inherit the listening socket's buffer sizes
 /// (`socket.send.buffer.bytes`, `socket.receive.buffer.bytes`; -1 leaves them to the OS).
 pub fn bind_listener(config: &BrokerConfig) -> std::io::Result<TcpListener> {

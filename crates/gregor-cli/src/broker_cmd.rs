@@ -41,8 +41,14 @@ pub fn run(args: BrokerArgs) -> Result<()> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let bind = config.bind;
-        let listener = gregor_broker::server::bind_listener(&config)
-            .with_context(|| format!("cannot listen on {bind}"))?;
+        let listener = if config.is_broker {
+            Some(
+                gregor_broker::server::bind_listener(&config)
+                    .with_context(|| format!("cannot listen on {bind}"))?,
+            )
+        } else {
+            None
+        };
         let broker = Broker::start(config)
             .await
             .context("broker start-up failed")?;
@@ -51,7 +57,11 @@ pub fn run(args: BrokerArgs) -> Result<()> {
             wait_for_signal().await;
             let _ = tx.send(true);
         });
-        gregor_broker::server::serve(broker, listener, rx).await;
+        match listener {
+            Some(listener) => gregor_broker::server::serve(broker, listener, rx).await,
+            // A controller-only node serves the quorum on its controller listener only.
+            None => gregor_broker::server::serve_controller_only(broker, rx).await,
+        }
         Ok(())
     })
 }

@@ -5,6 +5,7 @@
 #![allow(clippy::result_large_err)]
 
 mod error;
+mod follower;
 mod log_store;
 mod node;
 pub mod rpc;
@@ -15,8 +16,9 @@ use std::io::Cursor;
 use serde::{Deserialize, Serialize};
 
 pub use error::QuorumError;
+pub use follower::{FollowerConfig, MetadataFollower};
 pub use log_store::LogStore;
-pub use node::{Quorum, QuorumConfig, WriteError};
+pub use node::{Quorum, QuorumConfig, QuorumHandle, WriteError};
 pub use state_machine::{ApplyListener, StateMachineStore};
 
 /// openraft's node id: Kafka's `node.id` (non-negative).

@@ -160,7 +160,7 @@ impl LogStore {
     }
 
     /// Entries at offsets `[start, end)` that exist in the log.
-    fn read_range(&self, start: i64, end: i64) -> Result<Vec<Entry>, QuorumError> {
+    pub(crate) fn read_range(&self, start: i64, end: i64) -> Result<Vec<Entry>, QuorumError> {
         let log = &self.inner.log;
         let mut offset = start.max(log.log_start_offset());
         let end = end.min(log.log_end_offset());

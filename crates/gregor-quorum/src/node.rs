@@ -66,6 +66,7 @@ pub enum WriteError {
 pub struct Quorum {
     raft: Raft,
     node_id: NodeId,
+    log: LogStore,
     shared: Arc<Shared>,
     /// Serializes controller operations (Kafka's controller is single-threaded); holds the term
     /// whose heartbeat sessions the controller has.
@@ -120,6 +121,7 @@ impl Quorum {
         }
         .validate()
         .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        let log_reader = log_store.clone();
         let raft = Raft::new(
             config.node_id,
             Arc::new(raft_config),
@@ -140,6 +142,7 @@ impl Quorum {
         let quorum = Quorum {
             raft,
             node_id: config.node_id,
+            log: log_reader,
             shared,
             write_lock: tokio::sync::Mutex::new(0),
             snapshots,
@@ -194,9 +197,18 @@ impl Quorum {
         Ok(())
     }
 
-    /// The Raft instance (for the controller listener).
+    /// The Raft instance.
     pub fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// What the controller listener serves: Raft and the metadata fetches of broker-only nodes.
+    pub fn handle(&self) -> QuorumHandle {
+        QuorumHandle {
+            raft: self.raft.clone(),
+            shared: self.shared.clone(),
+            log: self.log.clone(),
+        }
     }
 
     pub fn node_id(&self) -> NodeId {
@@ -321,6 +333,68 @@ impl Quorum {
         if let Err(e) = self.raft.shutdown().await {
             warn!(error = %e, "controller quorum did not stop cleanly");
         }
+    }
+}
+
+/// Most entries one FetchMetadata answer carries.
+const MAX_FETCH_ENTRIES: u64 = 512;
+
+/// A voter's side of the controller listener (cheap to clone).
+#[derive(Clone)]
+pub struct QuorumHandle {
+    raft: Raft,
+    shared: Arc<Shared>,
+    log: LogStore,
+}
+
+impl QuorumHandle {
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// Committed metadata from index `from` on for a broker-only node: entries this voter has
+    /// applied (so committed), or its snapshot when they were dropped; waits up to `max_wait`
+    /// when there is nothing new.
+    pub async fn fetch_metadata(
+        &self,
+        from: u64,
+        max_wait: Duration,
+    ) -> Result<crate::rpc::MetadataFetch, QuorumError> {
+        use crate::rpc::{MetadataFetch, MetadataUpdate};
+        if *self.shared.applied.borrow() <= from {
+            let mut rx = self.shared.applied.subscribe();
+            let _ = tokio::time::timeout(max_wait, rx.wait_for(|a| *a > from)).await;
+        }
+        let leader = self.raft.metrics().borrow().current_leader;
+        let applied = *self.shared.applied.borrow();
+        let log_start = self.log.log().log_start_offset().max(0) as u64;
+        if from < log_start {
+            let snapshot = self
+                .shared
+                .snapshot
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            if let Some(s) = snapshot {
+                return Ok(MetadataFetch {
+                    leader,
+                    update: MetadataUpdate::Snapshot {
+                        last_index: s.meta.last_log_id.map_or(0, |l| l.index),
+                        data: s.data,
+                    },
+                });
+            }
+        }
+        let end = applied.min(from.saturating_add(MAX_FETCH_ENTRIES));
+        let entries = if from < end {
+            self.log.read_range(from as i64, end as i64)?
+        } else {
+            Vec::new()
+        };
+        Ok(MetadataFetch {
+            leader,
+            update: MetadataUpdate::Entries(entries),
+        })
     }
 }
 

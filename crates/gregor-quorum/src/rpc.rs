@@ -43,6 +43,29 @@ pub enum RpcRequest {
         api_version: i16,
         body: Vec<u8>,
     },
+    /// A broker-only node following the metadata log (Kafka's observers): the committed entries
+    /// from index `from` on, waiting up to `max_wait_ms` when there are none yet.
+    FetchMetadata {
+        from: u64,
+        max_wait_ms: u64,
+    },
+}
+
+/// Committed metadata for a follower.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum MetadataUpdate {
+    /// Committed entries, in order, starting at the requested index (possibly none).
+    Entries(Vec<crate::Entry>),
+    /// The entries asked for were replaced by a snapshot: the image as of `last_index`.
+    Snapshot { last_index: u64, data: Vec<u8> },
+}
+
+/// The answer to a FetchMetadata.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MetadataFetch {
+    /// The active controller as the answering voter knows it.
+    pub leader: Option<NodeId>,
+    pub update: MetadataUpdate,
 }
 
 /// The answer to a forwarded Kafka request.
@@ -75,6 +98,7 @@ pub enum RpcResponse {
         Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
     ),
     Kafka(Result<KafkaReply, ForwardError>),
+    FetchMetadata(Result<MetadataFetch, ForwardError>),
 }
 
 /// Handles forwarded Kafka requests (the broker).
@@ -128,10 +152,31 @@ pub async fn read_frame<R: AsyncRead + Unpin, T: serde::de::DeserializeOwned>(
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-/// Serves one controller connection until it closes or sends something unreadable.
+/// Serves one controller connection until it closes or sends something unreadable (no
+/// metadata fetches: see [`serve_controller_connection`]).
 pub async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    raft: Raft,
+    forward: Arc<dyn ForwardHandler>,
+) {
+    serve(stream, raft, None, forward).await
+}
+
+/// Serves one controller connection of a voter: Raft, forwarded requests and the metadata
+/// fetches of broker-only nodes.
+pub async fn serve_controller_connection<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    quorum: crate::QuorumHandle,
+    forward: Arc<dyn ForwardHandler>,
+) {
+    let raft = quorum.raft().clone();
+    serve(stream, raft, Some(quorum), forward).await
+}
+
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     raft: Raft,
+    quorum: Option<crate::QuorumHandle>,
     forward: Arc<dyn ForwardHandler>,
 ) {
     loop {
@@ -156,6 +201,15 @@ pub async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(
                 api_version,
                 body,
             } => RpcResponse::Kafka(forward.handle(api_key, api_version, body).await),
+            RpcRequest::FetchMetadata { from, max_wait_ms } => {
+                RpcResponse::FetchMetadata(match &quorum {
+                    Some(q) => q
+                        .fetch_metadata(from, Duration::from_millis(max_wait_ms.min(10_000)))
+                        .await
+                        .map_err(|e| ForwardError::Invalid(e.to_string())),
+                    None => Err(ForwardError::Invalid("no metadata served here".into())),
+                })
+            }
         };
         if write_frame(&mut stream, &response).await.is_err() {
             return;

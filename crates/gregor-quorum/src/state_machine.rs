@@ -62,7 +62,12 @@ impl Shared {
             .clone()
     }
 
-    fn publish(&self, controller: &Controller, applied: Option<LogId>, delta: &MetadataDelta) {
+    pub(crate) fn publish(
+        &self,
+        controller: &Controller,
+        applied: Option<LogId>,
+        delta: &MetadataDelta,
+    ) {
         *self.image.write().unwrap_or_else(PoisonError::into_inner) =
             Arc::new(controller.image().clone());
         if !delta.is_empty() {
@@ -117,6 +122,33 @@ pub(crate) fn write_snapshot_file(
     let bytes = encode(snapshot).map_err(|e| e.to_string())?;
     disk.write_atomic(&dir.join(SNAPSHOT_FILE), &bytes)
         .map_err(|e| e.to_string())
+}
+
+/// Replays one committed batch into the controller, merging what changed into `delta`;
+/// returns the record bytes. Every node skips a record that does not decode or apply the same
+/// way, so images stay equal.
+pub(crate) fn replay_batch(
+    controller: &mut Controller,
+    log_id: LogId,
+    batch: &crate::MetadataBatch,
+    delta: &mut MetadataDelta,
+) -> u64 {
+    let mut bytes_total = 0;
+    for bytes in &batch.records {
+        bytes_total += bytes.len() as u64;
+        match MetadataRecord::decode(bytes) {
+            Ok(record) => match controller.replay(&record) {
+                Ok(d) => delta.merge(d),
+                Err(e) => {
+                    warn!(log_id = %log_id, error = %e, ?record, "committed metadata record does not apply; skipped")
+                }
+            },
+            Err(e) => {
+                warn!(log_id = %log_id, error = %e, "committed metadata record does not decode; skipped")
+            }
+        }
+    }
+    bytes_total
 }
 
 /// The state machine openraft drives.
@@ -236,21 +268,8 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             match entry.payload {
                 EntryPayload::Blank => {}
                 EntryPayload::Normal(batch) => {
-                    for bytes in &batch.records {
-                        self.bytes_since_snapshot += bytes.len() as u64;
-                        // Every node skips the same records the same way, so images stay equal.
-                        match MetadataRecord::decode(bytes) {
-                            Ok(record) => match controller.replay(&record) {
-                                Ok(d) => delta.merge(d),
-                                Err(e) => {
-                                    warn!(log_id = %entry.log_id, error = %e, ?record, "committed metadata record does not apply; skipped")
-                                }
-                            },
-                            Err(e) => {
-                                warn!(log_id = %entry.log_id, error = %e, "committed metadata record does not decode; skipped")
-                            }
-                        }
-                    }
+                    self.bytes_since_snapshot +=
+                        replay_batch(&mut controller, entry.log_id, &batch, &mut delta);
                 }
                 EntryPayload::Membership(m) => {
                     self.membership = StoredMembership::new(Some(entry.log_id), m);

@@ -88,14 +88,18 @@ async fn start(
         .await
         .expect("quorum starts"),
     );
-    let raft = quorum.raft().clone();
+    let raft = quorum.handle();
     let server = tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
             let raft = raft.clone();
-            tokio::spawn(rpc::serve_connection(stream, raft, Arc::new(NoForward)));
+            tokio::spawn(rpc::serve_controller_connection(
+                stream,
+                raft.clone(),
+                Arc::new(NoForward),
+            ));
         }
     });
     Node { quorum, server }
@@ -424,6 +428,65 @@ async fn a_pre_quorum_single_node_log_opens_with_its_metadata() {
         create_topic(&[&n], &format!("new-{round}"), 1)
             .await
             .expect("writes");
+        n.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_only_node_follows_the_log_and_snapshots_without_voting() {
+    use gregor_quorum::{FollowerConfig, MetadataFollower};
+    let dir = tempfile::tempdir().expect("tmp");
+    let (ls, voters) = listeners(3).await;
+    let mut nodes = Vec::new();
+    for (id, l) in ls.into_iter().enumerate() {
+        nodes.push(start(id as NodeId, &voters, l, dir.path(), 2048).await);
+    }
+    let all: Vec<&Node> = nodes.iter().collect();
+    register_all(&all, &[0, 1, 2]).await;
+    let follower = |id: NodeId| {
+        MetadataFollower::start(
+            FollowerConfig {
+                node_id: id,
+                voters: voters.clone(),
+                static_config: settings(id),
+                seed: id,
+            },
+            TcpConnector,
+            Arc::new(Counter::default()),
+        )
+    };
+    let early = follower(7);
+    let mut applied = 0;
+    for i in 0..30 {
+        applied = create_topic(&all, &format!("t{i}"), 2)
+            .await
+            .expect("created");
+    }
+    // Started after snapshots replaced the early entries: it catches up from a snapshot.
+    let late = follower(8);
+    for f in [&early, &late] {
+        assert!(f.wait_applied(applied, WAIT).await, "follower caught up");
+        assert_eq!(f.image().topics().len(), 30);
+        let leader = leader_of(&all).await;
+        assert_eq!(f.wait_for_leader(WAIT).await, Some(leader));
+    }
+    // It follows changes as they commit.
+    let more = create_topic(&all, "later", 1).await.expect("created");
+    assert!(late.wait_applied(more, WAIT).await);
+    assert!(late.image().topic("later").is_some());
+    // It never became a voter.
+    let leader = leader_of(&all).await;
+    let voter_ids: Vec<NodeId> = all[leader as usize]
+        .quorum
+        .raft()
+        .metrics()
+        .borrow()
+        .membership_config
+        .membership()
+        .voter_ids()
+        .collect();
+    assert_eq!(voter_ids, vec![0, 1, 2]);
+    for n in nodes {
         n.stop().await;
     }
 }

@@ -80,7 +80,7 @@ pub async fn metadata(
         .collect();
     resp.cluster_id = (version >= 2).then(|| s(b.cluster_id.clone()));
     resp.controller_id = BrokerId(if version >= 1 {
-        b.metadata.active_controller().unwrap_or(-1)
+        client_visible_controller(b, &image)
     } else {
         -1
     });
@@ -154,6 +154,17 @@ fn fill_topic(
         .collect();
 }
 
+/// The controller id clients are told: the active controller when it is a live broker (clients
+/// send admin requests there); otherwise, as Kafka does with controller-only nodes, a live broker
+/// (the lowest id), which forwards them.
+fn client_visible_controller(b: &Broker, image: &gregor_meta::MetadataImage) -> i32 {
+    match b.metadata.active_controller() {
+        Some(id) if image.is_broker_active(id) => id,
+        Some(_) => image.active_brokers().map(|br| br.id).min().unwrap_or(-1),
+        None => -1,
+    }
+}
+
 pub fn describe_cluster(
     b: &Broker,
     r: &DescribeClusterRequest,
@@ -162,7 +173,7 @@ pub fn describe_cluster(
     let image = b.metadata.image();
     let mut resp = DescribeClusterResponse::default();
     resp.cluster_id = s(b.cluster_id.clone());
-    resp.controller_id = BrokerId(b.metadata.active_controller().unwrap_or(-1));
+    resp.controller_id = BrokerId(client_visible_controller(b, &image));
     resp.brokers = image
         .brokers()
         .values()
