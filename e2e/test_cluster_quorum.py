@@ -278,3 +278,35 @@ def test_controller_only_voters_serve_brokers_but_not_clients(cluster_factory):
     wait_topic_everywhere(brokers, "placed")
     parts = brokers[0].metadata(["placed"])["topics"]["placed"][1]
     assert all(sorted(v[2]) == [3, 4] for v in parts.values()), parts
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_broker_is_fenced_before_its_session_times_out(cluster_factory):
+    # A long session: fencing within it can only come from noticing the dead process.
+    c = cluster_factory(3, brokers=1, overrides={"broker.session.timeout.ms": "30000"})
+    controller = c.controller()
+    victim = c.nodes[3]
+    err, _ = controller.create_topic("led", partitions=4, replication_factor=4)
+    assert err == 0
+    wait_topic_everywhere(c.brokers(), "led")
+    victim.kill()
+    t0 = time.monotonic()
+
+    def fenced():
+        md = controller.metadata(["led"])
+        gone = victim.node_id not in [b[0] for b in md["brokers"]]
+        leads = any(v[1] == victim.node_id for v in md["topics"]["led"][1].values())
+        return gone and not leads
+
+    wait_until(fenced, 10, "the killed broker to be fenced")
+    took = time.monotonic() - t0
+    assert took < 10, took
+    # A paused broker's connections stay open: it is left to the session timeout.
+    other = next(n for n in c.nodes.values() if n.is_broker and n is not controller
+                 and n is not victim)
+    other.pause()
+    assert not eventually(lambda: other.node_id not in
+                          [b[0] for b in controller.metadata()["brokers"]], 4)
+    other.resume()
+    victim.start()
+    victim.wait_ready()

@@ -53,6 +53,9 @@ pub enum StartError {
     Registration(String),
 }
 
+/// The longest a controlled shutdown waits for a controller that does not answer.
+const MAX_CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
+
 /// How often the active controller checks broker sessions.
 const SESSION_CHECK_INTERVAL: Duration = Duration::from_millis(250);
 
@@ -395,7 +398,8 @@ impl Broker {
         // Past the session timeout the controller fences this broker anyway; waiting longer for
         // a controller that does not answer (no majority) gains nothing.
         let bound =
-            Duration::from_millis(self.config.int("broker.session.timeout.ms").max(1) as u64);
+            Duration::from_millis(self.config.int("broker.session.timeout.ms").max(1) as u64)
+                .min(MAX_CONTROLLED_SHUTDOWN_WAIT);
         let started = tokio::time::Instant::now();
         let done = tokio::time::timeout(bound, async {
             loop {

@@ -136,3 +136,64 @@ pub async fn handle_forwarded(
         applied_index: b.metadata.applied_index(),
     })
 }
+
+/// How long one liveness probe of a broker's client listener may take.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Probes of a broker whose controller connection closed, and the pause between them.
+const PROBES: u32 = 5;
+const PROBE_SPACING: Duration = Duration::from_millis(200);
+
+/// The controller connection of these brokers' heartbeats closed. A broker whose client
+/// listener now refuses connections has no process listening there: the operating system says
+/// it is gone, so its session ends now instead of after `broker.session.timeout.ms` (a hung or
+/// cut-off broker still accepts, or does not answer, and is left to the session timeout).
+pub async fn check_brokers_alive(b: Arc<Broker>, brokers: Vec<i32>) {
+    for id in brokers {
+        if id == b.config.node_id || !b.metadata.is_active_controller() {
+            continue;
+        }
+        let image = b.metadata.image();
+        let Some(reg) = image.broker(id).filter(|r| !r.fenced) else {
+            continue;
+        };
+        let Some(ep) = reg.endpoints.first() else {
+            continue;
+        };
+        let addr = format!("{}:{}", ep.host, ep.port);
+        // A dying process may close its connections a moment before its listening socket (which
+        // meanwhile still completes handshakes): a few probes a little apart tell.
+        let mut refused = false;
+        for attempt in 0..PROBES {
+            if attempt > 0 {
+                tokio::time::sleep(PROBE_SPACING).await;
+            }
+            let probe =
+                tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(&addr)).await;
+            refused = matches!(
+                &probe,
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused
+            );
+            if refused {
+                break;
+            }
+        }
+        tracing::debug!(broker = id, %addr, refused, "probed a broker whose controller connection closed");
+        if refused {
+            tracing::warn!(broker = id, %addr, "broker's heartbeat connection closed and its listener refuses connections; ending its session");
+            let result = b
+                .metadata
+                .submit(|c| {
+                    c.expire_session(id);
+                    gregor_meta::ControllerResult {
+                        records: c.tick(crate::util::now_ms()),
+                        response: (),
+                    }
+                })
+                .await;
+            if let Err(e) = result {
+                tracing::warn!(broker = id, error = %e, "could not fence the broker");
+            }
+        }
+    }
+}

@@ -356,6 +356,24 @@ impl ForwardHandler for ForwardTarget {
             }
         })
     }
+
+    fn heartbeat_of(&self, api_key: i16, api_version: i16, body: &[u8]) -> Option<i32> {
+        use kafka_protocol::messages::{ApiKey, BrokerHeartbeatRequest};
+        use kafka_protocol::protocol::Decodable;
+        if api_key != ApiKey::BrokerHeartbeat as i16 {
+            return None;
+        }
+        let mut bytes = bytes::Bytes::copy_from_slice(body);
+        BrokerHeartbeatRequest::decode(&mut bytes, api_version)
+            .ok()
+            .map(|r| r.broker_id.0)
+    }
+
+    fn connection_closed(&self, brokers: Vec<i32>) {
+        if let Some(b) = self.broker.get().and_then(std::sync::Weak::upgrade) {
+            tokio::spawn(crate::forward::check_brokers_alive(b, brokers));
+        }
+    }
 }
 
 /// Seed for topic ids and placement: different per process, as Kafka's random topic ids are.

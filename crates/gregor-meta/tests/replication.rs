@@ -830,3 +830,19 @@ fn delta_between_two_images_matches_the_records_between_them() {
     assert_eq!(between.deleted_topics, replayed.deleted_topics);
     assert_eq!(between.changed_brokers, replayed.changed_brokers);
 }
+
+#[test]
+fn an_expired_session_is_fenced_at_the_next_tick_only_for_live_brokers() {
+    let mut c = Cluster::with_brokers(&[0, 1]);
+    c.controller.expire_session(1);
+    // Well within broker.session.timeout.ms, yet fenced: its process is known to be gone.
+    c.now_ms += 1;
+    let records = c.controller.tick(c.now_ms);
+    c.commit(&records);
+    assert!(c.image.broker(1).unwrap().fenced);
+    assert!(!c.image.broker(0).unwrap().fenced);
+    // Expiring an unknown or already fenced broker changes nothing.
+    c.controller.expire_session(7);
+    c.controller.expire_session(1);
+    assert!(c.controller.tick(c.now_ms).is_empty());
+}

@@ -109,6 +109,15 @@ pub trait ForwardHandler: Send + Sync + 'static {
         api_version: i16,
         body: Vec<u8>,
     ) -> Pin<Box<dyn Future<Output = Result<KafkaReply, ForwardError>> + Send + '_>>;
+
+    /// The broker whose heartbeat this forwarded request is, if it is one.
+    fn heartbeat_of(&self, _api_key: i16, _api_version: i16, _body: &[u8]) -> Option<i32> {
+        None
+    }
+
+    /// A controller connection on which these brokers heartbeated has closed: perhaps their
+    /// process died (the handler may check and act sooner than the session timeout).
+    fn connection_closed(&self, _brokers: Vec<i32>) {}
 }
 
 /// Writes one frame.
@@ -179,15 +188,28 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     quorum: Option<crate::QuorumHandle>,
     forward: Arc<dyn ForwardHandler>,
 ) {
+    let mut heartbeats_from: Vec<i32> = Vec::new();
     loop {
         let request: RpcRequest = match read_frame(&mut stream).await {
             Ok(Some(r)) => r,
-            Ok(None) => return,
+            Ok(None) => break,
             Err(e) => {
                 debug!(error = %e, "closing controller connection");
-                return;
+                break;
             }
         };
+        if let RpcRequest::Kafka {
+            api_key,
+            api_version,
+            body,
+        } = &request
+        {
+            if let Some(b) = forward.heartbeat_of(*api_key, *api_version, body) {
+                if !heartbeats_from.contains(&b) {
+                    heartbeats_from.push(b);
+                }
+            }
+        }
         let response = match request {
             RpcRequest::AppendEntries(r) => {
                 RpcResponse::AppendEntries(raft.append_entries(r).await)
@@ -212,8 +234,11 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             }
         };
         if write_frame(&mut stream, &response).await.is_err() {
-            return;
+            break;
         }
+    }
+    if !heartbeats_from.is_empty() {
+        forward.connection_closed(heartbeats_from);
     }
 }
 

@@ -240,6 +240,19 @@ impl Controller {
         staging.records
     }
 
+    /// Ends a broker's session now (its process is known to be gone): the next
+    /// [`Controller::tick`] fences it, as if its session had timed out.
+    pub fn expire_session(&mut self, id: BrokerId) {
+        if self.image.is_broker_active(id) {
+            self.sessions.insert(
+                id,
+                BrokerSession {
+                    last_heartbeat_ms: i64::MIN / 2,
+                },
+            );
+        }
+    }
+
     /// Forget every heartbeat session: this controller just became active, and the sessions it
     /// kept from an earlier term are stale. The next [`Controller::tick`] gives each unfenced
     /// broker a full session from then, as a new Kafka controller does.
