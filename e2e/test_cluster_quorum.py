@@ -235,12 +235,19 @@ def test_a_node_down_while_the_log_was_compacted_catches_up_from_a_snapshot(clus
 
 @pytest.mark.timeout(150)
 def test_three_voters_and_two_broker_only_nodes(cluster_factory):
-    c = cluster_factory(3, brokers=2)
+    c = cluster_factory(3, brokers=2, racks=["r0", "r1"])
     nodes = list(c.nodes.values())
     observers = [n for n in nodes if not n.is_controller]
     assert [n.node_id for n in observers] == [3, 4]
     for n in nodes:
         assert sorted(b[0] for b in n.metadata()["brokers"]) == [0, 1, 2, 3, 4]
+    # Rack-aware placement: with two racks, every partition of a two-replica topic has one
+    # replica on each (nodes 0, 2, 4 are on r0; 1 and 3 on r1).
+    err, _ = observers[1].create_topic("racked", partitions=10, replication_factor=2)
+    assert err == 0
+    rack = {0: "r0", 1: "r1", 2: "r0", 3: "r1", 4: "r0"}
+    for p, v in observers[1].metadata(["racked"])["topics"]["racked"][1].items():
+        assert sorted(rack[r] for r in v[2]) == ["r0", "r1"], (p, v)
     # Admin requests through a broker-only node are forwarded to the active controller.
     err, msg = observers[0].create_topic("wide", partitions=5, replication_factor=5)
     assert err == 0, (err, msg)

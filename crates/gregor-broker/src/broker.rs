@@ -30,6 +30,10 @@ pub struct Broker {
     pub producer_ids: ProducerIdAllocator,
     pub groups: crate::groups::Groups,
     pub incarnation: gregor_meta::Uuid,
+    /// On the active controller: the metadata index each broker's latest registration was
+    /// committed at. A broker stays fenced until its heartbeats say it has applied that far
+    /// (it has caught up with the metadata log), as Kafka's controller requires.
+    pub registration_offsets: Mutex<std::collections::HashMap<(i32, i64), u64>>,
     broker_epoch: AtomicI64,
     /// The controller listener, heartbeat and controller tasks, stopped at shutdown.
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -116,6 +120,7 @@ impl Broker {
             producer_ids,
             groups: crate::groups::Groups::new(),
             broker_epoch: AtomicI64::new(-1),
+            registration_offsets: Mutex::new(std::collections::HashMap::new()),
             tasks: Mutex::new(Vec::new()),
         });
         if let (Some(listener), Some(quorum)) = (controller_listener, broker.metadata.quorum()) {

@@ -231,7 +231,13 @@ pub async fn broker_registration(
         .submit(|c| c.register_broker(&request, now))
         .await
     {
-        Ok(Ok(epoch)) => resp.broker_epoch = epoch,
+        Ok(Ok(epoch)) => {
+            resp.broker_epoch = epoch;
+            b.registration_offsets
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert((request.broker_id, epoch), b.metadata.applied_index());
+        }
         Ok(Err(e)) => resp.error_code = e.code.code(),
         Err(e) => resp.error_code = e.api_error().code.code(),
     }
@@ -244,16 +250,25 @@ pub async fn broker_heartbeat(
     r: kafka_protocol::messages::BrokerHeartbeatRequest,
 ) -> kafka_protocol::messages::BrokerHeartbeatResponse {
     let mut resp = kafka_protocol::messages::BrokerHeartbeatResponse::default();
+    // Caught up: the broker has applied the metadata up to its own registration. (A controller
+    // elected since then does not know that offset and takes the broker's word.)
+    let registered_at = b
+        .registration_offsets
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&(r.broker_id.0, r.broker_epoch))
+        .copied();
+    let caught_up = registered_at.is_none_or(|at| r.current_metadata_offset + 1 >= at as i64);
     let hb = gregor_meta::BrokerHeartbeat {
         broker_id: r.broker_id.0,
         broker_epoch: r.broker_epoch,
-        want_fence: r.want_fence,
+        want_fence: r.want_fence || !caught_up,
         want_shut_down: r.want_shut_down,
     };
     let now = crate::util::now_ms();
     match b.metadata.submit(|c| c.broker_heartbeat(&hb, now)).await {
         Ok(Ok(reply)) => {
-            resp.is_caught_up = true;
+            resp.is_caught_up = caught_up;
             resp.is_fenced = reply.is_fenced;
             resp.should_shut_down = reply.should_shut_down;
         }
