@@ -82,6 +82,19 @@ impl Quorum {
         network: N,
         listener: Arc<dyn ApplyListener>,
     ) -> Result<Quorum, QuorumError> {
+        Self::start_with(config, network, listener, |_| {}).await
+    }
+
+    /// [`Quorum::start`] with a last say over openraft's settings before they are validated.
+    /// The deterministic simulator (gregor-sim) uses it to pin each node's election timeout to
+    /// a one-millisecond window drawn from its seed: openraft draws the timeout from
+    /// `rand::thread_rng()`, which no seed controls.
+    pub async fn start_with<N: RaftNetworkFactory<TypeConfig>>(
+        config: QuorumConfig,
+        network: N,
+        listener: Arc<dyn ApplyListener>,
+        adjust: impl FnOnce(&mut openraft::Config),
+    ) -> Result<Quorum, QuorumError> {
         let disk = match &config.faults {
             Some(f) => Disk::with_faults(f.clone()),
             None => Disk::real(),
@@ -108,7 +121,7 @@ impl Quorum {
         let (want_snapshot, mut snapshot_requests) = mpsc::unbounded_channel();
         let state_machine =
             StateMachineStore::open(shared.clone(), config.snapshot_bytes.max(1), want_snapshot)?;
-        let raft_config = openraft::Config {
+        let mut raft_config = openraft::Config {
             cluster_name: "gregor".into(),
             election_timeout_min: config.election_timeout_ms,
             election_timeout_max: config.election_timeout_ms * 2,
@@ -118,9 +131,11 @@ impl Quorum {
             max_in_snapshot_log_to_keep: 0,
             install_snapshot_timeout: config.election_timeout_ms.max(1000) * 5,
             ..Default::default()
-        }
-        .validate()
-        .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        };
+        adjust(&mut raft_config);
+        let raft_config = raft_config
+            .validate()
+            .map_err(|e| QuorumError::Raft(e.to_string()))?;
         let log_reader = log_store.clone();
         let raft = Raft::new(
             config.node_id,

@@ -1,0 +1,233 @@
+//! The checker over a run's history and the nodes' final images.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use gregor_meta::MetadataImage;
+use serde::Serialize;
+
+use crate::ops::{Op, Reply};
+use crate::workload::{OpRecord, FINAL_TOPIC};
+
+/// A property the checker holds the run to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Property {
+    /// Every acknowledged write is in every node's final image.
+    AckedWriteLost,
+    /// An acknowledged answer that no history explains (for example "already exists" for a
+    /// topic nobody created).
+    WrongAnswer,
+    /// After healing, every node applied the same index and holds the same image.
+    ImagesDiverge,
+    /// No two nodes apply different entries at the same log index (Raft's state machine
+    /// safety). openraft 0.9 (without `single-term-leader`) orders leaders by (term, node id),
+    /// so two leaders in one term are legal there; what must never happen is two different
+    /// entries committed at one index.
+    AppliedEntriesDiffer,
+    /// A node's applied metadata never goes backwards while it runs.
+    AppliedWentBack,
+    /// After the faults stop, a write commits and every node applies it within the bound.
+    Liveness,
+    /// A node restarted on its own files.
+    NodeFailedToStart,
+}
+
+impl fmt::Display for Property {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Property::AckedWriteLost => "acked-write-lost",
+            Property::WrongAnswer => "wrong-answer",
+            Property::ImagesDiverge => "images-diverge",
+            Property::AppliedEntriesDiffer => "applied-entries-differ",
+            Property::AppliedWentBack => "applied-went-back",
+            Property::Liveness => "liveness",
+            Property::NodeFailedToStart => "node-failed-to-start",
+        };
+        f.write_str(s)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub property: Property,
+    pub detail: String,
+}
+
+impl Violation {
+    pub fn new(property: Property, detail: impl Into<String>) -> Self {
+        Violation {
+            property,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// What the acknowledged history says about one topic at the end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Expect {
+    /// Created (acknowledged), not deleted: present with this id (when known) and a partition
+    /// count in `[min, max]`.
+    Present {
+        id: Option<u128>,
+        min: i32,
+        max: i32,
+        op: usize,
+    },
+    /// Deleted (acknowledged): absent.
+    Absent {
+        op: usize,
+    },
+    /// The creation was refused (acknowledged, and no attempt could have taken effect).
+    NeverCreated {
+        op: usize,
+    },
+    Unknown,
+}
+
+fn is_code(r: &Result<impl Sized, String>, code: &str) -> bool {
+    matches!(r, Err(c) if c == code)
+}
+
+/// Checks the acknowledged operations against one node's final image.
+pub fn check_acked(ops: &[OpRecord], node: usize, image: &MetadataImage) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut topics: BTreeMap<&str, Expect> = BTreeMap::new();
+    let mut epochs: BTreeMap<i32, (i64, usize)> = BTreeMap::new();
+    for rec in ops {
+        match (&rec.op, &rec.reply) {
+            (Op::CreateTopic { name, .. }, reply) => {
+                let e = match reply {
+                    Some(Reply::Created(Ok((id, n)))) => Expect::Present {
+                        id: Some(*id),
+                        min: *n,
+                        max: *n,
+                        op: rec.id,
+                    },
+                    Some(Reply::Created(r)) if is_code(r, "TopicAlreadyExists") => {
+                        if rec.indeterminate {
+                            Expect::Unknown
+                        } else {
+                            out.push(Violation::new(
+                                Property::WrongAnswer,
+                                format!("op{} create {name}: TopicAlreadyExists, but no earlier attempt could have created it", rec.id),
+                            ));
+                            Expect::Unknown
+                        }
+                    }
+                    Some(Reply::Created(Err(_))) if !rec.indeterminate => {
+                        Expect::NeverCreated { op: rec.id }
+                    }
+                    _ => Expect::Unknown,
+                };
+                topics.insert(name, e);
+            }
+            (Op::CreatePartitions { name, count }, reply) => {
+                if let Some(Expect::Present { min, max, .. }) = topics.get_mut(name.as_str()) {
+                    match reply {
+                        Some(Reply::Partitions(Ok(()))) => {
+                            *min = (*min).max(*count);
+                            *max = (*max).max(*count);
+                        }
+                        Some(_) if !rec.indeterminate => {}
+                        _ => *max = (*max).max(*count),
+                    }
+                }
+            }
+            (Op::DeleteTopic { name }, reply) => {
+                let e = match reply {
+                    Some(Reply::Deleted(Ok(id))) => {
+                        if let Some(Expect::Present {
+                            id: Some(known), ..
+                        }) = topics.get(name.as_str())
+                        {
+                            if known != id {
+                                out.push(Violation::new(
+                                    Property::WrongAnswer,
+                                    format!(
+                                        "op{} deleted {name} with id {id:x}, created as {known:x}",
+                                        rec.id
+                                    ),
+                                ));
+                            }
+                        }
+                        Expect::Absent { op: rec.id }
+                    }
+                    Some(Reply::Deleted(r))
+                        if is_code(r, "UnknownTopicOrPartition") && rec.indeterminate =>
+                    {
+                        Expect::Absent { op: rec.id }
+                    }
+                    Some(Reply::Deleted(Err(_))) if !rec.indeterminate => topics
+                        .get(name.as_str())
+                        .cloned()
+                        .unwrap_or(Expect::Unknown),
+                    _ => Expect::Unknown,
+                };
+                topics.insert(name, e);
+            }
+            (Op::Register { broker, .. }, Some(Reply::Registered(Ok(epoch)))) => {
+                epochs.insert(*broker, (*epoch, rec.id));
+            }
+            _ => {}
+        }
+    }
+    for (name, e) in &topics {
+        let got = image.topic(name);
+        match (e, got) {
+            (Expect::Present { op, .. }, None) => out.push(Violation::new(
+                Property::AckedWriteLost,
+                format!("n{node}: topic {name} (created by op{op}, acknowledged) is missing"),
+            )),
+            (Expect::Present { id, min, max, op }, Some(t)) => {
+                if let Some(id) = id {
+                    if t.id.as_u128() != *id {
+                        out.push(Violation::new(
+                            Property::AckedWriteLost,
+                            format!(
+                                "n{node}: topic {name} has id {:x}, op{op} acknowledged {id:x}",
+                                t.id.as_u128()
+                            ),
+                        ));
+                    }
+                }
+                let n = t.partitions.len() as i32;
+                if n < *min || n > *max {
+                    out.push(Violation::new(
+                        Property::AckedWriteLost,
+                        format!("n{node}: topic {name} has {n} partitions, acknowledged history allows {min}..={max}"),
+                    ));
+                }
+            }
+            (Expect::Absent { op }, Some(_)) => out.push(Violation::new(
+                Property::AckedWriteLost,
+                format!("n{node}: topic {name} (deleted by op{op}, acknowledged) is present"),
+            )),
+            (Expect::NeverCreated { op }, Some(_)) if name != &FINAL_TOPIC => {
+                out.push(Violation::new(
+                    Property::WrongAnswer,
+                    format!("n{node}: topic {name} exists though op{op} was refused"),
+                ))
+            }
+            _ => {}
+        }
+    }
+    for (broker, (epoch, op)) in &epochs {
+        match image.broker(*broker) {
+            None => out.push(Violation::new(
+                Property::AckedWriteLost,
+                format!(
+                    "n{node}: broker {broker} (registered by op{op}, epoch {epoch}) is missing"
+                ),
+            )),
+            Some(b) if b.epoch < *epoch => out.push(Violation::new(
+                Property::AckedWriteLost,
+                format!(
+                    "n{node}: broker {broker} has epoch {}, op{op} acknowledged epoch {epoch}",
+                    b.epoch
+                ),
+            )),
+            _ => {}
+        }
+    }
+    out
+}

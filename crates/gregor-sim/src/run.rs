@@ -1,0 +1,503 @@
+//! The driver: builds the simulated world for a seed, applies the fault schedule between
+//! simulation steps, observes every node's Raft state after each step, and checks the end.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::hash::Hasher;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use gregor_meta::MetadataImage;
+use gregor_quorum::{NodeId, Quorum};
+use serde::Serialize;
+
+use crate::checker::{check_acked, Property, Violation};
+use crate::node::{address, host_name, run_node, NodeContext, Registry};
+use crate::scenario::{Episode, Fault, Scenario, Target};
+use crate::workload::{self, History};
+
+/// A classic quorum bug the simulator can plant (in its own layer, never in the broker) to
+/// show that the checker finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PlantedBug {
+    /// A node acknowledges a write it decided and appended but that did not commit in time.
+    AckUncommitted,
+    /// A node forgets its vote (and term) when it restarts: its vote file is reset to empty.
+    ForgetVote,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct SimOptions {
+    pub seed: u64,
+    pub bug: Option<PlantedBug>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub seed: u64,
+    pub nodes: usize,
+    pub trace_hash: u64,
+    #[serde(skip)]
+    pub trace: Vec<String>,
+    pub violations: Vec<Violation>,
+    /// Simulated time the run took.
+    pub sim_ms: u64,
+    pub ops: usize,
+    pub acked: usize,
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// One simulation step.
+const TICK_MS: u64 = 5;
+/// After the faults stop, a write must be acknowledged within this much simulated time, and
+/// every node must have applied it within the same bound after that.
+pub const LIVENESS_BOUND_MS: u64 = 10_000;
+
+/// What the driver saw of each node's Raft state during the run.
+struct Observer {
+    /// term -> the last node seen leading in it (openraft allows several, by node id).
+    leaders: BTreeMap<u64, usize>,
+    /// index -> the leader id of the entry first seen applied there, and by which node.
+    applied_ids: BTreeMap<u64, (String, usize)>,
+    /// Per node: (start count, last applied index seen in that run).
+    applied: Vec<(u64, u64)>,
+    /// The leader of the highest term seen, for faults that target the leader.
+    current_leader: Option<(u64, usize)>,
+    violations: Vec<Violation>,
+}
+
+fn live_quorums(registry: &Rc<RefCell<Registry>>) -> Vec<Option<Arc<Quorum>>> {
+    registry
+        .borrow()
+        .quorums
+        .iter()
+        .map(|w| w.as_ref().and_then(|w| w.upgrade()))
+        .collect()
+}
+
+impl Observer {
+    fn observe(
+        &mut self,
+        now: u64,
+        registry: &Rc<RefCell<Registry>>,
+        history: &Rc<RefCell<History>>,
+    ) {
+        let starts = registry.borrow().starts.clone();
+        for (i, q) in live_quorums(registry).into_iter().enumerate() {
+            let Some(q) = q else { continue };
+            let (term, leader, last_applied) = {
+                let m = q.raft().metrics();
+                let m = m.borrow();
+                (m.current_term, m.current_leader, m.last_applied)
+            };
+            if leader == Some(i as NodeId) && self.leaders.get(&term) != Some(&i) {
+                self.leaders.insert(term, i);
+                history
+                    .borrow_mut()
+                    .event_at(now, format!("n{i} leads term {term}"));
+                if self.current_leader.is_none_or(|(t, _)| term >= t) {
+                    self.current_leader = Some((term, i));
+                }
+            }
+            if let Some(l) = last_applied {
+                let leader_id = l.leader_id.to_string();
+                match self.applied_ids.get(&l.index) {
+                    Some((other, node)) if *other != leader_id => {
+                        let v = Violation::new(
+                            Property::AppliedEntriesDiffer,
+                            format!(
+                                "index {}: n{node} applied the entry of leader {other}, n{i} the entry of leader {}",
+                                l.index, l.leader_id
+                            ),
+                        );
+                        history
+                            .borrow_mut()
+                            .event_at(now, format!("VIOLATION {}", v.detail));
+                        self.violations.push(v);
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.applied_ids.insert(l.index, (leader_id, i));
+                    }
+                }
+            }
+            let applied = q.applied_index();
+            let (start, last) = self.applied[i];
+            if start == starts[i] && applied < last {
+                let v = Violation::new(
+                    Property::AppliedWentBack,
+                    format!("n{i} applied index went from {last} to {applied} without a restart"),
+                );
+                history
+                    .borrow_mut()
+                    .event_at(now, format!("VIOLATION {}", v.detail));
+                self.violations.push(v);
+            }
+            self.applied[i] = (starts[i], applied);
+        }
+    }
+
+    fn resolve(&self, t: Target) -> usize {
+        match t {
+            Target::Node(n) => n,
+            Target::Leader => self.current_leader.map_or(0, |(_, n)| n),
+        }
+    }
+}
+
+/// A fault in progress, with its targets resolved.
+struct Active {
+    end_ms: u64,
+    fault: Fault,
+    a: usize,
+    b: usize,
+}
+
+struct Driver<'a> {
+    sim: turmoil::Sim<'a>,
+    scenario: Scenario,
+    registry: Rc<RefCell<Registry>>,
+    history: Rc<RefCell<History>>,
+    observer: Observer,
+    bug: Option<PlantedBug>,
+    dirs: Vec<std::path::PathBuf>,
+}
+
+impl Driver<'_> {
+    fn now(&self) -> u64 {
+        self.sim.elapsed().as_millis() as u64
+    }
+
+    fn others(&self, n: usize) -> Vec<String> {
+        (0..self.scenario.nodes)
+            .filter(|&j| j != n)
+            .map(host_name)
+            .collect()
+    }
+
+    fn begin(&mut self, e: &Episode) -> Active {
+        let a = match e.fault {
+            Fault::Crash { node } | Fault::Isolate { node } | Fault::Pause { node } => {
+                self.observer.resolve(node)
+            }
+            Fault::OneWay { from, .. } => self.observer.resolve(from),
+            Fault::Delay { a, .. } => self.observer.resolve(a),
+        };
+        let b = match e.fault {
+            Fault::OneWay { to, .. } => self.observer.resolve(to),
+            Fault::Delay { b, .. } => self.observer.resolve(b),
+            _ => a,
+        };
+        let (ha, hb) = (host_name(a), host_name(b));
+        match e.fault {
+            Fault::Crash { .. } => {
+                self.sim.crash(ha.as_str());
+                self.registry.borrow_mut().quorums[a] = None;
+            }
+            Fault::Isolate { .. } => {
+                for o in self.others(a) {
+                    self.sim.partition(ha.as_str(), o.as_str());
+                }
+            }
+            Fault::OneWay { .. } if a != b => self.sim.partition_oneway(ha.as_str(), hb.as_str()),
+            Fault::Pause { .. } => {
+                for o in self.others(a) {
+                    self.sim.hold(ha.as_str(), o.as_str());
+                }
+                self.sim.hold(ha.as_str(), "client");
+            }
+            Fault::Delay { .. } if a != b => self.sim.hold(ha.as_str(), hb.as_str()),
+            _ => {}
+        }
+        let what = match e.fault {
+            Fault::Crash { .. } => format!("crash n{a}"),
+            Fault::Isolate { .. } => format!("isolate n{a}"),
+            Fault::OneWay { .. } => format!("drop n{a}->n{b}"),
+            Fault::Pause { .. } => format!("pause n{a}"),
+            Fault::Delay { .. } => format!("hold n{a}<->n{b}"),
+        };
+        let now = self.now();
+        self.history
+            .borrow_mut()
+            .event_at(now, format!("fault {what} for {}ms", e.duration_ms));
+        Active {
+            end_ms: self.now() + e.duration_ms,
+            fault: e.fault.clone(),
+            a,
+            b,
+        }
+    }
+
+    fn heal(&mut self, f: &Active) {
+        let (ha, hb) = (host_name(f.a), host_name(f.b));
+        match f.fault {
+            Fault::Crash { .. } => {
+                if self.bug == Some(PlantedBug::ForgetVote) {
+                    let vote = gregor_quorum::encode(&gregor_quorum::Vote::default())
+                        .expect("a vote encodes");
+                    // The planted bug writes the file without the quorum's atomic replace.
+                    let _ = std::fs::write(self.dirs[f.a].join("quorum-state"), vote);
+                }
+                self.sim.bounce(ha.as_str());
+            }
+            Fault::Isolate { .. } => {
+                for o in self.others(f.a) {
+                    self.sim.repair(ha.as_str(), o.as_str());
+                }
+            }
+            Fault::OneWay { .. } if f.a != f.b => self.sim.repair_oneway(ha.as_str(), hb.as_str()),
+            Fault::Pause { .. } => {
+                for o in self.others(f.a) {
+                    self.sim.release(ha.as_str(), o.as_str());
+                }
+                self.sim.release(ha.as_str(), "client");
+            }
+            Fault::Delay { .. } if f.a != f.b => self.sim.release(ha.as_str(), hb.as_str()),
+            _ => {}
+        }
+        let now = self.now();
+        self.history.borrow_mut().event_at(now, "fault healed");
+    }
+
+    /// One step; a turmoil error (a host's software failed) is a finding.
+    fn step(&mut self) -> Result<(), Violation> {
+        self.sim.step().map_err(|e| {
+            Violation::new(
+                Property::NodeFailedToStart,
+                format!("simulation error: {e}"),
+            )
+        })?;
+        let now = self.now();
+        self.observer.observe(now, &self.registry, &self.history);
+        Ok(())
+    }
+
+    fn run(&mut self) -> Vec<Violation> {
+        let mut violations = Vec::new();
+        let episodes = self.scenario.episodes.clone();
+        let mut next = 0;
+        let mut active: Option<Active> = None;
+        let mut faults_end: Option<u64> = None;
+        loop {
+            let now = self.now();
+            if active.as_ref().is_some_and(|a| now >= a.end_ms) {
+                let a = active.take().expect("checked just above");
+                self.heal(&a);
+            }
+            if active.is_none() && next < episodes.len() && now >= episodes[next].start_ms {
+                active = Some(self.begin(&episodes[next]));
+                next += 1;
+            }
+            if active.is_none() && next == episodes.len() && faults_end.is_none() {
+                faults_end = Some(now);
+                let mut h = self.history.borrow_mut();
+                h.faults_over = true;
+                h.event_at(now, "faults over");
+            }
+            if let Err(v) = self.step() {
+                violations.push(v);
+                return violations;
+            }
+            if self.history.borrow().done {
+                break;
+            }
+            if let Some(end) = faults_end {
+                // The workload may be mid-way through an operation that started under faults;
+                // it gives up on one after 20 s.
+                if now > end + LIVENESS_BOUND_MS + 25_000 {
+                    violations.push(Violation::new(
+                        Property::Liveness,
+                        format!(
+                            "the workload did not finish within {} ms after the faults",
+                            now - end
+                        ),
+                    ));
+                    return violations;
+                }
+            }
+        }
+        let faults_end = faults_end.expect("set before the workload can finish");
+        let (sent, acked) = self
+            .history
+            .borrow()
+            .final_write
+            .expect("set when the workload finishes");
+        let Some(acked) = acked else {
+            violations.push(Violation::new(
+                Property::Liveness,
+                format!("the write sent at {sent} ms after the faults ended at {faults_end} ms was never acknowledged"),
+            ));
+            return violations;
+        };
+        if acked > faults_end + LIVENESS_BOUND_MS {
+            violations.push(Violation::new(
+                Property::Liveness,
+                format!("faults ended at {faults_end} ms; the next write was acknowledged at {acked} ms (bound {LIVENESS_BOUND_MS} ms)"),
+            ));
+        }
+        // Convergence: every node applies the same index.
+        let deadline = self.now() + LIVENESS_BOUND_MS;
+        loop {
+            let qs = live_quorums(&self.registry);
+            let applied: Vec<Option<u64>> = qs
+                .iter()
+                .map(|q| q.as_ref().map(|q| q.applied_index()))
+                .collect();
+            let max = applied.iter().flatten().max().copied().unwrap_or(0);
+            let has_final = qs
+                .iter()
+                .flatten()
+                .all(|q| q.image().topic(workload::FINAL_TOPIC).is_some());
+            if has_final && applied.iter().all(|a| *a == Some(max)) {
+                break;
+            }
+            if self.now() > deadline {
+                violations.push(Violation::new(
+                    Property::Liveness,
+                    format!(
+                        "nodes did not converge within {LIVENESS_BOUND_MS} ms: applied {applied:?}"
+                    ),
+                ));
+                break;
+            }
+            if let Err(v) = self.step() {
+                violations.push(v);
+                return violations;
+            }
+        }
+        violations
+    }
+}
+
+fn image_digest(image: &MetadataImage) -> u64 {
+    let mut h = fnv::FnvHasher::default();
+    h.write(format!("{image:?}").as_bytes());
+    h.finish()
+}
+
+/// Runs one seed to its end and checks it.
+pub fn run_seed(options: SimOptions) -> Outcome {
+    let scenario = Scenario::from_seed(options.seed);
+    let root = tempfile::tempdir().expect("a temporary directory for the nodes' files");
+    let dirs: Vec<_> = (0..scenario.nodes)
+        .map(|i| root.path().join(host_name(i)).join("__cluster_metadata-0"))
+        .collect();
+    let sim = turmoil::Builder::new()
+        .simulation_duration(Duration::from_secs(3600))
+        .tick_duration(Duration::from_millis(TICK_MS))
+        .min_message_latency(Duration::from_millis(1))
+        .max_message_latency(Duration::from_millis(scenario.max_latency_ms))
+        .epoch(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+        .tcp_capacity(4096)
+        .rng_seed(options.seed)
+        .build();
+    let registry = Rc::new(RefCell::new(Registry {
+        quorums: vec![None; scenario.nodes],
+        starts: vec![0; scenario.nodes],
+        start_errors: Vec::new(),
+    }));
+    let history = Rc::new(RefCell::new(History::default()));
+    history.borrow_mut().trace.push(format!("{scenario:?}"));
+    let voters: BTreeMap<NodeId, String> = (0..scenario.nodes)
+        .map(|i| (i as NodeId, address(i)))
+        .collect();
+    let mut driver = Driver {
+        sim,
+        scenario: scenario.clone(),
+        registry: registry.clone(),
+        history: history.clone(),
+        observer: Observer {
+            leaders: BTreeMap::new(),
+            applied_ids: BTreeMap::new(),
+            applied: vec![(0, 0); scenario.nodes],
+            current_leader: None,
+            violations: Vec::new(),
+        },
+        bug: options.bug,
+        dirs: dirs.clone(),
+    };
+    for (i, dir) in dirs.iter().enumerate() {
+        let ctx = NodeContext {
+            node: i,
+            dir: dir.clone(),
+            voters: voters.clone(),
+            scenario: scenario.clone(),
+            bug: options.bug,
+            registry: registry.clone(),
+        };
+        driver
+            .sim
+            .host(host_name(i).as_str(), move || run_node(ctx.clone()));
+    }
+    driver.sim.client(
+        "client",
+        workload::run(history.clone(), options.seed, scenario.nodes),
+    );
+    let mut violations = driver.run();
+    violations.append(&mut driver.observer.violations);
+    for (node, e) in registry.borrow().start_errors.iter() {
+        violations.push(Violation::new(
+            Property::NodeFailedToStart,
+            format!("n{node}: {e}"),
+        ));
+    }
+    // The end state of every node.
+    let finals: Vec<Option<(u64, Arc<MetadataImage>)>> = live_quorums(&registry)
+        .iter()
+        .map(|q| q.as_ref().map(|q| (q.applied_index(), q.image())))
+        .collect();
+    let ops = history.borrow().ops.clone();
+    let converged = !violations.iter().any(|v| v.property == Property::Liveness);
+    for (i, f) in finals.iter().enumerate() {
+        let Some((applied, image)) = f else { continue };
+        history.borrow_mut().trace.push(format!(
+            "end n{i} applied={applied} image={:016x} topics={} brokers={}",
+            image_digest(image),
+            image.topics().len(),
+            image.brokers().len()
+        ));
+        violations.extend(check_acked(&ops, i, image));
+        if converged {
+            if let Some((a0, i0)) = finals.iter().flatten().next() {
+                if a0 != applied || i0 != image {
+                    violations.push(Violation::new(
+                        Property::ImagesDiverge,
+                        format!("n{i} applied {applied} with image {:016x}; the first node applied {a0} with {:016x}", image_digest(image), image_digest(i0)),
+                    ));
+                }
+            }
+        }
+    }
+    violations.sort_by_key(|v| v.property);
+    violations.dedup();
+    let sim_ms = driver.now();
+    // Stop every host before the directory goes away.
+    drop(driver);
+    let mut h = history.borrow_mut();
+    for v in &violations {
+        h.trace
+            .push(format!("violation {}: {}", v.property, v.detail));
+    }
+    let trace = std::mem::take(&mut h.trace);
+    let mut hasher = fnv::FnvHasher::default();
+    for line in &trace {
+        hasher.write(line.as_bytes());
+        hasher.write_u8(b'\n');
+    }
+    Outcome {
+        seed: options.seed,
+        nodes: scenario.nodes,
+        trace_hash: hasher.finish(),
+        trace,
+        acked: ops.iter().filter(|o| o.reply.is_some()).count(),
+        ops: ops.len(),
+        violations,
+        sim_ms,
+    }
+}

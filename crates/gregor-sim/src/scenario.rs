@@ -1,0 +1,143 @@
+//! What one seed decides: cluster size, timing settings, network latency, and the fault
+//! schedule. Everything is drawn from the seed with gregor-meta's SplitMix64, so a seed means the
+//! same scenario on any machine.
+
+use gregor_meta::SplitMix64;
+
+/// One fault episode. Episodes do not overlap (turmoil does not combine holds with one-way
+/// partitions); every episode ends healed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// The node's process dies (its files stay) and restarts after the episode.
+    Crash { node: Target },
+    /// The node is cut off from the other nodes in both directions (the workload still reaches
+    /// it, as a broker on its side would).
+    Isolate { node: Target },
+    /// Messages from `from` to `to` are dropped; the other direction works.
+    OneWay { from: Target, to: Target },
+    /// Every link of the node holds its messages until the episode ends, then delivers them: a
+    /// paused process as its peers see it (its own timers keep running).
+    Pause { node: Target },
+    /// One link holds its messages (a long delay), then delivers them.
+    Delay { a: Target, b: Target },
+}
+
+/// A node chosen by index, or whichever node leads when the episode starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Node(usize),
+    Leader,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Episode {
+    pub start_ms: u64,
+    pub duration_ms: u64,
+    pub fault: Fault,
+}
+
+/// Everything the seed fixes before the run.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub seed: u64,
+    pub nodes: usize,
+    /// Per node and restart: the pinned election timeout (ms). Distinct across nodes.
+    pub election_timeout_ms: Vec<u64>,
+    pub heartbeat_interval_ms: u64,
+    pub snapshot_bytes: u64,
+    pub max_latency_ms: u64,
+    pub episodes: Vec<Episode>,
+    /// When the last episode has ended and every fault is healed.
+    pub faults_end_ms: u64,
+}
+
+/// Simulated time before the first fault: the quorum forms and brokers register.
+pub const WARMUP_MS: u64 = 1_500;
+
+impl Scenario {
+    pub fn from_seed(seed: u64) -> Scenario {
+        let mut rng = SplitMix64::new(seed ^ 0x5eed_5eed_5eed_5eed);
+        let nodes = if rng.next_below(4) == 0 { 5 } else { 3 };
+        let heartbeat_interval_ms = 50;
+        // Distinct timeouts 20 ms apart at least, so that no two nodes time out together
+        // forever; shuffled by the seed.
+        let mut slots: Vec<u64> = (0..8).collect();
+        for i in (1..slots.len()).rev() {
+            let j = rng.next_below(i + 1);
+            slots.swap(i, j);
+        }
+        let election_timeout_ms = (0..nodes)
+            .map(|i| 150 + slots[i] * 20 + rng.next_below(10) as u64)
+            .collect();
+        let snapshot_bytes = if rng.next_below(2) == 0 {
+            4096
+        } else {
+            1 << 20
+        };
+        let max_latency_ms = 1 + rng.next_below(20) as u64;
+        let mut episodes = Vec::new();
+        let mut t = WARMUP_MS;
+        let count = 2 + rng.next_below(4);
+        for _ in 0..count {
+            t += rng.next_below(800) as u64;
+            let duration_ms = 200 + rng.next_below(2_500) as u64;
+            let target = |rng: &mut SplitMix64| {
+                if rng.next_below(2) == 0 {
+                    Target::Leader
+                } else {
+                    Target::Node(rng.next_below(nodes))
+                }
+            };
+            let fault = match rng.next_below(6) {
+                0 | 1 => Fault::Crash {
+                    node: target(&mut rng),
+                },
+                2 => Fault::Isolate {
+                    node: target(&mut rng),
+                },
+                3 => {
+                    let from = target(&mut rng);
+                    let mut to = Target::Node(rng.next_below(nodes));
+                    if to == from {
+                        to = Target::Node((rng.next_below(nodes - 1) + 1) % nodes);
+                    }
+                    Fault::OneWay { from, to }
+                }
+                4 => Fault::Pause {
+                    node: target(&mut rng),
+                },
+                _ => {
+                    let a = rng.next_below(nodes);
+                    let b = (a + 1 + rng.next_below(nodes - 1)) % nodes;
+                    Fault::Delay {
+                        a: Target::Node(a),
+                        b: Target::Node(b),
+                    }
+                }
+            };
+            episodes.push(Episode {
+                start_ms: t,
+                duration_ms,
+                fault,
+            });
+            t += duration_ms;
+        }
+        Scenario {
+            seed,
+            nodes,
+            election_timeout_ms,
+            heartbeat_interval_ms,
+            snapshot_bytes,
+            max_latency_ms,
+            episodes,
+            faults_end_ms: t,
+        }
+    }
+
+    /// The pinned election timeout of a node in its `incarnation`-th run: each restart moves it
+    /// by a seed-drawn amount, keeping nodes apart.
+    pub fn election_timeout(&self, node: usize, incarnation: u64) -> u64 {
+        let mut rng = SplitMix64::new(self.seed ^ (node as u64) << 32 ^ incarnation);
+        self.election_timeout_ms[node] + rng.next_below(10) as u64
+    }
+}
