@@ -33,8 +33,9 @@ pub struct QuorumConfig {
     pub dir: PathBuf,
     /// Disk faults (tests and the simulator).
     pub faults: Option<Arc<FaultInjector>>,
-    /// `controller.quorum.election.timeout.ms`: a follower that hears nothing from a leader for
-    /// a random time between this and twice this starts an election.
+    /// `controller.quorum.election.timeout.ms` (T): a follower that hears nothing from a leader
+    /// for a random time between T/2 and T starts an election (openraft waits twice as long on a
+    /// voter that has seen a longer log elsewhere), so an election takes at most 2T.
     pub election_timeout_ms: u64,
     /// How often the leader sends heartbeats (must be well under the election timeout).
     pub heartbeat_interval_ms: u64,
@@ -123,8 +124,10 @@ impl Quorum {
             StateMachineStore::open(shared.clone(), config.snapshot_bytes.max(1), want_snapshot)?;
         let mut raft_config = openraft::Config {
             cluster_name: "gregor".into(),
-            election_timeout_min: config.election_timeout_ms,
-            election_timeout_max: config.election_timeout_ms * 2,
+            // openraft doubles a voter's wait once it has seen a longer log elsewhere; drawing
+            // from [T/2, T) keeps every election within two election timeouts.
+            election_timeout_min: (config.election_timeout_ms / 2).max(2),
+            election_timeout_max: config.election_timeout_ms.max(3),
             heartbeat_interval: config.heartbeat_interval_ms,
             snapshot_policy: SnapshotPolicy::Never,
             // A snapshot replaces the entries it covers; a peer further behind gets the snapshot.

@@ -35,6 +35,8 @@ pub struct History {
     pub faults_over: bool,
     /// The write sent after the faults ended: when it was sent and acknowledged.
     pub final_write: Option<(u64, Option<u64>)>,
+    /// Whether that write created its topic (it cannot when no broker is unfenced).
+    pub final_created: bool,
     pub done: bool,
 }
 
@@ -93,6 +95,11 @@ pub async fn run(history: Rc<RefCell<History>>, seed: u64, nodes: usize) -> turm
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
     let start = now_ms() as u64;
+    // Brokers fenced while the faults lasted (their heartbeats could not get through) come
+    // back, as real brokers do, so the final write has brokers to place its replica on.
+    for b in 0..BROKERS {
+        w.register(b).await;
+    }
     let rec = w
         .execute(Op::CreateTopic {
             name: FINAL_TOPIC.into(),
@@ -101,8 +108,10 @@ pub async fn run(history: Rc<RefCell<History>>, seed: u64, nodes: usize) -> turm
         })
         .await;
     let acked = rec.reply.as_ref().map(|_| rec.end_ms);
+    let created = matches!(rec.reply, Some(Reply::Created(Ok(_))));
     let mut h = w.history.borrow_mut();
     h.final_write = Some((start, acked));
+    h.final_created = created;
     h.done = true;
     Ok(())
 }
