@@ -317,3 +317,60 @@ def test_a_killed_broker_is_fenced_before_its_session_times_out(cluster_factory)
     other.resume()
     victim.start()
     victim.wait_ready()
+
+
+@pytest.mark.timeout(120)
+def test_gregor_cluster_up_starts_streams_and_stops_a_cluster(tmp_path):
+    import signal
+    import subprocess
+
+    from conftest import free_port, gregor_bin
+
+    # Six consecutive free ports are not guaranteed; pick a base whose six ports are free now.
+    while True:
+        base = free_port()
+        if base + 5 < 65536 and all(_port_free(base + i) for i in range(6)):
+            break
+    proc = subprocess.Popen(
+        [gregor_bin(), "cluster", "up", "--nodes", "3", "--base-port", str(base),
+         "--data-dir", str(tmp_path / "cluster"), "--racks", "2",
+         "--override", "controller.quorum.election.timeout.ms=500"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line, "cluster up exited early:\n" + "".join(lines[-40:])
+            lines.append(line)
+            if "bootstrap servers:" in line:
+                break
+        bootstrap = lines[-1].split("bootstrap servers:")[1].strip().split(",")
+        assert bootstrap == [f"127.0.0.1:{base + 2 * i}" for i in range(3)]
+        # Every node's log lines are there, each with its prefix.
+        assert {f"[node {i}]" for i in range(3)} <= {l.split("]")[0] + "]" for l in lines
+                                                      if l.startswith("[node ")}
+        import kwire
+        with kwire.Conn("127.0.0.1", base, timeout=5) as c:
+            md = kwire.metadata_v1(c)
+        assert sorted(b[0] for b in md["brokers"]) == [0, 1, 2]
+        assert sorted(b[3] for b in md["brokers"]) == ["rack-0", "rack-0", "rack-1"]
+        with kwire.Conn("127.0.0.1", base + 2, timeout=35) as c:
+            assert kwire.create_topic(c, "tried", 3, 3)[0] == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=60)
+    out = "".join(lines) + rest
+    assert proc.returncode == 0, out[-3000:]
+    assert "all nodes stopped" in out
+    assert out.count("broker stopped cleanly") == 3, out[-3000:]
+
+
+def _port_free(port):
+    import socket
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
