@@ -66,7 +66,8 @@ pub fn run(args: BrokerArgs) -> Result<()> {
     })
 }
 
-async fn wait_for_signal() {
+/// Returns on SIGTERM or Ctrl-C.
+pub(crate) async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

@@ -11,6 +11,8 @@ use anyhow::{bail, Context, Result};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use crate::broker_cmd::wait_for_signal;
+
 #[derive(Debug, clap::Args)]
 pub struct ClusterArgs {
     #[command(subcommand)]
@@ -200,20 +202,5 @@ async fn stop_all(children: Vec<(u16, Child)>) -> Result<()> {
         Ok(())
     } else {
         bail!("{}", failed.join("; "))
-    }
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
     }
 }

@@ -84,10 +84,7 @@ impl MetadataFollower {
     }
 
     pub async fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
-        let mut rx = self.shared.applied.subscribe();
-        tokio::time::timeout(timeout, rx.wait_for(|a| *a >= index))
-            .await
-            .is_ok_and(|r| r.is_ok())
+        self.shared.wait_applied(index, timeout).await
     }
 
     /// Waits until some voter has named an active controller.

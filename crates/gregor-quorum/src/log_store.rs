@@ -161,45 +161,56 @@ impl LogStore {
 
     /// Entries at offsets `[start, end)` that exist in the log.
     pub(crate) fn read_range(&self, start: i64, end: i64) -> Result<Vec<Entry>, QuorumError> {
-        let log = &self.inner.log;
-        let mut offset = start.max(log.log_start_offset());
-        let end = end.min(log.log_end_offset());
         let mut out = Vec::new();
-        while offset < end {
-            let read = log.read(offset, READ_CHUNK, None)?;
-            let Some(next) = read.next_offset else { break };
-            let mut rest: &[u8] = &read.records;
-            while !rest.is_empty() {
-                let (header, records) = decode_batch(rest).map_err(|e| QuorumError::Corrupt {
-                    offset,
-                    reason: e.to_string(),
-                })?;
-                for r in records {
-                    if r.offset < offset || r.offset >= end {
-                        continue;
-                    }
-                    let value = r.value.unwrap_or_default();
-                    let entry: Entry = decode(&value).map_err(|e| QuorumError::Corrupt {
-                        offset: r.offset,
-                        reason: e.to_string(),
-                    })?;
-                    if entry.log_id.index as i64 != r.offset {
-                        return Err(QuorumError::Corrupt {
-                            offset: r.offset,
-                            reason: format!("entry {} stored at offset {}", entry.log_id, r.offset),
-                        });
-                    }
-                    out.push(entry);
-                }
-                rest = &rest[header.size()..];
+        for_each_record(&self.inner.log, start, end, |offset, value| {
+            let entry: Entry = decode(value).map_err(|e| e.to_string())?;
+            if entry.log_id.index as i64 != offset {
+                return Err(format!("entry {} stored at offset {offset}", entry.log_id));
             }
-            if next <= offset {
-                break;
-            }
-            offset = next;
-        }
+            out.push(entry);
+            Ok(())
+        })?;
         Ok(out)
     }
+}
+
+/// Calls `f(offset, value)` for every record at offsets `[start, end)` in the log, in order; an
+/// undecodable batch or an error from `f` is [`QuorumError::Corrupt`] at that offset.
+pub(crate) fn for_each_record(
+    log: &Log,
+    start: i64,
+    end: i64,
+    mut f: impl FnMut(i64, &[u8]) -> Result<(), String>,
+) -> Result<(), QuorumError> {
+    let mut offset = start.max(log.log_start_offset());
+    let end = end.min(log.log_end_offset());
+    while offset < end {
+        let read = log.read(offset, READ_CHUNK, None)?;
+        let Some(next) = read.next_offset else { break };
+        let mut rest: &[u8] = &read.records;
+        while !rest.is_empty() {
+            let (header, records) = decode_batch(rest).map_err(|e| QuorumError::Corrupt {
+                offset,
+                reason: e.to_string(),
+            })?;
+            for r in records {
+                if r.offset < offset || r.offset >= end {
+                    continue;
+                }
+                let value = r.value.unwrap_or_default();
+                f(r.offset, &value).map_err(|reason| QuorumError::Corrupt {
+                    offset: r.offset,
+                    reason,
+                })?;
+            }
+            rest = &rest[header.size()..];
+        }
+        if next <= offset {
+            break;
+        }
+        offset = next;
+    }
+    Ok(())
 }
 
 fn read_file<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, QuorumError> {

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use gregor_log::records::decode_batch;
 use gregor_log::{Disk, FaultInjector};
 use gregor_meta::config::StaticBrokerConfig;
 use gregor_meta::{Controller, ControllerResult, MetadataImage, MetadataRecord};
@@ -272,10 +271,7 @@ impl Quorum {
     /// Waits until this node has applied everything below `index` (see
     /// [`Quorum::applied_index`]), at most `timeout`. Returns whether it has.
     pub async fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
-        let mut rx = self.shared.applied.subscribe();
-        tokio::time::timeout(timeout, rx.wait_for(|a| *a >= index))
-            .await
-            .is_ok_and(|r| r.is_ok())
+        self.shared.wait_applied(index, timeout).await
     }
 
     /// Waits until some node is known to be the active controller, at most `timeout`.
@@ -431,36 +427,13 @@ fn convert_single_node_log(
         return store.reset_after_empty();
     }
     let mut image = MetadataImage::new();
-    let mut offset = log.log_start_offset();
     let mut replayed = 0usize;
-    while offset < end {
-        let read = log.read(offset, 1 << 20, None)?;
-        let Some(next) = read.next_offset else { break };
-        let mut rest: &[u8] = &read.records;
-        while !rest.is_empty() {
-            let (header, records) = decode_batch(rest).map_err(|e| QuorumError::Corrupt {
-                offset,
-                reason: e.to_string(),
-            })?;
-            for r in records {
-                let value = r.value.unwrap_or_default();
-                let record = MetadataRecord::decode(&value).map_err(|e| QuorumError::Corrupt {
-                    offset: r.offset,
-                    reason: e.to_string(),
-                })?;
-                image.apply(&record).map_err(|e| QuorumError::Corrupt {
-                    offset: r.offset,
-                    reason: e.to_string(),
-                })?;
-                replayed += 1;
-            }
-            rest = &rest[header.size()..];
-        }
-        if next <= offset {
-            break;
-        }
-        offset = next;
-    }
+    crate::log_store::for_each_record(log, log.log_start_offset(), end, |_, value| {
+        let record = MetadataRecord::decode(value).map_err(|e| e.to_string())?;
+        image.apply(&record).map_err(|e| e.to_string())?;
+        replayed += 1;
+        Ok(())
+    })?;
     if members.len() != 1 || !members.contains_key(&config.node_id) {
         return Err(QuorumError::VotersChanged {
             configured: format!("{:?}", members.keys().collect::<Vec<_>>()),

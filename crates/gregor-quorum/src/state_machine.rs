@@ -55,6 +55,14 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Waits until everything below `index` is applied, at most `timeout`; whether it is.
+    pub async fn wait_applied(&self, index: u64, timeout: std::time::Duration) -> bool {
+        let mut rx = self.applied.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|a| *a >= index))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
     pub fn image(&self) -> Arc<MetadataImage> {
         self.image
             .read()
