@@ -535,7 +535,7 @@ fn broker_refuses_settings_of_missing_features_at_start_up() {
     let data = dir.path().join("data");
     let data = data.to_str().expect("utf-8 path");
     for (setting, key) in [
-        ("process.roles=broker", "process.roles"),
+        ("replica.lag.time.max.ms=1", "replica.lag.time.max.ms"),
         ("replica.fetch.max.bytes=1", "replica.fetch.max.bytes"),
         ("num.io.threads=16", "num.io.threads"),
     ] {
