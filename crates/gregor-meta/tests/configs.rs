@@ -607,6 +607,9 @@ fn settings_of_missing_features_are_refused_naming_them() {
         vec![AlterableConfig::set("num.io.threads", "8")],
     )
     .expect("the default is accepted");
-    assert!(unsupported_reason("controller.quorum.voters").is_some());
+    assert!(unsupported_reason("metadata.log.dir").is_some());
+    // The quorum's settings are supported now.
+    assert!(unsupported_reason("controller.quorum.voters").is_none());
+    assert!(unsupported_reason("process.roles").is_none());
     assert!(unsupported_reason("log.retention.ms").is_none());
 }
