@@ -48,8 +48,10 @@ def test_a_compacted_topic_keeps_the_last_value_per_key_and_drops_tombstones(sta
                 continue
             messages.append({"partition": 0, "key": key, "value": value})
             latest[key] = value
-    # Small batches, so the records spread over many 1 KiB segments.
-    delivered = produce(b, "cmp", messages, extra={"linger.ms": 0, "batch.num.messages": 5})
+    # Small batches, so the records spread over many 1 KiB segments. Idempotent, so that a retried
+    # request cannot land after a later one: "the last value" must be the last one sent.
+    delivered = produce(b, "cmp", messages, extra={"linger.ms": 0, "batch.num.messages": 5,
+                                                   "enable.idempotence": True})
     written = len(delivered)
     last_offset = max(o for _, o, _, _ in delivered)
 
