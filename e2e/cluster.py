@@ -31,11 +31,20 @@ class LinkProxy:
     connections are closed and new ones are accepted but never answered (a black hole, as a
     network partition looks to TCP)."""
 
-    def __init__(self, target_port):
+    def __init__(self, target_port, avoid=()):
         self.target_port = target_port
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        # The nodes' ports were picked free and released: an ephemeral port for the proxy must
+        # not be one of them (the kernel may hand it out again before the node binds it).
+        held = []
+        while True:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            if sock.getsockname()[1] not in avoid:
+                break
+            held.append(sock)
+        for h in held:
+            h.close()
+        self.sock = sock
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         self.cut = False
@@ -104,8 +113,8 @@ class Node:
         self.cluster = cluster
         self.node_id = node_id
         self.roles = roles
-        self.port = free_port()
-        self.controller_port = free_port()
+        self.port = cluster.fresh_port()
+        self.controller_port = cluster.fresh_port()
         self.data_dir = cluster.workdir / f"node{node_id}-data"
         self.log_path = cluster.workdir / f"node{node_id}.stderr.log"
         self.proc = None
@@ -226,12 +235,22 @@ class Cluster:
         self.overrides.update(CLUSTER_SETTINGS)
         self.overrides.update(overrides or {})
         self.racks = racks
+        self.taken = set()
         voter_roles = "controller" if controller_only else "broker,controller"
         self.nodes = {i: Node(self, i, voter_roles) for i in range(n)}
         for i in range(n, n + brokers):
             self.nodes[i] = Node(self, i, "broker")
-        self.proxies = {(i, j): LinkProxy(self.nodes[j].controller_port)
+        node_ports = {p for n in self.nodes.values() for p in (n.port, n.controller_port)}
+        self.proxies = {(i, j): LinkProxy(self.nodes[j].controller_port, avoid=node_ports)
                         for i in self.nodes for j in self.voter_ids() if i != j}
+
+    def fresh_port(self):
+        """A free port no other node of this cluster was given."""
+        while True:
+            p = free_port()
+            if p not in self.taken:
+                self.taken.add(p)
+                return p
 
     def voter_ids(self):
         return sorted(i for i, n in self.nodes.items() if n.is_controller)
