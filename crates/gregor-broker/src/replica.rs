@@ -54,6 +54,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProduceOutcome {
     pub base_offset: i64,
+    /// The offset after the batch: the high watermark that commits it.
+    pub end_offset: i64,
     pub log_append_time: i64,
     pub log_start_offset: i64,
 }
@@ -129,6 +131,7 @@ impl Partition {
             Check::Duplicate(b) => {
                 let outcome = ProduceOutcome {
                     base_offset: b.first_offset,
+                    end_offset: b.first_offset + i64::from(header.last_offset_delta) + 1,
                     log_append_time: -1,
                     log_start_offset: self.log.log_start_offset(),
                 };
@@ -154,10 +157,28 @@ impl Partition {
         drop(producers);
         let outcome = ProduceOutcome {
             base_offset: info.first_offset,
+            end_offset: info.last_offset + 1,
             log_append_time: info.log_append_time.unwrap_or(-1),
             log_start_offset: info.log_start_offset,
         };
         Ok((outcome, durable, Some(info.last_offset + 1)))
+    }
+
+    /// Waits until the high watermark reaches `end_offset` (the batch before it is committed),
+    /// answering NOT_LEADER_OR_FOLLOWER if this replica stops leading the partition first.
+    pub async fn await_high_watermark(&self, end_offset: i64) -> Result<(), ResponseError> {
+        let mut hw = self.hw.subscribe();
+        loop {
+            if !self.role().is_leader {
+                return Err(ResponseError::NotLeaderOrFollower);
+            }
+            if *hw.borrow_and_update() >= end_offset || self.log.high_watermark() >= end_offset {
+                return Ok(());
+            }
+            if hw.changed().await.is_err() {
+                return Err(ResponseError::NotLeaderOrFollower);
+            }
+        }
     }
 
     /// Forgets idempotent producers that have not written for `expiration_ms`.
@@ -265,6 +286,9 @@ pub struct ReplicaManager {
     node_id: i32,
     data_dir: PathBuf,
     partitions: RwLock<HashMap<TopicPartitionKey, Arc<Partition>>>,
+    /// Counts applied metadata changes to hosted replicas (roles, ISRs, replicas started or
+    /// stopped): whoever follows leaderships (the group coordinator) waits on it.
+    roles_changed: watch::Sender<u64>,
 }
 
 impl ReplicaManager {
@@ -273,7 +297,13 @@ impl ReplicaManager {
             node_id,
             data_dir: data_dir.to_path_buf(),
             partitions: RwLock::new(HashMap::new()),
+            roles_changed: watch::channel(0).0,
         }
+    }
+
+    /// A receiver that changes after every applied change to hosted replicas' roles.
+    pub fn watch_roles(&self) -> watch::Receiver<u64> {
+        self.roles_changed.subscribe()
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
@@ -351,6 +381,12 @@ impl ReplicaManager {
                     }
                 }
             }
+        }
+        if !(changes.leaders.is_empty()
+            && changes.followers.is_empty()
+            && changes.stopped.is_empty())
+        {
+            self.roles_changed.send_modify(|n| *n += 1);
         }
     }
 
