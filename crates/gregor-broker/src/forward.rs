@@ -40,6 +40,7 @@ pub fn is_controller_api(key: ApiKey) -> bool {
             | ApiKey::IncrementalAlterConfigs
             | ApiKey::BrokerRegistration
             | ApiKey::BrokerHeartbeat
+            | ApiKey::AlterPartition
     )
 }
 

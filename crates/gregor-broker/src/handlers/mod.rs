@@ -98,6 +98,9 @@ pub async fn controller_api(
         RequestKind::BrokerHeartbeat(r) => {
             ResponseKind::BrokerHeartbeat(cluster::broker_heartbeat(b, r).await)
         }
+        RequestKind::AlterPartition(r) => {
+            ResponseKind::AlterPartition(crate::alter_partition::handle(b, r).await)
+        }
         _ => return None,
     })
 }
