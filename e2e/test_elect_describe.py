@@ -200,32 +200,39 @@ def parse_elect_leaders(r, version):
     return top, dict(r.array(topic))
 
 
+def check_bad_elect_leaders_requests(conn):
+    # An election type Kafka does not know: INVALID_REQUEST, top level and per partition.
+    top, res = parse_elect_leaders(
+        conn.request(ELECT_LEADERS, 1, elect_leaders_body(1, 7, [("bad-in", [0])])), 1)
+    assert top == INVALID_REQUEST
+    assert res["bad-in"][0][:2] == (0, INVALID_REQUEST)
+    assert "Unknown election type 7" in res["bad-in"][0][2]
+    # Unknown topic and partition; the known one needs no election; v0 is preferred.
+    top, res = parse_elect_leaders(conn.request(ELECT_LEADERS, 0, elect_leaders_body(
+        0, None, [("nope", [0]), ("bad-in", [0, 5, 0])])), 0)
+    assert top == 0
+    assert [x[:2] for x in res["nope"]] == [(0, UNKNOWN_TOPIC_OR_PARTITION)]
+    assert [x[:2] for x in res["bad-in"]] == [(0, ELECTION_NOT_NEEDED),
+                                                (5, UNKNOWN_TOPIC_OR_PARTITION)]
+    # Every partition, all led by their preferred replica: nothing to report (as Kafka).
+    top, res = parse_elect_leaders(
+        conn.request(ELECT_LEADERS, 1, elect_leaders_body(1, 0, None)), 1)
+    assert (top, res) == (0, {})
+    # The connection and the broker keep serving.
+    assert "bad-in" in kwire.metadata_v1(conn, ["bad-in"])["topics"]
+
+
 @pytest.mark.timeout(120)
 def test_elect_leaders_bad_input_gets_kafka_error_codes(cluster_factory):
     c = cluster_factory(3)
     node = c.nodes[1]
     create(node, "bad-in", "--replica-assignment", "0:1,1:2")
-    wait_until(lambda: "bad-in" in node.metadata()["topics"], 10, "bad-in")
-    with kwire.Conn("127.0.0.1", node.port, timeout=35) as conn:
-        # An election type Kafka does not know: INVALID_REQUEST, top level and per partition.
-        top, res = parse_elect_leaders(
-            conn.request(ELECT_LEADERS, 1, elect_leaders_body(1, 7, [("bad-in", [0])])), 1)
-        assert top == INVALID_REQUEST
-        assert res["bad-in"][0][:2] == (0, INVALID_REQUEST)
-        assert "Unknown election type 7" in res["bad-in"][0][2]
-        # Unknown topic and partition; the known one needs no election; v0 is preferred.
-        top, res = parse_elect_leaders(conn.request(ELECT_LEADERS, 0, elect_leaders_body(
-            0, None, [("nope", [0]), ("bad-in", [0, 5, 0])])), 0)
-        assert top == 0
-        assert [x[:2] for x in res["nope"]] == [(0, UNKNOWN_TOPIC_OR_PARTITION)]
-        assert [x[:2] for x in res["bad-in"]] == [(0, ELECTION_NOT_NEEDED),
-                                                    (5, UNKNOWN_TOPIC_OR_PARTITION)]
-        # Every partition, all led by their preferred replica: nothing to report (as Kafka).
-        top, res = parse_elect_leaders(
-            conn.request(ELECT_LEADERS, 1, elect_leaders_body(1, 0, None)), 1)
-        assert (top, res) == (0, {})
-        # The connection and the broker keep serving.
-        assert "bad-in" in kwire.metadata_v1(conn, ["bad-in"])["topics"]
+    wait_until(lambda: all("bad-in" in n.metadata()["topics"] for n in c.nodes.values()), 10,
+               "bad-in on every node")
+    # Through every node: two of them forward the request to the active controller.
+    for n in c.nodes.values():
+        with kwire.Conn("127.0.0.1", n.port, timeout=35) as conn:
+            check_bad_elect_leaders_requests(conn)
     # Through the CLI: a failed partition is printed and the command fails.
     p = elect(node, "--election-type", "preferred", "--topic", "nope", "--partition", "0")
     assert p.returncode == 1
