@@ -324,8 +324,6 @@ def kafka_python_results(resp):
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.xfail(strict=True, reason="a returning replica rejoins the ISR only through follower "
-                   "replication (AlterPartition from the leader), which is not in this build yet")
 def test_preferred_election_moves_leadership_back_after_a_restart(cluster_factory, tmp_path):
     # Seed 001's walk-through: tp_demo_03 "0:1,1:0,0:1"; broker 0 goes away and comes back.
     c = cluster_factory(3, brokers=2)
