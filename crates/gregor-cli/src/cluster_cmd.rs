@@ -137,11 +137,11 @@ async fn up(args: UpArgs) -> Result<()> {
     let bootstrap: Vec<String> = (0..args.nodes)
         .map(|i| ports(&args, i).map(|(c, _)| format!("127.0.0.1:{c}")))
         .collect::<Result<_>>()?;
-    // Ready when every node accepts client connections (each does once it is registered and
-    // unfenced with the quorum).
+    // Ready when every node lists every node as a live broker (each accepts clients once it is
+    // registered and unfenced; the others' unfencing may reach its metadata a moment later).
     let ready = async {
         for addr in &bootstrap {
-            while tokio::net::TcpStream::connect(addr).await.is_err() {
+            while lists_brokers(addr).await != Some(usize::from(args.nodes)) {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
@@ -161,6 +161,21 @@ async fn up(args: UpArgs) -> Result<()> {
         eprintln!("node {i} exited ({status}); stopping the others");
     }
     stop_all(children).await
+}
+
+/// How many brokers the node at `addr` lists in its Metadata, if it answers.
+async fn lists_brokers(addr: &str) -> Option<usize> {
+    use gregor_client::connection::Connection;
+    use kafka_protocol::messages::MetadataRequest;
+    let timeout = Duration::from_secs(2);
+    let conn = Connection::connect(addr, addr.to_string(), "gregor-cluster-up", timeout, timeout)
+        .await
+        .ok()?;
+    let version = conn.pick_version::<MetadataRequest>().ok()?;
+    let mut request = MetadataRequest::default();
+    request.topics = Some(Vec::new());
+    let response = conn.send(&request, version).await.ok()?;
+    Some(response.brokers.len())
 }
 
 async fn first_exit(children: &mut [(u16, Child)]) -> (u16, String) {
