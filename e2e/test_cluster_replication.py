@@ -196,3 +196,132 @@ def test_seed_001_walk_through_leaders_move_to_the_survivor_and_isr_grows_back(c
         "\tTopic: tp_demo_03\tPartition: 2\tLeader: 1\tReplicas: 0,1\tIsr: 1,0",
     ], 30, "ISR 1,0 with leaders unchanged")
     assert [v for _, v in consume_all([n0], "tp_demo_03", expect=30)] == [f"v{i}" for i in range(30)]
+
+
+def produce_raw(node, topic, values, acks=1):
+    """One plain (non-idempotent) produce request per value to `node`, retrying
+    NOT_LEADER_OR_FOLLOWER for a moment as clients do (the node's image may say it leads a
+    moment before its replica does); returns the error codes."""
+    codes = []
+    with kwire.Conn("127.0.0.1", node.port, timeout=10) as conn:
+        for v in values:
+            deadline = time.monotonic() + 5
+            while True:
+                r = conn.request(kwire.PRODUCE, 8, kwire.produce_body(
+                    8, topic, 0, kwire.record_batch([(None, v.encode())]), acks=acks,
+                    timeout_ms=3000))
+                code = kwire.parse_produce(r, 8)[0][2]
+                if code != 6 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            codes.append(code)
+    return codes
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+def test_unclean_leader_election_loses_the_old_leaders_suffix_only_when_enabled(
+        cluster_factory, unclean):
+    c = cluster_factory(3)
+    n0, n1, n2 = c.nodes[0], c.nodes[1], c.nodes[2]
+    configs = {"unclean.leader.election.enable": "true" if unclean else "false"}
+    create(n2, "u", assignments=[[0, 1]], configs=configs)
+    wait_isr([n0, n1, n2], "u", [0, 1])
+    wait_until(lambda: partition_state(n0, "u")[0] == 0, 10, "node 0 leads")
+    assert produce_raw(n0, "u", [f"both{i}" for i in range(10)]) == [0] * 10
+    wait_until(lambda: consume_all([n1], "u", expect=10, timeout=5) is not None, 20, "replicated")
+    # The follower dies; the leader alone takes 5 more records (acks=1, min.insync.replicas=1).
+    n1.kill()
+    wait_isr([n2], "u", [0])
+    assert produce_raw(n0, "u", [f"only0-{i}" for i in range(5)]) == [0] * 5
+    # Then the leader dies and the out-of-sync replica comes back.
+    n0.kill()
+    n1.start()
+    n1.wait_ready()
+    if not unclean:
+        # Nobody in the ISR is alive: the partition stays offline rather than lose data.
+        time.sleep(3)
+        assert partition_state(n2, "u")[0] == -1
+        n0.start()
+        n0.wait_ready()
+        wait_until(lambda: partition_state(n2, "u")[0] == 0, 20, "the ISR member leads again")
+        wait_isr([n2], "u", [0, 1])
+        values = [v for _, v in consume_all([n0, n1], "u", expect=15)]
+        assert values == [f"both{i}" for i in range(10)] + [f"only0-{i}" for i in range(5)]
+        return
+    wait_until(lambda: partition_state(n2, "u")[0] == 1, 20, "an unclean leader")
+    assert produce_raw(n1, "u", [f"after{i}" for i in range(3)]) == [0] * 3
+    # The old leader returns as a follower and truncates the suffix the new leader never had.
+    n0.start()
+    n0.wait_ready()
+    wait_isr([n2], "u", [0, 1])
+    values = [v for _, v in consume_all([n0, n1], "u", expect=13)]
+    assert values == [f"both{i}" for i in range(10)] + [f"after{i}" for i in range(3)]
+    log = n0.log_path.read_text(errors="replace")
+    assert "diverges from the new leader" in log and "removed_offsets=5" in log, log[-3000:]
+
+
+def test_hard_bounce_of_the_leader_keeps_every_acknowledged_record_once_in_order(cluster_factory):
+    """Kafka's replication system test, harder: the partition leader is SIGKILLed and restarted
+    five times under an idempotent acks=all producer, then a follower is paused past
+    replica.lag.time.max.ms; every acknowledged record is there exactly once, in order."""
+    c = cluster_factory(3, overrides={"replica.lag.time.max.ms": "2000"})
+    nodes = list(c.nodes.values())
+    create(nodes[0], "hb", configs={"min.insync.replicas": "2"})
+    wait_isr(nodes, "hb", [0, 1, 2])
+    acked = []
+    import threading
+    stop = threading.Event()
+    errors = []
+
+    def run_producer():
+        p = Producer({"bootstrap.servers": bootstrap(nodes), "acks": "all",
+                      "enable.idempotence": True, "linger.ms": 2,
+                      "message.timeout.ms": 60000, "retry.backoff.ms": 50,
+                      "topic.metadata.refresh.interval.ms": 1000})
+
+        def cb(err, msg):
+            if err is None:
+                acked.append((msg.offset(), msg.value().decode()))
+            else:
+                errors.append(err)
+
+        i = 0
+        while not stop.is_set():
+            p.produce("hb", value=f"v{i}".encode(), partition=0, on_delivery=cb)
+            p.poll(0.002)
+            i += 1
+        assert p.flush(60) == 0
+
+    t = threading.Thread(target=run_producer)
+    t.start()
+    try:
+        for _ in range(5):
+            time.sleep(1.0)
+            leader = c.nodes[partition_state(nodes[0], "hb")[0]]
+            leader.kill()
+            others = [n for n in nodes if n is not leader]
+            wait_until(lambda: partition_state(others[0], "hb")[0] in
+                       [n.node_id for n in others], 15, "a new leader")
+            time.sleep(0.5)
+            leader.start()
+            leader.wait_ready()
+            wait_isr(others, "hb", [0, 1, 2])
+        # A follower paused past replica.lag.time.max.ms leaves the ISR and comes back.
+        leader_id = partition_state(nodes[0], "hb")[0]
+        follower = next(n for n in nodes if n.node_id != leader_id)
+        follower.pause()
+        time.sleep(3.5)
+        follower.resume()
+        wait_isr(nodes, "hb", [0, 1, 2])
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        t.join(90)
+    assert not errors, errors[:5]
+    assert len(acked) > 100
+    records = consume_all(nodes, "hb", expect=len(acked), timeout=60)
+    values = [v for _, v in records]
+    # Exactly once, in the order produced, at the offsets acknowledged.
+    assert len(values) == len(set(values)), "a record was written twice"
+    assert values == sorted(values, key=lambda v: int(v[1:])), "records out of order"
+    assert dict(acked).items() <= dict(records).items(), "an acknowledged record is missing or moved"
