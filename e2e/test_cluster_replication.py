@@ -325,3 +325,32 @@ def test_hard_bounce_of_the_leader_keeps_every_acknowledged_record_once_in_order
     assert len(values) == len(set(values)), "a record was written twice"
     assert values == sorted(values, key=lambda v: int(v[1:])), "records out of order"
     assert dict(acked).items() <= dict(records).items(), "an acknowledged record is missing or moved"
+
+
+def test_kafka_python_and_kcat_keep_working_across_a_leader_kill(cluster_factory):
+    import shutil
+
+    from kafka import KafkaProducer
+
+    c = cluster_factory(3)
+    nodes = list(c.nodes.values())
+    create(nodes[0], "kp", configs={"min.insync.replicas": "2"})
+    wait_isr(nodes, "kp", [0, 1, 2])
+    p = KafkaProducer(bootstrap_servers=bootstrap(nodes), acks="all", retries=20,
+                      retry_backoff_ms=100, max_in_flight_requests_per_connection=1,
+                      request_timeout_ms=10000, metadata_max_age_ms=1000)
+    futures = [p.send("kp", value=f"k{i}".encode(), partition=0) for i in range(100)]
+    p.flush(30)
+    c.nodes[partition_state(nodes[0], "kp")[0]].kill()
+    futures += [p.send("kp", value=f"k{i}".encode(), partition=0) for i in range(100, 200)]
+    p.flush(60)
+    offsets = [f.get(timeout=30).offset for f in futures]
+    p.close()
+    assert sorted(offsets) == list(range(200))
+    survivors = [n for n in nodes if n.alive()]
+    out = subprocess.run([shutil.which("kcat"), "-C", "-b", bootstrap(survivors), "-t", "kp",
+                          "-p", "0", "-o", "beginning", "-e", "-q", "-f", "%o %s\n"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("\n")[:-1]
+    assert lines == [f"{o} k{o}" for o in range(200)]
