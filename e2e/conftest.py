@@ -226,10 +226,35 @@ def broker(start_broker):
     return start_broker()
 
 
+@pytest.fixture
+def cluster_factory(request, tmp_path):
+    """Factory: cluster_factory(n, overrides=..., racks=..., brokers=..., controller_only=...)
+    starts a cluster (cluster.py); at teardown every running node gets SIGTERM and must exit 0
+    (reported with the nodes' logs unless the test already failed)."""
+    from cluster import Cluster
+
+    made = []
+
+    def make(n=3, **kw):
+        c = Cluster(tmp_path, n, **kw)
+        made.append(c)
+        return c.start()
+
+    yield make
+    failed = request.node.rep_call.failed if hasattr(request.node, "rep_call") else False
+    for c in made:
+        logs = c.logs()
+        problems = c.stop()
+        if problems and not failed:
+            pytest.fail("; ".join(problems) + "\n" + logs, pytrace=False)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
+    # Fixtures look at the test's outcome at teardown (cluster_factory).
+    setattr(item, "rep_" + rep.when, rep)
     if rep.failed:
         for b in getattr(item, "_gregor_brokers", []):
             rep.sections.append((f"gregor {b.name} stderr ({rep.when})", tail(b.log_path)))

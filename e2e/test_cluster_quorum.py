@@ -6,38 +6,11 @@ import time
 
 import pytest
 
-from cluster import Cluster
 from conftest import eventually, wait_until
 
 NOT_CONTROLLER = 41
 REQUEST_TIMED_OUT = 7
 RETRIABLE = (NOT_CONTROLLER, REQUEST_TIMED_OUT)
-
-
-@pytest.fixture
-def cluster_factory(request, tmp_path):
-    made = []
-
-    def make(n=3, overrides=None, racks=None, brokers=0, controller_only=False):
-        c = Cluster(tmp_path, n, overrides=overrides, racks=racks, brokers=brokers,
-                    controller_only=controller_only)
-        made.append(c)
-        return c.start()
-
-    yield make
-    failed = request.node.rep_call.failed if hasattr(request.node, "rep_call") else False
-    for c in made:
-        logs = c.logs()
-        problems = c.stop()
-        if problems and not failed:
-            pytest.fail("; ".join(problems) + "\n" + logs, pytrace=False)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    rep = outcome.get_result()
-    setattr(item, "rep_" + rep.when, rep)
 
 
 def topics_on(node):

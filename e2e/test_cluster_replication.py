@@ -9,35 +9,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 import kwire
-from cluster import Cluster
 from conftest import gregor_bin, wait_until
 
 NOT_ENOUGH_REPLICAS = 19
-
-
-@pytest.fixture
-def cluster_factory(request, tmp_path):
-    made = []
-
-    def make(n=3, overrides=None, **kw):
-        c = Cluster(tmp_path, n, overrides=overrides, **kw)
-        made.append(c)
-        return c.start()
-
-    yield make
-    failed = request.node.rep_call.failed if hasattr(request.node, "rep_call") else False
-    for c in made:
-        logs = c.logs()
-        problems = c.stop()
-        if problems and not failed:
-            pytest.fail("; ".join(problems) + "\n" + logs, pytrace=False)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    rep = outcome.get_result()
-    setattr(item, "rep_" + rep.when, rep)
 
 
 def create(node, name, partitions=1, rf=3, configs=None, assignments=None):

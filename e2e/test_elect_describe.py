@@ -16,7 +16,6 @@ from confluent_kafka import ElectionType as CkElectionType
 from kafka.admin import KafkaAdminClient
 
 import kwire
-from cluster import Cluster
 from conftest import gregor_bin, wait_until
 
 ELECT_LEADERS = 43
@@ -24,20 +23,6 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_REQUEST = 42
 PREFERRED_LEADER_NOT_AVAILABLE = 80
 ELECTION_NOT_NEEDED = 84
-
-
-@pytest.fixture
-def cluster_factory(request, tmp_path):
-    made = []
-
-    def make(n=3, brokers=0):
-        c = Cluster(tmp_path, n, brokers=brokers)
-        made.append(c)
-        return c.start()
-
-    yield make
-    for c in made:
-        c.stop()
 
 
 def gregor(*args, check=True, timeout=60):

@@ -168,9 +168,15 @@ async fn lists_brokers(addr: &str) -> Option<usize> {
     use gregor_client::connection::Connection;
     use kafka_protocol::messages::MetadataRequest;
     let timeout = Duration::from_secs(2);
-    let conn = Connection::connect(addr, addr.to_string(), "gregor-cluster-up", timeout, timeout)
-        .await
-        .ok()?;
+    let conn = Connection::connect(
+        addr,
+        addr.to_string(),
+        "gregor-cluster-up",
+        timeout,
+        timeout,
+    )
+    .await
+    .ok()?;
     let version = conn.pick_version::<MetadataRequest>().ok()?;
     let mut request = MetadataRequest::default();
     request.topics = Some(Vec::new());
