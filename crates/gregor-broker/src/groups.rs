@@ -51,8 +51,9 @@ const MAX_PENDING_APPENDS: usize = 256;
 /// and complete in order; waiting for one at a time would cost a replication round trip each).
 const MAX_APPENDS_IN_FLIGHT: usize = 32;
 
-/// How long a group request that created the internal topic waits for this node's shard of its
-/// group to load (the first request of a new cluster; later ones get LOAD_IN_PROGRESS at once).
+/// How long a group request that found the internal topic missing waits for this node's shard of
+/// its group to load (the first requests of a new cluster; later ones get LOAD_IN_PROGRESS at
+/// once).
 const FIRST_LOAD_WAIT: Duration = Duration::from_secs(5);
 
 /// One shard's place in the table.
@@ -278,40 +279,37 @@ impl Groups {
         self.call_partition(p, context, request).await
     }
 
-    /// The partition of `group`, after creating the internal topic if needed (and then waiting
-    /// for this node's shard of the group to load, if this node leads it).
+    /// The partition of `group`, after creating the internal topic if needed. A request that
+    /// found the topic missing (it created it, or a concurrent request did) then waits, a
+    /// bounded time, for this node's shard of the group if this node leads it: the first
+    /// requests of a new cluster are not bounced with LOAD_IN_PROGRESS.
     async fn ensure_topic_for(&self, b: &Arc<Broker>, group: &str) -> Result<i32, ResponseError> {
-        let created = create_offsets_topic(b).await?;
-        let p = Groups::partition_of(b, group);
-        if created {
+        if b.metadata.image().topic(OFFSETS_TOPIC).is_some() {
+            return Ok(Groups::partition_of(b, group));
+        }
+        create_offsets_topic(b).await?;
+        let deadline = tokio::time::Instant::now() + FIRST_LOAD_WAIT;
+        let mut changed = self.changed.subscribe();
+        loop {
+            changed.borrow_and_update();
+            let p = Groups::partition_of(b, group);
             let leader = b
                 .metadata
                 .image()
                 .topic(OFFSETS_TOPIC)
                 .and_then(|t| t.partitions.get(&p))
                 .map(|r| r.leader);
-            if leader == Some(b.config.node_id) {
-                self.wait_loaded(p, FIRST_LOAD_WAIT).await;
+            let settled = match leader {
+                Some(l) if l == b.config.node_id => self.route(p).is_ok(),
+                Some(_) => true,
+                None => false,
+            };
+            if settled || tokio::time::Instant::now() >= deadline {
+                return Ok(p);
             }
+            // Shard changes wake this at once; the image's catching up is polled.
+            let _ = tokio::time::timeout(Duration::from_millis(20), changed.changed()).await;
         }
-        Ok(p)
-    }
-
-    /// Waits until the shard of `partition` is loaded, at most `timeout`.
-    async fn wait_loaded(&self, partition: i32, timeout: Duration) {
-        let mut changed = self.changed.subscribe();
-        let loaded = async {
-            loop {
-                changed.borrow_and_update();
-                if self.route(partition).is_ok() {
-                    return;
-                }
-                if changed.changed().await.is_err() {
-                    return;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(timeout, loaded).await;
     }
 
     /// Makes sure the internal topic exists and answers the partition of `group`
@@ -361,10 +359,10 @@ impl Groups {
     }
 }
 
-/// Creates the internal topic if it does not exist; true if this call created it.
-async fn create_offsets_topic(b: &Arc<Broker>) -> Result<bool, ResponseError> {
+/// Creates the internal topic if it does not exist.
+async fn create_offsets_topic(b: &Arc<Broker>) -> Result<(), ResponseError> {
     if b.metadata.image().topic(OFFSETS_TOPIC).is_some() {
-        return Ok(false);
+        return Ok(());
     }
     let live = b.metadata.image().active_brokers().count().max(1) as i64;
     let rf = b.config.int("offsets.topic.replication.factor").min(live) as i16;
@@ -390,9 +388,9 @@ async fn create_offsets_topic(b: &Arc<Broker>) -> Result<bool, ResponseError> {
                 replication_factor = rf,
                 "created {OFFSETS_TOPIC}"
             );
-            Ok(true)
+            Ok(())
         }
-        Some(Err(e)) if e.code == ResponseError::TopicAlreadyExists => Ok(false),
+        Some(Err(e)) if e.code == ResponseError::TopicAlreadyExists => Ok(()),
         Some(Err(e)) => {
             warn!(code = ?e.code, message = %e.message, "cannot create {OFFSETS_TOPIC}");
             Err(ResponseError::CoordinatorNotAvailable)
