@@ -4,6 +4,7 @@ through any node, other nodes answer NOT_COORDINATOR, confluent-kafka consumers 
 through any bootstrap node, and a SIGKILLed coordinator's groups keep their committed offsets
 once it is back."""
 
+import subprocess
 import time
 
 import pytest
@@ -209,6 +210,12 @@ def test_consumers_commit_and_resume_through_any_node_and_across_a_coordinator_r
         for p, offsets in resumed.items():
             assert offsets[0] == expected[g].get(p, 0), (g, p, offsets[:3], expected[g])
             expected[g][p] = offsets[-1] + 1
+
+    # `gregor groups --list` through one node lists the groups of every coordinator.
+    out = subprocess.run([c.bin, "groups", "--bootstrap-server", nodes[0].bootstrap, "--list"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert sorted(set(out.stdout.split()) & set(groups)) == sorted(groups), out.stdout
 
     # SIGKILL the coordinator of the first group and bring it back: its groups' offsets are there.
     victim_id, victim_groups = next(iter(by_node.items()))
