@@ -19,6 +19,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::FindCoordinator, 0, 6),
 ];

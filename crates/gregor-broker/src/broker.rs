@@ -92,6 +92,16 @@ impl Broker {
             None => None,
         };
         let replicas = Arc::new(ReplicaManager::new(config.node_id, &dir));
+        replicas.fetchers().set_settings(crate::fetcher::FetchSettings {
+            partition_max_bytes: config.int("replica.fetch.max.bytes") as i32,
+            response_max_bytes: config.int("replica.fetch.response.max.bytes") as i32,
+            min_bytes: config.int("replica.fetch.min.bytes") as i32,
+            max_wait: Duration::from_millis(config.int("replica.fetch.wait.max.ms").max(0) as u64),
+            backoff: Duration::from_millis(config.int("replica.fetch.backoff.ms").max(0) as u64),
+            socket_timeout: Duration::from_millis(
+                config.int("replica.socket.timeout.ms").max(1) as u64,
+            ),
+        });
         let settings = QuorumSettings {
             voter: config.is_controller,
             voters: config.voters.clone(),
@@ -106,11 +116,12 @@ impl Broker {
             replicas.clone(),
         )
         .await?;
-        let producer_ids =
-            ProducerIdAllocator::open(&dir).map_err(|source| StartError::DataDir {
+        let producer_ids = ProducerIdAllocator::open(&dir, config.node_id).map_err(|source| {
+            StartError::DataDir {
                 dir: dir.clone(),
                 source,
-            })?;
+            }
+        })?;
         let broker = Arc::new(Broker {
             incarnation: gregor_meta::Uuid::new_v4(),
             config,
@@ -154,6 +165,14 @@ impl Broker {
         }
         let controller_duties = tokio::spawn(broker.clone().run_controller_duties());
         broker.add_task(controller_duties);
+        if let Some(queue) = broker.replicas.take_isr_proposals() {
+            let task = tokio::spawn(crate::alter_partition::run(broker.clone(), queue));
+            broker.add_task(task);
+        }
+        if broker.config.is_broker {
+            let task = tokio::spawn(broker.clone().run_isr_shrink());
+            broker.add_task(task);
+        }
         if broker.config.is_broker {
             // Coordinator shards follow this node's `__consumer_offsets` leaderships.
             let manager = crate::groups::Groups::start_manager(&broker);
@@ -316,6 +335,29 @@ impl Broker {
         }
     }
 
+    /// This broker's epoch (its latest registration), -1 before it registered.
+    pub fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.load(Ordering::SeqCst)
+    }
+
+    /// Every `replica.lag.time.max.ms / 2`, leaders drop from their ISRs the followers that
+    /// have not caught up for `replica.lag.time.max.ms`.
+    async fn run_isr_shrink(self: Arc<Self>) {
+        let lag_max_ms = self.config.int("replica.lag.time.max.ms").max(1);
+        let mut check =
+            tokio::time::interval(Duration::from_millis((lag_max_ms as u64 / 2).max(10)));
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            check.tick().await;
+            let now = now_ms();
+            for part in self.replicas.all() {
+                if let Some(p) = part.shrink_isr(now, lag_max_ms) {
+                    self.replicas.propose_isr(&part, p);
+                }
+            }
+        }
+    }
+
     /// Background duties: retention, compaction, checkpoints, producer expiry.
     pub async fn run_background(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         let mut cleanup = tokio::time::interval(std::time::Duration::from_millis(
@@ -438,6 +480,7 @@ impl Broker {
         {
             task.abort();
         }
+        self.replicas.fetchers().shutdown();
         self.metadata.close().await;
         let threads = self.dynamic_i64("num.recovery.threads.per.data.dir").max(1) as usize;
         let replicas = &self.replicas;

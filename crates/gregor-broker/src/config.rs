@@ -248,6 +248,12 @@ impl BrokerConfig {
             }
             n => n,
         };
+        // Producer ids embed the node id (see `producer_ids.rs`).
+        if node_id >= 1 << 23 {
+            return Err(invalid(format!(
+                "node.id: {node_id} is too large; node ids must be below 8388608"
+            )));
+        }
         let roles: Vec<&str> = settings
             .raw("process.roles")
             .unwrap_or("broker,controller")
@@ -490,8 +496,7 @@ mod tests {
             })
         };
         for o in [
-            "replica.lag.time.max.ms=10000",
-            "replica.fetch.max.bytes=5",
+            "replica.high.watermark.checkpoint.interval.ms=100",
             "num.replica.fetchers=4",
             "num.io.threads=16",
             "log.roll.jitter.ms=5",
@@ -501,7 +506,10 @@ mod tests {
             assert!(e.contains(key) && e.contains("not supported"), "{o}: {e}");
         }
         // Kafka's default value is what Gregor does, so it is accepted.
-        start("replica.lag.time.max.ms=30000").expect("the default is accepted");
+        start("num.replica.fetchers=1").expect("the default is accepted");
+        // Replication's own settings are supported.
+        start("replica.lag.time.max.ms=10000").expect("supported");
+        start("replica.fetch.max.bytes=5").expect("supported");
         start("controller.quorum.voters=").expect("empty is the default");
     }
 

@@ -1,7 +1,7 @@
 //! Controller requests from any broker: admin requests that change metadata (CreateTopics,
-//! DeleteTopics, CreatePartitions, IncrementalAlterConfigs) and the broker's own registration
-//! and heartbeats are handled by the active controller. A broker that is not the active
-//! controller forwards the Kafka request, as the client sent it, over the controller RPC
+//! DeleteTopics, CreatePartitions, IncrementalAlterConfigs, ElectLeaders) and the broker's own
+//! registration and heartbeats are handled by the active controller. A broker that is not the
+//! active controller forwards the Kafka request, as the client sent it, over the controller RPC
 //! (Kafka's request forwarding), then waits until its own image has applied what the controller
 //! committed, so what a request created is visible on the broker it was sent to.
 //!
@@ -38,8 +38,10 @@ pub fn is_controller_api(key: ApiKey) -> bool {
             | ApiKey::DeleteTopics
             | ApiKey::CreatePartitions
             | ApiKey::IncrementalAlterConfigs
+            | ApiKey::ElectLeaders
             | ApiKey::BrokerRegistration
             | ApiKey::BrokerHeartbeat
+            | ApiKey::AlterPartition
     )
 }
 

@@ -1,16 +1,20 @@
 //! The Gregor broker: the imperative shell that feeds Gregor's state machines (log, metadata,
 //! groups) from sockets, disks and timers and answers Kafka protocol requests.
 
+pub mod alter_partition;
 pub mod api;
 pub mod broker;
 pub mod config;
 pub mod connection;
+pub mod fetcher;
 pub mod forward;
 pub mod frame;
 pub mod group_wire;
 pub mod groups;
 mod handlers;
+pub mod isr;
 pub mod metadata;
+pub mod partition;
 pub mod producer_ids;
 pub mod producer_state;
 pub mod replica;

@@ -81,8 +81,11 @@ struct ReplicaApplier {
 impl ApplyListener for ReplicaApplier {
     fn applied(&self, controller: &Controller, delta: &MetadataDelta) {
         let view = controller.config_view();
-        self.replicas
-            .apply(&view, &delta.local_changes(self.node_id));
+        self.replicas.apply(
+            &view,
+            controller.image(),
+            &delta.local_changes(self.node_id),
+        );
         let node = self.node_id.to_string();
         let broker_wide = delta.changed_configs.iter().any(|r| {
             r.resource_type == gregor_meta::ConfigResourceType::Broker

@@ -42,6 +42,8 @@ enum Command {
     Groups(admin::GroupsArgs),
     /// Describe or alter topic, broker and group configs (like kafka-configs.sh).
     Configs(admin::ConfigsArgs),
+    /// Elect partition leaders, preferred or unclean (like kafka-leader-election.sh).
+    Elect(admin::ElectArgs),
     /// Compute a group's partition assignment from a JSON description and print it as JSON.
     Assign {
         /// Group description (JSON); `-` reads standard input.
@@ -187,6 +189,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Topics(args) => admin::block_on(admin::run_topics(args))??,
         Command::Groups(args) => admin::block_on(admin::run_groups(args))??,
         Command::Configs(args) => admin::block_on(admin::run_configs(args))??,
+        Command::Elect(args) => admin::block_on(admin::run_elect(args))??,
         Command::Assign { input, strategy } => {
             let text = assign_cmd::read_input(&input)?;
             let out = assign_cmd::run(&text, strategy.as_deref())?;

@@ -535,8 +535,7 @@ fn broker_refuses_settings_of_missing_features_at_start_up() {
     let data = dir.path().join("data");
     let data = data.to_str().expect("utf-8 path");
     for (setting, key) in [
-        ("replica.lag.time.max.ms=1", "replica.lag.time.max.ms"),
-        ("replica.fetch.max.bytes=1", "replica.fetch.max.bytes"),
+        ("num.replica.fetchers=2", "num.replica.fetchers"),
         ("num.io.threads=16", "num.io.threads"),
     ] {
         let out = gregor(

@@ -542,6 +542,18 @@ impl Log {
         lock(&self.inner).epochs.latest_epoch()
     }
 
+    /// Starts leader epoch `epoch` at the log end offset, as a replica that becomes leader does,
+    /// so that OffsetForLeaderEpoch answers for the new epoch before its first append.
+    pub fn assign_epoch_at_end(&self, epoch: i32) -> Result<()> {
+        let mut g = lock(&self.inner);
+        self.check_online(&g)?;
+        let end = g.log_end_offset();
+        if g.epochs.assign(epoch, end) {
+            checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
+        }
+        Ok(())
+    }
+
     /// The leader epoch cache's entries `(epoch, start offset)`.
     pub fn epoch_entries(&self) -> Vec<(i32, i64)> {
         lock(&self.inner).epochs.entries().to_vec()

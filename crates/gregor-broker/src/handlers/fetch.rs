@@ -42,6 +42,7 @@ struct Target {
     fetch_offset: i64,
     max_bytes: usize,
     current_leader_epoch: i32,
+    replica_id: i32,
     reader: Reader,
     part: Result<Arc<Partition>, ResponseError>,
 }
@@ -94,6 +95,7 @@ pub async fn fetch(b: &Broker, r: FetchRequest, version: i16) -> FetchResponse {
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes.max(0) as usize,
                 current_leader_epoch: p.current_leader_epoch,
+                replica_id,
                 reader: reader_for(b, replica_id, topic_name, p.partition),
                 part,
             });
@@ -105,10 +107,22 @@ pub async fn fetch(b: &Broker, r: FetchRequest, version: i16) -> FetchResponse {
     let max_bytes = (r.max_bytes.max(0) as usize).min(broker_max);
     let deadline = Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64);
     // Subscribe before the first read so that an append between read and wait is not missed.
+    // Followers read to the log end and wait for appends; consumers wait for the high
+    // watermark.
     let mut watches: Vec<watch::Receiver<i64>> = targets
         .iter()
-        .filter_map(|t| t.part.as_ref().ok().map(|p| p.watch_hw()))
+        .filter_map(|t| {
+            t.part.as_ref().ok().map(|p| match t.reader {
+                Reader::Follower => p.watch_leo(),
+                _ => p.watch_hw(),
+            })
+        })
         .collect();
+    // A follower's fetch offset is its durable log end offset: the leader's high watermark and
+    // ISR move with it (before the read, so the answer carries the new high watermark).
+    if replica_id >= 0 {
+        record_follower_progress(b, &targets);
+    }
     let mut first = true;
     let results = loop {
         for w in &mut watches {
@@ -141,6 +155,25 @@ pub async fn fetch(b: &Broker, r: FetchRequest, version: i16) -> FetchResponse {
     let mut resp = FetchResponse::default();
     resp.responses = topics_out;
     resp
+}
+
+/// Updates the leaders' view of a follower from the offsets its fetch names, and sends any ISR
+/// expansion that follows to the controller.
+fn record_follower_progress(b: &Broker, targets: &[Target]) {
+    for t in targets {
+        let (Reader::Follower, Ok(part)) = (t.reader, &t.part) else {
+            continue;
+        };
+        let role = part.role();
+        if !role.is_leader
+            || (t.current_leader_epoch >= 0 && t.current_leader_epoch != role.leader_epoch)
+        {
+            continue;
+        }
+        if let Some(p) = part.follower_fetched(t.replica_id, t.fetch_offset) {
+            b.replicas.propose_isr(part, p);
+        }
+    }
 }
 
 /// Looks the targets' partitions up again (after one was removed).

@@ -2,6 +2,7 @@
 
 mod admin;
 mod cluster;
+mod elect;
 mod fetch;
 mod groups;
 mod offsets;
@@ -42,7 +43,8 @@ pub async fn dispatch(
         r @ (RequestKind::CreateTopics(_)
         | RequestKind::DeleteTopics(_)
         | RequestKind::CreatePartitions(_)
-        | RequestKind::IncrementalAlterConfigs(_)) => {
+        | RequestKind::IncrementalAlterConfigs(_)
+        | RequestKind::ElectLeaders(_)) => {
             match crate::forward::to_controller(b, ctx.api_key, v, r).await {
                 Some(response) => response,
                 None => return Reply::Close,
@@ -92,11 +94,17 @@ pub async fn controller_api(
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(b, r).await)
         }
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(elect::elect_leaders(b, r, v).await)
+        }
         RequestKind::BrokerRegistration(r) => {
             ResponseKind::BrokerRegistration(cluster::broker_registration(b, r).await)
         }
         RequestKind::BrokerHeartbeat(r) => {
             ResponseKind::BrokerHeartbeat(cluster::broker_heartbeat(b, r).await)
+        }
+        RequestKind::AlterPartition(r) => {
+            ResponseKind::AlterPartition(crate::alter_partition::handle(b, r).await)
         }
         _ => return None,
     })

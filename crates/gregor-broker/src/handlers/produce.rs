@@ -100,7 +100,18 @@ pub async fn produce(b: &Broker, r: ProduceRequest, version: i16) -> Reply {
                                     })
                                 };
                                 if acks == -1 {
-                                    tokio::time::timeout(timeout, done)
+                                    // Durable here, then on every ISR member: the high
+                                    // watermark passes the batch.
+                                    let replicated = async {
+                                        let outcome = done.await?;
+                                        part.await_high_watermark(outcome.end_offset).await?;
+                                        if b.enough_in_sync(&part.topic, part.index) {
+                                            Ok(outcome)
+                                        } else {
+                                            Err(ResponseError::NotEnoughReplicasAfterAppend)
+                                        }
+                                    };
+                                    tokio::time::timeout(timeout, replicated)
                                         .await
                                         .unwrap_or(Err(ResponseError::RequestTimedOut))
                                 } else {

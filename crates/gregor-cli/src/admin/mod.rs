@@ -1,6 +1,7 @@
-//! The admin commands — `gregor topics`, `gregor groups`, `gregor configs` — over the Kafka
-//! protocol through gregor-client, so they work against Gregor and Apache Kafka alike. Options
-//! and output follow kafka-topics.sh, kafka-consumer-groups.sh and kafka-configs.sh.
+//! The admin commands — `gregor topics`, `gregor groups`, `gregor configs`, `gregor elect` —
+//! over the Kafka protocol through gregor-client, so they work against Gregor and Apache Kafka
+//! alike. Options and output follow kafka-topics.sh, kafka-consumer-groups.sh, kafka-configs.sh
+//! and kafka-leader-election.sh.
 //!
 //! Argument checking and output formatting are plain functions over fixed data; the `run_*`
 //! functions only fetch, call them and print.
@@ -8,6 +9,7 @@
 mod common;
 mod configs;
 mod datetime;
+mod elect;
 mod groups;
 mod pattern;
 mod reset;
@@ -15,5 +17,6 @@ mod topics;
 
 pub use common::block_on;
 pub use configs::{run_configs, ConfigsArgs};
+pub use elect::{run_elect, ElectArgs};
 pub use groups::{run_groups, GroupsArgs};
 pub use topics::{run_topics, TopicsArgs};

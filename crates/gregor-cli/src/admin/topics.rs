@@ -1,6 +1,6 @@
 //! `gregor topics`: what `kafka-topics.sh` does, with its options and its output format.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{anyhow, bail, Result};
 use clap::ArgGroup;
@@ -8,7 +8,9 @@ use gregor_client::admin::CreateTopicsOptions;
 use gregor_client::admin::{
     ConfigEntry, ConfigResource, NewPartitions, NewTopic, OngoingReassignment,
 };
-use gregor_client::{kafka_uuid_string, Admin, Error, KafkaCode, TopicMetadata, TopicPartition};
+use gregor_client::{
+    kafka_uuid_string, Admin, Error, KafkaCode, PartitionMetadata, TopicMetadata, TopicPartition,
+};
 
 use super::common::ConnectionArgs;
 use super::pattern::NameFilter;
@@ -65,6 +67,43 @@ pub struct TopicsArgs {
     /// With --list or --describe: leave out internal topics.
     #[arg(long)]
     pub exclude_internal: bool,
+    /// With --describe: only partitions whose ISR is smaller than their replica set.
+    #[arg(long)]
+    pub under_replicated_partitions: bool,
+    /// With --describe: only partitions whose ISR is smaller than the topic's
+    /// min.insync.replicas (or that have no leader).
+    #[arg(long)]
+    pub under_min_isr_partitions: bool,
+    /// With --describe: only partitions whose ISR size equals the topic's min.insync.replicas.
+    #[arg(long)]
+    pub at_min_isr_partitions: bool,
+    /// With --describe: only partitions without a leader or led by a broker that is not live.
+    #[arg(long)]
+    pub unavailable_partitions: bool,
+}
+
+/// The partition filters of `--describe`; with one, only matching partition lines are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartitionFilter {
+    /// `--under-replicated-partitions`: ISR smaller than the replica set.
+    UnderReplicated,
+    /// `--under-min-isr-partitions`: ISR smaller than `min.insync.replicas`, or no leader.
+    UnderMinIsr,
+    /// `--at-min-isr-partitions`: ISR size equal to `min.insync.replicas`.
+    AtMinIsr,
+    /// `--unavailable-partitions`: no leader, or a leader that is not a live broker.
+    Unavailable,
+}
+
+impl PartitionFilter {
+    pub fn option(self) -> &'static str {
+        match self {
+            PartitionFilter::UnderReplicated => "--under-replicated-partitions",
+            PartitionFilter::UnderMinIsr => "--under-min-isr-partitions",
+            PartitionFilter::AtMinIsr => "--at-min-isr-partitions",
+            PartitionFilter::Unavailable => "--unavailable-partitions",
+        }
+    }
 }
 
 /// A validated `gregor topics` invocation.
@@ -82,6 +121,7 @@ pub enum TopicsAction {
         filter: Option<String>,
         exclude_internal: bool,
         if_exists: bool,
+        partitions: Option<PartitionFilter>,
     },
     Alter {
         filter: String,
@@ -103,6 +143,27 @@ impl TopicsArgs {
             (_, _, true, _) => "--describe",
             (_, _, _, true) => "--alter",
             _ => "--delete",
+        }
+    }
+
+    /// The partition filter given, if any; like kafka-topics.sh, at most one.
+    fn partition_filter(&self) -> Result<Option<PartitionFilter>> {
+        let given: Vec<PartitionFilter> = [
+            (
+                self.under_replicated_partitions,
+                PartitionFilter::UnderReplicated,
+            ),
+            (self.under_min_isr_partitions, PartitionFilter::UnderMinIsr),
+            (self.at_min_isr_partitions, PartitionFilter::AtMinIsr),
+            (self.unavailable_partitions, PartitionFilter::Unavailable),
+        ]
+        .into_iter()
+        .filter_map(|(on, f)| on.then_some(f))
+        .collect();
+        match given.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(*one)),
+            [a, b, ..] => bail!("{} cannot be used with {}", a.option(), b.option()),
         }
     }
 
@@ -142,6 +203,10 @@ impl TopicsArgs {
             "--exclude-internal",
             &["--list", "--describe"],
         )?;
+        let partition_filter = self.partition_filter()?;
+        if let Some(f) = partition_filter {
+            only_with(true, f.option(), &["--describe"])?;
+        }
         let topic = || {
             self.topic
                 .clone()
@@ -195,6 +260,7 @@ impl TopicsArgs {
                 filter: self.topic.clone(),
                 exclude_internal: self.exclude_internal,
                 if_exists: self.if_exists,
+                partitions: partition_filter,
             },
             "--alter" => {
                 let filter = topic()?;
@@ -299,17 +365,10 @@ pub fn format_topic_description(view: &TopicView) -> String {
         .map(|c| format!("{}={}", c.name, c.value.as_deref().unwrap_or("null")))
         .collect::<Vec<_>>()
         .join(",");
-    // During a reassignment the replica list holds old and new replicas; the replication
-    // factor is the target's.
-    let replication_factor =
-        t.partitions
-            .first()
-            .map_or(0, |p| match view.reassignments.get(&p.partition) {
-                Some(r) if in_progress(&p.replicas, r) => {
-                    r.replicas.len() - r.adding_replicas.len()
-                }
-                _ => p.replicas.len(),
-            });
+    let replication_factor = t
+        .partitions
+        .first()
+        .map_or(0, |p| replication_factor(view, p));
     let mut out = format!("Topic: {}", t.name);
     if !t.topic_id.is_nil() {
         out.push_str(&format!("\tTopicId: {}", kafka_uuid_string(&t.topic_id)));
@@ -321,23 +380,84 @@ pub fn format_topic_description(view: &TopicView) -> String {
         configs
     ));
     for p in &t.partitions {
-        out.push_str(&format!(
-            "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}",
-            t.name,
-            p.partition,
-            p.leader.map_or("none".to_string(), |l| l.to_string()),
-            join(&p.replicas),
-            join(&p.isr)
-        ));
-        if let Some(r) = view.reassignments.get(&p.partition) {
-            out.push_str(&format!(
-                "\tAdding Replicas: {}\tRemoving Replicas: {}",
-                join(&r.adding_replicas),
-                join(&r.removing_replicas)
-            ));
-        }
-        out.push_str("\tElr: N/A\tLastKnownElr: N/A\n");
+        out.push_str(&format_partition(view, p));
     }
+    out
+}
+
+/// `--describe` with a partition filter: only the matching partition lines, no summary line
+/// (as kafka-topics.sh prints them). `live_brokers` matters to `--unavailable-partitions` only.
+pub fn format_filtered_partitions(
+    view: &TopicView,
+    filter: PartitionFilter,
+    live_brokers: &BTreeSet<i32>,
+) -> String {
+    view.metadata
+        .partitions
+        .iter()
+        .filter(|p| partition_matches(view, p, filter, live_brokers))
+        .map(|p| format_partition(view, p))
+        .collect()
+}
+
+/// Whether a partition of the topic passes a `--describe` filter (Kafka's rules: a leaderless
+/// partition is also under its min ISR; without a known `min.insync.replicas` no partition is
+/// under or at it).
+pub fn partition_matches(
+    view: &TopicView,
+    p: &PartitionMetadata,
+    filter: PartitionFilter,
+    live_brokers: &BTreeSet<i32>,
+) -> bool {
+    let isr = p.isr.len();
+    match filter {
+        PartitionFilter::UnderReplicated => isr < replication_factor(view, p),
+        PartitionFilter::UnderMinIsr => {
+            p.leader.is_none() || min_insync_replicas(view).is_some_and(|min| isr < min)
+        }
+        PartitionFilter::AtMinIsr => min_insync_replicas(view) == Some(isr),
+        PartitionFilter::Unavailable => p.leader.is_none_or(|l| !live_brokers.contains(&l)),
+    }
+}
+
+/// The topic's effective `min.insync.replicas`, from DescribeConfigs.
+fn min_insync_replicas(view: &TopicView) -> Option<usize> {
+    view.configs
+        .iter()
+        .find(|c| c.name == "min.insync.replicas")
+        .and_then(|c| c.value.as_deref())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// A partition's replication factor: during a reassignment the replica list holds old and new
+/// replicas, and the factor is the target's.
+fn replication_factor(view: &TopicView, p: &PartitionMetadata) -> usize {
+    match view.reassignments.get(&p.partition) {
+        Some(r) if in_progress(&p.replicas, r) => {
+            r.replicas.len().saturating_sub(r.adding_replicas.len())
+        }
+        _ => p.replicas.len(),
+    }
+}
+
+/// One partition line of `--describe`.
+fn format_partition(view: &TopicView, p: &PartitionMetadata) -> String {
+    let mut out = format!(
+        "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}",
+        view.metadata.name,
+        p.partition,
+        p.leader.map_or("none".to_string(), |l| l.to_string()),
+        join(&p.replicas),
+        join(&p.isr)
+    );
+    if let Some(r) = view.reassignments.get(&p.partition) {
+        out.push_str(&format!(
+            "\tAdding Replicas: {}\tRemoving Replicas: {}",
+            join(&r.adding_replicas),
+            join(&r.removing_replicas)
+        ));
+    }
+    out.push_str("\tElr: N/A\tLastKnownElr: N/A\n");
     out
 }
 
@@ -408,11 +528,25 @@ pub async fn run_topics(args: TopicsArgs) -> Result<()> {
             filter,
             exclude_internal,
             if_exists,
+            partitions,
         } => {
             let names = matching_topics(&admin, filter.as_deref(), exclude_internal).await?;
             ensure_found(&names, filter.as_deref(), if_exists)?;
+            let live_brokers: BTreeSet<i32> = match partitions {
+                Some(PartitionFilter::Unavailable) => admin
+                    .describe_cluster()
+                    .await?
+                    .brokers
+                    .iter()
+                    .map(|b| b.id)
+                    .collect(),
+                _ => BTreeSet::new(),
+            };
             for view in describe_views(&admin, &names, timeout_ms).await? {
-                print!("{}", format_topic_description(&view));
+                match partitions {
+                    None => print!("{}", format_topic_description(&view)),
+                    Some(f) => print!("{}", format_filtered_partitions(&view, f, &live_brokers)),
+                }
             }
         }
         TopicsAction::Alter {
@@ -514,7 +648,6 @@ mod tests {
     use super::*;
     use clap::Parser;
     use gregor_client::admin::ConfigSource;
-    use gregor_client::PartitionMetadata;
 
     #[derive(Debug, Parser)]
     struct Cli {
@@ -758,6 +891,175 @@ mod tests {
             text,
             "Topic: tp_demo_03\tTopicId: AQIDBAUGBwgJCgsMDQ4PEA\tPartitionCount: 1\tReplicationFactor: 2\tConfigs: \n\
              \tTopic: tp_demo_03\tPartition: 0\tLeader: 1\tReplicas: 1,2,0\tIsr: 1\tAdding Replicas: 2\tRemoving Replicas: 0\tElr: N/A\tLastKnownElr: N/A\n"
+        );
+    }
+
+    fn config(name: &str, value: &str, source: ConfigSource) -> ConfigEntry {
+        ConfigEntry {
+            name: name.into(),
+            value: Some(value.into()),
+            source,
+            is_sensitive: false,
+            read_only: false,
+            synonyms: vec![],
+            documentation: None,
+        }
+    }
+
+    /// RF 3, min.insync.replicas 2: partition 0 fully in sync, 1 at min ISR, 2 under min ISR,
+    /// 3 led by broker 2 which is no longer live, 4 without a leader.
+    fn filter_view() -> TopicView {
+        let part = |p: i32, leader: Option<i32>, isr: Vec<i32>| PartitionMetadata {
+            partition: p,
+            leader,
+            leader_epoch: 0,
+            replicas: vec![0, 1, 2],
+            isr,
+            offline_replicas: vec![],
+            error: None,
+        };
+        TopicView {
+            metadata: TopicMetadata {
+                name: "orders".into(),
+                topic_id: gregor_client::Uuid::nil(),
+                is_internal: false,
+                partitions: vec![
+                    part(0, Some(0), vec![0, 1, 2]),
+                    part(1, Some(1), vec![1, 0]),
+                    part(2, Some(0), vec![0]),
+                    part(3, Some(2), vec![2, 0, 1]),
+                    part(4, None, vec![2]),
+                ],
+                error: None,
+            },
+            configs: vec![
+                config("min.insync.replicas", "2", ConfigSource::DynamicTopic),
+                config("retention.ms", "604800000", ConfigSource::Default),
+            ],
+            reassignments: BTreeMap::new(),
+        }
+    }
+
+    fn filtered(view: &TopicView, f: PartitionFilter) -> Vec<i32> {
+        let live: BTreeSet<i32> = [0, 1].into_iter().collect();
+        view.metadata
+            .partitions
+            .iter()
+            .filter(|p| partition_matches(view, p, f, &live))
+            .map(|p| p.partition)
+            .collect()
+    }
+
+    #[test]
+    fn partition_filters_select_what_kafka_selects() {
+        let view = filter_view();
+        assert_eq!(
+            filtered(&view, PartitionFilter::UnderReplicated),
+            vec![1, 2, 4]
+        );
+        // A leaderless partition counts as under its min ISR whatever its ISR size.
+        assert_eq!(filtered(&view, PartitionFilter::UnderMinIsr), vec![2, 4]);
+        assert_eq!(filtered(&view, PartitionFilter::AtMinIsr), vec![1]);
+        assert_eq!(filtered(&view, PartitionFilter::Unavailable), vec![3, 4]);
+        // Without a known min.insync.replicas, only leaderless partitions are under it.
+        let mut no_min = filter_view();
+        no_min.configs.clear();
+        assert_eq!(filtered(&no_min, PartitionFilter::UnderMinIsr), vec![4]);
+        assert!(filtered(&no_min, PartitionFilter::AtMinIsr).is_empty());
+    }
+
+    #[test]
+    fn a_reassigning_partition_is_under_replicated_against_its_target() {
+        // Moving [0, 1] to [1, 2]: replicas [1, 2, 0] while 2 catches up, ISR [1, 0]: the
+        // target factor is 2, so the partition is fully replicated.
+        let mut view = filter_view();
+        view.metadata.partitions.truncate(1);
+        view.metadata.partitions[0].replicas = vec![1, 2, 0];
+        view.metadata.partitions[0].isr = vec![1, 0];
+        view.reassignments.insert(
+            0,
+            OngoingReassignment {
+                replicas: vec![1, 2, 0],
+                adding_replicas: vec![2],
+                removing_replicas: vec![0],
+            },
+        );
+        assert!(filtered(&view, PartitionFilter::UnderReplicated).is_empty());
+        view.metadata.partitions[0].isr = vec![1];
+        assert_eq!(filtered(&view, PartitionFilter::UnderReplicated), vec![0]);
+    }
+
+    #[test]
+    fn filtered_describe_prints_only_matching_partition_lines() {
+        let view = filter_view();
+        let live: BTreeSet<i32> = [0, 1].into_iter().collect();
+        assert_eq!(
+            format_filtered_partitions(&view, PartitionFilter::Unavailable, &live),
+            "\tTopic: orders\tPartition: 3\tLeader: 2\tReplicas: 0,1,2\tIsr: 2,0,1\tElr: N/A\tLastKnownElr: N/A\n\
+             \tTopic: orders\tPartition: 4\tLeader: none\tReplicas: 0,1,2\tIsr: 2\tElr: N/A\tLastKnownElr: N/A\n"
+        );
+        assert_eq!(
+            format_filtered_partitions(&view, PartitionFilter::AtMinIsr, &live),
+            "\tTopic: orders\tPartition: 1\tLeader: 1\tReplicas: 0,1,2\tIsr: 1,0\tElr: N/A\tLastKnownElr: N/A\n"
+        );
+        // A topic with nothing to report prints nothing at all.
+        let mut healthy = filter_view();
+        healthy.metadata.partitions.truncate(1);
+        assert_eq!(
+            format_filtered_partitions(&healthy, PartitionFilter::UnderReplicated, &live),
+            ""
+        );
+    }
+
+    #[test]
+    fn partition_filters_only_with_describe_and_one_at_a_time() {
+        let a = parse(&[
+            "--describe",
+            "--under-replicated-partitions",
+            "--exclude-internal",
+        ])
+        .unwrap();
+        assert_eq!(
+            a,
+            TopicsAction::Describe {
+                filter: None,
+                exclude_internal: true,
+                if_exists: false,
+                partitions: Some(PartitionFilter::UnderReplicated),
+            }
+        );
+        for (flag, f) in [
+            ("--under-min-isr-partitions", PartitionFilter::UnderMinIsr),
+            ("--at-min-isr-partitions", PartitionFilter::AtMinIsr),
+            ("--unavailable-partitions", PartitionFilter::Unavailable),
+        ] {
+            let TopicsAction::Describe { partitions, .. } =
+                parse(&["--describe", "--topic", "t", flag]).unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(partitions, Some(f));
+        }
+        let err = |args: &[&str]| format!("{:#}", parse(args).unwrap_err());
+        assert_eq!(
+            err(&["--list", "--unavailable-partitions"]),
+            "--unavailable-partitions can only be used with --describe"
+        );
+        assert_eq!(
+            err(&["--create", "--topic", "t", "--under-replicated-partitions"]),
+            "--under-replicated-partitions can only be used with --describe"
+        );
+        assert_eq!(
+            err(&[
+                "--describe",
+                "--under-min-isr-partitions",
+                "--at-min-isr-partitions"
+            ]),
+            "--under-min-isr-partitions cannot be used with --at-min-isr-partitions"
+        );
+        assert_eq!(
+            err(&["--delete", "--topic", "t", "--exclude-internal"]),
+            "--exclude-internal can only be used with --list or --describe"
         );
     }
 

@@ -366,15 +366,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
 #[rustfmt::skip]
 pub static UNSUPPORTED: &[(&str, &str)] = &[
     ("metadata.log.dir", "the metadata log is kept in the data directory (log.dirs)"),
-    ("replica.lag.time.max.ms", "replication between brokers does not exist yet"),
-    ("replica.fetch.max.bytes", "replication between brokers does not exist yet"),
-    ("replica.fetch.min.bytes", "replication between brokers does not exist yet"),
-    ("replica.fetch.wait.max.ms", "replication between brokers does not exist yet"),
-    ("replica.fetch.response.max.bytes", "replication between brokers does not exist yet"),
-    ("replica.fetch.backoff.ms", "replication between brokers does not exist yet"),
-    ("replica.socket.timeout.ms", "replication between brokers does not exist yet"),
-    ("replica.high.watermark.checkpoint.interval.ms", "replication between brokers does not exist yet"),
-    ("num.replica.fetchers", "replication between brokers does not exist yet"),
+    ("replica.high.watermark.checkpoint.interval.ms", "high watermarks are checkpointed with the other log offsets (log.flush.offset.checkpoint.interval.ms)"),
+    ("num.replica.fetchers", "one fetcher task per source broker"),
     ("auto.leader.rebalance.enable", "a single node leads every partition: there is no leadership to balance"),
     ("leader.imbalance.per.broker.percentage", "a single node leads every partition: there is no leadership to balance"),
     ("leader.imbalance.check.interval.seconds", "a single node leads every partition: there is no leadership to balance"),

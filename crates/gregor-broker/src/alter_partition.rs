@@ -1,0 +1,176 @@
+//! AlterPartition: partition leaders ask the active controller to shrink or expand ISRs.
+//!
+//! Leaders queue proposals (`ReplicaManager::propose_isr`); one task sends them, batched, as
+//! Kafka's AlterPartition request (forwarded to the active controller like the other controller
+//! requests) with this broker's epoch and each partition's leader and partition epochs, which
+//! fence proposals made on stale state. The committed change reaches the leader through the
+//! metadata log; a refused proposal is dropped and may be made again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::alter_partition_request::{PartitionData, TopicData};
+use kafka_protocol::messages::{
+    AlterPartitionRequest, AlterPartitionResponse, ApiKey, BrokerId, RequestKind, ResponseKind,
+};
+use kafka_protocol::ResponseError;
+use tracing::{info, warn};
+
+use crate::broker::Broker;
+use crate::isr::IsrProposal;
+use crate::partition::Partition;
+use crate::replica::IsrProposalQueue;
+
+/// AlterPartition with topic ids and plain broker ids in the ISR.
+const VERSION: i16 = 2;
+
+/// Sends the leaders' ISR proposals to the controller until the queue closes.
+pub async fn run(b: Arc<Broker>, mut queue: IsrProposalQueue) {
+    while let Some(first) = queue.recv().await {
+        let mut batch = vec![first];
+        while let Ok(more) = queue.try_recv() {
+            batch.push(more);
+        }
+        send(&b, batch).await;
+    }
+}
+
+async fn send(b: &Arc<Broker>, batch: Vec<(Arc<Partition>, IsrProposal)>) {
+    let mut request = AlterPartitionRequest::default();
+    request.broker_id = BrokerId(b.config.node_id);
+    request.broker_epoch = b.broker_epoch();
+    for (part, p) in &batch {
+        let mut pd = PartitionData::default();
+        pd.partition_index = part.index;
+        pd.leader_epoch = p.leader_epoch;
+        pd.new_isr = p.isr.iter().map(|&r| BrokerId(r)).collect();
+        pd.leader_recovery_state = 0;
+        pd.partition_epoch = p.partition_epoch;
+        match request
+            .topics
+            .iter_mut()
+            .find(|t| t.topic_id == part.topic_id)
+        {
+            Some(t) => t.partitions.push(pd),
+            None => {
+                let mut t = TopicData::default();
+                t.topic_id = part.topic_id;
+                t.partitions.push(pd);
+                request.topics.push(t);
+            }
+        }
+    }
+    let response = crate::forward::to_controller(
+        b,
+        ApiKey::AlterPartition,
+        VERSION,
+        RequestKind::AlterPartition(request),
+    )
+    .await;
+    let top_error = match &response {
+        Some(ResponseKind::AlterPartition(r)) => ResponseError::try_from_code(r.error_code),
+        _ => Some(ResponseError::UnknownServerError),
+    };
+    if let Some(e) = top_error {
+        warn!(error = ?e, proposals = batch.len(), "AlterPartition failed");
+        // Let the leaders propose again, after a pause (the controller may be electing).
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (part, p) in &batch {
+        let answer = match &response {
+            Some(ResponseKind::AlterPartition(r)) => r
+                .topics
+                .iter()
+                .filter(|t| t.topic_id == part.topic_id)
+                .flat_map(|t| &t.partitions)
+                .find(|pd| pd.partition_index == part.index)
+                .map(|pd| pd.error_code),
+            _ => None,
+        };
+        match answer.and_then(ResponseError::try_from_code) {
+            None if answer.is_some() => {
+                info!(topic = %part.topic, partition = part.index, isr = ?p.isr, "ISR change committed")
+            }
+            None => {}
+            Some(e) => {
+                warn!(topic = %part.topic, partition = part.index, isr = ?p.isr, error = ?e, "ISR change refused")
+            }
+        }
+        // The forwarding waited until this node applied what the controller committed: a
+        // committed change has reached the leader already; otherwise it may propose again.
+        part.isr_proposal_done(p.partition_epoch);
+    }
+}
+
+/// The active controller's side: runs the request through the controller.
+pub async fn handle(b: &Broker, r: AlterPartitionRequest) -> AlterPartitionResponse {
+    let request = gregor_meta::AlterPartitionRequest {
+        broker_id: r.broker_id.0,
+        broker_epoch: r.broker_epoch,
+        partitions: r
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| gregor_meta::AlterPartitionData {
+                        topic_id: t.topic_id,
+                        partition: p.partition_index,
+                        leader_epoch: p.leader_epoch,
+                        new_isr: if p.new_isr_with_epochs.is_empty() {
+                            p.new_isr.iter().map(|b| b.0).collect()
+                        } else {
+                            p.new_isr_with_epochs
+                                .iter()
+                                .map(|s| s.broker_id.0)
+                                .collect()
+                        },
+                        leader_recovery_state: gregor_meta::LeaderRecoveryState::from_i8(
+                            p.leader_recovery_state,
+                        )
+                        .unwrap_or_default(),
+                        partition_epoch: p.partition_epoch,
+                    })
+            })
+            .collect(),
+    };
+    let mut resp = AlterPartitionResponse::default();
+    let results = match b.metadata.submit(|c| c.alter_partition(&request)).await {
+        Ok(Ok(results)) => results,
+        Ok(Err(e)) => {
+            resp.error_code = e.code.code();
+            return resp;
+        }
+        Err(e) => {
+            resp.error_code = e.api_error().code.code();
+            return resp;
+        }
+    };
+    use kafka_protocol::messages::alter_partition_response::{
+        PartitionData as OutPartition, TopicData as OutTopic,
+    };
+    for (id, result) in results {
+        let mut pd = OutPartition::default();
+        pd.partition_index = id.partition;
+        match result {
+            Ok(state) => {
+                pd.leader_id = BrokerId(state.leader);
+                pd.leader_epoch = state.leader_epoch;
+                pd.isr = state.isr.iter().map(|&r| BrokerId(r)).collect();
+                pd.leader_recovery_state = state.leader_recovery_state.as_i8();
+                pd.partition_epoch = state.partition_epoch;
+            }
+            Err(e) => pd.error_code = e.code.code(),
+        }
+        match resp.topics.iter_mut().find(|t| t.topic_id == id.topic_id) {
+            Some(t) => t.partitions.push(pd),
+            None => {
+                let mut t = OutTopic::default();
+                t.topic_id = id.topic_id;
+                t.partitions.push(pd);
+                resp.topics.push(t);
+            }
+        }
+    }
+    resp
+}

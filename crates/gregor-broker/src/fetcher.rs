@@ -1,0 +1,566 @@
+//! Replica fetchers: one task per source broker copies the partitions this node follows from
+//! their leader, with Kafka's follower Fetch (the replica id and the current leader epoch) over
+//! the leader's client listener.
+//!
+//! A partition that starts following a leader (or a new leader epoch) first asks the leader,
+//! with OffsetForLeaderEpoch, where its log ends for the follower's latest epoch, and truncates
+//! only the suffix that diverges (KIP-101 / KIP-279); then it fetches from its log end. Fetched
+//! batches are appended and synced before the next fetch, so the offset each fetch names is on
+//! the follower's disk: the leader counts it toward the high watermark only then.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use gregor_client::connection::Connection;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, OffsetForLeaderEpochRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::partition::Partition;
+use crate::util::blocking;
+
+/// Fetch version: replica id in the request body, leader epochs, names (not topic ids).
+const FETCH_VERSION: i16 = 12;
+const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 4;
+
+/// Pause before retrying a partition whose leader has not yet applied the metadata this
+/// follower acted on (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH): the metadata log reaches
+/// it within milliseconds, and the high watermark waits for this follower meanwhile.
+const METADATA_RACE_BACKOFF: Duration = Duration::from_millis(20);
+
+/// The follower settings (`replica.fetch.*`, `replica.socket.timeout.ms`).
+#[derive(Debug, Clone, Copy)]
+pub struct FetchSettings {
+    pub partition_max_bytes: i32,
+    pub response_max_bytes: i32,
+    pub min_bytes: i32,
+    pub max_wait: Duration,
+    pub backoff: Duration,
+    pub socket_timeout: Duration,
+}
+
+impl Default for FetchSettings {
+    fn default() -> Self {
+        FetchSettings {
+            partition_max_bytes: 1 << 20,
+            response_max_bytes: 10 << 20,
+            min_bytes: 1,
+            max_wait: Duration::from_millis(500),
+            backoff: Duration::from_millis(1000),
+            socket_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+type Key = (String, i32);
+
+/// One followed partition.
+#[derive(Clone)]
+struct FetchState {
+    part: Arc<Partition>,
+    leader_epoch: i32,
+    /// Must find its divergence point before fetching.
+    truncate: bool,
+    retry_at: Option<Instant>,
+}
+
+/// The fetcher of one source broker.
+struct Fetcher {
+    leader: i32,
+    partitions: Mutex<HashMap<Key, FetchState>>,
+    /// Partitions added or removed: an in-flight fetch is abandoned for one with the new set.
+    changed: Notify,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A fetcher and its task.
+type RunningFetcher = (Arc<Fetcher>, tokio::task::JoinHandle<()>);
+
+/// The fetchers of this node, by source broker.
+pub struct FetcherManager {
+    node_id: i32,
+    settings: Mutex<FetchSettings>,
+    runtime: Option<tokio::runtime::Handle>,
+    /// Client listener addresses of the brokers, from the metadata image.
+    endpoints: Arc<Mutex<HashMap<i32, String>>>,
+    fetchers: Mutex<HashMap<i32, RunningFetcher>>,
+}
+
+impl FetcherManager {
+    pub fn new(node_id: i32) -> FetcherManager {
+        FetcherManager {
+            node_id,
+            settings: Mutex::new(FetchSettings::default()),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+            endpoints: Arc::new(Mutex::new(HashMap::new())),
+            fetchers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn set_settings(&self, settings: FetchSettings) {
+        *lock(&self.settings) = settings;
+    }
+
+    /// The brokers' client listener addresses.
+    pub fn set_endpoints(&self, endpoints: HashMap<i32, String>) {
+        *lock(&self.endpoints) = endpoints;
+    }
+
+    /// Follows `part` from `leader` in `leader_epoch`, starting with the divergence check.
+    pub fn follow(&self, part: Arc<Partition>, leader: i32, leader_epoch: i32) {
+        let key = (part.topic.clone(), part.index);
+        self.stop(&key);
+        let Some(runtime) = &self.runtime else {
+            warn!(topic = %key.0, partition = key.1, "no runtime to fetch in");
+            return;
+        };
+        let mut fetchers = lock(&self.fetchers);
+        let (fetcher, _) = fetchers.entry(leader).or_insert_with(|| {
+            let fetcher = Arc::new(Fetcher {
+                leader,
+                partitions: Mutex::new(HashMap::new()),
+                changed: Notify::new(),
+            });
+            let task = runtime.spawn(run(
+                fetcher.clone(),
+                self.node_id,
+                *lock(&self.settings),
+                self.endpoints.clone(),
+            ));
+            (fetcher, task)
+        });
+        lock(&fetcher.partitions).insert(
+            key,
+            FetchState {
+                part,
+                leader_epoch,
+                truncate: true,
+                retry_at: None,
+            },
+        );
+        fetcher.changed.notify_one();
+    }
+
+    /// Stops fetching `key` (the replica leads now, went offline, or is gone). A fetcher left
+    /// without partitions stops.
+    pub fn stop(&self, key: &Key) {
+        let mut fetchers = lock(&self.fetchers);
+        let mut idle = Vec::new();
+        for (&leader, (fetcher, _)) in fetchers.iter() {
+            let mut parts = lock(&fetcher.partitions);
+            if parts.remove(key).is_some() {
+                fetcher.changed.notify_one();
+            }
+            if parts.is_empty() {
+                idle.push(leader);
+            }
+        }
+        for leader in idle {
+            if let Some((_, task)) = fetchers.remove(&leader) {
+                task.abort();
+            }
+        }
+    }
+
+    /// Stops every fetcher (shutdown).
+    pub fn shutdown(&self) {
+        for (_, (_, task)) in lock(&self.fetchers).drain() {
+            task.abort();
+        }
+    }
+}
+
+/// The fetch loop of one source broker.
+async fn run(
+    fetcher: Arc<Fetcher>,
+    node_id: i32,
+    settings: FetchSettings,
+    endpoints: Arc<Mutex<HashMap<i32, String>>>,
+) {
+    let leader = fetcher.leader;
+    let mut conn: Option<Connection> = None;
+    loop {
+        let now = Instant::now();
+        let due: Vec<(Key, FetchState)> = lock(&fetcher.partitions)
+            .iter()
+            .filter(|(_, s)| s.retry_at.is_none_or(|t| t <= now))
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect();
+        if due.is_empty() {
+            let next = lock(&fetcher.partitions)
+                .values()
+                .filter_map(|s| s.retry_at)
+                .min();
+            let wait = next.map_or(Duration::from_secs(1), |t| t.saturating_duration_since(now));
+            let _ = tokio::time::timeout(wait, fetcher.changed.notified()).await;
+            continue;
+        }
+        let c = match conn.take().filter(|c| !c.is_closed()) {
+            Some(c) => c,
+            None => match connect(leader, node_id, &settings, &endpoints).await {
+                Ok(c) => c,
+                Err(e) => {
+                    debug!(leader, error = %e, "cannot reach the leader to fetch from");
+                    let _ =
+                        tokio::time::timeout(settings.backoff, fetcher.changed.notified()).await;
+                    continue;
+                }
+            },
+        };
+        let (truncating, fetching): (Vec<_>, Vec<_>) =
+            due.into_iter().partition(|(_, s)| s.truncate);
+        if !truncating.is_empty() {
+            match find_divergence(&c, node_id, &truncating).await {
+                Ok(outcomes) => apply_outcomes(&fetcher, outcomes, &settings),
+                Err(e) => {
+                    debug!(leader, error = %e, "OffsetForLeaderEpoch failed");
+                    tokio::time::sleep(settings.backoff.min(Duration::from_millis(100))).await;
+                    continue;
+                }
+            }
+            conn = Some(c);
+            continue;
+        }
+        let request = fetch_request(node_id, &settings, &fetching);
+        let response = tokio::select! {
+            r = c.send(&request, FETCH_VERSION) => r,
+            // The partition set changed: fetch again with it at once, on a fresh connection
+            // (the leader may hold the abandoned fetch for up to its max wait).
+            _ = fetcher.changed.notified() => continue,
+        };
+        match response {
+            Ok(r) => {
+                let outcomes = append_fetched(r, &fetching).await;
+                apply_outcomes(&fetcher, outcomes, &settings);
+                conn = Some(c);
+            }
+            Err(e) => {
+                debug!(leader, error = %e, "follower fetch failed");
+                let _ = tokio::time::timeout(settings.backoff, fetcher.changed.notified()).await;
+            }
+        }
+    }
+}
+
+async fn connect(
+    leader: i32,
+    node_id: i32,
+    settings: &FetchSettings,
+    endpoints: &Mutex<HashMap<i32, String>>,
+) -> Result<Connection, String> {
+    let addr = lock(endpoints)
+        .get(&leader)
+        .cloned()
+        .ok_or_else(|| format!("no address known for broker {leader}"))?;
+    Connection::connect(
+        &addr,
+        format!("broker {leader} ({addr})"),
+        &format!("gregor-replica-fetcher-{node_id}"),
+        settings.socket_timeout.min(Duration::from_secs(5)),
+        // A parked fetch may take its max wait; the socket timeout bounds the rest.
+        settings.socket_timeout + settings.max_wait,
+    )
+    .await
+    .map_err(|e| e.to_string())
+}
+
+/// What became of one partition in a round.
+enum Outcome {
+    /// Fetched, appended or truncated: fetch again now.
+    Progress { truncated: bool },
+    /// The log must find its divergence point again.
+    Truncate,
+    /// Retry after a pause.
+    Retry(Duration),
+}
+
+fn apply_outcomes(fetcher: &Fetcher, outcomes: Vec<(Key, i32, Outcome)>, settings: &FetchSettings) {
+    let mut parts = lock(&fetcher.partitions);
+    for (key, epoch, outcome) in outcomes {
+        // The partition may have been re-added in another epoch meanwhile: leave that alone.
+        let Some(s) = parts.get_mut(&key).filter(|s| s.leader_epoch == epoch) else {
+            continue;
+        };
+        match outcome {
+            Outcome::Progress { truncated } => {
+                if truncated {
+                    s.truncate = false;
+                }
+                s.retry_at = None;
+            }
+            Outcome::Truncate => {
+                s.truncate = true;
+                s.retry_at = None;
+            }
+            Outcome::Retry(after) => {
+                let after = if after.is_zero() {
+                    settings.backoff
+                } else {
+                    after
+                };
+                s.retry_at = Some(Instant::now() + after);
+            }
+        }
+    }
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// Groups partitions by topic, in a stable order.
+fn by_topic(parts: &[(Key, FetchState)]) -> Vec<(String, Vec<&FetchState>)> {
+    let mut topics: Vec<(String, Vec<&FetchState>)> = Vec::new();
+    for ((topic, _), st) in parts {
+        match topics.iter_mut().find(|(t, _)| t == topic) {
+            Some((_, v)) => v.push(st),
+            None => topics.push((topic.clone(), vec![st])),
+        }
+    }
+    topics
+}
+
+fn fetch_request(
+    node_id: i32,
+    settings: &FetchSettings,
+    parts: &[(Key, FetchState)],
+) -> FetchRequest {
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(node_id);
+    r.max_wait_ms = settings.max_wait.as_millis().min(i32::MAX as u128) as i32;
+    r.min_bytes = settings.min_bytes;
+    r.max_bytes = settings.response_max_bytes;
+    r.isolation_level = 0;
+    r.session_id = 0;
+    r.session_epoch = -1;
+    r.topics = by_topic(parts)
+        .into_iter()
+        .map(|(topic, states)| {
+            let mut t = FetchTopic::default();
+            t.topic = TopicName(s(&topic));
+            t.partitions = states
+                .into_iter()
+                .map(|st| {
+                    let mut p = FetchPartition::default();
+                    p.partition = st.part.index;
+                    p.current_leader_epoch = st.leader_epoch;
+                    p.fetch_offset = st.part.log.log_end_offset();
+                    p.log_start_offset = st.part.log.log_start_offset();
+                    p.last_fetched_epoch = -1;
+                    p.partition_max_bytes = settings.partition_max_bytes;
+                    p
+                })
+                .collect();
+            t
+        })
+        .collect();
+    r
+}
+
+/// What a partition error from the leader means for the follower.
+fn on_error(key: &Key, error: ResponseError) -> Outcome {
+    match error {
+        // The leader has not applied the leadership change yet, or this follower has not.
+        ResponseError::NotLeaderOrFollower
+        | ResponseError::UnknownLeaderEpoch
+        | ResponseError::FencedLeaderEpoch
+        | ResponseError::UnknownTopicOrPartition
+        | ResponseError::UnknownTopicId => Outcome::Retry(METADATA_RACE_BACKOFF),
+        other => {
+            warn!(topic = %key.0, partition = key.1, error = ?other, "follower fetch error");
+            Outcome::Retry(Duration::ZERO)
+        }
+    }
+}
+
+/// Appends what a fetch returned, every partition on the blocking pool at once (each syncs
+/// its own log: one fsync per partition per round, shared by all its batches).
+async fn append_fetched(
+    response: kafka_protocol::messages::FetchResponse,
+    parts: &[(Key, FetchState)],
+) -> Vec<(Key, i32, Outcome)> {
+    let mut work = Vec::new();
+    for t in response.responses {
+        let topic = t.topic.0.to_string();
+        for pd in t.partitions {
+            let key = (topic.clone(), pd.partition_index);
+            let Some((_, st)) = parts.iter().find(|(k, _)| *k == key) else {
+                continue;
+            };
+            let st = st.clone();
+            work.push(async move {
+                let epoch = st.leader_epoch;
+                if let Some(e) = ResponseError::try_from_code(pd.error_code) {
+                    let outcome = if e == ResponseError::OffsetOutOfRange {
+                        let part = st.part.clone();
+                        let leader_start = pd.log_start_offset;
+                        blocking(move || out_of_range(&part, epoch, leader_start)).await
+                    } else {
+                        on_error(&key, e)
+                    };
+                    return (key, epoch, outcome);
+                }
+                let records = pd.records.unwrap_or_else(Bytes::new);
+                let part = st.part.clone();
+                let hw = pd.high_watermark;
+                let appended =
+                    blocking(move || part.append_as_follower(epoch, &records, hw)).await;
+                let outcome = match appended {
+                    Ok(_) => Outcome::Progress { truncated: false },
+                    Err(gregor_log::LogError::NonContiguousAppend { expected, got }) => {
+                        warn!(topic = %key.0, partition = key.1, expected, got, "fetched batches do not continue the log; checking for divergence");
+                        Outcome::Truncate
+                    }
+                    Err(e) => {
+                        warn!(topic = %key.0, partition = key.1, error = %e, "cannot append fetched batches");
+                        Outcome::Retry(Duration::ZERO)
+                    }
+                };
+                (key, epoch, outcome)
+            });
+        }
+    }
+    futures::future::join_all(work).await
+}
+
+/// OFFSET_OUT_OF_RANGE: behind the leader's log start the follower starts over there;
+/// otherwise its log end is past the leader's and the divergence check runs again.
+fn out_of_range(part: &Partition, epoch: i32, leader_start: i64) -> Outcome {
+    let end = part.log.log_end_offset();
+    if leader_start >= 0 && end < leader_start {
+        match part.restart_as_follower_at(epoch, leader_start) {
+            Ok(_) => {
+                info!(topic = %part.topic, partition = part.index, from = end, to = leader_start, "behind the leader's log start: log restarted there");
+                Outcome::Progress { truncated: false }
+            }
+            Err(e) => {
+                warn!(topic = %part.topic, partition = part.index, error = %e, "cannot restart the log at the leader's log start");
+                Outcome::Retry(Duration::ZERO)
+            }
+        }
+    } else {
+        Outcome::Truncate
+    }
+}
+
+/// OffsetForLeaderEpoch for the follower's latest epoch, then truncation of whatever follows
+/// the point where the logs agree.
+async fn find_divergence(
+    c: &Connection,
+    node_id: i32,
+    parts: &[(Key, FetchState)],
+) -> Result<Vec<(Key, i32, Outcome)>, String> {
+    let mut request = OffsetForLeaderEpochRequest::default();
+    request.replica_id = BrokerId(node_id);
+    let mut asked: HashMap<Key, (FetchState, i32)> = HashMap::new();
+    request.topics = by_topic(parts)
+        .into_iter()
+        .map(|(topic, states)| {
+            let mut t = OffsetForLeaderTopic::default();
+            t.topic = TopicName(s(&topic));
+            t.partitions = states
+                .into_iter()
+                .map(|st| {
+                    let latest = st.part.log.latest_epoch().unwrap_or(-1);
+                    asked.insert((topic.clone(), st.part.index), (st.clone(), latest));
+                    let mut p = OffsetForLeaderPartition::default();
+                    p.partition = st.part.index;
+                    p.current_leader_epoch = st.leader_epoch;
+                    p.leader_epoch = latest;
+                    p
+                })
+                .collect();
+            t
+        })
+        .collect();
+    let response = c
+        .send(&request, OFFSET_FOR_LEADER_EPOCH_VERSION)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for t in response.topics {
+        let topic = t.topic.0.to_string();
+        for p in t.partitions {
+            let key = (topic.clone(), p.partition);
+            let Some((st, asked_epoch)) = asked.remove(&key) else {
+                continue;
+            };
+            let epoch = st.leader_epoch;
+            if let Some(e) = ResponseError::try_from_code(p.error_code) {
+                out.push((key.clone(), epoch, on_error(&key, e)));
+                continue;
+            }
+            let part = st.part.clone();
+            let (leader_epoch, leader_end) = (p.leader_epoch, p.end_offset);
+            let outcome = blocking(move || {
+                truncate_to_divergence(&part, epoch, asked_epoch, leader_epoch, leader_end)
+            })
+            .await;
+            out.push((key, epoch, outcome));
+        }
+    }
+    Ok(out)
+}
+
+/// Where the follower's log stops agreeing with the leader's, from the leader's answer for the
+/// follower's latest epoch: the leader's end of that epoch, or — when the leader answers with
+/// an older epoch it has — the smaller of both logs' ends of that epoch. A leader that knows no
+/// epoch at or before the follower's has none of its records.
+fn truncate_to_divergence(
+    part: &Partition,
+    epoch: i32,
+    asked_epoch: i32,
+    leader_epoch: i32,
+    leader_end: i64,
+) -> Outcome {
+    let leo = part.log.log_end_offset();
+    let target = if asked_epoch < 0 || leader_epoch < 0 || leader_end < 0 {
+        if leo == part.log.log_start_offset() {
+            leo
+        } else {
+            part.log.log_start_offset()
+        }
+    } else if leader_epoch == asked_epoch {
+        leader_end.min(leo)
+    } else {
+        let (local_epoch, local_end) = part.log.end_offset_for_epoch(leader_epoch);
+        if local_epoch < 0 || local_end < 0 {
+            leader_end.min(leo)
+        } else {
+            leader_end.min(local_end)
+        }
+    };
+    match part.truncate_as_follower(epoch, target) {
+        Ok(Some(removed)) => {
+            if removed > 0 {
+                warn!(
+                    topic = %part.topic,
+                    partition = part.index,
+                    from_offset = target,
+                    to_offset = leo,
+                    removed_offsets = removed,
+                    leader_epoch = epoch,
+                    "truncated the log's suffix that diverges from the new leader's; those records are gone from this replica"
+                );
+            }
+            Outcome::Progress { truncated: true }
+        }
+        Ok(None) => Outcome::Retry(METADATA_RACE_BACKOFF),
+        Err(e) => {
+            warn!(topic = %part.topic, partition = part.index, error = %e, "cannot truncate");
+            Outcome::Retry(Duration::ZERO)
+        }
+    }
+}

@@ -1,0 +1,844 @@
+//! One hosted partition replica: its log, its role (leader or follower, leader epoch), the
+//! high watermark, idempotent-producer state, the order of its appends, and — while it leads —
+//! the replication state of its followers (`isr.rs`).
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use gregor_log::batch::BatchHeader;
+use gregor_log::{DurableToken, Log, LogError};
+use gregor_meta::Uuid;
+use kafka_protocol::ResponseError;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::isr::{IsrProposal, LeaderState, PartitionState};
+use crate::producer_state::{parse_snapshot, snapshot_bytes, Check, ProducerStates, SNAPSHOT_FILE};
+use crate::util::{blocking, now_ms};
+
+/// Role of one hosted replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Role {
+    pub is_leader: bool,
+    pub leader_epoch: i32,
+}
+
+/// What the replica does for replication.
+#[derive(Debug)]
+enum Replication {
+    /// Leading: the followers' progress and the ISR.
+    Leader(LeaderState),
+    /// Following `leader` in `leader_epoch`: the replica fetcher appends to the log.
+    Follower { leader_epoch: i32 },
+}
+
+/// One hosted partition replica.
+pub struct Partition {
+    pub topic: String,
+    pub index: i32,
+    pub topic_id: Uuid,
+    pub log: Arc<Log>,
+    node_id: i32,
+    role: Mutex<Role>,
+    /// Leader or follower state. Role changes and the fetcher's follower appends and
+    /// truncations take this lock, so a follower write never lands after the replica became
+    /// leader (nor in the middle of the change).
+    replication: Mutex<Replication>,
+    /// Serialises the idempotence check with the write that follows it.
+    producers: tokio::sync::Mutex<ProducerStates>,
+    /// Log end offset of the last producer-state snapshot written (-1: none).
+    snapshot_offset: std::sync::atomic::AtomicI64,
+    /// Appends are written in the order they reached the partition.
+    order: AppendOrder,
+    /// The high watermark, for parked consumer fetches and acks=all produces to wait on (also
+    /// touched when the role changes, so that waiters notice).
+    hw: watch::Sender<i64>,
+    /// The log end offset, for parked follower fetches to wait on.
+    leo: watch::Sender<i64>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What a produce to one partition produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceOutcome {
+    pub base_offset: i64,
+    /// The offset after the batch: the high watermark that commits it.
+    pub end_offset: i64,
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+}
+
+impl Partition {
+    /// A hosted replica over an opened log, in `role`, with the producer state recovered from
+    /// the log.
+    pub(crate) fn new(
+        topic: &str,
+        index: i32,
+        topic_id: Uuid,
+        node_id: i32,
+        log: Log,
+        state: &PartitionState,
+        role: Role,
+    ) -> Partition {
+        let (producers, snapshot_offset) = load_producers(&log);
+        let leo = log.log_end_offset();
+        let replication = if role.is_leader {
+            Replication::Leader(LeaderState::new(node_id, state.clone(), leo, now_ms()))
+        } else {
+            Replication::Follower {
+                leader_epoch: role.leader_epoch,
+            }
+        };
+        Partition {
+            topic: topic.to_string(),
+            index,
+            topic_id,
+            node_id,
+            hw: watch::channel(log.high_watermark()).0,
+            leo: watch::channel(leo).0,
+            log: Arc::new(log),
+            role: Mutex::new(role),
+            replication: Mutex::new(replication),
+            producers: tokio::sync::Mutex::new(producers),
+            snapshot_offset: std::sync::atomic::AtomicI64::new(snapshot_offset),
+            order: AppendOrder::new(),
+        }
+    }
+
+    pub fn role(&self) -> Role {
+        *lock(&self.role)
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.log.high_watermark()
+    }
+
+    /// A receiver that changes whenever the high watermark advances.
+    pub fn watch_hw(&self) -> watch::Receiver<i64> {
+        self.hw.subscribe()
+    }
+
+    /// Advances the high watermark to `offset` (never backwards) and wakes parked fetches.
+    fn advance_hw(&self, offset: i64) {
+        if offset > self.log.high_watermark() {
+            let hw = self.log.set_high_watermark(offset);
+            self.hw.send_replace(hw);
+        }
+    }
+
+    /// Appends a producer's batch as leader on a task of its own: the idempotence check, the
+    /// write and the producer-state update form one unit that neither the request's timeout
+    /// nor a client that disconnects can interrupt (a half-done produce would write a batch
+    /// without remembering it, and its retry would be written twice). The task then waits until
+    /// the batch is durable and moves the high watermark past it; a retried batch is answered
+    /// with its original offsets once the original is durable, never before.
+    ///
+    /// Appends to one partition are written in the order `spawn_append` was called (a ticket
+    /// is taken here, synchronously): a producer's pipelined requests on one connection keep
+    /// their order even though each runs on its own task.
+    pub fn spawn_append(self: &Arc<Self>, records: bytes::Bytes) -> PendingAppend {
+        let (written_tx, written) = tokio::sync::oneshot::channel();
+        let ticket = self.order.take_ticket();
+        let part = self.clone();
+        let done = tokio::spawn(async move {
+            let turn = part.order.wait_turn(ticket).await;
+            let appended = part.append_unit(records).await;
+            drop(turn);
+            let _ = written_tx.send(());
+            let (outcome, durable, end_offset) = appended?;
+            let log = part.log.clone();
+            blocking(move || log.await_durable(durable))
+                .await
+                .map_err(|e| log_error(&e))?;
+            if let Some(end) = end_offset {
+                part.local_durable(end);
+            }
+            Ok(outcome)
+        });
+        PendingAppend { written, done }
+    }
+
+    /// Check, write and record under the producer-state lock. Returns the answer, when it may
+    /// be given, and the offset after the written batch (`None` for a duplicate, whose
+    /// original's own task moves the high watermark).
+    async fn append_unit(
+        self: &Arc<Self>,
+        records: bytes::Bytes,
+    ) -> Result<(ProduceOutcome, DurableToken, Option<i64>), ResponseError> {
+        let role = self.role();
+        if !role.is_leader {
+            return Err(ResponseError::NotLeaderOrFollower);
+        }
+        let header = single_batch_header(&records)?;
+        let mut producers = self.producers.lock().await;
+        match producers.check(&header) {
+            Check::Duplicate(b) => {
+                let outcome = ProduceOutcome {
+                    base_offset: b.first_offset,
+                    end_offset: b.first_offset + i64::from(header.last_offset_delta) + 1,
+                    log_append_time: -1,
+                    log_start_offset: self.log.log_start_offset(),
+                };
+                return Ok((outcome, b.durable, None));
+            }
+            Check::Reject(e) => return Err(e),
+            Check::Append => {}
+        }
+        let part = self.clone();
+        let epoch = role.leader_epoch;
+        let now = now_ms();
+        let (info, durable) = blocking(move || {
+            // Written only while still leading in this epoch (a role change waits for it).
+            let replication = lock(&part.replication);
+            match &*replication {
+                Replication::Leader(l) if l.state().leader_epoch == epoch => {}
+                _ => return Err(ResponseError::NotLeaderOrFollower),
+            }
+            part.log
+                .append_as_leader_deferred(&records, epoch, now)
+                .map_err(|e| log_error(&e))
+        })
+        .await?;
+        self.leo.send_replace(info.last_offset + 1);
+        producers.record(
+            &BatchHeader {
+                base_offset: info.first_offset,
+                ..header
+            },
+            durable,
+            now,
+        );
+        drop(producers);
+        let outcome = ProduceOutcome {
+            base_offset: info.first_offset,
+            end_offset: info.last_offset + 1,
+            log_append_time: info.log_append_time.unwrap_or(-1),
+            log_start_offset: info.log_start_offset,
+        };
+        Ok((outcome, durable, Some(info.last_offset + 1)))
+    }
+
+    /// A receiver that changes whenever the log end offset moves (follower fetches wait on it).
+    pub fn watch_leo(&self) -> watch::Receiver<i64> {
+        self.leo.subscribe()
+    }
+
+    /// This leader's own appends are durable up to `end`.
+    fn local_durable(&self, end: i64) {
+        let hw = match &mut *lock(&self.replication) {
+            Replication::Leader(l) => {
+                l.local_durable(end);
+                l.high_watermark()
+            }
+            Replication::Follower { .. } => return,
+        };
+        self.advance_hw(hw);
+    }
+
+    /// A follower fetched from `fetch_offset`: its durable log end offset. Moves the high
+    /// watermark, and returns an ISR expansion to propose if the follower caught up.
+    pub fn follower_fetched(&self, replica: i32, fetch_offset: i64) -> Option<IsrProposal> {
+        let (proposal, hw) = match &mut *lock(&self.replication) {
+            Replication::Leader(l) => {
+                let p = l.follower_fetched(
+                    replica,
+                    fetch_offset,
+                    self.log.log_end_offset(),
+                    self.log.high_watermark(),
+                    now_ms(),
+                );
+                (p, l.high_watermark())
+            }
+            Replication::Follower { .. } => return None,
+        };
+        self.advance_hw(hw);
+        proposal
+    }
+
+    /// The ISR without the followers that have not caught up for `lag_max_ms`, if any.
+    pub fn shrink_isr(&self, now_ms: i64, lag_max_ms: i64) -> Option<IsrProposal> {
+        match &mut *lock(&self.replication) {
+            Replication::Leader(l) => l.shrink(now_ms, lag_max_ms),
+            Replication::Follower { .. } => None,
+        }
+    }
+
+    /// The controller answered an ISR proposal based on `partition_epoch`.
+    pub fn isr_proposal_done(&self, partition_epoch: i32) {
+        if let Replication::Leader(l) = &mut *lock(&self.replication) {
+            l.proposal_done(partition_epoch);
+        }
+    }
+
+    /// The committed ISR while leading (empty otherwise).
+    pub fn isr(&self) -> Vec<i32> {
+        match &*lock(&self.replication) {
+            Replication::Leader(l) => l.isr().to_vec(),
+            Replication::Follower { .. } => Vec::new(),
+        }
+    }
+
+    /// Applies the partition's committed state from the metadata log: leads or follows in its
+    /// leader epoch. Returns true when this replica became a follower of a new leader or epoch
+    /// (the fetcher must find where its log diverges before fetching).
+    pub(crate) fn apply_state(&self, leader: i32, state: PartitionState) -> bool {
+        let now = now_ms();
+        let is_leader = leader == self.node_id;
+        let epoch = state.leader_epoch;
+        let mut replication = lock(&self.replication);
+        let (became_follower, hw) = match (&mut *replication, is_leader) {
+            (Replication::Leader(l), true) if l.state().leader_epoch == epoch => {
+                // The ISR or the replica set changed; a smaller ISR can move the high watermark.
+                l.update(state, now);
+                (false, Some(l.high_watermark()))
+            }
+            (_, true) => {
+                if let Err(e) = self.log.assign_epoch_at_end(epoch) {
+                    warn!(topic = %self.topic, partition = self.index, epoch, error = %e, "cannot record the new leader epoch");
+                }
+                let l = LeaderState::new(self.node_id, state, self.log.log_end_offset(), now);
+                let hw = l.high_watermark();
+                *replication = Replication::Leader(l);
+                info!(topic = %self.topic, partition = self.index, epoch, "became leader");
+                (false, Some(hw))
+            }
+            (Replication::Follower { leader_epoch }, false) if *leader_epoch == epoch => {
+                (false, None)
+            }
+            (_, false) => {
+                *replication = Replication::Follower {
+                    leader_epoch: epoch,
+                };
+                info!(topic = %self.topic, partition = self.index, epoch, leader, "became follower");
+                (true, None)
+            }
+        };
+        *lock(&self.role) = Role {
+            is_leader,
+            leader_epoch: epoch,
+        };
+        drop(replication);
+        if let Some(hw) = hw {
+            self.advance_hw(hw);
+        }
+        // Parked produces and fetches look at the role again.
+        self.hw.send_modify(|_| {});
+        self.leo.send_modify(|_| {});
+        became_follower
+    }
+
+    /// Appends batches fetched from the leader of `leader_epoch` (synced before it returns, so
+    /// the next fetch reports a durable log end offset), records their producers, and takes the
+    /// leader's high watermark. Blocking file I/O. `Ok(false)` if the replica no longer follows
+    /// in that epoch (nothing written).
+    pub(crate) fn append_as_follower(
+        &self,
+        leader_epoch: i32,
+        records: &[u8],
+        leader_hw: i64,
+    ) -> Result<bool, LogError> {
+        // Lock order as on the leader's path: producer state, then replication state.
+        let mut producers = self.producers.blocking_lock();
+        let replication = lock(&self.replication);
+        if !matches!(&*replication, Replication::Follower { leader_epoch: e } if *e == leader_epoch)
+        {
+            return Ok(false);
+        }
+        let now = now_ms();
+        if !records.is_empty() {
+            self.log.append_as_follower(records, now)?;
+            let mut rest = records;
+            while let Some(h) = BatchHeader::parse(rest) {
+                if h.size() > rest.len() || h.size() == 0 {
+                    break;
+                }
+                producers.record(&h, DurableToken::DURABLE, now);
+                rest = &rest[h.size()..];
+            }
+        }
+        drop(replication);
+        drop(producers);
+        let leo = self.log.log_end_offset();
+        self.leo.send_replace(leo);
+        self.advance_hw(leader_hw.min(leo));
+        Ok(true)
+    }
+
+    /// Removes the log's suffix from `offset` (it diverges from the leader's) and rebuilds the
+    /// producer state from what remains. Returns the number of offsets removed. Blocking.
+    pub(crate) fn truncate_as_follower(
+        &self,
+        leader_epoch: i32,
+        offset: i64,
+    ) -> Result<Option<i64>, LogError> {
+        let mut producers = self.producers.blocking_lock();
+        let replication = lock(&self.replication);
+        if !matches!(&*replication, Replication::Follower { leader_epoch: e } if *e == leader_epoch)
+        {
+            return Ok(None);
+        }
+        let before = self.log.log_end_offset();
+        if offset >= before {
+            return Ok(Some(0));
+        }
+        self.log.truncate_to(offset)?;
+        self.reload_producers(&mut producers);
+        drop(replication);
+        self.after_truncation();
+        Ok(Some(before - self.log.log_end_offset()))
+    }
+
+    /// Empties the log and restarts it at `offset` (the leader's log start is past this
+    /// replica's log end). Blocking.
+    pub(crate) fn restart_as_follower_at(
+        &self,
+        leader_epoch: i32,
+        offset: i64,
+    ) -> Result<bool, LogError> {
+        let mut producers = self.producers.blocking_lock();
+        let replication = lock(&self.replication);
+        if !matches!(&*replication, Replication::Follower { leader_epoch: e } if *e == leader_epoch)
+        {
+            return Ok(false);
+        }
+        self.log.truncate_fully_and_start_at(offset)?;
+        self.reload_producers(&mut producers);
+        drop(replication);
+        self.after_truncation();
+        Ok(true)
+    }
+
+    fn reload_producers(&self, producers: &mut ProducerStates) {
+        let (states, snapshot_offset) = load_producers(&self.log);
+        *producers = states;
+        self.snapshot_offset
+            .store(snapshot_offset, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The replica is no longer hosted: parked fetches and produces wake and find it gone.
+    pub(crate) fn stopped(&self) {
+        *lock(&self.role) = Role {
+            is_leader: false,
+            leader_epoch: -1,
+        };
+        self.hw.send_replace(-1);
+        self.leo.send_modify(|_| {});
+    }
+
+    fn after_truncation(&self) {
+        self.leo.send_replace(self.log.log_end_offset());
+        self.hw.send_replace(self.log.high_watermark());
+    }
+
+    /// Waits until the high watermark reaches `end_offset` (the batch before it is committed),
+    /// answering NOT_LEADER_OR_FOLLOWER if this replica stops leading the partition first.
+    pub async fn await_high_watermark(&self, end_offset: i64) -> Result<(), ResponseError> {
+        let mut hw = self.hw.subscribe();
+        loop {
+            if !self.role().is_leader {
+                return Err(ResponseError::NotLeaderOrFollower);
+            }
+            if *hw.borrow_and_update() >= end_offset || self.log.high_watermark() >= end_offset {
+                return Ok(());
+            }
+            if hw.changed().await.is_err() {
+                return Err(ResponseError::NotLeaderOrFollower);
+            }
+        }
+    }
+
+    /// Forgets idempotent producers that have not written for `expiration_ms`.
+    pub async fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producers.lock().await.expire(now_ms, expiration_ms)
+    }
+
+    /// Writes a producer-state snapshot if the log has grown since the last one, so that a
+    /// restart replays only the batches after it. Blocking file work: call it off the async
+    /// workers. The state and the log end offset are read under the producer lock, which every
+    /// append holds while it writes, so they match.
+    pub fn snapshot_producers(&self) -> Result<(), LogError> {
+        use std::sync::atomic::Ordering;
+        let (bytes, offset) = {
+            let producers = self.producers.blocking_lock();
+            let offset = self.log.log_end_offset();
+            // Nothing new since the last one, or nothing a restart would replay.
+            if offset == self.snapshot_offset.load(Ordering::SeqCst)
+                || offset <= self.log.log_start_offset()
+            {
+                return Ok(());
+            }
+            (snapshot_bytes(&producers, offset), offset)
+        };
+        gregor_log::Disk::real().write_atomic(&self.log.dir().join(SNAPSHOT_FILE), &bytes)?;
+        self.snapshot_offset.store(offset, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Arrival order of a partition's appends: tickets taken when a request reaches the partition,
+/// served one at a time.
+#[derive(Debug)]
+struct AppendOrder {
+    next_ticket: std::sync::atomic::AtomicU64,
+    serving: watch::Sender<u64>,
+}
+
+/// The turn of one ticket: the next ticket is served when it is dropped (also on a panic).
+struct Turn<'a>(&'a AppendOrder);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.serving.send_modify(|s| *s += 1);
+    }
+}
+
+impl AppendOrder {
+    fn new() -> AppendOrder {
+        AppendOrder {
+            next_ticket: std::sync::atomic::AtomicU64::new(0),
+            serving: watch::channel(0).0,
+        }
+    }
+
+    fn take_ticket(&self) -> u64 {
+        self.next_ticket
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    async fn wait_turn(&self, ticket: u64) -> Turn<'_> {
+        let mut serving = self.serving.subscribe();
+        // The sender lives as long as `self`, so the wait ends when the ticket's turn comes.
+        let _ = serving.wait_for(|s| *s == ticket).await;
+        Turn(self)
+    }
+}
+
+/// A produce under way on its own task (see [`Partition::spawn_append`]).
+pub struct PendingAppend {
+    /// Fires once the batch is written and remembered (or refused).
+    pub written: tokio::sync::oneshot::Receiver<()>,
+    /// The answer, once the batch is durable.
+    pub done: tokio::task::JoinHandle<Result<ProduceOutcome, ResponseError>>,
+}
+
+/// Kafka's error for a log failure on the produce path.
+pub fn log_error(e: &LogError) -> ResponseError {
+    ResponseError::try_from_code(e.kafka_error_code()).unwrap_or(ResponseError::KafkaStorageError)
+}
+
+/// The one record batch of a partition's produce data. Produce v3+ carries exactly one v2
+/// batch per partition (Kafka answers anything else with INVALID_RECORD); its full validation
+/// is the log's.
+fn single_batch_header(records: &[u8]) -> Result<BatchHeader, ResponseError> {
+    use gregor_log::batch::HEADER_LEN;
+    // The magic byte sits at offset 16 in every message format.
+    match records.get(16) {
+        Some(2) => {}
+        Some(_) => return Err(ResponseError::InvalidRecord),
+        None => return Err(ResponseError::CorruptMessage),
+    }
+    let h = BatchHeader::parse(records).ok_or(ResponseError::CorruptMessage)?;
+    if h.size() < HEADER_LEN || h.size() > records.len() {
+        return Err(ResponseError::CorruptMessage);
+    }
+    if h.size() < records.len() {
+        return Err(ResponseError::InvalidRecord);
+    }
+    Ok(h)
+}
+
+/// Idempotent-producer state at start-up: the partition's snapshot if it is intact and no newer
+/// than the recovered log, plus the batches after it; otherwise every batch of the log. Returns
+/// the state and the offset of the snapshot it came from (-1: none).
+fn load_producers(log: &Log) -> (ProducerStates, i64) {
+    let path = log.dir().join(SNAPSHOT_FILE);
+    let end = log.log_end_offset();
+    let snapshot = match std::fs::read(&path) {
+        Ok(bytes) => {
+            let parsed = parse_snapshot(&bytes);
+            match parsed {
+                Some((offset, states)) if offset <= end => Some((offset, states)),
+                _ => {
+                    // Damaged, or newer than what survived a crash: it describes batches the log
+                    // no longer has. Remove it so that it can never be taken for current later.
+                    warn!(dir = %log.dir().display(), "ignoring a producer-state snapshot the log does not match");
+                    let removed = std::fs::remove_file(&path)
+                        .map_err(|source| LogError::Io {
+                            path: path.clone(),
+                            source,
+                        })
+                        .and_then(|()| gregor_log::Disk::real().sync_dir(log.dir()));
+                    if let Err(e) = removed {
+                        warn!(path = %path.display(), error = %e, "cannot remove a stale producer-state snapshot");
+                    }
+                    None
+                }
+            }
+        }
+        Err(_) => None,
+    };
+    let (mut producers, from, snapshot_offset) = match snapshot {
+        Some((offset, states)) => (states, offset.max(log.log_start_offset()), offset),
+        None => (ProducerStates::default(), log.log_start_offset(), -1),
+    };
+    replay_producers(log, from, &mut producers);
+    (producers, snapshot_offset)
+}
+
+/// Replays the batch headers from `offset` to the log end into `producers`.
+fn replay_producers(log: &Log, mut offset: i64, producers: &mut ProducerStates) {
+    let end = log.log_end_offset();
+    while offset < end {
+        let Ok(read) = log.read(offset, 1 << 20, None) else {
+            return;
+        };
+        let Some(next) = read.next_offset else { return };
+        let mut rest: &[u8] = &read.records;
+        while let Some(h) = BatchHeader::parse(rest) {
+            if h.size() > rest.len() {
+                break;
+            }
+            producers.record(&h, DurableToken::DURABLE, h.max_timestamp);
+            rest = &rest[h.size()..];
+        }
+        if next <= offset {
+            return;
+        }
+        offset = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use gregor_log::LogConfig;
+
+    use gregor_log::batch::Codec;
+    use gregor_log::records::{encode_batch, BatchSpec, Record};
+    use gregor_log::FaultInjector;
+
+    use super::*;
+
+    fn partition_on_slow_disk(dir: &Path, sync_delay: Duration) -> Arc<Partition> {
+        let faults = FaultInjector::new();
+        faults.set_sync_delay(sync_delay);
+        let log =
+            Log::open_with_faults(dir, LogConfig::default(), now_ms(), faults).expect("open log");
+        let state = PartitionState {
+            leader_epoch: 0,
+            partition_epoch: 0,
+            replicas: vec![1],
+            isr: vec![1],
+        };
+        let role = Role {
+            is_leader: true,
+            leader_epoch: 0,
+        };
+        Arc::new(Partition::new("t", 0, Uuid::nil(), 1, log, &state, role))
+    }
+
+    /// One record with `value`, in a batch with the header fields of `spec`.
+    fn batch_of(spec: BatchSpec, value: &str) -> bytes::Bytes {
+        let record = Record {
+            offset: 0,
+            timestamp: now_ms(),
+            key: None,
+            value: Some(bytes::Bytes::copy_from_slice(value.as_bytes())),
+            headers: Vec::new(),
+        };
+        bytes::Bytes::from(encode_batch(&spec, &[record]).expect("encode"))
+    }
+
+    fn idempotent_batch(seq: i32, value: &str) -> bytes::Bytes {
+        let spec = BatchSpec {
+            codec: Codec::None,
+            producer_id: 42,
+            producer_epoch: 0,
+            base_sequence: seq,
+            ..BatchSpec::default()
+        };
+        batch_of(spec, value)
+    }
+
+    /// A client that disconnects while its batch is being fsynced, then retries: the batch is
+    /// stored once, and the retry is answered only once the original is durable.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retry_during_the_originals_fsync_waits_for_it_and_is_not_written_twice() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = partition_on_slow_disk(dir.path(), Duration::from_millis(400));
+        let batch = idempotent_batch(0, "once");
+        let original = part.spawn_append(batch.clone());
+        original.written.await.expect("written");
+        // The connection goes away: its request future, holding `done`, is dropped.
+        drop(original.done);
+        assert_eq!(part.log.stats().syncs, 0, "the fsync is still under way");
+        let retry = part.spawn_append(batch);
+        let outcome = retry.done.await.expect("task").expect("duplicate answered");
+        assert_eq!(outcome.base_offset, 0);
+        assert!(
+            part.log.stats().syncs >= 1,
+            "the retry was answered before the original was durable"
+        );
+        assert_eq!(part.log.log_end_offset(), 1, "written once");
+        // The dropped request's task still moved the high watermark.
+        let mut hw = part.watch_hw();
+        tokio::time::timeout(Duration::from_secs(10), hw.wait_for(|h| *h == 1))
+            .await
+            .expect("high watermark reaches 1")
+            .expect("watch open");
+        // The producer continues with the next sequence number.
+        let next = part.spawn_append(idempotent_batch(1, "next"));
+        assert_eq!(
+            next.done
+                .await
+                .expect("task")
+                .expect("appended")
+                .base_offset,
+            1
+        );
+    }
+
+    /// Cancelling at any point after the append started (a request timeout, a disconnect)
+    /// never leaves the batch written but unremembered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_wait_never_half_does_the_append() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = partition_on_slow_disk(dir.path(), Duration::from_millis(50));
+        for seq in 0..5 {
+            let batch = idempotent_batch(seq, "v");
+            // The caller gives up almost at once, as with request.timeout.ms = 1.
+            let first = part.spawn_append(batch.clone());
+            let _ = tokio::time::timeout(Duration::from_millis(1), first.done).await;
+            // Its retries are duplicates of the one stored copy.
+            let again = part.spawn_append(batch);
+            let outcome = again.done.await.expect("task").expect("answered");
+            assert_eq!(outcome.base_offset, i64::from(seq));
+        }
+        assert_eq!(part.log.log_end_offset(), 5);
+    }
+
+    fn reopen(part: Arc<Partition>) -> Log {
+        let dir = part.log.dir().to_path_buf();
+        drop(part);
+        Log::open(&dir, LogConfig::default(), now_ms()).expect("reopen")
+    }
+
+    fn header_of(batch: &[u8]) -> BatchHeader {
+        BatchHeader::parse(batch).expect("header")
+    }
+
+    /// A restart takes the producer state from the snapshot and replays only the batches
+    /// written after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn restart_uses_the_producer_snapshot_and_replays_the_tail() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = partition_on_slow_disk(dir.path(), Duration::ZERO);
+        for seq in 0..3 {
+            let done = part.spawn_append(idempotent_batch(seq, "a")).done;
+            done.await.expect("task").expect("appended");
+        }
+        // A producer that never wrote to the log, planted in the state before the snapshot:
+        // if it is known after the restart, the snapshot was used.
+        let planted = {
+            let mut b = idempotent_batch(0, "planted").to_vec();
+            b[43..51].copy_from_slice(&777i64.to_be_bytes());
+            header_of(&b)
+        };
+        part.producers
+            .lock()
+            .await
+            .record(&planted, DurableToken::DURABLE, now_ms());
+        let p2 = part.clone();
+        tokio::task::spawn_blocking(move || p2.snapshot_producers())
+            .await
+            .expect("task")
+            .expect("snapshot");
+        let after = part.spawn_append(idempotent_batch(3, "after")).done;
+        after.await.expect("task").expect("appended");
+        let log = reopen(part);
+        let (states, snapshot_offset) = load_producers(&log);
+        assert_eq!(snapshot_offset, 3);
+        assert!(matches!(states.check(&planted), Check::Duplicate(_)));
+        let retry_before = header_of(&idempotent_batch(2, "a"));
+        let retry_after = header_of(&idempotent_batch(3, "after"));
+        assert!(matches!(states.check(&retry_before), Check::Duplicate(b) if b.first_offset == 2));
+        assert!(matches!(states.check(&retry_after), Check::Duplicate(b) if b.first_offset == 3));
+        assert_eq!(
+            states.check(&header_of(&idempotent_batch(4, "next"))),
+            Check::Append
+        );
+    }
+
+    /// A snapshot newer than the recovered log (its tail was lost) or damaged is ignored and
+    /// removed; the state is rebuilt from the log.
+    #[test]
+    fn a_snapshot_the_log_does_not_match_is_removed_and_the_log_replayed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = Log::open(dir.path(), LogConfig::default(), now_ms()).expect("open");
+        let batch = idempotent_batch(0, "a");
+        log.append_as_leader(&batch, 0, now_ms()).expect("append");
+        let mut fake = ProducerStates::default();
+        fake.record(
+            &header_of(&idempotent_batch(9, "x")),
+            DurableToken::DURABLE,
+            0,
+        );
+        let path = dir.path().join(SNAPSHOT_FILE);
+        for bytes in [snapshot_bytes(&fake, 5), b"garbage".to_vec()] {
+            std::fs::write(&path, bytes).expect("write");
+            let (states, snapshot_offset) = load_producers(&log);
+            assert_eq!(snapshot_offset, -1);
+            assert!(!path.exists(), "the mismatched snapshot must be removed");
+            assert!(matches!(
+                states.check(&header_of(&batch)),
+                Check::Duplicate(b) if b.first_offset == 0
+            ));
+        }
+    }
+
+    fn plain_batch(value: &str) -> bytes::Bytes {
+        batch_of(BatchSpec::default(), value)
+    }
+
+    /// Pipelined produce requests run on tasks of their own, yet a partition writes them in the
+    /// order they reached it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn appends_are_written_in_the_order_they_reached_the_partition() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = partition_on_slow_disk(dir.path(), Duration::ZERO);
+        let pending: Vec<_> = (0..200)
+            .map(|i| part.spawn_append(plain_batch(&i.to_string())))
+            .collect();
+        for (i, p) in pending.into_iter().enumerate() {
+            let outcome = p.done.await.expect("task").expect("appended");
+            assert_eq!(outcome.base_offset, i as i64, "append {i} was reordered");
+        }
+    }
+
+    #[test]
+    fn produce_data_must_be_exactly_one_v2_batch() {
+        let one = idempotent_batch(0, "x");
+        assert!(single_batch_header(&one).is_ok());
+        let mut two = one.to_vec();
+        two.extend_from_slice(&one);
+        assert_eq!(single_batch_header(&two), Err(ResponseError::InvalidRecord));
+        let mut magic1 = one.to_vec();
+        magic1[16] = 1;
+        assert_eq!(
+            single_batch_header(&magic1),
+            Err(ResponseError::InvalidRecord)
+        );
+        assert_eq!(
+            single_batch_header(&one[..30]),
+            Err(ResponseError::CorruptMessage)
+        );
+        assert_eq!(
+            single_batch_header(&one[..10]),
+            Err(ResponseError::CorruptMessage)
+        );
+    }
+}
