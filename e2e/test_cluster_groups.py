@@ -233,3 +233,66 @@ def test_consumers_commit_and_resume_through_any_node_and_across_a_coordinator_r
     for p, offset in expected[g].items():
         assert seen[p] == offset, (g, p, seen, expected[g])
 
+
+@pytest.mark.timeout(300)
+def test_group_survives_its_coordinator_being_killed(cluster_factory):
+    """RF 3 everywhere: SIGKILL the node leading the group's __consumer_offsets partition while
+    a 2-member confluent-kafka group consumes and commits. The group's offsets survive on the
+    new leader: a new member starts at the committed offsets, and the surviving member goes on."""
+    c = cluster_factory(3, overrides={
+        "offsets.topic.replication.factor": "3",
+        "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
+    })
+    nodes = list(c.nodes.values())
+    group = "survivors"
+    coordinator_id(nodes[0], group)
+    err, msg = nodes[0].create_topic("events", partitions=4, replication_factor=3)
+    assert err == 0, (err, msg)
+    for n in nodes:
+        wait_until(lambda: "events" in n.metadata()["topics"], 10, f"events on node {n.node_id}")
+    produce(nodes[0], "events", [{"partition": i % 4, "value": b"%d" % i} for i in range(400)])
+    victim = c.nodes[coordinator_id(nodes[0], group)]
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+
+    class All:
+        pass
+
+    everyone = All()
+    everyone.bootstrap = bootstrap
+    members = [consumer(everyone, group) for _ in range(2)]
+    seen = [dict(), dict()]
+    for m in members:
+        m.subscribe(["events"])
+
+    def poll_all(rounds):
+        for _ in range(rounds):
+            for i, m in enumerate(members):
+                for msg in m.consume(num_messages=20, timeout=0.1):
+                    if msg.error():
+                        continue
+                    seen[i].setdefault(msg.partition(), []).append(msg.offset())
+                try:
+                    m.commit(asynchronous=False)
+                except KafkaException:
+                    pass  # nothing consumed yet, or a retriable coordinator error
+
+    poll_all(30)
+    assert all(seen), f"both members should have partitions: {seen}"
+    committed_before = committed(everyone, group, 4)
+    victim.kill()
+    produce(everyone, "events", [{"partition": i % 4, "value": b"late-%d" % i} for i in range(200)])
+    consumed_before_kill = [sum(len(v) for v in s.values()) for s in seen]
+    poll_all(80)
+    # The surviving members keep consuming, and the group's offsets are on the new coordinator.
+    assert sum(sum(len(v) for v in s.values()) for s in seen) > sum(consumed_before_kill), seen
+    after = wait_until(lambda: committed(everyone, group, 4), 60, "committed offsets after kill")
+    for p, offset in committed_before.items():
+        assert after[p] >= offset, (p, committed_before, after)
+    for m in members:
+        m.close()
+    produce(everyone, "events", [{"partition": i % 4, "value": b"last-%d" % i} for i in range(40)])
+    # A new member starts at the committed offsets: nothing before them is read again.
+    fresh = consume_and_commit(everyone, group, 20, timeout=60)
+    assert fresh
+    for p, offsets in fresh.items():
+        assert offsets[0] == after[p], (p, offsets[:3], after)
