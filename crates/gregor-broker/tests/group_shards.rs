@@ -178,7 +178,7 @@ async fn set_role(b: &Arc<Broker>, p: i32, leader: i32, leader_epoch: i32) {
     }
     let replicas = b.replicas.clone();
     b.metadata
-        .read(move |c| replicas.apply(&c.config_view(), &changes))
+        .read(move |c| replicas.apply(&c.config_view(), &image, &changes))
         .await;
 }
 
