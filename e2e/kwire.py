@@ -29,12 +29,18 @@ UNSUPPORTED_COMPRESSION_TYPE = 76
 REQUEST_TIMED_OUT = 7
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 MEMBER_ID_REQUIRED = 79
+NOT_COORDINATOR = 16
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
 
 # API keys.
 PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
 JOIN_GROUP = 11
 DESCRIBE_GROUPS = 15
 API_VERSIONS = 18
@@ -48,6 +54,9 @@ FIRST_FLEXIBLE = {
     LIST_OFFSETS: 6,
     METADATA: 9,
     JOIN_GROUP: 6,
+    OFFSET_COMMIT: 8,
+    OFFSET_FETCH: 6,
+    FIND_COORDINATOR: 3,
     DESCRIBE_GROUPS: 5,
     API_VERSIONS: 3,
     CREATE_TOPICS: 5,
@@ -670,3 +679,74 @@ def create_topic(conn, name, num_partitions=1, replication_factor=1, configs=Non
     results = parse_create_topics(r, version)
     assert len(results) == 1 and results[0][0] == name, results
     return results[0][1], results[0][2]
+
+
+def java_string_hash(s):
+    """Java's String.hashCode over UTF-16 code units (as a signed 32-bit int)."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= (1 << 31) else h
+
+
+def group_partition(group, num_partitions):
+    """The __consumer_offsets partition of a group (Kafka's Utils.abs(hashCode) % n)."""
+    return (java_string_hash(group) & 0x7FFFFFFF) % num_partitions
+
+
+def find_coordinator(conn, group):
+    """FindCoordinator v1 for a group; returns (error_code, node_id, host, port)."""
+    r = conn.request(FIND_COORDINATOR, 1, W().string(group).i8(0).done())
+    r.i32()  # throttle
+    err = r.i16()
+    r.string()  # error message
+    return err, r.i32(), r.string(), r.i32()
+
+
+def find_coordinators(conn, groups, version=4):
+    """FindCoordinator v4+ (KIP-699, several keys); returns {key: (error_code, node_id, host, port)}."""
+    w = W(flex=True).i8(0).array(list(groups), lambda w, g: w.string(g)).tags()
+    r = conn.request(FIND_COORDINATOR, version, w.done())
+    r.i32()  # throttle
+
+    def coordinator(c):
+        key = c.string()
+        node_id, host, port = c.i32(), c.string(), c.i32()
+        err = c.i16()
+        c.string()  # error message
+        c.tags()
+        return key, (err, node_id, host, port)
+
+    out = dict(r.array(coordinator))
+    r.tags()
+    return out
+
+
+def offset_commit(conn, group, topic, offsets, generation=-1, member_id=""):
+    """OffsetCommit v2 of {partition: offset}; returns {partition: error_code}."""
+    w = W().string(group).i32(generation).string(member_id).i64(-1)
+    w.array([topic], lambda w, t: w.string(t).array(
+        sorted(offsets.items()), lambda w, po: w.i32(po[0]).i64(po[1]).string("")))
+    r = conn.request(OFFSET_COMMIT, 2, w.done())
+    out = {}
+    for _, parts in r.array(lambda t: (t.string(), t.array(lambda p: (p.i32(), p.i16())))):
+        out.update(dict(parts))
+    return out
+
+
+def offset_fetch(conn, group, topic, partitions):
+    """OffsetFetch v2; returns (error_code, {partition: (offset, error_code)})."""
+    w = W().string(group).array([topic], lambda w, t: w.string(t).array(
+        list(partitions), lambda w, p: w.i32(p)))
+    r = conn.request(OFFSET_FETCH, 2, w.done())
+
+    def partition(p):
+        index, offset = p.i32(), p.i64()
+        p.string()  # metadata
+        return index, (offset, p.i16())
+
+    out = {}
+    for _, parts in r.array(lambda t: (t.string(), t.array(partition))):
+        out.update(dict(parts))
+    return r.i16(), out

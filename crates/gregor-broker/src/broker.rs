@@ -174,9 +174,9 @@ impl Broker {
             broker.add_task(task);
         }
         if broker.config.is_broker {
-            if let Err(e) = crate::groups::Groups::start_if_present(&broker).await {
-                warn!(error = ?e, "group coordinator not loaded");
-            }
+            // Coordinator shards follow this node's `__consumer_offsets` leaderships.
+            let manager = crate::groups::Groups::start_manager(&broker);
+            broker.add_task(manager);
         }
         info!(node = broker.config.node_id, cluster_id = %broker.cluster_id, "broker started");
         Ok(broker)

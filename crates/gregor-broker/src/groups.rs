@@ -1,45 +1,79 @@
-//! The group coordinator shell: runs the pure `gregor-group` state machine in one task, feeds it
-//! requests, timer ticks and append completions, and carries out its effects — responses to the
-//! waiting connections, and records appended (durably, in order) to the `__consumer_offsets`
-//! partition of their group. At start-up the coordinator is rebuilt from those partitions.
+//! The group coordinator shell: one coordinator shard per `__consumer_offsets` partition this
+//! node leads. Each shard runs the pure `gregor-group` state machine for the groups of its
+//! partition on a task of its own, feeding it requests, timer ticks and append completions and
+//! carrying out its effects: responses to the waiting connections, and records appended to the
+//! partition and committed (the high watermark past them) before they count.
+//!
+//! A manager task follows this node's leaderships (the replica manager's role watch): when the
+//! node becomes leader of a partition, or its leader epoch changes, the shard is rebuilt from the
+//! partition's log; when it stops leading, the shard is unloaded (parked requests get
+//! NOT_COORDINATOR) and dropped. A request for a group whose partition has no shard here gets
+//! NOT_COORDINATOR, one whose shard is still loading COORDINATOR_LOAD_IN_PROGRESS; clients then
+//! look the coordinator up again.
 //!
 //! The internal topic is created on first use, as Kafka does, with `offsets.topic.num.partitions`
 //! partitions and `min(offsets.topic.replication.factor, live brokers)` replicas.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 use bytes::Bytes;
+use futures::stream::{FuturesOrdered, StreamExt};
 use gregor_group::{
-    partition_for, AppendToken, Effect, GroupConfig, GroupCoordinator, Input, Record, Request,
-    RequestContext, Response,
+    partition_for, AppendToken, Effect, GroupConfig, GroupCoordinator, Input, ListGroupsRequest,
+    ListGroupsResponse, Record, Request, RequestContext, Response,
 };
 use gregor_log::records::{decode_batch, encode_batch, BatchSpec};
 use kafka_protocol::ResponseError;
-use tokio::sync::{mpsc, oneshot, OnceCell};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
 use crate::broker::Broker;
-use crate::util::now_ms;
+use crate::replica::Partition;
+use crate::util::{blocking, now_ms};
 
 /// The internal topic holding group metadata and committed offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-enum Msg {
-    Request(Box<Input>, oneshot::Sender<Response>),
-}
+/// A request for a shard, with where its answer goes.
+type Msg = (Box<Input>, oneshot::Sender<Response>);
 
-/// A finished append of the coordinator's records.
+/// A finished append of a shard's records.
 type AppendDone = (AppendToken, Result<(), ResponseError>);
 
-/// Appends the coordinator may have queued or under way before it stops taking requests
-/// (requests wait in the bounded request channel meanwhile): the append queue stays bounded
-/// however fast clients commit.
+/// Appends a shard may have queued or under way before it stops taking requests (requests wait
+/// in the bounded request channel meanwhile): the append queue stays bounded however fast
+/// clients commit.
 const MAX_PENDING_APPENDS: usize = 256;
 
-/// Handle to the coordinator task.
+/// Appends a shard has written and waits to see committed at once (they are written in order
+/// and complete in order; waiting for one at a time would cost a replication round trip each).
+const MAX_APPENDS_IN_FLIGHT: usize = 32;
+
+/// How long a group request that found the internal topic missing waits for this node's shard of
+/// its group to load (the first requests of a new cluster; later ones get LOAD_IN_PROGRESS at
+/// once).
+const FIRST_LOAD_WAIT: Duration = Duration::from_secs(5);
+
+/// One shard's place in the table.
+struct Slot {
+    /// The leader epoch the shard was loaded for.
+    leader_epoch: i32,
+    /// The replica it was loaded from (a replica re-created under the same epoch reloads). Weak:
+    /// a stopped replica's log is closed while the slot may still be loading it.
+    partition: Weak<Partition>,
+    /// `None` while the shard loads.
+    tx: Option<mpsc::Sender<Msg>>,
+    /// Dropping the slot drops this sender, which stops the shard (or discards its load).
+    _stop: oneshot::Sender<()>,
+}
+
+/// The coordinator shards of this node, by `__consumer_offsets` partition.
 pub struct Groups {
-    tx: OnceCell<mpsc::Sender<Msg>>,
+    shards: Mutex<HashMap<i32, Slot>>,
+    /// Changes whenever a shard starts loading, finishes loading or stops.
+    changed: watch::Sender<u64>,
 }
 
 impl Default for Groups {
@@ -48,73 +82,293 @@ impl Default for Groups {
     }
 }
 
+/// What a shard needs besides its partition: settings read when it is loaded.
+#[derive(Clone)]
+struct ShardSettings {
+    group: GroupConfig,
+    commit_timeout: Duration,
+    retention_check: Duration,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Groups {
     pub fn new() -> Groups {
         Groups {
-            tx: OnceCell::new(),
+            shards: Mutex::new(HashMap::new()),
+            changed: watch::channel(0).0,
         }
     }
 
-    /// Number of `__consumer_offsets` partitions.
+    /// Number of `__consumer_offsets` partitions: the topic's own count once it exists (groups
+    /// were placed by it), `offsets.topic.num.partitions` before.
     pub fn num_partitions(b: &Broker) -> i32 {
-        b.config.int("offsets.topic.num.partitions") as i32
-    }
-
-    /// Starts the coordinator if the internal topic exists (start-up after a restart).
-    pub async fn start_if_present(b: &Arc<Broker>) -> Result<(), ResponseError> {
-        if b.metadata.image().topic(OFFSETS_TOPIC).is_some() {
-            b.groups.ensure(b).await?;
+        match b.metadata.image().topic(OFFSETS_TOPIC) {
+            Some(t) if !t.partitions.is_empty() => t.partitions.len() as i32,
+            _ => b.config.int("offsets.topic.num.partitions") as i32,
         }
-        Ok(())
     }
 
-    /// The coordinator, created (with the internal topic) on first use.
-    async fn ensure(&self, b: &Arc<Broker>) -> Result<&mpsc::Sender<Msg>, ResponseError> {
-        self.tx
-            .get_or_try_init(|| async {
-                create_offsets_topic(b).await?;
-                let coordinator = load(b)?;
-                let (tx, rx) = mpsc::channel(1024);
-                tokio::spawn(run(b.clone(), coordinator, rx));
-                Ok(tx)
+    /// The partition a group's metadata and offsets live in.
+    pub fn partition_of(b: &Broker, group: &str) -> i32 {
+        partition_for(group, Groups::num_partitions(b))
+    }
+
+    /// Starts the task that loads and unloads shards as this node's leaderships change.
+    pub fn start_manager(b: &Arc<Broker>) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(b);
+        let mut roles = b.replicas.watch_roles();
+        tokio::spawn(async move {
+            loop {
+                roles.borrow_and_update();
+                match weak.upgrade() {
+                    Some(b) => b.groups.reconcile(&b),
+                    None => return,
+                }
+                if roles.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+    }
+
+    /// A receiver that changes whenever a shard starts loading, is loaded or stops.
+    pub fn watch_shards(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Partitions with a loaded shard, and with one still loading.
+    pub fn shard_partitions(&self) -> (Vec<i32>, Vec<i32>) {
+        let shards = lock(&self.shards);
+        let mut loaded: Vec<i32> = Vec::new();
+        let mut loading: Vec<i32> = Vec::new();
+        for (p, slot) in shards.iter() {
+            if slot.tx.is_some() {
+                loaded.push(*p);
+            } else {
+                loading.push(*p);
+            }
+        }
+        loaded.sort_unstable();
+        loading.sort_unstable();
+        (loaded, loading)
+    }
+
+    /// Brings the shards in line with the `__consumer_offsets` partitions this node leads.
+    fn reconcile(&self, b: &Arc<Broker>) {
+        let led: HashMap<i32, (i32, Arc<Partition>)> = b
+            .replicas
+            .all()
+            .into_iter()
+            .filter(|p| p.topic == OFFSETS_TOPIC)
+            .filter_map(|p| {
+                let role = p.role();
+                role.is_leader.then(|| (p.index, (role.leader_epoch, p)))
             })
-            .await
+            .collect();
+        let mut shards = lock(&self.shards);
+        let mut changed = false;
+        shards.retain(|p, slot| {
+            let keep = led.get(p).is_some_and(|(epoch, part)| {
+                *epoch == slot.leader_epoch && Weak::ptr_eq(&Arc::downgrade(part), &slot.partition)
+            });
+            if !keep {
+                info!(
+                    partition = *p,
+                    leader_epoch = slot.leader_epoch,
+                    "unloading group coordinator shard"
+                );
+                changed = true;
+            }
+            keep
+        });
+        for (p, (epoch, part)) in led {
+            if shards.contains_key(&p) {
+                continue;
+            }
+            let (stop_tx, stop_rx) = oneshot::channel();
+            shards.insert(
+                p,
+                Slot {
+                    leader_epoch: epoch,
+                    partition: Arc::downgrade(&part),
+                    tx: None,
+                    _stop: stop_tx,
+                },
+            );
+            changed = true;
+            info!(
+                partition = p,
+                leader_epoch = epoch,
+                "loading group coordinator shard"
+            );
+            let settings = shard_settings(b);
+            let weak = Arc::downgrade(b);
+            tokio::spawn(load_and_run(weak, part, epoch, settings, stop_rx));
+        }
+        drop(shards);
+        if changed {
+            self.changed.send_modify(|n| *n += 1);
+        }
     }
 
-    /// Makes sure the coordinator runs (FindCoordinator).
-    pub async fn call_ready(&self, b: &Arc<Broker>) -> Result<(), ResponseError> {
-        self.ensure(b).await.map(|_| ())
-    }
-
-    /// Sends one request to the coordinator and waits for its answer.
-    pub async fn call(
+    /// Installs a loaded shard if its slot still waits for it; returns its request channel.
+    fn install(
         &self,
-        b: &Arc<Broker>,
+        partition: &Arc<Partition>,
+        leader_epoch: i32,
+    ) -> Option<mpsc::Receiver<Msg>> {
+        let mut shards = lock(&self.shards);
+        let slot = shards.get_mut(&partition.index)?;
+        if slot.leader_epoch != leader_epoch
+            || !Weak::ptr_eq(&slot.partition, &Arc::downgrade(partition))
+            || slot.tx.is_some()
+        {
+            return None;
+        }
+        let (tx, rx) = mpsc::channel(1024);
+        slot.tx = Some(tx);
+        drop(shards);
+        self.changed.send_modify(|n| *n += 1);
+        Some(rx)
+    }
+
+    /// The request channel of the shard for `partition`: NOT_COORDINATOR when this node does not
+    /// lead it, COORDINATOR_LOAD_IN_PROGRESS while its shard loads.
+    fn route(&self, partition: i32) -> Result<mpsc::Sender<Msg>, ResponseError> {
+        match lock(&self.shards).get(&partition) {
+            None => Err(ResponseError::NotCoordinator),
+            Some(Slot { tx: None, .. }) => Err(ResponseError::CoordinatorLoadInProgress),
+            Some(Slot { tx: Some(tx), .. }) => Ok(tx.clone()),
+        }
+    }
+
+    /// Sends one request to the shard of `partition` and waits for its answer. A shard that
+    /// stops before answering (its node lost the leadership) answers NOT_COORDINATOR.
+    pub async fn call_partition(
+        &self,
+        partition: i32,
         context: RequestContext,
         request: Request,
     ) -> Result<Response, ResponseError> {
-        let tx = self.ensure(b).await?;
+        let tx = self.route(partition)?;
         let (reply, rx) = oneshot::channel();
         let input = Input {
-            request_id: 0, // assigned by the coordinator task
+            request_id: 0, // assigned by the shard's task
             context,
             request,
         };
-        tx.send(Msg::Request(Box::new(input), reply))
+        tx.send((Box::new(input), reply))
             .await
-            .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
-        rx.await.map_err(|_| ResponseError::CoordinatorNotAvailable)
+            .map_err(|_| ResponseError::NotCoordinator)?;
+        rx.await.map_err(|_| ResponseError::NotCoordinator)
+    }
+
+    /// Sends a request about `group` to its shard, creating the internal topic first if it does
+    /// not exist yet (a client that skipped FindCoordinator on a new cluster).
+    pub async fn call(
+        &self,
+        b: &Arc<Broker>,
+        group: &str,
+        context: RequestContext,
+        request: Request,
+    ) -> Result<Response, ResponseError> {
+        let p = self.ensure_topic_for(b, group).await?;
+        self.call_partition(p, context, request).await
+    }
+
+    /// The partition of `group`, after creating the internal topic if needed. A request that
+    /// found the topic missing (it created it, or a concurrent request did) then waits, a
+    /// bounded time, for this node's shard of the group if this node leads it: the first
+    /// requests of a new cluster are not bounced with LOAD_IN_PROGRESS.
+    async fn ensure_topic_for(&self, b: &Arc<Broker>, group: &str) -> Result<i32, ResponseError> {
+        if b.metadata.image().topic(OFFSETS_TOPIC).is_some() {
+            return Ok(Groups::partition_of(b, group));
+        }
+        create_offsets_topic(b).await?;
+        let deadline = tokio::time::Instant::now() + FIRST_LOAD_WAIT;
+        let mut changed = self.changed.subscribe();
+        loop {
+            changed.borrow_and_update();
+            let p = Groups::partition_of(b, group);
+            let leader = b
+                .metadata
+                .image()
+                .topic(OFFSETS_TOPIC)
+                .and_then(|t| t.partitions.get(&p))
+                .map(|r| r.leader);
+            let settled = match leader {
+                Some(l) if l == b.config.node_id => self.route(p).is_ok(),
+                Some(_) => true,
+                None => false,
+            };
+            if settled || tokio::time::Instant::now() >= deadline {
+                return Ok(p);
+            }
+            // Shard changes wake this at once; the image's catching up is polled.
+            let _ = tokio::time::timeout(Duration::from_millis(20), changed.changed()).await;
+        }
+    }
+
+    /// Makes sure the internal topic exists and answers the partition of `group`
+    /// (FindCoordinator).
+    pub async fn coordinator_partition(
+        &self,
+        b: &Arc<Broker>,
+        group: &str,
+    ) -> Result<i32, ResponseError> {
+        self.ensure_topic_for(b, group).await
+    }
+
+    /// ListGroups over every shard of this node (each broker lists the groups it coordinates,
+    /// as Kafka's do). While a shard loads, the answer is COORDINATOR_LOAD_IN_PROGRESS.
+    pub async fn list_groups(
+        &self,
+        context: RequestContext,
+        request: ListGroupsRequest,
+    ) -> Vec<ListGroupsResponse> {
+        let (loaded, loading) = self.shard_partitions();
+        let mut parts = Vec::with_capacity(loaded.len() + 1);
+        if !loading.is_empty() {
+            parts.push(ListGroupsResponse {
+                error: Some(ResponseError::CoordinatorLoadInProgress),
+                groups: Vec::new(),
+            });
+        }
+        for p in loaded {
+            match self
+                .call_partition(p, context.clone(), Request::ListGroups(request.clone()))
+                .await
+            {
+                Ok(Response::ListGroups(x)) => parts.push(x),
+                // Unloaded meanwhile: its groups are no longer this node's to list.
+                Err(ResponseError::NotCoordinator) => {}
+                Ok(_) => parts.push(ListGroupsResponse {
+                    error: Some(ResponseError::UnknownServerError),
+                    groups: Vec::new(),
+                }),
+                Err(e) => parts.push(ListGroupsResponse {
+                    error: Some(e),
+                    groups: Vec::new(),
+                }),
+            }
+        }
+        parts
     }
 }
 
+/// Creates the internal topic if it does not exist.
 async fn create_offsets_topic(b: &Arc<Broker>) -> Result<(), ResponseError> {
     if b.metadata.image().topic(OFFSETS_TOPIC).is_some() {
         return Ok(());
     }
     let live = b.metadata.image().active_brokers().count().max(1) as i64;
     let rf = b.config.int("offsets.topic.replication.factor").min(live) as i16;
+    let partitions = b.config.int("offsets.topic.num.partitions") as i32;
     let topic = gregor_meta::CreatableTopic::new(OFFSETS_TOPIC)
-        .with_layout(Groups::num_partitions(b), rf)
+        .with_layout(partitions, rf)
         .with_config("cleanup.policy", "compact")
         .with_config(
             "segment.bytes",
@@ -130,7 +384,7 @@ async fn create_offsets_topic(b: &Arc<Broker>) -> Result<(), ResponseError> {
     match results.into_iter().next().map(|(_, result)| result) {
         Some(Ok(_)) => {
             info!(
-                partitions = Groups::num_partitions(b),
+                partitions,
                 replication_factor = rf,
                 "created {OFFSETS_TOPIC}"
             );
@@ -145,8 +399,8 @@ async fn create_offsets_topic(b: &Arc<Broker>) -> Result<(), ResponseError> {
     }
 }
 
-fn group_config(b: &Broker) -> GroupConfig {
-    GroupConfig {
+fn shard_settings(b: &Broker) -> ShardSettings {
+    let group = GroupConfig {
         min_session_timeout_ms: b.config.int("group.min.session.timeout.ms") as i32,
         max_session_timeout_ms: b.config.int("group.max.session.timeout.ms") as i32,
         initial_rebalance_delay_ms: b.config.int("group.initial.rebalance.delay.ms") as i32,
@@ -157,66 +411,120 @@ fn group_config(b: &Broker) -> GroupConfig {
             .int("offsets.retention.minutes")
             .saturating_mul(60_000),
         ..GroupConfig::default()
+    };
+    ShardSettings {
+        group,
+        commit_timeout: Duration::from_millis(
+            b.config.int("offsets.commit.timeout.ms").max(1) as u64
+        ),
+        retention_check: Duration::from_millis(
+            b.config.int("offsets.retention.check.interval.ms").max(1) as u64,
+        ),
     }
 }
 
-/// Rebuilds the coordinator from the internal topic's partitions.
-fn load(b: &Broker) -> Result<GroupCoordinator, ResponseError> {
-    let mut coordinator =
-        GroupCoordinator::new(group_config(b), uuid::Uuid::new_v4().as_u64_pair().0);
+/// Rebuilds one shard from its partition's log, from the log start to the log end offset: a new
+/// leader's whole log is what will be committed. Blocking file work.
+fn load(part: &Partition, config: GroupConfig) -> Result<GroupCoordinator, ResponseError> {
+    let mut coordinator = GroupCoordinator::new(config, uuid::Uuid::new_v4().as_u64_pair().0);
     let mut records = 0usize;
-    for p in 0..Groups::num_partitions(b) {
-        let Some(part) = b.replicas.get(OFFSETS_TOPIC, p) else {
-            return Err(ResponseError::CoordinatorNotAvailable);
-        };
-        let mut offset = part.log.log_start_offset();
-        let end = part.high_watermark();
-        while offset < end {
-            let read = part
-                .log
-                .read(offset, 1 << 20, Some(end))
-                .map_err(|_| ResponseError::CoordinatorLoadInProgress)?;
-            let Some(next) = read.next_offset else { break };
-            let mut rest: &[u8] = &read.records;
-            while !rest.is_empty() {
-                let Ok((h, recs)) = decode_batch(rest) else {
-                    break;
-                };
-                for r in recs {
-                    let Some(key) = r.key else { continue };
-                    if let Err(e) = coordinator.replay(&key, r.value.as_deref()) {
-                        warn!(partition = p, offset = r.offset, error = %e, "skipping unreadable group record");
-                    }
-                    records += 1;
-                }
-                rest = &rest[h.size()..];
-            }
-            if next <= offset {
+    let mut offset = part.log.log_start_offset();
+    let end = part.log.log_end_offset();
+    while offset < end {
+        let read = part
+            .log
+            .read(offset, 1 << 20, Some(end))
+            .map_err(|_| ResponseError::CoordinatorLoadInProgress)?;
+        let Some(next) = read.next_offset else { break };
+        let mut rest: &[u8] = &read.records;
+        while !rest.is_empty() {
+            let Ok((h, recs)) = decode_batch(rest) else {
+                warn!(
+                    partition = part.index,
+                    offset, "skipping unreadable group record batch"
+                );
                 break;
+            };
+            for r in recs {
+                let Some(key) = r.key else { continue };
+                if let Err(e) = coordinator.replay(&key, r.value.as_deref()) {
+                    warn!(partition = part.index, offset = r.offset, error = %e, "skipping unreadable group record");
+                }
+                records += 1;
             }
-            offset = next;
+            rest = &rest[h.size()..];
         }
+        if next <= offset {
+            break;
+        }
+        offset = next;
     }
-    info!(records, "group coordinator loaded");
+    info!(
+        partition = part.index,
+        records,
+        log_end_offset = end,
+        "group coordinator shard loaded"
+    );
     Ok(coordinator)
 }
 
-/// The coordinator task: requests, timers and append completions, one at a time.
-async fn run(b: Arc<Broker>, mut coordinator: GroupCoordinator, mut rx: mpsc::Receiver<Msg>) {
+/// Loads a shard and, if its slot still wants it, runs it until it is stopped.
+async fn load_and_run(
+    broker: Weak<Broker>,
+    part: Arc<Partition>,
+    leader_epoch: i32,
+    settings: ShardSettings,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let config = settings.group.clone();
+    let loading = part.clone();
+    let loaded = tokio::select! {
+        r = blocking(move || load(&loading, config)) => r,
+        // Unloaded while loading.
+        _ = &mut stop => return,
+    };
+    let coordinator = match loaded {
+        Ok(c) => c,
+        Err(e) => {
+            // The slot stays loading (COORDINATOR_LOAD_IN_PROGRESS) until the next role change.
+            warn!(partition = part.index, leader_epoch, error = ?e, "cannot load group coordinator shard");
+            return;
+        }
+    };
+    let Some(b) = broker.upgrade() else { return };
+    let Some(rx) = b.groups.install(&part, leader_epoch) else {
+        return;
+    };
+    drop(b);
+    run(part, settings, coordinator, rx, stop).await;
+}
+
+/// A shard's task: requests, timers and append completions, one at a time, until the shard is
+/// stopped (its node lost the leadership), when it unloads.
+async fn run(
+    part: Arc<Partition>,
+    settings: ShardSettings,
+    mut coordinator: GroupCoordinator,
+    mut rx: mpsc::Receiver<Msg>,
+    mut stop: oneshot::Receiver<()>,
+) {
     let mut waiting: HashMap<u64, oneshot::Sender<Response>> = HashMap::new();
     let mut next_id: u64 = 1;
-    // Appends run in order on one task, as the coordinator requires. The queue is bounded by
-    // `pending`: no request is taken while MAX_PENDING_APPENDS appends are outstanding.
+    // Appends are written in the order they are queued, as the coordinator requires. The queue
+    // is bounded by `pending`: no request is taken while MAX_PENDING_APPENDS are outstanding.
     let (append_tx, append_rx) = mpsc::unbounded_channel::<(AppendToken, Vec<Record>)>();
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<AppendDone>();
-    tokio::spawn(appender(b.clone(), append_rx, done_tx));
+    tokio::spawn(appender(
+        part.clone(),
+        settings.commit_timeout,
+        append_rx,
+        done_tx,
+    ));
     let mut pending = 0usize;
     let effects = coordinator.complete_load(now_ms());
     pending += carry_out(effects, &mut waiting, &append_tx);
     // Offset expiry runs every offsets.retention.check.interval.ms (first after one interval).
-    let check = std::time::Duration::from_millis(
-        b.config.int("offsets.retention.check.interval.ms").max(1) as u64,
-    );
+    let check = settings.retention_check;
     let mut expiry = tokio::time::interval_at(tokio::time::Instant::now() + check, check);
     expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -225,14 +533,23 @@ async fn run(b: Arc<Broker>, mut coordinator: GroupCoordinator, mut rx: mpsc::Re
             match deadline {
                 Some(at) => {
                     let wait = (at - now_ms()).max(0) as u64;
-                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await
+                    tokio::time::sleep(Duration::from_millis(wait)).await
                 }
                 None => std::future::pending().await,
             }
         };
         let effects = tokio::select! {
+            _ = &mut stop => {
+                let effects = coordinator.unload();
+                carry_out(effects, &mut waiting, &append_tx);
+                // Requests still queued are dropped unanswered: their callers answer
+                // NOT_COORDINATOR.
+                rx.close();
+                info!(partition = part.index, "group coordinator shard unloaded");
+                return;
+            }
             m = rx.recv(), if pending < MAX_PENDING_APPENDS => {
-                let Some(Msg::Request(input, reply)) = m else { return };
+                let Some((input, reply)) = m else { return };
                 let mut input = *input;
                 input.request_id = next_id;
                 waiting.insert(next_id, reply);
@@ -278,58 +595,156 @@ fn carry_out(
     appends
 }
 
+/// Writes a shard's appends in order, several at a time, and reports each once it is committed
+/// (or has failed), in order.
 async fn appender(
-    b: Arc<Broker>,
+    part: Arc<Partition>,
+    commit_timeout: Duration,
     mut rx: mpsc::UnboundedReceiver<(AppendToken, Vec<Record>)>,
     done: mpsc::UnboundedSender<AppendDone>,
 ) {
-    while let Some((token, records)) = rx.recv().await {
-        let result = append(&b, records).await;
-        if done.send((token, result)).is_err() {
-            return;
+    let mut in_flight = FuturesOrdered::new();
+    let mut open = true;
+    loop {
+        tokio::select! {
+            m = rx.recv(), if open && in_flight.len() < MAX_APPENDS_IN_FLIGHT => match m {
+                Some((token, records)) => {
+                    let committed = append(&part, records, commit_timeout);
+                    in_flight.push_back(async move { (token, committed.await) });
+                }
+                None => open = false,
+            },
+            Some(finished) = in_flight.next(), if !in_flight.is_empty() => {
+                if done.send(finished).is_err() {
+                    return;
+                }
+            }
+            else => return,
         }
     }
 }
 
-/// Appends a coordinator's records to the partitions of their groups.
-async fn append(b: &Broker, records: Vec<Record>) -> Result<(), ResponseError> {
-    let n = Groups::num_partitions(b);
-    let mut by_partition: std::collections::BTreeMap<i32, Vec<Record>> =
-        std::collections::BTreeMap::new();
-    for r in records {
-        let group = match gregor_group::records::decode_key(&r.key) {
-            Ok(gregor_group::records::RecordKey::OffsetCommit { group, .. })
-            | Ok(gregor_group::records::RecordKey::GroupMetadata { group }) => group,
-            _ => String::new(),
+/// Starts appending a shard's records to its partition (the partition's write order is taken
+/// now) and returns a future that completes once they are committed: the high watermark has
+/// passed them. Bounded by `offsets.commit.timeout.ms` (REQUEST_TIMED_OUT); losing the leadership
+/// meanwhile answers NOT_LEADER_OR_FOLLOWER. The coordinator maps both as Kafka's does.
+fn append(
+    part: &Arc<Partition>,
+    records: Vec<Record>,
+    commit_timeout: Duration,
+) -> impl std::future::Future<Output = Result<(), ResponseError>> {
+    let now = now_ms();
+    let batch: Vec<gregor_log::records::Record> = records
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| gregor_log::records::Record {
+            offset: i as i64,
+            timestamp: now,
+            key: Some(r.key),
+            value: r.value,
+            headers: Vec::new(),
+        })
+        .collect();
+    let pending = encode_batch(&BatchSpec::default(), &batch)
+        .map(|bytes| part.spawn_append(Bytes::from(bytes)))
+        .map_err(|_| ResponseError::UnknownServerError);
+    let part = part.clone();
+    async move {
+        let pending = pending?;
+        let committed = async {
+            let outcome = pending
+                .done
+                .await
+                .map_err(|_| ResponseError::UnknownServerError)??;
+            part.await_high_watermark(outcome.end_offset).await
         };
-        by_partition
-            .entry(partition_for(&group, n))
-            .or_default()
-            .push(r);
+        match tokio::time::timeout(commit_timeout, committed).await {
+            Ok(result) => result,
+            Err(_) => {
+                warn!(
+                    partition = part.index,
+                    "group records not committed within offsets.commit.timeout.ms"
+                );
+                Err(ResponseError::RequestTimedOut)
+            }
+        }
     }
-    for (p, recs) in by_partition {
-        let part = b
-            .replicas
-            .get(OFFSETS_TOPIC, p)
-            .ok_or(ResponseError::NotLeaderOrFollower)?;
-        let now = now_ms();
-        let batch: Vec<gregor_log::records::Record> = recs
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| gregor_log::records::Record {
-                offset: i as i64,
-                timestamp: now,
-                key: Some(r.key),
-                value: r.value,
-                headers: Vec::new(),
-            })
-            .collect();
-        let bytes = encode_batch(&BatchSpec::default(), &batch)
-            .map_err(|_| ResponseError::UnknownServerError)?;
-        part.spawn_append(Bytes::from(bytes))
-            .done
-            .await
-            .map_err(|_| ResponseError::UnknownServerError)??;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context() -> RequestContext {
+        RequestContext {
+            client_id: "test".into(),
+            client_host: "/127.0.0.1".into(),
+            api_version: 4,
+        }
     }
-    Ok(())
+
+    fn fetch(group: &str) -> Request {
+        Request::OffsetFetch(gregor_group::OffsetFetchRequest {
+            group_id: group.into(),
+            topics: None,
+            require_stable: false,
+        })
+    }
+
+    fn slot(tx: Option<mpsc::Sender<Msg>>) -> (Slot, oneshot::Receiver<()>) {
+        let (stop, stopped) = oneshot::channel();
+        let slot = Slot {
+            leader_epoch: 3,
+            partition: Weak::new(),
+            tx,
+            _stop: stop,
+        };
+        (slot, stopped)
+    }
+
+    #[tokio::test]
+    async fn requests_route_by_shard_state() {
+        let groups = Groups::new();
+        let (loading, _) = slot(None);
+        let (tx, mut rx) = mpsc::channel(4);
+        let (loaded, _) = slot(Some(tx));
+        lock(&groups.shards).insert(1, loading);
+        lock(&groups.shards).insert(2, loaded);
+        // No shard: this node does not lead the partition.
+        assert_eq!(
+            groups.call_partition(0, context(), fetch("g")).await,
+            Err(ResponseError::NotCoordinator)
+        );
+        // Loading: the client retries the same coordinator.
+        assert_eq!(
+            groups.call_partition(1, context(), fetch("g")).await,
+            Err(ResponseError::CoordinatorLoadInProgress)
+        );
+        assert_eq!(groups.shard_partitions(), (vec![2], vec![1]));
+        // Loaded: the request reaches the shard's task; a shard that stops without answering
+        // (unloaded) answers NOT_COORDINATOR.
+        let call = groups.call_partition(2, context(), fetch("g"));
+        let shard = async {
+            let (input, reply) = rx.recv().await.expect("request delivered");
+            assert!(matches!(input.request, Request::OffsetFetch(ref r) if r.group_id == "g"));
+            drop(reply);
+        };
+        let (answer, ()) = tokio::join!(call, shard);
+        assert_eq!(answer, Err(ResponseError::NotCoordinator));
+    }
+
+    #[tokio::test]
+    async fn dropping_a_slot_stops_its_shard() {
+        let groups = Groups::new();
+        let (s, mut stopped) = slot(None);
+        lock(&groups.shards).insert(5, s);
+        assert!(stopped
+            .try_recv()
+            .is_err_and(|e| e == oneshot::error::TryRecvError::Empty));
+        lock(&groups.shards).remove(&5);
+        assert_eq!(
+            stopped.try_recv(),
+            Err(oneshot::error::TryRecvError::Closed)
+        );
+    }
 }

@@ -14,7 +14,7 @@ use super::s;
 use crate::broker::Broker;
 use crate::connection::RequestContext;
 use crate::group_wire as w;
-use crate::groups::Groups;
+use crate::groups::{Groups, OFFSETS_TOPIC};
 
 pub async fn find_coordinator(
     b: &Arc<Broker>,
@@ -42,13 +42,16 @@ pub async fn find_coordinator(
         let outcome = if key.is_empty() {
             Err(ResponseError::InvalidRequest)
         } else {
-            b.groups.call_ready(b).await
+            match b.groups.coordinator_partition(b, &key).await {
+                Ok(p) => coordinator_of(b, p),
+                Err(e) => Err(e),
+            }
         };
         match outcome {
-            Ok(()) => {
-                c.node_id = BrokerId(b.config.node_id);
-                c.host = s(b.config.advertised_host.clone());
-                c.port = b.config.advertised_port as i32;
+            Ok((node, host, port)) => {
+                c.node_id = BrokerId(node);
+                c.host = s(host);
+                c.port = port;
             }
             Err(e) => {
                 c.error_code = e.code();
@@ -69,6 +72,24 @@ pub async fn find_coordinator(
         resp.port = c.port;
     }
     resp
+}
+
+/// The leader of `__consumer_offsets` partition `p` and its client endpoint, from the metadata
+/// image: COORDINATOR_NOT_AVAILABLE while it has no leader or the leader is not a live broker.
+fn coordinator_of(b: &Broker, p: i32) -> Result<(i32, String, i32), ResponseError> {
+    let image = b.metadata.image();
+    let leader = image
+        .topic(OFFSETS_TOPIC)
+        .and_then(|t| t.partitions.get(&p))
+        .map(|r| r.leader)
+        .filter(|l| *l >= 0)
+        .ok_or(ResponseError::CoordinatorNotAvailable)?;
+    let endpoint = image
+        .broker(leader)
+        .filter(|br| !br.fenced)
+        .and_then(|br| br.endpoints.first())
+        .ok_or(ResponseError::CoordinatorNotAvailable)?;
+    Ok((leader, endpoint.host.clone(), i32::from(endpoint.port)))
 }
 
 fn context(ctx: &RequestContext) -> GroupContext {
@@ -97,18 +118,24 @@ pub async fn handle(
     let v = ctx.api_version;
     let gctx = context(ctx);
     let n = Groups::num_partitions(b);
-    let call = |req: Request| b.groups.call(b, gctx.clone(), req);
+    let call = |group: &str, req: Request| {
+        let group = group.to_string();
+        let gctx = gctx.clone();
+        async move { b.groups.call(b, &group, gctx, req).await }
+    };
     let out = match &request {
-        RequestKind::JoinGroup(r) => match call(Request::JoinGroup(w::join_group_request(r, v)))
-            .await
-        {
-            Ok(Response::JoinGroup(x)) => Ok(ResponseKind::JoinGroup(w::join_group_response(x, v))),
-            Ok(_) => Err(ResponseError::UnknownServerError),
-            Err(e) => Err(e),
-        },
+        RequestKind::JoinGroup(r) => {
+            match call(&r.group_id, Request::JoinGroup(w::join_group_request(r, v))).await {
+                Ok(Response::JoinGroup(x)) => {
+                    Ok(ResponseKind::JoinGroup(w::join_group_response(x, v)))
+                }
+                Ok(_) => Err(ResponseError::UnknownServerError),
+                Err(e) => Err(e),
+            }
+        }
         RequestKind::SyncGroup(r) => match w::sync_group_request(r, v) {
             Err(e) => Err(e),
-            Ok(req) => match call(Request::SyncGroup(req)).await {
+            Ok(req) => match call(&r.group_id, Request::SyncGroup(req)).await {
                 Ok(Response::SyncGroup(x)) => {
                     Ok(ResponseKind::SyncGroup(w::sync_group_response(x, v)))
                 }
@@ -116,15 +143,22 @@ pub async fn handle(
                 Err(e) => Err(e),
             },
         },
-        RequestKind::Heartbeat(r) => match call(Request::Heartbeat(w::heartbeat_request(r, v)))
-            .await
-        {
-            Ok(Response::Heartbeat(x)) => Ok(ResponseKind::Heartbeat(w::heartbeat_response(x, v))),
-            Ok(_) => Err(ResponseError::UnknownServerError),
-            Err(e) => Err(e),
-        },
+        RequestKind::Heartbeat(r) => {
+            match call(&r.group_id, Request::Heartbeat(w::heartbeat_request(r, v))).await {
+                Ok(Response::Heartbeat(x)) => {
+                    Ok(ResponseKind::Heartbeat(w::heartbeat_response(x, v)))
+                }
+                Ok(_) => Err(ResponseError::UnknownServerError),
+                Err(e) => Err(e),
+            }
+        }
         RequestKind::LeaveGroup(r) => {
-            match call(Request::LeaveGroup(w::leave_group_request(r, v))).await {
+            match call(
+                &r.group_id,
+                Request::LeaveGroup(w::leave_group_request(r, v)),
+            )
+            .await
+            {
                 Ok(Response::LeaveGroup(x)) => {
                     Ok(ResponseKind::LeaveGroup(w::leave_group_response(x, v)))
                 }
@@ -146,7 +180,7 @@ pub async fn handle(
                     rejected, None, v,
                 )))
             } else {
-                match call(Request::OffsetCommit(req)).await {
+                match call(&r.group_id, Request::OffsetCommit(req)).await {
                     Ok(Response::OffsetCommit(x)) => Ok(ResponseKind::OffsetCommit(
                         w::offset_commit_response(x, Some(rejected), v),
                     )),
@@ -160,13 +194,15 @@ pub async fn handle(
             Ok(reqs) => {
                 let mut answers = Vec::with_capacity(reqs.len());
                 for req in reqs {
-                    answers.push(match call(Request::OffsetFetch(req.clone())).await {
-                        Ok(Response::OffsetFetch(x)) => x,
-                        Ok(_) => {
-                            w::offset_fetch_group_error(&req, ResponseError::UnknownServerError)
-                        }
-                        Err(e) => w::offset_fetch_group_error(&req, e),
-                    });
+                    answers.push(
+                        match call(&req.group_id, Request::OffsetFetch(req.clone())).await {
+                            Ok(Response::OffsetFetch(x)) => x,
+                            Ok(_) => {
+                                w::offset_fetch_group_error(&req, ResponseError::UnknownServerError)
+                            }
+                            Err(e) => w::offset_fetch_group_error(&req, e),
+                        },
+                    );
                 }
                 Ok(ResponseKind::OffsetFetch(w::offset_fetch_response(
                     answers, v,
@@ -175,8 +211,9 @@ pub async fn handle(
         },
         RequestKind::DescribeGroups(r) => {
             let mut parts = Vec::new();
-            for (_, part) in w::describe_groups_split(r, n) {
-                parts.push(match call(Request::DescribeGroups(part.clone())).await {
+            for (p, part) in w::describe_groups_split(r, n) {
+                let req = Request::DescribeGroups(part.clone());
+                parts.push(match b.groups.call_partition(p, gctx.clone(), req).await {
                     Ok(Response::DescribeGroups(x)) => x,
                     Ok(_) => w::describe_groups_error(&part, ResponseError::UnknownServerError),
                     Err(e) => w::describe_groups_error(&part, e),
@@ -187,30 +224,17 @@ pub async fn handle(
             )))
         }
         RequestKind::ListGroups(r) => {
-            // Before any group exists there is no coordinator to ask: no groups.
-            if b.metadata
-                .image()
-                .topic(crate::groups::OFFSETS_TOPIC)
-                .is_none()
-            {
-                Ok(ResponseKind::ListGroups(w::list_groups_response(
-                    Vec::new(),
-                    v,
-                )))
-            } else {
-                match call(Request::ListGroups(w::list_groups_request(r, v))).await {
-                    Ok(Response::ListGroups(x)) => Ok(ResponseKind::ListGroups(
-                        w::list_groups_response(vec![x], v),
-                    )),
-                    Ok(_) => Err(ResponseError::UnknownServerError),
-                    Err(e) => Err(e),
-                }
-            }
+            let parts = b
+                .groups
+                .list_groups(gctx.clone(), w::list_groups_request(r, v))
+                .await;
+            Ok(ResponseKind::ListGroups(w::list_groups_response(parts, v)))
         }
         RequestKind::DeleteGroups(r) => {
             let mut parts = Vec::new();
-            for (_, part) in w::delete_groups_split(r, n) {
-                parts.push(match call(Request::DeleteGroups(part.clone())).await {
+            for (p, part) in w::delete_groups_split(r, n) {
+                let req = Request::DeleteGroups(part.clone());
+                parts.push(match b.groups.call_partition(p, gctx.clone(), req).await {
                     Ok(Response::DeleteGroups(x)) => x,
                     Ok(_) => w::delete_groups_error(&part, ResponseError::UnknownServerError),
                     Err(e) => w::delete_groups_error(&part, e),

@@ -371,7 +371,6 @@ pub static UNSUPPORTED: &[(&str, &str)] = &[
     ("auto.leader.rebalance.enable", "a single node leads every partition: there is no leadership to balance"),
     ("leader.imbalance.per.broker.percentage", "a single node leads every partition: there is no leadership to balance"),
     ("leader.imbalance.check.interval.seconds", "a single node leads every partition: there is no leadership to balance"),
-    ("offsets.commit.timeout.ms", "offset commits wait only for the local durable append"),
     ("offsets.load.buffer.size", "group state is loaded with the log's own read size"),
     ("num.network.threads", "connections are served by the async runtime's worker threads"),
     ("num.io.threads", "requests are handled by the async runtime's worker threads"),
