@@ -328,3 +328,63 @@ def test_kafka_python_and_kcat_keep_working_across_a_leader_kill(cluster_factory
     assert out.returncode == 0, out.stderr
     lines = out.stdout.split("\n")[:-1]
     assert lines == [f"{o} k{o}" for o in range(200)]
+
+
+@pytest.mark.timeout(240)
+def test_hard_bounce_with_the_gregor_client_and_a_committing_group(cluster_factory):
+    """The hard bounce with Gregor's own client: a producer process per round (acks=all,
+    idempotent) and a consumer group member committing after every poll, running throughout
+    three leader kills; every acknowledged record is consumed, at the offset acknowledged, once
+    per offset, and nothing covered by a confirmed commit is consumed again."""
+    import json
+    import types
+
+    from groups import Timeline
+    from test_interop_gregor_client import GregorMember, Ledger, gregor_member_bin
+
+    c = cluster_factory(3)
+    nodes = list(c.nodes.values())
+    create(nodes[0], "hbg", configs={"min.insync.replicas": "2"})
+    wait_isr(nodes, "hbg", [0, 1, 2])
+    everyone = types.SimpleNamespace(bootstrap=bootstrap(nodes))
+    ledger = Ledger()
+    member = GregorMember(everyone, Timeline(), ledger, "m", "hbg-group", "hbg", "range").start()
+    produced = {}
+
+    def round_of(r):
+        lines = "".join(f"g{r}-{i}\n" for i in range(300))
+        out = subprocess.run([gregor_member_bin(), "--mode", "produce", "--bootstrap",
+                              bootstrap(nodes), "--topic", "hbg"], input=lines,
+                             capture_output=True, text=True, timeout=90)
+        assert out.returncode == 0, out.stderr[-2000:]
+        for line in out.stdout.splitlines():
+            ev = json.loads(line)
+            if ev["event"] == "produced":
+                produced[ev["value"]] = ev["offset"]
+
+    try:
+        for r in range(6):
+            t = __import__("threading").Thread(target=round_of, args=(r,))
+            t.start()
+            if r % 2 == 1:
+                time.sleep(0.2)
+                leader = c.nodes[partition_state(nodes[0] if nodes[0].alive() else nodes[1],
+                                                 "hbg")[0]]
+                leader.kill()
+                t.join(120)
+                leader.start()
+                leader.wait_ready()
+                wait_isr(nodes, "hbg", [0, 1, 2])
+            else:
+                t.join(120)
+        assert len(produced) == 6 * 300, len(produced)
+        wait_until(lambda: {v for *_, v in ledger.consumed} >= set(produced), 60,
+                   "the group to consume every acknowledged record")
+    finally:
+        member.stop(timeout=30)
+    by_offset = {}
+    for _, _, _, o, _, v in ledger.consumed:
+        assert by_offset.setdefault(o, v) == v, f"offset {o} held two records"
+    for v, o in produced.items():
+        assert by_offset.get(o) == v, f"{v} acknowledged at {o}, consumed there: {by_offset.get(o)}"
+    assert ledger.redeliveries_after_commit() == []

@@ -332,6 +332,86 @@ mod tests {
         assert_eq!(l.shrink(100_000, 30_000), None);
     }
 
+    use proptest::prelude::*;
+
+    /// One step of a leader's life: its own durable end grows, a follower fetches (from at most
+    /// what it could have copied), time passes and the ISR shrinks, or the controller commits
+    /// (or refuses) the proposal in flight.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Append(i64),
+        Fetch { replica: i32, behind: i64 },
+        Tick(i64),
+        Commit,
+        Refuse,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (1i64..50).prop_map(Step::Append),
+            (1i32..3, 0i64..60).prop_map(|(replica, behind)| Step::Fetch { replica, behind }),
+            (0i64..20_000).prop_map(Step::Tick),
+            Just(Step::Commit),
+            Just(Step::Refuse),
+        ]
+    }
+
+    proptest! {
+        /// Whatever the interleaving of appends, fetches, shrinks and controller answers: the
+        /// high watermark never passes the leader's durable end nor the durable end of any
+        /// replica of the maximal ISR, and the ISR always keeps the leader.
+        #[test]
+        fn high_watermark_never_passes_an_isr_member(steps in proptest::collection::vec(step(), 1..200)) {
+            let mut l = LeaderState::new(0, state(&[0, 1, 2], 0), 0, 0);
+            let (mut now, mut end) = (0i64, 0i64);
+            let mut durable = std::collections::BTreeMap::from([(1, 0i64), (2, 0i64)]);
+            let mut pending: Option<IsrProposal> = None;
+            for s in steps {
+                match s {
+                    Step::Append(n) => {
+                        end += n;
+                        l.local_durable(end);
+                    }
+                    Step::Fetch { replica, behind } => {
+                        let at = (end - behind).max(durable[&replica]);
+                        durable.insert(replica, at);
+                        let hw = l.high_watermark().max(0);
+                        if let Some(p) = l.follower_fetched(replica, at, end, hw, now) {
+                            pending = Some(p);
+                        }
+                    }
+                    Step::Tick(ms) => {
+                        now += ms;
+                        if let Some(p) = l.shrink(now, 30_000) {
+                            pending = Some(p);
+                        }
+                    }
+                    Step::Commit => {
+                        if let Some(p) = pending.take() {
+                            let mut next = l.state().clone();
+                            next.isr = p.isr;
+                            next.partition_epoch += 1;
+                            l.update(next, now);
+                        }
+                    }
+                    Step::Refuse => {
+                        if let Some(p) = pending.take() {
+                            l.proposal_done(p.partition_epoch);
+                        }
+                    }
+                }
+                let hw = l.high_watermark();
+                prop_assert!(hw <= end);
+                for r in l.maximal_isr() {
+                    if r != 0 {
+                        prop_assert!(hw <= durable[&r], "hw {} past replica {} at {}", hw, r, durable[&r]);
+                    }
+                }
+                prop_assert!(l.isr().contains(&0));
+            }
+        }
+    }
+
     #[test]
     fn fetches_from_non_replicas_are_ignored() {
         let mut l = LeaderState::new(0, state(&[0], 0), 0, 0);

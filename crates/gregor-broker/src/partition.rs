@@ -240,6 +240,11 @@ impl Partition {
     /// A follower fetched from `fetch_offset`: its durable log end offset. Moves the high
     /// watermark, and returns an ISR expansion to propose if the follower caught up.
     pub fn follower_fetched(&self, replica: i32, fetch_offset: i64) -> Option<IsrProposal> {
+        // A fetch past the log end (a follower that has not truncated its divergent suffix yet)
+        // is answered OFFSET_OUT_OF_RANGE and says nothing about what the follower holds.
+        if fetch_offset > self.log.log_end_offset() {
+            return None;
+        }
         let (proposal, hw) = match &mut *lock(&self.replication) {
             Replication::Leader(l) => {
                 let p = l.follower_fetched(
