@@ -388,3 +388,28 @@ def test_hard_bounce_with_the_gregor_client_and_a_committing_group(cluster_facto
     for v, o in produced.items():
         assert by_offset.get(o) == v, f"{v} acknowledged at {o}, consumed there: {by_offset.get(o)}"
     assert ledger.redeliveries_after_commit() == []
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_automatic_leader_rebalance_moves_leadership_back_to_the_preferred_replica(
+        cluster_factory, enabled):
+    c = cluster_factory(3, overrides={"leader.imbalance.check.interval.seconds": "1",
+                                      "auto.leader.rebalance.enable": str(enabled).lower()})
+    n0, n1 = c.nodes[0], c.nodes[1]
+    create(n1, "pref", assignments=[[0, 1, 2], [0, 2, 1], [1, 0, 2]])
+    for p in range(3):
+        wait_isr(c.nodes.values(), "pref", [0, 1, 2], partition=p)
+    n0.kill()
+    wait_until(lambda: all(partition_state(n1, "pref", p)[0] != 0 for p in range(3)), 15,
+               "leaders moved off node 0")
+    n0.start()
+    n0.wait_ready()
+    for p in range(3):
+        wait_isr([n1], "pref", [0, 1, 2], partition=p)
+    leaders = lambda: [partition_state(n1, "pref", p)[0] for p in range(3)]  # noqa: E731
+    if enabled:
+        # Node 0 prefers two partitions and leads none of them: 100% > 10%.
+        wait_until(lambda: leaders() == [0, 0, 1], 15, "preferred leaders again")
+    else:
+        time.sleep(3)
+        assert leaders()[:2] != [0, 0] and 0 not in leaders(), leaders()

@@ -309,8 +309,33 @@ impl Broker {
             Duration::from_millis(self.config.int("broker.heartbeat.interval.ms").max(10) as u64);
         let mut heartbeat = tokio::time::interval(heartbeat_every);
         let mut sessions = tokio::time::interval(SESSION_CHECK_INTERVAL);
+        // Automatic leader rebalance: the first check one interval after start, as in Kafka.
+        let imbalance_every = Duration::from_secs(
+            self.config
+                .int("leader.imbalance.check.interval.seconds")
+                .max(1) as u64,
+        );
+        let mut imbalance = tokio::time::interval_at(
+            tokio::time::Instant::now() + imbalance_every,
+            imbalance_every,
+        );
+        imbalance.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                _ = imbalance.tick() => {
+                    if self.metadata.is_active_controller() {
+                        let result = self
+                            .metadata
+                            .submit(|c| gregor_meta::ControllerResult {
+                                records: c.rebalance_leaders(),
+                                response: (),
+                            })
+                            .await;
+                        if let Err(e) = result {
+                            warn!(error = %e, "automatic leader rebalance failed");
+                        }
+                    }
+                }
                 _ = heartbeat.tick(), if self.config.is_broker => {
                     if let Err(e) = self.heartbeat(false).await {
                         warn!(error = %e, "heartbeat failed");
