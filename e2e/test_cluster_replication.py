@@ -413,3 +413,45 @@ def test_automatic_leader_rebalance_moves_leadership_back_to_the_preferred_repli
     else:
         time.sleep(3)
         assert leaders()[:2] != [0, 0] and 0 not in leaders(), leaders()
+
+
+def test_reassignment_with_kafkas_admin_client_moves_the_data_and_changes_the_replication_factor(
+        cluster_factory):
+    """Seed 001 sections 3 and 5 through Kafka's own admin protocol (kafka-python's
+    AlterPartitionReassignments / ListPartitionReassignments): a partition on broker 0 alone
+    moves to brokers 1 and 2 (RF 1 -> 2); the new replicas copy the log, join the ISR, the old
+    one is removed and deletes its data; bad targets get Kafka's error codes."""
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTP
+    from kafka.errors import (InvalidReplicationAssignmentError, NoReassignmentInProgressError,
+                              UnknownTopicOrPartitionError)
+
+    c = cluster_factory(3)
+    n0, n1, n2 = c.nodes[0], c.nodes[1], c.nodes[2]
+    create(n1, "mv", assignments=[[0]])
+    wait_isr(c.nodes.values(), "mv", [0])
+    produce([n0, n1, n2], "mv", [f"m{i}" for i in range(300)])
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap([n0, n1, n2]), request_timeout_ms=30000)
+    try:
+        result = admin.alter_partition_reassignments({KTP("mv", 0): [1, 2]})
+        assert result == {KTP("mv", 0): None}, result
+        wait_until(lambda: partition_state(n1, "mv")[1:] == ([1, 2], [1, 2]), 30,
+                   "replicas and ISR 1,2")
+        assert partition_state(n1, "mv")[0] in (1, 2)
+        assert admin.list_partition_reassignments() == {}
+        wait_until(lambda: not (n0.data_dir / "mv-0").exists(), 20,
+                   "the removed replica deletes its data")
+        assert [v for _, v in consume_all([n1, n2], "mv", expect=300)] == \
+            [f"m{i}" for i in range(300)]
+        # Bad input: an unknown broker, a duplicate, cancelling nothing, an unknown topic.
+        result = admin.alter_partition_reassignments({KTP("mv", 0): [1, 9]})
+        assert result[KTP("mv", 0)] is InvalidReplicationAssignmentError, result
+        result = admin.alter_partition_reassignments({KTP("mv", 0): [1, 1]})
+        assert result[KTP("mv", 0)] is InvalidReplicationAssignmentError, result
+        result = admin.alter_partition_reassignments({KTP("mv", 0): None})
+        assert result[KTP("mv", 0)] is NoReassignmentInProgressError, result
+        result = admin.alter_partition_reassignments({KTP("nope", 0): [1]})
+        assert result[KTP("nope", 0)] is UnknownTopicOrPartitionError, result
+        assert partition_state(n1, "mv")[1:] == ([1, 2], [1, 2]), "a refused change changed it"
+    finally:
+        admin.close()

@@ -39,6 +39,7 @@ pub fn is_controller_api(key: ApiKey) -> bool {
             | ApiKey::CreatePartitions
             | ApiKey::IncrementalAlterConfigs
             | ApiKey::ElectLeaders
+            | ApiKey::AlterPartitionReassignments
             | ApiKey::BrokerRegistration
             | ApiKey::BrokerHeartbeat
             | ApiKey::AlterPartition

@@ -7,6 +7,7 @@ mod fetch;
 mod groups;
 mod offsets;
 mod produce;
+mod reassign;
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
@@ -44,11 +45,15 @@ pub async fn dispatch(
         | RequestKind::DeleteTopics(_)
         | RequestKind::CreatePartitions(_)
         | RequestKind::IncrementalAlterConfigs(_)
-        | RequestKind::ElectLeaders(_)) => {
+        | RequestKind::ElectLeaders(_)
+        | RequestKind::AlterPartitionReassignments(_)) => {
             match crate::forward::to_controller(b, ctx.api_key, v, r).await {
                 Some(response) => response,
                 None => return Reply::Close,
             }
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            ResponseKind::ListPartitionReassignments(reassign::list_partition_reassignments(b, &r))
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(admin::describe_configs(b, r, v).await)
@@ -97,6 +102,9 @@ pub async fn controller_api(
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(elect::elect_leaders(b, r, v).await)
         }
+        RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
+            reassign::alter_partition_reassignments(b, r).await,
+        ),
         RequestKind::BrokerRegistration(r) => {
             ResponseKind::BrokerRegistration(cluster::broker_registration(b, r).await)
         }
