@@ -541,26 +541,13 @@ impl Broker {
         .i64(key)
     }
 
-    /// `fetch.max.bytes`: the largest fetch response (besides KIP-74's first batch).
-    pub fn fetch_max_bytes(&self) -> usize {
-        usize::try_from(self.dynamic_i64("fetch.max.bytes")).unwrap_or(usize::MAX)
-    }
-
-    /// Whether a partition's ISR is at least `min.insync.replicas` (acks=all).
-    pub fn enough_in_sync(&self, topic: &str, partition: i32) -> bool {
-        let image = self.metadata.image();
-        let isr = image
-            .topic(topic)
-            .and_then(|t| t.partitions.get(&partition))
-            .map_or(0, |p| p.isr.len() as i64);
-        let min = gregor_meta::config::BrokerConfigView::new(
-            &image,
-            &self.config.settings,
-            self.config.node_id,
-        )
-        .topic_value(topic, "min.insync.replicas")
-        .and_then(|r| r.value.as_i64())
-        .unwrap_or(1);
-        isr >= min
+    /// The service the partition data APIs run on.
+    pub fn data_plane(&self) -> crate::data_plane::DataPlane<'_> {
+        crate::data_plane::DataPlane {
+            node_id: self.config.node_id,
+            settings: &self.config.settings,
+            metadata: &self.metadata,
+            replicas: &self.replicas,
+        }
     }
 }

@@ -6,6 +6,7 @@ pub mod api;
 pub mod broker;
 pub mod config;
 pub mod connection;
+pub mod data_plane;
 pub mod fetcher;
 pub mod forward;
 pub mod frame;

@@ -21,8 +21,7 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
 
-use super::produce::locate;
-use crate::broker::Broker;
+use crate::data_plane::DataPlane;
 use crate::replica::Partition;
 use crate::util::blocking;
 
@@ -59,12 +58,12 @@ fn replica_id(r: &FetchRequest, version: i16) -> i32 {
 
 /// How a fetch from `replica_id` may read `topic`/`partition`: only a follower replica of the
 /// partition (a replica other than this broker) reads past the high watermark.
-fn reader_for(b: &Broker, replica_id: i32, topic: &str, partition: i32) -> Reader {
+fn reader_for(b: DataPlane<'_>, replica_id: i32, topic: &str, partition: i32) -> Reader {
     if replica_id < 0 {
         return Reader::Consumer;
     }
     let image = b.metadata.image();
-    let is_follower = replica_id != b.config.node_id
+    let is_follower = replica_id != b.node_id
         && image
             .topic(topic)
             .and_then(|t| t.partitions.get(&partition))
@@ -76,7 +75,7 @@ fn reader_for(b: &Broker, replica_id: i32, topic: &str, partition: i32) -> Reade
     }
 }
 
-pub async fn fetch(b: &Broker, r: FetchRequest, version: i16) -> FetchResponse {
+pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResponse {
     let replica_id = replica_id(&r, version);
     let mut targets = Vec::new();
     let mut topics_out = Vec::new();
@@ -87,7 +86,7 @@ pub async fn fetch(b: &Broker, r: FetchRequest, version: i16) -> FetchResponse {
         out.topic_id = t.topic_id;
         topics_out.push(out);
         for p in &t.partitions {
-            let part = locate(b, &name, t.topic_id, p.partition);
+            let part = b.locate(&name, t.topic_id, p.partition);
             let topic_name = part.as_ref().map_or(name.as_str(), |p| p.topic.as_str());
             targets.push(Target {
                 topic_index: ti,
@@ -159,7 +158,7 @@ pub async fn fetch(b: &Broker, r: FetchRequest, version: i16) -> FetchResponse {
 
 /// Updates the leaders' view of a follower from the offsets its fetch names, and sends any ISR
 /// expansion that follows to the controller.
-fn record_follower_progress(b: &Broker, targets: &[Target]) {
+fn record_follower_progress(b: DataPlane<'_>, targets: &[Target]) {
     for t in targets {
         let (Reader::Follower, Ok(part)) = (t.reader, &t.part) else {
             continue;
@@ -177,13 +176,13 @@ fn record_follower_progress(b: &Broker, targets: &[Target]) {
 }
 
 /// Looks the targets' partitions up again (after one was removed).
-fn relocated(b: &Broker, r: &FetchRequest, targets: &[Target]) -> Vec<Target> {
+fn relocated(b: DataPlane<'_>, r: &FetchRequest, targets: &[Target]) -> Vec<Target> {
     targets
         .iter()
         .map(|t| {
             let topic = &r.topics[t.topic_index];
             Target {
-                part: locate(b, &topic.topic.0, topic.topic_id, t.partition),
+                part: b.locate(&topic.topic.0, topic.topic_id, t.partition),
                 ..t.clone()
             }
         })

@@ -58,17 +58,19 @@ pub async fn dispatch(
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(admin::describe_configs(b, r, v).await)
         }
-        RequestKind::Produce(r) => return produce::produce(b, r, v).await,
+        RequestKind::Produce(r) => return produce::produce(b.data_plane(), r, v).await,
         RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(produce::init_producer_id(b, &r))
+            ResponseKind::InitProducerId(produce::init_producer_id(&b.producer_ids, &r))
         }
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(b, r, v).await),
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(offsets::list_offsets(b, r, v)),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(b.data_plane(), r, v).await),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(offsets::list_offsets(b.data_plane(), r, v))
+        }
         RequestKind::OffsetForLeaderEpoch(r) => {
-            ResponseKind::OffsetForLeaderEpoch(offsets::offset_for_leader_epoch(b, r))
+            ResponseKind::OffsetForLeaderEpoch(offsets::offset_for_leader_epoch(b.data_plane(), r))
         }
         RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(offsets::delete_records(b, r).await)
+            ResponseKind::DeleteRecords(offsets::delete_records(b.data_plane(), r).await)
         }
         other => {
             // The connection only decodes APIs listed in `api::SUPPORTED`, all routed above.

@@ -17,12 +17,11 @@ use kafka_protocol::ResponseError;
 
 use gregor_log::OffsetSpec;
 
-use super::produce::locate;
-use crate::broker::Broker;
+use crate::data_plane::DataPlane;
 use crate::replica::log_error;
 use crate::util::blocking;
 
-pub fn list_offsets(b: &Broker, r: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+pub fn list_offsets(b: DataPlane<'_>, r: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let mut resp = ListOffsetsResponse::default();
     for t in r.topics {
         let mut tr = ListOffsetsTopicResponse::default();
@@ -31,7 +30,8 @@ pub fn list_offsets(b: &Broker, r: ListOffsetsRequest, version: i16) -> ListOffs
             out.partition_index = p.partition_index;
             out.timestamp = -1;
             out.offset = -1;
-            let result = locate(b, &t.name.0, gregor_meta::Uuid::nil(), p.partition_index)
+            let result = b
+                .locate(&t.name.0, gregor_meta::Uuid::nil(), p.partition_index)
                 .and_then(|part| {
                     let role = part.role();
                     if !role.is_leader {
@@ -83,7 +83,7 @@ pub fn list_offsets(b: &Broker, r: ListOffsetsRequest, version: i16) -> ListOffs
 }
 
 pub fn offset_for_leader_epoch(
-    b: &Broker,
+    b: DataPlane<'_>,
     r: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let mut resp = OffsetForLeaderEpochResponse::default();
@@ -94,7 +94,7 @@ pub fn offset_for_leader_epoch(
             out.partition = p.partition;
             out.leader_epoch = -1;
             out.end_offset = -1;
-            match locate(b, &t.topic.0, gregor_meta::Uuid::nil(), p.partition) {
+            match b.locate(&t.topic.0, gregor_meta::Uuid::nil(), p.partition) {
                 Ok(part) => {
                     let role = part.role();
                     if !role.is_leader {
@@ -121,7 +121,7 @@ pub fn offset_for_leader_epoch(
     resp
 }
 
-pub async fn delete_records(b: &Broker, r: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn delete_records(b: DataPlane<'_>, r: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let mut resp = DeleteRecordsResponse::default();
     for t in r.topics {
         let mut tr = DeleteRecordsTopicResult::default();
@@ -129,7 +129,7 @@ pub async fn delete_records(b: &Broker, r: DeleteRecordsRequest) -> DeleteRecord
             let mut out = DeleteRecordsPartitionResult::default();
             out.partition_index = p.partition_index;
             out.low_watermark = -1;
-            let result = match locate(b, &t.name.0, gregor_meta::Uuid::nil(), p.partition_index) {
+            let result = match b.locate(&t.name.0, gregor_meta::Uuid::nil(), p.partition_index) {
                 Err(e) => Err(e),
                 Ok(part) if !part.role().is_leader => Err(ResponseError::NotLeaderOrFollower),
                 Ok(part) => {

@@ -8,34 +8,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use crate::broker::Broker;
 use crate::connection::Reply;
-
-/// Resolves a produce or fetch target: the topic's name from the request (or its id, in newer
-/// versions), whether it exists, and the hosted partition.
-pub(crate) fn locate(
-    b: &Broker,
-    name: &str,
-    topic_id: gregor_meta::Uuid,
-    partition: i32,
-) -> Result<std::sync::Arc<crate::replica::Partition>, ResponseError> {
-    let image = b.metadata.image();
-    let topic = if name.is_empty() && !topic_id.is_nil() {
-        image
-            .topic_by_id(topic_id)
-            .ok_or(ResponseError::UnknownTopicId)?
-    } else {
-        image
-            .topic(name)
-            .ok_or(ResponseError::UnknownTopicOrPartition)?
-    };
-    if !topic.partitions.contains_key(&partition) {
-        return Err(ResponseError::UnknownTopicOrPartition);
-    }
-    b.replicas
-        .get(&topic.name, partition)
-        .ok_or(ResponseError::NotLeaderOrFollower)
-}
+use crate::data_plane::DataPlane;
+use crate::producer_ids::ProducerIdAllocator;
 
 /// Topics clients may not write to (Kafka: INVALID_TOPIC_EXCEPTION, "Cannot append to internal
 /// topic"); only the broker's own coordinators append to them.
@@ -52,7 +27,7 @@ fn codec_id(records: &[u8]) -> Option<i16> {
 
 const ZSTD: i16 = 4;
 
-pub async fn produce(b: &Broker, r: ProduceRequest, version: i16) -> Reply {
+pub async fn produce(b: DataPlane<'_>, r: ProduceRequest, version: i16) -> Reply {
     let acks = r.acks;
     // Only the wait for durability and replication is bounded by the timeout (as in Kafka);
     // the append itself always completes (see `Partition::spawn_append`).
@@ -77,7 +52,7 @@ pub async fn produce(b: &Broker, r: ProduceRequest, version: i16) -> Reply {
                 } else if is_internal_topic(&name) {
                     Err(ResponseError::InvalidTopicException)
                 } else {
-                    match (locate(b, &name, topic_id, p.index), p.records) {
+                    match (b.locate(&name, topic_id, p.index), p.records) {
                         (Err(e), _) => Err(e),
                         (Ok(_), None) => Err(ResponseError::InvalidRecord),
                         (Ok(_), Some(records))
@@ -175,7 +150,10 @@ pub async fn produce(b: &Broker, r: ProduceRequest, version: i16) -> Reply {
     Reply::Respond(ResponseKind::Produce(resp))
 }
 
-pub fn init_producer_id(b: &Broker, r: &InitProducerIdRequest) -> InitProducerIdResponse {
+pub fn init_producer_id(
+    producer_ids: &ProducerIdAllocator,
+    r: &InitProducerIdRequest,
+) -> InitProducerIdResponse {
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
@@ -186,7 +164,7 @@ pub fn init_producer_id(b: &Broker, r: &InitProducerIdRequest) -> InitProducerId
     // Without a transactional id every request gets a fresh producer id, whatever id and
     // epoch it names (as Kafka does): bumping the epoch of a named id would let any client
     // fence another producer. Idempotent producers bump their epoch locally (KIP-360).
-    match b.producer_ids.next() {
+    match producer_ids.next() {
         Ok(id) => {
             resp.producer_id = ProducerId(id);
             resp.producer_epoch = 0;

@@ -1,0 +1,76 @@
+//! The narrow service the partition data APIs (Produce, Fetch, ListOffsets,
+//! OffsetForLeaderEpoch, DeleteRecords) run on: the metadata image, the hosted replicas and this
+//! broker's settings, without the rest of the broker (controller forwarding, groups, tasks).
+
+use std::sync::Arc;
+
+use gregor_meta::config::{BrokerConfigView, StaticBrokerConfig};
+use gregor_meta::Uuid;
+use kafka_protocol::ResponseError;
+
+use crate::metadata::MetadataManager;
+use crate::partition::Partition;
+use crate::replica::ReplicaManager;
+
+/// What the data handlers read and write.
+#[derive(Clone, Copy)]
+pub struct DataPlane<'a> {
+    pub node_id: i32,
+    pub settings: &'a StaticBrokerConfig,
+    pub metadata: &'a MetadataManager,
+    pub replicas: &'a ReplicaManager,
+}
+
+impl DataPlane<'_> {
+    /// A broker setting's value now: dynamic per-broker override, dynamic cluster default,
+    /// static setting, default.
+    pub fn dynamic_i64(&self, key: &str) -> i64 {
+        let image = self.metadata.image();
+        BrokerConfigView::new(&image, self.settings, self.node_id).i64(key)
+    }
+
+    /// `fetch.max.bytes`: the largest fetch response (besides KIP-74's first batch).
+    pub fn fetch_max_bytes(&self) -> usize {
+        usize::try_from(self.dynamic_i64("fetch.max.bytes")).unwrap_or(usize::MAX)
+    }
+
+    /// Whether a partition's ISR is at least its `min.insync.replicas` (acks=all).
+    pub fn enough_in_sync(&self, topic: &str, partition: i32) -> bool {
+        let image = self.metadata.image();
+        let isr = image
+            .topic(topic)
+            .and_then(|t| t.partitions.get(&partition))
+            .map_or(0, |p| p.isr.len() as i64);
+        let min = BrokerConfigView::new(&image, self.settings, self.node_id)
+            .topic_value(topic, "min.insync.replicas")
+            .and_then(|r| r.value.as_i64())
+            .unwrap_or(1);
+        isr >= min
+    }
+
+    /// Resolves a produce or fetch target: the topic's name from the request (or its id, in
+    /// newer versions), whether it exists, and the hosted partition.
+    pub fn locate(
+        &self,
+        name: &str,
+        topic_id: Uuid,
+        partition: i32,
+    ) -> Result<Arc<Partition>, ResponseError> {
+        let image = self.metadata.image();
+        let topic = if name.is_empty() && !topic_id.is_nil() {
+            image
+                .topic_by_id(topic_id)
+                .ok_or(ResponseError::UnknownTopicId)?
+        } else {
+            image
+                .topic(name)
+                .ok_or(ResponseError::UnknownTopicOrPartition)?
+        };
+        if !topic.partitions.contains_key(&partition) {
+            return Err(ResponseError::UnknownTopicOrPartition);
+        }
+        self.replicas
+            .get(&topic.name, partition)
+            .ok_or(ResponseError::NotLeaderOrFollower)
+    }
+}
