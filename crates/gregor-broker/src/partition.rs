@@ -300,8 +300,15 @@ impl Partition {
                 (false, Some(l.high_watermark()))
             }
             (_, true) => {
-                if let Err(e) = self.log.assign_epoch_at_end(epoch) {
-                    warn!(topic = %self.topic, partition = self.index, epoch, error = %e, "cannot record the new leader epoch");
+                // An empty log needs no entry: OffsetForLeaderEpoch answers "no epoch" and a
+                // follower empties its log too, which is right; the first append records the
+                // epoch. (Writing the checkpoint is an fsync per partition, in the metadata
+                // applier's path.)
+                let empty = self.log.log_end_offset() == self.log.log_start_offset();
+                if !empty {
+                    if let Err(e) = self.log.assign_epoch_at_end(epoch) {
+                        warn!(topic = %self.topic, partition = self.index, epoch, error = %e, "cannot record the new leader epoch");
+                    }
                 }
                 let l = LeaderState::new(self.node_id, state, self.log.log_end_offset(), now);
                 let hw = l.high_watermark();
