@@ -12,29 +12,10 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 import kwire
 from clients import conf, produce
-from cluster import Cluster
 from conftest import wait_until
 
 OFFSETS_PARTITIONS = 6
 OFFSETS = "__consumer_offsets"
-
-
-@pytest.fixture
-def cluster_factory(request, tmp_path):
-    made = []
-
-    def make(n=3, overrides=None):
-        c = Cluster(tmp_path, n, overrides=overrides)
-        made.append(c)
-        return c.start()
-
-    yield make
-    failed = request.node.rep_call.failed if hasattr(request.node, "rep_call") else False
-    for c in made:
-        logs = c.logs()
-        problems = c.stop()
-        if problems and not failed:
-            pytest.fail("; ".join(problems) + "\n" + logs, pytrace=False)
 
 
 def single_replica_cluster(cluster_factory):
