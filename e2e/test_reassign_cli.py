@@ -125,37 +125,43 @@ def test_seed_001_tp_re_02_replication_factor_1_to_2_through_a_plan(cluster_fact
 def test_a_reassignment_held_by_a_paused_broker_is_listed_and_cancelled(cluster_factory,
                                                                         tmp_path):
     c = cluster_factory(3)
-    n0, n1, n2 = c.nodes[0], c.nodes[1], c.nodes[2]
-    gregor(n0, "topics", "--create", "--topic", "held", "--replica-assignment", "0")
-    produce([n0, n1], "held", [f"h{i}" for i in range(20)])
-    plan = tmp_path / "to-2.json"
-    plan.write_text(assignment_json("held", [[2]]))
-    n2.pause()  # the new replica cannot copy the log, so the reassignment cannot complete
+    # The paused broker must not be the active controller, which carries out the cancel.
+    ctrl = c.controller()
+    home, target = [n for n in c.nodes.values() if n is not ctrl]
+    h, t = home.node_id, target.node_id
+    gregor(ctrl, "topics", "--create", "--topic", "held", "--replica-assignment", str(h))
+    produce([ctrl, home], "held", [f"h{i}" for i in range(20)])
+    plan = tmp_path / "move.json"
+    plan.write_text(assignment_json("held", [[t]]))
+    target.pause()  # the new replica cannot copy the log, so the reassignment cannot complete
     try:
-        reassign(n0, "--execute", "--reassignment-json-file", str(plan))
-        out = reassign(n0, "--list")
+        reassign(ctrl, "--execute", "--reassignment-json-file", str(plan))
+        out = reassign(ctrl, "--list")
         assert out.stdout == ("Current partition reassignments:\n"
-                              "held-0: replicas: 2,0. adding: 2. removing: 0.\n"), out.stdout
-        out = reassign(n0, "--verify", "--reassignment-json-file", str(plan))
+                              f"held-0: replicas: {t},{h}. adding: {t}. removing: {h}.\n"), \
+            out.stdout
+        out = reassign(ctrl, "--verify", "--reassignment-json-file", str(plan))
         assert out.stdout.splitlines()[1:] == [
             "Reassignment of partition held-0 is still in progress.",
-            "  held-0: target replicas 2; in sync: none; catching up: 2; removing: 0; leader: 0",
+            f"  held-0: target replicas {t}; in sync: none; catching up: {t}; removing: {h}; "
+            f"leader: {h}",
         ], out.stdout
         # A second plan while one is active needs --additional, as in Kafka.
-        out = reassign(n0, "--execute", "--reassignment-json-file", str(plan), check=False)
+        out = reassign(ctrl, "--execute", "--reassignment-json-file", str(plan), check=False)
         assert out.returncode != 0
         assert "Cannot execute because there is an existing partition assignment." in out.stderr
-        out = reassign(n0, "--cancel", "--reassignment-json-file", str(plan))
+        out = reassign(ctrl, "--cancel", "--reassignment-json-file", str(plan))
         assert out.stdout == "Successfully cancelled partition reassignment for held-0\n", \
             out.stdout
-        assert reassign(n0, "--list").stdout == "No partition reassignments found.\n"
-        out = reassign(n0, "--cancel", "--reassignment-json-file", str(plan))
+        assert reassign(ctrl, "--list").stdout == "No partition reassignments found.\n"
+        out = reassign(ctrl, "--cancel", "--reassignment-json-file", str(plan))
         assert out.stdout == "None of the specified partition reassignments are active.\n"
     finally:
-        n2.resume()
-    wait_until(lambda: describe(n1, "held") == [
-        "\tTopic: held\tPartition: 0\tLeader: 0\tReplicas: 0\tIsr: 0"], 30, "back on broker 0")
-    assert [v for _, v in consume_all([n0], "held", expect=20)] == [f"h{i}" for i in range(20)]
+        target.resume()
+    wait_until(lambda: describe(ctrl, "held") == [
+        f"\tTopic: held\tPartition: 0\tLeader: {h}\tReplicas: {h}\tIsr: {h}"], 30,
+        "back on its first broker")
+    assert [v for _, v in consume_all([home], "held", expect=20)] == [f"h{i}" for i in range(20)]
 
 
 def test_bad_plans_and_flags_get_one_line_errors(cluster_factory, tmp_path):
@@ -187,4 +193,6 @@ def test_bad_plans_and_flags_get_one_line_errors(cluster_factory, tmp_path):
         "--cancel, --list")
     # Nothing was started by any of them.
     assert reassign(n0, "--list").stdout == "No partition reassignments found.\n"
-    assert describe(n0, "t") == ["\tTopic: t\tPartition: 0\tLeader: 0\tReplicas: 0\tIsr: 0"]
+    # (The new topic's leader may still be settling: wait for it rather than race it.)
+    wait_until(lambda: describe(n0, "t") == [
+        "\tTopic: t\tPartition: 0\tLeader: 0\tReplicas: 0\tIsr: 0"], 15, "t-0 on broker 0 alone")
