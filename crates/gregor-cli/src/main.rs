@@ -44,6 +44,9 @@ enum Command {
     Configs(admin::ConfigsArgs),
     /// Elect partition leaders, preferred or unclean (like kafka-leader-election.sh).
     Elect(admin::ElectArgs),
+    /// Generate, execute, verify, cancel or list partition reassignments (like
+    /// kafka-reassign-partitions.sh).
+    Reassign(admin::ReassignArgs),
     /// Compute a group's partition assignment from a JSON description and print it as JSON.
     Assign {
         /// Group description (JSON); `-` reads standard input.
@@ -190,6 +193,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Groups(args) => admin::block_on(admin::run_groups(args))??,
         Command::Configs(args) => admin::block_on(admin::run_configs(args))??,
         Command::Elect(args) => admin::block_on(admin::run_elect(args))??,
+        Command::Reassign(args) => admin::block_on(admin::run_reassign(args))??,
         Command::Assign { input, strategy } => {
             let text = assign_cmd::read_input(&input)?;
             let out = assign_cmd::run(&text, strategy.as_deref())?;

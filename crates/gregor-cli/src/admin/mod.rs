@@ -1,7 +1,8 @@
-//! The admin commands — `gregor topics`, `gregor groups`, `gregor configs`, `gregor elect` —
+//! The admin commands — `gregor topics`, `gregor groups`, `gregor configs`, `gregor elect`,
+//! `gregor reassign` —
 //! over the Kafka protocol through gregor-client, so they work against Gregor and Apache Kafka
-//! alike. Options and output follow kafka-topics.sh, kafka-consumer-groups.sh, kafka-configs.sh
-//! and kafka-leader-election.sh.
+//! alike. Options and output follow kafka-topics.sh, kafka-consumer-groups.sh, kafka-configs.sh,
+//! kafka-leader-election.sh and kafka-reassign-partitions.sh.
 //!
 //! Argument checking and output formatting are plain functions over fixed data; the `run_*`
 //! functions only fetch, call them and print.
@@ -12,6 +13,8 @@ mod datetime;
 mod elect;
 mod groups;
 mod pattern;
+mod reassign;
+mod reassign_json;
 mod reset;
 mod topics;
 
@@ -19,4 +22,5 @@ pub use common::block_on;
 pub use configs::{run_configs, ConfigsArgs};
 pub use elect::{run_elect, ElectArgs};
 pub use groups::{run_groups, GroupsArgs};
+pub use reassign::{run_reassign, ReassignArgs};
 pub use topics::{run_topics, TopicsArgs};
