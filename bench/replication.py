@@ -18,11 +18,19 @@ broker.session.timeout.ms=9000).
 - latency under steady load (same cluster): 2,000 records/s, each produce request acks=all,
   sent one at a time for 10 s; median and p99 of the acknowledgement time, RF 1 and RF 3: the
   difference is what replication to the followers' disks adds.
+- replication lag (same cluster, RF 3): records written with acks=1 (answered once durable on
+  the leader) while a second connection polls the leader's high watermark (ListOffsets latest,
+  every ~1 ms); the lag of a record is the time from its acks=1 answer to the first poll whose
+  high watermark is past it (every ISR follower has it on its own disk). Measured at a steady
+  2,000 records/s, and for marker records sent 200/s while a librdkafka producer writes as
+  fast as it can with acks=1 to the same partition (the followers' worst case here).
 """
 
 import statistics
+import struct
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -135,6 +143,89 @@ def latencies(node, topic, rate=2000, seconds=10):
     return statistics.median(out) * 1000, out[int(len(out) * 0.99)] * 1000
 
 
+def high_watermark(conn, topic):
+    """ListOffsets v1, latest, as a consumer asks (replica id -1): the high watermark."""
+    w = kwire.W()
+    w.i32(-1)
+    w.array([None], lambda w, _: w.string(topic).array(
+        [None], lambda w, _: w.i32(0).i64(-1)))
+    r = conn.request(kwire.LIST_OFFSETS, 1, w.done())
+    (topics,) = struct.unpack(">i", r[:4])
+    assert topics == 1
+    (name_len,) = struct.unpack(">h", r[4:6])
+    rest = r[6 + name_len:]
+    _parts, _idx, err, _ts, offset = struct.unpack(">iihqq", rest[:26])
+    assert err == 0, err
+    return offset
+
+
+def replication_lag(node, topic, rate, seconds, background=None):
+    """Lags (ms) from acks=1 answers to the high watermark passing each record."""
+    pending = []  # (offset, answered at)
+    lock = threading.Lock()
+    lags = []
+    stop = threading.Event()
+
+    def poll():
+        with kwire.Conn("127.0.0.1", node.port, timeout=5) as conn:
+            while not stop.is_set() or pending:
+                hw = high_watermark(conn, topic)
+                now = time.monotonic()
+                with lock:
+                    while pending and pending[0][0] < hw:
+                        lags.append((now - pending.pop(0)[1]) * 1000)
+                time.sleep(0.0005)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    bg = None
+    if background is not None:
+        bg_stop = threading.Event()
+        bg = threading.Thread(target=background, args=(bg_stop,))
+        bg.start()
+    try:
+        with kwire.Conn("127.0.0.1", node.port, timeout=5) as conn:
+            batch = kwire.record_batch([(None, b"z" * 100)])
+            body = kwire.produce_body(8, topic, 0, batch, acks=1, timeout_ms=5000)
+            end = time.monotonic() + seconds
+            next_at = time.monotonic()
+            while time.monotonic() < end:
+                r = conn.request(kwire.PRODUCE, 8, body)
+                answered = time.monotonic()
+                (_, _, err, base) = kwire.parse_produce(r, 8)[0]
+                assert err == 0, err
+                with lock:
+                    pending.append((base, answered))
+                next_at += 1.0 / rate
+                pause = next_at - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+    finally:
+        if bg is not None:
+            bg_stop.set()
+            bg.join()
+        stop.set()
+        poller.join()
+    lags.sort()
+    return statistics.median(lags), lags[int(len(lags) * 0.99)], lags[-1], len(lags)
+
+
+def flood(c, topic):
+    """A background acks=1 librdkafka producer writing 1 KiB records as fast as it can."""
+    def run(stop):
+        p = Producer({"bootstrap.servers": ",".join(n.bootstrap for n in c.nodes.values()),
+                      "acks": "1", "linger.ms": 5, "batch.size": 1 << 20,
+                      "queue.buffering.max.kbytes": 1 << 18, "compression.type": "none"})
+        value = b"f" * 1024
+        while not stop.is_set():
+            try:
+                p.produce(topic, value=value, partition=0)
+            except BufferError:
+                p.poll(0.005)
+        p.flush(60)
+    return run
+
+
 def main():
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 10
     times = []
@@ -160,6 +251,14 @@ def main():
             l3 = latencies(node, "rf3")
             print(f"acks=all latency at 2000 req/s: RF 1 median {l1[0]:.2f} ms p99 {l1[1]:.2f} ms; "
                   f"RF 3 median {l3[0]:.2f} ms p99 {l3[1]:.2f} ms", flush=True)
+            lag = replication_lag(node, "rf3", 2000, 10)
+            print(f"replication lag (acks=1 answer -> high watermark past it), RF 3, 2000 "
+                  f"records/s: median {lag[0]:.2f} ms, p99 {lag[1]:.2f} ms, max {lag[2]:.2f} ms "
+                  f"({lag[3]} records)", flush=True)
+            lag = replication_lag(node, "rf3", 200, 10, background=flood(c, "rf3"))
+            print(f"replication lag under a saturating acks=1 producer, RF 3, markers at 200/s: "
+                  f"median {lag[0]:.2f} ms, p99 {lag[1]:.2f} ms, max {lag[2]:.2f} ms "
+                  f"({lag[3]} markers)", flush=True)
         finally:
             c.stop()
 

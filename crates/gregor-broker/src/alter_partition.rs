@@ -16,29 +16,31 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use tracing::{info, warn};
 
-use crate::broker::Broker;
+use crate::forward::ControlPlane;
 use crate::isr::IsrProposal;
+use crate::metadata::MetadataManager;
 use crate::partition::Partition;
 use crate::replica::IsrProposalQueue;
 
 /// AlterPartition with topic ids and plain broker ids in the ISR.
 const VERSION: i16 = 2;
 
-/// Sends the leaders' ISR proposals to the controller until the queue closes.
-pub async fn run(b: Arc<Broker>, mut queue: IsrProposalQueue) {
+/// Sends the leaders' ISR proposals to the controller until the queue closes, each batch with
+/// the broker epoch this node holds at the time.
+pub async fn run(b: ControlPlane<'_>, broker_epoch: impl Fn() -> i64, mut queue: IsrProposalQueue) {
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
         while let Ok(more) = queue.try_recv() {
             batch.push(more);
         }
-        send(&b, batch).await;
+        send(b, broker_epoch(), batch).await;
     }
 }
 
-async fn send(b: &Arc<Broker>, batch: Vec<(Arc<Partition>, IsrProposal)>) {
+async fn send(b: ControlPlane<'_>, broker_epoch: i64, batch: Vec<(Arc<Partition>, IsrProposal)>) {
     let mut request = AlterPartitionRequest::default();
-    request.broker_id = BrokerId(b.config.node_id);
-    request.broker_epoch = b.broker_epoch();
+    request.broker_id = BrokerId(b.node_id);
+    request.broker_epoch = broker_epoch;
     for (part, p) in &batch {
         let mut pd = PartitionData::default();
         pd.partition_index = part.index;
@@ -103,7 +105,10 @@ async fn send(b: &Arc<Broker>, batch: Vec<(Arc<Partition>, IsrProposal)>) {
 }
 
 /// The active controller's side: runs the request through the controller.
-pub async fn handle(b: &Broker, r: AlterPartitionRequest) -> AlterPartitionResponse {
+pub async fn handle(
+    metadata: &MetadataManager,
+    r: AlterPartitionRequest,
+) -> AlterPartitionResponse {
     let request = gregor_meta::AlterPartitionRequest {
         broker_id: r.broker_id.0,
         broker_epoch: r.broker_epoch,
@@ -135,7 +140,7 @@ pub async fn handle(b: &Broker, r: AlterPartitionRequest) -> AlterPartitionRespo
             .collect(),
     };
     let mut resp = AlterPartitionResponse::default();
-    let results = match b.metadata.submit(|c| c.alter_partition(&request)).await {
+    let results = match metadata.submit(|c| c.alter_partition(&request)).await {
         Ok(Ok(results)) => results,
         Ok(Err(e)) => {
             resp.error_code = e.code.code();

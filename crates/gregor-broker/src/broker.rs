@@ -11,15 +11,17 @@ use kafka_protocol::messages::{
     ApiKey, BrokerHeartbeatRequest, BrokerRegistrationRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::ResponseError;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::config::BrokerConfig;
 use crate::connection::{Handler, Reply, RequestContext};
+use crate::forward::{ControlPlane, RegistrationOffsets};
 use crate::handlers;
-use crate::metadata::{ForwardTarget, MetadataError, MetadataManager, QuorumSettings};
+use crate::metadata::{MetadataError, MetadataManager, QuorumSettings};
 use crate::producer_ids::ProducerIdAllocator;
 use crate::replica::ReplicaManager;
 use crate::util::now_ms;
+use gregor_quorum::rpc::{ForwardHandler, KafkaReply};
 
 /// A running broker's state, shared by all connections.
 pub struct Broker {
@@ -28,12 +30,9 @@ pub struct Broker {
     pub metadata: MetadataManager,
     pub replicas: Arc<ReplicaManager>,
     pub producer_ids: ProducerIdAllocator,
-    pub groups: crate::groups::Groups,
+    pub groups: Arc<crate::groups::Groups>,
     pub incarnation: gregor_meta::Uuid,
-    /// On the active controller: the metadata index each broker's latest registration was
-    /// committed at. A broker stays fenced until its heartbeats say it has applied that far
-    /// (it has caught up with the metadata log), as Kafka's controller requires.
-    pub registration_offsets: Mutex<std::collections::HashMap<(i32, i64), u64>>,
+    pub registration_offsets: RegistrationOffsets,
     broker_epoch: AtomicI64,
     /// The controller listener, heartbeat and controller tasks, stopped at shutdown.
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -129,7 +128,7 @@ impl Broker {
             metadata,
             replicas,
             producer_ids,
-            groups: crate::groups::Groups::new(),
+            groups: Arc::new(crate::groups::Groups::new()),
             broker_epoch: AtomicI64::new(-1),
             registration_offsets: Mutex::new(std::collections::HashMap::new()),
             tasks: Mutex::new(Vec::new()),
@@ -166,7 +165,10 @@ impl Broker {
         let controller_duties = tokio::spawn(broker.clone().run_controller_duties());
         broker.add_task(controller_duties);
         if let Some(queue) = broker.replicas.take_isr_proposals() {
-            let task = tokio::spawn(crate::alter_partition::run(broker.clone(), queue));
+            let b = broker.clone();
+            let task = tokio::spawn(async move {
+                crate::alter_partition::run(b.control_plane(), || b.broker_epoch(), queue).await
+            });
             broker.add_task(task);
         }
         if broker.config.is_broker {
@@ -175,7 +177,10 @@ impl Broker {
         }
         if broker.config.is_broker {
             // Coordinator shards follow this node's `__consumer_offsets` leaderships.
-            let manager = crate::groups::Groups::start_manager(&broker);
+            let manager = broker.groups.start_manager(
+                broker.replicas.clone(),
+                crate::groups::shard_settings(&broker.config),
+            );
             broker.add_task(manager);
         }
         info!(node = broker.config.node_id, cluster_id = %broker.cluster_id, "broker started");
@@ -238,7 +243,7 @@ impl Broker {
         request.listeners = vec![listener];
         request.rack = self.config.rack.clone().map(handlers::s);
         let response = crate::forward::to_controller(
-            self,
+            self.control_plane(),
             ApiKey::BrokerRegistration,
             0,
             RequestKind::BrokerRegistration(request),
@@ -279,7 +284,7 @@ impl Broker {
         request.want_fence = false;
         request.want_shut_down = want_shut_down;
         let response = crate::forward::to_controller(
-            self,
+            self.control_plane(),
             ApiKey::BrokerHeartbeat,
             0,
             RequestKind::BrokerHeartbeat(request),
@@ -522,9 +527,130 @@ enum RegisterError {
     Refused(String),
 }
 
+/// Routes a request to its handler, with the services that handler runs on.
+async fn dispatch(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -> Reply {
+    let v = ctx.api_version;
+    Reply::Respond(match request {
+        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
+            handlers::groups::find_coordinator(b.control_plane(), &b.groups, r, v).await,
+        ),
+        r @ (RequestKind::JoinGroup(_)
+        | RequestKind::SyncGroup(_)
+        | RequestKind::Heartbeat(_)
+        | RequestKind::LeaveGroup(_)
+        | RequestKind::OffsetCommit(_)
+        | RequestKind::OffsetFetch(_)
+        | RequestKind::DescribeGroups(_)
+        | RequestKind::ListGroups(_)
+        | RequestKind::DeleteGroups(_)) => {
+            return handlers::groups::handle(b.control_plane(), &b.groups, ctx, r)
+                .await
+                .into()
+        }
+        RequestKind::ApiVersions(r) => {
+            ResponseKind::ApiVersions(handlers::cluster::api_versions(&r, v))
+        }
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(handlers::cluster::metadata(b.control_plane(), r, v).await)
+        }
+        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(
+            handlers::cluster::describe_cluster(b.control_plane(), &r, v),
+        ),
+        r @ (RequestKind::CreateTopics(_)
+        | RequestKind::DeleteTopics(_)
+        | RequestKind::CreatePartitions(_)
+        | RequestKind::IncrementalAlterConfigs(_)
+        | RequestKind::ElectLeaders(_)
+        | RequestKind::AlterPartitionReassignments(_)) => {
+            match crate::forward::to_controller(b.control_plane(), ctx.api_key, v, r).await {
+                Some(response) => response,
+                None => return Reply::Close,
+            }
+        }
+        RequestKind::ListPartitionReassignments(r) => ResponseKind::ListPartitionReassignments(
+            handlers::reassign::list_partition_reassignments(&b.metadata, &r),
+        ),
+        RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(
+            handlers::admin::describe_configs(&b.metadata, r, v).await,
+        ),
+        RequestKind::Produce(r) => return handlers::produce::produce(b.data_plane(), r, v).await,
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(handlers::produce::init_producer_id(&b.producer_ids, &r))
+        }
+        RequestKind::Fetch(r) => {
+            ResponseKind::Fetch(handlers::fetch::fetch(b.data_plane(), r, v).await)
+        }
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(handlers::offsets::list_offsets(b.data_plane(), r, v))
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(
+            handlers::offsets::offset_for_leader_epoch(b.data_plane(), r),
+        ),
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(handlers::offsets::delete_records(b.data_plane(), r).await)
+        }
+        other => {
+            // The connection only decodes APIs listed in `api::SUPPORTED`, all routed above.
+            error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "no handler for a supported API");
+            return Reply::Close;
+        }
+    })
+}
+
+/// The controller listener's handler of forwarded requests, bound to the broker once it exists.
+pub struct ForwardTarget {
+    pub broker: std::sync::OnceLock<std::sync::Weak<Broker>>,
+}
+
+impl ForwardHandler for ForwardTarget {
+    fn handle(
+        &self,
+        api_key: i16,
+        api_version: i16,
+        body: Vec<u8>,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = Result<KafkaReply, gregor_quorum::rpc::ForwardError>>
+                + Send
+                + '_,
+        >,
+    > {
+        Box::pin(async move {
+            let broker = self.broker.get().and_then(std::sync::Weak::upgrade);
+            match broker {
+                Some(b) => {
+                    crate::forward::handle_forwarded(b.control_plane(), api_key, api_version, body)
+                        .await
+                }
+                None => Err(gregor_quorum::rpc::ForwardError::NotController { leader: None }),
+            }
+        })
+    }
+
+    fn heartbeat_of(&self, api_key: i16, api_version: i16, body: &[u8]) -> Option<i32> {
+        use kafka_protocol::messages::{ApiKey, BrokerHeartbeatRequest};
+        use kafka_protocol::protocol::Decodable;
+        if api_key != ApiKey::BrokerHeartbeat as i16 {
+            return None;
+        }
+        let mut bytes = bytes::Bytes::copy_from_slice(body);
+        BrokerHeartbeatRequest::decode(&mut bytes, api_version)
+            .ok()
+            .map(|r| r.broker_id.0)
+    }
+
+    fn connection_closed(&self, brokers: Vec<i32>) {
+        if let Some(b) = self.broker.get().and_then(std::sync::Weak::upgrade) {
+            tokio::spawn(async move {
+                crate::forward::check_brokers_alive(b.control_plane(), brokers).await
+            });
+        }
+    }
+}
+
 impl Handler for Broker {
     async fn handle(self: Arc<Self>, ctx: RequestContext, request: RequestKind) -> Reply {
-        handlers::dispatch(&self, &ctx, request).await
+        dispatch(&self, &ctx, request).await
     }
 }
 
@@ -539,6 +665,17 @@ impl Broker {
             self.config.node_id,
         )
         .i64(key)
+    }
+
+    /// The service controller requests run on.
+    pub fn control_plane(&self) -> ControlPlane<'_> {
+        ControlPlane {
+            node_id: self.config.node_id,
+            config: &self.config,
+            cluster_id: &self.cluster_id,
+            metadata: &self.metadata,
+            registration_offsets: &self.registration_offsets,
+        }
     }
 
     /// The service the partition data APIs run on.

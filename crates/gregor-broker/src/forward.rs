@@ -9,7 +9,8 @@
 //! [`FORWARD_TIMEOUT`]; after that the request is answered here, where it fails with the
 //! retriable NOT_CONTROLLER.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -18,8 +19,26 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::broker::Broker;
+use crate::config::BrokerConfig;
 use crate::handlers;
+use crate::metadata::MetadataManager;
+
+/// On the active controller: the metadata index each broker's latest registration (broker id,
+/// broker epoch) was committed at. A broker stays fenced until its heartbeats say it has
+/// applied that far (it has caught up with the metadata log), as Kafka's controller requires.
+pub type RegistrationOffsets = Mutex<HashMap<(i32, i64), u64>>;
+
+/// What controller requests run on, here or forwarded: this node's identity and settings, the
+/// metadata shell, and the active controller's registration bookkeeping. Borrowed from the
+/// broker; cheap to copy.
+#[derive(Clone, Copy)]
+pub struct ControlPlane<'a> {
+    pub node_id: i32,
+    pub config: &'a BrokerConfig,
+    pub cluster_id: &'a str,
+    pub metadata: &'a MetadataManager,
+    pub registration_offsets: &'a RegistrationOffsets,
+}
 
 /// How long a broker keeps trying to reach an active controller for one request.
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -49,7 +68,7 @@ pub fn is_controller_api(key: ApiKey) -> bool {
 /// Handles a controller request here if this node is the active controller, else forwards it
 /// to the active controller. `None` only for a request that is not a controller API.
 pub async fn to_controller(
-    b: &Arc<Broker>,
+    b: ControlPlane<'_>,
     api_key: ApiKey,
     version: i16,
     request: RequestKind,
@@ -58,7 +77,7 @@ pub async fn to_controller(
     let mut body: Option<Vec<u8>> = None;
     loop {
         match b.metadata.active_controller() {
-            Some(id) if id == b.config.node_id => {
+            Some(id) if id == b.node_id => {
                 return handlers::controller_api(b, request, version).await
             }
             Some(id) => {
@@ -108,7 +127,7 @@ pub async fn to_controller(
 
 /// A request forwarded to this node by another broker (controller RPC).
 pub async fn handle_forwarded(
-    b: &Arc<Broker>,
+    b: ControlPlane<'_>,
     api_key: i16,
     api_version: i16,
     body: Vec<u8>,
@@ -151,9 +170,9 @@ const PROBE_SPACING: Duration = Duration::from_millis(200);
 /// listener now refuses connections has no process listening there: the operating system says
 /// it is gone, so its session ends now instead of after `broker.session.timeout.ms` (a hung or
 /// cut-off broker still accepts, or does not answer, and is left to the session timeout).
-pub async fn check_brokers_alive(b: Arc<Broker>, brokers: Vec<i32>) {
+pub async fn check_brokers_alive(b: ControlPlane<'_>, brokers: Vec<i32>) {
     for id in brokers {
-        if id == b.config.node_id || !b.metadata.is_active_controller() {
+        if id == b.node_id || !b.metadata.is_active_controller() {
             continue;
         }
         let image = b.metadata.image();

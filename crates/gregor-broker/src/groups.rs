@@ -29,8 +29,10 @@ use kafka_protocol::ResponseError;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
-use crate::broker::Broker;
+use crate::config::BrokerConfig;
+use crate::forward::ControlPlane;
 use crate::replica::Partition;
+use crate::replica::ReplicaManager;
 use crate::util::{blocking, now_ms};
 
 /// The internal topic holding group metadata and committed offsets.
@@ -84,7 +86,7 @@ impl Default for Groups {
 
 /// What a shard needs besides its partition: settings read when it is loaded.
 #[derive(Clone)]
-struct ShardSettings {
+pub struct ShardSettings {
     group: GroupConfig,
     commit_timeout: Duration,
     retention_check: Duration,
@@ -104,7 +106,7 @@ impl Groups {
 
     /// Number of `__consumer_offsets` partitions: the topic's own count once it exists (groups
     /// were placed by it), `offsets.topic.num.partitions` before.
-    pub fn num_partitions(b: &Broker) -> i32 {
+    pub fn num_partitions(b: ControlPlane<'_>) -> i32 {
         match b.metadata.image().topic(OFFSETS_TOPIC) {
             Some(t) if !t.partitions.is_empty() => t.partitions.len() as i32,
             _ => b.config.int("offsets.topic.num.partitions") as i32,
@@ -112,19 +114,23 @@ impl Groups {
     }
 
     /// The partition a group's metadata and offsets live in.
-    pub fn partition_of(b: &Broker, group: &str) -> i32 {
+    pub fn partition_of(b: ControlPlane<'_>, group: &str) -> i32 {
         partition_for(group, Groups::num_partitions(b))
     }
 
     /// Starts the task that loads and unloads shards as this node's leaderships change.
-    pub fn start_manager(b: &Arc<Broker>) -> tokio::task::JoinHandle<()> {
-        let weak = Arc::downgrade(b);
-        let mut roles = b.replicas.watch_roles();
+    pub fn start_manager(
+        self: &Arc<Self>,
+        replicas: Arc<ReplicaManager>,
+        settings: ShardSettings,
+    ) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(self);
+        let mut roles = replicas.watch_roles();
         tokio::spawn(async move {
             loop {
                 roles.borrow_and_update();
                 match weak.upgrade() {
-                    Some(b) => b.groups.reconcile(&b),
+                    Some(groups) => groups.reconcile(&replicas, &settings),
                     None => return,
                 }
                 if roles.changed().await.is_err() {
@@ -157,9 +163,8 @@ impl Groups {
     }
 
     /// Brings the shards in line with the `__consumer_offsets` partitions this node leads.
-    fn reconcile(&self, b: &Arc<Broker>) {
-        let led: HashMap<i32, (i32, Arc<Partition>)> = b
-            .replicas
+    fn reconcile(self: &Arc<Self>, replicas: &ReplicaManager, settings: &ShardSettings) {
+        let led: HashMap<i32, (i32, Arc<Partition>)> = replicas
             .all()
             .into_iter()
             .filter(|p| p.topic == OFFSETS_TOPIC)
@@ -204,9 +209,8 @@ impl Groups {
                 leader_epoch = epoch,
                 "loading group coordinator shard"
             );
-            let settings = shard_settings(b);
-            let weak = Arc::downgrade(b);
-            tokio::spawn(load_and_run(weak, part, epoch, settings, stop_rx));
+            let weak = Arc::downgrade(self);
+            tokio::spawn(load_and_run(weak, part, epoch, settings.clone(), stop_rx));
         }
         drop(shards);
         if changed {
@@ -270,7 +274,7 @@ impl Groups {
     /// not exist yet (a client that skipped FindCoordinator on a new cluster).
     pub async fn call(
         &self,
-        b: &Arc<Broker>,
+        b: ControlPlane<'_>,
         group: &str,
         context: RequestContext,
         request: Request,
@@ -283,7 +287,11 @@ impl Groups {
     /// found the topic missing (it created it, or a concurrent request did) then waits, a
     /// bounded time, for this node's shard of the group if this node leads it: the first
     /// requests of a new cluster are not bounced with LOAD_IN_PROGRESS.
-    async fn ensure_topic_for(&self, b: &Arc<Broker>, group: &str) -> Result<i32, ResponseError> {
+    async fn ensure_topic_for(
+        &self,
+        b: ControlPlane<'_>,
+        group: &str,
+    ) -> Result<i32, ResponseError> {
         if b.metadata.image().topic(OFFSETS_TOPIC).is_some() {
             return Ok(Groups::partition_of(b, group));
         }
@@ -300,7 +308,7 @@ impl Groups {
                 .and_then(|t| t.partitions.get(&p))
                 .map(|r| r.leader);
             let settled = match leader {
-                Some(l) if l == b.config.node_id => self.route(p).is_ok(),
+                Some(l) if l == b.node_id => self.route(p).is_ok(),
                 Some(_) => true,
                 None => false,
             };
@@ -316,7 +324,7 @@ impl Groups {
     /// (FindCoordinator).
     pub async fn coordinator_partition(
         &self,
-        b: &Arc<Broker>,
+        b: ControlPlane<'_>,
         group: &str,
     ) -> Result<i32, ResponseError> {
         self.ensure_topic_for(b, group).await
@@ -360,7 +368,7 @@ impl Groups {
 }
 
 /// Creates the internal topic if it does not exist.
-async fn create_offsets_topic(b: &Arc<Broker>) -> Result<(), ResponseError> {
+async fn create_offsets_topic(b: ControlPlane<'_>) -> Result<(), ResponseError> {
     if b.metadata.image().topic(OFFSETS_TOPIC).is_some() {
         return Ok(());
     }
@@ -399,26 +407,24 @@ async fn create_offsets_topic(b: &Arc<Broker>) -> Result<(), ResponseError> {
     }
 }
 
-fn shard_settings(b: &Broker) -> ShardSettings {
+/// The shard settings from the broker's static configuration.
+pub fn shard_settings(config: &BrokerConfig) -> ShardSettings {
     let group = GroupConfig {
-        min_session_timeout_ms: b.config.int("group.min.session.timeout.ms") as i32,
-        max_session_timeout_ms: b.config.int("group.max.session.timeout.ms") as i32,
-        initial_rebalance_delay_ms: b.config.int("group.initial.rebalance.delay.ms") as i32,
-        max_size: b.config.int("group.max.size").max(1) as usize,
-        offset_metadata_max_bytes: b.config.int("offset.metadata.max.bytes").max(0) as usize,
-        offsets_retention_ms: b
-            .config
+        min_session_timeout_ms: config.int("group.min.session.timeout.ms") as i32,
+        max_session_timeout_ms: config.int("group.max.session.timeout.ms") as i32,
+        initial_rebalance_delay_ms: config.int("group.initial.rebalance.delay.ms") as i32,
+        max_size: config.int("group.max.size").max(1) as usize,
+        offset_metadata_max_bytes: config.int("offset.metadata.max.bytes").max(0) as usize,
+        offsets_retention_ms: config
             .int("offsets.retention.minutes")
             .saturating_mul(60_000),
         ..GroupConfig::default()
     };
     ShardSettings {
         group,
-        commit_timeout: Duration::from_millis(
-            b.config.int("offsets.commit.timeout.ms").max(1) as u64
-        ),
+        commit_timeout: Duration::from_millis(config.int("offsets.commit.timeout.ms").max(1) as u64),
         retention_check: Duration::from_millis(
-            b.config.int("offsets.retention.check.interval.ms").max(1) as u64,
+            config.int("offsets.retention.check.interval.ms").max(1) as u64,
         ),
     }
 }
@@ -470,7 +476,7 @@ fn load(part: &Partition, config: GroupConfig) -> Result<GroupCoordinator, Respo
 
 /// Loads a shard and, if its slot still wants it, runs it until it is stopped.
 async fn load_and_run(
-    broker: Weak<Broker>,
+    groups: Weak<Groups>,
     part: Arc<Partition>,
     leader_epoch: i32,
     settings: ShardSettings,
@@ -491,11 +497,13 @@ async fn load_and_run(
             return;
         }
     };
-    let Some(b) = broker.upgrade() else { return };
-    let Some(rx) = b.groups.install(&part, leader_epoch) else {
+    let Some(groups) = groups.upgrade() else {
         return;
     };
-    drop(b);
+    let Some(rx) = groups.install(&part, leader_epoch) else {
+        return;
+    };
+    drop(groups);
     run(part, settings, coordinator, rx, stop).await;
 }
 

@@ -13,9 +13,7 @@ use std::time::Duration;
 
 use gregor_meta::config::StaticBrokerConfig;
 use gregor_meta::{Controller, ControllerResult, MetadataDelta, MetadataImage};
-use gregor_quorum::rpc::{
-    ForwardHandler, KafkaReply, Network, RpcClient, RpcRequest, RpcResponse, TcpConnector,
-};
+use gregor_quorum::rpc::{KafkaReply, Network, RpcClient, RpcRequest, RpcResponse, TcpConnector};
 use gregor_quorum::{
     ApplyListener, FollowerConfig, MetadataFollower, NodeId, Quorum, QuorumConfig, QuorumError,
     WriteError,
@@ -329,52 +327,6 @@ impl MetadataManager {
         match &self.member {
             Member::Voter(q) => q.shutdown().await,
             Member::Observer(f) => f.shutdown(),
-        }
-    }
-}
-
-/// The controller listener's handler of forwarded requests, bound to the broker once it exists.
-pub struct ForwardTarget {
-    pub broker: std::sync::OnceLock<std::sync::Weak<crate::Broker>>,
-}
-
-impl ForwardHandler for ForwardTarget {
-    fn handle(
-        &self,
-        api_key: i16,
-        api_version: i16,
-        body: Vec<u8>,
-    ) -> std::pin::Pin<
-        Box<
-            dyn std::future::Future<Output = Result<KafkaReply, gregor_quorum::rpc::ForwardError>>
-                + Send
-                + '_,
-        >,
-    > {
-        Box::pin(async move {
-            let broker = self.broker.get().and_then(std::sync::Weak::upgrade);
-            match broker {
-                Some(b) => crate::forward::handle_forwarded(&b, api_key, api_version, body).await,
-                None => Err(gregor_quorum::rpc::ForwardError::NotController { leader: None }),
-            }
-        })
-    }
-
-    fn heartbeat_of(&self, api_key: i16, api_version: i16, body: &[u8]) -> Option<i32> {
-        use kafka_protocol::messages::{ApiKey, BrokerHeartbeatRequest};
-        use kafka_protocol::protocol::Decodable;
-        if api_key != ApiKey::BrokerHeartbeat as i16 {
-            return None;
-        }
-        let mut bytes = bytes::Bytes::copy_from_slice(body);
-        BrokerHeartbeatRequest::decode(&mut bytes, api_version)
-            .ok()
-            .map(|r| r.broker_id.0)
-    }
-
-    fn connection_closed(&self, brokers: Vec<i32>) {
-        if let Some(b) = self.broker.get().and_then(std::sync::Weak::upgrade) {
-            tokio::spawn(crate::forward::check_brokers_alive(b, brokers));
         }
     }
 }

@@ -220,7 +220,7 @@ async fn shards_follow_leadership_of_their_partition() {
     let b = start(dir.path()).await;
     let group = "orders";
     let (parked_group, other_group) = neighbours(group);
-    let p = Groups::partition_of(&b, group);
+    let p = Groups::partition_of(b.control_plane(), group);
 
     // FindCoordinator creates the internal topic; this node leads every partition.
     let c = find_coordinator(&b, group).await;

@@ -23,10 +23,10 @@ use gregor_meta::{
 };
 
 use super::s;
-use crate::broker::Broker;
+use crate::metadata::MetadataManager;
 
 pub async fn create_topics(
-    b: &Broker,
+    metadata: &MetadataManager,
     r: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
@@ -57,7 +57,7 @@ pub async fn create_topics(
             .collect(),
         validate_only: r.validate_only,
     };
-    let results = match b.metadata.submit(|c| c.create_topics(&request)).await {
+    let results = match metadata.submit(|c| c.create_topics(&request)).await {
         Ok(results) => results,
         Err(e) => {
             tracing::error!(error = %e, "CreateTopics failed");
@@ -120,7 +120,7 @@ pub async fn create_topics(
 }
 
 pub async fn delete_topics(
-    b: &Broker,
+    metadata: &MetadataManager,
     r: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {
@@ -138,7 +138,7 @@ pub async fn delete_topics(
             .map(|n| TopicRef::Name(n.0.to_string()))
             .collect()
     };
-    let results = match b.metadata.submit(|c| c.delete_topics(&refs)).await {
+    let results = match metadata.submit(|c| c.delete_topics(&refs)).await {
         Ok(results) => results,
         Err(e) => {
             tracing::error!(error = %e, "DeleteTopics failed");
@@ -176,7 +176,10 @@ pub async fn delete_topics(
     resp
 }
 
-pub async fn create_partitions(b: &Broker, r: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn create_partitions(
+    metadata: &MetadataManager,
+    r: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let topics: Vec<CreatePartitionsTopic> = r
         .topics
         .iter()
@@ -190,8 +193,7 @@ pub async fn create_partitions(b: &Broker, r: CreatePartitionsRequest) -> Create
             }),
         })
         .collect();
-    let results = match b
-        .metadata
+    let results = match metadata
         .submit(|c| c.create_partitions(&topics, r.validate_only))
         .await
     {
@@ -240,7 +242,7 @@ fn resource(resource_type: i8, name: &str) -> Result<ConfigResource, ApiError> {
 }
 
 pub async fn describe_configs(
-    b: &Broker,
+    metadata: &MetadataManager,
     r: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
@@ -255,7 +257,7 @@ pub async fn describe_configs(
             .map(|ks| ks.iter().map(|k| k.to_string()).collect());
         let described = match resource(res.resource_type, &res.resource_name) {
             Ok(rsrc) => {
-                b.metadata
+                metadata
                     .read(|c| c.describe_configs(&rsrc, keys.as_deref()))
                     .await
             }
@@ -306,7 +308,7 @@ pub async fn describe_configs(
 }
 
 pub async fn incremental_alter_configs(
-    b: &Broker,
+    metadata: &MetadataManager,
     r: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut resp = IncrementalAlterConfigsResponse::default();
@@ -355,8 +357,7 @@ pub async fn incremental_alter_configs(
         }
     }
     let good: Vec<AlterConfigsResource> = resources.iter().map(|(_, r)| r.clone()).collect();
-    let results = match b
-        .metadata
+    let results = match metadata
         .submit(|c| c.incremental_alter_configs(&good, r.validate_only))
         .await
     {

@@ -12,7 +12,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::s;
-use crate::broker::Broker;
+use crate::forward::ControlPlane;
+use crate::metadata::MetadataManager;
 
 /// Kafka's "authorized operations not requested" marker.
 pub const OPS_NOT_REQUESTED: i32 = i32::MIN;
@@ -23,11 +24,7 @@ pub fn api_versions(_r: &ApiVersionsRequest, _version: i16) -> ApiVersionsRespon
     resp
 }
 
-pub async fn metadata(
-    b: &std::sync::Arc<Broker>,
-    r: MetadataRequest,
-    version: i16,
-) -> MetadataResponse {
+pub async fn metadata(b: ControlPlane<'_>, r: MetadataRequest, version: i16) -> MetadataResponse {
     let mut image = b.metadata.image();
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let requested: Option<Vec<(Option<String>, gregor_meta::Uuid)>> = match r.topics {
@@ -78,9 +75,9 @@ pub async fn metadata(
             Some(m)
         })
         .collect();
-    resp.cluster_id = (version >= 2).then(|| s(b.cluster_id.clone()));
+    resp.cluster_id = (version >= 2).then(|| s(b.cluster_id));
     resp.controller_id = BrokerId(if version >= 1 {
-        client_visible_controller(b, &image)
+        client_visible_controller(b.metadata, &image)
     } else {
         -1
     });
@@ -157,8 +154,11 @@ fn fill_topic(
 /// The controller id clients are told: the active controller when it is a live broker (clients
 /// send admin requests there); otherwise, as Kafka does with controller-only nodes, a live broker
 /// (the lowest id), which forwards them.
-fn client_visible_controller(b: &Broker, image: &gregor_meta::MetadataImage) -> i32 {
-    match b.metadata.active_controller() {
+fn client_visible_controller(
+    metadata: &MetadataManager,
+    image: &gregor_meta::MetadataImage,
+) -> i32 {
+    match metadata.active_controller() {
         Some(id) if image.is_broker_active(id) => id,
         Some(_) => image.active_brokers().map(|br| br.id).min().unwrap_or(-1),
         None => -1,
@@ -166,14 +166,14 @@ fn client_visible_controller(b: &Broker, image: &gregor_meta::MetadataImage) -> 
 }
 
 pub fn describe_cluster(
-    b: &Broker,
+    b: ControlPlane<'_>,
     r: &DescribeClusterRequest,
     version: i16,
 ) -> DescribeClusterResponse {
     let image = b.metadata.image();
     let mut resp = DescribeClusterResponse::default();
-    resp.cluster_id = s(b.cluster_id.clone());
-    resp.controller_id = BrokerId(client_visible_controller(b, &image));
+    resp.cluster_id = s(b.cluster_id);
+    resp.controller_id = BrokerId(client_visible_controller(b.metadata, &image));
     resp.brokers = image
         .brokers()
         .values()
@@ -201,7 +201,7 @@ pub fn describe_cluster(
 
 /// BrokerRegistration, on the active controller.
 pub async fn broker_registration(
-    b: &Broker,
+    b: ControlPlane<'_>,
     r: kafka_protocol::messages::BrokerRegistrationRequest,
 ) -> kafka_protocol::messages::BrokerRegistrationResponse {
     let mut resp = kafka_protocol::messages::BrokerRegistrationResponse::default();
@@ -246,7 +246,7 @@ pub async fn broker_registration(
 
 /// BrokerHeartbeat, on the active controller.
 pub async fn broker_heartbeat(
-    b: &Broker,
+    b: ControlPlane<'_>,
     r: kafka_protocol::messages::BrokerHeartbeatRequest,
 ) -> kafka_protocol::messages::BrokerHeartbeatResponse {
     let mut resp = kafka_protocol::messages::BrokerHeartbeatResponse::default();

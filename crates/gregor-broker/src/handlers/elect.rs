@@ -6,7 +6,7 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 
 use super::s;
-use crate::broker::Broker;
+use crate::metadata::MetadataManager;
 
 /// What the request asks for: the election type (v0 knows only preferred elections) and the
 /// partitions, `None` for every partition. A partition listed twice is elected once.
@@ -90,7 +90,7 @@ pub(crate) fn failed_response(
 /// ElectLeaders on the active controller. The records are committed before the answer, so
 /// the request's timeout has nothing left to wait for.
 pub async fn elect_leaders(
-    b: &Broker,
+    metadata: &MetadataManager,
     r: ElectLeadersRequest,
     version: i16,
 ) -> ElectLeadersResponse {
@@ -120,8 +120,7 @@ pub async fn elect_leaders(
         partitions = partitions.as_ref().map_or(-1, |p| p.len() as i64),
         "ElectLeaders"
     );
-    match b
-        .metadata
+    match metadata
         .submit(|c| c.elect_leaders(election, partitions.as_deref()))
         .await
     {

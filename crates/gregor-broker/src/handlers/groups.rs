@@ -1,8 +1,6 @@
 //! FindCoordinator and the nine classic group APIs: wire conversion (`group_wire`) around the
 //! coordinator shell (`groups`).
 
-use std::sync::Arc;
-
 use gregor_group::{Request, RequestContext as GroupContext, Response};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{
@@ -11,13 +9,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::s;
-use crate::broker::Broker;
 use crate::connection::RequestContext;
+use crate::forward::ControlPlane;
 use crate::group_wire as w;
 use crate::groups::{Groups, OFFSETS_TOPIC};
 
 pub async fn find_coordinator(
-    b: &Arc<Broker>,
+    b: ControlPlane<'_>,
+    groups: &Groups,
     r: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
@@ -42,7 +41,7 @@ pub async fn find_coordinator(
         let outcome = if key.is_empty() {
             Err(ResponseError::InvalidRequest)
         } else {
-            match b.groups.coordinator_partition(b, &key).await {
+            match groups.coordinator_partition(b, &key).await {
                 Ok(p) => coordinator_of(b, p),
                 Err(e) => Err(e),
             }
@@ -76,7 +75,7 @@ pub async fn find_coordinator(
 
 /// The leader of `__consumer_offsets` partition `p` and its client endpoint, from the metadata
 /// image: COORDINATOR_NOT_AVAILABLE while it has no leader or the leader is not a live broker.
-fn coordinator_of(b: &Broker, p: i32) -> Result<(i32, String, i32), ResponseError> {
+fn coordinator_of(b: ControlPlane<'_>, p: i32) -> Result<(i32, String, i32), ResponseError> {
     let image = b.metadata.image();
     let leader = image
         .topic(OFFSETS_TOPIC)
@@ -111,7 +110,8 @@ fn fail(
 
 /// Handles a group API request.
 pub async fn handle(
-    b: &Arc<Broker>,
+    b: ControlPlane<'_>,
+    groups: &Groups,
     ctx: &RequestContext,
     request: RequestKind,
 ) -> Option<ResponseKind> {
@@ -121,7 +121,7 @@ pub async fn handle(
     let call = |group: &str, req: Request| {
         let group = group.to_string();
         let gctx = gctx.clone();
-        async move { b.groups.call(b, &group, gctx, req).await }
+        async move { groups.call(b, &group, gctx, req).await }
     };
     let out = match &request {
         RequestKind::JoinGroup(r) => {
@@ -213,7 +213,7 @@ pub async fn handle(
             let mut parts = Vec::new();
             for (p, part) in w::describe_groups_split(r, n) {
                 let req = Request::DescribeGroups(part.clone());
-                parts.push(match b.groups.call_partition(p, gctx.clone(), req).await {
+                parts.push(match groups.call_partition(p, gctx.clone(), req).await {
                     Ok(Response::DescribeGroups(x)) => x,
                     Ok(_) => w::describe_groups_error(&part, ResponseError::UnknownServerError),
                     Err(e) => w::describe_groups_error(&part, e),
@@ -224,8 +224,7 @@ pub async fn handle(
             )))
         }
         RequestKind::ListGroups(r) => {
-            let parts = b
-                .groups
+            let parts = groups
                 .list_groups(gctx.clone(), w::list_groups_request(r, v))
                 .await;
             Ok(ResponseKind::ListGroups(w::list_groups_response(parts, v)))
@@ -234,7 +233,7 @@ pub async fn handle(
             let mut parts = Vec::new();
             for (p, part) in w::delete_groups_split(r, n) {
                 let req = Request::DeleteGroups(part.clone());
-                parts.push(match b.groups.call_partition(p, gctx.clone(), req).await {
+                parts.push(match groups.call_partition(p, gctx.clone(), req).await {
                     Ok(Response::DeleteGroups(x)) => x,
                     Ok(_) => w::delete_groups_error(&part, ResponseError::UnknownServerError),
                     Err(e) => w::delete_groups_error(&part, e),

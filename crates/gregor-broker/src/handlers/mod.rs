@@ -1,111 +1,47 @@
-//! Request handlers, one module per family of APIs.
+//! Request handlers, one module per family of APIs. Each takes the narrow service it runs on
+//! (`DataPlane`, `ControlPlane`, `Groups`, `MetadataManager`); `broker.rs` routes requests to
+//! them.
 
-mod admin;
-mod cluster;
-mod elect;
-mod fetch;
-mod groups;
-mod offsets;
-mod produce;
-mod reassign;
+pub(crate) mod admin;
+pub(crate) mod cluster;
+pub(crate) mod elect;
+pub(crate) mod fetch;
+pub(crate) mod groups;
+pub(crate) mod offsets;
+pub(crate) mod produce;
+pub(crate) mod reassign;
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
-use tracing::error;
 
-use crate::broker::Broker;
-use crate::connection::{Reply, RequestContext};
-
-/// Routes a request to its handler.
-pub async fn dispatch(
-    b: &std::sync::Arc<Broker>,
-    ctx: &RequestContext,
-    request: RequestKind,
-) -> Reply {
-    let v = ctx.api_version;
-    Reply::Respond(match request {
-        RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(groups::find_coordinator(b, r, v).await)
-        }
-        r @ (RequestKind::JoinGroup(_)
-        | RequestKind::SyncGroup(_)
-        | RequestKind::Heartbeat(_)
-        | RequestKind::LeaveGroup(_)
-        | RequestKind::OffsetCommit(_)
-        | RequestKind::OffsetFetch(_)
-        | RequestKind::DescribeGroups(_)
-        | RequestKind::ListGroups(_)
-        | RequestKind::DeleteGroups(_)) => return groups::handle(b, ctx, r).await.into(),
-        RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(cluster::api_versions(&r, v)),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(cluster::metadata(b, r, v).await),
-        RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(cluster::describe_cluster(b, &r, v))
-        }
-        r @ (RequestKind::CreateTopics(_)
-        | RequestKind::DeleteTopics(_)
-        | RequestKind::CreatePartitions(_)
-        | RequestKind::IncrementalAlterConfigs(_)
-        | RequestKind::ElectLeaders(_)
-        | RequestKind::AlterPartitionReassignments(_)) => {
-            match crate::forward::to_controller(b, ctx.api_key, v, r).await {
-                Some(response) => response,
-                None => return Reply::Close,
-            }
-        }
-        RequestKind::ListPartitionReassignments(r) => {
-            ResponseKind::ListPartitionReassignments(reassign::list_partition_reassignments(b, &r))
-        }
-        RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(admin::describe_configs(b, r, v).await)
-        }
-        RequestKind::Produce(r) => return produce::produce(b.data_plane(), r, v).await,
-        RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(produce::init_producer_id(&b.producer_ids, &r))
-        }
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::fetch(b.data_plane(), r, v).await),
-        RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(offsets::list_offsets(b.data_plane(), r, v))
-        }
-        RequestKind::OffsetForLeaderEpoch(r) => {
-            ResponseKind::OffsetForLeaderEpoch(offsets::offset_for_leader_epoch(b.data_plane(), r))
-        }
-        RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(offsets::delete_records(b.data_plane(), r).await)
-        }
-        other => {
-            // The connection only decodes APIs listed in `api::SUPPORTED`, all routed above.
-            error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "no handler for a supported API");
-            return Reply::Close;
-        }
-    })
-}
+use crate::forward::ControlPlane;
 
 /// Handles a controller API on this node (the active controller, or the forwarding broker
 /// once forwarding gave up, where the metadata write fails with NOT_CONTROLLER). `None` for
 /// any other API.
 pub async fn controller_api(
-    b: &std::sync::Arc<Broker>,
+    b: ControlPlane<'_>,
     request: RequestKind,
     v: i16,
 ) -> Option<ResponseKind> {
     Some(match request {
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(admin::create_topics(b, r, v).await)
+            ResponseKind::CreateTopics(admin::create_topics(b.metadata, r, v).await)
         }
         RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(admin::delete_topics(b, r, v).await)
+            ResponseKind::DeleteTopics(admin::delete_topics(b.metadata, r, v).await)
         }
         RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(admin::create_partitions(b, r).await)
+            ResponseKind::CreatePartitions(admin::create_partitions(b.metadata, r).await)
         }
-        RequestKind::IncrementalAlterConfigs(r) => {
-            ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(b, r).await)
-        }
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            admin::incremental_alter_configs(b.metadata, r).await,
+        ),
         RequestKind::ElectLeaders(r) => {
-            ResponseKind::ElectLeaders(elect::elect_leaders(b, r, v).await)
+            ResponseKind::ElectLeaders(elect::elect_leaders(b.metadata, r, v).await)
         }
         RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
-            reassign::alter_partition_reassignments(b, r).await,
+            reassign::alter_partition_reassignments(b.metadata, r).await,
         ),
         RequestKind::BrokerRegistration(r) => {
             ResponseKind::BrokerRegistration(cluster::broker_registration(b, r).await)
@@ -114,7 +50,7 @@ pub async fn controller_api(
             ResponseKind::BrokerHeartbeat(cluster::broker_heartbeat(b, r).await)
         }
         RequestKind::AlterPartition(r) => {
-            ResponseKind::AlterPartition(crate::alter_partition::handle(b, r).await)
+            ResponseKind::AlterPartition(crate::alter_partition::handle(b.metadata, r).await)
         }
         _ => return None,
     })
@@ -124,7 +60,7 @@ pub async fn controller_api(
 /// node if it is the active controller, else through a forwarded CreateTopics request. Returns
 /// each topic's name and outcome.
 pub async fn create_topics_internal(
-    b: &std::sync::Arc<Broker>,
+    b: ControlPlane<'_>,
     request: &gregor_meta::CreateTopicsRequest,
 ) -> Result<Vec<(String, Result<(), gregor_meta::ApiError>)>, crate::metadata::MetadataError> {
     use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};

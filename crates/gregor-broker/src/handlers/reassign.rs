@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
 };
 
 use super::s;
-use crate::broker::Broker;
+use crate::metadata::MetadataManager;
 
 /// The request's targets: `Some(replicas)` to move to, `None` to cancel.
 fn targets(r: &AlterPartitionReassignmentsRequest) -> Vec<(TopicPartition, Option<Vec<i32>>)> {
@@ -68,13 +68,12 @@ fn alter_response(
 }
 
 pub async fn alter_partition_reassignments(
-    b: &Broker,
+    metadata: &MetadataManager,
     r: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
     let wanted = targets(&r);
     tracing::info!(partitions = wanted.len(), "AlterPartitionReassignments");
-    match b
-        .metadata
+    match metadata
         .submit(|c| c.alter_partition_reassignments(&wanted))
         .await
     {
@@ -96,10 +95,10 @@ pub async fn alter_partition_reassignments(
 
 /// Reassignments in progress: every one, or those of the listed partitions.
 pub fn list_partition_reassignments(
-    b: &Broker,
+    metadata: &MetadataManager,
     r: &ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
-    let image = b.metadata.image();
+    let image = metadata.image();
     let wanted: Option<Vec<TopicPartition>> = r.topics.as_ref().map(|topics| {
         topics
             .iter()
