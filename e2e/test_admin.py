@@ -141,6 +141,31 @@ def test_describe_cluster(broker):
     assert d.cluster_id
 
 
+def test_describe_log_dirs_with_kafka_python(broker):
+    """kafka-python's describe_log_dirs (DescribeLogDirs v4): the data directory with its disk
+    space and each replica's size; unknown topics and partitions are left out, not errors."""
+    from kafka.admin import KafkaAdminClient
+    create_topic(broker, "dirs", partitions=2)
+    produce(broker, "dirs", [{"partition": 0, "value": b"x" * 100}] * 10)
+    adm = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{broker.port}")
+    try:
+        (b,) = adm.describe_log_dirs()
+        (d,) = b["log_dirs"]
+        assert d["error_code"] == 0 and d["log_dir"].startswith("/"), d
+        assert d["total_bytes"] > d["usable_bytes"] > 0, d
+        (t,) = [t for t in d["topics"] if t["name"] == "dirs"]
+        sizes = {p["partition_index"]: p["partition_size"] for p in t["partitions"]}
+        assert sizes[0] > 10 * 100 and sizes[1] == 0, sizes
+        assert all(p["offset_lag"] == 0 for p in t["partitions"])
+        (one,) = adm.describe_log_dirs({"dirs": [1]})[0]["log_dirs"]
+        assert [(t["name"], [p["partition_index"] for p in t["partitions"]])
+                for t in one["topics"]] == [("dirs", [1])]
+        (none,) = adm.describe_log_dirs({"nope": [0], "dirs": [7]})[0]["log_dirs"]
+        assert none["error_code"] == 0 and none["topics"] == [], none
+    finally:
+        adm.close()
+
+
 def _offsets(adm, topic, partition):
     tp = TopicPartition(topic, partition)
     lo = result(adm.list_offsets({tp: OffsetSpec.earliest()})[tp]).offset

@@ -145,6 +145,8 @@ def test_a_reassignment_held_by_a_paused_broker_is_listed_and_cancelled(cluster_
             "Reassignment of partition held-0 is still in progress.",
             f"  held-0: target replicas {t}; in sync: none; catching up: {t}; removing: {h}; "
             f"leader: {h}",
+            "Progress of the replicas being added:",
+            f"  held-0: replica {t}: its broker did not answer DescribeLogDirs",
         ], out.stdout
         # A second plan while one is active needs --additional, as in Kafka.
         out = reassign(ctrl, "--execute", "--reassignment-json-file", str(plan), check=False)
@@ -186,7 +188,8 @@ def test_bad_plans_and_flags_get_one_line_errors(cluster_factory, tmp_path):
     assert fails(one("nope", [1])) == \
         "gregor: Unable to find partition: nope-0 (UNKNOWN_TOPIC_OR_PARTITION)"
     assert fails("{\"partitions\": [").startswith("gregor: in ")
-    assert "--throttle is not supported" in fails(one("t", [1]), "--throttle", "1000")
+    assert fails(one("t", [1]), "--throttle", "fast") == (
+        'gregor: --throttle must be a number of bytes per second, got "fast"')
     out = reassign(n0, "--list", "--verify", check=False)
     assert out.returncode != 0 and out.stderr.strip() == (
         "gregor: Command must include exactly one action: --generate, --execute, --verify, "

@@ -23,6 +23,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartitionReassignments, 0, 0),
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeLogDirs, 0, 4),
     (ApiKey::FindCoordinator, 0, 6),
 ];
 

@@ -567,6 +567,9 @@ async fn dispatch(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -
                 None => return Reply::Close,
             }
         }
+        RequestKind::DescribeLogDirs(r) => ResponseKind::DescribeLogDirs(
+            handlers::log_dirs::describe_log_dirs(b.data_plane(), &r, v),
+        ),
         RequestKind::ListPartitionReassignments(r) => ResponseKind::ListPartitionReassignments(
             handlers::reassign::list_partition_reassignments(&b.metadata, &r),
         ),

@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::partition::Partition;
+use crate::quota::Throttles;
 use crate::util::blocking;
 
 /// Fetch version: replica id in the request body, leader epochs, names (not topic ids).
@@ -91,6 +92,7 @@ type RunningFetcher = (Arc<Fetcher>, tokio::task::JoinHandle<()>);
 /// The fetchers of this node, by source broker.
 pub struct FetcherManager {
     node_id: i32,
+    throttles: Arc<Throttles>,
     settings: Mutex<FetchSettings>,
     runtime: Option<tokio::runtime::Handle>,
     /// Client listener addresses of the brokers, from the metadata image.
@@ -99,9 +101,10 @@ pub struct FetcherManager {
 }
 
 impl FetcherManager {
-    pub fn new(node_id: i32) -> FetcherManager {
+    pub fn new(node_id: i32, throttles: Arc<Throttles>) -> FetcherManager {
         FetcherManager {
             node_id,
+            throttles,
             settings: Mutex::new(FetchSettings::default()),
             runtime: tokio::runtime::Handle::try_current().ok(),
             endpoints: Arc::new(Mutex::new(HashMap::new())),
@@ -138,6 +141,7 @@ impl FetcherManager {
                 self.node_id,
                 *lock(&self.settings),
                 self.endpoints.clone(),
+                self.throttles.clone(),
             ));
             (fetcher, task)
         });
@@ -188,6 +192,7 @@ async fn run(
     node_id: i32,
     settings: FetchSettings,
     endpoints: Arc<Mutex<HashMap<i32, String>>>,
+    throttles: Arc<Throttles>,
 ) {
     let leader = fetcher.leader;
     let mut conn: Option<Connection> = None;
@@ -233,6 +238,12 @@ async fn run(
             conn = Some(c);
             continue;
         }
+        let (fetching, wait) = unthrottled(&throttles, node_id, fetching);
+        if fetching.is_empty() {
+            conn = Some(c);
+            let _ = tokio::time::timeout(wait, fetcher.changed.notified()).await;
+            continue;
+        }
         let request = fetch_request(node_id, &settings, &fetching);
         let response = tokio::select! {
             r = c.send(&request, FETCH_VERSION) => r,
@@ -242,6 +253,7 @@ async fn run(
         };
         match response {
             Ok(r) => {
+                record_throttled_bytes(&throttles, &r);
                 let outcomes = append_fetched(r, &fetching).await;
                 apply_outcomes(&fetcher, outcomes, &settings);
                 conn = Some(c);
@@ -251,6 +263,47 @@ async fn run(
                 let _ = tokio::time::timeout(settings.backoff, fetcher.changed.notified()).await;
             }
         }
+    }
+}
+
+/// The follower side of the replication throttle: while the follower quota is exceeded, this
+/// replica's out-of-sync replicas of throttled partitions sit this round out. Returns the
+/// partitions to fetch now and, if none, how long to wait for the quota.
+fn unthrottled(
+    throttles: &Throttles,
+    node_id: i32,
+    fetching: Vec<(Key, FetchState)>,
+) -> (Vec<(Key, FetchState)>, Duration) {
+    let now = throttles.now_ms();
+    let wait_ms = throttles.follower_quota().wait_ms(now);
+    if wait_ms == 0 {
+        return (fetching, Duration::ZERO);
+    }
+    let (held, go): (Vec<_>, Vec<_>) = fetching.into_iter().partition(|((topic, p), st)| {
+        throttles.follower_throttled(topic, *p) && !st.part.is_in_sync(node_id)
+    });
+    if !held.is_empty() {
+        debug!(
+            partitions = held.len(),
+            wait_ms, "follower replication throttle: holding fetches"
+        );
+    }
+    // Check again at least every second: the rate may be raised or removed meanwhile.
+    (go, Duration::from_millis(wait_ms.min(1000)))
+}
+
+/// Counts the record bytes of throttled partitions against the follower quota.
+fn record_throttled_bytes(throttles: &Throttles, r: &kafka_protocol::messages::FetchResponse) {
+    let bytes: usize = r
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+        .filter(|(t, p)| throttles.follower_throttled(t.topic.0.as_str(), p.partition_index))
+        .map(|(_, p)| p.records.as_ref().map_or(0, Bytes::len))
+        .sum();
+    if bytes > 0 {
+        let now = throttles.now_ms();
+        throttles.follower_quota().record(bytes as u64, now);
     }
 }
 

@@ -18,6 +18,7 @@ pub mod metadata;
 pub mod partition;
 pub mod producer_ids;
 pub mod producer_state;
+pub mod quota;
 pub mod replica;
 pub mod server;
 pub mod util;

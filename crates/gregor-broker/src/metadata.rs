@@ -79,11 +79,8 @@ struct ReplicaApplier {
 impl ApplyListener for ReplicaApplier {
     fn applied(&self, controller: &Controller, delta: &MetadataDelta) {
         let view = controller.config_view();
-        self.replicas.apply(
-            &view,
-            controller.image(),
-            &delta.local_changes(self.node_id),
-        );
+        let local = delta.local_changes(self.node_id);
+        self.replicas.apply(&view, controller.image(), &local);
         let node = self.node_id.to_string();
         let broker_wide = delta.changed_configs.iter().any(|r| {
             r.resource_type == gregor_meta::ConfigResourceType::Broker
@@ -98,6 +95,11 @@ impl ApplyListener for ReplicaApplier {
                     self.replicas.reconfigure(&resource.name, &view);
                 }
             }
+        }
+        let replicas_changed =
+            !(local.leaders.is_empty() && local.followers.is_empty() && local.stopped.is_empty());
+        if replicas_changed || !delta.changed_configs.is_empty() {
+            self.replicas.update_throttles(&view);
         }
     }
 }

@@ -27,8 +27,9 @@ pub struct Role {
 enum Replication {
     /// Leading: the followers' progress and the ISR.
     Leader(LeaderState),
-    /// Following `leader` in `leader_epoch`: the replica fetcher appends to the log.
-    Follower { leader_epoch: i32 },
+    /// Following `leader` in `leader_epoch`: the replica fetcher appends to the log. `in_sync`:
+    /// this replica is in the committed ISR (replication throttles spare it).
+    Follower { leader_epoch: i32, in_sync: bool },
 }
 
 /// One hosted partition replica.
@@ -54,6 +55,9 @@ pub struct Partition {
     hw: watch::Sender<i64>,
     /// The log end offset, for parked follower fetches to wait on.
     leo: watch::Sender<i64>,
+    /// As a follower: the high watermark the leader last reported (its own is capped by its
+    /// log end), to tell how far behind this replica is.
+    leader_hw_seen: std::sync::atomic::AtomicI64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -89,6 +93,7 @@ impl Partition {
         } else {
             Replication::Follower {
                 leader_epoch: role.leader_epoch,
+                in_sync: state.isr.contains(&node_id),
             }
         };
         Partition {
@@ -97,6 +102,7 @@ impl Partition {
             topic_id,
             node_id,
             hw: watch::channel(log.high_watermark()).0,
+            leader_hw_seen: std::sync::atomic::AtomicI64::new(-1),
             leo: watch::channel(leo).0,
             log: Arc::new(log),
             role: Mutex::new(role),
@@ -285,6 +291,27 @@ impl Partition {
         }
     }
 
+    /// How many offsets this replica's log end trails the partition's high watermark: zero
+    /// on the leader; on a follower, against the high watermark its leader last reported.
+    pub fn offset_lag(&self) -> i64 {
+        if self.role().is_leader {
+            return 0;
+        }
+        let hw = self
+            .leader_hw_seen
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (hw - self.log.log_end_offset()).max(0)
+    }
+
+    /// Whether `replica` is in the committed ISR: as the leader, of any replica; as a follower,
+    /// of this one (each knows only that much).
+    pub fn is_in_sync(&self, replica: i32) -> bool {
+        match &*lock(&self.replication) {
+            Replication::Leader(l) => l.isr().contains(&replica),
+            Replication::Follower { in_sync, .. } => replica == self.node_id && *in_sync,
+        }
+    }
+
     /// Applies the partition's committed state from the metadata log: leads or follows in its
     /// leader epoch. Returns true when this replica became a follower of a new leader or epoch
     /// (the fetcher must find where its log diverges before fetching).
@@ -316,12 +343,20 @@ impl Partition {
                 info!(topic = %self.topic, partition = self.index, epoch, "became leader");
                 (false, Some(hw))
             }
-            (Replication::Follower { leader_epoch }, false) if *leader_epoch == epoch => {
+            (
+                Replication::Follower {
+                    leader_epoch,
+                    in_sync,
+                },
+                false,
+            ) if *leader_epoch == epoch => {
+                *in_sync = state.isr.contains(&self.node_id);
                 (false, None)
             }
             (_, false) => {
                 *replication = Replication::Follower {
                     leader_epoch: epoch,
+                    in_sync: state.isr.contains(&self.node_id),
                 };
                 info!(topic = %self.topic, partition = self.index, epoch, leader, "became follower");
                 (true, None)
@@ -354,7 +389,7 @@ impl Partition {
         // Lock order as on the leader's path: producer state, then replication state.
         let mut producers = self.producers.blocking_lock();
         let replication = lock(&self.replication);
-        if !matches!(&*replication, Replication::Follower { leader_epoch: e } if *e == leader_epoch)
+        if !matches!(&*replication, Replication::Follower { leader_epoch: e, .. } if *e == leader_epoch)
         {
             return Ok(false);
         }
@@ -374,6 +409,8 @@ impl Partition {
         drop(producers);
         let leo = self.log.log_end_offset();
         self.leo.send_replace(leo);
+        self.leader_hw_seen
+            .store(leader_hw, std::sync::atomic::Ordering::Relaxed);
         self.advance_hw(leader_hw.min(leo));
         Ok(true)
     }
@@ -387,7 +424,7 @@ impl Partition {
     ) -> Result<Option<i64>, LogError> {
         let mut producers = self.producers.blocking_lock();
         let replication = lock(&self.replication);
-        if !matches!(&*replication, Replication::Follower { leader_epoch: e } if *e == leader_epoch)
+        if !matches!(&*replication, Replication::Follower { leader_epoch: e, .. } if *e == leader_epoch)
         {
             return Ok(None);
         }
@@ -411,7 +448,7 @@ impl Partition {
     ) -> Result<bool, LogError> {
         let mut producers = self.producers.blocking_lock();
         let replication = lock(&self.replication);
-        if !matches!(&*replication, Replication::Follower { leader_epoch: e } if *e == leader_epoch)
+        if !matches!(&*replication, Replication::Follower { leader_epoch: e, .. } if *e == leader_epoch)
         {
             return Ok(false);
         }

@@ -17,6 +17,7 @@ use tracing::{info, warn};
 use crate::fetcher::FetcherManager;
 use crate::isr::{IsrProposal, PartitionState};
 pub use crate::partition::{log_error, Partition, PendingAppend, ProduceOutcome, Role};
+use crate::quota::Throttles;
 use crate::util::{for_each_parallel, now_ms};
 
 /// Identifies a partition by name.
@@ -31,6 +32,7 @@ pub struct ReplicaManager {
     /// stopped): whoever follows leaderships (the group coordinator) waits on it.
     roles_changed: watch::Sender<u64>,
     fetchers: FetcherManager,
+    throttles: Arc<Throttles>,
     isr_proposals: mpsc::UnboundedSender<(Arc<Partition>, IsrProposal)>,
     isr_proposal_queue: Mutex<Option<IsrProposalQueue>>,
 }
@@ -55,12 +57,14 @@ fn partition_state(reg: &PartitionRegistration) -> PartitionState {
 impl ReplicaManager {
     pub fn new(node_id: i32, data_dir: &Path) -> ReplicaManager {
         let (isr_proposals, queue) = mpsc::unbounded_channel();
+        let throttles = Arc::new(Throttles::new(node_id));
         ReplicaManager {
             node_id,
             data_dir: data_dir.to_path_buf(),
             partitions: RwLock::new(HashMap::new()),
             roles_changed: watch::channel(0).0,
-            fetchers: FetcherManager::new(node_id),
+            fetchers: FetcherManager::new(node_id, throttles.clone()),
+            throttles,
             isr_proposals,
             isr_proposal_queue: Mutex::new(Some(queue)),
         }
@@ -88,6 +92,11 @@ impl ReplicaManager {
             .collect()
     }
 
+    /// The directory this broker keeps its partition logs in.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
     fn dir_for(&self, topic: &str, partition: i32) -> PathBuf {
         self.data_dir.join(format!("{topic}-{partition}"))
     }
@@ -95,6 +104,38 @@ impl ReplicaManager {
     /// The replica fetchers (follower side of replication).
     pub fn fetchers(&self) -> &FetcherManager {
         &self.fetchers
+    }
+
+    /// The replication throttles (leader and follower quotas).
+    pub fn throttles(&self) -> &Throttles {
+        &self.throttles
+    }
+
+    /// Re-reads the replication throttles: this broker's two rates and the throttled-replica
+    /// lists of the topics it hosts.
+    pub fn update_throttles(&self, view: &BrokerConfigView<'_>) {
+        let mut topics: Vec<String> = self.all().iter().map(|p| p.topic.clone()).collect();
+        topics.sort_unstable();
+        topics.dedup();
+        let list = |topic: &str, key: &str| -> Vec<String> {
+            view.topic_value(topic, key)
+                .and_then(|r| r.value.as_list().map(<[String]>::to_vec))
+                .unwrap_or_default()
+        };
+        let lists = topics
+            .into_iter()
+            .map(|t| {
+                let leader = list(&t, "leader.replication.throttled.replicas");
+                let follower = list(&t, "follower.replication.throttled.replicas");
+                (t, leader, follower)
+            })
+            .collect();
+        self.throttles.update(
+            view.i64("leader.replication.throttled.rate"),
+            view.i64("follower.replication.throttled.rate"),
+            lists,
+            self.throttles.now_ms(),
+        );
     }
 
     /// Queues an ISR change for the controller (see `alter_partition.rs`).

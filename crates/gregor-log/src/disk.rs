@@ -362,6 +362,16 @@ impl Disk {
         sync().at(dir)
     }
 
+    /// The size of the filesystem holding `dir` and the bytes an unprivileged writer can still
+    /// use there (DescribeLogDirs' `total_bytes` / `usable_bytes`).
+    pub fn space(&self, dir: &Path) -> std::io::Result<(u64, u64)> {
+        let st = rustix::fs::statvfs(dir).map_err(std::io::Error::from)?;
+        Ok((
+            st.f_blocks.saturating_mul(st.f_frsize),
+            st.f_bavail.saturating_mul(st.f_frsize),
+        ))
+    }
+
     /// Create `dir` and any missing parents, fsyncing the parent of each directory created so
     /// that the new names survive a power loss (a directory that already exists is left
     /// alone).

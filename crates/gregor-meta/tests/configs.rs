@@ -25,8 +25,18 @@ fn names_are_unique_and_synonyms_are_broker_configs() {
         names.dedup();
         assert_eq!(before, names.len());
     }
+    // Kafka gives these two no broker-level default: a throttle names replicas of one topic.
+    let topic_only = [
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+    ];
     for d in TOPIC_CONFIGS {
-        assert!(!d.synonyms.is_empty(), "{} has a broker default", d.name);
+        assert_eq!(
+            d.synonyms.is_empty(),
+            topic_only.contains(&d.name),
+            "{} has a broker default unless it is topic-only",
+            d.name
+        );
         for s in d.synonyms {
             let b =
                 broker_config(s.name).unwrap_or_else(|| panic!("{} -> {} missing", d.name, s.name));
@@ -612,4 +622,24 @@ fn settings_of_missing_features_are_refused_naming_them() {
     assert!(unsupported_reason("controller.quorum.voters").is_none());
     assert!(unsupported_reason("process.roles").is_none());
     assert!(unsupported_reason("log.retention.ms").is_none());
+}
+
+#[test]
+fn throttled_replica_lists_take_star_or_partition_broker_pairs() {
+    use gregor_meta::config::parse_topic_config;
+    for key in [
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+    ] {
+        for good in ["", "*", "0:1", "0:1, 1:2,10:0"] {
+            assert!(parse_topic_config(key, good).is_ok(), "{key}={good}");
+        }
+        for bad in ["0", "a:1", "0:1,*", "-1:0", "0:1:2", "0:"] {
+            let e = parse_topic_config(key, bad).expect_err(bad).to_string();
+            assert!(
+                e.contains("must be the literal '*' or a list of replicas"),
+                "{key}={bad}: {e}"
+            );
+        }
+    }
 }

@@ -44,6 +44,12 @@ struct Target {
     replica_id: i32,
     reader: Reader,
     part: Result<Arc<Partition>, ResponseError>,
+    /// A follower's fetch of a partition this leader throttles (its bytes count toward the
+    /// leader quota).
+    throttled: bool,
+    /// Sent without records this round: an out-of-sync follower of a throttled partition
+    /// while the leader quota is exceeded.
+    held: bool,
 }
 
 /// The replica id a fetch names (-1 for consumers): `replica_id` before v15, `replica_state`
@@ -88,6 +94,11 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResp
         for p in &t.partitions {
             let part = b.locate(&name, t.topic_id, p.partition);
             let topic_name = part.as_ref().map_or(name.as_str(), |p| p.topic.as_str());
+            let reader = reader_for(b, replica_id, topic_name, p.partition);
+            let throttled = reader == Reader::Follower
+                && b.replicas
+                    .throttles()
+                    .leader_throttled(topic_name, p.partition);
             targets.push(Target {
                 topic_index: ti,
                 partition: p.partition,
@@ -95,8 +106,10 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResp
                 max_bytes: p.partition_max_bytes.max(0) as usize,
                 current_leader_epoch: p.current_leader_epoch,
                 replica_id,
-                reader: reader_for(b, replica_id, topic_name, p.partition),
+                reader,
                 part,
+                throttled,
+                held: false,
             });
         }
     }
@@ -132,6 +145,7 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResp
             targets = relocated(b, &r, &targets);
         }
         first = false;
+        hold_throttled(b, &mut targets);
         let (results, bytes) = read_all_blocking(targets.clone(), max_bytes, version).await;
         let any_error = results.iter().any(|p| p.error_code != 0);
         if bytes >= min_bytes || any_error || watches.is_empty() || Instant::now() >= deadline {
@@ -143,11 +157,13 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResp
             Ok(_) => continue,
             Err(_) => {
                 targets = relocated(b, &r, &targets);
+                hold_throttled(b, &mut targets);
                 let (results, _) = read_all_blocking(targets.clone(), max_bytes, version).await;
                 break results;
             }
         }
     };
+    record_throttled_bytes(b, &targets, &results);
     for (t, pd) in targets.iter().zip(results) {
         topics_out[t.topic_index].partitions.push(pd);
     }
@@ -187,6 +203,36 @@ fn relocated(b: DataPlane<'_>, r: &FetchRequest, targets: &[Target]) -> Vec<Targ
             }
         })
         .collect()
+}
+
+/// The leader side of the replication throttle: while the leader quota is exceeded, the
+/// out-of-sync followers of throttled partitions get no records (in-sync ones always do).
+fn hold_throttled(b: DataPlane<'_>, targets: &mut [Target]) {
+    if !targets.iter().any(|t| t.throttled) {
+        return;
+    }
+    let throttles = b.replicas.throttles();
+    let now = throttles.now_ms();
+    let exceeded = throttles.leader_quota().is_exceeded(now);
+    for t in targets.iter_mut() {
+        t.held =
+            exceeded && t.throttled && t.part.as_ref().is_ok_and(|p| !p.is_in_sync(t.replica_id));
+    }
+}
+
+/// Counts the record bytes sent for throttled partitions against the leader quota.
+fn record_throttled_bytes(b: DataPlane<'_>, targets: &[Target], results: &[PartitionData]) {
+    let bytes: usize = targets
+        .iter()
+        .zip(results)
+        .filter(|(t, _)| t.throttled)
+        .map(|(_, pd)| pd.records.as_ref().map_or(0, Bytes::len))
+        .sum();
+    if bytes > 0 {
+        let throttles = b.replicas.throttles();
+        let now = throttles.now_ms();
+        throttles.leader_quota().record(bytes as u64, now);
+    }
 }
 
 /// Reads every target on the blocking pool (segment reads are file I/O).
@@ -274,7 +320,7 @@ fn read_one(t: &Target, budget: usize, version: i16) -> PartitionData {
         pd.records = Some(Bytes::new());
         return pd;
     }
-    if budget == 0 {
+    if budget == 0 || t.held {
         pd.records = Some(Bytes::new());
         return pd;
     }

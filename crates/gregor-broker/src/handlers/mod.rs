@@ -7,6 +7,7 @@ pub(crate) mod cluster;
 pub(crate) mod elect;
 pub(crate) mod fetch;
 pub(crate) mod groups;
+pub(crate) mod log_dirs;
 pub(crate) mod offsets;
 pub(crate) mod produce;
 pub(crate) mod reassign;

@@ -1,7 +1,8 @@
 //! `gregor reassign`: what `kafka-reassign-partitions.sh` does — generate a plan, execute it,
 //! verify it, cancel it, list reassignments — over AlterPartitionReassignments,
 //! ListPartitionReassignments, Metadata and DescribeCluster, with the tool's options and
-//! output. Replication throttles are refused: Gregor does not apply them.
+//! output. `--throttle` sets Kafka's replication throttles (see `reassign_throttle`), and
+//! `--verify` shows how far each replica being added has come.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -15,6 +16,9 @@ use super::common::ConnectionArgs;
 use super::reassign_json::{
     format_reassignment_json, generate_plan, join, parse_broker_list, parse_reassignment,
     parse_reassignment_to_execute, parse_topics_to_move, Assignment, TargetBroker,
+};
+use super::reassign_throttle::{
+    apply_throttles, clear_throttles, format_progress, parse_throttle, progress, throttle_plan,
 };
 
 /// Move partition replicas between brokers, or change their replication factor (like
@@ -54,13 +58,14 @@ pub struct ReassignArgs {
     /// --execute while other reassignments are active.
     #[arg(long)]
     pub additional: bool,
-    /// Accepted with --verify and --cancel; Gregor sets no throttles, so none are removed.
+    /// --verify leaves the replication throttles in place when the reassignment is complete.
     #[arg(long)]
     pub preserve_throttles: bool,
-    /// Not supported: Gregor does not apply replication throttles.
+    /// With --execute: limit the replication traffic of the moving replicas to this many bytes
+    /// per second, on every broker involved (removed by --verify once complete).
     #[arg(long, value_name = "BYTES_PER_S", allow_negative_numbers = true)]
     pub throttle: Option<String>,
-    /// Not supported: Gregor does not apply replication throttles.
+    /// Not supported: each Gregor broker keeps one log directory.
     #[arg(long, value_name = "BYTES_PER_S", allow_negative_numbers = true)]
     pub replica_alter_log_dirs_throttle: Option<String>,
 }
@@ -76,9 +81,12 @@ pub enum ReassignAction {
     Execute {
         file: PathBuf,
         additional: bool,
+        /// Bytes per second, if throttled.
+        throttle: Option<i64>,
     },
     Verify {
         file: PathBuf,
+        preserve_throttles: bool,
     },
     Cancel {
         file: PathBuf,
@@ -114,18 +122,9 @@ impl ReassignArgs {
                 ACTIONS.join(", ")
             );
         };
-        if let Some(flag) = [
-            (self.throttle.is_some(), "--throttle"),
-            (
-                self.replica_alter_log_dirs_throttle.is_some(),
-                "--replica-alter-log-dirs-throttle",
-            ),
-        ]
-        .into_iter()
-        .find_map(|(given, flag)| given.then_some(flag))
-        {
+        if self.replica_alter_log_dirs_throttle.is_some() {
             bail!(
-                "{flag} is not supported: Gregor does not apply replication throttles, so the reassignment would copy data at full speed; run without {flag}"
+                "--replica-alter-log-dirs-throttle is not supported: each Gregor broker keeps one log directory, so replicas never move between directories; run without it"
             );
         }
         let given = [
@@ -141,13 +140,17 @@ impl ReassignArgs {
             (self.disable_rack_aware, "--disable-rack-aware"),
             (self.additional, "--additional"),
             (self.preserve_throttles, "--preserve-throttles"),
+            (self.throttle.is_some(), "--throttle"),
         ];
         let (required, permitted): (&[&str], &[&str]) = match action {
             "--generate" => (
                 &["--topics-to-move-json-file", "--broker-list"],
                 &["--disable-rack-aware"],
             ),
-            "--execute" => (&["--reassignment-json-file"], &["--additional"]),
+            "--execute" => (
+                &["--reassignment-json-file"],
+                &["--additional", "--throttle"],
+            ),
             "--verify" | "--cancel" => (&["--reassignment-json-file"], &["--preserve-throttles"]),
             _ => (&[], &[]),
         };
@@ -184,8 +187,15 @@ impl ReassignArgs {
             "--execute" => ReassignAction::Execute {
                 file: file(),
                 additional: self.additional,
+                throttle: match &self.throttle {
+                    Some(raw) => parse_throttle(raw)?,
+                    None => None,
+                },
             },
-            "--verify" => ReassignAction::Verify { file: file() },
+            "--verify" => ReassignAction::Verify {
+                file: file(),
+                preserve_throttles: self.preserve_throttles,
+            },
             "--cancel" => ReassignAction::Cancel { file: file() },
             _ => ReassignAction::List,
         })
@@ -375,7 +385,7 @@ pub async fn run_reassign(args: ReassignArgs) -> Result<()> {
             parse_reassignment_to_execute(&read(file)?)
                 .with_context(|| format!("in {}", file.display()))?,
         ),
-        ReassignAction::Verify { file } | ReassignAction::Cancel { file } => Some(
+        ReassignAction::Verify { file, .. } | ReassignAction::Cancel { file } => Some(
             parse_reassignment(&read(file)?).with_context(|| format!("in {}", file.display()))?,
         ),
         _ => None,
@@ -430,7 +440,11 @@ pub async fn run_reassign(args: ReassignArgs) -> Result<()> {
                 format_reassignment_json(&proposed)
             );
         }
-        ReassignAction::Execute { additional, .. } => {
+        ReassignAction::Execute {
+            additional,
+            throttle,
+            ..
+        } => {
             let plan = plan.expect("parsed for --execute");
             let ongoing = admin.list_partition_reassignments(None, timeout_ms).await?;
             if !additional && !ongoing.is_empty() {
@@ -459,6 +473,11 @@ pub async fn run_reassign(args: ReassignArgs) -> Result<()> {
                 .map(|tp| (tp.clone(), current[tp].replicas.clone()))
                 .collect();
             println!("{}", format_rollback(&rollback).trim_end());
+            if let Some(rate) = throttle {
+                println!("Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle is removed.");
+                apply_throttles(&admin, &throttle_plan(&rollback, &plan), rate).await?;
+                println!("The inter-broker throttle limit was set to {rate} B/s");
+            }
             let changes: BTreeMap<TopicPartition, Option<Vec<i32>>> = plan
                 .iter()
                 .map(|(tp, r)| (tp.clone(), Some(r.clone())))
@@ -473,14 +492,47 @@ pub async fn run_reassign(args: ReassignArgs) -> Result<()> {
             let parts: Vec<TopicPartition> = plan.keys().cloned().collect();
             println!("Successfully started {}", reassignments_for(&parts));
         }
-        ReassignAction::Verify { .. } => {
+        ReassignAction::Verify {
+            preserve_throttles, ..
+        } => {
             let plan = plan.expect("parsed for --verify");
             let ongoing = admin.list_partition_reassignments(None, timeout_ms).await?;
             let current = current_partitions(&admin, &topics_of(&plan)).await?;
-            print!(
-                "{}",
-                format_verify(&partition_states(&plan, &ongoing, &current))
-            );
+            let states = partition_states(&plan, &ongoing, &current);
+            print!("{}", format_verify(&states));
+            let moving: BTreeMap<TopicPartition, (OngoingReassignment, Option<i32>)> = states
+                .iter()
+                .filter_map(|(tp, s)| match s {
+                    PartitionState::InProgress {
+                        ongoing, leader, ..
+                    } if !ongoing.adding_replicas.is_empty() => {
+                        Some((tp.clone(), (ongoing.clone(), *leader)))
+                    }
+                    _ => None,
+                })
+                .collect();
+            if !moving.is_empty() {
+                println!("Progress of the replicas being added:");
+                for (tp, replicas) in progress(&admin, &moving).await {
+                    for r in replicas {
+                        print!("{}", format_progress(&tp, &r));
+                    }
+                }
+            }
+            let done = states
+                .values()
+                .all(|s| !matches!(s, PartitionState::InProgress { .. }));
+            if done && !preserve_throttles {
+                let brokers: Vec<i32> = admin
+                    .describe_cluster()
+                    .await?
+                    .brokers
+                    .iter()
+                    .map(|b| b.id)
+                    .collect();
+                println!();
+                clear_throttles(&admin, &brokers, &topics_of(&plan)).await?;
+            }
         }
         ReassignAction::Cancel { .. } => {
             let plan = plan.expect("parsed for --cancel");
@@ -594,7 +646,8 @@ mod tests {
             parse(&["--reassignment-json-file", "r.json", "--execute"]).unwrap(),
             ReassignAction::Execute {
                 file: "r.json".into(),
-                additional: false
+                additional: false,
+                throttle: None,
             }
         );
         assert_eq!(
@@ -607,13 +660,15 @@ mod tests {
             .unwrap(),
             ReassignAction::Execute {
                 file: "r.json".into(),
-                additional: true
+                additional: true,
+                throttle: None,
             }
         );
         assert_eq!(
             parse(&["--verify", "--reassignment-json-file", "r.json"]).unwrap(),
             ReassignAction::Verify {
-                file: "r.json".into()
+                file: "r.json".into(),
+                preserve_throttles: false,
             }
         );
         assert_eq!(
@@ -676,19 +731,40 @@ mod tests {
             ]),
             "Broker list contains duplicate entries: 0"
         );
-        // Throttles are refused, never silently ignored.
-        let throttle = err(&[
-            "--execute",
-            "--reassignment-json-file",
-            "r",
-            "--throttle",
-            "50000000",
-        ]);
-        assert!(
-            throttle.starts_with(
-                "--throttle is not supported: Gregor does not apply replication throttles"
-            ),
-            "{throttle}"
+        assert_eq!(
+            parse(&[
+                "--execute",
+                "--reassignment-json-file",
+                "r",
+                "--throttle",
+                "50000000",
+            ])
+            .unwrap(),
+            ReassignAction::Execute {
+                file: "r".into(),
+                additional: false,
+                throttle: Some(50_000_000),
+            }
+        );
+        assert_eq!(
+            err(&[
+                "--execute",
+                "--reassignment-json-file",
+                "r",
+                "--throttle",
+                "lots",
+            ]),
+            "--throttle must be a number of bytes per second, got \"lots\""
+        );
+        assert_eq!(
+            err(&[
+                "--verify",
+                "--reassignment-json-file",
+                "r",
+                "--throttle",
+                "1"
+            ]),
+            "Option \"--throttle\" can't be used with action \"--verify\""
         );
         let dirs = err(&[
             "--execute",

@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod configs;
 pub mod groups;
+pub mod log_dirs;
 pub mod offsets;
 pub mod reassign;
 pub mod topics;
@@ -22,6 +23,7 @@ pub use configs::{
     AlterConfigOp, ConfigEntry, ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym,
 };
 pub use groups::{CommittedOffset, GroupDescription, GroupListing, MemberDescription};
+pub use log_dirs::{LogDirDescription, ReplicaLogInfo};
 pub use offsets::{IsolationLevel, ListedOffset, OffsetSpec};
 pub use reassign::{ElectionType, OngoingReassignment};
 pub use topics::{CreateTopicsOptions, CreatedTopic, NewPartitions, NewTopic, TopicListing};

@@ -5,7 +5,7 @@
 
 use super::value::{parse_value, ConfigError, ConfigType, ConfigValue, Validator};
 use ConfigType::*;
-use Validator::{Any, AtLeast, BetweenDouble, ListOf, OneOf};
+use Validator::{Any, AtLeast, BetweenDouble, ListOf, OneOf, ThrottledReplicas};
 
 /// How a broker synonym's value converts to the topic config's unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,9 +164,13 @@ pub static TOPIC_CONFIGS: &[ConfigDef] = &[
     topic("flush.ms", Long, Some(LONG_MAX), AtLeast(0),
         &[same("log.flush.interval.ms"), same("log.flush.scheduler.interval.ms")],
         "Force an fsync of the log after this much time (page-cache mode)."),
+    topic("follower.replication.throttled.replicas", List, Some(""), ThrottledReplicas, &[],
+        "Replicas (partitionId:brokerId, or * for all) whose catch-up traffic is throttled on the follower side, by follower.replication.throttled.rate."),
     topic("index.interval.bytes", Int, Some("4096"), AtLeast(0),
         &[same("log.index.interval.bytes")],
         "How often (in bytes of log) an entry is added to the offset index."),
+    topic("leader.replication.throttled.replicas", List, Some(""), ThrottledReplicas, &[],
+        "Replicas (partitionId:brokerId, or * for all) whose catch-up traffic is throttled on the leader side, by leader.replication.throttled.rate."),
     topic("max.compaction.lag.ms", Long, Some(LONG_MAX), AtLeast(1),
         &[same("log.cleaner.max.compaction.lag.ms")],
         "The maximum time a message stays ineligible for compaction."),
@@ -275,6 +279,10 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("replica.fetch.backoff.ms", Int, Some("1000"), AtLeast(0), false, "Sleep after a follower fetch error."),
     broker("replica.socket.timeout.ms", Int, Some("30000"), AtLeast(1), false, "Socket timeout of follower fetches."),
     broker("replica.high.watermark.checkpoint.interval.ms", Long, Some("5000"), AtLeast(1), false, "How often high watermarks are checkpointed."),
+    broker("leader.replication.throttled.rate", Long, Some(LONG_MAX), AtLeast(0), true,
+        "Bytes per second a leader sends to out-of-sync replicas of throttled partitions (leader.replication.throttled.replicas)."),
+    broker("follower.replication.throttled.rate", Long, Some(LONG_MAX), AtLeast(0), true,
+        "Bytes per second a follower fetches for its out-of-sync replicas of throttled partitions (follower.replication.throttled.replicas)."),
     broker("num.replica.fetchers", Int, Some("1"), AtLeast(1), true, "Fetcher threads per source broker."),
     broker("auto.leader.rebalance.enable", Boolean, Some("true"), Any, false,
         "Move leadership back to preferred replicas when the imbalance exceeds leader.imbalance.per.broker.percentage."),

@@ -137,6 +137,8 @@ pub enum Validator {
     OneOf(&'static [&'static str]),
     /// Every list element is one of these strings.
     ListOf(&'static [&'static str]),
+    /// `*`, or a list of `partition:broker` entries (the replication throttle lists).
+    ThrottledReplicas,
 }
 
 /// Why a config was rejected; `Display` is the message Kafka clients see with `INVALID_CONFIG`.
@@ -252,6 +254,24 @@ pub fn parse_value(
                         "String must be one of: {}",
                         allowed.join(", ")
                     )));
+                }
+            }
+        }
+        Validator::ThrottledReplicas => {
+            if let Some(list) = value.as_list() {
+                let entry = |x: &String| {
+                    x.split_once(':').is_some_and(|(p, b)| {
+                        p.trim().parse::<i32>().is_ok_and(|p| p >= 0)
+                            && b.trim().parse::<i32>().is_ok_and(|b| b >= 0)
+                    })
+                };
+                let star = list.len() == 1 && list[0] == "*";
+                if !star && !list.iter().all(entry) {
+                    return Err(bad(
+                        "must be the literal '*' or a list of replicas in the following format: \
+                         [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+                            .to_string(),
+                    ));
                 }
             }
         }

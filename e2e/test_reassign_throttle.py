@@ -1,0 +1,133 @@
+"""Throttled reassignments and reassignments across controller failures, on real processes
+(cluster.py): `gregor reassign --execute --throttle` really limits the copy (leader and follower
+quotas), `--verify` shows the new replica's progress from DescribeLogDirs and removes the
+throttles once the move is complete; a reassignment whose active controller is SIGKILLed (and
+restarted) midway completes, with every record on the new replica. A producer keeps writing to
+the moving partition throughout."""
+
+import json
+import re
+import time
+
+from conftest import wait_until
+from test_cluster_replication import consume_all, describe, produce
+from test_reassign_cli import gregor, reassign
+
+RECORD = 1024
+
+
+def fill(nodes, topic, count, tag):
+    values = [f"{tag}{i:06d}".ljust(RECORD, "x") for i in range(count)]
+    reports = produce(nodes, topic, values)
+    assert all(err is None for _, err, _ in reports), [r for r in reports if r[1]][:3]
+    return values
+
+
+def plan_file(tmp_path, topic, replicas):
+    path = tmp_path / f"{topic}-plan.json"
+    path.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": replicas}]}))
+    return path
+
+
+def configs(node, kind, name):
+    out = gregor(node, "configs", "--describe", "--entity-type", kind, "--entity-name", name)
+    return out.stdout
+
+
+def test_a_throttled_reassignment_stays_under_its_rate_and_verify_clears_the_throttles(
+        cluster_factory, tmp_path):
+    c = cluster_factory(3)
+    n0, n1 = c.nodes[0], c.nodes[1]
+    gregor(n0, "topics", "--create", "--topic", "big", "--replica-assignment", "0")
+    size = 6 << 20
+    values = fill([n0, n1], "big", size // RECORD, "a")
+    rate = 1_000_000
+    plan = plan_file(tmp_path, "big", [0, 1])
+    started = time.monotonic()
+    out = reassign(n0, "--execute", "--reassignment-json-file", str(plan),
+                   "--throttle", str(rate))
+    lines = out.stdout.splitlines()
+    assert ("Warning: You must run --verify periodically, until the reassignment completes, "
+            "to ensure the throttle is removed.") in lines, out.stdout
+    assert f"The inter-broker throttle limit was set to {rate} B/s" in lines, out.stdout
+    assert lines[-1] == "Successfully started partition reassignment for big-0", out.stdout
+    # Kafka's settings, where Kafka's tool puts them.
+    for broker in ("0", "1"):
+        text = configs(n0, "brokers", broker)
+        assert f"leader.replication.throttled.rate={rate}" in text, text
+        assert f"follower.replication.throttled.rate={rate}" in text, text
+    text = configs(n0, "topics", "big")
+    assert "leader.replication.throttled.replicas=0:0" in text, text
+    assert "follower.replication.throttled.replicas=0:1" in text, text
+
+    progress_seen = []
+    more = []
+    while True:
+        out = reassign(n0, "--verify", "--reassignment-json-file", str(plan))
+        if "Reassignment of partition big-0 is complete." in out.stdout.splitlines():
+            elapsed = time.monotonic() - started
+            break
+        for line in out.stdout.splitlines():
+            if line.startswith("  big-0: replica 1 has "):
+                progress_seen.append(line)
+        assert time.monotonic() - started < 120, out.stdout
+        # The partition keeps taking writes while its new replica catches up.
+        more += fill([n0, n1], "big", 5, f"m{len(more)}-")
+        time.sleep(0.5)
+    # 6 MiB at 1 MB/s, of which the quotas let at most one second's worth (plus one fetch)
+    # through at once: the copy cannot finish in much under five seconds.
+    assert elapsed > 3.5, f"copied {size} bytes in {elapsed:.1f} s under a {rate} B/s throttle"
+    assert (size - (2 << 20)) / elapsed <= rate * 1.2, elapsed
+    assert progress_seen, "no progress line while the replica was catching up"
+    # e.g. "big-0: replica 1 has 1999750 of 6358101 bytes (4358351 behind), 4210 offsets
+    # behind the high watermark"
+    assert any(re.search(r"has \d+ of \d+ bytes \(\d+ behind\), [1-9]\d* offsets behind", p)
+               for p in progress_seen), progress_seen
+    # --verify found it complete and removed every throttle, saying so as Kafka's tool does.
+    assert "Clearing broker-level throttles on brokers 0,1,2" in out.stdout.splitlines(), \
+        out.stdout
+    assert "Clearing topic-level throttles on topic big" in out.stdout.splitlines(), out.stdout
+    for broker in ("0", "1", "2"):
+        assert "replication.throttled.rate" not in configs(n0, "brokers", broker)
+    assert "replication.throttled.replicas" not in configs(n0, "topics", "big")
+    wait_until(lambda: describe(n0, "big") == [
+        "\tTopic: big\tPartition: 0\tLeader: 0\tReplicas: 0,1\tIsr: 0,1"], 30, "RF 2 in sync")
+    got = [v for _, v in consume_all([n0, n1], "big", expect=len(values) + len(more))]
+    assert got == values + more
+
+
+def test_a_reassignment_completes_across_a_controller_sigkill_and_restart(cluster_factory,
+                                                                          tmp_path):
+    c = cluster_factory(3)
+    ctrl = c.controller()
+    home, target = [n for n in c.nodes.values() if n is not ctrl]
+    h, t = home.node_id, target.node_id
+    gregor(home, "topics", "--create", "--topic", "moving", "--replica-assignment", str(h))
+    values = fill([home, target], "moving", (3 << 20) // RECORD, "b")
+    plan = plan_file(tmp_path, "moving", [h, t])
+    # Slow enough that the controller dies while the new replica is still copying.
+    reassign(home, "--execute", "--reassignment-json-file", str(plan), "--throttle", "600000")
+    time.sleep(1.0)
+    out = reassign(home, "--verify", "--reassignment-json-file", str(plan))
+    assert "Reassignment of partition moving-0 is still in progress." in out.stdout, out.stdout
+    ctrl.kill()
+    more = fill([home, target], "moving", 20, "during-kill-")
+    ctrl.start()
+    ctrl.wait_ready()
+    more += fill([home, target], "moving", 20, "after-restart-")
+
+    def complete():
+        out = reassign(home, "--verify", "--reassignment-json-file", str(plan))
+        return "Reassignment of partition moving-0 is complete." in out.stdout.splitlines()
+    wait_until(complete, 90, "the reassignment to complete after the controller's SIGKILL",
+               interval=0.5)
+    wait_until(lambda: describe(home, "moving") == [
+        f"\tTopic: moving\tPartition: 0\tLeader: {h}\tReplicas: {h},{t}\tIsr: {h},{t}"], 30,
+        "both replicas in sync")
+    # The new replica holds every record: with the old one gone it serves them all.
+    home.kill()
+    wait_until(lambda: describe(target, "moving")[0].split("\tLeader: ")[1].startswith(str(t)),
+               30, "the new replica leads")
+    got = [v for _, v in consume_all([target, ctrl], "moving", expect=len(values) + len(more))]
+    assert got == values + more
