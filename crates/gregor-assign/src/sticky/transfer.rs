@@ -19,13 +19,16 @@
 //! without building the graph. The flow is the new count matrix: `c = o - given + received`.
 //!
 //! Which loads to fix: the load vector's sorted form is fixed by the balance criterion, but
-//! which member sits at which level is not. With one level there is no choice. With two levels
-//! `q` and `q + 1`, the `n1` places at `q + 1` go to the members gaining most from one more
-//! partition (`W` if they own at least `q + 1`, plus one if at least `q + 1` rack-matched), and
-//! the bound for that choice is the largest over every way of placing the loads, so meeting it
-//! proves the optimum among all most balanced assignments. With more levels the current loads
-//! are kept and the bound proves the optimum only if it equals the general bound (members that
-//! could rise a level gain nothing from it).
+//! which member sits at which level is not quite: among the most balanced assignments a member's
+//! load varies by at most one (their load vectors form a matroidal M-convex set, Frank and
+//! Murota), and only to a level some member is at, so the number of members per level is
+//! fixed. A level with no level next to it keeps its members. For two adjacent levels `q` and
+//! `q + 1` with no level next to them, the `n1` places at `q + 1` go to the members of the two
+//! levels gaining most from one more partition (`W` if they own more than `q`, plus one if more
+//! than `q` rack-matched): the bound for that choice is the largest over every placement of the
+//! loads, so meeting it proves the optimum among all most balanced assignments. Three or more
+//! adjacent levels keep the current loads, and the bound proves the optimum only if it equals
+//! the general bound (then no member gains from rising a level).
 
 use super::exact::Counts;
 
@@ -294,23 +297,40 @@ impl Counts {
         levels.sort_unstable();
         levels.dedup();
         let mut target = self.loads().to_vec();
-        let mut exact = levels.len() == 1;
-        if levels.len() == 2 && levels[1] == levels[0] + 1 {
-            let q = levels[0];
-            let high = self.loads().iter().filter(|l| **l > q).count();
-            // Best first: most gained by the higher level, then already there, then id order.
-            let mut order: Vec<usize> = (0..n).collect();
-            order.sort_by_key(|&m| {
-                (
-                    std::cmp::Reverse(worth(m, q + 1) - worth(m, q)),
-                    self.loads()[m] == q,
-                    m,
-                )
-            });
-            for (rank, &m) in order.iter().enumerate() {
-                target[m] = if rank < high { q + 1 } else { q };
+        // Levels `l` and `l + 1` with neither `l - 1` nor `l + 2` present form a pair: their
+        // members trade places among themselves only. Longer runs of consecutive levels keep
+        // the current loads.
+        let mut exact = true;
+        let mut i = 0;
+        while i < levels.len() {
+            let mut j = i;
+            while j + 1 < levels.len() && levels[j + 1] == levels[j] + 1 {
+                j += 1;
             }
-            exact = true;
+            match j - i {
+                0 => {}
+                1 => {
+                    let q = levels[i];
+                    let mut pair: Vec<usize> = (0..n)
+                        .filter(|m| self.loads()[*m] == q || self.loads()[*m] == q + 1)
+                        .collect();
+                    let high = pair.iter().filter(|m| self.loads()[**m] > q).count();
+                    // Best first: most gained by the higher level, then already there, then
+                    // member order.
+                    pair.sort_by_key(|&m| {
+                        (
+                            std::cmp::Reverse(worth(m, q + 1) - worth(m, q)),
+                            self.loads()[m] == q,
+                            m,
+                        )
+                    });
+                    for (rank, &m) in pair.iter().enumerate() {
+                        target[m] = if rank < high { q + 1 } else { q };
+                    }
+                }
+                _ => exact = false,
+            }
+            i = j + 1;
         }
         let bound: u64 = (0..n).map(|m| worth(m, target[m])).sum();
         (target, bound, exact || bound == general_bound)
