@@ -68,6 +68,10 @@ struct Flow<'a> {
     recv: Vec<u32>,
     /// Matched and mismatched kept separately (racks apply), or all as one class.
     split: bool,
+    /// Arcs out of topic `t`: `topic_arcs[topic_start[t]..topic_start[t + 1]]`, each `3 * pair +
+    /// kind` (0: to a receiver, 1: back to a giver of mismatched, 2: of matched partitions).
+    topic_start: Vec<u32>,
+    topic_arcs: Vec<u32>,
 }
 
 /// Node numbering: member `m` as giver of mismatched partitions, or as receiver, is `m`; as
@@ -121,7 +125,8 @@ impl Flow<'_> {
                 0
             }
         } else {
-            3 * self.counts.topic_pairs((x - 2 * n) as u32).len()
+            let t = x - 2 * n;
+            (self.topic_start[t + 1] - self.topic_start[t]) as usize
         }
     }
 
@@ -154,10 +159,10 @@ impl Flow<'_> {
             let s = c.member_pairs((x - n) as u32)[i] as usize;
             return (self.give_mat[s] < self.mat_cap(s)).then(|| self.topic_node(c.pair_topic(s)));
         }
-        let t = (x - 2 * n) as u32;
-        let s = c.topic_pairs(t).start + i / 3;
+        let e = self.topic_arcs[self.topic_start[x - 2 * n] as usize + i] as usize;
+        let s = e / 3;
         let m = c.pair_member(s) as usize;
-        match i % 3 {
+        match e % 3 {
             0 => (self.role[m] == Role::Receiver).then_some(m),
             1 => (self.give_mis[s] > 0).then_some(m),
             _ => (self.give_mat[s] > 0).then_some(n + m),
@@ -187,8 +192,9 @@ impl Flow<'_> {
         } else if x < 2 * n {
             self.give_mat[c.member_pairs((x - n) as u32)[i] as usize] += 1;
         } else {
-            let s = c.topic_pairs((x - 2 * n) as u32).start + i / 3;
-            match i % 3 {
+            let e = self.topic_arcs[self.topic_start[x - 2 * n] as usize + i] as usize;
+            let s = e / 3;
+            match e % 3 {
                 0 => self.recv[s] += 1,
                 1 => self.give_mis[s] -= 1,
                 _ => self.give_mat[s] -= 1,
@@ -214,6 +220,10 @@ impl Flow<'_> {
             while head < queue.len() {
                 let x = queue[head];
                 head += 1;
+                // Nodes at the sink's level or beyond lie on no shortest path.
+                if level[snk] != NONE && level[x] + 1 >= level[snk] {
+                    break;
+                }
                 for i in 0..self.degree(x) {
                     if let Some(y) = self.arc(x, i) {
                         if level[y] == NONE {
@@ -287,9 +297,13 @@ pub(crate) enum Transfer {
 impl Counts {
     /// Target loads and their bound (see the module documentation), and whether that bound is
     /// the optimum over every placement of the loads.
-    fn target_loads(&self, general_bound: u64) -> (Vec<u32>, u64, bool) {
+    fn target_loads(
+        &self,
+        general_bound: u64,
+        owned: &[u32],
+        matched: &[u32],
+    ) -> (Vec<u32>, u64, bool) {
         let n = self.members();
-        let (owned, matched) = self.owned_per_member();
         let worth = |m: usize, l: u32| {
             self.weight() as u64 * u64::from(owned[m].min(l)) + u64::from(matched[m].min(l))
         };
@@ -340,10 +354,10 @@ impl Counts {
     /// and loads become the flow's. `split`: mismatched and matched partitions as two classes
     /// (meeting both bounds), or one (meeting the kept-partitions part only).
     pub(super) fn transfer(&mut self, general_bound: u64, split: bool) -> Transfer {
-        let (target, bound, exact) = self.target_loads(general_bound);
+        let (owned, matched) = self.owned_per_member();
+        let (target, bound, exact) = self.target_loads(general_bound, &owned, &matched);
         let n = self.members();
         let nt = self.topics();
-        let (owned, matched) = self.owned_per_member();
         let mut role = vec![Role::Even; n];
         let (mut a, mut b, mut need) = (vec![0u32; n], vec![0u32; n], vec![0u32; n]);
         for m in 0..n {
@@ -372,6 +386,29 @@ impl Counts {
         }
         let required: u64 = need.iter().map(|x| u64::from(*x)).sum();
         let pairs = self.c.len();
+        // Only arcs that can ever carry flow: to receivers, back to givers that own some.
+        let mut topic_start = Vec::with_capacity(nt + 1);
+        let mut topic_arcs = Vec::new();
+        topic_start.push(0);
+        for t in 0..nt as u32 {
+            for s in self.topic_pairs(t) {
+                let e = 3 * s as u32;
+                match role[self.pair_member(s) as usize] {
+                    Role::Receiver => topic_arcs.push(e),
+                    Role::Giver => {
+                        let mat = if split { self.om[s] } else { 0 };
+                        if self.o[s] > mat {
+                            topic_arcs.push(e + 1);
+                        }
+                        if mat > 0 {
+                            topic_arcs.push(e + 2);
+                        }
+                    }
+                    Role::Even => {}
+                }
+            }
+            topic_start.push(topic_arcs.len() as u32);
+        }
         let mut flow = Flow {
             counts: self,
             n,
@@ -389,6 +426,8 @@ impl Counts {
             give_mat: vec![0; pairs],
             recv: vec![0; pairs],
             split,
+            topic_start,
+            topic_arcs,
         };
         if flow.max_flow() < required {
             return Transfer::Unreachable;
