@@ -386,6 +386,11 @@ impl Counts {
         }
         let required: u64 = need.iter().map(|x| u64::from(*x)).sum();
         let pairs = self.c.len();
+        // Arcs are numbered `3 * pair + kind` in 32 bits.
+        assert!(
+            pairs < (u32::MAX / 3) as usize,
+            "member-topic pairs are counted in 32 bits"
+        );
         // Only arcs that can ever carry flow: to receivers, back to givers that own some.
         let mut topic_start = Vec::with_capacity(nt + 1);
         let mut topic_arcs = Vec::new();
