@@ -1,18 +1,23 @@
-//! Groups above the exact stickiness search's size limit (more than 2^18 member-topic edges),
-//! where the general builder relies on its greedy start and the bounded repairs: the result is
-//! valid, most balanced in Kafka's sense, and no previously owned partition that moved could be
-//! handed back to its owner without making the loads less balanced.
+//! Large groups with mixed subscriptions (hundreds of thousands of member-topic pairs): the
+//! result is valid, most balanced in Kafka's sense, no previously owned partition that moved
+//! could be handed back to its owner without making the loads less balanced, and it keeps
+//! exactly as many previously owned partitions as an upper bound computed here from the loads
+//! alone allows, which proves it keeps the most.
 
 use gregor_assign::synthetic::{Subscriptions, Synthetic};
 use gregor_assign::{builtin, GroupSpec, TopicId};
 
 /// 700 topics x 3 partitions, 400 members, each subscribing to about two thirds of the topics:
-/// about 187,000 member-topic pairs, 374,000 edges.
+/// about 187,000 member-topic pairs; loads 5 and 6.
 fn group(racks: u32) -> GroupSpec {
+    synthetic(700, 3, 400, racks)
+}
+
+fn synthetic(topics: u32, partitions: u32, members: u32, racks: u32) -> GroupSpec {
     Synthetic {
-        topics: 700,
-        partitions: 3,
-        members: 400,
+        topics,
+        partitions,
+        members,
         subscriptions: Subscriptions::Nonuniform,
         owned_prev: true,
         racks,
@@ -21,7 +26,11 @@ fn group(racks: u32) -> GroupSpec {
     .expect("valid synthetic group")
 }
 
-fn check(strategy: &str, spec: &GroupSpec) {
+/// Checks validity and balance; returns the partitions kept by their previous owner and an
+/// upper bound on that number over every assignment with the same sorted loads: with loads `q`
+/// and `q + 1` (`n1` members at `q + 1`), a member keeps at most `min(owned, load)`, so at most
+/// `sum min(owned, q)` plus one for each of at most `n1` members owning more than `q`.
+fn check(strategy: &str, spec: &GroupSpec) -> (usize, usize) {
     let a = builtin(strategy)
         .expect("builtin")
         .assign(spec)
@@ -81,20 +90,51 @@ fn check(strategy: &str, spec: &GroupSpec) {
         }
     }
     assert!(kept > 0, "{strategy}: kept nothing");
+    let q = *load.iter().min().expect("members");
+    let high = load.iter().filter(|l| **l > q).count();
+    assert!(load.iter().all(|l| *l <= q + 1), "{strategy}: two levels");
+    let owned: Vec<usize> = members.iter().map(|m| m.owned.len()).collect();
+    let bound = owned.iter().map(|o| (*o).min(q)).sum::<usize>()
+        + high.min(owned.iter().filter(|o| **o > q).count());
+    (kept, bound)
+}
+
+/// Every partition keeps its owner except what the balance forces to move.
+fn keeps_the_most(strategy: &str, spec: &GroupSpec) {
+    let (kept, bound) = check(strategy, spec);
+    assert_eq!(kept, bound, "{strategy}: kept {kept}, bound {bound}");
 }
 
 #[test]
-fn above_the_exact_search_limit_without_racks() {
+fn keeps_the_most_with_two_load_levels_without_racks() {
     let spec = group(0);
     for s in ["sticky", "cooperative-sticky"] {
-        check(s, &spec);
+        keeps_the_most(s, &spec);
     }
 }
 
 #[test]
-fn above_the_exact_search_limit_with_racks() {
+fn keeps_the_most_with_two_load_levels_with_racks() {
     let spec = group(3);
     for s in ["sticky", "cooperative-sticky"] {
-        check(s, &spec);
+        keeps_the_most(s, &spec);
     }
+}
+
+/// One load level (2,800 partitions, 400 members): 187,000 member-topic pairs.
+#[test]
+fn keeps_the_most_with_one_load_level() {
+    for racks in [0, 3] {
+        let spec = synthetic(700, 4, 400, racks);
+        for s in ["sticky", "cooperative-sticky"] {
+            keeps_the_most(s, &spec);
+        }
+    }
+}
+
+/// 100,000 partitions, 1,000 members on 1,000 topics: 667,000 member-topic pairs.
+#[test]
+fn keeps_the_most_with_a_thousand_members() {
+    let spec = synthetic(1000, 100, 1000, 0);
+    keeps_the_most("sticky", &spec);
 }

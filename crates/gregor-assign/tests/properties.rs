@@ -745,11 +745,30 @@ fn p_brute_force_optimum(case: &Case) -> Result<(), TestCaseError> {
         return Ok(());
     }
     let best = reference::optimum_brute_force(case);
+    let prev = case.valid_previous_owners();
     for s in STICKY {
         let o = run(s, case)?;
         check_valid(s, case, &o)?;
         let got = reference::optimum_measures(case, &o.target());
         prop_assert_eq!(&got, &best, "{}: got {:?}", s, o.target());
+        if s == "cooperative-sticky" {
+            // The first round withholds exactly the partitions changing owner under that
+            // optimal target (to a member that does not claim them too): of the validly owned
+            // ones at most the fewest that any most balanced assignment must move.
+            check_cooperative_withholding(case, &o)?;
+            let withheld_owned = o
+                .pending
+                .values()
+                .flatten()
+                .filter(|p| prev.contains_key(*p))
+                .count();
+            prop_assert!(
+                withheld_owned <= prev.len() - best.kept,
+                "withheld {:?}, a most balanced assignment moves {}",
+                &o.pending,
+                prev.len() - best.kept
+            );
+        }
     }
     Ok(())
 }
@@ -997,8 +1016,9 @@ proptest! {
 proptest! {
     #![proptest_config(config(1000))]
 
-    /// Exactly the brute-force optimum (balance, then kept partitions), mixed subscriptions,
-    /// without and with racks, with conflicting claims.
+    /// Exactly the brute-force optimum (balance, then kept partitions, then rack-matched kept
+    /// ones), mixed subscriptions, without and with racks, with conflicting claims and
+    /// generations; cooperative-sticky withholds exactly what that optimum moves.
     #[test]
     fn sticky_matches_brute_force_optimum(
         case in prop_oneof![

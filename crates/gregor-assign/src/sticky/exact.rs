@@ -12,35 +12,29 @@
 //!    `sum min(c[m][t], o[m][t])` (`o`: partitions of `t` that `m` validly owned): inside a topic
 //!    each member can always be given its own partitions first. Maximizing it over the balanced
 //!    count matrices is a min-cost circulation on members, topics and one node per load level
-//!    (which lets a member at level `l` and one at `l + 1` swap loads); negative cycles are found
-//!    with a queue-based Bellman-Ford and cancelled one unit at a time. Before it, cheap repairs
-//!    (`repair`: chains of fresh-partition moves, which cost nothing, closed by handing a member
-//!    one of its own partitions back) run on groups of any size within two passes over the
-//!    pairs. Reaching the upper bound `sum min(o[m], cap[m])` proves the optimum and ends the
-//!    phase; the Bellman-Ford search runs only on graphs up to `EXACT_STICKINESS_EDGES`.
+//!    (which lets a member at level `l` and one at `l + 1` swap loads). First a maximum flow
+//!    (`transfer`) tries to meet the upper bound for the best placement of the loads directly;
+//!    meeting it proves the optimum and ends the phase (the usual case, at every size). Otherwise
+//!    cheap repairs (`repair`: chains of fresh-partition moves, which cost nothing, closed by
+//!    handing a member one of its own partitions back) run within two passes over the pairs, and
+//!    then, unless the bound `sum min(o[m], cap[m])` is met, negative cycles are found with a
+//!    queue-based Bellman-Ford and cancelled one unit at a time until none is left, at any size.
 //!
-//! Complexity: a search is O(S) (S = member-topic pairs) for the balance, O(S) for all repairs
-//! together, O(V * S) in the worst case for the exact stickiness search (V = members + topics +
-//! levels; a handful of queue passes in practice); none runs when the greedy builder's result is
-//! already optimal (loads within one of each other and every member keeping as much as it can
-//! hold).
+//! Complexity: a search is O(S) (S = member-topic pairs) for the balance; the maximum flow
+//! O(S + V) per phase plus the unit augmenting paths (each at most V long), with one phase per
+//! distinct shortest augmenting path length (a handful in practice); O(S) for all repairs together; O(V * S) in the worst case for each
+//! Bellman-Ford search (V = members + topics + levels), which runs only when the flow could not
+//! prove the optimum; none runs when the greedy builder's result is already optimal (loads
+//! within one of each other and every member keeping as much as it can hold).
 
 use std::collections::VecDeque;
 
-const NONE: u32 = u32::MAX;
+use super::transfer::Transfer;
 
-/// The exact stickiness search runs on graphs up to this many edges (about 2 per member-topic
-/// pair). On larger ones its cost (tens of passes over the graph: on 1M partitions x 2000
-/// members it spent 2^26 edge scans, over a second, for 48 partitions) is out of proportion to
-/// the greedy start, and the repaired result stands unless it reached the bound.
-const EXACT_STICKINESS_EDGES: usize = 1 << 18;
+const NONE: u32 = u32::MAX;
 
 /// Passes over the pairs the cheap stickiness repairs may spend in all.
 const REPAIR_PASSES: usize = 2;
-
-/// Edge scans one stickiness search may spend; with the size limit above, a search has never
-/// come close in the property tests, so it stays exact there.
-const BUDGET: usize = 1 << 26;
 
 /// Member-topic pairs with their counts. Pairs are numbered topic by topic (then by member), so
 /// the per-partition passes of the general builder, which go topic by topic, touch one small
@@ -116,16 +110,66 @@ impl Counts {
         }
     }
 
-    fn members(&self) -> usize {
+    pub(super) fn members(&self) -> usize {
         self.member_start.len() - 1
     }
 
-    fn topics(&self) -> usize {
+    pub(super) fn topics(&self) -> usize {
         self.topic_start.len() - 1
     }
 
+    pub(super) fn pair_topic(&self, s: usize) -> u32 {
+        self.pair_topic[s]
+    }
+
+    pub(super) fn weight(&self) -> i64 {
+        self.weight
+    }
+
+    pub(super) fn loads(&self) -> &[u32] {
+        &self.load
+    }
+
+    /// Replaces the loads (after the counts changed to match them).
+    pub(super) fn set_loads(&mut self, loads: &[u32]) {
+        self.load.copy_from_slice(loads);
+        debug_assert!(
+            (0..self.members()).all(|m| self
+                .member_pairs(m as u32)
+                .iter()
+                .map(|s| self.c[*s as usize])
+                .sum::<u32>()
+                == self.load[m]),
+            "loads follow the counts"
+        );
+    }
+
+    /// Sets pair `s`'s count, marking its topic changed when it differs.
+    pub(super) fn set_count(&mut self, s: usize, c: u32) {
+        if self.c[s] != c {
+            self.c[s] = c;
+            self.dirty[self.pair_topic[s] as usize] = true;
+        }
+    }
+
+    /// Per member: partitions validly owned, and of those the rack-matched ones.
+    pub(super) fn owned_per_member(&self) -> (Vec<u32>, Vec<u32>) {
+        let n = self.members();
+        let mut owned = vec![0u32; n];
+        let mut matched = vec![0u32; n];
+        for (s, m) in self.pair_member.iter().enumerate() {
+            owned[*m as usize] += self.o[s];
+            matched[*m as usize] += self.om[s];
+        }
+        (owned, matched)
+    }
+
+    pub(super) fn kept_worth(&self) -> u64 {
+        self.kept()
+    }
+
     /// The pairs of member `m`, by topic.
-    fn member_pairs(&self, m: u32) -> &[u32] {
+    pub(super) fn member_pairs(&self, m: u32) -> &[u32] {
         &self.member_list
             [self.member_start[m as usize] as usize..self.member_start[m as usize + 1] as usize]
     }
@@ -157,9 +201,19 @@ impl Counts {
         if self.kept() >= bound {
             return;
         }
+        match self.transfer(bound, true) {
+            Transfer::Optimal => return,
+            Transfer::Improved => {}
+            Transfer::Unreachable => {
+                // The kept partitions' bound alone may still be reachable.
+                self.transfer(bound, false);
+            }
+        }
+        if self.kept() >= bound {
+            return;
+        }
         self.repair(bound);
-        let edges = 2 * self.c.len() + 2 * (self.members() + self.topics());
-        if edges <= EXACT_STICKINESS_EDGES && self.kept() < bound {
+        if self.kept() < bound {
             self.stickiness();
         }
     }
@@ -197,12 +251,7 @@ impl Counts {
     fn kept_bound(&self) -> u64 {
         let caps = self.caps();
         let n = self.members();
-        let mut owned = vec![0u32; n];
-        let mut matched = vec![0u32; n];
-        for (s, m) in self.pair_member.iter().enumerate() {
-            owned[*m as usize] += self.o[s];
-            matched[*m as usize] += self.om[s];
-        }
+        let (owned, matched) = self.owned_per_member();
         (0..n)
             .map(|m| {
                 self.weight as u64 * u64::from(owned[m].min(caps[m]))
@@ -575,14 +624,7 @@ impl Counts {
         let mut round = 0u32;
         // Relaxations since the parent pointers were last checked for a cycle.
         let mut relaxed = 0usize;
-        // Edge scans allowed: a bounded number of passes over the graph. Stopping early leaves a
-        // valid, equally balanced assignment that keeps at least as much as before.
-        let mut budget = BUDGET;
         while let Some(x) = queue.pop_front() {
-            if budget < edges.len() {
-                break;
-            }
-            budget -= edges.len();
             in_queue[x as usize] = false;
             let xi = x as usize;
             // Out-edges of x as (head, cost, pair).
@@ -860,5 +902,47 @@ mod tests {
             assert_eq!(repaired.kept(), exact.kept());
         }
         assert!(improved > 100, "the repairs ran: {improved}");
+    }
+
+    /// The maximum flow: when it claims the optimum, the exact search agrees and finds nothing
+    /// more; when it only improves, the exact search still reaches the optimum from there;
+    /// either way topic totals and the sorted loads are kept and the loads follow the counts.
+    #[test]
+    fn transfer_agrees_with_the_exact_search() {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let (mut optimal, mut improved) = (0, 0);
+        for _ in 0..3000 {
+            let base = random_counts(&mut rng);
+            let bound = base.kept_bound();
+            let mut exact = base.clone();
+            exact.stickiness();
+            for split in [true, false] {
+                let mut flow = base.clone();
+                let outcome = flow.transfer(bound, split);
+                assert_eq!(topic_totals(&flow), topic_totals(&base));
+                assert_eq!(sorted_loads(&flow), sorted_loads(&base));
+                let mut loads = vec![0u32; flow.members()];
+                for (s, m) in flow.pair_member.iter().enumerate() {
+                    loads[*m as usize] += flow.c[s];
+                }
+                assert_eq!(loads, flow.load, "loads follow the counts");
+                assert!(flow.kept() <= exact.kept());
+                match outcome {
+                    Transfer::Optimal => {
+                        assert!(split);
+                        assert_eq!(flow.kept(), exact.kept(), "claimed optimum");
+                        optimal += 1;
+                    }
+                    Transfer::Improved => improved += 1,
+                    Transfer::Unreachable => assert_eq!(flow.c, base.c, "left unchanged"),
+                }
+                flow.stickiness();
+                assert_eq!(flow.kept(), exact.kept());
+            }
+        }
+        assert!(
+            optimal > 300 && improved > 50,
+            "{optimal} optimal, {improved} improved"
+        );
     }
 }

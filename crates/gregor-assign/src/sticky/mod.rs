@@ -20,6 +20,7 @@ mod constrained;
 mod exact;
 mod general;
 mod prepare;
+mod transfer;
 
 use bytes::Bytes;
 
