@@ -6,9 +6,11 @@ cancelled."""
 
 import json
 import subprocess
+import time
 
 from conftest import gregor_bin, wait_until
 from test_cluster_replication import consume_all, describe, produce
+from traffic import Traffic
 
 # Seed 001 section 3 and 5 files, verbatim.
 TOPICS_TO_MOVE = '{ \t"topics": [ \t\t{ "topic":"tp_re_01" } \t], \t"version":1}'
@@ -63,6 +65,9 @@ def test_seed_001_tp_re_01_generate_execute_verify_moves_partitions_3_and_4(clus
 
     plan = tmp_path / "my-topics-to-execute.json"
     plan.write_text(MY_TOPICS_TO_EXECUTE)
+    # A producer and a consumer keep working on partition 3 while it moves to broker 1.
+    traffic = Traffic(f"{n0.bootstrap},{n1.bootstrap}", "tp_re_01", partition=3).__enter__()
+    time.sleep(0.5)
     out = reassign(n0, "--reassignment-json-file", str(plan), "--execute")
     rollback = assignment_json("tp_re_01", [[0]] * 5)
     assert out.stdout == (
@@ -78,10 +83,14 @@ def test_seed_001_tp_re_01_generate_execute_verify_moves_partitions_3_and_4(clus
         "\tTopic: tp_re_01\tPartition: 3\tLeader: 1\tReplicas: 1\tIsr: 1",
         "\tTopic: tp_re_01\tPartition: 4\tLeader: 1\tReplicas: 1\tIsr: 1",
     ], 30, "partitions 3 and 4 on broker 1")
+    time.sleep(0.5)
+    traffic.stop()
+    traffic.check()
     assert reassign(n0, "--list").stdout == "No partition reassignments found.\n"
     for p in range(5):
         got = [v for _, v in consume_all([n0, n1], "tp_re_01", partition=p, expect=50)]
-        assert got == [f"p{p}-{i}" for i in range(50)], p
+        assert got[:50] == [f"p{p}-{i}" for i in range(50)], p
+        assert got[50:] == ([] if p != 3 else [v for _, v in traffic.consumed]), p
     # The rollback file the tool printed moves them back.
     back = tmp_path / "rollback.json"
     back.write_text(rollback)
@@ -101,6 +110,8 @@ def test_seed_001_tp_re_02_replication_factor_1_to_2_through_a_plan(cluster_fact
         produce([n0, n1], "tp_re_02", [f"r{p}-{i}" for i in range(40)], partition=p)
     plan = tmp_path / "increase-replication-factor.json"
     plan.write_text(INCREASE_RF)
+    traffic = Traffic(f"{n0.bootstrap},{n1.bootstrap}", "tp_re_02", partition=0).__enter__()
+    time.sleep(0.5)
     out = reassign(n0, "--reassignment-json-file", str(plan), "--execute")
     assert out.stdout.splitlines()[2] == assignment_json("tp_re_02", [[1], [0], [1]]), out.stdout
     assert out.stdout.splitlines()[-1] == (
@@ -113,13 +124,17 @@ def test_seed_001_tp_re_02_replication_factor_1_to_2_through_a_plan(cluster_fact
                  sorted(line.split("\tIsr: ")[1].split(","))) for line in lines]
     wait_until(lambda: layout() == [("0,1", ["0", "1"]), ("0,1", ["0", "1"]),
                                     ("1,0", ["0", "1"])], 30, "RF 2 with both replicas in sync")
+    time.sleep(0.5)
+    traffic.stop()
+    traffic.check()
     assert "ReplicationFactor: 2" in gregor(n1, "topics", "--describe", "--topic",
                                             "tp_re_02").stdout
     # Every record is on the new replica too: read from broker 0 alone for partition 0, which
     # it did not hold before.
     for p in range(3):
         got = [v for _, v in consume_all([n0, n1], "tp_re_02", partition=p, expect=40)]
-        assert got == [f"r{p}-{i}" for i in range(40)], p
+        assert got[:40] == [f"r{p}-{i}" for i in range(40)], p
+        assert got[40:] == ([] if p != 0 else [v for _, v in traffic.consumed]), p
 
 
 def test_a_reassignment_held_by_a_paused_broker_is_listed_and_cancelled(cluster_factory,

@@ -12,6 +12,7 @@ import time
 from conftest import wait_until
 from test_cluster_replication import consume_all, describe, produce
 from test_reassign_cli import gregor, reassign
+from traffic import Traffic
 
 RECORD = 1024
 
@@ -106,6 +107,7 @@ def test_a_reassignment_completes_across_a_controller_sigkill_and_restart(cluste
     gregor(home, "topics", "--create", "--topic", "moving", "--replica-assignment", str(h))
     values = fill([home, target], "moving", (3 << 20) // RECORD, "b")
     plan = plan_file(tmp_path, "moving", [h, t])
+    traffic = Traffic(f"{home.bootstrap},{target.bootstrap}", "moving").__enter__()
     # Slow enough that the controller dies while the new replica is still copying.
     reassign(home, "--execute", "--reassignment-json-file", str(plan), "--throttle", "600000")
     time.sleep(1.0)
@@ -125,9 +127,13 @@ def test_a_reassignment_completes_across_a_controller_sigkill_and_restart(cluste
     wait_until(lambda: describe(home, "moving") == [
         f"\tTopic: moving\tPartition: 0\tLeader: {h}\tReplicas: {h},{t}\tIsr: {h},{t}"], 30,
         "both replicas in sync")
+    traffic.stop()
+    traffic.check()
     # The new replica holds every record: with the old one gone it serves them all.
     home.kill()
     wait_until(lambda: describe(target, "moving")[0].split("\tLeader: ")[1].startswith(str(t)),
                30, "the new replica leads")
-    got = [v for _, v in consume_all([target, ctrl], "moving", expect=len(values) + len(more))]
-    assert got == values + more
+    got = [v for _, v in consume_all([target, ctrl], "moving",
+                                     expect=len(values) + len(more) + len(traffic.consumed))]
+    assert [v for v in got if not v.startswith("tr")] == values + more
+    assert [v for v in got if v.startswith("tr")] == [v for _, v in traffic.consumed]

@@ -280,7 +280,16 @@ impl Groups {
         request: Request,
     ) -> Result<Response, ResponseError> {
         let p = self.ensure_topic_for(b, group).await?;
-        self.call_partition(p, context, request).await
+        match self.call_partition(p, context, request).await {
+            // The metadata says this node leads the group's partition, but its replica has not
+            // taken the leadership (or started loading the shard) yet: the client should retry
+            // here shortly rather than look for another coordinator (FindCoordinator would name
+            // this node again). Kafka answers a coordinator still loading the same way.
+            Err(ResponseError::NotCoordinator) if leads(b, p) => {
+                Err(ResponseError::CoordinatorLoadInProgress)
+            }
+            other => other,
+        }
     }
 
     /// The partition of `group`, after creating the internal topic if needed. A request that
@@ -365,6 +374,15 @@ impl Groups {
         }
         parts
     }
+}
+
+/// Whether the metadata names this node the leader of `__consumer_offsets` partition `p`.
+fn leads(b: ControlPlane<'_>, p: i32) -> bool {
+    b.metadata
+        .image()
+        .topic(OFFSETS_TOPIC)
+        .and_then(|t| t.partitions.get(&p))
+        .is_some_and(|r| r.leader == b.node_id)
 }
 
 /// Creates the internal topic if it does not exist.

@@ -521,19 +521,21 @@ impl Segment {
         Ok(found)
     }
 
-    /// Read `len` bytes at `pos` (fewer if the file is shorter now).
+    /// Read `len` bytes at `pos` (fewer if the file is shorter now). The bytes go straight into
+    /// the vector's spare capacity: a fetch-sized buffer is not zeroed first.
     pub fn read_at(file: &File, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        let mut got = 0;
-        while got < len {
-            match file.read_at(&mut buf[got..], pos + got as u64) {
+        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        while buf.len() < len {
+            let at = pos + buf.len() as u64;
+            match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut buf), at) {
                 Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
             }
         }
-        buf.truncate(got);
+        // The capacity may exceed `len`, and a read may have filled past it.
+        buf.truncate(len);
         Ok(buf)
     }
 
