@@ -208,7 +208,7 @@ def test_bad_plans_and_flags_get_one_line_errors(cluster_factory, tmp_path):
     out = reassign(n0, "--list", "--verify", check=False)
     assert out.returncode != 0 and out.stderr.strip() == (
         "gregor: Command must include exactly one action: --generate, --execute, --verify, "
-        "--cancel, --list")
+        "--cancel, --list, --plan")
     # Nothing was started by any of them.
     assert reassign(n0, "--list").stdout == "No partition reassignments found.\n"
     # (The new topic's leader may still be settling: wait for it rather than race it.)

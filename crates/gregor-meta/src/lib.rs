@@ -14,6 +14,7 @@ mod describe;
 mod error;
 mod image;
 pub mod placement;
+pub mod reassign_plan;
 mod record;
 pub mod topic_name;
 mod types;

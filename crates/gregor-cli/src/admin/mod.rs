@@ -15,6 +15,7 @@ mod groups;
 mod pattern;
 mod reassign;
 mod reassign_json;
+mod reassign_plan;
 mod reassign_throttle;
 mod reset;
 mod topics;

@@ -17,6 +17,7 @@ use super::reassign_json::{
     format_reassignment_json, generate_plan, join, parse_broker_list, parse_reassignment,
     parse_reassignment_to_execute, parse_topics_to_move, Assignment, TargetBroker,
 };
+use super::reassign_plan::{run_plan, PlanRequest};
 use super::reassign_throttle::{
     apply_throttles, clear_throttles, format_progress, parse_throttle, progress, throttle_plan,
 };
@@ -43,6 +44,20 @@ pub struct ReassignArgs {
     /// List every active reassignment.
     #[arg(long)]
     pub list: bool,
+    /// Propose a reassignment of the topics in --topics-to-move-json-file over --broker-list
+    /// that balances replicas and preferred leaders while moving as few replicas (and bytes)
+    /// as it can (prints it; changes nothing).
+    #[arg(long)]
+    pub plan: bool,
+    /// --plan spreads each partition's replicas over the brokers' racks.
+    #[arg(long)]
+    pub racks: bool,
+    /// --plan proposes at most this many replica moves, the most valuable first.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_moves: Option<String>,
+    /// --plan also prints each move and the counts per broker and rack before and after.
+    #[arg(long)]
+    pub explain: bool,
     /// {"topics":[{"topic":"t"}],"version":1}: the topics --generate moves.
     #[arg(long, value_name = "FILE")]
     pub topics_to_move_json_file: Option<PathBuf>,
@@ -78,6 +93,13 @@ pub enum ReassignAction {
         brokers: Vec<i32>,
         rack_aware: bool,
     },
+    Plan {
+        topics_file: PathBuf,
+        brokers: Vec<i32>,
+        racks: bool,
+        max_moves: Option<usize>,
+        explain: bool,
+    },
     Execute {
         file: PathBuf,
         additional: bool,
@@ -94,7 +116,14 @@ pub enum ReassignAction {
     List,
 }
 
-const ACTIONS: [&str; 5] = ["--generate", "--execute", "--verify", "--cancel", "--list"];
+const ACTIONS: [&str; 6] = [
+    "--generate",
+    "--execute",
+    "--verify",
+    "--cancel",
+    "--list",
+    "--plan",
+];
 
 /// kafka-reassign-partitions.sh's refusal to run over an active reassignment.
 const EXISTING_REASSIGNMENT: &str = "Cannot execute because there is an existing partition assignment.  Use --additional to override this and create a new partition assignment in addition to the existing one.";
@@ -109,6 +138,7 @@ impl ReassignArgs {
             self.verify,
             self.cancel,
             self.list,
+            self.plan,
         ];
         let actions: Vec<&str> = ACTIONS
             .iter()
@@ -141,11 +171,18 @@ impl ReassignArgs {
             (self.additional, "--additional"),
             (self.preserve_throttles, "--preserve-throttles"),
             (self.throttle.is_some(), "--throttle"),
+            (self.racks, "--racks"),
+            (self.max_moves.is_some(), "--max-moves"),
+            (self.explain, "--explain"),
         ];
         let (required, permitted): (&[&str], &[&str]) = match action {
             "--generate" => (
                 &["--topics-to-move-json-file", "--broker-list"],
                 &["--disable-rack-aware"],
+            ),
+            "--plan" => (
+                &["--topics-to-move-json-file", "--broker-list"],
+                &["--racks", "--max-moves", "--explain"],
             ),
             "--execute" => (
                 &["--reassignment-json-file"],
@@ -184,6 +221,20 @@ impl ReassignArgs {
                 )?,
                 rack_aware: !self.disable_rack_aware,
             },
+            "--plan" => ReassignAction::Plan {
+                topics_file: self
+                    .topics_to_move_json_file
+                    .clone()
+                    .expect("required for --plan, checked above"),
+                brokers: parse_broker_list(
+                    self.broker_list
+                        .as_deref()
+                        .expect("required for --plan, checked above"),
+                )?,
+                racks: self.racks,
+                max_moves: self.max_moves.as_deref().map(parse_max_moves).transpose()?,
+                explain: self.explain,
+            },
             "--execute" => ReassignAction::Execute {
                 file: file(),
                 additional: self.additional,
@@ -200,6 +251,13 @@ impl ReassignArgs {
             _ => ReassignAction::List,
         })
     }
+}
+
+/// `--max-moves N`: a count of replica moves, 0 or more.
+fn parse_max_moves(text: &str) -> Result<usize> {
+    text.trim().parse().map_err(|_| {
+        anyhow!("Invalid --max-moves '{text}': expected a number of replica moves (0 or more)")
+    })
 }
 
 /// Where one partition of a plan stands.
@@ -391,10 +449,12 @@ pub async fn run_reassign(args: ReassignArgs) -> Result<()> {
         _ => None,
     };
     let topics_to_move = match &action {
-        ReassignAction::Generate { topics_file, .. } => Some(
-            parse_topics_to_move(&read(topics_file)?)
-                .with_context(|| format!("in {}", topics_file.display()))?,
-        ),
+        ReassignAction::Generate { topics_file, .. } | ReassignAction::Plan { topics_file, .. } => {
+            Some(
+                parse_topics_to_move(&read(topics_file)?)
+                    .with_context(|| format!("in {}", topics_file.display()))?,
+            )
+        }
         _ => None,
     };
     let admin = args.connection.connect().await?;
@@ -439,6 +499,23 @@ pub async fn run_reassign(args: ReassignArgs) -> Result<()> {
                 "Proposed partition reassignment configuration\n{}",
                 format_reassignment_json(&proposed)
             );
+        }
+        ReassignAction::Plan {
+            brokers,
+            racks,
+            max_moves,
+            explain,
+            ..
+        } => {
+            let topics = topics_to_move.expect("parsed for --plan");
+            let request = PlanRequest {
+                topics,
+                brokers,
+                racks,
+                max_moves,
+                explain,
+            };
+            print!("{}", run_plan(&admin, &request).await?);
         }
         ReassignAction::Execute {
             additional,
@@ -687,8 +764,104 @@ mod tests {
     }
 
     #[test]
+    fn plan_takes_generates_inputs_and_its_own_options() {
+        assert_eq!(
+            parse(&[
+                "--plan",
+                "--topics-to-move-json-file",
+                "t.json",
+                "--broker-list",
+                "0,1,2",
+                "--racks",
+                "--max-moves",
+                "5",
+                "--explain"
+            ])
+            .unwrap(),
+            ReassignAction::Plan {
+                topics_file: "t.json".into(),
+                brokers: vec![0, 1, 2],
+                racks: true,
+                max_moves: Some(5),
+                explain: true
+            }
+        );
+        assert_eq!(
+            parse(&[
+                "--plan",
+                "--topics-to-move-json-file",
+                "t",
+                "--broker-list",
+                "1"
+            ])
+            .unwrap(),
+            ReassignAction::Plan {
+                topics_file: "t".into(),
+                brokers: vec![1],
+                racks: false,
+                max_moves: None,
+                explain: false
+            }
+        );
+        let plan = |extra: &[&str]| {
+            let mut args = vec![
+                "--plan",
+                "--topics-to-move-json-file",
+                "t",
+                "--broker-list",
+                "0,1",
+            ];
+            args.extend_from_slice(extra);
+            err(&args)
+        };
+        for bad in ["x", "-1", "1.5", ""] {
+            assert_eq!(
+                plan(&["--max-moves", bad]),
+                format!(
+                    "Invalid --max-moves '{bad}': expected a number of replica moves (0 or more)"
+                )
+            );
+        }
+        assert_eq!(
+            err(&[
+                "--plan",
+                "--topics-to-move-json-file",
+                "t",
+                "--broker-list",
+                ""
+            ]),
+            "--broker-list is empty: give the broker ids to place replicas on, e.g. \"0,1,2\""
+        );
+        assert_eq!(
+            err(&["--plan", "--broker-list", "0"]),
+            "Missing required argument \"--topics-to-move-json-file\""
+        );
+        assert_eq!(
+            plan(&["--disable-rack-aware"]),
+            "Option \"--disable-rack-aware\" can't be used with action \"--plan\""
+        );
+        for flag in [&["--racks"][..], &["--explain"], &["--max-moves", "1"]] {
+            let mut args = vec![
+                "--generate",
+                "--topics-to-move-json-file",
+                "t",
+                "--broker-list",
+                "0",
+            ];
+            args.extend_from_slice(flag);
+            assert_eq!(
+                err(&args),
+                format!(
+                    "Option \"{}\" can't be used with action \"--generate\"",
+                    flag[0]
+                )
+            );
+        }
+    }
+
+    #[test]
     fn bad_flag_combinations_get_one_line_errors() {
-        let one = "Command must include exactly one action: --generate, --execute, --verify, --cancel, --list";
+        let one = "Command must include exactly one action: --generate, --execute, --verify, --cancel, --list, --plan";
         assert_eq!(err(&[]), one);
         assert_eq!(err(&["--list", "--verify"]), one);
         assert_eq!(

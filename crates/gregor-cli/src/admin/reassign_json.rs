@@ -75,6 +75,9 @@ pub fn parse_topics_to_move(text: &str) -> Result<Vec<String>> {
 
 /// `--broker-list "0,1"`: distinct broker ids.
 pub fn parse_broker_list(text: &str) -> Result<Vec<i32>> {
+    if text.trim().is_empty() {
+        bail!("--broker-list is empty: give the broker ids to place replicas on, e.g. \"0,1,2\"");
+    }
     let mut out = Vec::new();
     let mut duplicates = BTreeSet::new();
     for part in text.split(',') {
@@ -573,7 +576,11 @@ mod tests {
             err(parse_broker_list("0,1,0")),
             "Broker list contains duplicate entries: 0"
         );
-        for bad in ["", "0,,1", "a", "-1", "0;1"] {
+        assert_eq!(
+            err(parse_broker_list(" ")),
+            "--broker-list is empty: give the broker ids to place replicas on, e.g. \"0,1,2\""
+        );
+        for bad in ["0,,1", "a", "-1", "0;1"] {
             assert_eq!(
                 err(parse_broker_list(bad)),
                 format!("Invalid --broker-list '{bad}': expected broker ids separated by commas")

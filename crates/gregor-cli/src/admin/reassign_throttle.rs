@@ -193,7 +193,7 @@ pub fn format_progress(tp: &TopicPartition, p: &ReplicaProgress) -> String {
 }
 
 /// How long `--verify` waits for one broker's DescribeLogDirs answer.
-const LOG_DIRS_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+pub(super) const LOG_DIRS_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Asks each broker involved for the sizes of the moving partitions' replicas. A broker that
 /// does not answer within a few seconds (stopped, cut off) leaves its replicas' figures
