@@ -171,8 +171,7 @@ pub async fn check_brokers_alive(b: Arc<Broker>, brokers: Vec<i32>) {
             if attempt > 0 {
                 tokio::time::sleep(PROBE_SPACING).await;
             }
-            let probe =
-                tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(&addr)).await;
+            let probe = tokio::time::timeout(PROBE_TIMEOUT, b.transport.connect(&addr)).await;
             refused = matches!(
                 &probe,
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused

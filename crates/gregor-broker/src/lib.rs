@@ -20,6 +20,7 @@ pub mod producer_ids;
 pub mod producer_state;
 pub mod replica;
 pub mod server;
+pub mod transport;
 pub mod util;
 
 pub use broker::Broker;
