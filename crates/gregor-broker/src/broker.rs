@@ -20,6 +20,7 @@ use crate::handlers;
 use crate::metadata::{MetadataError, MetadataManager, QuorumSettings};
 use crate::producer_ids::ProducerIdAllocator;
 use crate::replica::ReplicaManager;
+use crate::transport::SharedTransport;
 use crate::util::now_ms;
 use gregor_quorum::rpc::{ForwardHandler, KafkaReply};
 
@@ -34,6 +35,8 @@ pub struct Broker {
     pub incarnation: gregor_meta::Uuid,
     pub registration_offsets: RegistrationOffsets,
     broker_epoch: AtomicI64,
+    /// How this broker reaches other nodes.
+    pub transport: SharedTransport,
     /// The controller listener, heartbeat and controller tasks, stopped at shutdown.
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -62,11 +65,43 @@ const MAX_CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 /// How often the active controller checks broker sessions.
 const SESSION_CHECK_INTERVAL: Duration = Duration::from_millis(250);
 
+/// What [`Broker::start_with`] takes besides the configuration; [`Broker::start`] uses the
+/// defaults (TCP, random seeds). The deterministic simulator (gregor-sim) sets all of them.
+pub struct StartOptions {
+    /// How the broker reaches other nodes and binds its controller listener.
+    pub transport: SharedTransport,
+    /// The seed of the controller's topic ids and placement.
+    pub seed: Option<u64>,
+    /// The incarnation id this start registers with.
+    pub incarnation: Option<gregor_meta::Uuid>,
+    /// The range openraft draws election timeouts from (see [`QuorumSettings`]).
+    pub election_timeout_range_ms: Option<(u64, u64)>,
+}
+
+impl Default for StartOptions {
+    fn default() -> Self {
+        StartOptions {
+            transport: SharedTransport::tcp(),
+            seed: None,
+            incarnation: None,
+            election_timeout_range_ms: None,
+        }
+    }
+}
+
 impl Broker {
     /// Opens the data directory, joins the controller quorum (replaying committed metadata and
     /// opening the hosted logs), starts the controller listener, and registers this broker with
     /// the active controller, waiting until it is unfenced.
     pub async fn start(config: BrokerConfig) -> Result<Arc<Broker>, StartError> {
+        Self::start_with(config, StartOptions::default()).await
+    }
+
+    /// [`Broker::start`] on another transport, with fixed seeds.
+    pub async fn start_with(
+        config: BrokerConfig,
+        options: StartOptions,
+    ) -> Result<Arc<Broker>, StartError> {
         let dir = config.data_dir.clone();
         let disk = gregor_log::Disk::real();
         disk.create_dir_all(&dir)
@@ -84,13 +119,17 @@ impl Broker {
         // Bound before the quorum starts, so peers can reach this voter as soon as it runs.
         let controller_listener = match config.controller_bind {
             Some(addr) => Some(
-                tokio::net::TcpListener::bind(addr)
+                options
+                    .transport
+                    .0
+                    .bind(addr)
                     .await
                     .map_err(|source| StartError::ControllerListener { addr, source })?,
             ),
             None => None,
         };
         let replicas = Arc::new(ReplicaManager::new(config.node_id, &dir));
+        replicas.fetchers().set_transport(options.transport.clone());
         replicas.fetchers().set_settings(crate::fetcher::FetchSettings {
             partition_max_bytes: config.int("replica.fetch.max.bytes") as i32,
             response_max_bytes: config.int("replica.fetch.response.max.bytes") as i32,
@@ -106,6 +145,9 @@ impl Broker {
             voters: config.voters.clone(),
             election_timeout_ms: config.int("controller.quorum.election.timeout.ms") as u64,
             snapshot_bytes: config.int("metadata.log.max.record.bytes.between.snapshots") as u64,
+            transport: options.transport.clone(),
+            seed: options.seed,
+            election_timeout_range_ms: options.election_timeout_range_ms,
         };
         let metadata = MetadataManager::open(
             &dir,
@@ -122,7 +164,9 @@ impl Broker {
             }
         })?;
         let broker = Arc::new(Broker {
-            incarnation: gregor_meta::Uuid::new_v4(),
+            incarnation: options
+                .incarnation
+                .unwrap_or_else(gregor_meta::Uuid::new_v4),
             config,
             cluster_id,
             metadata,
@@ -131,9 +175,11 @@ impl Broker {
             groups: Arc::new(crate::groups::Groups::new()),
             broker_epoch: AtomicI64::new(-1),
             registration_offsets: Mutex::new(std::collections::HashMap::new()),
+            transport: options.transport,
             tasks: Mutex::new(Vec::new()),
         });
-        if let (Some(listener), Some(quorum)) = (controller_listener, broker.metadata.quorum()) {
+        if let (Some(mut listener), Some(quorum)) = (controller_listener, broker.metadata.quorum())
+        {
             let target = Arc::new(ForwardTarget {
                 broker: std::sync::OnceLock::new(),
             });
@@ -143,7 +189,6 @@ impl Broker {
                 loop {
                     match listener.accept().await {
                         Ok((stream, _)) => {
-                            let _ = stream.set_nodelay(true);
                             tokio::spawn(gregor_quorum::rpc::serve_controller_connection(
                                 stream,
                                 handle.clone(),
@@ -678,6 +723,7 @@ impl Broker {
             cluster_id: &self.cluster_id,
             metadata: &self.metadata,
             registration_offsets: &self.registration_offsets,
+            transport: &self.transport,
         }
     }
 

@@ -27,6 +27,7 @@ use tracing::{debug, info, warn};
 
 use crate::partition::Partition;
 use crate::quota::Throttles;
+use crate::transport::SharedTransport;
 use crate::util::blocking;
 
 /// Fetch version: replica id in the request body, leader epochs, names (not topic ids).
@@ -94,6 +95,8 @@ pub struct FetcherManager {
     node_id: i32,
     throttles: Arc<Throttles>,
     settings: Mutex<FetchSettings>,
+    /// How fetchers connect to leaders.
+    transport: Mutex<SharedTransport>,
     runtime: Option<tokio::runtime::Handle>,
     /// Client listener addresses of the brokers, from the metadata image.
     endpoints: Arc<Mutex<HashMap<i32, String>>>,
@@ -106,6 +109,7 @@ impl FetcherManager {
             node_id,
             throttles,
             settings: Mutex::new(FetchSettings::default()),
+            transport: Mutex::new(SharedTransport::tcp()),
             runtime: tokio::runtime::Handle::try_current().ok(),
             endpoints: Arc::new(Mutex::new(HashMap::new())),
             fetchers: Mutex::new(HashMap::new()),
@@ -114,6 +118,11 @@ impl FetcherManager {
 
     pub fn set_settings(&self, settings: FetchSettings) {
         *lock(&self.settings) = settings;
+    }
+
+    /// How fetchers started from now on connect to leaders (TCP unless set).
+    pub fn set_transport(&self, transport: SharedTransport) {
+        *lock(&self.transport) = transport;
     }
 
     /// The brokers' client listener addresses.
@@ -142,6 +151,7 @@ impl FetcherManager {
                 *lock(&self.settings),
                 self.endpoints.clone(),
                 self.throttles.clone(),
+                lock(&self.transport).clone(),
             ));
             (fetcher, task)
         });
@@ -193,6 +203,7 @@ async fn run(
     settings: FetchSettings,
     endpoints: Arc<Mutex<HashMap<i32, String>>>,
     throttles: Arc<Throttles>,
+    transport: SharedTransport,
 ) {
     let leader = fetcher.leader;
     let mut conn: Option<Connection> = None;
@@ -214,7 +225,7 @@ async fn run(
         }
         let c = match conn.take().filter(|c| !c.is_closed()) {
             Some(c) => c,
-            None => match connect(leader, node_id, &settings, &endpoints).await {
+            None => match connect(leader, node_id, &settings, &endpoints, &transport).await {
                 Ok(c) => c,
                 Err(e) => {
                     debug!(leader, error = %e, "cannot reach the leader to fetch from");
@@ -312,16 +323,23 @@ async fn connect(
     node_id: i32,
     settings: &FetchSettings,
     endpoints: &Mutex<HashMap<i32, String>>,
+    transport: &SharedTransport,
 ) -> Result<Connection, String> {
     let addr = lock(endpoints)
         .get(&leader)
         .cloned()
         .ok_or_else(|| format!("no address known for broker {leader}"))?;
-    Connection::connect(
-        &addr,
+    let connect_timeout = settings.socket_timeout.min(Duration::from_secs(5));
+    let stream = match tokio::time::timeout(connect_timeout, transport.connect(&addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(format!("connecting to broker {leader} ({addr}): {e}")),
+        Err(_) => return Err(format!("connecting to broker {leader} ({addr}): timed out")),
+    };
+    Connection::over(
+        stream,
         format!("broker {leader} ({addr})"),
         &format!("gregor-replica-fetcher-{node_id}"),
-        settings.socket_timeout.min(Duration::from_secs(5)),
+        connect_timeout,
         // A parked fetch may take its max wait; the socket timeout bounds the rest.
         settings.socket_timeout + settings.max_wait,
     )

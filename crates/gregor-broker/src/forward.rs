@@ -22,6 +22,7 @@ use tracing::debug;
 use crate::config::BrokerConfig;
 use crate::handlers;
 use crate::metadata::MetadataManager;
+use crate::transport::SharedTransport;
 
 /// On the active controller: the metadata index each broker's latest registration (broker id,
 /// broker epoch) was committed at. A broker stays fenced until its heartbeats say it has
@@ -38,6 +39,8 @@ pub struct ControlPlane<'a> {
     pub cluster_id: &'a str,
     pub metadata: &'a MetadataManager,
     pub registration_offsets: &'a RegistrationOffsets,
+    /// How this node connects to the others (TCP, or the simulator's network).
+    pub transport: &'a SharedTransport,
 }
 
 /// How long a broker keeps trying to reach an active controller for one request.
@@ -190,8 +193,7 @@ pub async fn check_brokers_alive(b: ControlPlane<'_>, brokers: Vec<i32>) {
             if attempt > 0 {
                 tokio::time::sleep(PROBE_SPACING).await;
             }
-            let probe =
-                tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(&addr)).await;
+            let probe = tokio::time::timeout(PROBE_TIMEOUT, b.transport.connect(&addr)).await;
             refused = matches!(
                 &probe,
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused

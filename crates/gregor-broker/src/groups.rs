@@ -74,6 +74,9 @@ struct Slot {
 /// The coordinator shards of this node, by `__consumer_offsets` partition.
 pub struct Groups {
     shards: Mutex<HashMap<i32, Slot>>,
+    /// The leader epoch this node's replica of each `__consumer_offsets` partition has taken
+    /// (as leader or follower), as of the last reconcile.
+    replica_epochs: Mutex<HashMap<i32, i32>>,
     /// Changes whenever a shard starts loading, finishes loading or stops.
     changed: watch::Sender<u64>,
 }
@@ -100,6 +103,7 @@ impl Groups {
     pub fn new() -> Groups {
         Groups {
             shards: Mutex::new(HashMap::new()),
+            replica_epochs: Mutex::new(HashMap::new()),
             changed: watch::channel(0).0,
         }
     }
@@ -164,10 +168,17 @@ impl Groups {
 
     /// Brings the shards in line with the `__consumer_offsets` partitions this node leads.
     fn reconcile(self: &Arc<Self>, replicas: &ReplicaManager, settings: &ShardSettings) {
-        let led: HashMap<i32, (i32, Arc<Partition>)> = replicas
+        let offsets_replicas: Vec<Arc<Partition>> = replicas
             .all()
             .into_iter()
             .filter(|p| p.topic == OFFSETS_TOPIC)
+            .collect();
+        *lock(&self.replica_epochs) = offsets_replicas
+            .iter()
+            .map(|p| (p.index, p.role().leader_epoch))
+            .collect();
+        let led: HashMap<i32, (i32, Arc<Partition>)> = offsets_replicas
+            .into_iter()
             .filter_map(|p| {
                 let role = p.role();
                 role.is_leader.then(|| (p.index, (role.leader_epoch, p)))
@@ -280,16 +291,31 @@ impl Groups {
         request: Request,
     ) -> Result<Response, ResponseError> {
         let p = self.ensure_topic_for(b, group).await?;
-        match self.call_partition(p, context, request).await {
-            // The metadata says this node leads the group's partition, but its replica has not
-            // taken the leadership (or started loading the shard) yet: the client should retry
-            // here shortly rather than look for another coordinator (FindCoordinator would name
-            // this node again). Kafka answers a coordinator still loading the same way.
-            Err(ResponseError::NotCoordinator) if leads(b, p) => {
-                Err(ResponseError::CoordinatorLoadInProgress)
-            }
-            other => other,
+        // The metadata says this node leads the group's partition, but its replica has not
+        // taken the leadership (started the shard) yet: the client should retry here shortly
+        // rather than look for another coordinator (FindCoordinator would name this node
+        // again). Kafka answers a coordinator still loading the same way. A shard that stops
+        // while a request waits (leadership lost) still answers NOT_COORDINATOR.
+        if !lock(&self.shards).contains_key(&p) && self.taking_over(b, p) {
+            return Err(ResponseError::CoordinatorLoadInProgress);
         }
+        self.call_partition(p, context, request).await
+    }
+
+    /// Whether the metadata names this node the leader of `__consumer_offsets` partition `p`
+    /// under a leader epoch its replica has not taken yet (the shard is about to load).
+    fn taking_over(&self, b: ControlPlane<'_>, p: i32) -> bool {
+        let image = b.metadata.image();
+        let Some(r) = image
+            .topic(OFFSETS_TOPIC)
+            .and_then(|t| t.partitions.get(&p))
+        else {
+            return false;
+        };
+        r.leader == b.node_id
+            && lock(&self.replica_epochs)
+                .get(&p)
+                .is_none_or(|taken| *taken < r.leader_epoch)
     }
 
     /// The partition of `group`, after creating the internal topic if needed. A request that
@@ -374,15 +400,6 @@ impl Groups {
         }
         parts
     }
-}
-
-/// Whether the metadata names this node the leader of `__consumer_offsets` partition `p`.
-fn leads(b: ControlPlane<'_>, p: i32) -> bool {
-    b.metadata
-        .image()
-        .topic(OFFSETS_TOPIC)
-        .and_then(|t| t.partitions.get(&p))
-        .is_some_and(|r| r.leader == b.node_id)
 }
 
 /// Creates the internal topic if it does not exist.

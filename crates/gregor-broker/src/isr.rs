@@ -142,6 +142,10 @@ impl LeaderState {
                 .followers
                 .get(&r)
                 .map_or(UNKNOWN_OFFSET, |f| f.log_end_offset);
+            if crate::util::planted(crate::util::PlantedBug::HighWatermarkMaxOverIsr) {
+                hw = hw.max(leo);
+                continue;
+            }
             hw = hw.min(leo);
         }
         hw

@@ -21,6 +21,7 @@ pub mod producer_state;
 pub mod quota;
 pub mod replica;
 pub mod server;
+pub mod transport;
 pub mod util;
 
 pub use broker::Broker;

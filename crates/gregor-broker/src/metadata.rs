@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use gregor_meta::config::StaticBrokerConfig;
 use gregor_meta::{Controller, ControllerResult, MetadataDelta, MetadataImage};
-use gregor_quorum::rpc::{KafkaReply, Network, RpcClient, RpcRequest, RpcResponse, TcpConnector};
+use gregor_quorum::rpc::{KafkaReply, Network, RpcClient, RpcRequest, RpcResponse};
 use gregor_quorum::{
     ApplyListener, FollowerConfig, MetadataFollower, NodeId, Quorum, QuorumConfig, QuorumError,
     WriteError,
@@ -21,6 +21,7 @@ use gregor_quorum::{
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::replica::ReplicaManager;
+use crate::transport::SharedTransport;
 use crate::util::now_ms;
 
 /// Directory of the metadata log inside the data directory.
@@ -111,6 +112,14 @@ pub struct QuorumSettings {
     pub voters: BTreeMap<NodeId, String>,
     pub election_timeout_ms: u64,
     pub snapshot_bytes: u64,
+    /// How this node reaches the controllers.
+    pub transport: SharedTransport,
+    /// The seed of topic ids and placement; a random one when `None`. The simulator fixes it.
+    pub seed: Option<u64>,
+    /// The range an election timeout is drawn from, in place of the one derived from
+    /// `election_timeout_ms`. The simulator pins it to one value drawn from its seed (openraft
+    /// draws from a generator no seed controls).
+    pub election_timeout_range_ms: Option<(u64, u64)>,
 }
 
 /// This node's part in the quorum.
@@ -128,7 +137,8 @@ pub struct MetadataManager {
     member: Member,
     static_config: StaticBrokerConfig,
     /// One connection per controller for forwarded requests (more are opened while it is busy).
-    forward_clients: Mutex<HashMap<NodeId, Arc<AsyncMutex<RpcClient<TcpConnector>>>>>,
+    forward_clients: Mutex<HashMap<NodeId, Arc<AsyncMutex<RpcClient<SharedTransport>>>>>,
+    transport: SharedTransport,
 }
 
 impl MetadataManager {
@@ -152,16 +162,24 @@ impl MetadataManager {
             heartbeat_interval_ms: (election / 5).max(5),
             snapshot_bytes: settings.snapshot_bytes,
             static_config: static_config.clone(),
-            seed: rand_seed(),
+            seed: settings.seed.unwrap_or_else(rand_seed),
             now_ms: now_ms(),
         };
         let applier = Arc::new(ReplicaApplier { node_id, replicas });
+        let transport = settings.transport;
+        let range = settings.election_timeout_range_ms;
         let member = if settings.voter {
             Member::Voter(
-                Quorum::start(
+                Quorum::start_with(
                     config,
-                    Network::with_addresses(TcpConnector, addresses.clone()),
+                    Network::with_addresses(transport.clone(), addresses.clone()),
                     applier,
+                    |c| {
+                        if let Some((min, max)) = range {
+                            c.election_timeout_min = min;
+                            c.election_timeout_max = max;
+                        }
+                    },
                 )
                 .await?,
             )
@@ -173,7 +191,7 @@ impl MetadataManager {
                     static_config: static_config.clone(),
                     seed: config.seed,
                 },
-                TcpConnector,
+                transport.clone(),
                 applier,
             ))
         };
@@ -183,6 +201,7 @@ impl MetadataManager {
             member,
             static_config,
             forward_clients: Mutex::new(HashMap::new()),
+            transport,
         })
     }
 
@@ -295,7 +314,10 @@ impl MetadataManager {
             clients
                 .entry(id)
                 .or_insert_with(|| {
-                    Arc::new(AsyncMutex::new(RpcClient::new(TcpConnector, addr.clone())))
+                    Arc::new(AsyncMutex::new(RpcClient::new(
+                        self.transport.clone(),
+                        addr.clone(),
+                    )))
                 })
                 .clone()
         };
@@ -307,7 +329,7 @@ impl MetadataManager {
                 &mut *guard
             }
             Err(_) => {
-                own = RpcClient::new(TcpConnector, addr);
+                own = RpcClient::new(self.transport.clone(), addr);
                 &mut own
             }
         };

@@ -1,17 +1,81 @@
 //! Small shared helpers of the shell.
 
+use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What a deterministic simulation (gregor-sim) replaces in this process: the wall clock, and
+/// the blocking pool (whose threads finish in an order no seed controls). Installed at most once
+/// per process, before any broker starts; a broker process never installs one.
+#[derive(Debug, Clone, Copy)]
+pub struct Simulation {
+    /// Milliseconds since the Unix epoch, as the simulated world's clock says.
+    pub now_ms: fn() -> i64,
+}
+
+static SIMULATION: OnceLock<Simulation> = OnceLock::new();
+
+/// Installs the simulation's clock and inline file work for the rest of the process. Returns
+/// false if one was installed already (the first one stays).
+pub fn install_simulation(sim: Simulation) -> bool {
+    SIMULATION.set(sim).is_ok()
+}
+
+/// Classic replication bugs the simulator plants to show that its checker finds them. Only a
+/// thread of a process that installed a [`Simulation`] can turn one on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlantedBug {
+    /// The leader takes the high watermark as the largest durable log end offset over the ISR
+    /// instead of the smallest: an `acks=all` write is acknowledged once the leader alone has
+    /// it.
+    HighWatermarkMaxOverIsr,
+}
+
+thread_local! {
+    static PLANTED: std::cell::Cell<Option<PlantedBug>> = const { std::cell::Cell::new(None) };
+    /// Simulated time on a thread doing a simulation's file work (time stands still meanwhile).
+    static FROZEN_NOW: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Plants `bug` (or none) in the brokers this thread simulates. Ignored without a simulation.
+pub fn plant_on_this_thread(bug: Option<PlantedBug>) {
+    if SIMULATION.get().is_some() {
+        PLANTED.with(|p| p.set(bug));
+    }
+}
+
+/// Whether `bug` is planted on this thread.
+pub(crate) fn planted(bug: PlantedBug) -> bool {
+    SIMULATION.get().is_some() && PLANTED.with(|p| p.get()) == Some(bug)
+}
 
 /// Wall-clock milliseconds, the only clock the shell reads (state machines get it as input).
 pub fn now_ms() -> i64 {
+    if let Some(sim) = SIMULATION.get() {
+        return FROZEN_NOW.with(|t| t.get()).unwrap_or_else(sim.now_ms);
+    }
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
 
-/// Runs blocking file work (log appends, fsync) off the async workers.
+/// Runs blocking file work (log appends, fsync) off the async workers. Under a simulation the
+/// calling thread waits for it (on a thread of its own, where blocking on a lock is allowed):
+/// simulated time stands still meanwhile, and tasks interleave the same way on every run.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    if SIMULATION.get().is_some() {
+        let now = now_ms();
+        let planted = PLANTED.with(|p| p.get());
+        let worker = std::thread::spawn(move || {
+            FROZEN_NOW.with(|t| t.set(Some(now)));
+            PLANTED.with(|p| p.set(planted));
+            f()
+        });
+        return match worker.join() {
+            Ok(v) => v,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+    }
     match tokio::task::spawn_blocking(f).await {
         Ok(v) => v,
         Err(e) => std::panic::resume_unwind(e.into_panic()),

@@ -153,6 +153,20 @@ async fn list_groups(b: &Arc<Broker>) -> Vec<String> {
     }
 }
 
+/// The member ids DescribeGroups shows for `group`.
+async fn members(b: &Arc<Broker>, group: &str) -> Vec<String> {
+    let mut r = DescribeGroupsRequest::default();
+    r.groups = vec![GroupId(sb(group))];
+    match send(b, ApiKey::DescribeGroups, 5, RequestKind::DescribeGroups(r)).await {
+        ResponseKind::DescribeGroups(r) => r
+            .groups
+            .iter()
+            .flat_map(|g| g.members.iter().map(|m| m.member_id.to_string()))
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Applies a role for `__consumer_offsets` partition `p` to the broker's replica manager, as a
 /// metadata delta naming `leader` with `leader_epoch` would.
 async fn set_role(b: &Arc<Broker>, p: i32, leader: i32, leader_epoch: i32) {
@@ -255,6 +269,15 @@ async fn shards_follow_leadership_of_their_partition() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(listed.contains(&parked_group), "{listed:?}");
+    // The second join has reached the shard (its member is in the group) and waits there.
+    let member = first.member_id.to_string();
+    for _ in 0..3000 {
+        if members(&b, &parked_group).await.contains(&member) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(members(&b, &parked_group).await.contains(&member));
     assert!(!parked.is_finished());
 
     // This node stops leading the partition: the shard unloads, the parked join is answered.

@@ -1,4 +1,4 @@
-//! One TCP connection to one broker, with pipelining.
+//! One TCP connection to one broker (or a stream of another transport), with pipelining.
 //!
 //! Any number of tasks may have requests in flight at once. Each request gets a correlation id
 //! and a one-shot slot in the pending table; a writer task sends whole frames in order (so a
@@ -21,8 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::ApiVersionsRequest;
 use kafka_protocol::protocol::{Message, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -194,6 +193,53 @@ impl Connection {
         // Requests are small and latency matters more than packet count.
         let _ = stream.set_nodelay(true);
         let (read_half, write_half) = stream.into_split();
+        Self::start(
+            read_half,
+            write_half,
+            label,
+            client_id,
+            connect_timeout,
+            request_timeout,
+        )
+        .await
+    }
+
+    /// Negotiates API versions over a stream the caller connected (another transport than
+    /// TCP: the deterministic simulator's network). `connect_timeout` bounds the handshake.
+    pub async fn over<S>(
+        stream: S,
+        label: String,
+        client_id: &str,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Result<Connection>
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let (read_half, write_half) = tokio::io::split(stream);
+        Self::start(
+            read_half,
+            write_half,
+            label,
+            client_id,
+            connect_timeout,
+            request_timeout,
+        )
+        .await
+    }
+
+    async fn start<R, W>(
+        read_half: R,
+        write_half: W,
+        label: String,
+        client_id: &str,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Result<Connection>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let pending = Arc::new(Mutex::new(Pending::default()));
         let (writer, queue) = mpsc::channel(WRITE_QUEUE);
         tokio::spawn(write_loop(queue, write_half, pending.clone()));
@@ -371,9 +417,9 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-async fn write_loop(
+async fn write_loop<W: AsyncWrite + Unpin>(
     mut queue: mpsc::Receiver<Outgoing>,
-    mut socket: OwnedWriteHalf,
+    mut socket: W,
     pending: Arc<Mutex<Pending>>,
 ) {
     while let Some(out) = queue.recv().await {
@@ -390,7 +436,11 @@ async fn write_loop(
     let _ = socket.shutdown().await;
 }
 
-async fn read_loop(mut socket: OwnedReadHalf, pending: Arc<Mutex<Pending>>, label: String) {
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut socket: R,
+    pending: Arc<Mutex<Pending>>,
+    label: String,
+) {
     let reason = loop {
         let size = match socket.read_i32().await {
             Ok(size) => size,

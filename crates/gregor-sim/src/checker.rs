@@ -30,6 +30,24 @@ pub enum Property {
     Liveness,
     /// A node restarted on its own files.
     NodeFailedToStart,
+    /// Replicated runs: an acknowledged `acks=all` record is not at its acknowledged offset
+    /// with its value when the log is read again after the faults.
+    AckedRecordLost,
+    /// Replicated runs: a consumer read two different records at one offset.
+    OffsetHoldsTwoRecords,
+    /// Replicated runs: a consumer fetch skipped offsets.
+    ReadGap,
+    /// Replicated runs: a consumer was given a record at or above the high watermark.
+    ReadAboveHighWatermark,
+    /// Replicated runs: a consumer read a record no producer sent.
+    RecordNeverSent,
+    /// Replicated runs: the high watermark reported in one leader epoch went back.
+    HighWatermarkWentBack,
+    /// Replicated runs: two nodes' metadata named different leaders for one partition and
+    /// leader epoch.
+    TwoLeadersInEpoch,
+    /// Replicated runs: a record of the idempotent producer is in the log twice.
+    IdempotentDuplicate,
 }
 
 impl fmt::Display for Property {
@@ -42,6 +60,14 @@ impl fmt::Display for Property {
             Property::AppliedWentBack => "applied-went-back",
             Property::Liveness => "liveness",
             Property::NodeFailedToStart => "node-failed-to-start",
+            Property::AckedRecordLost => "acked-record-lost",
+            Property::OffsetHoldsTwoRecords => "offset-holds-two-records",
+            Property::ReadGap => "read-gap",
+            Property::ReadAboveHighWatermark => "read-above-high-watermark",
+            Property::RecordNeverSent => "record-never-sent",
+            Property::HighWatermarkWentBack => "high-watermark-went-back",
+            Property::TwoLeadersInEpoch => "two-leaders-in-epoch",
+            Property::IdempotentDuplicate => "idempotent-duplicate",
         };
         f.write_str(s)
     }

@@ -2,7 +2,10 @@
 //! one fault schedule and one workload; the same seed gives the same event trace, byte for
 //! byte. See the crate README.
 
+mod broker_node;
 mod checker;
+mod data;
+mod data_check;
 mod node;
 mod ops;
 mod run;
@@ -10,5 +13,5 @@ mod scenario;
 mod workload;
 
 pub use checker::{Property, Violation};
-pub use run::{run_seed, Outcome, PlantedBug, SimOptions};
+pub use run::{run_seed, Mode, Outcome, PlantedBug, SimOptions};
 pub use scenario::Scenario;

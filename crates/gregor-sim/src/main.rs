@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use gregor_sim::{run_seed, PlantedBug, SimOptions};
+use gregor_sim::{run_seed, Mode, PlantedBug, SimOptions};
 
 #[derive(Parser)]
 #[command(about = "Deterministic simulation of a Gregor controller quorum under seeded faults")]
@@ -22,20 +22,37 @@ struct Args {
     /// One JSON object per line instead of text.
     #[arg(long)]
     json: bool,
-    /// Plant a classic bug to see the checker catch it: ack-uncommitted or forget-vote.
+    /// Plant a classic bug to see the checker catch it: ack-uncommitted, forget-vote, or
+    /// (with --replication) hw-max.
     #[arg(long)]
     plant: Option<String>,
+    /// Run whole brokers replicating an RF 3 topic under producers and a consumer, instead of
+    /// the controller quorum alone.
+    #[arg(long)]
+    replication: bool,
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let bug = match args.plant.as_deref() {
         None => None,
         Some("ack-uncommitted") => Some(PlantedBug::AckUncommitted),
         Some("forget-vote") => Some(PlantedBug::ForgetVote),
+        Some("hw-max") => Some(PlantedBug::HighWatermarkMax),
         Some(other) => {
-            anyhow::bail!("unknown bug to plant: {other} (ack-uncommitted, forget-vote)")
+            anyhow::bail!("unknown bug to plant: {other} (ack-uncommitted, forget-vote, hw-max)")
         }
+    };
+    let mode = if args.replication {
+        Mode::Replication
+    } else {
+        Mode::Quorum
     };
     let seeds: Vec<u64> = match args.seed {
         Some(s) => vec![s],
@@ -45,7 +62,7 @@ fn main() -> Result<()> {
     let mut failed = 0usize;
     let mut sim_ms = 0u64;
     for &seed in &seeds {
-        let outcome = run_seed(SimOptions { seed, bug });
+        let outcome = run_seed(SimOptions { seed, bug, mode });
         sim_ms += outcome.sim_ms;
         if args.trace {
             for line in &outcome.trace {
@@ -58,7 +75,12 @@ fn main() -> Result<()> {
             let excerpt: Vec<&String> = outcome
                 .trace
                 .iter()
-                .filter(|l| l.contains("fault") || l.contains("VIOLATION") || l.contains("leads"))
+                .filter(|l| {
+                    l.contains("fault")
+                        || l.contains("VIOLATION")
+                        || l.contains("leads")
+                        || l.contains(" leader ")
+                })
                 .rev()
                 .take(6)
                 .collect();

@@ -50,10 +50,53 @@ pub fn now_ms() -> i64 {
 #[derive(Default)]
 pub struct Registry {
     pub quorums: Vec<Option<Weak<Quorum>>>,
+    /// The brokers of a replicated run (whose quorum members the driver observes).
+    pub brokers: Vec<Option<Weak<gregor_broker::Broker>>>,
     /// How many times each node has started.
     pub starts: Vec<u64>,
     /// Start failures (a node that cannot open its own files is a finding).
     pub start_errors: Vec<(usize, String)>,
+}
+
+/// A running node as the driver sees it for a moment.
+pub enum Live {
+    Quorum(Arc<Quorum>),
+    Broker(Arc<gregor_broker::Broker>),
+}
+
+impl Live {
+    pub fn quorum(&self) -> &Quorum {
+        match self {
+            Live::Quorum(q) => q,
+            Live::Broker(b) => b
+                .metadata
+                .quorum()
+                .expect("every simulated broker is a controller too"),
+        }
+    }
+}
+
+impl Registry {
+    /// The nodes running now.
+    pub fn live(&self) -> Vec<Option<Live>> {
+        (0..self.starts.len())
+            .map(|i| {
+                let q = self.quorums.get(i).and_then(|w| w.as_ref()?.upgrade());
+                let b = self.brokers.get(i).and_then(|w| w.as_ref()?.upgrade());
+                q.map(Live::Quorum).or(b.map(Live::Broker))
+            })
+            .collect()
+    }
+
+    /// The node stopped (crashed).
+    pub fn forget(&mut self, node: usize) {
+        if let Some(q) = self.quorums.get_mut(node) {
+            *q = None;
+        }
+        if let Some(b) = self.brokers.get_mut(node) {
+            *b = None;
+        }
+    }
 }
 
 /// What a node's software needs; cloned into every (re)start.

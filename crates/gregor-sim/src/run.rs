@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use gregor_meta::MetadataImage;
-use gregor_quorum::{NodeId, Quorum};
+use gregor_quorum::NodeId;
 use serde::Serialize;
 
 use crate::checker::{check_acked, Property, Violation};
-use crate::node::{address, host_name, run_node, NodeContext, Registry};
+use crate::node::{address, host_name, run_node, Live, NodeContext, Registry};
 use crate::scenario::{Episode, Fault, Scenario, Target};
 use crate::workload::{self, History};
 
@@ -25,12 +25,34 @@ pub enum PlantedBug {
     AckUncommitted,
     /// A node forgets its vote (and term) when it restarts: its vote file is reset to empty.
     ForgetVote,
+    /// Replicated runs: a partition leader takes the high watermark as the largest durable log
+    /// end over the ISR instead of the smallest (planted in the broker through
+    /// `gregor_broker::util::plant_on_this_thread`, which only a simulation can use).
+    HighWatermarkMax,
+}
+
+/// What runs on the simulated hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub enum Mode {
+    /// Controller quorum members, driven with controller operations.
+    #[default]
+    Quorum,
+    /// Whole brokers (controller and broker roles) replicating an RF 3 topic, driven by
+    /// producers and a consumer.
+    Replication,
 }
 
 #[derive(Debug, Clone, Copy)]
 pub struct SimOptions {
     pub seed: u64,
     pub bug: Option<PlantedBug>,
+    pub mode: Mode,
+}
+
+/// The brokers' wall clock: simulated time after a fixed epoch.
+fn broker_clock_ms() -> i64 {
+    const EPOCH_MS: i64 = 1_700_000_000_000;
+    EPOCH_MS + turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as i64)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -44,6 +66,7 @@ pub struct Outcome {
     /// Simulated time the run took.
     pub sim_ms: u64,
     pub ops: usize,
+    /// Acknowledged operations (quorum runs) or acknowledged `acks=all` batches (replicated runs).
     pub acked: usize,
 }
 
@@ -70,15 +93,15 @@ struct Observer {
     /// The leader of the highest term seen, for faults that target the leader.
     current_leader: Option<(u64, usize)>,
     violations: Vec<Violation>,
+    /// Replicated runs: (partition, leader epoch) -> the leader the first image named, and
+    /// which node's image that was.
+    partition_leaders: BTreeMap<(String, i32, i32), (i32, usize)>,
+    /// The image each node had at the last observation (to skip unchanged ones).
+    last_images: Vec<Option<Arc<MetadataImage>>>,
 }
 
-fn live_quorums(registry: &Rc<RefCell<Registry>>) -> Vec<Option<Arc<Quorum>>> {
-    registry
-        .borrow()
-        .quorums
-        .iter()
-        .map(|w| w.as_ref().and_then(|w| w.upgrade()))
-        .collect()
+fn live_nodes(registry: &Rc<RefCell<Registry>>) -> Vec<Option<Live>> {
+    registry.borrow().live()
 }
 
 impl Observer {
@@ -89,8 +112,12 @@ impl Observer {
         history: &Rc<RefCell<History>>,
     ) {
         let starts = registry.borrow().starts.clone();
-        for (i, q) in live_quorums(registry).into_iter().enumerate() {
-            let Some(q) = q else { continue };
+        for (i, node) in live_nodes(registry).into_iter().enumerate() {
+            let Some(node) = node else { continue };
+            if let Live::Broker(b) = &node {
+                self.observe_partitions(now, i, &b.metadata.image(), history);
+            }
+            let q = node.quorum();
             let (term, leader, last_applied) = {
                 let m = q.raft().metrics();
                 let m = m.borrow();
@@ -140,6 +167,60 @@ impl Observer {
                 self.violations.push(v);
             }
             self.applied[i] = (starts[i], applied);
+        }
+    }
+
+    /// At most one leader per partition and leader epoch, over every node's images.
+    fn observe_partitions(
+        &mut self,
+        now: u64,
+        node: usize,
+        image: &Arc<MetadataImage>,
+        history: &Rc<RefCell<History>>,
+    ) {
+        if self.last_images.len() <= node {
+            self.last_images.resize(node + 1, None);
+        }
+        if self.last_images[node]
+            .as_ref()
+            .is_some_and(|i| Arc::ptr_eq(i, image))
+        {
+            return;
+        }
+        self.last_images[node] = Some(image.clone());
+        for t in image.topics().values() {
+            for (&p, reg) in &t.partitions {
+                if reg.leader < 0 {
+                    continue;
+                }
+                let key = (t.name.clone(), p, reg.leader_epoch);
+                match self.partition_leaders.get(&key) {
+                    Some(&(leader, seen_on)) if leader != reg.leader => {
+                        let v = Violation::new(
+                            Property::TwoLeadersInEpoch,
+                            format!(
+                                "{}-{p} epoch {}: n{seen_on}'s image names leader {leader}, n{node}'s {}",
+                                t.name, reg.leader_epoch, reg.leader
+                            ),
+                        );
+                        history
+                            .borrow_mut()
+                            .event_at(now, format!("VIOLATION {}", v.detail));
+                        self.violations.push(v);
+                    }
+                    Some(_) => {}
+                    None => {
+                        history.borrow_mut().event_at(
+                            now,
+                            format!(
+                                "{}-{p} epoch {} leader {} isr {:?}",
+                                t.name, reg.leader_epoch, reg.leader, reg.isr
+                            ),
+                        );
+                        self.partition_leaders.insert(key, (reg.leader, node));
+                    }
+                }
+            }
         }
     }
 
@@ -198,7 +279,7 @@ impl Driver<'_> {
         match e.fault {
             Fault::Crash { .. } => {
                 self.sim.crash(ha.as_str());
-                self.registry.borrow_mut().quorums[a] = None;
+                self.registry.borrow_mut().forget(a);
             }
             Fault::Isolate { .. } => {
                 for o in self.others(a) {
@@ -346,17 +427,17 @@ impl Driver<'_> {
         let final_created = self.history.borrow().final_created;
         let deadline = self.now() + LIVENESS_BOUND_MS;
         loop {
-            let qs = live_quorums(&self.registry);
+            let qs = live_nodes(&self.registry);
             let applied: Vec<Option<u64>> = qs
                 .iter()
-                .map(|q| q.as_ref().map(|q| q.applied_index()))
+                .map(|q| q.as_ref().map(|q| q.quorum().applied_index()))
                 .collect();
             let max = applied.iter().flatten().max().copied().unwrap_or(0);
             let has_final = !final_created
                 || qs
                     .iter()
                     .flatten()
-                    .all(|q| q.image().topic(workload::FINAL_TOPIC).is_some());
+                    .all(|q| q.quorum().image().topic(workload::FINAL_TOPIC).is_some());
             if has_final && applied.iter().all(|a| *a == Some(max)) {
                 break;
             }
@@ -386,6 +467,17 @@ fn image_digest(image: &MetadataImage) -> u64 {
 
 /// Runs one seed to its end and checks it.
 pub fn run_seed(options: SimOptions) -> Outcome {
+    // The brokers read simulated time and do their file work inline (see gregor-broker's
+    // `util::Simulation`); harmless for quorum runs, which use neither.
+    gregor_broker::util::install_simulation(gregor_broker::util::Simulation {
+        now_ms: broker_clock_ms,
+    });
+    gregor_broker::util::plant_on_this_thread(match options.bug {
+        Some(PlantedBug::HighWatermarkMax) => {
+            Some(gregor_broker::util::PlantedBug::HighWatermarkMaxOverIsr)
+        }
+        _ => None,
+    });
     let scenario = Scenario::from_seed(options.seed);
     let root = tempfile::tempdir().expect("a temporary directory for the nodes' files");
     let dirs: Vec<_> = (0..scenario.nodes)
@@ -402,6 +494,7 @@ pub fn run_seed(options: SimOptions) -> Outcome {
         .build();
     let registry = Rc::new(RefCell::new(Registry {
         quorums: vec![None; scenario.nodes],
+        brokers: vec![None; scenario.nodes],
         starts: vec![0; scenario.nodes],
         start_errors: Vec::new(),
     }));
@@ -421,6 +514,8 @@ pub fn run_seed(options: SimOptions) -> Outcome {
             applied: vec![(0, 0); scenario.nodes],
             current_leader: None,
             violations: Vec::new(),
+            partition_leaders: BTreeMap::new(),
+            last_images: Vec::new(),
         },
         bug: options.bug,
         dirs: dirs.clone(),
@@ -434,14 +529,25 @@ pub fn run_seed(options: SimOptions) -> Outcome {
             bug: options.bug,
             registry: registry.clone(),
         };
-        driver
-            .sim
-            .host(host_name(i).as_str(), move || run_node(ctx.clone()));
+        match options.mode {
+            Mode::Quorum => driver
+                .sim
+                .host(host_name(i).as_str(), move || run_node(ctx.clone())),
+            Mode::Replication => driver.sim.host(host_name(i).as_str(), move || {
+                crate::broker_node::run_broker_node(ctx.clone())
+            }),
+        }
     }
-    driver.sim.client(
-        "client",
-        workload::run(history.clone(), options.seed, scenario.nodes),
-    );
+    match options.mode {
+        Mode::Quorum => driver.sim.client(
+            "client",
+            workload::run(history.clone(), options.seed, scenario.nodes),
+        ),
+        Mode::Replication => driver.sim.client(
+            "client",
+            crate::data::run(history.clone(), options.seed, scenario.nodes),
+        ),
+    }
     let mut violations = driver.run();
     violations.append(&mut driver.observer.violations);
     for (node, e) in registry.borrow().start_errors.iter() {
@@ -451,9 +557,12 @@ pub fn run_seed(options: SimOptions) -> Outcome {
         ));
     }
     // The end state of every node.
-    let finals: Vec<Option<(u64, Arc<MetadataImage>)>> = live_quorums(&registry)
+    let finals: Vec<Option<(u64, Arc<MetadataImage>)>> = live_nodes(&registry)
         .iter()
-        .map(|q| q.as_ref().map(|q| (q.applied_index(), q.image())))
+        .map(|q| {
+            q.as_ref()
+                .map(|q| (q.quorum().applied_index(), q.quorum().image()))
+        })
         .collect();
     let ops = history.borrow().ops.clone();
     let converged = !violations.iter().any(|v| v.property == Property::Liveness);
@@ -477,6 +586,9 @@ pub fn run_seed(options: SimOptions) -> Outcome {
             }
         }
     }
+    if options.mode == Mode::Replication {
+        violations.extend(crate::data_check::check(&history.borrow().data));
+    }
     violations.sort_by_key(|v| v.property);
     violations.dedup();
     let sim_ms = driver.now();
@@ -488,6 +600,7 @@ pub fn run_seed(options: SimOptions) -> Outcome {
             .push(format!("violation {}: {}", v.property, v.detail));
     }
     let trace = std::mem::take(&mut h.trace);
+    let acked_batches = h.data.acked_all.len();
     let mut hasher = fnv::FnvHasher::default();
     for line in &trace {
         hasher.write(line.as_bytes());
@@ -498,7 +611,10 @@ pub fn run_seed(options: SimOptions) -> Outcome {
         nodes: scenario.nodes,
         trace_hash: hasher.finish(),
         trace,
-        acked: ops.iter().filter(|o| o.reply.is_some()).count(),
+        acked: match options.mode {
+            Mode::Quorum => ops.iter().filter(|o| o.reply.is_some()).count(),
+            Mode::Replication => acked_batches,
+        },
         ops: ops.len(),
         violations,
         sim_ms,

@@ -38,6 +38,8 @@ pub struct History {
     /// Whether that write created its topic (it cannot when no broker is unfenced).
     pub final_created: bool,
     pub done: bool,
+    /// What the data workload of a replicated run saw.
+    pub data: crate::data::DataHistory,
 }
 
 impl History {

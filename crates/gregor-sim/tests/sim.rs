@@ -1,10 +1,14 @@
 //! The simulator's own guarantees: a seed replays exactly, a batch of seeds passes against the
 //! real quorum code, and the checker catches a planted bug.
 
-use gregor_sim::{run_seed, PlantedBug, Property, SimOptions};
+use gregor_sim::{run_seed, Mode, PlantedBug, Property, SimOptions};
 
 fn run(seed: u64, bug: Option<PlantedBug>) -> gregor_sim::Outcome {
-    run_seed(SimOptions { seed, bug })
+    run_seed(SimOptions {
+        seed,
+        bug,
+        mode: Mode::Quorum,
+    })
 }
 
 /// The trace of a seed as `gregor-sim --seed S --trace` prints it: a fresh process each time,
@@ -80,3 +84,77 @@ fn seed_8290_a_cluster_with_every_broker_fenced_is_live() {
     let o = run(8290, None);
     assert!(o.passed(), "{:#?}", o.violations);
 }
+
+fn run_replicated(seed: u64, bug: Option<PlantedBug>) -> gregor_sim::Outcome {
+    run_seed(SimOptions {
+        seed,
+        bug,
+        mode: Mode::Replication,
+    })
+}
+
+/// Whole brokers replicating an RF 3 topic (min.insync.replicas=2) under the seeded faults:
+/// no acknowledged `acks=all` record is lost, consumers never see two records at one offset, a
+/// gap, a record above the high watermark or a high watermark going back within a leader
+/// epoch, no epoch has two leaders, and the idempotent producer never duplicates. Producing and
+/// consuming resume after the faults in all but a few seeds (an open finding, see the README).
+#[test]
+fn replicated_seeds_keep_every_acknowledged_record() {
+    let mut failures = Vec::new();
+    let mut not_live = Vec::new();
+    let mut acked = 0;
+    let seeds = replicated_ci_seeds();
+    for seed in 0..seeds {
+        let o = run_replicated(seed, None);
+        acked += o.acked;
+        let (liveness, safety): (Vec<_>, Vec<_>) = o
+            .violations
+            .into_iter()
+            .partition(|v| v.property == Property::Liveness);
+        if !safety.is_empty() {
+            failures.push((seed, safety));
+        }
+        if !liveness.is_empty() {
+            not_live.push((seed, liveness));
+        }
+    }
+    assert!(failures.is_empty(), "failing seeds: {failures:#?}");
+    // The open liveness finding (README, "Open findings"): a restarted node sometimes stays
+    // fenced. It must stay the exception.
+    eprintln!("seeds without liveness: {not_live:#?}");
+    assert!(
+        not_live.len() as u64 <= seeds / 4,
+        "liveness failed in {} of {seeds} seeds: {not_live:#?}",
+        not_live.len()
+    );
+    assert!(
+        acked as u64 > seeds * 20,
+        "only {acked} acknowledged acks=all batches"
+    );
+}
+
+/// How many replicated seeds CI runs (a replicated seed costs far more than a quorum seed; see
+/// BENCHMARKS.md). `GREGOR_SIM_REPLICATED_SEEDS` raises it for a longer run.
+fn replicated_ci_seeds() -> u64 {
+    std::env::var("GREGOR_SIM_REPLICATED_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20)
+}
+
+/// A leader that advances the high watermark on its own durable end (the largest log end over
+/// the ISR instead of the smallest) acknowledges `acks=all` records no follower has; the
+/// checker finds the loss when such a leader fails.
+#[test]
+fn the_checker_finds_a_high_watermark_taken_over_the_isr_maximum() {
+    let found = (0..PLANTED_SEEDS).find(|&seed| {
+        run_replicated(seed, Some(PlantedBug::HighWatermarkMax))
+            .violations
+            .iter()
+            .any(|v| v.property == Property::AckedRecordLost)
+    });
+    let seed = found.expect("the planted bug went unnoticed");
+    assert!(run_replicated(seed, None).passed());
+}
+
+const PLANTED_SEEDS: u64 = 20;

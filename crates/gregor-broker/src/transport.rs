@@ -1,0 +1,94 @@
+//! How a broker reaches other nodes and accepts their connections: TCP in production; the
+//! deterministic simulator (gregor-sim) brings a simulated network instead. Every connection a
+//! broker opens to another node goes through its [`Transport`]: the controller quorum's Raft
+//! and forwarding connections, the replica fetchers' connections to partition leaders, and the
+//! controller's liveness probes of brokers. The controller listener is bound through it too;
+//! the client listener is bound by the caller (`server::bind_listener`, or the simulator) and
+//! its connections are served with `connection::serve_io`.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// A connected byte stream to another node.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static> Io for T {}
+
+pub type Stream = Box<dyn Io>;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A bound listener.
+pub trait Listener: Send + 'static {
+    fn accept(&mut self) -> BoxFuture<'_, io::Result<(Stream, SocketAddr)>>;
+}
+
+/// Opens connections to `host:port` addresses and binds listeners.
+pub trait Transport: Send + Sync + 'static {
+    fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Stream>>;
+    fn bind(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>>;
+}
+
+/// Plain TCP (with Nagle off: requests are small and latency matters more than packets).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TcpTransport;
+
+impl Transport for TcpTransport {
+    fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Stream>> {
+        Box::pin(async move {
+            let s = tokio::net::TcpStream::connect(addr).await?;
+            s.set_nodelay(true)?;
+            Ok(Box::new(s) as Stream)
+        })
+    }
+
+    fn bind(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>> {
+        Box::pin(async move {
+            let l = tokio::net::TcpListener::bind(addr).await?;
+            Ok(Box::new(TcpListener(l)) as Box<dyn Listener>)
+        })
+    }
+}
+
+struct TcpListener(tokio::net::TcpListener);
+
+impl Listener for TcpListener {
+    fn accept(&mut self) -> BoxFuture<'_, io::Result<(Stream, SocketAddr)>> {
+        Box::pin(async move {
+            let (s, peer) = self.0.accept().await?;
+            let _ = s.set_nodelay(true);
+            Ok((Box::new(s) as Stream, peer))
+        })
+    }
+}
+
+/// A shared transport, usable wherever gregor-quorum takes a [`gregor_quorum::rpc::Connector`].
+#[derive(Clone)]
+pub struct SharedTransport(pub Arc<dyn Transport>);
+
+impl SharedTransport {
+    pub fn tcp() -> SharedTransport {
+        SharedTransport(Arc::new(TcpTransport))
+    }
+
+    pub async fn connect(&self, addr: &str) -> io::Result<Stream> {
+        self.0.connect(addr).await
+    }
+}
+
+impl std::fmt::Debug for SharedTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedTransport")
+    }
+}
+
+impl gregor_quorum::rpc::Connector for SharedTransport {
+    type Stream = Stream;
+    async fn connect(&self, addr: &str) -> io::Result<Stream> {
+        self.0.connect(addr).await
+    }
+}

@@ -1,0 +1,153 @@
+//! One simulated node of a replicated cluster: the real `gregor_broker::Broker` (controller and
+//! broker roles, as `gregor cluster up` runs them) on turmoil's network, its data directory
+//! surviving crashes and restarts.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use gregor_broker::broker::StartOptions;
+use gregor_broker::transport::{BoxFuture, Listener, SharedTransport, Stream, Transport};
+use gregor_broker::{Broker, BrokerConfig, BrokerOptions};
+
+use crate::node::{host_name, NodeContext, PORT};
+
+/// The client (Kafka) listener port of every node.
+pub const CLIENT_PORT: u16 = 9092;
+
+pub fn client_address(node: usize) -> String {
+    format!("{}:{CLIENT_PORT}", host_name(node))
+}
+
+/// Broker settings of the simulated cluster: Kafka's defaults scaled down so that sessions,
+/// ISR shrinks and fetch waits happen within a seed's few simulated seconds.
+pub const BROKER_OVERRIDES: &[&str] = &[
+    "broker.session.timeout.ms=3000",
+    "broker.heartbeat.interval.ms=300",
+    "replica.lag.time.max.ms=1500",
+    "replica.fetch.wait.max.ms=200",
+    "replica.fetch.backoff.ms=100",
+    "replica.socket.timeout.ms=3000",
+    "unclean.leader.election.enable=false",
+];
+
+/// turmoil's simulated TCP as the broker's transport.
+struct SimTransport;
+
+impl Transport for SimTransport {
+    fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Stream>> {
+        Box::pin(async move {
+            let s = turmoil::net::TcpStream::connect(addr).await?;
+            Ok(Box::new(s) as Stream)
+        })
+    }
+
+    fn bind(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>> {
+        Box::pin(async move {
+            let l = turmoil::net::TcpListener::bind(addr).await?;
+            Ok(Box::new(SimListener(l)) as Box<dyn Listener>)
+        })
+    }
+}
+
+struct SimListener(turmoil::net::TcpListener);
+
+impl Listener for SimListener {
+    fn accept(&mut self) -> BoxFuture<'_, io::Result<(Stream, SocketAddr)>> {
+        Box::pin(async move {
+            let (s, peer) = self.0.accept().await?;
+            Ok((Box::new(s) as Stream, peer))
+        })
+    }
+}
+
+fn config(ctx: &NodeContext, data_dir: PathBuf, election_timeout_ms: u64) -> BrokerConfig {
+    let voters: Vec<String> = ctx
+        .voters
+        .iter()
+        .map(|(id, addr)| format!("{id}@{addr}"))
+        .collect();
+    let opts = BrokerOptions {
+        listeners: Some(format!(
+            "PLAINTEXT://0.0.0.0:{CLIENT_PORT},CONTROLLER://0.0.0.0:{PORT}"
+        )),
+        advertised_listeners: Some(format!("PLAINTEXT://{}", client_address(ctx.node))),
+        data_dir: Some(data_dir),
+        node_id: Some(ctx.node as i32),
+        properties: None,
+        overrides: BROKER_OVERRIDES
+            .iter()
+            .map(|s| s.to_string())
+            // Also sets the Raft heartbeat interval (a fifth of it).
+            .chain([format!(
+                "controller.quorum.election.timeout.ms={election_timeout_ms}"
+            )])
+            .collect(),
+        process_roles: Some("broker,controller".into()),
+        controller_quorum_voters: Some(voters.join(",")),
+        rack: None,
+        cluster_id: Some("gregor-sim".into()),
+    };
+    BrokerConfig::from_options(&opts).expect("the simulated broker configuration is valid")
+}
+
+/// The node's software: start the broker on its own files, publish it, serve its client
+/// listener.
+pub async fn run_broker_node(ctx: NodeContext) -> turmoil::Result {
+    let incarnation = {
+        let mut reg = ctx.registry.borrow_mut();
+        reg.starts[ctx.node] += 1;
+        reg.starts[ctx.node]
+    };
+    let election_timeout = ctx.scenario.election_timeout(ctx.node, incarnation);
+    // `ctx.dir` names the metadata log directory; the broker's data directory holds it.
+    let data_dir = ctx
+        .dir
+        .parent()
+        .expect("the metadata directory lies in the node's data directory")
+        .to_path_buf();
+    let config = config(&ctx, data_dir, election_timeout);
+    // Bound before the broker registers, as the broker binary does: the controller probes a
+    // broker's client listener when its heartbeat connection closes.
+    let listener = turmoil::net::TcpListener::bind(("0.0.0.0", CLIENT_PORT)).await?;
+    let options = StartOptions {
+        transport: SharedTransport(Arc::new(SimTransport)),
+        seed: Some(ctx.scenario.seed ^ (ctx.node as u64) << 40 ^ incarnation),
+        incarnation: Some(gregor_meta::Uuid::from_u128(
+            (ctx.scenario.seed as u128) << 64 | (ctx.node as u128) << 32 | incarnation as u128,
+        )),
+        // A one-millisecond window: openraft's draw from it is no draw at all.
+        election_timeout_range_ms: Some((election_timeout, election_timeout + 1)),
+    };
+    let broker = match Broker::start_with(config, options).await {
+        Ok(b) => b,
+        Err(e) => {
+            ctx.registry
+                .borrow_mut()
+                .start_errors
+                .push((ctx.node, e.to_string()));
+            std::future::pending::<()>().await;
+            return Ok(());
+        }
+    };
+    ctx.registry.borrow_mut().brokers[ctx.node] = Some(Arc::downgrade(&broker));
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    tokio::spawn(broker.clone().run_background(shutdown.clone()));
+    let limits = gregor_broker::server::request_limits(&broker);
+    let mut id = 0u64;
+    loop {
+        let (stream, peer) = listener.accept().await?;
+        let (rd, wr) = stream.into_split();
+        id += 1;
+        tokio::spawn(gregor_broker::connection::serve_io(
+            rd,
+            wr,
+            peer,
+            id,
+            broker.clone(),
+            limits.clone(),
+            shutdown.clone(),
+        ));
+    }
+}
