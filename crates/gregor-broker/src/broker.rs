@@ -33,6 +33,7 @@ pub struct Broker {
     pub groups: Arc<crate::groups::Groups>,
     pub incarnation: gregor_meta::Uuid,
     pub registration_offsets: RegistrationOffsets,
+    pub metrics: Arc<crate::metrics::BrokerMetrics>,
     broker_epoch: AtomicI64,
     /// The controller listener, heartbeat and controller tasks, stopped at shutdown.
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -131,8 +132,10 @@ impl Broker {
             groups: Arc::new(crate::groups::Groups::new()),
             broker_epoch: AtomicI64::new(-1),
             registration_offsets: Mutex::new(std::collections::HashMap::new()),
+            metrics: Arc::new(crate::metrics::BrokerMetrics::new()),
             tasks: Mutex::new(Vec::new()),
         });
+        broker.metrics.observe_log_syncs();
         if let (Some(listener), Some(quorum)) = (controller_listener, broker.metadata.quorum()) {
             let target = Arc::new(ForwardTarget {
                 broker: std::sync::OnceLock::new(),
@@ -653,7 +656,10 @@ impl ForwardHandler for ForwardTarget {
 
 impl Handler for Broker {
     async fn handle(self: Arc<Self>, ctx: RequestContext, request: RequestKind) -> Reply {
-        dispatch(&self, &ctx, request).await
+        let started = std::time::Instant::now();
+        let reply = dispatch(&self, &ctx, request).await;
+        self.metrics.request_done(ctx.api_key, started, &reply);
+        reply
     }
 }
 
@@ -678,6 +684,7 @@ impl Broker {
             cluster_id: &self.cluster_id,
             metadata: &self.metadata,
             registration_offsets: &self.registration_offsets,
+            metrics: &self.metrics,
         }
     }
 
@@ -688,6 +695,7 @@ impl Broker {
             settings: &self.config.settings,
             metadata: &self.metadata,
             replicas: &self.replicas,
+            metrics: &self.metrics,
         }
     }
 }

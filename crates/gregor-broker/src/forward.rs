@@ -38,6 +38,7 @@ pub struct ControlPlane<'a> {
     pub cluster_id: &'a str,
     pub metadata: &'a MetadataManager,
     pub registration_offsets: &'a RegistrationOffsets,
+    pub metrics: &'a crate::metrics::BrokerMetrics,
 }
 
 /// How long a broker keeps trying to reach an active controller for one request.

@@ -15,6 +15,7 @@ pub mod groups;
 mod handlers;
 pub mod isr;
 pub mod metadata;
+pub mod metrics;
 pub mod partition;
 pub mod producer_ids;
 pub mod producer_state;

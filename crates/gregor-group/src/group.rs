@@ -124,6 +124,8 @@ pub(crate) struct Group {
     num_awaiting_join: usize,
     /// A member joined during the initial delayed rebalance: extend the delay.
     pub new_member_added: bool,
+    /// Rebalances since this coordinator loaded the group.
+    pub history: crate::history::RebalanceHistory,
 }
 
 impl Group {
@@ -143,6 +145,7 @@ impl Group {
             pending_sync_members: HashSet::new(),
             num_awaiting_join: 0,
             new_member_added: false,
+            history: Default::default(),
         }
     }
 
@@ -160,6 +163,37 @@ impl Group {
         self.previous_state = self.state;
         self.state = target;
         self.state_timestamp = Some(now_ms);
+        self.record_rebalance_phase(now_ms);
+    }
+
+    /// Keeps the rebalance history in step with a state change just made.
+    fn record_rebalance_phase(&mut self, now_ms: i64) {
+        let members = || self.members.keys().cloned().collect::<Vec<_>>();
+        match (self.previous_state, self.state) {
+            (GroupState::PreparingRebalance, GroupState::PreparingRebalance) => {}
+            (previous, GroupState::PreparingRebalance) => {
+                // A rebalance restarted during its sync phase did not finish.
+                if previous == GroupState::CompletingRebalance {
+                    self.history.abandon();
+                }
+                let before = members();
+                self.history.start(now_ms, self.generation_id, before);
+            }
+            (GroupState::PreparingRebalance, GroupState::CompletingRebalance) => {
+                let after = members();
+                let leader = self.leader_id.clone();
+                self.history
+                    .join_completed(now_ms, self.generation_id, after, leader);
+            }
+            (GroupState::PreparingRebalance, GroupState::Empty) => {
+                self.history
+                    .join_completed(now_ms, self.generation_id, Vec::new(), None);
+                self.history.finish(now_ms);
+            }
+            (_, GroupState::Stable) => self.history.finish(now_ms),
+            (_, GroupState::Dead) => self.history.abandon(),
+            _ => {}
+        }
     }
 
     pub fn can_rebalance(&self) -> bool {

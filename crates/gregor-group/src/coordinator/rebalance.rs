@@ -227,6 +227,7 @@ pub(crate) fn prepare_rebalance(g: &mut Group, cx: &mut Cx, reason: &str) {
         );
     }
     g.transition_to(GroupState::PreparingRebalance, cx.now);
+    g.history.set_reason(reason);
     tracing::info!(group = %g.group_id, generation = g.generation_id, reason, "preparing to rebalance");
     if !initial {
         maybe_complete_join_else_schedule(g, cx);
@@ -292,6 +293,7 @@ pub(crate) fn complete_join(g: &mut Group, cx: &mut Cx) {
         remove_member(g, cx, id);
     }
     if !not_rejoined.is_empty() {
+        g.history.removed_not_rejoined(&not_rejoined);
         tracing::info!(group = %g.group_id, members = ?not_rejoined, "removed dynamic members that did not rejoin");
     }
 
