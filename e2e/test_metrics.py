@@ -221,9 +221,11 @@ def test_under_replicated_partition_while_a_follower_is_stopped(cluster_factory)
     def leader():
         _, parts = nodes[0].metadata([topic])["topics"][topic]
         _, leader, replicas, isr = parts[0]
-        return leader if leader >= 0 and len(isr) == 3 else None
+        # A tuple: node 0 may lead, and wait_until waits for a truthy value.
+        return (leader,) if leader >= 0 and len(isr) == 3 else None
 
-    lead = c.nodes[wait_until(leader, 20, "a leader for the topic")]
+    (lead_id,) = wait_until(leader, 20, "a leader for the topic")
+    lead = c.nodes[lead_id]
     controller = c.controller()
     follower = next(n for n in nodes if n is not lead and n is not controller)
 
@@ -244,8 +246,10 @@ def test_under_replicated_partition_while_a_follower_is_stopped(cluster_factory)
         follower.resume()
     wait_until(lambda: urp(lead) == 0, 40, "the partition back to fully replicated after SIGCONT")
     assert value(cluster_scrape(lead), "gregor_isr_expands_total") >= 1
-    # Exactly one active controller across the cluster.
-    assert sum(value(cluster_scrape(n), "gregor_controller_active") for n in nodes) == 1
+    # Exactly one active controller across the cluster (once an election the pause may have
+    # caused has settled).
+    wait_until(lambda: sum(value(cluster_scrape(n), "gregor_controller_active") for n in nodes)
+               == 1, 20, "exactly one node reporting itself the active controller")
 
 
 @pytest.mark.timeout(120)

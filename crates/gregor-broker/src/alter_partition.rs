@@ -38,8 +38,6 @@ pub async fn run(b: ControlPlane<'_>, broker_epoch: impl Fn() -> i64, mut queue:
 }
 
 async fn send(b: ControlPlane<'_>, broker_epoch: i64, batch: Vec<(Arc<Partition>, IsrProposal)>) {
-    // The committed ISR each proposal changes, to tell a shrink from an expansion.
-    let isr_before: Vec<usize> = batch.iter().map(|(part, _)| part.isr().len()).collect();
     let mut request = AlterPartitionRequest::default();
     request.broker_id = BrokerId(b.node_id);
     request.broker_epoch = broker_epoch;
@@ -80,7 +78,7 @@ async fn send(b: ControlPlane<'_>, broker_epoch: i64, batch: Vec<(Arc<Partition>
         // Let the leaders propose again, after a pause (the controller may be electing).
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for ((part, p), &before) in batch.iter().zip(&isr_before) {
+    for (part, p) in &batch {
         let answer = match &response {
             Some(ResponseKind::AlterPartition(r)) => r
                 .topics
@@ -93,7 +91,7 @@ async fn send(b: ControlPlane<'_>, broker_epoch: i64, batch: Vec<(Arc<Partition>
         };
         match answer.and_then(ResponseError::try_from_code) {
             None if answer.is_some() => {
-                b.metrics.isr_changed(before, p.isr.len());
+                b.metrics.isr_changed(p.previous_isr.len(), p.isr.len());
                 info!(topic = %part.topic, partition = part.index, isr = ?p.isr, "ISR change committed")
             }
             None => {}
