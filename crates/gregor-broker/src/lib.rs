@@ -6,6 +6,7 @@ pub mod api;
 pub mod broker;
 pub mod config;
 pub mod connection;
+pub mod console;
 pub mod data_plane;
 pub mod fetcher;
 pub mod forward;

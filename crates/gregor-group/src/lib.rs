@@ -28,6 +28,6 @@ pub use coordinator::{
 };
 pub use effect::{AppendToken, Effect, Record};
 pub use group::GroupState;
-pub use history::{RebalanceHistory, RebalanceRecord};
+pub use history::{Departure, DepartureCause, MemberRef, RebalanceHistory, RebalanceRecord};
 pub use member_id::UuidSource;
 pub use partition::{java_string_hash, kafka_abs, partition_for};

@@ -1,6 +1,7 @@
 //! The HTTP listener of `metrics.listener`: `/metrics` (OpenMetrics text, which Prometheus
-//! scrapes), `/healthz` (the process serves) and `/readyz` (registered, unfenced, with an active
-//! controller known). Read-only, GET and HEAD only.
+//! scrapes), `/healthz` (the process serves), `/readyz` (registered, unfenced, with an active
+//! controller known) and the web console under `/ui` (`crate::console`). Read-only, GET and HEAD
+//! only.
 //!
 //! It is bound before the broker starts, so `/healthz` answers during start-up and `/readyz`
 //! says why the broker is not ready yet. Its resources are bounded whatever peers send: at most
@@ -146,7 +147,13 @@ async fn answer(target: &Target, req: &Request<Incoming>) -> Response<Full<Bytes
             .insert(hyper::header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return r;
     }
-    match req.uri().path() {
+    let path = req.uri().path();
+    if crate::console::owns(path) {
+        let broker = target.get();
+        let page = crate::console::answer(broker.as_deref(), path, req.uri().query()).await;
+        return console_response(page);
+    }
+    match path {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" => match target.get() {
             None => text(
@@ -170,6 +177,34 @@ async fn answer(target: &Target, req: &Request<Incoming>) -> Response<Full<Bytes
         },
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
+}
+
+/// The console's answer with the headers that keep the page to itself: only its own script and
+/// style sheet run, no framing, no content sniffing, nothing cached.
+fn console_response(page: crate::console::Page) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(page.body));
+    *r.status_mut() = page.status;
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static(page.content_type));
+    h.insert(
+        hyper::header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        ),
+    );
+    h.insert(
+        hyper::header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        hyper::header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    );
+    r
 }
 
 /// Ready: this broker is registered and unfenced in the metadata it has applied, and it knows an
