@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import urllib.request
 from html.parser import HTMLParser
 
@@ -301,3 +302,65 @@ def test_console_api_refuses_bad_input_and_the_broker_keeps_serving(start_broker
     topic = create_topic(b, "after-bad-console")
     produce(b, topic, [{"value": b"ok"}])
     assert api(port, "/ui/api/cluster")["topics"]
+
+
+@pytest.mark.timeout(150)
+def test_under_replicated_partition_is_highlighted_and_racks_shown(cluster_factory, tmp_path):
+    c = cluster_factory(3, metrics=True, racks=["rack-a", "rack-b", "rack-c"],
+                        overrides={"replica.lag.time.max.ms": "1500"})
+    nodes = list(c.nodes.values())
+    browser = Browser(tmp_path)
+    topic = "console-urp"
+    deadline = time.monotonic() + 30
+    while True:
+        err, msg = nodes[0].create_topic(topic, partitions=1, replication_factor=3)
+        if err == 0:
+            break
+        assert err in (7, 41) and time.monotonic() < deadline, f"CreateTopics: {err} {msg}"
+        time.sleep(0.2)
+
+    def leader():
+        _, parts = nodes[0].metadata([topic])["topics"][topic]
+        _, lead, _, isr = parts[0]
+        return (lead,) if lead >= 0 and len(isr) == 3 else None
+
+    (lead_id,) = wait_until(leader, 20, "a leader with all three replicas in sync")
+    lead = c.nodes[lead_id]
+    controller = c.controller()
+    follower = next(n for n in nodes if n is not lead and n is not controller)
+    port = lead.metrics_port
+
+    def partition():
+        t = next(t for t in api(port, "/ui/api/cluster")["topics"] if t["name"] == topic)
+        return t["partitions"][0]
+
+    main = page(browser, port, "/brokers")
+    for n in nodes:
+        row = main.find("table", id="brokers").find("tr", data_broker=str(n.node_id))
+        rack = ["rack-a", "rack-b", "rack-c"][n.node_id % 3]
+        assert row.find_all("td")[2].text() == rack, row.text()
+    assert "active controller" in main.find("tr", data_broker=str(controller.node_id)).text()
+
+    follower.pause()
+    try:
+        produce(lead, topic, [{"value": b"w"} for _ in range(20)], extra={"acks": "1"})
+        wait_until(lambda: partition()["under_replicated"], 30,
+                   "the leader to drop the stopped follower from the ISR")
+        url = f"http://127.0.0.1:{port}/ui/#/topics"
+        main = page(browser, port, "/topics")
+        browser.screenshot(url, "topics-under-replicated")
+        section = main.find("section", data_topic=topic)
+        assert "1 under-replicated" in section.find("h3").text()
+        row = section.find("tr", data_partition="0")
+        assert row.attrs.get("class") == "under-replicated", row.attrs
+        cells = [td.text() for td in row.find_all("td")]
+        assert cells[1] == str(lead_id)
+        assert str(follower.node_id) in cells[2] and str(follower.node_id) not in cells[3], cells
+        assert "under-replicated" in cells[4]
+        assert cells[7] == "20", cells  # the leader's high watermark, over the shrunk ISR
+    finally:
+        follower.resume()
+    wait_until(lambda: not partition()["under_replicated"], 40, "the ISR to expand again")
+    row = page(browser, port, "/topics").find("section", data_topic=topic).find(
+        "tr", data_partition="0")
+    assert "under-replicated" not in row.attrs.get("class", "")

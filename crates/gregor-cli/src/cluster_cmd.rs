@@ -167,7 +167,7 @@ async fn up(args: UpArgs) -> Result<()> {
         _ = ready => {
             println!("cluster of {} nodes is up; bootstrap servers: {}", args.nodes, bootstrap.join(","));
             for (i, m) in metrics.iter().enumerate() {
-                println!("node {i} metrics: {m}/metrics (also /healthz, /readyz)");
+                println!("node {i} metrics: {m}/metrics (also /healthz, /readyz), console: {m}/ui/");
             }
         }
         _ = wait_for_signal() => return stop_all(children).await,
