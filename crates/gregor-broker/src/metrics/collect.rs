@@ -260,6 +260,13 @@ async fn groups(b: &Broker, r: &mut Registry) {
         "A group's committed offset for a partition",
     );
     let lag = family::<GroupPartitionLabels>(r, "gregor_consumer_group_lag_offsets", "High watermark minus the committed offset, for partitions hosted on this broker (the leader's high watermark, or on a follower the high watermark its leader last reported)");
+    let time_lag = Family::<GroupPartitionLabels, FloatGauge>::default();
+    r.register(
+        "gregor_consumer_group_lag_seconds",
+        "Age of the first unconsumed record (now minus the first timestamp of the batch holding the committed offset), for partitions hosted on this broker with a lag",
+        time_lag.clone(),
+    );
+    let now_ms = crate::util::now_ms();
     let group_lag = family::<GroupLabels>(
         r,
         "gregor_consumer_group_lag_sum_offsets",
@@ -320,10 +327,34 @@ async fn groups(b: &Broker, r: &mut Registry) {
                 let l = (hw - offset).max(0);
                 lag.get_or_create(&labels).set(l);
                 *sum.get_or_insert(0) += l;
+                if l > 0 {
+                    if let Some(ts) =
+                        first_unconsumed_timestamp(b, topic, *partition, *offset).await
+                    {
+                        let age = (now_ms - ts).max(0) as f64 / 1000.0;
+                        time_lag.get_or_create(&labels).set(age);
+                    }
+                }
             }
         }
         if let Some(sum) = sum {
             group_lag.get_or_create(&labels).set(sum);
         }
     }
+}
+
+/// The first timestamp of the record batch holding `offset` in a hosted replica's log (bytes
+/// 27..35 of a v2 batch header), read below the high watermark; `None` when the replica or the
+/// offset is gone.
+async fn first_unconsumed_timestamp(
+    b: &Broker,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Option<i64> {
+    let part = b.replicas.get(topic, partition)?;
+    let hw = part.high_watermark();
+    let read = crate::util::blocking(move || part.log.read(offset, 1, Some(hw))).await;
+    let header = read.ok()?.records.get(27..35)?.try_into().ok()?;
+    Some(i64::from_be_bytes(header))
 }
