@@ -291,6 +291,15 @@ def test_console_api_refuses_bad_input_and_the_broker_keeps_serving(start_broker
     answer = raw_exchange(port, b"DELETE /ui/api/groups HTTP/1.1\r\nHost: x\r\n"
                                 b"Connection: close\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 405"), answer[:80]
+    # A page on another site whose name was rebound to this address (DNS rebinding) sends its
+    # own name as the Host: refused, while metrics stay scrapeable under any name.
+    answer = raw_exchange(port, b"GET /ui/api/groups HTTP/1.1\r\nHost: evil.example:80\r\n"
+                                b"Connection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 403"), answer[:80]
+    assert b"DNS rebinding" in answer
+    answer = raw_exchange(port, b"GET /metrics HTTP/1.1\r\nHost: prometheus.internal\r\n"
+                                b"Connection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:80]
     # The page itself: served with a policy that allows only its own script and style.
     status, ctype, body = http_get(port, "/ui/")
     assert status == 200 and ctype.startswith("text/html") and "/ui/app.js" in body

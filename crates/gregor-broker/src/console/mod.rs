@@ -66,6 +66,39 @@ pub fn owns(path: &str) -> bool {
     path == "/ui" || path.starts_with("/ui/")
 }
 
+/// Whether a request's `Host` header names this listener by an IP address or `localhost` (with
+/// or without a port). A web page on another site that rebinds its DNS name to this address
+/// (DNS rebinding) sends its own name as the Host: refusing those keeps other sites' scripts
+/// from reading the console through a visitor's browser. No Host (HTTP/1.0) is accepted.
+pub fn host_allowed(host: Option<&str>) -> bool {
+    let Some(host) = host else { return true };
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((v6, port)) if port.is_empty() || is_port(port) => v6,
+            _ => return false,
+        }
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) if is_port(port) => name,
+            _ => host,
+        }
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok()
+}
+
+fn is_port(s: &str) -> bool {
+    s.strip_prefix(':').unwrap_or(s).parse::<u16>().is_ok()
+}
+
+/// The answer to a request whose Host is refused.
+pub fn host_refused() -> Page {
+    Page::error(
+        StatusCode::FORBIDDEN,
+        "the console answers requests addressed to an IP address or localhost only \
+         (open it as http://<ip>:<port>/ui/); other host names are refused against DNS rebinding",
+    )
+}
+
 /// A static asset, or `None` when `path` is not one.
 fn asset(path: &str) -> Option<Page> {
     let (ctype, body) = match path {
@@ -258,6 +291,32 @@ mod tests {
             Err(QueryError::BadEscape(2))
         );
         assert_eq!(group_id_param(Some("id=%ff%fe")), Err(QueryError::NotUtf8));
+    }
+
+    #[test]
+    fn only_ip_and_localhost_hosts_are_accepted() {
+        for ok in [
+            "127.0.0.1:9644",
+            "127.0.0.1",
+            "10.1.2.3:80",
+            "localhost:9644",
+            "LOCALHOST",
+            "[::1]:9644",
+            "[::1]",
+        ] {
+            assert!(host_allowed(Some(ok)), "{ok}");
+        }
+        assert!(host_allowed(None));
+        for refused in [
+            "evil.example:9644",
+            "evil.example",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io:9644",
+            "[::1]x",
+            "",
+        ] {
+            assert!(!host_allowed(Some(refused)), "{refused}");
+        }
     }
 
     #[tokio::test]

@@ -149,6 +149,13 @@ async fn answer(target: &Target, req: &Request<Incoming>) -> Response<Full<Bytes
     }
     let path = req.uri().path();
     if crate::console::owns(path) {
+        let host = req
+            .headers()
+            .get(hyper::header::HOST)
+            .map(|h| h.to_str().unwrap_or(""));
+        if !crate::console::host_allowed(host) {
+            return console_response(crate::console::host_refused());
+        }
         let broker = target.get();
         let page = crate::console::answer(broker.as_deref(), path, req.uri().query()).await;
         return console_response(page);
