@@ -119,6 +119,8 @@ class Node:
         self.log_path = cluster.workdir / f"node{node_id}.stderr.log"
         self.proc = None
         self.paused = False
+        # metrics.listener port, when the cluster serves metrics.
+        self.metrics_port = cluster.fresh_port() if cluster.metrics else None
 
     @property
     def bootstrap(self):
@@ -153,6 +155,8 @@ class Node:
             argv += ["--rack", c.racks[self.node_id % len(c.racks)]]
         for k, v in c.overrides.items():
             argv += ["--override", f"{k}={v}"]
+        if self.metrics_port:
+            argv += ["--override", f"metrics.listener=http://127.0.0.1:{self.metrics_port}"]
         return argv
 
     def start(self):
@@ -227,8 +231,10 @@ class Cluster:
     """`n` voters (combined broker+controller nodes, or controller-only ones with
     `controller_only=True`), then `brokers` broker-only nodes (ids n, n+1, ...)."""
 
-    def __init__(self, workdir, n, overrides=None, racks=None, brokers=0, controller_only=False):
+    def __init__(self, workdir, n, overrides=None, racks=None, brokers=0, controller_only=False,
+                 metrics=False):
         self.bin = gregor_bin()
+        self.metrics = metrics
         self.workdir = Path(workdir)
         self.cluster_id = "gregorTestClusterId000"
         self.overrides = dict(FAST_SETTINGS)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine as well: installs what the end-to-end tests need when
-# it is missing (kcat from Debian's packages; confluent-kafka, kafka-python and pytest from PyPI,
-# pinned in e2e/requirements.txt), then runs `cargo test --workspace`. Extra arguments go to
-# cargo test.
+# it is missing (kcat, and headless Chromium for the console tests, from Debian's packages;
+# confluent-kafka, kafka-python and pytest from PyPI, pinned in e2e/requirements.txt), then runs
+# `cargo test --workspace`. Extra arguments go to cargo test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,10 +10,15 @@ as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-if ! command -v kcat >/dev/null 2>&1; then
-  echo "test.sh: installing kcat" >&2
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+# e2e/test_console.py drives the web console in headless Chromium (Debian's package).
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+  || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test.sh: installing ${missing[*]}" >&2
   as_root apt-get update -q
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q kcat
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
 fi
 
 if ! python3 - <<'PY' >/dev/null 2>&1

@@ -91,6 +91,7 @@ async fn send(b: ControlPlane<'_>, broker_epoch: i64, batch: Vec<(Arc<Partition>
         };
         match answer.and_then(ResponseError::try_from_code) {
             None if answer.is_some() => {
+                b.metrics.isr_changed(p.previous_isr.len(), p.isr.len());
                 info!(topic = %part.topic, partition = part.index, isr = ?p.isr, "ISR change committed")
             }
             None => {}

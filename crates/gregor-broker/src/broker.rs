@@ -34,6 +34,7 @@ pub struct Broker {
     pub groups: Arc<crate::groups::Groups>,
     pub incarnation: gregor_meta::Uuid,
     pub registration_offsets: RegistrationOffsets,
+    pub metrics: Arc<crate::metrics::BrokerMetrics>,
     broker_epoch: AtomicI64,
     /// How this broker reaches other nodes.
     pub transport: SharedTransport,
@@ -176,8 +177,10 @@ impl Broker {
             broker_epoch: AtomicI64::new(-1),
             registration_offsets: Mutex::new(std::collections::HashMap::new()),
             transport: options.transport,
+            metrics: Arc::new(crate::metrics::BrokerMetrics::new()),
             tasks: Mutex::new(Vec::new()),
         });
+        broker.metrics.observe_log_syncs();
         if let (Some(mut listener), Some(quorum)) = (controller_listener, broker.metadata.quorum())
         {
             let target = Arc::new(ForwardTarget {
@@ -698,7 +701,10 @@ impl ForwardHandler for ForwardTarget {
 
 impl Handler for Broker {
     async fn handle(self: Arc<Self>, ctx: RequestContext, request: RequestKind) -> Reply {
-        dispatch(&self, &ctx, request).await
+        let started = std::time::Instant::now();
+        let reply = dispatch(&self, &ctx, request).await;
+        self.metrics.request_done(ctx.api_key, started, &reply);
+        reply
     }
 }
 
@@ -724,6 +730,7 @@ impl Broker {
             metadata: &self.metadata,
             registration_offsets: &self.registration_offsets,
             transport: &self.transport,
+            metrics: &self.metrics,
         }
     }
 
@@ -734,6 +741,7 @@ impl Broker {
             settings: &self.config.settings,
             metadata: &self.metadata,
             replicas: &self.replicas,
+            metrics: &self.metrics,
         }
     }
 }

@@ -19,6 +19,7 @@ pub struct DataPlane<'a> {
     pub settings: &'a StaticBrokerConfig,
     pub metadata: &'a MetadataManager,
     pub replicas: &'a ReplicaManager,
+    pub metrics: &'a crate::metrics::BrokerMetrics,
 }
 
 impl DataPlane<'_> {

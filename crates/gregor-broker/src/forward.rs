@@ -41,6 +41,7 @@ pub struct ControlPlane<'a> {
     pub registration_offsets: &'a RegistrationOffsets,
     /// How this node connects to the others (TCP, or the simulator's network).
     pub transport: &'a SharedTransport,
+    pub metrics: &'a crate::metrics::BrokerMetrics,
 }
 
 /// How long a broker keeps trying to reach an active controller for one request.

@@ -38,8 +38,46 @@ use crate::util::{blocking, now_ms};
 /// The internal topic holding group metadata and committed offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// A request for a shard, with where its answer goes.
-type Msg = (Box<Input>, oneshot::Sender<Response>);
+/// What a shard's task is asked.
+enum Msg {
+    /// A request, with where its answer goes.
+    Request(Box<Input>, oneshot::Sender<Response>),
+    /// A read-only look at every group of the shard (metrics, the console).
+    Observe(oneshot::Sender<Vec<GroupObservation>>),
+}
+
+/// One group as its coordinator shard sees it.
+#[derive(Debug, Clone)]
+pub struct GroupObservation {
+    pub summary: gregor_group::GroupSummary,
+    pub rebalances: gregor_group::RebalanceHistory,
+    /// Committed offsets: topic, partition, offset.
+    pub offsets: Vec<(String, i32, i64)>,
+}
+
+fn observe(coordinator: &GroupCoordinator) -> Vec<GroupObservation> {
+    coordinator
+        .group_ids()
+        .into_iter()
+        .filter_map(|id| {
+            let summary = coordinator.group(&id)?;
+            let rebalances = coordinator
+                .rebalance_history(&id)
+                .cloned()
+                .unwrap_or_default();
+            let offsets = coordinator
+                .committed_offsets(&id)
+                .into_iter()
+                .map(|(t, p, o)| (t, p, o.offset))
+                .collect();
+            Some(GroupObservation {
+                summary,
+                rebalances,
+                offsets,
+            })
+        })
+        .collect()
+}
 
 /// A finished append of a shard's records.
 type AppendDone = (AppendToken, Result<(), ResponseError>);
@@ -275,10 +313,28 @@ impl Groups {
             context,
             request,
         };
-        tx.send((Box::new(input), reply))
+        tx.send(Msg::Request(Box::new(input), reply))
             .await
             .map_err(|_| ResponseError::NotCoordinator)?;
         rx.await.map_err(|_| ResponseError::NotCoordinator)
+    }
+
+    /// Every group of every loaded shard of this node (a shard that unloads meanwhile is
+    /// skipped: its groups are no longer this node's).
+    pub async fn observe(&self) -> Vec<GroupObservation> {
+        let (loaded, _) = self.shard_partitions();
+        let mut out = Vec::new();
+        for p in loaded {
+            let Ok(tx) = self.route(p) else { continue };
+            let (reply, rx) = oneshot::channel();
+            if tx.send(Msg::Observe(reply)).await.is_err() {
+                continue;
+            }
+            if let Ok(groups) = rx.await {
+                out.extend(groups);
+            }
+        }
+        out
     }
 
     /// Sends a request about `group` to its shard, creating the internal topic first if it does
@@ -592,7 +648,14 @@ async fn run(
                 return;
             }
             m = rx.recv(), if pending < MAX_PENDING_APPENDS => {
-                let Some((input, reply)) = m else { return };
+                let (input, reply) = match m {
+                    Some(Msg::Request(input, reply)) => (input, reply),
+                    Some(Msg::Observe(reply)) => {
+                        let _ = reply.send(observe(&coordinator));
+                        continue;
+                    }
+                    None => return,
+                };
                 let mut input = *input;
                 input.request_id = next_id;
                 waiting.insert(next_id, reply);
@@ -768,7 +831,9 @@ mod tests {
         // (unloaded) answers NOT_COORDINATOR.
         let call = groups.call_partition(2, context(), fetch("g"));
         let shard = async {
-            let (input, reply) = rx.recv().await.expect("request delivered");
+            let Some(Msg::Request(input, reply)) = rx.recv().await else {
+                panic!("request delivered");
+            };
             assert!(matches!(input.request, Request::OffsetFetch(ref r) if r.group_id == "g"));
             drop(reply);
         };

@@ -32,6 +32,8 @@ pub struct IsrProposal {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub isr: Vec<i32>,
+    /// The committed ISR the proposal changes (to tell a shrink from an expansion).
+    pub previous_isr: Vec<i32>,
 }
 
 /// The committed state of a partition, as the metadata log has it.
@@ -225,6 +227,7 @@ impl LeaderState {
             leader_epoch: self.state.leader_epoch,
             partition_epoch: self.state.partition_epoch,
             isr,
+            previous_isr: self.state.isr.clone(),
         };
         self.pending = Some(p.clone());
         p

@@ -142,6 +142,7 @@ pub async fn serve(
         usize::try_from(broker.config.int("max.connections.per.ip")).unwrap_or(0),
         broker.config.connection_overrides.clone(),
     );
+    broker.metrics.track_connections(&quotas);
     let ids = AtomicU64::new(0);
     let background = tokio::spawn(broker.clone().run_background(shutdown.clone()));
     let mut connections = tokio::task::JoinSet::new();

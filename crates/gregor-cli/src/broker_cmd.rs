@@ -49,9 +49,29 @@ pub fn run(args: BrokerArgs) -> Result<()> {
         } else {
             None
         };
+        // Bound before start-up so that /healthz answers and /readyz tells why it is not ready.
+        let metrics = match gregor_broker::metrics::http::listener_address(&config)
+            .map_err(anyhow::Error::msg)?
+        {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on metrics.listener {addr}"))?;
+                let target = gregor_broker::metrics::http::Target::new();
+                tokio::spawn(gregor_broker::metrics::http::serve(
+                    listener,
+                    target.clone(),
+                ));
+                Some(target)
+            }
+            None => None,
+        };
         let broker = Broker::start(config)
             .await
             .context("broker start-up failed")?;
+        if let Some(target) = &metrics {
+            target.set(&broker);
+        }
         let (tx, rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             wait_for_signal().await;

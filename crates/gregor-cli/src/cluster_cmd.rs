@@ -80,6 +80,20 @@ async fn up(args: UpArgs) -> Result<()> {
         voters.push(format!("{i}@127.0.0.1:{q}"));
     }
     let voters = voters.join(",");
+    // Every node serves metrics on a free port unless the overrides say otherwise.
+    let set_by_user = args
+        .overrides
+        .iter()
+        .any(|o| o.starts_with("metrics.listener="));
+    let mut metrics = Vec::new();
+    if !set_by_user {
+        for _ in 0..args.nodes {
+            let free = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .context("cannot find a free port for metrics.listener")?;
+            metrics.push(format!("http://{free}"));
+        }
+    }
     let mut children: Vec<(u16, Child)> = Vec::new();
     for i in 0..args.nodes {
         let (client, controller) = ports(&args, i)?;
@@ -101,6 +115,9 @@ async fn up(args: UpArgs) -> Result<()> {
         }
         for o in &args.overrides {
             cmd.arg("--override").arg(o);
+        }
+        if let Some(m) = metrics.get(usize::from(i)) {
+            cmd.arg("--override").arg(format!("metrics.listener={m}"));
         }
         // Each node stops when told to, not with this terminal's Ctrl-C.
         #[cfg(unix)]
@@ -149,6 +166,9 @@ async fn up(args: UpArgs) -> Result<()> {
     tokio::select! {
         _ = ready => {
             println!("cluster of {} nodes is up; bootstrap servers: {}", args.nodes, bootstrap.join(","));
+            for (i, m) in metrics.iter().enumerate() {
+                println!("node {i} metrics: {m}/metrics (also /healthz, /readyz), console: {m}/ui/");
+            }
         }
         _ = wait_for_signal() => return stop_all(children).await,
     }

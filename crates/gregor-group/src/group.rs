@@ -81,6 +81,16 @@ pub(crate) struct Member {
 }
 
 impl Member {
+    /// The member as its client described itself, for the rebalance history.
+    pub fn to_ref(&self) -> crate::history::MemberRef {
+        crate::history::MemberRef {
+            member_id: self.member_id.clone(),
+            group_instance_id: self.group_instance_id.clone(),
+            client_id: self.client_id.clone(),
+            client_host: self.client_host.clone(),
+        }
+    }
+
     /// The member's metadata for `protocol`; empty when it does not support it (cannot happen for
     /// the group's chosen protocol, which every member supports).
     pub fn metadata(&self, protocol: &str) -> Bytes {
@@ -124,6 +134,8 @@ pub(crate) struct Group {
     num_awaiting_join: usize,
     /// A member joined during the initial delayed rebalance: extend the delay.
     pub new_member_added: bool,
+    /// Rebalances since this coordinator loaded the group.
+    pub history: crate::history::RebalanceHistory,
 }
 
 impl Group {
@@ -143,6 +155,7 @@ impl Group {
             pending_sync_members: HashSet::new(),
             num_awaiting_join: 0,
             new_member_added: false,
+            history: Default::default(),
         }
     }
 
@@ -160,6 +173,50 @@ impl Group {
         self.previous_state = self.state;
         self.state = target;
         self.state_timestamp = Some(now_ms);
+        self.record_rebalance_phase(now_ms);
+    }
+
+    /// Keeps the rebalance history in step with a state change just made.
+    fn record_rebalance_phase(&mut self, now_ms: i64) {
+        let members = || {
+            self.members
+                .values()
+                .map(Member::to_ref)
+                .collect::<Vec<_>>()
+        };
+        match (self.previous_state, self.state) {
+            (GroupState::PreparingRebalance, GroupState::PreparingRebalance) => {}
+            (previous, GroupState::PreparingRebalance) => {
+                // A rebalance restarted during its sync phase did not finish.
+                if previous == GroupState::CompletingRebalance {
+                    self.history.abandon();
+                }
+                let before = members();
+                self.history.start(now_ms, self.generation_id, before);
+            }
+            (GroupState::PreparingRebalance, GroupState::CompletingRebalance) => {
+                let after = members();
+                let leader = self.leader_id.clone();
+                let protocol = self.protocol_name.clone();
+                self.history
+                    .join_completed(now_ms, self.generation_id, after, leader, protocol);
+            }
+            (GroupState::PreparingRebalance, GroupState::Empty) => {
+                self.history
+                    .join_completed(now_ms, self.generation_id, Vec::new(), None, None);
+                self.history.finish(now_ms, Vec::new());
+            }
+            (_, GroupState::Stable) => {
+                let assignments = self
+                    .members
+                    .values()
+                    .map(|m| (m.member_id.clone(), m.assignment.clone()))
+                    .collect();
+                self.history.finish(now_ms, assignments)
+            }
+            (_, GroupState::Dead) => self.history.abandon(),
+            _ => {}
+        }
     }
 
     pub fn can_rebalance(&self) -> bool {

@@ -15,6 +15,7 @@ mod config;
 mod coordinator;
 mod effect;
 mod group;
+pub mod history;
 mod member_id;
 mod partition;
 pub mod records;
@@ -27,5 +28,6 @@ pub use coordinator::{
 };
 pub use effect::{AppendToken, Effect, Record};
 pub use group::GroupState;
+pub use history::{Departure, DepartureCause, MemberRef, RebalanceHistory, RebalanceRecord};
 pub use member_id::UuidSource;
 pub use partition::{java_string_hash, kafka_abs, partition_for};

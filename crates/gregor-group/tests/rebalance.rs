@@ -163,6 +163,18 @@ fn rebalance_timeout_removes_members_that_did_not_rejoin() {
     assert_eq!(r.generation_id, 2);
     assert_eq!(r.members.len(), 1);
     assert_eq!(h.heartbeat(&b, 2), Some(ResponseError::UnknownMemberId));
+    // The coordinator's record of the rebalance: B kicked for the rebalance timeout
+    // (max.poll.interval.ms), the join phase as long as that timeout.
+    let history = h.c.rebalance_history(GROUP).expect("history");
+    let last = history.recent.back().expect("a rebalance");
+    assert_eq!((last.from_generation, last.generation), (1, Some(2)));
+    let kicked: Vec<_> = last.kicked().iter().map(|m| m.member_id.clone()).collect();
+    assert_eq!(kicked, vec![b.clone()]);
+    assert_eq!(
+        last.join_completed_ms.map(|t| t - last.started_ms),
+        Some(REBALANCE as i64)
+    );
+    assert_eq!(last.left().len(), 1);
 }
 
 #[test]
@@ -218,6 +230,18 @@ fn session_expiry_removes_the_member_and_rebalances() {
         "A alone completes the barrier"
     );
     assert_eq!(h.heartbeat(&b, 1), Some(ResponseError::UnknownMemberId));
+    // B's expiry happened in the Stable group, before the rebalance it started, and is part of
+    // that rebalance's record.
+    let history = h.c.rebalance_history(GROUP).expect("history");
+    let last = history.recent.back().expect("a rebalance");
+    assert_eq!(last.reason, "member session expired");
+    let departed: Vec<_> = last
+        .departures
+        .iter()
+        .map(|d| (d.member.member_id.clone(), d.cause))
+        .collect();
+    assert_eq!(departed, vec![(b.clone(), DepartureCause::SessionTimeout)]);
+    assert!(last.kicked().is_empty());
 }
 
 #[test]

@@ -25,4 +25,4 @@ pub use config::{CleanupPolicy, CompressionType, FlushPolicy, LogConfig, Timesta
 pub use disk::{Disk, FaultInjector, PowerLossReport, TornWrite, DELETE_SUFFIX};
 pub use error::{LogError, Result};
 pub use log::{AppendInfo, DurableToken, Log, OffsetSpec, ReadResult, TimestampOffset};
-pub use sync::LogStats;
+pub use sync::{set_sync_observer, LogStats, SyncObserver};

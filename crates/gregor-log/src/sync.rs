@@ -2,7 +2,8 @@
 //! finished. One thread syncs at a time; every append written before its sync started is
 //! covered by it, so concurrent appenders share syncs.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use tracing::error;
 
@@ -20,6 +21,27 @@ pub(crate) struct SyncState {
     pub failed: bool,
     /// fdatasync calls made for appends.
     pub syncs: u64,
+}
+
+/// Told of every fdatasync that made appends durable: how long it took and how many appends it
+/// covered (group commit). For metrics; process-wide.
+pub type SyncObserver = Arc<dyn Fn(Duration, u64) + Send + Sync>;
+
+static SYNC_OBSERVER: RwLock<Option<SyncObserver>> = RwLock::new(None);
+
+/// Installs (or with `None` removes) the process-wide [`SyncObserver`]. The clock is read around
+/// an fdatasync only while one is installed.
+pub fn set_sync_observer(observer: Option<SyncObserver>) {
+    *SYNC_OBSERVER
+        .write()
+        .unwrap_or_else(PoisonError::into_inner) = observer;
+}
+
+fn sync_observer() -> Option<SyncObserver> {
+    SYNC_OBSERVER
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
 }
 
 /// Counters since the log was opened.
@@ -51,13 +73,19 @@ impl Log {
             }
             st.syncing = true;
             drop(st);
+            let observer = sync_observer();
+            let started = observer.as_ref().map(|_| Instant::now());
             let r = self.sync_once();
             st = lock(&self.sync);
             st.syncing = false;
             match r {
                 Ok(done) => {
+                    let covered = done.saturating_sub(st.synced_seq);
                     st.synced_seq = st.synced_seq.max(done);
                     st.syncs += 1;
+                    if let (Some(observe), Some(started)) = (observer, started) {
+                        observe(started.elapsed(), covered);
+                    }
                 }
                 Err(e) => {
                     st.failed = true;

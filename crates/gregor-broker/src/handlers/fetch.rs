@@ -152,6 +152,7 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResp
             break results;
         }
         let changed = select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
+        let _parked = b.metrics.parked("fetch");
         match tokio::time::timeout_at(deadline.into(), changed).await {
             // An append (or a partition stopping) woke us, or a partition went away.
             Ok(_) => continue,
@@ -164,6 +165,12 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResp
         }
     };
     record_throttled_bytes(b, &targets, &results);
+    for (t, pd) in targets.iter().zip(&results) {
+        if let (Ok(part), Some(records)) = (&t.part, &pd.records) {
+            b.metrics
+                .fetched(&part.topic, records, t.reader == Reader::Follower);
+        }
+    }
     for (t, pd) in targets.iter().zip(results) {
         topics_out[t.topic_index].partitions.push(pd);
     }

@@ -64,6 +64,7 @@ pub async fn produce(b: DataPlane<'_>, r: ProduceRequest, version: i16) -> Reply
                             if acks == -1 && !b.enough_in_sync(&part.topic, part.index) {
                                 Err(ResponseError::NotEnoughReplicas)
                             } else {
+                                let size = records.len();
                                 let pending = part.spawn_append(records);
                                 // The write itself is never cut short; a dropped connection
                                 // leaves it to finish on its task.
@@ -79,6 +80,7 @@ pub async fn produce(b: DataPlane<'_>, r: ProduceRequest, version: i16) -> Reply
                                     // watermark passes the batch.
                                     let replicated = async {
                                         let outcome = done.await?;
+                                        let _parked = b.metrics.parked("produce");
                                         part.await_high_watermark(outcome.end_offset).await?;
                                         if b.enough_in_sync(&part.topic, part.index) {
                                             Ok(outcome)
@@ -92,6 +94,7 @@ pub async fn produce(b: DataPlane<'_>, r: ProduceRequest, version: i16) -> Reply
                                 } else {
                                     done.await
                                 }
+                                .inspect(|o| b.metrics.produced(&part.topic, size, o.end_offset - o.base_offset))
                             }
                         }
                     }

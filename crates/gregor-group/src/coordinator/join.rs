@@ -6,6 +6,7 @@ use super::{Cx, GroupCoordinator, PendingAppend};
 use crate::api::*;
 use crate::effect::Effect;
 use crate::group::{Group, GroupState};
+use crate::history::DepartureCause;
 
 /// A static member's JoinGroup waiting for the record of its new member id.
 #[derive(Debug)]
@@ -80,7 +81,7 @@ impl GroupCoordinator {
         };
 
         if !accept_joining_member(group, cx.config.max_size, &req.member_id) {
-            rebalance::remove_member(group, &mut cx, &req.member_id);
+            rebalance::remove_member(group, &mut cx, &req.member_id, DepartureCause::GroupFull);
             tracing::info!(group = %req.group_id, member = %req.member_id, max_size = cx.config.max_size, "group is full");
             cx.respond(
                 request_id,

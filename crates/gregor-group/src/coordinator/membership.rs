@@ -10,6 +10,7 @@ use super::{Cx, GroupCoordinator, PendingAppend};
 use crate::api::*;
 use crate::effect::Effect;
 use crate::group::{Group, GroupState};
+use crate::history::DepartureCause;
 use crate::timer::TimerKey;
 
 fn protocol_inconsistent(requested: Option<&str>, group: Option<&str>) -> bool {
@@ -299,7 +300,7 @@ fn leave_one(g: &mut Group, cx: &mut Cx, identity: &MemberIdentity) -> Option<Re
         else {
             return Some(ResponseError::UnknownMemberId);
         };
-        rebalance::remove_member(g, cx, &member_id);
+        rebalance::remove_member(g, cx, &member_id, DepartureCause::RemovedByAdmin);
         return None;
     }
     if g.is_pending_member(&identity.member_id) {
@@ -314,7 +315,7 @@ fn leave_one(g: &mut Group, cx: &mut Cx, identity: &MemberIdentity) -> Option<Re
     ) {
         return Some(error);
     }
-    rebalance::remove_member(g, cx, &identity.member_id);
+    rebalance::remove_member(g, cx, &identity.member_id, DepartureCause::Left);
     None
 }
 

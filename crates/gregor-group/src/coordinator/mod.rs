@@ -17,6 +17,7 @@ use crate::api::*;
 use crate::config::GroupConfig;
 use crate::effect::{AppendToken, Effect, Record};
 use crate::group::{Group, GroupState};
+use crate::history::RebalanceHistory;
 use crate::member_id::UuidSource;
 use crate::timer::{TimerAction, TimerKey, Timers};
 
@@ -338,6 +339,11 @@ impl GroupCoordinator {
             pending_members,
             state_timestamp_ms: g.state_timestamp,
         })
+    }
+
+    /// The rebalances of a group since this coordinator loaded it.
+    pub fn rebalance_history(&self, group_id: &str) -> Option<&RebalanceHistory> {
+        self.groups.get(group_id).map(|g| &g.history)
     }
 
     /// Ids of every group, sorted.

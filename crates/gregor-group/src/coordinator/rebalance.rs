@@ -9,6 +9,7 @@ use super::{Cx, PendingAppend};
 use crate::api::*;
 use crate::effect::Record;
 use crate::group::{Group, GroupState, Member};
+use crate::history::DepartureCause;
 use crate::records::{self, GroupMetadataValue, MemberMetadata, RecordKey};
 use crate::timer::{TimerAction, TimerKey};
 
@@ -106,9 +107,15 @@ pub(crate) fn group_metadata_record(
 
 /// Removes a member, cancelling its session and answering its parked requests with
 /// UNKNOWN_MEMBER_ID so that a still-running client rejoins.
-pub(crate) fn remove_member(g: &mut Group, cx: &mut Cx, member_id: &str) -> Option<Member> {
+pub(crate) fn remove_member(
+    g: &mut Group,
+    cx: &mut Cx,
+    member_id: &str,
+    cause: DepartureCause,
+) -> Option<Member> {
     cx.cancel_heartbeat(&g.group_id, member_id);
     let removed = g.remove(member_id)?;
+    g.history.departed(removed.to_ref(), cause, cx.now);
     if let Some(id) = removed.awaiting_join {
         cx.respond(id, join_error("", ResponseError::UnknownMemberId));
     }
@@ -227,6 +234,7 @@ pub(crate) fn prepare_rebalance(g: &mut Group, cx: &mut Cx, reason: &str) {
         );
     }
     g.transition_to(GroupState::PreparingRebalance, cx.now);
+    g.history.set_reason(reason);
     tracing::info!(group = %g.group_id, generation = g.generation_id, reason, "preparing to rebalance");
     if !initial {
         maybe_complete_join_else_schedule(g, cx);
@@ -289,7 +297,7 @@ pub(crate) fn complete_join(g: &mut Group, cx: &mut Cx) {
         .filter(|id| g.member(id).is_some_and(|m| m.group_instance_id.is_none()))
         .collect();
     for id in &not_rejoined {
-        remove_member(g, cx, id);
+        remove_member(g, cx, id, DepartureCause::RebalanceTimeout);
     }
     if !not_rejoined.is_empty() {
         tracing::info!(group = %g.group_id, members = ?not_rejoined, "removed dynamic members that did not rejoin");
@@ -425,7 +433,13 @@ pub(crate) fn expire_heartbeat(g: &mut Group, cx: &mut Cx, member_id: &str) {
         return;
     }
     tracing::info!(group = %g.group_id, member = %member_id, generation = g.generation_id, "session expired; removing member");
-    remove_member_and_update_group(g, cx, member_id, "member session expired");
+    remove_member_and_update_group(
+        g,
+        cx,
+        member_id,
+        DepartureCause::SessionTimeout,
+        "member session expired",
+    );
 }
 
 /// Removes a member after a failure and rebalances or completes the join phase.
@@ -433,9 +447,10 @@ pub(crate) fn remove_member_and_update_group(
     g: &mut Group,
     cx: &mut Cx,
     member_id: &str,
+    cause: DepartureCause,
     reason: &str,
 ) {
-    remove_member(g, cx, member_id);
+    remove_member(g, cx, member_id, cause);
     match g.state {
         GroupState::Stable | GroupState::CompletingRebalance => {
             maybe_prepare_rebalance_or_complete_join(g, cx, reason)
@@ -460,7 +475,7 @@ pub(crate) fn expire_pending_sync(g: &mut Group, cx: &mut Cx, generation: i32) {
     let mut pending: Vec<String> = g.pending_sync_members.iter().cloned().collect();
     pending.sort();
     for id in &pending {
-        remove_member(g, cx, id);
+        remove_member(g, cx, id, DepartureCause::SyncTimeout);
     }
     tracing::info!(group = %g.group_id, generation, members = ?pending, "removed members that did not sync");
     prepare_rebalance(g, cx, "members did not sync in time");

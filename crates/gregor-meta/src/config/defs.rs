@@ -311,6 +311,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("producer.id.expiration.check.interval.ms", Int, Some("600000"), AtLeast(1), false,
         "How often expired producer ids are removed."),
     // Network and requests.
+    broker("metrics.listener", String, Some(""), Any, false,
+        "Address of the HTTP listener serving /metrics (Prometheus), /healthz and /readyz, as http://IP:PORT; empty (the default): off."),
     broker("socket.request.max.bytes", Int, Some("104857600"), AtLeast(1), false, "Largest request accepted; larger ones close the connection."),
     // Gregor leaves the socket buffers to the kernel by default (Kafka's 100 KiB turns off
     // Linux's buffer autotuning).

@@ -1,0 +1,248 @@
+// Gregor's read-only console. Plain DOM, no framework: every string from the broker goes into the
+// page as text (textContent), never as HTML, since group, client and topic names are chosen by
+// clients. Pages are selected by the URL fragment (#/brokers, #/topics, #/groups,
+// #/group/<id>) and refreshed every REFRESH_MS from the JSON under /ui/api/.
+"use strict";
+
+const REFRESH_MS = 2000;
+let timer = null;
+let generation = 0; // drops answers that arrive after the page changed
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k === "text") el.textContent = v;
+    else if (k === "style") Object.assign(el.style, v); // CSSOM: allowed by the page's CSP
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function table(headers, rows, attrs) {
+  return h("table", attrs,
+    h("thead", null, h("tr", null, headers.map(([label, cls]) => h("th", { class: cls }, label)))),
+    h("tbody", null, rows));
+}
+
+const num = (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en-US"));
+const ids = (xs) => (xs && xs.length ? xs.join(", ") : "—");
+const ms = (v) => (v === null || v === undefined ? "—" : v < 1000 ? `${v} ms` : `${(v / 1000).toFixed(2)} s`);
+const when = (t) => (t ? new Date(t).toISOString().replace("T", " ").replace("Z", " UTC") : "—");
+const groupHref = (id) => `#/group/${encodeURIComponent(id)}`;
+const tps = (ps) => (ps && ps.length ? ps.map((p) => `${p.topic}-${p.partition}`).join(", ") : "—");
+
+function memberLabel(m) {
+  if (!m) return "—";
+  const short = m.member_id.length > 14 ? `…${m.member_id.slice(-8)}` : m.member_id;
+  return `${m.client_id || "?"} (${short})`;
+}
+
+async function getJson(path) {
+  const r = await fetch(path, { cache: "no-store" });
+  const text = await r.text();
+  if (!r.ok) throw new Error(`${path}: ${r.status} ${text.trim()}`);
+  return JSON.parse(text);
+}
+
+function setStatus(text, error) {
+  const s = document.getElementById("status");
+  s.textContent = text;
+  s.className = error ? "error" : "";
+}
+
+// ---- pages ---------------------------------------------------------------------------------
+
+function brokersPage(c) {
+  const rows = c.brokers.map((b) => h("tr", { "data-broker": b.id },
+    h("td", { class: "num" }, b.id),
+    h("td", { class: "mono" }, b.endpoints.map((e) => `${e.name}://${e.host}:${e.port}`).join(" ")),
+    h("td", null, b.rack || "—"),
+    h("td", null,
+      b.controller ? h("span", { class: "badge controller" }, "active controller") : null,
+      b.fenced ? h("span", { class: "badge fenced" }, "fenced") : h("span", { class: "badge ok" }, "unfenced"),
+      b.this_node ? h("span", { class: "badge" }, "serving this page") : null)));
+  const parts = c.topics.flatMap((t) => t.partitions);
+  return [
+    h("h2", null, "Brokers"),
+    h("div", { class: "summary" },
+      h("div", null, h("b", null, c.brokers.length), "registered"),
+      h("div", null, h("b", null, c.brokers.filter((b) => b.fenced).length), "fenced"),
+      h("div", null, h("b", null, c.controller_id ?? "none"), "active controller"),
+      h("div", null, h("b", null, parts.filter((p) => p.under_replicated).length), "under-replicated partitions"),
+      h("div", null, h("b", null, parts.filter((p) => p.offline).length), "offline partitions")),
+    table([["id", "num"], ["listeners"], ["rack"], ["state"]], rows, { id: "brokers" }),
+    h("p", { class: "muted" }, `Cluster ${c.cluster_id}; metadata as applied by node ${c.node_id} (index ${c.applied_index}).`),
+  ];
+}
+
+function topicsPage(c) {
+  const out = [h("h2", null, "Topics")];
+  if (!c.topics.length) out.push(h("p", { class: "muted" }, "No topics."));
+  for (const t of c.topics) {
+    const under = t.partitions.filter((p) => p.under_replicated).length;
+    const rows = t.partitions.map((p) => h("tr", {
+      class: p.offline ? "offline" : p.under_replicated ? "under-replicated" : null,
+      "data-partition": p.partition,
+    },
+      h("td", { class: "num" }, p.partition),
+      h("td", { class: "num" }, p.leader >= 0 ? p.leader : "none"),
+      h("td", null, ids(p.replicas)),
+      h("td", null, ids(p.isr)),
+      h("td", null,
+        p.offline ? h("span", { class: "badge offline" }, "offline") : null,
+        p.under_replicated ? h("span", { class: "badge under" }, "under-replicated") : null,
+        p.adding.length ? h("span", { class: "badge" }, `adding ${ids(p.adding)}`) : null,
+        p.removing.length ? h("span", { class: "badge" }, `removing ${ids(p.removing)}`) : null),
+      h("td", { class: "num" }, num(p.size_bytes)),
+      h("td", { class: "num" }, num(p.log_start_offset)),
+      h("td", { class: "num" }, num(p.high_watermark)),
+      h("td", { class: "num" }, num(p.log_end_offset))));
+    out.push(h("section", { class: "card", "data-topic": t.name },
+      h("h3", null, t.name, " ", t.internal ? h("span", { class: "badge" }, "internal") : null,
+        under ? h("span", { class: "badge under" }, `${under} under-replicated`) : null),
+      table([["partition", "num"], ["leader", "num"], ["replicas"], ["isr"], [""], ["size (bytes)", "num"],
+        ["start offset", "num"], ["high watermark", "num"], ["end offset", "num"]], rows)));
+  }
+  out.push(h("p", { class: "muted" }, `Sizes and offsets are shown for replicas hosted by node ${c.node_id}; other partitions show —.`));
+  return out;
+}
+
+function groupsPage(g) {
+  const rows = g.groups.map((x) => h("tr", { "data-group": x.group_id },
+    h("td", null, h("a", { href: groupHref(x.group_id) }, x.group_id)),
+    h("td", null, h("span", { class: `badge state-${x.state}` }, x.state)),
+    h("td", null, x.protocol_type ? `${x.protocol_type} / ${x.protocol || "—"}` : "—"),
+    h("td", { class: "num" }, x.generation),
+    h("td", { class: "num" }, x.members),
+    h("td", { class: "num" }, num(x.lag_sum)),
+    h("td", { class: "num" }, x.rebalances)));
+  return [
+    h("h2", null, "Consumer groups"),
+    g.groups.length
+      ? table([["group"], ["state"], ["protocol"], ["generation", "num"], ["members", "num"], ["lag", "num"], ["rebalances", "num"]], rows, { id: "groups" })
+      : h("p", { class: "muted" }, "No groups."),
+    h("p", { class: "muted" }, `Groups coordinated by node ${g.node_id} (the leader of their __consumer_offsets partition).`),
+  ];
+}
+
+function timelineItem(r) {
+  const total = Math.max(r.total_ms ?? 0, 1);
+  const joinW = ((r.join_ms ?? 0) / total) * 100;
+  const syncW = ((r.sync_ms ?? 0) / total) * 100;
+  const changes = [];
+  for (const m of r.joined) changes.push(h("li", null, h("span", { class: "badge joined" }, "joined"), memberLabel(m)));
+  for (const d of r.departed) {
+    const cls = { left: "left", "session timeout": "timed-out", "rebalance timeout": "kicked", "sync timeout": "timed-out" }[d.cause] || "left";
+    const text = {
+      left: "left (LeaveGroup)",
+      "session timeout": "timed out (session.timeout.ms)",
+      "rebalance timeout": "kicked (did not rejoin within max.poll.interval.ms)",
+      "sync timeout": "removed (did not sync in time)",
+      "group full": "refused (group.max.size)",
+      "removed by admin": "removed by an admin",
+    }[d.cause] || d.cause;
+    changes.push(h("li", { "data-cause": d.cause }, h("span", { class: `badge ${cls}` }, text), memberLabel(d.member)));
+  }
+  for (const m of r.moved) changes.push(h("li", { class: "moved" }, `${m.topic}-${m.partition} moved from ${m.from_client || m.from} to ${m.to_client || m.to}`));
+  for (const v of r.revoked) changes.push(h("li", { class: "revoked" }, `revoked from ${memberLabel(v.member)}: ${tps(v.partitions)}`));
+  for (const a of r.assigned) changes.push(h("li", { class: "assigned" }, `newly assigned to ${memberLabel(a.member)}: ${tps(a.partitions)}`));
+  const title = r.generation !== null
+    ? `generation ${r.from_generation} → ${r.generation}`
+    : `from generation ${r.from_generation}`;
+  return h("li", { class: r.status.replace(" ", "-"), "data-generation": r.generation ?? "", "data-status": r.status },
+    h("div", null, h("span", { class: "gen-title" }, title), " ",
+      h("span", { class: "badge" }, r.status), " ", h("span", { class: "muted" }, `${when(r.started_ms)} — ${r.reason || "no reason recorded"}`)),
+    h("div", { class: "bar", title: `join ${ms(r.join_ms)}, sync ${ms(r.sync_ms)}` },
+      h("div", { class: "join", style: { width: `${joinW}%` } }), h("div", { class: "sync", style: { width: `${syncW}%` } })),
+    h("div", { class: "muted" }, `join phase ${ms(r.join_ms)} · sync phase ${ms(r.sync_ms)} · total ${ms(r.total_ms)} · leader ${memberLabel(r.leader)} · members ${r.members_after.length}`),
+    changes.length ? h("ul", { class: "changes" }, changes) : h("div", { class: "muted" }, "no membership or assignment change"));
+}
+
+function groupPage(g) {
+  const members = g.members.map((m) => h("tr", { "data-member-id": m.member_id, "data-client-id": m.client_id },
+    h("td", { class: "mono" }, m.member_id, m.member_id === g.leader ? h("span", { class: "badge" }, "leader") : null),
+    h("td", { class: "client-id" }, m.client_id),
+    h("td", { class: "mono" }, m.client_host),
+    h("td", null, m.group_instance_id || "—"),
+    h("td", { class: "assignment" }, m.assignment_error ? h("span", { class: "muted" }, m.assignment_error) : tps(m.assignment)),
+    h("td", { class: "num" }, m.assignment.length),
+    h("td", { class: "num lag" }, num(m.lag_sum))));
+  const maxLag = Math.max(0, ...g.offsets.map((o) => o.lag ?? 0));
+  const offsets = g.offsets.map((o) => h("tr", { "data-topic": o.topic, "data-partition": o.partition },
+    h("td", null, o.topic), h("td", { class: "num" }, o.partition),
+    h("td", { class: "num" }, num(o.committed)), h("td", { class: "num" }, num(o.high_watermark)),
+    h("td", { class: `num lag${o.lag && o.lag === maxLag ? " lag-high" : ""}` }, num(o.lag)),
+    h("td", null, o.owner ? memberLabel(g.members.find((m) => m.member_id === o.owner)) : "—")));
+  const timeline = g.timeline.slice().reverse().map(timelineItem);
+  return [
+    h("h2", null, "Group ", h("span", { id: "group-id" }, g.group_id), " ",
+      h("span", { class: `badge state-${g.state}`, id: "group-state" }, g.state)),
+    h("div", { class: "summary" },
+      h("div", null, h("b", { id: "group-generation" }, g.generation), "generation"),
+      h("div", null, h("b", null, g.protocol_type ? `${g.protocol_type} / ${g.protocol || "—"}` : "—"), "protocol"),
+      h("div", null, h("b", null, g.members.length), "members"),
+      h("div", null, h("b", { id: "group-lag" }, num(g.lag_sum)), "lag (offsets)"),
+      h("div", null, h("b", null, g.skew === null ? "—" : g.skew.toFixed(2)), "lag skew (max/mean per member)"),
+      h("div", null, h("b", null, g.rebalances.generations), "rebalances")),
+    h("h3", null, "Members"),
+    g.members.length ? table([["member id"], ["client id"], ["host"], ["instance id"], ["assignment"], ["partitions", "num"], ["lag", "num"]], members, { id: "members" })
+      : h("p", { class: "muted" }, "No members."),
+    h("h3", null, "Committed offsets and lag"),
+    g.offsets.length ? table([["topic"], ["partition", "num"], ["committed", "num"], ["high watermark", "num"], ["lag", "num"], ["owner"]], offsets, { id: "lag" })
+      : h("p", { class: "muted" }, "No committed offsets."),
+    h("h3", null, "Rebalance timeline"),
+    h("div", { class: "legend" }, h("span", null, h("i", { class: "join" }), "join phase (PreparingRebalance)"),
+      h("span", null, h("i", { class: "sync" }), "sync phase (CompletingRebalance)")),
+    timeline.length ? h("ol", { class: "timeline", id: "timeline" }, timeline)
+      : h("p", { class: "muted" }, "No rebalance since this coordinator loaded the group."),
+    h("p", { class: "muted" }, `Lag = high watermark − committed offset, for partitions hosted by node ${g.node_id}. ` +
+      `The timeline keeps the last ${g.timeline_capacity} rebalances recorded by this coordinator, newest first.`),
+  ];
+}
+
+// ---- routing -------------------------------------------------------------------------------
+
+function route() {
+  const hash = location.hash || "#/brokers";
+  const m = hash.match(/^#\/group\/(.*)$/);
+  if (m) {
+    let id;
+    try { id = decodeURIComponent(m[1]); } catch { id = m[1]; }
+    return { page: "groups", api: `/ui/api/group?id=${encodeURIComponent(id)}`, render: groupPage };
+  }
+  if (hash === "#/topics") return { page: "topics", api: "/ui/api/cluster", render: topicsPage };
+  if (hash === "#/groups") return { page: "groups", api: "/ui/api/groups", render: groupsPage };
+  return { page: "brokers", api: "/ui/api/cluster", render: brokersPage };
+}
+
+async function refresh() {
+  clearTimeout(timer);
+  const mine = ++generation;
+  const r = route();
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("current", a.dataset.page === r.page);
+  const main = document.getElementById("main");
+  try {
+    const data = await getJson(r.api);
+    if (mine !== generation) return;
+    main.replaceChildren(...r.render(data));
+    main.dataset.page = r.page;
+    main.dataset.loaded = "true";
+    setStatus(`node ${data.node_id} · updated ${new Date().toLocaleTimeString("en-GB")}`);
+  } catch (e) {
+    if (mine !== generation) return;
+    main.replaceChildren(h("div", { class: "error-box", id: "error" }, e.message));
+    main.dataset.loaded = "error";
+    setStatus("cannot reach the broker", true);
+  }
+  if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+}
+
+window.addEventListener("hashchange", refresh);
+document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(); });
+refresh();

@@ -1,0 +1,341 @@
+//! The read-only web console, served under `/ui` on the `metrics.listener` HTTP listener.
+//!
+//! The page, its script and its style sheet are compiled into the binary (`assets/`); the script
+//! reads three JSON documents and draws them:
+//!
+//! - `/ui/api/cluster`: brokers (racks, controller, fenced), topics and partitions (leader,
+//!   replicas, ISR, under-replicated, offline) from this node's metadata image, with the sizes and
+//!   offsets of the replicas this node hosts;
+//! - `/ui/api/groups`: the groups this node coordinates;
+//! - `/ui/api/group?id=<group>`: one of them in full: members (client ids, hosts, assignments),
+//!   committed offsets and lag, and the rebalance timeline its coordinator recorded.
+//!
+//! It shows nothing a Kafka client could not ask for (Metadata, DescribeCluster, DescribeLogDirs,
+//! DescribeGroups, OffsetFetch) and changes nothing. This module is the imperative shell: it
+//! reads the broker's state; `view` and `timeline` turn it into JSON and are pure.
+
+mod timeline;
+mod view;
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use hyper::StatusCode;
+
+use crate::Broker;
+
+pub use view::HostedReplica;
+
+/// The page, compiled in.
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+const JSON: &str = "application/json";
+
+/// An answer of the console, before HTTP framing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    pub status: StatusCode,
+    pub content_type: &'static str,
+    pub body: Bytes,
+}
+
+impl Page {
+    fn new(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Page {
+        Page {
+            status,
+            content_type,
+            body: body.into(),
+        }
+    }
+
+    /// A JSON error: `{"error": "..."}`.
+    fn error(status: StatusCode, message: &str) -> Page {
+        let body = serde_json::json!({ "error": message }).to_string();
+        Page::new(status, JSON, body)
+    }
+
+    fn json(value: &serde_json::Value) -> Page {
+        Page::new(StatusCode::OK, JSON, value.to_string())
+    }
+}
+
+/// Whether `path` is the console's.
+pub fn owns(path: &str) -> bool {
+    path == "/ui" || path.starts_with("/ui/")
+}
+
+/// Whether a request's `Host` header names this listener by an IP address or `localhost` (with
+/// or without a port). A web page on another site that rebinds its DNS name to this address
+/// (DNS rebinding) sends its own name as the Host: refusing those keeps other sites' scripts
+/// from reading the console through a visitor's browser. No Host (HTTP/1.0) is accepted.
+pub fn host_allowed(host: Option<&str>) -> bool {
+    let Some(host) = host else { return true };
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((v6, port)) if port.is_empty() || is_port(port) => v6,
+            _ => return false,
+        }
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) if is_port(port) => name,
+            _ => host,
+        }
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok()
+}
+
+fn is_port(s: &str) -> bool {
+    s.strip_prefix(':').unwrap_or(s).parse::<u16>().is_ok()
+}
+
+/// The answer to a request whose Host is refused.
+pub fn host_refused() -> Page {
+    Page::error(
+        StatusCode::FORBIDDEN,
+        "the console answers requests addressed to an IP address or localhost only \
+         (open it as http://<ip>:<port>/ui/); other host names are refused against DNS rebinding",
+    )
+}
+
+/// A static asset, or `None` when `path` is not one.
+fn asset(path: &str) -> Option<Page> {
+    let (ctype, body) = match path {
+        "/ui" | "/ui/" | "/ui/index.html" => ("text/html; charset=utf-8", INDEX_HTML),
+        "/ui/app.js" => ("text/javascript; charset=utf-8", APP_JS),
+        "/ui/app.css" => ("text/css; charset=utf-8", APP_CSS),
+        _ => return None,
+    };
+    Some(Page::new(
+        StatusCode::OK,
+        ctype,
+        Bytes::from_static(body.as_bytes()),
+    ))
+}
+
+/// Answers a GET of `path` (with its `query`, undecoded) under `/ui`; `broker` is `None` while
+/// the broker is starting.
+pub async fn answer(broker: Option<&Broker>, path: &str, query: Option<&str>) -> Page {
+    if let Some(page) = asset(path) {
+        return page;
+    }
+    let Some(api) = path.strip_prefix("/ui/api/") else {
+        return Page::new(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "not found\n",
+        );
+    };
+    let Some(b) = broker else {
+        return Page::error(StatusCode::SERVICE_UNAVAILABLE, "the broker is starting");
+    };
+    match api {
+        "cluster" => Page::json(&cluster(b)),
+        "groups" => {
+            let observed = b.groups.observe().await;
+            let hws = high_watermarks(b, &observed);
+            Page::json(&view::groups(b.config.node_id, &observed, &hws))
+        }
+        "group" => {
+            let id = match group_id_param(query) {
+                Ok(id) => id,
+                Err(e) => return Page::error(StatusCode::BAD_REQUEST, &e.to_string()),
+            };
+            let observed = b.groups.observe().await;
+            let Some(g) = observed.iter().find(|g| g.summary.group_id == id) else {
+                return Page::error(
+                    StatusCode::NOT_FOUND,
+                    &format!(
+                        "group {id:?} is not coordinated by node {} (or does not exist)",
+                        b.config.node_id
+                    ),
+                );
+            };
+            let hws = high_watermarks(b, std::slice::from_ref(g));
+            Page::json(&view::group(b.config.node_id, g, &hws))
+        }
+        _ => Page::error(StatusCode::NOT_FOUND, &format!("no API {api:?}")),
+    }
+}
+
+fn cluster(b: &Broker) -> serde_json::Value {
+    let hosted: HashMap<(String, i32), HostedReplica> = b
+        .replicas
+        .all()
+        .into_iter()
+        .map(|p| {
+            let r = HostedReplica {
+                size_bytes: p.log.size_bytes(),
+                log_start_offset: p.log.log_start_offset(),
+                log_end_offset: p.log.log_end_offset(),
+                high_watermark: p.high_watermark(),
+            };
+            ((p.topic.clone(), p.index), r)
+        })
+        .collect();
+    view::cluster(&view::ClusterInput {
+        node_id: b.config.node_id,
+        cluster_id: &b.cluster_id,
+        controller: b.metadata.active_controller(),
+        applied_index: b.metadata.applied_index(),
+        image: &b.metadata.image(),
+        hosted: &hosted,
+        is_internal: crate::handlers::produce::is_internal_topic,
+    })
+}
+
+/// The high watermarks of the partitions the groups committed to, where this node hosts them.
+fn high_watermarks(
+    b: &Broker,
+    groups: &[crate::groups::GroupObservation],
+) -> HashMap<(String, i32), i64> {
+    let mut out = HashMap::new();
+    for (topic, partition, _) in groups.iter().flat_map(|g| &g.offsets) {
+        let key = (topic.clone(), *partition);
+        if out.contains_key(&key) {
+            continue;
+        }
+        if let Some(p) = b.replicas.get(topic, *partition) {
+            out.insert(key, p.high_watermark());
+        }
+    }
+    out
+}
+
+/// Why a query was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    #[error("missing parameter id (the group id, percent-encoded): /ui/api/group?id=<group>")]
+    MissingId,
+    #[error("parameter id given more than once")]
+    RepeatedId,
+    #[error("bad percent-encoding in the query at byte {0}")]
+    BadEscape(usize),
+    #[error("the query does not decode to UTF-8")]
+    NotUtf8,
+}
+
+/// The `id` parameter of a query string.
+pub fn group_id_param(query: Option<&str>) -> Result<String, QueryError> {
+    let mut found = None;
+    for pair in query.unwrap_or("").split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if percent_decode(key)? != "id" {
+            continue;
+        }
+        if found.is_some() {
+            return Err(QueryError::RepeatedId);
+        }
+        found = Some(percent_decode(value)?);
+    }
+    found.ok_or(QueryError::MissingId)
+}
+
+/// Decodes `%XX` escapes and `+` (a space, in form encoding).
+fn percent_decode(s: &str) -> Result<String, QueryError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3).ok_or(QueryError::BadEscape(i))?;
+                let hex = std::str::from_utf8(hex).map_err(|_| QueryError::BadEscape(i))?;
+                let byte = u8::from_str_radix(hex, 16).map_err(|_| QueryError::BadEscape(i))?;
+                out.push(byte);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| QueryError::NotUtf8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_ids_are_percent_decoded() {
+        assert_eq!(group_id_param(Some("id=orders")), Ok("orders".into()));
+        assert_eq!(
+            group_id_param(Some("x=1&id=a%20b%2Bc%26d+e")),
+            Ok("a b+c&d e".into())
+        );
+        assert_eq!(group_id_param(Some("id=%E2%9C%93")), Ok("✓".into()));
+        assert_eq!(group_id_param(Some("id=")), Ok(String::new()));
+    }
+
+    #[test]
+    fn bad_queries_are_refused_with_a_reason() {
+        assert_eq!(group_id_param(None), Err(QueryError::MissingId));
+        assert_eq!(group_id_param(Some("group=x")), Err(QueryError::MissingId));
+        assert_eq!(
+            group_id_param(Some("id=a&id=b")),
+            Err(QueryError::RepeatedId)
+        );
+        assert_eq!(
+            group_id_param(Some("id=%zz")),
+            Err(QueryError::BadEscape(0))
+        );
+        assert_eq!(
+            group_id_param(Some("id=ab%4")),
+            Err(QueryError::BadEscape(2))
+        );
+        assert_eq!(group_id_param(Some("id=%ff%fe")), Err(QueryError::NotUtf8));
+    }
+
+    #[test]
+    fn only_ip_and_localhost_hosts_are_accepted() {
+        for ok in [
+            "127.0.0.1:9644",
+            "127.0.0.1",
+            "10.1.2.3:80",
+            "localhost:9644",
+            "LOCALHOST",
+            "[::1]:9644",
+            "[::1]",
+        ] {
+            assert!(host_allowed(Some(ok)), "{ok}");
+        }
+        assert!(host_allowed(None));
+        for refused in [
+            "evil.example:9644",
+            "evil.example",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io:9644",
+            "[::1]x",
+            "",
+        ] {
+            assert!(!host_allowed(Some(refused)), "{refused}");
+        }
+    }
+
+    #[tokio::test]
+    async fn assets_are_served_and_the_api_waits_for_the_broker() {
+        let index = answer(None, "/ui", None).await;
+        assert_eq!(index.status, StatusCode::OK);
+        assert!(index.content_type.starts_with("text/html"));
+        assert!(std::str::from_utf8(&index.body)
+            .expect("utf-8")
+            .contains("/ui/app.js"));
+        assert_eq!(answer(None, "/ui/app.js", None).await.body, APP_JS);
+        assert_eq!(
+            answer(None, "/ui/api/groups", None).await.status,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            answer(None, "/ui/nope.js", None).await.status,
+            StatusCode::NOT_FOUND
+        );
+        assert!(owns("/ui") && owns("/ui/api/x") && !owns("/uix") && !owns("/metrics"));
+    }
+}

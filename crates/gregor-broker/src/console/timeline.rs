@@ -1,0 +1,244 @@
+//! A group's rebalance timeline for the console: for each rebalance its coordinator recorded, who
+//! joined and who departed (and why), how long the join and sync phases took, and — comparing the
+//! assignment it produced with the one before — which partitions moved between members, which were
+//! revoked from members that stayed, and which were newly assigned. Pure.
+
+use std::collections::{BTreeMap, HashMap};
+
+use gregor_group::history::{MemberRef, RebalanceHistory, RebalanceRecord};
+use serde_json::{json, Value};
+
+use super::view::member_ref;
+
+type Tp = (String, i32);
+
+/// A member's partitions from its assignment bytes (the consumer protocol's
+/// `ConsumerProtocolAssignment`), sorted, with a note when they cannot be read (another
+/// protocol type, or bytes a consumer would not accept).
+pub(super) fn decode(consumer: bool, bytes: &[u8]) -> (Vec<Tp>, Option<String>) {
+    if !consumer {
+        return (Vec::new(), Some("not a consumer group".into()));
+    }
+    match gregor_assign::protocol::decode_assignment(bytes) {
+        Ok((_, a)) => {
+            let mut out: Vec<Tp> = a
+                .partitions
+                .into_iter()
+                .flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p)))
+                .collect();
+            out.sort();
+            (out, None)
+        }
+        Err(e) => (Vec::new(), Some(format!("unreadable assignment: {e}"))),
+    }
+}
+
+pub(super) fn partitions_json(ps: &[Tp]) -> Vec<Value> {
+    ps.iter()
+        .map(|(t, p)| json!({ "topic": t, "partition": p }))
+        .collect()
+}
+
+/// Who owned each partition at the end of a rebalance.
+fn owners(consumer: bool, r: &RebalanceRecord) -> HashMap<Tp, String> {
+    let mut out = HashMap::new();
+    for (member, bytes) in &r.assignments {
+        for tp in decode(consumer, bytes).0 {
+            out.insert(tp, member.clone());
+        }
+    }
+    out
+}
+
+/// Differences between the assignment before and after a rebalance.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Changes {
+    /// Partitions whose owner changed: (partition, from, to).
+    moved: Vec<(Tp, String, String)>,
+    /// Partitions taken from members that are still in the group, per member.
+    revoked: BTreeMap<String, Vec<Tp>>,
+    /// Partitions that had no owner before, per new owner.
+    assigned: BTreeMap<String, Vec<Tp>>,
+}
+
+fn changes(before: &HashMap<Tp, String>, after: &HashMap<Tp, String>, stayed: &[&str]) -> Changes {
+    let mut c = Changes::default();
+    for (tp, to) in after {
+        match before.get(tp) {
+            Some(from) if from != to => c.moved.push((tp.clone(), from.clone(), to.clone())),
+            Some(_) => {}
+            None => c.assigned.entry(to.clone()).or_default().push(tp.clone()),
+        }
+    }
+    for (tp, from) in before {
+        if after.get(tp) != Some(from) && stayed.contains(&from.as_str()) {
+            c.revoked.entry(from.clone()).or_default().push(tp.clone());
+        }
+    }
+    c.moved.sort();
+    c.revoked.values_mut().for_each(|v| v.sort());
+    c.assigned.values_mut().for_each(|v| v.sort());
+    c
+}
+
+fn find<'a>(r: &'a RebalanceRecord, member: &str) -> Option<&'a MemberRef> {
+    r.members_after
+        .iter()
+        .chain(&r.members_before)
+        .chain(r.departures.iter().map(|d| &d.member))
+        .find(|m| m.member_id == member)
+}
+
+fn reference(r: &RebalanceRecord, member: &str) -> Value {
+    match find(r, member) {
+        Some(m) => member_ref(m),
+        None => {
+            json!({ "member_id": member, "client_id": "", "client_host": "", "group_instance_id": null })
+        }
+    }
+}
+
+/// The recorded rebalances, oldest first.
+pub(super) fn timeline(consumer: bool, h: &RebalanceHistory) -> Vec<Value> {
+    let last = h.recent.len().saturating_sub(1);
+    let mut previous: Option<HashMap<Tp, String>> = None;
+    let mut out = Vec::with_capacity(h.recent.len());
+    for (i, r) in h.recent.iter().enumerate() {
+        let status = if r.completed_ms.is_some() {
+            "completed"
+        } else if i == last && h.in_progress().is_some() {
+            "in progress"
+        } else {
+            "abandoned"
+        };
+        let join_ms = r.join_completed_ms.map(|t| t - r.started_ms);
+        let sync_ms = r
+            .completed_ms
+            .zip(r.join_completed_ms)
+            .map(|(end, joined)| end - joined);
+        let total_ms = r.completed_ms.map(|t| t - r.started_ms);
+        let joined: Vec<Value> = r.joined().into_iter().map(member_ref).collect();
+        let departed: Vec<Value> = r
+            .departures
+            .iter()
+            .map(|d| json!({ "member": member_ref(&d.member), "cause": d.cause.name(), "at_ms": d.at_ms }))
+            .collect();
+        let (mut moved, mut revoked, mut assigned) = (Vec::new(), Vec::new(), Vec::new());
+        if r.completed_ms.is_some() {
+            let after = owners(consumer, r);
+            let stayed: Vec<&str> = r
+                .members_after
+                .iter()
+                .map(|m| m.member_id.as_str())
+                .collect();
+            let c = changes(
+                previous.as_ref().unwrap_or(&HashMap::new()),
+                &after,
+                &stayed,
+            );
+            moved = c
+                .moved
+                .iter()
+                .map(|((t, p), from, to)| {
+                    let client = |m: &str| find(r, m).map(|x| x.client_id.clone());
+                    json!({
+                        "topic": t, "partition": p, "from": from, "to": to,
+                        "from_client": client(from), "to_client": client(to),
+                    })
+                })
+                .collect();
+            revoked = c
+                .revoked
+                .iter()
+                .map(|(m, ps)| json!({ "member": reference(r, m), "partitions": partitions_json(ps) }))
+                .collect();
+            assigned = c
+                .assigned
+                .iter()
+                .map(|(m, ps)| json!({ "member": reference(r, m), "partitions": partitions_json(ps) }))
+                .collect();
+            previous = Some(after);
+        }
+        out.push(json!({
+            "reason": r.reason,
+            "from_generation": r.from_generation,
+            "generation": r.generation,
+            "protocol": r.protocol,
+            "status": status,
+            "started_ms": r.started_ms,
+            "join_ms": join_ms,
+            "sync_ms": sync_ms,
+            "total_ms": total_ms,
+            "leader": r.leader.as_deref().map(|l| reference(r, l)),
+            "members_before": r.members_before.iter().map(member_ref).collect::<Vec<_>>(),
+            "members_after": r.members_after.iter().map(member_ref).collect::<Vec<_>>(),
+            "joined": joined,
+            "departed": departed,
+            "moved": moved,
+            "revoked": revoked,
+            "assigned": assigned,
+        }));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owned(v: &[(&str, i32, &str)]) -> HashMap<Tp, String> {
+        v.iter()
+            .map(|(t, p, m)| ((t.to_string(), *p), m.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn moves_revocations_and_new_assignments_are_told_apart() {
+        let before = owned(&[
+            ("t", 0, "a"),
+            ("t", 1, "a"),
+            ("t", 2, "b"),
+            ("t", 3, "gone"),
+        ]);
+        let after = owned(&[("t", 0, "a"), ("t", 1, "c"), ("t", 3, "b"), ("u", 0, "c")]);
+        let c = changes(&before, &after, &["a", "b", "c"]);
+        assert_eq!(
+            c.moved,
+            vec![
+                (("t".into(), 1), "a".into(), "c".into()),
+                (("t".into(), 3), "gone".into(), "b".into()),
+            ]
+        );
+        // t-2 is no longer b's (cooperative: revoked now, assigned in the next generation);
+        // t-1 left a too. The departed member's t-3 is not a revocation: it moved.
+        assert_eq!(
+            c.revoked,
+            BTreeMap::from([
+                ("a".to_string(), vec![("t".to_string(), 1)]),
+                ("b".to_string(), vec![("t".to_string(), 2)]),
+            ])
+        );
+        assert_eq!(
+            c.assigned,
+            BTreeMap::from([("c".to_string(), vec![("u".to_string(), 0)])])
+        );
+    }
+
+    #[test]
+    fn the_first_assignment_is_all_new() {
+        let after = owned(&[("t", 0, "a"), ("t", 1, "b")]);
+        let c = changes(&HashMap::new(), &after, &["a", "b"]);
+        assert!(c.moved.is_empty() && c.revoked.is_empty());
+        assert_eq!(c.assigned.len(), 2);
+    }
+
+    #[test]
+    fn assignments_of_other_protocols_are_not_decoded() {
+        assert_eq!(
+            decode(false, b"\x00\x00"),
+            (Vec::new(), Some("not a consumer group".into()))
+        );
+        assert_eq!(decode(true, b""), (Vec::new(), None));
+        assert!(decode(true, b"\x00\x01\xff").1.is_some());
+    }
+}

@@ -1,0 +1,165 @@
+//! The error codes a response carries, top-level and per topic or partition, for the request
+//! error counters (Kafka's `ErrorsPerSec` counts each of them).
+
+use kafka_protocol::messages::ResponseKind;
+use kafka_protocol::ResponseError;
+
+/// Every non-zero error code in a response.
+pub fn error_codes(response: &ResponseKind) -> Vec<i16> {
+    let mut codes = Vec::new();
+    let mut add = |c: i16| {
+        if c != 0 {
+            codes.push(c);
+        }
+    };
+    match response {
+        ResponseKind::Produce(r) => r
+            .responses
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .for_each(|p| add(p.error_code)),
+        ResponseKind::Fetch(r) => {
+            add(r.error_code);
+            r.responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| add(p.error_code));
+        }
+        ResponseKind::ListOffsets(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| add(p.error_code)),
+        ResponseKind::OffsetForLeaderEpoch(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| add(p.error_code)),
+        ResponseKind::DeleteRecords(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| add(p.error_code)),
+        ResponseKind::Metadata(r) => {
+            for t in &r.topics {
+                add(t.error_code);
+                t.partitions.iter().for_each(|p| add(p.error_code));
+            }
+        }
+        ResponseKind::OffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .for_each(|p| add(p.error_code)),
+        ResponseKind::OffsetFetch(r) => {
+            add(r.error_code);
+            r.topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| add(p.error_code));
+            for g in &r.groups {
+                add(g.error_code);
+                g.topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .for_each(|p| add(p.error_code));
+            }
+        }
+        ResponseKind::FindCoordinator(r) => {
+            add(r.error_code);
+            r.coordinators.iter().for_each(|c| add(c.error_code));
+        }
+        ResponseKind::JoinGroup(r) => add(r.error_code),
+        ResponseKind::SyncGroup(r) => add(r.error_code),
+        ResponseKind::Heartbeat(r) => add(r.error_code),
+        ResponseKind::LeaveGroup(r) => {
+            add(r.error_code);
+            r.members.iter().for_each(|m| add(m.error_code));
+        }
+        ResponseKind::DescribeGroups(r) => r.groups.iter().for_each(|g| add(g.error_code)),
+        ResponseKind::ListGroups(r) => add(r.error_code),
+        ResponseKind::DeleteGroups(r) => r.results.iter().for_each(|g| add(g.error_code)),
+        ResponseKind::CreateTopics(r) => r.topics.iter().for_each(|t| add(t.error_code)),
+        ResponseKind::DeleteTopics(r) => r.responses.iter().for_each(|t| add(t.error_code)),
+        ResponseKind::CreatePartitions(r) => r.results.iter().for_each(|t| add(t.error_code)),
+        ResponseKind::InitProducerId(r) => add(r.error_code),
+        ResponseKind::ApiVersions(r) => add(r.error_code),
+        ResponseKind::DescribeCluster(r) => add(r.error_code),
+        ResponseKind::DescribeConfigs(r) => r.results.iter().for_each(|x| add(x.error_code)),
+        ResponseKind::IncrementalAlterConfigs(r) => {
+            r.responses.iter().for_each(|x| add(x.error_code))
+        }
+        ResponseKind::ElectLeaders(r) => {
+            add(r.error_code);
+            r.replica_election_results
+                .iter()
+                .flat_map(|t| &t.partition_result)
+                .for_each(|p| add(p.error_code));
+        }
+        ResponseKind::AlterPartitionReassignments(r) => {
+            add(r.error_code);
+            r.responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .for_each(|p| add(p.error_code));
+        }
+        ResponseKind::ListPartitionReassignments(r) => add(r.error_code),
+        ResponseKind::DescribeLogDirs(r) => {
+            add(r.error_code);
+            r.results.iter().for_each(|x| add(x.error_code));
+        }
+        _ => {}
+    }
+    codes
+}
+
+/// Kafka's name of an error code (`NOT_LEADER_OR_FOLLOWER`), or `UNKNOWN_<code>`.
+pub fn error_name(code: i16) -> String {
+    match ResponseError::try_from_code(code) {
+        None => "NONE".to_string(),
+        Some(ResponseError::Unknown(c)) => format!("UNKNOWN_{c}"),
+        Some(e) => upper_snake(&e.to_string()),
+    }
+}
+
+/// `NotLeaderOrFollower` → `NOT_LEADER_OR_FOLLOWER`.
+fn upper_snake(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 8);
+    for (i, ch) in camel.chars().enumerate() {
+        if ch.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(ch.to_ascii_uppercase());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::produce_response::{
+        PartitionProduceResponse, TopicProduceResponse,
+    };
+    use kafka_protocol::messages::ProduceResponse;
+
+    #[test]
+    fn names_follow_kafka() {
+        assert_eq!(error_name(6), "NOT_LEADER_OR_FOLLOWER");
+        assert_eq!(error_name(3), "UNKNOWN_TOPIC_OR_PARTITION");
+        assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
+        assert_eq!(error_name(30_000), "UNKNOWN_30000");
+    }
+
+    #[test]
+    fn partition_errors_are_each_counted() {
+        let mut ok = PartitionProduceResponse::default();
+        ok.error_code = 0;
+        let mut bad = PartitionProduceResponse::default();
+        bad.error_code = ResponseError::NotEnoughReplicas.code();
+        let mut t = TopicProduceResponse::default();
+        t.partition_responses = vec![ok, bad.clone(), bad];
+        let mut r = ProduceResponse::default();
+        r.responses = vec![t];
+        assert_eq!(error_codes(&ResponseKind::Produce(r)), vec![19, 19]);
+    }
+}
