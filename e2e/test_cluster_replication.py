@@ -10,6 +10,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 import kwire
 from conftest import gregor_bin, wait_until
+from traffic import Traffic
 
 NOT_ENOUGH_REPLICAS = 19
 
@@ -399,6 +400,9 @@ def test_automatic_leader_rebalance_moves_leadership_back_to_the_preferred_repli
     create(n1, "pref", assignments=[[0, 1, 2], [0, 2, 1], [1, 0, 2]])
     for p in range(3):
         wait_isr(c.nodes.values(), "pref", [0, 1, 2], partition=p)
+    # A producer and a consumer keep working on partition 0 while its leader moves off node 0
+    # and (when enabled) back.
+    traffic = Traffic(f"{n1.bootstrap},{c.nodes[2].bootstrap}", "pref").__enter__()
     n0.kill()
     wait_until(lambda: all(partition_state(n1, "pref", p)[0] != 0 for p in range(3)), 15,
                "leaders moved off node 0")
@@ -410,9 +414,12 @@ def test_automatic_leader_rebalance_moves_leadership_back_to_the_preferred_repli
     if enabled:
         # Node 0 prefers two partitions and leads none of them: 100% > 10%.
         wait_until(lambda: leaders() == [0, 0, 1], 15, "preferred leaders again")
+        time.sleep(1.0)
     else:
         time.sleep(3)
         assert leaders()[:2] != [0, 0] and 0 not in leaders(), leaders()
+    traffic.stop()
+    traffic.check()
 
 
 def test_reassignment_with_kafkas_admin_client_moves_the_data_and_changes_the_replication_factor(

@@ -45,6 +45,8 @@ def test_a_throttled_reassignment_stays_under_its_rate_and_verify_clears_the_thr
     values = fill([n0, n1], "big", size // RECORD, "a")
     rate = 1_000_000
     plan = plan_file(tmp_path, "big", [0, 1])
+    # A producer and a consumer keep working on the partition while it moves (a few KB/s).
+    traffic = Traffic(f"{n0.bootstrap},{n1.bootstrap}", "big").__enter__()
     started = time.monotonic()
     out = reassign(n0, "--execute", "--reassignment-json-file", str(plan),
                    "--throttle", str(rate))
@@ -94,8 +96,12 @@ def test_a_throttled_reassignment_stays_under_its_rate_and_verify_clears_the_thr
     assert "replication.throttled.replicas" not in configs(n0, "topics", "big")
     wait_until(lambda: describe(n0, "big") == [
         "\tTopic: big\tPartition: 0\tLeader: 0\tReplicas: 0,1\tIsr: 0,1"], 30, "RF 2 in sync")
-    got = [v for _, v in consume_all([n0, n1], "big", expect=len(values) + len(more))]
-    assert got == values + more
+    traffic.stop()
+    traffic.check()
+    got = [v for _, v in consume_all([n0, n1], "big",
+                                     expect=len(values) + len(more) + len(traffic.consumed))]
+    assert [v for v in got if not v.startswith("tr")] == values + more
+    assert [v for v in got if v.startswith("tr")] == [v for _, v in traffic.consumed]
 
 
 def test_a_reassignment_completes_across_a_controller_sigkill_and_restart(cluster_factory,
@@ -130,6 +136,49 @@ def test_a_reassignment_completes_across_a_controller_sigkill_and_restart(cluste
     traffic.stop()
     traffic.check()
     # The new replica holds every record: with the old one gone it serves them all.
+    home.kill()
+    wait_until(lambda: describe(target, "moving")[0].split("\tLeader: ")[1].startswith(str(t)),
+               30, "the new replica leads")
+    got = [v for _, v in consume_all([target, ctrl], "moving",
+                                     expect=len(values) + len(more) + len(traffic.consumed))]
+    assert [v for v in got if not v.startswith("tr")] == values + more
+    assert [v for v in got if v.startswith("tr")] == [v for _, v in traffic.consumed]
+
+
+def test_a_reassignment_completes_across_a_sigkill_and_restart_of_the_new_replicas_node(
+        cluster_factory, tmp_path):
+    c = cluster_factory(3)
+    ctrl = c.controller()
+    home, target = [n for n in c.nodes.values() if n is not ctrl]
+    h, t = home.node_id, target.node_id
+    gregor(home, "topics", "--create", "--topic", "moving", "--replica-assignment", str(h))
+    values = fill([home, ctrl], "moving", (3 << 20) // RECORD, "b")
+    plan = plan_file(tmp_path, "moving", [h, t])
+    traffic = Traffic(f"{home.bootstrap},{ctrl.bootstrap}", "moving").__enter__()
+    # Slow enough that the new replica's node dies while it is still copying.
+    reassign(home, "--execute", "--reassignment-json-file", str(plan), "--throttle", "600000")
+    time.sleep(1.0)
+    out = reassign(home, "--verify", "--reassignment-json-file", str(plan))
+    assert "Reassignment of partition moving-0 is still in progress." in out.stdout, out.stdout
+    target.kill()
+    more = fill([home, ctrl], "moving", 20, "during-kill-")
+    out = reassign(home, "--verify", "--reassignment-json-file", str(plan))
+    assert "Reassignment of partition moving-0 is still in progress." in out.stdout, out.stdout
+    target.start()
+    target.wait_ready()
+    more += fill([home, ctrl], "moving", 20, "after-restart-")
+
+    def complete():
+        out = reassign(home, "--verify", "--reassignment-json-file", str(plan))
+        return "Reassignment of partition moving-0 is complete." in out.stdout.splitlines()
+    wait_until(complete, 90, "the reassignment to complete after the new replica's SIGKILL",
+               interval=0.5)
+    wait_until(lambda: describe(home, "moving") == [
+        f"\tTopic: moving\tPartition: 0\tLeader: {h}\tReplicas: {h},{t}\tIsr: {h},{t}"], 30,
+        "both replicas in sync")
+    traffic.stop()
+    traffic.check()
+    # The new replica holds every record, including what it copied before its SIGKILL.
     home.kill()
     wait_until(lambda: describe(target, "moving")[0].split("\tLeader: ")[1].startswith(str(t)),
                30, "the new replica leads")
