@@ -118,20 +118,9 @@ pub fn error_name(code: i16) -> String {
     match ResponseError::try_from_code(code) {
         None => "NONE".to_string(),
         Some(ResponseError::Unknown(c)) => format!("UNKNOWN_{c}"),
-        Some(e) => upper_snake(&e.to_string()),
+        // Known codes: the client's spelling of Kafka's names, one table for both.
+        Some(_) => gregor_client::KafkaCode(code).name(),
     }
-}
-
-/// `NotLeaderOrFollower` → `NOT_LEADER_OR_FOLLOWER`.
-fn upper_snake(camel: &str) -> String {
-    let mut out = String::with_capacity(camel.len() + 8);
-    for (i, ch) in camel.chars().enumerate() {
-        if ch.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(ch.to_ascii_uppercase());
-    }
-    out
 }
 
 #[cfg(test)]
