@@ -16,7 +16,7 @@ use gregor_meta::reassign_plan::{
 use super::reassign_json::{
     format_reassignment_json, generate_plan, join, Assignment, TargetBroker,
 };
-use super::reassign_throttle::LOG_DIRS_WAIT;
+use super::reassign_throttle::replica_log_sizes;
 
 /// A validated `--plan` invocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,19 +293,11 @@ async fn partition_sizes(admin: &Admin, current: &Assignment) -> BTreeMap<TopicP
             by_broker.entry(*b).or_default().push(tp.clone());
         }
     }
+    let (replicas, _) = replica_log_sizes(admin, by_broker).await;
     let mut sizes: BTreeMap<TopicPartition, u64> = BTreeMap::new();
-    for (broker, parts) in by_broker {
-        let asked =
-            tokio::time::timeout(LOG_DIRS_WAIT, admin.describe_log_dirs(broker, Some(&parts)))
-                .await;
-        let Ok(Ok(dirs)) = asked else {
-            continue;
-        };
-        for (tp, r) in dirs.into_iter().flat_map(|d| d.replicas) {
-            let size = u64::try_from(r.size_bytes).unwrap_or(0);
-            let entry = sizes.entry(tp).or_default();
-            *entry = (*entry).max(size);
-        }
+    for ((_, tp), (size, _)) in replicas {
+        let entry = sizes.entry(tp).or_default();
+        *entry = (*entry).max(u64::try_from(size).unwrap_or(0));
     }
     sizes
 }

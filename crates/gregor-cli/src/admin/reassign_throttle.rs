@@ -193,7 +193,31 @@ pub fn format_progress(tp: &TopicPartition, p: &ReplicaProgress) -> String {
 }
 
 /// How long `--verify` waits for one broker's DescribeLogDirs answer.
-pub(super) const LOG_DIRS_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+const LOG_DIRS_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// What DescribeLogDirs reports of the given replicas: (broker, partition) -> (size in bytes,
+/// offset lag), and the brokers that answered. A broker that does not answer within
+/// [`LOG_DIRS_WAIT`] (stopped, cut off) leaves its replicas out.
+pub(super) async fn replica_log_sizes(
+    admin: &Admin,
+    by_broker: BTreeMap<i32, Vec<TopicPartition>>,
+) -> (BTreeMap<(i32, TopicPartition), (i64, i64)>, BTreeSet<i32>) {
+    let mut sizes = BTreeMap::new();
+    let mut answered = BTreeSet::new();
+    for (broker, parts) in by_broker {
+        let asked =
+            tokio::time::timeout(LOG_DIRS_WAIT, admin.describe_log_dirs(broker, Some(&parts)))
+                .await;
+        let Ok(Ok(dirs)) = asked else {
+            continue;
+        };
+        answered.insert(broker);
+        for (tp, r) in dirs.into_iter().flat_map(|d| d.replicas) {
+            sizes.insert((broker, tp), (r.size_bytes, r.offset_lag));
+        }
+    }
+    (sizes, answered)
+}
 
 /// Asks each broker involved for the sizes of the moving partitions' replicas. A broker that
 /// does not answer within a few seconds (stopped, cut off) leaves its replicas' figures
@@ -208,22 +232,7 @@ pub async fn progress(
             by_broker.entry(*b).or_default().push(tp.clone());
         }
     }
-    let mut sizes: BTreeMap<(i32, TopicPartition), (i64, i64)> = BTreeMap::new();
-    let mut answered = BTreeSet::new();
-    for (broker, parts) in by_broker {
-        let asked =
-            tokio::time::timeout(LOG_DIRS_WAIT, admin.describe_log_dirs(broker, Some(&parts)))
-                .await;
-        let Ok(Ok(dirs)) = asked else {
-            continue;
-        };
-        answered.insert(broker);
-        for d in dirs {
-            for (tp, r) in d.replicas {
-                sizes.insert((broker, tp), (r.size_bytes, r.offset_lag));
-            }
-        }
-    }
+    let (sizes, answered) = replica_log_sizes(admin, by_broker).await;
     moving
         .iter()
         .map(|(tp, (o, leader))| {
