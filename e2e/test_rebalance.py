@@ -211,10 +211,20 @@ def _two_raw_java_default_members(broker, group, topic, version):
     out, errs = [None, None], []
 
     def join(i):
+        # A Java consumer retries JoinGroup while the coordinator is still being created or
+        # loaded (the first group request creates __consumer_offsets); so do these members,
+        # well inside the initial rebalance delay that gathers both into one generation.
+        retriable = (kwire.COORDINATOR_LOAD_IN_PROGRESS, kwire.COORDINATOR_NOT_AVAILABLE)
         try:
             with kwire.Conn("127.0.0.1", broker.port, timeout=15) as c:
-                out[i] = kwire.join_group(c, version, group, protocols, session_timeout_ms=10000,
-                                          rebalance_timeout_ms=10000)
+                deadline = time.monotonic() + 10
+                while True:
+                    r = kwire.join_group(c, version, group, protocols, session_timeout_ms=10000,
+                                         rebalance_timeout_ms=10000)
+                    if r["error_code"] not in retriable or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
+                out[i] = r
         except Exception as e:
             errs.append(e)
 
