@@ -31,6 +31,13 @@ def plan_file(tmp_path, topic, replicas):
     return path
 
 
+def replicas_and_isr(node, topic):
+    line = describe(node, topic)[0]
+    replicas = line.split("\tReplicas: ")[1].split("\t")[0]
+    isr = line.split("\tIsr: ")[1]
+    return [int(r) for r in replicas.split(",")], {int(r) for r in isr.split(",")}
+
+
 def configs(node, kind, name):
     out = gregor(node, "configs", "--describe", "--entity-type", kind, "--entity-name", name)
     return out.stdout
@@ -158,6 +165,58 @@ def reassignment_completes_across_a_sigkill(c, tmp_path, victim):
     wait_until(lambda: describe(target, "moving")[0].split("\tLeader: ")[1].startswith(str(t)),
                30, "the new replica leads")
     got = [v for _, v in consume_all([target, ctrl], "moving",
+                                     expect=len(values) + len(more) + len(traffic.consumed))]
+    assert [v for v in got if not v.startswith("tr")] == values + more
+    assert [v for v in got if v.startswith("tr")] == [v for _, v in traffic.consumed]
+
+
+def test_a_reassignment_off_the_leaders_node_completes_across_its_sigkill_and_restart(
+        cluster_factory, tmp_path):
+    """The replica moving away is the partition's leader: [home, stay] -> [target, stay]. Its
+    node is SIGKILLed while the new replica copies under a slow throttle, and restarted at once:
+    leadership moves to `stay`, the new replica keeps copying, the returning node catches up
+    until the reassignment completes and then deletes its replica; no acknowledged record is
+    lost, with client traffic throughout."""
+    c = cluster_factory(3)
+    stay = c.controller()
+    home, target = [n for n in c.nodes.values() if n is not stay]
+    h, t, s = home.node_id, target.node_id, stay.node_id
+    gregor(home, "topics", "--create", "--topic", "moving", "--replica-assignment", f"{h}:{s}")
+    everyone = [home, target, stay]
+    values = fill(everyone, "moving", (3 << 20) // RECORD, "b")
+    wait_until(lambda: describe(stay, "moving") == [
+        f"\tTopic: moving\tPartition: 0\tLeader: {h}\tReplicas: {h},{s}\tIsr: {h},{s}"], 30,
+        "the leader on the node the partition moves off")
+    plan = plan_file(tmp_path, "moving", [t, s])
+    traffic = Traffic(",".join(n.bootstrap for n in everyone), "moving").__enter__()
+    reassign(stay, "--execute", "--reassignment-json-file", str(plan), "--throttle", "600000")
+    time.sleep(1.0)
+    out = reassign(stay, "--verify", "--reassignment-json-file", str(plan))
+    assert "Reassignment of partition moving-0 is still in progress." in out.stdout, out.stdout
+    home.kill()
+    wait_until(lambda: describe(stay, "moving")[0].split("\tLeader: ")[1].startswith(f"{s}\t"),
+               30, "leadership on the staying replica")
+    more = fill([target, stay], "moving", 20, "during-kill-")
+    home.start()
+    home.wait_ready()
+    more += fill(everyone, "moving", 20, "after-restart-")
+
+    def complete():
+        out = reassign(stay, "--verify", "--reassignment-json-file", str(plan))
+        return "Reassignment of partition moving-0 is complete." in out.stdout.splitlines()
+    wait_until(complete, 90, "the reassignment to complete after the leader's SIGKILL",
+               interval=0.5)
+    wait_until(lambda: replicas_and_isr(stay, "moving") == ([t, s], {t, s}), 30,
+               "both new replicas in sync")
+    wait_until(lambda: not list(home.data_dir.glob("moving-0*")), 30,
+               "the old leader's replica deleted")
+    traffic.stop()
+    traffic.check()
+    # The new replica holds every record: with the staying one gone it serves them all.
+    stay.kill()
+    wait_until(lambda: describe(target, "moving")[0].split("\tLeader: ")[1].startswith(f"{t}\t"),
+               30, "the new replica leads")
+    got = [v for _, v in consume_all([target, home], "moving",
                                      expect=len(values) + len(more) + len(traffic.consumed))]
     assert [v for v in got if not v.startswith("tr")] == values + more
     assert [v for v in got if v.startswith("tr")] == [v for _, v in traffic.consumed]
