@@ -12,7 +12,7 @@
 //! which every client accepts.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::select_all;
@@ -20,6 +20,7 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::data_plane::DataPlane;
 use crate::replica::Partition;
@@ -153,7 +154,7 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResp
         }
         let changed = select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
         let _parked = b.metrics.parked("fetch");
-        match tokio::time::timeout_at(deadline.into(), changed).await {
+        match tokio::time::timeout_at(deadline, changed).await {
             // An append (or a partition stopping) woke us, or a partition went away.
             Ok(_) => continue,
             Err(_) => {
