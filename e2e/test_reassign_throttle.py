@@ -121,6 +121,15 @@ def test_a_reassignment_completes_across_a_sigkill_and_restart_of_the_new_replic
     reassignment_completes_across_a_sigkill(cluster_factory(3), tmp_path, "new replica")
 
 
+def start_slow_move(node, plan):
+    """Executes `plan` (partition moving-0) under a throttle slow enough that a node killed a
+    second later dies while the new replica is still copying, and checks it is."""
+    reassign(node, "--execute", "--reassignment-json-file", str(plan), "--throttle", "600000")
+    time.sleep(1.0)
+    out = reassign(node, "--verify", "--reassignment-json-file", str(plan))
+    assert "Reassignment of partition moving-0 is still in progress." in out.stdout, out.stdout
+
+
 def reassignment_completes_across_a_sigkill(c, tmp_path, victim):
     """A partition moves from `home` to a second replica on `target` under a slow throttle;
     `victim` (the active controller, or the new replica's node) is SIGKILLed while the copy is
@@ -135,11 +144,7 @@ def reassignment_completes_across_a_sigkill(c, tmp_path, victim):
     values = fill(live, "moving", (3 << 20) // RECORD, "b")
     plan = plan_file(tmp_path, "moving", [h, t])
     traffic = Traffic(",".join(n.bootstrap for n in live), "moving").__enter__()
-    # Slow enough that the victim dies while the new replica is still copying.
-    reassign(home, "--execute", "--reassignment-json-file", str(plan), "--throttle", "600000")
-    time.sleep(1.0)
-    out = reassign(home, "--verify", "--reassignment-json-file", str(plan))
-    assert "Reassignment of partition moving-0 is still in progress." in out.stdout, out.stdout
+    start_slow_move(home, plan)
     dead.kill()
     more = fill(live, "moving", 20, "during-kill-")
     if dead is target:
@@ -189,10 +194,7 @@ def test_a_reassignment_off_the_leaders_node_completes_across_its_sigkill_and_re
         "the leader on the node the partition moves off")
     plan = plan_file(tmp_path, "moving", [t, s])
     traffic = Traffic(",".join(n.bootstrap for n in everyone), "moving").__enter__()
-    reassign(stay, "--execute", "--reassignment-json-file", str(plan), "--throttle", "600000")
-    time.sleep(1.0)
-    out = reassign(stay, "--verify", "--reassignment-json-file", str(plan))
-    assert "Reassignment of partition moving-0 is still in progress." in out.stdout, out.stdout
+    start_slow_move(stay, plan)
     home.kill()
     wait_until(lambda: describe(stay, "moving")[0].split("\tLeader: ")[1].startswith(f"{s}\t"),
                30, "leadership on the staying replica")
