@@ -130,6 +130,13 @@ def start_slow_move(node, plan):
     assert "Reassignment of partition moving-0 is still in progress." in out.stdout, out.stdout
 
 
+def wait_move_complete(node, plan, after):
+    def complete():
+        out = reassign(node, "--verify", "--reassignment-json-file", str(plan))
+        return "Reassignment of partition moving-0 is complete." in out.stdout.splitlines()
+    wait_until(complete, 90, f"the reassignment to complete after the {after}", interval=0.5)
+
+
 def reassignment_completes_across_a_sigkill(c, tmp_path, victim):
     """A partition moves from `home` to a second replica on `target` under a slow throttle;
     `victim` (the active controller, or the new replica's node) is SIGKILLed while the copy is
@@ -154,12 +161,7 @@ def reassignment_completes_across_a_sigkill(c, tmp_path, victim):
     dead.start()
     dead.wait_ready()
     more += fill(live, "moving", 20, "after-restart-")
-
-    def complete():
-        out = reassign(home, "--verify", "--reassignment-json-file", str(plan))
-        return "Reassignment of partition moving-0 is complete." in out.stdout.splitlines()
-    wait_until(complete, 90, f"the reassignment to complete after the {victim}'s SIGKILL",
-               interval=0.5)
+    wait_move_complete(home, plan, f"{victim}'s SIGKILL")
     wait_until(lambda: describe(home, "moving") == [
         f"\tTopic: moving\tPartition: 0\tLeader: {h}\tReplicas: {h},{t}\tIsr: {h},{t}"], 30,
         "both replicas in sync")
@@ -202,12 +204,7 @@ def test_a_reassignment_off_the_leaders_node_completes_across_its_sigkill_and_re
     home.start()
     home.wait_ready()
     more += fill(everyone, "moving", 20, "after-restart-")
-
-    def complete():
-        out = reassign(stay, "--verify", "--reassignment-json-file", str(plan))
-        return "Reassignment of partition moving-0 is complete." in out.stdout.splitlines()
-    wait_until(complete, 90, "the reassignment to complete after the leader's SIGKILL",
-               interval=0.5)
+    wait_move_complete(stay, plan, "leader's SIGKILL")
     wait_until(lambda: replicas_and_isr(stay, "moving") == ([t, s], {t, s}), 30,
                "both new replicas in sync")
     wait_until(lambda: not list(home.data_dir.glob("moving-0*")), 30,
