@@ -221,6 +221,10 @@ class KafkaPythonMember:
             heartbeat_interval_ms=GROUP_TIMINGS["heartbeat.interval.ms"],
             max_poll_interval_ms=GROUP_TIMINGS["max.poll.interval.ms"],
             request_timeout_ms=40000,
+            # A leader that assigned with metadata lacking a just-created topic ("No partition
+            # metadata", then nothing assigned) sees it at the next refresh and rejoins; the
+            # default refresh is 5 minutes.
+            metadata_max_age_ms=1000,
         )
         self.kwargs.update(extra or {})
         self._stop = threading.Event()
