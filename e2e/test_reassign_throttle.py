@@ -98,9 +98,11 @@ def test_a_throttled_reassignment_stays_under_its_rate_and_verify_clears_the_thr
     assert "Clearing broker-level throttles on brokers 0,1,2" in out.stdout.splitlines(), \
         out.stdout
     assert "Clearing topic-level throttles on topic big" in out.stdout.splitlines(), out.stdout
-    for broker in ("0", "1", "2"):
-        assert "replication.throttled.rate" not in configs(n0, "brokers", broker)
-    assert "replication.throttled.replicas" not in configs(n0, "topics", "big")
+    # The node answering DescribeConfigs applies the committed change a moment later.
+    wait_until(lambda: all("replication.throttled.rate" not in configs(n0, "brokers", broker)
+                           for broker in ("0", "1", "2"))
+               and "replication.throttled.replicas" not in configs(n0, "topics", "big"), 10,
+               "the throttles gone from the configs")
     wait_until(lambda: describe(n0, "big") == [
         "\tTopic: big\tPartition: 0\tLeader: 0\tReplicas: 0,1\tIsr: 0,1"], 30, "RF 2 in sync")
     traffic.stop()
