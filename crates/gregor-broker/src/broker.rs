@@ -304,9 +304,7 @@ impl Broker {
             .await;
         if !set_aside.is_empty() {
             let replicas = self.replicas.clone();
-            if let Err(e) = tokio::task::spawn_blocking(move || replicas.purge_deleted()).await {
-                warn!(error = %e, "removing stray partition directories failed");
-            }
+            crate::util::blocking(move || replicas.purge_deleted()).await;
         }
     }
 

@@ -133,6 +133,7 @@ impl FetcherManager {
     /// Follows `part` from `leader` in `leader_epoch`, starting with the divergence check.
     pub fn follow(&self, part: Arc<Partition>, leader: i32, leader_epoch: i32) {
         let key = (part.topic.clone(), part.index);
+        debug!(topic = %key.0, partition = key.1, leader, leader_epoch, "following");
         self.stop(&key);
         let Some(runtime) = &self.runtime else {
             warn!(topic = %key.0, partition = key.1, "no runtime to fetch in");
@@ -330,6 +331,7 @@ async fn connect(
         .cloned()
         .ok_or_else(|| format!("no address known for broker {leader}"))?;
     let connect_timeout = settings.socket_timeout.min(Duration::from_secs(5));
+    debug!(leader, %addr, "fetcher connecting");
     let stream = match tokio::time::timeout(connect_timeout, transport.connect(&addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(format!("connecting to broker {leader} ({addr}): {e}")),

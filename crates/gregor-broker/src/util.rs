@@ -88,7 +88,12 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
 pub fn for_each_parallel<T: Send>(items: Vec<T>, threads: usize, f: impl Fn(T) + Sync) {
     // Always on threads of its own, even one: callers may block there (a runtime thread may
     // not).
-    let threads = threads.clamp(1, items.len().max(1));
+    // Under a simulation, one: file work then happens in the same order on every run.
+    let threads = if SIMULATION.get().is_some() {
+        1
+    } else {
+        threads.clamp(1, items.len().max(1))
+    };
     let queue = std::sync::Mutex::new(items.into_iter());
     std::thread::scope(|s| {
         for _ in 0..threads {

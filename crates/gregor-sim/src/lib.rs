@@ -6,6 +6,7 @@ mod broker_node;
 mod checker;
 mod data;
 mod data_check;
+pub mod entropy;
 mod node;
 mod ops;
 mod run;

@@ -4,6 +4,21 @@ use anyhow::Result;
 use clap::Parser;
 use gregor_sim::{run_seed, Mode, PlantedBug, SimOptions};
 
+gregor_sim::deterministic_entropy!();
+
+/// Log lines carry the simulated time (none outside a simulated host), not the wall clock, so
+/// two replays of a seed can be compared line by line.
+struct SimulatedTime;
+
+impl tracing_subscriber::fmt::time::FormatTime for SimulatedTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        match turmoil::sim_elapsed() {
+            Some(t) => write!(w, "{:>9.3}", t.as_secs_f64()),
+            None => write!(w, "{:>9}", "-"),
+        }
+    }
+}
+
 #[derive(Parser)]
 #[command(about = "Deterministic simulation of a Gregor controller quorum under seeded faults")]
 struct Args {
@@ -38,6 +53,8 @@ fn main() -> Result<()> {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_writer(std::io::stderr)
+            .with_timer(SimulatedTime)
+            .with_ansi(false)
             .init();
     }
     let bug = match args.plant.as_deref() {

@@ -467,6 +467,24 @@ fn image_digest(image: &MetadataImage) -> u64 {
 
 /// Runs one seed to its end and checks it.
 pub fn run_seed(options: SimOptions) -> Outcome {
+    // A thread of its own, seeded: the thread's randomness (std's hash keys among it, taken
+    // once per thread) is then the same on every run of this seed (see `entropy`).
+    let runner = std::thread::Builder::new()
+        .name(format!("sim-seed-{}", options.seed))
+        // The brokers' futures nest deeply; the main thread's default size, not a spawned one's.
+        .stack_size(64 << 20)
+        .spawn(move || {
+            crate::entropy::seed_this_thread(options.seed);
+            run_seed_on_this_thread(options)
+        })
+        .expect("a thread for the simulation");
+    match runner.join() {
+        Ok(outcome) => outcome,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     // The brokers read simulated time and do their file work inline (see gregor-broker's
     // `util::Simulation`); harmless for quorum runs, which use neither.
     gregor_broker::util::install_simulation(gregor_broker::util::Simulation {

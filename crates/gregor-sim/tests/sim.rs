@@ -3,6 +3,8 @@
 
 use gregor_sim::{run_seed, Mode, PlantedBug, Property, SimOptions};
 
+gregor_sim::deterministic_entropy!();
+
 fn run(seed: u64, bug: Option<PlantedBug>) -> gregor_sim::Outcome {
     run_seed(SimOptions {
         seed,
