@@ -99,11 +99,18 @@ pub async fn to_controller(
                     }
                 };
                 let remaining = deadline.saturating_duration_since(Instant::now());
-                match b
-                    .metadata
-                    .forward(id, api_key as i16, version, bytes, remaining)
-                    .await
-                {
+                // As Kafka's controller channel does: when another controller takes over, the
+                // request goes to it at once. The old one may never answer (it crashed, or
+                // the connection to it lost data in a partition), and waiting out the whole
+                // timeout here starves heartbeats long enough to fence a healthy broker.
+                let attempt = tokio::select! {
+                    r = b.metadata.forward(id, api_key as i16, version, bytes, remaining) => r,
+                    _ = b.metadata.wait_controller_change(id) => {
+                        debug!(controller = id, api = ?api_key, "the active controller changed while forwarding; sending to the new one");
+                        continue;
+                    }
+                };
+                match attempt {
                     Ok(reply) => {
                         b.metadata
                             .wait_applied(reply.applied_index, APPLY_WAIT)

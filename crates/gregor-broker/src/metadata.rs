@@ -242,6 +242,15 @@ impl MetadataManager {
         matches!(self.member, Member::Voter(_)) && self.active_controller() == Some(self.node_id)
     }
 
+    /// Returns once this node no longer names `from` as the active controller.
+    pub async fn wait_controller_change(&self, from: i32) {
+        let from = u64::try_from(from).ok();
+        match &self.member {
+            Member::Voter(q) => q.wait_leader_change(from).await,
+            Member::Observer(f) => f.wait_leader_change(from).await,
+        }
+    }
+
     /// Waits until an active controller is known, at most `timeout`.
     pub async fn wait_for_leader(&self, timeout: Duration) -> Option<i32> {
         let id = match &self.member {

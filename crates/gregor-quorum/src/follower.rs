@@ -78,6 +78,13 @@ impl MetadataFollower {
         *self.leader.borrow()
     }
 
+    /// Returns once this observer no longer names `from` as the active controller.
+    pub async fn wait_leader_change(&self, from: Option<NodeId>) {
+        let mut rx = self.leader.clone();
+        // An error means the follower task stopped: nothing it named is current any more.
+        let _ = rx.wait_for(|l| *l != from).await;
+    }
+
     /// Index of the last applied entry plus one.
     pub fn applied_index(&self) -> u64 {
         *self.shared.applied.borrow()

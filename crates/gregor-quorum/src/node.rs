@@ -284,6 +284,14 @@ impl Quorum {
         }
     }
 
+    /// Returns once this node no longer names `from` as the active controller (another one,
+    /// or none).
+    pub async fn wait_leader_change(&self, from: Option<NodeId>) {
+        let mut rx = self.raft.metrics();
+        // An error means the Raft stopped: the leader it named is no longer current either.
+        let _ = rx.wait_for(|m| m.current_leader != from).await;
+    }
+
     /// Runs a controller operation on the active controller: its records are committed by the
     /// quorum and applied (here and, as they learn of it, on every node) before this returns.
     /// Operations run one at a time, each against the image with every earlier one applied.

@@ -4,13 +4,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use gregor_meta::MetadataImage;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::ops::{Op, Reply};
 use crate::workload::{OpRecord, FINAL_TOPIC};
 
 /// A property the checker holds the run to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Property {
     /// Every acknowledged write is in every node's final image.
     AckedWriteLost,
@@ -73,7 +73,7 @@ impl fmt::Display for Property {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Violation {
     pub property: Property,
     pub detail: String,

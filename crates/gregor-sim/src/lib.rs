@@ -7,6 +7,7 @@ mod checker;
 mod data;
 mod data_check;
 pub mod entropy;
+mod isolate;
 mod node;
 mod ops;
 mod run;
@@ -14,5 +15,6 @@ mod scenario;
 mod workload;
 
 pub use checker::{Property, Violation};
+pub use isolate::{child_args, run_seed_in_child, run_seeds_in_children, ChildError};
 pub use run::{run_seed, Mode, Outcome, PlantedBug, SimOptions};
 pub use scenario::Scenario;

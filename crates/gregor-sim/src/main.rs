@@ -1,8 +1,8 @@
 //! `gregor-sim`: runs seeds of the deterministic cluster simulation.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Parser;
-use gregor_sim::{run_seed, Mode, PlantedBug, SimOptions};
+use gregor_sim::{run_seed, run_seeds_in_children, Mode, Outcome, PlantedBug, SimOptions};
 
 gregor_sim::deterministic_entropy!();
 
@@ -45,6 +45,13 @@ struct Args {
     /// the controller quorum alone.
     #[arg(long)]
     replication: bool,
+    /// Seeds run at the same time, each in a process of its own (default: the number of CPUs).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Internal: run the one --seed in this process and print its whole outcome as JSON (how
+    /// a run of many seeds starts each one).
+    #[arg(long, hide = true)]
+    child: bool,
 }
 
 fn main() -> Result<()> {
@@ -59,72 +66,66 @@ fn main() -> Result<()> {
     }
     let bug = match args.plant.as_deref() {
         None => None,
-        Some("ack-uncommitted") => Some(PlantedBug::AckUncommitted),
-        Some("forget-vote") => Some(PlantedBug::ForgetVote),
-        Some("hw-max") => Some(PlantedBug::HighWatermarkMax),
-        Some(other) => {
-            anyhow::bail!("unknown bug to plant: {other} (ack-uncommitted, forget-vote, hw-max)")
-        }
+        Some(name) => Some(PlantedBug::from_name(name).with_context(|| {
+            let names: Vec<&str> = PlantedBug::ALL.iter().map(|(n, _)| *n).collect();
+            format!("unknown bug to plant: {name} ({})", names.join(", "))
+        })?),
     };
     let mode = if args.replication {
         Mode::Replication
     } else {
         Mode::Quorum
     };
-    let seeds: Vec<u64> = match args.seed {
-        Some(s) => vec![s],
-        None => (args.from..args.from.saturating_add(args.seeds)).collect(),
+    if args.child {
+        // One seed for a parent `gregor-sim`: the whole outcome, trace included, as JSON.
+        let seed = args.seed.context("--child needs --seed")?;
+        let outcome = run_seed(SimOptions { seed, bug, mode });
+        println!("{}", serde_json::to_string(&outcome)?);
+        return Ok(());
+    }
+    let runs: Vec<SimOptions> = match args.seed {
+        Some(seed) => vec![SimOptions { seed, bug, mode }],
+        None => (args.from..args.from.saturating_add(args.seeds))
+            .map(|seed| SimOptions { seed, bug, mode })
+            .collect(),
     };
+    let exe = std::env::current_exe().context("locating the gregor-sim binary")?;
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     let started = std::time::Instant::now();
     let mut failed = 0usize;
     let mut sim_ms = 0u64;
-    for &seed in &seeds {
-        let outcome = run_seed(SimOptions { seed, bug, mode });
+    let mut child_errors = Vec::new();
+    run_seeds_in_children(&exe, &runs, jobs, |outcome| {
+        let mut outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                failed += 1;
+                println!("{e}");
+                child_errors.push(e);
+                return;
+            }
+        };
         sim_ms += outcome.sim_ms;
-        if args.trace {
-            for line in &outcome.trace {
-                println!("{line}");
-            }
-        }
-        if args.json {
-            println!("{}", serde_json::to_string(&outcome)?);
-        } else if !outcome.passed() {
-            let excerpt: Vec<&String> = outcome
-                .trace
-                .iter()
-                .filter(|l| {
-                    l.contains("fault")
-                        || l.contains("VIOLATION")
-                        || l.contains("leads")
-                        || l.contains(" leader ")
-                })
-                .rev()
-                .take(6)
-                .collect();
-            for v in &outcome.violations {
-                println!("seed {seed} FAIL {}: {}", v.property, v.detail);
-            }
-            for l in excerpt.into_iter().rev() {
-                println!("    {l}");
-            }
-        }
         if !outcome.passed() {
             failed += 1;
         }
-    }
+        report(&args, &mut outcome);
+    });
     let secs = started.elapsed().as_secs_f64();
     let summary = format!(
-        "{} seeds, {} failed, {:.1} s, {:.2} seeds/s, {:.0} s simulated",
-        seeds.len(),
+        "{} seeds, {} failed, {:.1} s, {:.2} seeds/s, {:.0} s simulated, {jobs} at a time",
+        runs.len(),
         failed,
         secs,
-        seeds.len() as f64 / secs.max(1e-9),
+        runs.len() as f64 / secs.max(1e-9),
         sim_ms as f64 / 1000.0
     );
     if args.json {
         println!(
             "{}",
-            serde_json::json!({ "summary": summary, "seeds": seeds.len(), "failed": failed })
+            serde_json::json!({ "summary": summary, "seeds": runs.len(), "failed": failed })
         );
     } else {
         println!("{summary}");
@@ -133,4 +134,42 @@ fn main() -> Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// Prints one seed's outcome: its trace if asked, then a JSON line or, for a failure, the
+/// violations and the trace lines that led to them.
+fn report(args: &Args, outcome: &mut Outcome) {
+    if args.trace {
+        for line in &outcome.trace {
+            println!("{line}");
+        }
+    }
+    let seed = outcome.seed;
+    if args.json {
+        let trace = std::mem::take(&mut outcome.trace);
+        match serde_json::to_string(&*outcome) {
+            Ok(line) => println!("{line}"),
+            Err(e) => println!("seed {seed}: cannot write the outcome as JSON: {e}"),
+        }
+        outcome.trace = trace;
+    } else if !outcome.passed() {
+        let excerpt: Vec<&String> = outcome
+            .trace
+            .iter()
+            .filter(|l| {
+                l.contains("fault")
+                    || l.contains("VIOLATION")
+                    || l.contains("leads")
+                    || l.contains(" leader ")
+            })
+            .rev()
+            .take(6)
+            .collect();
+        for v in &outcome.violations {
+            println!("seed {seed} FAIL {}: {}", v.property, v.detail);
+        }
+        for l in excerpt.into_iter().rev() {
+            println!("    {l}");
+        }
+    }
 }

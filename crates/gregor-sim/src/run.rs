@@ -10,7 +10,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use gregor_meta::MetadataImage;
 use gregor_quorum::NodeId;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::checker::{check_acked, Property, Violation};
 use crate::node::{address, host_name, run_node, Live, NodeContext, Registry};
@@ -29,6 +29,29 @@ pub enum PlantedBug {
     /// end over the ISR instead of the smallest (planted in the broker through
     /// `gregor_broker::util::plant_on_this_thread`, which only a simulation can use).
     HighWatermarkMax,
+}
+
+impl PlantedBug {
+    /// Every bug, by its command-line name.
+    pub const ALL: [(&'static str, PlantedBug); 3] = [
+        ("ack-uncommitted", PlantedBug::AckUncommitted),
+        ("forget-vote", PlantedBug::ForgetVote),
+        ("hw-max", PlantedBug::HighWatermarkMax),
+    ];
+
+    /// The bug named `name` on the command line.
+    pub fn from_name(name: &str) -> Option<PlantedBug> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+    }
+
+    /// This bug's command-line name.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, b)| *b == self)
+            .map(|(n, _)| *n)
+            .expect("every bug is in ALL")
+    }
 }
 
 /// What runs on the simulated hosts.
@@ -55,12 +78,13 @@ fn broker_clock_ms() -> i64 {
     EPOCH_MS + turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as i64)
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
     pub seed: u64,
     pub nodes: usize,
     pub trace_hash: u64,
-    #[serde(skip)]
+    /// The event trace (left out of the JSON a user asks for; a child process sends it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trace: Vec<String>,
     pub violations: Vec<Violation>,
     /// Simulated time the run took.
