@@ -599,7 +599,9 @@ fn truncate_to_divergence(
     leader_end: i64,
 ) -> Outcome {
     let leo = part.log.log_end_offset();
-    let target = if asked_epoch < 0 || leader_epoch < 0 || leader_end < 0 {
+    let target = if crate::util::planted(crate::util::PlantedBug::TruncateToHighWatermark) {
+        part.high_watermark().min(leo)
+    } else if asked_epoch < 0 || leader_epoch < 0 || leader_end < 0 {
         if leo == part.log.log_start_offset() {
             leo
         } else {

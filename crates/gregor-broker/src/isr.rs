@@ -219,7 +219,11 @@ impl LeaderState {
             .copied()
             .filter(|r| !lagging.contains(r))
             .collect();
-        Some(self.propose(isr))
+        let proposal = self.propose(isr);
+        if crate::util::planted(crate::util::PlantedBug::IsrShrinkBeforeCommit) {
+            self.state.isr = proposal.isr.clone();
+        }
+        Some(proposal)
     }
 
     fn propose(&mut self, isr: Vec<i32>) -> IsrProposal {

@@ -86,7 +86,7 @@ impl Partition {
         state: &PartitionState,
         role: Role,
     ) -> Partition {
-        let (producers, snapshot_offset) = load_producers(&log);
+        let (producers, snapshot_offset) = load_producers(&log, now_ms());
         let leo = log.log_end_offset();
         let replication = if role.is_leader {
             Replication::Leader(LeaderState::new(node_id, state.clone(), leo, now_ms()))
@@ -460,7 +460,7 @@ impl Partition {
     }
 
     fn reload_producers(&self, producers: &mut ProducerStates) {
-        let (states, snapshot_offset) = load_producers(&self.log);
+        let (states, snapshot_offset) = load_producers(&self.log, now_ms());
         *producers = states;
         self.snapshot_offset
             .store(snapshot_offset, std::sync::atomic::Ordering::SeqCst);
@@ -600,8 +600,9 @@ fn single_batch_header(records: &[u8]) -> Result<BatchHeader, ResponseError> {
 
 /// Idempotent-producer state at start-up: the partition's snapshot if it is intact and no newer
 /// than the recovered log, plus the batches after it; otherwise every batch of the log. Returns
-/// the state and the offset of the snapshot it came from (-1: none).
-fn load_producers(log: &Log) -> (ProducerStates, i64) {
+/// the state and the offset of the snapshot it came from (-1: none). `loaded_at_ms` is the
+/// broker's clock now: see [`replay_producers`].
+fn load_producers(log: &Log, loaded_at_ms: i64) -> (ProducerStates, i64) {
     let path = log.dir().join(SNAPSHOT_FILE);
     let end = log.log_end_offset();
     let snapshot = match std::fs::read(&path) {
@@ -632,12 +633,17 @@ fn load_producers(log: &Log) -> (ProducerStates, i64) {
         Some((offset, states)) => (states, offset.max(log.log_start_offset()), offset),
         None => (ProducerStates::default(), log.log_start_offset(), -1),
     };
-    replay_producers(log, from, &mut producers);
+    replay_producers(log, from, &mut producers, loaded_at_ms);
     (producers, snapshot_offset)
 }
 
-/// Replays the batch headers from `offset` to the log end into `producers`.
-fn replay_producers(log: &Log, mut offset: i64, producers: &mut ProducerStates) {
+/// Replays the batch headers from `offset` to the log end into `producers`, as written at
+/// `loaded_at_ms`. Not at the batches' own timestamps: those are the producer's (CreateTime),
+/// and a producer writing old ones (a backfill, a mirror keeping its source's times) would be
+/// expired by the first `producer.id.expiration.ms` check after a restart, and a retry of its
+/// last batch written again. Appends record the broker's clock; so does a replay, which at
+/// worst keeps a producer one expiration period longer.
+fn replay_producers(log: &Log, mut offset: i64, producers: &mut ProducerStates, loaded_at_ms: i64) {
     let end = log.log_end_offset();
     while offset < end {
         let Ok(read) = log.read(offset, 1 << 20, None) else {
@@ -649,7 +655,7 @@ fn replay_producers(log: &Log, mut offset: i64, producers: &mut ProducerStates) 
             if h.size() > rest.len() {
                 break;
             }
-            producers.record(&h, DurableToken::DURABLE, h.max_timestamp);
+            producers.record(&h, DurableToken::DURABLE, loaded_at_ms);
             rest = &rest[h.size()..];
         }
         if next <= offset {
@@ -692,9 +698,15 @@ mod tests {
 
     /// One record with `value`, in a batch with the header fields of `spec`.
     fn batch_of(spec: BatchSpec, value: &str) -> bytes::Bytes {
+        batch_at(spec, value, now_ms())
+    }
+
+    /// One record with `value` and `timestamp` (CreateTime), in a batch with the header fields
+    /// of `spec`.
+    fn batch_at(spec: BatchSpec, value: &str, timestamp: i64) -> bytes::Bytes {
         let record = Record {
             offset: 0,
-            timestamp: now_ms(),
+            timestamp,
             key: None,
             value: Some(bytes::Bytes::copy_from_slice(value.as_bytes())),
             headers: Vec::new(),
@@ -809,7 +821,7 @@ mod tests {
         let after = part.spawn_append(idempotent_batch(3, "after")).done;
         after.await.expect("task").expect("appended");
         let log = reopen(part);
-        let (states, snapshot_offset) = load_producers(&log);
+        let (states, snapshot_offset) = load_producers(&log, now_ms());
         assert_eq!(snapshot_offset, 3);
         assert!(matches!(states.check(&planted), Check::Duplicate(_)));
         let retry_before = header_of(&idempotent_batch(2, "a"));
@@ -820,6 +832,40 @@ mod tests {
             states.check(&header_of(&idempotent_batch(4, "next"))),
             Check::Append
         );
+    }
+
+    /// A producer whose records carry old CreateTime timestamps (a backfill, a mirror) keeps
+    /// its idempotence across a restart: the replayed state is not expired by the first
+    /// expiration check, and a retry of its last batch is still a duplicate. Found by the
+    /// simulator (replicated seed 1216), whose records are stamped with simulated time.
+    #[test]
+    fn replayed_producers_are_not_expired_for_their_records_old_timestamps() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = Log::open(dir.path(), LogConfig::default(), now_ms()).expect("open");
+        let old = |seq| {
+            let spec = BatchSpec {
+                codec: Codec::None,
+                producer_id: 42,
+                producer_epoch: 0,
+                base_sequence: seq,
+                ..BatchSpec::default()
+            };
+            // Ten days before now: beyond the default producer.id.expiration.ms of one day.
+            batch_at(spec, "old", now_ms() - 10 * 86_400_000)
+        };
+        for seq in 0..2 {
+            log.append_as_leader(&old(seq), 0, now_ms())
+                .expect("append");
+        }
+        let restarted_at = now_ms();
+        let (mut states, _) = load_producers(&log, restarted_at);
+        assert_eq!(states.expire(restarted_at + 1_000, 86_400_000), 0);
+        assert!(matches!(
+            states.check(&header_of(&old(1))),
+            Check::Duplicate(b) if b.first_offset == 1
+        ));
+        // Idle for the whole expiration period after the restart: then it goes.
+        assert_eq!(states.expire(restarted_at + 86_400_001, 86_400_000), 1);
     }
 
     /// A snapshot newer than the recovered log (its tail was lost) or damaged is ignored and
@@ -839,7 +885,7 @@ mod tests {
         let path = dir.path().join(SNAPSHOT_FILE);
         for bytes in [snapshot_bytes(&fake, 5), b"garbage".to_vec()] {
             std::fs::write(&path, bytes).expect("write");
-            let (states, snapshot_offset) = load_producers(&log);
+            let (states, snapshot_offset) = load_producers(&log, now_ms());
             assert_eq!(snapshot_offset, -1);
             assert!(!path.exists(), "the mismatched snapshot must be removed");
             assert!(matches!(

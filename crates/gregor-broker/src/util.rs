@@ -28,6 +28,14 @@ pub enum PlantedBug {
     /// instead of the smallest: an `acks=all` write is acknowledged once the leader alone has
     /// it.
     HighWatermarkMaxOverIsr,
+    /// A follower that must find where its log leaves the new leader's truncates to its own
+    /// high watermark instead of asking the leader for the end of its last epoch (Kafka before
+    /// KIP-101).
+    TruncateToHighWatermark,
+    /// A leader shrinks its ISR for itself as soon as it proposes the shrink, before the
+    /// controller commits it (so the high watermark stops waiting for the dropped follower,
+    /// which the controller may still elect).
+    IsrShrinkBeforeCommit,
 }
 
 thread_local! {

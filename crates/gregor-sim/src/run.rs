@@ -29,14 +29,21 @@ pub enum PlantedBug {
     /// end over the ISR instead of the smallest (planted in the broker through
     /// `gregor_broker::util::plant_on_this_thread`, which only a simulation can use).
     HighWatermarkMax,
+    /// Replicated runs: a follower truncates to its high watermark instead of using the
+    /// leader's epochs (Kafka before KIP-101).
+    TruncateToHighWatermark,
+    /// Replicated runs: a leader applies its own ISR shrink before the controller commits it.
+    IsrShrinkBeforeCommit,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 3] = [
+    pub const ALL: [(&'static str, PlantedBug); 5] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
+        ("truncate-to-hw", PlantedBug::TruncateToHighWatermark),
+        ("isr-shrink-early", PlantedBug::IsrShrinkBeforeCommit),
     ];
 
     /// The bug named `name` on the command line.
@@ -518,7 +525,13 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         Some(PlantedBug::HighWatermarkMax) => {
             Some(gregor_broker::util::PlantedBug::HighWatermarkMaxOverIsr)
         }
-        _ => None,
+        Some(PlantedBug::TruncateToHighWatermark) => {
+            Some(gregor_broker::util::PlantedBug::TruncateToHighWatermark)
+        }
+        Some(PlantedBug::IsrShrinkBeforeCommit) => {
+            Some(gregor_broker::util::PlantedBug::IsrShrinkBeforeCommit)
+        }
+        Some(PlantedBug::AckUncommitted | PlantedBug::ForgetVote) | None => None,
     });
     let scenario = Scenario::from_seed(options.seed);
     let root = tempfile::tempdir().expect("a temporary directory for the nodes' files");

@@ -156,6 +156,31 @@ fn replicated_seeds_keep_every_acknowledged_record() {
     );
 }
 
+/// Seeds a soak found failing, each with the bug it found (fixed). They must pass for good.
+/// - 1216, 1407, 1552, 1567 (`idempotent-duplicate`): a restarted leader rebuilt its
+///   idempotent producers' state from the log with the records' own timestamps (simulated time,
+///   i.e. 1970), expired them at its first `producer.id.expiration.ms` check, and wrote the
+///   producer's retry of a batch it already held a second time.
+#[test]
+fn replicated_regression_seeds_pass() {
+    let runs: Vec<SimOptions> = [1216, 1407, 1552, 1567]
+        .into_iter()
+        .map(|seed| SimOptions {
+            seed,
+            bug: None,
+            mode: Mode::Replication,
+        })
+        .collect();
+    let mut failures = Vec::new();
+    run_seeds_in_children(exe(), &runs, 2, |o| {
+        let o = o.expect("the seed runs");
+        if !o.passed() {
+            failures.push((o.seed, o.violations));
+        }
+    });
+    assert!(failures.is_empty(), "failing seeds: {failures:#?}");
+}
+
 /// How many replicated seeds CI runs (a replicated seed costs far more than a quorum seed; see
 /// BENCHMARKS.md). `GREGOR_SIM_REPLICATED_SEEDS` raises it for a longer run.
 fn replicated_ci_seeds() -> u64 {
