@@ -11,6 +11,7 @@
   node keeps serving."""
 
 import json
+import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -248,3 +249,40 @@ def test_console_group_endpoints_refuse_bad_input_on_a_non_coordinator(cluster_f
     assert g["coordinator"] == coordinator.node_id and g["via_node"] == viewer.node_id
     assert [o["committed"] for o in g["offsets"]] == COMMITTED
     assert any(x["group_id"] == group for x in api(port, "/ui/api/groups")["groups"])
+
+
+@pytest.mark.timeout(180)
+def test_a_silent_leader_loses_only_its_own_partitions_lag_and_scrapes_stay_fast(cluster_factory):
+    """The leader of one remote partition is frozen (SIGSTOP): the coordinator's scrapes keep
+    answering quickly, every lag they show is exact, the partition led by the other live node
+    keeps its lag, and the frozen leader's partition has no lag series until it is back."""
+    c = lag_cluster(cluster_factory)
+    group = group_coordinated_by(c, 1, "silent")
+    commit(c.nodes[0], group, COMMITTED)
+    coordinator = coordinator_of(c, group, 1)
+    frozen, alive = c.nodes[2], c.nodes[0]
+
+    def lag(samples, p):
+        return value(samples, "gregor_consumer_group_lag_offsets", group=group, topic=TOPIC,
+                     partition=p)
+
+    wait_until(lambda: [lag(scrape(coordinator.metrics_port), p) for p in range(3)] == LAGS, 20,
+               "every partition's lag on the coordinator")
+    frozen.pause()
+    try:
+        def frozen_lag_gone():
+            started = time.monotonic()
+            s = scrape(coordinator.metrics_port)
+            took = time.monotonic() - started
+            assert took < 3, f"a scrape took {took:.1f}s while a leader was frozen"
+            # Never wrong: a lag shown is the exact one (the frozen leader's cannot grow).
+            for p in range(3):
+                assert lag(s, p) in (None, LAGS[p]), (p, lag(s, p))
+            assert lag(s, 1) == LAGS[1], "the coordinator's own partition"
+            return lag(s, frozen.node_id) is None and lag(s, alive.node_id) == LAGS[alive.node_id]
+
+        wait_until(frozen_lag_gone, 30, "the frozen leader's partition to lose its lag series")
+    finally:
+        frozen.resume()
+    wait_until(lambda: [lag(scrape(coordinator.metrics_port), p) for p in range(3)] == LAGS, 40,
+               "every partition's lag once the leader is back")

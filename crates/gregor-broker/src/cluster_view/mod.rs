@@ -91,7 +91,7 @@ impl ClusterView {
     ) -> HashMap<Tp, i64> {
         let image = b.metadata.image();
         let mut out = HashMap::new();
-        let mut remote = HashSet::new();
+        let mut remote: HashMap<i32, Vec<Tp>> = HashMap::new();
         for tp in wanted {
             let leader = image
                 .topic(&tp.0)
@@ -103,26 +103,24 @@ impl ClusterView {
                         out.insert(tp, p.high_watermark());
                     }
                 }
-                Some(l) if l >= 0 => {
-                    remote.insert(tp);
-                }
+                Some(l) if l >= 0 => remote.entry(l).or_default().push(tp),
                 _ => {}
             }
         }
         if remote.is_empty() {
             return out;
         }
+        let all: HashSet<Tp> = remote.values().flatten().cloned().collect();
         let started = now_ms();
-        if lock(&self.high_watermarks).start_refresh(&remote, started) {
+        if lock(&self.high_watermarks).start_refresh(&all, started) {
             let view = self.clone();
-            let asked: Vec<Tp> = remote.iter().cloned().collect();
-            let refresh = tokio::spawn(async move { view.refresh(started, asked).await });
+            let refresh = tokio::spawn(async move { view.refresh(started, remote).await });
             // The scrape waits a little for fresh values; the refresh goes on without it.
             let _ = tokio::time::timeout(SCRAPE_WAIT, refresh).await;
         }
         let cache = lock(&self.high_watermarks);
         let now = now_ms();
-        for tp in remote {
+        for tp in all {
             if let Some(hw) = cache.get(&tp, now) {
                 out.insert(tp, hw);
             }
@@ -130,50 +128,35 @@ impl ClusterView {
         out
     }
 
-    async fn refresh(&self, started: i64, asked: Vec<Tp>) {
-        let specs: Vec<(TopicPartition, OffsetSpec)> = asked
-            .iter()
-            .map(|(t, p)| (TopicPartition::new(t.clone(), *p), OffsetSpec::Latest))
-            .collect();
-        let looked_up = async {
-            let admin = self.admin().await?;
-            admin
-                .list_offsets(&specs, IsolationLevel::ReadUncommitted)
-                .await
-        };
-        match tokio::time::timeout(REFRESH_TIMEOUT, looked_up).await {
-            Ok(Ok(results)) => {
-                let results: Vec<(Tp, Option<i64>)> = asked
-                    .into_iter()
-                    .map(|tp| {
-                        let key = TopicPartition::new(tp.0.clone(), tp.1);
-                        let hw = match results.get(&key) {
-                            Some(Ok(listed)) if listed.offset >= 0 => Some(listed.offset),
-                            Some(Err(e)) => {
-                                debug!(topic = %tp.0, partition = tp.1, error = %e,
-                                    "remote high watermark lookup failed");
-                                None
-                            }
-                            _ => None,
-                        };
-                        (tp, hw)
-                    })
-                    .collect();
-                lock(&self.high_watermarks).refreshed(started, results, now_ms());
-            }
+    /// Asks each leader for its partitions' high watermarks, all leaders at once, each within
+    /// [`REFRESH_TIMEOUT`]: a leader that does not answer loses only its own partitions' lag.
+    async fn refresh(&self, started: i64, by_leader: HashMap<i32, Vec<Tp>>) {
+        let asked: usize = by_leader.values().map(Vec::len).sum();
+        let admin = match tokio::time::timeout(REFRESH_TIMEOUT, self.admin()).await {
+            Ok(Ok(admin)) => admin,
             Ok(Err(e)) => {
-                warn!(error = %e, partitions = asked.len(), "cannot look up remote high watermarks");
-                lock(&self.high_watermarks).refresh_failed(started, asked.len());
+                warn!(error = %e, partitions = asked, "cannot connect to look up remote high watermarks");
+                lock(&self.high_watermarks).refresh_failed(started, asked);
+                return;
             }
             Err(_) => {
                 warn!(
-                    partitions = asked.len(),
-                    timeout_ms = REFRESH_TIMEOUT.as_millis() as u64,
-                    "remote high watermark lookup timed out"
+                    partitions = asked,
+                    "connecting to look up remote high watermarks timed out"
                 );
-                lock(&self.high_watermarks).refresh_failed(started, asked.len());
+                lock(&self.high_watermarks).refresh_failed(started, asked);
+                return;
             }
-        }
+        };
+        let lookups = by_leader
+            .into_iter()
+            .map(|(leader, tps)| leader_high_watermarks(admin, leader, tps));
+        let results: Vec<(Tp, Option<i64>)> = futures::future::join_all(lookups)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        lock(&self.high_watermarks).refreshed(started, results, now_ms());
     }
 
     /// The console address of `node`: its `metrics.listener` as DescribeConfigs of that broker
@@ -230,4 +213,53 @@ impl ClusterView {
         }
         answer
     }
+}
+
+/// The high watermarks of partitions led by `leader` (by this node's metadata), `None` for each
+/// the lookup failed for.
+async fn leader_high_watermarks(
+    admin: &Admin,
+    leader: i32,
+    tps: Vec<Tp>,
+) -> Vec<(Tp, Option<i64>)> {
+    let specs: Vec<(TopicPartition, OffsetSpec)> = tps
+        .iter()
+        .map(|(t, p)| (TopicPartition::new(t.clone(), *p), OffsetSpec::Latest))
+        .collect();
+    let looked_up = tokio::time::timeout(
+        REFRESH_TIMEOUT,
+        admin.list_offsets(&specs, IsolationLevel::ReadUncommitted),
+    )
+    .await;
+    let results = match looked_up {
+        Ok(Ok(results)) => results,
+        Ok(Err(e)) => {
+            warn!(leader, error = %e, partitions = tps.len(), "remote high watermark lookup failed");
+            return tps.into_iter().map(|tp| (tp, None)).collect();
+        }
+        Err(_) => {
+            warn!(
+                leader,
+                partitions = tps.len(),
+                timeout_ms = REFRESH_TIMEOUT.as_millis() as u64,
+                "remote high watermark lookup timed out"
+            );
+            return tps.into_iter().map(|tp| (tp, None)).collect();
+        }
+    };
+    tps.into_iter()
+        .map(|tp| {
+            let key = TopicPartition::new(tp.0.clone(), tp.1);
+            let hw = match results.get(&key) {
+                Some(Ok(listed)) if listed.offset >= 0 => Some(listed.offset),
+                Some(Err(e)) => {
+                    debug!(leader, topic = %tp.0, partition = tp.1, error = %e,
+                        "remote high watermark lookup failed");
+                    None
+                }
+                _ => None,
+            };
+            (tp, hw)
+        })
+        .collect()
 }
