@@ -691,8 +691,10 @@ def java_string_hash(s):
 
 
 def group_partition(group, num_partitions):
-    """The __consumer_offsets partition of a group (Kafka's Utils.abs(hashCode) % n)."""
-    return (java_string_hash(group) & 0x7FFFFFFF) % num_partitions
+    """The __consumer_offsets partition of a group (Kafka's Utils.abs(hashCode) % n; Utils.abs is
+    Math.abs with MIN_VALUE mapped to 0, not a mask of the sign bit)."""
+    h = java_string_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
 def find_coordinator(conn, group):

@@ -35,6 +35,9 @@ pub struct Broker {
     pub incarnation: gregor_meta::Uuid,
     pub registration_offsets: RegistrationOffsets,
     pub metrics: Arc<crate::metrics::BrokerMetrics>,
+    /// The rest of the cluster as `/metrics` and the console need it (remote high watermarks,
+    /// other nodes' consoles).
+    pub cluster_view: Arc<crate::cluster_view::ClusterView>,
     broker_epoch: AtomicI64,
     /// How this broker reaches other nodes.
     pub transport: SharedTransport,
@@ -164,7 +167,17 @@ impl Broker {
                 source,
             }
         })?;
+        let bootstrap = if config.advertised_host.contains(':') {
+            format!("[{}]:{}", config.advertised_host, config.advertised_port)
+        } else {
+            format!("{}:{}", config.advertised_host, config.advertised_port)
+        };
+        let cluster_view = Arc::new(crate::cluster_view::ClusterView::new(
+            config.node_id,
+            bootstrap,
+        ));
         let broker = Arc::new(Broker {
+            cluster_view,
             incarnation: options
                 .incarnation
                 .unwrap_or_else(gregor_meta::Uuid::new_v4),

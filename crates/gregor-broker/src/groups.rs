@@ -53,9 +53,12 @@ pub struct GroupObservation {
     pub rebalances: gregor_group::RebalanceHistory,
     /// Committed offsets: topic, partition, offset.
     pub offsets: Vec<(String, i32, i64)>,
+    /// When this node's shard loaded the group's partition (it became the coordinator, or
+    /// restarted): the rebalance history, kept in memory, starts there.
+    pub coordinator_since_ms: i64,
 }
 
-fn observe(coordinator: &GroupCoordinator) -> Vec<GroupObservation> {
+fn observe(coordinator: &GroupCoordinator, loaded_ms: i64) -> Vec<GroupObservation> {
     coordinator
         .group_ids()
         .into_iter()
@@ -74,6 +77,7 @@ fn observe(coordinator: &GroupCoordinator) -> Vec<GroupObservation> {
                 summary,
                 rebalances,
                 offsets,
+                coordinator_since_ms: loaded_ms,
             })
         })
         .collect()
@@ -620,7 +624,8 @@ async fn run(
         done_tx,
     ));
     let mut pending = 0usize;
-    let effects = coordinator.complete_load(now_ms());
+    let loaded_ms = now_ms();
+    let effects = coordinator.complete_load(loaded_ms);
     pending += carry_out(effects, &mut waiting, &append_tx);
     // Offset expiry runs every offsets.retention.check.interval.ms (first after one interval).
     let check = settings.retention_check;
@@ -651,7 +656,7 @@ async fn run(
                 let (input, reply) = match m {
                     Some(Msg::Request(input, reply)) => (input, reply),
                     Some(Msg::Observe(reply)) => {
-                        let _ = reply.send(observe(&coordinator));
+                        let _ = reply.send(observe(&coordinator, loaded_ms));
                         continue;
                     }
                     None => return,

@@ -4,6 +4,7 @@
 pub mod alter_partition;
 pub mod api;
 pub mod broker;
+pub mod cluster_view;
 pub mod config;
 pub mod connection;
 pub mod console;

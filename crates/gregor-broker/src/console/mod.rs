@@ -14,6 +14,7 @@
 //! DescribeGroups, OffsetFetch) and changes nothing. This module is the imperative shell: it
 //! reads the broker's state; `view` and `timeline` turn it into JSON and are pure.
 
+mod merge;
 mod timeline;
 mod view;
 
@@ -130,32 +131,153 @@ pub async fn answer(broker: Option<&Broker>, path: &str, query: Option<&str>) ->
     let Some(b) = broker else {
         return Page::error(StatusCode::SERVICE_UNAVAILABLE, "the broker is starting");
     };
+    let scope = match scope_param(query) {
+        Ok(scope) => scope,
+        Err(e) => return Page::error(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
     match api {
         "cluster" => Page::json(&cluster(b)),
-        "groups" => {
-            let observed = b.groups.observe().await;
-            let hws = high_watermarks(b, &observed);
-            Page::json(&view::groups(b.config.node_id, &observed, &hws))
-        }
+        "groups" => match scope {
+            Scope::Local => Page::json(&local_groups(b).await),
+            Scope::Cluster => Page::json(&cluster_groups(b).await),
+        },
         "group" => {
             let id = match group_id_param(query) {
                 Ok(id) => id,
                 Err(e) => return Page::error(StatusCode::BAD_REQUEST, &e.to_string()),
             };
-            let observed = b.groups.observe().await;
-            let Some(g) = observed.iter().find(|g| g.summary.group_id == id) else {
-                return Page::error(
-                    StatusCode::NOT_FOUND,
-                    &format!(
-                        "group {id:?} is not coordinated by node {} (or does not exist)",
-                        b.config.node_id
-                    ),
-                );
-            };
-            let hws = high_watermarks(b, std::slice::from_ref(g));
-            Page::json(&view::group(b.config.node_id, g, &hws))
+            group(b, &id, scope).await
         }
         _ => Page::error(StatusCode::NOT_FOUND, &format!("no API {api:?}")),
+    }
+}
+
+/// Whose groups an answer covers: this node's (what it coordinates) or the cluster's (every
+/// live broker asked for its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Local,
+    Cluster,
+}
+
+/// The groups this node coordinates, with their lag.
+async fn local_groups(b: &Broker) -> serde_json::Value {
+    let observed = b.groups.observe().await;
+    let hws = high_watermarks(b, &observed).await;
+    view::groups(b.config.node_id, &observed, &hws)
+}
+
+/// Every live broker's groups: this node's, and each other unfenced broker's own list read from
+/// its console, merged (`merge`).
+async fn cluster_groups(b: &Broker) -> serde_json::Value {
+    let node = b.config.node_id;
+    let image = b.metadata.image();
+    let peers: Vec<(i32, bool)> = image
+        .brokers()
+        .values()
+        .filter(|r| r.id != node)
+        .map(|r| (r.id, r.fenced))
+        .collect();
+    let asked = peers
+        .iter()
+        .map(|&(peer, fenced)| peer_groups(b, peer, fenced));
+    let (mine, mut answers) = tokio::join!(local_groups(b), futures::future::join_all(asked));
+    answers.push((node, Ok(mine)));
+    merge::groups(node, answers)
+}
+
+/// Another node's own groups, read from its console.
+async fn peer_groups(b: &Broker, peer: i32, fenced: bool) -> (i32, merge::NodeAnswer) {
+    if fenced {
+        return (peer, Err("fenced: not asked".to_string()));
+    }
+    let answer = match b
+        .cluster_view
+        .get_from(b, peer, "/ui/api/groups?scope=local")
+        .await
+    {
+        Ok((status, v)) if status.is_success() => Ok(v),
+        Ok((status, v)) => Err(format!(
+            "answered {status}: {}",
+            v.get("error").and_then(|e| e.as_str()).unwrap_or("")
+        )),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = &answer {
+        tracing::warn!(node = peer, error = %e, "cannot read another node's groups for the console");
+    }
+    (peer, answer)
+}
+
+/// One group in full: from this node when it coordinates the group, else read from its
+/// coordinator's console (the leader of its `__consumer_offsets` partition).
+async fn group(b: &Broker, id: &str, scope: Scope) -> Page {
+    let node = b.config.node_id;
+    let observed = b.groups.observe().await;
+    if let Some(g) = observed.iter().find(|g| g.summary.group_id == id) {
+        let hws = high_watermarks(b, std::slice::from_ref(g)).await;
+        return Page::json(&view::group(node, g, &hws));
+    }
+    let not_here = || {
+        Page::error(
+            StatusCode::NOT_FOUND,
+            &format!("group {id:?} is not coordinated by node {node} (or does not exist)"),
+        )
+    };
+    if scope == Scope::Local {
+        return not_here();
+    }
+    let image = b.metadata.image();
+    let partition = crate::groups::Groups::partition_of(b.control_plane(), id);
+    let coordinator = image
+        .topic(crate::groups::OFFSETS_TOPIC)
+        .and_then(|t| t.partitions.get(&partition))
+        .map(|p| p.leader);
+    let coordinator = match coordinator {
+        Some(c) if c >= 0 && c != node => c,
+        Some(c) if c == node => return not_here(),
+        _ => {
+            return Page::error(
+                StatusCode::NOT_FOUND,
+                &format!(
+                    "group {id:?} does not exist (its {} partition {partition} has no leader)",
+                    crate::groups::OFFSETS_TOPIC
+                ),
+            )
+        }
+    };
+    let path = format!(
+        "/ui/api/group?id={}&scope=local",
+        crate::cluster_view::peer::encode_param(id)
+    );
+    match b.cluster_view.get_from(b, coordinator, &path).await {
+        Ok((status, mut v)) => {
+            if status.is_success() {
+                v["via_node"] = serde_json::json!(node);
+                Page::json(&v)
+            } else {
+                let message = v
+                    .get("error")
+                    .and_then(|e| e.as_str())
+                    .unwrap_or("no reason given");
+                let status = if status.is_client_error() {
+                    status
+                } else {
+                    StatusCode::BAD_GATEWAY
+                };
+                Page::error(
+                    status,
+                    &format!("coordinator node {coordinator}: {message}"),
+                )
+            }
+        }
+        Err(e) => {
+            tracing::warn!(group = id, node = coordinator, error = %e, "cannot read a group from its coordinator's console");
+            Page::error(
+                StatusCode::BAD_GATEWAY,
+                &format!("group {id:?} is coordinated by node {coordinator}, whose console did not answer: {e}"),
+            )
+        }
     }
 }
 
@@ -185,22 +307,17 @@ fn cluster(b: &Broker) -> serde_json::Value {
     })
 }
 
-/// The high watermarks of the partitions the groups committed to, where this node hosts them.
-fn high_watermarks(
+/// The high watermarks of the partitions the groups committed to, from their leaders (as for
+/// `gregor_consumer_group_lag_offsets`).
+async fn high_watermarks(
     b: &Broker,
     groups: &[crate::groups::GroupObservation],
 ) -> HashMap<(String, i32), i64> {
-    let mut out = HashMap::new();
-    for (topic, partition, _) in groups.iter().flat_map(|g| &g.offsets) {
-        let key = (topic.clone(), *partition);
-        if out.contains_key(&key) {
-            continue;
-        }
-        if let Some(p) = b.replicas.get(topic, *partition) {
-            out.insert(key, p.high_watermark());
-        }
-    }
-    out
+    let wanted = groups
+        .iter()
+        .flat_map(|g| g.offsets.iter().map(|(t, p, _)| (t.clone(), *p)))
+        .collect();
+    b.cluster_view.high_watermarks(b, wanted).await
 }
 
 /// Why a query was refused.
@@ -214,22 +331,46 @@ pub enum QueryError {
     BadEscape(usize),
     #[error("the query does not decode to UTF-8")]
     NotUtf8,
+    #[error("parameter scope given more than once")]
+    RepeatedScope,
+    #[error(
+        "parameter scope must be local (this node's groups) or cluster (every node's), not {0:?}"
+    )]
+    BadScope(String),
+}
+
+/// The values of parameter `name` in a query string, decoded.
+fn param(query: Option<&str>, name: &str) -> Result<Vec<String>, QueryError> {
+    let mut found = Vec::new();
+    for pair in query.unwrap_or("").split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if percent_decode(key)? == name {
+            found.push(percent_decode(value)?);
+        }
+    }
+    Ok(found)
 }
 
 /// The `id` parameter of a query string.
 pub fn group_id_param(query: Option<&str>) -> Result<String, QueryError> {
-    let mut found = None;
-    for pair in query.unwrap_or("").split('&') {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if percent_decode(key)? != "id" {
-            continue;
-        }
-        if found.is_some() {
-            return Err(QueryError::RepeatedId);
-        }
-        found = Some(percent_decode(value)?);
+    let mut ids = param(query, "id")?;
+    if ids.len() > 1 {
+        return Err(QueryError::RepeatedId);
     }
-    found.ok_or(QueryError::MissingId)
+    ids.pop().ok_or(QueryError::MissingId)
+}
+
+/// The `scope` parameter: `cluster` when absent.
+pub fn scope_param(query: Option<&str>) -> Result<Scope, QueryError> {
+    let mut scopes = param(query, "scope")?;
+    if scopes.len() > 1 {
+        return Err(QueryError::RepeatedScope);
+    }
+    match scopes.pop().as_deref() {
+        None | Some("cluster") => Ok(Scope::Cluster),
+        Some("local") => Ok(Scope::Local),
+        Some(other) => Err(QueryError::BadScope(other.chars().take(64).collect())),
+    }
 }
 
 /// Decodes `%XX` escapes and `+` (a space, in form encoding).
@@ -291,6 +432,26 @@ mod tests {
             Err(QueryError::BadEscape(2))
         );
         assert_eq!(group_id_param(Some("id=%ff%fe")), Err(QueryError::NotUtf8));
+        assert_eq!(
+            group_id_param(Some("id=a&scope=x&id=b")),
+            Err(QueryError::RepeatedId)
+        );
+    }
+
+    #[test]
+    fn scopes() {
+        assert_eq!(scope_param(None), Ok(Scope::Cluster));
+        assert_eq!(scope_param(Some("id=x")), Ok(Scope::Cluster));
+        assert_eq!(scope_param(Some("id=x&scope=local")), Ok(Scope::Local));
+        assert_eq!(scope_param(Some("scope=cluster")), Ok(Scope::Cluster));
+        assert_eq!(
+            scope_param(Some("scope=all")),
+            Err(QueryError::BadScope("all".into()))
+        );
+        assert_eq!(
+            scope_param(Some("scope=local&scope=local")),
+            Err(QueryError::RepeatedScope)
+        );
     }
 
     #[test]

@@ -130,7 +130,7 @@ fn lag_sum(lags: &[PartitionLag]) -> Option<i64> {
     lags.iter().filter_map(|l| l.lag).reduce(|a, b| a + b)
 }
 
-/// The groups this node coordinates, one line each.
+/// The groups this node coordinates, one line each (`/ui/api/groups?scope=local`).
 pub fn groups(
     node_id: i32,
     observed: &[GroupObservation],
@@ -150,11 +150,12 @@ pub fn groups(
                 "lag_sum": lag_sum(&lags(g, hws)),
                 "rebalances": g.rebalances.generations,
                 "rebalancing": g.rebalances.in_progress().is_some(),
+                "coordinator": node_id,
             })
         })
         .collect();
     groups.sort_by(|a, b| a["group_id"].as_str().cmp(&b["group_id"].as_str()));
-    json!({ "node_id": node_id, "groups": groups })
+    json!({ "node_id": node_id, "scope": "local", "groups": groups })
 }
 
 pub(super) fn member_ref(m: &MemberRef) -> Value {
@@ -221,6 +222,8 @@ pub fn group(node_id: i32, g: &GroupObservation, hws: &HashMap<(String, i32), i6
         .collect();
     json!({
         "node_id": node_id,
+        "coordinator": node_id,
+        "coordinator_since_ms": g.coordinator_since_ms,
         "group_id": s.group_id,
         "state": s.state.name(),
         "protocol_type": s.protocol_type,

@@ -2,7 +2,7 @@
 //! the metadata image and the hosted replicas, log sizes, connections, the controller, and the
 //! groups of this node's coordinator shards with their consumer lag.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use gregor_meta::config::BrokerConfigView;
@@ -259,22 +259,33 @@ async fn groups(b: &Broker, r: &mut Registry) {
         "gregor_consumer_group_committed_offset",
         "A group's committed offset for a partition",
     );
-    let lag = family::<GroupPartitionLabels>(r, "gregor_consumer_group_lag_offsets", "High watermark minus the committed offset, for partitions hosted on this broker (the leader's high watermark, or on a follower the high watermark its leader last reported)");
+    let lag = family::<GroupPartitionLabels>(r, "gregor_consumer_group_lag_offsets", "High watermark minus the committed offset, the high watermark from the partition's leader (read here when this broker leads it, else asked of the leader with ListOffsets, refreshed at most every 2 s; no series while the leader does not answer). Reported by the group's coordinator only: summing over brokers counts each group once");
     let time_lag = Family::<GroupPartitionLabels, FloatGauge>::default();
     r.register(
         "gregor_consumer_group_lag_seconds",
-        "Age of the first unconsumed record (now minus the first timestamp of the batch holding the committed offset), for partitions hosted on this broker with a lag",
+        "Age of the first unconsumed record (now minus the first timestamp of the batch holding the committed offset), where the coordinator hosts a replica holding that batch (remote batches are not fetched: no series for partitions without a replica here)",
         time_lag.clone(),
+    );
+    let failures = Counter::<u64>::default();
+    failures.inc_by(b.cluster_view.high_watermark_failures());
+    r.register(
+        "gregor_consumer_group_remote_high_watermark_failures",
+        "Lookups of a partition's high watermark at its leader (for the lag of the groups coordinated here) that failed; the lag of that partition is left out until a lookup succeeds",
+        failures,
     );
     let now_ms = crate::util::now_ms();
     let group_lag = family::<GroupLabels>(
         r,
         "gregor_consumer_group_lag_sum_offsets",
-        "Sum of a group's lag over the partitions hosted on this broker",
+        "Sum of a group's lag over its partitions whose high watermark is known",
     );
 
     // One look per partition however many groups commit to it.
-    let mut hws: HashMap<(String, i32), Option<i64>> = HashMap::new();
+    let wanted: HashSet<(String, i32)> = observed
+        .iter()
+        .flat_map(|g| g.offsets.iter().map(|(t, p, _)| (t.clone(), *p)))
+        .collect();
+    let hws = b.cluster_view.high_watermarks(b, wanted).await;
     for g in &observed {
         let s = &g.summary;
         by_state
@@ -318,12 +329,7 @@ async fn groups(b: &Broker, r: &mut Registry) {
                 partition: partition.to_string(),
             };
             committed.get_or_create(&labels).set(*offset);
-            let hw = *hws.entry((topic.clone(), *partition)).or_insert_with(|| {
-                b.replicas
-                    .get(topic, *partition)
-                    .map(|p| p.high_watermark())
-            });
-            if let Some(hw) = hw {
+            if let Some(&hw) = hws.get(&(topic.clone(), *partition)) {
                 let l = (hw - offset).max(0);
                 lag.get_or_create(&labels).set(l);
                 *sum.get_or_insert(0) += l;
@@ -344,8 +350,9 @@ async fn groups(b: &Broker, r: &mut Registry) {
 }
 
 /// The first timestamp of the record batch holding `offset` in a hosted replica's log (bytes
-/// 27..35 of a v2 batch header), read below the high watermark; `None` when the replica or the
-/// offset is gone.
+/// 27..35 of a v2 batch header), read below this replica's high watermark; `None` when the
+/// replica or the offset is not here (a follower that has not replicated it yet, a partition
+/// without a replica here).
 async fn first_unconsumed_timestamp(
     b: &Broker,
     topic: &str,

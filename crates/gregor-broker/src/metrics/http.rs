@@ -46,7 +46,7 @@ pub fn listener_address(config: &crate::BrokerConfig) -> Result<Option<SocketAdd
     parse_listener(&value)
 }
 
-fn parse_listener(value: &str) -> Result<Option<SocketAddr>, String> {
+pub(crate) fn parse_listener(value: &str) -> Result<Option<SocketAddr>, String> {
     let value = value.trim();
     if value.is_empty() {
         return Ok(None);

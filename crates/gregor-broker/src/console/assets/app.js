@@ -114,20 +114,28 @@ function topicsPage(c) {
 }
 
 function groupsPage(g) {
-  const rows = g.groups.map((x) => h("tr", { "data-group": x.group_id },
+  const rows = g.groups.map((x) => h("tr", { "data-group": x.group_id, "data-coordinator": x.coordinator },
     h("td", null, h("a", { href: groupHref(x.group_id) }, x.group_id)),
     h("td", null, h("span", { class: `badge state-${x.state}` }, x.state)),
     h("td", null, x.protocol_type ? `${x.protocol_type} / ${x.protocol || "—"}` : "—"),
     h("td", { class: "num" }, x.generation),
     h("td", { class: "num" }, x.members),
     h("td", { class: "num" }, num(x.lag_sum)),
-    h("td", { class: "num" }, x.rebalances)));
+    h("td", { class: "num" }, x.rebalances),
+    h("td", { class: "num coordinator" }, x.coordinator)));
+  const unread = (g.nodes || []).filter((n) => !n.ok);
   return [
     h("h2", null, "Consumer groups"),
+    unread.length ? h("div", { class: "error-box", id: "unread-nodes" },
+      "Groups of these nodes are missing: ",
+      unread.map((n) => `node ${n.node_id} (${n.error})`).join("; ")) : null,
     g.groups.length
-      ? table([["group"], ["state"], ["protocol"], ["generation", "num"], ["members", "num"], ["lag", "num"], ["rebalances", "num"]], rows, { id: "groups" })
+      ? table([["group"], ["state"], ["protocol"], ["generation", "num"], ["members", "num"], ["lag", "num"], ["rebalances", "num"], ["coordinator", "num"]], rows, { id: "groups" })
       : h("p", { class: "muted" }, "No groups."),
-    h("p", { class: "muted" }, `Groups coordinated by node ${g.node_id} (the leader of their __consumer_offsets partition).`),
+    h("p", { class: "muted" }, g.scope === "cluster"
+      ? `Groups of the whole cluster, each as its coordinator (the leader of its __consumer_offsets partition) reports it; ` +
+        `read by node ${g.node_id} from every live broker's console.`
+      : `Groups coordinated by node ${g.node_id} (the leader of their __consumer_offsets partition).`),
   ];
 }
 
@@ -189,7 +197,8 @@ function groupPage(g) {
       h("div", null, h("b", null, g.members.length), "members"),
       h("div", null, h("b", { id: "group-lag" }, num(g.lag_sum)), "lag (offsets)"),
       h("div", null, h("b", null, g.skew === null ? "—" : g.skew.toFixed(2)), "lag skew (max/mean per member)"),
-      h("div", null, h("b", null, g.rebalances.generations), "rebalances")),
+      h("div", null, h("b", null, g.rebalances.generations), "rebalances"),
+      h("div", null, h("b", { id: "group-coordinator" }, g.coordinator), "coordinator node")),
     h("h3", null, "Members"),
     g.members.length ? table([["member id"], ["client id"], ["host"], ["instance id"], ["assignment"], ["partitions", "num"], ["lag", "num"]], members, { id: "members" })
       : h("p", { class: "muted" }, "No members."),
@@ -199,10 +208,15 @@ function groupPage(g) {
     h("h3", null, "Rebalance timeline"),
     h("div", { class: "legend" }, h("span", null, h("i", { class: "join" }), "join phase (PreparingRebalance)"),
       h("span", null, h("i", { class: "sync" }), "sync phase (CompletingRebalance)")),
+    h("p", { class: "muted", id: "timeline-source" },
+      `Recorded in memory by the coordinator, node ${g.coordinator}, since it loaded the group at ${when(g.coordinator_since_ms)}: ` +
+      "the history starts there (when the coordinator moved to this node, or restarted) and is lost when it moves again. " +
+      `The last ${g.timeline_capacity} rebalances are kept, newest first.`),
     timeline.length ? h("ol", { class: "timeline", id: "timeline" }, timeline)
       : h("p", { class: "muted" }, "No rebalance since this coordinator loaded the group."),
-    h("p", { class: "muted" }, `Lag = high watermark − committed offset, for partitions hosted by node ${g.node_id}. ` +
-      `The timeline keeps the last ${g.timeline_capacity} rebalances recorded by this coordinator, newest first.`),
+    h("p", { class: "muted" }, "Lag = high watermark − committed offset; the high watermark is the partition leader's " +
+      "(asked of the leader by the coordinator, refreshed every few seconds; — while the leader does not answer)." +
+      (g.via_node !== undefined && g.via_node !== g.coordinator ? ` Read by node ${g.via_node} from node ${g.coordinator}'s console.` : "")),
   ];
 }
 
@@ -233,7 +247,7 @@ async function refresh() {
     main.replaceChildren(...r.render(data));
     main.dataset.page = r.page;
     main.dataset.loaded = "true";
-    setStatus(`node ${data.node_id} · updated ${new Date().toLocaleTimeString("en-GB")}`);
+    setStatus(`node ${data.via_node ?? data.node_id} · updated ${new Date().toLocaleTimeString("en-GB")}`);
   } catch (e) {
     if (mine !== generation) return;
     main.replaceChildren(h("div", { class: "error-box", id: "error" }, e.message));
