@@ -20,11 +20,10 @@ use crate::run::{Mode, Outcome, SimOptions};
 pub enum ChildError {
     #[error("cannot start {exe}: {source}")]
     Spawn { exe: String, source: std::io::Error },
-    #[error("seed {seed}: the child process failed ({status}): {stderr}")]
+    #[error("seed {seed}: the child process failed ({status}; its stderr above says why)")]
     Failed {
         seed: u64,
         status: std::process::ExitStatus,
-        stderr: String,
     },
     #[error("seed {seed}: unreadable outcome from the child process: {source}")]
     Unreadable {
@@ -52,22 +51,19 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
 
 /// Runs one seed in a child process of the simulator binary `exe`.
 pub fn run_seed_in_child(exe: &Path, options: SimOptions) -> Result<Outcome, ChildError> {
+    // The child's logs (RUST_LOG) go where this process's go.
     let out = Command::new(exe)
         .args(child_args(&options))
-        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::inherit())
         .output()
         .map_err(|source| ChildError::Spawn {
             exe: exe.display().to_string(),
             source,
         })?;
     if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let lines: Vec<&str> = stderr.lines().collect();
         return Err(ChildError::Failed {
             seed: options.seed,
             status: out.status,
-            // The end says why (a panic message, a backtrace's top).
-            stderr: lines[lines.len().saturating_sub(20)..].join("\n"),
         });
     }
     serde_json::from_slice(&out.stdout).map_err(|source| ChildError::Unreadable {

@@ -83,6 +83,16 @@ fn main() -> Result<()> {
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(());
     }
+    if let Some(seed) = args.seed {
+        // One seed: this process is as fresh as a child would be, so it runs here (and its
+        // RUST_LOG logs come out as they happen).
+        let mut outcome = run_seed(SimOptions { seed, bug, mode });
+        report(&args, &mut outcome);
+        if !outcome.passed() {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
     let runs: Vec<SimOptions> = match args.seed {
         Some(seed) => vec![SimOptions { seed, bug, mode }],
         None => (args.from..args.from.saturating_add(args.seeds))
