@@ -8,6 +8,7 @@ pub mod config;
 pub mod connection;
 pub mod console;
 pub mod data_plane;
+pub mod fetch_frame;
 pub mod fetcher;
 pub mod forward;
 pub mod frame;
@@ -25,6 +26,7 @@ pub mod replica;
 pub mod server;
 pub mod transport;
 pub mod util;
+pub mod zero_copy;
 
 pub use broker::Broker;
 pub use config::{BrokerConfig, BrokerOptions};

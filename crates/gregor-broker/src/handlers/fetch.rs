@@ -10,18 +10,24 @@
 //! non-empty partition may exceed them by one batch). Disk reads run on the blocking pool, not
 //! on the async workers. Fetch sessions (KIP-227) are answered as full fetches (session id 0),
 //! which every client accepts.
+//!
+//! The record bytes are not read here: the answer names where they lie in the segment files
+//! ([`FetchReply`]), and the connection sends them from there (`fetch_frame.rs`,
+//! `zero_copy.rs`). Only batch headers are read, to stop at whole batches within the limits.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::select_all;
+use gregor_log::FileSlice;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
 
 use crate::data_plane::DataPlane;
+use crate::fetch_frame::FetchReply;
 use crate::replica::Partition;
 use crate::util::blocking;
 
@@ -81,7 +87,7 @@ fn reader_for(b: DataPlane<'_>, replica_id: i32, topic: &str, partition: i32) ->
     }
 }
 
-pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResponse {
+pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchReply {
     let replica_id = replica_id(&r, version);
     let mut targets = Vec::new();
     let mut topics_out = Vec::new();
@@ -147,7 +153,7 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResp
         first = false;
         hold_throttled(b, &mut targets);
         let (results, bytes) = read_all_blocking(targets.clone(), max_bytes, version).await;
-        let any_error = results.iter().any(|p| p.error_code != 0);
+        let any_error = results.iter().any(|p| p.data.error_code != 0);
         if bytes >= min_bytes || any_error || watches.is_empty() || Instant::now() >= deadline {
             break results;
         }
@@ -165,18 +171,28 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResp
         }
     };
     record_throttled_bytes(b, &targets, &results);
-    for (t, pd) in targets.iter().zip(&results) {
-        if let (Ok(part), Some(records)) = (&t.part, &pd.records) {
-            b.metrics
-                .fetched(&part.topic, records, t.reader == Reader::Follower);
+    for (t, pr) in targets.iter().zip(&results) {
+        if let Ok(part) = &t.part {
+            b.metrics.fetched(
+                &part.topic,
+                pr.records.len,
+                pr.record_count,
+                t.reader == Reader::Follower,
+            );
         }
     }
-    for (t, pd) in targets.iter().zip(results) {
-        topics_out[t.topic_index].partitions.push(pd);
+    // Partitions are answered in the order of the request's topics, which the slices follow.
+    let mut slices: Vec<Vec<FileSlice>> = vec![Vec::new(); topics_out.len()];
+    for (t, pr) in targets.iter().zip(results) {
+        topics_out[t.topic_index].partitions.push(pr.data);
+        slices[t.topic_index].push(pr.records);
     }
     let mut resp = FetchResponse::default();
     resp.responses = topics_out;
-    resp
+    FetchReply {
+        response: resp,
+        records: slices.into_iter().flatten().collect(),
+    }
 }
 
 /// Updates the leaders' view of a follower from the offsets its fetch names, and sends any ISR
@@ -228,12 +244,12 @@ fn hold_throttled(b: DataPlane<'_>, targets: &mut [Target]) {
 }
 
 /// Counts the record bytes sent for throttled partitions against the leader quota.
-fn record_throttled_bytes(b: DataPlane<'_>, targets: &[Target], results: &[PartitionData]) {
+fn record_throttled_bytes(b: DataPlane<'_>, targets: &[Target], results: &[PartRead]) {
     let bytes: usize = targets
         .iter()
         .zip(results)
         .filter(|(t, _)| t.throttled)
-        .map(|(_, pd)| pd.records.as_ref().map_or(0, Bytes::len))
+        .map(|(_, pr)| pr.records.len)
         .sum();
     if bytes > 0 {
         let throttles = b.replicas.throttles();
@@ -247,11 +263,19 @@ async fn read_all_blocking(
     targets: Vec<Target>,
     max_bytes: usize,
     version: i16,
-) -> (Vec<PartitionData>, usize) {
+) -> (Vec<PartRead>, usize) {
     blocking(move || read_all(&targets, max_bytes, version)).await
 }
 
-fn read_all(targets: &[Target], max_bytes: usize, version: i16) -> (Vec<PartitionData>, usize) {
+/// One partition's answer: its response fields, and where its record bytes lie.
+struct PartRead {
+    /// The partition's response; `records` is empty when the bytes come from `records` below.
+    data: PartitionData,
+    records: FileSlice,
+    record_count: u64,
+}
+
+fn read_all(targets: &[Target], max_bytes: usize, version: i16) -> (Vec<PartRead>, usize) {
     let mut total = 0usize;
     let mut out = Vec::with_capacity(targets.len());
     for t in targets {
@@ -259,15 +283,31 @@ fn read_all(targets: &[Target], max_bytes: usize, version: i16) -> (Vec<Partitio
         // returns at least one whole batch); later ones may not.
         let budget = t.max_bytes.min(max_bytes.saturating_sub(total));
         let budget = if total == 0 { budget.max(1) } else { budget };
-        let pd = read_one(t, budget, version);
-        total += pd.records.as_ref().map_or(0, Bytes::len);
-        out.push(pd);
+        let pr = read_one(t, budget, version);
+        total += pr.records.len;
+        out.push(pr);
     }
     (out, total)
 }
 
-fn read_one(t: &Target, budget: usize, version: i16) -> PartitionData {
-    let mut pd = PartitionData::default();
+fn read_one(t: &Target, budget: usize, version: i16) -> PartRead {
+    let mut data = PartitionData::default();
+    let (records, record_count) =
+        read_into(t, budget, version, &mut data).unwrap_or_else(|| (FileSlice::empty(), 0));
+    PartRead {
+        data,
+        records,
+        record_count,
+    }
+}
+
+/// Fills in `pd`; the slice of the log to send with it, if any.
+fn read_into(
+    t: &Target,
+    budget: usize,
+    version: i16,
+    pd: &mut PartitionData,
+) -> Option<(FileSlice, u64)> {
     pd.partition_index = t.partition;
     pd.high_watermark = -1;
     pd.last_stable_offset = -1;
@@ -279,13 +319,13 @@ fn read_one(t: &Target, budget: usize, version: i16) -> PartitionData {
         Ok(p) => p,
         Err(e) => {
             pd.error_code = e.code();
-            return pd;
+            return None;
         }
     };
     let role = part.role();
     if !role.is_leader {
         pd.error_code = ResponseError::NotLeaderOrFollower.code();
-        return pd;
+        return None;
     }
     if t.current_leader_epoch >= 0 && t.current_leader_epoch != role.leader_epoch {
         pd.error_code = if t.current_leader_epoch < role.leader_epoch {
@@ -293,7 +333,7 @@ fn read_one(t: &Target, budget: usize, version: i16) -> PartitionData {
         } else {
             ResponseError::UnknownLeaderEpoch.code()
         };
-        return pd;
+        return None;
     }
     if let Reader::NotAReplica { replica_id } = t.reader {
         // Kafka's answer to a replica id outside the replica set: with the current leader
@@ -305,7 +345,7 @@ fn read_one(t: &Target, budget: usize, version: i16) -> PartitionData {
             ResponseError::NotLeaderOrFollower.code()
         };
         tracing::debug!(topic = %part.topic, partition = t.partition, replica_id, "fetch from a replica id that is not a follower of the partition");
-        return pd;
+        return None;
     }
     let follower = t.reader == Reader::Follower;
     let log = &part.log;
@@ -320,20 +360,25 @@ fn read_one(t: &Target, budget: usize, version: i16) -> PartitionData {
     let end = log.log_end_offset();
     if t.fetch_offset < log.log_start_offset() || t.fetch_offset > end {
         pd.error_code = ResponseError::OffsetOutOfRange.code();
-        return pd;
+        return None;
     }
     let upper = if follower { None } else { Some(hw) };
     if !follower && t.fetch_offset >= hw {
         pd.records = Some(Bytes::new());
-        return pd;
+        return None;
     }
     if budget == 0 || t.held {
         pd.records = Some(Bytes::new());
-        return pd;
+        return None;
     }
-    match log.read(t.fetch_offset, budget, upper) {
-        Ok(read) => pd.records = Some(read.records),
-        Err(e) => pd.error_code = crate::replica::log_error(&e).code(),
+    match log.read_slice(t.fetch_offset, budget, upper) {
+        Ok(read) => {
+            pd.records = Some(Bytes::new());
+            Some((read.records, read.record_count))
+        }
+        Err(e) => {
+            pd.error_code = crate::replica::log_error(&e).code();
+            None
+        }
     }
-    pd
 }
