@@ -221,6 +221,10 @@ class KafkaPythonMember:
             heartbeat_interval_ms=GROUP_TIMINGS["heartbeat.interval.ms"],
             max_poll_interval_ms=GROUP_TIMINGS["max.poll.interval.ms"],
             request_timeout_ms=40000,
+            # A leader that assigned with metadata lacking a just-created topic ("No partition
+            # metadata", then nothing assigned) sees it at the next refresh and rejoins; the
+            # default refresh is 5 minutes.
+            metadata_max_age_ms=1000,
         )
         self.kwargs.update(extra or {})
         self._stop = threading.Event()
@@ -255,13 +259,15 @@ class ProcessMember:
     callbacks arrive as JSON lines on stdout and are recorded on the shared timeline."""
 
     def __init__(self, broker, timeline, name, group, topic, lib, strategy, session_ms,
-                 heartbeat_ms):
+                 heartbeat_ms, max_poll_ms=None):
         self.timeline = timeline
         self.name = name
         self.argv = [sys.executable, str(E2E / "member_proc.py"),
                      "--bootstrap", broker.bootstrap, "--group", group, "--topic", topic,
                      "--lib", lib, "--strategy", strategy, "--name", name,
                      "--session-ms", str(session_ms), "--heartbeat-ms", str(heartbeat_ms)]
+        if max_poll_ms is not None:
+            self.argv += ["--max-poll-ms", str(max_poll_ms)]
         self.proc = None
         self.lines = []
         self.reader = None
@@ -290,8 +296,17 @@ class ProcessMember:
         self.reader.join(5)
         self.timeline.record(self.name, GONE, self.timeline.snapshot().get(self.name, ()))
 
+    def pause(self):
+        """SIGSTOP: the whole client freezes (a long GC pause, a stuck host): no heartbeats, no
+        rejoin, no LeaveGroup."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self):
+        os.kill(self.proc.pid, signal.SIGCONT)
+
     def cleanup(self):
         if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
             self.proc.kill()
             self.proc.wait(5)
 

@@ -20,6 +20,7 @@ def run_confluent(a):
         "client.id": a.name, "partition.assignment.strategy": a.strategy,
         "session.timeout.ms": a.session_ms, "heartbeat.interval.ms": a.heartbeat_ms,
         "enable.auto.commit": False,
+        **({"max.poll.interval.ms": a.max_poll_ms} if a.max_poll_ms else {}),
     })
     c.subscribe([a.topic], on_assign=lambda c, p: emit("assign", p),
                 on_revoke=lambda c, p: emit("revoke", p), on_lost=lambda c, p: emit("lost", p))
@@ -44,10 +45,11 @@ def run_kafka_python(a):
             emit("lost", lost)
 
     assert a.strategy == "sticky", "kafka-python is used here for its sticky assignor"
+    extra = {"max_poll_interval_ms": a.max_poll_ms} if a.max_poll_ms else {}
     c = KafkaConsumer(bootstrap_servers=a.bootstrap, group_id=a.group, client_id=a.name,
                       partition_assignment_strategy=[StickyPartitionAssignor],
                       session_timeout_ms=a.session_ms, heartbeat_interval_ms=a.heartbeat_ms,
-                      enable_auto_commit=False)
+                      enable_auto_commit=False, **extra)
     c.subscribe(topics=[a.topic], listener=L())
     deadline = time.monotonic() + a.max_seconds
     while time.monotonic() < deadline:
@@ -64,6 +66,8 @@ def main():
     ap.add_argument("--name", required=True)
     ap.add_argument("--session-ms", type=int, required=True)
     ap.add_argument("--heartbeat-ms", type=int, required=True)
+    ap.add_argument("--max-poll-ms", type=int, default=None,
+                    help="max.poll.interval.ms: the rebalance timeout the member sends")
     ap.add_argument("--max-seconds", type=float, default=60)
     a = ap.parse_args()
     (run_confluent if a.lib == "confluent" else run_kafka_python)(a)

@@ -213,8 +213,11 @@ def test_unclean_leader_election_loses_the_old_leaders_suffix_only_when_enabled(
     n1.start()
     n1.wait_ready()
     if not unclean:
-        # Nobody in the ISR is alive: the partition stays offline rather than lose data.
-        time.sleep(3)
+        # Nobody in the ISR is alive: once the dead leader's session expires (and it is fenced,
+        # with the out-of-sync replica already back) the partition goes offline rather than
+        # lose data, and stays so.
+        wait_until(lambda: partition_state(n2, "u")[0] == -1, 20, "the partition offline")
+        time.sleep(1)
         assert partition_state(n2, "u")[0] == -1
         n0.start()
         n0.wait_ready()

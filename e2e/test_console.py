@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from clients import conf, create_topic, produce
 from conftest import free_port, wait_until
-from groups import ConfluentMember, Timeline
+from groups import ConfluentMember, ProcessMember, Timeline
 from test_metrics import http_get, raw_exchange
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser")
@@ -143,6 +143,15 @@ def metrics_broker(start_broker):
     return b
 
 
+def group_settled(port, group, generation, members):
+    """The group's console JSON once `generation` completed and the group is Stable with
+    `members` members; else None."""
+    g = api(port, "/ui/api/group?id=" + group)
+    done = [r for r in g["timeline"] if r["generation"] == generation
+            and r["status"] == "completed"]
+    return g if g["state"] == "Stable" and len(g["members"]) == members and done else None
+
+
 @pytest.mark.timeout(180)
 def test_group_members_lag_and_rebalance_timeline_in_a_browser(start_broker, tmp_path):
     b = metrics_broker(start_broker)
@@ -161,10 +170,7 @@ def test_group_members_lag_and_rebalance_timeline_in_a_browser(start_broker, tmp
         c.close()
 
     def settled(generation, members):
-        g = api(port, "/ui/api/group?id=" + group)
-        done = [r for r in g["timeline"] if r["generation"] == generation
-                and r["status"] == "completed"]
-        return g if g["state"] == "Stable" and len(g["members"]) == members and done else None
+        return group_settled(port, group, generation, members)
 
     timeline = Timeline()
     # Client ids are the clients' to choose: this one tries to inject markup into the page.
@@ -225,6 +231,55 @@ def test_group_members_lag_and_rebalance_timeline_in_a_browser(start_broker, tmp
     assert t[3]["total_ms"] == t[3]["join_ms"] + t[3]["sync_ms"]
     assert [d["cause"] for d in t[3]["departed"]] == ["left"]
     alpha.stop()
+
+
+@pytest.mark.timeout(180)
+def test_a_frozen_member_is_kicked_after_its_max_poll_interval_and_the_timeline_says_so(
+        start_broker, tmp_path):
+    """A kafka-python consumer (session.timeout.ms 30 s, max.poll.interval.ms 3 s: the rebalance
+    timeout, as for every member of the group) is frozen with SIGSTOP — no heartbeats, no rejoin, no LeaveGroup — and a second
+    member joins. The coordinator removes the frozen member when the rebalance timeout runs
+    out, long before its session would expire; the new generation forms without it, and the
+    console's timeline shows the kick. Thawed, the member finds itself out and joins again."""
+    b = metrics_broker(start_broker)
+    port = b.metrics_port
+    topic = create_topic(b, "kick-topic", partitions=2)
+    group = "kick-group"
+    timeline = Timeline()
+    members = []
+    try:
+        stuck = ProcessMember(b, timeline, "stuck", group, topic, "kafka-python", "sticky",
+                              session_ms=30000, heartbeat_ms=1000, max_poll_ms=3000).start()
+        members.append(stuck)
+        wait_until(lambda: group_settled(port, group, 1, 1), 30, "generation 1 with stuck")
+        stuck.pause()
+        other = ProcessMember(b, timeline, "other", group, topic, "kafka-python", "sticky",
+                              session_ms=30000, heartbeat_ms=1000, max_poll_ms=3000).start()
+        members.append(other)
+        g = wait_until(lambda: group_settled(port, group, 2, 1), 30,
+                       "generation 2 without the frozen member")
+        assert [m["client_id"] for m in g["members"]] == ["other"], g["members"]
+        gen2 = next(r for r in g["timeline"] if r["generation"] == 2)
+        assert [(d["member"]["client_id"], d["cause"]) for d in gen2["departed"]] == \
+            [("stuck", "rebalance timeout")], gen2["departed"]
+        # The join phase waited the rebalance timeout (the largest any member sent: 3 s) for
+        # the frozen member, not its 30 s session.
+        assert 3000 <= gen2["join_ms"] < 10000, gen2
+
+        browser = Browser(tmp_path)
+        main = page(browser, port, "/group/" + group)
+        browser.screenshot(f"http://127.0.0.1:{port}/ui/#/group/{group}", "kicked")
+        item = main.find("ol", id="timeline").find("li", data_generation="2")
+        kicked = item.find("li", data_cause="rebalance timeout")
+        assert "kicked (did not rejoin within max.poll.interval.ms)" in kicked.text()
+        assert "stuck" in kicked.text()
+
+        stuck.resume()
+        wait_until(lambda: group_settled(port, group, 3, 2) or group_settled(port, group, 4, 2),
+                   60, "the thawed member back in the group")
+    finally:
+        for m in members:
+            m.cleanup()
 
 
 @pytest.mark.timeout(120)

@@ -31,6 +31,13 @@ def plan_file(tmp_path, topic, replicas):
     return path
 
 
+def replicas_and_isr(node, topic):
+    line = describe(node, topic)[0]
+    replicas = line.split("\tReplicas: ")[1].split("\t")[0]
+    isr = line.split("\tIsr: ")[1]
+    return [int(r) for r in replicas.split(",")], {int(r) for r in isr.split(",")}
+
+
 def configs(node, kind, name):
     out = gregor(node, "configs", "--describe", "--entity-type", kind, "--entity-name", name)
     return out.stdout
@@ -91,9 +98,11 @@ def test_a_throttled_reassignment_stays_under_its_rate_and_verify_clears_the_thr
     assert "Clearing broker-level throttles on brokers 0,1,2" in out.stdout.splitlines(), \
         out.stdout
     assert "Clearing topic-level throttles on topic big" in out.stdout.splitlines(), out.stdout
-    for broker in ("0", "1", "2"):
-        assert "replication.throttled.rate" not in configs(n0, "brokers", broker)
-    assert "replication.throttled.replicas" not in configs(n0, "topics", "big")
+    # The node answering DescribeConfigs applies the committed change a moment later.
+    wait_until(lambda: all("replication.throttled.rate" not in configs(n0, "brokers", broker)
+                           for broker in ("0", "1", "2"))
+               and "replication.throttled.replicas" not in configs(n0, "topics", "big"), 10,
+               "the throttles gone from the configs")
     wait_until(lambda: describe(n0, "big") == [
         "\tTopic: big\tPartition: 0\tLeader: 0\tReplicas: 0,1\tIsr: 0,1"], 30, "RF 2 in sync")
     traffic.stop()
@@ -114,6 +123,22 @@ def test_a_reassignment_completes_across_a_sigkill_and_restart_of_the_new_replic
     reassignment_completes_across_a_sigkill(cluster_factory(3), tmp_path, "new replica")
 
 
+def start_slow_move(node, plan):
+    """Executes `plan` (partition moving-0) under a throttle slow enough that a node killed a
+    second later dies while the new replica is still copying, and checks it is."""
+    reassign(node, "--execute", "--reassignment-json-file", str(plan), "--throttle", "600000")
+    time.sleep(1.0)
+    out = reassign(node, "--verify", "--reassignment-json-file", str(plan))
+    assert "Reassignment of partition moving-0 is still in progress." in out.stdout, out.stdout
+
+
+def wait_move_complete(node, plan, after):
+    def complete():
+        out = reassign(node, "--verify", "--reassignment-json-file", str(plan))
+        return "Reassignment of partition moving-0 is complete." in out.stdout.splitlines()
+    wait_until(complete, 90, f"the reassignment to complete after the {after}", interval=0.5)
+
+
 def reassignment_completes_across_a_sigkill(c, tmp_path, victim):
     """A partition moves from `home` to a second replica on `target` under a slow throttle;
     `victim` (the active controller, or the new replica's node) is SIGKILLed while the copy is
@@ -128,11 +153,7 @@ def reassignment_completes_across_a_sigkill(c, tmp_path, victim):
     values = fill(live, "moving", (3 << 20) // RECORD, "b")
     plan = plan_file(tmp_path, "moving", [h, t])
     traffic = Traffic(",".join(n.bootstrap for n in live), "moving").__enter__()
-    # Slow enough that the victim dies while the new replica is still copying.
-    reassign(home, "--execute", "--reassignment-json-file", str(plan), "--throttle", "600000")
-    time.sleep(1.0)
-    out = reassign(home, "--verify", "--reassignment-json-file", str(plan))
-    assert "Reassignment of partition moving-0 is still in progress." in out.stdout, out.stdout
+    start_slow_move(home, plan)
     dead.kill()
     more = fill(live, "moving", 20, "during-kill-")
     if dead is target:
@@ -142,12 +163,7 @@ def reassignment_completes_across_a_sigkill(c, tmp_path, victim):
     dead.start()
     dead.wait_ready()
     more += fill(live, "moving", 20, "after-restart-")
-
-    def complete():
-        out = reassign(home, "--verify", "--reassignment-json-file", str(plan))
-        return "Reassignment of partition moving-0 is complete." in out.stdout.splitlines()
-    wait_until(complete, 90, f"the reassignment to complete after the {victim}'s SIGKILL",
-               interval=0.5)
+    wait_move_complete(home, plan, f"{victim}'s SIGKILL")
     wait_until(lambda: describe(home, "moving") == [
         f"\tTopic: moving\tPartition: 0\tLeader: {h}\tReplicas: {h},{t}\tIsr: {h},{t}"], 30,
         "both replicas in sync")
@@ -158,6 +174,50 @@ def reassignment_completes_across_a_sigkill(c, tmp_path, victim):
     wait_until(lambda: describe(target, "moving")[0].split("\tLeader: ")[1].startswith(str(t)),
                30, "the new replica leads")
     got = [v for _, v in consume_all([target, ctrl], "moving",
+                                     expect=len(values) + len(more) + len(traffic.consumed))]
+    assert [v for v in got if not v.startswith("tr")] == values + more
+    assert [v for v in got if v.startswith("tr")] == [v for _, v in traffic.consumed]
+
+
+def test_a_reassignment_off_the_leaders_node_completes_across_its_sigkill_and_restart(
+        cluster_factory, tmp_path):
+    """The replica moving away is the partition's leader: [home, stay] -> [target, stay]. Its
+    node is SIGKILLed while the new replica copies under a slow throttle, and restarted at once:
+    leadership moves to `stay`, the new replica keeps copying, the returning node catches up
+    until the reassignment completes and then deletes its replica; no acknowledged record is
+    lost, with client traffic throughout."""
+    c = cluster_factory(3)
+    stay = c.controller()
+    home, target = [n for n in c.nodes.values() if n is not stay]
+    h, t, s = home.node_id, target.node_id, stay.node_id
+    gregor(home, "topics", "--create", "--topic", "moving", "--replica-assignment", f"{h}:{s}")
+    everyone = [home, target, stay]
+    values = fill(everyone, "moving", (3 << 20) // RECORD, "b")
+    wait_until(lambda: describe(stay, "moving") == [
+        f"\tTopic: moving\tPartition: 0\tLeader: {h}\tReplicas: {h},{s}\tIsr: {h},{s}"], 30,
+        "the leader on the node the partition moves off")
+    plan = plan_file(tmp_path, "moving", [t, s])
+    traffic = Traffic(",".join(n.bootstrap for n in everyone), "moving").__enter__()
+    start_slow_move(stay, plan)
+    home.kill()
+    wait_until(lambda: describe(stay, "moving")[0].split("\tLeader: ")[1].startswith(f"{s}\t"),
+               30, "leadership on the staying replica")
+    more = fill([target, stay], "moving", 20, "during-kill-")
+    home.start()
+    home.wait_ready()
+    more += fill(everyone, "moving", 20, "after-restart-")
+    wait_move_complete(stay, plan, "leader's SIGKILL")
+    wait_until(lambda: replicas_and_isr(stay, "moving") == ([t, s], {t, s}), 30,
+               "both new replicas in sync")
+    wait_until(lambda: not list(home.data_dir.glob("moving-0*")), 30,
+               "the old leader's replica deleted")
+    traffic.stop()
+    traffic.check()
+    # The new replica holds every record: with the staying one gone it serves them all.
+    stay.kill()
+    wait_until(lambda: describe(target, "moving")[0].split("\tLeader: ")[1].startswith(f"{t}\t"),
+               30, "the new replica leads")
+    got = [v for _, v in consume_all([target, home], "moving",
                                      expect=len(values) + len(more) + len(traffic.consumed))]
     assert [v for v in got if not v.startswith("tr")] == values + more
     assert [v for v in got if v.startswith("tr")] == [v for _, v in traffic.consumed]

@@ -209,6 +209,8 @@ impl Broker {
         }
         if broker.config.is_broker {
             broker.register_until_unfenced().await?;
+            let task = tokio::spawn(broker.clone().remove_stray_logs());
+            broker.add_task(task);
         }
         let controller_duties = tokio::spawn(broker.clone().run_controller_duties());
         broker.add_task(controller_duties);
@@ -274,6 +276,37 @@ impl Broker {
                 }
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Once this node's image holds its own current registration — so it has applied every
+    /// record that could have made it host a replica before it stopped — deletes the partition
+    /// directories the image no longer assigns to it (see `partition_dir.rs`).
+    async fn remove_stray_logs(self: Arc<Self>) {
+        let node = self.config.node_id;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let epoch = self.broker_epoch.load(Ordering::SeqCst);
+            let image = self.metadata.image();
+            if image.broker(node).is_some_and(|b| b.epoch == epoch) {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                warn!(node, "own registration not seen in the metadata; stray partition directories are left in place");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let replicas = self.replicas.clone();
+        let set_aside = self
+            .metadata
+            .read(|controller| replicas.set_aside_stray_logs(controller.image()))
+            .await;
+        if !set_aside.is_empty() {
+            let replicas = self.replicas.clone();
+            if let Err(e) = tokio::task::spawn_blocking(move || replicas.purge_deleted()).await {
+                warn!(error = %e, "removing stray partition directories failed");
+            }
         }
     }
 

@@ -19,6 +19,7 @@ pub mod isr;
 pub mod metadata;
 pub mod metrics;
 pub mod partition;
+pub mod partition_dir;
 pub mod producer_ids;
 pub mod producer_state;
 pub mod quota;

@@ -9,14 +9,17 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use gregor_log::{CleanupPolicy, FlushPolicy, Log, LogConfig, LogError, TimestampType};
 use gregor_meta::config::{BrokerConfigView, ConfigValue};
 use gregor_meta::{
-    LocalPartition, LocalReplicaChanges, MetadataImage, PartitionRegistration, NO_LEADER,
+    LocalPartition, LocalReplicaChanges, MetadataImage, PartitionRegistration, TopicIdPartition,
+    NO_LEADER,
 };
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::fetcher::FetcherManager;
 use crate::isr::{IsrProposal, PartitionState};
+use crate::metadata::METADATA_LOG_DIR;
 pub use crate::partition::{log_error, Partition, PendingAppend, ProduceOutcome, Role};
+use crate::partition_dir::{self, Stamp};
 use crate::quota::Throttles;
 use crate::util::{for_each_parallel, now_ms};
 
@@ -177,10 +180,26 @@ impl ReplicaManager {
                 })
                 .collect(),
         );
+        // Stopped first: one delta can delete a topic and create another of the same name
+        // (a node catching up), and the old replica must be gone before the new one opens.
+        for s in &changes.stopped {
+            self.stop_replica(&s.topic, s.id, s.delete);
+        }
         let mut to_open = Vec::new();
         for p in changes.leaders.iter().chain(&changes.followers) {
-            if self.get(&p.topic, p.id.partition).is_none() {
-                to_open.push(p);
+            match self.get(&p.topic, p.id.partition) {
+                None => to_open.push(p),
+                Some(part) if part.topic_id != p.id.topic_id => {
+                    // Still hosting a deleted topic of the same name.
+                    let old = TopicIdPartition {
+                        topic_id: part.topic_id,
+                        partition: p.id.partition,
+                    };
+                    drop(part);
+                    self.stop_replica(&p.topic, old, true);
+                    to_open.push(p);
+                }
+                Some(_) => {}
             }
         }
         // Opening a log is file work (recovery, checkpoints): many are opened in parallel.
@@ -212,33 +231,86 @@ impl ReplicaManager {
                 self.fetchers.follow(part, reg.leader, reg.leader_epoch);
             }
         }
-        for s in &changes.stopped {
-            let key = (s.topic.clone(), s.id.partition);
-            self.fetchers.stop(&key);
-            let removed = self
-                .partitions
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&key);
-            if let Some(part) = removed {
-                // Wake parked fetches and produces so they notice the partition is gone.
-                part.stopped();
-                if s.delete {
-                    let dir = part.log.dir().to_path_buf();
-                    drop(part);
-                    if let Err(e) = gregor_log::Disk::real().remove_dir_all(&dir) {
-                        warn!(dir = %dir.display(), error = %e, "cannot delete partition directory");
-                    } else {
-                        info!(topic = %s.topic, partition = s.id.partition, "deleted partition");
-                    }
-                }
-            }
-        }
         if !(changes.leaders.is_empty()
             && changes.followers.is_empty()
             && changes.stopped.is_empty())
         {
             self.roles_changed.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Stops hosting the replica of topic id `id` (a replica of another topic of the same name
+    /// is left alone), deleting its log when `delete`.
+    fn stop_replica(&self, topic: &str, id: TopicIdPartition, delete: bool) {
+        let key = (topic.to_string(), id.partition);
+        let removed = {
+            let mut partitions = self
+                .partitions
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            match partitions.get(&key) {
+                Some(part) if part.topic_id == id.topic_id => partitions.remove(&key),
+                _ => None,
+            }
+        };
+        let Some(part) = removed else {
+            return;
+        };
+        self.fetchers.stop(&key);
+        // Wake parked fetches and produces so they notice the partition is gone.
+        part.stopped();
+        if delete {
+            let dir = part.log.dir().to_path_buf();
+            drop(part);
+            if let Err(e) = gregor_log::Disk::real().remove_dir_all(&dir) {
+                warn!(dir = %dir.display(), error = %e, "cannot delete partition directory");
+            } else {
+                info!(topic, partition = id.partition, "deleted partition");
+            }
+        }
+    }
+
+    /// Sets aside for deletion every partition directory `image` does not assign to this
+    /// broker (replicas reassigned away or deleted while the node was down); returns them.
+    /// Call under the metadata lock, with an image that has caught up with everything this
+    /// node acted on before it stopped (its own registration applied): a later assignment then
+    /// cannot race with the rename, and it can never be a directory that is still wanted. The
+    /// renamed directories are removed by [`ReplicaManager::purge_deleted`], outside the lock.
+    pub fn set_aside_stray_logs(&self, image: &MetadataImage) -> Vec<PathBuf> {
+        let hosted = |topic: &str, partition: i32| {
+            image.topic(topic).is_some_and(|t| {
+                t.partitions
+                    .get(&partition)
+                    .is_some_and(|p| p.replicas.contains(&self.node_id))
+            })
+        };
+        let strays = match partition_dir::stray_dirs(&self.data_dir, &[METADATA_LOG_DIR], hosted) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(dir = %self.data_dir.display(), error = %e, "cannot scan the data directory for stray partitions");
+                return Vec::new();
+            }
+        };
+        let disk = gregor_log::Disk::real();
+        strays
+            .into_iter()
+            .filter(|dir| match disk.set_aside_for_deletion(dir) {
+                Ok(_) => {
+                    info!(dir = %dir.display(), "deleting stray partition directory: this broker no longer hosts it");
+                    true
+                }
+                Err(e) => {
+                    warn!(dir = %dir.display(), error = %e, "cannot delete stray partition directory");
+                    false
+                }
+            })
+            .collect()
+    }
+
+    /// Removes the directories set aside for deletion in the data directory.
+    pub fn purge_deleted(&self) {
+        if let Err(e) = gregor_log::Disk::real().purge_deleted_dirs(&self.data_dir) {
+            warn!(dir = %self.data_dir.display(), error = %e, "cannot remove deleted partition directories");
         }
     }
 
@@ -276,7 +348,24 @@ impl ReplicaManager {
         let (topic, index) = (p.topic.as_str(), p.id.partition);
         let reg = &p.registration;
         let dir = self.dir_for(topic, index);
+        let disk = gregor_log::Disk::real();
+        let stamp = partition_dir::read_stamp(&dir, p.id.topic_id);
+        match &stamp {
+            Stamp::OtherTopic(found) => {
+                // A topic of this name was deleted (and this one created) while this node was
+                // away: its records are not this topic's.
+                warn!(topic, partition = index, found_topic_id = %found, "partition directory belongs to a deleted topic of the same name; deleting it");
+                disk.remove_dir_all(&dir)?;
+            }
+            Stamp::Unreadable(why) => {
+                warn!(topic, partition = index, reason = %why, "unreadable partition.metadata; keeping the log and stamping it again");
+            }
+            Stamp::Missing | Stamp::Matches => {}
+        }
         let log = Log::open(&dir, log_config(view, topic), now_ms())?;
+        if stamp != Stamp::Matches {
+            partition_dir::write_stamp(&disk, &dir, p.id.topic_id)?;
+        }
         let leo = log.log_end_offset();
         if reg.replicas.len() <= 1 {
             // The only replica: what is durable is committed.

@@ -7,53 +7,32 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gregor_broker::connection::{Handler, Reply, RequestContext};
+mod common;
+
+use common::{create_topic, sb, send};
 use gregor_broker::groups::{Groups, OFFSETS_TOPIC};
-use gregor_broker::{Broker, BrokerConfig, BrokerOptions};
+use gregor_broker::Broker;
 use gregor_group::partition_for;
 use gregor_meta::{LocalPartition, LocalReplicaChanges, TopicIdPartition};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 const PARTITIONS: i32 = 4;
 
-fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
-
 async fn start(dir: &std::path::Path) -> Arc<Broker> {
-    let opts = BrokerOptions {
-        data_dir: Some(dir.to_path_buf()),
-        overrides: vec![
+    common::start(
+        dir,
+        &[
             format!("offsets.topic.num.partitions={PARTITIONS}"),
             // A first JoinGroup parks for this long: long enough to be unloaded while parked.
             "group.initial.rebalance.delay.ms=600000".into(),
         ],
-        ..BrokerOptions::default()
-    };
-    let config = BrokerConfig::from_options(&opts).expect("valid config");
-    Broker::start(config).await.expect("broker starts")
-}
-
-async fn send(b: &Arc<Broker>, api_key: ApiKey, version: i16, req: RequestKind) -> ResponseKind {
-    let ctx = RequestContext {
-        api_key,
-        api_version: version,
-        correlation_id: 1,
-        client_id: "group-shards-test".into(),
-        client_host: "127.0.0.1".into(),
-        connection_id: 1,
-    };
-    match b.clone().handle(ctx, req).await {
-        Reply::Respond(r) => r,
-        other => panic!("expected a response, got {other:?}"),
-    }
+    )
+    .await
 }
 
 async fn find_coordinator(b: &Arc<Broker>, group: &str) -> FindCoordinatorResponse {
@@ -68,20 +47,6 @@ async fn find_coordinator(b: &Arc<Broker>, group: &str) -> FindCoordinatorRespon
     .await
     {
         ResponseKind::FindCoordinator(r) => r,
-        other => panic!("{other:?}"),
-    }
-}
-
-async fn create_topic(b: &Arc<Broker>, name: &str) {
-    let mut t = CreatableTopic::default();
-    t.name = TopicName(sb(name));
-    t.num_partitions = 1;
-    t.replication_factor = 1;
-    let mut r = CreateTopicsRequest::default();
-    r.topics = vec![t];
-    r.timeout_ms = 10_000;
-    match send(b, ApiKey::CreateTopics, 5, RequestKind::CreateTopics(r)).await {
-        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0, "{r:?}"),
         other => panic!("{other:?}"),
     }
 }

@@ -401,6 +401,15 @@ impl Disk {
     /// under the old name, then remove it and fsync the parent again. A leftover `-delete`
     /// directory (a crash in between) is removed by [`Disk::purge_deleted_dirs`].
     pub fn remove_dir_all(&self, dir: &Path) -> Result<()> {
+        let doomed = self.set_aside_for_deletion(dir)?;
+        self.remove_tree(&doomed)?;
+        self.sync_dir(parent_of(dir))
+    }
+
+    /// The first, quick half of [`Disk::remove_dir_all`]: rename `dir` to `<name>-delete` and
+    /// fsync the parent, so the old contents can never come back under the old name; returns
+    /// the new path. [`Disk::purge_deleted_dirs`] removes it later.
+    pub fn set_aside_for_deletion(&self, dir: &Path) -> Result<PathBuf> {
         let parent = parent_of(dir);
         let Some(name) = dir.file_name() else {
             return Err(crate::LogError::InvalidArgument(format!(
@@ -416,8 +425,7 @@ impl Disk {
         }
         self.rename(dir, &doomed).at(dir)?;
         self.sync_dir(parent)?;
-        self.remove_tree(&doomed)?;
-        self.sync_dir(parent)
+        Ok(doomed)
     }
 
     /// Remove directories left with the `-delete` suffix by an interrupted

@@ -14,6 +14,12 @@
 //!    `minQuota`: a rack-matching pass first, then a plain one; once all members reach
 //!    `minQuota`, the remaining partitions raise members to `maxQuota` in first-come order.
 //!
+//! 3. When rack-aware: partitions dropped for rack locality (or over quota) that no member on a
+//!    replica's rack took go back to their previous owner while it has room (before the plain
+//!    pass), or are swapped back afterwards with a partition the owner did not own, when the swap
+//!    loses no rack match. Kafka leaves these to the round-robin order; here they never cost a
+//!    kept partition that a swap could save.
+//!
 //! Complexity: O(P log P) for the sorts; the rack pass scans members per partition only until a
 //! rack match (O(P * M) in the worst case of partitions whose racks host no unfilled member).
 
@@ -137,6 +143,26 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
         );
     }
 
+    if racks.is_some() {
+        // Partitions dropped for rack locality that no member on a replica's rack took go back
+        // to their previous owner while it has room: a place it would fill with some other
+        // partition anyway, and (cooperative) one revocation less.
+        let ctx = Quotas {
+            min_quota,
+            max_quota,
+            expected_over_min,
+        };
+        unassigned = return_to_owners(
+            &ctx,
+            prep,
+            unassigned,
+            &mut assignment,
+            &mut under_min,
+            &mut exactly_min,
+            &mut current_over_min,
+        );
+    }
+
     let mut it = 0usize;
     for p in unassigned {
         let m = if it < under_min.len() {
@@ -162,7 +188,51 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
     debug_assert!(under_min
         .iter()
         .all(|m| assignment[*m as usize].len() == min_quota));
+    if let Some(r) = racks {
+        swap_back_to_owners(prep, r, &mut assignment);
+    }
     assignment
+}
+
+/// A previously owned partition that ended with a member on no rack of its replicas, while its
+/// previous owner holds a partition it did not own, is swapped back with that partition when the
+/// swap loses no rack match (the other member matches the swapped partition, or the owner did
+/// not). Loads are unchanged; one more partition stays with its owner per swap.
+fn swap_back_to_owners(
+    prep: &Prepared,
+    racks: &super::prepare::RackInfo,
+    assignment: &mut [Vec<PartitionId>],
+) {
+    let total = prep.prev_owner.len();
+    let mut holder = vec![NONE; total];
+    let mut pos = vec![0u32; total];
+    for (m, list) in assignment.iter().enumerate() {
+        for (i, p) in list.iter().enumerate() {
+            holder[p.0 as usize] = m as u32;
+            pos[p.0 as usize] = i as u32;
+        }
+    }
+    for p in 0..total as u32 {
+        let owner = prep.prev_owner[p as usize];
+        let x = holder[p as usize];
+        if owner == NONE || x == NONE || x == owner || racks.matches(x, p) {
+            continue;
+        }
+        let found = assignment[owner as usize].iter().position(|q| {
+            prep.prev_owner[q.0 as usize] != owner
+                && (racks.matches(x, q.0) || !racks.matches(owner, q.0))
+        });
+        if let Some(i) = found {
+            let q = assignment[owner as usize][i];
+            let j = pos[p as usize] as usize;
+            assignment[owner as usize][i] = PartitionId(p);
+            assignment[x as usize][j] = q;
+            holder[p as usize] = owner;
+            pos[p as usize] = i as u32;
+            holder[q.0 as usize] = x;
+            pos[q.0 as usize] = j as u32;
+        }
+    }
 }
 
 struct Quotas {
@@ -228,6 +298,60 @@ fn rack_aware_round_robin(
         match chosen {
             Some(m) => assignment[m as usize].push(p),
             None => left.push(p),
+        }
+    }
+    left
+}
+
+/// Gives each partition whose previous owner is still under `minQuota`, or at exactly
+/// `minQuota` while max-quota places remain, back to that owner, with the same bookkeeping as
+/// the round-robin passes. Returns the partitions left.
+fn return_to_owners(
+    q: &Quotas,
+    prep: &Prepared,
+    unassigned: Vec<PartitionId>,
+    assignment: &mut [Vec<PartitionId>],
+    under_min: &mut Vec<u32>,
+    exactly_min: &mut VecDeque<u32>,
+    current_over_min: &mut usize,
+) -> Vec<PartitionId> {
+    let mut in_exactly = vec![false; assignment.len()];
+    for m in exactly_min.iter() {
+        in_exactly[*m as usize] = true;
+    }
+    let mut left = Vec::new();
+    for p in unassigned {
+        let owner = prep.prev_owner[p.0 as usize];
+        if owner == NONE {
+            left.push(p);
+            continue;
+        }
+        let m = owner as usize;
+        let len = assignment[m].len();
+        if len < q.min_quota {
+            assignment[m].push(p);
+            if len + 1 == q.min_quota {
+                if let Some(i) = under_min.iter().position(|x| *x == owner) {
+                    under_min.remove(i);
+                }
+                if len + 1 < q.max_quota && *current_over_min < q.expected_over_min {
+                    exactly_min.push_back(owner);
+                    in_exactly[m] = true;
+                }
+            }
+        } else if in_exactly[m] && len + 1 == q.max_quota {
+            assignment[m].push(p);
+            in_exactly[m] = false;
+            if let Some(i) = exactly_min.iter().position(|x| *x == owner) {
+                exactly_min.remove(i);
+            }
+            *current_over_min += 1;
+            if *current_over_min == q.expected_over_min {
+                exactly_min.clear();
+                in_exactly.iter_mut().for_each(|x| *x = false);
+            }
+        } else {
+            left.push(p);
         }
     }
     left

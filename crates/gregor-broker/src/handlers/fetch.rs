@@ -16,7 +16,7 @@
 //! `zero_copy.rs`). Only batch headers are read, to stop at whole batches within the limits.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::select_all;
@@ -25,6 +25,7 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::data_plane::DataPlane;
 use crate::fetch_frame::FetchReply;
@@ -159,7 +160,7 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchRepl
         }
         let changed = select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
         let _parked = b.metrics.parked("fetch");
-        match tokio::time::timeout_at(deadline.into(), changed).await {
+        match tokio::time::timeout_at(deadline, changed).await {
             // An append (or a partition stopping) woke us, or a partition went away.
             Ok(_) => continue,
             Err(_) => {
