@@ -89,7 +89,20 @@ fn reader_for(b: DataPlane<'_>, replica_id: i32, topic: &str, partition: i32) ->
 }
 
 pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchReply {
-    let replica_id = replica_id(&r, version);
+    let planned = plan(b, &r, version);
+    answer(b, &r, version, planned).await
+}
+
+/// A fetch's partitions, located in the metadata image and the hosted replicas, and the
+/// response's topics they are answered under.
+struct Planned {
+    targets: Vec<Target>,
+    topics_out: Vec<FetchableTopicResponse>,
+}
+
+/// Locates the partitions a fetch names (the functional part before any read).
+fn plan(b: DataPlane<'_>, r: &FetchRequest, version: i16) -> Planned {
+    let replica_id = replica_id(r, version);
     let mut targets = Vec::new();
     let mut topics_out = Vec::new();
     for (ti, t) in r.topics.iter().enumerate() {
@@ -120,6 +133,19 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchRepl
             });
         }
     }
+    Planned {
+        targets,
+        topics_out,
+    }
+}
+
+/// Reads the planned partitions, parking while fewer than `min_bytes` are there, and answers.
+async fn answer(b: DataPlane<'_>, r: &FetchRequest, version: i16, planned: Planned) -> FetchReply {
+    let Planned {
+        mut targets,
+        mut topics_out,
+    } = planned;
+    let replica_id = replica_id(r, version);
     let min_bytes = r.min_bytes.max(0) as usize;
     // fetch.max.bytes caps every fetch, whatever the client asks for.
     let broker_max = b.fetch_max_bytes();
@@ -149,11 +175,10 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchRepl
         }
         // After a wake-up, look the partitions up again: one may have been deleted or moved.
         if !first {
-            targets = relocated(b, &r, &targets);
+            targets = relocated(b, r, &targets);
         }
         first = false;
-        hold_throttled(b, &mut targets);
-        let (results, bytes) = read_all_blocking(targets.clone(), max_bytes, version).await;
+        let (results, bytes) = read_current(b, r, &mut targets, max_bytes, version).await;
         let any_error = results.iter().any(|p| p.data.error_code != 0);
         if bytes >= min_bytes || any_error || watches.is_empty() || Instant::now() >= deadline {
             break results;
@@ -164,9 +189,8 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchRepl
             // An append (or a partition stopping) woke us, or a partition went away.
             Ok(_) => continue,
             Err(_) => {
-                targets = relocated(b, &r, &targets);
-                hold_throttled(b, &mut targets);
-                let (results, _) = read_all_blocking(targets.clone(), max_bytes, version).await;
+                targets = relocated(b, r, &targets);
+                let (results, _) = read_current(b, r, &mut targets, max_bytes, version).await;
                 break results;
             }
         }
@@ -213,6 +237,55 @@ fn record_follower_progress(b: DataPlane<'_>, targets: &[Target]) {
             b.replicas.propose_isr(part, p);
         }
     }
+}
+
+/// How many times one read looks its partitions up again because one stopped under it.
+const MAX_RELOCATIONS: usize = 3;
+
+/// Reads the targets (on the blocking pool). A partition that stopped after it was located
+/// (its topic deleted, or its replica moved off this broker, between the lookup and the read)
+/// reads as NOT_LEADER_OR_FOLLOWER; the partitions are then looked up again and read again,
+/// so that the answer says what the metadata says now, as Kafka's does: a deleted topic is
+/// UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id), a replica moved away is still
+/// NOT_LEADER_OR_FOLLOWER. The metadata image is published before a replica stops, so the
+/// lookup after seeing the stop sees the metadata that stopped it.
+async fn read_current(
+    b: DataPlane<'_>,
+    r: &FetchRequest,
+    targets: &mut Vec<Target>,
+    max_bytes: usize,
+    version: i16,
+) -> (Vec<PartRead>, usize) {
+    let mut relocations = 0;
+    loop {
+        hold_throttled(b, targets);
+        let (results, bytes) = read_all_blocking(targets.clone(), max_bytes, version).await;
+        let stale = results
+            .iter()
+            .any(|p| p.data.error_code == ResponseError::NotLeaderOrFollower.code())
+            && any_stopped(b, targets);
+        if !stale || relocations == MAX_RELOCATIONS {
+            return (results, bytes);
+        }
+        relocations += 1;
+        tracing::debug!(
+            relocations,
+            "a fetched partition stopped after it was located; looking the partitions up again"
+        );
+        *targets = relocated(b, r, targets);
+    }
+}
+
+/// Whether a target's partition is no longer the replica this broker hosts under its name
+/// (stopped: deleted, moved away, or replaced).
+fn any_stopped(b: DataPlane<'_>, targets: &[Target]) -> bool {
+    targets.iter().any(|t| {
+        t.part.as_ref().is_ok_and(|p| {
+            !b.replicas
+                .get(&p.topic, t.partition)
+                .is_some_and(|hosted| Arc::ptr_eq(&hosted, p))
+        })
+    })
 }
 
 /// Looks the targets' partitions up again (after one was removed).
@@ -383,3 +456,7 @@ fn read_into(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "fetch_tests.rs"]
+mod tests;

@@ -4,7 +4,6 @@
 use kafka_protocol::messages::ResponseKind;
 use kafka_protocol::ResponseError;
 
-/// Every non-zero error code in a response.
 /// The non-zero error codes of a fetch response.
 pub fn fetch_error_codes(r: &kafka_protocol::messages::FetchResponse) -> Vec<i16> {
     std::iter::once(r.error_code)
@@ -18,6 +17,7 @@ pub fn fetch_error_codes(r: &kafka_protocol::messages::FetchResponse) -> Vec<i16
         .collect()
 }
 
+/// Every non-zero error code in a response.
 pub fn error_codes(response: &ResponseKind) -> Vec<i16> {
     let mut codes = Vec::new();
     let mut add = |c: i16| {
