@@ -35,6 +35,8 @@ pub struct Broker {
     pub incarnation: gregor_meta::Uuid,
     pub registration_offsets: RegistrationOffsets,
     pub metrics: Arc<crate::metrics::BrokerMetrics>,
+    /// Fetch sessions (KIP-227).
+    pub fetch_sessions: Mutex<crate::fetch_session::FetchSessionCache>,
     broker_epoch: AtomicI64,
     /// How this broker reaches other nodes.
     pub transport: SharedTransport,
@@ -164,10 +166,15 @@ impl Broker {
                 source,
             }
         })?;
+        let incarnation = options
+            .incarnation
+            .unwrap_or_else(gregor_meta::Uuid::new_v4);
         let broker = Arc::new(Broker {
-            incarnation: options
-                .incarnation
-                .unwrap_or_else(gregor_meta::Uuid::new_v4),
+            incarnation,
+            // Session ids from the incarnation: random, but fixed where the simulator fixes it.
+            fetch_sessions: Mutex::new(crate::fetch_session::FetchSessionCache::new(
+                incarnation.as_u64_pair().0,
+            )),
             config,
             cluster_id,
             metadata,
@@ -775,6 +782,7 @@ impl Broker {
             metadata: &self.metadata,
             replicas: &self.replicas,
             metrics: &self.metrics,
+            fetch_sessions: &self.fetch_sessions,
         }
     }
 }

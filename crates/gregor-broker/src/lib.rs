@@ -9,6 +9,7 @@ pub mod connection;
 pub mod console;
 pub mod data_plane;
 pub mod fetch_frame;
+pub mod fetch_session;
 pub mod fetcher;
 pub mod forward;
 pub mod frame;

@@ -8,8 +8,8 @@
 //! reads, or until `max_wait_ms`; it returns as soon as `min_bytes` are there. The response is
 //! capped by the request's `max_bytes` and the broker's `fetch.max.bytes` (KIP-74: the first
 //! non-empty partition may exceed them by one batch). Disk reads run on the blocking pool, not
-//! on the async workers. Fetch sessions (KIP-227) are answered as full fetches (session id 0),
-//! which every client accepts.
+//! on the async workers. Fetch sessions (KIP-227, `fetch_session.rs`): an incremental fetch is
+//! read as the full fetch of its session's partitions, and answered with those that changed.
 //!
 //! The record bytes are not read here: the answer names where they lie in the segment files
 //! ([`FetchReply`]), and the connection sends them from there (`fetch_frame.rs`,
@@ -29,6 +29,7 @@ use tokio::time::Instant;
 
 use crate::data_plane::DataPlane;
 use crate::fetch_frame::FetchReply;
+use crate::fetch_session::FetchSessionCache;
 use crate::replica::Partition;
 use crate::util::blocking;
 
@@ -88,9 +89,43 @@ fn reader_for(b: DataPlane<'_>, replica_id: i32, topic: &str, partition: i32) ->
     }
 }
 
-pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchReply {
+pub async fn fetch(b: DataPlane<'_>, mut r: FetchRequest, version: i16) -> FetchReply {
+    // An incremental fetch becomes the full fetch of its session's partitions here.
+    let began = lock_sessions(b).begin(&mut r, version, now_ms());
+    let context = match began {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(session_id = r.session_id, session_epoch = r.session_epoch, error = ?e, "fetch session refused");
+            return session_error(e);
+        }
+    };
     let planned = plan(b, &r, version);
-    answer(b, &r, version, planned).await
+    let mut reply = answer(b, &r, version, planned).await;
+    let follower = replica_id(&r, version) >= 0;
+    let limits = b.fetch_session_limits();
+    lock_sessions(b).finish(context, &r, &mut reply, follower, limits, now_ms());
+    reply
+}
+
+fn lock_sessions<'a>(b: DataPlane<'a>) -> std::sync::MutexGuard<'a, FetchSessionCache> {
+    b.fetch_sessions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The whole-response error of a fetch its session refuses (no partitions, session id 0).
+fn session_error(e: ResponseError) -> FetchReply {
+    let mut resp = FetchResponse::default();
+    resp.error_code = e.code();
+    FetchReply {
+        response: resp,
+        records: Vec::new(),
+    }
+}
+
+/// Milliseconds on the broker's clock (the simulator's under simulation).
+fn now_ms() -> u64 {
+    u64::try_from(crate::util::now_ms()).unwrap_or(0)
 }
 
 /// A fetch's partitions, located in the metadata image and the hosted replicas, and the
