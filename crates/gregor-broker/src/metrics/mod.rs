@@ -285,6 +285,13 @@ impl BrokerMetrics {
         Parked(gauge)
     }
 
+    /// Requests parked now in the `kind` purgatory (`produce` or `fetch`).
+    pub fn parked_now(&self, kind: &'static str) -> i64 {
+        self.purgatory
+            .get_or_create(&PurgatoryLabels { kind })
+            .get()
+    }
+
     /// An ISR change this broker proposed as leader was committed.
     pub fn isr_changed(&self, before: usize, after: usize) {
         if after < before {
