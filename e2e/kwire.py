@@ -492,9 +492,10 @@ def parse_produce(r, version):
     return out
 
 
-def fetch_body(version, topic, partition, offset=0, max_wait_ms=0, min_bytes=1):
+def fetch_body(version, topic, partition, offset=0, max_wait_ms=0, min_bytes=1,
+               max_bytes=1 << 20, partition_max_bytes=1 << 20):
     w = W(flex=is_flexible(FETCH, version))
-    w.i32(-1).i32(max_wait_ms).i32(min_bytes).i32(1 << 20)  # replica_id, wait, min, max bytes
+    w.i32(-1).i32(max_wait_ms).i32(min_bytes).i32(max_bytes)  # replica_id, wait, min, max
     w.i8(0)  # isolation_level (v4+)
     if version >= 7:
         w.i32(0).i32(-1)  # session_id, session_epoch: sessionless full fetch
@@ -508,7 +509,7 @@ def fetch_body(version, topic, partition, offset=0, max_wait_ms=0, min_bytes=1):
             w.i32(-1)  # last_fetched_epoch
         if version >= 5:
             w.i64(-1)  # log_start_offset (follower only)
-        w.i32(1 << 20).tags()
+        w.i32(partition_max_bytes).tags()
 
     def tp(w, _):
         w.string(topic).array([None], part).tags()

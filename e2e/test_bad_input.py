@@ -274,3 +274,52 @@ def test_join_group_with_no_common_protocol(broker):
         r = _join(broker, second, "", [("range", meta)])
         assert r["error_code"] == INVALID_GROUP_ID, r
     assert_serving(broker)
+
+
+def _batch_sizes(recs):
+    """Sizes of the whole record batches in `recs`, and the bytes left after them."""
+    sizes, at = [], 0
+    while at + 12 <= len(recs):
+        size = 12 + struct.unpack(">i", recs[at + 8:at + 12])[0]
+        if at + size > len(recs):
+            break
+        sizes.append(size)
+        at += size
+    return sizes, len(recs) - at
+
+
+def test_fetch_limits_at_every_version_and_nonsense_limits(broker):
+    """Record bytes go from the segment file to the socket: at every Fetch version the raw
+    client reads, the limits hold as Kafka applies them (the first batch whole even over the
+    limit, KIP-74; no torn batch), and negative limits are answered, not refused."""
+    create_topic(broker, "raw-limits", partitions=1)
+    value = b"v" * 1000
+    with kwire.Conn("127.0.0.1", broker.port) as c:
+        for i in range(3):
+            batch = kwire.record_batch([(b"k%d" % i, value)] * (i + 2))
+            assert _produce(broker, c, "raw-limits", 0, batch)[2] == kwire.NONE
+        lo, hi = 4, version_for(broker, kwire.FETCH, 4, 12)
+        full = None
+        for v in range(lo, hi + 1):
+            def fetch(**kw):
+                r = c.request(kwire.FETCH, v, kwire.fetch_body(v, "raw-limits", 0, **kw))
+                top, parts = kwire.parse_fetch(r, v)
+                assert top == kwire.NONE and len(parts) == 1, (v, top, parts)
+                _, _, err, hw, recs = parts[0]
+                assert err == kwire.NONE and hw == 9, (v, err, hw)
+                return _batch_sizes(recs)
+
+            sizes, left = fetch()
+            assert len(sizes) == 3 and left == 0, (v, sizes, left)
+            full = full or sizes
+            assert sizes == full, "every version carries the same batches"
+            # Over the limit, the first batch still comes whole; nothing torn follows it.
+            assert fetch(partition_max_bytes=1) == ([full[0]], 0), v
+            assert fetch(max_bytes=1) == ([full[0]], 0), v
+            assert fetch(partition_max_bytes=full[0] + full[1] // 2) == ([full[0]], 0), v
+            assert fetch(max_bytes=full[0] + full[1]) == (full[:2], 0), v
+            # A fetch from the middle of the second batch returns that batch whole.
+            assert fetch(offset=3) == (full[1:], 0), v
+            # Negative limits are read as zero: still the first batch, as Kafka answers.
+            assert fetch(max_bytes=-5, partition_max_bytes=-1) == ([full[0]], 0), v
+    assert_serving(broker)

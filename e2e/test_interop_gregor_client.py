@@ -325,12 +325,32 @@ def test_mixed_cooperative_sticky_group_churn_no_double_ownership_no_redelivery(
                 for p in range(6)}
     finally:
         c.close()
-    assert {t.partition: t.offset for t in committed} == ends
+    got = {t.partition: t.offset for t in committed}
+    assert got == ends, commit_story(ledger, tl, topic, got, ends)
     # Both clients actually consumed and committed.
     consumers = {m for _, m, *_ in ledger.consumed}
     committers = {m for _, m, _ in ledger.commits}
     assert any(n.startswith("G") for n in consumers & committers), consumers
     assert any(n.startswith("C") for n in consumers & committers), consumers
+
+
+def commit_story(ledger, tl, topic, committed, ends):
+    """Who consumed and committed each partition whose committed offset is not its log end."""
+    lines = [f"committed {committed} != log ends {ends}"]
+    t0 = tl.t0
+    with ledger.lock:
+        for p in sorted(p for p in ends if committed.get(p) != ends[p]):
+            tp = (topic, p)
+            lines.append(f"partition {p}: committed {committed.get(p)}, end {ends[p]}")
+            for t, m, rtp, o, _, _ in ledger.consumed:
+                if rtp == tp and o >= ends[p] - 5:
+                    lines.append(f"  {t - t0:8.3f} {m} consumed {o}")
+            for t, m, offs in ledger.commits:
+                if tp in offs and offs[tp] >= ends[p] - 5:
+                    lines.append(f"  {t - t0:8.3f} {m} committed {offs[tp]}")
+        for t, m, e in ledger.commit_failures:
+            lines.append(f"  {t - t0:8.3f} commit failed: {m}: {e}")
+    return "\n".join(lines) + "\n" + tl.dump()
 
 
 def run_sticky_group(broker, first):

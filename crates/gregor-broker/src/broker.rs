@@ -38,6 +38,8 @@ pub struct Broker {
     /// The rest of the cluster as `/metrics` and the console need it (remote high watermarks,
     /// other nodes' consoles).
     pub cluster_view: Arc<crate::cluster_view::ClusterView>,
+    /// Fetch sessions (KIP-227).
+    pub fetch_sessions: Mutex<crate::fetch_session::FetchSessionCache>,
     broker_epoch: AtomicI64,
     /// How this broker reaches other nodes.
     pub transport: SharedTransport,
@@ -176,11 +178,16 @@ impl Broker {
             config.node_id,
             bootstrap,
         ));
+        let incarnation = options
+            .incarnation
+            .unwrap_or_else(gregor_meta::Uuid::new_v4);
         let broker = Arc::new(Broker {
             cluster_view,
-            incarnation: options
-                .incarnation
-                .unwrap_or_else(gregor_meta::Uuid::new_v4),
+            incarnation,
+            // Session ids from the incarnation: random, but fixed where the simulator fixes it.
+            fetch_sessions: Mutex::new(crate::fetch_session::FetchSessionCache::new(
+                incarnation.as_u64_pair().0,
+            )),
             config,
             cluster_id,
             metadata,
@@ -673,7 +680,7 @@ async fn dispatch(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -
             ResponseKind::InitProducerId(handlers::produce::init_producer_id(&b.producer_ids, &r))
         }
         RequestKind::Fetch(r) => {
-            ResponseKind::Fetch(handlers::fetch::fetch(b.data_plane(), r, v).await)
+            return Reply::Fetch(Box::new(handlers::fetch::fetch(b.data_plane(), r, v).await))
         }
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(handlers::offsets::list_offsets(b.data_plane(), r, v))
@@ -786,6 +793,7 @@ impl Broker {
             metadata: &self.metadata,
             replicas: &self.replicas,
             metrics: &self.metrics,
+            fetch_sessions: &self.fetch_sessions,
         }
     }
 }

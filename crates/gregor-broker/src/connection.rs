@@ -31,6 +31,7 @@ use tracing::{debug, info, warn};
 
 use crate::api;
 use crate::frame::{decode_request, encode_response, read_frame_body, read_frame_size, FrameError};
+use crate::zero_copy::{write_copying, ZeroCopy};
 
 /// Requests in flight per connection before the connection stops reading.
 pub const MAX_IN_FLIGHT: usize = 64;
@@ -118,6 +119,8 @@ pub struct RequestContext {
 pub enum Reply {
     /// A response to write.
     Respond(ResponseKind),
+    /// A fetch response whose record bytes are written from the segment files.
+    Fetch(Box<crate::fetch_frame::FetchReply>),
     /// No response (produce with `acks=0`).
     Nothing,
     /// No response, and the connection closes once the responses owed before it are written
@@ -160,15 +163,46 @@ pub async fn serve<H: Handler>(
     shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
+    let zero_copy = ZeroCopy::new(&stream);
     let (rd, wr) = stream.into_split();
-    serve_io(rd, wr, peer, connection_id, handler, limits, shutdown).await;
+    serve_conn(
+        rd,
+        wr,
+        zero_copy,
+        peer,
+        connection_id,
+        handler,
+        limits,
+        shutdown,
+    )
+    .await;
 }
 
 /// Serves one connection given as its two halves (a TCP stream's, or an in-memory pipe's in
 /// tests).
 pub async fn serve_io<R, W, H>(
     rd: R,
+    wr: W,
+    peer: SocketAddr,
+    connection_id: u64,
+    handler: Arc<H>,
+    limits: RequestLimits,
+    shutdown: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send,
+    H: Handler,
+{
+    serve_conn(rd, wr, None, peer, connection_id, handler, limits, shutdown).await;
+}
+
+/// Serves a connection; with `zero_copy`, fetch responses' record bytes go from the segment
+/// files to the socket by `sendfile` (`wr` must then be that socket's write half).
+#[allow(clippy::too_many_arguments)]
+async fn serve_conn<R, W, H>(
+    rd: R,
     mut wr: W,
+    zero_copy: Option<ZeroCopy>,
     peer: SocketAddr,
     connection_id: u64,
     handler: Arc<H>,
@@ -179,6 +213,9 @@ pub async fn serve_io<R, W, H>(
     W: AsyncWrite + Unpin + Send,
     H: Handler,
 {
+    // The buffer fetch responses' records are read into when they cannot be sent from the
+    // file: one per connection, reused.
+    let mut copy_buf = Vec::new();
     let (tx, mut rx) = mpsc::channel::<Incoming>(MAX_IN_FLIGHT);
     let idle = limits.idle;
     let reader = tokio::spawn(async move {
@@ -280,6 +317,32 @@ pub async fn serve_io<R, W, H>(
                 last_active = Instant::now();
                 let response = match response {
                     Reply::Respond(r) => r,
+                    Reply::Fetch(f) => {
+                        let chunks = match crate::fetch_frame::frame(version, correlation_id, &f) {
+                            Ok(c) => c,
+                            Err(e) => {
+                                warn!(%peer, connection_id, api = ?api_key, version, error = %e, "closing connection");
+                                break;
+                            }
+                        };
+                        let written = match &zero_copy {
+                            Some(z) => z.write(chunks).await,
+                            None => match write_copying(&mut wr, chunks, std::mem::take(&mut copy_buf)).await {
+                                Ok(buf) => {
+                                    copy_buf = buf;
+                                    Ok(())
+                                }
+                                Err(e) => Err(e),
+                            },
+                        };
+                        if let Err(e) = written {
+                            // A segment truncated under the fetch ends here too: the frame
+                            // cannot be finished, so the connection closes.
+                            warn!(%peer, connection_id, error = %e, "fetch response write failed; closing connection");
+                            break;
+                        }
+                        continue;
+                    }
                     Reply::Nothing => continue,
                     Reply::Close => {
                         debug!(%peer, connection_id, api = ?api_key, "closing connection after a failed request without response");

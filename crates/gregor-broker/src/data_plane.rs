@@ -20,6 +20,7 @@ pub struct DataPlane<'a> {
     pub metadata: &'a MetadataManager,
     pub replicas: &'a ReplicaManager,
     pub metrics: &'a crate::metrics::BrokerMetrics,
+    pub fetch_sessions: &'a std::sync::Mutex<crate::fetch_session::FetchSessionCache>,
 }
 
 impl DataPlane<'_> {
@@ -33,6 +34,19 @@ impl DataPlane<'_> {
     /// `fetch.max.bytes`: the largest fetch response (besides KIP-74's first batch).
     pub fn fetch_max_bytes(&self) -> usize {
         usize::try_from(self.dynamic_i64("fetch.max.bytes")).unwrap_or(usize::MAX)
+    }
+
+    /// The fetch session settings (`max.incremental.fetch.session.cache.slots`,
+    /// `min.incremental.fetch.session.eviction.ms`).
+    pub fn fetch_session_limits(&self) -> crate::fetch_session::SessionLimits {
+        crate::fetch_session::SessionLimits {
+            slots: usize::try_from(self.dynamic_i64("max.incremental.fetch.session.cache.slots"))
+                .unwrap_or(0),
+            eviction_ms: u64::try_from(
+                self.dynamic_i64("min.incremental.fetch.session.eviction.ms"),
+            )
+            .unwrap_or(0),
+        }
     }
 
     /// Whether a partition's ISR is at least its `min.insync.replicas` (acks=all).

@@ -208,6 +208,9 @@ async fn run(
 ) {
     let leader = fetcher.leader;
     let mut conn: Option<Connection> = None;
+    // One fetch session (KIP-227) with the leader: after the first fetch, only partitions
+    // whose fetch offset moved are named, and only those with news are answered.
+    let mut session = gregor_client::fetch_session::FetchSession::new();
     loop {
         let now = Instant::now();
         let due: Vec<(Key, FetchState)> = lock(&fetcher.partitions)
@@ -256,21 +259,28 @@ async fn run(
             let _ = tokio::time::timeout(wait, fetcher.changed.notified()).await;
             continue;
         }
-        let request = fetch_request(node_id, &settings, &fetching);
+        let mut request = fetch_request(node_id, &settings, &fetching);
+        session.prepare(&mut request, FETCH_VERSION);
         let response = tokio::select! {
             r = c.send(&request, FETCH_VERSION) => r,
             // The partition set changed: fetch again with it at once, on a fresh connection
-            // (the leader may hold the abandoned fetch for up to its max wait).
-            _ = fetcher.changed.notified() => continue,
+            // (the leader may hold the abandoned fetch for up to its max wait), in a new
+            // session (the abandoned fetch may or may not have moved the session on).
+            _ = fetcher.changed.notified() => {
+                session.on_failure();
+                continue;
+            }
         };
         match response {
             Ok(r) => {
+                session.on_response(&r);
                 record_throttled_bytes(&throttles, &r);
                 let outcomes = append_fetched(r, &fetching).await;
                 apply_outcomes(&fetcher, outcomes, &settings);
                 conn = Some(c);
             }
             Err(e) => {
+                session.on_failure();
                 debug!(leader, error = %e, "follower fetch failed");
                 let _ = tokio::time::timeout(settings.backoff, fetcher.changed.notified()).await;
             }

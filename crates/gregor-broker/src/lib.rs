@@ -9,6 +9,8 @@ pub mod config;
 pub mod connection;
 pub mod console;
 pub mod data_plane;
+pub mod fetch_frame;
+pub mod fetch_session;
 pub mod fetcher;
 pub mod forward;
 pub mod frame;
@@ -27,6 +29,7 @@ pub mod replica;
 pub mod server;
 pub mod transport;
 pub mod util;
+pub mod zero_copy;
 
 pub use broker::Broker;
 pub use config::{BrokerConfig, BrokerOptions};

@@ -1,10 +1,10 @@
-//! `gregor bench produce` / `gregor bench consume`: a load generator against any Kafka-protocol
-//! broker, over gregor-client's connections. Produce sends `acks=all` requests of one batch each
+//! `gregor bench produce`: a load generator against any Kafka-protocol broker, over
+//! gregor-client's connections. Produce sends `acks=all` requests of one batch each
 //! (`--batch-records` records of `--record-bytes`) from `--concurrency` requests in flight,
-//! spread over the topic's partitions, and reports MB/s and request latency percentiles; consume
-//! fetches the topic back from the start. Both report the ratio to the raw bandwidth of the
-//! local disk measured in the same run: one thread writing the same batches with `fdatasync`
-//! after each (produce) or reading them (consume), in `--raw-dir`.
+//! spread over the topic's partitions, and reports MB/s and request latency percentiles, with
+//! the ratio to the raw bandwidth of the local disk measured in the same run: one thread
+//! writing the same batches with `fdatasync` after each, in `--raw-dir`. The page-cache read
+//! baseline here serves `gregor bench consume` (`bench_consume.rs`).
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -16,9 +16,8 @@ use bytes::Bytes;
 use clap::Args;
 use gregor_client::admin::topics::{CreateTopicsOptions, NewTopic};
 use gregor_client::{Admin, Client, ClientConfig, Target};
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{FetchRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use serde::Serialize;
 
@@ -67,15 +66,6 @@ pub struct ProduceResult {
     pub batch_bytes: usize,
 }
 
-#[derive(Debug, Serialize)]
-pub struct ConsumeResult {
-    pub case: &'static str,
-    pub records: u64,
-    pub mb_per_s: f64,
-    pub raw_read_mb_per_s: f64,
-    pub ratio: f64,
-}
-
 fn config(args: &LoadArgs) -> Result<ClientConfig> {
     let mut c = ClientConfig::new(&args.bootstrap_server).context("--bootstrap-server")?;
     c.client_id = "gregor-bench".into();
@@ -99,7 +89,7 @@ fn validate(args: &LoadArgs) -> Result<()> {
 
 /// One batch of `n` records with `size`-byte values (offsets and sequence numbers are the
 /// broker's to assign; no producer id, so every send is a new append).
-fn batch(n: usize, size: usize) -> Result<Bytes> {
+pub(crate) fn batch(n: usize, size: usize) -> Result<Bytes> {
     let now = crate::now_ms();
     let records: Vec<gregor_log::records::Record> = (0..n)
         .map(|i| gregor_log::records::Record {
@@ -130,23 +120,38 @@ async fn ensure_topic(
     let _ = admin
         .create_topics(vec![topic], CreateTopicsOptions::default())
         .await;
-    let meta = client
-        .refresh_metadata(Some(std::slice::from_ref(&args.topic)))
-        .await?;
-    let t = meta
-        .topics
-        .iter()
-        .find(|t| t.name == args.topic)
-        .context("topic missing from metadata")?;
-    let leaders: Vec<(i32, i32)> = t
-        .partitions
-        .iter()
-        .filter_map(|p| p.leader.map(|l| (p.partition, l)))
-        .collect();
-    if leaders.is_empty() {
-        bail!("topic {} has no partition with a leader", args.topic);
+    topic_leaders(client, &args.topic).await
+}
+
+/// The topic's id and its partitions' leaders (`(partition, leader)`), once every partition
+/// has one (a topic just created gets its leaders within moments).
+async fn topic_leaders(
+    client: &Client,
+    topic: &str,
+) -> Result<(gregor_client::Uuid, Vec<(i32, i32)>)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let meta = client.refresh_metadata(Some(&[topic.to_string()])).await?;
+        if let Some(t) = meta.topics.iter().find(|t| t.name == topic) {
+            let leaders: Vec<(i32, i32)> = t
+                .partitions
+                .iter()
+                .filter_map(|p| p.leader.map(|l| (p.partition, l)))
+                .collect();
+            if !leaders.is_empty() && leaders.len() == t.partitions.len() {
+                return Ok((t.topic_id, leaders));
+            }
+        }
+        if Instant::now() >= deadline {
+            bail!("topic {topic} has no leader for every partition");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok((t.topic_id, leaders))
+}
+
+/// The leaders of every partition of `topic`.
+pub(crate) async fn leaders(client: &Client, topic: &str) -> Result<Vec<(i32, i32)>> {
+    Ok(topic_leaders(client, topic).await?.1)
 }
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
@@ -175,7 +180,7 @@ fn raw_fdatasync(dir: &std::path::Path, batch: &[u8], seconds: f64) -> Result<f6
 }
 
 /// Raw sequential read bandwidth of `bytes` written with plain writes.
-fn raw_read(dir: &std::path::Path, batch: &[u8], bytes: u64) -> Result<f64> {
+pub(crate) fn raw_read(dir: &std::path::Path, batch: &[u8], bytes: u64) -> Result<f64> {
     let scratch = tempfile::Builder::new()
         .prefix("gregor-bench-raw")
         .tempdir_in(dir)
@@ -281,95 +286,5 @@ pub async fn produce(args: LoadArgs) -> Result<ProduceResult> {
         ratio: mb_per_s / raw.max(1e-9),
         concurrency: args.concurrency,
         batch_bytes: batch.len(),
-    })
-}
-
-pub async fn consume(args: LoadArgs) -> Result<ConsumeResult> {
-    validate(&args)?;
-    let client = Client::connect(config(&args)?).await?;
-    let (topic_id, leaders) = ensure_topic(&client, &args).await?;
-    let mut positions: Vec<(i32, i32, i64)> = leaders.iter().map(|(p, l)| (*p, *l, 0)).collect();
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(args.seconds);
-    let mut bytes = 0u64;
-    let mut records = 0u64;
-    let mut sample: Option<Bytes> = None;
-    loop {
-        let mut progressed = false;
-        for (partition, leader, offset) in positions.iter_mut() {
-            let topic = args.topic.clone();
-            let (p, at) = (*partition, *offset);
-            let (_, resp) = client
-                .send::<FetchRequest, _>(&Target::Broker(*leader), move |_| {
-                    let mut fp = FetchPartition::default();
-                    fp.partition = p;
-                    fp.fetch_offset = at;
-                    fp.partition_max_bytes = 8 << 20;
-                    let mut ft = FetchTopic::default();
-                    // Fetch v13+ names topics by id.
-                    ft.topic = TopicName(StrBytes::from_string(topic));
-                    ft.topic_id = topic_id;
-                    ft.partitions = vec![fp];
-                    let mut r = FetchRequest::default();
-                    r.max_wait_ms = 0;
-                    r.min_bytes = 1;
-                    r.max_bytes = 64 << 20;
-                    r.topics = vec![ft];
-                    Ok(r)
-                })
-                .await?;
-            let Some(pd) = resp.responses.first().and_then(|t| t.partitions.first()) else {
-                bail!("empty fetch response for partition {p}");
-            };
-            if pd.error_code != 0 {
-                bail!(
-                    "fetch of partition {p} failed with error code {}",
-                    pd.error_code
-                );
-            }
-            let Some(data) = pd.records.clone() else {
-                continue;
-            };
-            if data.is_empty() {
-                continue;
-            }
-            // Walk batch headers: count records and move past the last one.
-            let mut rest: &[u8] = &data;
-            while let Some(h) = gregor_log::batch::BatchHeader::parse(rest) {
-                if h.size() > rest.len() {
-                    break;
-                }
-                if sample.is_none() {
-                    sample = Some(Bytes::copy_from_slice(&rest[..h.size()]));
-                }
-                records += h.record_count as u64;
-                bytes += h.size() as u64;
-                *offset = h.next_offset();
-                rest = &rest[h.size()..];
-                progressed = true;
-            }
-        }
-        if !progressed || Instant::now() >= deadline {
-            break;
-        }
-    }
-    let elapsed = start.elapsed().as_secs_f64();
-    let mb_per_s = bytes as f64 / 1e6 / elapsed.max(1e-9);
-    let raw = match sample {
-        Some(s) => {
-            let dir = args.raw_dir.clone();
-            let total = bytes.clamp(1, 512 << 20);
-            tokio::task::spawn_blocking(move || raw_read(&dir, &s, total))
-                .await
-                .context("raw baseline")??
-        }
-        None => 0.0,
-    };
-    Ok(ConsumeResult {
-        case: "consume",
-        records,
-        mb_per_s,
-        raw_read_mb_per_s: raw,
-        ratio: mb_per_s / raw.max(1e-9),
     })
 }

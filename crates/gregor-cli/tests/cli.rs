@@ -501,14 +501,56 @@ fn bench_produce_and_consume_against_a_broker() {
         );
     }
     assert!(produced["latency_p50_ms"].as_f64() <= produced["latency_p999_ms"].as_f64());
-    let mut args = vec!["bench", "consume"];
-    args.extend(common);
-    let consumed = ok_json(&args, None);
-    assert_eq!(
-        consumed["records"].as_u64(),
-        Some(records),
-        "everything produced is read back"
+    // The consume suite fills its own topics (one per partition count) and reads them back
+    // with kcat (when installed) and the Gregor consumer.
+    let raw_dir = raw.path().to_str().expect("utf-8");
+    let mut args = vec![
+        "bench",
+        "consume",
+        "--bootstrap-server",
+        bootstrap.as_str(),
+        "--partitions",
+        "1,3",
+        "--mb",
+        "2",
+        "--raw-dir",
+        raw_dir,
+        "--json",
+    ];
+    let has_kcat = std::path::Path::new("/usr/bin/kcat").exists();
+    if has_kcat {
+        args.extend(["--kcat", "/usr/bin/kcat"]);
+    } else {
+        args.push("--skip-kcat");
+    }
+    let out = gregor(&args, None);
+    assert!(
+        out.status.success(),
+        "gregor {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let cases: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(cases.len(), 2, "one case per partition count");
+    for c in &cases {
+        let records = c["records"].as_u64().expect("records");
+        assert!(records > 0, "{c}");
+        assert_eq!(c["gregor"]["records"].as_u64(), Some(records), "{c}");
+        for field in ["loopback_mb_per_s", "page_cache_mb_per_s"] {
+            assert!(c[field].as_f64().expect(field) > 0.0, "{field}: {c}");
+        }
+        assert!(c["gregor"]["ratio_to_loopback"].as_f64().expect("ratio") > 0.0);
+        if has_kcat {
+            assert_eq!(c["librdkafka"]["records"].as_u64(), Some(records), "{c}");
+        }
+    }
+    let err = fails(
+        &["bench", "consume", "--partitions", "0", "--skip-kcat"],
+        None,
+    );
+    assert!(err.contains("--partitions"), "{err}");
     let mut bad = vec!["bench", "produce", "--concurrency", "0"];
     bad.extend(common);
     let err = fails(&bad, None);

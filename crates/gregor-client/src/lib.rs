@@ -7,7 +7,9 @@
 //!   leader elections.
 //! * [`Producer`]: Java-compatible partitioning, batching, compression, idempotence.
 //! * [`Consumer`]: consumer groups with client-side assignment (eager and cooperative),
-//!   heartbeats, commits, positions, a rebalance listener.
+//!   heartbeats, commits, positions, a rebalance listener; it fetches from each broker in a
+//!   fetch session (KIP-227, [`fetch_session`]: after the first fetch, only partitions whose
+//!   position moved are named), as the broker's follower fetchers do.
 //!
 //! Each admin call is a pure request builder and response parser (unit-tested by encoding
 //! responses with kafka-protocol) around the client's async shell.
@@ -19,6 +21,7 @@ pub mod connection;
 pub mod consumer;
 pub mod coordinator;
 pub mod error;
+pub mod fetch_session;
 pub mod metadata;
 pub mod producer;
 pub mod retry;

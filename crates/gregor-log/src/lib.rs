@@ -24,5 +24,7 @@ pub use cleaner::{CompactionStats, RetentionStats, DEFAULT_MAP_BUDGET};
 pub use config::{CleanupPolicy, CompressionType, FlushPolicy, LogConfig, TimestampType};
 pub use disk::{Disk, FaultInjector, PowerLossReport, TornWrite, DELETE_SUFFIX};
 pub use error::{LogError, Result};
-pub use log::{AppendInfo, DurableToken, Log, OffsetSpec, ReadResult, TimestampOffset};
+pub use log::{
+    AppendInfo, DurableToken, FileSlice, Log, OffsetSpec, ReadResult, SliceRead, TimestampOffset,
+};
 pub use sync::{set_sync_observer, LogStats, SyncObserver};

@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use bytes::Bytes;
 use tracing::{debug, info};
 
-use crate::batch::{self, BatchHeader, Origin, HEADER_LEN};
+use crate::batch::{self, Origin};
 use crate::checkpoint;
 use crate::config::{FlushPolicy, LogConfig, TimestampType};
 use crate::disk::Disk;
@@ -69,6 +69,95 @@ pub struct ReadResult {
     pub log_end_offset: i64,
     /// High watermark at the time of the read.
     pub high_watermark: i64,
+}
+
+/// Whole batches located in a segment file, to be sent from it: [`Log::read_slice`].
+#[derive(Debug, Clone)]
+pub struct SliceRead {
+    /// Where the batches are.
+    pub records: FileSlice,
+    /// Records in those batches (the sum of their headers' counts).
+    pub record_count: u64,
+    /// Base offset of the first batch, if any.
+    pub first_batch_offset: Option<i64>,
+    /// Offset after the last batch (the next fetch position), if any.
+    pub next_offset: Option<i64>,
+    /// Log start offset at the time of the read.
+    pub log_start_offset: i64,
+    /// Log end offset at the time of the read.
+    pub log_end_offset: i64,
+    /// High watermark at the time of the read.
+    pub high_watermark: i64,
+}
+
+impl SliceRead {
+    fn into_result(self, records: Bytes) -> ReadResult {
+        ReadResult {
+            records,
+            first_batch_offset: self.first_batch_offset,
+            next_offset: self.next_offset,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+            high_watermark: self.high_watermark,
+        }
+    }
+}
+
+/// A byte range of a segment file, holding the file open: record bytes on their way from the
+/// log to a socket without being copied into a response buffer.
+#[derive(Debug, Clone)]
+pub struct FileSlice {
+    /// The segment file; `None` for an empty slice.
+    pub file: Option<Arc<std::fs::File>>,
+    /// Its path, for error messages.
+    pub path: PathBuf,
+    /// Where the bytes start.
+    pub pos: u64,
+    /// How many bytes.
+    pub len: usize,
+}
+
+impl FileSlice {
+    /// No bytes.
+    pub fn empty() -> FileSlice {
+        FileSlice {
+            file: None,
+            path: PathBuf::new(),
+            pos: 0,
+            len: 0,
+        }
+    }
+
+    /// A slice of `len` bytes of `file` from `pos` (tests, and callers holding a file).
+    pub fn new(file: Arc<std::fs::File>, path: PathBuf, pos: u64, len: usize) -> FileSlice {
+        FileSlice {
+            file: Some(file),
+            path,
+            pos,
+            len,
+        }
+    }
+
+    /// Whether the slice holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Reads the bytes into memory (fewer if the file is shorter now). Blocking file I/O.
+    pub fn read(&self) -> Result<Vec<u8>> {
+        self.read_into(Vec::new())
+    }
+
+    /// Reads the bytes into `buf` (cleared first, its capacity reused; fewer bytes if the
+    /// file is shorter now). Blocking file I/O.
+    pub fn read_into(&self, mut buf: Vec<u8>) -> Result<Vec<u8>> {
+        buf.clear();
+        let Some(file) = &self.file else {
+            return Ok(buf);
+        };
+        Segment::read_at_into(file, self.pos, self.len, &mut buf).at(&self.path)?;
+        Ok(buf)
+    }
 }
 
 /// ListOffsets targets.
@@ -406,23 +495,45 @@ impl Log {
     /// Read whole batches starting with the one that contains `from_offset`, up to `max_bytes`
     /// (but at least one batch, KIP-74), stopping before any batch whose last offset reaches
     /// `upper_bound` (exclusive; e.g. the high watermark for consumers). Reads stay within one
-    /// segment; the next read continues at `next_offset`.
+    /// segment; the next read continues at `next_offset`. The bytes are copied into memory:
+    /// the fetch path uses [`Log::read_slice`] and sends them from the file instead.
     pub fn read(
         &self,
         from_offset: i64,
         max_bytes: usize,
         upper_bound: Option<i64>,
     ) -> Result<ReadResult> {
+        let s = self.read_slice(from_offset, max_bytes, upper_bound)?;
+        let records = if s.records.is_empty() {
+            Bytes::new()
+        } else {
+            let buf = s.records.read()?;
+            if buf.len() < s.records.len {
+                // The segment was truncated under us: report nothing rather than torn batches.
+                return Ok(ReadResult {
+                    records: Bytes::new(),
+                    first_batch_offset: None,
+                    next_offset: None,
+                    ..s.into_result(Bytes::new())
+                });
+            }
+            Bytes::from(buf)
+        };
+        Ok(s.into_result(records))
+    }
+
+    /// Where the batches [`Log::read`] would return lie in the segment file, without reading
+    /// them: the header of each batch is read (to stop at whole batches, the upper bound and
+    /// `max_bytes`), the record bytes are not. The slice keeps the file open, so a segment
+    /// deleted meanwhile (retention, compaction) is still read whole.
+    pub fn read_slice(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+        upper_bound: Option<i64>,
+    ) -> Result<SliceRead> {
         let g = lock(&self.inner);
         let (lso, leo, hw) = (g.log_start_offset, g.log_end_offset(), g.high_watermark);
-        let mut result = ReadResult {
-            records: Bytes::new(),
-            first_batch_offset: None,
-            next_offset: None,
-            log_start_offset: lso,
-            log_end_offset: leo,
-            high_watermark: hw,
-        };
         if from_offset < lso || from_offset > leo {
             return Err(LogError::OffsetOutOfRange {
                 offset: from_offset,
@@ -430,6 +541,15 @@ impl Log {
                 log_end_offset: leo,
             });
         }
+        let mut result = SliceRead {
+            records: FileSlice::empty(),
+            record_count: 0,
+            first_batch_offset: None,
+            next_offset: None,
+            log_start_offset: lso,
+            log_end_offset: leo,
+            high_watermark: hw,
+        };
         let bound = upper_bound.unwrap_or(i64::MAX).min(leo);
         if from_offset >= bound {
             return Ok(result);
@@ -449,13 +569,7 @@ impl Log {
                 } else {
                     seg.size
                 };
-                located = Some((
-                    std::sync::Arc::clone(&seg.file),
-                    seg.log_path(),
-                    end,
-                    pos,
-                    h,
-                ));
+                located = Some((Arc::clone(&seg.file), seg.log_path(), end, pos, h));
                 break;
             }
         }
@@ -469,29 +583,35 @@ impl Log {
         // What the fetch asked for, but never past the readable end; a first batch larger
         // than that is returned whole (KIP-74). Its size was checked against the segment when
         // it was located and against max.message.bytes when it was appended.
-        let avail = end_pos.saturating_sub(pos) as usize;
-        let len = max_bytes.min(avail).max(first.size());
-        let buf = Segment::read_at(&file, pos, len).at(&path)?;
-        let mut end = 0;
+        let avail = end_pos.saturating_sub(pos);
+        let limit = (max_bytes as u64).min(avail).max(first.size() as u64);
+        let mut len = 0u64;
         let mut next = None;
-        while let Some(h) = BatchHeader::parse(&buf[end..]) {
-            if end + h.size() > buf.len() || h.last_offset() >= bound {
-                break;
+        let mut count = 0u64;
+        crate::segment::scan(&file, pos, pos + limit, false, |_, h, _| {
+            if h.last_offset() >= bound || (len > 0 && len + h.size() as u64 > max_bytes as u64) {
+                return Ok(false);
             }
-            if end > 0 && end + h.size() > max_bytes {
-                break;
-            }
-            end += h.size();
+            len += h.size() as u64;
             next = Some(h.next_offset());
-        }
-        if end == 0 && buf.len() >= HEADER_LEN {
-            // The segment was truncated under us: report nothing rather than a torn batch.
+            count += u64::try_from(h.record_count).unwrap_or(0);
+            Ok(true)
+        })
+        .at(&path)?;
+        // A batch torn at the limit ends the walk as "invalid": the batches before it are
+        // whole, and the torn one is left for the next fetch. Nothing whole (the segment was
+        // truncated under us) reports nothing rather than a torn batch.
+        if len == 0 {
             return Ok(result);
         }
-        let mut buf = buf;
-        buf.truncate(end);
-        result.records = Bytes::from(buf);
-        result.first_batch_offset = next.map(|_| first.base_offset);
+        result.records = FileSlice {
+            file: Some(file),
+            path,
+            pos,
+            len: len as usize,
+        };
+        result.record_count = count;
+        result.first_batch_offset = Some(first.base_offset);
         result.next_offset = next;
         Ok(result)
     }

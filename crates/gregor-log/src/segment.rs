@@ -524,10 +524,23 @@ impl Segment {
     /// Read `len` bytes at `pos` (fewer if the file is shorter now). The bytes go straight into
     /// the vector's spare capacity: a fetch-sized buffer is not zeroed first.
     pub fn read_at(file: &File, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
-        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        let mut buf = Vec::new();
+        Segment::read_at_into(file, pos, len, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// [`Segment::read_at`] into `buf` (emptied first; its capacity is reused).
+    pub fn read_at_into(
+        file: &File,
+        pos: u64,
+        len: usize,
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        buf.clear();
+        buf.reserve(len);
         while buf.len() < len {
             let at = pos + buf.len() as u64;
-            match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut buf), at) {
+            match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut *buf), at) {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(rustix::io::Errno::INTR) => {}
@@ -536,7 +549,7 @@ impl Segment {
         }
         // The capacity may exceed `len`, and a read may have filled past it.
         buf.truncate(len);
-        Ok(buf)
+        Ok(())
     }
 
     /// First record at or after `min_offset` whose timestamp is `>= ts`: `(offset, timestamp)`.

@@ -8,14 +8,19 @@
 //! reads, or until `max_wait_ms`; it returns as soon as `min_bytes` are there. The response is
 //! capped by the request's `max_bytes` and the broker's `fetch.max.bytes` (KIP-74: the first
 //! non-empty partition may exceed them by one batch). Disk reads run on the blocking pool, not
-//! on the async workers. Fetch sessions (KIP-227) are answered as full fetches (session id 0),
-//! which every client accepts.
+//! on the async workers. Fetch sessions (KIP-227, `fetch_session.rs`): an incremental fetch is
+//! read as the full fetch of its session's partitions, and answered with those that changed.
+//!
+//! The record bytes are not read here: the answer names where they lie in the segment files
+//! ([`FetchReply`]), and the connection sends them from there (`fetch_frame.rs`,
+//! `zero_copy.rs`). Only batch headers are read, to stop at whole batches within the limits.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::select_all;
+use gregor_log::FileSlice;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
@@ -23,6 +28,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::data_plane::DataPlane;
+use crate::fetch_frame::FetchReply;
+use crate::fetch_session::FetchSessionCache;
 use crate::replica::Partition;
 use crate::util::blocking;
 
@@ -82,8 +89,55 @@ fn reader_for(b: DataPlane<'_>, replica_id: i32, topic: &str, partition: i32) ->
     }
 }
 
-pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResponse {
-    let replica_id = replica_id(&r, version);
+pub async fn fetch(b: DataPlane<'_>, mut r: FetchRequest, version: i16) -> FetchReply {
+    // An incremental fetch becomes the full fetch of its session's partitions here.
+    let began = lock_sessions(b).begin(&mut r, version, now_ms());
+    let context = match began {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(session_id = r.session_id, session_epoch = r.session_epoch, error = ?e, "fetch session refused");
+            return session_error(e);
+        }
+    };
+    let planned = plan(b, &r, version);
+    let mut reply = answer(b, &r, version, planned).await;
+    let follower = replica_id(&r, version) >= 0;
+    let limits = b.fetch_session_limits();
+    lock_sessions(b).finish(context, &r, &mut reply, follower, limits, now_ms());
+    reply
+}
+
+fn lock_sessions<'a>(b: DataPlane<'a>) -> std::sync::MutexGuard<'a, FetchSessionCache> {
+    b.fetch_sessions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The whole-response error of a fetch its session refuses (no partitions, session id 0).
+fn session_error(e: ResponseError) -> FetchReply {
+    let mut resp = FetchResponse::default();
+    resp.error_code = e.code();
+    FetchReply {
+        response: resp,
+        records: Vec::new(),
+    }
+}
+
+/// Milliseconds on the broker's clock (the simulator's under simulation).
+fn now_ms() -> u64 {
+    u64::try_from(crate::util::now_ms()).unwrap_or(0)
+}
+
+/// A fetch's partitions, located in the metadata image and the hosted replicas, and the
+/// response's topics they are answered under.
+struct Planned {
+    targets: Vec<Target>,
+    topics_out: Vec<FetchableTopicResponse>,
+}
+
+/// Locates the partitions a fetch names (the functional part before any read).
+fn plan(b: DataPlane<'_>, r: &FetchRequest, version: i16) -> Planned {
+    let replica_id = replica_id(r, version);
     let mut targets = Vec::new();
     let mut topics_out = Vec::new();
     for (ti, t) in r.topics.iter().enumerate() {
@@ -114,6 +168,19 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResp
             });
         }
     }
+    Planned {
+        targets,
+        topics_out,
+    }
+}
+
+/// Reads the planned partitions, parking while fewer than `min_bytes` are there, and answers.
+async fn answer(b: DataPlane<'_>, r: &FetchRequest, version: i16, planned: Planned) -> FetchReply {
+    let Planned {
+        mut targets,
+        mut topics_out,
+    } = planned;
+    let replica_id = replica_id(r, version);
     let min_bytes = r.min_bytes.max(0) as usize;
     // fetch.max.bytes caps every fetch, whatever the client asks for.
     let broker_max = b.fetch_max_bytes();
@@ -143,12 +210,11 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResp
         }
         // After a wake-up, look the partitions up again: one may have been deleted or moved.
         if !first {
-            targets = relocated(b, &r, &targets);
+            targets = relocated(b, r, &targets);
         }
         first = false;
-        hold_throttled(b, &mut targets);
-        let (results, bytes) = read_all_blocking(targets.clone(), max_bytes, version).await;
-        let any_error = results.iter().any(|p| p.error_code != 0);
+        let (results, bytes) = read_current(b, r, &mut targets, max_bytes, version).await;
+        let any_error = results.iter().any(|p| p.data.error_code != 0);
         if bytes >= min_bytes || any_error || watches.is_empty() || Instant::now() >= deadline {
             break results;
         }
@@ -158,26 +224,35 @@ pub async fn fetch(b: DataPlane<'_>, r: FetchRequest, version: i16) -> FetchResp
             // An append (or a partition stopping) woke us, or a partition went away.
             Ok(_) => continue,
             Err(_) => {
-                targets = relocated(b, &r, &targets);
-                hold_throttled(b, &mut targets);
-                let (results, _) = read_all_blocking(targets.clone(), max_bytes, version).await;
+                targets = relocated(b, r, &targets);
+                let (results, _) = read_current(b, r, &mut targets, max_bytes, version).await;
                 break results;
             }
         }
     };
     record_throttled_bytes(b, &targets, &results);
-    for (t, pd) in targets.iter().zip(&results) {
-        if let (Ok(part), Some(records)) = (&t.part, &pd.records) {
-            b.metrics
-                .fetched(&part.topic, records, t.reader == Reader::Follower);
+    for (t, pr) in targets.iter().zip(&results) {
+        if let Ok(part) = &t.part {
+            b.metrics.fetched(
+                &part.topic,
+                pr.records.len,
+                pr.record_count,
+                t.reader == Reader::Follower,
+            );
         }
     }
-    for (t, pd) in targets.iter().zip(results) {
-        topics_out[t.topic_index].partitions.push(pd);
+    // Partitions are answered in the order of the request's topics, which the slices follow.
+    let mut slices: Vec<Vec<FileSlice>> = vec![Vec::new(); topics_out.len()];
+    for (t, pr) in targets.iter().zip(results) {
+        topics_out[t.topic_index].partitions.push(pr.data);
+        slices[t.topic_index].push(pr.records);
     }
     let mut resp = FetchResponse::default();
     resp.responses = topics_out;
-    resp
+    FetchReply {
+        response: resp,
+        records: slices.into_iter().flatten().collect(),
+    }
 }
 
 /// Updates the leaders' view of a follower from the offsets its fetch names, and sends any ISR
@@ -197,6 +272,55 @@ fn record_follower_progress(b: DataPlane<'_>, targets: &[Target]) {
             b.replicas.propose_isr(part, p);
         }
     }
+}
+
+/// How many times one read looks its partitions up again because one stopped under it.
+const MAX_RELOCATIONS: usize = 3;
+
+/// Reads the targets (on the blocking pool). A partition that stopped after it was located
+/// (its topic deleted, or its replica moved off this broker, between the lookup and the read)
+/// reads as NOT_LEADER_OR_FOLLOWER; the partitions are then looked up again and read again,
+/// so that the answer says what the metadata says now, as Kafka's does: a deleted topic is
+/// UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id), a replica moved away is still
+/// NOT_LEADER_OR_FOLLOWER. The metadata image is published before a replica stops, so the
+/// lookup after seeing the stop sees the metadata that stopped it.
+async fn read_current(
+    b: DataPlane<'_>,
+    r: &FetchRequest,
+    targets: &mut Vec<Target>,
+    max_bytes: usize,
+    version: i16,
+) -> (Vec<PartRead>, usize) {
+    let mut relocations = 0;
+    loop {
+        hold_throttled(b, targets);
+        let (results, bytes) = read_all_blocking(targets.clone(), max_bytes, version).await;
+        let stale = results
+            .iter()
+            .any(|p| p.data.error_code == ResponseError::NotLeaderOrFollower.code())
+            && any_stopped(b, targets);
+        if !stale || relocations == MAX_RELOCATIONS {
+            return (results, bytes);
+        }
+        relocations += 1;
+        tracing::debug!(
+            relocations,
+            "a fetched partition stopped after it was located; looking the partitions up again"
+        );
+        *targets = relocated(b, r, targets);
+    }
+}
+
+/// Whether a target's partition is no longer the replica this broker hosts under its name
+/// (stopped: deleted, moved away, or replaced).
+fn any_stopped(b: DataPlane<'_>, targets: &[Target]) -> bool {
+    targets.iter().any(|t| {
+        t.part.as_ref().is_ok_and(|p| {
+            !b.replicas
+                .get(&p.topic, t.partition)
+                .is_some_and(|hosted| Arc::ptr_eq(&hosted, p))
+        })
+    })
 }
 
 /// Looks the targets' partitions up again (after one was removed).
@@ -229,12 +353,12 @@ fn hold_throttled(b: DataPlane<'_>, targets: &mut [Target]) {
 }
 
 /// Counts the record bytes sent for throttled partitions against the leader quota.
-fn record_throttled_bytes(b: DataPlane<'_>, targets: &[Target], results: &[PartitionData]) {
+fn record_throttled_bytes(b: DataPlane<'_>, targets: &[Target], results: &[PartRead]) {
     let bytes: usize = targets
         .iter()
         .zip(results)
         .filter(|(t, _)| t.throttled)
-        .map(|(_, pd)| pd.records.as_ref().map_or(0, Bytes::len))
+        .map(|(_, pr)| pr.records.len)
         .sum();
     if bytes > 0 {
         let throttles = b.replicas.throttles();
@@ -248,11 +372,19 @@ async fn read_all_blocking(
     targets: Vec<Target>,
     max_bytes: usize,
     version: i16,
-) -> (Vec<PartitionData>, usize) {
+) -> (Vec<PartRead>, usize) {
     blocking(move || read_all(&targets, max_bytes, version)).await
 }
 
-fn read_all(targets: &[Target], max_bytes: usize, version: i16) -> (Vec<PartitionData>, usize) {
+/// One partition's answer: its response fields, and where its record bytes lie.
+struct PartRead {
+    /// The partition's response; `records` is empty when the bytes come from `records` below.
+    data: PartitionData,
+    records: FileSlice,
+    record_count: u64,
+}
+
+fn read_all(targets: &[Target], max_bytes: usize, version: i16) -> (Vec<PartRead>, usize) {
     let mut total = 0usize;
     let mut out = Vec::with_capacity(targets.len());
     for t in targets {
@@ -260,15 +392,31 @@ fn read_all(targets: &[Target], max_bytes: usize, version: i16) -> (Vec<Partitio
         // returns at least one whole batch); later ones may not.
         let budget = t.max_bytes.min(max_bytes.saturating_sub(total));
         let budget = if total == 0 { budget.max(1) } else { budget };
-        let pd = read_one(t, budget, version);
-        total += pd.records.as_ref().map_or(0, Bytes::len);
-        out.push(pd);
+        let pr = read_one(t, budget, version);
+        total += pr.records.len;
+        out.push(pr);
     }
     (out, total)
 }
 
-fn read_one(t: &Target, budget: usize, version: i16) -> PartitionData {
-    let mut pd = PartitionData::default();
+fn read_one(t: &Target, budget: usize, version: i16) -> PartRead {
+    let mut data = PartitionData::default();
+    let (records, record_count) =
+        read_into(t, budget, version, &mut data).unwrap_or_else(|| (FileSlice::empty(), 0));
+    PartRead {
+        data,
+        records,
+        record_count,
+    }
+}
+
+/// Fills in `pd`; the slice of the log to send with it, if any.
+fn read_into(
+    t: &Target,
+    budget: usize,
+    version: i16,
+    pd: &mut PartitionData,
+) -> Option<(FileSlice, u64)> {
     pd.partition_index = t.partition;
     pd.high_watermark = -1;
     pd.last_stable_offset = -1;
@@ -280,13 +428,13 @@ fn read_one(t: &Target, budget: usize, version: i16) -> PartitionData {
         Ok(p) => p,
         Err(e) => {
             pd.error_code = e.code();
-            return pd;
+            return None;
         }
     };
     let role = part.role();
     if !role.is_leader {
         pd.error_code = ResponseError::NotLeaderOrFollower.code();
-        return pd;
+        return None;
     }
     if t.current_leader_epoch >= 0 && t.current_leader_epoch != role.leader_epoch {
         pd.error_code = if t.current_leader_epoch < role.leader_epoch {
@@ -294,7 +442,7 @@ fn read_one(t: &Target, budget: usize, version: i16) -> PartitionData {
         } else {
             ResponseError::UnknownLeaderEpoch.code()
         };
-        return pd;
+        return None;
     }
     if let Reader::NotAReplica { replica_id } = t.reader {
         // Kafka's answer to a replica id outside the replica set: with the current leader
@@ -306,7 +454,7 @@ fn read_one(t: &Target, budget: usize, version: i16) -> PartitionData {
             ResponseError::NotLeaderOrFollower.code()
         };
         tracing::debug!(topic = %part.topic, partition = t.partition, replica_id, "fetch from a replica id that is not a follower of the partition");
-        return pd;
+        return None;
     }
     let follower = t.reader == Reader::Follower;
     let log = &part.log;
@@ -321,20 +469,29 @@ fn read_one(t: &Target, budget: usize, version: i16) -> PartitionData {
     let end = log.log_end_offset();
     if t.fetch_offset < log.log_start_offset() || t.fetch_offset > end {
         pd.error_code = ResponseError::OffsetOutOfRange.code();
-        return pd;
+        return None;
     }
     let upper = if follower { None } else { Some(hw) };
     if !follower && t.fetch_offset >= hw {
         pd.records = Some(Bytes::new());
-        return pd;
+        return None;
     }
     if budget == 0 || t.held {
         pd.records = Some(Bytes::new());
-        return pd;
+        return None;
     }
-    match log.read(t.fetch_offset, budget, upper) {
-        Ok(read) => pd.records = Some(read.records),
-        Err(e) => pd.error_code = crate::replica::log_error(&e).code(),
+    match log.read_slice(t.fetch_offset, budget, upper) {
+        Ok(read) => {
+            pd.records = Some(Bytes::new());
+            Some((read.records, read.record_count))
+        }
+        Err(e) => {
+            pd.error_code = crate::replica::log_error(&e).code();
+            None
+        }
     }
-    pd
 }
+
+#[cfg(test)]
+#[path = "fetch_tests.rs"]
+mod tests;

@@ -117,6 +117,25 @@ fn broker_state(b: &Broker, r: &mut Registry) {
         "Metadata log entries this node has applied",
         i64::try_from(b.metadata.applied_index()).unwrap_or(i64::MAX),
     );
+    let (sessions, session_partitions) = {
+        let cache = b
+            .fetch_sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (cache.len(), cache.partitions())
+    };
+    gauge(
+        r,
+        "gregor_fetch_sessions",
+        "Incremental fetch sessions (KIP-227) held (Kafka NumIncrementalFetchSessions)",
+        sessions as i64,
+    );
+    gauge(
+        r,
+        "gregor_fetch_session_partitions",
+        "Partitions in all fetch sessions (Kafka NumIncrementalFetchPartitionsCached)",
+        session_partitions as i64,
+    );
     if let Some(open) = b.metrics.open_connections() {
         gauge(
             r,

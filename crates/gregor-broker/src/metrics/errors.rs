@@ -4,6 +4,19 @@
 use kafka_protocol::messages::ResponseKind;
 use kafka_protocol::ResponseError;
 
+/// The non-zero error codes of a fetch response.
+pub fn fetch_error_codes(r: &kafka_protocol::messages::FetchResponse) -> Vec<i16> {
+    std::iter::once(r.error_code)
+        .chain(
+            r.responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .map(|p| p.error_code),
+        )
+        .filter(|c| *c != 0)
+        .collect()
+}
+
 /// Every non-zero error code in a response.
 pub fn error_codes(response: &ResponseKind) -> Vec<i16> {
     let mut codes = Vec::new();
@@ -18,13 +31,7 @@ pub fn error_codes(response: &ResponseKind) -> Vec<i16> {
             .iter()
             .flat_map(|t| &t.partition_responses)
             .for_each(|p| add(p.error_code)),
-        ResponseKind::Fetch(r) => {
-            add(r.error_code);
-            r.responses
-                .iter()
-                .flat_map(|t| &t.partitions)
-                .for_each(|p| add(p.error_code));
-        }
+        ResponseKind::Fetch(r) => codes.extend(fetch_error_codes(r)),
         ResponseKind::ListOffsets(r) => r
             .topics
             .iter()

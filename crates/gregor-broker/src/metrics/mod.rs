@@ -14,7 +14,7 @@ pub mod http;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use kafka_protocol::messages::{ApiKey, ResponseKind};
+use kafka_protocol::messages::ApiKey;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -224,13 +224,19 @@ impl BrokerMetrics {
             .get_or_create(&labels)
             .observe(started.elapsed().as_secs_f64());
         self.requests.get_or_create(&labels).inc();
-        if let Reply::Respond(response) = reply {
-            self.count_errors(&labels.api, response);
+        match reply {
+            Reply::Respond(response) => {
+                self.count_errors(&labels.api, errors::error_codes(response))
+            }
+            Reply::Fetch(f) => {
+                self.count_errors(&labels.api, errors::fetch_error_codes(&f.response))
+            }
+            Reply::Nothing | Reply::Close => {}
         }
     }
 
-    fn count_errors(&self, api: &str, response: &ResponseKind) {
-        for code in errors::error_codes(response) {
+    fn count_errors(&self, api: &str, codes: Vec<i16>) {
+        for code in codes {
             self.request_errors
                 .get_or_create(&ApiErrorLabels {
                     api: api.to_string(),
@@ -252,8 +258,8 @@ impl BrokerMetrics {
     }
 
     /// Record batches were sent from `topic` to a consumer or, with `replication`, a follower.
-    pub fn fetched(&self, topic: &str, records: &[u8], replication: bool) {
-        if records.is_empty() {
+    pub fn fetched(&self, topic: &str, bytes: usize, records: u64, replication: bool) {
+        if bytes == 0 {
             return;
         }
         let labels = TopicLabels {
@@ -262,15 +268,11 @@ impl BrokerMetrics {
         if replication {
             self.replication_bytes_out
                 .get_or_create(&labels)
-                .inc_by(records.len() as u64);
+                .inc_by(bytes as u64);
             return;
         }
-        self.bytes_out
-            .get_or_create(&labels)
-            .inc_by(records.len() as u64);
-        self.messages_out
-            .get_or_create(&labels)
-            .inc_by(record_count(records));
+        self.bytes_out.get_or_create(&labels).inc_by(bytes as u64);
+        self.messages_out.get_or_create(&labels).inc_by(records);
     }
 
     /// Counts a request parked in the produce or fetch purgatory until the guard drops.
@@ -281,6 +283,13 @@ impl BrokerMetrics {
             .clone();
         gauge.inc();
         Parked(gauge)
+    }
+
+    /// Requests parked now in the `kind` purgatory (`produce` or `fetch`).
+    pub fn parked_now(&self, kind: &'static str) -> i64 {
+        self.purgatory
+            .get_or_create(&PurgatoryLabels { kind })
+            .get()
     }
 
     /// An ISR change this broker proposed as leader was committed.
@@ -307,25 +316,6 @@ impl Drop for Parked {
     }
 }
 
-/// Records in a run of v2 record batches (the record count at byte 57 of each batch header);
-/// a truncated last batch (a fetch cut at its size limit) counts what its header says.
-fn record_count(mut bytes: &[u8]) -> u64 {
-    let mut n = 0u64;
-    while bytes.len() >= 61 {
-        let len = i32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        let count = i32::from_be_bytes([bytes[57], bytes[58], bytes[59], bytes[60]]);
-        n += u64::try_from(count).unwrap_or(0);
-        let Ok(size) = usize::try_from(len) else {
-            break;
-        };
-        let Some(rest) = bytes.get(12 + size..) else {
-            break;
-        };
-        bytes = rest;
-    }
-    n
-}
-
 /// The whole scrape: the event metrics and the state read now.
 pub async fn render(broker: &crate::Broker) -> String {
     let state = collect::registry(broker).await;
@@ -344,25 +334,6 @@ pub async fn render(broker: &crate::Broker) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn batch(records: i32, body: usize) -> Vec<u8> {
-        let mut b = vec![0u8; 61 + body];
-        let len = (61 + body - 12) as i32;
-        b[8..12].copy_from_slice(&len.to_be_bytes());
-        b[57..61].copy_from_slice(&records.to_be_bytes());
-        b
-    }
-
-    #[test]
-    fn records_are_counted_over_batches_and_a_cut_last_batch() {
-        let mut bytes = batch(3, 10);
-        bytes.extend(batch(5, 0));
-        let mut cut = batch(7, 100);
-        cut.truncate(70);
-        bytes.extend(cut);
-        assert_eq!(record_count(&bytes), 15);
-        assert_eq!(record_count(&bytes[..20]), 0);
-    }
 
     #[test]
     fn parked_requests_leave_the_gauge_when_done() {

@@ -45,7 +45,8 @@ pub struct FetchLimits {
     pub partition_max_bytes: i32,
 }
 
-/// A sessionless Fetch (session id 0, epoch -1: every request lists every partition).
+/// A full Fetch of `targets`, without a session (session id 0, epoch -1); a
+/// [`crate::fetch_session::FetchSession`] turns it into its session's next request.
 pub fn fetch_request(
     targets: &[FetchTarget],
     limits: FetchLimits,

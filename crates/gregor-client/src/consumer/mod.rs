@@ -112,6 +112,8 @@ pub struct Consumer {
     /// In a mutex only so that the consumer is `Sync` (listeners need only be `Send`).
     listener: Option<Mutex<Box<dyn RebalanceListener>>>,
     buffered: VecDeque<ConsumerRecord>,
+    /// A fetch session (KIP-227) per broker fetched from.
+    fetch_sessions: std::collections::HashMap<i32, crate::fetch_session::FetchSession>,
     started: Instant,
     last_auto_commit_ms: u64,
     last_metadata_ms: Option<u64>,
@@ -212,6 +214,7 @@ impl Consumer {
             assigned: BTreeMap::new(),
             listener: None,
             buffered: VecDeque::new(),
+            fetch_sessions: std::collections::HashMap::new(),
             started,
             last_auto_commit_ms: 0,
             last_metadata_ms: None,

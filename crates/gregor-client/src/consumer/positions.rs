@@ -1,5 +1,6 @@
 //! Positions and fetching: committed offsets or `auto.offset.reset` for partitions without a
-//! position, and one round of Fetch requests (one per leader) into the buffer.
+//! position, and one round of Fetch requests (one per leader, each in that leader's fetch
+//! session) into the buffer.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -127,20 +128,28 @@ impl Consumer {
         for (leader, targets) in by_leader {
             let client = self.client.clone();
             let rack = self.rack.clone();
+            let mut session = self.fetch_sessions.remove(&leader).unwrap_or_default();
             requests.spawn(async move {
                 let r = client
                     .send::<FetchRequest, _>(&Target::Broker(leader), |v| {
-                        Ok(fetch::fetch_request(&targets, limits, rack.as_deref(), v))
+                        let mut req = fetch::fetch_request(&targets, limits, rack.as_deref(), v);
+                        session.prepare(&mut req, v);
+                        Ok(req)
                     })
                     .await;
-                (targets, r)
+                match &r {
+                    Ok((_, resp)) => session.on_response(resp),
+                    Err(_) => session.on_failure(),
+                }
+                (leader, session, targets, r)
             });
         }
         let mut refresh = false;
         while let Some(joined) = requests.join_next().await {
-            let Ok((targets, result)) = joined else {
+            let Ok((leader, session, targets, result)) = joined else {
                 continue;
             };
+            self.fetch_sessions.insert(leader, session);
             let parsed = match result {
                 Ok((_, resp)) => fetch::parse_fetch(resp, &targets),
                 Err(e) => {

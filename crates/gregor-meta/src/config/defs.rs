@@ -331,6 +331,10 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Per-address (or host name) limits over max.connections.per.ip, as host:count entries separated by commas, e.g. \"127.0.0.1:200,localhost:100\"."),
     broker("message.max.bytes", Int, Some("1048588"), AtLeast(0), true, "Largest record batch accepted (topic default of max.message.bytes)."),
     broker("fetch.max.bytes", Int, Some("57671680"), AtLeast(1024), true, "Largest fetch response, whatever the client asks for (the first batch of a response may exceed it, KIP-74)."),
+    broker("max.incremental.fetch.session.cache.slots", Int, Some("1000"), AtLeast(0), false,
+        "Fetch sessions (KIP-227) the broker keeps; 0 turns incremental fetches off (every fetch is answered whole, without a session)."),
+    broker("min.incremental.fetch.session.eviction.ms", Int, Some("120000"), AtLeast(0), false,
+        "How long a fetch session is safe from eviction by a new one (unused this long, any new session may replace it; younger than this, only a follower's may replace a consumer's)."),
     // Log defaults (topic config synonyms).
     broker("log.cleanup.policy", List, Some("delete"), ListOf(CLEANUP_POLICIES), true, "Default cleanup.policy."),
     broker("compression.type", String, Some("producer"), OneOf(COMPRESSION_TYPES), true, "Default compression.type."),

@@ -1,0 +1,140 @@
+//! The fetch handler on a real single-node broker, with the metadata changing between the
+//! lookup of a fetch's partitions and their read.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use uuid::Uuid;
+
+use super::{answer, plan};
+use crate::connection::{Handler, Reply, RequestContext};
+use crate::{Broker, BrokerConfig, BrokerOptions};
+
+async fn start(dir: &std::path::Path) -> Arc<Broker> {
+    let opts = BrokerOptions {
+        data_dir: Some(dir.to_path_buf()),
+        ..BrokerOptions::default()
+    };
+    let config = BrokerConfig::from_options(&opts).expect("valid config");
+    Broker::start(config).await.expect("broker starts")
+}
+
+async fn send(b: &Arc<Broker>, api_key: ApiKey, version: i16, req: RequestKind) -> ResponseKind {
+    let ctx = RequestContext {
+        api_key,
+        api_version: version,
+        correlation_id: 1,
+        client_id: "fetch-handler-test".into(),
+        client_host: "127.0.0.1".into(),
+        connection_id: 1,
+    };
+    match b.clone().handle(ctx, req).await {
+        Reply::Respond(r) => r,
+        other => panic!("expected a response, got {other:?}"),
+    }
+}
+
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// Creates `name` (one partition) and returns its id.
+async fn create_topic(b: &Arc<Broker>, name: &str) -> Uuid {
+    let mut t = CreatableTopic::default();
+    t.name = TopicName(sb(name));
+    t.num_partitions = 1;
+    t.replication_factor = 1;
+    let mut r = CreateTopicsRequest::default();
+    r.topics = vec![t];
+    r.timeout_ms = 10_000;
+    match send(b, ApiKey::CreateTopics, 7, RequestKind::CreateTopics(r)).await {
+        ResponseKind::CreateTopics(r) => {
+            assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+            r.topics[0].topic_id
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Deletes `name` and waits until this node no longer hosts its partition.
+async fn delete_topic(b: &Arc<Broker>, name: &str) {
+    let mut t = DeleteTopicState::default();
+    t.name = Some(TopicName(sb(name)));
+    let mut r = DeleteTopicsRequest::default();
+    r.topics = vec![t];
+    r.timeout_ms = 10_000;
+    match send(b, ApiKey::DeleteTopics, 6, RequestKind::DeleteTopics(r)).await {
+        ResponseKind::DeleteTopics(r) => assert_eq!(r.responses[0].error_code, 0, "{r:?}"),
+        other => panic!("{other:?}"),
+    }
+    for _ in 0..500 {
+        if b.replicas.get(name, 0).is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{name} still hosted after its deletion");
+}
+
+/// A consumer fetch of partition 0 of `topic` (by name, or by id from v13).
+fn fetch_request(topic: &str, topic_id: Uuid, version: i16, max_wait_ms: i32) -> FetchRequest {
+    let mut p = FetchPartition::default();
+    p.partition = 0;
+    p.fetch_offset = 0;
+    p.partition_max_bytes = 1 << 20;
+    p.current_leader_epoch = -1;
+    let mut t = FetchTopic::default();
+    if version >= 13 {
+        t.topic_id = topic_id;
+    } else {
+        t.topic = TopicName(sb(topic));
+    }
+    t.partitions = vec![p];
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.replica_state.replica_id = BrokerId(-1);
+    r.max_wait_ms = max_wait_ms;
+    r.min_bytes = 1;
+    r.max_bytes = 1 << 20;
+    r.topics = vec![t];
+    r
+}
+
+/// A fetch whose partitions were located before their topic was deleted, and read after the
+/// replica stopped (the window between the lookup and the read on the blocking pool, which a
+/// loaded machine widens), answers what the metadata says now: the topic is unknown. It was
+/// answered NOT_LEADER_OR_FOLLOWER, read from the stopped replica, and a client then retries
+/// a topic that no longer exists as if its leader had moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_located_before_its_topic_is_deleted_answers_unknown_topic() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let b = start(tmp.path()).await;
+    for (version, topic, expected) in [
+        (12, "gone-by-name", ResponseError::UnknownTopicOrPartition),
+        (13, "gone-by-id", ResponseError::UnknownTopicId),
+    ] {
+        let id = create_topic(&b, topic).await;
+        // max_wait 0: the answer is the first read, which must not be the stopped replica's.
+        let r = fetch_request(topic, id, version, 0);
+        let planned = plan(b.data_plane(), &r, version);
+        assert!(
+            planned.targets[0].part.is_ok(),
+            "{topic} is hosted when located"
+        );
+        delete_topic(&b, topic).await;
+        let reply = answer(b.data_plane(), &r, version, planned).await;
+        let p = &reply.response.responses[0].partitions[0];
+        assert_eq!(
+            p.error_code,
+            expected.code(),
+            "Fetch v{version} of {topic}: {p:?}"
+        );
+        assert!(reply.records.iter().all(|s| s.is_empty()));
+    }
+}

@@ -1,0 +1,206 @@
+//! Writing framed fetch responses (the imperative shell of `fetch_frame.rs`).
+//!
+//! On a TCP connection the record bytes go from the segment file to the socket with
+//! `sendfile(2)`: the kernel moves them from the page cache into the socket buffer, and they
+//! are never copied into this process. Elsewhere (the simulator's network, in-memory pipes in
+//! tests) they are read into a buffer reused across responses and written from it.
+//!
+//! Either way the file is read on the blocking pool, never on an async worker: `sendfile`
+//! reads the file too, and a page not in the page cache waits for the disk. The socket is
+//! non-blocking, so a blocking-pool `sendfile` returns as soon as the socket buffer is full;
+//! the connection then waits for writability on the reactor, as any other write does.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+use bytes::Buf;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+
+use crate::fetch_frame::Chunk;
+
+/// Largest slice handed to one `sendfile` call: bounds the time one blocking-pool call holds
+/// its thread (the socket buffer usually fills first).
+const MAX_SENDFILE: usize = 8 << 20;
+
+/// A connection's socket for `sendfile`: a duplicate of its descriptor, registered with the
+/// reactor for writability. The descriptor is shared with blocking-pool calls through the
+/// `Arc`, so a connection closed while a call runs cannot hand its number to another socket.
+#[derive(Debug)]
+pub struct ZeroCopy {
+    fd: AsyncFd<Arc<OwnedFd>>,
+}
+
+impl ZeroCopy {
+    /// `None` where the descriptor cannot be duplicated or registered: the connection then
+    /// writes fetch responses by copying, as the simulator's connections do.
+    pub fn new(stream: &TcpStream) -> Option<ZeroCopy> {
+        let fd = match stream.as_fd().try_clone_to_owned() {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot duplicate the socket for sendfile; fetch responses are copied");
+                return None;
+            }
+        };
+        // SAFETY: the `AsyncFd` owns the `Arc<OwnedFd>`, so the descriptor stays open and
+        // names the same socket for the `AsyncFd`'s whole life (blocking-pool calls holding
+        // a clone of the `Arc` only keep it open longer).
+        match unsafe { AsyncFd::register_with_interest(Arc::new(fd), Interest::WRITABLE) } {
+            Ok(fd) => Some(ZeroCopy { fd }),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot register the socket for sendfile; fetch responses are copied");
+                None
+            }
+        }
+    }
+
+    /// Writes `chunks` to the socket. The caller has no other write to the socket in progress.
+    pub async fn write(&self, chunks: Vec<Chunk>) -> io::Result<()> {
+        let mut cursor = Cursor {
+            chunks: Arc::new(chunks),
+            index: 0,
+            offset: 0,
+        };
+        while !cursor.done() {
+            let mut guard = self.fd.writable().await?;
+            let sock = Arc::clone(self.fd.get_ref());
+            let (next, outcome) = tokio::task::spawn_blocking(move || {
+                let outcome = push(&sock, &mut cursor);
+                (cursor, outcome)
+            })
+            .await
+            .map_err(io::Error::other)?;
+            cursor = next;
+            match outcome {
+                Ok(()) => {}
+                // Only a write that found the buffer full clears readiness: a write event
+                // that arrived during the call is kept (the guard knows its tick).
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How far a frame has been written.
+struct Cursor {
+    chunks: Arc<Vec<Chunk>>,
+    index: usize,
+    offset: usize,
+}
+
+impl Cursor {
+    fn done(&self) -> bool {
+        self.index >= self.chunks.len()
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.offset += n;
+        if self.index < self.chunks.len() && self.offset >= self.chunks[self.index].len() {
+            self.index += 1;
+            self.offset = 0;
+        }
+    }
+}
+
+/// Writes as much of the frame as the socket takes now (blocking-pool side): `Ok` when all
+/// of it is written, `WouldBlock` when the socket buffer is full.
+fn push(sock: &OwnedFd, cursor: &mut Cursor) -> io::Result<()> {
+    let chunks = Arc::clone(&cursor.chunks);
+    while let Some(chunk) = chunks.get(cursor.index) {
+        let n = match chunk {
+            Chunk::Bytes(b) => {
+                if cursor.offset >= b.len() {
+                    cursor.advance(0);
+                    continue;
+                }
+                retry(|| rustix::io::write(sock, &b[cursor.offset..]))?
+            }
+            Chunk::File(f) => {
+                if cursor.offset >= f.len {
+                    cursor.advance(0);
+                    continue;
+                }
+                let Some(file) = &f.file else {
+                    return Err(io::Error::other("a file slice without a file"));
+                };
+                let mut at = f.pos + cursor.offset as u64;
+                let want = (f.len - cursor.offset).min(MAX_SENDFILE);
+                let n = retry(|| rustix::fs::sendfile(sock, file, Some(&mut at), want))?;
+                if n == 0 {
+                    // The segment file is shorter than when it was read (truncated under the
+                    // fetch): the frame cannot be completed, so the connection must close
+                    // (Kafka does the same); the client fetches again.
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "{} ended before the {} bytes at {} being sent",
+                            f.path.display(),
+                            f.len,
+                            f.pos
+                        ),
+                    ));
+                }
+                n
+            }
+        };
+        cursor.advance(n);
+    }
+    Ok(())
+}
+
+/// Retries a system call interrupted by a signal.
+fn retry(mut f: impl FnMut() -> rustix::io::Result<usize>) -> io::Result<usize> {
+    loop {
+        match f() {
+            Err(rustix::io::Errno::INTR) => continue,
+            other => return other.map_err(io::Error::from),
+        }
+    }
+}
+
+/// Writes `chunks` by copying (connections without [`ZeroCopy`]): each file slice is read on
+/// the blocking pool into `buf`, which is handed back for the next response.
+pub async fn write_copying<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    chunks: Vec<Chunk>,
+    mut buf: Vec<u8>,
+) -> io::Result<Vec<u8>> {
+    for chunk in chunks {
+        match chunk {
+            Chunk::Bytes(mut b) => {
+                while b.has_remaining() {
+                    let n = wr.write(b.chunk()).await?;
+                    if n == 0 {
+                        return Err(io::ErrorKind::WriteZero.into());
+                    }
+                    b.advance(n);
+                }
+            }
+            Chunk::File(f) => {
+                if f.is_empty() {
+                    continue;
+                }
+                let len = f.len;
+                let read = tokio::task::spawn_blocking(move || f.read_into(buf))
+                    .await
+                    .map_err(io::Error::other)?;
+                buf = read.map_err(io::Error::other)?;
+                if buf.len() < len {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "segment file ended {} bytes before the records sent",
+                            len - buf.len()
+                        ),
+                    ));
+                }
+                wr.write_all(&buf).await?;
+            }
+        }
+    }
+    Ok(buf)
+}

@@ -1,0 +1,171 @@
+//! Fetch sessions (KIP-227) through the broker's own request handler, on a real single-node
+//! broker: a full fetch creates a session, incremental fetches in it answer only partitions
+//! with news (records appended, a moved high watermark), an unknown session id or a wrong
+//! epoch is refused with Kafka's errors, and `max.incremental.fetch.session.cache.slots=0`
+//! turns sessions off.
+
+mod common;
+
+use std::sync::Arc;
+
+use gregor_broker::connection::{Handler, Reply, RequestContext};
+use gregor_broker::fetch_frame::FetchReply;
+use gregor_broker::Broker;
+use gregor_log::batch::Codec;
+use gregor_log::records::simple_batch;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+
+use common::{sb, send};
+
+const TOPIC: &str = "sessions";
+
+async fn create_topic(b: &Arc<Broker>, partitions: i32) {
+    let mut t = CreatableTopic::default();
+    t.name = TopicName(sb(TOPIC));
+    t.num_partitions = partitions;
+    t.replication_factor = 1;
+    let mut r = CreateTopicsRequest::default();
+    r.topics = vec![t];
+    r.timeout_ms = 10_000;
+    match send(b, ApiKey::CreateTopics, 5, RequestKind::CreateTopics(r)).await {
+        ResponseKind::CreateTopics(r) => assert_eq!(r.topics[0].error_code, 0, "{r:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Appends one record to `partition` and waits until it is committed.
+async fn append(b: &Arc<Broker>, partition: i32) {
+    let part = b.replicas.get(TOPIC, partition).expect("hosted");
+    let batch = simple_batch(Codec::None, 0, &[(None, Some(&b"v"[..]))]).expect("batch");
+    let pending = part.spawn_append(bytes::Bytes::from(batch));
+    pending
+        .done
+        .await
+        .expect("append task")
+        .expect("appended and committed");
+}
+
+/// A fetch in session `(id, epoch)` naming `partitions` at `offset` (no wait).
+fn request(id: i32, epoch: i32, partitions: &[(i32, i64)]) -> FetchRequest {
+    let mut t = FetchTopic::default();
+    t.topic = TopicName(sb(TOPIC));
+    t.partitions = partitions
+        .iter()
+        .map(|&(p, offset)| {
+            let mut fp = FetchPartition::default();
+            fp.partition = p;
+            fp.fetch_offset = offset;
+            fp.partition_max_bytes = 1 << 20;
+            fp.current_leader_epoch = -1;
+            fp.log_start_offset = -1;
+            fp.last_fetched_epoch = -1;
+            fp
+        })
+        .collect();
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.max_wait_ms = 0;
+    r.min_bytes = 0;
+    r.max_bytes = 1 << 20;
+    r.session_id = id;
+    r.session_epoch = epoch;
+    if !t.partitions.is_empty() {
+        r.topics = vec![t];
+    }
+    r
+}
+
+async fn fetch(b: &Arc<Broker>, r: FetchRequest) -> FetchReply {
+    let ctx = RequestContext {
+        api_key: ApiKey::Fetch,
+        api_version: 12,
+        correlation_id: 1,
+        client_id: "fetch-session-test".into(),
+        client_host: "127.0.0.1".into(),
+        connection_id: 1,
+    };
+    match b.clone().handle(ctx, RequestKind::Fetch(r)).await {
+        Reply::Fetch(f) => *f,
+        other => panic!("expected a fetch reply, got {other:?}"),
+    }
+}
+
+/// `(partition, high watermark, record bytes)` of each partition answered.
+fn answered(f: &FetchReply) -> Vec<(i32, i64, usize)> {
+    f.response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .zip(&f.records)
+        .map(|(p, s)| (p.partition_index, p.high_watermark, s.len))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_fetches_answer_only_partitions_with_news() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let b = common::start(tmp.path(), &[]).await;
+    create_topic(&b, 3).await;
+    append(&b, 0).await;
+    // Full fetch creating a session: every partition.
+    let full = fetch(&b, request(0, 0, &[(0, 0), (1, 0), (2, 0)])).await;
+    let id = full.response.session_id;
+    assert!(id > 0, "{:?}", full.response);
+    let got = answered(&full);
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(got[0].2 > 0 && got[1].2 == 0 && got[2].2 == 0, "{got:?}");
+    // Epoch 1 moves partition 0 past its record: nothing has news.
+    let inc = fetch(&b, request(id, 1, &[(0, 1)])).await;
+    assert_eq!(inc.response.error_code, 0);
+    assert_eq!(inc.response.session_id, id);
+    assert!(answered(&inc).is_empty(), "{:?}", answered(&inc));
+    // A record on partition 2: only partition 2 is answered, with it, though the request
+    // names no partition.
+    append(&b, 2).await;
+    let inc = fetch(&b, request(id, 2, &[])).await;
+    let got = answered(&inc);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!((got[0].0, got[0].1), (2, 1));
+    assert!(got[0].2 > 0);
+    // The same epoch again (a retry): refused; an unknown session: refused.
+    let again = fetch(&b, request(id, 2, &[])).await;
+    assert_eq!(
+        again.response.error_code,
+        ResponseError::InvalidFetchSessionEpoch.code()
+    );
+    assert!(again.response.responses.is_empty() && again.records.is_empty());
+    let unknown = fetch(&b, request(id.wrapping_add(1).max(1), 1, &[])).await;
+    assert_eq!(
+        unknown.response.error_code,
+        ResponseError::FetchSessionIdNotFound.code()
+    );
+    // The session is intact after the refusals: epoch 3 goes through.
+    let inc = fetch(&b, request(id, 3, &[])).await;
+    assert_eq!(inc.response.error_code, 0);
+    // Closing it (epoch -1): a full answer without a session; the id is gone.
+    let closed = fetch(&b, request(id, -1, &[(0, 0)])).await;
+    assert_eq!(closed.response.session_id, 0);
+    assert_eq!(answered(&closed).len(), 1);
+    let gone = fetch(&b, request(id, 4, &[])).await;
+    assert_eq!(
+        gone.response.error_code,
+        ResponseError::FetchSessionIdNotFound.code()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_cache_slots_no_sessions() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let b = common::start(
+        tmp.path(),
+        &["max.incremental.fetch.session.cache.slots=0".to_string()],
+    )
+    .await;
+    create_topic(&b, 1).await;
+    let full = fetch(&b, request(0, 0, &[(0, 0)])).await;
+    assert_eq!(full.response.session_id, 0);
+    assert_eq!(answered(&full).len(), 1);
+}

@@ -1,0 +1,93 @@
+//! A parked fetch is answered by the append that gives it its `min_bytes`, not by its
+//! `max_wait_ms` timer: on a real single-node broker, a consumer fetch with a 60 s wait parks on
+//! an empty partition, and one append answers it with the record, long before the wait.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gregor_broker::connection::{Handler, Reply, RequestContext};
+use gregor_broker::Broker;
+use gregor_log::batch::Codec;
+use gregor_log::records::simple_batch;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::*;
+
+use common::{create_topic, sb};
+
+const TOPIC: &str = "wake";
+/// Far longer than the test may take: only the append can answer the fetch in time.
+const MAX_WAIT_MS: i32 = 60_000;
+
+fn parked_fetch() -> FetchRequest {
+    let mut p = FetchPartition::default();
+    p.partition = 0;
+    p.fetch_offset = 0;
+    p.partition_max_bytes = 1 << 20;
+    p.current_leader_epoch = -1;
+    p.log_start_offset = -1;
+    p.last_fetched_epoch = -1;
+    let mut t = FetchTopic::default();
+    t.topic = TopicName(sb(TOPIC));
+    t.partitions = vec![p];
+    let mut r = FetchRequest::default();
+    r.replica_id = BrokerId(-1);
+    r.max_wait_ms = MAX_WAIT_MS;
+    r.min_bytes = 1;
+    r.max_bytes = 1 << 20;
+    r.session_id = 0;
+    r.session_epoch = -1;
+    r.topics = vec![t];
+    r
+}
+
+async fn fetch(b: Arc<Broker>, r: FetchRequest) -> Reply {
+    let ctx = RequestContext {
+        api_key: ApiKey::Fetch,
+        api_version: 12,
+        correlation_id: 1,
+        client_id: "fetch-wake-test".into(),
+        client_host: "127.0.0.1".into(),
+        connection_id: 1,
+    };
+    b.handle(ctx, RequestKind::Fetch(r)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_fetch_is_answered_by_the_append_not_the_timer() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let b = common::start(tmp.path(), &[]).await;
+    create_topic(&b, TOPIC).await;
+    let parked = tokio::spawn(fetch(b.clone(), parked_fetch()));
+    // Wait (without sleeping) until the fetch is in the purgatory.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while b.metrics.parked_now("fetch") < 1 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the empty fetch parks");
+    assert!(!parked.is_finished());
+    let part = b.replicas.get(TOPIC, 0).expect("hosted");
+    let batch = simple_batch(Codec::None, 0, &[(None, Some(&b"wake up"[..]))]).expect("batch");
+    part.spawn_append(bytes::Bytes::from(batch))
+        .done
+        .await
+        .expect("append task")
+        .expect("committed");
+    let reply = tokio::time::timeout(Duration::from_secs(10), parked)
+        .await
+        .expect("the append answers the parked fetch, not its 60 s wait")
+        .expect("fetch task");
+    let Reply::Fetch(f) = reply else {
+        panic!("expected a fetch reply");
+    };
+    let p = &f.response.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.high_watermark), (0, 1), "{p:?}");
+    assert!(
+        f.records[0].len > 0,
+        "the answer carries the appended batch"
+    );
+    assert_eq!(b.metrics.parked_now("fetch"), 0);
+}

@@ -1,0 +1,166 @@
+//! The fetcher's side of a fetch session (KIP-227), one per broker fetched from: the first
+//! fetch names every partition and asks for a session; once the broker gives one, each fetch
+//! names only the partitions that are new or whose fetch position (or limits) changed, and
+//! the ones no longer fetched as forgotten. The broker answers only partitions with news, so
+//! a consumer or follower of many partitions neither sends nor receives the whole list each
+//! time. Pure: the consumer and the broker's follower fetcher drive it.
+//!
+//! A refused session (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH), a failed
+//! request or an abandoned one start over with a full fetch; a broker without room for a
+//! session (session id 0 in the answer) gets full fetches, asking again each time.
+
+use std::collections::HashMap;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, ForgottenTopic};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use uuid::Uuid;
+
+/// The epoch of a full fetch that asks for a session.
+const INITIAL_EPOCH: i32 = 0;
+/// The epoch of a full fetch without a session.
+const FINAL_EPOCH: i32 = -1;
+/// The first Fetch version with sessions.
+const MIN_SESSION_VERSION: i16 = 7;
+/// FETCH_SESSION_ID_NOT_FOUND and INVALID_FETCH_SESSION_EPOCH.
+const SESSION_ERRORS: [i16; 2] = [70, 71];
+
+/// A partition as the session names it: topic name (v7-12) or id (v13+), and index.
+type Key = (String, Uuid, i32);
+
+/// One broker's fetch session, as the fetcher sees it.
+#[derive(Debug, Default)]
+pub struct FetchSession {
+    /// The broker's session id; 0 without a session.
+    id: i32,
+    /// The epoch of the next request (0: the next one is full, asking for a session).
+    epoch: i32,
+    /// What the broker's session holds for each partition: what was last sent.
+    sent: HashMap<Key, FetchPartition>,
+    /// The request prepared and not yet answered: the partitions it leaves the session with.
+    pending: Option<HashMap<Key, FetchPartition>>,
+}
+
+impl FetchSession {
+    /// No session yet: the first fetch is full and asks for one.
+    pub fn new() -> FetchSession {
+        FetchSession::default()
+    }
+
+    /// The broker's session id (0: none).
+    pub fn id(&self) -> i32 {
+        self.id
+    }
+
+    /// Turns `r`, a full fetch of every partition wanted now, into the request to send in
+    /// `version`: an incremental one (changed partitions, forgotten ones) within a session,
+    /// else a full one asking for a session.
+    pub fn prepare(&mut self, r: &mut FetchRequest, version: i16) {
+        let mut wanted = HashMap::new();
+        for t in &r.topics {
+            for p in &t.partitions {
+                wanted.insert((t.topic.0.to_string(), t.topic_id, p.partition), p.clone());
+            }
+        }
+        if version < MIN_SESSION_VERSION {
+            r.session_id = 0;
+            r.session_epoch = FINAL_EPOCH;
+            self.pending = None;
+            return;
+        }
+        r.session_id = self.id;
+        r.session_epoch = self.epoch;
+        if self.id == 0 || self.epoch == INITIAL_EPOCH {
+            // Full: every partition, as given.
+            r.session_epoch = INITIAL_EPOCH;
+            self.pending = Some(wanted);
+            return;
+        }
+        for t in &mut r.topics {
+            let (name, id) = (t.topic.0.to_string(), t.topic_id);
+            t.partitions
+                .retain(|p| self.sent.get(&(name.clone(), id, p.partition)) != Some(p));
+        }
+        r.topics.retain(|t| !t.partitions.is_empty());
+        let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+        let mut gone: Vec<&Key> = self
+            .sent
+            .keys()
+            .filter(|k| !wanted.contains_key(*k))
+            .collect();
+        gone.sort();
+        for (name, id, partition) in gone {
+            match forgotten
+                .last_mut()
+                .filter(|f| f.topic.0.as_str() == name && f.topic_id == *id)
+            {
+                Some(f) => f.partitions.push(*partition),
+                None => {
+                    let mut f = ForgottenTopic::default();
+                    f.topic = TopicName(kafka_protocol::protocol::StrBytes::from_string(
+                        name.clone(),
+                    ));
+                    f.topic_id = *id;
+                    f.partitions = vec![*partition];
+                    forgotten.push(f);
+                }
+            }
+        }
+        r.forgotten_topics_data = forgotten;
+        self.pending = Some(wanted);
+    }
+
+    /// Learns from the broker's answer to the request last prepared.
+    pub fn on_response(&mut self, resp: &FetchResponse) {
+        let pending = self.pending.take();
+        if SESSION_ERRORS.contains(&resp.error_code) {
+            tracing::debug!(
+                session_id = self.id,
+                error_code = resp.error_code,
+                "fetch session refused; starting over with a full fetch"
+            );
+            self.restart();
+            return;
+        }
+        if resp.error_code != 0 {
+            // Not answered as a session fetch: the broker's session may or may not have
+            // moved on, so start over.
+            self.restart();
+            return;
+        }
+        if resp.session_id == 0 {
+            // No session (none asked for, or no room): full fetches, asking again.
+            self.id = 0;
+            self.epoch = INITIAL_EPOCH;
+            self.sent.clear();
+            return;
+        }
+        if resp.session_id != self.id {
+            self.id = resp.session_id;
+        }
+        self.epoch = if self.epoch == i32::MAX {
+            1
+        } else {
+            self.epoch + 1
+        };
+        if let Some(sent) = pending {
+            self.sent = sent;
+        }
+    }
+
+    /// The request failed or was abandoned (its answer will not be read): the next fetch
+    /// closes this session and asks for a new one.
+    pub fn on_failure(&mut self) {
+        self.pending = None;
+        self.restart();
+    }
+
+    fn restart(&mut self) {
+        // (id, 0) closes the broker's session `id` and creates a new one.
+        self.epoch = INITIAL_EPOCH;
+        self.sent.clear();
+    }
+}
+
+#[cfg(test)]
+#[path = "fetch_session_tests.rs"]
+mod tests;
