@@ -803,8 +803,10 @@ fn p_no_needless_move(case: &Case) -> Result<(), TestCaseError> {
 }
 
 /// (d): with conflicting claims the result is valid and balanced, the unique highest generation
-/// keeps within quota (identical subscriptions), and the sticky result depends only on the
-/// resolved previous owners: dropping losing and tied claims changes nothing.
+/// keeps within quota (identical subscriptions), and losing and tied claims are only a
+/// tie-break: dropping them changes no member's size and keeps no more partitions (they only
+/// decide which claimant gets a partition nobody validly owns, or that a lower generation
+/// claimed, where that is free).
 fn p_conflicts(case: &Case) -> Result<(), TestCaseError> {
     for s in STICKY {
         let o = run(s, case)?;
@@ -815,10 +817,23 @@ fn p_conflicts(case: &Case) -> Result<(), TestCaseError> {
         }
     }
     let resolved = only_valid_claims(case);
+    let full = run("sticky", case)?.target();
+    let without = run("sticky", &resolved)?.target();
+    let sizes = |n: &Named| -> BTreeMap<String, usize> {
+        n.iter().map(|(m, ps)| (m.clone(), ps.len())).collect()
+    };
     prop_assert_eq!(
-        run("sticky", case)?.target(),
-        run("sticky", &resolved)?.target(),
-        "losing/tied claims changed the sticky result"
+        sizes(&full),
+        sizes(&without),
+        "losing/tied claims changed the sizes"
+    );
+    let prev = case.valid_previous_owners();
+    let kept = |n: &Named| prev.iter().filter(|(p, o)| n[*o].contains(*p)).count();
+    prop_assert!(
+        kept(&full) >= kept(&without),
+        "losing/tied claims cost kept partitions: {:?} vs {:?}",
+        full,
+        without
     );
     Ok(())
 }

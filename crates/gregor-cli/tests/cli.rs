@@ -329,6 +329,12 @@ fn bench_assign_reports_timing_and_memory() {
     let median = out["median_ms"].as_f64().expect("median");
     let max = out["max_ms"].as_f64().expect("max");
     assert!(min <= median && median <= max);
+    let cpu_min = out["cpu_min_ms"].as_f64().expect("cpu min");
+    let cpu_median = out["cpu_median_ms"].as_f64().expect("cpu median");
+    let cpu_max = out["cpu_max_ms"].as_f64().expect("cpu max");
+    // A thread's CPU clock advances during the call, and never faster than the wall clock.
+    assert!(0.0 < cpu_min && cpu_min <= cpu_median && cpu_median <= cpu_max);
+    assert!(cpu_min <= max + 1.0);
     assert!(out["peak_mib"].as_f64().expect("peak") > 0.0);
     let err = fails(
         &[

@@ -531,7 +531,7 @@ impl Counts {
 
     /// Moves one partition along the chain from `a`: each member hands one partition of the
     /// topic of `via[m]` to `next[m]`, until a search source (no `next`) is reached.
-    fn apply_chain(&mut self, a: u32, next: &[u32], via: &[u32]) {
+    pub(super) fn apply_chain(&mut self, a: u32, next: &[u32], via: &[u32]) {
         let mut m = a;
         self.load[a as usize] -= 1;
         while next[m as usize] != NONE {
@@ -560,7 +560,7 @@ impl Counts {
 
     /// Cost of member's pair `s` giving one partition: what keeping it was worth (members give
     /// up mismatched partitions before matched ones).
-    fn give_cost(&self, s: usize) -> i64 {
+    pub(super) fn give_cost(&self, s: usize) -> i64 {
         let c = self.c[s];
         if c <= self.om[s] {
             self.weight + 1
@@ -573,7 +573,7 @@ impl Counts {
 
     /// Cost of member's pair `s` receiving one partition: regaining an owned one gains what
     /// keeping it is worth (matched ones first).
-    fn receive_cost(&self, s: usize) -> i64 {
+    pub(super) fn receive_cost(&self, s: usize) -> i64 {
         let c = self.c[s];
         if c < self.om[s] {
             -(self.weight + 1)

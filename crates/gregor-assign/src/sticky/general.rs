@@ -36,6 +36,7 @@ use crate::model::{GroupSpec, MemberIdx, PartitionId, TopicId};
 
 use super::exact::Counts;
 use super::prepare::{Prepared, RackInfo, NONE};
+use super::spread;
 
 /// A topic counts as dense, and is served from the size buckets, when at least one member in
 /// `DENSE` subscribes to it.
@@ -344,8 +345,15 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
 /// already first), then keeps what it holds, and the rest go to members still short, on a
 /// replica's rack when possible.
 fn optimize(st: &mut State) {
+    let lists: Vec<&[TopicId]> = st
+        .member_of
+        .iter()
+        .map(|m| st.group.member(MemberIdx(*m)).topics.as_slice())
+        .collect();
+    let class = spread::classes(&lists);
     // Loads within one of each other are the most balanced, and keeping every previously owned
-    // partition is the most sticky: then there is nothing to improve.
+    // partition is the most sticky: then there is nothing to improve, unless members with
+    // identical subscriptions hold different numbers (the tie-break after both).
     let (min, max) = st
         .count
         .iter()
@@ -356,6 +364,7 @@ fn optimize(st: &mut State) {
             .iter()
             .zip(&st.owner)
             .all(|(p, o)| *p == NONE || p == o)
+        && !spread::any_split(&class, &st.count)
     {
         return;
     }
@@ -398,6 +407,7 @@ fn optimize(st: &mut State) {
         }
     }
     counts.optimize();
+    counts.level_classes(&class);
 
     let mut target = vec![0u32; n];
     let mut got = vec![0u32; n];

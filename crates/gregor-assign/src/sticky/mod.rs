@@ -12,14 +12,20 @@
 //! belongs to the highest generation; a tie at the highest generation leaves it unowned.
 //!
 //! `cooperative-sticky` then withholds every partition that changes owner: a partition assigned
-//! to a member that did not own it, while another member did, is left out of this round and
-//! reported as `pending` for the follow-up rebalance, after its owner has revoked it. So no
-//! partition is ever owned by two members at once.
+//! to a member that does not claim it, while another member does, is left out of this round and
+//! reported as `pending`, to be dealt again in the follow-up rebalance once its claimants have
+//! revoked it. A member is given a partition now only if nobody claims it or it claims it
+//! itself (then it may already consume it, and the assignment adds no owner to it), so the
+//! assignment never makes two members own one partition. Before that, `claims` hands claimed
+//! partitions to a claimant where that costs nothing, so that only what must change owner is
+//! withheld.
 
+mod claims;
 mod constrained;
 mod exact;
 mod general;
 mod prepare;
+mod spread;
 mod transfer;
 
 use bytes::Bytes;
@@ -128,6 +134,8 @@ pub fn assign(group: &GroupSpec, flavor: Flavor) -> GroupAssignment {
     for l in &mut lists {
         l.sort_unstable();
     }
+    // The same target for both flavors: claimed partitions go to a claimant where that is free.
+    claims::favour_claimants(group, &prep, &mut lists);
     let pending = match flavor {
         Flavor::Sticky => vec![Vec::new(); members.len()],
         Flavor::Cooperative => withhold_transfers(group, &prep, &mut lists),

@@ -1,0 +1,162 @@
+//! After either builder: a partition that some member claims but that went to a member that
+//! does not claim it is handed to one of its claimants instead, by swapping it with a partition
+//! of the same topic that claimant holds fresh, when that costs nothing.
+//!
+//! Why: the cooperative protocol withholds a partition from a new owner while any other member
+//! still claims it. A partition claimed by two members in the same generation has no valid
+//! owner (neither keeps it as *kept*), so the builders deal it like a free one, possibly to a
+//! third member; that one then has to wait a round for it. Given to one of its claimants it is
+//! not withheld: the claimant may already be consuming it, and the other claimants revoke it on
+//! receiving an assignment without it, so no member is added to those that already claim it.
+//!
+//! The swap: `p` (held by `h`, which does not claim it) goes to a claimant `c` that subscribes to
+//! its topic and holds a partition `q` of a topic `h` subscribes to, which `c` did not own
+//! (`prev_owner[q] != c`) and does not claim; `q` goes to `h`. Member sizes are unchanged, so
+//! balance is (and so is the levelling of classes, which depends on sizes alone); neither `h`
+//! (for `p`) nor `c` (for `q`) owned what it gives up, so no kept partition is lost; and with
+//! racks, the swap is made only when it loses no rack match of the two placements and creates
+//! no rack-mismatched placement (`c` off every replica's rack of `p` while some subscriber is on
+//! one, or `h` so for `q` where `c` was not): with identical subscriptions the next round drops
+//! such ownership, as Kafka does, so the swap would only move the revocation a round later. `q` is withheld afterwards only if it was before (`c` did not claim it), so
+//! each swap withholds at least one partition fewer. A `q` that `h` claims is preferred (two
+//! fewer).
+//!
+//! Cost: O(P + claims) to index, then per such `p` and claimant, a scan of the claimant's list
+//! (O(log T) per entry for its topic); claimants holding no fresh partition at all, such as an
+//! owner that had to give partitions up, are skipped without a scan, and so are claimants off
+//! every replica's rack of `p`. The scans visit at most `max(2^20, 4 P)` list entries in all;
+//! past that the remaining claimed partitions stay where the builder put them (without the
+//! limit, identical subscriptions with racks, where most partitions leave their rack-mismatched
+//! owners, cost 10 s on the 1M-partition benchmark group before the rack rule skipped them).
+
+use crate::model::{GroupSpec, MemberIdx, PartitionId};
+
+use super::prepare::{Prepared, NONE};
+
+/// List entries the claimant scans may visit on every group (small groups: no practical limit).
+const SCAN_BUDGET: usize = 1 << 20;
+
+/// `lists`: each member's partitions, sorted. Swaps partitions between lists as described in
+/// the module comment; the lists stay sorted.
+pub(super) fn favour_claimants(group: &GroupSpec, prep: &Prepared, lists: &mut [Vec<PartitionId>]) {
+    let total = group.total_partitions() as usize;
+    // Claimants of each partition, CSR.
+    let mut start = vec![0u32; total + 1];
+    for claims in &prep.claims {
+        for p in claims {
+            start[p.0 as usize + 1] += 1;
+        }
+    }
+    if start.iter().all(|c| *c == 0) {
+        return;
+    }
+    for i in 1..start.len() {
+        start[i] += start[i - 1];
+    }
+    let mut fill = start.clone();
+    let mut claimant = vec![0u32; start[total] as usize];
+    for (m, claims) in prep.claims.iter().enumerate() {
+        for p in claims {
+            let slot = &mut fill[p.0 as usize];
+            claimant[*slot as usize] = m as u32;
+            *slot += 1;
+        }
+    }
+    // Claimants in member-id order, so the result does not depend on the order members came in.
+    for p in 0..total {
+        claimant[start[p] as usize..start[p + 1] as usize]
+            .sort_unstable_by_key(|m| prep.id_rank[*m as usize]);
+    }
+    let claimants =
+        |p: PartitionId| &claimant[start[p.0 as usize] as usize..start[p.0 as usize + 1] as usize];
+    let claims_it = |m: u32, p: PartitionId| claimants(p).contains(&m);
+    // Fresh for its holder: neither owned nor claimed by it.
+    let fresh = |m: u32, p: PartitionId| prep.prev_owner[p.0 as usize] != m && !claims_it(m, p);
+
+    let mut owner = vec![NONE; total];
+    for (m, l) in lists.iter().enumerate() {
+        for p in l {
+            owner[p.0 as usize] = m as u32;
+        }
+    }
+    let mut fresh_held: Vec<u32> = lists
+        .iter()
+        .enumerate()
+        .map(|(m, l)| l.iter().filter(|p| fresh(m as u32, **p)).count() as u32)
+        .collect();
+    let rack_match =
+        |m: u32, p: PartitionId| prep.racks.as_ref().is_some_and(|r| r.matches(m, p.0));
+    // A placement the next round would give up for rack locality (identical subscriptions drop
+    // such ownership, as Kafka does), which would make the swap cost a revocation later.
+    let mismatch = |m: u32, p: PartitionId| {
+        prep.racks
+            .as_ref()
+            .is_some_and(|r| r.mismatch(m, p.0, group.partition(p).0))
+    };
+
+    // List entries the scans may visit in all: O(P) work at most, however many partitions are
+    // claimed by members holding many fresh ones (a tie-break, not worth more).
+    let mut budget = SCAN_BUDGET.max(4 * total);
+    for pi in 0..total as u32 {
+        let p = PartitionId(pi);
+        let h = owner[pi as usize];
+        if h == NONE || claimants(p).is_empty() || claims_it(h, p) {
+            continue;
+        }
+        if budget == 0 {
+            break;
+        }
+        let (topic, _) = group.partition(p);
+        let holder = group.member(MemberIdx(h));
+        let mut best: Option<(u32, PartitionId, bool)> = None;
+        for &c in claimants(p) {
+            if fresh_held[c as usize] == 0 || !group.member(MemberIdx(c)).subscribes(topic) {
+                continue;
+            }
+            let before = |q: PartitionId| u8::from(rack_match(h, p)) + u8::from(rack_match(c, q));
+            let after = |q: PartitionId| u8::from(rack_match(h, q)) + u8::from(rack_match(c, p));
+            if mismatch(c, p) {
+                continue;
+            }
+            budget = budget.saturating_sub(lists[c as usize].len());
+            for &q in &lists[c as usize] {
+                if !fresh(c, q)
+                    || !holder.subscribes(group.partition(q).0)
+                    || after(q) < before(q)
+                    || (mismatch(h, q) && !mismatch(c, q))
+                {
+                    continue;
+                }
+                let h_claims = claims_it(h, q);
+                if best.is_none_or(|b| h_claims && !b.2) {
+                    best = Some((c, q, h_claims));
+                }
+                if h_claims {
+                    break;
+                }
+            }
+            if best.is_some_and(|b| b.2) {
+                break;
+            }
+        }
+        let Some((c, q, _)) = best else {
+            continue;
+        };
+        swap(&mut lists[h as usize], p, q);
+        swap(&mut lists[c as usize], q, p);
+        owner[pi as usize] = c;
+        owner[q.0 as usize] = h;
+        // c gave up a fresh partition and took one it claims; h's fresh count follows `q`.
+        fresh_held[c as usize] -= 1;
+        fresh_held[h as usize] = fresh_held[h as usize] - 1 + u32::from(fresh(h, q));
+    }
+}
+
+/// Replaces `out` by `inn` in a sorted list, keeping it sorted.
+fn swap(list: &mut Vec<PartitionId>, out: PartitionId, inn: PartitionId) {
+    if let Ok(i) = list.binary_search(&out) {
+        list.remove(i);
+    }
+    let at = list.binary_search(&inn).unwrap_or_else(|i| i);
+    list.insert(at, inn);
+}
