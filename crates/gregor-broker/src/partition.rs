@@ -715,6 +715,11 @@ mod tests {
     }
 
     fn idempotent_batch(seq: i32, value: &str) -> bytes::Bytes {
+        idempotent_batch_at(seq, value, now_ms())
+    }
+
+    /// A batch of producer 42 with sequence `seq` and the record's timestamp `timestamp`.
+    fn idempotent_batch_at(seq: i32, value: &str, timestamp: i64) -> bytes::Bytes {
         let spec = BatchSpec {
             codec: Codec::None,
             producer_id: 42,
@@ -722,7 +727,7 @@ mod tests {
             base_sequence: seq,
             ..BatchSpec::default()
         };
-        batch_of(spec, value)
+        batch_at(spec, value, timestamp)
     }
 
     /// A client that disconnects while its batch is being fsynced, then retries: the batch is
@@ -842,17 +847,8 @@ mod tests {
     fn replayed_producers_are_not_expired_for_their_records_old_timestamps() {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = Log::open(dir.path(), LogConfig::default(), now_ms()).expect("open");
-        let old = |seq| {
-            let spec = BatchSpec {
-                codec: Codec::None,
-                producer_id: 42,
-                producer_epoch: 0,
-                base_sequence: seq,
-                ..BatchSpec::default()
-            };
-            // Ten days before now: beyond the default producer.id.expiration.ms of one day.
-            batch_at(spec, "old", now_ms() - 10 * 86_400_000)
-        };
+        // Ten days before now: beyond the default producer.id.expiration.ms of one day.
+        let old = |seq| idempotent_batch_at(seq, "old", now_ms() - 10 * 86_400_000);
         for seq in 0..2 {
             log.append_as_leader(&old(seq), 0, now_ms())
                 .expect("append");

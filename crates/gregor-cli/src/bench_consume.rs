@@ -23,10 +23,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gregor_client::admin::topics::{CreateTopicsOptions, NewTopic};
 use gregor_client::consumer::AutoOffsetReset;
-use gregor_client::{Admin, Client, ClientConfig, Consumer, ConsumerConfig, Target};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use gregor_client::{Admin, Client, ClientConfig, Consumer, ConsumerConfig};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Args)]
@@ -192,29 +189,8 @@ async fn fill(
                 }
                 let (partition, leader) = leaders[(i % leaders.len() as u64) as usize];
                 let (records, topic) = (batch.clone(), topic.clone());
-                let (_, resp) = client
-                    .send::<ProduceRequest, _>(&Target::Broker(leader), move |_| {
-                        let mut p = PartitionProduceData::default();
-                        p.index = partition;
-                        p.records = Some(records);
-                        let mut t = TopicProduceData::default();
-                        t.name = TopicName(StrBytes::from_string(topic));
-                        t.partition_data = vec![p];
-                        let mut r = ProduceRequest::default();
-                        r.acks = -1;
-                        r.timeout_ms = 30_000;
-                        r.topic_data = vec![t];
-                        Ok(r)
-                    })
+                crate::bench_kafka::produce_batch(&client, leader, partition, topic, records)
                     .await?;
-                let code = resp
-                    .responses
-                    .first()
-                    .and_then(|t| t.partition_responses.first())
-                    .map_or(-1, |p| p.error_code);
-                if code != 0 {
-                    bail!("produce to partition {partition} failed with error code {code}");
-                }
             }
         }));
     }

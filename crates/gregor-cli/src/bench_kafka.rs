@@ -150,6 +150,40 @@ async fn topic_leaders(
 }
 
 /// The leaders of every partition of `topic`.
+/// Sends one `acks=all` Produce of `records` to `partition`'s leader and checks its answer.
+pub(crate) async fn produce_batch(
+    client: &Client,
+    leader: i32,
+    partition: i32,
+    topic: String,
+    records: Bytes,
+) -> Result<()> {
+    let (_, resp) = client
+        .send::<ProduceRequest, _>(&Target::Broker(leader), move |_| {
+            let mut p = PartitionProduceData::default();
+            p.index = partition;
+            p.records = Some(records);
+            let mut t = TopicProduceData::default();
+            t.name = TopicName(StrBytes::from_string(topic));
+            t.partition_data = vec![p];
+            let mut r = ProduceRequest::default();
+            r.acks = -1;
+            r.timeout_ms = 30_000;
+            r.topic_data = vec![t];
+            Ok(r)
+        })
+        .await?;
+    let code = resp
+        .responses
+        .first()
+        .and_then(|t| t.partition_responses.first())
+        .map_or(-1, |p| p.error_code);
+    if code != 0 {
+        bail!("produce to partition {partition} failed with error code {code}");
+    }
+    Ok(())
+}
+
 pub(crate) async fn leaders(client: &Client, topic: &str) -> Result<Vec<(i32, i32)>> {
     Ok(topic_leaders(client, topic).await?.1)
 }
@@ -230,29 +264,7 @@ pub async fn produce(args: LoadArgs) -> Result<ProduceResult> {
                 let sent = Instant::now();
                 let records = batch.clone();
                 let topic = topic.clone();
-                let (_, resp) = client
-                    .send::<ProduceRequest, _>(&Target::Broker(leader), move |_| {
-                        let mut p = PartitionProduceData::default();
-                        p.index = partition;
-                        p.records = Some(records);
-                        let mut t = TopicProduceData::default();
-                        t.name = TopicName(StrBytes::from_string(topic));
-                        t.partition_data = vec![p];
-                        let mut r = ProduceRequest::default();
-                        r.acks = -1;
-                        r.timeout_ms = 30_000;
-                        r.topic_data = vec![t];
-                        Ok(r)
-                    })
-                    .await?;
-                let code = resp
-                    .responses
-                    .first()
-                    .and_then(|t| t.partition_responses.first())
-                    .map_or(-1, |p| p.error_code);
-                if code != 0 {
-                    bail!("produce to partition {partition} failed with error code {code}");
-                }
+                produce_batch(&client, leader, partition, topic, records).await?;
                 latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
             }
             Ok::<_, anyhow::Error>(latencies)
