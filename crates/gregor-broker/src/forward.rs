@@ -53,6 +53,24 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// How long a forwarding broker waits for its image to reach what the controller committed.
 const APPLY_WAIT: Duration = Duration::from_secs(5);
 
+/// How long one forwarding attempt of a request that is safe to send twice waits for an answer
+/// before it is sent again (on a fresh connection). A connection can lose a request or its
+/// answer for good (a peer that vanished, a middlebox that dropped the flow); the broker's own
+/// lifecycle requests must not wait out the whole [`FORWARD_TIMEOUT`] on it, or its session
+/// expires meanwhile.
+const IDEMPOTENT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Requests a controller may receive twice without harm: a registration with the same
+/// incarnation is the same registration, a heartbeat is a heartbeat, and an AlterPartition is
+/// fenced by its partition epoch. Not topic creation and the like: a resent CreateTopics whose
+/// first copy succeeded would answer TOPIC_ALREADY_EXISTS to the client that created it.
+fn safe_to_resend(api_key: ApiKey) -> bool {
+    matches!(
+        api_key,
+        ApiKey::BrokerRegistration | ApiKey::BrokerHeartbeat | ApiKey::AlterPartition
+    )
+}
+
 /// APIs the active controller handles.
 pub fn is_controller_api(key: ApiKey) -> bool {
     matches!(
@@ -98,7 +116,10 @@ pub async fn to_controller(
                         bytes
                     }
                 };
-                let remaining = deadline.saturating_duration_since(Instant::now());
+                let mut remaining = deadline.saturating_duration_since(Instant::now());
+                if safe_to_resend(api_key) {
+                    remaining = remaining.min(IDEMPOTENT_ATTEMPT_TIMEOUT);
+                }
                 // As Kafka's controller channel does: when another controller takes over, the
                 // request goes to it at once. The old one may never answer (it crashed, or
                 // the connection to it lost data in a partition), and waiting out the whole
