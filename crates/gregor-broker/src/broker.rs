@@ -82,6 +82,9 @@ pub struct StartOptions {
     pub incarnation: Option<gregor_meta::Uuid>,
     /// The range openraft draws election timeouts from (see [`QuorumSettings`]).
     pub election_timeout_range_ms: Option<(u64, u64)>,
+    /// What every file of the data directory is written through: the real file system, or (in
+    /// the simulator) one behind a fault injector that models power loss.
+    pub disk: gregor_log::Disk,
 }
 
 impl Default for StartOptions {
@@ -91,6 +94,7 @@ impl Default for StartOptions {
             seed: None,
             incarnation: None,
             election_timeout_range_ms: None,
+            disk: gregor_log::Disk::real(),
         }
     }
 }
@@ -109,7 +113,7 @@ impl Broker {
         options: StartOptions,
     ) -> Result<Arc<Broker>, StartError> {
         let dir = config.data_dir.clone();
-        let disk = gregor_log::Disk::real();
+        let disk = options.disk.clone();
         disk.create_dir_all(&dir)
             .and_then(|()| disk.purge_deleted_dirs(&dir))
             .map_err(|e| StartError::DataDir {
@@ -117,7 +121,7 @@ impl Broker {
                 source: std::io::Error::other(e),
             })?;
         let cluster_id =
-            crate::util::cluster_id_for(&dir, &config.voters, config.cluster_id.as_deref())
+            crate::util::cluster_id_for(&disk, &dir, &config.voters, config.cluster_id.as_deref())
                 .map_err(|source| StartError::DataDir {
                     dir: dir.clone(),
                     source,
@@ -134,7 +138,7 @@ impl Broker {
             ),
             None => None,
         };
-        let replicas = Arc::new(ReplicaManager::new(config.node_id, &dir));
+        let replicas = Arc::new(ReplicaManager::new(config.node_id, &dir, disk.clone()));
         replicas.fetchers().set_transport(options.transport.clone());
         replicas.fetchers().set_settings(crate::fetcher::FetchSettings {
             partition_max_bytes: config.int("replica.fetch.max.bytes") as i32,
@@ -154,6 +158,7 @@ impl Broker {
             transport: options.transport.clone(),
             seed: options.seed,
             election_timeout_range_ms: options.election_timeout_range_ms,
+            disk: disk.clone(),
         };
         let metadata = MetadataManager::open(
             &dir,
@@ -163,12 +168,11 @@ impl Broker {
             replicas.clone(),
         )
         .await?;
-        let producer_ids = ProducerIdAllocator::open(&dir, config.node_id).map_err(|source| {
-            StartError::DataDir {
+        let producer_ids = ProducerIdAllocator::open_on(disk.clone(), &dir, config.node_id)
+            .map_err(|source| StartError::DataDir {
                 dir: dir.clone(),
                 source,
-            }
-        })?;
+            })?;
         let bootstrap = if config.advertised_host.contains(':') {
             format!("[{}]:{}", config.advertised_host, config.advertised_port)
         } else {

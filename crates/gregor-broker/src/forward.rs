@@ -128,6 +128,11 @@ pub async fn to_controller(
                     r = b.metadata.forward(id, api_key as i16, version, bytes, remaining) => r,
                     _ = b.metadata.wait_controller_change(id) => {
                         debug!(controller = id, api = ?api_key, "the active controller changed while forwarding; sending to the new one");
+                        if b.metadata.active_controller() == Some(id) {
+                            // It changed and changed back: no hurry, and never a loop that
+                            // does not yield.
+                            tokio::time::sleep(RETRY_PAUSE).await;
+                        }
                         continue;
                     }
                 };

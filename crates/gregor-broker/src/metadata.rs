@@ -120,6 +120,8 @@ pub struct QuorumSettings {
     /// `election_timeout_ms`. The simulator pins it to one value drawn from its seed (openraft
     /// draws from a generator no seed controls).
     pub election_timeout_range_ms: Option<(u64, u64)>,
+    /// What the metadata log is written through (the broker's disk).
+    pub disk: gregor_log::Disk,
 }
 
 /// This node's part in the quorum.
@@ -157,7 +159,7 @@ impl MetadataManager {
             node_id: node_id as NodeId,
             voters: settings.voters,
             dir: data_dir.join(METADATA_LOG_DIR),
-            faults: None,
+            faults: settings.disk.faults().cloned(),
             election_timeout_ms: election,
             heartbeat_interval_ms: (election / 5).max(5),
             snapshot_bytes: settings.snapshot_bytes,

@@ -395,7 +395,12 @@ impl Partition {
         }
         let now = now_ms();
         if !records.is_empty() {
-            self.log.append_as_follower(records, now)?;
+            let (_, durable) = self.log.append_as_follower_deferred(records, now)?;
+            if !crate::util::planted(crate::util::PlantedBug::SkipFollowerSync) {
+                // The next fetch names the new log end, which the leader then counts toward
+                // the high watermark: it must be on this disk first.
+                self.log.await_durable(durable)?;
+            }
             let mut rest = records;
             while let Some(h) = BatchHeader::parse(rest) {
                 if h.size() > rest.len() || h.size() == 0 {
@@ -520,7 +525,9 @@ impl Partition {
             }
             (snapshot_bytes(&producers, offset), offset)
         };
-        gregor_log::Disk::real().write_atomic(&self.log.dir().join(SNAPSHOT_FILE), &bytes)?;
+        self.log
+            .disk()
+            .write_atomic(&self.log.dir().join(SNAPSHOT_FILE), &bytes)?;
         self.snapshot_offset.store(offset, Ordering::SeqCst);
         Ok(())
     }
@@ -614,12 +621,10 @@ fn load_producers(log: &Log, loaded_at_ms: i64) -> (ProducerStates, i64) {
                     // Damaged, or newer than what survived a crash: it describes batches the log
                     // no longer has. Remove it so that it can never be taken for current later.
                     warn!(dir = %log.dir().display(), "ignoring a producer-state snapshot the log does not match");
-                    let removed = std::fs::remove_file(&path)
-                        .map_err(|source| LogError::Io {
-                            path: path.clone(),
-                            source,
-                        })
-                        .and_then(|()| gregor_log::Disk::real().sync_dir(log.dir()));
+                    let removed = log
+                        .disk()
+                        .remove_if_exists(&path)
+                        .and_then(|()| log.disk().sync_dir(log.dir()));
                     if let Err(e) = removed {
                         warn!(path = %path.display(), error = %e, "cannot remove a stale producer-state snapshot");
                     }

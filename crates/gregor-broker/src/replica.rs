@@ -30,6 +30,8 @@ pub type TopicPartitionKey = (String, i32);
 pub struct ReplicaManager {
     node_id: i32,
     data_dir: PathBuf,
+    /// What the partition directories are written through.
+    disk: gregor_log::Disk,
     partitions: RwLock<HashMap<TopicPartitionKey, Arc<Partition>>>,
     /// Counts applied metadata changes to hosted replicas (roles, ISRs, replicas started or
     /// stopped): whoever follows leaderships (the group coordinator) waits on it.
@@ -58,12 +60,13 @@ fn partition_state(reg: &PartitionRegistration) -> PartitionState {
 }
 
 impl ReplicaManager {
-    pub fn new(node_id: i32, data_dir: &Path) -> ReplicaManager {
+    pub fn new(node_id: i32, data_dir: &Path, disk: gregor_log::Disk) -> ReplicaManager {
         let (isr_proposals, queue) = mpsc::unbounded_channel();
         let throttles = Arc::new(Throttles::new(node_id));
         ReplicaManager {
             node_id,
             data_dir: data_dir.to_path_buf(),
+            disk,
             partitions: RwLock::new(HashMap::new()),
             roles_changed: watch::channel(0).0,
             fetchers: FetcherManager::new(node_id, throttles.clone()),
@@ -262,7 +265,7 @@ impl ReplicaManager {
         if delete {
             let dir = part.log.dir().to_path_buf();
             drop(part);
-            if let Err(e) = gregor_log::Disk::real().remove_dir_all(&dir) {
+            if let Err(e) = self.disk.remove_dir_all(&dir) {
                 warn!(dir = %dir.display(), error = %e, "cannot delete partition directory");
             } else {
                 info!(topic, partition = id.partition, "deleted partition");
@@ -291,7 +294,7 @@ impl ReplicaManager {
                 return Vec::new();
             }
         };
-        let disk = gregor_log::Disk::real();
+        let disk = &self.disk;
         strays
             .into_iter()
             .filter(|dir| match disk.set_aside_for_deletion(dir) {
@@ -309,7 +312,7 @@ impl ReplicaManager {
 
     /// Removes the directories set aside for deletion in the data directory.
     pub fn purge_deleted(&self) {
-        if let Err(e) = gregor_log::Disk::real().purge_deleted_dirs(&self.data_dir) {
+        if let Err(e) = self.disk.purge_deleted_dirs(&self.data_dir) {
             warn!(dir = %self.data_dir.display(), error = %e, "cannot remove deleted partition directories");
         }
     }
@@ -348,7 +351,7 @@ impl ReplicaManager {
         let (topic, index) = (p.topic.as_str(), p.id.partition);
         let reg = &p.registration;
         let dir = self.dir_for(topic, index);
-        let disk = gregor_log::Disk::real();
+        let disk = &self.disk;
         let stamp = partition_dir::read_stamp(&dir, p.id.topic_id);
         match &stamp {
             Stamp::OtherTopic(found) => {
@@ -362,9 +365,9 @@ impl ReplicaManager {
             }
             Stamp::Missing | Stamp::Matches => {}
         }
-        let log = Log::open(&dir, log_config(view, topic), now_ms())?;
+        let log = Log::open_on(&dir, log_config(view, topic), now_ms(), disk.clone())?;
         if stamp != Stamp::Matches {
-            partition_dir::write_stamp(&disk, &dir, p.id.topic_id)?;
+            partition_dir::write_stamp(disk, &dir, p.id.topic_id)?;
         }
         let leo = log.log_end_offset();
         if reg.replicas.len() <= 1 {

@@ -36,6 +36,10 @@ pub enum PlantedBug {
     /// controller commits it (so the high watermark stops waiting for the dropped follower,
     /// which the controller may still elect).
     IsrShrinkBeforeCommit,
+    /// A follower appends fetched batches without syncing them before its next fetch, which
+    /// tells the leader they are on its disk: an `acks=all` write can be acknowledged while
+    /// only the leader has it durably.
+    SkipFollowerSync,
 }
 
 thread_local! {
@@ -130,13 +134,14 @@ pub fn cluster_id(data_dir: &std::path::Path) -> std::io::Result<String> {
 /// a multi-node quorum an id derived from the voters (so nodes configured alike agree without a
 /// format step), else a new random one. A directory of another cluster is an error.
 pub fn cluster_id_for(
+    disk: &gregor_log::Disk,
     data_dir: &std::path::Path,
     voters: &std::collections::BTreeMap<u64, String>,
     explicit: Option<&str>,
 ) -> std::io::Result<String> {
     let path = data_dir.join("meta.properties");
     if path.exists() {
-        let id = cluster_id(data_dir)?;
+        let id = cluster_id_on(disk, data_dir)?;
         if let Some(want) = explicit.filter(|w| *w != id) {
             return Err(std::io::Error::other(format!(
                 "{} belongs to cluster {id}, not --cluster-id {want}",
@@ -154,10 +159,9 @@ pub fn cluster_id_for(
                 text.join(",").as_bytes(),
             ))
         }
-        None => return cluster_id(data_dir),
+        None => return cluster_id_on(disk, data_dir),
     };
-    gregor_log::Disk::real()
-        .write_atomic(&path, format!("version=1\ncluster.id={id}\n").as_bytes())
+    disk.write_atomic(&path, format!("version=1\ncluster.id={id}\n").as_bytes())
         .map_err(std::io::Error::other)?;
     Ok(id)
 }

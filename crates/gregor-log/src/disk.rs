@@ -193,6 +193,12 @@ impl Disk {
         }
     }
 
+    /// The fault injector behind this disk, if any (to hand the same one to another component
+    /// that keeps files in the same directory tree).
+    pub fn faults(&self) -> Option<&Arc<FaultInjector>> {
+        self.faults.as_ref()
+    }
+
     fn gate(&self) -> io::Result<()> {
         match &self.faults {
             Some(f) => f.gate(),
@@ -336,8 +342,8 @@ impl Disk {
         fs::remove_file(path)
     }
 
-    /// [`Disk::remove_file`] that accepts a missing file.
-    pub(crate) fn remove_if_exists(&self, path: &Path) -> Result<()> {
+    /// Remove a file if it is there (durable once its directory is synced).
+    pub fn remove_if_exists(&self, path: &Path) -> Result<()> {
         match self.remove_file(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             r => r.at(path),

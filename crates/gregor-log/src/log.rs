@@ -256,6 +256,11 @@ impl Log {
         &self.dir
     }
 
+    /// The disk this log writes through (for the small files callers keep beside it).
+    pub fn disk(&self) -> &Disk {
+        &self.disk
+    }
+
     /// The current configuration.
     pub fn config(&self) -> LogConfig {
         lock(&self.inner).config.clone()
@@ -364,6 +369,19 @@ impl Log {
     /// Append batches copied from the leader, keeping their offsets and epochs. The first batch
     /// must start at or after the log end offset and batches must not overlap.
     pub fn append_as_follower(&self, records: &[u8], now_ms: i64) -> Result<AppendInfo> {
+        let (info, durable) = self.append_as_follower_deferred(records, now_ms)?;
+        self.await_durable(durable)?;
+        Ok(info)
+    }
+
+    /// [`Log::append_as_follower`] that returns before the batches are durable: they are once
+    /// [`Log::await_durable`] returns for the token (with [`FlushPolicy::EveryAppend`], the
+    /// waiter is who syncs).
+    pub fn append_as_follower_deferred(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<(AppendInfo, DurableToken)> {
         let config = self.config();
         let p = prepare(records, &config, Origin::Follower, now_ms)?;
         let mut g = lock(&self.inner);
@@ -385,9 +403,7 @@ impl Log {
         if changed {
             checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
         }
-        let (info, durable) = self.write_locked(g, p, now_ms, None)?;
-        self.await_durable(durable)?;
-        Ok(info)
+        self.write_locked(g, p, now_ms, None)
     }
 
     fn check_online(&self, g: &Inner) -> Result<()> {

@@ -59,6 +59,11 @@ impl Log {
         )
     }
 
+    /// [`Log::open`] on `disk` (the real file system, or one behind a fault injector).
+    pub fn open_on(dir: &Path, config: LogConfig, now_ms: i64, disk: Disk) -> Result<Log> {
+        Self::open_inner(dir, config, now_ms, disk)
+    }
+
     fn open_inner(dir: &Path, config: LogConfig, now_ms: i64, disk: Disk) -> Result<Log> {
         config.validate()?;
         let existed = dir.is_dir();

@@ -81,8 +81,12 @@ impl MetadataFollower {
     /// Returns once this observer no longer names `from` as the active controller.
     pub async fn wait_leader_change(&self, from: Option<NodeId>) {
         let mut rx = self.leader.clone();
-        // An error means the follower task stopped: nothing it named is current any more.
-        let _ = rx.wait_for(|l| *l != from).await;
+        // An error means the follower task stopped: the leader it last named stays what this
+        // node reports, so nothing changes any more (returning would make a caller that retries
+        // on a change spin).
+        if rx.wait_for(|l| *l != from).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 
     /// Index of the last applied entry plus one.

@@ -288,8 +288,12 @@ impl Quorum {
     /// or none).
     pub async fn wait_leader_change(&self, from: Option<NodeId>) {
         let mut rx = self.raft.metrics();
-        // An error means the Raft stopped: the leader it named is no longer current either.
-        let _ = rx.wait_for(|m| m.current_leader != from).await;
+        // An error means the Raft stopped (a fatal storage error): the leader it last named
+        // stays what this node reports, so returning would only send a caller that retries on
+        // a change straight back here, in a loop that never yields. Nothing changes any more.
+        if rx.wait_for(|m| m.current_leader != from).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 
     /// Runs a controller operation on the active controller: its records are committed by the

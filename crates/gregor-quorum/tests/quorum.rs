@@ -67,11 +67,23 @@ async fn start(
     root: &Path,
     snapshot_bytes: u64,
 ) -> Node {
+    start_on(id, voters, listener, root, snapshot_bytes, None).await
+}
+
+/// [`start`] with the metadata log behind a fault injector.
+async fn start_on(
+    id: NodeId,
+    voters: &BTreeMap<NodeId, String>,
+    listener: TcpListener,
+    root: &Path,
+    snapshot_bytes: u64,
+    faults: Option<Arc<gregor_log::FaultInjector>>,
+) -> Node {
     let config = QuorumConfig {
         node_id: id,
         voters: voters.clone(),
         dir: root.join(format!("node-{id}")).join("__cluster_metadata-0"),
-        faults: None,
+        faults,
         election_timeout_ms: 300,
         heartbeat_interval_ms: 50,
         snapshot_bytes,
@@ -263,6 +275,58 @@ async fn three_voters_replicate_writes_and_survive_the_leaders_loss() {
     for n in nodes.into_iter().flatten() {
         n.stop().await;
     }
+}
+
+/// A voter whose metadata log cannot be synced stops its Raft (a fatal storage error). The
+/// leader it last named then stays what it reports, so waiting for a leader change must not
+/// return as if one had happened: a broker forwarding a heartbeat retries on every change, and
+/// spun without yielding (found by gregor-sim's power-loss runs, where a node whose disk had
+/// died kept a simulation step from ever ending).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_whose_metadata_log_failed_reports_no_leader_change() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (mut ls, voters) = listeners(1).await;
+    let faults = gregor_log::FaultInjector::new();
+    let node = start_on(
+        0,
+        &voters,
+        ls.remove(0),
+        dir.path(),
+        1 << 20,
+        Some(faults.clone()),
+    )
+    .await;
+    let leader = leader_of(&[&node]).await;
+    faults.set_fail_sync(true);
+    // A registration always writes a record.
+    let req = BrokerRegistrationRequest {
+        broker_id: 0,
+        incarnation_id: Uuid::from_u128(0x1000),
+        endpoints: vec![BrokerEndpoint {
+            name: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port: 9000,
+            security_protocol: 0,
+        }],
+        rack: None,
+    };
+    let written = node
+        .quorum
+        .write(WAIT, |c| c.register_broker(&req, 0))
+        .await;
+    assert!(
+        matches!(written, Err(WriteError::Unavailable(_))),
+        "a write the log cannot sync fails: {:?}",
+        written.map(|(_, applied)| applied)
+    );
+    assert_eq!(node.quorum.active_controller(), Some(leader));
+    let changed = tokio::time::timeout(
+        Duration::from_millis(500),
+        node.quorum.wait_leader_change(Some(leader)),
+    )
+    .await;
+    assert!(changed.is_err(), "a stopped Raft reported a leader change");
+    node.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -119,6 +119,10 @@ pub async fn run_broker_node(ctx: NodeContext) -> turmoil::Result {
         )),
         // A one-millisecond window: openraft's draw from it is no draw at all.
         election_timeout_range_ms: Some((election_timeout, election_timeout + 1)),
+        disk: match &ctx.faults {
+            Some(f) => gregor_log::Disk::with_faults(f.clone()),
+            None => gregor_log::Disk::real(),
+        },
     };
     let broker = match Broker::start_with(config, options).await {
         Ok(b) => b,

@@ -48,6 +48,9 @@ pub enum Property {
     TwoLeadersInEpoch,
     /// Replicated runs: a record of the idempotent producer is in the log twice.
     IdempotentDuplicate,
+    /// `--power-loss` runs: a file in a node's data directory was created or written without
+    /// going through the simulated disk, so the power model cannot tell what survives.
+    DiskBypassed,
 }
 
 impl fmt::Display for Property {
@@ -68,6 +71,7 @@ impl fmt::Display for Property {
             Property::HighWatermarkWentBack => "high-watermark-went-back",
             Property::TwoLeadersInEpoch => "two-leaders-in-epoch",
             Property::IdempotentDuplicate => "idempotent-duplicate",
+            Property::DiskBypassed => "disk-bypassed",
         };
         f.write_str(s)
     }

@@ -42,6 +42,9 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
     if options.mode == Mode::Replication {
         args.push("--replication".into());
     }
+    if options.power_loss {
+        args.push("--power-loss".into());
+    }
     if let Some(bug) = options.bug {
         args.push("--plant".into());
         args.push(bug.name().into());

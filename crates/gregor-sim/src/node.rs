@@ -108,6 +108,9 @@ pub struct NodeContext {
     pub scenario: crate::Scenario,
     pub bug: Option<PlantedBug>,
     pub registry: Rc<RefCell<Registry>>,
+    /// `--power-loss` runs: the node's disk (a power model of its data directory), kept
+    /// across restarts as a machine keeps its disk.
+    pub faults: Option<Arc<gregor_log::FaultInjector>>,
 }
 
 struct NoListener;
@@ -214,7 +217,7 @@ pub async fn run_node(ctx: NodeContext) -> turmoil::Result {
         node_id: ctx.node as NodeId,
         voters: ctx.voters.clone(),
         dir: ctx.dir.clone(),
-        faults: None,
+        faults: ctx.faults.clone(),
         election_timeout_ms: election_timeout,
         heartbeat_interval_ms: ctx.scenario.heartbeat_interval_ms,
         snapshot_bytes: ctx.scenario.snapshot_bytes,

@@ -34,16 +34,20 @@ pub enum PlantedBug {
     TruncateToHighWatermark,
     /// Replicated runs: a leader applies its own ISR shrink before the controller commits it.
     IsrShrinkBeforeCommit,
+    /// Replicated runs: a follower does not sync fetched batches before its next fetch tells
+    /// the leader it has them (found by `--power-loss` runs).
+    SkipFollowerSync,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 5] = [
+    pub const ALL: [(&'static str, PlantedBug); 6] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
         ("truncate-to-hw", PlantedBug::TruncateToHighWatermark),
         ("isr-shrink-early", PlantedBug::IsrShrinkBeforeCommit),
+        ("skip-follower-fsync", PlantedBug::SkipFollowerSync),
     ];
 
     /// The bug named `name` on the command line.
@@ -77,6 +81,9 @@ pub struct SimOptions {
     pub seed: u64,
     pub bug: Option<PlantedBug>,
     pub mode: Mode,
+    /// Disk faults: crashes become power losses, and outages of the whole cluster (see
+    /// [`Scenario::with_power_losses`]).
+    pub power_loss: bool,
 }
 
 /// The brokers' wall clock: simulated time after a fixed epoch.
@@ -99,6 +106,9 @@ pub struct Outcome {
     pub ops: usize,
     /// Acknowledged operations (quorum runs) or acknowledged `acks=all` batches (replicated runs).
     pub acked: usize,
+    /// Nodes that lost power (`--power-loss` runs).
+    #[serde(default)]
+    pub power_cuts: usize,
 }
 
 impl Outcome {
@@ -263,6 +273,13 @@ impl Observer {
     }
 }
 
+/// A power cut armed on a node's disk, waiting for the disk to die or for its deadline.
+struct PendingCut {
+    node: usize,
+    deadline_ms: u64,
+    torn_seed: u64,
+}
+
 /// A fault in progress, with its targets resolved.
 struct Active {
     end_ms: u64,
@@ -279,6 +296,10 @@ struct Driver<'a> {
     observer: Observer,
     bug: Option<PlantedBug>,
     dirs: Vec<std::path::PathBuf>,
+    /// `--power-loss` runs: each node's disk.
+    disks: Vec<Option<Arc<gregor_log::FaultInjector>>>,
+    pending_cuts: Vec<PendingCut>,
+    power_cuts: usize,
 }
 
 impl Driver<'_> {
@@ -295,9 +316,11 @@ impl Driver<'_> {
 
     fn begin(&mut self, e: &Episode) -> Active {
         let a = match e.fault {
-            Fault::Crash { node } | Fault::Isolate { node } | Fault::Pause { node } => {
-                self.observer.resolve(node)
-            }
+            Fault::Crash { node }
+            | Fault::Isolate { node }
+            | Fault::Pause { node }
+            | Fault::PowerLoss { node, .. } => self.observer.resolve(node),
+            Fault::Outage { .. } => 0,
             Fault::OneWay { from, .. } => self.observer.resolve(from),
             Fault::Delay { a, .. } => self.observer.resolve(a),
         };
@@ -325,6 +348,12 @@ impl Driver<'_> {
                 self.sim.hold(ha.as_str(), "client");
             }
             Fault::Delay { .. } if a != b => self.sim.hold(ha.as_str(), hb.as_str()),
+            Fault::PowerLoss { torn_seed, .. } => self.arm_power_cut(a, torn_seed, e),
+            Fault::Outage { torn_seed } => {
+                for n in 0..self.scenario.nodes {
+                    self.arm_power_cut(n, torn_seed ^ n as u64, e);
+                }
+            }
             _ => {}
         }
         let what = match e.fault {
@@ -333,6 +362,8 @@ impl Driver<'_> {
             Fault::OneWay { .. } => format!("drop n{a}->n{b}"),
             Fault::Pause { .. } => format!("pause n{a}"),
             Fault::Delay { .. } => format!("hold n{a}<->n{b}"),
+            Fault::PowerLoss { .. } => format!("power loss n{a}"),
+            Fault::Outage { .. } => "outage of every node".to_string(),
         };
         let now = self.now();
         self.history
@@ -358,6 +389,16 @@ impl Driver<'_> {
                 }
                 self.sim.bounce(ha.as_str());
             }
+            Fault::PowerLoss { .. } => {
+                self.cut_power(Some(f.a));
+                self.sim.bounce(ha.as_str());
+            }
+            Fault::Outage { .. } => {
+                self.cut_power(None);
+                for n in 0..self.scenario.nodes {
+                    self.sim.bounce(host_name(n).as_str());
+                }
+            }
             Fault::Isolate { .. } => {
                 for o in self.others(f.a) {
                     self.sim.repair(ha.as_str(), o.as_str());
@@ -377,6 +418,95 @@ impl Driver<'_> {
         self.history.borrow_mut().event_at(now, "fault healed");
     }
 
+    /// The power to node `n` fails after a seed-drawn number (0-31) of further disk
+    /// operations, so the cut can fall between a write and its sync, or mid-way through a
+    /// rename; the node's operations fail with EIO from then until the driver stops it after
+    /// the step (see [`Driver::cut_power_where_due`]), or half-way through the episode if it
+    /// touched its disk less often than that.
+    fn arm_power_cut(&mut self, n: usize, torn_seed: u64, e: &Episode) {
+        let Some(disk) = self.disks.get(n).cloned().flatten() else {
+            return;
+        };
+        let ops = gregor_meta::SplitMix64::new(torn_seed).next_below(32) as u64;
+        disk.crash_after(Some(ops));
+        let now = self.now();
+        self.pending_cuts.push(PendingCut {
+            node: n,
+            deadline_ms: now + e.duration_ms / 2,
+            torn_seed,
+        });
+        self.history.borrow_mut().event_at(
+            now,
+            format!("n{n} loses power after {ops} more disk operations"),
+        );
+    }
+
+    /// Stops the nodes whose power cut happened (their disk refused an operation) or is due.
+    fn cut_power_where_due(&mut self) {
+        let now = self.now();
+        let due: Vec<PendingCut> = {
+            let disks = &self.disks;
+            let (due, rest) = std::mem::take(&mut self.pending_cuts)
+                .into_iter()
+                .partition(|c: &PendingCut| {
+                    now >= c.deadline_ms || disks[c.node].as_ref().is_some_and(|d| d.is_dead())
+                });
+            self.pending_cuts = rest;
+            due
+        };
+        for c in due {
+            self.power_loss(c.node, c.torn_seed);
+        }
+    }
+
+    /// Cuts the power now of node `only` (or of every node) where it is still pending.
+    fn cut_power(&mut self, only: Option<usize>) {
+        let (due, rest) = std::mem::take(&mut self.pending_cuts)
+            .into_iter()
+            .partition(|c: &PendingCut| only.is_none_or(|n| n == c.node));
+        self.pending_cuts = rest;
+        for c in due {
+            self.power_loss(c.node, c.torn_seed);
+        }
+    }
+
+    /// Node `n` loses power: its process dies with the host, then its disk drops what was not
+    /// synced (before anything can open its files again).
+    fn power_loss(&mut self, n: usize, torn_seed: u64) {
+        self.sim.crash(host_name(n).as_str());
+        self.registry.borrow_mut().forget(n);
+        let Some(disk) = self.disks.get(n).cloned().flatten() else {
+            return;
+        };
+        self.power_cuts += 1;
+        let now = self.now();
+        let line = match disk.power_loss(Some(torn_seed)) {
+            Ok(r) => {
+                let torn = r.torn.map_or(String::new(), |t| {
+                    let root = self.dirs[n].parent().unwrap_or(&self.dirs[n]);
+                    let name = t.path.strip_prefix(root).unwrap_or(&t.path).display();
+                    format!(
+                        ", torn write kept {} of {} bytes at {name}@{}",
+                        t.kept, t.len, t.pos
+                    )
+                });
+                format!(
+                    "n{n} lost power: {} unsynced writes dropped{torn}",
+                    r.unsynced_writes_dropped
+                )
+            }
+            Err(e) => {
+                let v = Violation::new(
+                    Property::NodeFailedToStart,
+                    format!("n{n}: its disk could not be restored after the power loss: {e}"),
+                );
+                self.observer.violations.push(v);
+                format!("n{n} lost power; restoring its disk failed: {e}")
+            }
+        };
+        self.history.borrow_mut().event_at(now, line);
+    }
+
     /// One step; a turmoil error (a host's software failed) is a finding.
     fn step(&mut self) -> Result<(), Violation> {
         self.sim.step().map_err(|e| {
@@ -385,6 +515,7 @@ impl Driver<'_> {
                 format!("simulation error: {e}"),
             )
         })?;
+        self.cut_power_where_due();
         let now = self.now();
         self.observer.observe(now, &self.registry, &self.history);
         Ok(())
@@ -531,12 +662,29 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         Some(PlantedBug::IsrShrinkBeforeCommit) => {
             Some(gregor_broker::util::PlantedBug::IsrShrinkBeforeCommit)
         }
+        Some(PlantedBug::SkipFollowerSync) => {
+            Some(gregor_broker::util::PlantedBug::SkipFollowerSync)
+        }
         Some(PlantedBug::AckUncommitted | PlantedBug::ForgetVote) | None => None,
     });
-    let scenario = Scenario::from_seed(options.seed);
+    let scenario = match options.power_loss {
+        false => Scenario::from_seed(options.seed),
+        true => Scenario::from_seed(options.seed).with_power_losses(),
+    };
     let root = tempfile::tempdir().expect("a temporary directory for the nodes' files");
     let dirs: Vec<_> = (0..scenario.nodes)
         .map(|i| root.path().join(host_name(i)).join("__cluster_metadata-0"))
+        .collect();
+    // Each node's disk: its data directory, empty and durable at the start.
+    let disks: Vec<Option<Arc<gregor_log::FaultInjector>>> = (0..scenario.nodes)
+        .map(|i| {
+            options.power_loss.then(|| {
+                let data_dir = root.path().join(host_name(i));
+                std::fs::create_dir_all(&data_dir).expect("a node's data directory");
+                gregor_log::FaultInjector::power_model(&data_dir)
+                    .expect("a power model of an empty directory")
+            })
+        })
         .collect();
     let sim = turmoil::Builder::new()
         .simulation_duration(Duration::from_secs(3600))
@@ -574,6 +722,9 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         },
         bug: options.bug,
         dirs: dirs.clone(),
+        disks: disks.clone(),
+        pending_cuts: Vec::new(),
+        power_cuts: 0,
     };
     for (i, dir) in dirs.iter().enumerate() {
         let ctx = NodeContext {
@@ -583,6 +734,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
             scenario: scenario.clone(),
             bug: options.bug,
             registry: registry.clone(),
+            faults: disks[i].clone(),
         };
         match options.mode {
             Mode::Quorum => driver
@@ -644,9 +796,27 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     if options.mode == Mode::Replication {
         violations.extend(crate::data_check::check(&history.borrow().data));
     }
+    for (i, disk) in disks.iter().enumerate() {
+        let bypassed = disk
+            .as_ref()
+            .map(|d| d.untracked_paths())
+            .unwrap_or_default();
+        if let Some(first) = bypassed.first() {
+            let root = root.path().join(host_name(i));
+            violations.push(Violation::new(
+                Property::DiskBypassed,
+                format!(
+                    "n{i}: {} paths written around the simulated disk, first {}",
+                    bypassed.len(),
+                    first.strip_prefix(&root).unwrap_or(first).display()
+                ),
+            ));
+        }
+    }
     violations.sort_by_key(|v| v.property);
     violations.dedup();
     let sim_ms = driver.now();
+    let power_cuts = driver.power_cuts;
     // Stop every host before the directory goes away.
     drop(driver);
     let mut h = history.borrow_mut();
@@ -673,5 +843,6 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         ops: ops.len(),
         violations,
         sim_ms,
+        power_cuts,
     }
 }

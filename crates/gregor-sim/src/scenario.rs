@@ -20,6 +20,12 @@ pub enum Fault {
     Pause { node: Target },
     /// One link holds its messages (a long delay), then delivers them.
     Delay { a: Target, b: Target },
+    /// The node loses power (`--power-loss` runs): its process dies, every byte and directory
+    /// entry it had not synced is gone (a seed-drawn prefix of its last unsynced write may
+    /// survive, torn), and it boots again after the episode.
+    PowerLoss { node: Target, torn_seed: u64 },
+    /// Every node loses power at once, as in a data-centre outage (`--power-loss` runs).
+    Outage { torn_seed: u64 },
 }
 
 /// A node chosen by index, or whichever node leads when the episode starts.
@@ -132,6 +138,37 @@ impl Scenario {
             episodes,
             faults_end_ms: t,
         }
+    }
+
+    /// The same scenario with disk faults (`--power-loss`): drawn from a stream of their own,
+    /// so the rest of the scenario is the one the seed gives without them. Three crashes in
+    /// four become power losses, and half the seeds end their schedule with an outage of the
+    /// whole cluster.
+    pub fn with_power_losses(mut self) -> Scenario {
+        let mut rng = SplitMix64::new(self.seed ^ 0xd15c_d15c_d15c_d15c);
+        for e in &mut self.episodes {
+            if let Fault::Crash { node } = e.fault {
+                if rng.next_below(4) != 0 {
+                    e.fault = Fault::PowerLoss {
+                        node,
+                        torn_seed: rng.next_u64(),
+                    };
+                }
+            }
+        }
+        if rng.next_below(2) == 0 {
+            let start_ms = self.faults_end_ms + rng.next_below(800) as u64;
+            let duration_ms = 200 + rng.next_below(1_500) as u64;
+            self.episodes.push(Episode {
+                start_ms,
+                duration_ms,
+                fault: Fault::Outage {
+                    torn_seed: rng.next_u64(),
+                },
+            });
+            self.faults_end_ms = start_ms + duration_ms;
+        }
+        self
     }
 
     /// The pinned election timeout of a node in its `incarnation`-th run: each restart moves it
