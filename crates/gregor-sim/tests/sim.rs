@@ -338,3 +338,26 @@ fn the_checker_finds_a_follower_that_skips_its_fsync() {
         clean.violations
     );
 }
+
+/// A leader that applies its own ISR shrink before the controller commits it advances the high
+/// watermark without the follower it dropped, which the controller may still elect: seed 37 of
+/// the power-loss seeds (the first of seeds 0-39 to show it; none of seeds 0-39 without power
+/// losses does) has a consumer read records that are later replaced at the same offsets.
+#[test]
+fn the_checker_finds_an_isr_shrink_applied_before_commit() {
+    let options = SimOptions {
+        seed: 37,
+        bug: Some(PlantedBug::IsrShrinkBeforeCommit),
+        mode: Mode::Replication,
+        power_loss: true,
+    };
+    let o = run_seed_in_child(exe(), options).expect("the seed runs");
+    assert!(
+        o.violations
+            .iter()
+            .any(|v| v.property == Property::OffsetHoldsTwoRecords),
+        "the planted bug went unnoticed: {:#?}",
+        o.violations
+    );
+    // Without the bug the seed passes (replicated_seeds_with_power_losses_... runs it).
+}
