@@ -79,12 +79,15 @@ pub struct DataHistory {
     /// When the final pass had read past every acknowledged `acks=all` record.
     pub final_pass_done: Option<u64>,
     pub producers_done: bool,
+    /// `--admin` runs: a reassignment that had not completed within the bound after the
+    /// faults (what the partitions' replicas were instead).
+    pub reassignment_stuck: Option<String>,
 }
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Connections to the nodes and what Metadata said about the topic's leaders.
-struct Links {
+pub(crate) struct Links {
     nodes: usize,
     conns: Vec<Option<Connection>>,
     /// partition -> (leader, leader epoch)
@@ -94,7 +97,7 @@ struct Links {
 }
 
 impl Links {
-    fn new(nodes: usize, name: &'static str) -> Links {
+    pub(crate) fn new(nodes: usize, name: &'static str) -> Links {
         Links {
             nodes,
             conns: (0..nodes).map(|_| None).collect(),
@@ -104,7 +107,7 @@ impl Links {
         }
     }
 
-    async fn conn(&mut self, node: usize) -> Option<&Connection> {
+    pub(crate) async fn conn(&mut self, node: usize) -> Option<&Connection> {
         if self.conns[node].as_ref().is_some_and(|c| c.is_closed()) {
             self.conns[node] = None;
         }
@@ -131,7 +134,7 @@ impl Links {
         self.conns[node].as_ref()
     }
 
-    fn drop_conn(&mut self, node: usize) {
+    pub(crate) fn drop_conn(&mut self, node: usize) {
         self.conns[node] = None;
     }
 
@@ -174,7 +177,7 @@ impl Links {
     }
 }
 
-async fn sleep_ms(ms: u64) {
+pub(crate) async fn sleep_ms(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
@@ -547,7 +550,12 @@ async fn consume(history: Rc<RefCell<History>>, nodes: usize) {
 
 /// The whole data workload: topic, producers and consumer. Sets `done` when the consumer's
 /// final pass has read every acknowledged record (or never, which the driver's bound reports).
-pub async fn run(history: Rc<RefCell<History>>, seed: u64, nodes: usize) -> turmoil::Result {
+pub async fn run(
+    history: Rc<RefCell<History>>,
+    seed: u64,
+    nodes: usize,
+    admin: bool,
+) -> turmoil::Result {
     create_topic(&history, nodes).await;
     let producers = async {
         tokio::join!(
@@ -558,7 +566,12 @@ pub async fn run(history: Rc<RefCell<History>>, seed: u64, nodes: usize) -> turm
         h.data.producers_done = true;
         h.event("producers done");
     };
-    tokio::join!(producers, consume(history.clone(), nodes));
+    let admin_ops = async {
+        if admin {
+            crate::admin::run(history.clone(), nodes, seed).await;
+        }
+    };
+    tokio::join!(producers, consume(history.clone(), nodes), admin_ops);
     let mut h = history.borrow_mut();
     // The driver's liveness check: the first `acks=all` acknowledgement after the faults.
     h.final_write = Some((0, h.data.first_ack_after_faults));

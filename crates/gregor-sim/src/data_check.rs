@@ -125,6 +125,9 @@ pub fn check(d: &DataHistory) -> Vec<Violation> {
         )),
         _ => {}
     }
+    if let Some(detail) = &d.reassignment_stuck {
+        out.push(Violation::new(Property::Liveness, detail.clone()));
+    }
     // Report a handful per property: one broken run can repeat a finding many times.
     let mut count: BTreeMap<Property, usize> = BTreeMap::new();
     out.retain(|v| {

@@ -45,6 +45,9 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
     if options.power_loss {
         args.push("--power-loss".into());
     }
+    if options.admin {
+        args.push("--admin".into());
+    }
     if let Some(bug) = options.bug {
         args.push("--plant".into());
         args.push(bug.name().into());

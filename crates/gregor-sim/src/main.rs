@@ -50,6 +50,11 @@ struct Args {
     /// outage of every node at once.
     #[arg(long)]
     power_loss: bool,
+    /// With --replication: reassign the data topic's partitions (to two or three nodes) and
+    /// elect preferred leaders while the faults run; after them every reassignment must
+    /// complete.
+    #[arg(long)]
+    admin: bool,
     /// Seeds run at the same time, each in a process of its own (default: the number of CPUs).
     #[arg(long)]
     jobs: Option<usize>,
@@ -89,6 +94,7 @@ fn main() -> Result<()> {
             bug,
             mode,
             power_loss: args.power_loss,
+            admin: args.admin,
         });
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(());
@@ -101,6 +107,7 @@ fn main() -> Result<()> {
             bug,
             mode,
             power_loss: args.power_loss,
+            admin: args.admin,
         });
         report(&args, &mut outcome);
         if !outcome.passed() {
@@ -114,6 +121,7 @@ fn main() -> Result<()> {
             bug,
             mode,
             power_loss: args.power_loss,
+            admin: args.admin,
         })
         .collect();
     let exe = std::env::current_exe().context("locating the gregor-sim binary")?;

@@ -84,6 +84,9 @@ pub struct SimOptions {
     /// Disk faults: crashes become power losses, and outages of the whole cluster (see
     /// [`Scenario::with_power_losses`]).
     pub power_loss: bool,
+    /// Replicated runs: reassignments and preferred elections of the data topic's partitions
+    /// while the faults run (see `admin.rs`).
+    pub admin: bool,
 }
 
 /// The brokers' wall clock: simulated time after a fixed epoch.
@@ -752,7 +755,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         ),
         Mode::Replication => driver.sim.client(
             "client",
-            crate::data::run(history.clone(), options.seed, scenario.nodes),
+            crate::data::run(history.clone(), options.seed, scenario.nodes, options.admin),
         ),
     }
     let mut violations = driver.run();

@@ -21,6 +21,7 @@ fn run(seed: u64, bug: Option<PlantedBug>) -> Outcome {
             bug,
             mode: Mode::Quorum,
             power_loss: false,
+            admin: false,
         },
     )
     .expect("the seed runs")
@@ -44,6 +45,7 @@ fn run_many_with(
             bug,
             mode,
             power_loss,
+            admin: false,
         })
         .collect();
     let mut outcomes = Vec::new();
@@ -191,6 +193,7 @@ fn replicated_regression_seeds_pass() {
             bug: None,
             mode: Mode::Replication,
             power_loss: false,
+            admin: false,
         })
         .collect();
     let mut failures = Vec::new();
@@ -240,6 +243,7 @@ fn the_checker_finds_a_high_watermark_taken_over_the_isr_maximum() {
             bug: None,
             mode: Mode::Replication,
             power_loss: false,
+            admin: false,
         },
     )
     .expect("the seed runs");
@@ -329,6 +333,7 @@ fn the_checker_finds_a_follower_that_skips_its_fsync() {
             bug: None,
             mode: Mode::Replication,
             power_loss: true,
+            admin: false,
         },
     )
     .expect("the seed runs");
@@ -350,6 +355,7 @@ fn the_checker_finds_an_isr_shrink_applied_before_commit() {
         bug: Some(PlantedBug::IsrShrinkBeforeCommit),
         mode: Mode::Replication,
         power_loss: true,
+        admin: false,
     };
     let o = run_seed_in_child(exe(), options).expect("the seed runs");
     assert!(
@@ -360,4 +366,36 @@ fn the_checker_finds_an_isr_shrink_applied_before_commit() {
         o.violations
     );
     // Without the bug the seed passes (replicated_seeds_with_power_losses_... runs it).
+}
+
+/// Admin operations under the faults (`--admin`): reassignments of the data topic's
+/// partitions to two or three nodes (replication factor changes included) and preferred
+/// elections while nodes crash, lose power and are cut off. Every property holds, and after
+/// the faults each partition ends on the replicas of its last accepted reassignment, all in
+/// sync, within 20 s.
+#[test]
+fn replicated_seeds_with_admin_operations_and_power_losses_pass() {
+    let runs: Vec<SimOptions> = (0..12)
+        .map(|seed| SimOptions {
+            seed,
+            bug: None,
+            mode: Mode::Replication,
+            power_loss: true,
+            admin: true,
+        })
+        .collect();
+    let mut failures = Vec::new();
+    let mut traces = String::new();
+    run_seeds_in_children(exe(), &runs, 2, |o| {
+        let o = o.expect("the seed runs");
+        if !o.passed() {
+            failures.push((o.seed, o.violations.clone()));
+        }
+        traces.push_str(&o.trace.join("\n"));
+    });
+    assert!(failures.is_empty(), "failing seeds: {failures:#?}");
+    // The operations really ran, and some reassignments were accepted.
+    assert!(traces.matches("admin reassign").count() > 12, "{traces}");
+    assert!(traces.contains(": accepted"));
+    assert!(traces.contains("admin: every reassignment complete"));
 }
