@@ -323,6 +323,22 @@ impl Quorum {
             Ok(Err(RaftError::Fatal(e))) => return Err(WriteError::Unavailable(e.to_string())),
             Ok(Ok(_)) => {}
         }
+        // openraft restores a node that restarts within its own term as that term's leader, with
+        // no new blank entry: entries its earlier incarnation appended but never saw commit are
+        // still in its log, and commit ahead of this write. Deciding against an image without
+        // them built records on the wrong base (a partition led by a broker outside its ISR,
+        // found by gregor-sim: --replication --admin --power-loss --seed 70). So the whole log
+        // is applied first.
+        let mut metrics = self.raft.metrics();
+        let caught_up = metrics.wait_for(|m| {
+            m.last_log_index
+                .is_none_or(|end| m.last_applied.is_some_and(|a| a.index >= end))
+        });
+        match tokio::time::timeout_at(deadline, caught_up).await {
+            Err(_) => return Err(WriteError::Timeout),
+            Ok(Err(_)) => return Err(WriteError::Unavailable("the Raft stopped".into())),
+            Ok(Ok(_)) => {}
+        }
         let ControllerResult { records, response } = {
             let mut controller = self.shared.lock_controller();
             let term = self.term();

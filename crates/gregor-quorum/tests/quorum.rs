@@ -160,7 +160,11 @@ async fn on_leader<T>(
             .expect("leader is a node")
             .quorum;
         match q.write(WAIT, &op).await {
-            Err(WriteError::NotController { .. }) if tokio::time::Instant::now() < deadline => {
+            // Both retriable, as for a forwarding broker: leadership moved, or the leader could
+            // not confirm it in time (a heartbeat round lost on a loaded machine).
+            Err(WriteError::NotController { .. } | WriteError::Timeout)
+                if tokio::time::Instant::now() < deadline =>
+            {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             other => return other,
@@ -346,7 +350,7 @@ async fn a_node_behind_a_snapshot_catches_up_from_it_and_restarts_from_it() {
     for i in 0..40 {
         applied = create_topic(&all, &format!("t{i}"), 2)
             .await
-            .expect("created");
+            .unwrap_or_else(|e| panic!("t{i} not created: {e:?}"));
     }
     // The snapshot replaced the early entries on the leader.
     let leader_dir = dir
@@ -524,7 +528,7 @@ async fn a_broker_only_node_follows_the_log_and_snapshots_without_voting() {
     for i in 0..30 {
         applied = create_topic(&all, &format!("t{i}"), 2)
             .await
-            .expect("created");
+            .unwrap_or_else(|e| panic!("t{i} not created: {e:?}"));
     }
     // Started after snapshots replaced the early entries: it catches up from a snapshot.
     let late = follower(8);
