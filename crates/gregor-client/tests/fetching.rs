@@ -307,9 +307,9 @@ async fn prefetched_records_are_dropped_on_seek_and_pause_and_memory_stays_bound
     let mut config = cluster.consumer_config("prefetch-g");
     config.max_poll_records = 7;
     config.max_partition_fetch_bytes = 4096;
-    config.fetch_max_bytes = 12_288;
+    config.fetch_max_bytes = 32_768;
     // fetch.max.bytes plus one batch the broker may add beyond it.
-    let bound = 12_288 + 2048;
+    let bound = 32_768 + 2048;
     let mut c = Consumer::new(config).await.unwrap();
     c.subscribe(&["prefetch"]).await.unwrap();
     let mut next = BTreeMap::new();

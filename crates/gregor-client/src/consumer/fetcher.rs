@@ -171,47 +171,52 @@ impl Consumer {
         self.fetcher
             .partition_backoff_until
             .retain(|_, until| *until > now);
-        let in_flight: HashSet<&TopicPartition> = self
-            .fetcher
-            .busy
-            .values()
-            .flat_map(|(_, parts)| parts)
-            .collect();
+        let fetcher = &self.fetcher;
+        let limits = self.settings.byte_limits;
+        let load = |b: i32| BrokerLoad {
+            in_flight: fetcher.busy.contains_key(&b),
+            backing_off: fetcher.backoff_until.get(&b).is_some_and(|t| now < *t),
+            buffered: fetcher.buffer.broker_bytes(b),
+        };
         let mut candidates = Vec::new();
         let mut wire: HashMap<TopicPartition, (uuid::Uuid, i32)> = HashMap::new();
+        let mut leaderless = false;
+        // Partitions in the Fetch in flight to another broker (after a leader change).
+        let mut in_flight: Option<HashSet<&TopicPartition>> = None;
         for (tp, s) in &self.assigned {
             let (Some(position), false, false) = (s.position, s.paused, s.reset) else {
                 continue;
             };
-            if in_flight.contains(tp) || self.fetcher.partition_backoff_until.contains_key(tp) {
-                continue;
-            }
             let found = md.topic(&tp.topic).and_then(|t| {
                 t.partition(tp.partition)
                     .and_then(|p| p.leader.map(|l| (t.topic_id, l, p.leader_epoch)))
             });
             let Some((topic_id, leader, epoch)) = found else {
-                self.fetcher.needs_metadata = true;
+                leaderless = true;
                 continue;
             };
+            // Cheap checks first: this runs at every poll, mostly while the leader is busy.
+            if !prefetch::may_fetch_from(load(leader), limits) {
+                continue;
+            }
+            let in_flight = in_flight.get_or_insert_with(|| {
+                fetcher.busy.values().flat_map(|(_, parts)| parts).collect()
+            });
+            if in_flight.contains(tp) || fetcher.partition_backoff_until.contains_key(tp) {
+                continue;
+            }
             wire.insert(tp.clone(), (topic_id, epoch));
             candidates.push(Fetchable {
                 tp: tp.clone(),
                 leader,
-                offset: self.fetcher.buffer.end(tp).unwrap_or(position),
-                buffered: self.fetcher.buffer.partition_bytes(tp),
+                offset: fetcher.buffer.end(tp).unwrap_or(position),
+                buffered: fetcher.buffer.partition_bytes(tp),
             });
         }
-        let fetcher = &self.fetcher;
-        let planned = prefetch::plan(
-            candidates,
-            |b| BrokerLoad {
-                in_flight: fetcher.busy.contains_key(&b),
-                backing_off: fetcher.backoff_until.get(&b).is_some_and(|t| now < *t),
-                buffered: fetcher.buffer.broker_bytes(b),
-            },
-            self.settings.byte_limits,
-        );
+        let planned = prefetch::plan(candidates, load, limits);
+        if leaderless {
+            self.fetcher.needs_metadata = true;
+        }
         for p in planned {
             let mut targets = Vec::with_capacity(p.partitions.len());
             let mut tokens = Vec::with_capacity(p.partitions.len());

@@ -8,11 +8,12 @@
 //!   - a partition is fetched from its leader while fewer than `max.partition.fetch.bytes` of
 //!     its records are buffered (not yet returned by `poll`), starting after what is buffered,
 //!     so the next chunk is on the wire while the application consumes the current one;
-//!   - a broker gets a new Fetch only while the bytes buffered from it leave room for at least
-//!     one partition's worth (`min(max.partition.fetch.bytes, fetch.max.bytes)`) under
-//!     `fetch.max.bytes`, and the Fetch asks for no more than that room: the bytes buffered from
-//!     a broker plus the answer awaited from it stay within `fetch.max.bytes` (the broker may
-//!     exceed a limit by one record batch, as Kafka always returns the first batch whole).
+//!   - a broker gets a new Fetch only while at most half of `fetch.max.bytes` is buffered from
+//!     it (fewer, larger Fetches when many partitions are buffered) and that leaves room for at
+//!     least one partition's worth (`min(max.partition.fetch.bytes, fetch.max.bytes)`), and the
+//!     Fetch asks for no more than the room left: the bytes buffered from a broker plus the
+//!     answer awaited from it stay within `fetch.max.bytes` (the broker may exceed a limit by
+//!     one record batch, as Kafka always returns the first batch whole).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -73,22 +74,28 @@ pub fn plan(
             by_broker.entry(c.leader).or_default().push(c);
         }
     }
-    let least_room = limits.partition_max.min(limits.fetch_max);
     by_broker
         .into_iter()
         .filter_map(|(broker, partitions)| {
             let l = load(broker);
-            if l.in_flight || l.backing_off {
-                return None;
-            }
-            let room = limits.fetch_max.saturating_sub(l.buffered);
-            (room >= least_room).then_some(PlannedFetch {
+            may_fetch_from(l, limits).then(|| PlannedFetch {
                 broker,
-                max_bytes: room,
+                max_bytes: limits.fetch_max.saturating_sub(l.buffered),
                 partitions,
             })
         })
         .collect()
+}
+
+/// Whether a broker may get a Fetch now: none in flight, not backing off, at most half of
+/// `fetch.max.bytes` buffered from it (so Fetches stay large rather than one per partition
+/// consumed), and room for at least `min(max.partition.fetch.bytes, fetch.max.bytes)`.
+pub fn may_fetch_from(l: BrokerLoad, limits: ByteLimits) -> bool {
+    let room = limits.fetch_max.saturating_sub(l.buffered);
+    !l.in_flight
+        && !l.backing_off
+        && l.buffered <= limits.fetch_max / 2
+        && room >= limits.partition_max.min(limits.fetch_max)
 }
 
 /// The partition as it is when a Fetch answer lands.

@@ -76,11 +76,29 @@ fn a_broker_is_asked_only_for_the_room_left_under_fetch_max_bytes() {
             LIMITS,
         )
     };
-    assert_eq!(with_buffered(60)[0].max_bytes, 40);
-    assert_eq!(with_buffered(70)[0].max_bytes, 30);
-    // Less room than one partition's worth: wait until the application consumes.
-    assert!(with_buffered(71).is_empty());
+    assert_eq!(with_buffered(0)[0].max_bytes, 100);
+    assert_eq!(with_buffered(50)[0].max_bytes, 50);
+    // More than half of fetch.max.bytes buffered: wait until the application consumes, then
+    // ask for a large share at once rather than one partition's worth at a time.
+    assert!(with_buffered(51).is_empty());
     assert!(with_buffered(500).is_empty());
+    // Half of fetch.max.bytes would be less than a partition's worth: wait for that much room.
+    let narrow = ByteLimits {
+        fetch_max: 100,
+        partition_max: 80,
+    };
+    let at = |buffered| {
+        plan(
+            vec![cand(0, 1, 0, 0)],
+            move |_| BrokerLoad {
+                buffered,
+                ..BrokerLoad::default()
+            },
+            narrow,
+        )
+    };
+    assert_eq!(at(20)[0].max_bytes, 80);
+    assert!(at(21).is_empty());
     // max.partition.fetch.bytes above fetch.max.bytes: only an empty broker is asked.
     let wide = ByteLimits {
         fetch_max: 10,
