@@ -62,9 +62,13 @@ pub struct ConsumerConfig {
     pub fetch_min_bytes: i32,
     /// `fetch.max.wait.ms` (default 500 ms).
     pub fetch_max_wait: Duration,
-    /// `fetch.max.bytes` (default 50 MiB).
+    /// `fetch.max.bytes` (default 50 MiB): the most a Fetch asks one broker for, and also the
+    /// bound on what is held per broker: a broker gets a new Fetch only while at most half of
+    /// this is buffered from it (fetched, not yet returned by `poll`) and that leaves room for
+    /// one partition's worth, and that Fetch asks only for the room left.
     pub fetch_max_bytes: i32,
-    /// `max.partition.fetch.bytes` (default 1 MiB).
+    /// `max.partition.fetch.bytes` (default 1 MiB): the most a Fetch asks per partition; a
+    /// partition is fetched again (prefetched) while less than this of it is buffered.
     pub max_partition_fetch_bytes: i32,
     /// `max.poll.records` (default 500).
     pub max_poll_records: usize,
@@ -122,6 +126,24 @@ impl ConsumerConfig {
         }
         if self.max_poll_records == 0 {
             return bad("max.poll.records must be at least 1".into());
+        }
+        if self.fetch_max_bytes < 1 {
+            return bad(format!(
+                "fetch.max.bytes must be at least 1: {}",
+                self.fetch_max_bytes
+            ));
+        }
+        if self.max_partition_fetch_bytes < 1 {
+            return bad(format!(
+                "max.partition.fetch.bytes must be at least 1: {}",
+                self.max_partition_fetch_bytes
+            ));
+        }
+        if self.fetch_min_bytes < 0 {
+            return bad(format!(
+                "fetch.min.bytes must not be negative: {}",
+                self.fetch_min_bytes
+            ));
         }
         if self.group_instance_id.as_deref() == Some("") {
             return bad("group.instance.id must not be empty".into());
@@ -182,6 +204,21 @@ mod tests {
         let mut c = ConsumerConfig::new("h:9092", "g").unwrap();
         c.partition_assignment_strategy = vec!["range".into(), "range".into()];
         assert!(c.take_assignors().is_err());
+        for (setting, set) in [
+            (
+                "fetch.max.bytes",
+                (|c: &mut ConsumerConfig| c.fetch_max_bytes = 0) as fn(&mut ConsumerConfig),
+            ),
+            ("max.partition.fetch.bytes", |c| {
+                c.max_partition_fetch_bytes = -1
+            }),
+            ("fetch.min.bytes", |c| c.fetch_min_bytes = -1),
+        ] {
+            let mut c = ConsumerConfig::new("h:9092", "g").unwrap();
+            set(&mut c);
+            let err = c.take_assignors().err().expect(setting).to_string();
+            assert!(err.contains(setting), "{err}");
+        }
         assert_eq!(
             AutoOffsetReset::parse("none").unwrap(),
             AutoOffsetReset::None

@@ -118,6 +118,9 @@ pub struct FetchedPartition {
     /// The offset after the last complete batch (even if all its records were control
     /// records or before the fetch offset), so a consumer can move past it.
     pub next_offset: Option<i64>,
+    /// The size of the complete record batches received (a trailing partial batch is not
+    /// counted: it is dropped).
+    pub bytes: usize,
 }
 
 /// Per-partition results; a top-level error fails the whole response.
@@ -144,21 +147,45 @@ pub fn parse_fetch(
             };
             let result = match KafkaError::check(p.error_code, None) {
                 Err(e) => Err(e),
-                Ok(()) => decode_records(&tp, p.records.unwrap_or_default(), target.offset)
-                    .map(|(records, next_offset)| FetchedPartition {
-                        high_watermark: p.high_watermark,
-                        log_start_offset: p.log_start_offset,
-                        records,
-                        next_offset,
-                    })
-                    .map_err(|reason| {
-                        KafkaError::new(KafkaCode(2), Some(format!("{tp}: {reason}")))
-                    }),
+                Ok(()) => {
+                    let raw = p.records.unwrap_or_default();
+                    let bytes = complete_batches_len(&raw);
+                    decode_records(&tp, raw, target.offset)
+                        .map(|(records, next_offset)| FetchedPartition {
+                            high_watermark: p.high_watermark,
+                            log_start_offset: p.log_start_offset,
+                            records,
+                            next_offset,
+                            bytes,
+                        })
+                        .map_err(|reason| {
+                            KafkaError::new(KafkaCode(2), Some(format!("{tp}: {reason}")))
+                        })
+                }
             };
             out.push((tp, result));
         }
     }
     Ok(out)
+}
+
+/// The length of the complete batches at the start of a `records` field.
+pub fn complete_batches_len(bytes: &[u8]) -> usize {
+    let mut at = 0usize;
+    while let Some(header) = bytes.get(at..at + 12) {
+        let len = i32::from_be_bytes([header[8], header[9], header[10], header[11]]);
+        let Some(end) = usize::try_from(len)
+            .ok()
+            .and_then(|l| (at + 12).checked_add(l))
+        else {
+            break;
+        };
+        if end > bytes.len() {
+            break;
+        }
+        at = end;
+    }
+    at
 }
 
 /// Decodes the complete batches of a fetched `records` field (a response may end with a
@@ -262,10 +289,12 @@ mod tests {
         let partial = batch(15, 4, Compression::None);
         all.extend_from_slice(&partial[..partial.len() - 5]);
         let tp = TopicPartition::new("t", 0);
-        let (recs, next) = decode_records(&tp, Bytes::from(all), 11).unwrap();
+        let (recs, next) = decode_records(&tp, Bytes::from(all.clone()), 11).unwrap();
         let offsets: Vec<i64> = recs.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, vec![11, 12, 13, 14]);
         assert_eq!(next, Some(15));
+        assert_eq!(complete_batches_len(&all), all.len() - (partial.len() - 5));
+        assert_eq!(complete_batches_len(&all[..5]), 0);
         assert_eq!(recs[0].key.as_deref(), Some(&b"k1"[..]));
     }
 

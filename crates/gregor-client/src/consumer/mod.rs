@@ -3,8 +3,10 @@
 //!
 //! The decisions live in pure modules: [`membership`] (join/sync/heartbeat state machine and
 //! the eager/cooperative revocation rules), [`leader`] (the leader's assignment),
-//! [`group_wire`] and [`fetch`] (requests and responses). This module is the shell: it sends
-//! what they ask for, runs the rebalance listener inside `poll`, and keeps positions.
+//! [`group_wire`] and [`fetch`] (requests and responses), `prefetch` (which partitions to
+//! fetch from which broker, the record buffer and its byte bounds). This module is the shell:
+//! it sends what they ask for, runs the rebalance listener inside `poll`, and keeps positions;
+//! `fetcher` keeps a Fetch in flight per broker and prefetches while the application works.
 //!
 //! A background task sends heartbeats while the member is in a stable generation and enforces
 //! `max.poll.interval.ms`: when the application has not called `poll` for that long, the member
@@ -15,15 +17,18 @@
 
 pub mod config;
 pub mod fetch;
+mod fetcher;
 pub mod group_wire;
 mod heartbeat;
 pub mod leader;
 pub mod listener;
 pub mod membership;
 mod positions;
+mod prefetch;
 mod rebalance;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,6 +45,8 @@ use crate::types::TopicPartition;
 pub use config::{AutoOffsetReset, ConsumerConfig};
 pub use fetch::ConsumerRecord;
 use fetch::FetchLimits;
+pub use fetcher::FetchMetrics;
+use fetcher::Fetcher;
 use group_wire::MemberIdentityRef;
 use heartbeat::{heartbeat_loop, HeartbeatTask};
 pub use listener::{
@@ -55,7 +62,7 @@ enum SubscriptionKind {
     Pattern(regex::Regex),
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct PartitionState {
     /// The offset of the next record to return; `None` until looked up.
     position: Option<i64>,
@@ -63,6 +70,30 @@ struct PartitionState {
     /// The position is out of range: apply `auto.offset.reset` rather than the committed
     /// offset.
     reset: bool,
+    /// Drawn anew at assignment and by every seek, pause and reset: a Fetch answer asked under
+    /// another token is stale.
+    token: u64,
+}
+
+/// Tokens are unique within the process.
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+impl Default for PartitionState {
+    fn default() -> PartitionState {
+        PartitionState {
+            position: None,
+            paused: false,
+            reset: false,
+            token: NEXT_TOKEN.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+impl PartitionState {
+    /// Makes every Fetch answer in flight for this partition stale.
+    fn renew(&mut self) {
+        self.token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// State shared with the heartbeat task.
@@ -86,6 +117,7 @@ struct Settings {
     auto_commit_interval_ms: u64,
     auto_offset_reset: AutoOffsetReset,
     limits: FetchLimits,
+    byte_limits: prefetch::ByteLimits,
     fetch_max_wait: Duration,
     max_poll_records: usize,
     metadata_max_age_ms: u64,
@@ -111,9 +143,8 @@ pub struct Consumer {
     assigned: BTreeMap<TopicPartition, PartitionState>,
     /// In a mutex only so that the consumer is `Sync` (listeners need only be `Send`).
     listener: Option<Mutex<Box<dyn RebalanceListener>>>,
-    buffered: VecDeque<ConsumerRecord>,
-    /// A fetch session (KIP-227) per broker fetched from.
-    fetch_sessions: std::collections::HashMap<i32, crate::fetch_session::FetchSession>,
+    /// Fetches in flight, fetch sessions and the records fetched and not yet returned.
+    fetcher: Fetcher,
     started: Instant,
     last_auto_commit_ms: u64,
     last_metadata_ms: Option<u64>,
@@ -198,6 +229,10 @@ impl Consumer {
                     max_bytes: config.fetch_max_bytes,
                     partition_max_bytes: config.max_partition_fetch_bytes,
                 },
+                byte_limits: fetcher::byte_limits(
+                    config.fetch_max_bytes,
+                    config.max_partition_fetch_bytes,
+                ),
                 fetch_max_wait: config.fetch_max_wait,
                 max_poll_records: config.max_poll_records,
                 metadata_max_age_ms: millis(config.metadata_max_age),
@@ -213,8 +248,7 @@ impl Consumer {
             subscribed: BTreeSet::new(),
             assigned: BTreeMap::new(),
             listener: None,
-            buffered: VecDeque::new(),
-            fetch_sessions: std::collections::HashMap::new(),
+            fetcher: Fetcher::default(),
             started,
             last_auto_commit_ms: 0,
             last_metadata_ms: None,
@@ -302,8 +336,12 @@ impl Consumer {
             self.maybe_refresh_metadata().await?;
             self.ensure_active_group().await?;
             self.update_positions().await?;
+            self.fetch_more().await;
             let records = self.take_buffered();
             if !records.is_empty() {
+                // Prefetch: partitions drained just now are fetched again while the
+                // application works on these records.
+                self.fetch_more().await;
                 return Ok(records);
             }
             let now = self.now();
@@ -311,34 +349,8 @@ impl Consumer {
                 return Ok(Vec::new());
             }
             let wait = Duration::from_millis(deadline - now).min(self.settings.fetch_max_wait);
-            self.fetch_once(wait).await;
+            self.wait_for_fetches(wait).await;
         }
-    }
-
-    fn take_buffered(&mut self) -> Vec<ConsumerRecord> {
-        let mut out = Vec::new();
-        while out.len() < self.settings.max_poll_records {
-            let Some(r) = self.buffered.pop_front() else {
-                break;
-            };
-            let tp = TopicPartition::new(r.topic.clone(), r.partition);
-            let Some(state) = self.assigned.get_mut(&tp) else {
-                continue;
-            };
-            match state.position {
-                Some(pos) if !state.paused && r.offset >= pos => {
-                    state.position = Some(r.offset + 1);
-                    out.push(r);
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-
-    fn drop_buffered(&mut self, tp: &TopicPartition) {
-        self.buffered
-            .retain(|r| !(r.topic == tp.topic && r.partition == tp.partition));
     }
 
     fn context(&self) -> RebalanceContext {
@@ -634,7 +646,7 @@ impl Consumer {
                 self.call_listener(RebalanceKind::Lost, &all);
             }
             self.assigned.clear();
-            self.buffered.clear();
+            self.drop_all_buffered();
         }
         if self.instance_id.is_none() && !member_id.is_empty() {
             let who = MemberIdentityRef {

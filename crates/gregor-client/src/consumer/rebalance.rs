@@ -37,7 +37,7 @@ impl Consumer {
                 let all: Vec<TopicPartition> = self.assigned.keys().cloned().collect();
                 self.call_listener(RebalanceKind::Lost, &all);
                 self.assigned.clear();
-                self.buffered.clear();
+                self.drop_all_buffered();
             }
             if !needs_join {
                 return Ok(());

@@ -1,0 +1,379 @@
+//! Fetches in flight: one Fetch per broker at a time, each broker on its own (a slow or
+//! parked leader holds back no other), sent whenever [`prefetch::plan`] allows, including
+//! right before `poll` returns records so the next ones are on the wire while the application
+//! works. A Fetch runs in its own task, which also decodes the answer; `poll` collects the
+//! answers that have landed, keeps those still current ([`prefetch::is_current`]) in the
+//! [`Buffer`] and returns records from it.
+//!
+//! Each broker's fetch session (KIP-227) moves into the task of the Fetch in flight to that
+//! broker and comes back with the answer, so a session never has two requests outstanding.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use kafka_protocol::messages::FetchRequest;
+use tokio::task::{Id, JoinError, JoinSet};
+
+use super::fetch::{self, FetchTarget, FetchedPartition};
+use super::prefetch::{self, BrokerLoad, ByteLimits, Chunk, Fetchable, Now, Positions};
+use super::{Consumer, ConsumerRecord, PartitionState};
+use crate::client::{Client, Target};
+use crate::error::{KafkaCode, KafkaError, Result};
+use crate::fetch_session::FetchSession;
+use crate::types::TopicPartition;
+
+type Parsed = std::result::Result<
+    Vec<(
+        TopicPartition,
+        std::result::Result<FetchedPartition, KafkaError>,
+    )>,
+    KafkaError,
+>;
+
+/// A Fetch answer (or its failure), decoded, with what was asked.
+struct Landed {
+    broker: i32,
+    session: FetchSession,
+    targets: Vec<FetchTarget>,
+    /// The partitions' tokens when the Fetch was sent, in `targets` order.
+    tokens: Vec<u64>,
+    outcome: Result<Parsed>,
+}
+
+/// What the consumer's fetching keeps between `poll` calls.
+#[derive(Default)]
+pub(super) struct Fetcher {
+    in_flight: JoinSet<Landed>,
+    /// The task and partitions of the Fetch in flight to each broker.
+    busy: HashMap<i32, (Id, Vec<TopicPartition>)>,
+    /// A fetch session per broker fetched from (absent while its Fetch is in flight).
+    sessions: HashMap<i32, FetchSession>,
+    /// Brokers whose last Fetch failed: not asked again before this time (consumer ms).
+    backoff_until: HashMap<i32, u64>,
+    /// Partitions whose last answer was an error (such as NOT_LEADER_OR_FOLLOWER): not
+    /// fetched again before this time, while metadata is refreshed.
+    partition_backoff_until: HashMap<TopicPartition, u64>,
+    /// Records fetched and not yet returned.
+    pub(super) buffer: prefetch::Buffer,
+    /// Some partition has no known leader, or a Fetch failed: refresh metadata.
+    needs_metadata: bool,
+    next_metadata_ms: u64,
+    sent: u64,
+    stale: u64,
+}
+
+/// The consumer's fetching, for monitoring and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchMetrics {
+    /// Bytes of record batches fetched and not yet returned by `poll` (held at most until
+    /// their chunk is used up; bounded per broker by `fetch.max.bytes`, see the crate README).
+    pub buffered_bytes: usize,
+    /// Brokers with a Fetch awaiting its answer.
+    pub fetches_in_flight: usize,
+    /// Fetch requests sent since the consumer was created.
+    pub fetches_sent: u64,
+    /// Partition answers dropped because the partition was seeked, paused, reset, revoked
+    /// or reassigned while they were in flight.
+    pub stale_answers_dropped: u64,
+}
+
+impl Positions for std::collections::BTreeMap<TopicPartition, PartitionState> {
+    fn returnable(&self, tp: &TopicPartition) -> Option<i64> {
+        self.get(tp).filter(|s| !s.paused).and_then(|s| s.position)
+    }
+
+    fn advance(&mut self, tp: &TopicPartition, position: i64) {
+        if let Some(s) = self.get_mut(tp) {
+            s.position = Some(position);
+        }
+    }
+}
+
+impl Consumer {
+    /// The fetching's counters and buffer size.
+    pub fn fetch_metrics(&self) -> FetchMetrics {
+        FetchMetrics {
+            buffered_bytes: self.fetcher.buffer.bytes(),
+            fetches_in_flight: self.fetcher.busy.len(),
+            fetches_sent: self.fetcher.sent,
+            stale_answers_dropped: self.fetcher.stale,
+        }
+    }
+
+    /// Up to `max.poll.records` buffered records, moving positions past them.
+    pub(super) fn take_buffered(&mut self) -> Vec<ConsumerRecord> {
+        self.fetcher
+            .buffer
+            .take(self.settings.max_poll_records, &mut self.assigned)
+    }
+
+    /// Drops a partition's buffered records and makes answers in flight for it stale (a seek,
+    /// a pause, a reset or a revocation).
+    pub(super) fn drop_buffered(&mut self, tp: &TopicPartition) {
+        if let Some(s) = self.assigned.get_mut(tp) {
+            s.renew();
+        }
+        self.fetcher.buffer.drop_partition(tp);
+    }
+
+    /// Every partition is gone (lost, or the consumer left).
+    pub(super) fn drop_all_buffered(&mut self) {
+        self.fetcher.buffer.clear();
+    }
+
+    /// Collects the answers that have landed, sends the Fetches the plan allows now, and
+    /// refreshes metadata when leaders are missing (at most every `retry.backoff.ms`).
+    pub(super) async fn fetch_more(&mut self) {
+        while let Some(joined) = self.fetcher.in_flight.try_join_next_with_id() {
+            self.on_landed(joined);
+        }
+        self.send_fetches();
+        let now = self.now();
+        if self.fetcher.needs_metadata && now >= self.fetcher.next_metadata_ms {
+            self.fetcher.needs_metadata = false;
+            self.fetcher.next_metadata_ms = now + super::millis(self.settings.retry_backoff);
+            let topics: Vec<String> = self.subscribed.iter().cloned().collect();
+            if let Err(e) = self.client.refresh_metadata(Some(&topics)).await {
+                tracing::debug!(error = %e, "metadata refresh for fetching failed");
+            }
+            self.send_fetches();
+        }
+    }
+
+    /// Waits up to `wait` for a Fetch answer (handled at once), a broker's backoff to end, or
+    /// the group to need the application thread.
+    pub(super) async fn wait_for_fetches(&mut self, wait: Duration) {
+        let now = self.now();
+        let backoff_ends = self
+            .fetcher
+            .backoff_until
+            .values()
+            .chain(self.fetcher.partition_backoff_until.values())
+            .filter(|t| **t > now)
+            .min()
+            .map(|t| Duration::from_millis(t - now));
+        let wait = backoff_ends.map_or(wait, |b| b.min(wait));
+        let fetcher = &mut self.fetcher;
+        let landed = tokio::select! {
+            Some(joined) = fetcher.in_flight.join_next_with_id(), if !fetcher.in_flight.is_empty() => Some(joined),
+            _ = tokio::time::sleep(wait) => None,
+            _ = self.wake_app.notified() => None,
+        };
+        if let Some(joined) = landed {
+            self.on_landed(joined);
+        }
+    }
+
+    /// Sends a Fetch to every broker the plan picks.
+    fn send_fetches(&mut self) {
+        let md = self.client.metadata();
+        let now = self.now();
+        self.fetcher
+            .partition_backoff_until
+            .retain(|_, until| *until > now);
+        let fetcher = &self.fetcher;
+        let limits = self.settings.byte_limits;
+        let load = |b: i32| BrokerLoad {
+            in_flight: fetcher.busy.contains_key(&b),
+            backing_off: fetcher.backoff_until.get(&b).is_some_and(|t| now < *t),
+            buffered: fetcher.buffer.broker_bytes(b),
+        };
+        let mut candidates = Vec::new();
+        let mut wire: HashMap<TopicPartition, (uuid::Uuid, i32)> = HashMap::new();
+        let mut leaderless = false;
+        // Partitions in the Fetch in flight to another broker (after a leader change).
+        let mut in_flight: Option<HashSet<&TopicPartition>> = None;
+        for (tp, s) in &self.assigned {
+            let (Some(position), false, false) = (s.position, s.paused, s.reset) else {
+                continue;
+            };
+            let found = md.topic(&tp.topic).and_then(|t| {
+                t.partition(tp.partition)
+                    .and_then(|p| p.leader.map(|l| (t.topic_id, l, p.leader_epoch)))
+            });
+            let Some((topic_id, leader, epoch)) = found else {
+                leaderless = true;
+                continue;
+            };
+            // Cheap checks first: this runs at every poll, mostly while the leader is busy.
+            if !prefetch::may_fetch_from(load(leader), limits) {
+                continue;
+            }
+            let in_flight = in_flight.get_or_insert_with(|| {
+                fetcher.busy.values().flat_map(|(_, parts)| parts).collect()
+            });
+            if in_flight.contains(tp) || fetcher.partition_backoff_until.contains_key(tp) {
+                continue;
+            }
+            wire.insert(tp.clone(), (topic_id, epoch));
+            candidates.push(Fetchable {
+                tp: tp.clone(),
+                leader,
+                offset: fetcher.buffer.end(tp).unwrap_or(position),
+                buffered: fetcher.buffer.partition_bytes(tp),
+            });
+        }
+        let planned = prefetch::plan(candidates, load, limits);
+        if leaderless {
+            self.fetcher.needs_metadata = true;
+        }
+        for p in planned {
+            let mut targets = Vec::with_capacity(p.partitions.len());
+            let mut tokens = Vec::with_capacity(p.partitions.len());
+            for f in p.partitions {
+                let (topic_id, epoch) = wire.get(&f.tp).copied().unwrap_or_default();
+                tokens.push(self.assigned.get(&f.tp).map_or(0, |s| s.token));
+                targets.push(FetchTarget {
+                    tp: f.tp,
+                    topic_id,
+                    offset: f.offset,
+                    current_leader_epoch: epoch,
+                });
+            }
+            let mut limits = self.settings.limits;
+            limits.max_bytes = i32::try_from(p.max_bytes).unwrap_or(i32::MAX);
+            let session = self.fetcher.sessions.remove(&p.broker).unwrap_or_default();
+            tracing::trace!(
+                broker = p.broker,
+                partitions = targets.len(),
+                max_bytes = limits.max_bytes,
+                "sending fetch"
+            );
+            let partitions: Vec<TopicPartition> = targets.iter().map(|t| t.tp.clone()).collect();
+            let task = fetch_task(
+                self.client.clone(),
+                self.rack.clone(),
+                p.broker,
+                session,
+                targets,
+                tokens,
+                limits,
+            );
+            let handle = self.fetcher.in_flight.spawn(task);
+            self.fetcher
+                .busy
+                .insert(p.broker, (handle.id(), partitions));
+            self.fetcher.sent += 1;
+        }
+    }
+
+    fn on_landed(&mut self, joined: std::result::Result<(Id, Landed), JoinError>) {
+        let l = match joined {
+            Ok((_, l)) => l,
+            Err(e) => {
+                // The task panicked or was cancelled: its session is gone; start over.
+                let id = e.id();
+                self.fetcher.busy.retain(|_, (task, _)| *task != id);
+                tracing::warn!(error = %e, "fetch task ended without an answer");
+                return;
+            }
+        };
+        self.fetcher.busy.remove(&l.broker);
+        self.fetcher.sessions.insert(l.broker, l.session);
+        let parts = match l.outcome {
+            Ok(Ok(parts)) => parts,
+            Ok(Err(e)) => {
+                tracing::debug!(broker = l.broker, error = %e, "fetch refused");
+                self.back_off(l.broker);
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(broker = l.broker, error = %e, "fetch failed");
+                self.back_off(l.broker);
+                return;
+            }
+        };
+        self.fetcher.backoff_until.remove(&l.broker);
+        for (tp, result) in parts {
+            let Some(i) = l.targets.iter().position(|t| t.tp == tp) else {
+                continue;
+            };
+            let (asked, token) = (l.targets[i].offset, l.tokens[i]);
+            let now = self.assigned.get(&tp).map(|s| Now {
+                token: s.token,
+                paused: s.paused,
+                position: s.position,
+                buffered_end: self.fetcher.buffer.end(&tp),
+            });
+            if !prefetch::is_current(token, asked, now) {
+                tracing::trace!(topic = %tp.topic, partition = tp.partition, offset = asked, "stale fetch answer dropped");
+                self.fetcher.stale += 1;
+                continue;
+            }
+            match result {
+                Ok(f) => {
+                    let Some(next_offset) = f.next_offset.filter(|n| *n > asked) else {
+                        // Nothing complete at or after the offset yet.
+                        continue;
+                    };
+                    self.fetcher.buffer.push(Chunk {
+                        tp,
+                        broker: l.broker,
+                        records: f.records.into(),
+                        next_offset,
+                        bytes: f.bytes,
+                    });
+                }
+                Err(e) if e.code == KafkaCode::OFFSET_OUT_OF_RANGE => {
+                    tracing::info!(topic = %tp.topic, partition = tp.partition, offset = asked, "offset out of range: applying auto.offset.reset");
+                    self.drop_buffered(&tp);
+                    if let Some(s) = self.assigned.get_mut(&tp) {
+                        s.position = None;
+                        s.reset = true;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(topic = %tp.topic, partition = tp.partition, broker = l.broker, error = %e, "fetch error");
+                    let until = self.now() + super::millis(self.settings.retry_backoff);
+                    self.fetcher.partition_backoff_until.insert(tp, until);
+                    self.fetcher.needs_metadata = true;
+                }
+            }
+        }
+    }
+
+    fn back_off(&mut self, broker: i32) {
+        let until = self.now() + super::millis(self.settings.retry_backoff);
+        self.fetcher.backoff_until.insert(broker, until);
+        self.fetcher.needs_metadata = true;
+    }
+}
+
+/// One Fetch to `broker` in its session; decodes the answer here, off the `poll` path.
+async fn fetch_task(
+    client: Client,
+    rack: Option<String>,
+    broker: i32,
+    mut session: FetchSession,
+    targets: Vec<FetchTarget>,
+    tokens: Vec<u64>,
+    limits: fetch::FetchLimits,
+) -> Landed {
+    let sent = client
+        .send::<FetchRequest, _>(&Target::Broker(broker), |v| {
+            let mut req = fetch::fetch_request(&targets, limits, rack.as_deref(), v);
+            session.prepare(&mut req, v);
+            Ok(req)
+        })
+        .await;
+    match &sent {
+        Ok((_, resp)) => session.on_response(resp),
+        Err(_) => session.on_failure(),
+    }
+    let outcome = sent.map(|(_, resp)| fetch::parse_fetch(resp, &targets));
+    Landed {
+        broker,
+        session,
+        targets,
+        tokens,
+        outcome,
+    }
+}
+
+/// `fetch.max.bytes` and `max.partition.fetch.bytes` as the plan uses them.
+pub(super) fn byte_limits(fetch_max: i32, partition_max: i32) -> ByteLimits {
+    ByteLimits {
+        fetch_max: usize::try_from(fetch_max).unwrap_or(1).max(1),
+        partition_max: usize::try_from(partition_max).unwrap_or(1).max(1),
+    }
+}

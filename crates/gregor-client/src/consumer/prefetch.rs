@@ -1,0 +1,282 @@
+//! The consumer's prefetching decisions and its record buffer. Pure: [`super::fetcher`] feeds
+//! them the consumer's state and sends what [`plan`] asks for.
+//!
+//! Rules (the memory bound is the one documented in the crate README):
+//!   - at most one Fetch in flight per broker (a fetch session takes one request at a time,
+//!     KIP-227), and a broker that is waiting for its answer, or backing off after a failure,
+//!     holds back no other broker;
+//!   - a partition is fetched from its leader while fewer than `max.partition.fetch.bytes` of
+//!     its records are buffered (not yet returned by `poll`), starting after what is buffered,
+//!     so the next chunk is on the wire while the application consumes the current one;
+//!   - a broker gets a new Fetch only while at most half of `fetch.max.bytes` is buffered from
+//!     it (fewer, larger Fetches when many partitions are buffered) and that leaves room for at
+//!     least one partition's worth (`min(max.partition.fetch.bytes, fetch.max.bytes)`), and the
+//!     Fetch asks for no more than the room left: the bytes buffered from a broker plus the
+//!     answer awaited from it stay within `fetch.max.bytes` (the broker may exceed a limit by
+//!     one record batch, as Kafka always returns the first batch whole).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use super::fetch::ConsumerRecord;
+use crate::types::TopicPartition;
+
+/// A partition that could be fetched now: assigned, with a position, not paused, with a known
+/// leader, and not in any Fetch in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetchable {
+    pub tp: TopicPartition,
+    pub leader: i32,
+    /// Where its next Fetch starts: after its buffered records, else its position.
+    pub offset: i64,
+    /// Its bytes fetched and not yet returned.
+    pub buffered: usize,
+}
+
+/// A broker as the plan sees it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BrokerLoad {
+    /// A Fetch to it is awaiting its answer.
+    pub in_flight: bool,
+    /// It failed lately and is not asked again before its backoff ends.
+    pub backing_off: bool,
+    /// Bytes fetched from it and not yet returned.
+    pub buffered: usize,
+}
+
+/// The byte limits, as `usize` (checked positive by the configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteLimits {
+    /// `fetch.max.bytes`.
+    pub fetch_max: usize,
+    /// `max.partition.fetch.bytes`.
+    pub partition_max: usize,
+}
+
+/// One Fetch to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedFetch {
+    pub broker: i32,
+    /// The request's `max_bytes`: the room left under `fetch.max.bytes`.
+    pub max_bytes: usize,
+    pub partitions: Vec<Fetchable>,
+}
+
+/// Which partitions to fetch from which broker now (see the module's rules), brokers in id
+/// order and partitions in the order given.
+pub fn plan(
+    candidates: Vec<Fetchable>,
+    load: impl Fn(i32) -> BrokerLoad,
+    limits: ByteLimits,
+) -> Vec<PlannedFetch> {
+    let mut by_broker: BTreeMap<i32, Vec<Fetchable>> = BTreeMap::new();
+    for c in candidates {
+        if c.buffered < limits.partition_max {
+            by_broker.entry(c.leader).or_default().push(c);
+        }
+    }
+    by_broker
+        .into_iter()
+        .filter_map(|(broker, partitions)| {
+            let l = load(broker);
+            may_fetch_from(l, limits).then(|| PlannedFetch {
+                broker,
+                max_bytes: limits.fetch_max.saturating_sub(l.buffered),
+                partitions,
+            })
+        })
+        .collect()
+}
+
+/// Whether a broker may get a Fetch now: none in flight, not backing off, at most half of
+/// `fetch.max.bytes` buffered from it (so Fetches stay large rather than one per partition
+/// consumed), and room for at least `min(max.partition.fetch.bytes, fetch.max.bytes)`.
+pub fn may_fetch_from(l: BrokerLoad, limits: ByteLimits) -> bool {
+    let room = limits.fetch_max.saturating_sub(l.buffered);
+    !l.in_flight
+        && !l.backing_off
+        && l.buffered <= limits.fetch_max / 2
+        && room >= limits.partition_max.min(limits.fetch_max)
+}
+
+/// The partition as it is when a Fetch answer lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    /// Changed by every seek, pause, reset and (re)assignment.
+    pub token: u64,
+    pub paused: bool,
+    pub position: Option<i64>,
+    /// Where its next Fetch would start, when it has buffered records.
+    pub buffered_end: Option<i64>,
+}
+
+/// Whether an answer for a partition, asked at `offset` when its token was `token`, may be
+/// buffered: the partition is still assigned (`now` is `Some`), was not seeked, paused, reset
+/// or reassigned since, and the answer continues exactly where its buffered records (or its
+/// position) end. Anything else is stale and dropped.
+pub fn is_current(token: u64, offset: i64, now: Option<Now>) -> bool {
+    let Some(now) = now else {
+        return false;
+    };
+    now.token == token && !now.paused && now.buffered_end.or(now.position) == Some(offset)
+}
+
+/// Records of one partition from one Fetch answer, not yet all returned.
+#[derive(Debug)]
+pub struct Chunk {
+    pub tp: TopicPartition,
+    /// The broker it came from (its bytes count against that broker until returned).
+    pub broker: i32,
+    pub records: VecDeque<ConsumerRecord>,
+    /// The offset after the chunk's last batch (past control records too): the partition's
+    /// position once every record of the chunk is returned, and where its next Fetch starts.
+    pub next_offset: i64,
+    /// The record batches' size on the wire.
+    pub bytes: usize,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    bytes: usize,
+    chunks: usize,
+    /// The `next_offset` of its newest chunk.
+    end: i64,
+}
+
+/// Fetched records waiting for `poll`, in arrival order, with byte counts per partition and
+/// per broker.
+#[derive(Debug, Default)]
+pub struct Buffer {
+    chunks: VecDeque<Chunk>,
+    partitions: HashMap<TopicPartition, Tally>,
+    brokers: HashMap<i32, usize>,
+    bytes: usize,
+}
+
+impl Buffer {
+    pub fn push(&mut self, chunk: Chunk) {
+        let t = self.partitions.entry(chunk.tp.clone()).or_default();
+        t.bytes += chunk.bytes;
+        t.chunks += 1;
+        t.end = chunk.next_offset;
+        *self.brokers.entry(chunk.broker).or_default() += chunk.bytes;
+        self.bytes += chunk.bytes;
+        self.chunks.push_back(chunk);
+    }
+
+    /// Where the partition's next Fetch starts, when it has buffered chunks.
+    pub fn end(&self, tp: &TopicPartition) -> Option<i64> {
+        self.partitions.get(tp).map(|t| t.end)
+    }
+
+    pub fn partition_bytes(&self, tp: &TopicPartition) -> usize {
+        self.partitions.get(tp).map_or(0, |t| t.bytes)
+    }
+
+    pub fn broker_bytes(&self, broker: i32) -> usize {
+        self.brokers.get(&broker).copied().unwrap_or(0)
+    }
+
+    /// Every buffered byte.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    /// Drops a partition's buffered records (seek, pause, revocation, reset).
+    pub fn drop_partition(&mut self, tp: &TopicPartition) {
+        if self.partitions.remove(tp).is_none() {
+            return;
+        }
+        let mut kept = VecDeque::with_capacity(self.chunks.len());
+        for c in self.chunks.drain(..) {
+            if c.tp == *tp {
+                release(&mut self.brokers, &mut self.bytes, c.broker, c.bytes);
+            } else {
+                kept.push_back(c);
+            }
+        }
+        self.chunks = kept;
+    }
+
+    pub fn clear(&mut self) {
+        *self = Buffer::default();
+    }
+
+    /// Takes up to `max` records, oldest chunk first, moving the positions in `positions`;
+    /// records before a partition's position are skipped, and a chunk of a partition without a
+    /// returnable position is dropped.
+    pub fn take(&mut self, max: usize, positions: &mut impl Positions) -> Vec<ConsumerRecord> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(mut chunk) = self.chunks.pop_front() else {
+                break;
+            };
+            let Some(mut position) = positions.returnable(&chunk.tp) else {
+                self.used_up(&chunk);
+                continue;
+            };
+            while out.len() < max {
+                let Some(r) = chunk.records.pop_front() else {
+                    break;
+                };
+                if r.offset >= position {
+                    position = r.offset + 1;
+                    out.push(r);
+                }
+            }
+            let tp = chunk.tp.clone();
+            if chunk.records.is_empty() {
+                position = position.max(chunk.next_offset);
+                self.used_up(&chunk);
+            } else {
+                self.chunks.push_front(chunk);
+            }
+            positions.advance(&tp, position);
+        }
+        out
+    }
+
+    /// A chunk left the buffer: its bytes no longer count.
+    fn used_up(&mut self, chunk: &Chunk) {
+        release(
+            &mut self.brokers,
+            &mut self.bytes,
+            chunk.broker,
+            chunk.bytes,
+        );
+        if let Some(t) = self.partitions.get_mut(&chunk.tp) {
+            t.chunks = t.chunks.saturating_sub(1);
+            t.bytes = t.bytes.saturating_sub(chunk.bytes);
+            if t.chunks == 0 {
+                self.partitions.remove(&chunk.tp);
+            }
+        }
+    }
+}
+
+/// The positions [`Buffer::take`] reads and moves.
+pub trait Positions {
+    /// The partition's position when its records may be returned now (assigned, positioned,
+    /// not paused).
+    fn returnable(&self, tp: &TopicPartition) -> Option<i64>;
+    /// Records were returned (or skipped as control records) up to `position`.
+    fn advance(&mut self, tp: &TopicPartition, position: i64);
+}
+
+fn release(brokers: &mut HashMap<i32, usize>, total: &mut usize, broker: i32, bytes: usize) {
+    if let Some(b) = brokers.get_mut(&broker) {
+        *b = b.saturating_sub(bytes);
+        if *b == 0 {
+            brokers.remove(&broker);
+        }
+    }
+    *total = total.saturating_sub(bytes);
+}
+
+#[cfg(test)]
+#[path = "prefetch_tests.rs"]
+mod tests;

@@ -1,0 +1,295 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::*;
+
+fn tp(p: i32) -> TopicPartition {
+    TopicPartition::new("t", p)
+}
+
+fn cand(p: i32, leader: i32, offset: i64, buffered: usize) -> Fetchable {
+    Fetchable {
+        tp: tp(p),
+        leader,
+        offset,
+        buffered,
+    }
+}
+
+const LIMITS: ByteLimits = ByteLimits {
+    fetch_max: 100,
+    partition_max: 30,
+};
+
+fn idle(_: i32) -> BrokerLoad {
+    BrokerLoad::default()
+}
+
+#[test]
+fn a_busy_or_backing_off_broker_holds_back_no_other() {
+    let candidates = vec![cand(0, 1, 5, 0), cand(1, 2, 7, 0), cand(2, 3, 9, 0)];
+    let planned = plan(
+        candidates,
+        |b| BrokerLoad {
+            in_flight: b == 1,
+            backing_off: b == 3,
+            buffered: 0,
+        },
+        LIMITS,
+    );
+    assert_eq!(
+        planned,
+        vec![PlannedFetch {
+            broker: 2,
+            max_bytes: 100,
+            partitions: vec![cand(1, 2, 7, 0)],
+        }]
+    );
+}
+
+#[test]
+fn partitions_are_prefetched_while_less_than_a_partition_fetch_is_buffered() {
+    let candidates = vec![
+        cand(0, 1, 5, 0),
+        cand(1, 1, 40, 29),
+        cand(2, 1, 60, 30),
+        cand(3, 1, 80, 31),
+    ];
+    let planned = plan(candidates, idle, LIMITS);
+    assert_eq!(planned.len(), 1);
+    let parts: Vec<(i32, i64)> = planned[0]
+        .partitions
+        .iter()
+        .map(|c| (c.tp.partition, c.offset))
+        .collect();
+    assert_eq!(parts, vec![(0, 5), (1, 40)]);
+}
+
+#[test]
+fn a_broker_is_asked_only_for_the_room_left_under_fetch_max_bytes() {
+    let with_buffered = |buffered| {
+        plan(
+            vec![cand(0, 1, 0, 0)],
+            move |_| BrokerLoad {
+                buffered,
+                ..BrokerLoad::default()
+            },
+            LIMITS,
+        )
+    };
+    assert_eq!(with_buffered(0)[0].max_bytes, 100);
+    assert_eq!(with_buffered(50)[0].max_bytes, 50);
+    // More than half of fetch.max.bytes buffered: wait until the application consumes, then
+    // ask for a large share at once rather than one partition's worth at a time.
+    assert!(with_buffered(51).is_empty());
+    assert!(with_buffered(500).is_empty());
+    // Half of fetch.max.bytes would be less than a partition's worth: wait for that much room.
+    let narrow = ByteLimits {
+        fetch_max: 100,
+        partition_max: 80,
+    };
+    let at = |buffered| {
+        plan(
+            vec![cand(0, 1, 0, 0)],
+            move |_| BrokerLoad {
+                buffered,
+                ..BrokerLoad::default()
+            },
+            narrow,
+        )
+    };
+    assert_eq!(at(20)[0].max_bytes, 80);
+    assert!(at(21).is_empty());
+    // max.partition.fetch.bytes above fetch.max.bytes: only an empty broker is asked.
+    let wide = ByteLimits {
+        fetch_max: 10,
+        partition_max: 50,
+    };
+    let planned = plan(vec![cand(0, 1, 0, 0)], idle, wide);
+    assert_eq!(planned[0].max_bytes, 10);
+    let full = plan(
+        vec![cand(0, 1, 0, 0)],
+        |_| BrokerLoad {
+            buffered: 1,
+            ..BrokerLoad::default()
+        },
+        wide,
+    );
+    assert!(full.is_empty());
+}
+
+#[test]
+fn brokers_are_planned_independently_in_id_order() {
+    let planned = plan(
+        vec![cand(0, 2, 0, 0), cand(1, 1, 0, 0), cand(2, 2, 3, 0)],
+        idle,
+        LIMITS,
+    );
+    let shape: Vec<(i32, Vec<i32>)> = planned
+        .iter()
+        .map(|p| {
+            (
+                p.broker,
+                p.partitions.iter().map(|c| c.tp.partition).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(shape, vec![(1, vec![1]), (2, vec![0, 2])]);
+}
+
+#[test]
+fn answers_after_a_seek_pause_reset_or_revocation_are_stale() {
+    let now = Now {
+        token: 7,
+        paused: false,
+        position: Some(10),
+        buffered_end: None,
+    };
+    assert!(is_current(7, 10, Some(now)));
+    // Revoked (no longer assigned).
+    assert!(!is_current(7, 10, None));
+    // Seeked, paused, reset or reassigned: a new token, even back to the same offset.
+    assert!(!is_current(6, 10, Some(now)));
+    assert!(!is_current(
+        7,
+        10,
+        Some(Now {
+            paused: true,
+            ..now
+        })
+    ));
+    // Asked elsewhere than where the partition's records continue.
+    assert!(!is_current(7, 11, Some(now)));
+    let buffered = Now {
+        buffered_end: Some(25),
+        ..now
+    };
+    assert!(is_current(7, 25, Some(buffered)));
+    assert!(!is_current(7, 10, Some(buffered)));
+    assert!(!is_current(
+        7,
+        10,
+        Some(Now {
+            position: None,
+            ..now
+        })
+    ));
+}
+
+/// Positions for the buffer tests: partition -> position; partitions in `paused` are not
+/// returnable.
+#[derive(Default)]
+struct TestPositions {
+    at: BTreeMap<TopicPartition, i64>,
+    paused: BTreeSet<TopicPartition>,
+}
+
+impl Positions for TestPositions {
+    fn returnable(&self, tp: &TopicPartition) -> Option<i64> {
+        if self.paused.contains(tp) {
+            return None;
+        }
+        self.at.get(tp).copied()
+    }
+
+    fn advance(&mut self, tp: &TopicPartition, position: i64) {
+        self.at.insert(tp.clone(), position);
+    }
+}
+
+fn record(p: i32, offset: i64) -> ConsumerRecord {
+    ConsumerRecord {
+        topic: "t".into(),
+        partition: p,
+        offset,
+        timestamp: 0,
+        key: None,
+        value: None,
+        headers: vec![],
+        leader_epoch: None,
+    }
+}
+
+fn chunk(p: i32, broker: i32, offsets: std::ops::Range<i64>, next: i64, bytes: usize) -> Chunk {
+    Chunk {
+        tp: tp(p),
+        broker,
+        records: offsets.map(|o| record(p, o)).collect(),
+        next_offset: next,
+        bytes,
+    }
+}
+
+fn offsets(records: &[ConsumerRecord]) -> Vec<(i32, i64)> {
+    records.iter().map(|r| (r.partition, r.offset)).collect()
+}
+
+#[test]
+fn the_buffer_counts_bytes_per_partition_and_broker_until_a_chunk_is_used_up() {
+    let mut b = Buffer::default();
+    b.push(chunk(0, 1, 0..3, 3, 30));
+    b.push(chunk(1, 2, 10..12, 12, 20));
+    b.push(chunk(0, 1, 3..5, 5, 40));
+    assert_eq!(b.bytes(), 90);
+    assert_eq!(b.partition_bytes(&tp(0)), 70);
+    assert_eq!(b.broker_bytes(1), 70);
+    assert_eq!(b.broker_bytes(2), 20);
+    assert_eq!(b.end(&tp(0)), Some(5));
+    assert_eq!(b.end(&tp(1)), Some(12));
+
+    let mut pos = TestPositions::default();
+    pos.at.insert(tp(0), 0);
+    pos.at.insert(tp(1), 10);
+    let first = b.take(2, &mut pos);
+    assert_eq!(offsets(&first), vec![(0, 0), (0, 1)]);
+    assert_eq!(pos.at[&tp(0)], 2);
+    // The chunk is not used up: its bytes still count.
+    assert_eq!(b.bytes(), 90);
+    let second = b.take(3, &mut pos);
+    assert_eq!(offsets(&second), vec![(0, 2), (1, 10), (1, 11)]);
+    assert_eq!(b.bytes(), 40);
+    assert_eq!(b.broker_bytes(2), 0);
+    assert_eq!(b.end(&tp(1)), None);
+    assert_eq!(b.partition_bytes(&tp(0)), 40);
+    let rest = b.take(10, &mut pos);
+    assert_eq!(offsets(&rest), vec![(0, 3), (0, 4)]);
+    assert!(b.is_empty());
+    assert_eq!((b.bytes(), b.broker_bytes(1), b.end(&tp(0))), (0, 0, None));
+    assert_eq!(pos.at[&tp(0)], 5);
+}
+
+#[test]
+fn dropped_and_unreturnable_partitions_release_their_bytes_and_records() {
+    let mut b = Buffer::default();
+    b.push(chunk(0, 1, 0..3, 3, 30));
+    b.push(chunk(1, 1, 0..3, 3, 30));
+    b.push(chunk(2, 1, 0..3, 3, 30));
+    b.drop_partition(&tp(1));
+    assert_eq!((b.bytes(), b.broker_bytes(1)), (60, 60));
+    assert_eq!(b.end(&tp(1)), None);
+    let mut pos = TestPositions::default();
+    pos.at.insert(tp(0), 0);
+    pos.at.insert(tp(2), 0);
+    pos.paused.insert(tp(0));
+    let got = b.take(10, &mut pos);
+    assert_eq!(offsets(&got), vec![(2, 0), (2, 1), (2, 2)]);
+    assert!(b.is_empty());
+    assert_eq!(b.bytes(), 0);
+    assert_eq!(pos.at[&tp(0)], 0, "a paused partition does not move");
+    b.push(chunk(0, 1, 0..1, 1, 5));
+    b.clear();
+    assert_eq!((b.bytes(), b.end(&tp(0))), (0, None));
+}
+
+#[test]
+fn records_before_the_position_are_skipped_and_control_records_move_it() {
+    let mut b = Buffer::default();
+    b.push(chunk(0, 1, 0..4, 4, 10));
+    // Only control records (or records before the position): no records, the position moves.
+    b.push(chunk(0, 1, 0..0, 9, 10));
+    let mut pos = TestPositions::default();
+    pos.at.insert(tp(0), 2);
+    let got = b.take(10, &mut pos);
+    assert_eq!(offsets(&got), vec![(0, 2), (0, 3)]);
+    assert_eq!(pos.at[&tp(0)], 9);
+    assert!(b.is_empty());
+}
