@@ -220,38 +220,8 @@ fn replicated_ci_seeds() -> u64 {
 /// a leader fails, the checker finds records lost or replaced: at seed 8 of the first 20.
 #[test]
 fn the_checker_finds_a_high_watermark_taken_over_the_isr_maximum() {
-    let found = run_many(
-        0..PLANTED_SEEDS,
-        Some(PlantedBug::HighWatermarkMax),
-        Mode::Replication,
-    )
-    .into_iter()
-    .find(|o| {
-        o.violations.iter().any(|v| {
-            matches!(
-                v.property,
-                Property::AckedRecordLost | Property::OffsetHoldsTwoRecords
-            )
-        })
-    })
-    .map(|o| o.seed);
-    let seed = found.expect("the planted bug went unnoticed in 20 seeds");
-    let clean = run_seed_in_child(
-        exe(),
-        SimOptions {
-            seed,
-            bug: None,
-            mode: Mode::Replication,
-            power_loss: false,
-            admin: false,
-        },
-    )
-    .expect("the seed runs");
-    assert!(
-        clean.passed(),
-        "seed {seed} without the bug: {:#?}",
-        clean.violations
-    );
+    let seed = first_seed_losing_records(PlantedBug::HighWatermarkMax, false);
+    assert_eq!(seed, 8, "the first of seeds 0-19 to show the bug");
 }
 
 const PLANTED_SEEDS: u64 = 20;
@@ -309,22 +279,24 @@ fn replicated_seeds_with_power_losses_keep_every_acknowledged_record() {
 /// the checker finds records replaced at seed 2 of the first 20 power-loss seeds.
 #[test]
 fn the_checker_finds_a_follower_that_skips_its_fsync() {
-    let found = run_many_with(
-        0..PLANTED_SEEDS,
-        Some(PlantedBug::SkipFollowerSync),
-        Mode::Replication,
-        true,
-    )
-    .into_iter()
-    .find(|o| {
-        o.violations.iter().any(|v| {
-            matches!(
-                v.property,
-                Property::AckedRecordLost | Property::OffsetHoldsTwoRecords
-            )
+    let seed = first_seed_losing_records(PlantedBug::SkipFollowerSync, true);
+    assert_eq!(seed, 2, "the first of seeds 0-19 to show the bug");
+}
+
+/// The first of replicated seeds 0-19 in which, with `bug` planted, the checker finds
+/// acknowledged records lost or replaced; the same seed must pass without the bug.
+fn first_seed_losing_records(bug: PlantedBug, power_loss: bool) -> u64 {
+    let found = run_many_with(0..PLANTED_SEEDS, Some(bug), Mode::Replication, power_loss)
+        .into_iter()
+        .find(|o| {
+            o.violations.iter().any(|v| {
+                matches!(
+                    v.property,
+                    Property::AckedRecordLost | Property::OffsetHoldsTwoRecords
+                )
+            })
         })
-    })
-    .map(|o| o.seed);
+        .map(|o| o.seed);
     let seed = found.expect("the planted bug went unnoticed in 20 seeds");
     let clean = run_seed_in_child(
         exe(),
@@ -332,7 +304,7 @@ fn the_checker_finds_a_follower_that_skips_its_fsync() {
             seed,
             bug: None,
             mode: Mode::Replication,
-            power_loss: true,
+            power_loss,
             admin: false,
         },
     )
@@ -342,16 +314,17 @@ fn the_checker_finds_a_follower_that_skips_its_fsync() {
         "seed {seed} without the bug: {:#?}",
         clean.violations
     );
+    seed
 }
 
 /// A leader that applies its own ISR shrink before the controller commits it advances the high
-/// watermark without the follower it dropped, which the controller may still elect: seed 37 of
-/// the power-loss seeds (the first of seeds 0-39 to show it; none of seeds 0-39 without power
+/// watermark without the follower it dropped, which the controller may still elect: seed 58 of
+/// the power-loss seeds (the first of seeds 0-59 to show it; none of seeds 0-39 without power
 /// losses does) has a consumer read records that are later replaced at the same offsets.
 #[test]
 fn the_checker_finds_an_isr_shrink_applied_before_commit() {
     let options = SimOptions {
-        seed: 37,
+        seed: 58,
         bug: Some(PlantedBug::IsrShrinkBeforeCommit),
         mode: Mode::Replication,
         power_loss: true,
@@ -365,7 +338,15 @@ fn the_checker_finds_an_isr_shrink_applied_before_commit() {
         "the planted bug went unnoticed: {:#?}",
         o.violations
     );
-    // Without the bug the seed passes (replicated_seeds_with_power_losses_... runs it).
+    let clean = run_seed_in_child(
+        exe(),
+        SimOptions {
+            bug: None,
+            ..options
+        },
+    )
+    .expect("the seed runs");
+    assert!(clean.passed(), "without the bug: {:#?}", clean.violations);
 }
 
 /// Admin operations under the faults (`--admin`): reassignments of the data topic's
