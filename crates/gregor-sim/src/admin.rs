@@ -27,10 +27,38 @@ use crate::workload::History;
 /// this much simulated time.
 pub const REASSIGNMENT_BOUND_MS: u64 = 20_000;
 
-/// The replica sets a partition may end on: the last reassignment the controller accepted,
-/// plus any sent after it whose answer was lost (each may or may not have been applied). Empty:
-/// no reassignment accepted yet (its replicas are the controller's placement).
+/// The replica sets a partition may end on (absent: no reassignment of it accepted, so any).
 type Candidates = BTreeMap<i32, Vec<Vec<i32>>>;
+
+/// How long after it was sent a reassignment whose outcome is unknown may still be applied:
+/// the node it went through keeps forwarding it to the active controller for up to 30 s (plus
+/// the client's own 3 s). Kafka's controller instead drops a request past its `timeout_ms`;
+/// see the crate README.
+const UNKNOWN_OUTCOME_WINDOW_MS: u64 = 33_000;
+
+/// A reassignment sent: accepted, or with an unknown outcome (refusals are not kept).
+struct Sent {
+    at_ms: u64,
+    replicas: Vec<i32>,
+    accepted: bool,
+}
+
+/// The replica sets each partition may end on: its last accepted reassignment, and every
+/// reassignment with an unknown outcome that could still have been applied after that one.
+fn candidates(sent: &BTreeMap<i32, Vec<Sent>>) -> Candidates {
+    sent.iter()
+        .filter_map(|(&p, ops)| {
+            let last = ops.iter().rev().find(|o| o.accepted)?;
+            let mut c = vec![last.replicas.clone()];
+            c.extend(
+                ops.iter()
+                    .filter(|o| !o.accepted && o.at_ms + UNKNOWN_OUTCOME_WINDOW_MS >= last.at_ms)
+                    .map(|o| o.replicas.clone()),
+            );
+            Some((p, c))
+        })
+        .collect()
+}
 
 /// A random target: two or three distinct nodes in a random order.
 fn target(rng: &mut SplitMix64, nodes: usize) -> Vec<i32> {
@@ -46,7 +74,7 @@ fn target(rng: &mut SplitMix64, nodes: usize) -> Vec<i32> {
 pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
     let mut rng = SplitMix64::new(seed ^ 0xad31_0b5e);
     let mut links = Links::new(nodes, "sim-admin-ops");
-    let mut candidates: Candidates = BTreeMap::new();
+    let mut sent: BTreeMap<i32, Vec<Sent>> = BTreeMap::new();
     while !history.borrow().faults_over {
         sleep_ms(300 + rng.next_below(1_200) as u64).await;
         let node = rng.next_below(nodes);
@@ -67,23 +95,28 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
             ));
             continue;
         };
+        let at_ms = now_ms() as u64;
         let answer = c.send(&req, 0).await.map_err(|e| e.to_string());
         let outcome = match answer {
             Ok(resp) => match parse_alter_partition_reassignments(resp) {
                 Ok(results) => match results.into_iter().find(|(t, _)| *t == tp) {
                     Some((_, Ok(()))) => {
-                        candidates.insert(partition, vec![replicas.clone()]);
+                        sent.entry(partition).or_default().push(Sent {
+                            at_ms,
+                            replicas: replicas.clone(),
+                            accepted: true,
+                        });
                         "accepted".to_string()
                     }
-                    Some((_, Err(e))) => refused(&mut candidates, partition, &replicas, &e),
+                    Some((_, Err(e))) => refused(&mut sent, partition, at_ms, &replicas, &e),
                     None => "no result for the partition".to_string(),
                 },
-                Err(e) => refused(&mut candidates, partition, &replicas, &e),
+                Err(e) => refused(&mut sent, partition, at_ms, &replicas, &e),
             },
             Err(e) => {
                 // Unknown outcome: it may have been applied.
                 links.drop_conn(node);
-                may_have_applied(&mut candidates, partition, &replicas);
+                may_have_applied(&mut sent, partition, at_ms, &replicas);
                 format!("answer lost: {e}")
             }
         };
@@ -91,7 +124,7 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
             "admin reassign {TOPIC}-{partition} to {replicas:?} via n{node}: {outcome}"
         ));
     }
-    check_completed(&history, &mut links, nodes, &candidates).await;
+    check_completed(&history, &mut links, nodes, &candidates(&sent)).await;
 }
 
 /// A refusal. REQUEST_TIMED_OUT says the change may still take effect, and NOT_CONTROLLER
@@ -99,8 +132,9 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
 /// change's records to Raft, which may still commit them (as in Kafka): either makes the target
 /// a candidate, as a lost answer does.
 fn refused(
-    candidates: &mut Candidates,
+    sent: &mut BTreeMap<i32, Vec<Sent>>,
     partition: i32,
+    at_ms: u64,
     replicas: &[i32],
     e: &gregor_client::error::KafkaError,
 ) -> String {
@@ -109,17 +143,23 @@ fn refused(
         e.code,
         KafkaCode::REQUEST_TIMED_OUT | KafkaCode::NOT_CONTROLLER
     ) {
-        may_have_applied(candidates, partition, replicas);
+        may_have_applied(sent, partition, at_ms, replicas);
     }
     format!("refused: {e}")
 }
 
-/// A reassignment whose outcome is unknown: the partition may end on it, or on what it could
-/// end on before (unconstrained while no reassignment of it was accepted).
-fn may_have_applied(candidates: &mut Candidates, partition: i32, replicas: &[i32]) {
-    if let Some(c) = candidates.get_mut(&partition) {
-        c.push(replicas.to_vec());
-    }
+/// A reassignment whose outcome is unknown.
+fn may_have_applied(
+    sent: &mut BTreeMap<i32, Vec<Sent>>,
+    partition: i32,
+    at_ms: u64,
+    replicas: &[i32],
+) {
+    sent.entry(partition).or_default().push(Sent {
+        at_ms,
+        replicas: replicas.to_vec(),
+        accepted: false,
+    });
 }
 
 async fn elect_preferred(history: &Rc<RefCell<History>>, links: &mut Links, node: usize) {
