@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import traceback
 import time
 from collections import defaultdict, namedtuple
 
@@ -245,6 +246,9 @@ class KafkaPythonMember:
                 c.poll(timeout_ms=50)
             c.close()
         except Exception as e:
+            # Shown with the test's captured output: a member whose thread died stops
+            # heartbeating, and the test then only sees its session expire.
+            traceback.print_exc()
             self.exc = e
 
     def stop(self, timeout=20):
