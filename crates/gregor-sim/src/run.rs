@@ -446,29 +446,29 @@ impl Driver<'_> {
 
     /// Stops the nodes whose power cut happened (their disk refused an operation) or is due.
     fn cut_power_where_due(&mut self) {
-        let now = self.now();
-        let due: Vec<PendingCut> = {
-            let disks = &self.disks;
-            let (due, rest) = std::mem::take(&mut self.pending_cuts)
-                .into_iter()
-                .partition(|c: &PendingCut| {
-                    now >= c.deadline_ms || disks[c.node].as_ref().is_some_and(|d| d.is_dead())
-                });
-            self.pending_cuts = rest;
-            due
-        };
-        for c in due {
-            self.power_loss(c.node, c.torn_seed);
+        if self.pending_cuts.is_empty() {
+            return;
         }
+        let now = self.now();
+        let disks = self.disks.clone();
+        self.cut_power_where(|c| {
+            now >= c.deadline_ms || disks[c.node].as_ref().is_some_and(|d| d.is_dead())
+        });
     }
 
     /// Cuts the power now of node `only` (or of every node) where it is still pending.
     fn cut_power(&mut self, only: Option<usize>) {
-        let (due, rest) = std::mem::take(&mut self.pending_cuts)
-            .into_iter()
-            .partition(|c: &PendingCut| only.is_none_or(|n| n == c.node));
-        self.pending_cuts = rest;
-        for c in due {
+        self.cut_power_where(|c| only.is_none_or(|n| n == c.node));
+    }
+
+    /// Carries out the pending cuts `due` picks; the others stay pending.
+    fn cut_power_where(&mut self, due: impl Fn(&PendingCut) -> bool) {
+        let (now, later): (Vec<PendingCut>, Vec<PendingCut>) =
+            std::mem::take(&mut self.pending_cuts)
+                .into_iter()
+                .partition(due);
+        self.pending_cuts = later;
+        for c in now {
             self.power_loss(c.node, c.torn_seed);
         }
     }
