@@ -513,6 +513,7 @@ pub fn shard_settings(config: &BrokerConfig) -> ShardSettings {
         offsets_retention_ms: config
             .int("offsets.retention.minutes")
             .saturating_mul(60_000),
+        planted_stale_sync: crate::util::planted(crate::util::PlantedBug::StaleSyncAssignment),
         ..GroupConfig::default()
     };
     ShardSettings {

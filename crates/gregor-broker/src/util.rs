@@ -40,6 +40,10 @@ pub enum PlantedBug {
     /// tells the leader they are on its disk: an `acks=all` write can be acknowledged while
     /// only the leader has it durably.
     SkipFollowerSync,
+    /// The group coordinator answers a follower's SyncGroup that arrives before the leader's
+    /// assignment with the follower's assignment of the previous generation (two members can
+    /// then own a partition in one generation).
+    StaleSyncAssignment,
 }
 
 thread_local! {

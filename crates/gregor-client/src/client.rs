@@ -10,7 +10,7 @@ use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest};
 use kafka_protocol::protocol::Request;
 use tokio::time::Instant;
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Dialer};
 use crate::coordinator::{find_coordinator_request, parse_find_coordinator};
 use crate::error::{Error, Result};
 use crate::metadata::{metadata_request, parse_metadata, BrokerNode, ClusterMetadata};
@@ -32,6 +32,8 @@ pub struct ClientConfig {
     pub api_timeout: Duration,
     /// Pause between retries.
     pub backoff: Backoff,
+    /// Opens connections instead of TCP when set (the deterministic simulator's network).
+    pub dialer: Option<Dialer>,
 }
 
 impl ClientConfig {
@@ -45,6 +47,7 @@ impl ClientConfig {
             request_timeout: Duration::from_secs(30),
             api_timeout: Duration::from_secs(60),
             backoff: Backoff::default(),
+            dialer: None,
         })
     }
 }
@@ -402,16 +405,46 @@ impl Client {
             }
         }
         let config = &self.inner.config;
-        let conn = Arc::new(
-            Connection::connect(
-                addr,
-                label,
-                &config.client_id,
-                config.connect_timeout,
-                config.request_timeout,
-            )
-            .await?,
-        );
+        let conn = match &config.dialer {
+            None => {
+                Connection::connect(
+                    addr,
+                    label,
+                    &config.client_id,
+                    config.connect_timeout,
+                    config.request_timeout,
+                )
+                .await?
+            }
+            Some(dialer) => {
+                let stream =
+                    match tokio::time::timeout(config.connect_timeout, dialer.dial(addr)).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(source)) => {
+                            return Err(Error::Connect {
+                                addr: addr.to_string(),
+                                source,
+                            })
+                        }
+                        Err(_) => {
+                            return Err(Error::Timeout {
+                                what: format!("connecting to {label}"),
+                                after_ms: u64::try_from(config.connect_timeout.as_millis())
+                                    .unwrap_or(u64::MAX),
+                            })
+                        }
+                    };
+                Connection::over(
+                    Box::into_pin(stream),
+                    label,
+                    &config.client_id,
+                    config.connect_timeout,
+                    config.request_timeout,
+                )
+                .await?
+            }
+        };
+        let conn = Arc::new(conn);
         connections.insert(addr.to_string(), conn.clone());
         Ok(conn)
     }

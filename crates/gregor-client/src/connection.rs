@@ -30,6 +30,36 @@ use crate::codec;
 use crate::error::{Error, KafkaCode, KafkaError, Result};
 use crate::versions::{api_name, handshake_step, BrokerVersions, HandshakeStep};
 
+/// A byte stream to a broker opened by a [`Dialer`].
+pub trait DialedStream: AsyncRead + AsyncWrite + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + 'static> DialedStream for T {}
+
+/// What a [`Dialer`] returns for one connection attempt.
+pub type DialFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = std::io::Result<Box<dyn DialedStream>>> + Send>,
+>;
+
+/// Opens the byte streams to brokers in place of TCP: another transport (the deterministic
+/// simulator's network). Given `host:port`; the handshake and framing stay the client's own.
+#[derive(Clone)]
+pub struct Dialer(std::sync::Arc<dyn Fn(&str) -> DialFuture + Send + Sync>);
+
+impl Dialer {
+    pub fn new(dial: impl Fn(&str) -> DialFuture + Send + Sync + 'static) -> Dialer {
+        Dialer(std::sync::Arc::new(dial))
+    }
+
+    pub fn dial(&self, addr: &str) -> DialFuture {
+        (self.0)(addr)
+    }
+}
+
+impl std::fmt::Debug for Dialer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Dialer")
+    }
+}
+
 /// Requests queued for the writer before senders wait: bounds memory when a broker stalls.
 const WRITE_QUEUE: usize = 256;
 

@@ -943,3 +943,70 @@ async fn commits_resume_and_positions() {
     assert!(err.to_string().contains("auto.offset.reset=none"), "{err}");
     producer.close().await.unwrap();
 }
+
+/// A `Dialer` replaces TCP for every connection the client opens (the simulator's network
+/// uses it): here one that counts its calls and connects over TCP carries a whole
+/// produce-and-consume round trip; one that cannot connect makes the client fail with the
+/// address and the dialer's reason, not hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dialer_carries_every_connection_and_its_failure_is_reported() {
+    use gregor_client::connection::{DialedStream, Dialer};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let broker = Broker::start();
+    broker.create_topic("dialed", 1).await;
+    let dials = Arc::new(AtomicUsize::new(0));
+    let counted = dials.clone();
+    let dialer = Dialer::new(move |addr| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let addr = addr.to_string();
+        Box::pin(async move {
+            let s = tokio::net::TcpStream::connect(addr).await?;
+            Ok(Box::new(s) as Box<dyn DialedStream>)
+        })
+    });
+    let mut config = broker.client_config();
+    config.dialer = Some(dialer);
+    let mut pconfig = ProducerConfig::new(&broker.bootstrap()).unwrap();
+    pconfig.client = config.clone();
+    let producer = Producer::connect(pconfig).await.unwrap();
+    producer
+        .send(ProducerRecord::new("dialed").value(Bytes::from_static(b"v")))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let mut cconfig = ConsumerConfig::new(&broker.bootstrap(), "dialed-group").unwrap();
+    cconfig.client = config;
+    cconfig.auto_offset_reset = AutoOffsetReset::Earliest;
+    let mut consumer = Consumer::new(cconfig).await.unwrap();
+    consumer.subscribe(&["dialed"]).await.unwrap();
+    let mut got = Vec::new();
+    for _ in 0..100 {
+        got.extend(consumer.poll(Duration::from_millis(200)).await.unwrap());
+        if !got.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].value.as_deref(), Some(&b"v"[..]));
+    // Producer, consumer and the consumer's group connections all came through the dialer.
+    assert!(dials.load(Ordering::SeqCst) >= 3, "{dials:?}");
+
+    let mut refused = broker.client_config();
+    refused.connect_timeout = Duration::from_secs(2);
+    refused.api_timeout = Duration::from_secs(2);
+    refused.dialer = Some(Dialer::new(|_| {
+        Box::pin(async {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "no route in this test",
+            ))
+        })
+    }));
+    let err = Admin::connect(refused).await.unwrap_err().to_string();
+    assert!(
+        err.contains(&broker.bootstrap()) && err.contains("no route in this test"),
+        "{err}"
+    );
+}

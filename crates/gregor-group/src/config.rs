@@ -20,6 +20,12 @@ pub struct GroupConfig {
     /// `offsets.retention.minutes` in milliseconds: how long the offsets of a group nobody
     /// consumes with are kept.
     pub offsets_retention_ms: i64,
+    /// A planted bug, for the deterministic simulator to show its checker finds it (the broker
+    /// sets it only in a simulation that planted it, never in the broker binary): a follower
+    /// whose SyncGroup arrives before the leader's assignment is answered at once with its
+    /// assignment of the previous generation, so two members can own a partition in one
+    /// generation.
+    pub planted_stale_sync: bool,
 }
 
 impl Default for GroupConfig {
@@ -32,6 +38,7 @@ impl Default for GroupConfig {
             new_member_join_timeout_ms: 300_000,
             offset_metadata_max_bytes: 4_096,
             offsets_retention_ms: 10_080 * 60_000,
+            planted_stale_sync: false,
         }
     }
 }

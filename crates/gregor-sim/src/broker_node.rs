@@ -30,6 +30,12 @@ pub const BROKER_OVERRIDES: &[&str] = &[
     "replica.fetch.backoff.ms=100",
     "replica.socket.timeout.ms=3000",
     "unclean.leader.election.enable=false",
+    // Consumer groups (`--groups`): 3 s member sessions, a short first-join delay, and a small
+    // __consumer_offsets.
+    "group.min.session.timeout.ms=1000",
+    "group.initial.rebalance.delay.ms=300",
+    "offsets.topic.num.partitions=2",
+    "offsets.commit.timeout.ms=2000",
 ];
 
 /// turmoil's simulated TCP as the broker's transport.

@@ -51,6 +51,13 @@ pub enum Property {
     /// `--power-loss` runs: a file in a node's data directory was created or written without
     /// going through the simulated disk, so the power model cannot tell what survives.
     DiskBypassed,
+    /// `--groups` runs: two members owned one partition in one generation.
+    TwoOwnersInGeneration,
+    /// `--groups` runs: an acknowledged offset commit moved a partition's committed offset
+    /// back.
+    CommittedOffsetWentBack,
+    /// `--groups` runs: an offset below a committed one was never given to any member.
+    GroupSkippedRecords,
 }
 
 impl fmt::Display for Property {
@@ -72,6 +79,9 @@ impl fmt::Display for Property {
             Property::TwoLeadersInEpoch => "two-leaders-in-epoch",
             Property::IdempotentDuplicate => "idempotent-duplicate",
             Property::DiskBypassed => "disk-bypassed",
+            Property::TwoOwnersInGeneration => "two-owners-in-generation",
+            Property::CommittedOffsetWentBack => "committed-offset-went-back",
+            Property::GroupSkippedRecords => "group-skipped-records",
         };
         f.write_str(s)
     }

@@ -82,6 +82,8 @@ pub struct DataHistory {
     /// `--admin` runs: a reassignment that had not completed within the bound after the
     /// faults (what the partitions' replicas were instead).
     pub reassignment_stuck: Option<String>,
+    /// `--groups` runs: what the consumer group's members owned, read and committed.
+    pub group: crate::group::GroupHistory,
 }
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
@@ -555,6 +557,7 @@ pub async fn run(
     seed: u64,
     nodes: usize,
     admin: bool,
+    groups: bool,
 ) -> turmoil::Result {
     create_topic(&history, nodes).await;
     let producers = async {
@@ -571,7 +574,12 @@ pub async fn run(
             crate::admin::run(history.clone(), nodes, seed).await;
         }
     };
-    tokio::join!(producers, consume(history.clone(), nodes), admin_ops);
+    let group = async {
+        if groups {
+            crate::group::run(history.clone(), nodes, seed).await;
+        }
+    };
+    tokio::join!(producers, consume(history.clone(), nodes), admin_ops, group);
     let mut h = history.borrow_mut();
     // The driver's liveness check: the first `acks=all` acknowledgement after the faults.
     h.final_write = Some((0, h.data.first_ack_after_faults));

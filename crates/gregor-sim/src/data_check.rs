@@ -14,20 +14,46 @@ pub fn check(d: &DataHistory) -> Vec<Violation> {
     let mut out = Vec::new();
     // One value per offset in everything the consumer read.
     let mut at: BTreeMap<(i32, i64), &str> = BTreeMap::new();
-    for r in &d.reads {
-        match at.get(&(r.partition, r.offset)) {
-            Some(v) if *v != r.value => out.push(Violation::new(
+    let all_reads = d
+        .reads
+        .iter()
+        .map(|r| {
+            (
+                r.partition,
+                r.offset,
+                r.value.as_str(),
+                r.at_ms,
+                "the consumer",
+            )
+        })
+        .chain(d.group.reads.iter().map(|r| {
+            (
+                r.partition,
+                r.offset,
+                r.value.as_str(),
+                r.at_ms,
+                r.consumer.as_str(),
+            )
+        }));
+    for (partition, offset, value, at_ms, who) in all_reads {
+        match at.get(&(partition, offset)) {
+            Some(v) if *v != value => out.push(Violation::new(
                 Property::OffsetHoldsTwoRecords,
-                format!(
-                    "p{}@{}: read {v:?}, and at {} ms {:?}",
-                    r.partition, r.offset, r.at_ms, r.value
-                ),
+                format!("p{partition}@{offset}: read {v:?}, and at {at_ms} ms {value:?} ({who})"),
             )),
             Some(_) => {}
             None => {
-                at.insert((r.partition, r.offset), &r.value);
+                at.insert((partition, offset), value);
             }
         }
+        if !d.sent.contains(value) {
+            out.push(Violation::new(
+                Property::RecordNeverSent,
+                format!("p{partition}@{offset}: {who} read {value:?}"),
+            ));
+        }
+    }
+    for r in &d.reads {
         if !r.contiguous {
             out.push(Violation::new(
                 Property::ReadGap,
@@ -44,12 +70,6 @@ pub fn check(d: &DataHistory) -> Vec<Violation> {
                     "p{}@{}: returned to a consumer with the high watermark at {} ({} ms)",
                     r.partition, r.offset, r.high_watermark, r.at_ms
                 ),
-            ));
-        }
-        if !d.sent.contains(&r.value) {
-            out.push(Violation::new(
-                Property::RecordNeverSent,
-                format!("p{}@{}: read {:?}", r.partition, r.offset, r.value),
             ));
         }
     }
@@ -128,6 +148,7 @@ pub fn check(d: &DataHistory) -> Vec<Violation> {
     if let Some(detail) = &d.reassignment_stuck {
         out.push(Violation::new(Property::Liveness, detail.clone()));
     }
+    crate::group_check::check(&d.group, &mut out);
     // Report a handful per property: one broken run can repeat a finding many times.
     let mut count: BTreeMap<Property, usize> = BTreeMap::new();
     out.retain(|v| {

@@ -48,6 +48,9 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
     if options.admin {
         args.push("--admin".into());
     }
+    if options.groups {
+        args.push("--groups".into());
+    }
     if let Some(bug) = options.bug {
         args.push("--plant".into());
         args.push(bug.name().into());

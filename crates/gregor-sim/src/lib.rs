@@ -8,6 +8,8 @@ mod checker;
 mod data;
 mod data_check;
 pub mod entropy;
+mod group;
+mod group_check;
 mod isolate;
 mod node;
 mod ops;

@@ -38,7 +38,8 @@ struct Args {
     #[arg(long)]
     json: bool,
     /// Plant a classic bug to see the checker catch it: ack-uncommitted, forget-vote, or
-    /// (with --replication) hw-max, truncate-to-hw, isr-shrink-early, skip-follower-fsync.
+    /// (with --replication) hw-max, truncate-to-hw, isr-shrink-early, skip-follower-fsync,
+    /// (with --replication --groups) stale-sync.
     #[arg(long)]
     plant: Option<String>,
     /// Run whole brokers replicating an RF 3 topic under producers and a consumer, instead of
@@ -55,6 +56,12 @@ struct Args {
     /// complete.
     #[arg(long)]
     admin: bool,
+    /// With --replication: a consumer group of two or three members (the real gregor-client
+    /// consumer, one strategy drawn per seed) consumes the data topic while the faults run,
+    /// members leaving and vanishing; checked for two owners of a partition in one
+    /// generation, commits going back, skipped records, and the group finishing.
+    #[arg(long)]
+    groups: bool,
     /// Seeds run at the same time, each in a process of its own (default: the number of CPUs).
     #[arg(long)]
     jobs: Option<usize>,
@@ -95,6 +102,7 @@ fn main() -> Result<()> {
             mode,
             power_loss: args.power_loss,
             admin: args.admin,
+            groups: args.groups,
         });
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(());
@@ -108,6 +116,7 @@ fn main() -> Result<()> {
             mode,
             power_loss: args.power_loss,
             admin: args.admin,
+            groups: args.groups,
         });
         report(&args, &mut outcome);
         if !outcome.passed() {
@@ -122,6 +131,7 @@ fn main() -> Result<()> {
             mode,
             power_loss: args.power_loss,
             admin: args.admin,
+            groups: args.groups,
         })
         .collect();
     let exe = std::env::current_exe().context("locating the gregor-sim binary")?;

@@ -37,17 +37,22 @@ pub enum PlantedBug {
     /// Replicated runs: a follower does not sync fetched batches before its next fetch tells
     /// the leader it has them (found by `--power-loss` runs).
     SkipFollowerSync,
+    /// `--groups` runs: the group coordinator answers a follower's SyncGroup that arrives
+    /// before the leader's assignment with the follower's assignment of the previous
+    /// generation.
+    StaleSyncAssignment,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 6] = [
+    pub const ALL: [(&'static str, PlantedBug); 7] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
         ("truncate-to-hw", PlantedBug::TruncateToHighWatermark),
         ("isr-shrink-early", PlantedBug::IsrShrinkBeforeCommit),
         ("skip-follower-fsync", PlantedBug::SkipFollowerSync),
+        ("stale-sync", PlantedBug::StaleSyncAssignment),
     ];
 
     /// The bug named `name` on the command line.
@@ -87,6 +92,9 @@ pub struct SimOptions {
     /// Replicated runs: reassignments and preferred elections of the data topic's partitions
     /// while the faults run (see `admin.rs`).
     pub admin: bool,
+    /// Replicated runs: a consumer group of two or three members consumes the data topic
+    /// while the faults run (see `group.rs`).
+    pub groups: bool,
 }
 
 /// The brokers' wall clock: simulated time after a fixed epoch.
@@ -668,6 +676,9 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         Some(PlantedBug::SkipFollowerSync) => {
             Some(gregor_broker::util::PlantedBug::SkipFollowerSync)
         }
+        Some(PlantedBug::StaleSyncAssignment) => {
+            Some(gregor_broker::util::PlantedBug::StaleSyncAssignment)
+        }
         Some(PlantedBug::AckUncommitted | PlantedBug::ForgetVote) | None => None,
     });
     let scenario = match options.power_loss {
@@ -755,7 +766,13 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         ),
         Mode::Replication => driver.sim.client(
             "client",
-            crate::data::run(history.clone(), options.seed, scenario.nodes, options.admin),
+            crate::data::run(
+                history.clone(),
+                options.seed,
+                scenario.nodes,
+                options.admin,
+                options.groups,
+            ),
         ),
     }
     let mut violations = driver.run();

@@ -72,6 +72,25 @@ impl GroupCoordinator {
                 cx.respond(request_id, sync_error(ResponseError::RebalanceInProgress))
             }
             GroupState::CompletingRebalance => {
+                let previous = g
+                    .member(&req.member_id)
+                    .map(|m| m.assignment.clone())
+                    .unwrap_or_default();
+                if cx.config.planted_stale_sync
+                    && !g.is_leader(&req.member_id)
+                    && !previous.is_empty()
+                {
+                    remove_pending_sync_member(g, &mut cx, &req.member_id);
+                    return cx.respond(
+                        request_id,
+                        Response::SyncGroup(SyncGroupResponse {
+                            error: None,
+                            protocol_type: g.protocol_type.clone(),
+                            protocol_name: g.protocol_name.clone(),
+                            assignment: previous,
+                        }),
+                    );
+                }
                 rebalance::park_sync(g, &mut cx, &req.member_id, request_id);
                 remove_pending_sync_member(g, &mut cx, &req.member_id);
                 if g.is_leader(&req.member_id) {

@@ -1,0 +1,333 @@
+//! Consumer groups in a replicated run (`--groups`): two or three members of one group, each the
+//! real gregor-client `Consumer` (its group membership, heartbeats, assignors, fetching and
+//! offset commits) on turmoil's network, consume the data topic with one of the four built-in
+//! strategies while the faults run. Members come and go: each incarnation lives a random while,
+//! then leaves the group (LeaveGroup) or vanishes (its heartbeats stop and its session expires),
+//! and a new one joins. What each member owned in which generation, what it read and which
+//! commits were acknowledged go to the checker (`group_check.rs`).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::time::Duration;
+
+use gregor_client::connection::{DialedStream, Dialer};
+use gregor_client::consumer::AutoOffsetReset;
+use gregor_client::{Consumer, ConsumerConfig, TopicPartition};
+use gregor_meta::SplitMix64;
+
+use crate::broker_node::client_address;
+use crate::data::{sleep_ms, PARTITIONS, TOPIC};
+use crate::node::now_ms;
+use crate::workload::History;
+
+pub const GROUP: &str = "sim-group";
+
+/// After the first acknowledgement that follows the faults, the group must have committed past
+/// every acknowledged `acks=all` record within this much simulated time.
+pub const GROUP_BOUND_MS: u64 = 20_000;
+
+/// The strategies a seed draws from (every member of a run uses the same one).
+pub const STRATEGIES: [&str; 4] = ["range", "roundrobin", "sticky", "cooperative-sticky"];
+
+/// What one member owned in one generation, as its consumer reported it after a `poll`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owned {
+    /// The member's incarnation ("m1.2": member 1, second consumer).
+    pub consumer: String,
+    pub member_id: String,
+    pub generation: i32,
+    pub partitions: BTreeSet<i32>,
+    pub at_ms: u64,
+}
+
+/// A record a member's `poll` returned.
+#[derive(Debug, Clone)]
+pub struct GroupRead {
+    pub consumer: String,
+    pub member_id: String,
+    pub generation: i32,
+    pub partition: i32,
+    pub offset: i64,
+    pub value: String,
+    pub at_ms: u64,
+}
+
+/// An offset commit the coordinator acknowledged.
+#[derive(Debug, Clone)]
+pub struct Commit {
+    pub consumer: String,
+    pub generation: i32,
+    pub partition: i32,
+    pub offset: i64,
+    pub at_ms: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct GroupHistory {
+    pub strategy: String,
+    pub owned: Vec<Owned>,
+    pub reads: Vec<GroupRead>,
+    /// In the order the acknowledgements arrived.
+    pub commits: Vec<Commit>,
+    /// When the group had committed past every acknowledged `acks=all` record.
+    pub done_at: Option<u64>,
+    /// Why the group did not get there within the bound, if it did not.
+    pub stuck: Option<String>,
+}
+
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// turmoil's simulated TCP for the consumer's connections.
+fn sim_dialer() -> Dialer {
+    Dialer::new(|addr| {
+        let addr = addr.to_string();
+        Box::pin(async move {
+            let s = turmoil::net::TcpStream::connect(addr.as_str()).await?;
+            Ok(Box::new(s) as Box<dyn DialedStream>)
+        })
+    })
+}
+
+fn consumer_config(
+    nodes: usize,
+    strategy: &str,
+    label: &str,
+    rng: &mut SplitMix64,
+) -> ConsumerConfig {
+    let bootstrap: Vec<String> = (0..nodes).map(client_address).collect();
+    let mut c = ConsumerConfig::new(&bootstrap.join(","), GROUP)
+        .expect("the simulated bootstrap list is valid");
+    c.client.client_id = format!("sim-{label}");
+    c.client.connect_timeout = REQUEST_TIMEOUT;
+    c.client.request_timeout = REQUEST_TIMEOUT;
+    c.client.api_timeout = Duration::from_secs(6);
+    c.client.dialer = Some(sim_dialer());
+    // Kafka's timings scaled down as the brokers' are (the brokers allow 1 s sessions).
+    c.session_timeout = Duration::from_millis(3_000);
+    c.heartbeat_interval = Duration::from_millis(500);
+    c.max_poll_interval = Duration::from_millis(10_000);
+    c.partition_assignment_strategy = vec![strategy.to_string()];
+    c.enable_auto_commit = false;
+    c.auto_offset_reset = AutoOffsetReset::Earliest;
+    c.fetch_max_wait = Duration::from_millis(200);
+    // Few records per poll, so commits are frequent and ownership changes fall between them.
+    c.max_poll_records = 1 + rng.next_below(4);
+    c
+}
+
+/// Per partition, the offset past every acknowledged `acks=all` record (once the producers
+/// are done), which the group's commits must reach.
+fn target(h: &History) -> Option<BTreeMap<i32, i64>> {
+    if !h.data.producers_done || h.data.first_ack_after_faults.is_none() {
+        return None;
+    }
+    Some(
+        (0..PARTITIONS)
+            .map(|p| {
+                let end = h
+                    .data
+                    .acked_all
+                    .iter()
+                    .filter(|a| a.partition == p)
+                    .map(|a| a.base_offset + a.values.len() as i64)
+                    .max()
+                    .unwrap_or(0);
+                (p, end)
+            })
+            .collect(),
+    )
+}
+
+/// Whether the group is done (its commits reached the target) or past its bound; records
+/// either once.
+fn check_finished(history: &Rc<RefCell<History>>) -> bool {
+    let mut h = history.borrow_mut();
+    if h.data.group.done_at.is_some() || h.data.group.stuck.is_some() {
+        return true;
+    }
+    let Some(target) = target(&h) else {
+        return false;
+    };
+    let mut committed: BTreeMap<i32, i64> = BTreeMap::new();
+    for c in &h.data.group.commits {
+        let e = committed.entry(c.partition).or_insert(c.offset);
+        *e = (*e).max(c.offset);
+    }
+    let now = now_ms() as u64;
+    if target
+        .iter()
+        .all(|(p, end)| committed.get(p).copied().unwrap_or(0) >= *end)
+    {
+        h.data.group.done_at = Some(now);
+        h.event(format!(
+            "group committed past every acknowledged record: {committed:?}"
+        ));
+        return true;
+    }
+    let first = h.data.first_ack_after_faults.expect("target() checked it");
+    if now > first + GROUP_BOUND_MS {
+        h.data.group.stuck = Some(format!(
+            "the group's commits {committed:?} had not reached {target:?} {GROUP_BOUND_MS} ms after the first acknowledgement that followed the faults"
+        ));
+        return true;
+    }
+    false
+}
+
+/// One member: a consumer per incarnation, until the group is done.
+async fn member(
+    history: Rc<RefCell<History>>,
+    nodes: usize,
+    index: usize,
+    strategy: &'static str,
+    seed: u64,
+) {
+    let mut rng = SplitMix64::new(seed ^ 0x6709_0000 ^ (index as u64) << 8);
+    sleep_ms(rng.next_below(2_000) as u64).await;
+    let mut incarnation = 0;
+    while !check_finished(&history) {
+        incarnation += 1;
+        let label = format!("m{index}.{incarnation}");
+        let config = consumer_config(nodes, strategy, &label, &mut rng);
+        let mut consumer = match Consumer::new(config).await {
+            Ok(c) => c,
+            Err(e) => {
+                history
+                    .borrow_mut()
+                    .event(format!("{label} cannot start: {e}"));
+                sleep_ms(200).await;
+                continue;
+            }
+        };
+        if let Err(e) = consumer.subscribe(&[TOPIC]).await {
+            history
+                .borrow_mut()
+                .event(format!("{label} cannot subscribe: {e}"));
+            continue;
+        }
+        history.borrow_mut().event(format!("{label} started"));
+        // While the faults run, an incarnation lives a while; after them, until the end.
+        let lifetime_end = now_ms() as u64 + 1_500 + rng.next_below(4_500) as u64;
+        let vanish = rng.next_below(4) == 0;
+        let mut last: Option<(String, i32, BTreeSet<i32>)> = None;
+        loop {
+            if check_finished(&history) {
+                break;
+            }
+            let faults_over = history.borrow().faults_over;
+            if !faults_over && now_ms() as u64 >= lifetime_end {
+                break;
+            }
+            let polled = consumer.poll(Duration::from_millis(100)).await;
+            let (member_id, generation) = consumer.group_metadata();
+            let assignment: BTreeSet<i32> = consumer
+                .assignment()
+                .into_iter()
+                .filter(|tp| tp.topic == TOPIC)
+                .map(|tp| tp.partition)
+                .collect();
+            let at_ms = now_ms() as u64;
+            let snapshot = (member_id.clone(), generation, assignment.clone());
+            if last.as_ref() != Some(&snapshot) {
+                let mut h = history.borrow_mut();
+                h.event(format!(
+                    "{label} member {member_id} generation {generation} owns {assignment:?}"
+                ));
+                h.data.group.owned.push(Owned {
+                    consumer: label.clone(),
+                    member_id: member_id.clone(),
+                    generation,
+                    partitions: assignment,
+                    at_ms,
+                });
+                last = Some(snapshot);
+            }
+            let records = match polled {
+                Ok(r) => r,
+                Err(e) => {
+                    history.borrow_mut().event(format!("{label} poll: {e}"));
+                    sleep_ms(50).await;
+                    continue;
+                }
+            };
+            if records.is_empty() {
+                continue;
+            }
+            let mut positions: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+            {
+                let mut h = history.borrow_mut();
+                for r in &records {
+                    let value = r
+                        .value
+                        .as_ref()
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                        .unwrap_or_default();
+                    h.data.group.reads.push(GroupRead {
+                        consumer: label.clone(),
+                        member_id: member_id.clone(),
+                        generation,
+                        partition: r.partition,
+                        offset: r.offset,
+                        value,
+                        at_ms,
+                    });
+                    let tp = TopicPartition::new(&r.topic, r.partition);
+                    positions.insert(tp, r.offset + 1);
+                }
+            }
+            // Commit what was just processed (at-least-once), as an application does.
+            match consumer.commit_sync(Some(positions.clone())).await {
+                Ok(()) => {
+                    let at_ms = now_ms() as u64;
+                    let mut h = history.borrow_mut();
+                    let summary: Vec<String> = positions
+                        .iter()
+                        .map(|(tp, o)| format!("p{}@{o}", tp.partition))
+                        .collect();
+                    h.event(format!(
+                        "{label} generation {generation} committed {summary:?}"
+                    ));
+                    for (tp, offset) in positions {
+                        h.data.group.commits.push(Commit {
+                            consumer: label.clone(),
+                            generation,
+                            partition: tp.partition,
+                            offset,
+                            at_ms,
+                        });
+                    }
+                }
+                Err(e) => history.borrow_mut().event(format!(
+                    "{label} generation {generation} commit failed: {e}"
+                )),
+            }
+        }
+        if vanish && !check_finished(&history) {
+            history.borrow_mut().event(format!("{label} vanishes"));
+            drop(consumer);
+        } else {
+            let result = consumer.close().await;
+            history
+                .borrow_mut()
+                .event(format!("{label} left the group: {result:?}"));
+        }
+        sleep_ms(200 + rng.next_below(1_300) as u64).await;
+    }
+}
+
+/// The group workload: `members` consumers with one strategy, drawn from the seed.
+pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
+    let mut rng = SplitMix64::new(seed ^ 0x0067_7209);
+    let strategy = STRATEGIES[rng.next_below(STRATEGIES.len())];
+    let members = 2 + rng.next_below(2);
+    {
+        let mut h = history.borrow_mut();
+        h.data.group.strategy = strategy.to_string();
+        h.event(format!("group {GROUP}: {members} members, {strategy}"));
+    }
+    let tasks: Vec<_> = (0..members)
+        .map(|i| member(history.clone(), nodes, i, strategy, seed))
+        .collect();
+    futures::future::join_all(tasks).await;
+}
