@@ -133,10 +133,15 @@ pub async fn run_broker_node(ctx: NodeContext) -> turmoil::Result {
     let broker = match Broker::start_with(config, options).await {
         Ok(b) => b,
         Err(e) => {
-            ctx.registry
-                .borrow_mut()
-                .start_errors
-                .push((ctx.node, e.to_string()));
+            {
+                let mut reg = ctx.registry.borrow_mut();
+                let failing = reg.disk_failing.get(ctx.node).copied().unwrap_or(false);
+                let errors = match failing {
+                    true => &mut reg.expected_start_errors,
+                    false => &mut reg.start_errors,
+                };
+                errors.push((ctx.node, e.to_string()));
+            }
             std::future::pending::<()>().await;
             return Ok(());
         }

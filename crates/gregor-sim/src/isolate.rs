@@ -51,6 +51,9 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
     if options.groups {
         args.push("--groups".into());
     }
+    if options.disk_faults {
+        args.push("--disk-faults".into());
+    }
     if let Some(bug) = options.bug {
         args.push("--plant".into());
         args.push(bug.name().into());

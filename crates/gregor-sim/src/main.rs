@@ -62,6 +62,11 @@ struct Args {
     /// generation, commits going back, skipped records, and the group finishing.
     #[arg(long)]
     groups: bool,
+    /// With --replication: after the other faults, one or two episodes of a full disk or
+    /// failing fsyncs on one node, which is then restarted on the repaired disk (keeping only
+    /// what it synced).
+    #[arg(long)]
+    disk_faults: bool,
     /// Seeds run at the same time, each in a process of its own (default: the number of CPUs).
     #[arg(long)]
     jobs: Option<usize>,
@@ -103,6 +108,7 @@ fn main() -> Result<()> {
             power_loss: args.power_loss,
             admin: args.admin,
             groups: args.groups,
+            disk_faults: args.disk_faults,
         });
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(());
@@ -117,6 +123,7 @@ fn main() -> Result<()> {
             power_loss: args.power_loss,
             admin: args.admin,
             groups: args.groups,
+            disk_faults: args.disk_faults,
         });
         report(&args, &mut outcome);
         if !outcome.passed() {
@@ -132,6 +139,7 @@ fn main() -> Result<()> {
             power_loss: args.power_loss,
             admin: args.admin,
             groups: args.groups,
+            disk_faults: args.disk_faults,
         })
         .collect();
     let exe = std::env::current_exe().context("locating the gregor-sim binary")?;

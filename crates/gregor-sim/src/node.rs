@@ -56,6 +56,11 @@ pub struct Registry {
     pub starts: Vec<u64>,
     /// Start failures (a node that cannot open its own files is a finding).
     pub start_errors: Vec<(usize, String)>,
+    /// Nodes whose disk is failing on purpose right now (`--disk-faults`): a start that fails
+    /// then is what a broker must do, not a finding; it starts again once the disk is repaired.
+    pub disk_failing: Vec<bool>,
+    /// Start failures while the node's disk was failing on purpose (traced, not findings).
+    pub expected_start_errors: Vec<(usize, String)>,
 }
 
 /// A running node as the driver sees it for a moment.

@@ -95,6 +95,8 @@ pub struct SimOptions {
     /// Replicated runs: a consumer group of two or three members consumes the data topic
     /// while the faults run (see `group.rs`).
     pub groups: bool,
+    /// Replicated runs: full disks and failing fsyncs (see [`Scenario::with_disk_faults`]).
+    pub disk_faults: bool,
 }
 
 /// The brokers' wall clock: simulated time after a fixed epoch.
@@ -330,7 +332,9 @@ impl Driver<'_> {
             Fault::Crash { node }
             | Fault::Isolate { node }
             | Fault::Pause { node }
-            | Fault::PowerLoss { node, .. } => self.observer.resolve(node),
+            | Fault::PowerLoss { node, .. }
+            | Fault::DiskFull { node, .. }
+            | Fault::SyncFails { node } => self.observer.resolve(node),
             Fault::Outage { .. } => 0,
             Fault::OneWay { from, .. } => self.observer.resolve(from),
             Fault::Delay { a, .. } => self.observer.resolve(a),
@@ -365,6 +369,18 @@ impl Driver<'_> {
                     self.arm_power_cut(n, torn_seed ^ n as u64, e);
                 }
             }
+            Fault::DiskFull { room, .. } => {
+                if let Some(d) = self.disks[a].as_ref() {
+                    d.set_write_budget(Some(room));
+                }
+                self.registry.borrow_mut().disk_failing[a] = true;
+            }
+            Fault::SyncFails { .. } => {
+                if let Some(d) = self.disks[a].as_ref() {
+                    d.set_fail_sync(true);
+                }
+                self.registry.borrow_mut().disk_failing[a] = true;
+            }
             _ => {}
         }
         let what = match e.fault {
@@ -375,6 +391,8 @@ impl Driver<'_> {
             Fault::Delay { .. } => format!("hold n{a}<->n{b}"),
             Fault::PowerLoss { .. } => format!("power loss n{a}"),
             Fault::Outage { .. } => "outage of every node".to_string(),
+            Fault::DiskFull { room, .. } => format!("disk of n{a} full after {room} more bytes"),
+            Fault::SyncFails { .. } => format!("every fsync of n{a} fails"),
         };
         let now = self.now();
         self.history
@@ -409,6 +427,17 @@ impl Driver<'_> {
                 for n in 0..self.scenario.nodes {
                     self.sim.bounce(host_name(n).as_str());
                 }
+            }
+            Fault::DiskFull { .. } | Fault::SyncFails { .. } => {
+                if let Some(d) = self.disks[f.a].as_ref() {
+                    d.set_write_budget(None);
+                    d.set_fail_sync(false);
+                }
+                self.registry.borrow_mut().disk_failing[f.a] = false;
+                // The operator restarts the node on the repaired disk, which keeps only what
+                // was synced.
+                self.power_loss(f.a, 0);
+                self.sim.bounce(ha.as_str());
             }
             Fault::Isolate { .. } => {
                 for o in self.others(f.a) {
@@ -681,10 +710,13 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         }
         Some(PlantedBug::AckUncommitted | PlantedBug::ForgetVote) | None => None,
     });
-    let scenario = match options.power_loss {
+    let mut scenario = match options.power_loss {
         false => Scenario::from_seed(options.seed),
         true => Scenario::from_seed(options.seed).with_power_losses(),
     };
+    if options.disk_faults {
+        scenario = scenario.with_disk_faults();
+    }
     let root = tempfile::tempdir().expect("a temporary directory for the nodes' files");
     let dirs: Vec<_> = (0..scenario.nodes)
         .map(|i| root.path().join(host_name(i)).join("__cluster_metadata-0"))
@@ -692,7 +724,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     // Each node's disk: its data directory, empty and durable at the start.
     let disks: Vec<Option<Arc<gregor_log::FaultInjector>>> = (0..scenario.nodes)
         .map(|i| {
-            options.power_loss.then(|| {
+            (options.power_loss || options.disk_faults).then(|| {
                 let data_dir = root.path().join(host_name(i));
                 std::fs::create_dir_all(&data_dir).expect("a node's data directory");
                 gregor_log::FaultInjector::power_model(&data_dir)
@@ -714,6 +746,8 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         brokers: vec![None; scenario.nodes],
         starts: vec![0; scenario.nodes],
         start_errors: Vec::new(),
+        disk_failing: vec![false; scenario.nodes],
+        expected_start_errors: Vec::new(),
     }));
     let history = Rc::new(RefCell::new(History::default()));
     history.borrow_mut().trace.push(format!("{scenario:?}"));
@@ -777,6 +811,12 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     }
     let mut violations = driver.run();
     violations.append(&mut driver.observer.violations);
+    for (node, e) in registry.borrow().expected_start_errors.iter() {
+        history
+            .borrow_mut()
+            .trace
+            .push(format!("n{node} could not start on its failing disk: {e}"));
+    }
     for (node, e) in registry.borrow().start_errors.iter() {
         violations.push(Violation::new(
             Property::NodeFailedToStart,

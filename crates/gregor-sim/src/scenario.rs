@@ -26,6 +26,15 @@ pub enum Fault {
     PowerLoss { node: Target, torn_seed: u64 },
     /// Every node loses power at once, as in a data-centre outage (`--power-loss` runs).
     Outage { torn_seed: u64 },
+    /// The node's disk fills up (`--disk-faults` runs): `room` more bytes can be written, then
+    /// every write fails with ENOSPC (the one that crosses the limit writes what fits). When
+    /// the episode ends the operator frees space and restarts the node; what it had not synced
+    /// is gone.
+    DiskFull { node: Target, room: u64 },
+    /// Every fsync of the node fails with EIO (`--disk-faults` runs). When the episode ends the
+    /// disk works again and the node is restarted; what no sync made durable is gone (as on
+    /// Linux, where a failed fsync may drop the dirty pages it could not write).
+    SyncFails { node: Target },
 }
 
 /// A node chosen by index, or whichever node leads when the episode starts.
@@ -165,6 +174,37 @@ impl Scenario {
                 fault: Fault::Outage {
                     torn_seed: rng.next_u64(),
                 },
+            });
+            self.faults_end_ms = start_ms + duration_ms;
+        }
+        self
+    }
+
+    /// The same scenario with one or two disk-fault episodes after the others (`--disk-faults`):
+    /// a full disk or failing fsyncs on one node. Drawn from a stream of their own, so the
+    /// rest of the scenario is the one the seed gives without them.
+    pub fn with_disk_faults(mut self) -> Scenario {
+        let mut rng = SplitMix64::new(self.seed ^ 0xd15c_fa11_d15c_fa11);
+        for _ in 0..1 + rng.next_below(2) {
+            let start_ms = self.faults_end_ms + rng.next_below(800) as u64;
+            let duration_ms = 300 + rng.next_below(2_200) as u64;
+            let node = if rng.next_below(2) == 0 {
+                Target::Leader
+            } else {
+                Target::Node(rng.next_below(self.nodes))
+            };
+            let fault = if rng.next_below(2) == 0 {
+                Fault::DiskFull {
+                    node,
+                    room: rng.next_below(2 << 10) as u64,
+                }
+            } else {
+                Fault::SyncFails { node }
+            };
+            self.episodes.push(Episode {
+                start_ms,
+                duration_ms,
+                fault,
             });
             self.faults_end_ms = start_ms + duration_ms;
         }
