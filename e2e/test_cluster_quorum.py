@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+import kwire
 from conftest import eventually, wait_until
 
 NOT_CONTROLLER = 41
@@ -91,6 +92,25 @@ def test_sigkill_of_the_active_controller_elects_another_and_the_node_catches_up
     wait_until(lambda: want <= topics_on(old), 15, "the restarted node to catch up")
     create_retrying(old, "through-the-restarted-node")
     wait_topic_everywhere(list(c.nodes.values()), "through-the-restarted-node")
+
+
+@pytest.mark.timeout(120)
+def test_a_forwarded_admin_request_is_answered_within_its_own_timeout(cluster_factory):
+    """With no controller to reach, a broker stops forwarding an admin request once the
+    client's `timeout_ms` has passed (it used to keep trying for 30 s, and could apply a
+    request its client had given up on after a newer one), and answers a retriable error."""
+    c = cluster_factory(3)
+    controller = c.controller()
+    survivor = next(n for n in c.nodes.values() if n is not controller)
+    for n in c.nodes.values():
+        if n is not survivor:
+            n.kill()
+    t0 = time.monotonic()
+    with kwire.Conn("127.0.0.1", survivor.port, timeout=40) as conn:
+        err, msg = kwire.create_topic(conn, "no-quorum", timeout_ms=2000)
+    elapsed = time.monotonic() - t0
+    assert err in RETRIABLE, (err, msg)
+    assert elapsed < 12, f"answered after {elapsed:.1f}s for a 2 s timeout_ms"
 
 
 @pytest.mark.timeout(150)

@@ -6,7 +6,10 @@
 //! committed, so what a request created is visible on the broker it was sent to.
 //!
 //! While no controller answers (an election is under way), forwarding is retried for
-//! [`FORWARD_TIMEOUT`]; after that the request is answered here, where it fails with the
+//! [`FORWARD_TIMEOUT`], or for the request's own `timeout_ms` when it is shorter (an admin
+//! request the client has given up on is not sent again: it could otherwise be applied after a
+//! newer one the client sent since, as Kafka's controller avoids by dropping requests past
+//! their deadline); after that the request is answered here, where it fails with the
 //! retriable NOT_CONTROLLER.
 
 use std::collections::HashMap;
@@ -87,6 +90,22 @@ pub fn is_controller_api(key: ApiKey) -> bool {
     )
 }
 
+/// The `timeout_ms` an admin request carries, when it sets one.
+fn client_timeout(request: &RequestKind) -> Option<Duration> {
+    let ms = match request {
+        RequestKind::CreateTopics(r) => r.timeout_ms,
+        RequestKind::DeleteTopics(r) => r.timeout_ms,
+        RequestKind::CreatePartitions(r) => r.timeout_ms,
+        RequestKind::ElectLeaders(r) => r.timeout_ms,
+        RequestKind::AlterPartitionReassignments(r) => r.timeout_ms,
+        _ => return None,
+    };
+    u64::try_from(ms)
+        .ok()
+        .filter(|&ms| ms > 0)
+        .map(Duration::from_millis)
+}
+
 /// Handles a controller request here if this node is the active controller, else forwards it
 /// to the active controller. `None` only for a request that is not a controller API.
 pub async fn to_controller(
@@ -95,7 +114,8 @@ pub async fn to_controller(
     version: i16,
     request: RequestKind,
 ) -> Option<ResponseKind> {
-    let deadline = Instant::now() + FORWARD_TIMEOUT;
+    let budget = client_timeout(&request).map_or(FORWARD_TIMEOUT, |t| t.min(FORWARD_TIMEOUT));
+    let deadline = Instant::now() + budget;
     let mut body: Option<Vec<u8>> = None;
     loop {
         match b.metadata.active_controller() {
@@ -253,5 +273,30 @@ pub async fn check_brokers_alive(b: ControlPlane<'_>, brokers: Vec<i32>) {
                 tracing::warn!(broker = id, error = %e, "could not fence the broker");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::{
+        BrokerHeartbeatRequest, CreateTopicsRequest, ElectLeadersRequest,
+    };
+
+    #[test]
+    fn an_admin_requests_own_timeout_bounds_its_forwarding() {
+        let create =
+            |ms| RequestKind::CreateTopics(CreateTopicsRequest::default().with_timeout_ms(ms));
+        assert_eq!(
+            client_timeout(&create(2_000)),
+            Some(Duration::from_millis(2_000))
+        );
+        // No timeout (0) or a nonsensical one: the broker's own 30 s.
+        assert_eq!(client_timeout(&create(0)), None);
+        assert_eq!(client_timeout(&create(-5)), None);
+        let elect = RequestKind::ElectLeaders(ElectLeadersRequest::default().with_timeout_ms(750));
+        assert_eq!(client_timeout(&elect), Some(Duration::from_millis(750)));
+        let heartbeat = RequestKind::BrokerHeartbeat(BrokerHeartbeatRequest::default());
+        assert_eq!(client_timeout(&heartbeat), None);
     }
 }

@@ -382,8 +382,10 @@ fn the_checker_finds_an_isr_shrink_applied_before_commit() {
 /// entry) and decided a broker's re-registration against an image without the entry its
 /// earlier incarnation had appended but not seen commit; both committed, and data-1 ended led
 /// by a broker outside its own ISR, whose every AlterPartition was then refused. A write now
-/// waits until the leader has applied its whole log. 188 tests the checker: a reassignment
-/// whose answer was lost was applied after a newer accepted one (forwarding retries it).
+/// waits until the leader has applied its whole log. 188: a reassignment whose answer was
+/// lost was applied after a newer accepted one, while brokers forwarded an admin request for
+/// 30 s whatever its `timeout_ms`; they now stop at its timeout, and the checker allows an
+/// unknown outcome for 8 s instead of 33 s.
 #[test]
 fn replicated_seeds_with_admin_operations_and_power_losses_pass() {
     let runs: Vec<SimOptions> = (0..12)
