@@ -405,45 +405,15 @@ impl Client {
             }
         }
         let config = &self.inner.config;
-        let conn = match &config.dialer {
-            None => {
-                Connection::connect(
-                    addr,
-                    label,
-                    &config.client_id,
-                    config.connect_timeout,
-                    config.request_timeout,
-                )
-                .await?
-            }
-            Some(dialer) => {
-                let stream =
-                    match tokio::time::timeout(config.connect_timeout, dialer.dial(addr)).await {
-                        Ok(Ok(s)) => s,
-                        Ok(Err(source)) => {
-                            return Err(Error::Connect {
-                                addr: addr.to_string(),
-                                source,
-                            })
-                        }
-                        Err(_) => {
-                            return Err(Error::Timeout {
-                                what: format!("connecting to {label}"),
-                                after_ms: u64::try_from(config.connect_timeout.as_millis())
-                                    .unwrap_or(u64::MAX),
-                            })
-                        }
-                    };
-                Connection::over(
-                    Box::into_pin(stream),
-                    label,
-                    &config.client_id,
-                    config.connect_timeout,
-                    config.request_timeout,
-                )
-                .await?
-            }
-        };
+        let conn = Connection::open(
+            config.dialer.as_ref(),
+            addr,
+            label,
+            &config.client_id,
+            config.connect_timeout,
+            config.request_timeout,
+        )
+        .await?;
         let conn = Arc::new(conn);
         connections.insert(addr.to_string(), conn.clone());
         Ok(conn)

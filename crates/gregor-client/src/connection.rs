@@ -54,6 +54,27 @@ impl Dialer {
     }
 }
 
+/// Waits for `connecting` for at most `connect_timeout`, naming the address or the broker in
+/// the error.
+async fn within_connect_timeout<S>(
+    addr: &str,
+    label: &str,
+    connect_timeout: Duration,
+    connecting: impl std::future::Future<Output = std::io::Result<S>>,
+) -> Result<S> {
+    match tokio::time::timeout(connect_timeout, connecting).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(source)) => Err(Error::Connect {
+            addr: addr.to_string(),
+            source,
+        }),
+        Err(_) => Err(Error::Timeout {
+            what: format!("connecting to {label}"),
+            after_ms: millis(connect_timeout),
+        }),
+    }
+}
+
 impl std::fmt::Debug for Dialer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Dialer")
@@ -205,21 +226,8 @@ impl Connection {
         connect_timeout: Duration,
         request_timeout: Duration,
     ) -> Result<Connection> {
-        let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(source)) => {
-                return Err(Error::Connect {
-                    addr: addr.to_string(),
-                    source,
-                })
-            }
-            Err(_) => {
-                return Err(Error::Timeout {
-                    what: format!("connecting to {label}"),
-                    after_ms: millis(connect_timeout),
-                })
-            }
-        };
+        let stream =
+            within_connect_timeout(addr, &label, connect_timeout, TcpStream::connect(addr)).await?;
         // Requests are small and latency matters more than packet count.
         let _ = stream.set_nodelay(true);
         let (read_half, write_half) = stream.into_split();
@@ -232,6 +240,24 @@ impl Connection {
             request_timeout,
         )
         .await
+    }
+
+    /// [`Connection::connect`] through `dialer` when one is given (another transport than TCP).
+    pub async fn open(
+        dialer: Option<&Dialer>,
+        addr: &str,
+        label: String,
+        client_id: &str,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Result<Connection> {
+        let Some(dialer) = dialer else {
+            return Self::connect(addr, label, client_id, connect_timeout, request_timeout).await;
+        };
+        let stream =
+            within_connect_timeout(addr, &label, connect_timeout, dialer.dial(addr)).await?;
+        let stream = Box::into_pin(stream);
+        Self::over(stream, label, client_id, connect_timeout, request_timeout).await
     }
 
     /// Negotiates API versions over a stream the caller connected (another transport than

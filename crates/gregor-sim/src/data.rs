@@ -86,6 +86,18 @@ pub struct DataHistory {
     pub group: crate::group::GroupHistory,
 }
 
+impl DataHistory {
+    /// The offset past every acknowledged `acks=all` record of `partition` (0 if none).
+    pub fn acked_all_end(&self, partition: i32) -> i64 {
+        self.acked_all
+            .iter()
+            .filter(|a| a.partition == partition)
+            .map(|a| a.base_offset + a.values.len() as i64)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Connections to the nodes and what Metadata said about the topic's leaders.
@@ -445,17 +457,7 @@ async fn consume(history: Rc<RefCell<History>>, nodes: usize) {
         }
         if final_pass {
             let h = history.borrow();
-            let done = (0..PARTITIONS).all(|p| {
-                let want = h
-                    .data
-                    .acked_all
-                    .iter()
-                    .filter(|a| a.partition == p)
-                    .map(|a| a.base_offset + a.values.len() as i64)
-                    .max()
-                    .unwrap_or(0);
-                next[&p] >= want
-            });
+            let done = (0..PARTITIONS).all(|p| next[&p] >= h.data.acked_all_end(p));
             drop(h);
             if done {
                 let now = now_ms() as u64;

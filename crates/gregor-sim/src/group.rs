@@ -124,17 +124,7 @@ fn target(h: &History) -> Option<BTreeMap<i32, i64>> {
     }
     Some(
         (0..PARTITIONS)
-            .map(|p| {
-                let end = h
-                    .data
-                    .acked_all
-                    .iter()
-                    .filter(|a| a.partition == p)
-                    .map(|a| a.base_offset + a.values.len() as i64)
-                    .max()
-                    .unwrap_or(0);
-                (p, end)
-            })
+            .map(|p| (p, h.data.acked_all_end(p)))
             .collect(),
     )
 }

@@ -52,11 +52,7 @@ fn run_many_with(
             disk_faults: false,
         })
         .collect();
-    let mut outcomes = Vec::new();
-    run_seeds_in_children(exe(), &runs, 2, |o| {
-        outcomes.push(o.expect("the seed runs"))
-    });
-    outcomes
+    outcomes_of(&runs)
 }
 
 /// The trace of a seed as `gregor-sim --seed S --trace` prints it, as a user replays a seed.
@@ -400,16 +396,7 @@ fn replicated_seeds_with_admin_operations_and_power_losses_pass() {
             disk_faults: false,
         })
         .collect();
-    let mut failures = Vec::new();
-    let mut traces = String::new();
-    run_seeds_in_children(exe(), &runs, 2, |o| {
-        let o = o.expect("the seed runs");
-        if !o.passed() {
-            failures.push((o.seed, o.violations.clone()));
-        }
-        traces.push_str(&o.trace.join("\n"));
-    });
-    assert!(failures.is_empty(), "failing seeds: {failures:#?}");
+    let traces = run_all_passing(&runs);
     // The operations really ran, and some reassignments were accepted.
     assert!(traces.matches("admin reassign").count() > 12, "{traces}");
     assert!(traces.contains(": accepted"));
@@ -435,16 +422,7 @@ fn consumer_groups_under_faults_keep_their_guarantees() {
             disk_faults: false,
         })
         .collect();
-    let mut failures = Vec::new();
-    let mut traces = String::new();
-    run_seeds_in_children(exe(), &runs, 2, |o| {
-        let o = o.expect("the seed runs");
-        if !o.passed() {
-            failures.push((o.seed, o.violations.clone()));
-        }
-        traces.push_str(&o.trace.join("\n"));
-    });
-    assert!(failures.is_empty(), "failing seeds: {failures:#?}");
+    let traces = run_all_passing(&runs);
     // Every strategy ran, members came and went, and the groups finished.
     for strategy in ["range", "roundrobin", "sticky", "cooperative-sticky"] {
         assert!(
@@ -503,11 +481,7 @@ fn run_many_groups(seeds: std::ops::Range<u64>, bug: Option<PlantedBug>) -> Vec<
             disk_faults: false,
         })
         .collect();
-    let mut outcomes = Vec::new();
-    run_seeds_in_children(exe(), &runs, 2, |o| {
-        outcomes.push(o.expect("the seed runs"))
-    });
-    outcomes
+    outcomes_of(&runs)
 }
 
 /// Disk faults (`--disk-faults`): after the other faults, a node's disk fills up (ENOSPC after
@@ -528,9 +502,17 @@ fn replicated_seeds_with_full_disks_and_failing_fsyncs_pass() {
             disk_faults: true,
         })
         .collect();
+    let traces = run_all_passing(&runs);
+    assert!(traces.contains("more bytes for"), "no full disk drawn");
+    assert!(traces.contains("fsync of"), "no failing fsync drawn");
+}
+
+/// Runs `runs` (two at a time, each in its own process), asserts every one passed, and returns
+/// their traces one after the other.
+fn run_all_passing(runs: &[SimOptions]) -> String {
     let mut failures = Vec::new();
     let mut traces = String::new();
-    run_seeds_in_children(exe(), &runs, 2, |o| {
+    run_seeds_in_children(exe(), runs, 2, |o| {
         let o = o.expect("the seed runs");
         if !o.passed() {
             failures.push((o.seed, o.violations.clone()));
@@ -538,6 +520,12 @@ fn replicated_seeds_with_full_disks_and_failing_fsyncs_pass() {
         traces.push_str(&o.trace.join("\n"));
     });
     assert!(failures.is_empty(), "failing seeds: {failures:#?}");
-    assert!(traces.contains("more bytes for"), "no full disk drawn");
-    assert!(traces.contains("fsync of"), "no failing fsync drawn");
+    traces
+}
+
+/// The outcomes of `runs` (two at a time, each in its own process), in order.
+fn outcomes_of(runs: &[SimOptions]) -> Vec<Outcome> {
+    let mut outcomes = Vec::new();
+    run_seeds_in_children(exe(), runs, 2, |o| outcomes.push(o.expect("the seed runs")));
+    outcomes
 }
