@@ -4,7 +4,11 @@
 //! Kafka's AlterPartition request (forwarded to the active controller like the other controller
 //! requests) with this broker's epoch and each partition's leader and partition epochs, which
 //! fence proposals made on stale state. The committed change reaches the leader through the
-//! metadata log; a refused proposal is dropped and may be made again.
+//! metadata log; a refused proposal is dropped and may be made again. A proposal whose outcome
+//! is unknown (no answer: the controller may have lost its leadership or its disk after
+//! handing the change to Raft, which may still commit it) stays in flight, so the high
+//! watermark keeps counting the replicas it adds, and is sent again until an answer or a newer
+//! partition state settles it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,16 +32,45 @@ const VERSION: i16 = 2;
 /// Sends the leaders' ISR proposals to the controller until the queue closes, each batch with
 /// the broker epoch this node holds at the time.
 pub async fn run(b: ControlPlane<'_>, broker_epoch: impl Fn() -> i64, mut queue: IsrProposalQueue) {
-    while let Some(first) = queue.recv().await {
-        let mut batch = vec![first];
+    let mut unsettled: Vec<(Arc<Partition>, IsrProposal)> = Vec::new();
+    loop {
+        let mut batch: Vec<(Arc<Partition>, IsrProposal)> = std::mem::take(&mut unsettled)
+            .into_iter()
+            .filter(|(part, p)| part.isr_proposal_pending(p))
+            .collect();
+        if batch.is_empty() {
+            match queue.recv().await {
+                Some(first) => batch.push(first),
+                None => return,
+            }
+        }
         while let Ok(more) = queue.try_recv() {
             batch.push(more);
         }
-        send(b, broker_epoch(), batch).await;
+        unsettled = send(b, broker_epoch(), batch).await;
     }
 }
 
-async fn send(b: ControlPlane<'_>, broker_epoch: i64, batch: Vec<(Arc<Partition>, IsrProposal)>) {
+/// Whether an answer settles a proposal: NOT_CONTROLLER and REQUEST_TIMED_OUT come back when
+/// the controller lost its leadership (or gave up waiting) after handing the change to Raft,
+/// which may still commit it.
+fn settles(code: Option<ResponseError>) -> bool {
+    !matches!(
+        code,
+        Some(
+            ResponseError::NotController
+                | ResponseError::RequestTimedOut
+                | ResponseError::UnknownServerError
+        )
+    )
+}
+
+/// Sends one batch; returns the proposals whose outcome is unknown, to send again.
+async fn send(
+    b: ControlPlane<'_>,
+    broker_epoch: i64,
+    batch: Vec<(Arc<Partition>, IsrProposal)>,
+) -> Vec<(Arc<Partition>, IsrProposal)> {
     let mut request = AlterPartitionRequest::default();
     request.broker_id = BrokerId(b.node_id);
     request.broker_epoch = broker_epoch;
@@ -75,10 +108,19 @@ async fn send(b: ControlPlane<'_>, broker_epoch: i64, batch: Vec<(Arc<Partition>
     };
     if let Some(e) = top_error {
         warn!(error = ?e, proposals = batch.len(), "AlterPartition failed");
-        // Let the leaders propose again, after a pause (the controller may be electing).
+        // A pause before anything is sent again (the controller may be electing).
         tokio::time::sleep(Duration::from_millis(100)).await;
+        if !settles(top_error) {
+            return batch;
+        }
+        // Refused as a whole (a stale broker epoch...): nothing changed; propose again later.
+        for (part, p) in &batch {
+            part.isr_proposal_done(p.partition_epoch);
+        }
+        return Vec::new();
     }
-    for (part, p) in &batch {
+    let mut unsettled = Vec::new();
+    for (part, p) in batch {
         let answer = match &response {
             Some(ResponseKind::AlterPartition(r)) => r
                 .topics
@@ -89,7 +131,12 @@ async fn send(b: ControlPlane<'_>, broker_epoch: i64, batch: Vec<(Arc<Partition>
                 .map(|pd| pd.error_code),
             _ => None,
         };
-        match answer.and_then(ResponseError::try_from_code) {
+        let code = answer.and_then(ResponseError::try_from_code);
+        if answer.is_none() || !settles(code) {
+            unsettled.push((part, p));
+            continue;
+        }
+        match code {
             None if answer.is_some() => {
                 b.metrics.isr_changed(p.previous_isr.len(), p.isr.len());
                 info!(topic = %part.topic, partition = part.index, isr = ?p.isr, "ISR change committed")
@@ -103,6 +150,10 @@ async fn send(b: ControlPlane<'_>, broker_epoch: i64, batch: Vec<(Arc<Partition>
         // committed change has reached the leader already; otherwise it may propose again.
         part.isr_proposal_done(p.partition_epoch);
     }
+    if !unsettled.is_empty() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    unsettled
 }
 
 /// The active controller's side: runs the request through the controller.

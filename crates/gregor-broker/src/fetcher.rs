@@ -439,7 +439,9 @@ fn fetch_request(
                     let mut p = FetchPartition::default();
                     p.partition = st.part.index;
                     p.current_leader_epoch = st.leader_epoch;
-                    p.fetch_offset = st.part.log.log_end_offset();
+                    // The leader counts the offset a fetch names as on this disk: after a
+                    // failed sync, only what a sync covered is.
+                    p.fetch_offset = st.part.log.durable_end_offset();
                     p.log_start_offset = st.part.log.log_start_offset();
                     p.last_fetched_epoch = -1;
                     p.partition_max_bytes = settings.partition_max_bytes;

@@ -111,6 +111,11 @@ impl LeaderState {
         self.state = state;
     }
 
+    /// Whether `p` is the proposal still in flight.
+    pub fn is_pending(&self, p: &IsrProposal) -> bool {
+        self.pending.as_ref() == Some(p)
+    }
+
     /// The controller answered a proposal without committing a change (an error, or nothing
     /// to change): another may be sent.
     pub fn proposal_done(&mut self, based_on_partition_epoch: i32) {

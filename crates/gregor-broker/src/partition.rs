@@ -89,7 +89,8 @@ impl Partition {
         let (producers, snapshot_offset) = load_producers(&log, now_ms());
         let leo = log.log_end_offset();
         let replication = if role.is_leader {
-            Replication::Leader(LeaderState::new(node_id, state.clone(), leo, now_ms()))
+            let durable = log.durable_end_offset();
+            Replication::Leader(LeaderState::new(node_id, state.clone(), durable, now_ms()))
         } else {
             Replication::Follower {
                 leader_epoch: role.leader_epoch,
@@ -276,6 +277,15 @@ impl Partition {
         }
     }
 
+    /// Whether `p` is still this leader's ISR proposal in flight (no answer has settled it and
+    /// no newer partition state has replaced it).
+    pub fn isr_proposal_pending(&self, p: &IsrProposal) -> bool {
+        match &*lock(&self.replication) {
+            Replication::Leader(l) => l.is_pending(p),
+            Replication::Follower { .. } => false,
+        }
+    }
+
     /// The controller answered an ISR proposal based on `partition_epoch`.
     pub fn isr_proposal_done(&self, partition_epoch: i32) {
         if let Replication::Leader(l) = &mut *lock(&self.replication) {
@@ -337,7 +347,10 @@ impl Partition {
                         warn!(topic = %self.topic, partition = self.index, epoch, error = %e, "cannot record the new leader epoch");
                     }
                 }
-                let l = LeaderState::new(self.node_id, state, self.log.log_end_offset(), now);
+                // Its own durable end counts toward the high watermark, not what a failed sync
+                // left unsynced.
+                let durable = self.log.durable_end_offset();
+                let l = LeaderState::new(self.node_id, state, durable, now);
                 let hw = l.high_watermark();
                 *replication = Replication::Leader(l);
                 info!(topic = %self.topic, partition = self.index, epoch, "became leader");

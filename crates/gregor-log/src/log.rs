@@ -293,6 +293,19 @@ impl Log {
         lock(&self.inner).recovery_point
     }
 
+    /// The log end offset a replica may count, or report to a leader, as on its disk: the log
+    /// end offset while every append has been synced as its flush policy asks, but after a
+    /// failed sync took the log offline only what the last successful sync covered (the rest
+    /// may already be gone from the page cache, and is gone after a power loss).
+    pub fn durable_end_offset(&self) -> i64 {
+        let g = lock(&self.inner);
+        if g.offline {
+            g.recovery_point.min(g.log_end_offset())
+        } else {
+            g.log_end_offset()
+        }
+    }
+
     /// Total bytes of all segments.
     pub fn size_bytes(&self) -> u64 {
         lock(&self.inner).size_bytes()

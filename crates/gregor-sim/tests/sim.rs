@@ -489,18 +489,46 @@ fn run_many_groups(seeds: std::ops::Range<u64>, bug: Option<PlantedBug>) -> Vec<
 /// even seeds) a consumer group keep going; then the node restarts on the repaired disk with
 /// only what it synced. No acknowledged record is lost, every property holds, and the cluster
 /// recovers within the bounds.
+///
+/// Regression: 1622 (`--power-loss --disk-faults`, found in the 10,000-seed soak). A follower
+/// whose fsync failed (its log then offline) still named its whole log end in its next fetch,
+/// unsynced batches included; the leader counted them toward the high watermark, a consumer
+/// read them, and after the follower, elected meanwhile, restarted without them, other records
+/// took their offsets. A replica now reports, and as a new leader counts, only what a sync
+/// covered once its log is offline (`Log::durable_end_offset`).
+///
+/// Regression: 3149 (the same soak). A leader proposed adding a caught-up follower to the
+/// ISR; the controller accepted it, then lost power with every other node before the answer
+/// came back. The leader took the failed request as a refusal, stopped counting the follower
+/// toward the high watermark, and acknowledged an `acks=all` record the follower never got;
+/// the committed expansion then let that follower lead after the outage, without the record.
+/// A proposal whose outcome is unknown now stays in flight (the high watermark keeps counting
+/// the replicas it adds) and is sent again until an answer settles it.
 #[test]
 fn replicated_seeds_with_full_disks_and_failing_fsyncs_pass() {
+    let regression = SimOptions {
+        seed: 1622,
+        bug: None,
+        mode: Mode::Replication,
+        power_loss: true,
+        admin: false,
+        groups: false,
+        disk_faults: true,
+    };
     let runs: Vec<SimOptions> = (0..16)
         .map(|seed| SimOptions {
             seed,
-            bug: None,
-            mode: Mode::Replication,
             power_loss: seed % 2 == 1,
-            admin: false,
             groups: seed % 2 == 0,
-            disk_faults: true,
+            ..regression
         })
+        .chain([
+            regression,
+            SimOptions {
+                seed: 3149,
+                ..regression
+            },
+        ])
         .collect();
     let traces = run_all_passing(&runs);
     assert!(traces.contains("more bytes for"), "no full disk drawn");
