@@ -13,7 +13,7 @@ pub const FINAL_PASS_BOUND_MS: u64 = 15_000;
 pub fn check(d: &DataHistory) -> Vec<Violation> {
     let mut out = Vec::new();
     // One value per offset in everything the consumer read.
-    let mut at: BTreeMap<(i32, i64), &str> = BTreeMap::new();
+    let mut at: BTreeMap<(i32, i64), (&str, u64)> = BTreeMap::new();
     let all_reads = d
         .reads
         .iter()
@@ -37,13 +37,13 @@ pub fn check(d: &DataHistory) -> Vec<Violation> {
         }));
     for (partition, offset, value, at_ms, who) in all_reads {
         match at.get(&(partition, offset)) {
-            Some(v) if *v != value => out.push(Violation::new(
+            Some((v, first_ms)) if *v != value => out.push(Violation::new(
                 Property::OffsetHoldsTwoRecords,
-                format!("p{partition}@{offset}: read {v:?}, and at {at_ms} ms {value:?} ({who})"),
+                format!("p{partition}@{offset}: read {v:?} at {first_ms} ms, and at {at_ms} ms {value:?} ({who})"),
             )),
             Some(_) => {}
             None => {
-                at.insert((partition, offset), value);
+                at.insert((partition, offset), (value, at_ms));
             }
         }
         if !d.sent.contains(value) {
