@@ -277,34 +277,48 @@ impl<C: Connector> RpcClient<C> {
         }
     }
 
-    /// One request and its response within `timeout`. On any failure the connection is
-    /// dropped (a late response must not answer the next request).
+    /// One request and its response within `timeout`. The connection is kept for the next
+    /// call only when this one got its response: after a failure, a timeout, or a caller that
+    /// stopped waiting (its future dropped mid-call) it is gone, so a late response can never
+    /// answer the next request.
     pub async fn call(
         &mut self,
         request: &RpcRequest,
         timeout: Duration,
     ) -> io::Result<RpcResponse> {
-        let result = tokio::time::timeout(timeout, self.call_inner(request)).await;
-        let result = match result {
-            Ok(r) => r,
+        // Taken out for the call, put back only on success: dropping this future mid-way
+        // leaves no connection with a response still on its way.
+        let mut stream = self.stream.take();
+        let result = tokio::time::timeout(
+            timeout,
+            Self::call_on(&self.connector, &self.addr, &mut stream, request),
+        )
+        .await;
+        match result {
+            Ok(Ok(response)) => {
+                self.stream = stream;
+                Ok(response)
+            }
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "controller RPC timed out",
             )),
-        };
-        if result.is_err() {
-            self.stream = None;
         }
-        result
     }
 
-    async fn call_inner(&mut self, request: &RpcRequest) -> io::Result<RpcResponse> {
-        if self.stream.is_none() {
-            self.stream = Some(self.connector.connect(&self.addr).await?);
+    async fn call_on(
+        connector: &C,
+        addr: &str,
+        stream: &mut Option<C::Stream>,
+        request: &RpcRequest,
+    ) -> io::Result<RpcResponse> {
+        if stream.is_none() {
+            *stream = Some(connector.connect(addr).await?);
         }
-        let stream = self.stream.as_mut().expect("connected just above");
-        write_frame(stream, request).await?;
-        read_frame(stream).await?.ok_or_else(|| {
+        let s = stream.as_mut().expect("connected just above");
+        write_frame(s, request).await?;
+        read_frame(s).await?.ok_or_else(|| {
             io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection")
         })
     }
