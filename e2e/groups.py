@@ -241,6 +241,14 @@ class KafkaPythonMember:
         from kafka import KafkaConsumer
         try:
             c = KafkaConsumer(**self.kwargs)
+            # Learn the topics' partitions before joining: a leader whose metadata lacks a
+            # subscribed topic assigns nothing of it ("No partition metadata") and, under load,
+            # may not rejoin within a test's wait.
+            deadline = time.monotonic() + 5
+            while any(not c.partitions_for_topic(t) for t in self.topics):
+                if time.monotonic() > deadline or self._stop.is_set():
+                    break
+                time.sleep(0.05)
             c.subscribe(topics=self.topics, listener=self.listener)
             while not self._stop.is_set():
                 c.poll(timeout_ms=50)
