@@ -334,13 +334,14 @@ fn first_seed_losing_records(bug: PlantedBug, power_loss: bool) -> u64 {
 }
 
 /// A leader that applies its own ISR shrink before the controller commits it advances the high
-/// watermark without the follower it dropped, which the controller may still elect: seed 58 of
-/// the power-loss seeds (the first of seeds 0-59 to show it; none of seeds 0-39 without power
-/// losses does) has a consumer read records that are later replaced at the same offsets.
+/// watermark without the follower it dropped, which the controller may still elect: seed 78 of
+/// the power-loss seeds (the first of seeds 0-99 to show it; it was 58 before this session's
+/// fixes to forwarding and ISR proposals changed the runs' timing; none of seeds 0-39 without
+/// power losses does) has a consumer read records that are later replaced at the same offsets.
 #[test]
 fn the_checker_finds_an_isr_shrink_applied_before_commit() {
     let options = SimOptions {
-        seed: 58,
+        seed: 78,
         bug: Some(PlantedBug::IsrShrinkBeforeCommit),
         mode: Mode::Replication,
         power_loss: true,
