@@ -460,6 +460,30 @@ const S2_G00460: KafkaCase = KafkaCase {
     withheld: 3,
 };
 
+/// Seed 3, g02229: the classes {t1} (c03, c07, c01) and {t0} (c06, c02, c00) were each left
+/// with one member at 2, because levelling either needed a member of the level class {t0, t1}
+/// (c05, c04, both at 1) to rise, which splits that class. Both of c05 and c04 can rise
+/// (c05 then keeps t1-3 as well, c07 gives up t1-1, c00 the fresh t0-0): every class level,
+/// same sizes and kept count. Kafka's final assignment leaves two classes split.
+const S3_G02229: KafkaCase = KafkaCase {
+    id: "s3-g02229",
+    group: "
+        TOPIC t0 6
+        TOPIC t1 4
+        MEMBER c05 - 4 t0,t1 t0:2,t1:3,t0:4
+        MEMBER c06 - 2 t0 t0:1
+        MEMBER c03 - 2 t1 t0:0
+        MEMBER c04 - 4 t0,t1 t0:4
+        MEMBER c07 - 4 t1 t1:1,t1:2
+        MEMBER c01 - 4 t1 t1:0
+        MEMBER c02 - 4 t0 t0:5
+        MEMBER c00 - 4 t0 t0:3
+    ",
+    sizes: &[2, 2, 1, 1, 1, 1, 1, 1],
+    kept: 7,
+    withheld: 3,
+};
+
 /// The cooperative target (round 1 plus pending) and round 1's withheld count.
 fn cooperative(s: &GroupSpec) -> (BTreeMap<String, Vec<String>>, usize) {
     let a = run("cooperative-sticky", s);
@@ -499,6 +523,15 @@ fn classes_with_identical_subscriptions_are_level_where_kafkas_are() {
             // Kafka's result has every class level here.
             assert_eq!(class_spread(&s, &t), 0, "{} {strategy}: {t:?}", case.id);
         }
+    }
+}
+
+#[test]
+fn a_class_levels_when_a_level_class_can_move_whole() {
+    let s = harness_group(S3_G02229.group);
+    for strategy in ["sticky", "cooperative-sticky"] {
+        let t = check_against_kafka(&S3_G02229, &s, strategy);
+        assert_eq!(class_spread(&s, &t), 0, "{strategy}: {t:?}");
     }
 }
 
