@@ -364,6 +364,126 @@ const G02735: KafkaCase = KafkaCase {
     withheld: 3,
 };
 
+/// The harness was rebuilt on another machine (same Kafka commit, same shapes of groups, but its
+/// own random generator), so the groups below are numbered by that harness's seed and index.
+/// In each, a partition claimed by several members (a tie in one generation, or a stale claim)
+/// went to a member that does not claim it while a claimant of it sat one partition lower, with
+/// no free partition to swap: handing it over outright keeps the sorted sizes, the kept count
+/// and every class's spread, and round 1 withholds it no longer.
+///
+/// Seed 2, g02811: t1-5 is claimed by c01 and c03 (generation 6) and c00 (8, the valid owner),
+/// t1-3 and t1-1 by c03 (6) and c04 (8); Kafka withholds nothing, Gregor withheld one.
+const S2_G02811: KafkaCase = KafkaCase {
+    id: "s2-g02811",
+    group: "
+        TOPIC t0 3
+        TOPIC t1 7
+        MEMBER c01 - 6 t0,t1 t1:5
+        MEMBER c02 - 6 t1 t1:0
+        MEMBER c03 - 6 t1 t1:1,t1:2,t1:3,t1:5
+        MEMBER c04 - 8 t1 t1:6,t1:3,t1:1
+        MEMBER c00 - 8 t1 t1:4,t1:5
+    ",
+    sizes: &[3, 2, 2, 2, 1],
+    kept: 6,
+    withheld: 0,
+};
+
+/// Seed 1, g01683: t1-2 is claimed by c03 and c04 in generation 2 (Kafka withholds 1, Gregor
+/// withheld 2).
+const S1_G01683: KafkaCase = KafkaCase {
+    id: "s1-g01683",
+    group: "
+        TOPIC t0 1
+        TOPIC t1 3
+        MEMBER c03 - 2 t0,t1 t1:2,t1:1
+        MEMBER c01 - 2 t0 -
+        MEMBER c02 - 1 t0 -
+        MEMBER n01 - - t0,t1 -
+        MEMBER c06 - 2 t1 t1:0,t1:1
+        MEMBER n00 - - t0 -
+        MEMBER c00 - 2 t0,t1 -
+        MEMBER c08 - 1 t0,t1 t0:0
+        MEMBER c04 - 2 t0,t1 t0:0,t1:2
+        MEMBER c07 - 2 t0 -
+    ",
+    sizes: &[1, 1, 1, 1, 0, 0, 0, 0, 0, 0],
+    kept: 2,
+    withheld: 1,
+};
+
+/// Seed 3, g00906: t0-2 and t1-3 are claimed by two members of generation 2 each (Kafka
+/// withholds 1, Gregor withheld 2).
+const S3_G00906: KafkaCase = KafkaCase {
+    id: "s3-g00906",
+    group: "
+        TOPIC t0 7
+        TOPIC t1 4
+        MEMBER c07 - 2 t0,t1 t0:4
+        MEMBER c08 - 2 t0,t1 t1:3
+        MEMBER c09 - 1 t0,t1 t1:2
+        MEMBER c02 - 2 t0,t1 t0:6,t0:2,t1:3
+        MEMBER c04 - 0 t0,t1 t1:1
+        MEMBER n00 - - t0,t1 -
+        MEMBER n02 - - t1 -
+        MEMBER c10 - 2 t0,t1 t1:0
+        MEMBER c00 - 2 t0,t1 t0:0
+        MEMBER c03 - 2 t0,t1 t0:2
+        MEMBER c05 - 2 t0,t1 t0:5,t1:2
+        MEMBER c01 - 0 t0,t1 t0:3
+        MEMBER n01 - - t0,t1 -
+        MEMBER c06 - 2 t0,t1 t0:1
+    ",
+    sizes: &[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0],
+    kept: 8,
+    withheld: 1,
+};
+
+/// Seed 2, g00460 (racks): t1-2 is claimed by c01 and c06 in generation 5, both on rack r1
+/// where it has a replica (Kafka withholds 3, Gregor withheld 4).
+const S2_G00460: KafkaCase = KafkaCase {
+    id: "s2-g00460",
+    group: "
+        TOPIC t0 1 0.1
+        TOPIC t1 10 0;0.1;0.1;0.1;0.1;0.1;0.1;0;0.1;0.1
+        MEMBER c01 r1 5 t1 t1:2,t1:9,t1:6
+        MEMBER c03 r1 3 t0,t1 -
+        MEMBER c00 - 5 t1 -
+        MEMBER c06 r1 5 t0,t1 t1:2
+        MEMBER c02 r0 5 t0,t1 t1:0,t1:4,t1:5,t1:6,t1:1
+        MEMBER c04 r0 5 t1 t1:7,t1:9
+        MEMBER c05 r1 4 t0,t1 t0:0,t1:1
+        MEMBER c07 r0 4 t0,t1 t1:3,t1:8
+    ",
+    sizes: &[2, 2, 2, 1, 1, 1, 1, 1],
+    kept: 6,
+    withheld: 3,
+};
+
+/// Seed 3, g02229: the classes {t1} (c03, c07, c01) and {t0} (c06, c02, c00) were each left
+/// with one member at 2, because levelling either needed a member of the level class {t0, t1}
+/// (c05, c04, both at 1) to rise, which splits that class. Both of c05 and c04 can rise
+/// (c05 then keeps t1-3 as well, c07 gives up t1-1, c00 the fresh t0-0): every class level,
+/// same sizes and kept count. Kafka's final assignment leaves two classes split.
+const S3_G02229: KafkaCase = KafkaCase {
+    id: "s3-g02229",
+    group: "
+        TOPIC t0 6
+        TOPIC t1 4
+        MEMBER c05 - 4 t0,t1 t0:2,t1:3,t0:4
+        MEMBER c06 - 2 t0 t0:1
+        MEMBER c03 - 2 t1 t0:0
+        MEMBER c04 - 4 t0,t1 t0:4
+        MEMBER c07 - 4 t1 t1:1,t1:2
+        MEMBER c01 - 4 t1 t1:0
+        MEMBER c02 - 4 t0 t0:5
+        MEMBER c00 - 4 t0 t0:3
+    ",
+    sizes: &[2, 2, 1, 1, 1, 1, 1, 1],
+    kept: 7,
+    withheld: 3,
+};
+
 /// The cooperative target (round 1 plus pending) and round 1's withheld count.
 fn cooperative(s: &GroupSpec) -> (BTreeMap<String, Vec<String>>, usize) {
     let a = run("cooperative-sticky", s);
@@ -407,8 +527,19 @@ fn classes_with_identical_subscriptions_are_level_where_kafkas_are() {
 }
 
 #[test]
+fn a_class_levels_when_a_level_class_can_move_whole() {
+    let s = harness_group(S3_G02229.group);
+    for strategy in ["sticky", "cooperative-sticky"] {
+        let t = check_against_kafka(&S3_G02229, &s, strategy);
+        assert_eq!(class_spread(&s, &t), 0, "{strategy}: {t:?}");
+    }
+}
+
+#[test]
 fn partitions_claimed_twice_go_to_a_claimant_and_are_not_withheld() {
-    for case in [&G02155, &G02735] {
+    for case in [
+        &G02155, &G02735, &S2_G02811, &S1_G01683, &S3_G00906, &S2_G00460,
+    ] {
         let s = harness_group(case.group);
         check_against_kafka(case, &s, "sticky");
         check_against_kafka(case, &s, "cooperative-sticky");

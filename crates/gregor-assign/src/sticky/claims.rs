@@ -21,6 +21,15 @@
 //! each swap withholds at least one partition fewer. A `q` that `h` claims is preferred (two
 //! fewer).
 //!
+//! When no such swap exists, `p` is handed over outright to a claimant `c` holding exactly one
+//! partition fewer than `h` (its valid previous owner first, if that is one of them), under the
+//! same rack rules, when neither member's class of identical subscriptions gets a wider spread:
+//! `h` and `c` trade sizes, so the sorted sizes (balance) are unchanged, `h` did not own `p` and
+//! `c` gives up nothing, so no kept partition is lost, and `p` is no longer withheld. Kafka's
+//! assignor reaches such groups' first rounds without withholding these partitions, and
+//! otherwise Gregor's round withheld one more per partition (found by the comparison against
+//! Kafka, `BENCHMARKS.md`).
+//!
 //! Cost: O(P + claims) to index, then per such `p` and claimant, a scan of the claimant's list
 //! (O(log T) per entry for its topic); claimants holding no fresh partition at all, such as an
 //! owner that had to give partitions up, are skipped without a scan, and so are claimants off
@@ -29,9 +38,12 @@
 //! limit, identical subscriptions with racks, where most partitions leave their rack-mismatched
 //! owners, cost 10 s on the 1M-partition benchmark group before the rack rule skipped them).
 
-use crate::model::{GroupSpec, MemberIdx, PartitionId};
+use std::collections::BTreeMap;
+
+use crate::model::{GroupSpec, MemberIdx, PartitionId, TopicId};
 
 use super::prepare::{Prepared, NONE};
+use super::spread;
 
 /// List entries the claimant scans may visit on every group (small groups: no practical limit).
 const SCAN_BUDGET: usize = 1 << 20;
@@ -97,6 +109,8 @@ pub(super) fn favour_claimants(group: &GroupSpec, prep: &Prepared, lists: &mut [
     // List entries the scans may visit in all: O(P) work at most, however many partitions are
     // claimed by members holding many fresh ones (a tie-break, not worth more).
     let mut budget = SCAN_BUDGET.max(4 * total);
+    // Loads per class of identical subscriptions, for the outright hand-overs (built on first use).
+    let mut levels: Option<ClassLoads> = None;
     for pi in 0..total as u32 {
         let p = PartitionId(pi);
         let h = owner[pi as usize];
@@ -140,6 +154,43 @@ pub(super) fn favour_claimants(group: &GroupSpec, prep: &Prepared, lists: &mut [
             }
         }
         let Some((c, q, _)) = best else {
+            // No swap: hand `p` over outright to a claimant holding one partition fewer than
+            // the holder, the valid previous owner first.
+            let size = lists[h as usize].len();
+            let mut direct = None;
+            for &c in claimants(p) {
+                if lists[c as usize].len() + 1 != size
+                    || !group.member(MemberIdx(c)).subscribes(topic)
+                    || mismatch(c, p)
+                    || (rack_match(h, p) && !rack_match(c, p))
+                {
+                    continue;
+                }
+                // The classes are found only once some claimant passes the cheaper tests.
+                let levels = levels.get_or_insert_with(|| ClassLoads::new(group, lists));
+                let owner_of_p = prep.prev_owner[pi as usize] == c;
+                if (direct.is_none() || owner_of_p) && levels.keeps_spreads(h, c) {
+                    direct = Some(c);
+                    if owner_of_p {
+                        break;
+                    }
+                }
+            }
+            if let Some(c) = direct {
+                let at = lists[h as usize].binary_search(&p);
+                if let Ok(i) = at {
+                    lists[h as usize].remove(i);
+                }
+                let list = &mut lists[c as usize];
+                let at = list.binary_search(&p).unwrap_or_else(|i| i);
+                list.insert(at, p);
+                owner[pi as usize] = c;
+                fresh_held[h as usize] -= 1;
+                // Built by the search above, which found `c`.
+                if let Some(levels) = levels.as_mut() {
+                    levels.moved(h, c);
+                }
+            }
             continue;
         };
         swap(&mut lists[h as usize], p, q);
@@ -149,6 +200,79 @@ pub(super) fn favour_claimants(group: &GroupSpec, prep: &Prepared, lists: &mut [
         // c gave up a fresh partition and took one it claims; h's fresh count follows `q`.
         fresh_held[c as usize] -= 1;
         fresh_held[h as usize] = fresh_held[h as usize] - 1 + u32::from(fresh(h, q));
+    }
+}
+
+/// Member loads per class of identical subscriptions (`spread::classes`), so that handing a
+/// partition from one member to another never widens a class's spread (criterion 5).
+struct ClassLoads {
+    class: Vec<u32>,
+    load: Vec<u32>,
+    /// Per class: load -> members at it.
+    hist: Vec<BTreeMap<u32, u32>>,
+}
+
+impl ClassLoads {
+    fn new(group: &GroupSpec, lists: &[Vec<PartitionId>]) -> ClassLoads {
+        let topics: Vec<&[TopicId]> = group
+            .members()
+            .iter()
+            .map(|m| m.topics.as_slice())
+            .collect();
+        let class = spread::classes(&topics);
+        let load: Vec<u32> = lists.iter().map(|l| l.len() as u32).collect();
+        let n = class.iter().max().map_or(0, |c| *c as usize + 1);
+        let mut hist = vec![BTreeMap::new(); n];
+        for (c, l) in class.iter().zip(&load) {
+            *hist[*c as usize].entry(*l).or_insert(0) += 1;
+        }
+        ClassLoads { class, load, hist }
+    }
+
+    fn spread(&self, k: usize) -> u32 {
+        match (
+            self.hist[k].first_key_value(),
+            self.hist[k].last_key_value(),
+        ) {
+            (Some((lo, _)), Some((hi, _))) => hi - lo,
+            _ => 0,
+        }
+    }
+
+    fn shift(&mut self, m: u32, to: u32) {
+        let k = self.class[m as usize] as usize;
+        let from = std::mem::replace(&mut self.load[m as usize], to);
+        let h = &mut self.hist[k];
+        if let Some(n) = h.get_mut(&from) {
+            *n -= 1;
+            if *n == 0 {
+                h.remove(&from);
+            }
+        }
+        *h.entry(to).or_insert(0) += 1;
+    }
+
+    /// Whether `h` giving one partition to `c` leaves both classes' spreads no wider.
+    fn keeps_spreads(&mut self, h: u32, c: u32) -> bool {
+        let (kh, kc) = (
+            self.class[h as usize] as usize,
+            self.class[c as usize] as usize,
+        );
+        if kh == kc {
+            return true;
+        }
+        let before = (self.spread(kh), self.spread(kc));
+        self.moved(h, c);
+        let ok = self.spread(kh) <= before.0 && self.spread(kc) <= before.1;
+        self.moved(c, h);
+        ok
+    }
+
+    /// Records that `h` gave one partition to `c`.
+    fn moved(&mut self, h: u32, c: u32) {
+        let (lh, lc) = (self.load[h as usize], self.load[c as usize]);
+        self.shift(h, lh - 1);
+        self.shift(c, lc + 1);
     }
 }
 

@@ -36,6 +36,9 @@ const NONE: u32 = u32::MAX;
 /// Passes over the pairs the cheap stickiness repairs may spend in all.
 const REPAIR_PASSES: usize = 2;
 
+/// A copy of what chains change: counts, loads, changed topics.
+pub(super) struct Snapshot(Vec<u32>, Vec<u32>, Vec<bool>);
+
 /// Member-topic pairs with their counts. Pairs are numbered topic by topic (then by member), so
 /// the per-partition passes of the general builder, which go topic by topic, touch one small
 /// contiguous slice of each array at a time; the member view is a list of pair numbers.
@@ -142,6 +145,15 @@ impl Counts {
                 == self.load[m]),
             "loads follow the counts"
         );
+    }
+
+    /// Counts, loads and changed topics, for a trial that may be undone (`restore`).
+    pub(super) fn snapshot(&self) -> Snapshot {
+        Snapshot(self.c.clone(), self.load.clone(), self.dirty.clone())
+    }
+
+    pub(super) fn restore(&mut self, saved: Snapshot) {
+        (self.c, self.load, self.dirty) = (saved.0, saved.1, saved.2);
     }
 
     /// Sets pair `s`'s count, marking its topic changed when it differs.

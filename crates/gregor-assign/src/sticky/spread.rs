@@ -19,7 +19,12 @@
 //! valid. Then, for classes still split, chains that may pass through kept partitions (a member
 //! gives up one it owned and takes back another one it owned): a queue-based Bellman-Ford
 //! search with the stickiness costs of the exact phase finds the cheapest chain from a giver to
-//! a riser, applied when it costs nothing (the counts are optimal, so no chain gains). Total
+//! a riser, applied when it costs nothing (the counts are optimal, so no chain gains).
+//! Last, a class still split may level only by splitting a level class whose members can then
+//! all follow to the other level (one member of it alone would split it, so the rule above
+//! refuses; two levelled for one split is a gain): a trial on a copy of the counts lets level
+//! classes move, then levels every split class as above, and is kept only when fewer classes
+//! are split than before (each trial costs one copy of the counts, charged to the budget). Total
 //! search work is bounded by `SEARCH_BUDGET` pair visits or four passes over the pairs,
 //! whichever is larger, so the tie-break costs at most a few O(S) passes on large groups and
 //! may leave a class split there that a longer search would have levelled.
@@ -63,10 +68,13 @@ pub(super) fn any_split(class: &[u32], load: &[u32]) -> bool {
 
 /// Per class: its lowest load, how many members are at it and how many above it (at most one
 /// above, in the most balanced assignments).
+#[derive(Clone)]
 struct Levels {
     low: Vec<u32>,
     at_low: Vec<u32>,
     above: Vec<u32>,
+    /// During a trial: a level class may split too (within one of its level).
+    relaxed: bool,
 }
 
 impl Levels {
@@ -85,20 +93,34 @@ impl Levels {
                 above[*c as usize] += 1;
             }
         }
-        Levels { low, at_low, above }
+        Levels {
+            low,
+            at_low,
+            above,
+            relaxed: false,
+        }
     }
 
     fn split(&self, c: u32) -> bool {
         self.at_low[c as usize] > 0 && self.above[c as usize] > 0
     }
 
+    fn split_count(&self) -> usize {
+        (0..self.low.len() as u32)
+            .filter(|c| self.split(*c))
+            .count()
+    }
+
     /// Whether a member of class `c` may move to load `to`: a class of one always may; a split
     /// class only within its two levels (its spread never grows); a level class of two or more
-    /// never (that would split it).
+    /// never (that would split it), except during a trial (`relaxed`), by one level.
     fn may_move(&self, c: u32, to: u32) -> bool {
         let ci = c as usize;
         self.at_low[ci] + self.above[ci] == 1
             || (self.split(c) && (to == self.low[ci] || to == self.low[ci] + 1))
+            || (self.relaxed
+                && !self.split(c)
+                && (to + 1 == self.low[ci] || to == self.low[ci] + 1))
     }
 
     /// Records that a member of class `c` moved from load `from` to `to` (one apart).
@@ -150,25 +172,36 @@ impl Counts {
         let mut budget = SEARCH_BUDGET.max(4 * self.c.len());
         let mut lv = Levels::new(class, self.loads());
         for k in 0..lv.low.len() as u32 {
-            let ku = k as usize;
-            let order = if lv.above[ku] <= lv.at_low[ku] {
-                [Direction::Down, Direction::Up]
-            } else {
-                [Direction::Up, Direction::Down]
-            };
-            // Chains of fresh partitions first (one search applies many), then chains that
-            // may pass through kept partitions at no net loss (one per search).
-            for dir in order {
+            self.level_class(class, &mut lv, k, &mut budget);
+        }
+        // A class still split may level only by splitting a level class, which can then level
+        // again at the other level (two members of it move where one would split it): tried
+        // on a copy of the counts, kept only when fewer classes are split in the end.
+        for k in 0..lv.low.len() as u32 {
+            for dir in [Direction::Down, Direction::Up] {
+                if !lv.split(k) || budget <= self.c.len() {
+                    break;
+                }
+                budget -= self.c.len();
+                let saved = (self.snapshot(), lv.clone());
+                let split_before = lv.split_count();
+                lv.relaxed = true;
                 while lv.split(k)
                     && budget > 0
                     && self.level_step(class, &mut lv, k, dir, &mut budget)
                 {}
-            }
-            for dir in order {
                 while lv.split(k)
                     && budget > 0
                     && self.level_exchange(class, &mut lv, k, dir, &mut budget)
                 {}
+                lv.relaxed = false;
+                for j in 0..lv.low.len() as u32 {
+                    self.level_class(class, &mut lv, j, &mut budget);
+                }
+                if lv.split_count() >= split_before {
+                    self.restore(saved.0);
+                    lv = saved.1;
+                }
             }
         }
         debug_assert_eq!(
@@ -176,6 +209,23 @@ impl Counts {
             kept_before,
             "the tie-break keeps as much"
         );
+    }
+
+    /// Levels class `k` if it is split: fresh-partition chains first (one search applies many),
+    /// then chains that may pass through kept partitions at no net loss (one per search).
+    fn level_class(&mut self, class: &[u32], lv: &mut Levels, k: u32, budget: &mut usize) {
+        let ku = k as usize;
+        let order = if lv.above[ku] <= lv.at_low[ku] {
+            [Direction::Down, Direction::Up]
+        } else {
+            [Direction::Up, Direction::Down]
+        };
+        for dir in order {
+            while lv.split(k) && *budget > 0 && self.level_step(class, lv, k, dir, budget) {}
+        }
+        for dir in order {
+            while lv.split(k) && *budget > 0 && self.level_exchange(class, lv, k, dir, budget) {}
+        }
     }
 
     /// One search for class `k` (split) in direction `dir`; applies every chain of its search
