@@ -212,11 +212,11 @@ impl Broker {
             });
             let _ = target.broker.set(Arc::downgrade(&broker));
             let handle = quorum.handle();
-            let task = tokio::spawn(async move {
+            let task = crate::util::spawn(async move {
                 loop {
                     match listener.accept().await {
                         Ok((stream, _)) => {
-                            tokio::spawn(gregor_quorum::rpc::serve_controller_connection(
+                            crate::util::spawn(gregor_quorum::rpc::serve_controller_connection(
                                 stream,
                                 handle.clone(),
                                 target.clone(),
@@ -233,20 +233,20 @@ impl Broker {
         }
         if broker.config.is_broker {
             broker.register_until_unfenced().await?;
-            let task = tokio::spawn(broker.clone().remove_stray_logs());
+            let task = crate::util::spawn(broker.clone().remove_stray_logs());
             broker.add_task(task);
         }
-        let controller_duties = tokio::spawn(broker.clone().run_controller_duties());
+        let controller_duties = crate::util::spawn(broker.clone().run_controller_duties());
         broker.add_task(controller_duties);
         if let Some(queue) = broker.replicas.take_isr_proposals() {
             let b = broker.clone();
-            let task = tokio::spawn(async move {
+            let task = crate::util::spawn(async move {
                 crate::alter_partition::run(b.control_plane(), || b.broker_epoch(), queue).await
             });
             broker.add_task(task);
         }
         if broker.config.is_broker {
-            let task = tokio::spawn(broker.clone().run_isr_shrink());
+            let task = crate::util::spawn(broker.clone().run_isr_shrink());
             broker.add_task(task);
         }
         if broker.config.is_broker {
@@ -747,7 +747,7 @@ impl ForwardHandler for ForwardTarget {
 
     fn connection_closed(&self, brokers: Vec<i32>) {
         if let Some(b) = self.broker.get().and_then(std::sync::Weak::upgrade) {
-            tokio::spawn(async move {
+            crate::util::spawn(async move {
                 crate::forward::check_brokers_alive(b.control_plane(), brokers).await
             });
         }

@@ -218,7 +218,7 @@ async fn serve_conn<R, W, H>(
     let mut copy_buf = Vec::new();
     let (tx, mut rx) = mpsc::channel::<Incoming>(MAX_IN_FLIGHT);
     let idle = limits.idle;
-    let reader = tokio::spawn(async move {
+    let reader = crate::util::spawn(async move {
         let mut rd = BufReader::with_capacity(64 * 1024, rd);
         loop {
             let size = match read_frame_size(&mut rd, limits.max_request_bytes).await {
@@ -428,7 +428,7 @@ mod tests {
         let (rd, wr) = tokio::io::split(server);
         let (tx, rx) = watch::channel(false);
         let peer: SocketAddr = "127.0.0.1:40000".parse().expect("addr");
-        let task = tokio::spawn(serve_io(rd, wr, peer, 7, handler, limits, rx));
+        let task = crate::util::spawn(serve_io(rd, wr, peer, 7, handler, limits, rx));
         (client, task, tx)
     }
 

@@ -146,14 +146,14 @@ impl FetcherManager {
                 partitions: Mutex::new(HashMap::new()),
                 changed: Notify::new(),
             });
-            let task = runtime.spawn(run(
+            let task = runtime.spawn(crate::util::inherit_clock(run(
                 fetcher.clone(),
                 self.node_id,
                 *lock(&self.settings),
                 self.endpoints.clone(),
                 self.throttles.clone(),
                 lock(&self.transport).clone(),
-            ));
+            )));
             (fetcher, task)
         });
         lock(&fetcher.partitions).insert(

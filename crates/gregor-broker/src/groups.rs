@@ -172,7 +172,7 @@ impl Groups {
     ) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(self);
         let mut roles = replicas.watch_roles();
-        tokio::spawn(async move {
+        crate::util::spawn(async move {
             loop {
                 roles.borrow_and_update();
                 match weak.upgrade() {
@@ -263,7 +263,7 @@ impl Groups {
                 "loading group coordinator shard"
             );
             let weak = Arc::downgrade(self);
-            tokio::spawn(load_and_run(weak, part, epoch, settings.clone(), stop_rx));
+            crate::util::spawn(load_and_run(weak, part, epoch, settings.clone(), stop_rx));
         }
         drop(shards);
         if changed {
@@ -618,7 +618,7 @@ async fn run(
     // is bounded by `pending`: no request is taken while MAX_PENDING_APPENDS are outstanding.
     let (append_tx, append_rx) = mpsc::unbounded_channel::<(AppendToken, Vec<Record>)>();
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<AppendDone>();
-    tokio::spawn(appender(
+    crate::util::spawn(appender(
         part.clone(),
         settings.commit_timeout,
         append_rx,

@@ -149,7 +149,7 @@ impl Partition {
         let (written_tx, written) = tokio::sync::oneshot::channel();
         let ticket = self.order.take_ticket();
         let part = self.clone();
-        let done = tokio::spawn(async move {
+        let done = crate::util::spawn(async move {
             let turn = part.order.wait_turn(ticket).await;
             let appended = part.append_unit(records).await;
             drop(turn);

@@ -144,7 +144,7 @@ pub async fn serve(
     );
     broker.metrics.track_connections(&quotas);
     let ids = AtomicU64::new(0);
-    let background = tokio::spawn(broker.clone().run_background(shutdown.clone()));
+    let background = crate::util::spawn(broker.clone().run_background(shutdown.clone()));
     let mut connections = tokio::task::JoinSet::new();
     info!(address = %broker.config.bind, "listening");
     loop {
@@ -182,10 +182,10 @@ pub async fn serve(
                 let b = broker.clone();
                 let sd = shutdown.clone();
                 let limits = limits.clone();
-                connections.spawn(async move {
+                connections.spawn(crate::util::inherit_clock(async move {
                     connection::serve(stream, peer, id, b, limits, sd).await;
                     drop(slot);
-                });
+                }));
             }
             _ = shutdown.changed() => break,
         }
@@ -296,7 +296,7 @@ mod tests {
         );
         let waiter = {
             let q = q.clone();
-            tokio::spawn(async move { q.wait_for_slot().await })
+            crate::util::spawn(async move { q.wait_for_slot().await })
         };
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished(), "no place while both are open");

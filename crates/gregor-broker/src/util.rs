@@ -1,6 +1,8 @@
 //! Small shared helpers of the shell.
 
-use std::sync::OnceLock;
+use std::future::Future;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What a deterministic simulation (gregor-sim) replaces in this process: the wall clock, and
@@ -64,10 +66,50 @@ pub(crate) fn planted(bug: PlantedBug) -> bool {
     SIMULATION.get().is_some() && PLANTED.with(|p| p.get()) == Some(bug)
 }
 
+tokio::task_local! {
+    /// Under a simulation: how far the wall clock of the broker this task belongs to is off
+    /// the simulated world's (a clock jump). Tasks a broker spawns keep it ([`spawn`]).
+    static CLOCK_SKEW: Option<Arc<AtomicI64>>;
+}
+
+/// Runs `fut`, and every task it spawns through [`spawn`], with a wall clock `skew`
+/// milliseconds off the simulated world's; the simulator changes `skew` to make that broker's
+/// clock jump. Without an installed simulation the skew is ignored.
+pub fn with_clock_skew<F: Future>(skew: Arc<AtomicI64>, fut: F) -> impl Future<Output = F::Output> {
+    CLOCK_SKEW.scope(Some(skew), fut)
+}
+
+/// `fut` keeping the clock of the task that wraps it (see [`with_clock_skew`]), for tasks
+/// spawned some other way than [`spawn`] (a `JoinSet`, another runtime's handle).
+pub fn inherit_clock<F: Future>(fut: F) -> impl Future<Output = F::Output> {
+    let skew = match SIMULATION.get() {
+        Some(_) => CLOCK_SKEW.try_with(Clone::clone).ok().flatten(),
+        None => None,
+    };
+    CLOCK_SKEW.scope(skew, fut)
+}
+
+/// `tokio::spawn` for the broker's tasks: under a simulation a task keeps the clock of the
+/// broker that spawned it, so one broker's clock can jump while the others' do not.
+#[allow(clippy::disallowed_methods)] // the one place that may call it
+pub fn spawn<F>(fut: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    tokio::spawn(inherit_clock(fut))
+}
+
 /// Wall-clock milliseconds, the only clock the shell reads (state machines get it as input).
 pub fn now_ms() -> i64 {
     if let Some(sim) = SIMULATION.get() {
-        return FROZEN_NOW.with(|t| t.get()).unwrap_or_else(sim.now_ms);
+        if let Some(frozen) = FROZEN_NOW.with(|t| t.get()) {
+            return frozen;
+        }
+        let skew = CLOCK_SKEW
+            .try_with(|s| s.as_ref().map_or(0, |s| s.load(Ordering::SeqCst)))
+            .unwrap_or(0);
+        return (sim.now_ms)() + skew;
     }
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -77,7 +119,8 @@ pub fn now_ms() -> i64 {
 
 /// Runs blocking file work (log appends, fsync) off the async workers. Under a simulation the
 /// calling thread waits for it (on a thread of its own, where blocking on a lock is allowed):
-/// simulated time stands still meanwhile, and tasks interleave the same way on every run.
+/// simulated time stands still meanwhile, and tasks interleave the same way on every run; the
+/// caller then waits, in simulated time, whatever the syncs of a simulated slow disk owe.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     if SIMULATION.get().is_some() {
         let now = now_ms();
@@ -85,12 +128,18 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
         let worker = std::thread::spawn(move || {
             FROZEN_NOW.with(|t| t.set(Some(now)));
             PLANTED.with(|p| p.set(planted));
-            f()
+            (f(), gregor_log::take_simulated_delay())
         });
-        return match worker.join() {
-            Ok(v) => v,
+        let (v, slow_disk) = match worker.join() {
+            Ok(done) => done,
             Err(panic) => std::panic::resume_unwind(panic),
         };
+        // A simulated slow disk: the syncs the work ran owe this much simulated time, which
+        // the caller waits out before it sees the result.
+        if !slow_disk.is_zero() {
+            tokio::time::sleep(slow_disk).await;
+        }
+        return v;
     }
     match tokio::task::spawn_blocking(f).await {
         Ok(v) => v,

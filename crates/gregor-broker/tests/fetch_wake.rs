@@ -1,6 +1,7 @@
 //! A parked fetch is answered by the append that gives it its `min_bytes`, not by its
 //! `max_wait_ms` timer: on a real single-node broker, a consumer fetch with a 60 s wait parks on
 //! an empty partition, and one append answers it with the record, long before the wait.
+#![allow(clippy::disallowed_methods)] // the test's own tasks, not a broker's: no clock to keep
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! changes are applied to the broker's replica manager as the metadata shell applies them; the
 //! role a change gives is chosen by the test (this node stops leading a partition, then leads
 //! it again under a new leader epoch), since a single node cannot lose a leadership otherwise.
+#![allow(clippy::disallowed_methods)] // the test's own tasks, not a broker's: no clock to keep
 
 use std::sync::Arc;
 use std::time::Duration;

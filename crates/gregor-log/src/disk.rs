@@ -27,6 +27,9 @@ pub struct FaultInjector {
     fail_sync: AtomicBool,
     /// Milliseconds every sync takes (a slow disk).
     sync_delay_ms: AtomicU64,
+    /// Milliseconds every sync owes to a simulated clock (a slow disk under a simulation):
+    /// not slept here but added to the calling thread's debt, see [`take_simulated_delay`].
+    simulated_sync_delay_ms: AtomicU64,
     /// Mutating operations left before the simulated power cut (`u64::MAX`: none planned).
     ops_left: AtomicU64,
     /// The power is off: every operation fails until [`FaultInjector::power_loss`].
@@ -40,11 +43,24 @@ impl Default for FaultInjector {
             write_budget: AtomicU64::new(u64::MAX),
             fail_sync: AtomicBool::new(false),
             sync_delay_ms: AtomicU64::new(0),
+            simulated_sync_delay_ms: AtomicU64::new(0),
             ops_left: AtomicU64::new(u64::MAX),
             dead: AtomicBool::new(false),
             power: Mutex::new(None),
         }
     }
+}
+
+thread_local! {
+    /// Simulated time this thread's syncs have owed since the last [`take_simulated_delay`].
+    static SIMULATED_DELAY_MS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Takes (and clears) the simulated time the syncs run on this thread have owed since the last
+/// call (zero unless a [`FaultInjector::set_simulated_sync_delay`] is in force). Code that
+/// runs under a simulation waits this long on its simulated clock after its file work.
+pub fn take_simulated_delay() -> std::time::Duration {
+    std::time::Duration::from_millis(SIMULATED_DELAY_MS.with(|d| d.replace(0)))
 }
 
 fn eio() -> io::Error {
@@ -87,6 +103,23 @@ impl FaultInjector {
     pub fn set_sync_delay(&self, delay: std::time::Duration) {
         self.sync_delay_ms
             .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Make every following sync (of a file or a directory) take this long on a simulated
+    /// clock: the sync itself returns at once and the delay is added to the calling thread's
+    /// debt, which the caller waits out on the clock it runs on ([`take_simulated_delay`]).
+    /// A deterministic simulation cannot let a thread sleep in real time.
+    pub fn set_simulated_sync_delay(&self, delay: std::time::Duration) {
+        self.simulated_sync_delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// A sync is about to complete: charge the simulated delay, if any, to this thread.
+    fn charge_simulated_delay(&self) {
+        let ms = self.simulated_sync_delay_ms.load(Ordering::SeqCst);
+        if ms > 0 {
+            SIMULATED_DELAY_MS.with(|d| d.set(d.get().saturating_add(ms)));
+        }
     }
 
     /// Cut the power after `ops` more mutating operations (writes, size changes, creations,
@@ -292,6 +325,7 @@ impl Disk {
             if delay > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(delay));
             }
+            f.charge_simulated_delay();
             if f.fail_sync.load(Ordering::SeqCst) {
                 return Err(eio());
             }
@@ -355,6 +389,7 @@ impl Disk {
         let sync = || -> io::Result<()> {
             self.gate()?;
             if let Some(f) = &self.faults {
+                f.charge_simulated_delay();
                 if f.fail_sync.load(Ordering::SeqCst) {
                     return Err(eio());
                 }

@@ -22,7 +22,9 @@ mod validate;
 
 pub use cleaner::{CompactionStats, RetentionStats, DEFAULT_MAP_BUDGET};
 pub use config::{CleanupPolicy, CompressionType, FlushPolicy, LogConfig, TimestampType};
-pub use disk::{Disk, FaultInjector, PowerLossReport, TornWrite, DELETE_SUFFIX};
+pub use disk::{
+    take_simulated_delay, Disk, FaultInjector, PowerLossReport, TornWrite, DELETE_SUFFIX,
+};
 pub use error::{LogError, Result};
 pub use log::{
     AppendInfo, DurableToken, FileSlice, Log, OffsetSpec, ReadResult, SliceRead, TimestampOffset,

@@ -303,8 +303,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
+        let _stale = gregor_log::take_simulated_delay();
         write_file(&self.inner.disk, &self.inner.dir.join(VOTE_FILE), vote)
             .map_err(|e| StorageIOError::write_vote(io_err(e)))?;
+        wait_for_simulated_disk().await;
         self.lock().vote = Some(*vote);
         Ok(())
     }
@@ -318,8 +320,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             if self.lock().committed == Some(c) {
                 return Ok(());
             }
+            let _stale = gregor_log::take_simulated_delay();
             write_file(&self.inner.disk, &self.inner.dir.join(COMMITTED_FILE), &c)
                 .map_err(write_err)?;
+            wait_for_simulated_disk().await;
         }
         self.lock().committed = committed;
         Ok(())
@@ -338,6 +342,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
+        let _stale = gregor_log::take_simulated_delay();
         let mut bytes = Vec::new();
         let mut first = None;
         let mut last = None;
@@ -372,6 +377,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             }
         }
         let failed = result.as_ref().err().map(|e| e.to_string());
+        // The flush completes only once the (simulated) disk has taken its time.
+        wait_for_simulated_disk().await;
         callback.log_io_completed(result);
         match failed {
             Some(e) => Err(write_err(e)),
@@ -418,5 +425,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             s.last = None;
         }
         Ok(())
+    }
+}
+
+/// Waits out, on the runtime's clock, what a simulated slow disk charged the syncs this thread
+/// just ran (`gregor_log::FaultInjector::set_simulated_sync_delay`; nothing outside a
+/// simulation). Each storage call first drops debt left on the thread by other work, which is
+/// not its own.
+async fn wait_for_simulated_disk() {
+    let owed = gregor_log::take_simulated_delay();
+    if !owed.is_zero() {
+        tokio::time::sleep(owed).await;
     }
 }

@@ -114,7 +114,7 @@ impl ClusterView {
         let started = now_ms();
         if lock(&self.high_watermarks).start_refresh(&all, started) {
             let view = self.clone();
-            let refresh = tokio::spawn(async move { view.refresh(started, remote).await });
+            let refresh = crate::util::spawn(async move { view.refresh(started, remote).await });
             // The scrape waits a little for fresh values; the refresh goes on without it.
             let _ = tokio::time::timeout(SCRAPE_WAIT, refresh).await;
         }

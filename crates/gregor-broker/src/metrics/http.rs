@@ -110,7 +110,7 @@ pub async fn serve(listener: TcpListener, target: Arc<Target>) {
             }
         };
         let target = target.clone();
-        tokio::spawn(async move {
+        crate::util::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let target = target.clone();
                 async move { Ok::<_, Infallible>(answer(&target, &req).await) }

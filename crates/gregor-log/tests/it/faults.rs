@@ -207,3 +207,41 @@ fn values_and_keys(log: &Log) -> Vec<(String, String)> {
         .map(|r| (text(&r.key), text(&r.value)))
         .collect()
 }
+
+#[test]
+fn a_simulated_slow_disk_charges_each_sync_to_the_thread_that_ran_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (log, faults) = faulty(dir.path(), LogConfig::default());
+    log.append_as_leader(&batch(1, "before", NOW), 0, NOW)
+        .expect("append");
+    assert_eq!(gregor_log::take_simulated_delay().as_millis(), 0);
+
+    faults.set_simulated_sync_delay(std::time::Duration::from_millis(250));
+    log.append_as_leader(&batch(2, "slow", NOW), 0, NOW)
+        .expect("append");
+    let owed = gregor_log::take_simulated_delay().as_millis();
+    assert!(
+        owed >= 250 && owed % 250 == 0,
+        "each sync of the append owes 250 ms: {owed}"
+    );
+    assert_eq!(gregor_log::take_simulated_delay().as_millis(), 0, "taken");
+
+    // Another thread's syncs are that thread's debt, not this one's.
+    let other = std::thread::scope(|s| {
+        s.spawn(|| {
+            log.append_as_leader(&batch(1, "there", NOW), 0, NOW)
+                .expect("append");
+            gregor_log::take_simulated_delay().as_millis()
+        })
+        .join()
+        .expect("thread")
+    });
+    assert!(other >= 250);
+    assert_eq!(gregor_log::take_simulated_delay().as_millis(), 0);
+
+    faults.set_simulated_sync_delay(std::time::Duration::ZERO);
+    log.append_as_leader(&batch(1, "fast", NOW), 0, NOW)
+        .expect("append");
+    assert_eq!(gregor_log::take_simulated_delay().as_millis(), 0);
+    assert_eq!(log.log_end_offset(), 5, "nothing was lost on the way");
+}
