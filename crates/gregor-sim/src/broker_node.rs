@@ -99,8 +99,13 @@ fn config(ctx: &NodeContext, data_dir: PathBuf, election_timeout_ms: u64) -> Bro
 }
 
 /// The node's software: start the broker on its own files, publish it, serve its client
-/// listener.
+/// listener. Everything it runs reads the node's own wall clock (`--clock-jumps`).
 pub async fn run_broker_node(ctx: NodeContext) -> turmoil::Result {
+    let skew = ctx.clock_skew.clone();
+    gregor_broker::util::with_clock_skew(skew, run_broker(ctx)).await
+}
+
+async fn run_broker(ctx: NodeContext) -> turmoil::Result {
     let incarnation = {
         let mut reg = ctx.registry.borrow_mut();
         reg.starts[ctx.node] += 1;
@@ -135,12 +140,19 @@ pub async fn run_broker_node(ctx: NodeContext) -> turmoil::Result {
         Err(e) => {
             {
                 let mut reg = ctx.registry.borrow_mut();
-                let failing = reg.disk_failing.get(ctx.node).copied().unwrap_or(false);
+                // A start that fails while the disk fails on purpose, or because the power
+                // went off during the boot (a power cut armed as the node restarted), is what
+                // a broker must do; the node boots again once the episode ends.
+                let failing = reg.disk_failing.get(ctx.node).copied().unwrap_or(false)
+                    || ctx.faults.as_ref().is_some_and(|f| f.is_dead());
                 let errors = match failing {
                     true => &mut reg.expected_start_errors,
                     false => &mut reg.start_errors,
                 };
-                errors.push((ctx.node, e.to_string()));
+                errors.push((
+                    ctx.node,
+                    format!("start {incarnation} at {} ms: {e}", crate::node::now_ms()),
+                ));
             }
             std::future::pending::<()>().await;
             return Ok(());
@@ -148,14 +160,14 @@ pub async fn run_broker_node(ctx: NodeContext) -> turmoil::Result {
     };
     ctx.registry.borrow_mut().brokers[ctx.node] = Some(Arc::downgrade(&broker));
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    tokio::spawn(broker.clone().run_background(shutdown.clone()));
+    gregor_broker::util::spawn(broker.clone().run_background(shutdown.clone()));
     let limits = gregor_broker::server::request_limits(&broker);
     let mut id = 0u64;
     loop {
         let (stream, peer) = listener.accept().await?;
         let (rd, wr) = stream.into_split();
         id += 1;
-        tokio::spawn(gregor_broker::connection::serve_io(
+        gregor_broker::util::spawn(gregor_broker::connection::serve_io(
             rd,
             wr,
             peer,

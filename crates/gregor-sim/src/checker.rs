@@ -58,12 +58,16 @@ pub enum Property {
     CommittedOffsetWentBack,
     /// `--groups` runs: an offset below a committed one was never given to any member.
     GroupSkippedRecords,
+    /// `--topic-admin` runs: after the faults, a node's open side-topic logs are not the ones
+    /// its metadata assigns it (a deleted topic's log left, an added partition's missing).
+    HostedLogsDiffer,
 }
 
 impl fmt::Display for Property {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = match self {
             Property::AckedWriteLost => "acked-write-lost",
+            Property::HostedLogsDiffer => "hosted-logs-differ",
             Property::WrongAnswer => "wrong-answer",
             Property::ImagesDiverge => "images-diverge",
             Property::AppliedEntriesDiffer => "applied-entries-differ",

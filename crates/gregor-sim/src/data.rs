@@ -84,6 +84,8 @@ pub struct DataHistory {
     pub reassignment_stuck: Option<String>,
     /// `--groups` runs: what the consumer group's members owned, read and committed.
     pub group: crate::group::GroupHistory,
+    /// `--topic-admin` runs: side topics that did not settle as acknowledged (`topics.rs`).
+    pub topic_violations: Vec<crate::checker::Violation>,
 }
 
 impl DataHistory {
@@ -560,6 +562,7 @@ pub async fn run(
     nodes: usize,
     admin: bool,
     groups: bool,
+    topic_admin: bool,
 ) -> turmoil::Result {
     create_topic(&history, nodes).await;
     let producers = async {
@@ -581,7 +584,18 @@ pub async fn run(
             crate::group::run(history.clone(), nodes, seed).await;
         }
     };
-    tokio::join!(producers, consume(history.clone(), nodes), admin_ops, group);
+    let topic_ops = async {
+        if topic_admin {
+            crate::topics::run(history.clone(), nodes, seed).await;
+        }
+    };
+    tokio::join!(
+        producers,
+        consume(history.clone(), nodes),
+        admin_ops,
+        group,
+        topic_ops
+    );
     let mut h = history.borrow_mut();
     // The driver's liveness check: the first `acks=all` acknowledgement after the faults.
     h.final_write = Some((0, h.data.first_ack_after_faults));

@@ -148,6 +148,7 @@ pub fn check(d: &DataHistory) -> Vec<Violation> {
     if let Some(detail) = &d.reassignment_stuck {
         out.push(Violation::new(Property::Liveness, detail.clone()));
     }
+    out.extend(d.topic_violations.iter().cloned());
     crate::group_check::check(&d.group, &mut out);
     // Report a handful per property: one broken run can repeat a finding many times.
     let mut count: BTreeMap<Property, usize> = BTreeMap::new();

@@ -54,6 +54,18 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
     if options.disk_faults {
         args.push("--disk-faults".into());
     }
+    if options.slow_disk {
+        args.push("--slow-disk".into());
+    }
+    if options.clock_jumps {
+        args.push("--clock-jumps".into());
+    }
+    if options.cascading_crashes {
+        args.push("--cascading-crashes".into());
+    }
+    if options.topic_admin {
+        args.push("--topic-admin".into());
+    }
     if let Some(bug) = options.bug {
         args.push("--plant".into());
         args.push(bug.name().into());

@@ -15,6 +15,7 @@ mod node;
 mod ops;
 mod run;
 mod scenario;
+mod topics;
 mod workload;
 
 pub use checker::{Property, Violation};

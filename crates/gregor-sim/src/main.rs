@@ -67,6 +67,25 @@ struct Args {
     /// what it synced).
     #[arg(long)]
     disk_faults: bool,
+    /// With --replication: one to three episodes, overlapping the others, in which every
+    /// fsync of one node takes 2-40 ms or 100-1500 ms of simulated time.
+    #[arg(long)]
+    slow_disk: bool,
+    /// With --replication: one to three episodes, overlapping the others, in which one node's
+    /// wall clock jumps 0.2-8 s forward or back, then is stepped back to the right time.
+    #[arg(long)]
+    clock_jumps: bool,
+    /// With --replication: after the other faults, one or two cascading crashes: a data
+    /// partition's leader crashes, then its successor 0-60 ms after it takes over; both
+    /// restart 1.5-4 s after the first crash.
+    #[arg(long)]
+    cascading_crashes: bool,
+    /// With --replication: create side topics, add partitions to them, delete them and ask for
+    /// unclean elections of their partitions while the faults run; after them every node must
+    /// agree on the side topics as acknowledged, host exactly their logs, and take a write to
+    /// each partition.
+    #[arg(long)]
+    topic_admin: bool,
     /// Seeds run at the same time, each in a process of its own (default: the number of CPUs).
     #[arg(long)]
     jobs: Option<usize>,
@@ -109,6 +128,10 @@ fn main() -> Result<()> {
             admin: args.admin,
             groups: args.groups,
             disk_faults: args.disk_faults,
+            slow_disk: args.slow_disk,
+            clock_jumps: args.clock_jumps,
+            cascading_crashes: args.cascading_crashes,
+            topic_admin: args.topic_admin,
         });
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(());
@@ -124,6 +147,10 @@ fn main() -> Result<()> {
             admin: args.admin,
             groups: args.groups,
             disk_faults: args.disk_faults,
+            slow_disk: args.slow_disk,
+            clock_jumps: args.clock_jumps,
+            cascading_crashes: args.cascading_crashes,
+            topic_admin: args.topic_admin,
         });
         report(&args, &mut outcome);
         if !outcome.passed() {
@@ -140,6 +167,10 @@ fn main() -> Result<()> {
             admin: args.admin,
             groups: args.groups,
             disk_faults: args.disk_faults,
+            slow_disk: args.slow_disk,
+            clock_jumps: args.clock_jumps,
+            cascading_crashes: args.cascading_crashes,
+            topic_admin: args.topic_admin,
         })
         .collect();
     let exe = std::env::current_exe().context("locating the gregor-sim binary")?;

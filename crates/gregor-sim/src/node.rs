@@ -116,6 +116,9 @@ pub struct NodeContext {
     /// `--power-loss` runs: the node's disk (a power model of its data directory), kept
     /// across restarts as a machine keeps its disk.
     pub faults: Option<Arc<gregor_log::FaultInjector>>,
+    /// How far the node's wall clock is off (`--clock-jumps`), kept across restarts as a
+    /// machine keeps its clock.
+    pub clock_skew: Arc<std::sync::atomic::AtomicI64>,
 }
 
 struct NoListener;

@@ -5,6 +5,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::hash::Hasher;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -81,7 +82,7 @@ pub enum Mode {
     Replication,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct SimOptions {
     pub seed: u64,
     pub bug: Option<PlantedBug>,
@@ -97,6 +98,18 @@ pub struct SimOptions {
     pub groups: bool,
     /// Replicated runs: full disks and failing fsyncs (see [`Scenario::with_disk_faults`]).
     pub disk_faults: bool,
+    /// Replicated runs: slow fsyncs on one node at a time, overlapping the other faults (see
+    /// [`Scenario::with_slow_disks`]).
+    pub slow_disk: bool,
+    /// Replicated runs: one node's wall clock jumps, overlapping the other faults (see
+    /// [`Scenario::with_clock_jumps`]).
+    pub clock_jumps: bool,
+    /// Replicated runs: a data partition's leader crashes, then its successor just after it
+    /// takes over (see [`Scenario::with_cascading_crashes`]).
+    pub cascading_crashes: bool,
+    /// Replicated runs: side topics created, grown and deleted, and unclean elections of
+    /// their partitions, while the faults run (see `topics.rs`).
+    pub topic_admin: bool,
 }
 
 /// The brokers' wall clock: simulated time after a fixed epoch.
@@ -278,6 +291,16 @@ impl Observer {
         }
     }
 
+    /// The leader of `topic`-`partition` at the highest leader epoch any node's metadata has
+    /// shown, with that epoch.
+    fn partition_leader(&self, topic: &str, partition: i32) -> Option<(i32, usize)> {
+        self.partition_leaders
+            .iter()
+            .filter(|((t, p, _), _)| t == topic && *p == partition)
+            .max_by_key(|((_, _, epoch), _)| *epoch)
+            .map(|((_, _, epoch), (leader, _))| (*epoch, *leader as usize))
+    }
+
     fn resolve(&self, t: Target) -> usize {
         match t {
             Target::Node(n) => n,
@@ -299,7 +322,24 @@ struct Active {
     fault: Fault,
     a: usize,
     b: usize,
+    /// A cascading crash: the leader epoch its first crash left, and the second crash.
+    cascade: Option<CascadeState>,
 }
+
+struct CascadeState {
+    /// The partition's leader epoch when its leader crashed.
+    epoch: i32,
+    /// The successor to crash, and when.
+    next: Option<(usize, u64)>,
+    /// The successor, once crashed.
+    crashed: Option<usize>,
+    /// How long both stay down after the successor's crash.
+    hold_ms: u64,
+}
+
+/// A cascading crash waits this long for a successor to take over (a broker session timeout
+/// and an election) before it ends without a second crash.
+const CASCADE_TAKEOVER_WAIT_MS: u64 = 6_000;
 
 struct Driver<'a> {
     sim: turmoil::Sim<'a>,
@@ -311,8 +351,14 @@ struct Driver<'a> {
     dirs: Vec<std::path::PathBuf>,
     /// `--power-loss` runs: each node's disk.
     disks: Vec<Option<Arc<gregor_log::FaultInjector>>>,
+    /// Each node's wall-clock skew (`--clock-jumps`), shared with its broker.
+    clock_skews: Vec<Arc<AtomicI64>>,
+    /// Each node's slow-disk episodes under way (`--slow-disk`): their fsync times.
+    slow_syncs: Vec<Vec<u64>>,
     pending_cuts: Vec<PendingCut>,
     power_cuts: usize,
+    /// `--topic-admin` runs: check each node's hosted side-topic logs at the end.
+    topic_admin: bool,
 }
 
 impl Driver<'_> {
@@ -334,10 +380,16 @@ impl Driver<'_> {
             | Fault::Pause { node }
             | Fault::PowerLoss { node, .. }
             | Fault::DiskFull { node, .. }
-            | Fault::SyncFails { node } => self.observer.resolve(node),
+            | Fault::SyncFails { node }
+            | Fault::SlowDisk { node, .. }
+            | Fault::ClockJump { node, .. } => self.observer.resolve(node),
             Fault::Outage { .. } => 0,
             Fault::OneWay { from, .. } => self.observer.resolve(from),
             Fault::Delay { a, .. } => self.observer.resolve(a),
+            Fault::Cascade { partition, .. } => self
+                .observer
+                .partition_leader(crate::data::TOPIC, partition)
+                .map_or(0, |(_, leader)| leader),
         };
         let b = match e.fault {
             Fault::OneWay { to, .. } => self.observer.resolve(to),
@@ -381,6 +433,17 @@ impl Driver<'_> {
                 }
                 self.registry.borrow_mut().disk_failing[a] = true;
             }
+            Fault::SlowDisk { sync_ms, .. } => {
+                self.slow_syncs[a].push(sync_ms);
+                self.set_sync_delay(a);
+            }
+            Fault::ClockJump { by_ms, .. } => {
+                self.clock_skews[a].fetch_add(by_ms, Ordering::SeqCst);
+            }
+            Fault::Cascade { .. } => {
+                self.sim.crash(ha.as_str());
+                self.registry.borrow_mut().forget(a);
+            }
             _ => {}
         }
         let what = match e.fault {
@@ -393,16 +456,95 @@ impl Driver<'_> {
             Fault::Outage { .. } => "outage of every node".to_string(),
             Fault::DiskFull { room, .. } => format!("disk of n{a} full after {room} more bytes"),
             Fault::SyncFails { .. } => format!("every fsync of n{a} fails"),
+            Fault::SlowDisk { sync_ms, .. } => format!("every fsync of n{a} takes {sync_ms}ms"),
+            Fault::ClockJump { by_ms, .. } => format!("clock of n{a} jumps {by_ms:+}ms"),
+            Fault::Cascade {
+                partition,
+                delay_ms,
+            } => format!(
+                "crash n{a}, leader of {}-{partition}, then its successor {delay_ms}ms after it takes over",
+                crate::data::TOPIC
+            ),
         };
         let now = self.now();
         self.history
             .borrow_mut()
             .event_at(now, format!("fault {what} for {}ms", e.duration_ms));
+        let cascade = match e.fault {
+            Fault::Cascade { partition, .. } => Some(CascadeState {
+                epoch: self
+                    .observer
+                    .partition_leader(crate::data::TOPIC, partition)
+                    .map_or(-1, |(epoch, _)| epoch),
+                next: None,
+                crashed: None,
+                hold_ms: e.duration_ms,
+            }),
+            _ => None,
+        };
+        let wait_ms = match e.fault {
+            Fault::Cascade { .. } => CASCADE_TAKEOVER_WAIT_MS,
+            _ => 0,
+        };
         Active {
-            end_ms: self.now() + e.duration_ms,
+            end_ms: self.now() + wait_ms + e.duration_ms,
             fault: e.fault.clone(),
             a,
             b,
+            cascade,
+        }
+    }
+
+    /// Node `n`'s fsyncs take as long as the slowest of its slow-disk episodes under way
+    /// (background episodes may overlap).
+    fn set_sync_delay(&self, n: usize) {
+        let ms = self.slow_syncs[n].iter().copied().max().unwrap_or(0);
+        if let Some(d) = self.disks[n].as_ref() {
+            d.set_simulated_sync_delay(Duration::from_millis(ms));
+        }
+    }
+
+    /// A cascading crash under way: once a new leader of the partition shows in any node's
+    /// metadata, crash it `delay_ms` later.
+    fn cascade_step(&mut self, f: &mut Active) {
+        let Fault::Cascade {
+            partition,
+            delay_ms,
+        } = f.fault
+        else {
+            return;
+        };
+        let now = self.now();
+        let Some(c) = f.cascade.as_mut() else { return };
+        if c.crashed.is_some() {
+            return;
+        }
+        match c.next {
+            None => {
+                let Some((epoch, leader)) = self
+                    .observer
+                    .partition_leader(crate::data::TOPIC, partition)
+                else {
+                    return;
+                };
+                if epoch > c.epoch && leader != f.a {
+                    c.next = Some((leader, now + delay_ms));
+                    self.history.borrow_mut().event_at(
+                        now,
+                        format!("n{leader} leads {}-{partition} at epoch {epoch}; it crashes in {delay_ms}ms", crate::data::TOPIC),
+                    );
+                }
+            }
+            Some((n, due)) if now >= due => {
+                self.sim.crash(host_name(n).as_str());
+                self.registry.borrow_mut().forget(n);
+                c.crashed = Some(n);
+                f.end_ms = now + c.hold_ms;
+                self.history
+                    .borrow_mut()
+                    .event_at(now, format!("crash n{n}"));
+            }
+            Some(_) => {}
         }
     }
 
@@ -452,10 +594,31 @@ impl Driver<'_> {
                 self.sim.release(ha.as_str(), "client");
             }
             Fault::Delay { .. } if f.a != f.b => self.sim.release(ha.as_str(), hb.as_str()),
+            Fault::SlowDisk { sync_ms, .. } => {
+                let slow = &mut self.slow_syncs[f.a];
+                if let Some(i) = slow.iter().position(|&ms| ms == sync_ms) {
+                    slow.remove(i);
+                }
+                self.set_sync_delay(f.a);
+            }
+            Fault::ClockJump { by_ms, .. } => {
+                self.clock_skews[f.a].fetch_sub(by_ms, Ordering::SeqCst);
+            }
+            Fault::Cascade { .. } => {
+                self.sim.bounce(ha.as_str());
+                if let Some(n) = f.cascade.as_ref().and_then(|c| c.crashed) {
+                    self.sim.bounce(host_name(n).as_str());
+                }
+            }
             _ => {}
         }
         let now = self.now();
-        self.history.borrow_mut().event_at(now, "fault healed");
+        let what = match f.fault {
+            Fault::SlowDisk { .. } => format!("fsyncs of n{} fast again", f.a),
+            Fault::ClockJump { .. } => format!("clock of n{} stepped back to the right time", f.a),
+            _ => "fault healed".to_string(),
+        };
+        self.history.borrow_mut().event_at(now, what);
     }
 
     /// The power to node `n` fails after a seed-drawn number (0-31) of further disk
@@ -564,8 +727,11 @@ impl Driver<'_> {
     fn run(&mut self) -> Vec<Violation> {
         let mut violations = Vec::new();
         let episodes = self.scenario.episodes.clone();
+        let background = self.scenario.background.clone();
         let mut next = 0;
+        let mut next_background = 0;
         let mut active: Option<Active> = None;
+        let mut active_background: Vec<Active> = Vec::new();
         let mut faults_end: Option<u64> = None;
         loop {
             let now = self.now();
@@ -573,11 +739,31 @@ impl Driver<'_> {
                 let a = active.take().expect("checked just above");
                 self.heal(&a);
             }
+            let (ended, going_on): (Vec<Active>, Vec<Active>) =
+                std::mem::take(&mut active_background)
+                    .into_iter()
+                    .partition(|a| now >= a.end_ms);
+            active_background = going_on;
+            for a in &ended {
+                self.heal(a);
+            }
             if active.is_none() && next < episodes.len() && now >= episodes[next].start_ms {
                 active = Some(self.begin(&episodes[next]));
                 next += 1;
             }
-            if active.is_none() && next == episodes.len() && faults_end.is_none() {
+            if let Some(a) = active.as_mut() {
+                self.cascade_step(a);
+            }
+            while next_background < background.len() && now >= background[next_background].start_ms
+            {
+                let a = self.begin(&background[next_background]);
+                active_background.push(a);
+                next_background += 1;
+            }
+            let background_over =
+                next_background == background.len() && active_background.is_empty();
+            if active.is_none() && next == episodes.len() && background_over && faults_end.is_none()
+            {
                 faults_end = Some(now);
                 let mut h = self.history.borrow_mut();
                 h.faults_over = true;
@@ -657,8 +843,70 @@ impl Driver<'_> {
                 return violations;
             }
         }
+        if self.topic_admin && violations.is_empty() {
+            // Each node hosts exactly the side-topic logs its metadata gives it: a deleted
+            // topic's logs are gone, every added partition's log is there.
+            let deadline = self.now() + HOSTED_LOGS_BOUND_MS;
+            loop {
+                let differ = hosted_side_logs_differ(&self.registry);
+                if differ.is_empty() {
+                    break;
+                }
+                if self.now() > deadline {
+                    violations.push(Violation::new(
+                        Property::HostedLogsDiffer,
+                        differ.join("; "),
+                    ));
+                    break;
+                }
+                if let Err(v) = self.step() {
+                    violations.push(v);
+                    return violations;
+                }
+            }
+        }
         violations
     }
+}
+
+/// `--topic-admin` runs: once metadata has converged, each node's side-topic logs must match
+/// its metadata within this much simulated time.
+const HOSTED_LOGS_BOUND_MS: u64 = 5_000;
+
+/// Nodes whose open side-topic logs are not the side-topic partitions their own metadata
+/// assigns them.
+fn hosted_side_logs_differ(registry: &Rc<RefCell<Registry>>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, node) in live_nodes(registry).into_iter().enumerate() {
+        let Some(Live::Broker(b)) = node else {
+            continue;
+        };
+        let image = b.metadata.image();
+        let wanted: std::collections::BTreeSet<(String, i32)> = image
+            .topics()
+            .values()
+            .filter(|t| t.name.starts_with(crate::topics::SIDE_PREFIX))
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .filter(|(_, reg)| reg.replicas.contains(&(i as i32)))
+                    .map(|(&p, _)| (t.name.clone(), p))
+            })
+            .collect();
+        let hosted: std::collections::BTreeSet<(String, i32)> = b
+            .replicas
+            .all()
+            .iter()
+            .filter(|p| p.topic.starts_with(crate::topics::SIDE_PREFIX))
+            .map(|p| (p.topic.clone(), p.index))
+            .collect();
+        if wanted != hosted {
+            let missing: Vec<_> = wanted.difference(&hosted).collect();
+            let extra: Vec<_> = hosted.difference(&wanted).collect();
+            out.push(format!("n{i}: missing {missing:?}, not deleted {extra:?}"));
+        }
+    }
+    out
 }
 
 fn image_digest(image: &MetadataImage) -> u64 {
@@ -717,6 +965,18 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     if options.disk_faults {
         scenario = scenario.with_disk_faults();
     }
+    if options.slow_disk {
+        scenario = scenario.with_slow_disks();
+    }
+    if options.clock_jumps {
+        scenario = scenario.with_clock_jumps();
+    }
+    if options.cascading_crashes {
+        scenario = scenario.with_cascading_crashes(crate::data::PARTITIONS);
+    }
+    let clock_skews: Vec<Arc<AtomicI64>> = (0..scenario.nodes)
+        .map(|_| Arc::new(AtomicI64::new(0)))
+        .collect();
     let root = tempfile::tempdir().expect("a temporary directory for the nodes' files");
     let dirs: Vec<_> = (0..scenario.nodes)
         .map(|i| root.path().join(host_name(i)).join("__cluster_metadata-0"))
@@ -724,7 +984,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     // Each node's disk: its data directory, empty and durable at the start.
     let disks: Vec<Option<Arc<gregor_log::FaultInjector>>> = (0..scenario.nodes)
         .map(|i| {
-            (options.power_loss || options.disk_faults).then(|| {
+            (options.power_loss || options.disk_faults || options.slow_disk).then(|| {
                 let data_dir = root.path().join(host_name(i));
                 std::fs::create_dir_all(&data_dir).expect("a node's data directory");
                 gregor_log::FaultInjector::power_model(&data_dir)
@@ -771,8 +1031,11 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         bug: options.bug,
         dirs: dirs.clone(),
         disks: disks.clone(),
+        clock_skews: clock_skews.clone(),
+        slow_syncs: vec![Vec::new(); scenario.nodes],
         pending_cuts: Vec::new(),
         power_cuts: 0,
+        topic_admin: options.topic_admin,
     };
     for (i, dir) in dirs.iter().enumerate() {
         let ctx = NodeContext {
@@ -783,6 +1046,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
             bug: options.bug,
             registry: registry.clone(),
             faults: disks[i].clone(),
+            clock_skew: clock_skews[i].clone(),
         };
         match options.mode {
             Mode::Quorum => driver
@@ -806,16 +1070,16 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
                 scenario.nodes,
                 options.admin,
                 options.groups,
+                options.topic_admin,
             ),
         ),
     }
     let mut violations = driver.run();
     violations.append(&mut driver.observer.violations);
     for (node, e) in registry.borrow().expected_start_errors.iter() {
-        history
-            .borrow_mut()
-            .trace
-            .push(format!("n{node} could not start on its failing disk: {e}"));
+        history.borrow_mut().trace.push(format!(
+            "n{node} could not start on its failing or powerless disk: {e}"
+        ));
     }
     for (node, e) in registry.borrow().start_errors.iter() {
         violations.push(Violation::new(

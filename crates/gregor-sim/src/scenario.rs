@@ -35,6 +35,19 @@ pub enum Fault {
     /// disk works again and the node is restarted; what no sync made durable is gone (as on
     /// Linux, where a failed fsync may drop the dirty pages it could not write).
     SyncFails { node: Target },
+    /// Every fsync of the node (its partition logs, its metadata log, its small files) takes
+    /// `sync_ms` of simulated time (`--slow-disk` runs): a disk that is slow, not broken.
+    SlowDisk { node: Target, sync_ms: u64 },
+    /// The node's wall clock jumps by `by_ms` (forward or back), as an operator or a bad NTP
+    /// server steps it (`--clock-jumps` runs); when the episode ends it is stepped back to the
+    /// right time, a second jump the other way. Its monotonic timers are not affected.
+    ClockJump { node: Target, by_ms: i64 },
+    /// Two leaders of one data partition crash one after the other (`--cascading-crashes`
+    /// runs): its current leader, then, `delay_ms` after a new leader takes over (in any
+    /// node's metadata), that one too, before the remaining follower has fetched from it.
+    /// Both restart when the episode ends. With RF 3 and `min.insync.replicas=2` the last
+    /// in-sync replica must hold every acknowledged record.
+    Cascade { partition: i32, delay_ms: u64 },
 }
 
 /// A node chosen by index, or whichever node leads when the episode starts.
@@ -62,6 +75,9 @@ pub struct Scenario {
     pub snapshot_bytes: u64,
     pub max_latency_ms: u64,
     pub episodes: Vec<Episode>,
+    /// Episodes that may overlap the others and each other (slow disks, clock jumps): they
+    /// change how a node runs, not what the network or the disk lets through.
+    pub background: Vec<Episode>,
     /// When the last episode has ended and every fault is healed.
     pub faults_end_ms: u64,
 }
@@ -145,8 +161,70 @@ impl Scenario {
             snapshot_bytes,
             max_latency_ms,
             episodes,
+            background: Vec::new(),
             faults_end_ms: t,
         }
+    }
+
+    /// Background episodes drawn from a stream of their own (`salt`), so the rest of the
+    /// scenario is the one the seed gives without them: one to three, each on one node (the
+    /// leader or a random one), starting anywhere between the warm-up and the end of the
+    /// other faults and lasting 0.5-4 s.
+    fn with_background(
+        mut self,
+        salt: u64,
+        fault: impl Fn(&mut SplitMix64, Target) -> Fault,
+    ) -> Scenario {
+        let mut rng = SplitMix64::new(self.seed ^ salt);
+        let span = self.faults_end_ms.saturating_sub(WARMUP_MS).max(1);
+        for _ in 0..1 + rng.next_below(3) {
+            let start_ms = WARMUP_MS + rng.next_below(span as usize) as u64;
+            let duration_ms = 500 + rng.next_below(3_500) as u64;
+            let node = if rng.next_below(2) == 0 {
+                Target::Leader
+            } else {
+                Target::Node(rng.next_below(self.nodes))
+            };
+            let fault = fault(&mut rng, node);
+            self.background.push(Episode {
+                start_ms,
+                duration_ms,
+                fault,
+            });
+            self.faults_end_ms = self.faults_end_ms.max(start_ms + duration_ms);
+        }
+        self.background.sort_by_key(|e| e.start_ms);
+        self
+    }
+
+    /// The same scenario with slow disks (`--slow-disk`): every fsync of one node takes
+    /// 2-40 ms (a busy disk) or 100-1500 ms (a failing one, or a cloud volume at its limit)
+    /// of simulated time for the episode.
+    pub fn with_slow_disks(self) -> Scenario {
+        self.with_background(0x5105_d15c_5105_d15c, |rng, node| Fault::SlowDisk {
+            node,
+            sync_ms: if rng.next_below(2) == 0 {
+                2 + rng.next_below(39) as u64
+            } else {
+                100 + rng.next_below(1_401) as u64
+            },
+        })
+    }
+
+    /// The same scenario with clock jumps (`--clock-jumps`): one node's wall clock is off by
+    /// 0.2-8 s, ahead or behind, for the episode.
+    pub fn with_clock_jumps(self) -> Scenario {
+        self.with_background(0xc10c_c10c_c10c_c10c, |rng, node| {
+            let by_ms = 200 + rng.next_below(7_801) as i64;
+            Fault::ClockJump {
+                node,
+                by_ms: if rng.next_below(2) == 0 {
+                    by_ms
+                } else {
+                    -by_ms
+                },
+            }
+        })
     }
 
     /// The same scenario with disk faults (`--power-loss`): drawn from a stream of their own,
@@ -207,6 +285,31 @@ impl Scenario {
                 fault,
             });
             self.faults_end_ms = start_ms + duration_ms;
+        }
+        self
+    }
+
+    /// The same scenario with one or two cascading crashes (`--cascading-crashes`) after the
+    /// other faults: a data partition's leader crashes, and its successor 0-60 ms after it
+    /// takes over. Drawn from a stream of their own, so the rest of the scenario is the one
+    /// the seed gives without them.
+    pub fn with_cascading_crashes(mut self, partitions: i32) -> Scenario {
+        let mut rng = SplitMix64::new(self.seed ^ 0xca5c_ade5_ca5c_ade5);
+        for _ in 0..1 + rng.next_below(2) {
+            let start_ms = self.faults_end_ms + 200 + rng.next_below(800) as u64;
+            // How long both stay down after the second crash (the episode first waits, up to
+            // 6 s, for the successor to take over).
+            let duration_ms = 1_500 + rng.next_below(2_500) as u64;
+            let fault = Fault::Cascade {
+                partition: rng.next_below(partitions.max(1) as usize) as i32,
+                delay_ms: rng.next_below(61) as u64,
+            };
+            self.episodes.push(Episode {
+                start_ms,
+                duration_ms,
+                fault,
+            });
+            self.faults_end_ms = start_ms + 6_000 + duration_ms;
         }
         self
     }

@@ -1,0 +1,493 @@
+//! Topic administration while the faults run (`--topic-admin`, replicated runs): an admin client
+//! creates side topics (1-3 partitions, RF 2 or 3), adds partitions to them, deletes them and
+//! asks for unclean leader elections of their partitions, through any node, as `gregor topics`
+//! and `gregor elect --unclean` send them. Side topics carry no records while the faults run,
+//! so an unclean election there loses nothing; it brings back a partition whose in-sync
+//! replicas are all down.
+//!
+//! After the faults, within a bound: every node's metadata lists the same side topics with the
+//! same partition counts, each partition led; a topic whose creation was acknowledged is there
+//! unless a deletion of it may have applied, one whose deletion was acknowledged is gone, and
+//! each partition count lies between the largest acknowledged one and the largest asked for;
+//! and a write to every partition of every side topic is acknowledged. The driver then checks
+//! that each node hosts exactly the side-topic logs its metadata gives it (`run.rs`).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use gregor_client::admin::reassign::{elect_leaders_request, parse_elect_leaders, ElectionType};
+use gregor_client::admin::topics::{
+    create_partitions_request, create_topics_request, delete_topics_request,
+    parse_create_partitions, parse_create_topics, parse_delete_topics, CreateTopicsOptions,
+    NewPartitions, NewTopic,
+};
+use gregor_client::error::{KafkaCode, KafkaError};
+use gregor_client::producer::wire::{encode_batch, RecordData};
+use gregor_client::types::TopicPartition;
+use gregor_meta::SplitMix64;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{MetadataRequest, ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
+
+use crate::checker::{Property, Violation};
+use crate::data::{sleep_ms, Links};
+use crate::node::now_ms;
+use crate::workload::History;
+
+/// Side topics' names start with this.
+pub const SIDE_PREFIX: &str = "side-";
+
+/// After the faults, the side topics must settle (metadata agreed, every partition led and
+/// writable) within this much simulated time.
+pub const TOPICS_BOUND_MS: u64 = 20_000;
+
+/// Admin requests' `timeout_ms`.
+const ADMIN_TIMEOUT_MS: i32 = 3_000;
+
+/// What an admin request's answer says about its effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Applied,
+    /// The answer was lost, or REQUEST_TIMED_OUT / NOT_CONTROLLER: it may still take effect.
+    Unknown,
+    Refused,
+}
+
+fn outcome_of(result: &Result<(), KafkaError>) -> Outcome {
+    match result {
+        Ok(()) => Outcome::Applied,
+        Err(e)
+            if matches!(
+                e.code,
+                KafkaCode::REQUEST_TIMED_OUT | KafkaCode::NOT_CONTROLLER
+            ) =>
+        {
+            Outcome::Unknown
+        }
+        Err(_) => Outcome::Refused,
+    }
+}
+
+/// One side topic, as the admin client's answers describe it.
+#[derive(Debug)]
+struct Side {
+    created: Outcome,
+    initial_partitions: i32,
+    /// Partition counts asked for by CreatePartitions, with their outcomes.
+    grown: Vec<(i32, Outcome)>,
+    deleted: Option<Outcome>,
+}
+
+impl Side {
+    fn must_exist(&self) -> bool {
+        self.created == Outcome::Applied && self.deleted.is_none_or(|d| d == Outcome::Refused)
+    }
+
+    fn must_be_gone(&self) -> bool {
+        self.deleted == Some(Outcome::Applied)
+    }
+
+    /// The fewest partitions it may have if it exists: its acknowledged count.
+    fn min_partitions(&self) -> i32 {
+        let acked_growth = self
+            .grown
+            .iter()
+            .filter(|(_, o)| *o == Outcome::Applied)
+            .map(|(n, _)| *n);
+        let created = (self.created == Outcome::Applied).then_some(self.initial_partitions);
+        acked_growth.chain(created).max().unwrap_or(1)
+    }
+
+    /// The most it may have: the largest count asked for that may have applied.
+    fn max_partitions(&self) -> i32 {
+        self.grown
+            .iter()
+            .filter(|(_, o)| *o != Outcome::Refused)
+            .map(|(n, _)| *n)
+            .chain([self.initial_partitions])
+            .max()
+            .unwrap_or(self.initial_partitions)
+    }
+
+    /// The partition count the client believes in (the largest that may have applied).
+    fn known_partitions(&self) -> i32 {
+        self.max_partitions()
+    }
+}
+
+/// What the admin client asks next.
+enum Op {
+    Create { partitions: i32, rf: i16 },
+    Grow { topic: String, to: i32 },
+    Delete { topic: String },
+    Unclean { topic: String, partition: i32 },
+}
+
+pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
+    let mut rng = SplitMix64::new(seed ^ 0x7091_c5ad_7091_c5ad);
+    let mut links = Links::new(nodes, "sim-topic-admin");
+    let mut sides: BTreeMap<String, Side> = BTreeMap::new();
+    let mut next_id = 0;
+    while !history.borrow().faults_over {
+        sleep_ms(300 + rng.next_below(1_200) as u64).await;
+        let node = rng.next_below(nodes);
+        // Topics that may still exist and have not been sent a deletion.
+        let candidates: Vec<String> = sides
+            .iter()
+            .filter(|(_, s)| s.created != Outcome::Refused && s.deleted.is_none())
+            .map(|(n, _)| n.clone())
+            .collect();
+        let pick = |rng: &mut SplitMix64| candidates[rng.next_below(candidates.len())].clone();
+        let op = match rng.next_below(8) {
+            3 | 4 if !candidates.is_empty() => {
+                let topic = pick(&mut rng);
+                let to = sides[&topic].known_partitions() + 1 + rng.next_below(2) as i32;
+                Op::Grow { topic, to }
+            }
+            5 if !candidates.is_empty() => Op::Delete {
+                topic: pick(&mut rng),
+            },
+            6 | 7 if !candidates.is_empty() => {
+                let topic = pick(&mut rng);
+                let partition = rng.next_below(sides[&topic].known_partitions() as usize) as i32;
+                Op::Unclean { topic, partition }
+            }
+            _ => Op::Create {
+                partitions: 1 + rng.next_below(3) as i32,
+                rf: 2 + rng.next_below(2) as i16,
+            },
+        };
+        match op {
+            Op::Create { partitions, rf } => {
+                let name = format!("{SIDE_PREFIX}{next_id}");
+                next_id += 1;
+                let req = create_topics_request(
+                    &[NewTopic {
+                        name: name.clone(),
+                        num_partitions: Some(partitions),
+                        replication_factor: Some(rf),
+                        ..NewTopic::default()
+                    }],
+                    CreateTopicsOptions {
+                        validate_only: false,
+                        timeout_ms: ADMIN_TIMEOUT_MS,
+                    },
+                    5,
+                )
+                .expect("a CreateTopics with counts encodes at v5");
+                let answer = send(&mut links, node, &req, 5).await;
+                let result = answer.and_then(|r| {
+                    parse_create_topics(r)
+                        .into_iter()
+                        .find(|(n, _)| *n == name)
+                        .map(|(_, r)| r.map(|_| ()))
+                        .ok_or_else(|| "no result for the topic".to_string())
+                });
+                let created = match &result {
+                    // Each name is asked for once; "already exists" means a forwarding
+                    // attempt that the controller applied answered after another one.
+                    Err(_) => Outcome::Unknown,
+                    Ok(Err(e)) if e.code == KafkaCode::TOPIC_ALREADY_EXISTS => Outcome::Applied,
+                    Ok(r) => outcome_of(r),
+                };
+                history.borrow_mut().event(format!(
+                    "admin create {name} ({partitions} partitions, RF {rf}) via n{node}: {}",
+                    describe(&result)
+                ));
+                sides.insert(
+                    name,
+                    Side {
+                        created,
+                        initial_partitions: partitions,
+                        grown: Vec::new(),
+                        deleted: None,
+                    },
+                );
+            }
+            Op::Grow { topic, to } => {
+                let req = create_partitions_request(
+                    &[NewPartitions {
+                        topic: topic.clone(),
+                        total_count: to,
+                        assignments: None,
+                    }],
+                    false,
+                    ADMIN_TIMEOUT_MS,
+                );
+                let result = send(&mut links, node, &req, 2)
+                    .await
+                    .and_then(|r| first_result(parse_create_partitions(r), &topic));
+                history.borrow_mut().event(format!(
+                    "admin add partitions to {topic} (to {to}) via n{node}: {}",
+                    describe(&result)
+                ));
+                let o = match &result {
+                    Err(_) => Outcome::Unknown,
+                    // "Already has that many": an earlier attempt of this request, sent again
+                    // to a new controller, may have applied it.
+                    Ok(Err(e)) if e.code == KafkaCode::INVALID_PARTITIONS => Outcome::Unknown,
+                    Ok(r) => outcome_of(r),
+                };
+                if let Some(s) = sides.get_mut(&topic) {
+                    s.grown.push((to, o));
+                }
+            }
+            Op::Delete { topic } => {
+                let req = delete_topics_request(std::slice::from_ref(&topic), ADMIN_TIMEOUT_MS, 4);
+                let result = send(&mut links, node, &req, 4)
+                    .await
+                    .and_then(|r| first_result(parse_delete_topics(r), &topic));
+                history.borrow_mut().event(format!(
+                    "admin delete {topic} via n{node}: {}",
+                    describe(&result)
+                ));
+                let o = match &result {
+                    Err(_) => Outcome::Unknown,
+                    // Either a creation whose outcome was unknown did not apply, or an earlier
+                    // attempt of this very request did: a broker that forwards it sends it
+                    // again to a new controller after the old one fails (as Kafka's do).
+                    Ok(Err(e)) if e.code == KafkaCode::UNKNOWN_TOPIC_OR_PARTITION => {
+                        Outcome::Unknown
+                    }
+                    Ok(r) => outcome_of(r),
+                };
+                if let Some(s) = sides.get_mut(&topic) {
+                    s.deleted = Some(o);
+                }
+            }
+            Op::Unclean { topic, partition } => {
+                // A partition without a leader (every in-sync replica down) if the node knows
+                // one: that is where an unclean election does something.
+                let leaderless = side_view(&mut links, node).await.and_then(|v| {
+                    v.into_iter().find_map(|(t, leaders)| {
+                        let p = leaders.iter().position(|&l| l < 0)?;
+                        Some((t, p as i32))
+                    })
+                });
+                let (topic, partition) = leaderless.unwrap_or((topic, partition));
+                let tp = TopicPartition::new(topic.clone(), partition);
+                let req = elect_leaders_request(
+                    ElectionType::Unclean,
+                    Some(std::slice::from_ref(&tp)),
+                    ADMIN_TIMEOUT_MS,
+                    1,
+                )
+                .expect("an unclean election encodes at v1");
+                let answer = send(&mut links, node, &req, 1).await;
+                let what = match answer.map(parse_elect_leaders) {
+                    Ok(Ok(results)) => results
+                        .into_iter()
+                        .map(|(_, r)| match r {
+                            Ok(()) => "elected".to_string(),
+                            Err(e) => e.code.name().to_string(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    Ok(Err(e)) => format!("refused: {e}"),
+                    Err(e) => format!("answer lost: {e}"),
+                };
+                history.borrow_mut().event(format!(
+                    "admin unclean election of {topic}-{partition} via n{node}: {what}"
+                ));
+            }
+        }
+    }
+    settle(&history, &mut links, nodes, &sides).await;
+}
+
+/// Sends `req` to `node`; an error string when no answer came (the outcome is then unknown).
+async fn send<R: kafka_protocol::protocol::Request>(
+    links: &mut Links,
+    node: usize,
+    req: &R,
+    version: i16,
+) -> Result<R::Response, String> {
+    let Some(c) = links.conn(node).await else {
+        return Err("cannot connect".into());
+    };
+    match c.send(req, version).await {
+        Ok(r) => Ok(r),
+        Err(e) => {
+            links.drop_conn(node);
+            Err(e.to_string())
+        }
+    }
+}
+
+fn first_result(
+    results: Vec<(String, Result<(), KafkaError>)>,
+    topic: &str,
+) -> Result<Result<(), KafkaError>, String> {
+    results
+        .into_iter()
+        .find(|(n, _)| n == topic)
+        .map(|(_, r)| r)
+        .ok_or_else(|| "no result for the topic".to_string())
+}
+
+fn describe(result: &Result<Result<(), KafkaError>, String>) -> String {
+    match result {
+        Ok(Ok(())) => "done".into(),
+        Ok(Err(e)) => format!("refused: {}", e.code.name()),
+        Err(e) => format!("answer lost: {e}"),
+    }
+}
+
+/// Side topics as one node's metadata lists them: name -> the leader of each partition, in
+/// partition order (-1: none).
+type SideView = BTreeMap<String, Vec<i32>>;
+
+async fn side_view(links: &mut Links, node: usize) -> Option<SideView> {
+    let mut req = MetadataRequest::default();
+    req.topics = None; // every topic
+    let resp = send(links, node, &req, 9).await.ok()?;
+    Some(
+        resp.topics
+            .into_iter()
+            .filter_map(|t| {
+                let name = t.name?.0.to_string();
+                if !name.starts_with(SIDE_PREFIX) || t.error_code != 0 {
+                    return None;
+                }
+                let mut leaders: Vec<(i32, i32)> = t
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.leader_id.0))
+                    .collect();
+                leaders.sort_unstable();
+                Some((name, leaders.into_iter().map(|(_, l)| l).collect()))
+            })
+            .collect(),
+    )
+}
+
+/// After the faults: metadata agreed and as acknowledged, every partition led and writable.
+async fn settle(
+    history: &Rc<RefCell<History>>,
+    links: &mut Links,
+    nodes: usize,
+    sides: &BTreeMap<String, Side>,
+) {
+    let start = now_ms() as u64;
+    let mut written: std::collections::BTreeSet<(String, i32)> = Default::default();
+    loop {
+        let mut problems = Vec::new();
+        let mut views = Vec::new();
+        for node in 0..nodes {
+            match side_view(links, node).await {
+                Some(v) => views.push(v),
+                None => problems.push(format!("n{node}: no metadata answer")),
+            }
+        }
+        let mut lost = Vec::new();
+        if let Some(first) = views.first() {
+            if views.iter().any(|v| v != first) {
+                problems.push(format!("nodes disagree: {views:?}"));
+            }
+            for (name, s) in sides {
+                match first.get(name) {
+                    None if s.must_exist() => lost.push(format!("{name} is gone: {s:?}")),
+                    Some(_) if s.must_be_gone() => lost.push(format!("{name} is back: {s:?}")),
+                    Some(leaders) => {
+                        let n = leaders.len() as i32;
+                        if n < s.min_partitions() || n > s.max_partitions() {
+                            lost.push(format!("{name} has {n} partitions: {s:?}"));
+                        }
+                        if leaders.iter().any(|&l| l < 0) {
+                            problems.push(format!("{name} has a partition without a leader"));
+                        }
+                    }
+                    None => {}
+                }
+            }
+            if let Some(unknown) = first.keys().find(|n| !sides.contains_key(*n)) {
+                lost.push(format!("{unknown} exists; nobody created it"));
+            }
+            if problems.is_empty() && lost.is_empty() {
+                for (name, leaders) in first {
+                    for (p, &leader) in leaders.iter().enumerate() {
+                        let key = (name.clone(), p as i32);
+                        if written.contains(&key) {
+                            continue;
+                        }
+                        match write_one(links, leader as usize, name, p as i32).await {
+                            Ok(()) => {
+                                written.insert(key);
+                            }
+                            Err(e) => problems.push(format!("write to {name}-{p}: {e}")),
+                        }
+                    }
+                }
+            }
+        }
+        if problems.is_empty() && lost.is_empty() {
+            history.borrow_mut().event(format!(
+                "topic admin: {} side topics agreed, every partition written",
+                views.first().map_or(0, |v| v.len())
+            ));
+            return;
+        }
+        if now_ms() as u64 > start + TOPICS_BOUND_MS {
+            let mut h = history.borrow_mut();
+            for l in &lost {
+                h.data.topic_violations.push(Violation::new(
+                    Property::AckedWriteLost,
+                    format!("{TOPICS_BOUND_MS} ms after the faults: {l}"),
+                ));
+            }
+            if !problems.is_empty() {
+                h.data.topic_violations.push(Violation::new(
+                    Property::Liveness,
+                    format!(
+                        "side topics not settled {TOPICS_BOUND_MS} ms after the faults: {}",
+                        problems.join("; ")
+                    ),
+                ));
+            }
+            h.event("topic admin: not settled");
+            return;
+        }
+        sleep_ms(200).await;
+    }
+}
+
+/// One `acks=all` record to `topic`-`partition` through `leader`.
+async fn write_one(
+    links: &mut Links,
+    leader: usize,
+    topic: &str,
+    partition: i32,
+) -> Result<(), String> {
+    let record = RecordData {
+        key: None,
+        value: Some(Bytes::from(format!("{topic}-{partition}"))),
+        headers: Vec::new(),
+        timestamp: now_ms(),
+    };
+    let batch =
+        encode_batch(&[record], None, 0, Compression::None).map_err(|e| format!("encode: {e}"))?;
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 2_000;
+    let mut t = TopicProduceData::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    let mut p = PartitionProduceData::default();
+    p.index = partition;
+    p.records = Some(batch);
+    t.partition_data = vec![p];
+    req.topic_data = vec![t];
+    let resp = send(links, leader, &req, 9).await?;
+    match resp
+        .responses
+        .first()
+        .and_then(|t| t.partition_responses.first())
+        .map(|p| p.error_code)
+    {
+        Some(0) => Ok(()),
+        Some(code) => Err(format!("error {code}")),
+        None => Err("empty produce response".into()),
+    }
+}
