@@ -42,30 +42,22 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
     if options.mode == Mode::Replication {
         args.push("--replication".into());
     }
-    if options.power_loss {
-        args.push("--power-loss".into());
-    }
-    if options.admin {
-        args.push("--admin".into());
-    }
-    if options.groups {
-        args.push("--groups".into());
-    }
-    if options.disk_faults {
-        args.push("--disk-faults".into());
-    }
-    if options.slow_disk {
-        args.push("--slow-disk".into());
-    }
-    if options.clock_jumps {
-        args.push("--clock-jumps".into());
-    }
-    if options.cascading_crashes {
-        args.push("--cascading-crashes".into());
-    }
-    if options.topic_admin {
-        args.push("--topic-admin".into());
-    }
+    let flags = [
+        (options.power_loss, "--power-loss"),
+        (options.admin, "--admin"),
+        (options.groups, "--groups"),
+        (options.disk_faults, "--disk-faults"),
+        (options.slow_disk, "--slow-disk"),
+        (options.clock_jumps, "--clock-jumps"),
+        (options.cascading_crashes, "--cascading-crashes"),
+        (options.topic_admin, "--topic-admin"),
+    ];
+    args.extend(
+        flags
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, flag)| flag.to_string()),
+    );
     if let Some(bug) = options.bug {
         args.push("--plant".into());
         args.push(bug.name().into());

@@ -224,13 +224,9 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
                     "admin add partitions to {topic} (to {to}) via n{node}: {}",
                     describe(&result)
                 ));
-                let o = match &result {
-                    Err(_) => Outcome::Unknown,
-                    // "Already has that many": an earlier attempt of this request, sent again
-                    // to a new controller, may have applied it.
-                    Ok(Err(e)) if e.code == KafkaCode::INVALID_PARTITIONS => Outcome::Unknown,
-                    Ok(r) => outcome_of(r),
-                };
+                // "Already has that many": an earlier attempt of this request, sent again to a
+                // new controller, may have applied it.
+                let o = outcome_unless(&result, KafkaCode::INVALID_PARTITIONS);
                 if let Some(s) = sides.get_mut(&topic) {
                     s.grown.push((to, o));
                 }
@@ -244,16 +240,10 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
                     "admin delete {topic} via n{node}: {}",
                     describe(&result)
                 ));
-                let o = match &result {
-                    Err(_) => Outcome::Unknown,
-                    // Either a creation whose outcome was unknown did not apply, or an earlier
-                    // attempt of this very request did: a broker that forwards it sends it
-                    // again to a new controller after the old one fails (as Kafka's do).
-                    Ok(Err(e)) if e.code == KafkaCode::UNKNOWN_TOPIC_OR_PARTITION => {
-                        Outcome::Unknown
-                    }
-                    Ok(r) => outcome_of(r),
-                };
+                // Either a creation whose outcome was unknown did not apply, or an earlier
+                // attempt of this very request did: a broker that forwards it sends it again
+                // to a new controller after the old one fails (as Kafka's do).
+                let o = outcome_unless(&result, KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
                 if let Some(s) = sides.get_mut(&topic) {
                     s.deleted = Some(o);
                 }
@@ -314,6 +304,16 @@ async fn send<R: kafka_protocol::protocol::Request>(
             links.drop_conn(node);
             Err(e.to_string())
         }
+    }
+}
+
+/// The outcome of an answered (or lost) request, where `retried` is the refusal a second
+/// forwarding attempt of an already applied request gets: unknown.
+fn outcome_unless(result: &Result<Result<(), KafkaError>, String>, retried: KafkaCode) -> Outcome {
+    match result {
+        Err(_) => Outcome::Unknown,
+        Ok(Err(e)) if e.code == retried => Outcome::Unknown,
+        Ok(r) => outcome_of(r),
     }
 }
 
