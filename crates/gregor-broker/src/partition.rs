@@ -154,7 +154,8 @@ impl Partition {
             let appended = part.append_unit(records).await;
             drop(turn);
             let _ = written_tx.send(());
-            let (outcome, durable, end_offset) = appended?;
+            let (outcome, durable, end_offset, owed) = appended?;
+            crate::util::wait_simulated_disk(owed).await;
             let log = part.log.clone();
             blocking(move || log.await_durable(durable))
                 .await
@@ -169,11 +170,19 @@ impl Partition {
 
     /// Check, write and record under the producer-state lock. Returns the answer, when it may
     /// be given, and the offset after the written batch (`None` for a duplicate, whose
-    /// original's own task moves the high watermark).
+    /// original's own task moves the high watermark), and what a simulated slow disk owes.
     async fn append_unit(
         self: &Arc<Self>,
         records: bytes::Bytes,
-    ) -> Result<(ProduceOutcome, DurableToken, Option<i64>), ResponseError> {
+    ) -> Result<
+        (
+            ProduceOutcome,
+            DurableToken,
+            Option<i64>,
+            std::time::Duration,
+        ),
+        ResponseError,
+    > {
         let role = self.role();
         if !role.is_leader {
             return Err(ResponseError::NotLeaderOrFollower);
@@ -188,7 +197,7 @@ impl Partition {
                     log_append_time: -1,
                     log_start_offset: self.log.log_start_offset(),
                 };
-                return Ok((outcome, b.durable, None));
+                return Ok((outcome, b.durable, None, std::time::Duration::ZERO));
             }
             Check::Reject(e) => return Err(e),
             Check::Append => {}
@@ -196,7 +205,9 @@ impl Partition {
         let part = self.clone();
         let epoch = role.leader_epoch;
         let now = now_ms();
-        let (info, durable) = blocking(move || {
+        // Written under the producer lock: a simulated slow disk's delay is waited out by the
+        // caller after the lock is let go (`util::blocking_owing`).
+        let (written, owed) = crate::util::blocking_owing(move || {
             // Written only while still leading in this epoch (a role change waits for it).
             let replication = lock(&part.replication);
             match &*replication {
@@ -207,7 +218,8 @@ impl Partition {
                 .append_as_leader_deferred(&records, epoch, now)
                 .map_err(|e| log_error(&e))
         })
-        .await?;
+        .await;
+        let (info, durable) = written?;
         self.leo.send_replace(info.last_offset + 1);
         producers.record(
             &BatchHeader {
@@ -224,7 +236,7 @@ impl Partition {
             log_append_time: info.log_append_time.unwrap_or(-1),
             log_start_offset: info.log_start_offset,
         };
-        Ok((outcome, durable, Some(info.last_offset + 1)))
+        Ok((outcome, durable, Some(info.last_offset + 1), owed))
     }
 
     /// A receiver that changes whenever the log end offset moves (follower fetches wait on it).

@@ -122,6 +122,19 @@ pub fn now_ms() -> i64 {
 /// simulated time stands still meanwhile, and tasks interleave the same way on every run; the
 /// caller then waits, in simulated time, whatever the syncs of a simulated slow disk owe.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (v, owed) = blocking_owing(f).await;
+    wait_simulated_disk(owed).await;
+    v
+}
+
+/// [`blocking`] for a caller that holds an async lock: what a simulated slow disk's syncs owe
+/// is returned, for the caller to wait out ([`wait_simulated_disk`]) once it has let go of the
+/// lock. Under a simulation, file work runs inline on the simulation's one thread, so a task
+/// asleep while holding a lock that other file work takes with `blocking_lock` would stop the
+/// whole simulated world (zero outside a simulation).
+pub async fn blocking_owing<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> (T, std::time::Duration) {
     if SIMULATION.get().is_some() {
         let now = now_ms();
         let planted = PLANTED.with(|p| p.get());
@@ -130,20 +143,21 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
             PLANTED.with(|p| p.set(planted));
             (f(), gregor_log::take_simulated_delay())
         });
-        let (v, slow_disk) = match worker.join() {
+        return match worker.join() {
             Ok(done) => done,
             Err(panic) => std::panic::resume_unwind(panic),
         };
-        // A simulated slow disk: the syncs the work ran owe this much simulated time, which
-        // the caller waits out before it sees the result.
-        if !slow_disk.is_zero() {
-            tokio::time::sleep(slow_disk).await;
-        }
-        return v;
     }
     match tokio::task::spawn_blocking(f).await {
-        Ok(v) => v,
+        Ok(v) => (v, std::time::Duration::ZERO),
         Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// Waits out, in the runtime's (simulated) time, what a simulated slow disk's syncs owe.
+pub async fn wait_simulated_disk(owed: std::time::Duration) {
+    if !owed.is_zero() {
+        tokio::time::sleep(owed).await;
     }
 }
 

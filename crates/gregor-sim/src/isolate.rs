@@ -25,6 +25,11 @@ pub enum ChildError {
         seed: u64,
         status: std::process::ExitStatus,
     },
+    #[error(
+        "seed {seed}: the child process made no progress for {secs} s of real time and was \
+         killed (a hang: replay it with --seed {seed} and attach a debugger)"
+    )]
+    Hung { seed: u64, secs: u64 },
     #[error("seed {seed}: unreadable outcome from the child process: {source}")]
     Unreadable {
         seed: u64,
@@ -65,24 +70,56 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
     args
 }
 
+/// A seed takes seconds of real time; one still running after this long is stuck (a deadlock
+/// of the simulated world's one thread stops simulated time too, so no simulated bound fires).
+pub const CHILD_REAL_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Runs one seed in a child process of the simulator binary `exe`.
 pub fn run_seed_in_child(exe: &Path, options: SimOptions) -> Result<Outcome, ChildError> {
     // The child's logs (RUST_LOG) go where this process's go.
-    let out = Command::new(exe)
+    let spawn_error = |source| ChildError::Spawn {
+        exe: exe.display().to_string(),
+        source,
+    };
+    let mut child = Command::new(exe)
         .args(child_args(&options))
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
-        .output()
-        .map_err(|source| ChildError::Spawn {
-            exe: exe.display().to_string(),
-            source,
-        })?;
-    if !out.status.success() {
+        .spawn()
+        .map_err(spawn_error)?;
+    // Read the outcome while the child runs (a long trace would fill the pipe).
+    let mut stdout = child.stdout.take().expect("stdout was piped");
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut bytes).map(|_| bytes)
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(spawn_error)? {
+            break status;
+        }
+        if started.elapsed() > CHILD_REAL_TIME_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(ChildError::Hung {
+                seed: options.seed,
+                secs: CHILD_REAL_TIME_LIMIT.as_secs(),
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let stdout = match reader.join() {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => return Err(spawn_error(e)),
+        Err(panic) => std::panic::resume_unwind(panic),
+    };
+    if !status.success() {
         return Err(ChildError::Failed {
             seed: options.seed,
-            status: out.status,
+            status,
         });
     }
-    serde_json::from_slice(&out.stdout).map_err(|source| ChildError::Unreadable {
+    serde_json::from_slice(&stdout).map_err(|source| ChildError::Unreadable {
         seed: options.seed,
         source,
     })
