@@ -56,6 +56,7 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
         (options.clock_jumps, "--clock-jumps"),
         (options.cascading_crashes, "--cascading-crashes"),
         (options.topic_admin, "--topic-admin"),
+        (options.splits, "--splits"),
     ];
     args.extend(
         flags

@@ -86,6 +86,11 @@ struct Args {
     /// each partition.
     #[arg(long)]
     topic_admin: bool,
+    /// With --replication: after the other faults, one or two splits of the cluster in two
+    /// (two against three on five nodes), sometimes with the clients cut off from the smaller
+    /// side.
+    #[arg(long)]
+    splits: bool,
     /// Seeds run at the same time, each in a process of its own (default: the number of CPUs).
     #[arg(long)]
     jobs: Option<usize>,
@@ -132,6 +137,7 @@ fn main() -> Result<()> {
             clock_jumps: args.clock_jumps,
             cascading_crashes: args.cascading_crashes,
             topic_admin: args.topic_admin,
+            splits: args.splits,
         });
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(());
@@ -151,6 +157,7 @@ fn main() -> Result<()> {
             clock_jumps: args.clock_jumps,
             cascading_crashes: args.cascading_crashes,
             topic_admin: args.topic_admin,
+            splits: args.splits,
         });
         report(&args, &mut outcome);
         if !outcome.passed() {
@@ -171,6 +178,7 @@ fn main() -> Result<()> {
             clock_jumps: args.clock_jumps,
             cascading_crashes: args.cascading_crashes,
             topic_admin: args.topic_admin,
+            splits: args.splits,
         })
         .collect();
     let exe = std::env::current_exe().context("locating the gregor-sim binary")?;

@@ -110,6 +110,9 @@ pub struct SimOptions {
     /// Replicated runs: side topics created, grown and deleted, and unclean elections of
     /// their partitions, while the faults run (see `topics.rs`).
     pub topic_admin: bool,
+    /// Replicated runs: the cluster split in two, after the other faults (see
+    /// [`Scenario::with_splits`]).
+    pub splits: bool,
 }
 
 /// The brokers' wall clock: simulated time after a fixed epoch.
@@ -386,6 +389,7 @@ impl Driver<'_> {
             Fault::Outage { .. } => 0,
             Fault::OneWay { from, .. } => self.observer.resolve(from),
             Fault::Delay { a, .. } => self.observer.resolve(a),
+            Fault::Split { ref side, .. } => side.first().copied().unwrap_or(0),
             Fault::Cascade { partition, .. } => self
                 .observer
                 .partition_leader(crate::data::TOPIC, partition)
@@ -444,6 +448,10 @@ impl Driver<'_> {
                 self.sim.crash(ha.as_str());
                 self.registry.borrow_mut().forget(a);
             }
+            Fault::Split {
+                ref side,
+                client_cut,
+            } => self.split(side, client_cut, true),
             _ => {}
         }
         let what = match e.fault {
@@ -458,6 +466,13 @@ impl Driver<'_> {
             Fault::SyncFails { .. } => format!("every fsync of n{a} fails"),
             Fault::SlowDisk { sync_ms, .. } => format!("every fsync of n{a} takes {sync_ms}ms"),
             Fault::ClockJump { by_ms, .. } => format!("clock of n{a} jumps {by_ms:+}ms"),
+            Fault::Split {
+                ref side,
+                client_cut,
+            } => format!(
+                "split {side:?} from the other nodes{}",
+                if client_cut { " and the clients" } else { "" }
+            ),
             Fault::Cascade {
                 partition,
                 delay_ms,
@@ -492,6 +507,28 @@ impl Driver<'_> {
             a,
             b,
             cascade,
+        }
+    }
+
+    /// Cuts (or repairs) every link between `side` and the other nodes, and the clients' links
+    /// to `side` with `client_cut`.
+    fn split(&mut self, side: &[usize], client_cut: bool, cut: bool) {
+        let others: Vec<usize> = (0..self.scenario.nodes)
+            .filter(|n| !side.contains(n))
+            .collect();
+        for &a in side {
+            let ha = host_name(a);
+            let mut peers: Vec<String> = others.iter().map(|&b| host_name(b)).collect();
+            if client_cut {
+                peers.push("client".to_string());
+            }
+            for hb in peers {
+                if cut {
+                    self.sim.partition(ha.as_str(), hb.as_str());
+                } else {
+                    self.sim.repair(ha.as_str(), hb.as_str());
+                }
+            }
         }
     }
 
@@ -604,6 +641,10 @@ impl Driver<'_> {
             Fault::ClockJump { by_ms, .. } => {
                 self.clock_skews[f.a].fetch_sub(by_ms, Ordering::SeqCst);
             }
+            Fault::Split {
+                ref side,
+                client_cut,
+            } => self.split(side, client_cut, false),
             Fault::Cascade { .. } => {
                 self.sim.bounce(ha.as_str());
                 if let Some(n) = f.cascade.as_ref().and_then(|c| c.crashed) {
@@ -973,6 +1014,9 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     }
     if options.cascading_crashes {
         scenario = scenario.with_cascading_crashes(crate::data::PARTITIONS);
+    }
+    if options.splits {
+        scenario = scenario.with_splits();
     }
     let clock_skews: Vec<Arc<AtomicI64>> = (0..scenario.nodes)
         .map(|_| Arc::new(AtomicI64::new(0)))

@@ -48,6 +48,11 @@ pub enum Fault {
     /// Both restart when the episode ends. With RF 3 and `min.insync.replicas=2` the last
     /// in-sync replica must hold every acknowledged record.
     Cascade { partition: i32, delay_ms: u64 },
+    /// The cluster splits in two (`--splits` runs): the nodes in `side` reach one another but
+    /// none of the others, both ways (on five nodes two against three, so the quorum may sit on
+    /// either side; on three nodes one against two). With `client_cut`, the clients reach only
+    /// the other side too.
+    Split { side: Vec<usize>, client_cut: bool },
 }
 
 /// A node chosen by index, or whichever node leads when the episode starts.
@@ -310,6 +315,36 @@ impl Scenario {
                 fault,
             });
             self.faults_end_ms = start_ms + 6_000 + duration_ms;
+        }
+        self
+    }
+
+    /// The same scenario with one or two splits of the cluster in two (`--splits`) after the
+    /// other faults, 0.5-3 s each. Drawn from a stream of their own.
+    pub fn with_splits(mut self) -> Scenario {
+        let mut rng = SplitMix64::new(self.seed ^ 0x5911_7511_5911_7511);
+        for _ in 0..1 + rng.next_below(2) {
+            let start_ms = self.faults_end_ms + rng.next_below(800) as u64;
+            let duration_ms = 500 + rng.next_below(2_500) as u64;
+            let mut nodes: Vec<usize> = (0..self.nodes).collect();
+            for i in (1..nodes.len()).rev() {
+                let j = rng.next_below(i + 1);
+                nodes.swap(i, j);
+            }
+            // The smaller side: one of three, or one or two of five.
+            let size = 1 + rng.next_below(self.nodes.saturating_sub(1) / 2);
+            let mut side: Vec<usize> = nodes[..size].to_vec();
+            side.sort_unstable();
+            let fault = Fault::Split {
+                side,
+                client_cut: rng.next_below(2) == 0,
+            };
+            self.episodes.push(Episode {
+                start_ms,
+                duration_ms,
+                fault,
+            });
+            self.faults_end_ms = start_ms + duration_ms;
         }
         self
     }
