@@ -102,7 +102,13 @@ class Browser:
                 "--virtual-time-budget=6000", *extra, url]
         if os.geteuid() == 0:
             argv.insert(1, "--no-sandbox")  # Chromium's sandbox refuses to run as root
-        out = subprocess.run(argv, capture_output=True, timeout=timeout, cwd=self.workdir)
+        # The browser itself crashing on a signal (seen once in a loaded CI run: SIGSEGV, the
+        # same page fine when loaded again) says nothing about the console: load it again,
+        # twice at most. A non-zero exit is a failure at once.
+        for _ in range(3):
+            out = subprocess.run(argv, capture_output=True, timeout=timeout, cwd=self.workdir)
+            if out.returncode >= 0:
+                break
         assert out.returncode == 0, f"chromium failed ({out.returncode}): {out.stderr[-2000:]!r}"
         return out.stdout.decode()
 
