@@ -263,6 +263,17 @@ impl Scenario {
         self
     }
 
+    /// Appends an episode after every other one; the faults end when it does (plus `wait_ms`
+    /// it may take before its own duration starts).
+    fn push_last(&mut self, start_ms: u64, duration_ms: u64, fault: Fault, wait_ms: u64) {
+        self.episodes.push(Episode {
+            start_ms,
+            duration_ms,
+            fault,
+        });
+        self.faults_end_ms = start_ms + wait_ms + duration_ms;
+    }
+
     /// The same scenario with one or two disk-fault episodes after the others (`--disk-faults`):
     /// a full disk or failing fsyncs on one node. Drawn from a stream of their own, so the
     /// rest of the scenario is the one the seed gives without them.
@@ -284,12 +295,7 @@ impl Scenario {
             } else {
                 Fault::SyncFails { node }
             };
-            self.episodes.push(Episode {
-                start_ms,
-                duration_ms,
-                fault,
-            });
-            self.faults_end_ms = start_ms + duration_ms;
+            self.push_last(start_ms, duration_ms, fault, 0);
         }
         self
     }
@@ -309,12 +315,7 @@ impl Scenario {
                 partition: rng.next_below(partitions.max(1) as usize) as i32,
                 delay_ms: rng.next_below(61) as u64,
             };
-            self.episodes.push(Episode {
-                start_ms,
-                duration_ms,
-                fault,
-            });
-            self.faults_end_ms = start_ms + 6_000 + duration_ms;
+            self.push_last(start_ms, duration_ms, fault, 6_000);
         }
         self
     }
@@ -339,12 +340,7 @@ impl Scenario {
                 side,
                 client_cut: rng.next_below(2) == 0,
             };
-            self.episodes.push(Episode {
-                start_ms,
-                duration_ms,
-                fault,
-            });
-            self.faults_end_ms = start_ms + duration_ms;
+            self.push_last(start_ms, duration_ms, fault, 0);
         }
         self
     }
