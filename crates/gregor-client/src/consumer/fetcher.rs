@@ -58,6 +58,8 @@ pub(super) struct Fetcher {
     /// Partitions whose last answer was an error (such as NOT_LEADER_OR_FOLLOWER): not
     /// fetched again before this time, while metadata is refreshed.
     partition_backoff_until: HashMap<TopicPartition, u64>,
+    /// Each partition's high watermark in its last answer.
+    high_watermarks: HashMap<TopicPartition, i64>,
     /// Records fetched and not yet returned.
     pub(super) buffer: prefetch::Buffer,
     /// Some partition has no known leader, or a Fetch failed: refresh metadata.
@@ -220,6 +222,9 @@ impl Consumer {
         let mut leaderless = false;
         // Partitions in the Fetch in flight to another broker (after a leader change).
         let mut in_flight: Option<HashSet<&TopicPartition>> = None;
+        // Brokers with a partition still behind its high watermark but not fetchable now
+        // (enough of it buffered).
+        let mut waiting_on: HashSet<i32> = HashSet::new();
         for (tp, s) in &self.assigned {
             let (Some(position), false, false) = (s.position, s.paused, s.reset) else {
                 continue;
@@ -243,14 +248,31 @@ impl Consumer {
                 continue;
             }
             wire.insert(tp.clone(), (topic_id, epoch));
-            candidates.push(Fetchable {
+            let c = Fetchable {
                 tp: tp.clone(),
                 leader,
                 offset: fetcher.buffer.end(tp).unwrap_or(position),
                 buffered: fetcher.buffer.partition_bytes(tp),
-            });
+            };
+            if c.buffered >= limits.partition_max
+                && !prefetch::caught_up(&c, fetcher.high_watermarks.get(tp).copied())
+            {
+                waiting_on.insert(leader);
+            }
+            candidates.push(c);
         }
-        let planned = prefetch::plan(candidates, load, limits);
+        let mut planned = prefetch::plan(candidates, load, limits);
+        // A Fetch naming only partitions already read to their high watermark would be parked
+        // by the broker for `fetch.max.wait.ms`, holding back a partition of the same broker
+        // that still has data to read and becomes fetchable as soon as its buffer is used up:
+        // wait for that one and fetch them together.
+        planned.retain(|p| {
+            !waiting_on.contains(&p.broker)
+                || !p
+                    .partitions
+                    .iter()
+                    .all(|f| prefetch::caught_up(f, fetcher.high_watermarks.get(&f.tp).copied()))
+        });
         if leaderless {
             self.fetcher.needs_metadata = true;
         }
@@ -339,6 +361,9 @@ impl Consumer {
             }
             match result {
                 Ok(f) => {
+                    self.fetcher
+                        .high_watermarks
+                        .insert(tp.clone(), f.raw.high_watermark);
                     let Some(next_offset) = f.raw.next_offset.filter(|n| *n > asked) else {
                         // Nothing complete at or after the offset yet.
                         continue;

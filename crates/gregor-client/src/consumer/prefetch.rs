@@ -89,6 +89,12 @@ pub fn plan(
         .collect()
 }
 
+/// Whether a partition's next Fetch would start at or past its last known high watermark
+/// (nothing to read there now); unknown: not caught up.
+pub fn caught_up(f: &Fetchable, high_watermark: Option<i64>) -> bool {
+    high_watermark.is_some_and(|hw| f.offset >= hw)
+}
+
 /// Whether a broker may get a Fetch now: none in flight, not backing off, at most half of
 /// `fetch.max.bytes` buffered from it (so Fetches stay large rather than one per partition
 /// consumed), and room for at least `min(max.partition.fetch.bytes, fetch.max.bytes)`.

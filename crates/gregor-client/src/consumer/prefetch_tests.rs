@@ -339,3 +339,12 @@ fn undecoded_chunks_are_never_taken_or_skipped_and_decode_failures_are_reported(
     );
     assert!(b.is_empty());
 }
+
+#[test]
+fn a_partition_is_caught_up_only_at_or_past_a_known_high_watermark() {
+    let c = cand(0, 1, 50, 0);
+    assert!(!caught_up(&c, None));
+    assert!(!caught_up(&c, Some(51)));
+    assert!(caught_up(&c, Some(50)));
+    assert!(caught_up(&c, Some(40)));
+}
