@@ -76,6 +76,10 @@ pub struct ConsumerFigure {
     pub ratio_to_loopback: f64,
     /// Broker CPU seconds (user + system) per GB read; `None` without `--broker-pid`.
     pub broker_cpu_s_per_gb: Option<f64>,
+    /// The consumer's own CPU seconds (user + system) per GB read: kcat's from this process's
+    /// reaped children (`cutime` + `cstime`), the Gregor client's from this process while it
+    /// consumes (group join and close included; nothing else runs in the process then).
+    pub client_cpu_s_per_gb: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -107,15 +111,27 @@ fn validate(a: &ConsumeArgs) -> Result<()> {
 fn cpu_seconds(pid: u32, ticks_per_s: f64) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .with_context(|| format!("--broker-pid {pid}"))?;
+    stat_cpu(&stat, 11, ticks_per_s)
+}
+
+/// This process's CPU seconds so far: its own, or with `children` its reaped children's.
+fn self_cpu_seconds(children: bool, ticks_per_s: f64) -> Result<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").context("/proc/self/stat")?;
+    stat_cpu(&stat, if children { 13 } else { 11 }, ticks_per_s)
+}
+
+/// Fields `at` and `at + 1` of a `/proc/<pid>/stat` line, counted from field 3, in seconds.
+fn stat_cpu(stat: &str, at: usize, ticks_per_s: f64) -> Result<f64> {
     // The command name (field 2) may hold spaces; the fields after it start past its ')'.
     let rest = stat
         .rsplit_once(')')
         .map(|(_, r)| r)
         .context("unexpected /proc stat format")?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // `rest` starts at field 3 (state): utime is field 14, stime 15.
-    let utime: f64 = fields.get(11).context("no utime")?.parse()?;
-    let stime: f64 = fields.get(12).context("no stime")?.parse()?;
+    // `rest` starts at field 3 (state): utime is field 14, stime 15 (at 11), cutime 16 and
+    // cstime 17 (at 13).
+    let utime: f64 = fields.get(at).context("no utime")?.parse()?;
+    let stime: f64 = fields.get(at + 1).context("no stime")?.parse()?;
     Ok((utime + stime) / ticks_per_s)
 }
 
@@ -277,6 +293,7 @@ fn figure(
     seconds: f64,
     loopback: f64,
     cpu: Option<f64>,
+    client_cpu: Option<f64>,
 ) -> ConsumerFigure {
     let mb_per_s = bytes as f64 / 1e6 / seconds.max(1e-9);
     ConsumerFigure {
@@ -285,6 +302,7 @@ fn figure(
         mb_per_s,
         ratio_to_loopback: mb_per_s / loopback.max(1e-9),
         broker_cpu_s_per_gb: cpu.map(|c| c / (bytes as f64 / 1e9)),
+        client_cpu_s_per_gb: client_cpu.map(|c| c / (bytes as f64 / 1e9)),
     }
 }
 
@@ -326,14 +344,24 @@ async fn case(
         None
     } else {
         let before = cpu(a.broker_pid)?;
+        let children = self_cpu_seconds(true, ticks).ok();
         let secs = kcat(a, &topic, records).await?;
         let used = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
-        Some(figure(records, bytes, secs, loop_mb, used))
+        let client = self_cpu_seconds(true, ticks)
+            .ok()
+            .zip(children)
+            .map(|(after, b)| after - b);
+        Some(figure(records, bytes, secs, loop_mb, used, client))
     };
     let before = cpu(a.broker_pid)?;
+    let own = self_cpu_seconds(false, ticks).ok();
     let (secs, join) = gregor_consume(a, &topic, records).await?;
     let used = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
-    let gregor = figure(records, bytes, secs, loop_mb, used);
+    let client = self_cpu_seconds(false, ticks)
+        .ok()
+        .zip(own)
+        .map(|(after, b)| after - b);
+    let gregor = figure(records, bytes, secs, loop_mb, used, client);
     if let Err(e) = admin
         .delete_topics(std::slice::from_ref(&topic), 30_000)
         .await
@@ -377,8 +405,11 @@ fn render_figure(name: &str, f: &ConsumerFigure) -> String {
     let cpu = f
         .broker_cpu_s_per_gb
         .map_or(String::new(), |c| format!(", broker CPU {c:.2} s/GB"));
+    let client = f
+        .client_cpu_s_per_gb
+        .map_or(String::new(), |c| format!(", client CPU {c:.2} s/GB"));
     format!(
-        "  {name:<11} {:>8.1} MB/s  {:.2} of loopback{cpu}\n",
+        "  {name:<11} {:>8.1} MB/s  {:.2} of loopback{cpu}{client}\n",
         f.mb_per_s, f.ratio_to_loopback
     )
 }

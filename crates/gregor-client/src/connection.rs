@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ApiVersionsRequest;
 use kafka_protocol::protocol::{Message, Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -497,6 +497,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
     pending: Arc<Mutex<Pending>>,
     label: String,
 ) {
+    let mut buffers = FrameBuffers::default();
     let reason = loop {
         let size = match socket.read_i32().await {
             Ok(size) => size,
@@ -509,17 +510,17 @@ async fn read_loop<R: AsyncRead + Unpin>(
             Ok(len) => len,
             Err(reason) => break reason,
         };
-        let mut frame = vec![0u8; len];
-        if let Err(e) = socket.read_exact(&mut frame).await {
-            break format!("read failed mid-response: {e}");
-        }
+        let frame = match read_body(&mut socket, len, &mut buffers).await {
+            Ok(frame) => frame,
+            Err(e) => break format!("read failed mid-response: {e}"),
+        };
         let Some(correlation_id) = codec::response_correlation_id(&frame) else {
             break "response shorter than its header".to_string();
         };
         let waiter = lock(&pending).waiters.remove(&correlation_id);
         match waiter {
             Some(w) => {
-                let _ = w.send(Ok(Bytes::from(frame)));
+                let _ = w.send(Ok(frame));
             }
             // A request whose caller timed out; its late answer has nowhere to go.
             None => {
@@ -529,6 +530,70 @@ async fn read_loop<R: AsyncRead + Unpin>(
     };
     tracing::debug!(broker = %label, %reason, "connection closed");
     lock(&pending).close(reason);
+}
+
+/// Frames at least this large are read into a pooled buffer; smaller ones (metadata, group
+/// and admin answers, which may be kept for long) get their own allocation.
+const POOLED_FRAME_MIN: usize = 64 * 1024;
+/// Buffers a connection keeps for large frames. Two cover a consumer's steady state (the
+/// answer being read while the previous one is consumed); the memory kept is at most this
+/// many of the largest frames read (Fetch answers, within `fetch.max.bytes`).
+const POOLED_BUFFERS: usize = 2;
+
+/// The reader's reusable buffers for large frames. A frame is handed out as `Bytes` sharing its
+/// buffer's allocation; once every slice of it is dropped (the consumer returned and the
+/// application dropped its records), the allocation is reclaimed for a later frame instead of
+/// being freed and a fresh one faulted in page by page.
+#[derive(Default)]
+struct FrameBuffers {
+    pool: Vec<BytesMut>,
+}
+
+impl FrameBuffers {
+    /// An empty buffer with room for `len` bytes.
+    fn take(&mut self, len: usize) -> BytesMut {
+        if len >= POOLED_FRAME_MIN {
+            if let Some(i) = self
+                .pool
+                .iter_mut()
+                .position(|b| b.capacity() >= len || b.try_reclaim(len))
+            {
+                return self.pool.remove(i);
+            }
+        }
+        BytesMut::with_capacity(len)
+    }
+
+    /// Keeps what is left of a buffer a large frame was split from, the oldest dropped first.
+    fn keep(&mut self, rest: BytesMut, len: usize) {
+        if len >= POOLED_FRAME_MIN {
+            self.pool.push(rest);
+            if self.pool.len() > POOLED_BUFFERS {
+                self.pool.remove(0);
+            }
+        }
+    }
+}
+
+/// Reads a frame body of `len` bytes (already checked against [`codec::MAX_RESPONSE_BYTES`])
+/// straight from the socket into uninitialised capacity (no zeroing pass over a buffer the
+/// socket is about to fill), in a reused buffer when one is free ([`FrameBuffers`]). The frame
+/// is handed over as `Bytes`, so the records decoded from it are slices of it, not copies.
+async fn read_body<R: AsyncRead + Unpin>(
+    socket: &mut R,
+    len: usize,
+    buffers: &mut FrameBuffers,
+) -> std::io::Result<Bytes> {
+    let mut buf = buffers.take(len);
+    while buf.len() < len {
+        let want = len - buf.len();
+        if socket.read_buf(&mut (&mut buf).limit(want)).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    let frame = buf.split().freeze();
+    buffers.keep(buf, len);
+    Ok(frame)
 }
 
 #[cfg(test)]
@@ -647,5 +712,57 @@ mod tests {
             .err()
             .expect("closed connection refuses");
         assert!(matches!(err, Error::Disconnected { .. }), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod frame_tests {
+    use super::*;
+
+    /// Writes frames of the given sizes (each filled with its index) to one end of a pipe.
+    async fn frames_over_a_pipe(sizes: &[usize]) -> tokio::io::DuplexStream {
+        let (mut tx, rx) = tokio::io::duplex(1 << 16);
+        let sizes = sizes.to_vec();
+        tokio::spawn(async move {
+            for (i, n) in sizes.into_iter().enumerate() {
+                tx.write_all(&vec![i as u8; n]).await.expect("pipe");
+            }
+        });
+        rx
+    }
+
+    #[tokio::test]
+    async fn large_frames_reuse_a_buffer_once_every_slice_of_it_is_dropped() {
+        let big = POOLED_FRAME_MIN * 2;
+        let sizes = [big, big, big, big / 2, 100, big];
+        let mut rx = frames_over_a_pipe(&sizes).await;
+        let mut buffers = FrameBuffers::default();
+        let f0 = read_body(&mut rx, big, &mut buffers).await.unwrap();
+        let f1 = read_body(&mut rx, big, &mut buffers).await.unwrap();
+        assert!(f0.iter().all(|b| *b == 0) && f1.iter().all(|b| *b == 1));
+        let (at0, at1) = (f0.as_ptr(), f1.as_ptr());
+        // A slice of frame 0 outlives it (a record's value): nothing is reclaimed yet.
+        let value = f0.slice(10..20);
+        drop(f0);
+        let f2 = read_body(&mut rx, big, &mut buffers).await.unwrap();
+        assert_ne!(f2.as_ptr(), at0);
+        assert!(f2.iter().all(|b| *b == 2));
+        assert!(buffers.pool.len() <= POOLED_BUFFERS);
+        drop((value, f1, f2));
+        // Everything dropped: the next large frame lands in an allocation read into before.
+        let f3 = read_body(&mut rx, big / 2, &mut buffers).await.unwrap();
+        assert!(f3.iter().all(|b| *b == 3));
+        assert_eq!(f3.as_ptr(), at1, "frame 1's allocation was reclaimed");
+        // A small frame gets its own allocation and leaves the pool alone.
+        let pooled = buffers.pool.len();
+        let f4 = read_body(&mut rx, 100, &mut buffers).await.unwrap();
+        assert_eq!((f4.len(), buffers.pool.len()), (100, pooled));
+        let f5 = read_body(&mut rx, big, &mut buffers).await.unwrap();
+        assert!(f5.iter().all(|b| *b == 5));
+        // The stream ends: a frame cut short is an error, not a short frame.
+        drop(rx);
+        let mut rx = frames_over_a_pipe(&[10]).await;
+        let err = read_body(&mut rx, 20, &mut buffers).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
     }
 }

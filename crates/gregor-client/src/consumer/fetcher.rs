@@ -1,8 +1,10 @@
 //! Fetches in flight: one Fetch per broker at a time, each broker on its own (a slow or
 //! parked leader holds back no other), sent whenever [`prefetch::plan`] allows, including
 //! right before `poll` returns records so the next ones are on the wire while the application
-//! works. A Fetch runs in its own task, which also decodes the answer; `poll` collects the
-//! answers that have landed, keeps those still current ([`prefetch::is_current`]) in the
+//! works. A Fetch runs in its own task, which splits the answer by partition and, on a
+//! multi-thread runtime, decodes it too (on a current-thread runtime `poll` decodes an answer
+//! after it has sent the next Fetch, so the broker works on that one meanwhile); `poll`
+//! collects the answers that have landed, keeps those still current ([`prefetch::is_current`]) in the
 //! [`Buffer`] and returns records from it.
 //!
 //! Each broker's fetch session (KIP-227) moves into the task of the Fetch in flight to that
@@ -14,7 +16,7 @@ use std::time::Duration;
 use kafka_protocol::messages::FetchRequest;
 use tokio::task::{Id, JoinError, JoinSet};
 
-use super::fetch::{self, FetchTarget, FetchedPartition};
+use super::fetch::{self, FetchTarget, RawPartition};
 use super::prefetch::{self, BrokerLoad, ByteLimits, Chunk, Fetchable, Now, Positions};
 use super::{Consumer, ConsumerRecord, PartitionState};
 use crate::client::{Client, Target};
@@ -22,15 +24,18 @@ use crate::error::{KafkaCode, KafkaError, Result};
 use crate::fetch_session::FetchSession;
 use crate::types::TopicPartition;
 
-type Parsed = std::result::Result<
-    Vec<(
-        TopicPartition,
-        std::result::Result<FetchedPartition, KafkaError>,
-    )>,
-    KafkaError,
->;
+type Parsed =
+    std::result::Result<Vec<(TopicPartition, std::result::Result<Answer, KafkaError>)>, KafkaError>;
 
-/// A Fetch answer (or its failure), decoded, with what was asked.
+/// One partition's answer as its Fetch task hands it over.
+struct Answer {
+    raw: RawPartition,
+    /// Its records, when the task decoded them (on a multi-thread runtime, where the task runs
+    /// beside the application); `None`: decoded in `poll` once the next Fetch is out.
+    decoded: Option<Vec<ConsumerRecord>>,
+}
+
+/// A Fetch answer (or its failure), its record batches not yet decoded, with what was asked.
 struct Landed {
     broker: i32,
     session: FetchSession,
@@ -53,6 +58,8 @@ pub(super) struct Fetcher {
     /// Partitions whose last answer was an error (such as NOT_LEADER_OR_FOLLOWER): not
     /// fetched again before this time, while metadata is refreshed.
     partition_backoff_until: HashMap<TopicPartition, u64>,
+    /// Each partition's high watermark in its last answer.
+    high_watermarks: HashMap<TopicPartition, i64>,
     /// Records fetched and not yet returned.
     pub(super) buffer: prefetch::Buffer,
     /// Some partition has no known leader, or a Fetch failed: refresh metadata.
@@ -100,6 +107,11 @@ impl Consumer {
         }
     }
 
+    /// Some Fetch awaits its answer.
+    pub(super) fn fetch_in_flight(&self) -> bool {
+        !self.fetcher.busy.is_empty()
+    }
+
     /// Up to `max.poll.records` buffered records, moving positions past them.
     pub(super) fn take_buffered(&mut self) -> Vec<ConsumerRecord> {
         self.fetcher
@@ -137,6 +149,33 @@ impl Consumer {
                 tracing::debug!(error = %e, "metadata refresh for fetching failed");
             }
             self.send_fetches();
+        }
+        self.decode_landed().await;
+    }
+
+    /// Decodes the answers buffered undecoded. The Fetches that follow them were sent first;
+    /// on a current-thread runtime the connection's writer only puts them on the wire when
+    /// this task waits, so it yields once before decoding: the broker then prepares the next
+    /// answer while this one is decoded. A partition whose batches do not decode is handled
+    /// as a partition error (its buffer dropped, fetched again after `retry.backoff.ms`).
+    async fn decode_landed(&mut self) {
+        if !self.fetcher.buffer.has_undecoded() {
+            return;
+        }
+        if self.fetch_in_flight() {
+            tokio::task::yield_now().await;
+        }
+        let failed = self.fetcher.buffer.decode_pending(|tp, batches, asked| {
+            fetch::decode_records(tp, batches, asked)
+                .map(|(records, _)| records)
+                .map_err(|reason| fetch::corrupt(tp, reason))
+        });
+        for (tp, e) in failed {
+            tracing::debug!(topic = %tp.topic, partition = tp.partition, error = %e, "fetched batches do not decode");
+            self.drop_buffered(&tp);
+            let until = self.now() + super::millis(self.settings.retry_backoff);
+            self.fetcher.partition_backoff_until.insert(tp, until);
+            self.fetcher.needs_metadata = true;
         }
     }
 
@@ -183,6 +222,9 @@ impl Consumer {
         let mut leaderless = false;
         // Partitions in the Fetch in flight to another broker (after a leader change).
         let mut in_flight: Option<HashSet<&TopicPartition>> = None;
+        // Brokers with a partition still behind its high watermark but not fetchable now
+        // (enough of it buffered).
+        let mut waiting_on: HashSet<i32> = HashSet::new();
         for (tp, s) in &self.assigned {
             let (Some(position), false, false) = (s.position, s.paused, s.reset) else {
                 continue;
@@ -206,14 +248,31 @@ impl Consumer {
                 continue;
             }
             wire.insert(tp.clone(), (topic_id, epoch));
-            candidates.push(Fetchable {
+            let c = Fetchable {
                 tp: tp.clone(),
                 leader,
                 offset: fetcher.buffer.end(tp).unwrap_or(position),
                 buffered: fetcher.buffer.partition_bytes(tp),
-            });
+            };
+            if c.buffered >= limits.partition_max
+                && !prefetch::caught_up(&c, fetcher.high_watermarks.get(tp).copied())
+            {
+                waiting_on.insert(leader);
+            }
+            candidates.push(c);
         }
-        let planned = prefetch::plan(candidates, load, limits);
+        let mut planned = prefetch::plan(candidates, load, limits);
+        // A Fetch naming only partitions already read to their high watermark would be parked
+        // by the broker for `fetch.max.wait.ms`, holding back a partition of the same broker
+        // that still has data to read and becomes fetchable as soon as its buffer is used up:
+        // wait for that one and fetch them together.
+        planned.retain(|p| {
+            !waiting_on.contains(&p.broker)
+                || !p
+                    .partitions
+                    .iter()
+                    .all(|f| prefetch::caught_up(f, fetcher.high_watermarks.get(&f.tp).copied()))
+        });
         if leaderless {
             self.fetcher.needs_metadata = true;
         }
@@ -302,16 +361,25 @@ impl Consumer {
             }
             match result {
                 Ok(f) => {
-                    let Some(next_offset) = f.next_offset.filter(|n| *n > asked) else {
+                    self.fetcher
+                        .high_watermarks
+                        .insert(tp.clone(), f.raw.high_watermark);
+                    let Some(next_offset) = f.raw.next_offset.filter(|n| *n > asked) else {
                         // Nothing complete at or after the offset yet.
                         continue;
+                    };
+                    let bytes = f.raw.bytes();
+                    let (records, undecoded) = match f.decoded {
+                        Some(records) => (records.into(), None),
+                        None => (Default::default(), Some((f.raw.batches, asked))),
                     };
                     self.fetcher.buffer.push(Chunk {
                         tp,
                         broker: l.broker,
-                        records: f.records.into(),
+                        records,
+                        undecoded,
                         next_offset,
-                        bytes: f.bytes,
+                        bytes,
                     });
                 }
                 Err(e) if e.code == KafkaCode::OFFSET_OUT_OF_RANGE => {
@@ -339,7 +407,8 @@ impl Consumer {
     }
 }
 
-/// One Fetch to `broker` in its session; decodes the answer here, off the `poll` path.
+/// One Fetch to `broker` in its session; splits the answer by partition here, and decodes the
+/// record batches too on a multi-thread runtime (see [`Answer`]).
 async fn fetch_task(
     client: Client,
     rack: Option<String>,
@@ -360,7 +429,34 @@ async fn fetch_task(
         Ok((_, resp)) => session.on_response(resp),
         Err(_) => session.on_failure(),
     }
-    let outcome = sent.map(|(_, resp)| fetch::parse_fetch(resp, &targets));
+    // On a multi-thread runtime this task runs beside the application: decode here. On a
+    // current-thread one it would run before `poll` gets the answer and can send the next
+    // Fetch: leave the decoding to `poll`, after that Fetch is out.
+    let decode_here = tokio::runtime::Handle::current().runtime_flavor()
+        != tokio::runtime::RuntimeFlavor::CurrentThread;
+    let outcome = sent.map(|(_, resp)| {
+        fetch::parse_fetch_raw(resp, &targets).map(|parts| {
+            parts
+                .into_iter()
+                .map(|(tp, result)| {
+                    let answer = result.and_then(|raw| {
+                        if !decode_here {
+                            return Ok(Answer { raw, decoded: None });
+                        }
+                        let asked = targets.iter().find(|t| t.tp == tp).map_or(0, |t| t.offset);
+                        let records = fetch::decode_records(&tp, raw.batches.clone(), asked)
+                            .map_err(|reason| fetch::corrupt(&tp, reason))?
+                            .0;
+                        Ok(Answer {
+                            raw,
+                            decoded: Some(records),
+                        })
+                    });
+                    (tp, answer)
+                })
+                .collect()
+        })
+    });
     Landed {
         broker,
         session,

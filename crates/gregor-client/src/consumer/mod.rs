@@ -342,6 +342,13 @@ impl Consumer {
                 // Prefetch: partitions drained just now are fetched again while the
                 // application works on these records.
                 self.fetch_more().await;
+                if self.fetch_in_flight() {
+                    // On a current-thread runtime nothing else runs until this task waits:
+                    // let the connection's writer put the Fetch just sent on the wire and its
+                    // reader drain the answer arriving, or both would wait until the buffer is
+                    // empty and every Fetch would be a full round trip with nothing to overlap.
+                    tokio::task::yield_now().await;
+                }
                 return Ok(records);
             }
             let now = self.now();

@@ -17,6 +17,8 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use bytes::Bytes;
+
 use super::fetch::ConsumerRecord;
 use crate::types::TopicPartition;
 
@@ -87,6 +89,12 @@ pub fn plan(
         .collect()
 }
 
+/// Whether a partition's next Fetch would start at or past its last known high watermark
+/// (nothing to read there now); unknown: not caught up.
+pub fn caught_up(f: &Fetchable, high_watermark: Option<i64>) -> bool {
+    high_watermark.is_some_and(|hw| f.offset >= hw)
+}
+
 /// Whether a broker may get a Fetch now: none in flight, not backing off, at most half of
 /// `fetch.max.bytes` buffered from it (so Fetches stay large rather than one per partition
 /// consumed), and room for at least `min(max.partition.fetch.bytes, fetch.max.bytes)`.
@@ -127,6 +135,10 @@ pub struct Chunk {
     /// The broker it came from (its bytes count against that broker until returned).
     pub broker: i32,
     pub records: VecDeque<ConsumerRecord>,
+    /// The record batches as received and the offset they were asked from, until
+    /// [`Buffer::decode_pending`] turns them into `records` (answers are buffered first, so
+    /// that the partition's next Fetch goes out before they are decoded).
+    pub undecoded: Option<(Bytes, i64)>,
     /// The offset after the chunk's last batch (past control records too): the partition's
     /// position once every record of the chunk is returned, and where its next Fetch starts.
     pub next_offset: i64,
@@ -206,15 +218,47 @@ impl Buffer {
         *self = Buffer::default();
     }
 
+    /// Whether some chunk is still undecoded.
+    pub fn has_undecoded(&self) -> bool {
+        self.chunks.iter().any(|c| c.undecoded.is_some())
+    }
+
+    /// Decodes every undecoded chunk with `decode` (its partition, batches and the offset
+    /// asked). Returns the partitions whose batches failed to decode, with the reason; their
+    /// chunks stay empty until the caller drops the partition's buffer.
+    pub fn decode_pending<E>(
+        &mut self,
+        mut decode: impl FnMut(&TopicPartition, Bytes, i64) -> Result<Vec<ConsumerRecord>, E>,
+    ) -> Vec<(TopicPartition, E)> {
+        let mut failed = Vec::new();
+        for c in self.chunks.iter_mut() {
+            let Some((batches, asked)) = c.undecoded.take() else {
+                continue;
+            };
+            match decode(&c.tp, batches, asked) {
+                Ok(records) => c.records = records.into(),
+                Err(e) => failed.push((c.tp.clone(), e)),
+            }
+        }
+        failed
+    }
+
     /// Takes up to `max` records, oldest chunk first, moving the positions in `positions`;
     /// records before a partition's position are skipped, and a chunk of a partition without a
     /// returnable position is dropped.
     pub fn take(&mut self, max: usize, positions: &mut impl Positions) -> Vec<ConsumerRecord> {
-        let mut out = Vec::new();
+        // Sized once: growing by doubling moved every record several times per `poll`.
+        let held: usize = self.chunks.iter().map(|c| c.records.len()).sum();
+        let mut out = Vec::with_capacity(max.min(held));
         while out.len() < max {
             let Some(mut chunk) = self.chunks.pop_front() else {
                 break;
             };
+            if chunk.undecoded.is_some() {
+                // Not decoded yet (the caller decodes before taking): never skip past it.
+                self.chunks.push_front(chunk);
+                break;
+            }
             let Some(mut position) = positions.returnable(&chunk.tp) else {
                 self.used_up(&chunk);
                 continue;

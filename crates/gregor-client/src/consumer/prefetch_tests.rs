@@ -214,6 +214,7 @@ fn chunk(p: i32, broker: i32, offsets: std::ops::Range<i64>, next: i64, bytes: u
         tp: tp(p),
         broker,
         records: offsets.map(|o| record(p, o)).collect(),
+        undecoded: None,
         next_offset: next,
         bytes,
     }
@@ -292,4 +293,58 @@ fn records_before_the_position_are_skipped_and_control_records_move_it() {
     assert_eq!(offsets(&got), vec![(0, 2), (0, 3)]);
     assert_eq!(pos.at[&tp(0)], 9);
     assert!(b.is_empty());
+}
+
+#[test]
+fn undecoded_chunks_are_never_taken_or_skipped_and_decode_failures_are_reported() {
+    let mut b = Buffer::default();
+    let mut raw = chunk(0, 1, 0..0, 3, 30);
+    raw.undecoded = Some((Bytes::from_static(b"batches"), 0));
+    b.push(raw);
+    b.push(chunk(1, 1, 10..12, 12, 20));
+    let mut bad = chunk(2, 1, 0..0, 9, 10);
+    bad.undecoded = Some((Bytes::from_static(b"corrupt"), 4));
+    b.push(bad);
+    assert!(b.has_undecoded());
+    let mut pos = TestPositions::default();
+    for p in 0..3 {
+        pos.at.insert(tp(p), if p == 1 { 10 } else { 0 });
+    }
+    // The oldest chunk is not decoded yet: nothing is taken, no position moves past it.
+    assert!(b.take(10, &mut pos).is_empty());
+    assert_eq!(pos.at[&tp(0)], 0);
+
+    let mut seen = Vec::new();
+    let failed = b.decode_pending(|tp, batches, asked| {
+        seen.push((tp.partition, batches.clone(), asked));
+        if &batches[..] == b"corrupt" {
+            Err(format!("{tp}: bad"))
+        } else {
+            Ok((0..3).map(|o| record(tp.partition, o)).collect())
+        }
+    });
+    assert_eq!(failed, vec![(tp(2), "t-2: bad".to_string())]);
+    assert_eq!(seen.len(), 2);
+    assert_eq!((seen[1].0, seen[1].2), (2, 4));
+    assert!(!b.has_undecoded());
+    // Decoded once: a second pass does nothing.
+    assert!(b
+        .decode_pending(|_, _, _| Err::<Vec<ConsumerRecord>, _>("again"))
+        .is_empty());
+    b.drop_partition(&tp(2));
+    let all = b.take(10, &mut pos);
+    assert_eq!(
+        offsets(&all),
+        vec![(0, 0), (0, 1), (0, 2), (1, 10), (1, 11)]
+    );
+    assert!(b.is_empty());
+}
+
+#[test]
+fn a_partition_is_caught_up_only_at_or_past_a_known_high_watermark() {
+    let c = cand(0, 1, 50, 0);
+    assert!(!caught_up(&c, None));
+    assert!(!caught_up(&c, Some(51)));
+    assert!(caught_up(&c, Some(50)));
+    assert!(caught_up(&c, Some(40)));
 }
