@@ -136,6 +136,13 @@ pub(crate) struct Group {
     pub new_member_added: bool,
     /// Rebalances since this coordinator loaded the group.
     pub history: crate::history::RebalanceHistory,
+    /// The generation whose record is being written: its join phase is over, but its JoinGroup
+    /// responses wait until the record is durable, so that no coordinator can hand the same
+    /// generation number out again after a failover.
+    pub storing_generation: Option<i32>,
+    /// Loaded from a record of a generation whose assignment was never stored: the group must
+    /// rebalance before anyone can sync.
+    pub loaded_without_assignment: bool,
 }
 
 impl Group {
@@ -156,6 +163,8 @@ impl Group {
             num_awaiting_join: 0,
             new_member_added: false,
             history: Default::default(),
+            storing_generation: None,
+            loaded_without_assignment: false,
         }
     }
 
@@ -172,6 +181,7 @@ impl Group {
         tracing::debug!(group = %self.group_id, from = %self.state, to = %target, generation = self.generation_id, "group state transition");
         self.previous_state = self.state;
         self.state = target;
+        self.storing_generation = None;
         self.state_timestamp = Some(now_ms);
         self.record_rebalance_phase(now_ms);
     }

@@ -590,3 +590,94 @@ fn next_deadline_tracks_timers() {
     let (_a, _) = h.new_member(RANGE);
     assert_eq!(h.c.next_deadline(), Some(h.now + 3_000));
 }
+
+#[test]
+fn join_responses_wait_until_the_generation_is_stored() {
+    let mut h = H::new();
+    h.auto_append = false;
+    let (a, ja) = h.new_member(RANGE);
+    let (b, jb) = h.new_member(RANGE);
+    h.advance(6_000);
+    // The join phase is over, but nobody learns generation 1 before its record is durable.
+    assert_eq!(h.state(), GroupState::CompletingRebalance);
+    assert_eq!(h.generation(), 1);
+    assert!(!h.answered(ja) && !h.answered(jb));
+    assert_eq!(h.pending.len(), 1);
+    // A retried JoinGroup waits too; the request it replaces is told to retry.
+    let ja2 = h.join(&a, RANGE);
+    assert_eq!(
+        h.join_resp(ja).error,
+        Some(ResponseError::RebalanceInProgress)
+    );
+    assert!(!h.answered(ja2));
+    // The sessions do not run out while the record is written (the JoinGroups keep them alive).
+    h.advance(i64::from(SESSION) * 2);
+    assert_eq!(h.state(), GroupState::CompletingRebalance);
+    h.complete_append(Ok(()));
+    let (ra, rb) = (h.join_resp(ja2), h.join_resp(jb));
+    assert_eq!((ra.error, rb.error), (None, None));
+    assert_eq!((ra.generation_id, rb.generation_id), (1, 1));
+    assert_eq!(ra.leader, a);
+    assert_eq!(ra.members.len(), 2, "the leader gets the member list");
+    assert!(rb.members.is_empty());
+    // The stored record names the members but no leader and no assignment.
+    let stored = h.log.last().expect("the generation record");
+    let value = gregor_group::records::decode_group_metadata_value(
+        stored.value.as_deref().expect("a value"),
+    )
+    .expect("decodable");
+    assert_eq!(value.generation, 1);
+    assert_eq!(value.leader, None);
+    assert_eq!(value.members.len(), 2);
+    assert!(value.members.iter().all(|m| m.assignment.is_empty()));
+    let sa = h.sync(&a, 1, &[(&a, b"x"), (&b, b"y")]);
+    let sb = h.sync(&b, 1, &[]);
+    h.complete_append(Ok(()));
+    assert_eq!(h.sync_resp(sa).error, None);
+    assert_eq!(h.sync_resp(sb).assignment, b"y".to_vec());
+    assert_eq!(h.state(), GroupState::Stable);
+}
+
+#[test]
+fn a_generation_that_cannot_be_stored_is_never_handed_out() {
+    let mut h = H::new();
+    h.auto_append = false;
+    let (a, ja) = h.new_member(RANGE);
+    let (b, jb) = h.new_member(RANGE);
+    h.advance(6_000);
+    h.complete_append(Err(ResponseError::NotLeaderOrFollower));
+    // The members are sent to find the coordinator again; nobody heard of generation 1.
+    assert_eq!(h.join_resp(ja).error, Some(ResponseError::NotCoordinator));
+    assert_eq!(h.join_resp(jb).error, Some(ResponseError::NotCoordinator));
+    assert_eq!(h.join_resp(ja).generation_id, -1);
+    assert_eq!(h.state(), GroupState::PreparingRebalance);
+    assert!(h.log.is_empty());
+    // They rejoin; the next generation gets a number of its own.
+    let ja = h.join(&a, RANGE);
+    let jb = h.join(&b, RANGE);
+    h.complete_append(Ok(()));
+    assert_eq!(h.join_resp(ja).generation_id, 2);
+    assert_eq!(h.join_resp(jb).generation_id, 2);
+}
+
+#[test]
+fn a_member_leaving_while_the_generation_is_stored_restarts_the_join_phase() {
+    let mut h = H::new();
+    h.auto_append = false;
+    let (a, ja) = h.new_member(RANGE);
+    let (b, jb) = h.new_member(RANGE);
+    h.advance(6_000);
+    assert_eq!(h.pending.len(), 1);
+    h.leave(&b);
+    assert_eq!(h.join_resp(jb).error, Some(ResponseError::UnknownMemberId));
+    // The record of generation 1 completes late: it answers nobody, A's JoinGroup stays parked
+    // for the next join phase, which completes with A alone.
+    h.complete_append(Ok(()));
+    assert!(!h.answered(ja));
+    assert_eq!(h.state(), GroupState::CompletingRebalance);
+    assert_eq!(h.generation(), 2);
+    h.complete_all_appends();
+    let r = h.join_resp(ja);
+    assert_eq!((r.error, r.generation_id), (None, 2));
+    assert_eq!(r.leader, a);
+}

@@ -240,3 +240,82 @@ fn commit_errors(r: &OffsetCommitResponse) -> Vec<Option<ResponseError>> {
         .flat_map(|t| t.partitions.iter().map(|p| p.error))
         .collect()
 }
+
+#[test]
+fn a_generation_stored_without_its_assignment_reloads_into_a_rebalance() {
+    let mut h = H::new();
+    let ids = h.stable_group(2, &[b"A", b"B"]);
+    h.commit(&ids[0], 1, &[("t", 0, 10)]);
+    // A third member makes generation 2; its JoinGroups are answered (the generation is
+    // stored), and then the coordinator fails before the leader's SyncGroup arrives.
+    let (c3, j3) = h.new_member(RANGE);
+    let ja = h.join(&ids[0], RANGE);
+    let jb = h.join(&ids[1], RANGE);
+    assert_eq!(h.join_resp(j3).generation_id, 2);
+    assert_eq!(h.join_resp(ja).generation_id, 2);
+    assert_eq!(h.join_resp(jb).generation_id, 2);
+
+    let mut c = reload(&h);
+    let t = h.now + 1_000;
+    let effects = c.complete_load(t);
+    assert!(effects.is_empty());
+    let g = c.group(GROUP).unwrap();
+    // Generation 2 has no assignment anywhere: the group rebalances instead of waiting for a
+    // SyncGroup the new coordinator could only answer with nothing.
+    assert_eq!(g.state, GroupState::PreparingRebalance);
+    assert_eq!(g.generation_id, 2);
+    assert_eq!(g.members.len(), 3);
+    assert_eq!(c.committed_offset(GROUP, "t", 0).unwrap().offset, 10);
+
+    let mut send = |c: &mut GroupCoordinator, id: u64, at: i64, request: Request| {
+        c.handle(
+            at,
+            Input {
+                request_id: id,
+                context: RequestContext::default(),
+                request,
+            },
+        )
+    };
+    let sync = send(
+        &mut c,
+        1,
+        t + 1,
+        Request::SyncGroup(SyncGroupRequest {
+            group_id: GROUP.into(),
+            generation_id: 2,
+            member_id: ids[0].clone(),
+            group_instance_id: None,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            assignments: vec![],
+        }),
+    );
+    assert!(
+        matches!(&sync[..], [Effect::Respond { response: Response::SyncGroup(r), .. }]
+            if r.error == Some(ResponseError::RebalanceInProgress)),
+        "{sync:?}"
+    );
+    // Everyone rejoins: the next generation is 3, never a second generation 2.
+    let mut out = Vec::new();
+    for (i, m) in [&ids[0], &ids[1], &c3].into_iter().enumerate() {
+        out.extend(send(
+            &mut c,
+            10 + i as u64,
+            t + 2,
+            Request::JoinGroup(join_req(m, None, RANGE)),
+        ));
+    }
+    let mut answered = Vec::new();
+    while let Some(effect) = out.pop() {
+        match effect {
+            Effect::Append { token, .. } => out.extend(c.append_completed(t + 2, token, Ok(()))),
+            Effect::Respond {
+                response: Response::JoinGroup(r),
+                ..
+            } => answered.push((r.error, r.generation_id)),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(answered, vec![(None, 3); 3]);
+}

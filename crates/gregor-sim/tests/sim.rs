@@ -633,10 +633,19 @@ fn the_checker_finds_a_follower_truncating_to_its_high_watermark() {
 /// blocked on that lock, and with it the whole simulated world. The append now waits the delay
 /// out after it lets go of the lock (`util::blocking_owing`); a child process that hangs is
 /// killed and reported (`ChildError::Hung`).
+///
+/// Regression: seed 87 with every flag had two owners of a partition in one generation. The
+/// group coordinator answered a generation's JoinGroups before anything stored it and failed
+/// before the leader's SyncGroup; its successor loaded the previous generation and handed the
+/// same number out again (as Kafka's classic coordinator does). Generations are stored before
+/// they are handed out now (gregor-group README); the schedule of the seed changed with the
+/// extra write, and the unit tests of gregor-group pin the behaviour. Seed 31 with every flag,
+/// after that change: a group that lost its progress in the faults was still re-reading its
+/// backlog, one commit per poll, when the 20 s bound ran out; the bound now waits for a group
+/// that keeps committing.
 #[test]
 fn replicated_seeds_with_slow_disks_clock_jumps_cascades_and_topic_admin_pass() {
     let every_flag = SimOptions {
-        seed: 132,
         mode: Mode::Replication,
         power_loss: true,
         groups: true,
@@ -657,7 +666,7 @@ fn replicated_seeds_with_slow_disks_clock_jumps_cascades_and_topic_admin_pass() 
             disk_faults: false,
             ..every_flag
         })
-        .chain([every_flag])
+        .chain([87, 31, 132].map(|seed| SimOptions { seed, ..every_flag }))
         .collect();
     let traces = run_all_passing(&runs);
     for drawn in [

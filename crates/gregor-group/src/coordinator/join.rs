@@ -331,6 +331,10 @@ fn join_existing_member(
             request_id,
             "member rejoins during PreparingRebalance",
         ),
+        GroupState::CompletingRebalance if matches && g.storing_generation.is_some() => {
+            // A retry while the generation is being stored: it waits like the first request.
+            rebalance::park_join(g, cx, member_id, request_id);
+        }
         GroupState::CompletingRebalance if matches => {
             // It missed its JoinGroup response: send the current generation again.
             let leader = g.leader_id.clone().unwrap_or_default();

@@ -98,7 +98,15 @@ impl GroupCoordinator {
                 cx.schedule_heartbeat(&id, &member, session);
             }
             tracing::info!(group = %id, members = g.members.len(), generation = g.generation_id, state = %g.state, "loaded group");
-            if g.members.len() > cx.config.max_size {
+            if g.loaded_without_assignment {
+                // Its members may hold this generation from their JoinGroups, but no assignment
+                // of it was stored: they must join again.
+                rebalance::prepare_rebalance(
+                    g,
+                    &mut cx,
+                    "loaded a generation whose assignment was never stored",
+                );
+            } else if g.members.len() > cx.config.max_size {
                 rebalance::prepare_rebalance(g, &mut cx, "loaded group is over group.max.size");
             }
         }
@@ -155,8 +163,10 @@ impl GroupCoordinator {
                     }
                     (request_id, Response::DeleteGroups(response))
                 }
-                // A static rejoin's JoinGroup is parked on its member and was answered above.
+                // A static rejoin's and a new generation's JoinGroups are parked on their members
+                // and were answered above.
                 PendingAppend::StaticRejoin(_)
+                | PendingAppend::Generation { .. }
                 | PendingAppend::Sync { .. }
                 | PendingAppend::GroupMetadata { .. }
                 | PendingAppend::ExpiredOffsets { .. } => continue,
@@ -217,6 +227,8 @@ fn group_from_record(
             });
         }
     }
+    // Only the record of a generation stored before its assignment has members and no leader.
+    g.loaded_without_assignment = !g.members.is_empty() && v.leader.is_none();
     // `add` made the first member leader; the record says who leads.
     g.leader_id = v.leader.filter(|l| g.has_member(l)).or(g.leader_id);
     Ok(g)

@@ -76,6 +76,8 @@ pub struct MemberSummary {
 /// What to do when an append completes.
 #[derive(Debug)]
 pub(crate) enum PendingAppend {
+    /// The record of a generation whose join phase ended: on success its JoinGroups are answered.
+    Generation { group_id: String, generation: i32 },
     /// The leader's assignment of `generation`: on success the group becomes Stable and every
     /// parked SyncGroup is answered.
     Sync {
@@ -261,6 +263,21 @@ impl GroupCoordinator {
         };
         let result = result.map_err(append_error_to_response_error);
         match pending {
+            PendingAppend::Generation {
+                group_id,
+                generation,
+            } => {
+                if let Some(g) = self.groups.get_mut(&group_id) {
+                    let mut cx = Self::cx(
+                        now_ms,
+                        &self.config,
+                        &mut self.timers,
+                        &mut self.appends,
+                        &mut out,
+                    );
+                    rebalance::generation_stored(g, &mut cx, generation, result);
+                }
+            }
             PendingAppend::Sync {
                 group_id,
                 generation,

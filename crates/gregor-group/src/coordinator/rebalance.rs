@@ -71,6 +71,20 @@ pub(crate) fn group_metadata_record(
     g: &Group,
     assignment: Option<&HashMap<String, Bytes>>,
 ) -> Record {
+    Record {
+        key: records::encode_key(&RecordKey::GroupMetadata {
+            group: g.group_id.clone(),
+        }),
+        value: Some(records::encode_group_metadata_value(&group_metadata_value(
+            g, assignment,
+        ))),
+    }
+}
+
+fn group_metadata_value(
+    g: &Group,
+    assignment: Option<&HashMap<String, Bytes>>,
+) -> GroupMetadataValue {
     let protocol = g.protocol_name.clone();
     let members = g
         .members
@@ -89,19 +103,13 @@ pub(crate) fn group_metadata_record(
             },
         })
         .collect();
-    let value = GroupMetadataValue {
+    GroupMetadataValue {
         protocol_type: g.protocol_type.clone().unwrap_or_default(),
         generation: g.generation_id,
         protocol,
         leader: g.leader_id.clone(),
         current_state_timestamp: g.state_timestamp.unwrap_or(-1),
         members,
-    };
-    Record {
-        key: records::encode_key(&RecordKey::GroupMetadata {
-            group: g.group_id.clone(),
-        }),
-        value: Some(records::encode_group_metadata_value(&value)),
     }
 }
 
@@ -334,8 +342,75 @@ pub(crate) fn complete_join(g: &mut Group, cx: &mut Cx) {
     g.protocol_name = g.select_protocol();
     g.transition_to(GroupState::CompletingRebalance, cx.now);
     g.pending_sync_members.clear();
-    tracing::info!(group = %g.group_id, generation = g.generation_id, members = g.members.len(), protocol = ?g.protocol_name, leader = ?g.leader_id, "join phase complete");
+    tracing::info!(group = %g.group_id, generation = g.generation_id, members = g.members.len(), protocol = ?g.protocol_name, leader = ?g.leader_id, "join phase complete; storing the generation");
+    // Every member took part in a generation now: none is new any more, and the parked
+    // JoinGroups keep them alive until they are answered.
+    for m in g.members.values_mut() {
+        m.is_new = false;
+    }
+    // The generation is stored before anyone learns it. Kafka's classic coordinator stores a
+    // generation only with its assignment, so after a failover between the join and the sync
+    // phase it hands the same generation number out a second time, to a different set of owners.
+    g.storing_generation = Some(g.generation_id);
+    cx.append(
+        vec![generation_record(g)],
+        PendingAppend::Generation {
+            group_id: g.group_id.clone(),
+            generation: g.generation_id,
+        },
+    );
+}
 
+/// The record of a generation whose join phase just ended: its members and their subscriptions,
+/// no assignments, and no leader. No other record has members without a leader, which is how a
+/// coordinator loading it knows that the generation never got its assignment.
+fn generation_record(g: &Group) -> Record {
+    let value = GroupMetadataValue {
+        leader: None,
+        ..group_metadata_value(g, Some(&HashMap::new()))
+    };
+    Record {
+        key: records::encode_key(&RecordKey::GroupMetadata {
+            group: g.group_id.clone(),
+        }),
+        value: Some(records::encode_group_metadata_value(&value)),
+    }
+}
+
+/// The generation's record is durable (or failed to be written).
+pub(crate) fn generation_stored(
+    g: &mut Group,
+    cx: &mut Cx,
+    generation: i32,
+    result: Result<(), ResponseError>,
+) {
+    if g.storing_generation != Some(generation) || !g.is(GroupState::CompletingRebalance) {
+        // The group moved on (a member joined, left or expired): the JoinGroups stay parked for
+        // the next join phase, or were answered when their members were removed.
+        return;
+    }
+    g.storing_generation = None;
+    if let Err(error) = result {
+        // Nobody has learnt this generation. The members retry their JoinGroups (the error
+        // makes them look for the coordinator again) and the next join phase skips a number.
+        tracing::warn!(group = %g.group_id, generation, %error, "failed to store the generation; rebalancing");
+        let ids: Vec<String> = g.members.keys().cloned().collect();
+        for id in ids {
+            if let Some(request_id) = g.set_awaiting_join(&id, None) {
+                cx.respond(request_id, join_error(&id, error));
+            }
+            let session = g.member(&id).map_or(0, |m| m.session_timeout_ms);
+            cx.schedule_heartbeat(&g.group_id, &id, session);
+        }
+        prepare_rebalance(g, cx, "the generation could not be stored");
+        return;
+    }
+    answer_joins(g, cx);
+}
+
+/// Answers every parked JoinGroup with the current generation (the leader's with the member
+/// list) and arms the sync barrier.
+fn answer_joins(g: &mut Group, cx: &mut Cx) {
     let leader = g.leader_id.clone().unwrap_or_default();
     let ids: Vec<String> = g.members.keys().cloned().collect();
     for id in ids {
@@ -345,9 +420,6 @@ pub(crate) fn complete_join(g: &mut Group, cx: &mut Cx) {
         }
         let session = g.member(&id).map_or(0, |m| m.session_timeout_ms);
         cx.schedule_heartbeat(&g.group_id, &id, session);
-        if let Some(m) = g.member_mut(&id) {
-            m.is_new = false;
-        }
         g.pending_sync_members.insert(id);
     }
     let at = cx.now.saturating_add(i64::from(g.rebalance_timeout_ms()));
