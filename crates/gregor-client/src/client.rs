@@ -263,6 +263,28 @@ impl Client {
         send_on(&conn, build).await
     }
 
+    /// [`Client::send`] with a request timeout of its own instead of `request.timeout.ms`.
+    pub async fn send_within<R, F>(
+        &self,
+        target: &Target,
+        request_timeout: Duration,
+        build: F,
+    ) -> Result<(i16, R::Response)>
+    where
+        R: Request,
+        F: FnOnce(i16) -> Result<R>,
+    {
+        let conn = self.connection_for(target).await?;
+        let version = conn.pick_version::<R>()?;
+        let request = build(version)?;
+        let response = conn
+            .submit_within(&request, version, request_timeout)
+            .await?
+            .response()
+            .await?;
+        Ok((version, response))
+    }
+
     /// Runs `attempt` until it succeeds, fails for good, or the operation timeout passes.
     /// Between attempts it refreshes metadata or forgets cached coordinators as the error asks.
     pub async fn retry<T, F, Fut>(&self, what: &str, attempt: F) -> Result<T>
@@ -329,6 +351,30 @@ impl Client {
         tokio::time::sleep(pause).await;
         state.retries += 1;
         Ok(())
+    }
+
+    /// Forgets `group`'s coordinator and gives up the connection to it, for a coordinator
+    /// that stopped answering (as Kafka's consumer disconnects when it marks its coordinator
+    /// unknown): whatever waits on that connection fails now, and the next group request
+    /// looks the coordinator up again and opens a fresh connection.
+    pub async fn coordinator_unreachable(&self, group: &str, reason: &str) {
+        let node = self
+            .inner
+            .coordinators
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(group);
+        if let Some(node) = node {
+            if let Some(conn) = self.inner.connections.lock().await.remove(&node.address()) {
+                tracing::info!(
+                    group,
+                    coordinator = node.id,
+                    reason,
+                    "disconnecting from the group coordinator"
+                );
+                conn.close(reason);
+            }
+        }
     }
 
     /// The connection requests to `target` go over (opened if needed), for callers that

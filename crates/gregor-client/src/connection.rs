@@ -160,14 +160,26 @@ impl<R: Request> PendingResponse<R> {
             Ok(Ok(Ok(frame))) => Ok(frame),
             Ok(Ok(Err(reason))) => Err(disconnected(reason)),
             Ok(Err(_)) => Err(disconnected("connection closed".to_string())),
-            Err(_) => Err(Error::Timeout {
-                what: format!(
-                    "waiting for {} response from {}",
+            Err(_) => {
+                // A broker answers a connection's requests in order, so nothing behind this one
+                // will be answered either: the connection is closed (as Kafka's clients do on a
+                // request timeout), failing what else waits on it, and the next request opens a
+                // fresh one. A peer that vanished without a reset (power loss, a dropped link)
+                // would otherwise hold the connection until TCP gave up, hours later.
+                lock(&self.pending).close(format!(
+                    "no answer to {} within request.timeout.ms ({} ms)",
                     api_name(R::KEY),
-                    self.label
-                ),
-                after_ms: millis(self.request_timeout),
-            }),
+                    millis(self.request_timeout)
+                ));
+                Err(Error::Timeout {
+                    what: format!(
+                        "waiting for {} response from {}",
+                        api_name(R::KEY),
+                        self.label
+                    ),
+                    after_ms: millis(self.request_timeout),
+                })
+            }
         }
     }
 }
@@ -331,6 +343,13 @@ impl Connection {
         lock(&self.pending).closed.is_some()
     }
 
+    /// Gives the connection up: what waits on it fails with `reason` and nothing more is
+    /// sent over it. For a peer that stopped answering; the socket is shut when the last
+    /// handle to the connection is dropped.
+    pub fn close(&self, reason: &str) {
+        lock(&self.pending).close(reason.to_string());
+    }
+
     /// The highest version of `R` both sides support.
     pub fn pick_version<R: Request>(&self) -> Result<i16> {
         self.versions
@@ -355,6 +374,18 @@ impl Connection {
         request: &R,
         version: i16,
     ) -> Result<PendingResponse<R>> {
+        self.submit_within(request, version, self.request_timeout)
+            .await
+    }
+
+    /// [`Connection::submit`] with a request timeout of its own, for a request the broker may
+    /// rightly hold longer than `request.timeout.ms` (JoinGroup, up to the rebalance timeout).
+    pub async fn submit_within<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+        request_timeout: Duration,
+    ) -> Result<PendingResponse<R>> {
         let (correlation_id, frame) = self.encode(request, version)?;
         let (tx, rx) = oneshot::channel();
         {
@@ -371,8 +402,8 @@ impl Connection {
             rx: Some(rx),
             version,
             label: self.label.clone(),
-            deadline: tokio::time::Instant::now() + self.request_timeout,
-            request_timeout: self.request_timeout,
+            deadline: tokio::time::Instant::now() + request_timeout,
+            request_timeout,
             _request: std::marker::PhantomData,
         };
         let out = Outgoing {
@@ -636,6 +667,10 @@ mod tests {
     }
 
     async fn connect_to_script() -> (Connection, TcpStream) {
+        connect_to_script_within(Duration::from_secs(5)).await
+    }
+
+    async fn connect_to_script_within(request_timeout: Duration) -> (Connection, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr").to_string();
         let peer = tokio::spawn(async move {
@@ -649,7 +684,7 @@ mod tests {
             "scripted broker".to_string(),
             "test",
             Duration::from_secs(5),
-            Duration::from_secs(5),
+            request_timeout,
         )
         .await
         .expect("handshake");
@@ -682,6 +717,46 @@ mod tests {
             let response = p.response().await.expect("response");
             assert_eq!(response.throttle_time_ms, 1000 + id);
         }
+    }
+
+    #[tokio::test]
+    async fn a_request_timeout_gives_the_connection_up() {
+        let (conn, mut socket) = connect_to_script_within(Duration::from_millis(300)).await;
+        let version = conn.pick_version::<ApiVersionsRequest>().expect("version");
+        let request = ApiVersionsRequest::default();
+        let first = conn.submit(&request, version).await.expect("submit");
+        // A request allowed longer than request.timeout.ms (a JoinGroup) behind it.
+        let patient = conn
+            .submit_within(&request, version, Duration::from_secs(60))
+            .await
+            .expect("submit");
+        // The peer reads both and answers neither, keeping the socket open (a broker that
+        // vanished without a reset looks the same from here).
+        let (v, first_id) = read_request(&mut socket).await;
+        read_request(&mut socket).await;
+        let err = first.response().await.expect_err("no answer");
+        assert!(matches!(err, Error::Timeout { .. }), "{err}");
+        assert!(
+            conn.is_closed(),
+            "a timed-out request closes its connection"
+        );
+        // What waited behind it fails at once instead of after its own 60 s.
+        let err = tokio::time::timeout(Duration::from_secs(5), patient.response())
+            .await
+            .expect("failed at once")
+            .expect_err("the connection is gone");
+        assert!(
+            matches!(&err, Error::Disconnected { reason, .. } if reason.contains("request.timeout.ms")),
+            "{err}"
+        );
+        let err = conn
+            .submit(&request, version)
+            .await
+            .err()
+            .expect("closed connection refuses");
+        assert!(matches!(err, Error::Disconnected { .. }), "{err}");
+        // A late answer finds nobody waiting and is dropped.
+        answer(&mut socket, v, first_id, 1).await;
     }
 
     #[tokio::test]

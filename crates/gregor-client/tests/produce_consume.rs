@@ -1010,3 +1010,155 @@ async fn a_dialer_carries_every_connection_and_its_failure_is_reported() {
         "{err}"
     );
 }
+
+/// A stream that stops carrying bytes, both ways, once its switch is thrown, without closing:
+/// what a connection to a broker that lost power, or across a link a firewall silently drops,
+/// looks like from the client.
+struct Freezable {
+    inner: tokio::net::TcpStream,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Freezable {
+    fn is_frozen(&self) -> bool {
+        self.frozen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl tokio::io::AsyncRead for Freezable {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.is_frozen() {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Freezable {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.is_frozen() {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.is_frozen() {
+            return std::task::Poll::Pending;
+        }
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Every connection a consumer had stops answering at once and stays open (found by the
+/// simulation: after a split healed, a member's connection to its coordinator never carried
+/// another byte, and its commits timed out for good). The consumer gives those connections
+/// up (a request unanswered within request.timeout.ms closes its connection; a heartbeat
+/// unanswered closes the coordinator's) and carries on over fresh ones: it reads what was
+/// produced since and commits it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_gives_up_connections_that_stopped_answering() {
+    use gregor_client::connection::{DialedStream, Dialer};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let broker = Broker::start();
+    broker.create_topic("frozen", 1).await;
+    let producer = broker.producer(Compression::None).await;
+    let switches: Arc<Mutex<Vec<Arc<AtomicBool>>>> = Arc::default();
+    let dialed = switches.clone();
+    let dialer = Dialer::new(move |addr| {
+        let frozen = Arc::new(AtomicBool::new(false));
+        dialed.lock().unwrap().push(frozen.clone());
+        let addr = addr.to_string();
+        Box::pin(async move {
+            let inner = tokio::net::TcpStream::connect(addr).await?;
+            Ok(Box::new(Freezable { inner, frozen }) as Box<dyn DialedStream>)
+        })
+    });
+    let mut config = ConsumerConfig::new(&broker.bootstrap(), "frozen-group").unwrap();
+    config.client = broker.client_config();
+    config.client.request_timeout = Duration::from_secs(3);
+    config.client.dialer = Some(dialer);
+    config.session_timeout = Duration::from_secs(3);
+    config.heartbeat_interval = Duration::from_millis(500);
+    config.auto_offset_reset = AutoOffsetReset::Earliest;
+    config.enable_auto_commit = false;
+    let mut consumer = Consumer::new(config).await.unwrap();
+    consumer.subscribe(&["frozen"]).await.unwrap();
+    let tp = TopicPartition::new("frozen", 0);
+
+    let send = |value: &'static str| {
+        let producer = &producer;
+        async move {
+            producer
+                .send(ProducerRecord::new("frozen").value(value))
+                .await
+                .unwrap()
+                .await
+                .unwrap()
+        }
+    };
+    send("before").await;
+    let got = consume_n(&mut consumer, 1, 30).await;
+    assert_eq!(got[0].value.as_deref(), Some(&b"before"[..]));
+    consumer.commit_sync(None).await.unwrap();
+
+    let before = {
+        let all = switches.lock().unwrap();
+        for s in all.iter() {
+            s.store(true, Ordering::SeqCst);
+        }
+        all.len()
+    };
+    send("after").await;
+    // Polls and commits may fail while the connections are being given up; the consumer
+    // recovers on its own.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut got = Vec::new();
+    let mut errors = Vec::new();
+    while got.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "nothing read after the freeze; errors: {errors:?}"
+        );
+        match consumer.poll(Duration::from_millis(200)).await {
+            Ok(records) => got.extend(records),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    assert_eq!(got[0].value.as_deref(), Some(&b"after"[..]));
+    let mut committed = None;
+    for _ in 0..20 {
+        match consumer.commit_sync(None).await {
+            Ok(()) => {
+                committed = Some(consumer.committed(&[tp.clone()]).await.unwrap());
+                break;
+            }
+            Err(_) => {
+                consumer.poll(Duration::from_millis(200)).await.ok();
+            }
+        }
+    }
+    let committed = committed.expect("a commit went through over a fresh connection");
+    assert_eq!(committed.get(&tp).copied().flatten(), Some(2));
+    assert!(
+        switches.lock().unwrap().len() > before,
+        "fresh connections were dialed"
+    );
+}

@@ -22,6 +22,7 @@ pub(super) struct HeartbeatTask {
     pub(super) wake: Arc<Notify>,
     pub(super) wake_app: Arc<Notify>,
     pub(super) started: Instant,
+    pub(super) session_timeout: Duration,
 }
 
 /// Sends heartbeats while the member is stable and enforces `max.poll.interval.ms`.
@@ -53,12 +54,24 @@ pub(super) async fn heartbeat_loop(t: HeartbeatTask) {
                     member_id: &member_id,
                     group_instance_id: t.instance_id.as_deref(),
                 };
-                let sent = t
-                    .client
-                    .send::<HeartbeatRequest, _>(&target, |v| {
+                // The group client's requests may wait as long as a JoinGroup does; a
+                // heartbeat not answered within a session is lost whatever the connection says.
+                let sent = tokio::time::timeout(
+                    t.session_timeout,
+                    t.client.send::<HeartbeatRequest, _>(&target, |v| {
                         Ok(group_wire::heartbeat_request(&who, generation, v))
+                    }),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::Timeout {
+                        what: "waiting for the Heartbeat response".to_string(),
+                        after_ms: millis(t.session_timeout),
                     })
-                    .await;
+                });
+                // No answer at all (a timeout, a broken connection) rather than an error code:
+                // the coordinator may be unreachable over this connection for good.
+                let unanswered = matches!(&sent, Err(e) if e.kafka_code().is_none());
                 let code = match sent {
                     Ok((_, r)) => KafkaCode::from_code(r.error_code),
                     Err(e) => Some(e.kafka_code().unwrap_or(KafkaCode::NETWORK_EXCEPTION)),
@@ -68,6 +81,11 @@ pub(super) async fn heartbeat_loop(t: HeartbeatTask) {
                 match outcome {
                     HeartbeatOutcome::Ok => {}
                     HeartbeatOutcome::CoordinatorUnknown => {
+                        if unanswered {
+                            t.client
+                                .coordinator_unreachable(&t.group_id, "a heartbeat went unanswered")
+                                .await;
+                        }
                         let mut state = t.client.retry_state("heartbeat");
                         let _ = t
                             .client

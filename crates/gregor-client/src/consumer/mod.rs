@@ -113,6 +113,7 @@ fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 struct Settings {
     session_timeout_ms: u64,
     max_poll_interval_ms: u64,
+    join_group_timeout: Duration,
     enable_auto_commit: bool,
     auto_commit_interval_ms: u64,
     auto_offset_reset: AutoOffsetReset,
@@ -182,13 +183,9 @@ impl Consumer {
         let assignors = config.take_assignors()?;
         let protocol = common_protocol(&assignors);
         let client = Client::connect(config.client.clone()).await?;
-        // JoinGroup waits at the coordinator for up to the rebalance timeout
-        // (max.poll.interval.ms): its request must be allowed that long.
-        let mut group_config = config.client.clone();
-        group_config.request_timeout = group_config
-            .request_timeout
-            .max(config.max_poll_interval + Duration::from_secs(5));
-        let group_client = Client::connect(group_config).await?;
+        // Group requests get connections of their own, so that a JoinGroup the coordinator
+        // holds for a whole rebalance never queues a fetch behind it.
+        let group_client = Client::connect(config.client.clone()).await?;
         let timing = Timing {
             heartbeat_interval_ms: millis(config.heartbeat_interval),
             session_timeout_ms: millis(config.session_timeout),
@@ -210,6 +207,7 @@ impl Consumer {
             wake: wake_heartbeat.clone(),
             wake_app: wake_app.clone(),
             started,
+            session_timeout: config.session_timeout,
         }));
         Ok(Consumer {
             client,
@@ -220,6 +218,14 @@ impl Consumer {
             settings: Settings {
                 session_timeout_ms: millis(config.session_timeout),
                 max_poll_interval_ms: millis(config.max_poll_interval),
+                // JoinGroup waits at the coordinator for up to the rebalance timeout
+                // (max.poll.interval.ms): its request must be allowed that long, and a few
+                // seconds more (as Kafka's consumer allows). Other group requests keep
+                // request.timeout.ms, so that a coordinator that stopped answering is given up.
+                join_group_timeout: config
+                    .client
+                    .request_timeout
+                    .max(config.max_poll_interval + Duration::from_secs(5)),
                 enable_auto_commit: config.enable_auto_commit,
                 auto_commit_interval_ms: millis(config.auto_commit_interval),
                 auto_offset_reset: config.auto_offset_reset,

@@ -121,7 +121,7 @@ impl Consumer {
         tracing::debug!(group = %self.group_id, member = %member_id, generation, reason = ?reason, "joining");
         let sent = self
             .group_client
-            .send::<JoinGroupRequest, _>(&target, |v| {
+            .send_within::<JoinGroupRequest, _>(&target, self.settings.join_group_timeout, |v| {
                 Ok(group_wire::join_group_request(
                     &who,
                     session,
