@@ -156,6 +156,11 @@ pub enum Error {
     /// A broker id that is not in the cluster metadata.
     #[error("broker {0} is not in the cluster metadata")]
     UnknownBroker(i32),
+    /// An offset commit of a group member that is not in a stable generation, refused before
+    /// it is sent (Kafka's `CommitFailedException`): its partitions may be someone else's by
+    /// now, and a commit it made could move their offsets back.
+    #[error("offset commit cannot be completed: {0}")]
+    CommitFailed(String),
 }
 
 impl Error {

@@ -53,9 +53,10 @@ pub fn action(error: &Error) -> RetryAction {
         Error::Timeout { .. } => RetryAction::Backoff,
         // A broker missing from the metadata may be one that just joined.
         Error::UnknownBroker(_) => RetryAction::RefreshMetadata,
-        Error::UnsupportedVersion { .. } | Error::Protocol { .. } | Error::InvalidArgument(_) => {
-            RetryAction::Fail
-        }
+        Error::UnsupportedVersion { .. }
+        | Error::Protocol { .. }
+        | Error::InvalidArgument(_)
+        | Error::CommitFailed(_) => RetryAction::Fail,
     }
 }
 

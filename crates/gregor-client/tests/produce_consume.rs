@@ -1162,3 +1162,79 @@ async fn a_consumer_gives_up_connections_that_stopped_answering() {
         "fresh connections were dialed"
     );
 }
+
+/// A member that stopped polling past max.poll.interval.ms has left its group; when it wakes
+/// up and commits what it had processed, the commit is refused before it is sent (as Kafka's
+/// `CommitFailedException`), even once the group has emptied and would take a commit without
+/// a generation as a simple consumer's: the offset another member committed since stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_removed_for_not_polling_cannot_move_offsets_back() {
+    let broker = Broker::start();
+    broker.create_topic("zombie", 1).await;
+    let producer = broker.producer(Compression::None).await;
+    let mut acks = Vec::new();
+    for i in 0..10 {
+        acks.push(
+            producer
+                .send(ProducerRecord::new("zombie").value(format!("r{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    for a in acks {
+        a.await.unwrap();
+    }
+    let tp = TopicPartition::new("zombie", 0);
+    let mut config = broker.consumer_config("zombie-g", "range");
+    config.max_poll_interval = Duration::from_secs(2);
+    config.max_poll_records = 5;
+    let mut a = Consumer::new(config).await.unwrap();
+    a.subscribe(&["zombie"]).await.unwrap();
+    let first = consume_n(&mut a, 5, 30).await;
+    assert_eq!(first.last().unwrap().offset, 4);
+    // A works on these records for longer than max.poll.interval.ms.
+    let (member_id, _) = a.group_metadata();
+    wait_until("A left the group after its poll timeout", 20, || {
+        a.group_metadata().1 == -1
+    })
+    .await;
+    assert!(!member_id.is_empty());
+
+    // B takes the partition over, reads everything, commits 10 and leaves: the group is empty.
+    let mut b = Consumer::new(broker.consumer_config("zombie-g", "range"))
+        .await
+        .unwrap();
+    b.subscribe(&["zombie"]).await.unwrap();
+    let all = consume_n(&mut b, 10, 30).await;
+    assert_eq!(all.last().unwrap().offset, 9);
+    b.commit_sync(None).await.unwrap();
+    b.close().await.unwrap();
+
+    // A wakes up and commits what it processed (5).
+    let err = a
+        .commit_sync(Some(BTreeMap::from([(tp.clone(), 5)])))
+        .await
+        .expect_err("a member outside any generation does not commit");
+    assert!(
+        matches!(&err, gregor_client::Error::CommitFailed(reason) if reason.contains("max.poll.interval.ms")),
+        "{err}"
+    );
+    let committed = a.committed(&[tp.clone()]).await.unwrap();
+    assert_eq!(committed.get(&tp).copied().flatten(), Some(10));
+    // Its next polls report the partition lost and rejoin; then it commits again.
+    poll_until_in_a_generation(&mut a).await;
+    a.commit_sync(Some(BTreeMap::from([(tp.clone(), 10)])))
+        .await
+        .unwrap();
+}
+
+/// Polls until the consumer is in a generation again.
+async fn poll_until_in_a_generation(c: &mut Consumer) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while c.group_metadata().1 < 0 {
+        assert!(tokio::time::Instant::now() < deadline, "never rejoined");
+        c.poll(Duration::from_millis(200)).await.ok();
+    }
+    // The generation is stable once a poll has returned after the join.
+    c.poll(Duration::from_millis(100)).await.unwrap();
+}

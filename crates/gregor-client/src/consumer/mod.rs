@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::client::{Client, Target};
-use crate::error::{Error, Result};
+use crate::error::{Error, KafkaCode, KafkaError, Result};
 use crate::types::TopicPartition;
 
 pub use config::{AutoOffsetReset, ConsumerConfig};
@@ -52,7 +52,7 @@ use heartbeat::{heartbeat_loop, HeartbeatTask};
 pub use listener::{
     RebalanceContext, RebalanceEvent, RebalanceKind, RebalanceListener, RecordingListener,
 };
-use membership::{common_protocol, Membership, Timing};
+use membership::{common_protocol, MemberState, Membership, Timing};
 
 /// What the consumer is subscribed to.
 #[derive(Debug, Clone)]
@@ -500,13 +500,32 @@ impl Consumer {
         let client = self.group_client.clone();
         let group = self.group_id.clone();
         let instance = self.instance_id.clone();
-        let (member_id, generation) = {
+        let (member_id, generation, state) = {
             let s = lock(&self.shared);
-            (s.m.member_id.clone(), s.m.generation)
+            (s.m.member_id.clone(), s.m.generation, s.m.state)
         };
         async move {
             if offsets.is_empty() {
                 return Ok(());
+            }
+            // As Kafka's consumer: a member outside a stable generation does not commit. Sent
+            // with no generation, the commit would be taken as a simple consumer's by a group
+            // that has emptied meanwhile, moving back offsets that others have committed past.
+            match state {
+                MemberState::Stable => {}
+                MemberState::Joining | MemberState::Syncing => {
+                    return Err(Error::kafka(
+                        format!("committing offsets of group '{group}' during a rebalance"),
+                        KafkaError::new(KafkaCode::REBALANCE_IN_PROGRESS, None),
+                    ))
+                }
+                MemberState::Unjoined => {
+                    return Err(Error::CommitFailed(format!(
+                        "the consumer is not part of an active generation of group '{group}' \
+                         (not joined yet, or removed from it, e.g. after max.poll.interval.ms \
+                         without a poll); poll() rejoins"
+                    )))
+                }
             }
             let target = Target::Coordinator(group.clone());
             client
