@@ -562,6 +562,7 @@ pub async fn run(
     nodes: usize,
     admin: bool,
     groups: bool,
+    stalls: bool,
     topic_admin: bool,
 ) -> turmoil::Result {
     create_topic(&history, nodes).await;
@@ -581,7 +582,7 @@ pub async fn run(
     };
     let group = async {
         if groups {
-            crate::group::run(history.clone(), nodes, seed).await;
+            crate::group::run(history.clone(), nodes, seed, stalls).await;
         }
     };
     let topic_ops = async {

@@ -88,6 +88,10 @@ pub struct GroupHistory {
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// `max.poll.interval.ms` of a member incarnation that stalls (`--stalls`); it stalls
+/// 0.3-2.3 s longer than this.
+const STALL_POLL_INTERVAL_MS: u64 = 2_500;
+
 /// turmoil's simulated TCP for the consumer's connections.
 fn sim_dialer() -> Dialer {
     Dialer::new(|addr| {
@@ -188,14 +192,23 @@ async fn member(
     index: usize,
     strategy: &'static str,
     seed: u64,
+    stalls: bool,
 ) {
     let mut rng = SplitMix64::new(seed ^ 0x6709_0000 ^ (index as u64) << 8);
+    // Its own stream, so that the other draws stay what they are without `--stalls`.
+    let mut stall_rng = SplitMix64::new(seed ^ 0x5747_0000 ^ (index as u64) << 8);
     sleep_ms(rng.next_below(2_000) as u64).await;
     let mut incarnation = 0;
     while !check_finished(&history) {
         incarnation += 1;
         let label = format!("m{index}.{incarnation}");
-        let config = consumer_config(nodes, strategy, &label, &mut rng);
+        let mut config = consumer_config(nodes, strategy, &label, &mut rng);
+        // This incarnation gets stuck once in its processing, past max.poll.interval.ms.
+        let mut stall_ms = (stalls && stall_rng.next_below(4) == 0)
+            .then(|| STALL_POLL_INTERVAL_MS + 300 + stall_rng.next_below(2_000) as u64);
+        if stall_ms.is_some() {
+            config.max_poll_interval = Duration::from_millis(STALL_POLL_INTERVAL_MS);
+        }
         let mut consumer = match Consumer::new(config).await {
             Ok(c) => c,
             Err(e) => {
@@ -282,6 +295,15 @@ async fn member(
                     positions.insert(tp, r.offset + 1);
                 }
             }
+            if let Some(ms) = stall_ms.filter(|_| !history.borrow().faults_over) {
+                // Stuck between reading and committing: the coordinator hands its partitions
+                // to the others meanwhile, and the commit that follows must not move theirs.
+                stall_ms = None;
+                history
+                    .borrow_mut()
+                    .event(format!("{label} stalls {ms} ms before committing"));
+                sleep_ms(ms).await;
+            }
             // Commit what was just processed (at-least-once), as an application does.
             match consumer.commit_sync(Some(positions.clone())).await {
                 Ok(()) => {
@@ -323,7 +345,7 @@ async fn member(
 }
 
 /// The group workload: `members` consumers with one strategy, drawn from the seed.
-pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
+pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64, stalls: bool) {
     let mut rng = SplitMix64::new(seed ^ 0x0067_7209);
     let strategy = STRATEGIES[rng.next_below(STRATEGIES.len())];
     let members = 2 + rng.next_below(2);
@@ -333,7 +355,7 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
         h.event(format!("group {GROUP}: {members} members, {strategy}"));
     }
     let tasks: Vec<_> = (0..members)
-        .map(|i| member(history.clone(), nodes, i, strategy, seed))
+        .map(|i| member(history.clone(), nodes, i, strategy, seed, stalls))
         .collect();
     futures::future::join_all(tasks).await;
 }

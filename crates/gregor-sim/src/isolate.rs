@@ -51,6 +51,7 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
         (options.power_loss, "--power-loss"),
         (options.admin, "--admin"),
         (options.groups, "--groups"),
+        (options.stalls, "--stalls"),
         (options.disk_faults, "--disk-faults"),
         (options.slow_disk, "--slow-disk"),
         (options.clock_jumps, "--clock-jumps"),

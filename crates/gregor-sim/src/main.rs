@@ -62,6 +62,11 @@ struct Args {
     /// generation, commits going back, skipped records, and the group finishing.
     #[arg(long)]
     groups: bool,
+    /// With --groups: one member incarnation in four, while the faults run, stops polling for
+    /// longer than its max.poll.interval.ms (2.5 s) before it commits what it read, as an
+    /// application stuck in its processing; checked like every other commit.
+    #[arg(long)]
+    stalls: bool,
     /// With --replication: after the other faults, one or two episodes of a full disk or
     /// failing fsyncs on one node, which is then restarted on the repaired disk (keeping only
     /// what it synced).
@@ -132,6 +137,7 @@ fn main() -> Result<()> {
             power_loss: args.power_loss,
             admin: args.admin,
             groups: args.groups,
+            stalls: args.stalls,
             disk_faults: args.disk_faults,
             slow_disk: args.slow_disk,
             clock_jumps: args.clock_jumps,
@@ -152,6 +158,7 @@ fn main() -> Result<()> {
             power_loss: args.power_loss,
             admin: args.admin,
             groups: args.groups,
+            stalls: args.stalls,
             disk_faults: args.disk_faults,
             slow_disk: args.slow_disk,
             clock_jumps: args.clock_jumps,
@@ -173,6 +180,7 @@ fn main() -> Result<()> {
             power_loss: args.power_loss,
             admin: args.admin,
             groups: args.groups,
+            stalls: args.stalls,
             disk_faults: args.disk_faults,
             slow_disk: args.slow_disk,
             clock_jumps: args.clock_jumps,

@@ -96,6 +96,9 @@ pub struct SimOptions {
     /// Replicated runs: a consumer group of two or three members consumes the data topic
     /// while the faults run (see `group.rs`).
     pub groups: bool,
+    /// Replicated runs with `groups`: members that stop polling past their
+    /// `max.poll.interval.ms` and then commit (see `group.rs`).
+    pub stalls: bool,
     /// Replicated runs: full disks and failing fsyncs (see [`Scenario::with_disk_faults`]).
     pub disk_faults: bool,
     /// Replicated runs: slow fsyncs on one node at a time, overlapping the other faults (see
@@ -1114,6 +1117,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
                 scenario.nodes,
                 options.admin,
                 options.groups,
+                options.groups && options.stalls,
                 options.topic_admin,
             ),
         ),
