@@ -1147,7 +1147,7 @@ async fn a_consumer_gives_up_connections_that_stopped_answering() {
     for _ in 0..20 {
         match consumer.commit_sync(None).await {
             Ok(()) => {
-                committed = Some(consumer.committed(&[tp.clone()]).await.unwrap());
+                committed = Some(consumer.committed(std::slice::from_ref(&tp)).await.unwrap());
                 break;
             }
             Err(_) => {
@@ -1219,7 +1219,7 @@ async fn a_member_removed_for_not_polling_cannot_move_offsets_back() {
         matches!(&err, gregor_client::Error::CommitFailed(reason) if reason.contains("max.poll.interval.ms")),
         "{err}"
     );
-    let committed = a.committed(&[tp.clone()]).await.unwrap();
+    let committed = a.committed(std::slice::from_ref(&tp)).await.unwrap();
     assert_eq!(committed.get(&tp).copied().flatten(), Some(10));
     // Its next polls report the partition lost and rejoin; then it commits again.
     poll_until_in_a_generation(&mut a).await;

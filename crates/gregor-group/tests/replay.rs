@@ -267,7 +267,7 @@ fn a_generation_stored_without_its_assignment_reloads_into_a_rebalance() {
     assert_eq!(g.members.len(), 3);
     assert_eq!(c.committed_offset(GROUP, "t", 0).unwrap().offset, 10);
 
-    let mut send = |c: &mut GroupCoordinator, id: u64, at: i64, request: Request| {
+    let send = |c: &mut GroupCoordinator, id: u64, at: i64, request: Request| {
         c.handle(
             at,
             Input {
