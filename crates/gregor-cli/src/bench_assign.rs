@@ -146,7 +146,7 @@ pub fn run(a: &AssignBenchArgs) -> Result<AssignBenchResult> {
 }
 
 /// CPU time consumed by the calling thread so far, in milliseconds.
-fn thread_cpu_ms() -> f64 {
+pub(crate) fn thread_cpu_ms() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -3,7 +3,9 @@
 //!
 //! For each partition count in `--partitions`, a fresh topic is filled with `--mb` megabytes
 //! of `--record-bytes` records (batches of `--batch-records`), then read back in full by:
-//!   - a native librdkafka consumer (`kcat -C -e`, timed from its start to its exit),
+//!   - a native librdkafka consumer (`kcat -C -e`, timed from its start to its exit), twice:
+//!     with librdkafka's defaults, then with the properties of `--kcat-tuned` (what a user
+//!     tuning librdkafka for throughput sets; the invocation is in the output),
 //!   - the Gregor client's `Consumer` in a fresh group (timed from its first record to the
 //!     last; the group join before is reported apart),
 //!
@@ -12,6 +14,12 @@
 //! Each consumer's figure is also given as a ratio of loopback, and, with `--broker-pid`, as
 //! the broker's CPU seconds (user + system, from `/proc/<pid>/stat`) per GB read. The topic is
 //! deleted after its case.
+//!
+//! CPU ceilings: for every process measured (each consumer, the broker, loopback's sender and
+//! receiver) the bench reports its CPU seconds per GB and the throughput it could reach with a
+//! whole core to itself (1 / its CPU s/GB), and its share of a core during its run (CPU
+//! seconds / wall seconds). A consumer whose share is near 1 (one busy thread) or whose
+//! ceiling is near what it measured is CPU-bound; one well below its ceiling is waiting.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -55,6 +63,17 @@ pub struct ConsumeArgs {
     /// Leave out the librdkafka consumer.
     #[arg(long)]
     pub skip_kcat: bool,
+    /// librdkafka properties (`KEY=VALUE`, comma-separated) for a second kcat run after the one
+    /// with defaults; empty: no second run. The default set: fetches of 2 MiB per partition
+    /// and 8 MiB per request (instead of 1 MiB and 50 MiB), a prefetch queue of up to 256 MiB
+    /// and a million messages per partition, a 4 MiB socket receive buffer, and CRCs not
+    /// checked (librdkafka's default, stated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "fetch.message.max.bytes=2097152,fetch.max.bytes=8388608,queued.max.messages.kbytes=262144,queued.min.messages=1000000,socket.receive.buffer.bytes=4194304,check.crcs=false"
+    )]
+    pub kcat_tuned: Vec<String>,
     /// Directory for the page-cache baseline's scratch file.
     #[arg(long, default_value = ".")]
     pub raw_dir: PathBuf,
@@ -77,9 +96,35 @@ pub struct ConsumerFigure {
     /// Broker CPU seconds (user + system) per GB read; `None` without `--broker-pid`.
     pub broker_cpu_s_per_gb: Option<f64>,
     /// The consumer's own CPU seconds (user + system) per GB read: kcat's from this process's
-    /// reaped children (`cutime` + `cstime`), the Gregor client's from this process while it
-    /// consumes (group join and close included; nothing else runs in the process then).
+    /// reaped children (`cutime` + `cstime`, its whole run), the Gregor client's from this
+    /// process from its first record to its last (the window its MB/s is timed over; nothing
+    /// else runs in the process then).
     pub client_cpu_s_per_gb: Option<f64>,
+    /// The consumer's CPU seconds per wall second while it ran: its share of a core (above 1:
+    /// more than one thread busy).
+    pub client_cpu_share: Option<f64>,
+    /// MB/s the consumer could reach with a whole core to itself: 1 / its CPU s/GB.
+    pub client_ceiling_mb_per_s: Option<f64>,
+    /// The broker's CPU seconds per wall second while this consumer ran.
+    pub broker_cpu_share: Option<f64>,
+    /// MB/s the broker could serve with a whole core to itself: 1 / its CPU s/GB.
+    pub broker_ceiling_mb_per_s: Option<f64>,
+    /// MB/s broker and consumer together could reach with all the machine's cores to
+    /// themselves and nothing else running: cores / (broker + client CPU s/GB).
+    pub machine_ceiling_mb_per_s: Option<f64>,
+}
+
+/// Loopback TCP in the same case: its throughput and what it costs its two threads.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoopbackFigure {
+    pub mb_per_s: f64,
+    /// The sending thread's CPU seconds (user + system) per GB sent.
+    pub sender_cpu_s_per_gb: f64,
+    /// The receiving thread's CPU seconds per GB received: the least any consumer reading
+    /// these bytes from a TCP socket pays (the kernel's copy to user space and the calls).
+    pub receiver_cpu_s_per_gb: f64,
+    /// MB/s the receiver could take with a whole core to itself: 1 / its CPU s/GB.
+    pub receiver_ceiling_mb_per_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -89,8 +134,15 @@ pub struct ConsumeCase {
     /// Record batch bytes in the topic (what the consumers read).
     pub bytes: u64,
     pub loopback_mb_per_s: f64,
+    /// Loopback's sender and receiver CPU per GB (`loopback_mb_per_s` is its throughput).
+    pub loopback: LoopbackFigure,
     pub page_cache_mb_per_s: f64,
+    /// kcat with librdkafka's defaults.
     pub librdkafka: Option<ConsumerFigure>,
+    /// kcat with the `--kcat-tuned` properties.
+    pub librdkafka_tuned: Option<ConsumerFigure>,
+    /// The tuned kcat's command line (topic and broker included).
+    pub librdkafka_tuned_command: Option<String>,
     pub gregor: ConsumerFigure,
     /// The Gregor consumer's group join, before its first record.
     pub gregor_join_s: f64,
@@ -102,6 +154,13 @@ fn validate(a: &ConsumeArgs) -> Result<()> {
     }
     if a.mb == 0 || a.record_bytes == 0 || a.batch_records == 0 {
         bail!("--mb, --record-bytes and --batch-records must be at least 1");
+    }
+    if let Some(bad) = a
+        .kcat_tuned
+        .iter()
+        .find(|p| !p.is_empty() && p.split_once('=').is_none_or(|(k, _)| k.is_empty()))
+    {
+        bail!("--kcat-tuned: '{bad}' is not KEY=VALUE");
     }
     Ok(())
 }
@@ -149,12 +208,14 @@ fn clock_ticks() -> Result<f64> {
 }
 
 /// Loopback TCP: one thread sends `bytes` over 127.0.0.1 in 1 MiB writes, another receives
-/// them; MB/s from the connection to the last byte received.
-fn loopback(bytes: u64) -> Result<f64> {
+/// them; MB/s from the connection to the last byte received, and each thread's CPU time
+/// (`CLOCK_THREAD_CPUTIME_ID`) per GB.
+fn loopback(bytes: u64) -> Result<LoopbackFigure> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let start = Instant::now();
-    let sender = std::thread::spawn(move || -> std::io::Result<()> {
+    let sender = std::thread::spawn(move || -> std::io::Result<f64> {
+        let cpu = crate::bench_assign::thread_cpu_ms();
         let mut s = std::net::TcpStream::connect(addr)?;
         let buf = vec![b'x'; 1 << 20];
         let mut left = bytes;
@@ -163,8 +224,9 @@ fn loopback(bytes: u64) -> Result<f64> {
             s.write_all(&buf[..n])?;
             left -= n as u64;
         }
-        Ok(())
+        Ok(crate::bench_assign::thread_cpu_ms() - cpu)
     });
+    let cpu = crate::bench_assign::thread_cpu_ms();
     let (mut r, _) = listener.accept()?;
     let mut buf = vec![0u8; 1 << 20];
     let mut got = 0u64;
@@ -176,10 +238,24 @@ fn loopback(bytes: u64) -> Result<f64> {
         got += n as u64;
     }
     let secs = start.elapsed().as_secs_f64();
-    sender
+    let receiver_ms = crate::bench_assign::thread_cpu_ms() - cpu;
+    let sender_ms = sender
         .join()
         .map_err(|_| anyhow::anyhow!("loopback sender panicked"))??;
-    Ok(bytes as f64 / 1e6 / secs.max(1e-9))
+    let gb = bytes as f64 / 1e9;
+    let receiver_cpu_s_per_gb = receiver_ms / 1e3 / gb;
+    Ok(LoopbackFigure {
+        mb_per_s: bytes as f64 / 1e6 / secs.max(1e-9),
+        sender_cpu_s_per_gb: sender_ms / 1e3 / gb,
+        receiver_cpu_s_per_gb,
+        receiver_ceiling_mb_per_s: ceiling(receiver_cpu_s_per_gb),
+    })
+}
+
+/// MB/s one core reaches at `cpu_s_per_gb` CPU seconds per GB (`None` when no CPU time was
+/// measured: too short a run for the clock's ticks).
+fn ceiling(cpu_s_per_gb: f64) -> Option<f64> {
+    (cpu_s_per_gb > 0.0).then(|| 1e3 / cpu_s_per_gb)
 }
 
 /// Fills `topic` with `batches` copies of `batch`, spread over its partitions, 16 requests in
@@ -216,14 +292,27 @@ async fn fill(
     Ok(())
 }
 
+/// kcat's arguments to read the whole topic, with `properties` as `-X KEY=VALUE`.
+fn kcat_args(a: &ConsumeArgs, topic: &str, records: u64, properties: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = ["-C", "-b", &a.bootstrap_server, "-t", topic]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(["-o", "beginning", "-e", "-q", "-c"].map(String::from));
+    args.push(records.to_string());
+    // One byte per record: kcat's output costs as little as it can.
+    args.extend(["-f", "."].map(String::from));
+    for p in properties.iter().filter(|p| !p.is_empty()) {
+        args.extend(["-X".to_string(), p.clone()]);
+    }
+    args
+}
+
 /// Runs kcat over the whole topic: wall seconds from its start to its exit.
-async fn kcat(a: &ConsumeArgs, topic: &str, records: u64) -> Result<f64> {
+async fn kcat(a: &ConsumeArgs, args: &[String], records: u64) -> Result<f64> {
     let start = Instant::now();
     let mut child = tokio::process::Command::new(&a.kcat)
-        .args(["-C", "-b", &a.bootstrap_server, "-t", topic])
-        .args(["-o", "beginning", "-e", "-q", "-c", &records.to_string()])
-        // One byte per record: kcat's output costs as little as it can.
-        .args(["-f", "."])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -256,8 +345,14 @@ async fn kcat(a: &ConsumeArgs, topic: &str, records: u64) -> Result<f64> {
 }
 
 /// Reads the whole topic with the Gregor consumer: (seconds from the first record to the
-/// last, seconds from subscribing to the first record).
-async fn gregor_consume(a: &ConsumeArgs, topic: &str, records: u64) -> Result<(f64, f64)> {
+/// last, seconds from subscribing to the first record, this process's CPU seconds from the
+/// first record to the last when `/proc/self/stat` is readable).
+async fn gregor_consume(
+    a: &ConsumeArgs,
+    topic: &str,
+    records: u64,
+    ticks: f64,
+) -> Result<(f64, f64, Option<f64>)> {
     let group = format!("{topic}-group");
     let mut c = ConsumerConfig::new(&a.bootstrap_server, &group)?;
     c.auto_offset_reset = AutoOffsetReset::Earliest;
@@ -267,6 +362,7 @@ async fn gregor_consume(a: &ConsumeArgs, topic: &str, records: u64) -> Result<(f
     consumer.subscribe(&[topic]).await?;
     let deadline = subscribed + Duration::from_secs(a.timeout_s);
     let mut first = None;
+    let mut cpu_at_first = None;
     let mut got = 0u64;
     while got < records {
         if Instant::now() > deadline {
@@ -275,16 +371,30 @@ async fn gregor_consume(a: &ConsumeArgs, topic: &str, records: u64) -> Result<(f
         let batch = consumer.poll(Duration::from_millis(500)).await?;
         if !batch.is_empty() && first.is_none() {
             first = Some(Instant::now());
+            cpu_at_first = self_cpu_seconds(false, ticks).ok();
         }
         got += batch.len() as u64;
     }
     let end = Instant::now();
+    let cpu = self_cpu_seconds(false, ticks)
+        .ok()
+        .zip(cpu_at_first)
+        .map(|(after, before)| after - before);
     let first = first.unwrap_or(end);
     consumer.close().await?;
     Ok((
         (end - first).as_secs_f64(),
         (first - subscribed).as_secs_f64(),
+        cpu,
     ))
+}
+
+/// CPU seconds used by the broker and by the consumer over a consumer's run, and the wall
+/// seconds each was measured over.
+struct CpuUsed {
+    broker: Option<f64>,
+    broker_wall: f64,
+    client: Option<f64>,
 }
 
 fn figure(
@@ -292,17 +402,28 @@ fn figure(
     bytes: u64,
     seconds: f64,
     loopback: f64,
-    cpu: Option<f64>,
-    client_cpu: Option<f64>,
+    cpu: CpuUsed,
+    cores: f64,
 ) -> ConsumerFigure {
     let mb_per_s = bytes as f64 / 1e6 / seconds.max(1e-9);
+    let gb = bytes as f64 / 1e9;
+    let broker = cpu.broker.map(|c| c / gb);
+    let client = cpu.client.map(|c| c / gb);
     ConsumerFigure {
         records,
         seconds,
         mb_per_s,
         ratio_to_loopback: mb_per_s / loopback.max(1e-9),
-        broker_cpu_s_per_gb: cpu.map(|c| c / (bytes as f64 / 1e9)),
-        client_cpu_s_per_gb: client_cpu.map(|c| c / (bytes as f64 / 1e9)),
+        broker_cpu_s_per_gb: broker,
+        client_cpu_s_per_gb: client,
+        client_cpu_share: cpu.client.map(|c| c / seconds.max(1e-9)),
+        client_ceiling_mb_per_s: client.and_then(ceiling),
+        broker_cpu_share: cpu.broker.map(|c| c / cpu.broker_wall.max(1e-9)),
+        broker_ceiling_mb_per_s: broker.and_then(ceiling),
+        machine_ceiling_mb_per_s: broker
+            .zip(client)
+            .and_then(|(b, c)| ceiling(b + c))
+            .map(|m| cores * m),
     }
 }
 
@@ -331,37 +452,63 @@ async fn case(
     fill(client, &topic, Arc::new(leaders), batch.clone(), batches).await?;
     let bytes = batches * batch.len() as u64;
     let records = batches * a.batch_records as u64;
-    let loop_mb = tokio::task::spawn_blocking(move || loopback(bytes))
+    let loopback = tokio::task::spawn_blocking(move || loopback(bytes))
         .await
         .context("loopback")??;
+    let loop_mb = loopback.mb_per_s;
     let (dir, sample) = (a.raw_dir.clone(), batch.clone());
     let page_cache =
         tokio::task::spawn_blocking(move || crate::bench_kafka::raw_read(&dir, &sample, bytes))
             .await
             .context("page-cache read")??;
+    let cores = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
     let cpu = |pid: Option<u32>| pid.map(|p| cpu_seconds(p, ticks)).transpose();
-    let librdkafka = if a.skip_kcat {
-        None
-    } else {
-        let before = cpu(a.broker_pid)?;
-        let children = self_cpu_seconds(true, ticks).ok();
-        let secs = kcat(a, &topic, records).await?;
-        let used = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
-        let client = self_cpu_seconds(true, ticks)
-            .ok()
-            .zip(children)
-            .map(|(after, b)| after - b);
-        Some(figure(records, bytes, secs, loop_mb, used, client))
+    let run_kcat = |properties: Vec<String>| {
+        let args = kcat_args(a, &topic, records, &properties);
+        async move {
+            let before = cpu(a.broker_pid)?;
+            let children = self_cpu_seconds(true, ticks).ok();
+            let secs = kcat(a, &args, records).await?;
+            let broker = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
+            let client = self_cpu_seconds(true, ticks)
+                .ok()
+                .zip(children)
+                .map(|(after, b)| after - b);
+            let used = CpuUsed {
+                broker,
+                broker_wall: secs,
+                client,
+            };
+            anyhow::Ok(figure(records, bytes, secs, loop_mb, used, cores))
+        }
     };
+    let tuned = a.kcat_tuned.iter().any(|p| !p.is_empty());
+    let (librdkafka, librdkafka_tuned) = if a.skip_kcat {
+        (None, None)
+    } else {
+        let plain = run_kcat(Vec::new()).await?;
+        let tuned = if tuned {
+            Some(run_kcat(a.kcat_tuned.clone()).await?)
+        } else {
+            None
+        };
+        (Some(plain), tuned)
+    };
+    let librdkafka_tuned_command = (!a.skip_kcat && tuned).then(|| {
+        let args = kcat_args(a, &topic, records, &a.kcat_tuned);
+        format!("{} {}", a.kcat, args.join(" "))
+    });
     let before = cpu(a.broker_pid)?;
-    let own = self_cpu_seconds(false, ticks).ok();
-    let (secs, join) = gregor_consume(a, &topic, records).await?;
-    let used = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
-    let client = self_cpu_seconds(false, ticks)
-        .ok()
-        .zip(own)
-        .map(|(after, b)| after - b);
-    let gregor = figure(records, bytes, secs, loop_mb, used, client);
+    let started = Instant::now();
+    let (secs, join, client) = gregor_consume(a, &topic, records, ticks).await?;
+    let broker_wall = started.elapsed().as_secs_f64();
+    let broker = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
+    let used = CpuUsed {
+        broker,
+        broker_wall,
+        client,
+    };
+    let gregor = figure(records, bytes, secs, loop_mb, used, cores);
     if let Err(e) = admin
         .delete_topics(std::slice::from_ref(&topic), 30_000)
         .await
@@ -373,8 +520,11 @@ async fn case(
         records,
         bytes,
         loopback_mb_per_s: loop_mb,
+        loopback,
         page_cache_mb_per_s: page_cache,
         librdkafka,
+        librdkafka_tuned,
+        librdkafka_tuned_command,
         gregor,
         gregor_join_s: join,
     })
@@ -402,16 +552,35 @@ pub async fn run(a: ConsumeArgs) -> Result<Vec<ConsumeCase>> {
 }
 
 fn render_figure(name: &str, f: &ConsumerFigure) -> String {
-    let cpu = f
-        .broker_cpu_s_per_gb
-        .map_or(String::new(), |c| format!(", broker CPU {c:.2} s/GB"));
-    let client = f
-        .client_cpu_s_per_gb
-        .map_or(String::new(), |c| format!(", client CPU {c:.2} s/GB"));
-    format!(
-        "  {name:<11} {:>8.1} MB/s  {:.2} of loopback{cpu}{client}\n",
+    let mut s = format!(
+        "  {name:<17} {:>8.1} MB/s  {:.2} of loopback\n",
         f.mb_per_s, f.ratio_to_loopback
-    )
+    );
+    let cpu = |who: &str, per_gb: Option<f64>, share: Option<f64>, ceil: Option<f64>| {
+        per_gb.map_or(String::new(), |c| {
+            format!(
+                "    {who:<7} CPU {c:.2} s/GB, {:.2} of a core, ceiling on one core {:.0} MB/s\n",
+                share.unwrap_or(0.0),
+                ceil.unwrap_or(0.0)
+            )
+        })
+    };
+    s += &cpu(
+        "client",
+        f.client_cpu_s_per_gb,
+        f.client_cpu_share,
+        f.client_ceiling_mb_per_s,
+    );
+    s += &cpu(
+        "broker",
+        f.broker_cpu_s_per_gb,
+        f.broker_cpu_share,
+        f.broker_ceiling_mb_per_s,
+    );
+    if let Some(m) = f.machine_ceiling_mb_per_s {
+        s += &format!("    both on all the machine's cores: ceiling {m:.0} MB/s\n");
+    }
+    s
 }
 
 pub fn render(c: &ConsumeCase) -> String {
@@ -423,8 +592,20 @@ pub fn render(c: &ConsumeCase) -> String {
         c.loopback_mb_per_s,
         c.page_cache_mb_per_s
     );
+    s += &format!(
+        "  loopback CPU: sender {:.2} s/GB, receiver {:.2} s/GB (ceiling on one core {:.0} MB/s)\n",
+        c.loopback.sender_cpu_s_per_gb,
+        c.loopback.receiver_cpu_s_per_gb,
+        c.loopback.receiver_ceiling_mb_per_s.unwrap_or(0.0)
+    );
     if let Some(f) = &c.librdkafka {
         s += &render_figure("librdkafka", f);
+    }
+    if let Some(f) = &c.librdkafka_tuned {
+        s += &render_figure("librdkafka, tuned", f);
+    }
+    if let Some(cmd) = &c.librdkafka_tuned_command {
+        s += &format!("    ({cmd})\n");
     }
     s += &render_figure("gregor", &c.gregor);
     s += &format!("  (gregor group join {:.2} s, not timed)", c.gregor_join_s);

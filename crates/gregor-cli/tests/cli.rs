@@ -548,8 +548,22 @@ fn bench_produce_and_consume_against_a_broker() {
             assert!(c[field].as_f64().expect(field) > 0.0, "{field}: {c}");
         }
         assert!(c["gregor"]["ratio_to_loopback"].as_f64().expect("ratio") > 0.0);
+        // What loopback costs its two threads, and the consumers' own CPU (the ceilings may
+        // be absent: a 2 MB case can take less than one clock tick of CPU).
+        for field in ["sender_cpu_s_per_gb", "receiver_cpu_s_per_gb"] {
+            assert!(c["loopback"][field].as_f64().expect(field) >= 0.0, "{c}");
+        }
+        assert!(c["gregor"]["client_cpu_s_per_gb"].as_f64().is_some(), "{c}");
+        assert!(c["gregor"]["client_cpu_share"].as_f64().is_some(), "{c}");
         if has_kcat {
             assert_eq!(c["librdkafka"]["records"].as_u64(), Some(records), "{c}");
+            assert_eq!(
+                c["librdkafka_tuned"]["records"].as_u64(),
+                Some(records),
+                "{c}"
+            );
+            let cmd = c["librdkafka_tuned_command"].as_str().expect("command");
+            assert!(cmd.contains("-X fetch.max.bytes=8388608"), "{cmd}");
         }
     }
     let err = fails(
@@ -557,6 +571,17 @@ fn bench_produce_and_consume_against_a_broker() {
         None,
     );
     assert!(err.contains("--partitions"), "{err}");
+    let err = fails(
+        &[
+            "bench",
+            "consume",
+            "--skip-kcat",
+            "--kcat-tuned",
+            "fetch.max.bytes",
+        ],
+        None,
+    );
+    assert!(err.contains("--kcat-tuned"), "{err}");
     let mut bad = vec!["bench", "produce", "--concurrency", "0"];
     bad.extend(common);
     let err = fails(&bad, None);

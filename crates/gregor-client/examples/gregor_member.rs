@@ -259,10 +259,7 @@ async fn consume(a: &Args) -> gregor_client::Result<()> {
                 js_bytes(r.key.as_deref()),
                 js_bytes(r.value.as_deref())
             ));
-            next.insert(
-                TopicPartition::new(r.topic.clone(), r.partition),
-                r.offset + 1,
-            );
+            next.insert(TopicPartition::new(&*r.topic, r.partition), r.offset + 1);
         }
         commit(&mut consumer, &next).await;
     }

@@ -424,7 +424,7 @@ async fn records_of_revoked_partitions_are_never_returned() {
         let got = a.poll(Duration::from_millis(100)).await.unwrap();
         let owned = a.assignment();
         for r in &got {
-            let tp = TopicPartition::new(r.topic.clone(), r.partition);
+            let tp = TopicPartition::new(&*r.topic, r.partition);
             assert!(owned.contains(&tp), "{tp} returned after it was revoked");
         }
         check_in_sequence(&mut next, &got);
@@ -436,4 +436,79 @@ async fn records_of_revoked_partitions_are_never_returned() {
     other.await.unwrap();
     a.close().await.unwrap();
     producer.close().await.unwrap();
+}
+
+/// Flips the stored CRC of the first batch of `topic`'s partition 0 in the broker's segment
+/// file (the broker sends a segment's bytes as they are on disk).
+fn corrupt_first_crc(data: &Path, topic: &str) {
+    use std::os::unix::fs::FileExt;
+    let log = data
+        .join(format!("{topic}-0"))
+        .join("00000000000000000000.log");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&log)
+        .unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    // A v2 batch: base offset (8), length (4), leader epoch (4), magic (1), then the CRC.
+    let mut crc = [0u8; 4];
+    f.read_exact_at(&mut crc, 17)
+        .expect("the first batch's CRC");
+    for b in &mut crc {
+        *b ^= 0xff;
+    }
+    f.write_all_at(&crc, 17).expect("CRC flipped");
+}
+
+/// `check.crcs`: with it off, a batch whose CRC does not match its bytes is returned as it
+/// is; with it on (the default) it is never returned, nor anything after it.
+async fn a_corrupted_crc_is_returned_only_without_check_crcs() {
+    let cluster = Cluster::single();
+    cluster.create_topic("crc", 1, None).await;
+    let producer = cluster.producer().await;
+    produce(&producer, "crc", 0, 20).await;
+    producer.close().await.unwrap();
+    corrupt_first_crc(cluster._data.path(), "crc");
+
+    let mut config = cluster.consumer_config("crc-off");
+    config.check_crcs = false;
+    let mut c = Consumer::new(config).await.unwrap();
+    c.subscribe(&["crc"]).await.unwrap();
+    let mut got: Vec<ConsumerRecord> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < 20 {
+        assert!(Instant::now() < deadline, "{} of 20 records", got.len());
+        got.extend(c.poll(Duration::from_millis(200)).await.unwrap());
+    }
+    let offsets: Vec<i64> = got.iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, (0..20).collect::<Vec<i64>>());
+    assert_eq!(
+        got[0].value.as_deref(),
+        Some(format!("{:0>200}", 0).as_bytes())
+    );
+    assert_eq!(&*got[0].topic, "crc");
+    c.close().await.unwrap();
+
+    let config = cluster.consumer_config("crc-on");
+    assert!(config.check_crcs, "check.crcs defaults to true");
+    let mut c = Consumer::new(config).await.unwrap();
+    c.subscribe(&["crc"]).await.unwrap();
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let got = c.poll(Duration::from_millis(200)).await.unwrap();
+        assert!(got.is_empty(), "returned from a corrupted batch: {got:?}");
+    }
+    assert!(c.fetch_metrics().fetches_sent > 0, "never fetched");
+    c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_crcs_decoding_in_the_fetch_task() {
+    a_corrupted_crc_is_returned_only_without_check_crcs().await;
+}
+
+/// On a current-thread runtime `poll` decodes the answers, not the Fetch task.
+#[tokio::test(flavor = "current_thread")]
+async fn check_crcs_decoding_in_poll() {
+    a_corrupted_crc_is_returned_only_without_check_crcs().await;
 }

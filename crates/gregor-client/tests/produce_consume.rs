@@ -927,7 +927,7 @@ async fn commits_resume_and_positions() {
         .unwrap();
     c3.subscribe_pattern("pat-.*").unwrap();
     let recs = consume_n(&mut c3, 2, 10).await;
-    let topics: BTreeSet<String> = recs.iter().map(|r| r.topic.clone()).collect();
+    let topics: BTreeSet<String> = recs.iter().map(|r| r.topic.to_string()).collect();
     assert_eq!(
         topics,
         ["pat-one".to_string(), "pat-two".to_string()].into()

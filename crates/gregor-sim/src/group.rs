@@ -291,7 +291,7 @@ async fn member(
                         value,
                         at_ms,
                     });
-                    let tp = TopicPartition::new(&r.topic, r.partition);
+                    let tp = TopicPartition::new(&*r.topic, r.partition);
                     positions.insert(tp, r.offset + 1);
                 }
             }

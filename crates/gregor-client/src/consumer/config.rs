@@ -72,6 +72,13 @@ pub struct ConsumerConfig {
     pub max_partition_fetch_bytes: i32,
     /// `max.poll.records` (default 500).
     pub max_poll_records: usize,
+    /// `check.crcs` (default true, as Java's): check the CRC32C of every fetched batch. With
+    /// false an uncompressed batch's CRC is not computed, which saves its cost per byte when
+    /// the transport is trusted; every other check of the batch and its records stays, and a
+    /// compressed batch's CRC is still checked by the decompressing decoder. A batch that
+    /// fails a check is not returned (the partition is fetched again after
+    /// `retry.backoff.ms`).
+    pub check_crcs: bool,
     /// `metadata.max.age.ms` (default 5 min): how often a pattern subscription looks for new
     /// matching topics.
     pub metadata_max_age: Duration,
@@ -111,6 +118,7 @@ impl ConsumerConfig {
             fetch_max_bytes: 52_428_800,
             max_partition_fetch_bytes: 1_048_576,
             max_poll_records: 500,
+            check_crcs: true,
             metadata_max_age: Duration::from_secs(300),
         })
     }
@@ -177,6 +185,7 @@ mod tests {
         let mut c = ConsumerConfig::new("h:9092", "g").unwrap();
         assert_eq!(c.session_timeout, Duration::from_secs(45));
         assert_eq!(c.max_poll_interval, Duration::from_secs(300));
+        assert!(c.check_crcs);
         let names: Vec<String> = c
             .take_assignors()
             .unwrap()

@@ -1,6 +1,8 @@
 //! Fetch requests from positions, and fetched record batches decoded into records (with
 //! kafka-protocol's `RecordBatchDecoder`, which also decompresses). Pure.
 
+use std::sync::Arc;
+
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
@@ -14,7 +16,9 @@ use crate::types::TopicPartition;
 /// A consumed record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerRecord {
-    pub topic: String,
+    /// The topic's name, one allocation shared by every record of a partition's answer (it
+    /// derefs to `&str`; `.to_string()` for an owned `String`).
+    pub topic: Arc<str>,
     pub partition: i32,
     pub offset: i64,
     pub timestamp: i64,
@@ -135,7 +139,7 @@ pub fn parse_fetch(
         .map(|(tp, result)| {
             let decoded = result.and_then(|r| {
                 let asked = targets.iter().find(|t| t.tp == tp).map_or(0, |t| t.offset);
-                r.decode(&tp, asked)
+                r.decode(&tp, asked, true)
             });
             (tp, decoded)
         })
@@ -162,14 +166,16 @@ impl RawPartition {
         self.batches.len()
     }
 
-    /// Decodes the batches, keeping records at or after `from_offset` (the offset asked).
+    /// Decodes the batches, keeping records at or after `from_offset` (the offset asked);
+    /// `check_crcs` as in [`decode_records`].
     pub fn decode(
         self,
         tp: &TopicPartition,
         from_offset: i64,
+        check_crcs: bool,
     ) -> Result<FetchedPartition, KafkaError> {
         let bytes = self.batches.len();
-        decode_records(tp, self.batches, from_offset)
+        decode_records(tp, self.batches, from_offset, check_crcs)
             .map(|(records, _)| FetchedPartition {
                 high_watermark: self.high_watermark,
                 log_start_offset: self.log_start_offset,
@@ -270,12 +276,18 @@ pub fn complete_batches_len(bytes: &[u8]) -> usize {
 /// `RecordBatchDecoder`, which decompresses them. Every length read from the wire is checked
 /// against the bytes actually there before it is used, and allocations are bounded by those
 /// bytes, not by counts from the wire.
+///
+/// `check_crcs` (the consumer's `check.crcs`): with `false` the CRC of an uncompressed batch
+/// is not computed (every other check stays); a compressed batch's CRC is still checked by the
+/// decompressing decoder. The records share one allocation of the topic's name.
 pub fn decode_records(
     tp: &TopicPartition,
     mut bytes: Bytes,
     from_offset: i64,
+    check_crcs: bool,
 ) -> Result<(Vec<ConsumerRecord>, Option<i64>), String> {
     let mut out = Vec::with_capacity(records_in(&bytes));
+    let topic: Arc<str> = Arc::from(tp.topic.as_str());
     let mut next_offset = None;
     while bytes.len() >= 12 {
         let len = i32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
@@ -287,12 +299,12 @@ pub fn decode_records(
         }
         let batch = bytes.split_to(12 + len);
         let base_offset = (&batch[0..8]).get_i64();
-        let header = BatchHeader::parse(&batch)
+        let header = BatchHeader::parse(&batch, check_crcs)
             .map_err(|reason| format!("batch at offset {base_offset}: {reason}"))?;
         let decoded = if header.compression == 0 {
-            decode_plain_batch(tp, &batch, &header, from_offset, &mut out)
+            decode_plain_batch(&topic, tp.partition, &batch, &header, from_offset, &mut out)
         } else {
-            decode_compressed_batch(tp, batch, from_offset, &mut out)
+            decode_compressed_batch(&topic, tp.partition, batch, from_offset, &mut out)
         };
         let last = decoded.map_err(|reason| format!("batch at offset {base_offset}: {reason}"))?;
         if let Some(last) = last {
@@ -348,9 +360,9 @@ struct BatchHeader {
 
 impl BatchHeader {
     /// Reads and checks the header of one complete batch (`batch` holds exactly the base
-    /// offset, the length and the `length` bytes after it): magic 2, the CRC, a known codec
-    /// and a non-negative record count.
-    fn parse(batch: &[u8]) -> Result<BatchHeader, String> {
+    /// offset, the length and the `length` bytes after it): magic 2, the CRC (with
+    /// `check_crc`), a known codec and a non-negative record count.
+    fn parse(batch: &[u8], check_crc: bool) -> Result<BatchHeader, String> {
         if batch.len() < BATCH_HEADER_LEN {
             // A magic 0/1 message set can be this short; say which it is when we can tell.
             if let Some(magic) = batch.get(16).filter(|m| **m != 2) {
@@ -365,12 +377,14 @@ impl BatchHeader {
         if magic != 2 {
             return Err(format!("message format v{magic} is unsupported"));
         }
-        let supplied = u32::from_be_bytes([batch[17], batch[18], batch[19], batch[20]]);
-        let actual = crc32c::crc32c(&batch[CRC_START..]);
-        if supplied != actual {
-            return Err(format!(
-                "CRC mismatch (batch says {supplied:#010x}, bytes give {actual:#010x})"
-            ));
+        if check_crc {
+            let supplied = u32::from_be_bytes([batch[17], batch[18], batch[19], batch[20]]);
+            let actual = crc32c::crc32c(&batch[CRC_START..]);
+            if supplied != actual {
+                return Err(format!(
+                    "CRC mismatch (batch says {supplied:#010x}, bytes give {actual:#010x})"
+                ));
+            }
         }
         let attributes = i16::from_be_bytes([batch[21], batch[22]]);
         let compression = attributes & 0x7;
@@ -406,7 +420,8 @@ fn field<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
 /// the data records at or after `from_offset` to `out`. Returns the batch's last record
 /// offset (control and skipped records included), `None` for a batch without records.
 fn decode_plain_batch(
-    tp: &TopicPartition,
+    topic: &Arc<str>,
+    partition: i32,
     batch: &Bytes,
     header: &BatchHeader,
     from_offset: i64,
@@ -444,7 +459,7 @@ fn decode_plain_batch(
             end: record_end,
         };
         r.at = record_end;
-        let decoded = decode_record(&mut rec, tp, header, leader_epoch)
+        let decoded = decode_record(&mut rec, topic, partition, header, leader_epoch)
             .map_err(|e| format!("record {i}: {e}"))?;
         if rec.at != rec.end {
             return Err(format!(
@@ -470,7 +485,8 @@ fn decode_plain_batch(
 /// One record of an uncompressed batch (its size already read; `r` ends where it does).
 fn decode_record(
     r: &mut Reader<'_>,
-    tp: &TopicPartition,
+    topic: &Arc<str>,
+    partition: i32,
     header: &BatchHeader,
     leader_epoch: Option<i32>,
 ) -> Result<ConsumerRecord, String> {
@@ -497,8 +513,8 @@ fn decode_record(
         headers.push((key, r.nullable_bytes("header value")?));
     }
     Ok(ConsumerRecord {
-        topic: tp.topic.clone(),
-        partition: tp.partition,
+        topic: topic.clone(),
+        partition,
         offset,
         timestamp: header.base_timestamp.wrapping_add(timestamp_delta),
         key,
@@ -574,7 +590,8 @@ impl Reader<'_> {
 /// A compressed batch, through kafka-protocol's decoder (which decompresses it and checks its
 /// CRC again). Returns the batch's last record offset.
 fn decode_compressed_batch(
-    tp: &TopicPartition,
+    topic: &Arc<str>,
+    partition: i32,
     mut batch: Bytes,
     from_offset: i64,
     out: &mut Vec<ConsumerRecord>,
@@ -587,8 +604,8 @@ fn decode_compressed_batch(
             continue;
         }
         out.push(ConsumerRecord {
-            topic: tp.topic.clone(),
-            partition: tp.partition,
+            topic: topic.clone(),
+            partition,
             offset: r.offset,
             timestamp: r.timestamp,
             key: r.key,
@@ -659,7 +676,7 @@ mod tests {
         let partial = batch(15, 4, Compression::None);
         all.extend_from_slice(&partial[..partial.len() - 5]);
         let tp = TopicPartition::new("t", 0);
-        let (recs, next) = decode_records(&tp, Bytes::from(all.clone()), 11).unwrap();
+        let (recs, next) = decode_records(&tp, Bytes::from(all.clone()), 11, true).unwrap();
         let offsets: Vec<i64> = recs.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, vec![11, 12, 13, 14]);
         assert_eq!(next, Some(15));
@@ -676,10 +693,10 @@ mod tests {
         b[20] ^= 0xff; // inside the CRC-covered part
         let tp = TopicPartition::new("t", 0);
         // kafka-protocol checks CRCs on decode; at worst the records differ — but never panic.
-        let _ = decode_records(&tp, Bytes::from(b), 0);
+        let _ = decode_records(&tp, Bytes::from(b), 0, true);
         let mut neg = vec![0u8; 12];
         neg[8..12].copy_from_slice(&(-5i32).to_be_bytes());
-        assert!(decode_records(&tp, Bytes::from(neg), 0).is_err());
+        assert!(decode_records(&tp, Bytes::from(neg), 0, true).is_err());
     }
 
     /// A batch of `n` records with varied keys, values and headers (null key for even
@@ -718,7 +735,7 @@ mod tests {
         while !rest.is_empty() {
             let len = i32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]) as usize;
             let b = rest.split_to(12 + len);
-            decode_compressed_batch(&TopicPartition::new("t", 0), b, from, &mut out).unwrap();
+            decode_compressed_batch(&Arc::from("t"), 0, b, from, &mut out).unwrap();
         }
         out
     }
@@ -731,11 +748,11 @@ mod tests {
         all.extend(varied_batch(108, 5, Compression::Snappy));
         all.extend(varied_batch(113, 40, Compression::None));
         for from in [0, 103, 107, 108, 152, 153, 400] {
-            let (recs, next) = decode_records(&tp, Bytes::from(all.clone()), from).unwrap();
+            let (recs, next) = decode_records(&tp, Bytes::from(all.clone()), from, true).unwrap();
             assert_eq!(recs, reference(&all, from), "from {from}");
             assert_eq!(next, Some(153));
         }
-        let (recs, _) = decode_records(&tp, Bytes::from(all), 0).unwrap();
+        let (recs, _) = decode_records(&tp, Bytes::from(all), 0, true).unwrap();
         assert_eq!(recs.len(), 53);
         assert_eq!(recs[1].key.as_deref(), Some(&b"key-1"[..]));
         assert_eq!(recs[0].value, None);
@@ -748,7 +765,8 @@ mod tests {
         let mut b = varied_batch(20, 3, Compression::None);
         b[22] |= 1 << 5; // attributes, low byte: the control bit
         recrc(&mut b);
-        let (recs, next) = decode_records(&TopicPartition::new("t", 0), Bytes::from(b), 0).unwrap();
+        let (recs, next) =
+            decode_records(&TopicPartition::new("t", 0), Bytes::from(b), 0, true).unwrap();
         assert!(recs.is_empty());
         assert_eq!(next, Some(23));
     }
@@ -756,7 +774,7 @@ mod tests {
     #[test]
     fn decoded_values_share_the_received_bytes() {
         let b = Bytes::from(varied_batch(0, 4, Compression::None));
-        let (recs, _) = decode_records(&TopicPartition::new("t", 0), b.clone(), 0).unwrap();
+        let (recs, _) = decode_records(&TopicPartition::new("t", 0), b.clone(), 0, true).unwrap();
         let value = recs[1].value.as_ref().unwrap();
         let (lo, hi) = (b.as_ptr() as usize, b.as_ptr() as usize + b.len());
         assert!(
@@ -771,7 +789,7 @@ mod tests {
         let whole = varied_batch(0, 6, Compression::None);
         // Cut anywhere: a partial batch is skipped, never decoded.
         for cut in 0..whole.len() {
-            let (recs, next) = decode_records(&tp, Bytes::copy_from_slice(&whole[..cut]), 0)
+            let (recs, next) = decode_records(&tp, Bytes::copy_from_slice(&whole[..cut]), 0, true)
                 .unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
             assert!(recs.is_empty() && next.is_none(), "cut at {cut}");
         }
@@ -779,7 +797,7 @@ mod tests {
         for at in CRC_START..whole.len() {
             let mut b = whole.clone();
             b[at] ^= 0x5a;
-            let err = decode_records(&tp, Bytes::from(b), 0).unwrap_err();
+            let err = decode_records(&tp, Bytes::from(b), 0, true).unwrap_err();
             assert!(err.contains("CRC"), "byte {at}: {err}");
         }
         // Any byte after the record count changed, CRC fixed: decodes or fails, no panic.
@@ -788,16 +806,51 @@ mod tests {
                 let mut b = whole.clone();
                 b[at] ^= x;
                 recrc(&mut b);
-                let _ = decode_records(&tp, Bytes::from(b), 0);
+                let _ = decode_records(&tp, Bytes::from(b), 0, true);
             }
         }
+    }
+
+    #[test]
+    fn check_crcs_off_accepts_a_corrupted_crc_and_on_rejects_it() {
+        let tp = TopicPartition::new("t", 0);
+        let whole = varied_batch(40, 5, Compression::None);
+        let mut bad = whole.clone();
+        bad[17] ^= 0xff; // the stored CRC itself
+        let err = decode_records(&tp, Bytes::from(bad.clone()), 0, true).unwrap_err();
+        assert!(err.contains("CRC mismatch"), "{err}");
+        assert!(err.contains("batch at offset 40"), "{err}");
+        let (recs, next) = decode_records(&tp, Bytes::from(bad), 0, false).unwrap();
+        let (good, _) = decode_records(&tp, Bytes::from(whole.clone()), 0, true).unwrap();
+        assert_eq!(recs, good);
+        assert_eq!(next, Some(45));
+        // Without the CRC, the structure is still checked: a record count that does not fit
+        // the bytes is an error either way.
+        let mut count = whole;
+        count[57..61].copy_from_slice(&9i32.to_be_bytes());
+        assert!(decode_records(&tp, Bytes::from(count), 0, false)
+            .unwrap_err()
+            .contains("record 5"));
+    }
+
+    #[test]
+    fn records_of_one_answer_share_one_topic_name() {
+        let tp = TopicPartition::new("shared-topic", 3);
+        let mut all = varied_batch(0, 4, Compression::None);
+        all.extend(varied_batch(4, 3, Compression::Lz4));
+        let (recs, _) = decode_records(&tp, Bytes::from(all), 0, true).unwrap();
+        assert_eq!(recs.len(), 7);
+        assert!(recs
+            .iter()
+            .all(|r| &*r.topic == "shared-topic" && r.partition == 3));
+        assert!(recs.iter().all(|r| Arc::ptr_eq(&r.topic, &recs[0].topic)));
     }
 
     #[test]
     fn malformed_batches_with_valid_crcs_are_clear_errors() {
         let tp = TopicPartition::new("t", 0);
         let whole = varied_batch(0, 2, Compression::None);
-        let decode = |b: Vec<u8>| decode_records(&tp, Bytes::from(b), 0);
+        let decode = |b: Vec<u8>| decode_records(&tp, Bytes::from(b), 0, true);
         let with = |edit: &dyn Fn(&mut Vec<u8>)| {
             let mut b = whole.clone();
             edit(&mut b);

@@ -165,8 +165,9 @@ impl Consumer {
         if self.fetch_in_flight() {
             tokio::task::yield_now().await;
         }
+        let check_crcs = self.settings.check_crcs;
         let failed = self.fetcher.buffer.decode_pending(|tp, batches, asked| {
-            fetch::decode_records(tp, batches, asked)
+            fetch::decode_records(tp, batches, asked, check_crcs)
                 .map(|(records, _)| records)
                 .map_err(|reason| fetch::corrupt(tp, reason))
         });
@@ -301,12 +302,15 @@ impl Consumer {
             let partitions: Vec<TopicPartition> = targets.iter().map(|t| t.tp.clone()).collect();
             let task = fetch_task(
                 self.client.clone(),
-                self.rack.clone(),
                 p.broker,
                 session,
                 targets,
                 tokens,
-                limits,
+                TaskSettings {
+                    rack: self.rack.clone(),
+                    limits,
+                    check_crcs: self.settings.check_crcs,
+                },
             );
             let handle = self.fetcher.in_flight.spawn(task);
             self.fetcher
@@ -407,17 +411,29 @@ impl Consumer {
     }
 }
 
+/// The consumer's settings a Fetch task uses.
+struct TaskSettings {
+    rack: Option<String>,
+    limits: fetch::FetchLimits,
+    /// `check.crcs`, for the decoding done in the task.
+    check_crcs: bool,
+}
+
 /// One Fetch to `broker` in its session; splits the answer by partition here, and decodes the
 /// record batches too on a multi-thread runtime (see [`Answer`]).
 async fn fetch_task(
     client: Client,
-    rack: Option<String>,
     broker: i32,
     mut session: FetchSession,
     targets: Vec<FetchTarget>,
     tokens: Vec<u64>,
-    limits: fetch::FetchLimits,
+    settings: TaskSettings,
 ) -> Landed {
+    let TaskSettings {
+        rack,
+        limits,
+        check_crcs,
+    } = settings;
     let sent = client
         .send::<FetchRequest, _>(&Target::Broker(broker), |v| {
             let mut req = fetch::fetch_request(&targets, limits, rack.as_deref(), v);
@@ -444,9 +460,10 @@ async fn fetch_task(
                             return Ok(Answer { raw, decoded: None });
                         }
                         let asked = targets.iter().find(|t| t.tp == tp).map_or(0, |t| t.offset);
-                        let records = fetch::decode_records(&tp, raw.batches.clone(), asked)
-                            .map_err(|reason| fetch::corrupt(&tp, reason))?
-                            .0;
+                        let records =
+                            fetch::decode_records(&tp, raw.batches.clone(), asked, check_crcs)
+                                .map_err(|reason| fetch::corrupt(&tp, reason))?
+                                .0;
                         Ok(Answer {
                             raw,
                             decoded: Some(records),

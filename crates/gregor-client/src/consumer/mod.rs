@@ -121,6 +121,7 @@ struct Settings {
     byte_limits: prefetch::ByteLimits,
     fetch_max_wait: Duration,
     max_poll_records: usize,
+    check_crcs: bool,
     metadata_max_age_ms: u64,
     retry_backoff: Duration,
 }
@@ -241,6 +242,7 @@ impl Consumer {
                 ),
                 fetch_max_wait: config.fetch_max_wait,
                 max_poll_records: config.max_poll_records,
+                check_crcs: config.check_crcs,
                 metadata_max_age_ms: millis(config.metadata_max_age),
                 retry_backoff: Duration::from_millis(config.client.backoff.delay_ms(0)),
             },
