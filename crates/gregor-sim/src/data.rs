@@ -561,8 +561,7 @@ pub async fn run(
     seed: u64,
     nodes: usize,
     admin: bool,
-    groups: bool,
-    stalls: bool,
+    group: Option<crate::group::GroupWorkload>,
     topic_admin: bool,
 ) -> turmoil::Result {
     create_topic(&history, nodes).await;
@@ -581,8 +580,8 @@ pub async fn run(
         }
     };
     let group = async {
-        if groups {
-            crate::group::run(history.clone(), nodes, seed, stalls).await;
+        if let Some(workload) = group {
+            crate::group::run(history.clone(), nodes, seed, workload).await;
         }
     };
     let topic_ops = async {

@@ -73,9 +73,23 @@ pub struct Commit {
     pub at_ms: u64,
 }
 
+/// What the group workload does besides consuming (`--stalls`, `--static-members`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GroupWorkload {
+    /// One incarnation in four stalls past its `max.poll.interval.ms` once, while the faults
+    /// run, between a `poll` and its commit.
+    pub stalls: bool,
+    /// Every member has a `group.instance.id` ("sim-m0", ...), kept by each of its
+    /// incarnations.
+    pub static_members: bool,
+}
+
 #[derive(Debug, Default)]
 pub struct GroupHistory {
     pub strategy: String,
+    /// Static members: an incarnation may take its predecessor's place, and assignment, in
+    /// the same generation (its member id replaces the other's at the coordinator).
+    pub static_members: bool,
     pub owned: Vec<Owned>,
     pub reads: Vec<GroupRead>,
     /// In the order the acknowledgements arrived.
@@ -192,19 +206,24 @@ async fn member(
     index: usize,
     strategy: &'static str,
     seed: u64,
-    stalls: bool,
+    workload: GroupWorkload,
 ) {
     let mut rng = SplitMix64::new(seed ^ 0x6709_0000 ^ (index as u64) << 8);
     // Its own stream, so that the other draws stay what they are without `--stalls`.
     let mut stall_rng = SplitMix64::new(seed ^ 0x5747_0000 ^ (index as u64) << 8);
     sleep_ms(rng.next_below(2_000) as u64).await;
     let mut incarnation = 0;
+    // The generation and assignment the previous incarnation last reported.
+    let mut predecessor: Option<(i32, BTreeSet<i32>)> = None;
     while !check_finished(&history) {
         incarnation += 1;
         let label = format!("m{index}.{incarnation}");
         let mut config = consumer_config(nodes, strategy, &label, &mut rng);
+        if workload.static_members {
+            config.group_instance_id = Some(format!("sim-m{index}"));
+        }
         // This incarnation gets stuck once in its processing, past max.poll.interval.ms.
-        let mut stall_ms = (stalls && stall_rng.next_below(4) == 0)
+        let mut stall_ms = (workload.stalls && stall_rng.next_below(4) == 0)
             .then(|| STALL_POLL_INTERVAL_MS + 300 + stall_rng.next_below(2_000) as u64);
         if stall_ms.is_some() {
             config.max_poll_interval = Duration::from_millis(STALL_POLL_INTERVAL_MS);
@@ -253,6 +272,16 @@ async fn member(
                 h.event(format!(
                     "{label} member {member_id} generation {generation} owns {assignment:?}"
                 ));
+                let took_over = last.is_none()
+                    && generation >= 0
+                    && !assignment.is_empty()
+                    && predecessor.as_ref().is_some_and(|(g, _)| *g == generation);
+                if took_over {
+                    let (_, before) = predecessor.as_ref().expect("took_over checked it");
+                    h.event(format!(
+                        "{label} took its static predecessor's place in generation {generation} without a rebalance (it owned {before:?})"
+                    ));
+                }
                 h.data.group.owned.push(Owned {
                     consumer: label.clone(),
                     member_id: member_id.clone(),
@@ -331,6 +360,7 @@ async fn member(
                 )),
             }
         }
+        predecessor = last.map(|(_, generation, assignment)| (generation, assignment));
         if vanish && !check_finished(&history) {
             history.borrow_mut().event(format!("{label} vanishes"));
             drop(consumer);
@@ -345,17 +375,23 @@ async fn member(
 }
 
 /// The group workload: `members` consumers with one strategy, drawn from the seed.
-pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64, stalls: bool) {
+pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64, workload: GroupWorkload) {
     let mut rng = SplitMix64::new(seed ^ 0x0067_7209);
     let strategy = STRATEGIES[rng.next_below(STRATEGIES.len())];
     let members = 2 + rng.next_below(2);
     {
         let mut h = history.borrow_mut();
         h.data.group.strategy = strategy.to_string();
-        h.event(format!("group {GROUP}: {members} members, {strategy}"));
+        h.data.group.static_members = workload.static_members;
+        let kind = if workload.static_members {
+            "static members"
+        } else {
+            "members"
+        };
+        h.event(format!("group {GROUP}: {members} {kind}, {strategy}"));
     }
     let tasks: Vec<_> = (0..members)
-        .map(|i| member(history.clone(), nodes, i, strategy, seed, stalls))
+        .map(|i| member(history.clone(), nodes, i, strategy, seed, workload))
         .collect();
     futures::future::join_all(tasks).await;
 }

@@ -15,13 +15,20 @@ pub fn check(g: &GroupHistory, out: &mut Vec<Violation>) {
     }
 }
 
-/// Member id -> (incarnation, when first seen owning).
-type Owners<'a> = BTreeMap<&'a str, (&'a str, u64)>;
+/// Owner -> (incarnation, member id, when first seen owning).
+type Owners<'a> = BTreeMap<&'a str, (&'a str, &'a str, u64)>;
 
 /// No two members own a partition in one generation: a member owns what its consumer reports
 /// as assigned after a `poll` in that generation, and every partition a `poll` in that
 /// generation returned records of.
+///
+/// A static member's new incarnation replaces its predecessor's member id at the coordinator
+/// and keeps its assignment in the same generation (its predecessor stopped first: the
+/// incarnations of one member never overlap), so with static members the owner is the member
+/// (its `group.instance.id`), not the member id. Two members, or two member ids of one dynamic
+/// member, owning a partition in one generation is the violation.
 fn two_owners(g: &GroupHistory, out: &mut Vec<Violation>) {
+    let owner_of = |member_id, consumer| owner(g.static_members, member_id, consumer);
     let mut owners: BTreeMap<(i32, i32), Owners> = BTreeMap::new();
     let owned = g.owned.iter().filter(|o| o.generation >= 0).flat_map(|o| {
         o.partitions.iter().map(move |&p| {
@@ -47,14 +54,14 @@ fn two_owners(g: &GroupHistory, out: &mut Vec<Violation>) {
         owners
             .entry((generation, partition))
             .or_default()
-            .entry(member)
-            .or_insert((consumer, at));
+            .entry(owner_of(member, consumer))
+            .or_insert((consumer, member, at));
     }
     for ((generation, partition), members) in owners {
         if members.len() > 1 {
             let who: Vec<String> = members
-                .iter()
-                .map(|(m, (c, at))| format!("{c} ({m}) at {at} ms"))
+                .values()
+                .map(|(c, m, at)| format!("{c} ({m}) at {at} ms"))
                 .collect();
             out.push(Violation::new(
                 Property::TwoOwnersInGeneration,
@@ -64,6 +71,16 @@ fn two_owners(g: &GroupHistory, out: &mut Vec<Violation>) {
                 ),
             ));
         }
+    }
+}
+
+/// Who owns what a member id (of the incarnation `consumer`) owns: see [`two_owners`].
+fn owner<'a>(static_members: bool, member_id: &'a str, consumer: &'a str) -> &'a str {
+    if static_members {
+        // "m1.2": member 1, second incarnation.
+        consumer.split('.').next().unwrap_or(consumer)
+    } else {
+        member_id
     }
 }
 
@@ -114,5 +131,54 @@ fn nothing_skipped(g: &GroupHistory, out: &mut Vec<Violation>) {
                 ),
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::Owned;
+
+    fn owned(consumer: &str, member_id: &str, generation: i32, p: i32, at_ms: u64) -> Owned {
+        Owned {
+            consumer: consumer.into(),
+            member_id: member_id.into(),
+            generation,
+            partitions: BTreeSet::from([p]),
+            at_ms,
+        }
+    }
+
+    fn two_owner_violations(static_members: bool, owned: Vec<Owned>) -> Vec<String> {
+        let g = GroupHistory {
+            static_members,
+            owned,
+            ..GroupHistory::default()
+        };
+        let mut out = Vec::new();
+        two_owners(&g, &mut out);
+        out.into_iter().map(|v| v.detail).collect()
+    }
+
+    #[test]
+    fn a_static_members_restart_may_keep_its_assignment_in_the_generation() {
+        let takeover = vec![owned("m0.1", "a", 3, 0, 100), owned("m0.2", "b", 3, 0, 900)];
+        assert!(two_owner_violations(true, takeover.clone()).is_empty());
+        // A dynamic member's new incarnation is a new member: it cannot own anything in the
+        // generation its predecessor owned it in.
+        assert_eq!(two_owner_violations(false, takeover).len(), 1);
+    }
+
+    #[test]
+    fn two_static_members_owning_a_partition_in_one_generation_is_a_violation() {
+        let v = two_owner_violations(
+            true,
+            vec![owned("m0.1", "a", 3, 0, 100), owned("m1.1", "c", 3, 0, 200)],
+        );
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].contains("m0.1 (a)") && v[0].contains("m1.1 (c)"),
+            "{v:?}"
+        );
     }
 }

@@ -52,12 +52,14 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
         (options.admin, "--admin"),
         (options.groups, "--groups"),
         (options.stalls, "--stalls"),
+        (options.static_members, "--static-members"),
         (options.disk_faults, "--disk-faults"),
         (options.slow_disk, "--slow-disk"),
         (options.clock_jumps, "--clock-jumps"),
         (options.cascading_crashes, "--cascading-crashes"),
         (options.topic_admin, "--topic-admin"),
         (options.splits, "--splits"),
+        (options.bridges, "--bridges"),
     ];
     args.extend(
         flags

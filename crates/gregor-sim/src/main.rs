@@ -67,6 +67,11 @@ struct Args {
     /// application stuck in its processing; checked like every other commit.
     #[arg(long)]
     stalls: bool,
+    /// With --groups: static members. Each member has a group.instance.id that every one of
+    /// its incarnations keeps, so a restart takes its place (and its assignment) without a
+    /// rebalance; checked like every other group.
+    #[arg(long)]
+    static_members: bool,
     /// With --replication: after the other faults, one or two episodes of a full disk or
     /// failing fsyncs on one node, which is then restarted on the repaired disk (keeping only
     /// what it synced).
@@ -96,6 +101,10 @@ struct Args {
     /// side.
     #[arg(long)]
     splits: bool,
+    /// With --replication: after the other faults, one or two partitions that are not
+    /// transitive: two groups of nodes cannot reach each other while the rest reach both.
+    #[arg(long)]
+    bridges: bool,
     /// Seeds run at the same time, each in a process of its own (default: the number of CPUs).
     #[arg(long)]
     jobs: Option<usize>,
@@ -127,45 +136,34 @@ fn main() -> Result<()> {
     } else {
         Mode::Quorum
     };
+    let options = |seed| SimOptions {
+        seed,
+        bug,
+        mode,
+        power_loss: args.power_loss,
+        admin: args.admin,
+        groups: args.groups,
+        stalls: args.stalls,
+        static_members: args.static_members,
+        disk_faults: args.disk_faults,
+        slow_disk: args.slow_disk,
+        clock_jumps: args.clock_jumps,
+        cascading_crashes: args.cascading_crashes,
+        topic_admin: args.topic_admin,
+        splits: args.splits,
+        bridges: args.bridges,
+    };
     if args.child {
         // One seed for a parent `gregor-sim`: the whole outcome, trace included, as JSON.
         let seed = args.seed.context("--child needs --seed")?;
-        let outcome = run_seed(SimOptions {
-            seed,
-            bug,
-            mode,
-            power_loss: args.power_loss,
-            admin: args.admin,
-            groups: args.groups,
-            stalls: args.stalls,
-            disk_faults: args.disk_faults,
-            slow_disk: args.slow_disk,
-            clock_jumps: args.clock_jumps,
-            cascading_crashes: args.cascading_crashes,
-            topic_admin: args.topic_admin,
-            splits: args.splits,
-        });
+        let outcome = run_seed(options(seed));
         println!("{}", serde_json::to_string(&outcome)?);
         return Ok(());
     }
     if let Some(seed) = args.seed {
         // One seed: this process is as fresh as a child would be, so it runs here (and its
         // RUST_LOG logs come out as they happen).
-        let mut outcome = run_seed(SimOptions {
-            seed,
-            bug,
-            mode,
-            power_loss: args.power_loss,
-            admin: args.admin,
-            groups: args.groups,
-            stalls: args.stalls,
-            disk_faults: args.disk_faults,
-            slow_disk: args.slow_disk,
-            clock_jumps: args.clock_jumps,
-            cascading_crashes: args.cascading_crashes,
-            topic_admin: args.topic_admin,
-            splits: args.splits,
-        });
+        let mut outcome = run_seed(options(seed));
         report(&args, &mut outcome);
         if !outcome.passed() {
             std::process::exit(1);
@@ -173,21 +171,7 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let runs: Vec<SimOptions> = (args.from..args.from.saturating_add(args.seeds))
-        .map(|seed| SimOptions {
-            seed,
-            bug,
-            mode,
-            power_loss: args.power_loss,
-            admin: args.admin,
-            groups: args.groups,
-            stalls: args.stalls,
-            disk_faults: args.disk_faults,
-            slow_disk: args.slow_disk,
-            clock_jumps: args.clock_jumps,
-            cascading_crashes: args.cascading_crashes,
-            topic_admin: args.topic_admin,
-            splits: args.splits,
-        })
+        .map(options)
         .collect();
     let exe = std::env::current_exe().context("locating the gregor-sim binary")?;
     let jobs = args

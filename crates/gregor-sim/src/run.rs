@@ -99,6 +99,9 @@ pub struct SimOptions {
     /// Replicated runs with `groups`: members that stop polling past their
     /// `max.poll.interval.ms` and then commit (see `group.rs`).
     pub stalls: bool,
+    /// Replicated runs with `groups`: every member has a `group.instance.id`, which each of
+    /// its incarnations keeps (see `group.rs`).
+    pub static_members: bool,
     /// Replicated runs: full disks and failing fsyncs (see [`Scenario::with_disk_faults`]).
     pub disk_faults: bool,
     /// Replicated runs: slow fsyncs on one node at a time, overlapping the other faults (see
@@ -116,6 +119,9 @@ pub struct SimOptions {
     /// Replicated runs: the cluster split in two, after the other faults (see
     /// [`Scenario::with_splits`]).
     pub splits: bool,
+    /// Replicated runs: partitions that are not transitive, a bridge node reaching both sides,
+    /// after the other faults (see [`Scenario::with_bridges`]).
+    pub bridges: bool,
 }
 
 /// The brokers' wall clock: simulated time after a fixed epoch.
@@ -393,6 +399,7 @@ impl Driver<'_> {
             Fault::OneWay { from, .. } => self.observer.resolve(from),
             Fault::Delay { a, .. } => self.observer.resolve(a),
             Fault::Split { ref side, .. } => side.first().copied().unwrap_or(0),
+            Fault::Bridge { ref left, .. } => left.first().copied().unwrap_or(0),
             Fault::Cascade { partition, .. } => self
                 .observer
                 .partition_leader(crate::data::TOPIC, partition)
@@ -455,6 +462,10 @@ impl Driver<'_> {
                 ref side,
                 client_cut,
             } => self.split(side, client_cut, true),
+            Fault::Bridge {
+                ref left,
+                ref right,
+            } => self.cut_between(left, right, true),
             _ => {}
         }
         let what = match e.fault {
@@ -475,6 +486,15 @@ impl Driver<'_> {
             } => format!(
                 "split {side:?} from the other nodes{}",
                 if client_cut { " and the clients" } else { "" }
+            ),
+            Fault::Bridge {
+                ref left,
+                ref right,
+            } => format!(
+                "cut {left:?} from {right:?}, {:?} reaching both",
+                (0..self.scenario.nodes)
+                    .filter(|n| !left.contains(n) && !right.contains(n))
+                    .collect::<Vec<_>>()
             ),
             Fault::Cascade {
                 partition,
@@ -519,19 +539,28 @@ impl Driver<'_> {
         let others: Vec<usize> = (0..self.scenario.nodes)
             .filter(|n| !side.contains(n))
             .collect();
-        for &a in side {
-            let ha = host_name(a);
-            let mut peers: Vec<String> = others.iter().map(|&b| host_name(b)).collect();
-            if client_cut {
-                peers.push("client".to_string());
+        self.cut_between(side, &others, cut);
+        if client_cut {
+            for &a in side {
+                self.cut_link(&host_name(a), "client", cut);
             }
-            for hb in peers {
-                if cut {
-                    self.sim.partition(ha.as_str(), hb.as_str());
-                } else {
-                    self.sim.repair(ha.as_str(), hb.as_str());
-                }
+        }
+    }
+
+    /// Cuts (or repairs) every link between a node of `left` and a node of `right`, both ways.
+    fn cut_between(&mut self, left: &[usize], right: &[usize], cut: bool) {
+        for &a in left {
+            for &b in right {
+                self.cut_link(&host_name(a), &host_name(b), cut);
             }
+        }
+    }
+
+    fn cut_link(&mut self, a: &str, b: &str, cut: bool) {
+        if cut {
+            self.sim.partition(a, b);
+        } else {
+            self.sim.repair(a, b);
         }
     }
 
@@ -648,6 +677,10 @@ impl Driver<'_> {
                 ref side,
                 client_cut,
             } => self.split(side, client_cut, false),
+            Fault::Bridge {
+                ref left,
+                ref right,
+            } => self.cut_between(left, right, false),
             Fault::Cascade { .. } => {
                 self.sim.bounce(ha.as_str());
                 if let Some(n) = f.cascade.as_ref().and_then(|c| c.crashed) {
@@ -1021,6 +1054,9 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     if options.splits {
         scenario = scenario.with_splits();
     }
+    if options.bridges {
+        scenario = scenario.with_bridges();
+    }
     let clock_skews: Vec<Arc<AtomicI64>> = (0..scenario.nodes)
         .map(|_| Arc::new(AtomicI64::new(0)))
         .collect();
@@ -1116,8 +1152,10 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
                 options.seed,
                 scenario.nodes,
                 options.admin,
-                options.groups,
-                options.groups && options.stalls,
+                options.groups.then_some(crate::group::GroupWorkload {
+                    stalls: options.stalls,
+                    static_members: options.static_members,
+                }),
                 options.topic_admin,
             ),
         ),

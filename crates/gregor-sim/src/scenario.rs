@@ -53,6 +53,12 @@ pub enum Fault {
     /// either side; on three nodes one against two). With `client_cut`, the clients reach only
     /// the other side too.
     Split { side: Vec<usize>, client_cut: bool },
+    /// A partition that is not transitive (`--bridges` runs): no node in `left` reaches any in
+    /// `right`, both ways, while the other nodes (the bridges) reach every node and the clients
+    /// reach everyone. Each side can hear of the other only through a bridge: a Raft leader on
+    /// one side loses the followers on the other but keeps its majority through the bridge,
+    /// and the followers cut off from it start elections the bridge may grant.
+    Bridge { left: Vec<usize>, right: Vec<usize> },
 }
 
 /// A node chosen by index, or whichever node leads when the episode starts.
@@ -341,6 +347,33 @@ impl Scenario {
                 client_cut: rng.next_below(2) == 0,
             };
             self.push_last(start_ms, duration_ms, fault, 0);
+        }
+        self
+    }
+
+    /// The same scenario with one or two non-transitive partitions (`--bridges`) after the
+    /// other faults, 0.5-3 s each: on three nodes one pair cannot talk while the third reaches
+    /// both; on five, one or two nodes cannot reach one or two others while the rest reach
+    /// everyone. Drawn from a stream of their own.
+    pub fn with_bridges(mut self) -> Scenario {
+        let mut rng = SplitMix64::new(self.seed ^ 0xb41d_9e5b_b41d_9e5b);
+        for _ in 0..1 + rng.next_below(2) {
+            let start_ms = self.faults_end_ms + rng.next_below(800) as u64;
+            let duration_ms = 500 + rng.next_below(2_500) as u64;
+            let mut nodes: Vec<usize> = (0..self.nodes).collect();
+            for i in (1..nodes.len()).rev() {
+                let j = rng.next_below(i + 1);
+                nodes.swap(i, j);
+            }
+            // At least one bridge: sides of one or two nodes each, leaving a node over.
+            let most = (self.nodes.saturating_sub(1) / 2).max(1);
+            let left_size = 1 + rng.next_below(most);
+            let right_size = 1 + rng.next_below(most);
+            let mut left: Vec<usize> = nodes[..left_size].to_vec();
+            let mut right: Vec<usize> = nodes[left_size..left_size + right_size].to_vec();
+            left.sort_unstable();
+            right.sort_unstable();
+            self.push_last(start_ms, duration_ms, Fault::Bridge { left, right }, 0);
         }
         self
     }
