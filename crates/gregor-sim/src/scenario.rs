@@ -333,11 +333,7 @@ impl Scenario {
         for _ in 0..1 + rng.next_below(2) {
             let start_ms = self.faults_end_ms + rng.next_below(800) as u64;
             let duration_ms = 500 + rng.next_below(2_500) as u64;
-            let mut nodes: Vec<usize> = (0..self.nodes).collect();
-            for i in (1..nodes.len()).rev() {
-                let j = rng.next_below(i + 1);
-                nodes.swap(i, j);
-            }
+            let nodes = self.shuffled_nodes(&mut rng);
             // The smaller side: one of three, or one or two of five.
             let size = 1 + rng.next_below(self.nodes.saturating_sub(1) / 2);
             let mut side: Vec<usize> = nodes[..size].to_vec();
@@ -360,11 +356,7 @@ impl Scenario {
         for _ in 0..1 + rng.next_below(2) {
             let start_ms = self.faults_end_ms + rng.next_below(800) as u64;
             let duration_ms = 500 + rng.next_below(2_500) as u64;
-            let mut nodes: Vec<usize> = (0..self.nodes).collect();
-            for i in (1..nodes.len()).rev() {
-                let j = rng.next_below(i + 1);
-                nodes.swap(i, j);
-            }
+            let nodes = self.shuffled_nodes(&mut rng);
             // At least one bridge: sides of one or two nodes each, leaving a node over.
             let most = (self.nodes.saturating_sub(1) / 2).max(1);
             let left_size = 1 + rng.next_below(most);
@@ -376,6 +368,16 @@ impl Scenario {
             self.push_last(start_ms, duration_ms, Fault::Bridge { left, right }, 0);
         }
         self
+    }
+
+    /// Every node's index, in an order drawn from `rng`.
+    fn shuffled_nodes(&self, rng: &mut SplitMix64) -> Vec<usize> {
+        let mut nodes: Vec<usize> = (0..self.nodes).collect();
+        for i in (1..nodes.len()).rev() {
+            let j = rng.next_below(i + 1);
+            nodes.swap(i, j);
+        }
+        nodes
     }
 
     /// The pinned election timeout of a node in its `incarnation`-th run: each restart moves it
