@@ -418,7 +418,7 @@ async fn produce(history: Rc<RefCell<History>>, nodes: usize, seed: u64, all: bo
 }
 
 /// Decodes the records of a fetch response's partition: (offset, value).
-fn decode_records(mut bytes: Bytes) -> Vec<(i64, String)> {
+pub(crate) fn decode_records(mut bytes: Bytes) -> Vec<(i64, String)> {
     let mut out = Vec::new();
     while bytes.len() >= 12 {
         let len = i32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);

@@ -360,7 +360,11 @@ async fn member(
                 )),
             }
         }
-        predecessor = last.map(|(_, generation, assignment)| (generation, assignment));
+        // Only a static member's next incarnation can take its place (a dynamic one joins as a
+        // new member, whatever generation it lands in).
+        if workload.static_members {
+            predecessor = last.map(|(_, generation, assignment)| (generation, assignment));
+        }
         if vanish && !check_finished(&history) {
             history.borrow_mut().event(format!("{label} vanishes"));
             drop(consumer);

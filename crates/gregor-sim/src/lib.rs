@@ -11,10 +11,12 @@ pub mod entropy;
 mod group;
 mod group_check;
 mod isolate;
+mod links;
 mod node;
 mod ops;
 mod run;
 mod scenario;
+mod side_records;
 mod topics;
 mod workload;
 

@@ -105,6 +105,11 @@ struct Args {
     /// transitive: two groups of nodes cannot reach each other while the rest reach both.
     #[arg(long)]
     bridges: bool,
+    /// One to three more crashes (power losses with --power-loss), isolations, one-way
+    /// partitions, pauses, held links (full disks and failing fsyncs with --disk-faults) that
+    /// overlap the other faults and each other.
+    #[arg(long)]
+    overlaps: bool,
     /// Seeds run at the same time, each in a process of its own (default: the number of CPUs).
     #[arg(long)]
     jobs: Option<usize>,
@@ -152,6 +157,7 @@ fn main() -> Result<()> {
         topic_admin: args.topic_admin,
         splits: args.splits,
         bridges: args.bridges,
+        overlaps: args.overlaps,
     };
     if args.child {
         // One seed for a parent `gregor-sim`: the whole outcome, trace included, as JSON.

@@ -14,6 +14,7 @@ use gregor_quorum::NodeId;
 use serde::{Deserialize, Serialize};
 
 use crate::checker::{check_acked, Property, Violation};
+use crate::links::{LinkOp, LinkTable};
 use crate::node::{address, host_name, run_node, Live, NodeContext, Registry};
 use crate::scenario::{Episode, Fault, Scenario, Target};
 use crate::workload::{self, History};
@@ -122,6 +123,9 @@ pub struct SimOptions {
     /// Replicated runs: partitions that are not transitive, a bridge node reaching both sides,
     /// after the other faults (see [`Scenario::with_bridges`]).
     pub bridges: bool,
+    /// More crashes, power losses, network and disk faults that overlap the others and each
+    /// other (see [`Scenario::with_overlaps`]).
+    pub overlaps: bool,
 }
 
 /// The brokers' wall clock: simulated time after a fixed epoch.
@@ -371,6 +375,13 @@ struct Driver<'a> {
     power_cuts: usize,
     /// `--topic-admin` runs: check each node's hosted side-topic logs at the end.
     topic_admin: bool,
+    /// Which links the faults under way cut or hold.
+    links: LinkTable,
+    /// Per node: the faults under way that want it down (crashes, power losses); it boots
+    /// when the last of them ends.
+    down: Vec<u32>,
+    /// Per node: the disk faults under way (full disk, failing fsyncs).
+    disk_faults: Vec<u32>,
 }
 
 impl Driver<'_> {
@@ -412,26 +423,25 @@ impl Driver<'_> {
         };
         let (ha, hb) = (host_name(a), host_name(b));
         match e.fault {
-            Fault::Crash { .. } => {
-                self.sim.crash(ha.as_str());
-                self.registry.borrow_mut().forget(a);
-            }
+            Fault::Crash { .. } => self.take_down(a),
             Fault::Isolate { .. } => {
                 for o in self.others(a) {
-                    self.sim.partition(ha.as_str(), o.as_str());
+                    self.cut_link(&ha, &o, true);
                 }
             }
-            Fault::OneWay { .. } if a != b => self.sim.partition_oneway(ha.as_str(), hb.as_str()),
-            Fault::Pause { .. } => {
-                for o in self.others(a) {
-                    self.sim.hold(ha.as_str(), o.as_str());
-                }
-                self.sim.hold(ha.as_str(), "client");
+            Fault::OneWay { .. } if a != b => {
+                let ops = self.links.cut_one_way(&ha, &hb);
+                self.apply(ops);
             }
-            Fault::Delay { .. } if a != b => self.sim.hold(ha.as_str(), hb.as_str()),
-            Fault::PowerLoss { torn_seed, .. } => self.arm_power_cut(a, torn_seed, e),
+            Fault::Pause { .. } => self.pause(a, true),
+            Fault::Delay { .. } if a != b => self.hold_link(&ha, &hb, true),
+            Fault::PowerLoss { torn_seed, .. } => {
+                self.down[a] += 1;
+                self.arm_power_cut(a, torn_seed, e);
+            }
             Fault::Outage { torn_seed } => {
                 for n in 0..self.scenario.nodes {
+                    self.down[n] += 1;
                     self.arm_power_cut(n, torn_seed ^ n as u64, e);
                 }
             }
@@ -439,12 +449,14 @@ impl Driver<'_> {
                 if let Some(d) = self.disks[a].as_ref() {
                     d.set_write_budget(Some(room));
                 }
+                self.disk_faults[a] += 1;
                 self.registry.borrow_mut().disk_failing[a] = true;
             }
             Fault::SyncFails { .. } => {
                 if let Some(d) = self.disks[a].as_ref() {
                     d.set_fail_sync(true);
                 }
+                self.disk_faults[a] += 1;
                 self.registry.borrow_mut().disk_failing[a] = true;
             }
             Fault::SlowDisk { sync_ms, .. } => {
@@ -454,10 +466,7 @@ impl Driver<'_> {
             Fault::ClockJump { by_ms, .. } => {
                 self.clock_skews[a].fetch_add(by_ms, Ordering::SeqCst);
             }
-            Fault::Cascade { .. } => {
-                self.sim.crash(ha.as_str());
-                self.registry.borrow_mut().forget(a);
-            }
+            Fault::Cascade { .. } => self.take_down(a),
             Fault::Split {
                 ref side,
                 client_cut,
@@ -468,7 +477,39 @@ impl Driver<'_> {
             } => self.cut_between(left, right, true),
             _ => {}
         }
-        let what = match e.fault {
+        let what = self.describe(&e.fault, a, b);
+        let now = self.now();
+        self.history
+            .borrow_mut()
+            .event_at(now, format!("fault {what} for {}ms", e.duration_ms));
+        let cascade = match e.fault {
+            Fault::Cascade { partition, .. } => Some(CascadeState {
+                epoch: self
+                    .observer
+                    .partition_leader(crate::data::TOPIC, partition)
+                    .map_or(-1, |(epoch, _)| epoch),
+                next: None,
+                crashed: None,
+                hold_ms: e.duration_ms,
+            }),
+            _ => None,
+        };
+        let wait_ms = match e.fault {
+            Fault::Cascade { .. } => CASCADE_TAKEOVER_WAIT_MS,
+            _ => 0,
+        };
+        Active {
+            end_ms: self.now() + wait_ms + e.duration_ms,
+            fault: e.fault.clone(),
+            a,
+            b,
+            cascade,
+        }
+    }
+
+    /// What a fault does, in the trace's words.
+    fn describe(&self, fault: &Fault, a: usize, b: usize) -> String {
+        match *fault {
             Fault::Crash { .. } => format!("crash n{a}"),
             Fault::Isolate { .. } => format!("isolate n{a}"),
             Fault::OneWay { .. } => format!("drop n{a}->n{b}"),
@@ -503,33 +544,6 @@ impl Driver<'_> {
                 "crash n{a}, leader of {}-{partition}, then its successor {delay_ms}ms after it takes over",
                 crate::data::TOPIC
             ),
-        };
-        let now = self.now();
-        self.history
-            .borrow_mut()
-            .event_at(now, format!("fault {what} for {}ms", e.duration_ms));
-        let cascade = match e.fault {
-            Fault::Cascade { partition, .. } => Some(CascadeState {
-                epoch: self
-                    .observer
-                    .partition_leader(crate::data::TOPIC, partition)
-                    .map_or(-1, |(epoch, _)| epoch),
-                next: None,
-                crashed: None,
-                hold_ms: e.duration_ms,
-            }),
-            _ => None,
-        };
-        let wait_ms = match e.fault {
-            Fault::Cascade { .. } => CASCADE_TAKEOVER_WAIT_MS,
-            _ => 0,
-        };
-        Active {
-            end_ms: self.now() + wait_ms + e.duration_ms,
-            fault: e.fault.clone(),
-            a,
-            b,
-            cascade,
         }
     }
 
@@ -557,10 +571,84 @@ impl Driver<'_> {
     }
 
     fn cut_link(&mut self, a: &str, b: &str, cut: bool) {
-        if cut {
-            self.sim.partition(a, b);
+        let ops = if cut {
+            self.links.cut(a, b)
         } else {
-            self.sim.repair(a, b);
+            self.links.repair(a, b)
+        };
+        self.apply_link(a, b, cut, ops);
+    }
+
+    fn hold_link(&mut self, a: &str, b: &str, hold: bool) {
+        let ops = if hold {
+            self.links.hold(a, b)
+        } else {
+            self.links.release(a, b)
+        };
+        self.apply_link(a, b, hold, ops);
+    }
+
+    /// Applies what a fault's claim on the link of `a` and `b` changed; a heal that changes
+    /// nothing is traced (another fault under way still cuts or holds the link).
+    fn apply_link(&mut self, a: &str, b: &str, claimed: bool, ops: Vec<LinkOp>) {
+        if !claimed && ops.is_empty() {
+            let now = self.now();
+            self.history.borrow_mut().event_at(
+                now,
+                format!("link {a}-{b} still cut or held by another fault"),
+            );
+        }
+        self.apply(ops);
+    }
+
+    /// Holds (or releases) every link of node `n`, to the clients too: a paused process as
+    /// its peers see it.
+    fn pause(&mut self, n: usize, hold: bool) {
+        let h = host_name(n);
+        for o in self.others(n) {
+            self.hold_link(&h, &o, hold);
+        }
+        self.hold_link(&h, "client", hold);
+    }
+
+    /// Tells turmoil what the link table decided.
+    fn apply(&mut self, ops: Vec<LinkOp>) {
+        for op in ops {
+            match op {
+                LinkOp::Hold(a, b) => self.sim.hold(a.as_str(), b.as_str()),
+                LinkOp::Release(a, b) => self.sim.release(a.as_str(), b.as_str()),
+                LinkOp::CutOneWay { from, to } => {
+                    self.sim.partition_oneway(from.as_str(), to.as_str())
+                }
+                LinkOp::RepairOneWay { from, to } => {
+                    self.sim.repair_oneway(from.as_str(), to.as_str())
+                }
+            }
+        }
+    }
+
+    /// One more fault wants node `n` down: its process dies now (its files stay).
+    fn take_down(&mut self, n: usize) {
+        self.down[n] += 1;
+        self.sim.crash(host_name(n).as_str());
+        self.registry.borrow_mut().forget(n);
+    }
+
+    /// A fault that wanted node `n` down ends; the node boots when no other fault still
+    /// wants it down (overlapping episodes).
+    fn bring_up(&mut self, n: usize) {
+        self.down[n] = self.down[n].saturating_sub(1);
+        self.boot_if_free(n);
+    }
+
+    fn boot_if_free(&mut self, n: usize) {
+        if self.down[n] == 0 {
+            self.sim.bounce(host_name(n).as_str());
+        } else {
+            let now = self.now();
+            self.history
+                .borrow_mut()
+                .event_at(now, format!("n{n} stays down: another fault under way"));
         }
     }
 
@@ -605,8 +693,7 @@ impl Driver<'_> {
                 }
             }
             Some((n, due)) if now >= due => {
-                self.sim.crash(host_name(n).as_str());
-                self.registry.borrow_mut().forget(n);
+                self.take_down(n);
                 c.crashed = Some(n);
                 f.end_ms = now + c.hold_ms;
                 self.history
@@ -621,48 +708,49 @@ impl Driver<'_> {
         let (ha, hb) = (host_name(f.a), host_name(f.b));
         match f.fault {
             Fault::Crash { .. } => {
-                if self.bug == Some(PlantedBug::ForgetVote) {
+                if self.bug == Some(PlantedBug::ForgetVote) && self.down[f.a] == 1 {
                     let vote = gregor_quorum::encode(&gregor_quorum::Vote::default())
                         .expect("a vote encodes");
                     // The planted bug writes the file without the quorum's atomic replace.
                     let _ = std::fs::write(self.dirs[f.a].join("quorum-state"), vote);
                 }
-                self.sim.bounce(ha.as_str());
+                self.bring_up(f.a);
             }
             Fault::PowerLoss { .. } => {
                 self.cut_power(Some(f.a));
-                self.sim.bounce(ha.as_str());
+                self.bring_up(f.a);
             }
             Fault::Outage { .. } => {
                 self.cut_power(None);
                 for n in 0..self.scenario.nodes {
-                    self.sim.bounce(host_name(n).as_str());
+                    self.bring_up(n);
                 }
             }
             Fault::DiskFull { .. } | Fault::SyncFails { .. } => {
-                if let Some(d) = self.disks[f.a].as_ref() {
-                    d.set_write_budget(None);
-                    d.set_fail_sync(false);
+                self.disk_faults[f.a] = self.disk_faults[f.a].saturating_sub(1);
+                if self.disk_faults[f.a] == 0 {
+                    if let Some(d) = self.disks[f.a].as_ref() {
+                        d.set_write_budget(None);
+                        d.set_fail_sync(false);
+                    }
+                    self.registry.borrow_mut().disk_failing[f.a] = false;
+                    // The operator restarts the node on the repaired disk, which keeps only
+                    // what was synced (once no other fault holds it down).
+                    self.power_loss(f.a, 0);
+                    self.boot_if_free(f.a);
                 }
-                self.registry.borrow_mut().disk_failing[f.a] = false;
-                // The operator restarts the node on the repaired disk, which keeps only what
-                // was synced.
-                self.power_loss(f.a, 0);
-                self.sim.bounce(ha.as_str());
             }
             Fault::Isolate { .. } => {
                 for o in self.others(f.a) {
-                    self.sim.repair(ha.as_str(), o.as_str());
+                    self.cut_link(&ha, &o, false);
                 }
             }
-            Fault::OneWay { .. } if f.a != f.b => self.sim.repair_oneway(ha.as_str(), hb.as_str()),
-            Fault::Pause { .. } => {
-                for o in self.others(f.a) {
-                    self.sim.release(ha.as_str(), o.as_str());
-                }
-                self.sim.release(ha.as_str(), "client");
+            Fault::OneWay { .. } if f.a != f.b => {
+                let ops = self.links.repair_one_way(&ha, &hb);
+                self.apply_link(&ha, &hb, false, ops);
             }
-            Fault::Delay { .. } if f.a != f.b => self.sim.release(ha.as_str(), hb.as_str()),
+            Fault::Pause { .. } => self.pause(f.a, false),
+            Fault::Delay { .. } if f.a != f.b => self.hold_link(&ha, &hb, false),
             Fault::SlowDisk { sync_ms, .. } => {
                 let slow = &mut self.slow_syncs[f.a];
                 if let Some(i) = slow.iter().position(|&ms| ms == sync_ms) {
@@ -682,9 +770,9 @@ impl Driver<'_> {
                 ref right,
             } => self.cut_between(left, right, false),
             Fault::Cascade { .. } => {
-                self.sim.bounce(ha.as_str());
+                self.bring_up(f.a);
                 if let Some(n) = f.cascade.as_ref().and_then(|c| c.crashed) {
-                    self.sim.bounce(host_name(n).as_str());
+                    self.bring_up(n);
                 }
             }
             _ => {}
@@ -693,7 +781,7 @@ impl Driver<'_> {
         let what = match f.fault {
             Fault::SlowDisk { .. } => format!("fsyncs of n{} fast again", f.a),
             Fault::ClockJump { .. } => format!("clock of n{} stepped back to the right time", f.a),
-            _ => "fault healed".to_string(),
+            _ => format!("healed: {}", self.describe(&f.fault, f.a, f.b)),
         };
         self.history.borrow_mut().event_at(now, what);
     }
@@ -1057,6 +1145,9 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     if options.bridges {
         scenario = scenario.with_bridges();
     }
+    if options.overlaps {
+        scenario = scenario.with_overlaps(options.power_loss, options.disk_faults);
+    }
     let clock_skews: Vec<Arc<AtomicI64>> = (0..scenario.nodes)
         .map(|_| Arc::new(AtomicI64::new(0)))
         .collect();
@@ -1119,6 +1210,9 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         pending_cuts: Vec::new(),
         power_cuts: 0,
         topic_admin: options.topic_admin,
+        links: LinkTable::default(),
+        down: vec![0; scenario.nodes],
+        disk_faults: vec![0; scenario.nodes],
     };
     for (i, dir) in dirs.iter().enumerate() {
         let ctx = NodeContext {

@@ -4,8 +4,9 @@
 
 use gregor_meta::SplitMix64;
 
-/// One fault episode. Episodes do not overlap (turmoil does not combine holds with one-way
-/// partitions); every episode ends healed.
+/// One fault episode; every episode ends healed. The schedule's own episodes follow one
+/// another; background ones (slow disks, clock jumps, `--overlaps`) overlap them and each
+/// other, and the driver counts each fault's claim on a link or a node (`links.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
     /// The node's process dies (its files stay) and restarts after the episode.
@@ -123,40 +124,8 @@ impl Scenario {
         for _ in 0..count {
             t += rng.next_below(800) as u64;
             let duration_ms = 200 + rng.next_below(2_500) as u64;
-            let target = |rng: &mut SplitMix64| {
-                if rng.next_below(2) == 0 {
-                    Target::Leader
-                } else {
-                    Target::Node(rng.next_below(nodes))
-                }
-            };
-            let fault = match rng.next_below(6) {
-                0 | 1 => Fault::Crash {
-                    node: target(&mut rng),
-                },
-                2 => Fault::Isolate {
-                    node: target(&mut rng),
-                },
-                3 => {
-                    let from = target(&mut rng);
-                    let mut to = Target::Node(rng.next_below(nodes));
-                    if to == from {
-                        to = Target::Node((rng.next_below(nodes - 1) + 1) % nodes);
-                    }
-                    Fault::OneWay { from, to }
-                }
-                4 => Fault::Pause {
-                    node: target(&mut rng),
-                },
-                _ => {
-                    let a = rng.next_below(nodes);
-                    let b = (a + 1 + rng.next_below(nodes - 1)) % nodes;
-                    Fault::Delay {
-                        a: Target::Node(a),
-                        b: Target::Node(b),
-                    }
-                }
-            };
+            let kind = rng.next_below(6);
+            let fault = draw_fault(&mut rng, nodes, kind);
             episodes.push(Episode {
                 start_ms: t,
                 duration_ms,
@@ -191,11 +160,7 @@ impl Scenario {
         for _ in 0..1 + rng.next_below(3) {
             let start_ms = WARMUP_MS + rng.next_below(span as usize) as u64;
             let duration_ms = 500 + rng.next_below(3_500) as u64;
-            let node = if rng.next_below(2) == 0 {
-                Target::Leader
-            } else {
-                Target::Node(rng.next_below(self.nodes))
-            };
+            let node = draw_target(&mut rng, self.nodes);
             let fault = fault(&mut rng, node);
             self.background.push(Episode {
                 start_ms,
@@ -288,11 +253,7 @@ impl Scenario {
         for _ in 0..1 + rng.next_below(2) {
             let start_ms = self.faults_end_ms + rng.next_below(800) as u64;
             let duration_ms = 300 + rng.next_below(2_200) as u64;
-            let node = if rng.next_below(2) == 0 {
-                Target::Leader
-            } else {
-                Target::Node(rng.next_below(self.nodes))
-            };
+            let node = draw_target(&mut rng, self.nodes);
             let fault = if rng.next_below(2) == 0 {
                 Fault::DiskFull {
                     node,
@@ -370,6 +331,48 @@ impl Scenario {
         self
     }
 
+    /// The same scenario with one to three more episodes that overlap the others and each
+    /// other (`--overlaps`), drawn from a stream of their own: crashes (power losses too, three
+    /// in four, with `power_loss`), isolation, one-way partitions, pauses, held links, and full
+    /// disks or failing fsyncs with `disk_faults`, each 0.2-2.7 s, starting anywhere between
+    /// the warm-up and the end of the other faults. So a node may crash while it is cut off,
+    /// a link be cut by two faults at once, or two nodes be down together.
+    pub fn with_overlaps(mut self, power_loss: bool, disk_faults: bool) -> Scenario {
+        let mut rng = SplitMix64::new(self.seed ^ 0x0e71_a9e5_0e71_a9e5);
+        let span = self.faults_end_ms.saturating_sub(WARMUP_MS).max(1);
+        for _ in 0..1 + rng.next_below(3) {
+            let start_ms = WARMUP_MS + rng.next_below(span as usize) as u64;
+            let duration_ms = 200 + rng.next_below(2_500) as u64;
+            let kind = rng.next_below(if disk_faults { 8 } else { 6 });
+            let fault = match kind {
+                6 => Fault::DiskFull {
+                    node: draw_target(&mut rng, self.nodes),
+                    room: rng.next_below(2 << 10) as u64,
+                },
+                7 => Fault::SyncFails {
+                    node: draw_target(&mut rng, self.nodes),
+                },
+                _ => match draw_fault(&mut rng, self.nodes, kind) {
+                    Fault::Crash { node } if power_loss && rng.next_below(4) != 0 => {
+                        Fault::PowerLoss {
+                            node,
+                            torn_seed: rng.next_u64(),
+                        }
+                    }
+                    fault => fault,
+                },
+            };
+            self.background.push(Episode {
+                start_ms,
+                duration_ms,
+                fault,
+            });
+            self.faults_end_ms = self.faults_end_ms.max(start_ms + duration_ms);
+        }
+        self.background.sort_by_key(|e| e.start_ms);
+        self
+    }
+
     /// Every node's index, in an order drawn from `rng`.
     fn shuffled_nodes(&self, rng: &mut SplitMix64) -> Vec<usize> {
         let mut nodes: Vec<usize> = (0..self.nodes).collect();
@@ -385,5 +388,46 @@ impl Scenario {
     pub fn election_timeout(&self, node: usize, incarnation: u64) -> u64 {
         let mut rng = SplitMix64::new(self.seed ^ (node as u64) << 32 ^ incarnation);
         self.election_timeout_ms[node] + rng.next_below(10) as u64
+    }
+}
+
+/// A node to target: the leader when the episode starts, or a random one.
+fn draw_target(rng: &mut SplitMix64, nodes: usize) -> Target {
+    if rng.next_below(2) == 0 {
+        Target::Leader
+    } else {
+        Target::Node(rng.next_below(nodes))
+    }
+}
+
+/// One of the schedule's process and network faults, by `kind` (0-5): crash (twice as likely),
+/// isolation, a one-way partition, a pause, a held link.
+fn draw_fault(rng: &mut SplitMix64, nodes: usize, kind: usize) -> Fault {
+    match kind {
+        0 | 1 => Fault::Crash {
+            node: draw_target(rng, nodes),
+        },
+        2 => Fault::Isolate {
+            node: draw_target(rng, nodes),
+        },
+        3 => {
+            let from = draw_target(rng, nodes);
+            let mut to = Target::Node(rng.next_below(nodes));
+            if to == from {
+                to = Target::Node((rng.next_below(nodes - 1) + 1) % nodes);
+            }
+            Fault::OneWay { from, to }
+        }
+        4 => Fault::Pause {
+            node: draw_target(rng, nodes),
+        },
+        _ => {
+            let a = rng.next_below(nodes);
+            let b = (a + 1 + rng.next_below(nodes - 1)) % nodes;
+            Fault::Delay {
+                a: Target::Node(a),
+                b: Target::Node(b),
+            }
+        }
     }
 }

@@ -16,7 +16,6 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use bytes::Bytes;
 use gregor_client::admin::reassign::{elect_leaders_request, parse_elect_leaders, ElectionType};
 use gregor_client::admin::topics::{
     create_partitions_request, create_topics_request, delete_topics_request,
@@ -24,17 +23,14 @@ use gregor_client::admin::topics::{
     NewPartitions, NewTopic,
 };
 use gregor_client::error::{KafkaCode, KafkaError};
-use gregor_client::producer::wire::{encode_batch, RecordData};
 use gregor_client::types::TopicPartition;
 use gregor_meta::SplitMix64;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{MetadataRequest, ProduceRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::Compression;
+use kafka_protocol::messages::MetadataRequest;
 
 use crate::checker::{Property, Violation};
 use crate::data::{sleep_ms, Links};
 use crate::node::now_ms;
+use crate::side_records::{self, SideLog};
 use crate::workload::History;
 
 /// Side topics' names start with this.
@@ -127,6 +123,24 @@ enum Op {
 }
 
 pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
+    let log = Rc::new(RefCell::new(SideLog::default()));
+    let ((sides, mut links), ()) = tokio::join!(
+        administer(history.clone(), nodes, seed, log.clone()),
+        side_records::produce(history.clone(), nodes, seed, log.clone())
+    );
+    if let Some(view) = settle(&history, &mut links, nodes, &sides, &log).await {
+        side_records::read_and_check(&history, &mut links, nodes, view, &log).await;
+    }
+}
+
+/// The admin client while the faults run: what its answers say of each side topic, and its
+/// connections.
+async fn administer(
+    history: Rc<RefCell<History>>,
+    nodes: usize,
+    seed: u64,
+    log: Rc<RefCell<SideLog>>,
+) -> (BTreeMap<String, Side>, Links) {
     let mut rng = SplitMix64::new(seed ^ 0x7091_c5ad_7091_c5ad);
     let mut links = Links::new(nodes, "sim-topic-admin");
     let mut sides: BTreeMap<String, Side> = BTreeMap::new();
@@ -258,6 +272,7 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
                     })
                 });
                 let (topic, partition) = leaderless.unwrap_or((topic, partition));
+                log.borrow_mut().unclean_asked(&topic, partition);
                 let tp = TopicPartition::new(topic.clone(), partition);
                 let req = elect_leaders_request(
                     ElectionType::Unclean,
@@ -285,11 +300,11 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
             }
         }
     }
-    settle(&history, &mut links, nodes, &sides).await;
+    (sides, links)
 }
 
 /// Sends `req` to `node`; an error string when no answer came (the outcome is then unknown).
-async fn send<R: kafka_protocol::protocol::Request>(
+pub(crate) async fn send<R: kafka_protocol::protocol::Request>(
     links: &mut Links,
     node: usize,
     req: &R,
@@ -338,9 +353,9 @@ fn describe(result: &Result<Result<(), KafkaError>, String>) -> String {
 
 /// Side topics as one node's metadata lists them: name -> the leader of each partition, in
 /// partition order (-1: none).
-type SideView = BTreeMap<String, Vec<i32>>;
+pub(crate) type SideView = BTreeMap<String, Vec<i32>>;
 
-async fn side_view(links: &mut Links, node: usize) -> Option<SideView> {
+pub(crate) async fn side_view(links: &mut Links, node: usize) -> Option<SideView> {
     let mut req = MetadataRequest::default();
     req.topics = None; // every topic
     let resp = send(links, node, &req, 9).await.ok()?;
@@ -365,12 +380,14 @@ async fn side_view(links: &mut Links, node: usize) -> Option<SideView> {
 }
 
 /// After the faults: metadata agreed and as acknowledged, every partition led and writable.
+/// The side topics as every node then lists them, or `None` if they did not settle (reported).
 async fn settle(
     history: &Rc<RefCell<History>>,
     links: &mut Links,
     nodes: usize,
     sides: &BTreeMap<String, Side>,
-) {
+    log: &Rc<RefCell<SideLog>>,
+) -> Option<SideView> {
     let start = now_ms() as u64;
     let mut written: std::collections::BTreeSet<(String, i32)> = Default::default();
     loop {
@@ -413,8 +430,12 @@ async fn settle(
                         if written.contains(&key) {
                             continue;
                         }
-                        match write_one(links, leader as usize, name, p as i32).await {
-                            Ok(()) => {
+                        let values = side_records::settled_write(log, name, p as i32);
+                        match side_records::write(links, leader as usize, name, p as i32, &values)
+                            .await
+                        {
+                            Ok(base) => {
+                                side_records::settled_ack(log, name, p as i32, base, values);
                                 written.insert(key);
                             }
                             Err(e) => problems.push(format!("write to {name}-{p}: {e}")),
@@ -428,7 +449,7 @@ async fn settle(
                 "topic admin: {} side topics agreed, every partition written",
                 views.first().map_or(0, |v| v.len())
             ));
-            return;
+            return views.into_iter().next();
         }
         if now_ms() as u64 > start + TOPICS_BOUND_MS {
             let mut h = history.borrow_mut();
@@ -448,46 +469,8 @@ async fn settle(
                 ));
             }
             h.event("topic admin: not settled");
-            return;
+            return None;
         }
         sleep_ms(200).await;
-    }
-}
-
-/// One `acks=all` record to `topic`-`partition` through `leader`.
-async fn write_one(
-    links: &mut Links,
-    leader: usize,
-    topic: &str,
-    partition: i32,
-) -> Result<(), String> {
-    let record = RecordData {
-        key: None,
-        value: Some(Bytes::from(format!("{topic}-{partition}"))),
-        headers: Vec::new(),
-        timestamp: now_ms(),
-    };
-    let batch =
-        encode_batch(&[record], None, 0, Compression::None).map_err(|e| format!("encode: {e}"))?;
-    let mut req = ProduceRequest::default();
-    req.acks = -1;
-    req.timeout_ms = 2_000;
-    let mut t = TopicProduceData::default();
-    t.name = TopicName(StrBytes::from_string(topic.to_string()));
-    let mut p = PartitionProduceData::default();
-    p.index = partition;
-    p.records = Some(batch);
-    t.partition_data = vec![p];
-    req.topic_data = vec![t];
-    let resp = send(links, leader, &req, 9).await?;
-    match resp
-        .responses
-        .first()
-        .and_then(|t| t.partition_responses.first())
-        .map(|p| p.error_code)
-    {
-        Some(0) => Ok(()),
-        Some(code) => Err(format!("error {code}")),
-        None => Err("empty produce response".into()),
     }
 }
