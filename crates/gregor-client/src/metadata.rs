@@ -62,7 +62,15 @@ pub struct TopicMetadata {
 
 impl TopicMetadata {
     pub fn partition(&self, partition: i32) -> Option<&PartitionMetadata> {
-        self.partitions.iter().find(|p| p.partition == partition)
+        // Partitions are sorted by index and normally dense (0..n), so index `i` is at `i`: the
+        // consumer looks every assigned partition up at each poll, and a scan made that
+        // quadratic in the partition count. Otherwise (a gap, or metadata built by hand in any
+        // order) the scan.
+        let direct = usize::try_from(partition)
+            .ok()
+            .and_then(|at| self.partitions.get(at))
+            .filter(|p| p.partition == partition);
+        direct.or_else(|| self.partitions.iter().find(|p| p.partition == partition))
     }
 }
 
@@ -308,5 +316,42 @@ mod tests {
         assert_eq!(kafka_uuid_string(&id), "AQIDBAUGBwgJCgsMDQ4PEA");
         let all_ones = Uuid::from_u128(u128::MAX);
         assert_eq!(kafka_uuid_string(&all_ones), "_____________________w");
+    }
+
+    #[test]
+    fn partitions_are_found_by_index_with_gaps_and_in_any_order() {
+        let p = |partition: i32, leader: i32| PartitionMetadata {
+            partition,
+            leader: Some(leader),
+            leader_epoch: 0,
+            replicas: vec![],
+            isr: vec![],
+            offline_replicas: vec![],
+            error: None,
+        };
+        let topic = |partitions| TopicMetadata {
+            name: "t".into(),
+            topic_id: Uuid::nil(),
+            is_internal: false,
+            partitions,
+            error: None,
+        };
+        let dense = topic((0..300).map(|i| p(i, i + 1000)).collect());
+        for i in 0..300 {
+            assert_eq!(dense.partition(i).map(|p| p.leader), Some(Some(i + 1000)));
+        }
+        assert!(dense.partition(300).is_none() && dense.partition(-1).is_none());
+        let gaps = topic(vec![p(1, 11), p(3, 13), p(4, 14)]);
+        let leaders: Vec<Option<i32>> = (0..6)
+            .map(|i| gaps.partition(i).and_then(|p| p.leader))
+            .collect();
+        assert_eq!(
+            leaders,
+            vec![None, Some(11), None, Some(13), Some(14), None]
+        );
+        let unsorted = topic(vec![p(2, 12), p(0, 10), p(1, 11)]);
+        for i in 0..3 {
+            assert_eq!(unsorted.partition(i).and_then(|p| p.leader), Some(10 + i));
+        }
     }
 }

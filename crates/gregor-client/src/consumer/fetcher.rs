@@ -166,11 +166,14 @@ impl Consumer {
             tokio::task::yield_now().await;
         }
         let check_crcs = self.settings.check_crcs;
-        let failed = self.fetcher.buffer.decode_pending(|tp, batches, asked| {
-            fetch::decode_records(tp, batches, asked, check_crcs)
-                .map(|(records, _)| records)
-                .map_err(|reason| fetch::corrupt(tp, reason))
-        });
+        let failed = self
+            .fetcher
+            .buffer
+            .decode_pending(|tp, batches, asked, spare| {
+                fetch::decode_records_into(tp, batches, asked, check_crcs, spare)
+                    .map(|(records, _)| records)
+                    .map_err(|reason| fetch::corrupt(tp, reason))
+            });
         for (tp, e) in failed {
             tracing::debug!(topic = %tp.topic, partition = tp.partition, error = %e, "fetched batches do not decode");
             self.drop_buffered(&tp);
@@ -218,6 +221,19 @@ impl Consumer {
             backing_off: fetcher.backoff_until.get(&b).is_some_and(|t| now < *t),
             buffered: fetcher.buffer.broker_bytes(b),
         };
+        // This runs twice per `poll` over every assigned partition: each broker's load (three
+        // hash lookups) is worked out once per call, not once per partition.
+        let mut loads: Vec<(i32, BrokerLoad)> = Vec::new();
+        let mut load_of = |b: i32| match loads.iter().find(|(id, _)| *id == b) {
+            Some((_, l)) => *l,
+            None => {
+                let l = load(b);
+                loads.push((b, l));
+                l
+            }
+        };
+        // The topic of the previous partition (the map is in topic order).
+        let mut topic_md: Option<&crate::metadata::TopicMetadata> = None;
         let mut candidates = Vec::new();
         let mut wire: HashMap<TopicPartition, (uuid::Uuid, i32)> = HashMap::new();
         let mut leaderless = false;
@@ -230,7 +246,10 @@ impl Consumer {
             let (Some(position), false, false) = (s.position, s.paused, s.reset) else {
                 continue;
             };
-            let found = md.topic(&tp.topic).and_then(|t| {
+            if topic_md.is_none_or(|t| t.name != tp.topic) {
+                topic_md = md.topic(&tp.topic);
+            }
+            let found = topic_md.and_then(|t| {
                 t.partition(tp.partition)
                     .and_then(|p| p.leader.map(|l| (t.topic_id, l, p.leader_epoch)))
             });
@@ -239,7 +258,7 @@ impl Consumer {
                 continue;
             };
             // Cheap checks first: this runs at every poll, mostly while the leader is busy.
-            if !prefetch::may_fetch_from(load(leader), limits) {
+            if !prefetch::may_fetch_from(load_of(leader), limits) {
                 continue;
             }
             let in_flight = in_flight.get_or_insert_with(|| {

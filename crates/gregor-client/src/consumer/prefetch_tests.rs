@@ -315,7 +315,7 @@ fn undecoded_chunks_are_never_taken_or_skipped_and_decode_failures_are_reported(
     assert_eq!(pos.at[&tp(0)], 0);
 
     let mut seen = Vec::new();
-    let failed = b.decode_pending(|tp, batches, asked| {
+    let failed = b.decode_pending(|tp, batches, asked, _spare| {
         seen.push((tp.partition, batches.clone(), asked));
         if &batches[..] == b"corrupt" {
             Err(format!("{tp}: bad"))
@@ -329,7 +329,7 @@ fn undecoded_chunks_are_never_taken_or_skipped_and_decode_failures_are_reported(
     assert!(!b.has_undecoded());
     // Decoded once: a second pass does nothing.
     assert!(b
-        .decode_pending(|_, _, _| Err::<Vec<ConsumerRecord>, _>("again"))
+        .decode_pending(|_, _, _, _| Err::<Vec<ConsumerRecord>, _>("again"))
         .is_empty());
     b.drop_partition(&tp(2));
     let all = b.take(10, &mut pos);
@@ -347,4 +347,70 @@ fn a_partition_is_caught_up_only_at_or_past_a_known_high_watermark() {
     assert!(!caught_up(&c, Some(51)));
     assert!(caught_up(&c, Some(50)));
     assert!(caught_up(&c, Some(40)));
+}
+
+#[test]
+fn records_out_of_order_or_before_the_position_are_taken_one_by_one_as_before() {
+    // The bulk move applies only to records in order from the position; anything else goes
+    // record by record, with the same result as always.
+    let mut b = Buffer::default();
+    let mut c = chunk(0, 1, 0..0, 10, 10);
+    c.records = [5, 3, 6, 6, 8].into_iter().map(|o| record(0, o)).collect();
+    b.push(c);
+    b.push(chunk(1, 1, 20..24, 24, 10));
+    let mut pos = TestPositions::default();
+    pos.at.insert(tp(0), 4);
+    pos.at.insert(tp(1), 21);
+    let got = b.take(10, &mut pos);
+    assert_eq!(
+        offsets(&got),
+        vec![(0, 5), (0, 6), (0, 8), (1, 21), (1, 22), (1, 23)]
+    );
+    assert_eq!((pos.at[&tp(0)], pos.at[&tp(1)]), (10, 24));
+    // In order, taken in parts across polls.
+    b.push(chunk(2, 1, 0..7, 7, 10));
+    pos.at.insert(tp(2), 0);
+    assert_eq!(offsets(&b.take(3, &mut pos)), vec![(2, 0), (2, 1), (2, 2)]);
+    assert_eq!(pos.at[&tp(2)], 3);
+    assert_eq!(offsets(&b.take(3, &mut pos)), vec![(2, 3), (2, 4), (2, 5)]);
+    assert_eq!(offsets(&b.take(3, &mut pos)), vec![(2, 6)]);
+    assert_eq!(pos.at[&tp(2)], 7);
+    assert!(b.is_empty());
+}
+
+#[test]
+fn a_used_up_chunks_record_vector_is_handed_to_the_next_decode() {
+    let mut b = Buffer::default();
+    let mut c = chunk(0, 1, 0..0, 100, 10);
+    c.records = (0..100).map(|o| record(0, o)).collect();
+    let capacity = c.records.capacity();
+    b.push(c);
+    let mut pos = TestPositions::default();
+    pos.at.insert(tp(0), 0);
+    assert_eq!(b.take(1000, &mut pos).len(), 100);
+    let mut raw = chunk(0, 1, 0..0, 103, 10);
+    raw.undecoded = Some((Bytes::from_static(b"batches"), 100));
+    b.push(raw);
+    let mut spare_capacity = None;
+    let failed = b.decode_pending(|tp, _, asked, mut spare| {
+        assert!(spare.is_empty());
+        spare_capacity = Some(spare.capacity());
+        spare.extend((asked..asked + 3).map(|o| record(tp.partition, o)));
+        Ok::<_, String>(spare)
+    });
+    assert!(failed.is_empty());
+    assert!(spare_capacity.is_some_and(|c| c >= capacity.min(100)));
+    assert_eq!(
+        offsets(&b.take(10, &mut pos)),
+        vec![(0, 100), (0, 101), (0, 102)]
+    );
+    // Without a used-up chunk, a fresh (empty) vector.
+    let mut fresh = Buffer::default();
+    let mut raw = chunk(0, 1, 0..0, 3, 10);
+    raw.undecoded = Some((Bytes::from_static(b"batches"), 0));
+    fresh.push(raw);
+    fresh.decode_pending(|_, _, _, spare| {
+        assert_eq!(spare.capacity(), 0);
+        Ok::<_, String>(spare)
+    });
 }
