@@ -313,32 +313,14 @@ async fn produce(history: Rc<RefCell<History>>, nodes: usize, seed: u64, all: bo
             sleep_ms(50).await;
             continue;
         };
-        let records: Vec<RecordData> = values
-            .iter()
-            .map(|v| RecordData {
-                key: None,
-                value: Some(Bytes::from(v.clone())),
-                headers: Vec::new(),
-                timestamp: now_ms(),
-            })
-            .collect();
-        let batch = encode_batch(
-            &records,
+        let req = produce_request(
+            TOPIC,
+            partition,
+            &values,
             if all { identity } else { None },
             base_sequence,
-            Compression::None,
-        )
-        .expect("a small batch encodes");
-        let mut req = ProduceRequest::default();
-        req.acks = if all { -1 } else { 1 };
-        req.timeout_ms = 2_000;
-        let mut t = TopicProduceData::default();
-        t.name = TopicName(StrBytes::from_static_str(TOPIC));
-        let mut p = PartitionProduceData::default();
-        p.index = partition;
-        p.records = Some(batch);
-        t.partition_data = vec![p];
-        req.topic_data = vec![t];
+            if all { -1 } else { 1 },
+        );
         let outcome = match links.conn(leader).await {
             Some(c) => c.send(&req, 9).await.map_err(|e| e.to_string()),
             None => Err("cannot connect".to_string()),
@@ -415,6 +397,39 @@ async fn produce(history: Rc<RefCell<History>>, nodes: usize, seed: u64, all: bo
         }
         sleep_ms(rng.next_below(40) as u64).await;
     }
+}
+
+/// A Produce request of one batch of `values` (no keys, timestamps now) to one partition.
+pub(crate) fn produce_request(
+    topic: &str,
+    partition: i32,
+    values: &[String],
+    identity: Option<ProducerIdentity>,
+    base_sequence: i32,
+    acks: i16,
+) -> ProduceRequest {
+    let records: Vec<RecordData> = values
+        .iter()
+        .map(|v| RecordData {
+            key: None,
+            value: Some(Bytes::from(v.clone())),
+            headers: Vec::new(),
+            timestamp: now_ms(),
+        })
+        .collect();
+    let batch = encode_batch(&records, identity, base_sequence, Compression::None)
+        .expect("a small batch encodes");
+    let mut req = ProduceRequest::default();
+    req.acks = acks;
+    req.timeout_ms = 2_000;
+    let mut t = TopicProduceData::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    let mut p = PartitionProduceData::default();
+    p.index = partition;
+    p.records = Some(batch);
+    t.partition_data = vec![p];
+    req.topic_data = vec![t];
+    req
 }
 
 /// Decodes the records of a fetch response's partition: (offset, value).

@@ -162,15 +162,20 @@ impl Scenario {
             let duration_ms = 500 + rng.next_below(3_500) as u64;
             let node = draw_target(&mut rng, self.nodes);
             let fault = fault(&mut rng, node);
-            self.background.push(Episode {
-                start_ms,
-                duration_ms,
-                fault,
-            });
-            self.faults_end_ms = self.faults_end_ms.max(start_ms + duration_ms);
+            self.push_background(start_ms, duration_ms, fault);
         }
         self.background.sort_by_key(|e| e.start_ms);
         self
+    }
+
+    /// Adds an episode that may overlap the others; the faults end no sooner than it does.
+    fn push_background(&mut self, start_ms: u64, duration_ms: u64, fault: Fault) {
+        self.background.push(Episode {
+            start_ms,
+            duration_ms,
+            fault,
+        });
+        self.faults_end_ms = self.faults_end_ms.max(start_ms + duration_ms);
     }
 
     /// The same scenario with slow disks (`--slow-disk`): every fsync of one node takes
@@ -362,12 +367,7 @@ impl Scenario {
                     fault => fault,
                 },
             };
-            self.background.push(Episode {
-                start_ms,
-                duration_ms,
-                fault,
-            });
-            self.faults_end_ms = self.faults_end_ms.max(start_ms + duration_ms);
+            self.push_background(start_ms, duration_ms, fault);
         }
         self.background.sort_by_key(|e| e.start_ms);
         self

@@ -19,17 +19,13 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
-use bytes::Bytes;
-use gregor_client::producer::wire::{encode_batch, RecordData};
 use gregor_meta::SplitMix64;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::Compression;
 
 use crate::checker::{Property, Violation};
-use crate::data::{decode_records, sleep_ms, Links};
+use crate::data::{decode_records, produce_request, sleep_ms, Links};
 use crate::node::now_ms;
 use crate::topics::{send, side_view, SideView};
 use crate::workload::History;
@@ -179,27 +175,7 @@ pub async fn write(
     partition: i32,
     values: &[String],
 ) -> Result<i64, String> {
-    let records: Vec<RecordData> = values
-        .iter()
-        .map(|v| RecordData {
-            key: None,
-            value: Some(Bytes::from(v.clone())),
-            headers: Vec::new(),
-            timestamp: now_ms(),
-        })
-        .collect();
-    let batch =
-        encode_batch(&records, None, 0, Compression::None).map_err(|e| format!("encode: {e}"))?;
-    let mut req = ProduceRequest::default();
-    req.acks = -1;
-    req.timeout_ms = 2_000;
-    let mut t = TopicProduceData::default();
-    t.name = TopicName(StrBytes::from_string(topic.to_string()));
-    let mut p = PartitionProduceData::default();
-    p.index = partition;
-    p.records = Some(batch);
-    t.partition_data = vec![p];
-    req.topic_data = vec![t];
+    let req = produce_request(topic, partition, values, None, 0, -1);
     let resp = send(links, leader, &req, 9).await?;
     match resp
         .responses
