@@ -231,6 +231,10 @@ impl Broker {
             });
             broker.add_task(task);
         }
+        if !broker.config.is_broker {
+            // A controller alone hosts no replicas: nothing to wait for.
+            broker.metadata.caught_up().await;
+        }
         if broker.config.is_broker {
             broker.register_until_unfenced().await?;
             let task = crate::util::spawn(broker.clone().remove_stray_logs());
@@ -268,8 +272,9 @@ impl Broker {
             .push(task);
     }
 
-    /// Registers with the active controller (retrying until one answers), then heartbeats until
-    /// the controller unfences this broker.
+    /// Registers with the active controller (retrying until one answers), opens the replicas
+    /// it hosts once it has caught up with the metadata (see [`MetadataManager::caught_up`]),
+    /// then heartbeats until the controller unfences this broker.
     async fn register_until_unfenced(self: &Arc<Self>) -> Result<(), StartError> {
         let mut warned = tokio::time::Instant::now();
         loop {
@@ -288,6 +293,13 @@ impl Broker {
                 }
             }
         }
+        if !self.wait_for_own_registration().await {
+            warn!(
+                node = self.config.node_id,
+                "own registration not seen in the metadata; opening the replicas it assigns as they are"
+            );
+        }
+        self.metadata.caught_up().await;
         loop {
             match self.heartbeat(false).await {
                 Ok(reply) if !reply.is_fenced => return Ok(()),
@@ -303,23 +315,34 @@ impl Broker {
         }
     }
 
-    /// Once this node's image holds its own current registration — so it has applied every
-    /// record that could have made it host a replica before it stopped — deletes the partition
-    /// directories the image no longer assigns to it (see `partition_dir.rs`).
-    async fn remove_stray_logs(self: Arc<Self>) {
+    /// Waits (at most a minute) until this node's image holds its own current registration,
+    /// so it has applied every record that could have made it host a replica before it
+    /// stopped; whether it does.
+    async fn wait_for_own_registration(&self) -> bool {
         let node = self.config.node_id;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             let epoch = self.broker_epoch.load(Ordering::SeqCst);
             let image = self.metadata.image();
             if image.broker(node).is_some_and(|b| b.epoch == epoch) {
-                break;
+                return true;
             }
             if tokio::time::Instant::now() > deadline {
-                warn!(node, "own registration not seen in the metadata; stray partition directories are left in place");
-                return;
+                return false;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Once this node has caught up with the metadata, deletes the partition directories its
+    /// image no longer assigns to it (see `partition_dir.rs`).
+    async fn remove_stray_logs(self: Arc<Self>) {
+        if !self.wait_for_own_registration().await {
+            warn!(
+                node = self.config.node_id,
+                "own registration not seen in the metadata; stray partition directories are left in place"
+            );
+            return;
         }
         let replicas = self.replicas.clone();
         let set_aside = self

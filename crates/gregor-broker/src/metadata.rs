@@ -75,10 +75,33 @@ impl MetadataError {
 struct ReplicaApplier {
     node_id: i32,
     replicas: Arc<ReplicaManager>,
+    /// Until the node has caught up with the metadata log after it started, what was applied
+    /// is merged here instead of handed to the replica manager. Replaying the log record by
+    /// record would act out its history on today's files: a replica reassigned away and later
+    /// back (or a topic's partitions moved off and on again) was stopped and deleted on the way,
+    /// and the log on disk that was deleted is the newer one, written after it came back. Merged
+    /// from the empty image this node started with, the changes only open replicas; what the
+    /// caught-up image no longer assigns is removed as stray afterwards (`partition_dir.rs`).
+    /// Kafka's broker likewise publishes metadata to its replica manager only once it has
+    /// caught up. `None` once caught up.
+    catching_up: Mutex<Option<MetadataDelta>>,
 }
 
-impl ApplyListener for ReplicaApplier {
-    fn applied(&self, controller: &Controller, delta: &MetadataDelta) {
+impl ReplicaApplier {
+    /// The node has caught up: applies everything merged so far, from now on each change as
+    /// it commits. Call under the metadata lock (so no change is applied in between).
+    fn caught_up(&self, controller: &Controller) {
+        let pending = self
+            .catching_up
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(delta) = pending {
+            self.apply_now(controller, &delta);
+        }
+    }
+
+    fn apply_now(&self, controller: &Controller, delta: &MetadataDelta) {
         let view = controller.config_view();
         let local = delta.local_changes(self.node_id);
         self.replicas.apply(&view, controller.image(), &local);
@@ -102,6 +125,21 @@ impl ApplyListener for ReplicaApplier {
         if replicas_changed || !delta.changed_configs.is_empty() {
             self.replicas.update_throttles(&view);
         }
+    }
+}
+
+impl ApplyListener for ReplicaApplier {
+    fn applied(&self, controller: &Controller, delta: &MetadataDelta) {
+        let mut catching_up = self
+            .catching_up
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(pending) = catching_up.as_mut() {
+            pending.merge(delta.clone());
+            return;
+        }
+        drop(catching_up);
+        self.apply_now(controller, delta);
     }
 }
 
@@ -141,11 +179,13 @@ pub struct MetadataManager {
     /// One connection per controller for forwarded requests (more are opened while it is busy).
     forward_clients: Mutex<HashMap<NodeId, Arc<AsyncMutex<RpcClient<SharedTransport>>>>>,
     transport: SharedTransport,
+    applier: Arc<ReplicaApplier>,
 }
 
 impl MetadataManager {
     /// Opens the metadata log, starts this node's quorum member and applies what is committed
-    /// (opening the replicas this node hosts) before returning.
+    /// to its image before returning. Its replicas open once it has caught up
+    /// ([`MetadataManager::caught_up`]).
     pub async fn open(
         data_dir: &std::path::Path,
         node_id: i32,
@@ -167,7 +207,11 @@ impl MetadataManager {
             seed: settings.seed.unwrap_or_else(rand_seed),
             now_ms: now_ms(),
         };
-        let applier = Arc::new(ReplicaApplier { node_id, replicas });
+        let applier = Arc::new(ReplicaApplier {
+            node_id,
+            replicas,
+            catching_up: Mutex::new(Some(MetadataDelta::default())),
+        });
         let transport = settings.transport;
         let range = settings.election_timeout_range_ms;
         let member = if settings.voter {
@@ -175,7 +219,7 @@ impl MetadataManager {
                 Quorum::start_with(
                     config,
                     Network::with_addresses(transport.clone(), addresses.clone()),
-                    applier,
+                    applier.clone(),
                     |c| {
                         if let Some((min, max)) = range {
                             c.election_timeout_min = min;
@@ -194,7 +238,7 @@ impl MetadataManager {
                     seed: config.seed,
                 },
                 transport.clone(),
-                applier,
+                applier.clone(),
             ))
         };
         Ok(MetadataManager {
@@ -204,11 +248,21 @@ impl MetadataManager {
             static_config,
             forward_clients: Mutex::new(HashMap::new()),
             transport,
+            applier,
         })
     }
 
     pub fn node_id(&self) -> i32 {
         self.node_id
+    }
+
+    /// This node has caught up with the metadata log (its image holds the registration it made
+    /// after it started, or it hosts no replicas): the replica manager gets, at once, what was
+    /// committed until now, and from then on each change as it commits.
+    pub async fn caught_up(&self) {
+        let applier = self.applier.clone();
+        self.read(move |controller| applier.caught_up(controller))
+            .await;
     }
 
     pub fn static_config(&self) -> &StaticBrokerConfig {
