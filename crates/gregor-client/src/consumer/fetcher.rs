@@ -11,17 +11,21 @@
 //! broker and comes back with the answer, so a session never has two requests outstanding.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::FetchRequest;
 use tokio::task::{Id, JoinError, JoinSet};
 
 use super::fetch::{self, FetchTarget, RawPartition};
-use super::prefetch::{self, BrokerLoad, ByteLimits, Chunk, Fetchable, Now, Positions};
+use super::prefetch::{
+    self, BrokerLoad, ByteLimits, Chunk, Fetchable, Leaders, Now, PlannedFetch, Positions,
+};
 use super::{Consumer, ConsumerRecord, PartitionState};
 use crate::client::{Client, Target};
 use crate::error::{KafkaCode, KafkaError, Result};
 use crate::fetch_session::FetchSession;
+use crate::metadata::ClusterMetadata;
 use crate::types::TopicPartition;
 
 type Parsed =
@@ -67,6 +71,40 @@ pub(super) struct Fetcher {
     next_metadata_ms: u64,
     sent: u64,
     stale: u64,
+    /// The assigned partitions' leaders in a metadata snapshot, worked out again when the
+    /// snapshot is replaced or partitions are assigned.
+    leaders: Option<LeaderCache>,
+}
+
+/// [`Leaders`] of the assigned partitions in `metadata`, when `assigned` were assigned.
+struct LeaderCache {
+    metadata: Arc<ClusterMetadata>,
+    assigned: usize,
+    leaders: Leaders,
+}
+
+/// What one pass over the assigned partitions plans.
+struct Planned {
+    fetches: Vec<PlannedFetch>,
+    /// Each planned partition's topic id and leader epoch.
+    wire: HashMap<TopicPartition, (uuid::Uuid, i32)>,
+    /// Some partition to fetch has no known leader.
+    leaderless: bool,
+}
+
+impl Fetcher {
+    /// Partitions were assigned: their leaders are worked out again before the next plan.
+    pub(super) fn forget_leaders(&mut self) {
+        self.leaders = None;
+    }
+
+    fn load(&self, broker: i32, now: u64) -> BrokerLoad {
+        BrokerLoad {
+            in_flight: self.busy.contains_key(&broker),
+            backing_off: self.backoff_until.get(&broker).is_some_and(|t| now < *t),
+            buffered: self.buffer.broker_bytes(broker),
+        }
+    }
 }
 
 /// The consumer's fetching, for monitoring and tests.
@@ -214,15 +252,103 @@ impl Consumer {
         self.fetcher
             .partition_backoff_until
             .retain(|_, until| *until > now);
+        if self.no_leader_fetchable(&md, now) {
+            // What the pass below would find, at twice the cost of this check in tests.
+            debug_assert!({
+                let p = self.plan_fetches(&md, now);
+                p.fetches.is_empty() && !p.leaderless
+            });
+            return;
+        }
+        let Planned {
+            fetches: planned,
+            wire,
+            leaderless,
+        } = self.plan_fetches(&md, now);
+        if leaderless {
+            self.fetcher.needs_metadata = true;
+        }
+        for p in planned {
+            let mut targets = Vec::with_capacity(p.partitions.len());
+            let mut tokens = Vec::with_capacity(p.partitions.len());
+            for f in p.partitions {
+                let (topic_id, epoch) = wire.get(&f.tp).copied().unwrap_or_default();
+                tokens.push(self.assigned.get(&f.tp).map_or(0, |s| s.token));
+                targets.push(FetchTarget {
+                    tp: f.tp,
+                    topic_id,
+                    offset: f.offset,
+                    current_leader_epoch: epoch,
+                });
+            }
+            let mut limits = self.settings.limits;
+            limits.max_bytes = i32::try_from(p.max_bytes).unwrap_or(i32::MAX);
+            let session = self.fetcher.sessions.remove(&p.broker).unwrap_or_default();
+            tracing::trace!(
+                broker = p.broker,
+                partitions = targets.len(),
+                max_bytes = limits.max_bytes,
+                "sending fetch"
+            );
+            let partitions: Vec<TopicPartition> = targets.iter().map(|t| t.tp.clone()).collect();
+            let task = fetch_task(
+                self.client.clone(),
+                p.broker,
+                session,
+                targets,
+                tokens,
+                TaskSettings {
+                    rack: self.rack.clone(),
+                    limits,
+                    check_crcs: self.settings.check_crcs,
+                },
+            );
+            let handle = self.fetcher.in_flight.spawn(task);
+            self.fetcher
+                .busy
+                .insert(p.broker, (handle.id(), partitions));
+            self.fetcher.sent += 1;
+        }
+    }
+
+    /// Whether no Fetch can be planned now because every assigned partition has a known leader
+    /// and none of those leaders may get a Fetch (one in flight, backing off, or enough
+    /// buffered): checked per broker, not per partition, so that a `poll` while the Fetches
+    /// are out does not visit every assigned partition.
+    fn no_leader_fetchable(&mut self, md: &Arc<ClusterMetadata>, now: u64) -> bool {
+        let fresh = self
+            .fetcher
+            .leaders
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(&c.metadata, md) && c.assigned == self.assigned.len());
+        if !fresh {
+            let mut topic_md: Option<&crate::metadata::TopicMetadata> = None;
+            let leaders = Leaders::of(self.assigned.keys().map(|tp| {
+                if topic_md.is_none_or(|t| t.name != tp.topic) {
+                    topic_md = md.topic(&tp.topic);
+                }
+                topic_md.and_then(|t| t.partition(tp.partition).and_then(|p| p.leader))
+            }));
+            self.fetcher.leaders = Some(LeaderCache {
+                metadata: Arc::clone(md),
+                assigned: self.assigned.len(),
+                leaders,
+            });
+        }
+        let fetcher = &self.fetcher;
+        fetcher.leaders.as_ref().is_some_and(|c| {
+            c.leaders
+                .none_fetchable(|b| fetcher.load(b, now), self.settings.byte_limits)
+        })
+    }
+
+    /// The Fetches to send now: one pass over the assigned partitions.
+    fn plan_fetches(&self, md: &ClusterMetadata, now: u64) -> Planned {
         let fetcher = &self.fetcher;
         let limits = self.settings.byte_limits;
-        let load = |b: i32| BrokerLoad {
-            in_flight: fetcher.busy.contains_key(&b),
-            backing_off: fetcher.backoff_until.get(&b).is_some_and(|t| now < *t),
-            buffered: fetcher.buffer.broker_bytes(b),
-        };
-        // This runs twice per `poll` over every assigned partition: each broker's load (three
-        // hash lookups) is worked out once per call, not once per partition.
+        let load = |b: i32| fetcher.load(b, now);
+        // This runs up to twice per `poll` over every assigned partition: each broker's load
+        // (three hash lookups) is worked out once per call, not once per partition.
         let mut loads: Vec<(i32, BrokerLoad)> = Vec::new();
         let mut load_of = |b: i32| match loads.iter().find(|(id, _)| *id == b) {
             Some((_, l)) => *l,
@@ -281,61 +407,22 @@ impl Consumer {
             }
             candidates.push(c);
         }
-        let mut planned = prefetch::plan(candidates, load, limits);
+        let mut fetches = prefetch::plan(candidates, load, limits);
         // A Fetch naming only partitions already read to their high watermark would be parked
         // by the broker for `fetch.max.wait.ms`, holding back a partition of the same broker
         // that still has data to read and becomes fetchable as soon as its buffer is used up:
         // wait for that one and fetch them together.
-        planned.retain(|p| {
+        fetches.retain(|p| {
             !waiting_on.contains(&p.broker)
                 || !p
                     .partitions
                     .iter()
                     .all(|f| prefetch::caught_up(f, fetcher.high_watermarks.get(&f.tp).copied()))
         });
-        if leaderless {
-            self.fetcher.needs_metadata = true;
-        }
-        for p in planned {
-            let mut targets = Vec::with_capacity(p.partitions.len());
-            let mut tokens = Vec::with_capacity(p.partitions.len());
-            for f in p.partitions {
-                let (topic_id, epoch) = wire.get(&f.tp).copied().unwrap_or_default();
-                tokens.push(self.assigned.get(&f.tp).map_or(0, |s| s.token));
-                targets.push(FetchTarget {
-                    tp: f.tp,
-                    topic_id,
-                    offset: f.offset,
-                    current_leader_epoch: epoch,
-                });
-            }
-            let mut limits = self.settings.limits;
-            limits.max_bytes = i32::try_from(p.max_bytes).unwrap_or(i32::MAX);
-            let session = self.fetcher.sessions.remove(&p.broker).unwrap_or_default();
-            tracing::trace!(
-                broker = p.broker,
-                partitions = targets.len(),
-                max_bytes = limits.max_bytes,
-                "sending fetch"
-            );
-            let partitions: Vec<TopicPartition> = targets.iter().map(|t| t.tp.clone()).collect();
-            let task = fetch_task(
-                self.client.clone(),
-                p.broker,
-                session,
-                targets,
-                tokens,
-                TaskSettings {
-                    rack: self.rack.clone(),
-                    limits,
-                    check_crcs: self.settings.check_crcs,
-                },
-            );
-            let handle = self.fetcher.in_flight.spawn(task);
-            self.fetcher
-                .busy
-                .insert(p.broker, (handle.id(), partitions));
-            self.fetcher.sent += 1;
+        Planned {
+            fetches,
+            wire,
+            leaderless,
         }
     }
 

@@ -414,3 +414,52 @@ fn a_used_up_chunks_record_vector_is_handed_to_the_next_decode() {
         Ok::<_, String>(spare)
     });
 }
+
+#[test]
+fn leaders_skip_planning_only_when_no_leader_may_get_a_fetch() {
+    let l = Leaders::of([Some(3), Some(1), Some(3), Some(2)]);
+    assert_eq!(l.brokers, vec![1, 2, 3]);
+    assert!(!l.leaderless);
+    let busy = |b: i32| BrokerLoad {
+        in_flight: b != 2,
+        backing_off: b == 2,
+        buffered: 0,
+    };
+    assert!(l.none_fetchable(busy, LIMITS));
+    // One broker with room: plan.
+    let one_free = |b: i32| BrokerLoad {
+        in_flight: b == 1,
+        backing_off: false,
+        buffered: if b == 3 { 51 } else { 0 },
+    };
+    assert!(!l.none_fetchable(one_free, LIMITS));
+    // More than half of fetch.max.bytes buffered everywhere: nothing to plan.
+    let full = |_| BrokerLoad {
+        in_flight: false,
+        backing_off: false,
+        buffered: 51,
+    };
+    assert!(l.none_fetchable(full, LIMITS));
+    // A partition without a leader: always plan (it asks for metadata).
+    let partial = Leaders::of([Some(1), None]);
+    assert!(partial.leaderless);
+    assert!(!partial.none_fetchable(busy, LIMITS));
+    // No partition assigned: nothing to plan.
+    assert!(Leaders::of([]).none_fetchable(idle, LIMITS));
+}
+
+#[test]
+fn no_fetchable_leader_means_an_empty_plan() {
+    // Whatever the candidates, `plan` sends nothing when `none_fetchable` holds.
+    let candidates = || vec![cand(0, 1, 5, 0), cand(1, 2, 7, 0), cand(2, 1, 9, 10)];
+    let l = Leaders::of(candidates().iter().map(|c| Some(c.leader)));
+    for (in_flight, buffered) in [(true, 0), (false, 51), (false, 80), (false, 0), (false, 50)] {
+        let load = |_| BrokerLoad {
+            in_flight,
+            backing_off: false,
+            buffered,
+        };
+        let planned = plan(candidates(), load, LIMITS);
+        assert_eq!(l.none_fetchable(load, LIMITS), planned.is_empty());
+    }
+}

@@ -322,6 +322,7 @@ impl Consumer {
         for tp in &change.added {
             self.assigned.insert(tp.clone(), PartitionState::default());
         }
+        self.fetcher.forget_leaders();
         self.call_listener(RebalanceKind::Assigned, &change.added);
         if change.rejoin {
             lock(&self.shared)
