@@ -159,21 +159,34 @@ class GregorMember:
 
 class CommittingConfluentMember(ConfluentMember):
     """A confluent-kafka member that records what it consumes and commits synchronously after
-    every batch (and once more before closing), as an at-least-once application does."""
+    every batch, before giving partitions up and once more before closing, as an at-least-once
+    application does. A refused commit (REBALANCE_IN_PROGRESS while the group completes a
+    rebalance, as Kafka refuses it) is retried with the next one while the member still owns
+    the partition; offsets of partitions it gave up are dropped (committing them could move the
+    next owner's offsets back)."""
 
     def __init__(self, broker, timeline, ledger, name, group, topic):
         super().__init__(broker, timeline, name, group, [topic], "cooperative-sticky")
         self.ledger = ledger
+        self.pending = {}
 
     def _commit(self, c, offsets):
-        if not offsets:
+        self.pending.update(offsets)
+        owned = {(tp.topic, tp.partition) for tp in c.assignment()}
+        self.pending = {tp: o for tp, o in self.pending.items() if tp in owned}
+        if not self.pending:
             return
         try:
-            c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+            c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in self.pending.items()],
                      asynchronous=False)
-            self.ledger.committed(self.name, offsets)
+            self.ledger.committed(self.name, dict(self.pending))
+            self.pending = {}
         except KafkaException as e:
             self.ledger.commit_failed(self.name, str(e))
+
+    def _on_revoke(self, c, parts):
+        self._commit(c, {})
+        super()._on_revoke(c, parts)
 
     def _run(self):
         try:
@@ -192,6 +205,7 @@ class CommittingConfluentMember(ConfluentMember):
                                        m.value().decode() if m.value() is not None else None)
                     offsets[tp] = m.offset() + 1
                 self._commit(c, offsets)
+            self._commit(c, {})
             c.close()
         except Exception as e:  # surfaced by stop()
             self.exc = e
