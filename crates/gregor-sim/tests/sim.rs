@@ -486,11 +486,13 @@ const GROUP_SEEDS: u64 = 16;
 
 /// A coordinator that answers a follower's early SyncGroup with its previous generation's
 /// assignment lets two members own a partition in one generation: the checker finds it at
-/// seed 1 of the `--groups` seeds, which passes without the bug.
+/// seed 14 of the `--groups` seeds (seed 1 before brokers opened their replicas only once
+/// caught up with the metadata, which changed every run's timing), which passes without the
+/// bug.
 #[test]
 fn the_checker_finds_two_members_keeping_a_partition_in_one_generation() {
     let options = |bug| SimOptions {
-        seed: 1,
+        seed: 14,
         bug,
         mode: Mode::Replication,
         power_loss: false,
@@ -499,7 +501,7 @@ fn the_checker_finds_two_members_keeping_a_partition_in_one_generation() {
         disk_faults: false,
         ..SimOptions::default()
     };
-    let first = run_many_groups(0..2, Some(PlantedBug::StaleSyncAssignment))
+    let first = run_many_groups(0..15, Some(PlantedBug::StaleSyncAssignment))
         .into_iter()
         .find(|o| {
             o.violations
@@ -507,7 +509,7 @@ fn the_checker_finds_two_members_keeping_a_partition_in_one_generation() {
                 .any(|v| v.property == Property::TwoOwnersInGeneration)
         })
         .map(|o| o.seed);
-    assert_eq!(first, Some(1), "the first of seeds 0-1 to show the bug");
+    assert_eq!(first, Some(14), "the first of seeds 0-14 to show the bug");
     let clean = run_seed_in_child(exe(), options(None)).expect("the seed runs");
     assert!(clean.passed(), "without the bug: {:#?}", clean.violations);
 }
@@ -615,9 +617,9 @@ fn outcomes_of(runs: &[SimOptions]) -> Vec<Outcome> {
 /// asking the new leader where their logs part (Kafka before KIP-101), drops acknowledged
 /// records its high watermark had not caught up with. That loses them only if it is elected
 /// before it fetches them again: a cascading crash (the partition's leader, then its successor
-/// just after it takes over) makes that happen. Found at seed 0 (8 of seeds 0-39 fail: five
-/// with records replaced at their offsets, three with the consumer never reading every
-/// acknowledged record); without the bug seeds 0-99 pass.
+/// just after it takes over) makes that happen. Found at seed 10, which passes without the bug
+/// (at seed 0, with 8 of seeds 0-39 failing, before brokers opened their replicas only once
+/// caught up with the metadata, which changed every run's timing).
 #[test]
 fn the_checker_finds_a_follower_truncating_to_its_high_watermark() {
     let seed = first_seed_losing_records_with(
@@ -628,7 +630,7 @@ fn the_checker_finds_a_follower_truncating_to_its_high_watermark() {
             ..SimOptions::default()
         },
     );
-    assert_eq!(seed, 0, "the first of seeds 0-19 to show the bug");
+    assert_eq!(seed, 10, "the first of seeds 0-19 to show the bug");
 }
 
 /// Slow fsyncs, clock jumps, cascading crashes and topic administration, together, with power
