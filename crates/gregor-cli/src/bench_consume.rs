@@ -10,7 +10,8 @@
 //!     last; the group join before is reported apart),
 //!
 //! next to two baselines moving the same number of bytes: a page-cache read of a file holding
-//! them (`raw_read`), and loopback TCP (a plain socket sender and receiver in this process).
+//! them (`raw_read`), and loopback TCP (a plain socket sender and receiver in this process,
+//! once per receiver read size in `--loopback-reads`; the fastest is the baseline).
 //! Each consumer's figure is also given as a ratio of loopback, and, with `--broker-pid`, as
 //! the broker's CPU seconds (user + system, from `/proc/<pid>/stat`) per GB read. The topic is
 //! deleted after its case.
@@ -74,6 +75,12 @@ pub struct ConsumeArgs {
         default_value = "fetch.message.max.bytes=2097152,fetch.max.bytes=8388608,queued.max.messages.kbytes=262144,queued.min.messages=1000000,socket.receive.buffer.bytes=4194304,check.crcs=false"
     )]
     pub kcat_tuned: Vec<String>,
+    /// Read sizes of the loopback baseline's receiver (bytes, comma-separated; the sender
+    /// writes 1 MiB at a time). Each is measured; the fastest is the baseline the ratios use,
+    /// because how much the receiver asks for per read moved loopback's throughput by as much
+    /// as 2x in some runs on the project's machine.
+    #[arg(long, value_delimiter = ',', default_values_t = [65_536, 1_048_576])]
+    pub loopback_reads: Vec<usize>,
     /// Directory for the page-cache baseline's scratch file.
     #[arg(long, default_value = ".")]
     pub raw_dir: PathBuf,
@@ -117,6 +124,8 @@ pub struct ConsumerFigure {
 /// Loopback TCP in the same case: its throughput and what it costs its two threads.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoopbackFigure {
+    /// The receiver's read size.
+    pub read_bytes: usize,
     pub mb_per_s: f64,
     /// The sending thread's CPU seconds (user + system) per GB sent.
     pub sender_cpu_s_per_gb: f64,
@@ -134,8 +143,10 @@ pub struct ConsumeCase {
     /// Record batch bytes in the topic (what the consumers read).
     pub bytes: u64,
     pub loopback_mb_per_s: f64,
-    /// Loopback's sender and receiver CPU per GB (`loopback_mb_per_s` is its throughput).
+    /// The fastest loopback run, the baseline (`loopback_mb_per_s` is its throughput).
     pub loopback: LoopbackFigure,
+    /// Every loopback run, one per `--loopback-reads` size.
+    pub loopback_runs: Vec<LoopbackFigure>,
     pub page_cache_mb_per_s: f64,
     /// kcat with librdkafka's defaults.
     pub librdkafka: Option<ConsumerFigure>,
@@ -151,6 +162,9 @@ pub struct ConsumeCase {
 fn validate(a: &ConsumeArgs) -> Result<()> {
     if a.partitions.is_empty() || a.partitions.iter().any(|p| *p < 1 || *p > 10_000) {
         bail!("--partitions must list counts between 1 and 10000");
+    }
+    if a.loopback_reads.is_empty() || a.loopback_reads.iter().any(|r| !(1..=1 << 26).contains(r)) {
+        bail!("--loopback-reads must list read sizes between 1 byte and 64 MiB");
     }
     if a.mb == 0 || a.record_bytes == 0 || a.batch_records == 0 {
         bail!("--mb, --record-bytes and --batch-records must be at least 1");
@@ -210,7 +224,9 @@ fn clock_ticks() -> Result<f64> {
 /// Loopback TCP: one thread sends `bytes` over 127.0.0.1 in 1 MiB writes, another receives
 /// them; MB/s from the connection to the last byte received, and each thread's CPU time
 /// (`CLOCK_THREAD_CPUTIME_ID`) per GB.
-fn loopback(bytes: u64) -> Result<LoopbackFigure> {
+/// Loopback TCP moving `bytes`: a sender thread writing 1 MiB at a time, this thread reading
+/// `read_bytes` at a time.
+fn loopback(bytes: u64, read_bytes: usize) -> Result<LoopbackFigure> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let start = Instant::now();
@@ -228,7 +244,7 @@ fn loopback(bytes: u64) -> Result<LoopbackFigure> {
     });
     let cpu = crate::bench_assign::thread_cpu_ms();
     let (mut r, _) = listener.accept()?;
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; read_bytes];
     let mut got = 0u64;
     while got < bytes {
         let n = r.read(&mut buf)?;
@@ -245,6 +261,7 @@ fn loopback(bytes: u64) -> Result<LoopbackFigure> {
     let gb = bytes as f64 / 1e9;
     let receiver_cpu_s_per_gb = receiver_ms / 1e3 / gb;
     Ok(LoopbackFigure {
+        read_bytes,
         mb_per_s: bytes as f64 / 1e6 / secs.max(1e-9),
         sender_cpu_s_per_gb: sender_ms / 1e3 / gb,
         receiver_cpu_s_per_gb,
@@ -452,9 +469,18 @@ async fn case(
     fill(client, &topic, Arc::new(leaders), batch.clone(), batches).await?;
     let bytes = batches * batch.len() as u64;
     let records = batches * a.batch_records as u64;
-    let loopback = tokio::task::spawn_blocking(move || loopback(bytes))
-        .await
-        .context("loopback")??;
+    let mut loopback_runs = Vec::new();
+    for &read_bytes in &a.loopback_reads {
+        let run = tokio::task::spawn_blocking(move || loopback(bytes, read_bytes))
+            .await
+            .context("loopback")??;
+        loopback_runs.push(run);
+    }
+    let loopback = loopback_runs
+        .iter()
+        .max_by(|x, y| x.mb_per_s.total_cmp(&y.mb_per_s))
+        .cloned()
+        .context("no loopback run")?;
     let loop_mb = loopback.mb_per_s;
     let (dir, sample) = (a.raw_dir.clone(), batch.clone());
     let page_cache =
@@ -521,6 +547,7 @@ async fn case(
         bytes,
         loopback_mb_per_s: loop_mb,
         loopback,
+        loopback_runs,
         page_cache_mb_per_s: page_cache,
         librdkafka,
         librdkafka_tuned,
@@ -592,12 +619,17 @@ pub fn render(c: &ConsumeCase) -> String {
         c.loopback_mb_per_s,
         c.page_cache_mb_per_s
     );
-    s += &format!(
-        "  loopback CPU: sender {:.2} s/GB, receiver {:.2} s/GB (ceiling on one core {:.0} MB/s)\n",
-        c.loopback.sender_cpu_s_per_gb,
-        c.loopback.receiver_cpu_s_per_gb,
-        c.loopback.receiver_ceiling_mb_per_s.unwrap_or(0.0)
-    );
+    for l in &c.loopback_runs {
+        s += &format!(
+            "  loopback, {} KiB reads: {:.1} MB/s, CPU sender {:.2} s/GB, receiver {:.2} s/GB (ceiling on one core {:.0} MB/s){}\n",
+            l.read_bytes / 1024,
+            l.mb_per_s,
+            l.sender_cpu_s_per_gb,
+            l.receiver_cpu_s_per_gb,
+            l.receiver_ceiling_mb_per_s.unwrap_or(0.0),
+            if l.read_bytes == c.loopback.read_bytes { " (the baseline)" } else { "" }
+        );
+    }
     if let Some(f) = &c.librdkafka {
         s += &render_figure("librdkafka", f);
     }

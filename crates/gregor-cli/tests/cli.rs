@@ -553,6 +553,18 @@ fn bench_produce_and_consume_against_a_broker() {
         for field in ["sender_cpu_s_per_gb", "receiver_cpu_s_per_gb"] {
             assert!(c["loopback"][field].as_f64().expect(field) >= 0.0, "{c}");
         }
+        // Loopback once per default read size; the baseline is the fastest of them.
+        let runs = c["loopback_runs"].as_array().expect("loopback_runs");
+        let reads: Vec<u64> = runs
+            .iter()
+            .map(|r| r["read_bytes"].as_u64().expect("read_bytes"))
+            .collect();
+        assert_eq!(reads, [65_536, 1_048_576], "{c}");
+        let fastest = runs
+            .iter()
+            .map(|r| r["mb_per_s"].as_f64().expect("mb_per_s"))
+            .fold(0.0, f64::max);
+        assert_eq!(c["loopback_mb_per_s"].as_f64(), Some(fastest), "{c}");
         assert!(c["gregor"]["client_cpu_s_per_gb"].as_f64().is_some(), "{c}");
         assert!(c["gregor"]["client_cpu_share"].as_f64().is_some(), "{c}");
         if has_kcat {
@@ -571,6 +583,11 @@ fn bench_produce_and_consume_against_a_broker() {
         None,
     );
     assert!(err.contains("--partitions"), "{err}");
+    let err = fails(
+        &["bench", "consume", "--skip-kcat", "--loopback-reads", "0"],
+        None,
+    );
+    assert!(err.contains("--loopback-reads"), "{err}");
     let err = fails(
         &[
             "bench",
