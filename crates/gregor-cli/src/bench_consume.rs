@@ -221,11 +221,9 @@ fn clock_ticks() -> Result<f64> {
     Ok(ticks)
 }
 
-/// Loopback TCP: one thread sends `bytes` over 127.0.0.1 in 1 MiB writes, another receives
-/// them; MB/s from the connection to the last byte received, and each thread's CPU time
-/// (`CLOCK_THREAD_CPUTIME_ID`) per GB.
-/// Loopback TCP moving `bytes`: a sender thread writing 1 MiB at a time, this thread reading
-/// `read_bytes` at a time.
+/// Loopback TCP: one thread sends `bytes` over 127.0.0.1 in 1 MiB writes, this one receives
+/// them `read_bytes` at a time; MB/s from the connection to the last byte received, and each
+/// thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) per GB.
 fn loopback(bytes: u64, read_bytes: usize) -> Result<LoopbackFigure> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
@@ -621,8 +619,8 @@ pub fn render(c: &ConsumeCase) -> String {
     );
     for l in &c.loopback_runs {
         s += &format!(
-            "  loopback, {} KiB reads: {:.1} MB/s, CPU sender {:.2} s/GB, receiver {:.2} s/GB (ceiling on one core {:.0} MB/s){}\n",
-            l.read_bytes / 1024,
+            "  loopback, {}-byte reads: {:.1} MB/s, CPU sender {:.2} s/GB, receiver {:.2} s/GB (ceiling on one core {:.0} MB/s){}\n",
+            l.read_bytes,
             l.mb_per_s,
             l.sender_cpu_s_per_gb,
             l.receiver_cpu_s_per_gb,
