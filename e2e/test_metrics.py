@@ -263,8 +263,10 @@ def test_under_replicated_partition_while_a_follower_is_stopped(cluster_factory)
                      partition=0)
 
     wait_until(lambda: urp(lead) == 0, 20, "the partition fully replicated")
-    # ISR changes are counted by the leader that made them; summed over the nodes, a leadership
-    # move (the controller's preferred-leader election) does not hide them.
+    # ISR changes are counted by the partition's leader as it applies them from the metadata log
+    # (not from the controller's answer, which an election the pause causes can lose); summed
+    # over the nodes, a leadership move (the controller's preferred-leader election) does not
+    # hide them.
     def isr_changes(kind):
         # (The stopped follower cannot answer a scrape; it leads nothing.)
         return sum(value(cluster_scrape(n), f"gregor_isr_{kind}_total") for n in nodes

@@ -138,7 +138,7 @@ async fn send(
         }
         match code {
             None if answer.is_some() => {
-                b.metrics.isr_changed(p.previous_isr.len(), p.isr.len());
+                // (Counted where the committed change is applied: `ReplicaManager::apply`.)
                 info!(topic = %part.topic, partition = part.index, isr = ?p.isr, "ISR change committed")
             }
             None => {}

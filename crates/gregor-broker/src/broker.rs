@@ -138,7 +138,13 @@ impl Broker {
             ),
             None => None,
         };
-        let replicas = Arc::new(ReplicaManager::new(config.node_id, &dir, disk.clone()));
+        let metrics = Arc::new(crate::metrics::BrokerMetrics::new());
+        let replicas = Arc::new(ReplicaManager::new(
+            config.node_id,
+            &dir,
+            disk.clone(),
+            metrics.isr_change_counters(),
+        ));
         replicas.fetchers().set_transport(options.transport.clone());
         replicas.fetchers().set_settings(crate::fetcher::FetchSettings {
             partition_max_bytes: config.int("replica.fetch.max.bytes") as i32,
@@ -201,7 +207,7 @@ impl Broker {
             broker_epoch: AtomicI64::new(-1),
             registration_offsets: Mutex::new(std::collections::HashMap::new()),
             transport: options.transport,
-            metrics: Arc::new(crate::metrics::BrokerMetrics::new()),
+            metrics,
             tasks: Mutex::new(Vec::new()),
         });
         broker.metrics.observe_log_syncs();

@@ -32,8 +32,14 @@ pub struct IsrProposal {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub isr: Vec<i32>,
-    /// The committed ISR the proposal changes (to tell a shrink from an expansion).
-    pub previous_isr: Vec<i32>,
+}
+
+/// How a committed state changed the ISR of a partition this node leads (in the same leader
+/// epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsrChange {
+    Shrink,
+    Expand,
 }
 
 /// The committed state of a partition, as the metadata log has it.
@@ -92,8 +98,15 @@ impl LeaderState {
     }
 
     /// Takes a newer committed state (an ISR change or a reassignment) from the metadata log.
-    /// A state from another partition epoch ends any proposal in flight.
-    pub fn update(&mut self, state: PartitionState, now_ms: i64) {
+    /// A state from another partition epoch ends any proposal in flight. Returns how the ISR
+    /// changed: counted from what committed, not from the controller's answer, which a
+    /// controller election can lose after the change committed.
+    pub fn update(&mut self, state: PartitionState, now_ms: i64) -> Option<IsrChange> {
+        let change = match state.isr.len().cmp(&self.state.isr.len()) {
+            std::cmp::Ordering::Less => Some(IsrChange::Shrink),
+            std::cmp::Ordering::Greater => Some(IsrChange::Expand),
+            std::cmp::Ordering::Equal => None,
+        };
         if state.partition_epoch != self.state.partition_epoch {
             self.pending = None;
         }
@@ -109,6 +122,7 @@ impl LeaderState {
         }
         self.followers.retain(|r, _| state.replicas.contains(r));
         self.state = state;
+        change
     }
 
     /// Whether `p` is the proposal still in flight.
@@ -236,7 +250,6 @@ impl LeaderState {
             leader_epoch: self.state.leader_epoch,
             partition_epoch: self.state.partition_epoch,
             isr,
-            previous_isr: self.state.isr.clone(),
         };
         self.pending = Some(p.clone());
         p
@@ -299,8 +312,25 @@ mod tests {
         l.follower_fetched(1, 9, 9, 8, 3);
         assert_eq!(l.high_watermark(), 8, "the joining replica holds it");
         // The controller commits it.
-        l.update(state(&[0, 1, 2], 4), 4);
+        assert_eq!(l.update(state(&[0, 1, 2], 4), 4), Some(IsrChange::Expand));
         assert_eq!(l.isr(), &[0, 1, 2]);
+    }
+
+    #[test]
+    fn committed_isr_changes_are_reported_whoever_made_them() {
+        let mut l = LeaderState::new(0, state(&[0, 1, 2], 0), 0, 0);
+        // The answer to the leader's own proposal may be lost (a controller election): what
+        // the metadata log applies tells the change.
+        let p = l.shrink(40_000, 30_000).expect("shrink");
+        assert_eq!(p.isr, vec![0]);
+        assert_eq!(l.update(state(&[0, 2], 1), 40_001), Some(IsrChange::Shrink));
+        // The controller removed a fenced broker itself.
+        assert_eq!(l.update(state(&[0], 2), 40_002), Some(IsrChange::Shrink));
+        // A replica set change with the same ISR is no ISR change.
+        let mut moved = state(&[0], 3);
+        moved.replicas = vec![0, 1, 2, 3];
+        assert_eq!(l.update(moved, 40_003), None);
+        assert_eq!(l.update(state(&[0, 1], 4), 40_004), Some(IsrChange::Expand));
     }
 
     #[test]

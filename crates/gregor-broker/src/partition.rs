@@ -11,7 +11,7 @@ use kafka_protocol::ResponseError;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::isr::{IsrProposal, LeaderState, PartitionState};
+use crate::isr::{IsrChange, IsrProposal, LeaderState, PartitionState};
 use crate::producer_state::{parse_snapshot, snapshot_bytes, Check, ProducerStates, SNAPSHOT_FILE};
 use crate::util::{blocking, now_ms};
 
@@ -62,6 +62,15 @@ pub struct Partition {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What applying a committed partition state did to this replica.
+pub(crate) struct AppliedState {
+    /// It became a follower of a new leader or epoch: the fetcher must find where its log
+    /// diverges before fetching.
+    pub became_follower: bool,
+    /// As the leader in the same epoch, how the committed ISR changed.
+    pub isr_change: Option<IsrChange>,
 }
 
 /// What a produce to one partition produced.
@@ -335,17 +344,17 @@ impl Partition {
     }
 
     /// Applies the partition's committed state from the metadata log: leads or follows in its
-    /// leader epoch. Returns true when this replica became a follower of a new leader or epoch
-    /// (the fetcher must find where its log diverges before fetching).
-    pub(crate) fn apply_state(&self, leader: i32, state: PartitionState) -> bool {
+    /// leader epoch.
+    pub(crate) fn apply_state(&self, leader: i32, state: PartitionState) -> AppliedState {
         let now = now_ms();
         let is_leader = leader == self.node_id;
         let epoch = state.leader_epoch;
         let mut replication = lock(&self.replication);
+        let mut isr_change = None;
         let (became_follower, hw) = match (&mut *replication, is_leader) {
             (Replication::Leader(l), true) if l.state().leader_epoch == epoch => {
                 // The ISR or the replica set changed; a smaller ISR can move the high watermark.
-                l.update(state, now);
+                isr_change = l.update(state, now);
                 (false, Some(l.high_watermark()))
             }
             (_, true) => {
@@ -398,7 +407,10 @@ impl Partition {
         // Parked produces and fetches look at the role again.
         self.hw.send_modify(|_| {});
         self.leo.send_modify(|_| {});
-        became_follower
+        AppliedState {
+            became_follower,
+            isr_change,
+        }
     }
 
     /// Appends batches fetched from the leader of `leader_epoch` (synced before it returns, so

@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use crate::fetcher::FetcherManager;
 use crate::isr::{IsrProposal, PartitionState};
 use crate::metadata::METADATA_LOG_DIR;
+use crate::metrics::IsrChangeCounters;
 pub use crate::partition::{log_error, Partition, PendingAppend, ProduceOutcome, Role};
 use crate::partition_dir::{self, Stamp};
 use crate::quota::Throttles;
@@ -40,6 +41,8 @@ pub struct ReplicaManager {
     throttles: Arc<Throttles>,
     isr_proposals: mpsc::UnboundedSender<(Arc<Partition>, IsrProposal)>,
     isr_proposal_queue: Mutex<Option<IsrProposalQueue>>,
+    /// Committed ISR changes of the partitions this node leads, counted as they are applied.
+    isr_changes: IsrChangeCounters,
 }
 
 /// ISR changes leaders propose, in the order they were made.
@@ -60,7 +63,12 @@ fn partition_state(reg: &PartitionRegistration) -> PartitionState {
 }
 
 impl ReplicaManager {
-    pub fn new(node_id: i32, data_dir: &Path, disk: gregor_log::Disk) -> ReplicaManager {
+    pub fn new(
+        node_id: i32,
+        data_dir: &Path,
+        disk: gregor_log::Disk,
+        isr_changes: IsrChangeCounters,
+    ) -> ReplicaManager {
         let (isr_proposals, queue) = mpsc::unbounded_channel();
         let throttles = Arc::new(Throttles::new(node_id));
         ReplicaManager {
@@ -73,6 +81,7 @@ impl ReplicaManager {
             throttles,
             isr_proposals,
             isr_proposal_queue: Mutex::new(Some(queue)),
+            isr_changes,
         }
     }
 
@@ -227,10 +236,13 @@ impl ReplicaManager {
                 continue;
             };
             let reg = &p.registration;
-            let became_follower = part.apply_state(reg.leader, partition_state(reg));
+            let applied = part.apply_state(reg.leader, partition_state(reg));
+            if let Some(change) = applied.isr_change {
+                self.isr_changes.count(change);
+            }
             if reg.leader == self.node_id || reg.leader == NO_LEADER {
                 self.fetchers.stop(&key);
-            } else if became_follower || opened.contains(&key) {
+            } else if applied.became_follower || opened.contains(&key) {
                 self.fetchers.follow(part, reg.leader, reg.leader_epoch);
             }
         }

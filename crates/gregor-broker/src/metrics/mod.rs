@@ -23,6 +23,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::connection::Reply;
+use crate::isr::IsrChange;
 use crate::server::ConnectionQuotas;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,8 +67,7 @@ pub struct BrokerMetrics {
     request_errors: Family<ApiErrorLabels, Counter>,
     request_duration: HistogramFamily<ApiLabels>,
     purgatory: Family<PurgatoryLabels, Gauge>,
-    isr_shrinks: Counter,
-    isr_expands: Counter,
+    isr_changes: IsrChangeCounters,
     log_flush: Histogram,
     group_commit: Histogram,
     /// The client listener's connection counts, once it serves.
@@ -179,8 +179,10 @@ impl BrokerMetrics {
             request_errors,
             request_duration,
             purgatory,
-            isr_shrinks,
-            isr_expands,
+            isr_changes: IsrChangeCounters {
+                shrinks: isr_shrinks,
+                expands: isr_expands,
+            },
             log_flush,
             group_commit,
             connections: Mutex::new(Weak::new()),
@@ -292,18 +294,31 @@ impl BrokerMetrics {
             .get()
     }
 
-    /// An ISR change this broker proposed as leader was committed.
-    pub fn isr_changed(&self, before: usize, after: usize) {
-        if after < before {
-            self.isr_shrinks.inc();
-        } else if after > before {
-            self.isr_expands.inc();
-        }
+    /// The ISR change counters, for whoever applies committed partition states.
+    pub fn isr_change_counters(&self) -> IsrChangeCounters {
+        self.isr_changes.clone()
     }
 
     /// The event metrics in the text format (without the end marker).
     fn encode_events(&self, out: &mut String) -> std::fmt::Result {
         prometheus_client::encoding::text::encode_registry(out, &self.registry)
+    }
+}
+
+/// Counts committed ISR changes of partitions this broker leads (shared with the replica
+/// manager, which applies them).
+#[derive(Clone, Debug, Default)]
+pub struct IsrChangeCounters {
+    shrinks: Counter,
+    expands: Counter,
+}
+
+impl IsrChangeCounters {
+    pub fn count(&self, change: IsrChange) {
+        match change {
+            IsrChange::Shrink => self.shrinks.inc(),
+            IsrChange::Expand => self.expands.inc(),
+        };
     }
 }
 
