@@ -182,6 +182,21 @@ def test_fetch_max_bytes_caps_every_response(start_broker):
         assert err == kwire.NONE and len(recs) > 4000, len(recs)
 
 
+def test_fetch_max_bytes_defaults_to_30_mib(broker):
+    # Gregor's default (Kafka's is 55 MiB): a client asking for 50 MiB gets at most 30 MiB of
+    # whole batches, the rest on its next Fetch. Forty batches of ~900 KB are 36 MB.
+    topic = create_topic(broker, "default-cap")
+    produce_records(broker, topic, 40, size=900_000)
+    with kwire.Conn("127.0.0.1", broker.port) as c:
+        [(_, err, hw, recs)] = fetch(c, 11, topic, None, -1, max_bytes=50 << 20)
+        assert (err, hw) == (kwire.NONE, 40)
+        assert (30 << 20) - 1_000_000 < len(recs) <= 30 << 20, len(recs)
+    a = admin(broker)
+    res = ConfigResource(ResourceType.BROKER, str(broker.node_id))
+    configs = result(a.describe_configs([res])[res])
+    assert configs["fetch.max.bytes"].value == str(30 << 20)
+
+
 # ---------------------------------------------------------------------------------------------
 # Connection limits and idle connections.
 
