@@ -332,8 +332,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("message.max.bytes", Int, Some("1048588"), AtLeast(0), true, "Largest record batch accepted (topic default of max.message.bytes)."),
     // Kafka's default is 55 MiB. A librdkafka consumer allocates each response whole; glibc maps
     // one over 32 MiB afresh every time (its adaptive mmap threshold stops there), so a consumer
-    // of many partitions page-faults every byte it receives. 30 MiB answers keep its buffers in
-    // the heap (BENCHMARKS.md: a third less CPU per GB at 256 partitions).
+    // of many partitions faults in every page it receives. 30 MiB answers keep its buffers in
+    // the heap (BENCHMARKS.md: 256 partitions, 1.68 -> 1.20 CPU s per GB).
     broker("fetch.max.bytes", Int, Some("31457280"), AtLeast(1024), true, "Largest fetch response, whatever the client asks for (the first batch of a response may exceed it, KIP-74)."),
     broker("max.incremental.fetch.session.cache.slots", Int, Some("1000"), AtLeast(0), false,
         "Fetch sessions (KIP-227) the broker keeps; 0 turns incremental fetches off (every fetch is answered whole, without a session)."),
