@@ -350,12 +350,11 @@ impl Partition {
         let is_leader = leader == self.node_id;
         let epoch = state.leader_epoch;
         let mut replication = lock(&self.replication);
-        let mut isr_change = None;
-        let (became_follower, hw) = match (&mut *replication, is_leader) {
+        let (became_follower, hw, isr_change) = match (&mut *replication, is_leader) {
             (Replication::Leader(l), true) if l.state().leader_epoch == epoch => {
                 // The ISR or the replica set changed; a smaller ISR can move the high watermark.
-                isr_change = l.update(state, now);
-                (false, Some(l.high_watermark()))
+                let change = l.update(state, now);
+                (false, Some(l.high_watermark()), change)
             }
             (_, true) => {
                 // An empty log needs no entry: OffsetForLeaderEpoch answers "no epoch" and a
@@ -375,7 +374,7 @@ impl Partition {
                 let hw = l.high_watermark();
                 *replication = Replication::Leader(l);
                 info!(topic = %self.topic, partition = self.index, epoch, "became leader");
-                (false, Some(hw))
+                (false, Some(hw), None)
             }
             (
                 Replication::Follower {
@@ -385,7 +384,7 @@ impl Partition {
                 false,
             ) if *leader_epoch == epoch => {
                 *in_sync = state.isr.contains(&self.node_id);
-                (false, None)
+                (false, None, None)
             }
             (_, false) => {
                 *replication = Replication::Follower {
@@ -393,7 +392,7 @@ impl Partition {
                     in_sync: state.isr.contains(&self.node_id),
                 };
                 info!(topic = %self.topic, partition = self.index, epoch, leader, "became follower");
-                (true, None)
+                (true, None, None)
             }
         };
         *lock(&self.role) = Role {
