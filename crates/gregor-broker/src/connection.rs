@@ -31,7 +31,7 @@ use tracing::{debug, info, warn};
 
 use crate::api;
 use crate::frame::{decode_request, encode_response, read_frame_body, read_frame_size, FrameError};
-use crate::zero_copy::{write_copying, ZeroCopy};
+use crate::zero_copy::{write_copying, SendfileCounters, ZeroCopy};
 
 /// Requests in flight per connection before the connection stops reading.
 pub const MAX_IN_FLIGHT: usize = 64;
@@ -153,7 +153,8 @@ enum Incoming {
 }
 
 /// Serves one TCP connection until the peer closes it, it sends something that closes it, it
-/// stays idle too long, or `shutdown` fires.
+/// stays idle too long, or `shutdown` fires. Its `sendfile` bytes are counted in `sendfile`.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve<H: Handler>(
     stream: TcpStream,
     peer: SocketAddr,
@@ -161,9 +162,10 @@ pub async fn serve<H: Handler>(
     handler: Arc<H>,
     limits: RequestLimits,
     shutdown: watch::Receiver<bool>,
+    sendfile: SendfileCounters,
 ) {
     let _ = stream.set_nodelay(true);
-    let zero_copy = ZeroCopy::new(&stream);
+    let zero_copy = ZeroCopy::new(&stream, sendfile);
     let (rd, wr) = stream.into_split();
     serve_conn(
         rd,

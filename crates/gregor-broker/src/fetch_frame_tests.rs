@@ -15,7 +15,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::*;
 use crate::frame::encode_response;
-use crate::zero_copy::{write_copying, ZeroCopy};
+use crate::zero_copy::{write_copying, SendfileCounters, ZeroCopy};
 
 /// A file holding `bytes` after `skip` bytes of other data, and the slice naming them.
 fn file_with(bytes: &[u8], skip: usize) -> (tempfile::NamedTempFile, FileSlice) {
@@ -223,11 +223,11 @@ fn slices_that_do_not_match_the_partitions_are_an_encode_error() {
     assert!(frame(12, 1, &reply).is_err());
 }
 
-/// A real socket pair: the server side writes `chunks` with sendfile (or by copying), the
-/// client reads the frame.
+/// A real socket pair: the server side writes `chunks` with sendfile counting into
+/// `zero_copy` (or by copying, without), the client reads the frame.
 async fn send_over_tcp(
     chunks: Vec<Chunk>,
-    zero_copy: bool,
+    zero_copy: Option<&SendfileCounters>,
     expect: usize,
 ) -> std::io::Result<Vec<u8>> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -246,8 +246,8 @@ async fn send_over_tcp(
     });
     let (stream, _) = listener.accept().await?;
     // Every descriptor of the socket is closed once written, so that the reader sees the end.
-    let result = if zero_copy {
-        let z = ZeroCopy::new(&stream).expect("zero copy");
+    let result = if let Some(counters) = zero_copy {
+        let z = ZeroCopy::new(&stream, counters.clone()).expect("zero copy");
         let r = z.write(chunks).await;
         drop(z);
         drop(stream);
@@ -262,13 +262,23 @@ async fn send_over_tcp(
     Ok(got)
 }
 
+/// How a test frame is written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Writer {
+    Copying,
+    /// With sendfile, the segment files' pages in the page cache.
+    Cached,
+    /// With sendfile, the segment files' pages evicted from the page cache first.
+    Evicted,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sendfile_and_copying_writers_put_the_same_frame_on_a_socket() {
     // Large enough to fill loopback socket buffers several times over.
     let big = pattern(24 << 20, 9);
-    for zero_copy in [true, false] {
+    for writer in [Writer::Cached, Writer::Evicted, Writer::Copying] {
         let version = 13;
-        let (expected, reply, _files) = build(
+        let (expected, reply, files) = build(
             version,
             vec![vec![
                 Case::File(big.clone()),
@@ -276,20 +286,43 @@ async fn sendfile_and_copying_writers_put_the_same_frame_on_a_socket() {
                 Case::File(pattern(5000, 8)),
             ]],
         );
+        if writer == Writer::Evicted {
+            for f in &files {
+                crate::page_cache::evict(f.as_file());
+            }
+        }
         let want = encode_response(ApiKey::Fetch, version, 5, &ResponseKind::Fetch(expected))
             .expect("encode");
         let chunks = frame(version, 5, &reply).expect("frame");
-        let got = send_over_tcp(chunks, zero_copy, want.len())
-            .await
-            .expect("sent");
-        assert_eq!(got.len(), want.len(), "zero_copy={zero_copy}");
-        assert!(got == want.to_vec(), "zero_copy={zero_copy}: bytes differ");
+        let counters = SendfileCounters::default();
+        let got = send_over_tcp(
+            chunks,
+            (writer != Writer::Copying).then_some(&counters),
+            want.len(),
+        )
+        .await
+        .expect("sent");
+        assert_eq!(got.len(), want.len(), "{writer:?}");
+        assert!(got == want.to_vec(), "{writer:?}: bytes differ");
+        let (worker, pool) = (counters.worker.get(), counters.blocking_pool.get());
+        let file_bytes = (big.len() + 5000) as u64;
+        match writer {
+            // Cached pages never leave the worker: no thread hand-off per write.
+            Writer::Cached => assert_eq!((worker, pool), (file_bytes, 0)),
+            // Pages that may need the disk are read on the blocking pool.
+            Writer::Evicted => {
+                assert_eq!(worker + pool, file_bytes);
+                assert!(pool > 0, "evicted pages were sent from the worker");
+            }
+            Writer::Copying => assert_eq!((worker, pool), (0, 0)),
+        }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_shorter_than_its_slice_fails_the_write_instead_of_sending_other_bytes() {
-    for zero_copy in [true, false] {
+    let counters = SendfileCounters::default();
+    for zero_copy in [Some(&counters), None] {
         let (_, reply, files) = build(12, vec![vec![Case::File(pattern(10_000, 1))]]);
         files[0].as_file().set_len(100 + 5_000).expect("cut");
         let chunks = frame(12, 5, &reply).expect("frame");
@@ -299,7 +332,8 @@ async fn a_file_shorter_than_its_slice_fails_the_write_instead_of_sending_other_
         assert_eq!(
             e.kind(),
             std::io::ErrorKind::UnexpectedEof,
-            "zero_copy={zero_copy}"
+            "zero_copy={}",
+            zero_copy.is_some()
         );
     }
 }

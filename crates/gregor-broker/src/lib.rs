@@ -20,6 +20,7 @@ mod handlers;
 pub mod isr;
 pub mod metadata;
 pub mod metrics;
+pub mod page_cache;
 pub mod partition;
 pub mod partition_dir;
 pub mod producer_ids;

@@ -182,8 +182,9 @@ pub async fn serve(
                 let b = broker.clone();
                 let sd = shutdown.clone();
                 let limits = limits.clone();
+                let sendfile = broker.metrics.sendfile_counters();
                 connections.spawn(crate::util::inherit_clock(async move {
-                    connection::serve(stream, peer, id, b, limits, sd).await;
+                    connection::serve(stream, peer, id, b, limits, sd, sendfile).await;
                     drop(slot);
                 }));
             }

@@ -5,24 +5,30 @@
 //! are never copied into this process. Elsewhere (the simulator's network, in-memory pipes in
 //! tests) they are read into a buffer reused across responses and written from it.
 //!
-//! Either way the file is read on the blocking pool, never on an async worker: `sendfile`
-//! reads the file too, and a page not in the page cache waits for the disk. The socket is
-//! non-blocking, so a blocking-pool `sendfile` returns as soon as the socket buffer is full;
-//! the connection then waits for writability on the reactor, as any other write does.
+//! `sendfile` reads the file, and a page not in the page cache waits for the disk, so a file
+//! slice is sent from the async worker only when `cachestat(2)` says every page of it is
+//! cached (see `page_cache`); otherwise the rest of that write goes to the blocking pool. The
+//! common case, a consumer or follower reading recent data, so costs no thread hand-off: with
+//! one on every write, librdkafka (one Fetch in flight per broker) waited that long for each
+//! answer. The socket is non-blocking, so `sendfile` returns as soon as the socket buffer is
+//! full; the connection then waits for writability on the reactor, as any other write does.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use bytes::Buf;
+use prometheus_client::metrics::counter::Counter;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 use crate::fetch_frame::Chunk;
+use crate::page_cache;
 
 /// Largest slice handed to one `sendfile` call: bounds the time one blocking-pool call holds
-/// its thread (the socket buffer usually fills first).
+/// its thread and the range one page-cache check covers (the socket buffer usually fills
+/// first).
 const MAX_SENDFILE: usize = 8 << 20;
 
 /// A connection's socket for `sendfile`: a duplicate of its descriptor, registered with the
@@ -31,12 +37,22 @@ const MAX_SENDFILE: usize = 8 << 20;
 #[derive(Debug)]
 pub struct ZeroCopy {
     fd: AsyncFd<Arc<OwnedFd>>,
+    sent: SendfileCounters,
+}
+
+/// Record bytes sent by `sendfile`, by where the call ran.
+#[derive(Debug, Clone, Default)]
+pub struct SendfileCounters {
+    /// On the connection's async worker: every page was in the page cache.
+    pub worker: Counter,
+    /// On the blocking pool: some page was not (or the kernel could not tell).
+    pub blocking_pool: Counter,
 }
 
 impl ZeroCopy {
     /// `None` where the descriptor cannot be duplicated or registered: the connection then
     /// writes fetch responses by copying, as the simulator's connections do.
-    pub fn new(stream: &TcpStream) -> Option<ZeroCopy> {
+    pub fn new(stream: &TcpStream, sent: SendfileCounters) -> Option<ZeroCopy> {
         let fd = match stream.as_fd().try_clone_to_owned() {
             Ok(fd) => fd,
             Err(e) => {
@@ -48,7 +64,7 @@ impl ZeroCopy {
         // names the same socket for the `AsyncFd`'s whole life (blocking-pool calls holding
         // a clone of the `Arc` only keep it open longer).
         match unsafe { AsyncFd::register_with_interest(Arc::new(fd), Interest::WRITABLE) } {
-            Ok(fd) => Some(ZeroCopy { fd }),
+            Ok(fd) => Some(ZeroCopy { fd, sent }),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot register the socket for sendfile; fetch responses are copied");
                 None
@@ -65,20 +81,23 @@ impl ZeroCopy {
         };
         while !cursor.done() {
             let mut guard = self.fd.writable().await?;
-            let sock = Arc::clone(self.fd.get_ref());
-            let (next, outcome) = tokio::task::spawn_blocking(move || {
-                let outcome = push(&sock, &mut cursor);
-                (cursor, outcome)
-            })
-            .await
-            .map_err(io::Error::other)?;
-            cursor = next;
-            match outcome {
-                Ok(()) => {}
-                // Only a write that found the buffer full clears readiness: a write event
-                // that arrived during the call is kept (the guard knows its tick).
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
-                Err(e) => return Err(e),
+            let mut pushed = push(self.fd.get_ref(), &mut cursor, Where::Worker, &self.sent)?;
+            if pushed == Pushed::NotCached {
+                let sock = Arc::clone(self.fd.get_ref());
+                let sent = self.sent.clone();
+                let (next, outcome) = tokio::task::spawn_blocking(move || {
+                    let outcome = push(&sock, &mut cursor, Where::BlockingPool, &sent);
+                    (cursor, outcome)
+                })
+                .await
+                .map_err(io::Error::other)?;
+                cursor = next;
+                pushed = outcome?;
+            }
+            // Only a write that found the buffer full clears readiness: a write event that
+            // arrived during the call is kept (the guard knows its tick).
+            if pushed == Pushed::Full {
+                guard.clear_ready();
             }
         }
         Ok(())
@@ -106,9 +125,45 @@ impl Cursor {
     }
 }
 
-/// Writes as much of the frame as the socket takes now (blocking-pool side): `Ok` when all
-/// of it is written, `WouldBlock` when the socket buffer is full.
-fn push(sock: &OwnedFd, cursor: &mut Cursor) -> io::Result<()> {
+/// Where a [`push`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Where {
+    /// On an async worker: it must not wait for the disk.
+    Worker,
+    /// On the blocking pool.
+    BlockingPool,
+}
+
+/// How far a [`push`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pushed {
+    /// The whole frame is written.
+    Done,
+    /// The socket buffer is full.
+    Full,
+    /// On a worker: the next file slice is not all in the page cache.
+    NotCached,
+}
+
+/// Writes as much of the frame as the socket takes now.
+fn push(
+    sock: &OwnedFd,
+    cursor: &mut Cursor,
+    place: Where,
+    sent: &SendfileCounters,
+) -> io::Result<Pushed> {
+    match push_until_blocked(sock, cursor, place, sent) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Pushed::Full),
+        other => other,
+    }
+}
+
+fn push_until_blocked(
+    sock: &OwnedFd,
+    cursor: &mut Cursor,
+    place: Where,
+    sent: &SendfileCounters,
+) -> io::Result<Pushed> {
     let chunks = Arc::clone(&cursor.chunks);
     while let Some(chunk) = chunks.get(cursor.index) {
         let n = match chunk {
@@ -129,7 +184,14 @@ fn push(sock: &OwnedFd, cursor: &mut Cursor) -> io::Result<()> {
                 };
                 let mut at = f.pos + cursor.offset as u64;
                 let want = (f.len - cursor.offset).min(MAX_SENDFILE);
+                if place == Where::Worker && !page_cache::is_cached(file, at, want) {
+                    return Ok(Pushed::NotCached);
+                }
                 let n = retry(|| rustix::fs::sendfile(sock, file, Some(&mut at), want))?;
+                match place {
+                    Where::Worker => sent.worker.inc_by(n as u64),
+                    Where::BlockingPool => sent.blocking_pool.inc_by(n as u64),
+                };
                 if n == 0 {
                     // The segment file is shorter than when it was read (truncated under the
                     // fetch): the frame cannot be completed, so the connection must close
@@ -149,7 +211,7 @@ fn push(sock: &OwnedFd, cursor: &mut Cursor) -> io::Result<()> {
         };
         cursor.advance(n);
     }
-    Ok(())
+    Ok(Pushed::Done)
 }
 
 /// Retries a system call interrupted by a signal.

@@ -17,6 +17,7 @@ use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, LogError, Result};
 use crate::prepare::{prepare, Prepared};
 use crate::segment::Segment;
+use crate::segment::Wait;
 use crate::sync::SyncState;
 
 /// Lock a mutex, recovering the guard if another thread panicked while holding it (every
@@ -561,6 +562,35 @@ impl Log {
         max_bytes: usize,
         upper_bound: Option<i64>,
     ) -> Result<SliceRead> {
+        self.read_slice_with(from_offset, max_bytes, upper_bound, Wait::Block)
+    }
+
+    /// [`Log::read_slice`] if the batch headers it reads are all in the page cache; `None`
+    /// where one is not (the read would wait for the disk), so that an async worker can try
+    /// this first and leave the rest to a thread that may block. Either way it takes the log's
+    /// lock for the index lookup only, as `read_slice` does.
+    pub fn read_slice_cached(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+        upper_bound: Option<i64>,
+    ) -> Result<Option<SliceRead>> {
+        match self.read_slice_with(from_offset, max_bytes, upper_bound, Wait::CachedOnly) {
+            Ok(s) => Ok(Some(s)),
+            Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::WouldBlock => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn read_slice_with(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+        upper_bound: Option<i64>,
+        wait: Wait,
+    ) -> Result<SliceRead> {
         let g = lock(&self.inner);
         let (lso, leo, hw) = (g.log_start_offset, g.log_end_offset(), g.high_watermark);
         if from_offset < lso || from_offset > leo {
@@ -590,11 +620,12 @@ impl Log {
             .map_or(i64::MIN, |(k, _)| *k);
         let mut located = None;
         for seg in g.segments.range(start_key..).map(|(_, s)| s) {
-            if let Some((pos, h)) = seg.translate(from_offset)? {
+            if let Some((pos, h)) = seg.translate_with(from_offset, wait)? {
                 // Where readable data ends in this segment: before the batch that reaches the
                 // upper bound (the high watermark for consumers), else at the segment's end.
                 let end = if bound < seg.next_offset {
-                    seg.translate(bound)?.map_or(seg.size, |(p, _)| p)
+                    seg.translate_with(bound, wait)?
+                        .map_or(seg.size, |(p, _)| p)
                 } else {
                     seg.size
                 };
@@ -617,7 +648,7 @@ impl Log {
         let mut len = 0u64;
         let mut next = None;
         let mut count = 0u64;
-        crate::segment::scan(&file, pos, pos + limit, false, |_, h, _| {
+        crate::segment::scan_with(&file, pos, pos + limit, false, wait, |_, h, _| {
             if h.last_offset() >= bound || (len > 0 && len + h.size() as u64 > max_bytes as u64) {
                 return Ok(false);
             }

@@ -53,6 +53,28 @@ pub(crate) fn scan(
     start: u64,
     end: u64,
     full: bool,
+    f: impl FnMut(u64, &BatchHeader, &[u8]) -> Result<bool, String>,
+) -> std::io::Result<ScanEnd> {
+    scan_with(file, start, end, full, Wait::Block, f)
+}
+
+/// Whether a read may wait for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Read as usual.
+    Block,
+    /// Read only what the page cache holds: a read that would wait for the disk fails with
+    /// `ErrorKind::WouldBlock` instead (`RWF_NOWAIT`), so that an async worker can try first.
+    CachedOnly,
+}
+
+/// [`scan`], reading as `wait` says.
+pub(crate) fn scan_with(
+    file: &File,
+    start: u64,
+    end: u64,
+    full: bool,
+    wait: Wait,
     mut f: impl FnMut(u64, &BatchHeader, &[u8]) -> Result<bool, String>,
 ) -> std::io::Result<ScanEnd> {
     let mut buf: Vec<u8> = Vec::new();
@@ -67,7 +89,16 @@ pub(crate) fn scan(
             });
         }
         let chunk = if full { CHUNK } else { HEADER_CHUNK };
-        ensure(file, &mut buf, &mut buf_start, pos, HEADER_LEN, end, chunk)?;
+        ensure(
+            file,
+            &mut buf,
+            &mut buf_start,
+            pos,
+            HEADER_LEN,
+            end,
+            chunk,
+            wait,
+        )?;
         let off = (pos - buf_start) as usize;
         let h = BatchHeader::parse(&buf[off..]).expect("ensure() loaded a full header");
         if h.magic != 2 || (h.batch_length as i64) < (HEADER_LEN - LOG_OVERHEAD) as i64 {
@@ -92,6 +123,7 @@ pub(crate) fn scan(
                 size as usize,
                 end,
                 CHUNK,
+                wait,
             )?;
             let off = (pos - buf_start) as usize;
             let b = &buf[off..off + size as usize];
@@ -116,6 +148,7 @@ pub(crate) fn scan(
 }
 
 /// Make `buf` hold `[pos, pos + len)` of the file.
+#[allow(clippy::too_many_arguments)]
 fn ensure(
     file: &File,
     buf: &mut Vec<u8>,
@@ -124,14 +157,38 @@ fn ensure(
     len: usize,
     end: u64,
     chunk: usize,
+    wait: Wait,
 ) -> std::io::Result<()> {
     if pos >= *buf_start && pos + len as u64 <= *buf_start + buf.len() as u64 {
         return Ok(());
     }
     let want = len.max(chunk).min((end - pos) as usize).max(len);
     buf.resize(want, 0);
-    file.read_exact_at(buf, pos)?;
+    match wait {
+        Wait::Block => file.read_exact_at(buf, pos)?,
+        Wait::CachedOnly => read_exact_cached(file, buf, pos)?,
+    }
     *buf_start = pos;
+    Ok(())
+}
+
+/// `read_exact_at` from the page cache only: `WouldBlock` where a page is not there (or the
+/// kernel cannot read without waiting, e.g. before Linux 4.14), `UnexpectedEof` past the end.
+fn read_exact_cached(file: &File, buf: &mut [u8], pos: u64) -> std::io::Result<()> {
+    use rustix::io::{Errno, ReadWriteFlags};
+    let mut done = 0;
+    while done < buf.len() {
+        let mut slice = [std::io::IoSliceMut::new(&mut buf[done..])];
+        match rustix::io::preadv2(file, &mut slice, pos + done as u64, ReadWriteFlags::NOWAIT) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => done += n,
+            Err(Errno::INTR) => {}
+            Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::INVAL | Errno::NOSYS) => {
+                return Err(std::io::ErrorKind::WouldBlock.into())
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     Ok(())
 }
 
@@ -504,13 +561,18 @@ impl Segment {
 
     /// First batch whose last offset is `>= offset`: its position and header.
     pub fn translate(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>> {
+        self.translate_with(offset, Wait::Block)
+    }
+
+    /// [`Segment::translate`], reading as `wait` says.
+    pub fn translate_with(&self, offset: i64, wait: Wait) -> Result<Option<(u64, BatchHeader)>> {
         let start = if offset <= self.base {
             0
         } else {
             u64::from(self.offset_index.lookup(self.rel(offset)))
         };
         let mut found = None;
-        scan(&self.file, start, self.size, false, |pos, h, _| {
+        scan_with(&self.file, start, self.size, false, wait, |pos, h, _| {
             if h.last_offset() >= offset {
                 found = Some((pos, *h));
                 return Ok(false);

@@ -277,7 +277,7 @@ fn record_follower_progress(b: DataPlane<'_>, targets: &[Target]) {
 /// How many times one read looks its partitions up again because one stopped under it.
 const MAX_RELOCATIONS: usize = 3;
 
-/// Reads the targets (on the blocking pool). A partition that stopped after it was located
+/// Reads the targets (see [`read_targets`]). A partition that stopped after it was located
 /// (its topic deleted, or its replica moved off this broker, between the lookup and the read)
 /// reads as NOT_LEADER_OR_FOLLOWER; the partitions are then looked up again and read again,
 /// so that the answer says what the metadata says now, as Kafka's does: a deleted topic is
@@ -294,7 +294,7 @@ async fn read_current(
     let mut relocations = 0;
     loop {
         hold_throttled(b, targets);
-        let (results, bytes) = read_all_blocking(targets.clone(), max_bytes, version).await;
+        let (results, bytes) = read_targets(targets.clone(), max_bytes, version).await;
         let stale = results
             .iter()
             .any(|p| p.data.error_code == ResponseError::NotLeaderOrFollower.code())
@@ -367,14 +367,36 @@ fn record_throttled_bytes(b: DataPlane<'_>, targets: &[Target], results: &[PartR
     }
 }
 
-/// Reads every target on the blocking pool (segment reads are file I/O).
-async fn read_all_blocking(
+/// Reads every target: on this worker when every batch header the read needs is in the page
+/// cache (the common case, and no thread hand-off on a fetch's way), else all again on the
+/// blocking pool, where a read may wait for the disk.
+async fn read_targets(
     targets: Vec<Target>,
     max_bytes: usize,
     version: i16,
 ) -> (Vec<PartRead>, usize) {
-    blocking(move || read_all(&targets, max_bytes, version)).await
+    if let Ok(done) = read_all(&targets, max_bytes, version, ReadOn::Worker) {
+        return done;
+    }
+    blocking(move || {
+        read_all(&targets, max_bytes, version, ReadOn::BlockingPool)
+            .expect("a read on the blocking pool waits for the disk instead of giving up")
+    })
+    .await
 }
+
+/// Where a fetch's log reads run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadOn {
+    /// An async worker: only what the page cache holds.
+    Worker,
+    /// The blocking pool: a read may wait for the disk.
+    BlockingPool,
+}
+
+/// A read on a worker needed a page the page cache does not hold.
+#[derive(Debug)]
+struct NotCached;
 
 /// One partition's answer: its response fields, and where its record bytes lie.
 struct PartRead {
@@ -384,7 +406,12 @@ struct PartRead {
     record_count: u64,
 }
 
-fn read_all(targets: &[Target], max_bytes: usize, version: i16) -> (Vec<PartRead>, usize) {
+fn read_all(
+    targets: &[Target],
+    max_bytes: usize,
+    version: i16,
+    on: ReadOn,
+) -> Result<(Vec<PartRead>, usize), NotCached> {
     let mut total = 0usize;
     let mut out = Vec::with_capacity(targets.len());
     for t in targets {
@@ -392,22 +419,22 @@ fn read_all(targets: &[Target], max_bytes: usize, version: i16) -> (Vec<PartRead
         // returns at least one whole batch); later ones may not.
         let budget = t.max_bytes.min(max_bytes.saturating_sub(total));
         let budget = if total == 0 { budget.max(1) } else { budget };
-        let pr = read_one(t, budget, version);
+        let pr = read_one(t, budget, version, on)?;
         total += pr.records.len;
         out.push(pr);
     }
-    (out, total)
+    Ok((out, total))
 }
 
-fn read_one(t: &Target, budget: usize, version: i16) -> PartRead {
+fn read_one(t: &Target, budget: usize, version: i16, on: ReadOn) -> Result<PartRead, NotCached> {
     let mut data = PartitionData::default();
     let (records, record_count) =
-        read_into(t, budget, version, &mut data).unwrap_or_else(|| (FileSlice::empty(), 0));
-    PartRead {
+        read_into(t, budget, version, on, &mut data)?.unwrap_or_else(|| (FileSlice::empty(), 0));
+    Ok(PartRead {
         data,
         records,
         record_count,
-    }
+    })
 }
 
 /// Fills in `pd`; the slice of the log to send with it, if any.
@@ -415,8 +442,9 @@ fn read_into(
     t: &Target,
     budget: usize,
     version: i16,
+    on: ReadOn,
     pd: &mut PartitionData,
-) -> Option<(FileSlice, u64)> {
+) -> Result<Option<(FileSlice, u64)>, NotCached> {
     pd.partition_index = t.partition;
     pd.high_watermark = -1;
     pd.last_stable_offset = -1;
@@ -428,13 +456,13 @@ fn read_into(
         Ok(p) => p,
         Err(e) => {
             pd.error_code = e.code();
-            return None;
+            return Ok(None);
         }
     };
     let role = part.role();
     if !role.is_leader {
         pd.error_code = ResponseError::NotLeaderOrFollower.code();
-        return None;
+        return Ok(None);
     }
     if t.current_leader_epoch >= 0 && t.current_leader_epoch != role.leader_epoch {
         pd.error_code = if t.current_leader_epoch < role.leader_epoch {
@@ -442,7 +470,7 @@ fn read_into(
         } else {
             ResponseError::UnknownLeaderEpoch.code()
         };
-        return None;
+        return Ok(None);
     }
     if let Reader::NotAReplica { replica_id } = t.reader {
         // Kafka's answer to a replica id outside the replica set: with the current leader
@@ -454,7 +482,7 @@ fn read_into(
             ResponseError::NotLeaderOrFollower.code()
         };
         tracing::debug!(topic = %part.topic, partition = t.partition, replica_id, "fetch from a replica id that is not a follower of the partition");
-        return None;
+        return Ok(None);
     }
     let follower = t.reader == Reader::Follower;
     let log = &part.log;
@@ -469,25 +497,30 @@ fn read_into(
     let end = log.log_end_offset();
     if t.fetch_offset < log.log_start_offset() || t.fetch_offset > end {
         pd.error_code = ResponseError::OffsetOutOfRange.code();
-        return None;
+        return Ok(None);
     }
     let upper = if follower { None } else { Some(hw) };
     if !follower && t.fetch_offset >= hw {
         pd.records = Some(Bytes::new());
-        return None;
+        return Ok(None);
     }
     if budget == 0 || t.held {
         pd.records = Some(Bytes::new());
-        return None;
+        return Ok(None);
     }
-    match log.read_slice(t.fetch_offset, budget, upper) {
-        Ok(read) => {
+    let read = match on {
+        ReadOn::Worker => log.read_slice_cached(t.fetch_offset, budget, upper),
+        ReadOn::BlockingPool => log.read_slice(t.fetch_offset, budget, upper).map(Some),
+    };
+    match read {
+        Ok(Some(read)) => {
             pd.records = Some(Bytes::new());
-            Some((read.records, read.record_count))
+            Ok(Some((read.records, read.record_count)))
         }
+        Ok(None) => Err(NotCached),
         Err(e) => {
             pd.error_code = crate::replica::log_error(&e).code();
-            None
+            Ok(None)
         }
     }
 }

@@ -25,6 +25,7 @@ use prometheus_client::registry::Registry;
 use crate::connection::Reply;
 use crate::isr::IsrChange;
 use crate::server::ConnectionQuotas;
+use crate::zero_copy::SendfileCounters;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TopicLabels {
@@ -48,6 +49,12 @@ pub struct PurgatoryLabels {
     pub kind: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SendfileLabels {
+    /// `worker` (every page was in the page cache) or `blocking_pool`.
+    pub thread: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn request_histogram() -> Histogram {
@@ -68,6 +75,7 @@ pub struct BrokerMetrics {
     request_duration: HistogramFamily<ApiLabels>,
     purgatory: Family<PurgatoryLabels, Gauge>,
     isr_changes: IsrChangeCounters,
+    sendfile: SendfileCounters,
     log_flush: Histogram,
     group_commit: Histogram,
     /// The client listener's connection counts, once it serves.
@@ -156,6 +164,26 @@ impl BrokerMetrics {
             "ISR expansions committed for partitions this broker leads (Kafka IsrExpandsPerSec)",
             isr_expands.clone(),
         );
+        let sendfile_bytes = Family::<SendfileLabels, Counter>::default();
+        registry.register(
+            "gregor_fetch_sendfile_bytes",
+            "Record bytes of fetch responses sent with sendfile, by thread: worker (every page was in the page cache) or blocking_pool (some page was not, so the read could wait for the disk)",
+            sendfile_bytes.clone(),
+        );
+        // One statement per label: `get_or_create`'s guard lives to the end of its statement,
+        // and a second call in the same one would wait for it forever.
+        let worker = sendfile_bytes
+            .get_or_create(&SendfileLabels { thread: "worker" })
+            .clone();
+        let blocking_pool = sendfile_bytes
+            .get_or_create(&SendfileLabels {
+                thread: "blocking_pool",
+            })
+            .clone();
+        let sendfile = SendfileCounters {
+            worker,
+            blocking_pool,
+        };
         let log_flush = Histogram::new(exponential_buckets(0.000_05, 2.0, 18));
         registry.register(
             "gregor_log_flush_duration_seconds",
@@ -183,6 +211,7 @@ impl BrokerMetrics {
                 shrinks: isr_shrinks,
                 expands: isr_expands,
             },
+            sendfile,
             log_flush,
             group_commit,
             connections: Mutex::new(Weak::new()),
@@ -199,6 +228,11 @@ impl BrokerMetrics {
                 m.group_commit.observe(appends as f64);
             }
         })));
+    }
+
+    /// The counters connections add their `sendfile` bytes to.
+    pub fn sendfile_counters(&self) -> SendfileCounters {
+        self.sendfile.clone()
     }
 
     /// The client listener's connection counts, read at scrape time.

@@ -337,6 +337,16 @@ fn read_slice_names_exactly_the_bytes_read_returns() {
             for bound in [None, Some(0), Some(4), Some(9), Some(18)] {
                 let r = log.read(from, max, bound).expect("read");
                 let s = log.read_slice(from, max, bound).expect("slice");
+                let cached = log
+                    .read_slice_cached(from, max, bound)
+                    .expect("cached slice");
+                let cached = cached.expect("the headers just written are in the page cache");
+                assert_eq!(
+                    (cached.records.pos, cached.records.len, cached.record_count),
+                    (s.records.pos, s.records.len, s.record_count),
+                    "{from} {max} {bound:?}"
+                );
+                assert_eq!(cached.next_offset, s.next_offset);
                 assert_eq!(s.records.len, r.records.len(), "{from} {max} {bound:?}");
                 assert_eq!(s.records.read().expect("pread"), r.records.to_vec());
                 assert_eq!(s.next_offset, r.next_offset);
@@ -349,6 +359,47 @@ fn read_slice_names_exactly_the_bytes_read_returns() {
             }
         }
     }
+}
+
+/// A fetch tries `read_slice_cached` on its async worker first: it must decline (not wait,
+/// not answer wrongly) when the batch headers it would read left the page cache, and give
+/// the blocking read's answer once they are back.
+#[test]
+fn a_cached_only_slice_declines_headers_not_in_the_page_cache() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let log = open(dir.path(), LogConfig::default());
+    for i in 0..64 {
+        log.append_as_leader(&batch(200, &format!("cold{i}"), NOW), 0, NOW)
+            .expect("append");
+    }
+    let mut evicted = 0;
+    for entry in std::fs::read_dir(dir.path()).expect("list") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "log") {
+            let f = std::fs::File::open(&path).expect("open segment");
+            f.sync_all().expect("fsync");
+            rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).expect("fadvise");
+            evicted += 1;
+        }
+    }
+    assert_eq!(evicted, 1, "one segment file");
+    let from = 64 * 200 / 2;
+    assert!(
+        log.read_slice_cached(from, 1 << 20, None)
+            .expect("no error")
+            .is_none(),
+        "headers evicted from the page cache are declined"
+    );
+    let s = log.read_slice(from, 1 << 20, None).expect("blocking read");
+    assert!(s.records.len > 0);
+    let again = log
+        .read_slice_cached(from, 1 << 20, None)
+        .expect("no error")
+        .expect("the blocking read brought the headers back");
+    assert_eq!(
+        (again.records.pos, again.records.len, again.record_count),
+        (s.records.pos, s.records.len, s.record_count)
+    );
 }
 
 /// A file cut shorter under a slice (a segment truncated while a fetch is in flight) shows as
