@@ -288,7 +288,7 @@ async fn sendfile_and_copying_writers_put_the_same_frame_on_a_socket() {
         );
         if writer == Writer::Evicted {
             for f in &files {
-                crate::page_cache::evict(f.as_file());
+                gregor_log::page_cache::evict(f.as_file()).expect("evict");
             }
         }
         let want = encode_response(ApiKey::Fetch, version, 5, &ResponseKind::Fetch(expected))

@@ -20,7 +20,6 @@ mod handlers;
 pub mod isr;
 pub mod metadata;
 pub mod metrics;
-pub mod page_cache;
 pub mod partition;
 pub mod partition_dir;
 pub mod producer_ids;

@@ -7,7 +7,7 @@
 //!
 //! `sendfile` reads the file, and a page not in the page cache waits for the disk, so a file
 //! slice is sent from the async worker only when `cachestat(2)` says every page of it is
-//! cached (see `page_cache`); otherwise the rest of that write goes to the blocking pool. The
+//! cached (see `gregor_log::page_cache`); otherwise the rest of that write goes to the blocking pool. The
 //! common case, a consumer or follower reading recent data, so costs no thread hand-off: with
 //! one on every write, librdkafka (one Fetch in flight per broker) waited that long for each
 //! answer. The socket is non-blocking, so `sendfile` returns as soon as the socket buffer is
@@ -24,7 +24,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 use crate::fetch_frame::Chunk;
-use crate::page_cache;
+use gregor_log::page_cache;
 
 /// Largest slice handed to one `sendfile` call: bounds the time one blocking-pool call holds
 /// its thread and the range one page-cache check covers (the socket buffer usually fills

@@ -13,6 +13,7 @@ pub mod error;
 mod index;
 mod log;
 mod open;
+pub mod page_cache;
 mod power;
 mod prepare;
 pub mod records;

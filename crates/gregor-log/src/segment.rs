@@ -172,17 +172,25 @@ fn ensure(
     Ok(())
 }
 
-/// `read_exact_at` from the page cache only: `WouldBlock` where a page is not there (or the
-/// kernel cannot read without waiting, e.g. before Linux 4.14), `UnexpectedEof` past the end.
+/// `read_exact_at` from the page cache only: `WouldBlock` where a page is not there,
+/// `UnexpectedEof` past the end. A file system that refuses `RWF_NOWAIT` (tmpfs) is read
+/// as usual once `cachestat(2)` finds every page of the range cached; where neither can tell
+/// (kernels before 4.14 or 6.5) the answer is `WouldBlock`.
 fn read_exact_cached(file: &File, buf: &mut [u8], pos: u64) -> std::io::Result<()> {
     use rustix::io::{Errno, ReadWriteFlags};
     let mut done = 0;
     while done < buf.len() {
+        let at = pos + done as u64;
         let mut slice = [std::io::IoSliceMut::new(&mut buf[done..])];
-        match rustix::io::preadv2(file, &mut slice, pos + done as u64, ReadWriteFlags::NOWAIT) {
+        match rustix::io::preadv2(file, &mut slice, at, ReadWriteFlags::NOWAIT) {
             Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => done += n,
             Err(Errno::INTR) => {}
+            Err(Errno::OPNOTSUPP | Errno::INVAL | Errno::NOSYS)
+                if crate::page_cache::is_cached(file, at, buf.len() - done) =>
+            {
+                return file.read_exact_at(&mut buf[done..], at);
+            }
             Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::INVAL | Errno::NOSYS) => {
                 return Err(std::io::ErrorKind::WouldBlock.into())
             }

@@ -377,8 +377,7 @@ fn a_cached_only_slice_declines_headers_not_in_the_page_cache() {
         let path = entry.expect("entry").path();
         if path.extension().is_some_and(|e| e == "log") {
             let f = std::fs::File::open(&path).expect("open segment");
-            f.sync_all().expect("fsync");
-            rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).expect("fadvise");
+            gregor_log::page_cache::evict(&f).expect("evict");
             evicted += 1;
         }
     }
@@ -400,6 +399,30 @@ fn a_cached_only_slice_declines_headers_not_in_the_page_cache() {
         (again.records.pos, again.records.len, again.record_count),
         (s.records.pos, s.records.len, s.record_count)
     );
+}
+
+/// tmpfs refuses `RWF_NOWAIT`; there the cached-only read asks `cachestat(2)` instead, and
+/// a log in memory is read on the worker like one on a disk with its pages cached.
+#[test]
+fn a_cached_only_slice_reads_a_tmpfs_log_through_cachestat() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("a tmpfs at /dev/shm");
+    let log = open(dir.path(), LogConfig::default());
+    for i in 0..16 {
+        log.append_as_leader(&batch(50, &format!("shm{i}"), NOW), 0, NOW)
+            .expect("append");
+    }
+    for from in [0, 7, 400, 799] {
+        let s = log.read_slice(from, 1 << 20, None).expect("read");
+        let cached = log
+            .read_slice_cached(from, 1 << 20, None)
+            .expect("no error")
+            .expect("a tmpfs log's pages are in memory");
+        assert_eq!(
+            (cached.records.pos, cached.records.len, cached.record_count),
+            (s.records.pos, s.records.len, s.record_count),
+            "from {from}"
+        );
+    }
 }
 
 /// A file cut shorter under a slice (a segment truncated while a fetch is in flight) shows as

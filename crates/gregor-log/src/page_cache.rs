@@ -1,16 +1,15 @@
 //! Whether a range of a file is in the page cache, asked of the kernel with `cachestat(2)`
 //! (Linux 6.5 and later).
 //!
-//! The fetch path sends record bytes with `sendfile`, which reads the file: on a page the
-//! page cache does not hold it waits for the disk. Asking first lets the connection send from
-//! its async worker when every page is there (the common case: consumers and followers read
-//! recent data) and keep the blocking pool for the rest, instead of paying two thread hand-offs
-//! per write for every response.
+//! The fetch path reads segment files from async workers only where that cannot wait for the
+//! disk: `sendfile` (which reads the file) when every page of its slice is cached, and the
+//! batch-header reads that locate a fetch's records (with `RWF_NOWAIT`, or where a file system
+//! refuses that flag, as tmpfs does, after this check). The rest goes to the blocking pool.
 //!
-//! The answer can be stale by the time `sendfile` runs (a page evicted in between): the worker
-//! then waits for that page's read, which is what every `sendfile` on a worker would risk
-//! without the check. Where the kernel lacks the call, or a sandbox refuses it, every range
-//! counts as not cached and the caller uses the blocking pool, as before the check existed.
+//! The answer can be stale by the time the read runs (a page evicted in between): the worker
+//! then waits for that page, which is what every `sendfile` on a network thread risks without
+//! the check. Where the kernel lacks the call, or a sandbox refuses it, every range counts as
+//! not cached and callers use the blocking pool.
 
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -101,15 +100,12 @@ fn cachestat(_file: &File, _off: u64, _len: u64) -> std::io::Result<u64> {
     Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
-/// Drops the file's clean pages from the page cache (tests: a file system on a disk; a tmpfs
-/// keeps every page).
-#[cfg(test)]
-pub(crate) fn evict(file: &File) {
-    use std::os::fd::AsRawFd;
-    file.sync_data().expect("fdatasync");
-    // SAFETY: an advisory call on an open descriptor.
-    let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(r, 0, "posix_fadvise");
+/// Writes the file's dirty pages and drops its clean ones from the page cache
+/// (`POSIX_FADV_DONTNEED`): tests and benchmarks of cold reads. A tmpfs keeps every page.
+pub fn evict(file: &File) -> std::io::Result<()> {
+    file.sync_data()?;
+    rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -127,7 +123,7 @@ mod tests {
         assert!(is_cached(&f, 4095, 2), "across a page boundary");
         assert!(is_cached(&f, 5, 0), "empty range");
         assert!(!is_cached(&f, (4 << 20) - 10, 4096 * 3), "past the end");
-        evict(&f);
+        evict(&f).expect("evict");
         assert!(!is_cached(&f, 0, 4 << 20), "evicted");
         // Reading a few bytes back caches their page (and readahead's few next ones), not
         // the file's last megabyte.
