@@ -42,6 +42,15 @@ impl OffsetIndex {
         }
     }
 
+    /// The start of the last indexed batch but one among those starting after `after` and at
+    /// or before `upto`; `None` when fewer than two do.
+    pub fn second_last_start_within(&self, after: u64, upto: u64) -> Option<u32> {
+        let lo = self.entries.partition_point(|e| u64::from(e.pos) <= after);
+        let hi = self.entries.partition_point(|e| u64::from(e.pos) <= upto);
+        let within = self.entries.get(lo..hi)?;
+        within.len().checked_sub(2).map(|i| within[i].pos)
+    }
+
     pub fn last(&self) -> Option<OffsetEntry> {
         self.entries.last().copied()
     }

@@ -178,22 +178,37 @@ fn ensure(
 /// (kernels before 4.14 or 6.5) the answer is `WouldBlock`.
 fn read_exact_cached(file: &File, buf: &mut [u8], pos: u64) -> std::io::Result<()> {
     use rustix::io::{Errno, ReadWriteFlags};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // Set once a file refused `RWF_NOWAIT` and `cachestat` answered instead, so that later
+    // reads go to `cachestat` at once rather than pay a failed call first (several per fetch
+    // on tmpfs). Process-wide: a file system that does support the flag then costs one call
+    // more per read, never a wrong answer.
+    static NOWAIT_REFUSED: AtomicBool = AtomicBool::new(false);
     let mut done = 0;
     while done < buf.len() {
         let at = pos + done as u64;
-        let mut slice = [std::io::IoSliceMut::new(&mut buf[done..])];
-        match rustix::io::preadv2(file, &mut slice, at, ReadWriteFlags::NOWAIT) {
+        let outcome = if NOWAIT_REFUSED.load(Ordering::Relaxed) {
+            Err(Errno::OPNOTSUPP)
+        } else {
+            let mut slice = [std::io::IoSliceMut::new(&mut buf[done..])];
+            rustix::io::preadv2(file, &mut slice, at, ReadWriteFlags::NOWAIT)
+        };
+        match outcome {
             Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => done += n,
             Err(Errno::INTR) => {}
-            Err(Errno::OPNOTSUPP | Errno::INVAL | Errno::NOSYS)
-                if crate::page_cache::is_cached(file, at, buf.len() - done) =>
-            {
+            Err(e @ (Errno::OPNOTSUPP | Errno::INVAL | Errno::NOSYS)) => {
+                if !crate::page_cache::is_cached(file, at, buf.len() - done) {
+                    return Err(std::io::ErrorKind::WouldBlock.into());
+                }
+                // Only once `cachestat` has answered: where it cannot (kernels before 6.5),
+                // `RWF_NOWAIT` stays the only way to read without waiting.
+                if e != Errno::INVAL {
+                    NOWAIT_REFUSED.store(true, Ordering::Relaxed);
+                }
                 return file.read_exact_at(&mut buf[done..], at);
             }
-            Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::INVAL | Errno::NOSYS) => {
-                return Err(std::io::ErrorKind::WouldBlock.into())
-            }
+            Err(Errno::AGAIN) => return Err(std::io::ErrorKind::WouldBlock.into()),
             Err(e) => return Err(e.into()),
         }
     }

@@ -444,3 +444,84 @@ fn a_slice_reads_short_when_its_file_shrinks() {
     assert_eq!(after.len(), 10);
     assert_eq!(&after[..], &before[..10]);
 }
+
+/// What a fetch must answer, from the batches appended ((base, last, size) each): whole
+/// batches from the one holding `from`, below `bound`, within `max` bytes except that the
+/// first is always whole (KIP-74). (position, length, records, offset after, first base).
+fn expected_slice(
+    batches: &[(i64, i64, usize)],
+    from: i64,
+    max: usize,
+    bound: i64,
+) -> Option<(usize, usize, u64, i64, i64)> {
+    let k = batches.iter().position(|b| b.1 >= from)?;
+    let pos: usize = batches[..k].iter().map(|b| b.2).sum();
+    let (mut len, mut count, mut next) = (0, 0, None);
+    for &(base, last, size) in &batches[k..] {
+        if last >= bound || (len > 0 && len + size > max) {
+            break;
+        }
+        len += size;
+        count += (last - base + 1) as u64;
+        next = Some(last + 1);
+    }
+    next.map(|n| (pos, len, count, n, batches[k].0))
+}
+
+/// A fetch does not read the headers of the batches that the offset index places inside its
+/// answer. With every batch indexed, some, or none, and after the index is reloaded from its
+/// file, the answer is the one a walk over every header gives.
+#[test]
+fn read_slice_skips_indexed_batches_and_answers_as_a_walk_would() {
+    for interval in [1, 300, 4096, 1 << 30] {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = LogConfig {
+            index_interval_bytes: interval,
+            ..LogConfig::default()
+        };
+        let log = open(dir.path(), cfg.clone());
+        let mut batches = Vec::new();
+        for i in 0..30 {
+            let b = batch([1, 3, 40, 7, 120][i % 5], &format!("skip{i}"), NOW);
+            let info = log.append_as_leader(&b, 0, NOW).expect("append");
+            batches.push((info.first_offset, info.last_offset, b.len()));
+        }
+        let leo = log.log_end_offset();
+        let total: usize = batches.iter().map(|b| b.2).sum();
+        let check = |log: &gregor_log::Log| {
+            let froms = batches
+                .iter()
+                .flat_map(|b| [b.0, b.0 + (b.1 - b.0) / 2, b.1]);
+            for from in froms {
+                for max in [0, 1, 500, 1_000, 2_345, 5_000, total / 3, total] {
+                    for bound in [None, Some(leo / 3), Some(leo - 1)] {
+                        let s = log.read_slice(from, max, bound).expect("slice");
+                        let got = s.next_offset.map(|n| {
+                            (
+                                s.records.pos as usize,
+                                s.records.len,
+                                s.record_count,
+                                n,
+                                s.first_batch_offset.expect("a first batch"),
+                            )
+                        });
+                        let want = expected_slice(&batches, from, max, bound.unwrap_or(leo));
+                        assert_eq!(got, want, "interval {interval}, {from} {max} {bound:?}");
+                        let cached = log
+                            .read_slice_cached(from, max, bound)
+                            .expect("cached slice")
+                            .expect("the headers just written are in the page cache");
+                        assert_eq!(
+                            (cached.records.pos, cached.records.len, cached.next_offset),
+                            (s.records.pos, s.records.len, s.next_offset)
+                        );
+                    }
+                }
+            }
+        };
+        check(&log);
+        log.close().expect("close");
+        let reopened = open(dir.path(), cfg);
+        check(&reopened);
+    }
+}
