@@ -172,7 +172,16 @@ fn push_until_blocked(
                     cursor.advance(0);
                     continue;
                 }
-                retry(|| rustix::io::write(sock, &b[cursor.offset..]))?
+                // With more of the frame to follow, these bytes (a frame's header, say) leave
+                // with it rather than in a small packet of their own, which would wake the
+                // client for a few bytes and cost it a read and a poll more per response.
+                let more = chunks[cursor.index + 1..].iter().any(|c| !c.is_empty());
+                let flags = if more {
+                    rustix::net::SendFlags::MORE
+                } else {
+                    rustix::net::SendFlags::empty()
+                };
+                retry(|| rustix::net::send(sock, &b[cursor.offset..], flags))?
             }
             Chunk::File(f) => {
                 if cursor.offset >= f.len {
