@@ -6,6 +6,9 @@
 //!   - a native librdkafka consumer (`kcat -C -e`, timed from its start to its exit), twice:
 //!     with librdkafka's defaults, then with the properties of `--kcat-tuned` (what a user
 //!     tuning librdkafka for throughput sets; the invocation is in the output),
+//!   - the same librdkafka consumer with its defaults against a replay of the broker's own
+//!     Fetch answers from memory (`bench_replay`): the ceiling no broker can pass with this
+//!     consumer on this machine, next to which the broker's figure is also given,
 //!   - the Gregor client's `Consumer` in a fresh group (timed from its first record to the
 //!     last; the group join before is reported apart),
 //!
@@ -64,6 +67,14 @@ pub struct ConsumeArgs {
     /// Leave out the librdkafka consumer.
     #[arg(long)]
     pub skip_kcat: bool,
+    /// Runs of each kcat series per case, alternated (default, tuned, replay, default, ...);
+    /// each series reports its median run.
+    #[arg(long, default_value_t = 1)]
+    pub kcat_runs: usize,
+    /// Leave out the librdkafka run against a replay of the broker's answers from memory
+    /// (it runs kcat twice more per case and holds the topic's answers in memory).
+    #[arg(long)]
+    pub skip_replay: bool,
     /// librdkafka properties (`KEY=VALUE`, comma-separated) for a second kcat run after the one
     /// with defaults; empty: no second run. The default set: fetches of 2 MiB per partition
     /// and 8 MiB per request (instead of 1 MiB and 50 MiB), a prefetch queue of up to 256 MiB
@@ -98,6 +109,9 @@ pub struct ConsumerFigure {
     pub records: u64,
     pub seconds: f64,
     pub mb_per_s: f64,
+    /// Every run's MB/s, in the order run; with several (`--kcat-runs`), this figure is the
+    /// median run's.
+    pub runs_mb_per_s: Vec<f64>,
     /// Of loopback TCP in the same case.
     pub ratio_to_loopback: f64,
     /// Broker CPU seconds (user + system) per GB read; `None` without `--broker-pid`.
@@ -136,6 +150,29 @@ pub struct LoopbackFigure {
     pub receiver_ceiling_mb_per_s: Option<f64>,
 }
 
+/// kcat with librdkafka's defaults reading the topic a second time through the replay proxy,
+/// every Fetch it had asked the first time answered from memory.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayFigure {
+    /// Its "broker" CPU figures are this process's, which runs the proxy.
+    pub consumer: ConsumerFigure,
+    pub fetches_replayed: u64,
+    /// Fetches the replay had not seen (asked for a different set of partitions or offsets
+    /// than the first time), forwarded to the broker.
+    pub fetches_forwarded: u64,
+    /// Megabytes of Fetch answers held in memory.
+    pub mb_held: f64,
+    /// Of the Fetches, the share answered from memory. Well below 1 (librdkafka asked for
+    /// other partitions or offsets than while recording, as at hundreds of partitions, where
+    /// which partitions an answer fills depends on timing), the figure is not a ceiling.
+    pub replayed_share: f64,
+    /// librdkafka's MB/s against the broker over its MB/s against the replay: how near the
+    /// broker comes to answering instantly, for this consumer.
+    pub broker_of_replay: Option<f64>,
+    /// The first error a proxied connection ended with, if any.
+    pub proxy_error: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ConsumeCase {
     pub partitions: i32,
@@ -154,6 +191,8 @@ pub struct ConsumeCase {
     pub librdkafka_tuned: Option<ConsumerFigure>,
     /// The tuned kcat's command line (topic and broker included).
     pub librdkafka_tuned_command: Option<String>,
+    /// kcat with librdkafka's defaults against a replay of the broker's answers.
+    pub librdkafka_replay: Option<ReplayFigure>,
     pub gregor: ConsumerFigure,
     /// The Gregor consumer's group join, before its first record.
     pub gregor_join_s: f64,
@@ -165,6 +204,9 @@ fn validate(a: &ConsumeArgs) -> Result<()> {
     }
     if a.loopback_reads.is_empty() || a.loopback_reads.iter().any(|r| !(1..=1 << 26).contains(r)) {
         bail!("--loopback-reads must list read sizes between 1 byte and 64 MiB");
+    }
+    if !(1..=1000).contains(&a.kcat_runs) {
+        bail!("--kcat-runs must be between 1 and 1000");
     }
     if a.mb == 0 || a.record_bytes == 0 || a.batch_records == 0 {
         bail!("--mb, --record-bytes and --batch-records must be at least 1");
@@ -275,7 +317,7 @@ fn ceiling(cpu_s_per_gb: f64) -> Option<f64> {
 
 /// Fills `topic` with `batches` copies of `batch`, spread over its partitions, 16 requests in
 /// flight.
-async fn fill(
+pub(crate) async fn fill(
     client: &Client,
     topic: &str,
     leaders: Arc<Vec<(i32, i32)>>,
@@ -308,8 +350,8 @@ async fn fill(
 }
 
 /// kcat's arguments to read the whole topic, with `properties` as `-X KEY=VALUE`.
-fn kcat_args(a: &ConsumeArgs, topic: &str, records: u64, properties: &[String]) -> Vec<String> {
-    let mut args: Vec<String> = ["-C", "-b", &a.bootstrap_server, "-t", topic]
+fn kcat_args(bootstrap: &str, topic: &str, records: u64, properties: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = ["-C", "-b", bootstrap, "-t", topic]
         .iter()
         .map(|s| s.to_string())
         .collect();
@@ -428,6 +470,7 @@ fn figure(
         records,
         seconds,
         mb_per_s,
+        runs_mb_per_s: vec![mb_per_s],
         ratio_to_loopback: mb_per_s / loopback.max(1e-9),
         broker_cpu_s_per_gb: broker,
         client_cpu_s_per_gb: client,
@@ -487,39 +530,59 @@ async fn case(
             .context("page-cache read")??;
     let cores = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
     let cpu = |pid: Option<u32>| pid.map(|p| cpu_seconds(p, ticks)).transpose();
-    let run_kcat = |properties: Vec<String>| {
-        let args = kcat_args(a, &topic, records, &properties);
-        async move {
-            let before = cpu(a.broker_pid)?;
-            let children = self_cpu_seconds(true, ticks).ok();
-            let secs = kcat(a, &args, records).await?;
-            let broker = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
-            let client = self_cpu_seconds(true, ticks)
-                .ok()
-                .zip(children)
-                .map(|(after, b)| after - b);
-            let used = CpuUsed {
-                broker,
-                broker_wall: secs,
-                client,
-            };
-            anyhow::Ok(figure(records, bytes, secs, loop_mb, used, cores))
-        }
+    // kcat timed over one full read of the topic; the server's CPU is the broker's, or this
+    // process's when it serves kcat through the replay proxy.
+    let timed_kcat = |args: Vec<String>, server: Option<u32>| async move {
+        let server_cpu = || match server {
+            Some(pid) => cpu_seconds(pid, ticks).map(Some),
+            None => Ok(self_cpu_seconds(false, ticks).ok()),
+        };
+        let before = server_cpu()?;
+        let children = self_cpu_seconds(true, ticks).ok();
+        let secs = kcat(a, &args, records).await?;
+        let broker = server_cpu()?.zip(before).map(|(after, b)| after - b);
+        let client = self_cpu_seconds(true, ticks)
+            .ok()
+            .zip(children)
+            .map(|(after, b)| after - b);
+        let used = CpuUsed {
+            broker,
+            broker_wall: secs,
+            client,
+        };
+        anyhow::Ok(figure(records, bytes, secs, loop_mb, used, cores))
     };
     let tuned = a.kcat_tuned.iter().any(|p| !p.is_empty());
-    let (librdkafka, librdkafka_tuned) = if a.skip_kcat {
-        (None, None)
+    let proxy = if a.skip_kcat || a.skip_replay {
+        None
     } else {
-        let plain = run_kcat(Vec::new()).await?;
-        let tuned = if tuned {
-            Some(run_kcat(a.kcat_tuned.clone()).await?)
-        } else {
-            None
-        };
-        (Some(plain), tuned)
+        Some(record(a, &topic, records).await?)
+    };
+    let (mut plain, mut tuned_runs, mut replayed) = (Vec::new(), Vec::new(), Vec::new());
+    // Alternated, so that the machine's noise falls on every series alike.
+    for _ in 0..if a.skip_kcat { 0 } else { a.kcat_runs } {
+        let args = kcat_args(&a.bootstrap_server, &topic, records, &[]);
+        plain.push(timed_kcat(args, a.broker_pid).await?);
+        if tuned {
+            let args = kcat_args(&a.bootstrap_server, &topic, records, &a.kcat_tuned);
+            tuned_runs.push(timed_kcat(args, a.broker_pid).await?);
+        }
+        if let Some(p) = &proxy {
+            let args = kcat_args(&p.addr().to_string(), &topic, records, &[]);
+            let run = timed_kcat(args, None)
+                .await
+                .context("kcat through the replay proxy, replaying")?;
+            replayed.push(run);
+        }
+    }
+    let librdkafka = median_run(plain);
+    let librdkafka_tuned = median_run(tuned_runs);
+    let librdkafka_replay = match (proxy, median_run(replayed)) {
+        (Some(p), Some(consumer)) => Some(replay_figure(p, consumer, librdkafka.as_ref()).await?),
+        _ => None,
     };
     let librdkafka_tuned_command = (!a.skip_kcat && tuned).then(|| {
-        let args = kcat_args(a, &topic, records, &a.kcat_tuned);
+        let args = kcat_args(&a.bootstrap_server, &topic, records, &a.kcat_tuned);
         format!("{} {}", a.kcat, args.join(" "))
     });
     let before = cpu(a.broker_pid)?;
@@ -550,8 +613,60 @@ async fn case(
         librdkafka,
         librdkafka_tuned,
         librdkafka_tuned_command,
+        librdkafka_replay,
         gregor,
         gregor_join_s: join,
+    })
+}
+
+/// The run of median MB/s (the lower of the two middle ones for an even count), with every
+/// run's MB/s in the order run.
+fn median_run(runs: Vec<ConsumerFigure>) -> Option<ConsumerFigure> {
+    let all: Vec<f64> = runs.iter().map(|r| r.mb_per_s).collect();
+    let mut sorted = runs;
+    sorted.sort_by(|x, y| x.mb_per_s.total_cmp(&y.mb_per_s));
+    let mid = sorted.len().checked_sub(1)? / 2;
+    let mut median = sorted.swap_remove(mid);
+    median.runs_mb_per_s = all;
+    Some(median)
+}
+
+/// Starts the replay proxy and records the broker's answers to kcat with librdkafka's
+/// defaults reading the whole topic through it; the proxy replays from then on.
+async fn record(
+    a: &ConsumeArgs,
+    topic: &str,
+    records: u64,
+) -> Result<crate::bench_replay::ReplayProxy> {
+    let proxy = crate::bench_replay::ReplayProxy::start(&a.bootstrap_server)?;
+    let args = kcat_args(&proxy.addr().to_string(), topic, records, &[]);
+    kcat(a, &args, records)
+        .await
+        .context("kcat through the replay proxy, recording")?;
+    proxy.replay();
+    Ok(proxy)
+}
+
+async fn replay_figure(
+    proxy: crate::bench_replay::ReplayProxy,
+    consumer: ConsumerFigure,
+    against_broker: Option<&ConsumerFigure>,
+) -> Result<ReplayFigure> {
+    let counts = proxy.counts();
+    let proxy_error = proxy.error();
+    // Frees the held answers before the next consumer runs.
+    tokio::task::spawn_blocking(move || drop(proxy))
+        .await
+        .context("stopping the replay proxy")?;
+    let fetches = counts.fetches_replayed + counts.fetches_forwarded;
+    Ok(ReplayFigure {
+        replayed_share: counts.fetches_replayed as f64 / fetches.max(1) as f64,
+        broker_of_replay: against_broker.map(|l| l.mb_per_s / consumer.mb_per_s.max(1e-9)),
+        consumer,
+        fetches_replayed: counts.fetches_replayed,
+        fetches_forwarded: counts.fetches_forwarded,
+        mb_held: counts.bytes_held as f64 / 1e6,
+        proxy_error,
     })
 }
 
@@ -581,6 +696,14 @@ fn render_figure(name: &str, f: &ConsumerFigure) -> String {
         "  {name:<17} {:>8.1} MB/s  {:.2} of loopback\n",
         f.mb_per_s, f.ratio_to_loopback
     );
+    if f.runs_mb_per_s.len() > 1 {
+        let runs: Vec<String> = f.runs_mb_per_s.iter().map(|r| format!("{r:.0}")).collect();
+        s += &format!(
+            "    the median of {} runs (MB/s, in order: {})\n",
+            runs.len(),
+            runs.join(", ")
+        );
+    }
     let cpu = |who: &str, per_gb: Option<f64>, share: Option<f64>, ceil: Option<f64>| {
         per_gb.map_or(String::new(), |c| {
             format!(
@@ -636,6 +759,18 @@ pub fn render(c: &ConsumeCase) -> String {
     }
     if let Some(cmd) = &c.librdkafka_tuned_command {
         s += &format!("    ({cmd})\n");
+    }
+    if let Some(r) = &c.librdkafka_replay {
+        s += &render_figure("librdkafka, replay", &r.consumer);
+        s += &format!(
+            "    {} Fetches answered from memory ({:.1} MB held), {} forwarded{}; the broker gave librdkafka {:.2} of the replay's MB/s{}\n",
+            r.fetches_replayed,
+            r.mb_held,
+            r.fetches_forwarded,
+            if r.replayed_share < 0.95 { " (too few from memory: not a ceiling)" } else { "" },
+            r.broker_of_replay.unwrap_or(0.0),
+            r.proxy_error.as_ref().map_or(String::new(), |e| format!("; proxy error: {e}"))
+        );
     }
     s += &render_figure("gregor", &c.gregor);
     s += &format!("  (gregor group join {:.2} s, not timed)", c.gregor_join_s);

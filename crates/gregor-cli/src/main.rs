@@ -6,6 +6,7 @@ mod assign_cmd;
 mod bench_assign;
 mod bench_consume;
 mod bench_kafka;
+mod bench_replay;
 mod broker_cmd;
 mod cluster_cmd;
 mod group_json;

@@ -576,6 +576,18 @@ fn bench_produce_and_consume_against_a_broker() {
             );
             let cmd = c["librdkafka_tuned_command"].as_str().expect("command");
             assert!(cmd.contains("-X fetch.max.bytes=8388608"), "{cmd}");
+            // The same consumer against the broker's answers replayed from memory: it read
+            // every record, and with one partition its Fetches had been recorded (all but
+            // perhaps a last one at the end of the log, which the recording run may not
+            // have sent before it exited).
+            let replay = &c["librdkafka_replay"];
+            assert_eq!(replay["consumer"]["records"].as_u64(), Some(records), "{c}");
+            assert!(replay["proxy_error"].is_null(), "{c}");
+            assert!(replay["mb_held"].as_f64().expect("mb_held") > 0.0, "{c}");
+            if c["partitions"] == 1 {
+                assert!(replay["fetches_replayed"].as_u64() > Some(0), "{c}");
+                assert!(replay["fetches_forwarded"].as_u64() <= Some(1), "{c}");
+            }
         }
     }
     let err = fails(
@@ -588,6 +600,8 @@ fn bench_produce_and_consume_against_a_broker() {
         None,
     );
     assert!(err.contains("--loopback-reads"), "{err}");
+    let err = fails(&["bench", "consume", "--kcat-runs", "0"], None);
+    assert!(err.contains("--kcat-runs"), "{err}");
     let err = fails(
         &[
             "bench",
