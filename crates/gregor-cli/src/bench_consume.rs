@@ -157,20 +157,22 @@ pub struct ReplayFigure {
     /// Its "broker" CPU figures are this process's, which runs the proxy.
     pub consumer: ConsumerFigure,
     pub fetches_replayed: u64,
-    /// Fetches the replay had not seen (asked for a different set of partitions or offsets
-    /// than the first time), forwarded to the broker.
+    /// Fetches the replay could not answer (a partition at an offset not answered while
+    /// recording), forwarded to the broker.
     pub fetches_forwarded: u64,
     /// Megabytes of Fetch answers held in memory.
     pub mb_held: f64,
-    /// Of the Fetches, the share answered from memory. Well below 1 (librdkafka asked for
-    /// other partitions or offsets than while recording, as at hundreds of partitions, where
-    /// which partitions an answer fills depends on timing), the figure is not a ceiling.
+    /// Of the Fetches, the share answered from memory (whole, or composed from recorded
+    /// partitions). Well below 1 (librdkafka asked for partitions at offsets never answered
+    /// while recording), the figure is not a ceiling.
     pub replayed_share: f64,
     /// librdkafka's MB/s against the broker over its MB/s against the replay: how near the
     /// broker comes to answering instantly, for this consumer.
     pub broker_of_replay: Option<f64>,
     /// The first error a proxied connection ended with, if any.
     pub proxy_error: Option<String>,
+    /// The broker's `fetch.max.bytes`, which answers composed by the replay keep to.
+    pub answer_cap_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -507,7 +509,8 @@ async fn case(
     let leaders = crate::bench_kafka::leaders(client, &topic).await?;
     let batch = crate::bench_kafka::batch(a.batch_records, a.record_bytes)?;
     let batches = (a.mb * 1_000_000).div_ceil(batch.len() as u64);
-    fill(client, &topic, Arc::new(leaders), batch.clone(), batches).await?;
+    let leaders = Arc::new(leaders);
+    fill(client, &topic, leaders.clone(), batch.clone(), batches).await?;
     let bytes = batches * batch.len() as u64;
     let records = batches * a.batch_records as u64;
     let mut loopback_runs = Vec::new();
@@ -556,7 +559,12 @@ async fn case(
     let proxy = if a.skip_kcat || a.skip_replay {
         None
     } else {
-        Some(record(a, &topic, records).await?)
+        let broker = leaders.first().map(|&(_, leader)| leader);
+        let cap = match broker {
+            Some(id) => broker_fetch_max_bytes(&admin, id).await,
+            None => None,
+        };
+        Some(record(a, &topic, records, cap).await?)
     };
     let (mut plain, mut tuned_runs, mut replayed) = (Vec::new(), Vec::new(), Vec::new());
     // Alternated, so that the machine's noise falls on every series alike.
@@ -619,6 +627,21 @@ async fn case(
     })
 }
 
+/// The broker's `fetch.max.bytes` (its cap on an answer), when it says.
+async fn broker_fetch_max_bytes(admin: &Admin, broker: i32) -> Option<u64> {
+    use gregor_client::admin::configs::ConfigResource;
+    let described = admin
+        .describe_configs(&[ConfigResource::broker(broker)], false, false)
+        .await
+        .ok()?;
+    let (_, entries) = described.into_iter().next()?;
+    let entry = entries
+        .ok()?
+        .into_iter()
+        .find(|e| e.name == "fetch.max.bytes")?;
+    entry.value?.parse().ok()
+}
+
 /// The run of median MB/s (the lower of the two middle ones for an even count), with every
 /// run's MB/s in the order run.
 fn median_run(runs: Vec<ConsumerFigure>) -> Option<ConsumerFigure> {
@@ -637,8 +660,9 @@ async fn record(
     a: &ConsumeArgs,
     topic: &str,
     records: u64,
+    answer_cap: Option<u64>,
 ) -> Result<crate::bench_replay::ReplayProxy> {
-    let proxy = crate::bench_replay::ReplayProxy::start(&a.bootstrap_server)?;
+    let proxy = crate::bench_replay::ReplayProxy::start(&a.bootstrap_server, answer_cap)?;
     let args = kcat_args(&proxy.addr().to_string(), topic, records, &[]);
     kcat(a, &args, records)
         .await
@@ -654,6 +678,7 @@ async fn replay_figure(
 ) -> Result<ReplayFigure> {
     let counts = proxy.counts();
     let proxy_error = proxy.error();
+    let answer_cap_bytes = proxy.answer_cap();
     // Frees the held answers before the next consumer runs.
     tokio::task::spawn_blocking(move || drop(proxy))
         .await
@@ -667,6 +692,7 @@ async fn replay_figure(
         fetches_forwarded: counts.fetches_forwarded,
         mb_held: counts.bytes_held as f64 / 1e6,
         proxy_error,
+        answer_cap_bytes,
     })
 }
 

@@ -6,8 +6,10 @@
 //! (librdkafka rotates the order from one Fetch to the next, and its first partition differs
 //! between runs).
 //! While replaying, a Fetch it has seen before is answered from memory with one `writev` and
-//! nothing else: no broker, no log, no encoding. A Fetch it has not seen is forwarded and
-//! counted. Metadata answers are rewritten to name the proxy, so the consumer's broker
+//! nothing else: no broker, no log, no encoding. A Fetch it has not seen, whose partitions were
+//! each answered at their offsets while recording (a consumer of many partitions asks for
+//! different combinations each run), is answered with those partitions' recorded data, encoded
+//! anew within the request's `max_bytes`. Any other Fetch is forwarded and counted. Metadata answers are rewritten to name the proxy, so the consumer's broker
 //! connection also goes through it. Only a single-broker cluster can be proxied: the proxy has
 //! one upstream, and a Metadata answer naming several brokers is refused.
 //!
@@ -24,8 +26,12 @@ use std::thread::JoinHandle;
 use anyhow::{bail, Context, Result};
 use bytes::{Bytes, BytesMut};
 use gregor_client::codec::MAX_RESPONSE_BYTES;
-use kafka_protocol::messages::{ApiKey, FetchRequest, MetadataResponse, ResponseHeader};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{
+    ApiKey, FetchRequest, FetchResponse, MetadataResponse, ResponseHeader,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use uuid::Uuid;
 
 /// What the proxy did since it was started (recording) or switched to replaying.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,7 +58,13 @@ struct Shared {
     stopping: AtomicBool,
     /// Fetch request (its version and body, partitions sorted, in `fetch_key`'s form) → answer
     /// frame (size prefix removed, the recorded correlation id still in it).
-    answers: Mutex<HashMap<String, Arc<[u8]>>>,
+    answers: Mutex<HashMap<String, Bytes>>,
+    /// A partition's recorded answer at one fetch offset: records (if any; empty only at the
+    /// log end) and high watermark.
+    partitions: Mutex<HashMap<PartitionKey, PartitionData>>,
+    /// The broker's own cap on an answer's record bytes (its `fetch.max.bytes`), which
+    /// composed answers keep to as well.
+    answer_cap: u64,
     replayed: AtomicU64,
     forwarded: AtomicU64,
     held: AtomicU64,
@@ -66,8 +78,9 @@ const FETCH: i16 = ApiKey::Fetch as i16;
 const METADATA: i16 = ApiKey::Metadata as i16;
 
 impl ReplayProxy {
-    /// Listens on a free loopback port and records what `upstream` (`host:port`) answers.
-    pub fn start(upstream: &str) -> Result<ReplayProxy> {
+    /// Listens on a free loopback port and records what `upstream` (`host:port`) answers;
+    /// `answer_cap` is the broker's `fetch.max.bytes`, if known.
+    pub fn start(upstream: &str, answer_cap: Option<u64>) -> Result<ReplayProxy> {
         let listener = TcpListener::bind("127.0.0.1:0").context("replay proxy: binding")?;
         let addr = listener.local_addr().context("replay proxy: address")?;
         let shared = Arc::new(Shared {
@@ -75,6 +88,8 @@ impl ReplayProxy {
             replaying: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             answers: Mutex::new(HashMap::new()),
+            partitions: Mutex::new(HashMap::new()),
+            answer_cap: answer_cap.unwrap_or(u64::MAX),
             replayed: AtomicU64::new(0),
             forwarded: AtomicU64::new(0),
             held: AtomicU64::new(0),
@@ -111,6 +126,11 @@ impl ReplayProxy {
             fetches_forwarded: self.shared.forwarded.load(Ordering::SeqCst),
             bytes_held: self.shared.held.load(Ordering::SeqCst),
         }
+    }
+
+    /// The cap on composed answers' record bytes, if the broker's is known.
+    pub fn answer_cap(&self) -> Option<u64> {
+        (self.shared.answer_cap != u64::MAX).then_some(self.shared.answer_cap)
     }
 
     /// The first error a proxied connection ended with, if any.
@@ -232,14 +252,23 @@ fn serve(client: &mut TcpStream, shared: &Shared, port: u16) -> Result<()> {
         let api_version = i16::from_be_bytes([request[2], request[3]]);
         let correlation = [request[4], request[5], request[6], request[7]];
         let replaying = shared.replaying.load(Ordering::SeqCst);
-        let key = if api_key == FETCH {
+        let fetch = if api_key == FETCH {
             Some(fetch_key(&request).context("a Fetch request")?)
         } else {
             None
         };
-        if let (Some(key), true) = (&key, replaying) {
+        if let (Some((key, fetch)), true) = (&fetch, replaying) {
             let held = lock(&shared.answers).get(key).cloned();
-            if let Some(frame) = held {
+            let composed = match held {
+                Some(frame) => Some(frame),
+                None => compose(
+                    &lock(&shared.partitions),
+                    fetch,
+                    api_version,
+                    shared.answer_cap,
+                )?,
+            };
+            if let Some(frame) = composed {
                 shared.replayed.fetch_add(1, Ordering::Relaxed);
                 answer(client, &frame, correlation).context("answering the client")?;
                 continue;
@@ -262,14 +291,15 @@ fn serve(client: &mut TcpStream, shared: &Shared, port: u16) -> Result<()> {
         let Some(reply) = read_frame(up, "broker")? else {
             bail!("the broker closed the connection before answering");
         };
-        let reply: Arc<[u8]> = if api_key == METADATA {
-            rewrite_metadata(reply, api_version, port)?.into()
+        let reply = Bytes::from(if api_key == METADATA {
+            rewrite_metadata(reply, api_version, port)?
         } else {
-            reply.into()
-        };
-        if let Some(key) = key {
+            reply
+        });
+        if let Some((key, fetch)) = fetch {
             shared.forwarded.fetch_add(1, Ordering::Relaxed);
             if !replaying {
+                record_partitions(&mut lock(&shared.partitions), &fetch, &reply, api_version)?;
                 lock(&shared.answers).entry(key).or_insert_with(|| {
                     shared.held.fetch_add(reply.len() as u64, Ordering::Relaxed);
                     reply.clone()
@@ -281,14 +311,110 @@ fn serve(client: &mut TcpStream, shared: &Shared, port: u16) -> Result<()> {
     Ok(())
 }
 
+/// A partition at a fetch offset: topic name (before Fetch v13) or id (from v13), partition,
+/// offset.
+type PartitionKey = (String, Uuid, i32, i64);
+
+/// Keeps each partition's part of a recorded Fetch answer under the offset it was fetched at
+/// (record bytes shared with the whole answer, not copied): those with records, and those at
+/// the log end. Nothing is kept from an answer with an error.
+fn record_partitions(
+    into: &mut HashMap<PartitionKey, PartitionData>,
+    fetch: &FetchRequest,
+    reply: &Bytes,
+    version: i16,
+) -> Result<()> {
+    let mut buf = reply.clone();
+    ResponseHeader::decode(&mut buf, FetchResponse::header_version(version))
+        .context("Fetch answer header")?;
+    let answer = FetchResponse::decode(&mut buf, version).context("Fetch answer body")?;
+    if answer.error_code != 0 {
+        return Ok(());
+    }
+    let mut offsets = HashMap::new();
+    for t in &fetch.topics {
+        for p in &t.partitions {
+            offsets.insert(
+                (t.topic.0.to_string(), t.topic_id, p.partition),
+                p.fetch_offset,
+            );
+        }
+    }
+    for t in answer.responses {
+        for p in t.partitions {
+            let len = p.records.as_ref().map_or(0, Bytes::len);
+            let at = (t.topic.0.to_string(), t.topic_id, p.partition_index);
+            let Some(&offset) = offsets.get(&at) else {
+                continue;
+            };
+            if p.error_code == 0 && (len > 0 || offset >= p.high_watermark) {
+                into.insert((at.0, at.1, at.2, offset), p);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An answer to `fetch` from recorded partition answers, in the request's order: each
+/// partition's records while the request's `max_bytes` and the broker's `cap` allow (the first
+/// always), the later ones empty, as a broker answers. `None` when a partition was never
+/// recorded at its offset.
+fn compose(
+    recorded: &HashMap<PartitionKey, PartitionData>,
+    fetch: &FetchRequest,
+    version: i16,
+    cap: u64,
+) -> Result<Option<Bytes>> {
+    let mut answer = FetchResponse::default();
+    let mut total = 0usize;
+    let limit = usize::try_from(fetch.max_bytes)
+        .unwrap_or(usize::MAX)
+        .min(usize::try_from(cap).unwrap_or(usize::MAX));
+    for t in &fetch.topics {
+        let mut topic = FetchableTopicResponse::default();
+        topic.topic = t.topic.clone();
+        topic.topic_id = t.topic_id;
+        for p in &t.partitions {
+            let key = (
+                t.topic.0.to_string(),
+                t.topic_id,
+                p.partition,
+                p.fetch_offset,
+            );
+            let Some(data) = recorded.get(&key) else {
+                return Ok(None);
+            };
+            let mut data = data.clone();
+            let len = data.records.as_ref().map_or(0, Bytes::len);
+            if total > 0 && total + len > limit {
+                data.records = Some(Bytes::new());
+            } else {
+                total += len;
+            }
+            topic.partitions.push(data);
+        }
+        answer.responses.push(topic);
+    }
+    let mut out = BytesMut::new();
+    ResponseHeader::default()
+        .encode(&mut out, FetchResponse::header_version(version))
+        .context("composed Fetch answer header")?;
+    answer
+        .encode(&mut out, version)
+        .context("composed Fetch answer body")?;
+    Ok(Some(out.freeze()))
+}
+
 /// What identifies a Fetch request's answer: the request (version, limits, session,
-/// partitions and their offsets) with its topics and partitions sorted, without its header.
-fn fetch_key(frame: &[u8]) -> Result<String> {
+/// partitions and their offsets) with its topics and partitions sorted, without its header;
+/// and the request as sent.
+fn fetch_key(frame: &[u8]) -> Result<(String, FetchRequest)> {
     let mut buf = Bytes::copy_from_slice(frame);
     let header =
         kafka_protocol::protocol::decode_request_header_from_buffer(&mut buf).context("header")?;
     let version = header.request_api_version;
-    let mut r = FetchRequest::decode(&mut buf, version).context("body")?;
+    let request = FetchRequest::decode(&mut buf, version).context("body")?;
+    let mut r = request.clone();
     for t in &mut r.topics {
         t.partitions.sort_by_key(|p| p.partition);
     }
@@ -299,7 +425,7 @@ fn fetch_key(frame: &[u8]) -> Result<String> {
     }
     r.forgotten_topics_data
         .sort_by(|x, y| (x.topic.0.as_str(), x.topic_id).cmp(&(y.topic.0.as_str(), y.topic_id)));
-    Ok(format!("v{version} {r:?}"))
+    Ok((format!("v{version} {r:?}"), request))
 }
 
 /// A Metadata answer that names the proxy as the (single) broker.
@@ -363,7 +489,8 @@ mod tests {
         (format!("127.0.0.1:{port}"), tx)
     }
 
-    /// Appends `batches` batches of 10 records of 100 bytes to partition 0 of `TOPIC`.
+    /// Appends `batches` batches of 10 records of 100 bytes to `TOPIC`, its two partitions in
+    /// turn.
     async fn produce(client: &Client, batches: u64) {
         let leaders = crate::bench_kafka::leaders(client, TOPIC)
             .await
@@ -374,47 +501,65 @@ mod tests {
             .expect("produced");
     }
 
-    fn fetch(offset: i64) -> FetchRequest {
-        let mut p = FetchPartition::default();
-        p.partition = 0;
-        p.fetch_offset = offset;
-        p.partition_max_bytes = 1 << 20;
-        p.current_leader_epoch = -1;
-        p.log_start_offset = -1;
-        p.last_fetched_epoch = -1;
+    /// A Fetch of `TOPIC`'s partitions at these offsets, in this order.
+    fn fetch_of(parts: &[(i32, i64)], max_bytes: i32) -> FetchRequest {
         let mut t = FetchTopic::default();
         t.topic = TopicName(StrBytes::from_static_str(TOPIC));
-        t.partitions = vec![p];
+        for &(partition, offset) in parts {
+            let mut p = FetchPartition::default();
+            p.partition = partition;
+            p.fetch_offset = offset;
+            p.partition_max_bytes = 1 << 20;
+            p.current_leader_epoch = -1;
+            p.log_start_offset = -1;
+            p.last_fetched_epoch = -1;
+            t.partitions.push(p);
+        }
         let mut r = FetchRequest::default();
         r.replica_id = BrokerId(-1);
         r.max_wait_ms = 0;
         r.min_bytes = 1;
-        r.max_bytes = 1 << 20;
+        r.max_bytes = max_bytes;
         r.session_id = 0;
         r.session_epoch = -1;
         r.topics = vec![t];
         r
     }
 
-    /// Sends a Fetch (version 12, which names topics) on `s`: (correlation id, high
-    /// watermark, record bytes) of the answer.
-    fn send_fetch(s: &mut TcpStream, offset: i64, correlation: i32) -> (i32, i64, Bytes) {
-        let frame =
-            encode_request(&fetch(offset), 12, correlation, "replay-test").expect("encodes");
+    fn fetch(offset: i64) -> FetchRequest {
+        fetch_of(&[(0, offset)], 1 << 20)
+    }
+
+    /// One partition's answer: (partition, high watermark, record bytes).
+    type Answered = (i32, i64, Bytes);
+
+    /// Sends `r` (version 12, which names topics) on `s`: the answer's correlation id and
+    /// partitions, in its order.
+    fn send(s: &mut TcpStream, r: &FetchRequest, correlation: i32) -> (i32, Vec<Answered>) {
+        let frame = encode_request(r, 12, correlation, "replay-test").expect("encodes");
         s.write_all(&frame).expect("sent");
         let answer = read_frame(s, "proxy").expect("read").expect("an answer");
         let got = i32::from_be_bytes(answer[..4].try_into().expect("four bytes"));
         let r: FetchResponse =
             decode_response::<FetchRequest>(Bytes::from(answer), 12).expect("decodes");
-        let p = &r.responses[0].partitions[0];
-        assert_eq!(p.error_code, 0, "{p:?}");
-        (got, p.high_watermark, p.records.clone().unwrap_or_default())
+        let parts = r.responses[0]
+            .partitions
+            .iter()
+            .map(|p| {
+                assert_eq!(p.error_code, 0, "{p:?}");
+                let records = p.records.clone().unwrap_or_default();
+                (p.partition_index, p.high_watermark, records)
+            })
+            .collect();
+        (got, parts)
     }
 
     /// Recorded answers come back from memory byte for byte, with the new request's
-    /// correlation id, even after the log has grown; a Fetch not seen is forwarded.
+    /// correlation id, even after the log has grown; so does a Fetch of recorded partitions in
+    /// another combination, within its `max_bytes`; a Fetch at an offset not recorded is
+    /// forwarded.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_recorded_fetch_is_answered_from_memory_and_a_new_one_is_forwarded() {
+    async fn recorded_fetches_are_answered_from_memory_and_others_forwarded() {
         let dir = tempfile::tempdir().expect("temp dir");
         let (addr, _stop) = broker(dir.path()).await;
         let mut cfg = ClientConfig::new(&addr).expect("config");
@@ -425,53 +570,114 @@ mod tests {
             .create_topics(
                 vec![gregor_client::admin::topics::NewTopic {
                     name: TOPIC.into(),
-                    num_partitions: Some(1),
+                    num_partitions: Some(2),
                     ..Default::default()
                 }],
                 Default::default(),
             )
             .await
             .expect("topic created");
-        produce(&client, 5).await;
+        produce(&client, 10).await;
 
-        let proxy = ReplayProxy::start(&addr).expect("proxy starts");
+        let proxy = ReplayProxy::start(&addr, None).expect("proxy starts");
         let to = proxy.addr();
-        let recorded = tokio::task::spawn_blocking(move || {
+        let (p0, p1) = tokio::task::spawn_blocking(move || {
             let mut s = TcpStream::connect(to).expect("connects to the proxy");
-            send_fetch(&mut s, 0, 7)
+            let p0 = send(&mut s, &fetch(0), 7);
+            let p1 = send(&mut s, &fetch_of(&[(1, 0)], 1 << 20), 8);
+            (p0, p1)
         })
         .await
         .expect("recording");
-        assert_eq!(recorded.0, 7);
-        assert_eq!(recorded.1, 50, "five batches of ten records");
-        assert!(!recorded.2.is_empty());
+        assert_eq!(p0.0, 7);
+        let (p0, p1) = (p0.1[0].clone(), p1.1[0].clone());
+        assert_eq!(
+            (p0.0, p0.1, p1.0, p1.1),
+            (0, 50, 1, 50),
+            "five batches each"
+        );
+        assert!(!p0.2.is_empty() && !p1.2.is_empty());
         let counts = proxy.counts();
-        assert_eq!((counts.fetches_replayed, counts.fetches_forwarded), (0, 1));
-        assert!(counts.bytes_held > recorded.2.len() as u64, "{counts:?}");
+        assert_eq!((counts.fetches_replayed, counts.fetches_forwarded), (0, 2));
+        assert!(
+            counts.bytes_held > (p0.2.len() + p1.2.len()) as u64,
+            "{counts:?}"
+        );
 
-        // The log grows; the broker would now answer with a higher high watermark.
-        produce(&client, 5).await;
+        // The log grows; the broker would now answer with higher high watermarks.
+        produce(&client, 10).await;
         proxy.replay();
-        let (replayed, fresh) = tokio::task::spawn_blocking(move || {
+        let (whole, both, capped, fresh) = tokio::task::spawn_blocking(move || {
             let mut s = TcpStream::connect(to).expect("connects to the proxy");
-            (send_fetch(&mut s, 0, 9), send_fetch(&mut s, 10, 11))
+            (
+                send(&mut s, &fetch(0), 9),
+                send(&mut s, &fetch_of(&[(1, 0), (0, 0)], 1 << 20), 10),
+                send(&mut s, &fetch_of(&[(0, 0), (1, 0)], 1), 11),
+                send(&mut s, &fetch(10), 12),
+            )
         })
         .await
         .expect("replaying");
-        assert_eq!(replayed.0, 9, "the new request's correlation id");
-        assert_eq!((replayed.1, &replayed.2), (recorded.1, &recorded.2));
-        assert_eq!(fresh.0, 11);
-        assert_eq!(fresh.1, 100, "a Fetch not recorded reaches the broker");
+        assert_eq!(whole, (9, vec![p0.clone()]), "the new correlation id");
+        assert_eq!(
+            both,
+            (10, vec![p1.clone(), p0.clone()]),
+            "in the request's order"
+        );
+        let p1_empty = (1, p1.1, Bytes::new());
+        assert_eq!(
+            capped,
+            (11, vec![p0.clone(), p1_empty]),
+            "max_bytes: the first only"
+        );
+        assert_eq!(fresh.0, 12);
+        assert_eq!(fresh.1[0].1, 100, "a Fetch not recorded reaches the broker");
         let counts = proxy.counts();
-        assert_eq!((counts.fetches_replayed, counts.fetches_forwarded), (1, 1));
+        assert_eq!((counts.fetches_replayed, counts.fetches_forwarded), (3, 1));
         assert_eq!(proxy.error(), None);
+    }
+
+    /// A composed answer follows the request's order and keeps within its `max_bytes` and the
+    /// broker's cap, the first partition's records always whole; a partition never recorded
+    /// at its offset leaves the request to the broker.
+    #[test]
+    fn composed_answers_keep_to_the_request_and_the_brokers_cap() {
+        let mut recorded = HashMap::new();
+        for p in 0..3 {
+            let mut d = PartitionData::default();
+            d.partition_index = p;
+            d.high_watermark = 100;
+            d.records = Some(Bytes::from(vec![p as u8; 100]));
+            recorded.insert((TOPIC.to_string(), Uuid::nil(), p, 0), d);
+        }
+        let request = fetch_of(&[(2, 0), (0, 0), (1, 0)], 1_000);
+        let sizes = |r: &FetchRequest, cap| {
+            let frame = compose(&recorded, r, 12, cap)
+                .expect("encodes")
+                .expect("every partition recorded");
+            let answer = decode_response::<FetchRequest>(frame, 12).expect("decodes");
+            answer.responses[0]
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, p.records.as_ref().map_or(0, Bytes::len)))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(sizes(&request, u64::MAX), [(2, 100), (0, 100), (1, 100)]);
+        assert_eq!(sizes(&request, 250), [(2, 100), (0, 100), (1, 0)]);
+        assert_eq!(sizes(&request, 50), [(2, 100), (0, 0), (1, 0)]);
+        let small = fetch_of(&[(2, 0), (0, 0), (1, 0)], 150);
+        assert_eq!(sizes(&small, u64::MAX), [(2, 100), (0, 0), (1, 0)]);
+        let unrecorded = fetch_of(&[(0, 0), (1, 5)], 1_000);
+        assert!(compose(&recorded, &unrecorded, 12, u64::MAX)
+            .expect("no error")
+            .is_none());
     }
 
     /// Bad frames end their connection with a clear error; the proxy goes on accepting.
     #[test]
     fn bad_frames_end_their_connection_and_the_proxy_keeps_accepting() {
         // Nothing listens upstream: these frames must fail before any forwarding.
-        let proxy = ReplayProxy::start("127.0.0.1:1").expect("proxy starts");
+        let proxy = ReplayProxy::start("127.0.0.1:1", None).expect("proxy starts");
         let closed = |bytes: &[u8]| {
             let mut s = TcpStream::connect(proxy.addr()).expect("connects");
             s.set_read_timeout(Some(Duration::from_secs(10)))
@@ -523,7 +729,7 @@ mod tests {
                 })
                 .collect();
             let frame = encode_request(&r, 11, correlation, "key-test").expect("encodes");
-            fetch_key(&frame[4..]).expect("a key")
+            fetch_key(&frame[4..]).expect("a key").0
         };
         let key = request(&[(0, 10), (1, 20), (2, 30)], 1);
         assert_eq!(key, request(&[(2, 30), (0, 10), (1, 20)], 2));
