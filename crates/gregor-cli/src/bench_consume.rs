@@ -4,11 +4,11 @@
 //! For each partition count in `--partitions`, a fresh topic is filled with `--mb` megabytes
 //! of `--record-bytes` records (batches of `--batch-records`), then read back in full by:
 //!   - a native librdkafka consumer (`kcat -C -e`, timed from its start to its exit), twice:
-//!     with librdkafka's defaults, then with the properties of `--kcat-tuned` (what a user
-//!     tuning librdkafka for throughput sets; the invocation is in the output),
-//!   - the same librdkafka consumer with its defaults against a replay of the broker's own
-//!     Fetch answers from memory (`bench_replay`): the ceiling no broker can pass with this
-//!     consumer on this machine, next to which the broker's figure is also given,
+//!     with librdkafka's defaults, then with the properties of `--kcat-tuned` (the settings
+//!     that read fastest here; the invocation is in the output),
+//!   - the same two librdkafka consumers against a replay of the broker's own Fetch answers
+//!     from memory (`bench_replay`): the ceiling no broker can pass with each consumer on
+//!     this machine, next to which the broker's figure is also given,
 //!   - the Gregor client's `Consumer` in a fresh group (timed from its first record to the
 //!     last; the group join before is reported apart),
 //!
@@ -67,24 +67,23 @@ pub struct ConsumeArgs {
     /// Leave out the librdkafka consumer.
     #[arg(long)]
     pub skip_kcat: bool,
-    /// Runs of each kcat series per case, alternated (default, tuned, replay, default, ...);
+    /// Runs of each kcat series per case, alternated (default, tuned, replay, tuned replay,
+    /// default, ...);
     /// each series reports its median run.
     #[arg(long, default_value_t = 1)]
     pub kcat_runs: usize,
     /// Leave out the librdkafka run against a replay of the broker's answers from memory
-    /// (it runs kcat twice more per case and holds the topic's answers in memory).
+    /// (it runs kcat once more per case and once more per run of each series, and holds the
+    /// topic's answers in memory).
     #[arg(long)]
     pub skip_replay: bool,
     /// librdkafka properties (`KEY=VALUE`, comma-separated) for a second kcat run after the one
-    /// with defaults; empty: no second run. The default set: fetches of 2 MiB per partition
-    /// and 8 MiB per request (instead of 1 MiB and 50 MiB), a prefetch queue of up to 256 MiB
-    /// and a million messages per partition, a 4 MiB socket receive buffer, and CRCs not
-    /// checked (librdkafka's default, stated).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "fetch.message.max.bytes=2097152,fetch.max.bytes=8388608,queued.max.messages.kbytes=262144,queued.min.messages=1000000,socket.receive.buffer.bytes=4194304,check.crcs=false"
-    )]
+    /// with defaults; empty: no second run. The default: Fetches of at most 1 MiB (librdkafka's
+    /// smallest `fetch.max.bytes`, instead of 50 MiB). librdkafka's own work per byte grows
+    /// with the size of the answers it parses; with 8 and 256 partitions this read 1.1-1.5
+    /// times as fast as its defaults here, at about half its CPU per GB (BENCHMARKS.md), while
+    /// larger queues, socket buffers and per-partition fetches did not help.
+    #[arg(long, value_delimiter = ',', default_value = "fetch.max.bytes=1048576")]
     pub kcat_tuned: Vec<String>,
     /// Read sizes of the loopback baseline's receiver (bytes, comma-separated; the sender
     /// writes 1 MiB at a time). Each is measured; the fastest is the baseline the ratios use,
@@ -150,8 +149,9 @@ pub struct LoopbackFigure {
     pub receiver_ceiling_mb_per_s: Option<f64>,
 }
 
-/// kcat with librdkafka's defaults reading the topic a second time through the replay proxy,
-/// every Fetch it had asked the first time answered from memory.
+/// kcat reading the topic again through the replay proxy, which recorded the broker's answers
+/// to kcat with librdkafka's defaults and answers from memory every Fetch of recorded
+/// partitions at recorded offsets.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayFigure {
     /// Its "broker" CPU figures are this process's, which runs the proxy.
@@ -195,6 +195,9 @@ pub struct ConsumeCase {
     pub librdkafka_tuned_command: Option<String>,
     /// kcat with librdkafka's defaults against a replay of the broker's answers.
     pub librdkafka_replay: Option<ReplayFigure>,
+    /// kcat with the `--kcat-tuned` properties against the same replay (answers composed
+    /// within its smaller requests where they differ from the recorded ones).
+    pub librdkafka_tuned_replay: Option<ReplayFigure>,
     pub gregor: ConsumerFigure,
     /// The Gregor consumer's group join, before its first record.
     pub gregor_join_s: f64,
@@ -566,7 +569,8 @@ async fn case(
         };
         Some(record(a, &topic, records, cap).await?)
     };
-    let (mut plain, mut tuned_runs, mut replayed) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut plain, mut tuned_runs) = (Vec::new(), Vec::new());
+    let (mut replayed, mut tuned_replayed) = (ReplaySeries::default(), ReplaySeries::default());
     // Alternated, so that the machine's noise falls on every series alike.
     for _ in 0..if a.skip_kcat { 0 } else { a.kcat_runs } {
         let args = kcat_args(&a.bootstrap_server, &topic, records, &[]);
@@ -577,17 +581,26 @@ async fn case(
         }
         if let Some(p) = &proxy {
             let args = kcat_args(&p.addr().to_string(), &topic, records, &[]);
-            let run = timed_kcat(args, None)
-                .await
-                .context("kcat through the replay proxy, replaying")?;
-            replayed.push(run);
+            replayed.run(p, timed_kcat(args, None)).await?;
+            if tuned {
+                let args = kcat_args(&p.addr().to_string(), &topic, records, &a.kcat_tuned);
+                tuned_replayed.run(p, timed_kcat(args, None)).await?;
+            }
         }
     }
     let librdkafka = median_run(plain);
     let librdkafka_tuned = median_run(tuned_runs);
-    let librdkafka_replay = match (proxy, median_run(replayed)) {
-        (Some(p), Some(consumer)) => Some(replay_figure(p, consumer, librdkafka.as_ref()).await?),
-        _ => None,
+    let (librdkafka_replay, librdkafka_tuned_replay) = match proxy {
+        Some(p) => {
+            let plain = replayed.figure(&p, librdkafka.as_ref());
+            let tuned = tuned_replayed.figure(&p, librdkafka_tuned.as_ref());
+            // Frees the held answers before the next consumer runs.
+            tokio::task::spawn_blocking(move || drop(p))
+                .await
+                .context("stopping the replay proxy")?;
+            (plain, tuned)
+        }
+        None => (None, None),
     };
     let librdkafka_tuned_command = (!a.skip_kcat && tuned).then(|| {
         let args = kcat_args(&a.bootstrap_server, &topic, records, &a.kcat_tuned);
@@ -622,6 +635,7 @@ async fn case(
         librdkafka_tuned,
         librdkafka_tuned_command,
         librdkafka_replay,
+        librdkafka_tuned_replay,
         gregor,
         gregor_join_s: join,
     })
@@ -671,29 +685,51 @@ async fn record(
     Ok(proxy)
 }
 
-async fn replay_figure(
-    proxy: crate::bench_replay::ReplayProxy,
-    consumer: ConsumerFigure,
-    against_broker: Option<&ConsumerFigure>,
-) -> Result<ReplayFigure> {
-    let counts = proxy.counts();
-    let proxy_error = proxy.error();
-    let answer_cap_bytes = proxy.answer_cap();
-    // Frees the held answers before the next consumer runs.
-    tokio::task::spawn_blocking(move || drop(proxy))
-        .await
-        .context("stopping the replay proxy")?;
-    let fetches = counts.fetches_replayed + counts.fetches_forwarded;
-    Ok(ReplayFigure {
-        replayed_share: counts.fetches_replayed as f64 / fetches.max(1) as f64,
-        broker_of_replay: against_broker.map(|l| l.mb_per_s / consumer.mb_per_s.max(1e-9)),
-        consumer,
-        fetches_replayed: counts.fetches_replayed,
-        fetches_forwarded: counts.fetches_forwarded,
-        mb_held: counts.bytes_held as f64 / 1e6,
-        proxy_error,
-        answer_cap_bytes,
-    })
+/// One consumer's runs against the replay, with the proxy's counts over those runs only.
+#[derive(Default)]
+struct ReplaySeries {
+    runs: Vec<ConsumerFigure>,
+    counts: crate::bench_replay::ReplayCounts,
+}
+
+impl ReplaySeries {
+    async fn run(
+        &mut self,
+        proxy: &crate::bench_replay::ReplayProxy,
+        timed: impl std::future::Future<Output = Result<ConsumerFigure>>,
+    ) -> Result<()> {
+        let before = proxy.counts();
+        let run = timed
+            .await
+            .context("kcat through the replay proxy, replaying")?;
+        let after = proxy.counts();
+        self.counts.fetches_replayed += after.fetches_replayed - before.fetches_replayed;
+        self.counts.fetches_forwarded += after.fetches_forwarded - before.fetches_forwarded;
+        self.counts.bytes_held = after.bytes_held;
+        self.runs.push(run);
+        Ok(())
+    }
+
+    /// The median run's figure; `None` without runs.
+    fn figure(
+        self,
+        proxy: &crate::bench_replay::ReplayProxy,
+        against_broker: Option<&ConsumerFigure>,
+    ) -> Option<ReplayFigure> {
+        let consumer = median_run(self.runs)?;
+        let counts = self.counts;
+        let fetches = counts.fetches_replayed + counts.fetches_forwarded;
+        Some(ReplayFigure {
+            replayed_share: counts.fetches_replayed as f64 / fetches.max(1) as f64,
+            broker_of_replay: against_broker.map(|l| l.mb_per_s / consumer.mb_per_s.max(1e-9)),
+            consumer,
+            fetches_replayed: counts.fetches_replayed,
+            fetches_forwarded: counts.fetches_forwarded,
+            mb_held: counts.bytes_held as f64 / 1e6,
+            proxy_error: proxy.error(),
+            answer_cap_bytes: proxy.answer_cap(),
+        })
+    }
 }
 
 /// Runs every case, printing each as it completes.
@@ -786,8 +822,12 @@ pub fn render(c: &ConsumeCase) -> String {
     if let Some(cmd) = &c.librdkafka_tuned_command {
         s += &format!("    ({cmd})\n");
     }
-    if let Some(r) = &c.librdkafka_replay {
-        s += &render_figure("librdkafka, replay", &r.consumer);
+    for (name, r) in [
+        ("librdkafka, replay", &c.librdkafka_replay),
+        ("librdkafka, tuned, replay", &c.librdkafka_tuned_replay),
+    ] {
+        let Some(r) = r else { continue };
+        s += &render_figure(name, &r.consumer);
         s += &format!(
             "    {} Fetches answered from memory ({:.1} MB held), {} forwarded{}; the broker gave librdkafka {:.2} of the replay's MB/s{}\n",
             r.fetches_replayed,
