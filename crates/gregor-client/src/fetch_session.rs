@@ -24,8 +24,13 @@ const MIN_SESSION_VERSION: i16 = 7;
 /// FETCH_SESSION_ID_NOT_FOUND and INVALID_FETCH_SESSION_EPOCH.
 const SESSION_ERRORS: [i16; 2] = [70, 71];
 
-/// A partition as the session names it: topic name (v7-12) or id (v13+), and index.
-type Key = (String, Uuid, i32);
+/// A topic as the session names it: name (v7-12) or id (v13+).
+type TopicKey = (TopicName, Uuid);
+
+/// Each topic's partitions in the session, by partition index. Keyed per topic, so that
+/// preparing a Fetch hashes and clones each topic's name once, not once per partition (with
+/// hundreds of partitions per topic that was most of this module's cost per Fetch).
+type Partitions = HashMap<TopicKey, HashMap<i32, FetchPartition>>;
 
 /// One broker's fetch session, as the fetcher sees it.
 #[derive(Debug, Default)]
@@ -35,9 +40,9 @@ pub struct FetchSession {
     /// The epoch of the next request (0: the next one is full, asking for a session).
     epoch: i32,
     /// What the broker's session holds for each partition: what was last sent.
-    sent: HashMap<Key, FetchPartition>,
+    sent: Partitions,
     /// The request prepared and not yet answered: the partitions it leaves the session with.
-    pending: Option<HashMap<Key, FetchPartition>>,
+    pending: Option<Partitions>,
 }
 
 impl FetchSession {
@@ -55,11 +60,10 @@ impl FetchSession {
     /// `version`: an incremental one (changed partitions, forgotten ones) within a session,
     /// else a full one asking for a session.
     pub fn prepare(&mut self, r: &mut FetchRequest, version: i16) {
-        let mut wanted = HashMap::new();
+        let mut wanted = Partitions::new();
         for t in &r.topics {
-            for p in &t.partitions {
-                wanted.insert((t.topic.0.to_string(), t.topic_id, p.partition), p.clone());
-            }
+            let partitions = wanted.entry((t.topic.clone(), t.topic_id)).or_default();
+            partitions.extend(t.partitions.iter().map(|p| (p.partition, p.clone())));
         }
         if version < MIN_SESSION_VERSION {
             r.session_id = 0;
@@ -76,36 +80,37 @@ impl FetchSession {
             return;
         }
         for t in &mut r.topics {
-            let (name, id) = (t.topic.0.to_string(), t.topic_id);
-            t.partitions
-                .retain(|p| self.sent.get(&(name.clone(), id, p.partition)) != Some(p));
-        }
-        r.topics.retain(|t| !t.partitions.is_empty());
-        let mut forgotten: Vec<ForgottenTopic> = Vec::new();
-        let mut gone: Vec<&Key> = self
-            .sent
-            .keys()
-            .filter(|k| !wanted.contains_key(*k))
-            .collect();
-        gone.sort();
-        for (name, id, partition) in gone {
-            match forgotten
-                .last_mut()
-                .filter(|f| f.topic.0.as_str() == name && f.topic_id == *id)
-            {
-                Some(f) => f.partitions.push(*partition),
-                None => {
-                    let mut f = ForgottenTopic::default();
-                    f.topic = TopicName(kafka_protocol::protocol::StrBytes::from_string(
-                        name.clone(),
-                    ));
-                    f.topic_id = *id;
-                    f.partitions = vec![*partition];
-                    forgotten.push(f);
-                }
+            if let Some(sent) = self.sent.get(&(t.topic.clone(), t.topic_id)) {
+                t.partitions.retain(|p| sent.get(&p.partition) != Some(p));
             }
         }
-        r.forgotten_topics_data = forgotten;
+        r.topics.retain(|t| !t.partitions.is_empty());
+        // The session's partitions no longer wanted, by topic name, id and index.
+        let mut gone: Vec<(&TopicKey, Vec<i32>)> = self
+            .sent
+            .iter()
+            .filter_map(|(topic, sent)| {
+                let still = wanted.get(topic);
+                let mut partitions: Vec<i32> = sent
+                    .keys()
+                    .filter(|p| still.is_none_or(|w| !w.contains_key(*p)))
+                    .copied()
+                    .collect();
+                partitions.sort_unstable();
+                (!partitions.is_empty()).then_some((topic, partitions))
+            })
+            .collect();
+        gone.sort_by(|(a, _), (b, _)| (a.0 .0.as_str(), a.1).cmp(&(b.0 .0.as_str(), b.1)));
+        r.forgotten_topics_data = gone
+            .into_iter()
+            .map(|((name, id), partitions)| {
+                let mut f = ForgottenTopic::default();
+                f.topic = name.clone();
+                f.topic_id = *id;
+                f.partitions = partitions;
+                f
+            })
+            .collect();
         self.pending = Some(wanted);
     }
 

@@ -118,3 +118,61 @@ fn versions_before_7_have_no_sessions() {
     s.prepare(&mut r, 6);
     assert_eq!(named(&r).len(), 1);
 }
+
+fn topics(topics: &[(&'static str, &[(i32, i64)])]) -> FetchRequest {
+    let mut r = FetchRequest::default();
+    r.topics = topics
+        .iter()
+        .map(|(name, partitions)| {
+            let mut t = full(partitions).topics.remove(0);
+            t.topic = TopicName(StrBytes::from_static_str(name));
+            t
+        })
+        .collect();
+    r
+}
+
+fn named_by_topic(r: &FetchRequest) -> Vec<(String, i32, i64)> {
+    r.topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.topic.0.to_string(), p.partition, p.fetch_offset))
+        })
+        .collect()
+}
+
+#[test]
+fn several_topics_name_what_changed_and_forget_in_topic_order() {
+    let mut s = FetchSession::new();
+    let mut r = topics(&[("b", &[(0, 0), (1, 0), (2, 0)]), ("a", &[(0, 0), (1, 0)])]);
+    s.prepare(&mut r, 12);
+    assert_eq!(named_by_topic(&r).len(), 5);
+    s.on_response(&answer(5, 0));
+    // a-1 moved on, b-2 did not, c-0 is new; a-0, b-0 and b-1 are no longer wanted.
+    let mut r = topics(&[("b", &[(2, 0)]), ("a", &[(1, 7)]), ("c", &[(0, 0)])]);
+    s.prepare(&mut r, 12);
+    assert_eq!((r.session_id, r.session_epoch), (5, 1));
+    assert_eq!(
+        named_by_topic(&r),
+        vec![("a".to_string(), 1, 7), ("c".to_string(), 0, 0)]
+    );
+    let forgotten: Vec<(String, Vec<i32>)> = r
+        .forgotten_topics_data
+        .iter()
+        .map(|f| (f.topic.0.to_string(), f.partitions.clone()))
+        .collect();
+    assert_eq!(
+        forgotten,
+        vec![("a".to_string(), vec![0]), ("b".to_string(), vec![0, 1])]
+    );
+    s.on_response(&answer(5, 0));
+    // A whole topic no longer wanted is forgotten whole.
+    let mut r = topics(&[("b", &[(2, 0)]), ("a", &[(1, 7)])]);
+    s.prepare(&mut r, 12);
+    assert!(named_by_topic(&r).is_empty());
+    assert_eq!(r.forgotten_topics_data.len(), 1);
+    assert_eq!(r.forgotten_topics_data[0].topic.0.as_str(), "c");
+    assert_eq!(r.forgotten_topics_data[0].partitions, vec![0]);
+}
