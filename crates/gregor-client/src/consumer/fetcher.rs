@@ -86,8 +86,6 @@ struct LeaderCache {
 /// What one pass over the assigned partitions plans.
 struct Planned {
     fetches: Vec<PlannedFetch>,
-    /// Each planned partition's topic id and leader epoch.
-    wire: HashMap<TopicPartition, (uuid::Uuid, i32)>,
     /// Some partition to fetch has no known leader.
     leaderless: bool,
 }
@@ -262,7 +260,6 @@ impl Consumer {
         }
         let Planned {
             fetches: planned,
-            wire,
             leaderless,
         } = self.plan_fetches(&md, now);
         if leaderless {
@@ -272,13 +269,12 @@ impl Consumer {
             let mut targets = Vec::with_capacity(p.partitions.len());
             let mut tokens = Vec::with_capacity(p.partitions.len());
             for f in p.partitions {
-                let (topic_id, epoch) = wire.get(&f.tp).copied().unwrap_or_default();
-                tokens.push(self.assigned.get(&f.tp).map_or(0, |s| s.token));
+                tokens.push(f.token);
                 targets.push(FetchTarget {
                     tp: f.tp,
-                    topic_id,
+                    topic_id: f.topic_id,
                     offset: f.offset,
-                    current_leader_epoch: epoch,
+                    current_leader_epoch: f.leader_epoch,
                 });
             }
             let mut limits = self.settings.limits;
@@ -361,7 +357,6 @@ impl Consumer {
         // The topic of the previous partition (the map is in topic order).
         let mut topic_md: Option<&crate::metadata::TopicMetadata> = None;
         let mut candidates = Vec::new();
-        let mut wire: HashMap<TopicPartition, (uuid::Uuid, i32)> = HashMap::new();
         let mut leaderless = false;
         // Partitions in the Fetch in flight to another broker (after a leader change).
         let mut in_flight: Option<HashSet<&TopicPartition>> = None;
@@ -393,12 +388,14 @@ impl Consumer {
             if in_flight.contains(tp) || fetcher.partition_backoff_until.contains_key(tp) {
                 continue;
             }
-            wire.insert(tp.clone(), (topic_id, epoch));
             let c = Fetchable {
                 tp: tp.clone(),
+                topic_id,
                 leader,
+                leader_epoch: epoch,
                 offset: fetcher.buffer.end(tp).unwrap_or(position),
                 buffered: fetcher.buffer.partition_bytes(tp),
+                token: s.token,
             };
             if c.buffered >= limits.partition_max
                 && !prefetch::caught_up(&c, fetcher.high_watermarks.get(tp).copied())
@@ -421,7 +418,6 @@ impl Consumer {
         });
         Planned {
             fetches,
-            wire,
             leaderless,
         }
     }

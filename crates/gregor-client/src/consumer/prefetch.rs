@@ -27,11 +27,17 @@ use crate::types::TopicPartition;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fetchable {
     pub tp: TopicPartition,
+    /// Its topic's id (Fetch v13+ names topics by id; nil when unknown).
+    pub topic_id: uuid::Uuid,
     pub leader: i32,
+    /// The leader epoch the consumer believes current (-1: unknown).
+    pub leader_epoch: i32,
     /// Where its next Fetch starts: after its buffered records, else its position.
     pub offset: i64,
     /// Its bytes fetched and not yet returned.
     pub buffered: usize,
+    /// Its token (see [`Now`]) when planned, which its answer must still match.
+    pub token: u64,
 }
 
 /// A broker as the plan sees it.

@@ -9,9 +9,12 @@ fn tp(p: i32) -> TopicPartition {
 fn cand(p: i32, leader: i32, offset: i64, buffered: usize) -> Fetchable {
     Fetchable {
         tp: tp(p),
+        topic_id: uuid::Uuid::nil(),
         leader,
+        leader_epoch: -1,
         offset,
         buffered,
+        token: 0,
     }
 }
 
