@@ -617,9 +617,12 @@ fn outcomes_of(runs: &[SimOptions]) -> Vec<Outcome> {
 /// asking the new leader where their logs part (Kafka before KIP-101), drops acknowledged
 /// records its high watermark had not caught up with. That loses them only if it is elected
 /// before it fetches them again: a cascading crash (the partition's leader, then its successor
-/// just after it takes over) makes that happen. Found at seed 10, which passes without the bug
-/// (at seed 0, with 8 of seeds 0-39 failing, before brokers opened their replicas only once
-/// caught up with the metadata, which changed every run's timing).
+/// just after it takes over) makes that happen. Found at seed 4, which passes without the bug.
+/// It was seed 10 before the client's fetch session kept its partitions per topic (36fdcf7):
+/// hash maps draw their keys from the seeded entropy, so creating a different number of them
+/// changes the iteration order of later ones and with it every run's schedule. Seed 0 before
+/// brokers opened their replicas only once caught up with the metadata (8 of seeds 0-39 failing
+/// then).
 #[test]
 fn the_checker_finds_a_follower_truncating_to_its_high_watermark() {
     let seed = first_seed_losing_records_with(
@@ -630,7 +633,7 @@ fn the_checker_finds_a_follower_truncating_to_its_high_watermark() {
             ..SimOptions::default()
         },
     );
-    assert_eq!(seed, 10, "the first of seeds 0-19 to show the bug");
+    assert_eq!(seed, 4, "the first of seeds 0-19 to show the bug");
 }
 
 /// Slow fsyncs, clock jumps, cascading crashes and topic administration, together, with power
