@@ -68,8 +68,7 @@ pub struct ConsumeArgs {
     #[arg(long)]
     pub skip_kcat: bool,
     /// Runs of each kcat series per case, alternated (default, tuned, replay, tuned replay,
-    /// default, ...);
-    /// each series reports its median run.
+    /// default, ...); each series reports its median run.
     #[arg(long, default_value_t = 1)]
     pub kcat_runs: usize,
     /// Leave out the librdkafka run against a replay of the broker's answers from memory

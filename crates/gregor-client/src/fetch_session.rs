@@ -100,7 +100,7 @@ impl FetchSession {
                 (!partitions.is_empty()).then_some((topic, partitions))
             })
             .collect();
-        gone.sort_by(|(a, _), (b, _)| (a.0 .0.as_str(), a.1).cmp(&(b.0 .0.as_str(), b.1)));
+        gone.sort_by_key(|(topic, _)| *topic);
         r.forgotten_topics_data = gone
             .into_iter()
             .map(|((name, id), partitions)| {
