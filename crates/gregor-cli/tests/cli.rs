@@ -580,9 +580,10 @@ fn bench_produce_and_consume_against_a_broker() {
             // every record, and with one partition its Fetches had been recorded (all but
             // perhaps a last one at the end of the log, which the recording run may not
             // have sent before it exited).
-            // The tuned consumer against the same replay: with one partition its 1 MiB
-            // requests ask for what the recorded answers hold, so they are answered from
-            // memory too (composed where the request differs).
+            // The tuned consumer against the same replay reads every record too, some of it
+            // from memory. Its 1 MiB requests can make answers composed from a recorded one
+            // end earlier, so its next Fetch may start at an offset never recorded and be
+            // forwarded: how many is timing, not a property.
             for series in ["librdkafka_replay", "librdkafka_tuned_replay"] {
                 let replay = &c[series];
                 assert_eq!(replay["consumer"]["records"].as_u64(), Some(records), "{c}");
@@ -590,8 +591,11 @@ fn bench_produce_and_consume_against_a_broker() {
                 assert!(replay["mb_held"].as_f64().expect("mb_held") > 0.0, "{c}");
                 if c["partitions"] == 1 {
                     assert!(replay["fetches_replayed"].as_u64() > Some(0), "{c}");
-                    assert!(replay["fetches_forwarded"].as_u64() <= Some(1), "{c}");
                 }
+            }
+            if c["partitions"] == 1 {
+                let forwarded = c["librdkafka_replay"]["fetches_forwarded"].as_u64();
+                assert!(forwarded <= Some(1), "{c}");
             }
         }
     }
