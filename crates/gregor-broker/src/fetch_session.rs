@@ -30,7 +30,6 @@ use std::collections::HashMap;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{FetchRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
@@ -41,13 +40,13 @@ pub const FINAL_EPOCH: i32 = -1;
 /// The epoch of a full fetch that creates a session.
 pub const INITIAL_EPOCH: i32 = 0;
 
-/// A partition as a session names it: by topic name (Fetch v7-12) or id (v13 and later).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SessionKey {
-    pub topic: String,
-    pub topic_id: Uuid,
-    pub partition: i32,
-}
+/// A topic as a fetch names it: by name (Fetch v7-12) or id (v13 and later).
+type TopicKey = (TopicName, Uuid);
+
+/// A partition of a session: the index of its topic in the session's topic table, and its
+/// index. Small and cheap to hash, so that the work per partition of each incremental fetch
+/// (a follower or consumer of hundreds of partitions sends several a second) hashes no names.
+type PartitionKey = (u32, i32);
 
 /// What a session remembers of one partition: what the fetcher last asked for, and what it
 /// was last told (to answer only changes).
@@ -92,10 +91,57 @@ struct Session {
     privileged: bool,
     created_ms: u64,
     last_used_ms: u64,
-    partitions: HashMap<SessionKey, Cached>,
+    /// Every topic the session has named, each once, at the index its partitions refer to
+    /// (a forgotten topic keeps its place: the table grows only with distinct topics).
+    topics: Vec<TopicKey>,
+    topic_index: HashMap<TopicKey, u32>,
+    partitions: HashMap<PartitionKey, Cached>,
     /// The partitions, in the order they are read; those that returned records move to the
     /// end, so that a response cut by `max_bytes` does not always favour the same ones.
-    order: Vec<SessionKey>,
+    order: Vec<PartitionKey>,
+}
+
+impl Session {
+    fn new(privileged: bool, now_ms: u64, size: usize) -> Session {
+        Session {
+            epoch: 1,
+            privileged,
+            created_ms: now_ms,
+            last_used_ms: now_ms,
+            topics: Vec::new(),
+            topic_index: HashMap::new(),
+            partitions: HashMap::with_capacity(size),
+            order: Vec::with_capacity(size),
+        }
+    }
+
+    /// The index of topic `name` / `id`, if the session has named it.
+    fn topic_of(&self, name: &TopicName, id: Uuid) -> Option<u32> {
+        self.topic_index.get(&(name.clone(), id)).copied()
+    }
+
+    /// The index of topic `name` / `id`, added to the table if new.
+    fn intern(&mut self, name: &TopicName, id: Uuid) -> u32 {
+        if let Some(i) = self.topic_of(name, id) {
+            return i;
+        }
+        let i = u32::try_from(self.topics.len()).expect("fewer topics than a request can name");
+        self.topics.push((name.clone(), id));
+        self.topic_index.insert((name.clone(), id), i);
+        i
+    }
+
+    /// Adds or updates partition `p` of topic `topic` as the fetcher now asks for it.
+    fn upsert(&mut self, topic: u32, p: &FetchPartition) -> &mut Cached {
+        let key = (topic, p.partition);
+        let order = &mut self.order;
+        let c = self.partitions.entry(key).or_insert_with(|| {
+            order.push(key);
+            Cached::new(p.clone())
+        });
+        c.request = p.clone();
+        c
+    }
 }
 
 /// The fetch session settings.
@@ -132,14 +178,6 @@ fn next_epoch(epoch: i32) -> i32 {
         1
     } else {
         epoch + 1
-    }
-}
-
-fn key_of(t: &FetchTopic, p: &FetchPartition) -> SessionKey {
-    SessionKey {
-        topic: t.topic.0.to_string(),
-        topic_id: t.topic_id,
-        partition: p.partition,
     }
 }
 
@@ -204,45 +242,39 @@ impl FetchSessionCache {
             return Err(ResponseError::InvalidFetchSessionEpoch);
         }
         for t in &r.forgotten_topics_data {
+            let Some(topic) = s.topic_of(&t.topic, t.topic_id) else {
+                continue;
+            };
             for &partition in &t.partitions {
-                let key = SessionKey {
-                    topic: t.topic.0.to_string(),
-                    topic_id: t.topic_id,
-                    partition,
-                };
-                s.partitions.remove(&key);
+                s.partitions.remove(&(topic, partition));
             }
         }
-        let Session {
-            partitions, order, ..
-        } = s;
-        order.retain(|k| partitions.contains_key(k));
+        if !r.forgotten_topics_data.is_empty() {
+            let partitions = &s.partitions;
+            s.order.retain(|k| partitions.contains_key(k));
+        }
         for t in &r.topics {
+            let topic = s.intern(&t.topic, t.topic_id);
             for p in &t.partitions {
-                let key = key_of(t, p);
-                match partitions.get_mut(&key) {
-                    Some(c) => c.request = p.clone(),
-                    None => {
-                        order.push(key.clone());
-                        partitions.insert(key, Cached::new(p.clone()));
-                    }
-                }
+                s.upsert(topic, p);
             }
         }
         s.epoch = next_epoch(epoch);
         s.last_used_ms = now_ms;
         r.forgotten_topics_data.clear();
         r.topics = Vec::new();
+        let mut last_topic = None;
         for k in &s.order {
             let Some(c) = s.partitions.get(k) else {
                 continue;
             };
-            let same = |t: &FetchTopic| t.topic.0.as_str() == k.topic && t.topic_id == k.topic_id;
-            if !r.topics.last().is_some_and(same) {
+            if last_topic != Some(k.0) {
+                let (name, id) = &s.topics[k.0 as usize];
                 let mut t = FetchTopic::default();
-                t.topic = TopicName(StrBytes::from_string(k.topic.clone()));
-                t.topic_id = k.topic_id;
+                t.topic = name.clone();
+                t.topic_id = *id;
                 r.topics.push(t);
+                last_topic = Some(k.0);
             }
             if let Some(t) = r.topics.last_mut() {
                 t.partitions.push(c.request.clone());
@@ -304,33 +336,20 @@ impl FetchSessionCache {
             );
             self.sessions.remove(&victim);
         }
-        let mut partitions = HashMap::with_capacity(size);
-        let mut order = Vec::with_capacity(size);
-        let answered = reply.response.responses.iter().flat_map(|t| &t.partitions);
-        let asked = request
-            .topics
-            .iter()
-            .flat_map(|t| t.partitions.iter().map(move |p| (t, p)));
-        for ((t, p), pd) in asked.zip(answered) {
-            let mut c = Cached::new(p.clone());
-            c.must_answer(pd, 0);
-            let key = key_of(t, p);
-            if partitions.insert(key.clone(), c).is_none() {
-                order.push(key);
+        let mut session = Session::new(follower, now_ms, size);
+        // The answer names the partitions in the request's order.
+        let mut answered = reply.response.responses.iter().flat_map(|t| &t.partitions);
+        'topics: for t in &request.topics {
+            let topic = session.intern(&t.topic, t.topic_id);
+            for p in &t.partitions {
+                let Some(pd) = answered.next() else {
+                    break 'topics;
+                };
+                session.upsert(topic, p).must_answer(pd, 0);
             }
         }
         let id = self.new_id();
-        self.sessions.insert(
-            id,
-            Session {
-                epoch: 1,
-                privileged: follower,
-                created_ms: now_ms,
-                last_used_ms: now_ms,
-                partitions,
-                order,
-            },
-        );
+        self.sessions.insert(id, session);
         tracing::debug!(
             session_id = id,
             partitions = size,
@@ -390,10 +409,15 @@ impl FetchSessionCache {
 /// partitions as they were read, names them in the reply's order), and moves those that
 /// returned records to the end of the session's order.
 fn keep_changed(s: &mut Session, request: &FetchRequest, reply: &mut FetchReply) {
-    let mut keys = request
-        .topics
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| key_of(t, p)));
+    // Each answered partition's key, `None` for a topic the session no longer knows (its
+    // partitions were forgotten while the fetch was parked: answered anyway, as read).
+    let topic_index = &s.topic_index;
+    let mut keys = request.topics.iter().flat_map(|t| {
+        let topic = topic_index.get(&(t.topic.clone(), t.topic_id)).copied();
+        t.partitions
+            .iter()
+            .map(move |p| topic.map(|i| (i, p.partition)))
+    });
     let mut slices = std::mem::take(&mut reply.records).into_iter();
     let mut kept_slices = Vec::new();
     let mut with_records = std::collections::HashSet::new();
@@ -401,10 +425,9 @@ fn keep_changed(s: &mut Session, request: &FetchRequest, reply: &mut FetchReply)
         let parts = std::mem::take(&mut t.partitions);
         for pd in parts {
             let slice = slices.next().unwrap_or_else(gregor_log::FileSlice::empty);
-            let key = keys.next();
-            let keep = match key.as_ref().and_then(|k| s.partitions.get_mut(k)) {
+            let key = keys.next().flatten();
+            let keep = match key.and_then(|k| s.partitions.get_mut(&k)) {
                 Some(c) => c.must_answer(&pd, slice.len),
-                // Forgotten meanwhile: answered anyway, as read.
                 None => true,
             };
             if let (Some(k), true) = (key, slice.len > 0) {
@@ -422,9 +445,10 @@ fn keep_changed(s: &mut Session, request: &FetchRequest, reply: &mut FetchReply)
         .retain(|t| !t.partitions.is_empty());
     reply.records = kept_slices;
     if !with_records.is_empty() {
-        let (mut stay, moved): (Vec<SessionKey>, Vec<SessionKey>) = std::mem::take(&mut s.order)
-            .into_iter()
-            .partition(|k| !with_records.contains(k));
+        let (mut stay, moved): (Vec<PartitionKey>, Vec<PartitionKey>) =
+            std::mem::take(&mut s.order)
+                .into_iter()
+                .partition(|k| !with_records.contains(k));
         stay.extend(moved);
         s.order = stay;
     }

@@ -55,6 +55,7 @@ fn reply(r: &FetchRequest, answers: &[(i64, usize)]) -> FetchReply {
     for t in &r.topics {
         let mut out = FetchableTopicResponse::default();
         out.topic = t.topic.clone();
+        out.topic_id = t.topic_id;
         for p in &t.partitions {
             let &(hw, bytes) = answers.next().expect("an answer per partition");
             let mut pd = PartitionData::default();
@@ -178,6 +179,75 @@ fn forgotten_partitions_leave_and_new_ones_join_the_session() {
     // The new partition is answered (its high watermark was never sent), the old one not.
     assert_eq!(answered(&rep), vec![(7, 1, 0)]);
     assert_eq!(cache.session_partitions(id), Some(2));
+}
+
+/// A request naming topics by id (Fetch v13 and later: empty names), `(topic id, partitions)`.
+fn request_by_id(id: i32, epoch: i32, topics: &[(Uuid, &[(i32, i64)])]) -> FetchRequest {
+    let mut r = request(id, epoch, "", &[]);
+    for &(topic_id, partitions) in topics {
+        let mut t = request(0, 0, "", partitions).topics.remove(0);
+        t.topic_id = topic_id;
+        r.topics.push(t);
+    }
+    r
+}
+
+/// The topics a (rewritten) request reads, in order: `(topic id, partitions)`.
+fn read_by_id(r: &FetchRequest) -> Vec<(Uuid, Vec<i32>)> {
+    r.topics
+        .iter()
+        .map(|t| {
+            (
+                t.topic_id,
+                t.partitions.iter().map(|p| p.partition).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn topics_named_by_id_keep_their_partitions_apart() {
+    let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+    let mut cache = FetchSessionCache::new(7);
+    // Both topics have partition 0 and the same (empty) name: only their ids tell them apart.
+    let mut r = request_by_id(0, INITIAL_EPOCH, &[(a, &[(0, 0), (1, 0)]), (b, &[(0, 0)])]);
+    let ctx = cache.begin(&mut r, 13, 0).expect("a full fetch");
+    let mut rep = reply(&r, &[(5, 0), (5, 0), (5, 0)]);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 0);
+    let id = rep.response.session_id;
+    assert!(id > 0);
+    assert_eq!(cache.session_partitions(id), Some(3));
+    // Epoch 1: only topic a's partition 0 returns records; it moves to the end, after b's.
+    let mut r = request_by_id(id, 1, &[]);
+    let ctx = cache.begin(&mut r, 13, 1).expect("in session");
+    assert_eq!(read_by_id(&r), vec![(a, vec![0, 1]), (b, vec![0])]);
+    let mut rep = reply(&r, &[(9, 400), (5, 0), (5, 0)]);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 1);
+    assert_eq!(answered(&rep), vec![(0, 9, 400)]);
+    assert_eq!(rep.response.responses[0].topic_id, a);
+    // Epoch 2 forgets topic b and moves a-1 on: a's partitions are read as two runs of a.
+    let mut r = request_by_id(id, 2, &[(a, &[(1, 3)])]);
+    let mut forget = ForgottenTopic::default();
+    forget.topic_id = b;
+    forget.partitions = vec![0];
+    r.forgotten_topics_data = vec![forget];
+    let ctx = cache.begin(&mut r, 13, 2).expect("in session");
+    assert_eq!(read_by_id(&r), vec![(a, vec![1, 0])]);
+    assert_eq!(read(&r), vec![(1, 3), (0, 0)]);
+    let mut rep = reply(&r, &[(5, 0), (9, 0)]);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 2);
+    assert!(answered(&rep).is_empty());
+    assert_eq!(cache.session_partitions(id), Some(2));
+    // Epoch 3 names b-0 again: it joins at the end and is answered (never told to the
+    // fetcher since it rejoined), while topic a's unchanged partitions are not.
+    let mut r = request_by_id(id, 3, &[(b, &[(0, 7)])]);
+    let ctx = cache.begin(&mut r, 13, 3).expect("in session");
+    assert_eq!(read_by_id(&r), vec![(a, vec![1, 0]), (b, vec![0])]);
+    assert_eq!(read(&r), vec![(1, 3), (0, 0), (0, 7)]);
+    let mut rep = reply(&r, &[(5, 0), (9, 0), (5, 0)]);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 3);
+    assert_eq!(answered(&rep), vec![(0, 5, 0)]);
+    assert_eq!(rep.response.responses[0].topic_id, b);
 }
 
 #[test]

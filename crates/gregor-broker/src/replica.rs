@@ -27,13 +27,49 @@ use crate::util::{for_each_parallel, now_ms};
 /// Identifies a partition by name.
 pub type TopicPartitionKey = (String, i32);
 
+/// The hosted partitions by topic name, then index, so that a lookup by `&str` allocates
+/// nothing and hashes the name once: every Fetch and Produce looks up each partition it names
+/// (a full Fetch of 256 partitions, as librdkafka sends every time, made 256 of them).
+#[derive(Default)]
+struct Hosted(HashMap<String, HashMap<i32, Arc<Partition>>>);
+
+impl Hosted {
+    fn get(&self, topic: &str, partition: i32) -> Option<&Arc<Partition>> {
+        self.0.get(topic)?.get(&partition)
+    }
+
+    fn insert(&mut self, topic: &str, partition: i32, part: Arc<Partition>) {
+        self.0
+            .entry(topic.to_string())
+            .or_default()
+            .insert(partition, part);
+    }
+
+    fn remove(&mut self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        let parts = self.0.get_mut(topic)?;
+        let removed = parts.remove(&partition);
+        if parts.is_empty() {
+            self.0.remove(topic);
+        }
+        removed
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Arc<Partition>> {
+        self.0.values().flat_map(HashMap::values)
+    }
+
+    fn drain(&mut self) -> impl Iterator<Item = Arc<Partition>> + '_ {
+        self.0.drain().flat_map(|(_, parts)| parts.into_values())
+    }
+}
+
 /// The partition logs hosted by this broker.
 pub struct ReplicaManager {
     node_id: i32,
     data_dir: PathBuf,
     /// What the partition directories are written through.
     disk: gregor_log::Disk,
-    partitions: RwLock<HashMap<TopicPartitionKey, Arc<Partition>>>,
+    partitions: RwLock<Hosted>,
     /// Counts applied metadata changes to hosted replicas (roles, ISRs, replicas started or
     /// stopped): whoever follows leaderships (the group coordinator) waits on it.
     roles_changed: watch::Sender<u64>,
@@ -75,7 +111,7 @@ impl ReplicaManager {
             node_id,
             data_dir: data_dir.to_path_buf(),
             disk,
-            partitions: RwLock::new(HashMap::new()),
+            partitions: RwLock::new(Hosted::default()),
             roles_changed: watch::channel(0).0,
             fetchers: FetcherManager::new(node_id, throttles.clone()),
             throttles,
@@ -94,7 +130,7 @@ impl ReplicaManager {
         self.partitions
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&(topic.to_string(), partition))
+            .get(topic, partition)
             .cloned()
     }
 
@@ -222,7 +258,7 @@ impl ReplicaManager {
                 self.partitions
                     .write()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .insert((p.topic.clone(), p.id.partition), Arc::new(part));
+                    .insert(&p.topic, p.id.partition, Arc::new(part));
                 lock(&opened).insert((p.topic.clone(), p.id.partition));
             }
             Err(e) => {
@@ -263,8 +299,10 @@ impl ReplicaManager {
                 .partitions
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
-            match partitions.get(&key) {
-                Some(part) if part.topic_id == id.topic_id => partitions.remove(&key),
+            match partitions.get(topic, id.partition) {
+                Some(part) if part.topic_id == id.topic_id => {
+                    partitions.remove(topic, id.partition)
+                }
                 _ => None,
             }
         };
@@ -424,7 +462,6 @@ impl ReplicaManager {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .drain()
-            .map(|(_, p)| p)
             .collect();
         for_each_parallel(parts, threads, |p| {
             let (topic, index) = (p.topic.clone(), p.index);
