@@ -48,7 +48,9 @@ def free_port():
 
 
 def wait_until(cond, timeout, what, interval=0.05):
-    """Polls `cond()` until it returns a truthy value (returned); fails the test at the deadline."""
+    """Polls `cond()` until it returns a truthy value (returned); fails the test at the deadline.
+    `what` names what was awaited: a string, or a function giving one at the deadline (for a
+    message that shows the state the test ended in, not the one it started waiting in)."""
     deadline = time.monotonic() + timeout
     last_exc = None
     while True:
@@ -60,6 +62,7 @@ def wait_until(cond, timeout, what, interval=0.05):
             last_exc = e
         if time.monotonic() >= deadline:
             extra = f" (last error: {last_exc!r})" if last_exc else ""
+            what = what() if callable(what) else what
             pytest.fail(f"timed out after {timeout:.1f}s waiting for {what}{extra}", pytrace=False)
         time.sleep(interval)
 

@@ -91,7 +91,23 @@ def wait_for_owners(timeline, expect, timeout, what):
         snap = timeline.snapshot()
         return snap if expect(snap) else None
 
-    return wait_until(check, timeout, f"{what}; timeline so far:\n{timeline.dump()}")
+    return wait_until(check, timeout, lambda: f"{what}; timeline at the deadline:\n"
+                      f"{timeline.dump()}\n{member_thread_stacks()}")
+
+
+def member_thread_stacks():
+    """Where each client thread of this process is (kafka-python and confluent-kafka members and
+    their clients' own threads): a member that stops heartbeating without an error shows here
+    what it is stuck in."""
+    me = threading.get_ident()
+    frames = sys._current_frames()
+    out = []
+    for t in threading.enumerate():
+        frame = frames.get(t.ident)
+        if t.ident == me or frame is None:
+            continue
+        out.append(f"--- thread {t.name}:\n" + "".join(traceback.format_stack(frame, limit=12)))
+    return "\n".join(out)
 
 
 def partition_of(snap, members, universe):
