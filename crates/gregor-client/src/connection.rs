@@ -567,13 +567,15 @@ async fn read_loop<R: AsyncRead + Unpin>(
 /// and admin answers, which may be kept for long) get their own allocation.
 const POOLED_FRAME_MIN: usize = 64 * 1024;
 /// Buffers a connection keeps for large frames; the memory kept is at most this many of the
-/// largest frames read (Fetch answers, within `fetch.max.bytes`). Two covered a consumer of one
-/// partition (the answer being read while the previous one is consumed), but not one of
-/// several: answers covering several partitions stay in use until each partition's records
-/// are returned, so with two buffers most answers got a fresh allocation, faulted in page by
-/// page (57,000 page faults per GB consumed at 8 partitions; 13,000 with four, and 18% less
-/// CPU: BENCHMARKS.md, "Four frame buffers per connection").
-const POOLED_BUFFERS: usize = 4;
+/// largest frames read (Fetch answers, within `fetch.max.bytes`). Answers covering several
+/// partitions stay in use until each partition's records are returned, so several are alive
+/// at once: with two buffers most answers got a fresh allocation, faulted in page by page
+/// (57,000 page faults per GB consumed at 8 partitions; 13,000 with four, and 18% less CPU).
+/// Four, each sized for its own frame, still gave a consumer of 8 partitions 21 fresh
+/// allocations per GB (its answers range from 1 to 8 MiB); eight, each sized for the largest
+/// frame, 6, with 2-5 times fewer page faults and 4-9% less CPU (BENCHMARKS.md, "Frame
+/// buffers sized for the largest answer").
+const POOLED_BUFFERS: usize = 8;
 
 /// The reader's reusable buffers for large frames. A frame is handed out as `Bytes` sharing its
 /// buffer's allocation; once every slice of it is dropped (the consumer returned and the
@@ -582,29 +584,40 @@ const POOLED_BUFFERS: usize = 4;
 #[derive(Default)]
 struct FrameBuffers {
     pool: Vec<BytesMut>,
+    /// The largest pooled frame read. A fresh buffer gets this much room, so that any free
+    /// buffer can take any later frame: a consumer's answers range from one partition's worth
+    /// to `fetch.max.bytes`, and a buffer sized for a small one could not be reused for a large
+    /// one. Room never written is never faulted in.
+    largest: usize,
 }
 
 impl FrameBuffers {
     /// An empty buffer with room for `len` bytes.
     fn take(&mut self, len: usize) -> BytesMut {
-        if len >= POOLED_FRAME_MIN {
-            if let Some(i) = self
-                .pool
-                .iter_mut()
-                .position(|b| b.capacity() >= len || b.try_reclaim(len))
-            {
-                return self.pool.remove(i);
-            }
+        if len < POOLED_FRAME_MIN {
+            return BytesMut::with_capacity(len);
         }
-        BytesMut::with_capacity(len)
+        if let Some(i) = self
+            .pool
+            .iter_mut()
+            .position(|b| b.capacity() >= len || b.try_reclaim(len))
+        {
+            return self.pool.remove(i);
+        }
+        self.largest = self.largest.max(len);
+        BytesMut::with_capacity(self.largest)
     }
 
-    /// Keeps what is left of a buffer a large frame was split from, the oldest dropped first.
+    /// Keeps what is left of a buffer a large frame was split from; past [`POOLED_BUFFERS`],
+    /// lets go of the one with the least room left (the oldest of those).
     fn keep(&mut self, rest: BytesMut, len: usize) {
         if len >= POOLED_FRAME_MIN {
             self.pool.push(rest);
             if self.pool.len() > POOLED_BUFFERS {
-                self.pool.remove(0);
+                let least = (0..self.pool.len())
+                    .min_by_key(|&i| self.pool[i].capacity())
+                    .expect("the pool is not empty");
+                self.pool.remove(least);
             }
         }
     }
@@ -848,7 +861,7 @@ mod frame_tests {
     }
 
     #[tokio::test]
-    async fn the_pool_keeps_at_most_its_number_of_buffers_and_drops_the_oldest() {
+    async fn the_pool_keeps_at_most_its_number_of_buffers_and_drops_the_oldest_when_all_are_full() {
         let big = POOLED_FRAME_MIN * 2;
         let count = POOLED_BUFFERS + 2;
         let mut rx = frames_over_a_pipe(&vec![big; count + 1]).await;
@@ -871,5 +884,26 @@ mod frame_tests {
         drop(held);
         let last = read_body(&mut rx, big, &mut buffers).await.unwrap();
         assert!(newest.contains(&last.as_ptr()));
+    }
+
+    #[tokio::test]
+    async fn a_buffer_first_read_into_by_a_small_frame_takes_a_large_one_later() {
+        let (small, large) = (POOLED_FRAME_MIN, POOLED_FRAME_MIN * 4);
+        let mut rx = frames_over_a_pipe(&[large, small, large]).await;
+        let mut buffers = FrameBuffers::default();
+        let f0 = read_body(&mut rx, large, &mut buffers).await.unwrap();
+        // Frame 0 is held: the small frame gets a fresh buffer, with room for a large one.
+        let f1 = read_body(&mut rx, small, &mut buffers).await.unwrap();
+        assert!(f1.iter().all(|b| *b == 1));
+        let at1 = f1.as_ptr();
+        drop(f1);
+        let f2 = read_body(&mut rx, large, &mut buffers).await.unwrap();
+        assert!(f2.iter().all(|b| *b == 2));
+        assert_eq!(
+            f2.as_ptr(),
+            at1,
+            "the small frame's allocation took the large frame"
+        );
+        drop(f0);
     }
 }
