@@ -597,10 +597,12 @@ impl FrameBuffers {
         if len < POOLED_FRAME_MIN {
             return BytesMut::with_capacity(len);
         }
+        // Newest first: the buffer read into last is the likeliest to be in the caches still,
+        // and older ones that go unused are the first let go (fewer pages kept resident).
         if let Some(i) = self
             .pool
             .iter_mut()
-            .position(|b| b.capacity() >= len || b.try_reclaim(len))
+            .rposition(|b| b.capacity() >= len || b.try_reclaim(len))
         {
             return self.pool.remove(i);
         }
@@ -840,13 +842,14 @@ mod frame_tests {
         assert_ne!(f2.as_ptr(), at0);
         assert_ne!(f2.as_ptr(), at1, "frame 1 is still held");
         assert!(f2.iter().all(|b| *b == 2));
+        let at2 = f2.as_ptr();
         assert!(buffers.pool.len() <= POOLED_BUFFERS);
         drop((value, f1, f2));
         // Everything dropped: the next large frame lands in an allocation read into before.
         let f3 = read_body(&mut rx, big / 2, &mut buffers).await.unwrap();
         assert!(f3.iter().all(|b| *b == 3));
-        // The pool is searched oldest first: frame 0's buffer, free again, is taken.
-        assert_eq!(f3.as_ptr(), at0, "frame 0's allocation was reclaimed");
+        // The pool is searched newest first: frame 2's buffer, free again, is taken.
+        assert_eq!(f3.as_ptr(), at2, "frame 2's allocation was reclaimed");
         // A small frame gets its own allocation and leaves the pool alone.
         let pooled = buffers.pool.len();
         let f4 = read_body(&mut rx, 100, &mut buffers).await.unwrap();
