@@ -91,14 +91,25 @@ struct Session {
     privileged: bool,
     created_ms: u64,
     last_used_ms: u64,
-    /// Every topic the session has named, each once, at the index its partitions refer to
-    /// (a forgotten topic keeps its place: the table grows only with distinct topics).
-    topics: Vec<TopicKey>,
+    /// The topics of the session's partitions, each once, at the index its partitions refer
+    /// to. A topic whose last partition is forgotten leaves its slot to the next new topic, so
+    /// the table holds no more topics than the session has partitions.
+    topics: Vec<TopicSlot>,
+    /// Slots of `topics` left by forgotten topics.
+    free_topics: Vec<u32>,
     topic_index: HashMap<TopicKey, u32>,
     partitions: HashMap<PartitionKey, Cached>,
     /// The partitions, in the order they are read; those that returned records move to the
     /// end, so that a response cut by `max_bytes` does not always favour the same ones.
     order: Vec<PartitionKey>,
+}
+
+/// One slot of a session's topic table.
+#[derive(Debug)]
+struct TopicSlot {
+    topic: TopicKey,
+    /// The session's partitions of this topic; at 0 the slot is free.
+    partitions: usize,
 }
 
 impl Session {
@@ -109,6 +120,7 @@ impl Session {
             created_ms: now_ms,
             last_used_ms: now_ms,
             topics: Vec::new(),
+            free_topics: Vec::new(),
             topic_index: HashMap::new(),
             partitions: HashMap::with_capacity(size),
             order: Vec::with_capacity(size),
@@ -125,18 +137,46 @@ impl Session {
         if let Some(i) = self.topic_of(name, id) {
             return i;
         }
-        let i = u32::try_from(self.topics.len()).expect("fewer topics than a request can name");
-        self.topics.push((name.clone(), id));
+        let slot = TopicSlot {
+            topic: (name.clone(), id),
+            partitions: 0,
+        };
+        let i = match self.free_topics.pop() {
+            Some(i) => {
+                self.topics[i as usize] = slot;
+                i
+            }
+            None => {
+                self.topics.push(slot);
+                u32::try_from(self.topics.len() - 1)
+                    .expect("no more topics than partitions, which a request's size bounds")
+            }
+        };
         self.topic_index.insert((name.clone(), id), i);
         i
+    }
+
+    /// Removes partition `partition` of the topic at `topic`, freeing the topic's slot with
+    /// its last partition.
+    fn forget(&mut self, topic: u32, partition: i32) {
+        if self.partitions.remove(&(topic, partition)).is_none() {
+            return;
+        }
+        let slot = &mut self.topics[topic as usize];
+        slot.partitions -= 1;
+        if slot.partitions == 0 {
+            self.topic_index.remove(&slot.topic);
+            self.free_topics.push(topic);
+        }
     }
 
     /// Adds or updates partition `p` of topic `topic` as the fetcher now asks for it.
     fn upsert(&mut self, topic: u32, p: &FetchPartition) -> &mut Cached {
         let key = (topic, p.partition);
-        let order = &mut self.order;
+        let (order, topics) = (&mut self.order, &mut self.topics);
         let c = self.partitions.entry(key).or_insert_with(|| {
             order.push(key);
+            topics[topic as usize].partitions += 1;
             Cached::new(p.clone())
         });
         c.request = p.clone();
@@ -246,7 +286,7 @@ impl FetchSessionCache {
                 continue;
             };
             for &partition in &t.partitions {
-                s.partitions.remove(&(topic, partition));
+                s.forget(topic, partition);
             }
         }
         if !r.forgotten_topics_data.is_empty() {
@@ -269,7 +309,7 @@ impl FetchSessionCache {
                 continue;
             };
             if last_topic != Some(k.0) {
-                let (name, id) = &s.topics[k.0 as usize];
+                let (name, id) = &s.topics[k.0 as usize].topic;
                 let mut t = FetchTopic::default();
                 t.topic = name.clone();
                 t.topic_id = *id;

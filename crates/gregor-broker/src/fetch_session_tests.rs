@@ -371,3 +371,28 @@ fn session_ids_are_positive_and_distinct() {
         assert!(ids.insert(id), "id {id} given twice");
     }
 }
+
+#[test]
+fn forgotten_topics_leave_the_topic_table() {
+    let mut cache = FetchSessionCache::new(7);
+    let id = open(&mut cache, 1, false, LIMITS, 0);
+    // A fetcher that names a new topic and forgets the previous one, fetch after fetch.
+    for epoch in 1..200 {
+        let mut r = request(id, epoch, &format!("x{epoch}"), &[(0, 0)]);
+        if epoch > 1 {
+            let mut forget = ForgottenTopic::default();
+            forget.topic = TopicName(StrBytes::from_string(format!("x{}", epoch - 1)));
+            forget.partitions = vec![0];
+            r.forgotten_topics_data = vec![forget];
+        }
+        let ctx = cache.begin(&mut r, 12, 1).expect("in session");
+        let names: Vec<String> = r.topics.iter().map(|t| t.topic.0.to_string()).collect();
+        assert_eq!(names, vec!["t".to_string(), format!("x{epoch}")]);
+        let mut rep = reply(&r, &[(5, 0), (5, 0)]);
+        cache.finish(ctx, &r, &mut rep, false, LIMITS, 1);
+    }
+    let s = &cache.sessions[&id];
+    assert_eq!(s.partitions.len(), 2);
+    assert!(s.topics.len() <= 3, "{} topic slots", s.topics.len());
+    assert_eq!(s.topic_index.len(), 2);
+}

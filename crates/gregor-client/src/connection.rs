@@ -587,7 +587,8 @@ struct FrameBuffers {
     /// The largest pooled frame read. A fresh buffer gets this much room, so that any free
     /// buffer can take any later frame: a consumer's answers range from one partition's worth
     /// to `fetch.max.bytes`, and a buffer sized for a small one could not be reused for a large
-    /// one. Room never written is never faulted in.
+    /// one. Room never written is never faulted in. At most `codec::MAX_RESPONSE_BYTES`: every
+    /// frame size is checked against it before its body is read.
     largest: usize,
 }
 
