@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! consume_cost --bootstrap 127.0.0.1:19731 --topic t --fill-mb 256 [--partitions 1]
-//! consume_cost --bootstrap 127.0.0.1:19731 --topic t --count 250048 [--no-crc]
+//! consume_cost --bootstrap 127.0.0.1:19731 --topic t --count 250048 [--no-crc] [--fetch-max-bytes N]
 //! ```
 //!
 //! `--fill-mb` creates the topic and fills it as `gregor bench consume` does: uncompressed
@@ -36,6 +36,8 @@ struct Args {
     fill_mb: u64,
     count: u64,
     no_crc: bool,
+    /// `fetch.max.bytes`; the consumer's default when absent.
+    fetch_max_bytes: Option<i32>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -46,6 +48,7 @@ fn parse() -> Result<Args, String> {
         fill_mb: 0,
         count: 0,
         no_crc: false,
+        fetch_max_bytes: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -61,6 +64,9 @@ fn parse() -> Result<Args, String> {
             "--partitions" => a.partitions = num(&value)? as i32,
             "--fill-mb" => a.fill_mb = num(&value)?,
             "--count" => a.count = num(&value)?,
+            "--fetch-max-bytes" => {
+                a.fetch_max_bytes = Some(value.parse().map_err(|e| format!("{flag}: {e}"))?)
+            }
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -131,6 +137,9 @@ async fn consume(a: &Args) -> gregor_client::Result<()> {
     c.auto_offset_reset = AutoOffsetReset::Earliest;
     c.enable_auto_commit = false;
     c.check_crcs = !a.no_crc;
+    if let Some(n) = a.fetch_max_bytes {
+        c.fetch_max_bytes = n;
+    }
     let mut consumer = Consumer::new(c).await?;
     consumer.subscribe(&[a.topic.as_str()]).await?;
     let (mut records, mut bytes, mut first) = (0u64, 0u64, None);
