@@ -169,3 +169,71 @@ async fn no_cache_slots_no_sessions() {
     assert_eq!(full.response.session_id, 0);
     assert_eq!(answered(&full).len(), 1);
 }
+
+/// Appends one record with a `size`-byte value to `partition` and waits until it is committed.
+async fn append_sized(b: &Arc<Broker>, partition: i32, size: usize) {
+    let part = b.replicas.get(TOPIC, partition).expect("hosted");
+    let value = vec![b'v'; size];
+    let batch = simple_batch(Codec::None, 0, &[(None, Some(&value[..]))]).expect("batch");
+    let pending = part.spawn_append(bytes::Bytes::from(batch));
+    pending
+        .done
+        .await
+        .expect("append task")
+        .expect("appended and committed");
+}
+
+/// KIP-74 lets only the first partition with records exceed `max_bytes`, by its first batch.
+/// A later partition whose budget left is smaller than its first batch gets no records (Kafka
+/// would send that batch torn, which no client can use), and neither do the partitions after
+/// it (as Kafka's answer is full after a torn batch): the answer stays within `max_bytes`, and
+/// their records come in a later Fetch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_first_partition_may_exceed_max_bytes() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let b = common::start(tmp.path(), &[]).await;
+    create_topic(&b, 3).await;
+    for _ in 0..3 {
+        append_sized(&b, 0, 1000).await;
+        append_sized(&b, 1, 1000).await;
+    }
+    append_sized(&b, 2, 1).await;
+    let all = [(0, 0), (1, 0), (2, 0)];
+    let everything = answered(&fetch(&b, request(0, -1, &all)).await);
+    let (batch, small) = (everything[0].2 / 3, everything[2].2);
+    assert_eq!(
+        (everything[0].2, everything[1].2),
+        (3 * batch, 3 * batch),
+        "{everything:?}"
+    );
+    assert!(small > 0 && small < batch / 2, "{everything:?}");
+    let within = |max_bytes: usize| {
+        let mut r = request(0, -1, &all);
+        r.max_bytes = i32::try_from(max_bytes).expect("small");
+        r
+    };
+    // Half a batch left for partition 1: nothing from it, nor from partition 2 after it,
+    // though partition 2's batch alone would fit.
+    let got = answered(&fetch(&b, within(3 * batch + batch / 2)).await);
+    assert_eq!((got[0].2, got[1].2, got[2].2), (3 * batch, 0, 0), "{got:?}");
+    // A whole batch left: one batch from partition 1, and still nothing from partition 2.
+    let got = answered(&fetch(&b, within(4 * batch)).await);
+    assert_eq!(
+        (got[0].2, got[1].2, got[2].2),
+        (3 * batch, batch, 0),
+        "{got:?}"
+    );
+    // One byte: partition 0's first batch whole, nothing after it.
+    let got = answered(&fetch(&b, within(1)).await);
+    assert_eq!((got[0].2, got[1].2, got[2].2), (batch, 0, 0), "{got:?}");
+    // A partition whose own limit is below its first batch gets nothing, but the answer is
+    // not full: the partitions after it are still read.
+    let mut r = request(0, -1, &all);
+    r.topics[0].partitions[1].partition_max_bytes = i32::try_from(batch / 2).expect("small");
+    let got = answered(&fetch(&b, r).await);
+    assert_eq!(
+        (got[0].2, got[1].2, got[2].2),
+        (3 * batch, 0, small),
+        "{got:?}"
+    );
+}

@@ -413,13 +413,31 @@ fn read_all(
     on: ReadOn,
 ) -> Result<(Vec<PartRead>, usize), NotCached> {
     let mut total = 0usize;
+    // A later partition's first batch did not fit in what was left of `max_bytes`: the answer
+    // is full, and the partitions after it are not read (each would cost a batch-header read
+    // for a batch that cannot fit either, as Kafka gives them nothing after a torn one).
+    let mut full = false;
     let mut out = Vec::with_capacity(targets.len());
     for t in targets {
         // KIP-74: the first non-empty partition may exceed the limits by one batch (the log
         // returns at least one whole batch); later ones may not.
-        let budget = t.max_bytes.min(max_bytes.saturating_sub(total));
-        let budget = if total == 0 { budget.max(1) } else { budget };
-        let pr = read_one(t, budget, version, on)?;
+        let left = if full {
+            0
+        } else {
+            max_bytes.saturating_sub(total)
+        };
+        let budget = t.max_bytes.min(left);
+        let first = total == 0 && !full;
+        let budget = if first { budget.max(1) } else { budget };
+        let mut pr = read_one(t, budget, version, on)?;
+        if !first && pr.records.len > budget {
+            // The log returned a first batch larger than the partition's budget. Kafka would
+            // send it torn, which no client can use; it is left for a later Fetch instead, in
+            // which the session's order brings this partition forward.
+            full = pr.records.len > left;
+            pr.records = FileSlice::empty();
+            pr.record_count = 0;
+        }
         total += pr.records.len;
         out.push(pr);
     }
