@@ -65,7 +65,7 @@ pub struct ConsumerConfig {
     /// `fetch.max.bytes` (default 50 MiB): the most a Fetch asks one broker for, and also the
     /// bound on what is held per broker: a broker gets a new Fetch only while at most half of
     /// this is buffered from it (fetched, not yet returned by `poll`) and that leaves room for
-    /// one partition's worth, and that Fetch asks only for the room left.
+    /// one partition's worth, and that Fetch asks for the room left, at most half of this.
     pub fetch_max_bytes: i32,
     /// `max.partition.fetch.bytes` (default 1 MiB): the most a Fetch asks per partition; a
     /// partition is fetched again (prefetched) while less than this of it is buffered.

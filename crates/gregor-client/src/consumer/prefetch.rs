@@ -11,9 +11,11 @@
 //!   - a broker gets a new Fetch only while at most half of `fetch.max.bytes` is buffered from
 //!     it (fewer, larger Fetches when many partitions are buffered) and that leaves room for at
 //!     least one partition's worth (`min(max.partition.fetch.bytes, fetch.max.bytes)`), and the
-//!     Fetch asks for no more than the room left: the bytes buffered from a broker plus the
-//!     answer awaited from it stay within `fetch.max.bytes` (the broker may exceed a limit by
-//!     one record batch, as Kafka always returns the first batch whole).
+//!     Fetch asks for the room left but at most half of `fetch.max.bytes` (or that one
+//!     partition's worth), so that an answer landing on a drained buffer lets the next Fetch
+//!     go out at once: the bytes buffered from a broker plus the answer awaited from it stay
+//!     within `fetch.max.bytes` (the broker may exceed a limit by one record batch, as Kafka
+//!     always returns the first batch whole).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -64,7 +66,8 @@ pub struct ByteLimits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedFetch {
     pub broker: i32,
-    /// The request's `max_bytes`: the room left under `fetch.max.bytes`.
+    /// The request's `max_bytes`: the room left under `fetch.max.bytes`, at most half of it
+    /// (see [`plan`]'s module rules).
     pub max_bytes: usize,
     pub partitions: Vec<Fetchable>,
 }
@@ -88,11 +91,23 @@ pub fn plan(
             let l = load(broker);
             may_fetch_from(l, limits).then(|| PlannedFetch {
                 broker,
-                max_bytes: limits.fetch_max.saturating_sub(l.buffered),
+                max_bytes: fetch_ask(l, limits),
                 partitions,
             })
         })
         .collect()
+}
+
+/// What a broker's Fetch asks for: the room left under `fetch.max.bytes`, but at most half of
+/// it (or one partition's worth, when that is more). An answer that lands on a drained buffer
+/// then leaves at most half buffered, so the next Fetch goes out at once, before the answer is
+/// decoded, and the broker prepares it meanwhile; asking for all the room left, an answer that
+/// landed after the application had drained the buffer held the next Fetch back until the
+/// answer was decoded and partly returned, and broker and consumer took turns.
+fn fetch_ask(l: BrokerLoad, limits: ByteLimits) -> usize {
+    let room = limits.fetch_max.saturating_sub(l.buffered);
+    let share = (limits.fetch_max / 2).max(limits.partition_max.min(limits.fetch_max));
+    room.min(share)
 }
 
 /// Whether a partition's next Fetch would start at or past its last known high watermark

@@ -43,7 +43,7 @@ fn a_busy_or_backing_off_broker_holds_back_no_other() {
         planned,
         vec![PlannedFetch {
             broker: 2,
-            max_bytes: 100,
+            max_bytes: 50,
             partitions: vec![cand(1, 2, 7, 0)],
         }]
     );
@@ -68,7 +68,7 @@ fn partitions_are_prefetched_while_less_than_a_partition_fetch_is_buffered() {
 }
 
 #[test]
-fn a_broker_is_asked_only_for_the_room_left_under_fetch_max_bytes() {
+fn a_broker_is_asked_for_the_room_left_under_fetch_max_bytes_at_most_half_of_it() {
     let with_buffered = |buffered| {
         plan(
             vec![cand(0, 1, 0, 0)],
@@ -79,7 +79,10 @@ fn a_broker_is_asked_only_for_the_room_left_under_fetch_max_bytes() {
             LIMITS,
         )
     };
-    assert_eq!(with_buffered(0)[0].max_bytes, 100);
+    // At most half: the answer to a Fetch sent with nothing buffered leaves room for the next
+    // Fetch as soon as it lands.
+    assert_eq!(with_buffered(0)[0].max_bytes, 50);
+    assert_eq!(with_buffered(30)[0].max_bytes, 50);
     assert_eq!(with_buffered(50)[0].max_bytes, 50);
     // More than half of fetch.max.bytes buffered: wait until the application consumes, then
     // ask for a large share at once rather than one partition's worth at a time.
@@ -100,6 +103,11 @@ fn a_broker_is_asked_only_for_the_room_left_under_fetch_max_bytes() {
             narrow,
         )
     };
+    assert_eq!(
+        at(0)[0].max_bytes,
+        80,
+        "one partition's worth, more than half"
+    );
     assert_eq!(at(20)[0].max_bytes, 80);
     assert!(at(21).is_empty());
     // max.partition.fetch.bytes above fetch.max.bytes: only an empty broker is asked.
