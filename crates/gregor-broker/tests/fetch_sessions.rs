@@ -38,14 +38,7 @@ async fn create_topic(b: &Arc<Broker>, partitions: i32) {
 
 /// Appends one record to `partition` and waits until it is committed.
 async fn append(b: &Arc<Broker>, partition: i32) {
-    let part = b.replicas.get(TOPIC, partition).expect("hosted");
-    let batch = simple_batch(Codec::None, 0, &[(None, Some(&b"v"[..]))]).expect("batch");
-    let pending = part.spawn_append(bytes::Bytes::from(batch));
-    pending
-        .done
-        .await
-        .expect("append task")
-        .expect("appended and committed");
+    append_sized(b, partition, 1).await;
 }
 
 /// A fetch in session `(id, epoch)` naming `partitions` at `offset` (no wait).
