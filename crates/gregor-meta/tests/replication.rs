@@ -798,6 +798,45 @@ fn controlled_shutdown_moves_leaderships_away_before_the_broker_stops() {
     assert!(again.response.expect("accepted").should_shut_down);
 }
 
+/// The broker's periodic heartbeat can cross its controlled-shutdown request and be answered
+/// after it (found by the e2e suite: a stopped node was back in an ISR). The ask stands: that
+/// heartbeat neither unfences the broker nor lets a leader take it back into an ISR, until the
+/// broker registers again.
+#[test]
+fn a_heartbeat_after_a_controlled_shutdown_request_does_not_take_it_back() {
+    let mut c = Cluster::with_brokers(&[0, 1, 2]);
+    c.create(CreatableTopic::new("t").with_assignment(vec![vec![1, 0, 2]]))
+        .expect("created");
+    let epoch = c.image.broker(0).unwrap().epoch;
+    let res = c.controller.broker_heartbeat(
+        &BrokerHeartbeat {
+            broker_id: 0,
+            broker_epoch: epoch,
+            want_fence: false,
+            want_shut_down: true,
+        },
+        c.now_ms,
+    );
+    assert!(res.response.expect("accepted").should_shut_down);
+    c.commit(&res.records);
+    assert_eq!(c.partition("t", 0).isr, vec![1, 2]);
+    // The periodic heartbeat, sent before the ask, answered after it.
+    let reply = c.heartbeat(0, false);
+    assert!(reply.is_fenced && reply.should_shut_down, "{reply:?}");
+    assert!(c.image.broker(0).unwrap().fenced);
+    // Its leader, which saw it caught up, cannot take it back into the ISR.
+    assert_eq!(
+        code(&c.alter_isr("t", 0, vec![1, 2, 0])),
+        ResponseError::IneligibleReplica
+    );
+    assert_eq!(c.partition("t", 0).isr, vec![1, 2]);
+    // Restarted (a new registration), it is unfenced by its first heartbeat as ever.
+    c.register(0, None, 7);
+    let reply = c.heartbeat(0, false);
+    assert!(!reply.is_fenced && !reply.should_shut_down, "{reply:?}");
+    c.alter_isr("t", 0, vec![1, 2, 0]).expect("back in the ISR");
+}
+
 #[test]
 fn delta_between_two_images_matches_the_records_between_them() {
     let mut c = Cluster::with_brokers(&[0, 1, 2]);

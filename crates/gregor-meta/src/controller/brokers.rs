@@ -1,5 +1,6 @@
 //! Broker registration, heartbeats and fencing. A registered broker starts fenced and is
-//! unfenced by its first heartbeat that asks for it; a broker silent for
+//! unfenced by its first heartbeat that asks for it; one that asked for a controlled shutdown is
+//! fenced and stays so until it registers again; a broker silent for
 //! `broker.session.timeout.ms` is fenced: it leaves every ISR (except as the last member) and
 //! its leaderships move to other in-sync replicas, or to any live replica where unclean leader
 //! election is enabled. When it is unfenced, leaderless partitions it can lead get it back.
@@ -82,13 +83,12 @@ impl Controller {
                 && existing.endpoints == request.endpoints
                 && existing.rack == request.rack
             {
-                // A retried registration of the same process.
-                self.sessions.insert(
-                    id,
-                    BrokerSession {
-                        last_heartbeat_ms: now_ms,
-                    },
-                );
+                // A retried registration of the same process: the same session.
+                let s = self.sessions.entry(id).or_insert(BrokerSession {
+                    last_heartbeat_ms: now_ms,
+                    shutting_down: false,
+                });
+                s.last_heartbeat_ms = now_ms;
                 return ControllerResult::new(Vec::new(), Ok(existing.epoch));
             }
             if existing.incarnation_id != request.incarnation_id
@@ -128,6 +128,7 @@ impl Controller {
             id,
             BrokerSession {
                 last_heartbeat_ms: now_ms,
+                shutting_down: false,
             },
         );
         tracing::info!(broker = id, epoch, "registering broker");
@@ -163,12 +164,31 @@ impl Controller {
             );
         }
         let (fenced, epoch) = (b.fenced, b.epoch);
+        let shutting_down = hb.want_shut_down
+            || self
+                .sessions
+                .get(&hb.broker_id)
+                .is_some_and(|s| s.shutting_down);
         self.sessions.insert(
             hb.broker_id,
             BrokerSession {
                 last_heartbeat_ms: now_ms,
+                shutting_down,
             },
         );
+        if shutting_down && !hb.want_shut_down && fenced {
+            // A heartbeat without the ask after the broker asked to shut down (its periodic
+            // heartbeat crossing the shutdown request): the ask stands, as in Kafka, where a
+            // broker cannot take a controlled shutdown back. Unfencing it here would let its
+            // partitions' leaders take it back into their ISRs while it stops.
+            return ControllerResult::new(
+                Vec::new(),
+                Ok(BrokerHeartbeatReply {
+                    is_fenced: true,
+                    should_shut_down: true,
+                }),
+            );
+        }
         if hb.want_shut_down {
             // Fencing moves every leadership away and takes the broker out of the ISRs; a
             // fenced broker leads nothing, so it may stop once these records are committed.
@@ -217,6 +237,7 @@ impl Controller {
         for b in self.image.active_brokers() {
             let s = self.sessions.entry(b.id).or_insert(BrokerSession {
                 last_heartbeat_ms: now_ms,
+                shutting_down: false,
             });
             if now_ms - s.last_heartbeat_ms > timeout {
                 expired.push((b.id, b.epoch));
@@ -248,6 +269,7 @@ impl Controller {
                 id,
                 BrokerSession {
                     last_heartbeat_ms: i64::MIN / 2,
+                    shutting_down: false,
                 },
             );
         }

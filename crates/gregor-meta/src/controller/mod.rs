@@ -56,6 +56,10 @@ impl<T> ControllerResult<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct BrokerSession {
     last_heartbeat_ms: i64,
+    /// The broker asked for a controlled shutdown in this registration: it stays fenced until
+    /// it registers again, whatever heartbeat comes next (one sent before the ask may be
+    /// answered after it, and must not unfence it while it stops).
+    shutting_down: bool,
 }
 
 /// The controller state machine.
