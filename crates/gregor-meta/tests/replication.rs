@@ -762,16 +762,7 @@ fn controlled_shutdown_moves_leaderships_away_before_the_broker_stops() {
         .expect("created");
     let led_by_0 = (0..6).filter(|&p| c.partition("t", p).leader == 0).count();
     assert!(led_by_0 > 0, "broker 0 leads something before");
-    let epoch = c.image.broker(0).unwrap().epoch;
-    let res = c.controller.broker_heartbeat(
-        &BrokerHeartbeat {
-            broker_id: 0,
-            broker_epoch: epoch,
-            want_fence: false,
-            want_shut_down: true,
-        },
-        c.now_ms,
-    );
+    let res = c.send_heartbeat(0, false, true);
     let reply = res.response.expect("accepted");
     assert!(reply.should_shut_down && reply.is_fenced);
     c.commit(&res.records);
@@ -785,15 +776,7 @@ fn controlled_shutdown_moves_leaderships_away_before_the_broker_stops() {
     }
     assert!(c.image.broker(0).unwrap().fenced);
     // Asking again (a retried heartbeat) changes nothing more.
-    let again = c.controller.broker_heartbeat(
-        &BrokerHeartbeat {
-            broker_id: 0,
-            broker_epoch: epoch,
-            want_fence: false,
-            want_shut_down: true,
-        },
-        c.now_ms,
-    );
+    let again = c.send_heartbeat(0, false, true);
     assert!(again.records.is_empty());
     assert!(again.response.expect("accepted").should_shut_down);
 }
@@ -807,16 +790,7 @@ fn a_heartbeat_after_a_controlled_shutdown_request_does_not_take_it_back() {
     let mut c = Cluster::with_brokers(&[0, 1, 2]);
     c.create(CreatableTopic::new("t").with_assignment(vec![vec![1, 0, 2]]))
         .expect("created");
-    let epoch = c.image.broker(0).unwrap().epoch;
-    let res = c.controller.broker_heartbeat(
-        &BrokerHeartbeat {
-            broker_id: 0,
-            broker_epoch: epoch,
-            want_fence: false,
-            want_shut_down: true,
-        },
-        c.now_ms,
-    );
+    let res = c.send_heartbeat(0, false, true);
     assert!(res.response.expect("accepted").should_shut_down);
     c.commit(&res.records);
     assert_eq!(c.partition("t", 0).isr, vec![1, 2]);

@@ -427,7 +427,7 @@ fn read_all(
             max_bytes.saturating_sub(total)
         };
         let budget = t.max_bytes.min(left);
-        let first = total == 0 && !full;
+        let first = total == 0;
         let budget = if first { budget.max(1) } else { budget };
         let mut pr = read_one(t, budget, version, on)?;
         if !first && pr.records.len > budget {

@@ -176,20 +176,11 @@ impl Controller {
                 shutting_down,
             },
         );
-        if shutting_down && !hb.want_shut_down && fenced {
-            // A heartbeat without the ask after the broker asked to shut down (its periodic
-            // heartbeat crossing the shutdown request): the ask stands, as in Kafka, where a
-            // broker cannot take a controlled shutdown back. Unfencing it here would let its
-            // partitions' leaders take it back into their ISRs while it stops.
-            return ControllerResult::new(
-                Vec::new(),
-                Ok(BrokerHeartbeatReply {
-                    is_fenced: true,
-                    should_shut_down: true,
-                }),
-            );
-        }
-        if hb.want_shut_down {
+        // Once asked in this registration, the ask stands, as in Kafka, where a broker cannot
+        // take a controlled shutdown back: a heartbeat without it (the periodic one crossing the
+        // shutdown request) is answered as the request was, rather than unfencing the broker
+        // and letting its partitions' leaders take it back into their ISRs while it stops.
+        if shutting_down {
             // Fencing moves every leadership away and takes the broker out of the ISRs; a
             // fenced broker leads nothing, so it may stop once these records are committed.
             let mut staging = Staging::new(&self.image);

@@ -73,17 +73,27 @@ impl Cluster {
         epoch
     }
 
-    pub fn heartbeat(&mut self, id: BrokerId, want_fence: bool) -> BrokerHeartbeatReply {
+    /// A heartbeat from `id` in its current registration, its records not committed.
+    pub fn send_heartbeat(
+        &mut self,
+        id: BrokerId,
+        want_fence: bool,
+        want_shut_down: bool,
+    ) -> ControllerResult<Result<BrokerHeartbeatReply, ApiError>> {
         let epoch = self.image.broker(id).expect("registered").epoch;
-        let res = self.controller.broker_heartbeat(
+        self.controller.broker_heartbeat(
             &BrokerHeartbeat {
                 broker_id: id,
                 broker_epoch: epoch,
                 want_fence,
-                want_shut_down: false,
+                want_shut_down,
             },
             self.now_ms,
-        );
+        )
+    }
+
+    pub fn heartbeat(&mut self, id: BrokerId, want_fence: bool) -> BrokerHeartbeatReply {
+        let res = self.send_heartbeat(id, want_fence, false);
         let reply = res.response.expect("heartbeat accepted");
         self.commit(&res.records);
         reply
