@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use gregor_log::batch::BatchHeader;
+use gregor_log::batch::{crc32c_of, BatchHeader};
 use gregor_log::DurableToken;
 use kafka_protocol::ResponseError;
 
@@ -252,7 +252,7 @@ pub fn snapshot_bytes(states: &ProducerStates, offset: i64) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + body.len());
     out.extend_from_slice(SNAPSHOT_MAGIC);
     out.extend_from_slice(&offset.to_be_bytes());
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&offset.to_be_bytes()), &body);
+    let crc = crc32c_of(&[&offset.to_be_bytes(), &body]);
     out.extend_from_slice(&crc.to_be_bytes());
     out.extend_from_slice(&body);
     out
@@ -263,7 +263,7 @@ pub fn parse_snapshot(bytes: &[u8]) -> Option<(i64, ProducerStates)> {
     let rest = bytes.strip_prefix(SNAPSHOT_MAGIC)?;
     let (offset, rest) = rest.split_first_chunk::<8>()?;
     let (crc, body) = rest.split_first_chunk::<4>()?;
-    if crc32c::crc32c_append(crc32c::crc32c(offset), body) != u32::from_be_bytes(*crc) {
+    if crc32c_of(&[offset, body]) != u32::from_be_bytes(*crc) {
         return None;
     }
     let offset = i64::from_be_bytes(*offset);

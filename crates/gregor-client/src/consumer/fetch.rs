@@ -394,7 +394,7 @@ impl BatchHeader {
         }
         if check_crc {
             let supplied = u32::from_be_bytes([batch[17], batch[18], batch[19], batch[20]]);
-            let actual = crc32c::crc32c(&batch[CRC_START..]);
+            let actual = crc_fast::crc32_iscsi(&batch[CRC_START..]);
             if supplied != actual {
                 return Err(format!(
                     "CRC mismatch (batch says {supplied:#010x}, bytes give {actual:#010x})"
