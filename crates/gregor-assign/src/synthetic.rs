@@ -37,7 +37,7 @@ impl Synthetic {
     pub fn subscribes(&self, i: u32, j: u32) -> bool {
         match self.subscriptions {
             Subscriptions::Uniform => true,
-            Subscriptions::Nonuniform => (i + j) % 3 != 0 || j == i % self.topics,
+            Subscriptions::Nonuniform => !(i + j).is_multiple_of(3) || j == i % self.topics,
         }
     }
 

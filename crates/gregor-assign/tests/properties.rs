@@ -238,7 +238,7 @@ fn materialize(p: Params, s: Seeds) -> Case {
         }
         let group_instance_id = (p.instances && r.instance % 3 == 0).then(|| {
             let k = s.instance_perm[i];
-            if k % 2 == 0 {
+            if k.is_multiple_of(2) {
                 format!("i{k}")
             } else {
                 format!("\u{FF61}i{k}")
@@ -294,7 +294,7 @@ fn materialize(p: Params, s: Seeds) -> Case {
                 let mut x = seed >> 4;
                 for _ in 0..claimants {
                     // Mostly a subscriber of the topic, sometimes any member.
-                    let m = if !subscribers.is_empty() && x % 4 != 0 {
+                    let m = if !subscribers.is_empty() && !x.is_multiple_of(4) {
                         subscribers[(x as usize / 4) % subscribers.len()]
                     } else {
                         (x as usize / 4) % n

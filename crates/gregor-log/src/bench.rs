@@ -99,7 +99,7 @@ fn mb(bytes: u64, d: Duration) -> f64 {
 }
 
 fn label(b: usize) -> String {
-    if b >= 1 << 20 && b % (1 << 20) == 0 {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
         format!("{}MiB", b >> 20)
     } else {
         format!("{}KiB", b >> 10)

@@ -83,7 +83,7 @@ impl OffsetIndex {
     /// Parse and sanity-check an index file against its segment (`size` bytes, offsets below
     /// `rel_limit`). Kafka's `sanityCheck` plus monotonicity.
     pub fn decode(bytes: &[u8], size: u64, rel_limit: u64) -> Result<OffsetIndex, String> {
-        if bytes.len() % OFFSET_ENTRY != 0 {
+        if !bytes.len().is_multiple_of(OFFSET_ENTRY) {
             return Err(format!("length {} is not a multiple of 8", bytes.len()));
         }
         let mut idx = OffsetIndex::default();
@@ -154,7 +154,7 @@ impl TimeIndex {
     }
 
     pub fn decode(bytes: &[u8], rel_limit: u64) -> Result<TimeIndex, String> {
-        if bytes.len() % TIME_ENTRY != 0 {
+        if !bytes.len().is_multiple_of(TIME_ENTRY) {
             return Err(format!("length {} is not a multiple of 12", bytes.len()));
         }
         let mut idx = TimeIndex::default();

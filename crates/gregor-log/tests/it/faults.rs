@@ -221,7 +221,7 @@ fn a_simulated_slow_disk_charges_each_sync_to_the_thread_that_ran_it() {
         .expect("append");
     let owed = gregor_log::take_simulated_delay().as_millis();
     assert!(
-        owed >= 250 && owed % 250 == 0,
+        owed >= 250 && owed.is_multiple_of(250),
         "each sync of the append owes 250 ms: {owed}"
     );
     assert_eq!(gregor_log::take_simulated_delay().as_millis(), 0, "taken");
