@@ -189,13 +189,16 @@ impl Consumer {
         self.decode_landed().await;
     }
 
-    /// Decodes the answers buffered undecoded. The Fetches that follow them were sent first;
-    /// on a current-thread runtime the connection's writer only puts them on the wire when
-    /// this task waits, so it yields once before decoding: the broker then prepares the next
-    /// answer while this one is decoded. A partition whose batches do not decode is handled
-    /// as a partition error (its buffer dropped, fetched again after `retry.backoff.ms`).
+    /// Decodes the answers buffered undecoded, as far as the next `poll` returns (see
+    /// [`super::prefetch::Buffer::decode_pending`]). The Fetches that follow them were sent
+    /// first; on a current-thread runtime the connection's writer only puts them on the wire
+    /// when this task waits, so it yields once before decoding: the broker then prepares the
+    /// next answer while this one is decoded. A partition whose batches do not decode is
+    /// handled as a partition error (its buffer dropped, fetched again after
+    /// `retry.backoff.ms`).
     async fn decode_landed(&mut self) {
-        if !self.fetcher.buffer.has_undecoded() {
+        let want = self.settings.max_poll_records;
+        if !self.fetcher.buffer.needs_decoding(want) {
             return;
         }
         if self.fetch_in_flight() {
@@ -205,7 +208,7 @@ impl Consumer {
         let failed = self
             .fetcher
             .buffer
-            .decode_pending(|tp, batches, asked, spare| {
+            .decode_pending(want, |tp, batches, asked, spare| {
                 fetch::decode_records_into(tp, batches, asked, check_crcs, spare)
                     .map(|(records, _)| records)
                     .map_err(|reason| fetch::corrupt(tp, reason))

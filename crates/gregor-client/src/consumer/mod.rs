@@ -359,6 +359,11 @@ impl Consumer {
                 }
                 return Ok(records);
             }
+            if self.fetcher.buffer.has_undecoded() {
+                // The records decoded ahead were all skipped (their partitions paused or
+                // revoked meanwhile): decode the next ones rather than wait.
+                continue;
+            }
             let now = self.now();
             if now >= deadline {
                 return Ok(Vec::new());

@@ -326,7 +326,7 @@ fn undecoded_chunks_are_never_taken_or_skipped_and_decode_failures_are_reported(
     assert_eq!(pos.at[&tp(0)], 0);
 
     let mut seen = Vec::new();
-    let failed = b.decode_pending(|tp, batches, asked, _spare| {
+    let failed = b.decode_pending(usize::MAX, |tp, batches, asked, _spare| {
         seen.push((tp.partition, batches.clone(), asked));
         if &batches[..] == b"corrupt" {
             Err(format!("{tp}: bad"))
@@ -340,7 +340,9 @@ fn undecoded_chunks_are_never_taken_or_skipped_and_decode_failures_are_reported(
     assert!(!b.has_undecoded());
     // Decoded once: a second pass does nothing.
     assert!(b
-        .decode_pending(|_, _, _, _| Err::<Vec<ConsumerRecord>, _>("again"))
+        .decode_pending(usize::MAX, |_, _, _, _| Err::<Vec<ConsumerRecord>, _>(
+            "again"
+        ))
         .is_empty());
     b.drop_partition(&tp(2));
     let all = b.take(10, &mut pos);
@@ -403,7 +405,7 @@ fn a_used_up_chunks_record_vector_is_handed_to_the_next_decode() {
     raw.undecoded = Some((Bytes::from_static(b"batches"), 100));
     b.push(raw);
     let mut spare_capacity = None;
-    let failed = b.decode_pending(|tp, _, asked, mut spare| {
+    let failed = b.decode_pending(usize::MAX, |tp, _, asked, mut spare| {
         assert!(spare.is_empty());
         spare_capacity = Some(spare.capacity());
         spare.extend((asked..asked + 3).map(|o| record(tp.partition, o)));
@@ -420,7 +422,7 @@ fn a_used_up_chunks_record_vector_is_handed_to_the_next_decode() {
     let mut raw = chunk(0, 1, 0..0, 3, 10);
     raw.undecoded = Some((Bytes::from_static(b"batches"), 0));
     fresh.push(raw);
-    fresh.decode_pending(|_, _, _, spare| {
+    fresh.decode_pending(usize::MAX, |_, _, _, spare| {
         assert_eq!(spare.capacity(), 0);
         Ok::<_, String>(spare)
     });
@@ -473,4 +475,80 @@ fn no_fetchable_leader_means_an_empty_plan() {
         let planned = plan(candidates(), load, LIMITS);
         assert_eq!(l.none_fetchable(load, LIMITS), planned.is_empty());
     }
+}
+
+/// An undecoded chunk of partition `p` whose decoding yields `n` records from the offset asked.
+fn raw_chunk(p: i32, asked: i64, n: i64) -> Chunk {
+    let mut c = chunk(p, 1, 0..0, asked + n, 10);
+    c.undecoded = Some((Bytes::from(n.to_string()), asked));
+    c
+}
+
+fn decode_count(
+    tp: &TopicPartition,
+    batches: Bytes,
+    asked: i64,
+) -> Result<Vec<ConsumerRecord>, String> {
+    let n: i64 = std::str::from_utf8(&batches).unwrap().parse().unwrap();
+    Ok((asked..asked + n)
+        .map(|o| record(tp.partition, o))
+        .collect())
+}
+
+#[test]
+fn chunks_are_decoded_only_as_far_as_the_next_take_returns() {
+    let mut b = Buffer::default();
+    for p in 0..4 {
+        b.push(raw_chunk(p, 0, 3));
+    }
+    let mut pos = TestPositions::default();
+    for p in 0..4 {
+        pos.at.insert(tp(p), 0);
+    }
+    let decoded = std::cell::RefCell::new(Vec::new());
+    let decode = |tp: &TopicPartition, batches: Bytes, asked: i64, _spare| {
+        decoded.borrow_mut().push(tp.partition);
+        decode_count(tp, batches, asked)
+    };
+    // Four records wanted: the first two chunks (3 + 3) are decoded, the others wait.
+    assert!(b.needs_decoding(4));
+    assert!(b.decode_pending(4, decode).is_empty());
+    assert_eq!(*decoded.borrow(), vec![0, 1]);
+    assert!(b.has_undecoded() && !b.needs_decoding(4));
+    assert_eq!(b.take(4, &mut pos).len(), 4);
+    // Two records left decoded ahead: the next chunk is decoded for the next four.
+    assert!(b.needs_decoding(4));
+    assert!(b.decode_pending(4, decode).is_empty());
+    assert_eq!(*decoded.borrow(), vec![0, 1, 2]);
+    assert_eq!(
+        offsets(&b.take(4, &mut pos)),
+        vec![(1, 1), (1, 2), (2, 0), (2, 1)]
+    );
+    // A take stops at an undecoded chunk rather than pass it.
+    assert_eq!(offsets(&b.take(4, &mut pos)), vec![(2, 2)]);
+    assert!(b.decode_pending(4, decode).is_empty());
+    assert_eq!(*decoded.borrow(), vec![0, 1, 2, 3]);
+    assert!(!b.has_undecoded() && !b.needs_decoding(4));
+    assert_eq!(b.take(4, &mut pos).len(), 3);
+    assert!(b.is_empty() && b.bytes() == 0);
+}
+
+#[test]
+fn dropping_or_skipping_undecoded_chunks_keeps_the_count_of_undecoded_ones() {
+    let mut b = Buffer::default();
+    b.push(raw_chunk(0, 0, 2));
+    b.push(raw_chunk(1, 0, 2));
+    b.push(raw_chunk(0, 2, 2));
+    b.drop_partition(&tp(0));
+    assert!(b.has_undecoded());
+    let mut pos = TestPositions::default();
+    pos.at.insert(tp(1), 0);
+    // Paused after the answer landed: its decoded records are skipped and nothing is left.
+    pos.paused.insert(tp(1));
+    assert!(b
+        .decode_pending(1, |tp, batches, asked, _| decode_count(tp, batches, asked))
+        .is_empty());
+    assert!(!b.has_undecoded());
+    assert!(b.take(10, &mut pos).is_empty());
+    assert!(b.is_empty() && b.bytes() == 0);
 }
