@@ -479,7 +479,7 @@ impl Consumer {
                     };
                     let bytes = f.raw.bytes();
                     let (records, undecoded) = match f.decoded {
-                        Some(records) => (records.into(), None),
+                        Some(records) => (records, None),
                         None => (Default::default(), Some((f.raw.batches, asked))),
                     };
                     self.fetcher.buffer.push(Chunk {

@@ -193,7 +193,10 @@ pub struct Chunk {
     pub tp: TopicPartition,
     /// The broker it came from (its bytes count against that broker until returned).
     pub broker: i32,
-    pub records: VecDeque<ConsumerRecord>,
+    /// Decoded, not yet returned, in offset order (a `Vec`, not a `VecDeque`: a whole chunk
+    /// is moved out with one copy, where a deque's drain moved the 136-byte records one call
+    /// at a time).
+    pub records: Vec<ConsumerRecord>,
     /// The record batches as received and the offset they were asked from, until
     /// [`Buffer::decode_pending`] turns them into `records` (answers are buffered first, so
     /// that the partition's next Fetch goes out before they are decoded).
@@ -344,7 +347,7 @@ impl Buffer {
                 self.undecoded -= 1;
                 let spare = self.spare.pop().unwrap_or_default();
                 match decode(&c.tp, batches, asked, spare) {
-                    Ok(records) => c.records = records.into(),
+                    Ok(records) => c.records = records,
                     Err(e) => failed.push((c.tp.clone(), e)),
                 }
             }
@@ -374,17 +377,23 @@ impl Buffer {
                 continue;
             };
             let n = (max - out.len()).min(chunk.records.len());
-            if in_order_from(chunk.records.range(..n), position) {
+            if in_order_from(chunk.records[..n].iter(), position) {
                 // The usual case, every record at or past the position and in offset order:
-                // moved with one `drain` (popped one by one, each 136-byte record was copied
-                // once more on the way).
+                // moved in bulk (popped one by one, each 136-byte record was copied once more
+                // on the way).
                 if let Some(r) = chunk.records.get(n.wrapping_sub(1)) {
                     position = r.offset.saturating_add(1);
                 }
-                out.extend(chunk.records.drain(..n));
+                if n == chunk.records.len() {
+                    out.append(&mut chunk.records);
+                } else {
+                    // The rest moves to the front once; at most once per `take`.
+                    out.extend(chunk.records.drain(..n));
+                }
             } else {
+                let mut rest = std::mem::take(&mut chunk.records).into_iter();
                 while out.len() < max {
-                    let Some(r) = chunk.records.pop_front() else {
+                    let Some(r) = rest.next() else {
                         break;
                     };
                     if r.offset >= position {
@@ -392,6 +401,7 @@ impl Buffer {
                         out.push(r);
                     }
                 }
+                chunk.records = rest.collect();
             }
             let tp = chunk.tp.clone();
             if chunk.records.is_empty() {
@@ -399,7 +409,7 @@ impl Buffer {
                 self.used_up(&chunk);
                 if self.spare.len() < SPARE_VECS {
                     // Empty: no record moves, the allocation is kept.
-                    self.spare.push(Vec::from(chunk.records));
+                    self.spare.push(chunk.records);
                 }
             } else {
                 self.chunks.push_front(chunk);
