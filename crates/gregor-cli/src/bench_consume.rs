@@ -71,6 +71,10 @@ pub struct ConsumeArgs {
     /// default, ...); each series reports its median run.
     #[arg(long, default_value_t = 1)]
     pub kcat_runs: usize,
+    /// Runs of the Gregor consumer per case (each in a fresh group), after the kcat series;
+    /// it reports its median run, as each kcat series does.
+    #[arg(long, default_value_t = 1)]
+    pub gregor_runs: usize,
     /// Leave out the librdkafka run against a replay of the broker's answers from memory
     /// (it runs kcat once more per case and once more per run of each series, and holds the
     /// topic's answers in memory).
@@ -198,7 +202,7 @@ pub struct ConsumeCase {
     /// within its smaller requests where they differ from the recorded ones).
     pub librdkafka_tuned_replay: Option<ReplayFigure>,
     pub gregor: ConsumerFigure,
-    /// The Gregor consumer's group join, before its first record.
+    /// The Gregor consumer's group join, before its first record (the median of its runs).
     pub gregor_join_s: f64,
 }
 
@@ -211,6 +215,9 @@ fn validate(a: &ConsumeArgs) -> Result<()> {
     }
     if !(1..=1000).contains(&a.kcat_runs) {
         bail!("--kcat-runs must be between 1 and 1000");
+    }
+    if !(1..=1000).contains(&a.gregor_runs) {
+        bail!("--gregor-runs must be between 1 and 1000");
     }
     if a.mb == 0 || a.record_bytes == 0 || a.batch_records == 0 {
         bail!("--mb, --record-bytes and --batch-records must be at least 1");
@@ -411,10 +418,11 @@ async fn kcat(a: &ConsumeArgs, args: &[String], records: u64) -> Result<f64> {
 async fn gregor_consume(
     a: &ConsumeArgs,
     topic: &str,
+    run: usize,
     records: u64,
     ticks: f64,
 ) -> Result<(f64, f64, Option<f64>)> {
-    let group = format!("{topic}-group");
+    let group = format!("{topic}-group-{run}");
     let mut c = ConsumerConfig::new(&a.bootstrap_server, &group)?;
     c.auto_offset_reset = AutoOffsetReset::Earliest;
     c.enable_auto_commit = false;
@@ -605,17 +613,28 @@ async fn case(
         let args = kcat_args(&a.bootstrap_server, &topic, records, &a.kcat_tuned);
         format!("{} {}", a.kcat, args.join(" "))
     });
-    let before = cpu(a.broker_pid)?;
-    let started = Instant::now();
-    let (secs, join, client) = gregor_consume(a, &topic, records, ticks).await?;
-    let broker_wall = started.elapsed().as_secs_f64();
-    let broker = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
-    let used = CpuUsed {
-        broker,
-        broker_wall,
-        client,
-    };
-    let gregor = figure(records, bytes, secs, loop_mb, used, cores);
+    let mut gregor_runs = Vec::new();
+    let mut joins = Vec::new();
+    for run in 0..a.gregor_runs {
+        let before = cpu(a.broker_pid)?;
+        let started = Instant::now();
+        let (secs, join, client) = gregor_consume(a, &topic, run, records, ticks).await?;
+        let broker_wall = started.elapsed().as_secs_f64();
+        let broker = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
+        let used = CpuUsed {
+            broker,
+            broker_wall,
+            client,
+        };
+        gregor_runs.push(figure(records, bytes, secs, loop_mb, used, cores));
+        joins.push(join);
+    }
+    joins.sort_by(f64::total_cmp);
+    let join = joins
+        .get(joins.len().saturating_sub(1) / 2)
+        .copied()
+        .unwrap_or_default();
+    let gregor = median_run(gregor_runs).context("no Gregor consumer run")?;
     if let Err(e) = admin
         .delete_topics(std::slice::from_ref(&topic), 30_000)
         .await

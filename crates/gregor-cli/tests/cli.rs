@@ -519,6 +519,8 @@ fn bench_produce_and_consume_against_a_broker() {
         "1,3",
         "--mb",
         "2",
+        "--gregor-runs",
+        "2",
         "--raw-dir",
         raw_dir,
         "--json",
@@ -544,6 +546,12 @@ fn bench_produce_and_consume_against_a_broker() {
         let records = c["records"].as_u64().expect("records");
         assert!(records > 0, "{c}");
         assert_eq!(c["gregor"]["records"].as_u64(), Some(records), "{c}");
+        // Two Gregor runs (each a fresh group reading the whole topic); the median reported.
+        let gregor_runs = c["gregor"]["runs_mb_per_s"].as_array().expect("runs");
+        assert_eq!(gregor_runs.len(), 2, "{c}");
+        assert!(gregor_runs
+            .iter()
+            .any(|r| r.as_f64() == c["gregor"]["mb_per_s"].as_f64()));
         for field in ["loopback_mb_per_s", "page_cache_mb_per_s"] {
             assert!(c[field].as_f64().expect(field) > 0.0, "{field}: {c}");
         }
@@ -611,6 +619,8 @@ fn bench_produce_and_consume_against_a_broker() {
     assert!(err.contains("--loopback-reads"), "{err}");
     let err = fails(&["bench", "consume", "--kcat-runs", "0"], None);
     assert!(err.contains("--kcat-runs"), "{err}");
+    let err = fails(&["bench", "consume", "--gregor-runs", "0"], None);
+    assert!(err.contains("--gregor-runs"), "{err}");
     let err = fails(
         &[
             "bench",
