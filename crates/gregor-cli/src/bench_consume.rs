@@ -14,7 +14,8 @@
 //!
 //! next to two baselines moving the same number of bytes: a page-cache read of a file holding
 //! them (`raw_read`), and loopback TCP (a plain socket sender and receiver in this process,
-//! once per receiver read size in `--loopback-reads`; the fastest is the baseline).
+//! `--loopback-runs` times per receiver read size in `--loopback-reads`, each read size's
+//! median run reported; the fastest of those is the baseline).
 //! Each consumer's figure is also given as a ratio of loopback, and, with `--broker-pid`, as
 //! the broker's CPU seconds (user + system, from `/proc/<pid>/stat`) per GB read. The topic is
 //! deleted after its case.
@@ -94,6 +95,12 @@ pub struct ConsumeArgs {
     /// as 2x in some runs on the project's machine.
     #[arg(long, value_delimiter = ',', default_values_t = [65_536, 1_048_576])]
     pub loopback_reads: Vec<usize>,
+    /// Runs of loopback per read size per case (alternated between the read sizes); each
+    /// read size reports its median run, as the consumers do, and the baseline is the read
+    /// size with the fastest median. One run of loopback moved 1.9 to 5.3 GB/s between cases
+    /// of one bench on the project's machine, more than any consumer's runs.
+    #[arg(long, default_value_t = 1)]
+    pub loopback_runs: usize,
     /// Directory for the page-cache baseline's scratch file.
     #[arg(long, default_value = ".")]
     pub raw_dir: PathBuf,
@@ -143,6 +150,9 @@ pub struct LoopbackFigure {
     /// The receiver's read size.
     pub read_bytes: usize,
     pub mb_per_s: f64,
+    /// Every run's MB/s at this read size, in the order run; with several
+    /// (`--loopback-runs`), this figure is the median run's.
+    pub runs_mb_per_s: Vec<f64>,
     /// The sending thread's CPU seconds (user + system) per GB sent.
     pub sender_cpu_s_per_gb: f64,
     /// The receiving thread's CPU seconds per GB received: the least any consumer reading
@@ -218,6 +228,9 @@ fn validate(a: &ConsumeArgs) -> Result<()> {
     }
     if !(1..=1000).contains(&a.gregor_runs) {
         bail!("--gregor-runs must be between 1 and 1000");
+    }
+    if !(1..=1000).contains(&a.loopback_runs) {
+        bail!("--loopback-runs must be between 1 and 1000");
     }
     if a.mb == 0 || a.record_bytes == 0 || a.batch_records == 0 {
         bail!("--mb, --record-bytes and --batch-records must be at least 1");
@@ -311,9 +324,11 @@ fn loopback(bytes: u64, read_bytes: usize) -> Result<LoopbackFigure> {
         .map_err(|_| anyhow::anyhow!("loopback sender panicked"))??;
     let gb = bytes as f64 / 1e9;
     let receiver_cpu_s_per_gb = receiver_ms / 1e3 / gb;
+    let mb_per_s = bytes as f64 / 1e6 / secs.max(1e-9);
     Ok(LoopbackFigure {
         read_bytes,
-        mb_per_s: bytes as f64 / 1e6 / secs.max(1e-9),
+        mb_per_s,
+        runs_mb_per_s: vec![mb_per_s],
         sender_cpu_s_per_gb: sender_ms / 1e3 / gb,
         receiver_cpu_s_per_gb,
         receiver_ceiling_mb_per_s: ceiling(receiver_cpu_s_per_gb),
@@ -523,13 +538,19 @@ async fn case(
     fill(client, &topic, leaders.clone(), batch.clone(), batches).await?;
     let bytes = batches * batch.len() as u64;
     let records = batches * a.batch_records as u64;
-    let mut loopback_runs = Vec::new();
-    for &read_bytes in &a.loopback_reads {
-        let run = tokio::task::spawn_blocking(move || loopback(bytes, read_bytes))
-            .await
-            .context("loopback")??;
-        loopback_runs.push(run);
+    let mut by_read_size: Vec<Vec<LoopbackFigure>> = vec![Vec::new(); a.loopback_reads.len()];
+    for _ in 0..a.loopback_runs {
+        for (runs, &read_bytes) in by_read_size.iter_mut().zip(&a.loopback_reads) {
+            let run = tokio::task::spawn_blocking(move || loopback(bytes, read_bytes))
+                .await
+                .context("loopback")??;
+            runs.push(run);
+        }
     }
+    let loopback_runs: Vec<LoopbackFigure> = by_read_size
+        .into_iter()
+        .filter_map(median_loopback)
+        .collect();
     let loopback = loopback_runs
         .iter()
         .max_by(|x, y| x.mb_per_s.total_cmp(&y.mb_per_s))
@@ -677,12 +698,26 @@ async fn broker_fetch_max_bytes(admin: &Admin, broker: i32) -> Option<u64> {
 /// The run of median MB/s (the lower of the two middle ones for an even count), with every
 /// run's MB/s in the order run.
 fn median_run(runs: Vec<ConsumerFigure>) -> Option<ConsumerFigure> {
-    let all: Vec<f64> = runs.iter().map(|r| r.mb_per_s).collect();
+    median_by(runs, |r| r.mb_per_s, |r, all| r.runs_mb_per_s = all)
+}
+
+/// Loopback's run of median MB/s at one read size (as [`median_run`]).
+fn median_loopback(runs: Vec<LoopbackFigure>) -> Option<LoopbackFigure> {
+    median_by(runs, |r| r.mb_per_s, |r, all| r.runs_mb_per_s = all)
+}
+
+/// The run of median `mb_per_s`, given every run's in the order run by `keep_all`.
+fn median_by<T>(
+    runs: Vec<T>,
+    mb_per_s: impl Fn(&T) -> f64,
+    keep_all: impl FnOnce(&mut T, Vec<f64>),
+) -> Option<T> {
+    let all: Vec<f64> = runs.iter().map(&mb_per_s).collect();
     let mut sorted = runs;
-    sorted.sort_by(|x, y| x.mb_per_s.total_cmp(&y.mb_per_s));
+    sorted.sort_by(|x, y| mb_per_s(x).total_cmp(&mb_per_s(y)));
     let mid = sorted.len().checked_sub(1)? / 2;
     let mut median = sorted.swap_remove(mid);
-    median.runs_mb_per_s = all;
+    keep_all(&mut median, all);
     Some(median)
 }
 
@@ -830,6 +865,14 @@ pub fn render(c: &ConsumeCase) -> String {
             l.receiver_ceiling_mb_per_s.unwrap_or(0.0),
             if l.read_bytes == c.loopback.read_bytes { " (the baseline)" } else { "" }
         );
+        if l.runs_mb_per_s.len() > 1 {
+            let runs: Vec<String> = l.runs_mb_per_s.iter().map(|r| format!("{r:.0}")).collect();
+            s += &format!(
+                "    the median of {} runs (MB/s, in order: {})\n",
+                runs.len(),
+                runs.join(", ")
+            );
+        }
     }
     if let Some(f) = &c.librdkafka {
         s += &render_figure("librdkafka", f);

@@ -521,6 +521,8 @@ fn bench_produce_and_consume_against_a_broker() {
         "2",
         "--gregor-runs",
         "2",
+        "--loopback-runs",
+        "3",
         "--raw-dir",
         raw_dir,
         "--json",
@@ -568,6 +570,19 @@ fn bench_produce_and_consume_against_a_broker() {
             .map(|r| r["read_bytes"].as_u64().expect("read_bytes"))
             .collect();
         assert_eq!(reads, [65_536, 1_048_576], "{c}");
+        // Three runs per read size, each read size reporting its median one.
+        for r in runs {
+            let all: Vec<f64> = r["runs_mb_per_s"]
+                .as_array()
+                .expect("runs_mb_per_s")
+                .iter()
+                .map(|v| v.as_f64().expect("MB/s"))
+                .collect();
+            assert_eq!(all.len(), 3, "{c}");
+            let mut sorted = all.clone();
+            sorted.sort_by(f64::total_cmp);
+            assert_eq!(r["mb_per_s"].as_f64(), Some(sorted[1]), "{c}");
+        }
         let fastest = runs
             .iter()
             .map(|r| r["mb_per_s"].as_f64().expect("mb_per_s"))
@@ -621,6 +636,8 @@ fn bench_produce_and_consume_against_a_broker() {
     assert!(err.contains("--kcat-runs"), "{err}");
     let err = fails(&["bench", "consume", "--gregor-runs", "0"], None);
     assert!(err.contains("--gregor-runs"), "{err}");
+    let err = fails(&["bench", "consume", "--loopback-runs", "0"], None);
+    assert!(err.contains("--loopback-runs"), "{err}");
     let err = fails(
         &[
             "bench",
