@@ -806,19 +806,25 @@ pub async fn run(a: ConsumeArgs) -> Result<Vec<ConsumeCase>> {
     Ok(out)
 }
 
+/// The line listing every run's MB/s, when there were several (empty otherwise).
+fn render_runs(runs: &[f64]) -> String {
+    if runs.len() < 2 {
+        return String::new();
+    }
+    let each: Vec<String> = runs.iter().map(|r| format!("{r:.0}")).collect();
+    format!(
+        "    the median of {} runs (MB/s, in order: {})\n",
+        each.len(),
+        each.join(", ")
+    )
+}
+
 fn render_figure(name: &str, f: &ConsumerFigure) -> String {
     let mut s = format!(
         "  {name:<17} {:>8.1} MB/s  {:.2} of loopback\n",
         f.mb_per_s, f.ratio_to_loopback
     );
-    if f.runs_mb_per_s.len() > 1 {
-        let runs: Vec<String> = f.runs_mb_per_s.iter().map(|r| format!("{r:.0}")).collect();
-        s += &format!(
-            "    the median of {} runs (MB/s, in order: {})\n",
-            runs.len(),
-            runs.join(", ")
-        );
-    }
+    s += &render_runs(&f.runs_mb_per_s);
     let cpu = |who: &str, per_gb: Option<f64>, share: Option<f64>, ceil: Option<f64>| {
         per_gb.map_or(String::new(), |c| {
             format!(
@@ -865,14 +871,7 @@ pub fn render(c: &ConsumeCase) -> String {
             l.receiver_ceiling_mb_per_s.unwrap_or(0.0),
             if l.read_bytes == c.loopback.read_bytes { " (the baseline)" } else { "" }
         );
-        if l.runs_mb_per_s.len() > 1 {
-            let runs: Vec<String> = l.runs_mb_per_s.iter().map(|r| format!("{r:.0}")).collect();
-            s += &format!(
-                "    the median of {} runs (MB/s, in order: {})\n",
-                runs.len(),
-                runs.join(", ")
-            );
-        }
+        s += &render_runs(&l.runs_mb_per_s);
     }
     if let Some(f) = &c.librdkafka {
         s += &render_figure("librdkafka", f);
