@@ -10,7 +10,8 @@
 //!     from memory (`bench_replay`): the ceiling no broker can pass with each consumer on
 //!     this machine, next to which the broker's figure is also given,
 //!   - the Gregor client's `Consumer` in a fresh group (timed from its first record to the
-//!     last; the group join before is reported apart),
+//!     last; the group join before is reported apart), twice: with the client's defaults and
+//!     with `fetch.max.bytes` of `--gregor-tuned-fetch-max-bytes`,
 //!
 //! next to two baselines moving the same number of bytes: a page-cache read of a file holding
 //! them (`raw_read`), and loopback TCP (a plain socket sender and receiver in this process,
@@ -76,6 +77,13 @@ pub struct ConsumeArgs {
     /// it reports its median run, as each kcat series does.
     #[arg(long, default_value_t = 1)]
     pub gregor_runs: usize,
+    /// `fetch.max.bytes` for a second Gregor consumer series, alternated run by run with the
+    /// one with the client's defaults (50 MiB, Kafka's); 0: no second series. The default, 8
+    /// MiB, keeps a consumer's answers and buffer near the CPU's caches: with many partitions
+    /// it read faster here at less CPU (BENCHMARKS.md), a setting for short round trips (one
+    /// Fetch in flight per broker carries at most half of it per round trip).
+    #[arg(long, default_value_t = 8 << 20)]
+    pub gregor_tuned_fetch_max_bytes: i32,
     /// Leave out the librdkafka run against a replay of the broker's answers from memory
     /// (it runs kcat once more per case and once more per run of each series, and holds the
     /// topic's answers in memory).
@@ -212,6 +220,9 @@ pub struct ConsumeCase {
     /// within its smaller requests where they differ from the recorded ones).
     pub librdkafka_tuned_replay: Option<ReplayFigure>,
     pub gregor: ConsumerFigure,
+    /// The Gregor consumer with `fetch.max.bytes` of `--gregor-tuned-fetch-max-bytes`.
+    pub gregor_tuned: Option<ConsumerFigure>,
+    pub gregor_tuned_fetch_max_bytes: Option<i32>,
     /// The Gregor consumer's group join, before its first record (the median of its runs).
     pub gregor_join_s: f64,
 }
@@ -228,6 +239,9 @@ fn validate(a: &ConsumeArgs) -> Result<()> {
     }
     if !(1..=1000).contains(&a.gregor_runs) {
         bail!("--gregor-runs must be between 1 and 1000");
+    }
+    if a.gregor_tuned_fetch_max_bytes < 0 {
+        bail!("--gregor-tuned-fetch-max-bytes must be 0 (no tuned series) or a byte count");
     }
     if !(1..=1000).contains(&a.loopback_runs) {
         bail!("--loopback-runs must be between 1 and 1000");
@@ -434,11 +448,15 @@ async fn gregor_consume(
     a: &ConsumeArgs,
     topic: &str,
     run: usize,
+    fetch_max_bytes: Option<i32>,
     records: u64,
     ticks: f64,
 ) -> Result<(f64, f64, Option<f64>)> {
     let group = format!("{topic}-group-{run}");
     let mut c = ConsumerConfig::new(&a.bootstrap_server, &group)?;
+    if let Some(n) = fetch_max_bytes {
+        c.fetch_max_bytes = n;
+    }
     c.auto_offset_reset = AutoOffsetReset::Earliest;
     c.enable_auto_commit = false;
     let mut consumer = Consumer::new(c).await?;
@@ -634,22 +652,37 @@ async fn case(
         let args = kcat_args(&a.bootstrap_server, &topic, records, &a.kcat_tuned);
         format!("{} {}", a.kcat, args.join(" "))
     });
-    let mut gregor_runs = Vec::new();
+    let tuned_fetch_max =
+        (a.gregor_tuned_fetch_max_bytes > 0).then_some(a.gregor_tuned_fetch_max_bytes);
+    let (mut gregor_runs, mut gregor_tuned_runs) = (Vec::new(), Vec::new());
     let mut joins = Vec::new();
+    // Alternated, as the kcat series are.
     for run in 0..a.gregor_runs {
-        let before = cpu(a.broker_pid)?;
-        let started = Instant::now();
-        let (secs, join, client) = gregor_consume(a, &topic, run, records, ticks).await?;
-        let broker_wall = started.elapsed().as_secs_f64();
-        let broker = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
-        let used = CpuUsed {
-            broker,
-            broker_wall,
-            client,
-        };
-        gregor_runs.push(figure(records, bytes, secs, loop_mb, used, cores));
-        joins.push(join);
+        let series = [Some(None), tuned_fetch_max.map(Some)];
+        for fetch_max in series.into_iter().flatten() {
+            let tuned = fetch_max.is_some();
+            let before = cpu(a.broker_pid)?;
+            let started = Instant::now();
+            let group_run = 2 * run + usize::from(tuned);
+            let (secs, join, client) =
+                gregor_consume(a, &topic, group_run, fetch_max, records, ticks).await?;
+            let broker_wall = started.elapsed().as_secs_f64();
+            let broker = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
+            let used = CpuUsed {
+                broker,
+                broker_wall,
+                client,
+            };
+            let f = figure(records, bytes, secs, loop_mb, used, cores);
+            if tuned {
+                gregor_tuned_runs.push(f);
+            } else {
+                gregor_runs.push(f);
+                joins.push(join);
+            }
+        }
     }
+    let gregor_tuned = median_run(gregor_tuned_runs);
     joins.sort_by(f64::total_cmp);
     let join = joins
         .get(joins.len().saturating_sub(1) / 2)
@@ -676,6 +709,8 @@ async fn case(
         librdkafka_replay,
         librdkafka_tuned_replay,
         gregor,
+        gregor_tuned,
+        gregor_tuned_fetch_max_bytes: tuned_fetch_max,
         gregor_join_s: join,
     })
 }
@@ -899,6 +934,10 @@ pub fn render(c: &ConsumeCase) -> String {
         );
     }
     s += &render_figure("gregor", &c.gregor);
+    if let (Some(f), Some(n)) = (&c.gregor_tuned, c.gregor_tuned_fetch_max_bytes) {
+        s += &render_figure("gregor, tuned", f);
+        s += &format!("    (fetch.max.bytes={n})\n");
+    }
     s += &format!("  (gregor group join {:.2} s, not timed)", c.gregor_join_s);
     s
 }

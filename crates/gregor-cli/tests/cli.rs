@@ -554,6 +554,15 @@ fn bench_produce_and_consume_against_a_broker() {
         assert!(gregor_runs
             .iter()
             .any(|r| r.as_f64() == c["gregor"]["mb_per_s"].as_f64()));
+        // And the tuned series (fetch.max.bytes of 8 MiB by default), alternated with it.
+        assert_eq!(
+            c["gregor_tuned_fetch_max_bytes"].as_i64(),
+            Some(8 << 20),
+            "{c}"
+        );
+        assert_eq!(c["gregor_tuned"]["records"].as_u64(), Some(records), "{c}");
+        let tuned_runs = c["gregor_tuned"]["runs_mb_per_s"].as_array().expect("runs");
+        assert_eq!(tuned_runs.len(), 2, "{c}");
         for field in ["loopback_mb_per_s", "page_cache_mb_per_s"] {
             assert!(c[field].as_f64().expect(field) > 0.0, "{field}: {c}");
         }
@@ -638,6 +647,11 @@ fn bench_produce_and_consume_against_a_broker() {
     assert!(err.contains("--gregor-runs"), "{err}");
     let err = fails(&["bench", "consume", "--loopback-runs", "0"], None);
     assert!(err.contains("--loopback-runs"), "{err}");
+    let err = fails(
+        &["bench", "consume", "--gregor-tuned-fetch-max-bytes=-1"],
+        None,
+    );
+    assert!(err.contains("--gregor-tuned-fetch-max-bytes"), "{err}");
     let err = fails(
         &[
             "bench",
