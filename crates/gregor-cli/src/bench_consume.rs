@@ -658,8 +658,8 @@ async fn case(
     let mut joins = Vec::new();
     // Alternated, as the kcat series are.
     for run in 0..a.gregor_runs {
-        let series = [Some(None), tuned_fetch_max.map(Some)];
-        for fetch_max in series.into_iter().flatten() {
+        // The defaults (`None`), then the tuned series when there is one.
+        for fetch_max in std::iter::once(None).chain(tuned_fetch_max.map(Some)) {
             let tuned = fetch_max.is_some();
             let before = cpu(a.broker_pid)?;
             let started = Instant::now();

@@ -299,20 +299,26 @@ impl Buffer {
     /// Whether [`Buffer::decode_pending`] with `want` would decode a chunk: fewer than `want`
     /// records are decoded ahead of the oldest undecoded chunk.
     pub fn needs_decoding(&self, want: usize) -> bool {
+        self.next_to_decode(want).is_some()
+    }
+
+    /// The index of the oldest undecoded chunk, when fewer than `want` records are decoded
+    /// ahead of it.
+    fn next_to_decode(&self, want: usize) -> Option<usize> {
         if self.undecoded == 0 {
-            return false;
+            return None;
         }
         let mut ready = 0usize;
-        for c in &self.chunks {
+        for (i, c) in self.chunks.iter().enumerate() {
             if ready >= want {
-                return false;
+                return None;
             }
             if c.undecoded.is_some() {
-                return true;
+                return Some(i);
             }
             ready += c.records.len();
         }
-        false
+        None
     }
 
     /// Decodes undecoded chunks, oldest first, with `decode` (its partition, batches and the
@@ -338,20 +344,18 @@ impl Buffer {
         ) -> Result<Vec<ConsumerRecord>, E>,
     ) -> Vec<(TopicPartition, E)> {
         let mut failed = Vec::new();
-        let mut ready = 0usize;
-        for c in self.chunks.iter_mut() {
-            if ready >= want {
-                break;
+        while let Some(i) = self.next_to_decode(want) {
+            let c = &mut self.chunks[i];
+            let (batches, asked) = c
+                .undecoded
+                .take()
+                .expect("next_to_decode names an undecoded chunk");
+            self.undecoded -= 1;
+            let spare = self.spare.pop().unwrap_or_default();
+            match decode(&c.tp, batches, asked, spare) {
+                Ok(records) => c.records = records,
+                Err(e) => failed.push((c.tp.clone(), e)),
             }
-            if let Some((batches, asked)) = c.undecoded.take() {
-                self.undecoded -= 1;
-                let spare = self.spare.pop().unwrap_or_default();
-                match decode(&c.tp, batches, asked, spare) {
-                    Ok(records) => c.records = records,
-                    Err(e) => failed.push((c.tp.clone(), e)),
-                }
-            }
-            ready += c.records.len();
         }
         failed
     }
