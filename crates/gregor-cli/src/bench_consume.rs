@@ -37,6 +37,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gregor_client::admin::topics::{CreateTopicsOptions, NewTopic};
 use gregor_client::consumer::AutoOffsetReset;
+use gregor_client::consumer::FetchMetrics;
 use gregor_client::{Admin, Client, ClientConfig, Consumer, ConsumerConfig};
 use serde::Serialize;
 
@@ -78,11 +79,9 @@ pub struct ConsumeArgs {
     #[arg(long, default_value_t = 1)]
     pub gregor_runs: usize,
     /// `fetch.max.bytes` for a second Gregor consumer series, alternated run by run with the
-    /// one with the client's defaults (50 MiB, Kafka's); 0: no second series. The default, 8
-    /// MiB, keeps a consumer's answers and buffer near the CPU's caches: with many partitions
-    /// it read faster here at less CPU (BENCHMARKS.md), a setting for short round trips (one
-    /// Fetch in flight per broker carries at most half of it per round trip).
-    #[arg(long, default_value_t = 8 << 20)]
+    /// one with the client's defaults (50 MiB, Kafka's; the client's fetch window stays at 8
+    /// MiB of it on a short round trip); 0, the default: no second series.
+    #[arg(long, default_value_t = 0)]
     pub gregor_tuned_fetch_max_bytes: i32,
     /// Leave out the librdkafka run against a replay of the broker's answers from memory
     /// (it runs kcat once more per case and once more per run of each series, and holds the
@@ -150,6 +149,10 @@ pub struct ConsumerFigure {
     /// MB/s broker and consumer together could reach with all the machine's cores to
     /// themselves and nothing else running: cores / (broker + client CPU s/GB).
     pub machine_ceiling_mb_per_s: Option<f64>,
+    /// The Gregor consumer's Fetch requests over the run (`None` for kcat).
+    pub fetches: Option<u64>,
+    /// The Gregor consumer's fetch window at the end of the run (`None` for kcat).
+    pub fetch_window_bytes: Option<usize>,
 }
 
 /// Loopback TCP in the same case: its throughput and what it costs its two threads.
@@ -443,7 +446,8 @@ async fn kcat(a: &ConsumeArgs, args: &[String], records: u64) -> Result<f64> {
 
 /// Reads the whole topic with the Gregor consumer: (seconds from the first record to the
 /// last, seconds from subscribing to the first record, this process's CPU seconds from the
-/// first record to the last when `/proc/self/stat` is readable).
+/// first record to the last when `/proc/self/stat` is readable, the consumer's fetch metrics
+/// at the end).
 async fn gregor_consume(
     a: &ConsumeArgs,
     topic: &str,
@@ -451,7 +455,7 @@ async fn gregor_consume(
     fetch_max_bytes: Option<i32>,
     records: u64,
     ticks: f64,
-) -> Result<(f64, f64, Option<f64>)> {
+) -> Result<(f64, f64, Option<f64>, FetchMetrics)> {
     let group = format!("{topic}-group-{run}");
     let mut c = ConsumerConfig::new(&a.bootstrap_server, &group)?;
     if let Some(n) = fetch_max_bytes {
@@ -483,11 +487,13 @@ async fn gregor_consume(
         .zip(cpu_at_first)
         .map(|(after, before)| after - before);
     let first = first.unwrap_or(end);
+    let metrics = consumer.fetch_metrics();
     consumer.close().await?;
     Ok((
         (end - first).as_secs_f64(),
         (first - subscribed).as_secs_f64(),
         cpu,
+        metrics,
     ))
 }
 
@@ -527,6 +533,8 @@ fn figure(
             .zip(client)
             .and_then(|(b, c)| ceiling(b + c))
             .map(|m| cores * m),
+        fetches: None,
+        fetch_window_bytes: None,
     }
 }
 
@@ -664,7 +672,7 @@ async fn case(
             let before = cpu(a.broker_pid)?;
             let started = Instant::now();
             let group_run = 2 * run + usize::from(tuned);
-            let (secs, join, client) =
+            let (secs, join, client, metrics) =
                 gregor_consume(a, &topic, group_run, fetch_max, records, ticks).await?;
             let broker_wall = started.elapsed().as_secs_f64();
             let broker = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
@@ -673,7 +681,9 @@ async fn case(
                 broker_wall,
                 client,
             };
-            let f = figure(records, bytes, secs, loop_mb, used, cores);
+            let mut f = figure(records, bytes, secs, loop_mb, used, cores);
+            f.fetches = Some(metrics.fetches_sent);
+            f.fetch_window_bytes = Some(metrics.fetch_window_bytes);
             if tuned {
                 gregor_tuned_runs.push(f);
             } else {
@@ -883,6 +893,12 @@ fn render_figure(name: &str, f: &ConsumerFigure) -> String {
     );
     if let Some(m) = f.machine_ceiling_mb_per_s {
         s += &format!("    both on all the machine's cores: ceiling {m:.0} MB/s\n");
+    }
+    if let (Some(n), Some(w)) = (f.fetches, f.fetch_window_bytes) {
+        s += &format!(
+            "    {n} Fetches, fetch window {:.1} MiB at the end\n",
+            w as f64 / f64::from(1u32 << 20)
+        );
     }
     s
 }

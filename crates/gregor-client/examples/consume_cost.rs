@@ -155,8 +155,12 @@ async fn consume(a: &Args) -> gregor_client::Result<()> {
             .sum::<u64>();
     }
     let seconds = first.map_or(0.0, |f| f.elapsed().as_secs_f64());
+    let m = consumer.fetch_metrics();
     consumer.close().await?;
-    println!(r#"{{"records":{records},"value_bytes":{bytes},"seconds":{seconds:.6}}}"#);
+    println!(
+        r#"{{"records":{records},"value_bytes":{bytes},"fetches":{},"fetch_window_bytes":{},"seconds":{seconds:.6}}}"#,
+        m.fetches_sent, m.fetch_window_bytes
+    );
     Ok(())
 }
 

@@ -263,6 +263,23 @@ impl Client {
         send_on(&conn, build).await
     }
 
+    /// [`Client::send`], with when the answer's first bytes were read (see
+    /// [`crate::connection::PendingResponse::timed_response`]).
+    pub async fn send_timed<R, F>(
+        &self,
+        target: &Target,
+        build: F,
+    ) -> Result<(R::Response, tokio::time::Instant)>
+    where
+        R: Request,
+        F: FnOnce(i16) -> Result<R>,
+    {
+        let conn = self.connection_for(target).await?;
+        let version = conn.pick_version::<R>()?;
+        let request = build(version)?;
+        conn.submit(&request, version).await?.timed_response().await
+    }
+
     /// [`Client::send`] with a request timeout of its own instead of `request.timeout.ms`.
     pub async fn send_within<R, F>(
         &self,

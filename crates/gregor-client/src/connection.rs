@@ -84,7 +84,14 @@ impl std::fmt::Debug for Dialer {
 /// Requests queued for the writer before senders wait: bounds memory when a broker stalls.
 const WRITE_QUEUE: usize = 256;
 
-type Waiter = oneshot::Sender<std::result::Result<Bytes, String>>;
+type Waiter = oneshot::Sender<std::result::Result<Arrived, String>>;
+
+/// A response frame as the reader hands it over.
+struct Arrived {
+    frame: Bytes,
+    /// When the reader read its size, its first bytes.
+    first_byte: tokio::time::Instant,
+}
 
 /// A frame for the writer, and who to tell once it is on the socket.
 struct Outgoing {
@@ -122,7 +129,7 @@ fn lock(pending: &Mutex<Pending>) -> std::sync::MutexGuard<'_, Pending> {
 pub struct PendingResponse<R: Request> {
     pending: Arc<Mutex<Pending>>,
     correlation_id: i32,
-    rx: Option<oneshot::Receiver<std::result::Result<Bytes, String>>>,
+    rx: Option<oneshot::Receiver<std::result::Result<Arrived, String>>>,
     version: i16,
     label: String,
     deadline: tokio::time::Instant,
@@ -140,24 +147,33 @@ impl<R: Request> PendingResponse<R> {
     /// Waits for the response (at most `request.timeout.ms` from the submission) and decodes
     /// it.
     pub async fn response(self) -> Result<R::Response> {
+        Ok(self.timed_response().await?.0)
+    }
+
+    /// [`PendingResponse::response`], with when its first bytes were read: the time from
+    /// sending to then is the round trip (the network's and the broker's), the time from then
+    /// to now the answer's transfer. A consumer sizes its Fetches by the round trip.
+    pub async fn timed_response(self) -> Result<(R::Response, tokio::time::Instant)> {
         let version = self.version;
         let label = self.label.clone();
-        let frame = self.frame().await?;
-        codec::decode_response::<R>(frame, version).map_err(|reason| Error::Protocol {
-            broker: label,
-            reason: format!("{} v{version}: {reason}", api_name(R::KEY)),
-        })
+        let Arrived { frame, first_byte } = self.frame().await?;
+        let response =
+            codec::decode_response::<R>(frame, version).map_err(|reason| Error::Protocol {
+                broker: label,
+                reason: format!("{} v{version}: {reason}", api_name(R::KEY)),
+            })?;
+        Ok((response, first_byte))
     }
 
     /// The response frame, undecoded.
-    async fn frame(mut self) -> Result<Bytes> {
+    async fn frame(mut self) -> Result<Arrived> {
         let rx = self.rx.take().expect("a pending response is awaited once");
         let disconnected = |reason: String| Error::Disconnected {
             broker: self.label.clone(),
             reason,
         };
         match tokio::time::timeout_at(self.deadline, rx).await {
-            Ok(Ok(Ok(frame))) => Ok(frame),
+            Ok(Ok(Ok(arrived))) => Ok(arrived),
             Ok(Ok(Err(reason))) => Err(disconnected(reason)),
             Ok(Err(_)) => Err(disconnected("connection closed".to_string())),
             Err(_) => {
@@ -471,7 +487,7 @@ impl Connection {
                 request.client_software_version =
                     StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
             }
-            let frame = self.submit(&request, version).await?.frame().await?;
+            let frame = self.submit(&request, version).await?.frame().await?.frame;
             let (_, response) =
                 codec::decode_api_versions_response(frame, version).map_err(|reason| {
                     Error::Protocol {
@@ -537,6 +553,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
             }
             Err(e) => break format!("read failed: {e}"),
         };
+        let first_byte = tokio::time::Instant::now();
         let len = match codec::check_frame_size(size) {
             Ok(len) => len,
             Err(reason) => break reason,
@@ -551,7 +568,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
         let waiter = lock(&pending).waiters.remove(&correlation_id);
         match waiter {
             Some(w) => {
-                let _ = w.send(Ok(frame));
+                let _ = w.send(Ok(Arrived { frame, first_byte }));
             }
             // A request whose caller timed out; its late answer has nowhere to go.
             None => {

@@ -11,8 +11,11 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
 use gregor_client::admin::{CreateTopicsOptions, NewTopic};
-use gregor_client::consumer::AutoOffsetReset;
+use gregor_client::connection::{DialedStream, Dialer};
+use gregor_client::consumer::{AutoOffsetReset, FetchMetrics};
 use gregor_client::producer::ProducerConfig;
 use gregor_client::{
     Admin, Client, ClientConfig, Consumer, ConsumerConfig, ConsumerRecord, Producer,
@@ -511,4 +514,115 @@ async fn check_crcs_decoding_in_the_fetch_task() {
 #[tokio::test(flavor = "current_thread")]
 async fn check_crcs_decoding_in_poll() {
     a_corrupted_crc_is_returned_only_without_check_crcs().await;
+}
+
+/// A `Dialer` whose connections carry every byte `delay` later in each direction (a round trip
+/// of twice `delay` over loopback), without slowing the bytes down otherwise: a long link.
+fn delayed_dialer(delay: Duration) -> Dialer {
+    Dialer::new(move |addr| {
+        let addr = addr.to_string();
+        Box::pin(async move {
+            let tcp = tokio::net::TcpStream::connect(&addr).await?;
+            let (near, far) = tokio::io::duplex(4 << 20);
+            let (tcp_read, tcp_write) = tcp.into_split();
+            let (far_read, far_write) = tokio::io::split(far);
+            tokio::spawn(delayed_copy(tcp_read, far_write, delay));
+            tokio::spawn(delayed_copy(far_read, tcp_write, delay));
+            Ok(Box::new(near) as Box<dyn DialedStream>)
+        })
+    })
+}
+
+/// Copies `from` to `to`, each chunk written `delay` after it was read.
+async fn delayed_copy(
+    mut from: impl AsyncRead + Unpin + Send + 'static,
+    mut to: impl AsyncWrite + Unpin,
+    delay: Duration,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 256 << 10];
+        while let Ok(n @ 1..) = from.read(&mut buf).await {
+            let due = tokio::time::Instant::now() + delay;
+            if tx.send((due, buf[..n].to_vec())).is_err() {
+                break;
+            }
+        }
+    });
+    while let Some((due, bytes)) = rx.recv().await {
+        tokio::time::sleep_until(due).await;
+        if to.write_all(&bytes).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+    reader.abort();
+}
+
+/// Reads `count` records of `topic` from the start with `client` settings, and returns the
+/// consumer's fetch metrics then.
+async fn read_all(
+    cluster: &Cluster,
+    topic: &str,
+    count: usize,
+    client: ClientConfig,
+) -> FetchMetrics {
+    let mut c = cluster.consumer_config(&format!("{topic}-{}", count));
+    c.client = client;
+    let mut consumer = Consumer::new(c).await.unwrap();
+    consumer.subscribe(&[topic]).await.unwrap();
+    let mut next = BTreeMap::new();
+    let mut got = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got < count {
+        assert!(Instant::now() < deadline, "read {got} of {count}");
+        let records = consumer.poll(Duration::from_millis(500)).await.unwrap();
+        check_in_sequence(&mut next, &records);
+        got += records.len();
+    }
+    let m = consumer.fetch_metrics();
+    consumer.close().await.unwrap();
+    m
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_fetch_window_stays_at_its_floor_on_loopback_and_grows_over_a_long_round_trip() {
+    const MIB: usize = 1 << 20;
+    let cluster = Cluster::single();
+    let (topic, partitions) = ("window", 32);
+    cluster.create_topic(topic, partitions, None).await;
+    // 40 MiB in 16 KiB records, large batches: answers of several MiB.
+    let mut pc = ProducerConfig::new(&cluster.bootstrap()).unwrap();
+    pc.client = cluster.client_config();
+    pc.batch_size = 512 << 10;
+    pc.linger = Duration::from_millis(5);
+    let producer = Producer::connect(pc).await.unwrap();
+    let value = vec![b'w'; 16 << 10];
+    let count = 40 * MIB / value.len();
+    let mut acks = Vec::new();
+    for i in 0..count {
+        let partition = i32::try_from(i).unwrap() % partitions;
+        let record = ProducerRecord::new(topic)
+            .partition(partition)
+            .value(value.clone());
+        acks.push(producer.send(record).await.unwrap());
+    }
+    for a in acks {
+        a.await.unwrap();
+    }
+
+    let direct = read_all(&cluster, topic, count, cluster.client_config()).await;
+    let mut far = cluster.client_config();
+    far.dialer = Some(delayed_dialer(Duration::from_millis(50)));
+    let delayed = read_all(&cluster, topic, count, far).await;
+    eprintln!("direct {direct:?}; 100 ms round trip {delayed:?}");
+    // On loopback a few MiB cover the round trip: the window stays at its 8 MiB floor, and so
+    // does what the consumer holds, far below fetch.max.bytes (50 MiB).
+    assert_eq!(direct.fetch_window_bytes, 8 * MIB);
+    // Over 100 ms the consumer's pace times the round trip is more than that: the window grows.
+    assert!(
+        delayed.fetch_window_bytes > 8 * MIB,
+        "the window did not grow over a 100 ms round trip: {delayed:?}"
+    );
+    assert!(delayed.fetch_window_bytes <= 50 * MIB);
 }

@@ -18,6 +18,7 @@ use kafka_protocol::messages::FetchRequest;
 use tokio::task::{Id, JoinError, JoinSet};
 
 use super::fetch::{self, FetchTarget, RawPartition};
+use super::fetch_window::{Answered, FetchWindow};
 use super::prefetch::{
     self, BrokerLoad, ByteLimits, Chunk, Fetchable, Leaders, Now, PlannedFetch, Positions,
 };
@@ -43,6 +44,11 @@ struct Answer {
 struct Landed {
     broker: i32,
     session: FetchSession,
+    /// The Fetch's `max_bytes`.
+    asked: usize,
+    /// When it was sent, and when its answer's first bytes were read (`None`: it failed).
+    sent_at: tokio::time::Instant,
+    first_byte: Option<tokio::time::Instant>,
     targets: Vec<FetchTarget>,
     /// The partitions' tokens when the Fetch was sent, in `targets` order.
     tokens: Vec<u64>,
@@ -57,6 +63,9 @@ pub(super) struct Fetcher {
     busy: HashMap<i32, (Id, Vec<TopicPartition>)>,
     /// A fetch session per broker fetched from (absent while its Fetch is in flight).
     sessions: HashMap<i32, FetchSession>,
+    /// Each broker's window, and when its last answer landed (a list: a consumer fetches from
+    /// a handful of brokers).
+    windows: Vec<(i32, FetchWindow, tokio::time::Instant)>,
     /// Brokers whose last Fetch failed: not asked again before this time (consumer ms).
     backoff_until: HashMap<i32, u64>,
     /// Partitions whose last answer was an error (such as NOT_LEADER_OR_FOLLOWER): not
@@ -96,11 +105,19 @@ impl Fetcher {
         self.leaders = None;
     }
 
-    fn load(&self, broker: i32, now: u64) -> BrokerLoad {
+    fn load(&self, broker: i32, now: u64, limits: ByteLimits) -> BrokerLoad {
         BrokerLoad {
             in_flight: self.busy.contains_key(&broker),
             backing_off: self.backoff_until.get(&broker).is_some_and(|t| now < *t),
             buffered: self.buffer.broker_bytes(broker),
+            window: self
+                .windows
+                .iter()
+                .find(|(b, ..)| *b == broker)
+                .map_or_else(
+                    || FetchWindow::new(limits).bytes(limits),
+                    |(_, w, _)| w.bytes(limits),
+                ),
         }
     }
 }
@@ -115,6 +132,10 @@ pub struct FetchMetrics {
     pub fetches_in_flight: usize,
     /// Fetch requests sent since the consumer was created.
     pub fetches_sent: u64,
+    /// The largest window among the brokers fetched from (0 before the first answer): the
+    /// bytes a consumer keeps buffered plus in flight from one broker, 8 MiB on a short round
+    /// trip, growing toward `fetch.max.bytes` over a long one (see the crate README).
+    pub fetch_window_bytes: usize,
     /// Partition answers dropped because the partition was seeked, paused, reset, revoked
     /// or reassigned while they were in flight.
     pub stale_answers_dropped: u64,
@@ -139,6 +160,13 @@ impl Consumer {
             buffered_bytes: self.fetcher.buffer.bytes(),
             fetches_in_flight: self.fetcher.busy.len(),
             fetches_sent: self.fetcher.sent,
+            fetch_window_bytes: self
+                .fetcher
+                .windows
+                .iter()
+                .map(|(_, w, _)| w.bytes(self.settings.byte_limits))
+                .max()
+                .unwrap_or(0),
             stale_answers_dropped: self.fetcher.stale,
         }
     }
@@ -335,9 +363,10 @@ impl Consumer {
             });
         }
         let fetcher = &self.fetcher;
+        let limits = self.settings.byte_limits;
         fetcher.leaders.as_ref().is_some_and(|c| {
             c.leaders
-                .none_fetchable(|b| fetcher.load(b, now), self.settings.byte_limits)
+                .none_fetchable(|b| fetcher.load(b, now, limits), limits)
         })
     }
 
@@ -345,7 +374,7 @@ impl Consumer {
     fn plan_fetches(&self, md: &ClusterMetadata, now: u64) -> Planned {
         let fetcher = &self.fetcher;
         let limits = self.settings.byte_limits;
-        let load = |b: i32| fetcher.load(b, now);
+        let load = |b: i32| fetcher.load(b, now, limits);
         // This runs up to twice per `poll` over every assigned partition: each broker's load
         // (three hash lookups) is worked out once per call, not once per partition.
         let mut loads: Vec<(i32, BrokerLoad)> = Vec::new();
@@ -452,6 +481,23 @@ impl Consumer {
             }
         };
         self.fetcher.backoff_until.remove(&l.broker);
+        let answered_bytes = parts
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok())
+            .map(|f| f.raw.bytes())
+            .sum();
+        if let Some(first_byte) = l.first_byte {
+            self.adapt_window(
+                l.broker,
+                l.sent_at,
+                Answered {
+                    asked: l.asked,
+                    bytes: answered_bytes,
+                    round_trip: first_byte.saturating_duration_since(l.sent_at),
+                    since_previous: Duration::ZERO,
+                },
+            );
+        }
         for (tp, result) in parts {
             let Some(i) = l.targets.iter().position(|t| t.tp == tp) else {
                 continue;
@@ -509,6 +555,32 @@ impl Consumer {
         }
     }
 
+    /// Adapts a broker's window to an answer that landed now, from a Fetch sent at `sent_at`
+    /// (`answered.since_previous` is worked out here).
+    fn adapt_window(&mut self, broker: i32, sent_at: tokio::time::Instant, mut answered: Answered) {
+        let now = tokio::time::Instant::now();
+        let limits = self.settings.byte_limits;
+        let windows = &mut self.fetcher.windows;
+        let i = match windows.iter().position(|(b, ..)| *b == broker) {
+            Some(i) => i,
+            None => {
+                windows.push((broker, FetchWindow::new(limits), sent_at));
+                windows.len() - 1
+            }
+        };
+        let (_, window, previous) = &mut windows[i];
+        answered.since_previous = now.saturating_duration_since(*previous);
+        *previous = now;
+        window.on_answer(answered, limits);
+        tracing::trace!(
+            broker,
+            bytes = answered.bytes,
+            round_trip_us = answered.round_trip.as_micros(),
+            window = window.bytes(limits),
+            "fetch answer landed"
+        );
+    }
+
     fn back_off(&mut self, broker: i32) {
         let until = self.now() + super::millis(self.settings.retry_backoff);
         self.fetcher.backoff_until.insert(broker, until);
@@ -539,23 +611,30 @@ async fn fetch_task(
         limits,
         check_crcs,
     } = settings;
+    let sent_at = tokio::time::Instant::now();
     let sent = client
-        .send::<FetchRequest, _>(&Target::Broker(broker), |v| {
+        .send_timed::<FetchRequest, _>(&Target::Broker(broker), |v| {
             let mut req = fetch::fetch_request(&targets, limits, rack.as_deref(), v);
             session.prepare(&mut req, v);
             Ok(req)
         })
         .await;
-    match &sent {
-        Ok((_, resp)) => session.on_response(resp),
-        Err(_) => session.on_failure(),
-    }
+    let first_byte = match &sent {
+        Ok((resp, first_byte)) => {
+            session.on_response(resp);
+            Some(*first_byte)
+        }
+        Err(_) => {
+            session.on_failure();
+            None
+        }
+    };
     // On a multi-thread runtime this task runs beside the application: decode here. On a
     // current-thread one it would run before `poll` gets the answer and can send the next
     // Fetch: leave the decoding to `poll`, after that Fetch is out.
     let decode_here = tokio::runtime::Handle::current().runtime_flavor()
         != tokio::runtime::RuntimeFlavor::CurrentThread;
-    let outcome = sent.map(|(_, resp)| {
+    let outcome = sent.map(|(resp, _)| {
         fetch::parse_fetch_raw(resp, &targets).map(|parts| {
             parts
                 .into_iter()
@@ -582,6 +661,9 @@ async fn fetch_task(
     Landed {
         broker,
         session,
+        asked: usize::try_from(limits.max_bytes).unwrap_or(0),
+        sent_at,
+        first_byte,
         targets,
         tokens,
         outcome,

@@ -17,6 +17,7 @@
 
 pub mod config;
 pub mod fetch;
+mod fetch_window;
 mod fetcher;
 pub mod group_wire;
 mod heartbeat;

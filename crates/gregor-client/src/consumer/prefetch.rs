@@ -8,14 +8,16 @@
 //!   - a partition is fetched from its leader while fewer than `max.partition.fetch.bytes` of
 //!     its records are buffered (not yet returned by `poll`), starting after what is buffered,
 //!     so the next chunk is on the wire while the application consumes the current one;
-//!   - a broker gets a new Fetch only while at most half of `fetch.max.bytes` is buffered from
-//!     it (fewer, larger Fetches when many partitions are buffered) and that leaves room for at
-//!     least one partition's worth (`min(max.partition.fetch.bytes, fetch.max.bytes)`), and the
-//!     Fetch asks for the room left but at most half of `fetch.max.bytes` (or that one
-//!     partition's worth), so that an answer landing on a drained buffer lets the next Fetch
-//!     go out at once: the bytes buffered from a broker plus the answer awaited from it stay
-//!     within `fetch.max.bytes` (the broker may exceed a limit by one record batch, as Kafka
-//!     always returns the first batch whole).
+//!   - each broker has a window ([`super::fetch_window`]): from 8 MiB on a short round trip up
+//!     to `fetch.max.bytes` on a long one;
+//!   - a broker gets a new Fetch only while at most half of its window is buffered from it
+//!     (fewer, larger Fetches when many partitions are buffered) and that leaves room for at
+//!     least one partition's worth (`min(max.partition.fetch.bytes, window)`), and the Fetch
+//!     asks for the room left but at most half of the window (or that one partition's worth),
+//!     so that an answer landing on a drained buffer lets the next Fetch go out at once: the
+//!     bytes buffered from a broker plus the answer awaited from it stay within its window,
+//!     and so within `fetch.max.bytes` (the broker may exceed a limit by one record batch, as
+//!     Kafka always returns the first batch whole).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -51,6 +53,23 @@ pub struct BrokerLoad {
     pub backing_off: bool,
     /// Bytes fetched from it and not yet returned.
     pub buffered: usize,
+    /// Its window ([`super::fetch_window::FetchWindow`]), at most `fetch.max.bytes`; 0: no
+    /// window of its own, `fetch.max.bytes`.
+    pub window: usize,
+}
+
+impl BrokerLoad {
+    /// The limits with `fetch.max.bytes` narrowed to this broker's window.
+    fn limits(&self, limits: ByteLimits) -> ByteLimits {
+        let fetch_max = match self.window {
+            0 => limits.fetch_max,
+            w => w.min(limits.fetch_max),
+        };
+        ByteLimits {
+            fetch_max,
+            partition_max: limits.partition_max,
+        }
+    }
 }
 
 /// The byte limits, as `usize` (checked positive by the configuration).
@@ -98,13 +117,14 @@ pub fn plan(
         .collect()
 }
 
-/// What a broker's Fetch asks for: the room left under `fetch.max.bytes`, but at most half of
-/// it (or one partition's worth, when that is more). An answer that lands on a drained buffer
+/// What a broker's Fetch asks for: the room left in its window, but at most half of it (or
+/// one partition's worth, when that is more). An answer that lands on a drained buffer
 /// then leaves at most half buffered, so the next Fetch goes out at once, before the answer is
 /// decoded, and the broker prepares it meanwhile; asking for all the room left, an answer that
 /// landed after the application had drained the buffer held the next Fetch back until the
 /// answer was decoded and partly returned, and broker and consumer took turns.
 fn fetch_ask(l: BrokerLoad, limits: ByteLimits) -> usize {
+    let limits = l.limits(limits);
     let room = limits.fetch_max.saturating_sub(l.buffered);
     let share = (limits.fetch_max / 2).max(limits.partition_max.min(limits.fetch_max));
     room.min(share)
@@ -116,10 +136,11 @@ pub fn caught_up(f: &Fetchable, high_watermark: Option<i64>) -> bool {
     high_watermark.is_some_and(|hw| f.offset >= hw)
 }
 
-/// Whether a broker may get a Fetch now: none in flight, not backing off, at most half of
-/// `fetch.max.bytes` buffered from it (so Fetches stay large rather than one per partition
-/// consumed), and room for at least `min(max.partition.fetch.bytes, fetch.max.bytes)`.
+/// Whether a broker may get a Fetch now: none in flight, not backing off, at most half of its
+/// window buffered from it (so Fetches stay large rather than one per partition consumed),
+/// and room for at least `min(max.partition.fetch.bytes, window)`.
 pub fn may_fetch_from(l: BrokerLoad, limits: ByteLimits) -> bool {
+    let limits = l.limits(limits);
     let room = limits.fetch_max.saturating_sub(l.buffered);
     !l.in_flight
         && !l.backing_off

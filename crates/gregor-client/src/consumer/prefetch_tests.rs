@@ -36,6 +36,7 @@ fn a_busy_or_backing_off_broker_holds_back_no_other() {
             in_flight: b == 1,
             backing_off: b == 3,
             buffered: 0,
+            window: 0,
         },
         LIMITS,
     );
@@ -126,6 +127,38 @@ fn a_broker_is_asked_for_the_room_left_under_fetch_max_bytes_at_most_half_of_it(
         wide,
     );
     assert!(full.is_empty());
+}
+
+#[test]
+fn a_brokers_window_takes_the_place_of_fetch_max_bytes_and_never_exceeds_it() {
+    let at = |buffered, window| {
+        plan(
+            vec![cand(0, 1, 0, 0)],
+            move |_| BrokerLoad {
+                buffered,
+                window,
+                ..BrokerLoad::default()
+            },
+            ByteLimits {
+                fetch_max: 100,
+                partition_max: 10,
+            },
+        )
+    };
+    // A window of 40 under a fetch.max.bytes of 100: asks for half of it, and waits while
+    // more than half of it is buffered.
+    assert_eq!(at(0, 40)[0].max_bytes, 20);
+    assert_eq!(at(20, 40)[0].max_bytes, 20);
+    assert!(at(21, 40).is_empty());
+    // A window past fetch.max.bytes counts as fetch.max.bytes.
+    assert_eq!(at(0, 1000)[0].max_bytes, 50);
+    assert!(at(51, 1000).is_empty());
+    // Buffered and awaited together stay within the window.
+    for buffered in 0..=40 {
+        if let Some(p) = at(buffered, 40).first() {
+            assert!(buffered + p.max_bytes <= 40, "{buffered} + {}", p.max_bytes);
+        }
+    }
 }
 
 #[test]
@@ -437,6 +470,7 @@ fn leaders_skip_planning_only_when_no_leader_may_get_a_fetch() {
         in_flight: b != 2,
         backing_off: b == 2,
         buffered: 0,
+        window: 0,
     };
     assert!(l.none_fetchable(busy, LIMITS));
     // One broker with room: plan.
@@ -444,6 +478,7 @@ fn leaders_skip_planning_only_when_no_leader_may_get_a_fetch() {
         in_flight: b == 1,
         backing_off: false,
         buffered: if b == 3 { 51 } else { 0 },
+        window: 0,
     };
     assert!(!l.none_fetchable(one_free, LIMITS));
     // More than half of fetch.max.bytes buffered everywhere: nothing to plan.
@@ -451,6 +486,7 @@ fn leaders_skip_planning_only_when_no_leader_may_get_a_fetch() {
         in_flight: false,
         backing_off: false,
         buffered: 51,
+        window: 0,
     };
     assert!(l.none_fetchable(full, LIMITS));
     // A partition without a leader: always plan (it asks for metadata).
@@ -471,6 +507,7 @@ fn no_fetchable_leader_means_an_empty_plan() {
             in_flight,
             backing_off: false,
             buffered,
+            window: 0,
         };
         let planned = plan(candidates(), load, LIMITS);
         assert_eq!(l.none_fetchable(load, LIMITS), planned.is_empty());
