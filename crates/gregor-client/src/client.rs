@@ -10,7 +10,7 @@ use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest};
 use kafka_protocol::protocol::Request;
 use tokio::time::Instant;
 
-use crate::connection::{Connection, Dialer};
+use crate::connection::{Connection, Dialer, PendingResponse};
 use crate::coordinator::{find_coordinator_request, parse_find_coordinator};
 use crate::error::{Error, Result};
 use crate::metadata::{metadata_request, parse_metadata, BrokerNode, ClusterMetadata};
@@ -274,10 +274,8 @@ impl Client {
         R: Request,
         F: FnOnce(i16) -> Result<R>,
     {
-        let conn = self.connection_for(target).await?;
-        let version = conn.pick_version::<R>()?;
-        let request = build(version)?;
-        conn.submit(&request, version).await?.timed_response().await
+        let (_, pending) = self.submit_built(target, None, build).await?;
+        pending.timed_response().await
     }
 
     /// [`Client::send`] with a request timeout of its own instead of `request.timeout.ms`.
@@ -291,15 +289,32 @@ impl Client {
         R: Request,
         F: FnOnce(i16) -> Result<R>,
     {
+        let (version, pending) = self
+            .submit_built(target, Some(request_timeout), build)
+            .await?;
+        Ok((version, pending.response().await?))
+    }
+
+    /// Builds the request in the version picked for `target`'s connection and queues it, with
+    /// `request.timeout.ms` or `request_timeout` when given.
+    async fn submit_built<R, F>(
+        &self,
+        target: &Target,
+        request_timeout: Option<Duration>,
+        build: F,
+    ) -> Result<(i16, PendingResponse<R>)>
+    where
+        R: Request,
+        F: FnOnce(i16) -> Result<R>,
+    {
         let conn = self.connection_for(target).await?;
         let version = conn.pick_version::<R>()?;
         let request = build(version)?;
-        let response = conn
-            .submit_within(&request, version, request_timeout)
-            .await?
-            .response()
-            .await?;
-        Ok((version, response))
+        let pending = match request_timeout {
+            Some(t) => conn.submit_within(&request, version, t).await?,
+            None => conn.submit(&request, version).await?,
+        };
+        Ok((version, pending))
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or the operation timeout passes.
