@@ -5,6 +5,7 @@
 //! ```text
 //! consume_cost --bootstrap 127.0.0.1:19731 --topic t --fill-mb 256 [--partitions 1]
 //! consume_cost --bootstrap 127.0.0.1:19731 --topic t --count 250048 [--no-crc] [--fetch-max-bytes N]
+//!     [--delay-ms N]
 //! ```
 //!
 //! `--fill-mb` creates the topic and fills it as `gregor bench consume` does: uncompressed
@@ -13,8 +14,13 @@
 //! batch on the broker is exactly one such batch. The
 //! consume mode reads `--count` records from the beginning in a fresh group with the defaults
 //! of `gregor bench consume` (a current-thread runtime, auto-commit off, `check.crcs` on unless
-//! `--no-crc`) and prints one JSON line: records, value bytes, seconds from first record to
-//! last.
+//! `--no-crc`) and prints one JSON line: records, value bytes, Fetches sent, the fetch window
+//! at the end, seconds from first record to last. `--delay-ms N` carries every byte between
+//! the consumer and the broker N ms later each way (a round trip of 2N ms), through a relay in
+//! this process (`tests/common/delay.rs`), to show what the fetch window does over a long link.
+
+#[path = "../tests/common/delay.rs"]
+mod delay;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -38,6 +44,8 @@ struct Args {
     no_crc: bool,
     /// `fetch.max.bytes`; the consumer's default when absent.
     fetch_max_bytes: Option<i32>,
+    /// Delay added to every byte each way.
+    delay_ms: u64,
 }
 
 fn parse() -> Result<Args, String> {
@@ -49,6 +57,7 @@ fn parse() -> Result<Args, String> {
         count: 0,
         no_crc: false,
         fetch_max_bytes: None,
+        delay_ms: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -64,6 +73,7 @@ fn parse() -> Result<Args, String> {
             "--partitions" => a.partitions = num(&value)? as i32,
             "--fill-mb" => a.fill_mb = num(&value)?,
             "--count" => a.count = num(&value)?,
+            "--delay-ms" => a.delay_ms = num(&value)?.min(60_000),
             "--fetch-max-bytes" => {
                 a.fetch_max_bytes = Some(value.parse().map_err(|e| format!("{flag}: {e}"))?)
             }
@@ -139,6 +149,9 @@ async fn consume(a: &Args) -> gregor_client::Result<()> {
     c.check_crcs = !a.no_crc;
     if let Some(n) = a.fetch_max_bytes {
         c.fetch_max_bytes = n;
+    }
+    if a.delay_ms > 0 {
+        c.client.dialer = Some(delay::delayed_dialer(Duration::from_millis(a.delay_ms)));
     }
     let mut consumer = Consumer::new(c).await?;
     consumer.subscribe(&[a.topic.as_str()]).await?;

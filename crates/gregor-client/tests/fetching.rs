@@ -11,10 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-
 use gregor_client::admin::{CreateTopicsOptions, NewTopic};
-use gregor_client::connection::{DialedStream, Dialer};
 use gregor_client::consumer::{AutoOffsetReset, FetchMetrics};
 use gregor_client::producer::ProducerConfig;
 use gregor_client::{
@@ -24,6 +21,9 @@ use gregor_client::{
 
 mod common;
 use common::gregor_binary;
+#[path = "common/delay.rs"]
+mod delay;
+use delay::delayed_dialer;
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -514,49 +514,6 @@ async fn check_crcs_decoding_in_the_fetch_task() {
 #[tokio::test(flavor = "current_thread")]
 async fn check_crcs_decoding_in_poll() {
     a_corrupted_crc_is_returned_only_without_check_crcs().await;
-}
-
-/// A `Dialer` whose connections carry every byte `delay` later in each direction (a round trip
-/// of twice `delay` over loopback), without slowing the bytes down otherwise: a long link.
-fn delayed_dialer(delay: Duration) -> Dialer {
-    Dialer::new(move |addr| {
-        let addr = addr.to_string();
-        Box::pin(async move {
-            let tcp = tokio::net::TcpStream::connect(&addr).await?;
-            let (near, far) = tokio::io::duplex(4 << 20);
-            let (tcp_read, tcp_write) = tcp.into_split();
-            let (far_read, far_write) = tokio::io::split(far);
-            tokio::spawn(delayed_copy(tcp_read, far_write, delay));
-            tokio::spawn(delayed_copy(far_read, tcp_write, delay));
-            Ok(Box::new(near) as Box<dyn DialedStream>)
-        })
-    })
-}
-
-/// Copies `from` to `to`, each chunk written `delay` after it was read.
-async fn delayed_copy(
-    mut from: impl AsyncRead + Unpin + Send + 'static,
-    mut to: impl AsyncWrite + Unpin,
-    delay: Duration,
-) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let reader = tokio::spawn(async move {
-        let mut buf = vec![0u8; 256 << 10];
-        while let Ok(n @ 1..) = from.read(&mut buf).await {
-            let due = tokio::time::Instant::now() + delay;
-            if tx.send((due, buf[..n].to_vec())).is_err() {
-                break;
-            }
-        }
-    });
-    while let Some((due, bytes)) = rx.recv().await {
-        tokio::time::sleep_until(due).await;
-        if to.write_all(&bytes).await.is_err() {
-            break;
-        }
-    }
-    let _ = to.shutdown().await;
-    reader.abort();
 }
 
 /// Reads `count` records of `topic` from the start with `client` settings, and returns the
