@@ -481,18 +481,17 @@ impl Consumer {
             }
         };
         self.fetcher.backoff_until.remove(&l.broker);
-        let answered_bytes = parts
-            .iter()
-            .filter_map(|(_, r)| r.as_ref().ok())
-            .map(|f| f.raw.bytes())
-            .sum();
         if let Some(first_byte) = l.first_byte {
             self.adapt_window(
                 l.broker,
                 l.sent_at,
                 Answered {
                     asked: l.asked,
-                    bytes: answered_bytes,
+                    bytes: parts
+                        .iter()
+                        .filter_map(|(_, r)| r.as_ref().ok())
+                        .map(|f| f.raw.bytes())
+                        .sum(),
                     round_trip: first_byte.saturating_duration_since(l.sent_at),
                     since_previous: Duration::ZERO,
                 },
