@@ -323,8 +323,13 @@ def test_preferred_election_moves_leadership_back_after_a_restart(cluster_factor
     pause_until_fenced(c, c.nodes[3], node)
     assert [v[0] for _, v in sorted(partitions(node, "tp_demo_03").items())] == [4, 4, 4]
     resume_until_unfenced(c.nodes[3], node)
-    wait_until(lambda: all(3 in v[2] for v in partitions(node, "tp_demo_03").values()), 20,
-               "broker 3 back in every ISR")
+    # Every partition broker 3 replicates, the group's __consumer_offsets partitions too: a
+    # preferred election of one whose ISR 3 has not rejoined yet fails (PREFERRED_LEADER_NOT_
+    # AVAILABLE), which is right but not what this walk-through shows.
+    def broker_3_in_every_isr():
+        topics = node.metadata()["topics"]
+        return all(3 in v[3] for t in topics.values() for v in t[1].values() if 3 in v[2])
+    wait_until(broker_3_in_every_isr, 20, "broker 3 back in every ISR")
     p = elect(node, "--election-type", "preferred", "--all-topic-partitions")
     # The traffic's consumer group created __consumer_offsets, whose partitions led by broker 3
     # moved too; the seed's cluster had no group, so its output names only tp_demo_03.
