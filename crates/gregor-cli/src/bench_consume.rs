@@ -21,6 +21,12 @@
 //! the broker's CPU seconds (user + system, from `/proc/<pid>/stat`) per GB read. The topic is
 //! deleted after its case.
 //!
+//! Paired ratios: the machine's noise comes in bursts of a second or more, which can fall on
+//! the baseline's runs and miss a consumer's, or the other way round. So every consumer run
+//! is also preceded by one loopback run at the baseline's read size, and each series reports
+//! the median over its runs of run MB/s / that loopback run's MB/s: how near loopback the
+//! consumer came under the same conditions.
+//!
 //! CPU ceilings: for every process measured (each consumer, the broker, loopback's sender and
 //! receiver) the bench reports its CPU seconds per GB and the throughput it could reach with a
 //! whole core to itself (1 / its CPU s/GB), and its share of a core during its run (CPU
@@ -153,6 +159,22 @@ pub struct ConsumerFigure {
     pub fetches: Option<u64>,
     /// The Gregor consumer's fetch window at the end of the run (`None` for kcat).
     pub fetch_window_bytes: Option<usize>,
+    /// MB/s of the loopback run just before this run (at the baseline's read size).
+    pub paired_loopback_mb_per_s: Option<f64>,
+    /// Every run's MB/s over its paired loopback run's, in the order run.
+    pub runs_paired_ratio: Vec<f64>,
+    /// The median of `runs_paired_ratio` (the lower middle one for an even count).
+    pub paired_ratio: Option<f64>,
+}
+
+impl ConsumerFigure {
+    /// Pairs this run with the loopback run just before it.
+    fn pair(&mut self, loopback_mb_per_s: f64) {
+        let ratio = self.mb_per_s / loopback_mb_per_s.max(1e-9);
+        self.paired_loopback_mb_per_s = Some(loopback_mb_per_s);
+        self.runs_paired_ratio = vec![ratio];
+        self.paired_ratio = Some(ratio);
+    }
 }
 
 /// Loopback TCP in the same case: its throughput and what it costs its two threads.
@@ -535,6 +557,9 @@ fn figure(
             .map(|m| cores * m),
         fetches: None,
         fetch_window_bytes: None,
+        paired_loopback_mb_per_s: None,
+        runs_paired_ratio: Vec::new(),
+        paired_ratio: None,
     }
 }
 
@@ -583,6 +608,14 @@ async fn case(
         .cloned()
         .context("no loopback run")?;
     let loop_mb = loopback.mb_per_s;
+    let paired_read = loopback.read_bytes;
+    // One loopback run just before each consumer run: its MB/s.
+    let paired_loopback = || async move {
+        let run = tokio::task::spawn_blocking(move || self::loopback(bytes, paired_read))
+            .await
+            .context("loopback")??;
+        anyhow::Ok(run.mb_per_s)
+    };
     let (dir, sample) = (a.raw_dir.clone(), batch.clone());
     let page_cache =
         tokio::task::spawn_blocking(move || crate::bench_kafka::raw_read(&dir, &sample, bytes))
@@ -597,6 +630,7 @@ async fn case(
             Some(pid) => cpu_seconds(pid, ticks).map(Some),
             None => Ok(self_cpu_seconds(false, ticks).ok()),
         };
+        let paired = paired_loopback().await?;
         let before = server_cpu()?;
         let children = self_cpu_seconds(true, ticks).ok();
         let secs = kcat(a, &args, records).await?;
@@ -610,7 +644,9 @@ async fn case(
             broker_wall: secs,
             client,
         };
-        anyhow::Ok(figure(records, bytes, secs, loop_mb, used, cores))
+        let mut f = figure(records, bytes, secs, loop_mb, used, cores);
+        f.pair(paired);
+        anyhow::Ok(f)
     };
     let tuned = a.kcat_tuned.iter().any(|p| !p.is_empty());
     let proxy = if a.skip_kcat || a.skip_replay {
@@ -669,6 +705,7 @@ async fn case(
         // The defaults (`None`), then the tuned series when there is one.
         for fetch_max in std::iter::once(None).chain(tuned_fetch_max.map(Some)) {
             let tuned = fetch_max.is_some();
+            let paired = paired_loopback().await?;
             let before = cpu(a.broker_pid)?;
             let started = Instant::now();
             let group_run = 2 * run + usize::from(tuned);
@@ -684,6 +721,7 @@ async fn case(
             let mut f = figure(records, bytes, secs, loop_mb, used, cores);
             f.fetches = Some(metrics.fetches_sent);
             f.fetch_window_bytes = Some(metrics.fetch_window_bytes);
+            f.pair(paired);
             if tuned {
                 gregor_tuned_runs.push(f);
             } else {
@@ -741,9 +779,15 @@ async fn broker_fetch_max_bytes(admin: &Admin, broker: i32) -> Option<u64> {
 }
 
 /// The run of median MB/s (the lower of the two middle ones for an even count), with every
-/// run's MB/s in the order run.
+/// run's MB/s and paired ratio in the order run, and the median of those ratios.
 fn median_run(runs: Vec<ConsumerFigure>) -> Option<ConsumerFigure> {
-    median_by(runs, |r| r.mb_per_s, |r, all| r.runs_mb_per_s = all)
+    let ratios: Vec<f64> = runs.iter().filter_map(|r| r.paired_ratio).collect();
+    let mut median = median_by(runs, |r| r.mb_per_s, |r, all| r.runs_mb_per_s = all)?;
+    let mut sorted = ratios.clone();
+    sorted.sort_by(f64::total_cmp);
+    median.paired_ratio = sorted.len().checked_sub(1).map(|last| sorted[last / 2]);
+    median.runs_paired_ratio = ratios;
+    Some(median)
 }
 
 /// Loopback's run of median MB/s at one read size (as [`median_run`]).
@@ -870,6 +914,17 @@ fn render_figure(name: &str, f: &ConsumerFigure) -> String {
         f.mb_per_s, f.ratio_to_loopback
     );
     s += &render_runs(&f.runs_mb_per_s);
+    if let Some(p) = f.paired_ratio {
+        let each: Vec<String> = f
+            .runs_paired_ratio
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect();
+        s += &format!(
+            "    {p:.2} of loopback run by run (each run over a loopback run just before it; in order: {})\n",
+            each.join(", ")
+        );
+    }
     let cpu = |who: &str, per_gb: Option<f64>, share: Option<f64>, ceil: Option<f64>| {
         per_gb.map_or(String::new(), |c| {
             format!(

@@ -682,8 +682,9 @@ mod tests {
         let small = fetch_of(&[(2, 0), (0, 0), (1, 0)], 150);
         assert_eq!(sizes(&small, u64::MAX), [(2, 100), (0, 0), (1, 0)]);
         let unrecorded = fetch_of(&[(0, 0), (1, 5)], 1_000);
-        assert!(!compose(&recorded, &unrecorded, 12, u64::MAX, &mut BytesMut::new())
-            .expect("no error"));
+        assert!(
+            !compose(&recorded, &unrecorded, 12, u64::MAX, &mut BytesMut::new()).expect("no error")
+        );
     }
 
     /// Bad frames end their connection with a clear error; the proxy goes on accepting.

@@ -577,6 +577,30 @@ fn bench_produce_and_consume_against_a_broker() {
             assert!(c[field].as_f64().expect(field) > 0.0, "{field}: {c}");
         }
         assert!(c["gregor"]["ratio_to_loopback"].as_f64().expect("ratio") > 0.0);
+        // Each run paired with a loopback run just before it; the series gives the median
+        // of the runs' ratios.
+        for series in ["gregor", "gregor_tuned"] {
+            let f = &c[series];
+            let ratios: Vec<f64> = f["runs_paired_ratio"]
+                .as_array()
+                .expect("runs_paired_ratio")
+                .iter()
+                .map(|v| v.as_f64().expect("ratio"))
+                .collect();
+            assert_eq!(ratios.len(), 2, "{series}: {c}");
+            assert!(ratios.iter().all(|&r| r > 0.0), "{series}: {c}");
+            assert_eq!(
+                f["paired_ratio"].as_f64(),
+                Some(ratios[0].min(ratios[1])),
+                "{series}: {c}"
+            );
+            let paired = f["paired_loopback_mb_per_s"].as_f64().expect("paired");
+            let mb = f["mb_per_s"].as_f64().expect("mb_per_s");
+            assert!(
+                ratios.iter().any(|&r| (r - mb / paired).abs() < 1e-9),
+                "the median run's own ratio is among the runs': {c}"
+            );
+        }
         // What loopback costs its two threads, and the consumers' own CPU (the ceilings may
         // be absent: a 2 MB case can take less than one clock tick of CPU).
         for field in ["sender_cpu_s_per_gb", "receiver_cpu_s_per_gb"] {
@@ -616,6 +640,12 @@ fn bench_produce_and_consume_against_a_broker() {
                 Some(records),
                 "{c}"
             );
+            for series in ["librdkafka", "librdkafka_tuned"] {
+                assert!(
+                    c[series]["paired_ratio"].as_f64().expect("paired") > 0.0,
+                    "{c}"
+                );
+            }
             let cmd = c["librdkafka_tuned_command"].as_str().expect("command");
             assert!(cmd.contains("-X fetch.max.bytes=1048576"), "{cmd}");
             // The same consumer against the broker's answers replayed from memory: it read
