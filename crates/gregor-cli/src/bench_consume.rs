@@ -33,7 +33,9 @@
 //! seconds / wall seconds). A consumer whose share is near 1 (one busy thread) or whose
 //! ceiling is near what it measured is CPU-bound; one well below its ceiling is waiting.
 
-use std::io::{Read, Write};
+mod machine;
+mod render;
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -46,6 +48,9 @@ use gregor_client::consumer::AutoOffsetReset;
 use gregor_client::consumer::FetchMetrics;
 use gregor_client::{Admin, Client, ClientConfig, Consumer, ConsumerConfig};
 use serde::Serialize;
+
+use machine::{ceiling, clock_ticks, cpu_seconds, loopback, self_cpu_seconds};
+use render::render;
 
 #[derive(Debug, Clone, Args)]
 pub struct ConsumeArgs {
@@ -282,102 +287,6 @@ fn validate(a: &ConsumeArgs) -> Result<()> {
         bail!("--kcat-tuned: '{bad}' is not KEY=VALUE");
     }
     Ok(())
-}
-
-/// User + system CPU seconds of a process so far (fields 14 and 15 of `/proc/<pid>/stat`,
-/// in clock ticks), all its threads included.
-fn cpu_seconds(pid: u32, ticks_per_s: f64) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("--broker-pid {pid}"))?;
-    stat_cpu(&stat, 11, ticks_per_s)
-}
-
-/// This process's CPU seconds so far: its own, or with `children` its reaped children's.
-fn self_cpu_seconds(children: bool, ticks_per_s: f64) -> Result<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").context("/proc/self/stat")?;
-    stat_cpu(&stat, if children { 13 } else { 11 }, ticks_per_s)
-}
-
-/// Fields `at` and `at + 1` of a `/proc/<pid>/stat` line, counted from field 3, in seconds.
-fn stat_cpu(stat: &str, at: usize, ticks_per_s: f64) -> Result<f64> {
-    // The command name (field 2) may hold spaces; the fields after it start past its ')'.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .context("unexpected /proc stat format")?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // `rest` starts at field 3 (state): utime is field 14, stime 15 (at 11), cutime 16 and
-    // cstime 17 (at 13).
-    let utime: f64 = fields.get(at).context("no utime")?.parse()?;
-    let stime: f64 = fields.get(at + 1).context("no stime")?.parse()?;
-    Ok((utime + stime) / ticks_per_s)
-}
-
-/// Clock ticks per second, as `getconf` reports them (the unit of `/proc/<pid>/stat`).
-fn clock_ticks() -> Result<f64> {
-    let out = std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .context("getconf CLK_TCK")?;
-    let ticks: f64 = String::from_utf8_lossy(&out.stdout).trim().parse()?;
-    if ticks <= 0.0 {
-        bail!("getconf CLK_TCK gave {ticks}");
-    }
-    Ok(ticks)
-}
-
-/// Loopback TCP: one thread sends `bytes` over 127.0.0.1 in 1 MiB writes, this one receives
-/// them `read_bytes` at a time; MB/s from the connection to the last byte received, and each
-/// thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) per GB.
-fn loopback(bytes: u64, read_bytes: usize) -> Result<LoopbackFigure> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    let start = Instant::now();
-    let sender = std::thread::spawn(move || -> std::io::Result<f64> {
-        let cpu = crate::bench_assign::thread_cpu_ms();
-        let mut s = std::net::TcpStream::connect(addr)?;
-        let buf = vec![b'x'; 1 << 20];
-        let mut left = bytes;
-        while left > 0 {
-            let n = left.min(buf.len() as u64) as usize;
-            s.write_all(&buf[..n])?;
-            left -= n as u64;
-        }
-        Ok(crate::bench_assign::thread_cpu_ms() - cpu)
-    });
-    let cpu = crate::bench_assign::thread_cpu_ms();
-    let (mut r, _) = listener.accept()?;
-    let mut buf = vec![0u8; read_bytes];
-    let mut got = 0u64;
-    while got < bytes {
-        let n = r.read(&mut buf)?;
-        if n == 0 {
-            bail!("loopback sender stopped after {got} of {bytes} bytes");
-        }
-        got += n as u64;
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let receiver_ms = crate::bench_assign::thread_cpu_ms() - cpu;
-    let sender_ms = sender
-        .join()
-        .map_err(|_| anyhow::anyhow!("loopback sender panicked"))??;
-    let gb = bytes as f64 / 1e9;
-    let receiver_cpu_s_per_gb = receiver_ms / 1e3 / gb;
-    let mb_per_s = bytes as f64 / 1e6 / secs.max(1e-9);
-    Ok(LoopbackFigure {
-        read_bytes,
-        mb_per_s,
-        runs_mb_per_s: vec![mb_per_s],
-        sender_cpu_s_per_gb: sender_ms / 1e3 / gb,
-        receiver_cpu_s_per_gb,
-        receiver_ceiling_mb_per_s: ceiling(receiver_cpu_s_per_gb),
-    })
-}
-
-/// MB/s one core reaches at `cpu_s_per_gb` CPU seconds per GB (`None` when no CPU time was
-/// measured: too short a run for the clock's ticks).
-fn ceiling(cpu_s_per_gb: f64) -> Option<f64> {
-    (cpu_s_per_gb > 0.0).then(|| 1e3 / cpu_s_per_gb)
 }
 
 /// Fills `topic` with `batches` copies of `batch`, spread over its partitions, 16 requests in
@@ -893,122 +802,4 @@ pub async fn run(a: ConsumeArgs) -> Result<Vec<ConsumeCase>> {
         out.push(c);
     }
     Ok(out)
-}
-
-/// The line listing every run's MB/s, when there were several (empty otherwise).
-fn render_runs(runs: &[f64]) -> String {
-    if runs.len() < 2 {
-        return String::new();
-    }
-    let each: Vec<String> = runs.iter().map(|r| format!("{r:.0}")).collect();
-    format!(
-        "    the median of {} runs (MB/s, in order: {})\n",
-        each.len(),
-        each.join(", ")
-    )
-}
-
-fn render_figure(name: &str, f: &ConsumerFigure) -> String {
-    let mut s = format!(
-        "  {name:<17} {:>8.1} MB/s  {:.2} of loopback\n",
-        f.mb_per_s, f.ratio_to_loopback
-    );
-    s += &render_runs(&f.runs_mb_per_s);
-    if let Some(p) = f.paired_ratio {
-        let each: Vec<String> = f
-            .runs_paired_ratio
-            .iter()
-            .map(|r| format!("{r:.2}"))
-            .collect();
-        s += &format!(
-            "    {p:.2} of loopback run by run (each run over a loopback run just before it; in order: {})\n",
-            each.join(", ")
-        );
-    }
-    let cpu = |who: &str, per_gb: Option<f64>, share: Option<f64>, ceil: Option<f64>| {
-        per_gb.map_or(String::new(), |c| {
-            format!(
-                "    {who:<7} CPU {c:.2} s/GB, {:.2} of a core, ceiling on one core {:.0} MB/s\n",
-                share.unwrap_or(0.0),
-                ceil.unwrap_or(0.0)
-            )
-        })
-    };
-    s += &cpu(
-        "client",
-        f.client_cpu_s_per_gb,
-        f.client_cpu_share,
-        f.client_ceiling_mb_per_s,
-    );
-    s += &cpu(
-        "broker",
-        f.broker_cpu_s_per_gb,
-        f.broker_cpu_share,
-        f.broker_ceiling_mb_per_s,
-    );
-    if let Some(m) = f.machine_ceiling_mb_per_s {
-        s += &format!("    both on all the machine's cores: ceiling {m:.0} MB/s\n");
-    }
-    if let (Some(n), Some(w)) = (f.fetches, f.fetch_window_bytes) {
-        s += &format!(
-            "    {n} Fetches, fetch window {:.1} MiB at the end\n",
-            w as f64 / f64::from(1u32 << 20)
-        );
-    }
-    s
-}
-
-pub fn render(c: &ConsumeCase) -> String {
-    let mut s = format!(
-        "consume, {} partitions: {} records, {:.1} MB; loopback TCP {:.1} MB/s, page-cache read {:.1} MB/s\n",
-        c.partitions,
-        c.records,
-        c.bytes as f64 / 1e6,
-        c.loopback_mb_per_s,
-        c.page_cache_mb_per_s
-    );
-    for l in &c.loopback_runs {
-        s += &format!(
-            "  loopback, {}-byte reads: {:.1} MB/s, CPU sender {:.2} s/GB, receiver {:.2} s/GB (ceiling on one core {:.0} MB/s){}\n",
-            l.read_bytes,
-            l.mb_per_s,
-            l.sender_cpu_s_per_gb,
-            l.receiver_cpu_s_per_gb,
-            l.receiver_ceiling_mb_per_s.unwrap_or(0.0),
-            if l.read_bytes == c.loopback.read_bytes { " (the baseline)" } else { "" }
-        );
-        s += &render_runs(&l.runs_mb_per_s);
-    }
-    if let Some(f) = &c.librdkafka {
-        s += &render_figure("librdkafka", f);
-    }
-    if let Some(f) = &c.librdkafka_tuned {
-        s += &render_figure("librdkafka, tuned", f);
-    }
-    if let Some(cmd) = &c.librdkafka_tuned_command {
-        s += &format!("    ({cmd})\n");
-    }
-    for (name, r) in [
-        ("librdkafka, replay", &c.librdkafka_replay),
-        ("librdkafka, tuned, replay", &c.librdkafka_tuned_replay),
-    ] {
-        let Some(r) = r else { continue };
-        s += &render_figure(name, &r.consumer);
-        s += &format!(
-            "    {} Fetches answered from memory ({:.1} MB held), {} forwarded{}; the broker gave librdkafka {:.2} of the replay's MB/s{}\n",
-            r.fetches_replayed,
-            r.mb_held,
-            r.fetches_forwarded,
-            if r.replayed_share < 0.95 { " (too few from memory: not a ceiling)" } else { "" },
-            r.broker_of_replay.unwrap_or(0.0),
-            r.proxy_error.as_ref().map_or(String::new(), |e| format!("; proxy error: {e}"))
-        );
-    }
-    s += &render_figure("gregor", &c.gregor);
-    if let (Some(f), Some(n)) = (&c.gregor_tuned, c.gregor_tuned_fetch_max_bytes) {
-        s += &render_figure("gregor, tuned", f);
-        s += &format!("    (fetch.max.bytes={n})\n");
-    }
-    s += &format!("  (gregor group join {:.2} s, not timed)", c.gregor_join_s);
-    s
 }
