@@ -692,9 +692,7 @@ async fn broker_fetch_max_bytes(admin: &Admin, broker: i32) -> Option<u64> {
 fn median_run(runs: Vec<ConsumerFigure>) -> Option<ConsumerFigure> {
     let ratios: Vec<f64> = runs.iter().filter_map(|r| r.paired_ratio).collect();
     let mut median = median_by(runs, |r| r.mb_per_s, |r, all| r.runs_mb_per_s = all)?;
-    let mut sorted = ratios.clone();
-    sorted.sort_by(f64::total_cmp);
-    median.paired_ratio = sorted.len().checked_sub(1).map(|last| sorted[last / 2]);
+    median.paired_ratio = median_by(ratios.clone(), |&r| r, |_, _| ());
     median.runs_paired_ratio = ratios;
     Some(median)
 }

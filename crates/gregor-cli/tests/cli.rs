@@ -581,12 +581,7 @@ fn bench_produce_and_consume_against_a_broker() {
         // of the runs' ratios.
         for series in ["gregor", "gregor_tuned"] {
             let f = &c[series];
-            let ratios: Vec<f64> = f["runs_paired_ratio"]
-                .as_array()
-                .expect("runs_paired_ratio")
-                .iter()
-                .map(|v| v.as_f64().expect("ratio"))
-                .collect();
+            let ratios = f64s(&f["runs_paired_ratio"], "runs_paired_ratio");
             assert_eq!(ratios.len(), 2, "{series}: {c}");
             assert!(ratios.iter().all(|&r| r > 0.0), "{series}: {c}");
             assert_eq!(
@@ -615,12 +610,7 @@ fn bench_produce_and_consume_against_a_broker() {
         assert_eq!(reads, [65_536, 1_048_576], "{c}");
         // Three runs per read size, each read size reporting its median one.
         for r in runs {
-            let all: Vec<f64> = r["runs_mb_per_s"]
-                .as_array()
-                .expect("runs_mb_per_s")
-                .iter()
-                .map(|v| v.as_f64().expect("MB/s"))
-                .collect();
+            let all = f64s(&r["runs_mb_per_s"], "runs_mb_per_s");
             assert_eq!(all.len(), 3, "{c}");
             let mut sorted = all.clone();
             sorted.sort_by(f64::total_cmp);
@@ -757,4 +747,16 @@ fn broker_refuses_settings_of_missing_features_at_start_up() {
             "refused before anything is written"
         );
     }
+}
+
+/// A JSON array of numbers, as `f64`s.
+fn f64s(v: &Value, what: &str) -> Vec<f64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("{what}: not an array: {v}"))
+        .iter()
+        .map(|x| {
+            x.as_f64()
+                .unwrap_or_else(|| panic!("{what}: not a number: {x}"))
+        })
+        .collect()
 }
