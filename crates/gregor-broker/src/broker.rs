@@ -713,7 +713,9 @@ async fn dispatch(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -
             ResponseKind::InitProducerId(handlers::produce::init_producer_id(&b.producer_ids, &r))
         }
         RequestKind::Fetch(r) => {
-            return Reply::Fetch(Box::new(handlers::fetch::fetch(b.data_plane(), r, v).await))
+            return Reply::Fetch(Box::new(
+                handlers::fetch::fetch(b.data_plane(), r, v, ctx.min_round_trip).await,
+            ))
         }
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(handlers::offsets::list_offsets(b.data_plane(), r, v))

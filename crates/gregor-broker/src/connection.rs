@@ -110,6 +110,9 @@ pub struct RequestContext {
     pub client_id: String,
     pub client_host: String,
     pub connection_id: u64,
+    /// The connection's minimum round-trip time, read for Fetch requests on TCP connections
+    /// (`None` for other requests, other transports, or when the kernel has no sample).
+    pub min_round_trip: Option<std::time::Duration>,
 }
 
 /// What a handler answers a request with. (As large as the response it carries, like the
@@ -296,6 +299,10 @@ async fn serve_conn<R, W, H>(
                             client_id: req.header.client_id.as_deref().unwrap_or("").to_string(),
                             client_host: client_host.clone(),
                             connection_id,
+                            min_round_trip: match (&zero_copy, req.api_key) {
+                                (Some(z), ApiKey::Fetch) => crate::tcp_info::min_round_trip(z.socket()),
+                                _ => None,
+                            },
                         };
                         let h = handler.clone();
                         let api_key = req.api_key;

@@ -36,6 +36,17 @@ impl DataPlane<'_> {
         usize::try_from(self.dynamic_i64("fetch.max.bytes")).unwrap_or(usize::MAX)
     }
 
+    /// The most a consumer's Fetch answer carries over a connection whose minimum round trip
+    /// is `min_round_trip` (`fetch.low.latency.max.bytes`, `fetch.low.latency.bytes.per.second`);
+    /// `None`: no cap beyond `fetch.max.bytes` (turned off, or the round trip is unknown).
+    pub fn fetch_latency_cap(&self, min_round_trip: Option<std::time::Duration>) -> Option<usize> {
+        let rtt = min_round_trip?;
+        let floor = usize::try_from(self.dynamic_i64("fetch.low.latency.max.bytes")).unwrap_or(0);
+        let rate =
+            u64::try_from(self.dynamic_i64("fetch.low.latency.bytes.per.second")).unwrap_or(0);
+        crate::handlers::fetch::latency_cap(rtt, floor, rate)
+    }
+
     /// The fetch session settings (`max.incremental.fetch.session.cache.slots`,
     /// `min.incremental.fetch.session.eviction.ms`).
     pub fn fetch_session_limits(&self) -> crate::fetch_session::SessionLimits {

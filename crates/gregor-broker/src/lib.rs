@@ -27,6 +27,7 @@ pub mod producer_state;
 pub mod quota;
 pub mod replica;
 pub mod server;
+pub mod tcp_info;
 pub mod transport;
 pub mod util;
 pub mod zero_copy;

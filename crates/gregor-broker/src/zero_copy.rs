@@ -72,6 +72,11 @@ impl ZeroCopy {
         }
     }
 
+    /// The socket (for reading its TCP state).
+    pub fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.get_ref().as_fd()
+    }
+
     /// Writes `chunks` to the socket. The caller has no other write to the socket in progress.
     pub async fn write(&self, chunks: Vec<Chunk>) -> io::Result<()> {
         let mut cursor = Cursor {

@@ -72,6 +72,15 @@ fn request(id: i32, epoch: i32, partitions: &[(i32, i64)]) -> FetchRequest {
 }
 
 async fn fetch(b: &Arc<Broker>, r: FetchRequest) -> FetchReply {
+    fetch_over(b, r, None).await
+}
+
+/// A fetch on a connection whose minimum round trip is `min_round_trip`.
+async fn fetch_over(
+    b: &Arc<Broker>,
+    r: FetchRequest,
+    min_round_trip: Option<std::time::Duration>,
+) -> FetchReply {
     let ctx = RequestContext {
         api_key: ApiKey::Fetch,
         api_version: 12,
@@ -79,6 +88,7 @@ async fn fetch(b: &Arc<Broker>, r: FetchRequest) -> FetchReply {
         client_id: "fetch-session-test".into(),
         client_host: "127.0.0.1".into(),
         connection_id: 1,
+        min_round_trip,
     };
     match b.clone().handle(ctx, RequestKind::Fetch(r)).await {
         Reply::Fetch(f) => *f,
@@ -229,4 +239,48 @@ async fn only_the_first_partition_may_exceed_max_bytes() {
         (3 * batch, 0, small),
         "{got:?}"
     );
+}
+
+/// `fetch.low.latency.max.bytes`: a consumer on a short round trip gets answers of at most that
+/// (KIP-74's first batch aside), never fewer than its `min_bytes`; on a long round trip, or
+/// where the round trip is unknown, the request's own limit holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_on_a_short_round_trip_gets_answers_within_the_low_latency_cap() {
+    use std::time::Duration;
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let b = common::start(
+        tmp.path(),
+        &["fetch.low.latency.max.bytes=250000".to_string()],
+    )
+    .await;
+    create_topic(&b, 3).await;
+    for _ in 0..3 {
+        for p in 0..3 {
+            append_sized(&b, p, 100_000).await;
+        }
+    }
+    let all = [(0, 0), (1, 0), (2, 0)];
+    let batches = |f: &FetchReply, batch: usize| {
+        answered(f)
+            .iter()
+            .map(|&(_, _, bytes)| bytes / batch)
+            .collect::<Vec<_>>()
+    };
+    let whole = fetch_over(&b, request(0, -1, &all), None).await;
+    let batch = answered(&whole)[0].2 / 3;
+    assert!(batch > 100_000 && batch < 101_000, "{:?}", answered(&whole));
+    assert_eq!(batches(&whole, batch), [3, 3, 3]);
+    // Loopback's round trip: 250,000 bytes, two batches.
+    let short = Some(Duration::from_micros(20));
+    let got = fetch_over(&b, request(0, -1, &all), short).await;
+    assert_eq!(batches(&got, batch), [2, 0, 0]);
+    // 20 ms at 10 GB/s is 200 MB: the request's 1 MiB holds.
+    let long = Some(Duration::from_millis(20));
+    let got = fetch_over(&b, request(0, -1, &all), long).await;
+    assert_eq!(batches(&got, batch), [3, 3, 3]);
+    // min_bytes above the cap: the answer may hold them.
+    let mut r = request(0, -1, &all);
+    r.min_bytes = 500_000;
+    let got = fetch_over(&b, r, short).await;
+    assert_eq!(batches(&got, batch), [3, 1, 0]);
 }

@@ -51,6 +51,7 @@ async fn fetch(b: Arc<Broker>, r: FetchRequest) -> Reply {
         client_id: "fetch-wake-test".into(),
         client_host: "127.0.0.1".into(),
         connection_id: 1,
+        min_round_trip: None,
     };
     b.handle(ctx, RequestKind::Fetch(r)).await
 }

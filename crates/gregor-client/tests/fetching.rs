@@ -583,3 +583,123 @@ async fn the_fetch_window_stays_at_its_floor_on_loopback_and_grows_over_a_long_r
     );
     assert!(delayed.fetch_window_bytes <= 50 * MIB);
 }
+
+/// The broker's `fetch.low.latency.max.bytes` over a real loopback connection: the broker reads
+/// the connection's minimum round trip from the kernel (tens of microseconds here), so a
+/// consumer's Fetch asking for 50 MiB gets at most the cap (plus KIP-74's first batch), and
+/// the whole 6 MiB once the cap is turned off with IncrementalAlterConfigs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_on_loopback_gets_answers_within_the_low_latency_cap() {
+    use gregor_client::admin::{AlterConfigOp, ConfigResource};
+    use gregor_client::Target;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    const MIB: usize = 1 << 20;
+    let data = tempfile::tempdir().expect("scratch dir");
+    let args = vec![
+        "--listeners".to_string(),
+        format!("PLAINTEXT://127.0.0.1:{}", free_port()),
+        "--override".to_string(),
+        format!("fetch.low.latency.max.bytes={MIB}"),
+    ];
+    let cluster = Cluster {
+        nodes: vec![Node::spawn(&args, data.path())],
+        _data: data,
+    };
+    let (topic, partitions) = ("low-latency", 4);
+    cluster.create_topic(topic, partitions, None).await;
+    // 1.5 MiB per partition in 64 KiB records.
+    let mut pc = ProducerConfig::new(&cluster.bootstrap()).unwrap();
+    pc.client = cluster.client_config();
+    pc.batch_size = 256 << 10;
+    pc.linger = Duration::from_millis(5);
+    let producer = Producer::connect(pc).await.unwrap();
+    let value = vec![b'l'; 64 << 10];
+    let mut acks = Vec::new();
+    for i in 0..(4 * 24) {
+        let record = ProducerRecord::new(topic)
+            .partition(i % partitions)
+            .value(value.clone());
+        acks.push(producer.send(record).await.unwrap());
+    }
+    for a in acks {
+        a.await.unwrap();
+    }
+
+    let client = Client::connect(cluster.client_config()).await.unwrap();
+    let meta = client
+        .refresh_metadata(Some(&[topic.to_string()]))
+        .await
+        .unwrap();
+    let topic_id = meta.topic(topic).expect("the topic").topic_id;
+    // A consumer's sessionless Fetch of every partition from the start, as librdkafka sends.
+    let fetch = || async {
+        let (_, resp) = client
+            .send::<FetchRequest, _>(&Target::Broker(1), |_| {
+                let mut t = FetchTopic::default();
+                t.topic = TopicName(StrBytes::from_string(topic.to_string()));
+                t.topic_id = topic_id;
+                t.partitions = (0..partitions)
+                    .map(|p| {
+                        let mut fp = FetchPartition::default();
+                        fp.partition = p;
+                        fp.partition_max_bytes = i32::try_from(8 * MIB).unwrap();
+                        fp.current_leader_epoch = -1;
+                        fp.log_start_offset = -1;
+                        fp.last_fetched_epoch = -1;
+                        fp
+                    })
+                    .collect();
+                let mut r = FetchRequest::default();
+                r.replica_id = BrokerId(-1);
+                r.max_wait_ms = 0;
+                r.min_bytes = 1;
+                r.max_bytes = i32::try_from(50 * MIB).unwrap();
+                r.session_epoch = -1;
+                r.topics = vec![t];
+                Ok(r)
+            })
+            .await
+            .unwrap();
+        let sizes: Vec<usize> = resp
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| {
+                assert_eq!(p.error_code, 0, "{p:?}");
+                p.records.as_ref().map_or(0, |r| r.len())
+            })
+            .collect();
+        sizes
+    };
+    let capped = fetch().await;
+    let total: usize = capped.iter().sum();
+    // Batches of about 256 KiB: the answer stops within the cap, plus one batch at most.
+    assert!(
+        total > MIB / 2 && total <= MIB + (320 << 10),
+        "an answer of {total} bytes on loopback with a 1 MiB cap: {capped:?}"
+    );
+
+    let admin = cluster.admin().await;
+    let altered = admin
+        .incremental_alter_configs(
+            &[(
+                ConfigResource::broker(1),
+                vec![AlterConfigOp::Set {
+                    name: "fetch.low.latency.max.bytes".into(),
+                    value: "0".into(),
+                }],
+            )],
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(altered[0].1, Ok(()));
+    let whole = fetch().await;
+    assert!(
+        whole.iter().all(|&bytes| bytes >= 3 * MIB / 2),
+        "every partition whole without the cap: {whole:?}"
+    );
+}

@@ -89,7 +89,14 @@ fn reader_for(b: DataPlane<'_>, replica_id: i32, topic: &str, partition: i32) ->
     }
 }
 
-pub async fn fetch(b: DataPlane<'_>, mut r: FetchRequest, version: i16) -> FetchReply {
+/// Answers a Fetch. `min_round_trip` is the connection's (where known): a consumer on a short
+/// one gets smaller answers (`answer_limit`).
+pub async fn fetch(
+    b: DataPlane<'_>,
+    mut r: FetchRequest,
+    version: i16,
+    min_round_trip: Option<Duration>,
+) -> FetchReply {
     // An incremental fetch becomes the full fetch of its session's partitions here.
     let began = lock_sessions(b).begin(&mut r, version, now_ms());
     let context = match began {
@@ -100,8 +107,14 @@ pub async fn fetch(b: DataPlane<'_>, mut r: FetchRequest, version: i16) -> Fetch
         }
     };
     let planned = plan(b, &r, version);
-    let mut reply = answer(b, &r, version, planned).await;
     let follower = replica_id(&r, version) >= 0;
+    // Followers are Gregor's own fetchers, which size their requests themselves.
+    let latency_cap = if follower {
+        None
+    } else {
+        b.fetch_latency_cap(min_round_trip)
+    };
+    let mut reply = answer(b, &r, version, planned, latency_cap).await;
     let limits = b.fetch_session_limits();
     lock_sessions(b).finish(context, &r, &mut reply, follower, limits, now_ms());
     reply
@@ -175,16 +188,25 @@ fn plan(b: DataPlane<'_>, r: &FetchRequest, version: i16) -> Planned {
 }
 
 /// Reads the planned partitions, parking while fewer than `min_bytes` are there, and answers.
-async fn answer(b: DataPlane<'_>, r: &FetchRequest, version: i16, planned: Planned) -> FetchReply {
+async fn answer(
+    b: DataPlane<'_>,
+    r: &FetchRequest,
+    version: i16,
+    planned: Planned,
+    latency_cap: Option<usize>,
+) -> FetchReply {
     let Planned {
         mut targets,
         mut topics_out,
     } = planned;
     let replica_id = replica_id(r, version);
     let min_bytes = r.min_bytes.max(0) as usize;
-    // fetch.max.bytes caps every fetch, whatever the client asks for.
-    let broker_max = b.fetch_max_bytes();
-    let max_bytes = (r.max_bytes.max(0) as usize).min(broker_max);
+    let max_bytes = answer_limit(
+        r.max_bytes.max(0) as usize,
+        min_bytes,
+        b.fetch_max_bytes(),
+        latency_cap,
+    );
     let deadline = Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64);
     // Subscribe before the first read so that an append between read and wait is not missed.
     // Followers read to the log end and wait for appends; consumers wait for the high
@@ -253,6 +275,44 @@ async fn answer(b: DataPlane<'_>, r: &FetchRequest, version: i16, planned: Plann
         response: resp,
         records: slices.into_iter().flatten().collect(),
     }
+}
+
+/// The most one answer carries (KIP-74's first batch aside): what the request asks, within
+/// the broker's `fetch.max.bytes` (whatever the client asks), and within the latency cap of a
+/// consumer's connection, except that the cap never goes below the request's `min_bytes` (a
+/// fetch waits for `min_bytes`, so an answer must be allowed to hold them).
+pub(crate) fn answer_limit(
+    requested: usize,
+    min_bytes: usize,
+    broker_max: usize,
+    latency_cap: Option<usize>,
+) -> usize {
+    let limit = requested.min(broker_max);
+    match latency_cap {
+        Some(cap) => limit.min(cap.max(min_bytes)),
+        None => limit,
+    }
+}
+
+/// A consumer's answer cap for a connection whose minimum round trip is `min_round_trip`: the
+/// bytes `bytes_per_second` moves in one round trip, and at least `floor`. `None` when `floor`
+/// is 0 (turned off).
+///
+/// Why: librdkafka keeps one Fetch in flight per broker and reads an answer whole before it
+/// parses it; the larger the answer, the more CPU it spends per byte (its buffers leave the
+/// CPU's caches and are mapped afresh). On a short round trip a small answer costs no
+/// throughput; on a long one an answer must carry the round trip's worth of bytes, which the
+/// rate term gives it.
+pub(crate) fn latency_cap(
+    min_round_trip: Duration,
+    floor: usize,
+    bytes_per_second: u64,
+) -> Option<usize> {
+    if floor == 0 {
+        return None;
+    }
+    let per_round_trip = u128::from(bytes_per_second) * min_round_trip.as_micros() / 1_000_000;
+    Some(floor.max(usize::try_from(per_round_trip).unwrap_or(usize::MAX)))
 }
 
 /// Updates the leaders' view of a follower from the offsets its fetch names, and sends any ISR

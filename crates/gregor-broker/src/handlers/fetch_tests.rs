@@ -33,6 +33,7 @@ async fn send(b: &Arc<Broker>, api_key: ApiKey, version: i16, req: RequestKind) 
         client_id: "fetch-handler-test".into(),
         client_host: "127.0.0.1".into(),
         connection_id: 1,
+        min_round_trip: None,
     };
     match b.clone().handle(ctx, req).await {
         Reply::Respond(r) => r,
@@ -128,7 +129,7 @@ async fn a_fetch_located_before_its_topic_is_deleted_answers_unknown_topic() {
             "{topic} is hosted when located"
         );
         delete_topic(&b, topic).await;
-        let reply = answer(b.data_plane(), &r, version, planned).await;
+        let reply = answer(b.data_plane(), &r, version, planned, None).await;
         let p = &reply.response.responses[0].partitions[0];
         assert_eq!(
             p.error_code,
@@ -137,4 +138,62 @@ async fn a_fetch_located_before_its_topic_is_deleted_answers_unknown_topic() {
         );
         assert!(reply.records.iter().all(|s| s.is_empty()));
     }
+}
+
+#[test]
+fn an_answer_keeps_to_the_request_the_broker_and_the_latency_cap_but_holds_min_bytes() {
+    use super::answer_limit;
+    const MIB: usize = 1 << 20;
+    // The request's max_bytes and the broker's fetch.max.bytes: the smaller.
+    assert_eq!(answer_limit(50 * MIB, 1, 30 * MIB, None), 30 * MIB);
+    assert_eq!(answer_limit(MIB, 1, 30 * MIB, None), MIB);
+    // A latency cap below both wins.
+    assert_eq!(answer_limit(50 * MIB, 1, 30 * MIB, Some(2 * MIB)), 2 * MIB);
+    // ...but never below the request's min_bytes, which the fetch waits for.
+    assert_eq!(
+        answer_limit(50 * MIB, 5 * MIB, 30 * MIB, Some(2 * MIB)),
+        5 * MIB
+    );
+    // ...nor above what the request and the broker allow.
+    assert_eq!(
+        answer_limit(4 * MIB, 5 * MIB, 30 * MIB, Some(2 * MIB)),
+        4 * MIB
+    );
+    assert_eq!(
+        answer_limit(50 * MIB, 40 * MIB, 30 * MIB, Some(2 * MIB)),
+        30 * MIB
+    );
+}
+
+#[test]
+fn the_latency_cap_is_the_floor_on_a_short_round_trip_and_a_round_trip_of_bytes_on_a_long_one() {
+    use super::latency_cap;
+    const MIB: usize = 1 << 20;
+    // Bytes per second.
+    let rate = 10_000_000_000;
+    // Off.
+    assert_eq!(latency_cap(Duration::from_micros(20), 0, rate), None);
+    // Loopback (tens of microseconds) and a rack (100 us): the floor.
+    assert_eq!(
+        latency_cap(Duration::from_micros(20), 2 * MIB, rate),
+        Some(2 * MIB)
+    );
+    assert_eq!(
+        latency_cap(Duration::from_micros(100), 2 * MIB, rate),
+        Some(2 * MIB)
+    );
+    // 1 ms: 10 MB; 50 ms: 500 MB (fetch.max.bytes then caps it).
+    assert_eq!(
+        latency_cap(Duration::from_millis(1), 2 * MIB, rate),
+        Some(10_000_000)
+    );
+    assert_eq!(
+        latency_cap(Duration::from_millis(50), 2 * MIB, rate),
+        Some(500_000_000)
+    );
+    // No overflow with the largest rate and a long round trip.
+    assert_eq!(
+        latency_cap(Duration::from_secs(10), 2 * MIB, u64::MAX),
+        Some(usize::MAX)
+    );
 }

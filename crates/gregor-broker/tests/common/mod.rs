@@ -39,6 +39,7 @@ pub async fn send(
         client_id: "broker-integration-test".into(),
         client_host: "127.0.0.1".into(),
         connection_id: 1,
+        min_round_trip: None,
     };
     match b.clone().handle(ctx, req).await {
         Reply::Respond(r) => r,

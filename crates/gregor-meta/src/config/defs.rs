@@ -335,6 +335,15 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     // of many partitions faults in every page it receives. 30 MiB answers keep its buffers in
     // the heap (BENCHMARKS.md: 256 partitions, 1.68 -> 1.20 CPU s per GB).
     broker("fetch.max.bytes", Int, Some("31457280"), AtLeast(1024), true, "Largest fetch response, whatever the client asks for (the first batch of a response may exceed it, KIP-74)."),
+    // Not in Kafka. librdkafka keeps one Fetch in flight per broker and reads each answer whole
+    // before parsing it; its CPU per byte grows with the answer's size (BENCHMARKS.md). On a
+    // short round trip small answers cost no throughput; on a long one each answer must carry
+    // round trip x rate. Off by default: behind a proxy that ends TCP near the broker, the
+    // round trip the broker sees is the proxy's, not the consumer's.
+    broker("fetch.low.latency.max.bytes", Int, Some("0"), AtLeast(0), true,
+        "Largest Fetch answer to a consumer whose connection has a short round trip: a consumer's answers are capped at the larger of this and its connection's minimum round-trip time x fetch.low.latency.bytes.per.second (never below its fetch.min.bytes, never above fetch.max.bytes). 0 (the default) turns the cap off. Followers are not capped."),
+    broker("fetch.low.latency.bytes.per.second", Long, Some("10000000000"), AtLeast(1), true,
+        "The rate one Fetch in flight per round trip should be able to carry: a consumer connection whose minimum round trip is R gets answers of up to R x this (at least fetch.low.latency.max.bytes)."),
     broker("max.incremental.fetch.session.cache.slots", Int, Some("1000"), AtLeast(0), false,
         "Fetch sessions (KIP-227) the broker keeps; 0 turns incremental fetches off (every fetch is answered whole, without a session)."),
     broker("min.incremental.fetch.session.eviction.ms", Int, Some("120000"), AtLeast(0), false,
