@@ -74,6 +74,43 @@ impl DataPlane<'_> {
         isr >= min
     }
 
+    /// [`DataPlane::locate`] for several partitions of one topic, in their order: the
+    /// metadata image, the topic and the hosted replicas are looked up once for all of them.
+    pub fn locate_many(
+        &self,
+        name: &str,
+        topic_id: Uuid,
+        partitions: &[i32],
+    ) -> Vec<Result<Arc<Partition>, ResponseError>> {
+        let image = self.metadata.image();
+        let topic = if name.is_empty() && !topic_id.is_nil() {
+            image
+                .topic_by_id(topic_id)
+                .ok_or(ResponseError::UnknownTopicId)
+        } else {
+            image
+                .topic(name)
+                .ok_or(ResponseError::UnknownTopicOrPartition)
+        };
+        let topic = match topic {
+            Ok(t) => t,
+            Err(e) => return vec![Err(e); partitions.len()],
+        };
+        let hosted = self
+            .replicas
+            .get_many(&topic.name, partitions.iter().copied());
+        partitions
+            .iter()
+            .zip(hosted)
+            .map(|(p, part)| {
+                if !topic.partitions.contains_key(p) {
+                    return Err(ResponseError::UnknownTopicOrPartition);
+                }
+                part.ok_or(ResponseError::NotLeaderOrFollower)
+            })
+            .collect()
+    }
+
     /// Resolves a produce or fetch target: the topic's name from the request (or its id, in
     /// newer versions), whether it exists, and the hosted partition.
     pub fn locate(
@@ -82,21 +119,8 @@ impl DataPlane<'_> {
         topic_id: Uuid,
         partition: i32,
     ) -> Result<Arc<Partition>, ResponseError> {
-        let image = self.metadata.image();
-        let topic = if name.is_empty() && !topic_id.is_nil() {
-            image
-                .topic_by_id(topic_id)
-                .ok_or(ResponseError::UnknownTopicId)?
-        } else {
-            image
-                .topic(name)
-                .ok_or(ResponseError::UnknownTopicOrPartition)?
-        };
-        if !topic.partitions.contains_key(&partition) {
-            return Err(ResponseError::UnknownTopicOrPartition);
-        }
-        self.replicas
-            .get(&topic.name, partition)
-            .ok_or(ResponseError::NotLeaderOrFollower)
+        self.locate_many(name, topic_id, &[partition])
+            .pop()
+            .expect("one answer per partition asked")
     }
 }

@@ -126,6 +126,23 @@ impl ReplicaManager {
         self.roles_changed.subscribe()
     }
 
+    /// The hosted replicas of `partitions` of one topic, in their order: one lock and one
+    /// look-up of the topic for all of them (a Fetch names up to thousands).
+    pub fn get_many(
+        &self,
+        topic: &str,
+        partitions: impl Iterator<Item = i32>,
+    ) -> Vec<Option<Arc<Partition>>> {
+        let hosted = self
+            .partitions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let parts = hosted.0.get(topic);
+        partitions
+            .map(|p| parts.and_then(|ps| ps.get(&p)).cloned())
+            .collect()
+    }
+
     pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
         self.partitions
             .read()

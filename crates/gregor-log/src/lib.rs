@@ -28,6 +28,7 @@ pub use disk::{
 };
 pub use error::{LogError, Result};
 pub use log::{
-    AppendInfo, DurableToken, FileSlice, Log, OffsetSpec, ReadResult, SliceRead, TimestampOffset,
+    AppendInfo, DurableToken, FileSlice, Log, LogOffsets, OffsetSpec, ReadResult, SliceRead,
+    TimestampOffset,
 };
 pub use sync::{set_sync_observer, LogStats, SyncObserver};

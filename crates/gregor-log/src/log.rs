@@ -174,6 +174,17 @@ pub enum OffsetSpec {
     Timestamp(i64),
 }
 
+/// A log's offsets at one instant ([`Log::offsets`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOffsets {
+    /// The first offset still in the log.
+    pub log_start_offset: i64,
+    /// The offset the next appended record gets.
+    pub log_end_offset: i64,
+    /// The high watermark.
+    pub high_watermark: i64,
+}
+
 /// A ListOffsets answer; `timestamp` is -1 for Earliest/Latest, as in Kafka.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimestampOffset {
@@ -272,6 +283,17 @@ impl Log {
         config.validate()?;
         lock(&self.inner).config = config;
         Ok(())
+    }
+
+    /// The log start offset, log end offset and high watermark, as one snapshot (one lock: a
+    /// Fetch reads them for every partition it names).
+    pub fn offsets(&self) -> LogOffsets {
+        let inner = lock(&self.inner);
+        LogOffsets {
+            log_start_offset: inner.log_start_offset,
+            log_end_offset: inner.log_end_offset(),
+            high_watermark: inner.high_watermark,
+        }
     }
 
     /// The first offset still in the log.

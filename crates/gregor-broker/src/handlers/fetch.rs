@@ -159,8 +159,9 @@ fn plan(b: DataPlane<'_>, r: &FetchRequest, version: i16) -> Planned {
         out.topic = t.topic.clone();
         out.topic_id = t.topic_id;
         topics_out.push(out);
-        for p in &t.partitions {
-            let part = b.locate(&name, t.topic_id, p.partition);
+        let indexes: Vec<i32> = t.partitions.iter().map(|p| p.partition).collect();
+        let located = b.locate_many(&name, t.topic_id, &indexes);
+        for (p, part) in t.partitions.iter().zip(located) {
             let topic_name = part.as_ref().map_or(name.as_str(), |p| p.topic.as_str());
             let reader = reader_for(b, replica_id, topic_name, p.partition);
             let throttled = reader == Reader::Follower
@@ -208,43 +209,46 @@ async fn answer(
         latency_cap,
     );
     let deadline = Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64);
-    // Subscribe before the first read so that an append between read and wait is not missed.
-    // Followers read to the log end and wait for appends; consumers wait for the high
-    // watermark.
-    let mut watches: Vec<watch::Receiver<i64>> = targets
-        .iter()
-        .filter_map(|t| {
-            t.part.as_ref().ok().map(|p| match t.reader {
-                Reader::Follower => p.watch_leo(),
-                _ => p.watch_hw(),
-            })
-        })
-        .collect();
     // A follower's fetch offset is its durable log end offset: the leader's high watermark and
     // ISR move with it (before the read, so the answer carries the new high watermark).
     if replica_id >= 0 {
         record_follower_progress(b, &targets);
     }
-    let mut first = true;
+    // The partitions' watches, subscribed only once a read falls short of `min_bytes`: a
+    // consumer streaming a backlog never parks, and a subscription per partition per Fetch
+    // is most of what a Fetch of many partitions costs besides the reads. Followers wait for
+    // appends (the log end), consumers for the high watermark.
+    let mut watches: Option<Vec<watch::Receiver<i64>>> = None;
+    let mut woke = false;
     let results = loop {
-        for w in &mut watches {
-            w.borrow_and_update();
+        if let Some(watches) = &mut watches {
+            for w in watches.iter_mut() {
+                w.borrow_and_update();
+            }
         }
         // After a wake-up, look the partitions up again: one may have been deleted or moved.
-        if !first {
+        if woke {
             targets = relocated(b, r, &targets);
         }
-        first = false;
         let (results, bytes) = read_current(b, r, &mut targets, max_bytes, version).await;
         let any_error = results.iter().any(|p| p.data.error_code != 0);
-        if bytes >= min_bytes || any_error || watches.is_empty() || Instant::now() >= deadline {
+        if bytes >= min_bytes || any_error || Instant::now() >= deadline {
             break results;
         }
-        let changed = select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
+        let Some(subscribed) = &mut watches else {
+            // Subscribe, then read again: an append between the read above and the
+            // subscription moved nothing the watches will report.
+            watches = Some(subscribe(&targets));
+            continue;
+        };
+        if subscribed.is_empty() {
+            break results;
+        }
+        let changed = select_all(subscribed.iter_mut().map(|w| Box::pin(w.changed())));
         let _parked = b.metrics.parked("fetch");
         match tokio::time::timeout_at(deadline, changed).await {
             // An append (or a partition stopping) woke us, or a partition went away.
-            Ok(_) => continue,
+            Ok(_) => woke = true,
             Err(_) => {
                 targets = relocated(b, r, &targets);
                 let (results, _) = read_current(b, r, &mut targets, max_bytes, version).await;
@@ -315,6 +319,20 @@ pub(crate) fn latency_cap(
     Some(floor.max(usize::try_from(per_round_trip).unwrap_or(usize::MAX)))
 }
 
+/// A watch per located partition: of its log end for a follower, of its high watermark for a
+/// consumer.
+fn subscribe(targets: &[Target]) -> Vec<watch::Receiver<i64>> {
+    targets
+        .iter()
+        .filter_map(|t| {
+            t.part.as_ref().ok().map(|p| match t.reader {
+                Reader::Follower => p.watch_leo(),
+                _ => p.watch_hw(),
+            })
+        })
+        .collect()
+}
+
 /// Updates the leaders' view of a follower from the offsets its fetch names, and sends any ISR
 /// expansion that follows to the controller.
 fn record_follower_progress(b: DataPlane<'_>, targets: &[Target]) {
@@ -354,7 +372,7 @@ async fn read_current(
     let mut relocations = 0;
     loop {
         hold_throttled(b, targets);
-        let (results, bytes) = read_targets(targets.clone(), max_bytes, version).await;
+        let (results, bytes) = read_targets(targets, max_bytes, version).await;
         let stale = results
             .iter()
             .any(|p| p.data.error_code == ResponseError::NotLeaderOrFollower.code())
@@ -431,13 +449,14 @@ fn record_throttled_bytes(b: DataPlane<'_>, targets: &[Target], results: &[PartR
 /// cache (the common case, and no thread hand-off on a fetch's way), else all again on the
 /// blocking pool, where a read may wait for the disk.
 async fn read_targets(
-    targets: Vec<Target>,
+    targets: &[Target],
     max_bytes: usize,
     version: i16,
 ) -> (Vec<PartRead>, usize) {
-    if let Ok(done) = read_all(&targets, max_bytes, version, ReadOn::Worker) {
+    if let Ok(done) = read_all(targets, max_bytes, version, ReadOn::Worker) {
         return done;
     }
+    let targets = targets.to_vec();
     blocking(move || {
         read_all(&targets, max_bytes, version, ReadOn::BlockingPool)
             .expect("a read on the blocking pool waits for the disk instead of giving up")
@@ -564,16 +583,16 @@ fn read_into(
     }
     let follower = t.reader == Reader::Follower;
     let log = &part.log;
-    let hw = part.high_watermark();
+    let offsets = log.offsets();
+    let hw = offsets.high_watermark;
     pd.high_watermark = hw;
     if version >= 4 {
         pd.last_stable_offset = hw;
     }
     if version >= 5 {
-        pd.log_start_offset = log.log_start_offset();
+        pd.log_start_offset = offsets.log_start_offset;
     }
-    let end = log.log_end_offset();
-    if t.fetch_offset < log.log_start_offset() || t.fetch_offset > end {
+    if t.fetch_offset < offsets.log_start_offset || t.fetch_offset > offsets.log_end_offset {
         pd.error_code = ResponseError::OffsetOutOfRange.code();
         return Ok(None);
     }

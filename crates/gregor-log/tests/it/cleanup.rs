@@ -67,6 +67,18 @@ fn delete_records_moves_start_and_deletes_segments() {
     let segs = log.segment_base_offsets();
     assert_eq!(log.delete_records_before(40).expect("delete"), 40);
     assert_eq!(log.log_start_offset(), 40);
+    // The three offsets a Fetch reads, in one snapshot (an append moves the log end, not the
+    // high watermark).
+    log.append_as_leader(&batch(3, "past-hw", NOW), 0, NOW)
+        .expect("append");
+    assert_eq!(
+        log.offsets(),
+        gregor_log::LogOffsets {
+            log_start_offset: 40,
+            log_end_offset: 93,
+            high_watermark: 90,
+        }
+    );
     let left = log.segment_base_offsets();
     assert!(left.len() < segs.len());
     assert!(left[0] <= 40);
