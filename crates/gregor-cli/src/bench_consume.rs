@@ -222,7 +222,9 @@ pub struct ReplayFigure {
     pub broker_of_replay: Option<f64>,
     /// The first error a proxied connection ended with, if any.
     pub proxy_error: Option<String>,
-    /// The broker's `fetch.max.bytes`, which answers composed by the replay keep to.
+    /// The broker's cap on an answer on loopback (`fetch.max.bytes`, or
+    /// `fetch.low.latency.max.bytes` where set and smaller), which answers composed by the
+    /// replay keep to.
     pub answer_cap_bytes: Option<u64>,
 }
 
@@ -563,7 +565,7 @@ async fn case(
     } else {
         let broker = leaders.first().map(|&(_, leader)| leader);
         let cap = match broker {
-            Some(id) => broker_fetch_max_bytes(&admin, id).await,
+            Some(id) => broker_answer_cap(&admin, id).await,
             None => None,
         };
         Some(record(a, &topic, records, cap).await?)
@@ -672,19 +674,39 @@ async fn case(
     })
 }
 
-/// The broker's `fetch.max.bytes` (its cap on an answer), when it says.
-async fn broker_fetch_max_bytes(admin: &Admin, broker: i32) -> Option<u64> {
+/// The broker's cap on an answer to a consumer on loopback, when it says: its `fetch.max.bytes`,
+/// or its `fetch.low.latency.max.bytes` where that is set and smaller (on loopback the latency
+/// cap is its floor: the round trip is tens of microseconds).
+async fn broker_answer_cap(admin: &Admin, broker: i32) -> Option<u64> {
     use gregor_client::admin::configs::ConfigResource;
     let described = admin
         .describe_configs(&[ConfigResource::broker(broker)], false, false)
         .await
         .ok()?;
     let (_, entries) = described.into_iter().next()?;
-    let entry = entries
-        .ok()?
-        .into_iter()
-        .find(|e| e.name == "fetch.max.bytes")?;
-    entry.value?.parse().ok()
+    let entries = entries.ok()?;
+    let value = |name: &str| -> Option<u64> {
+        entries
+            .iter()
+            .find(|e| e.name == name)?
+            .value
+            .as_deref()?
+            .parse()
+            .ok()
+    };
+    Some(loopback_answer_cap(
+        value("fetch.max.bytes")?,
+        value("fetch.low.latency.max.bytes"),
+    ))
+}
+
+/// What a broker with these settings answers a consumer on loopback with at most:
+/// `fetch.max.bytes`, or `fetch.low.latency.max.bytes` where set (not 0) and smaller.
+fn loopback_answer_cap(fetch_max_bytes: u64, low_latency_max_bytes: Option<u64>) -> u64 {
+    match low_latency_max_bytes {
+        Some(low) if low > 0 => fetch_max_bytes.min(low),
+        _ => fetch_max_bytes,
+    }
 }
 
 /// The run of median MB/s (the lower of the two middle ones for an even count), with every
@@ -800,4 +822,20 @@ pub async fn run(a: ConsumeArgs) -> Result<Vec<ConsumeCase>> {
         out.push(c);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loopback_answer_cap;
+
+    #[test]
+    fn the_replay_keeps_to_the_smaller_of_the_brokers_two_caps() {
+        const MIB: u64 = 1 << 20;
+        // The latency cap off (0) or not reported: fetch.max.bytes.
+        assert_eq!(loopback_answer_cap(30 * MIB, Some(0)), 30 * MIB);
+        assert_eq!(loopback_answer_cap(30 * MIB, None), 30 * MIB);
+        // Set: its floor applies on loopback, unless fetch.max.bytes is smaller still.
+        assert_eq!(loopback_answer_cap(30 * MIB, Some(2 * MIB)), 2 * MIB);
+        assert_eq!(loopback_answer_cap(MIB, Some(2 * MIB)), MIB);
+    }
 }

@@ -62,8 +62,9 @@ struct Shared {
     /// A partition's recorded answer at one fetch offset: records (if any; empty only at the
     /// log end) and high watermark.
     partitions: Mutex<HashMap<PartitionKey, PartitionData>>,
-    /// The broker's own cap on an answer's record bytes (its `fetch.max.bytes`), which
-    /// composed answers keep to as well.
+    /// The broker's own cap on an answer's record bytes (its `fetch.max.bytes`, or its
+    /// `fetch.low.latency.max.bytes` where set and smaller: the proxy's clients are on
+    /// loopback), which composed answers keep to as well.
     answer_cap: u64,
     replayed: AtomicU64,
     forwarded: AtomicU64,

@@ -651,6 +651,9 @@ fn bench_produce_and_consume_against_a_broker() {
                 assert_eq!(replay["consumer"]["records"].as_u64(), Some(records), "{c}");
                 assert!(replay["proxy_error"].is_null(), "{c}");
                 assert!(replay["mb_held"].as_f64().expect("mb_held") > 0.0, "{c}");
+                // Composed answers keep to the broker's fetch.max.bytes (its default; the
+                // latency cap is off by default).
+                assert_eq!(replay["answer_cap_bytes"].as_u64(), Some(30 << 20), "{c}");
                 if c["partitions"] == 1 {
                     assert!(replay["fetches_replayed"].as_u64() > Some(0), "{c}");
                 }
