@@ -215,9 +215,10 @@ async fn answer(
         record_follower_progress(b, &targets);
     }
     // The partitions' watches, subscribed only once a read falls short of `min_bytes`: a
-    // consumer streaming a backlog never parks, and a subscription per partition per Fetch
-    // is most of what a Fetch of many partitions costs besides the reads. Followers wait for
-    // appends (the log end), consumers for the high watermark.
+    // consumer streaming a backlog never parks, and needs no watch per partition per Fetch.
+    // Followers wait for appends (the log end), consumers for the high watermark. (A
+    // partition's log takes a new high watermark before its watch announces it, so a read
+    // after subscribing sees whatever the watch will not report.)
     let mut watches: Option<Vec<watch::Receiver<i64>>> = None;
     let mut woke = false;
     let results = loop {
@@ -303,8 +304,8 @@ pub(crate) fn answer_limit(
 /// is 0 (turned off).
 ///
 /// Why: librdkafka keeps one Fetch in flight per broker and reads an answer whole before it
-/// parses it; the larger the answer, the more CPU it spends per byte (its buffers leave the
-/// CPU's caches and are mapped afresh). On a short round trip a small answer costs no
+/// parses it; measured, the larger the answer, the more CPU it spent per byte and the more page
+/// faults it took (BENCHMARKS.md, session 26). On a short round trip a small answer costs no
 /// throughput; on a long one an answer must carry the round trip's worth of bytes, which the
 /// rate term gives it.
 pub(crate) fn latency_cap(
