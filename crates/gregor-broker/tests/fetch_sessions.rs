@@ -267,6 +267,7 @@ async fn a_consumer_on_a_short_round_trip_gets_answers_within_the_low_latency_ca
             .collect::<Vec<_>>()
     };
     let whole = fetch_over(&b, request(0, -1, &all), None).await;
+    assert_eq!(b.metrics.latency_capped_total(), 0);
     let batch = answered(&whole)[0].2 / 3;
     assert!(batch > 100_000 && batch < 101_000, "{:?}", answered(&whole));
     assert_eq!(batches(&whole, batch), [3, 3, 3]);
@@ -274,10 +275,13 @@ async fn a_consumer_on_a_short_round_trip_gets_answers_within_the_low_latency_ca
     let short = Some(Duration::from_micros(20));
     let got = fetch_over(&b, request(0, -1, &all), short).await;
     assert_eq!(batches(&got, batch), [2, 0, 0]);
+    // gregor_fetch_latency_capped counts it.
+    assert_eq!(b.metrics.latency_capped_total(), 1);
     // 20 ms at 10 GB/s is 200 MB: the request's 1 MiB holds.
     let long = Some(Duration::from_millis(20));
     let got = fetch_over(&b, request(0, -1, &all), long).await;
     assert_eq!(batches(&got, batch), [3, 3, 3]);
+    assert_eq!(b.metrics.latency_capped_total(), 1);
     // min_bytes above the cap: the answer may hold them.
     let mut r = request(0, -1, &all);
     r.min_bytes = 500_000;

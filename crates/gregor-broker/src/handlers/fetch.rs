@@ -202,12 +202,12 @@ async fn answer(
     } = planned;
     let replica_id = replica_id(r, version);
     let min_bytes = r.min_bytes.max(0) as usize;
-    let max_bytes = answer_limit(
-        r.max_bytes.max(0) as usize,
-        min_bytes,
-        b.fetch_max_bytes(),
-        latency_cap,
-    );
+    let requested = r.max_bytes.max(0) as usize;
+    let broker_max = b.fetch_max_bytes();
+    let max_bytes = answer_limit(requested, min_bytes, broker_max, latency_cap);
+    if max_bytes < answer_limit(requested, min_bytes, broker_max, None) {
+        b.metrics.latency_capped();
+    }
     let deadline = Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64);
     // A follower's fetch offset is its durable log end offset: the leader's high watermark and
     // ISR move with it (before the read, so the answer carries the new high watermark).

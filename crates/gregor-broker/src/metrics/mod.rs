@@ -76,6 +76,7 @@ pub struct BrokerMetrics {
     purgatory: Family<PurgatoryLabels, Gauge>,
     isr_changes: IsrChangeCounters,
     sendfile: SendfileCounters,
+    latency_capped: Counter,
     log_flush: Histogram,
     group_commit: Histogram,
     /// The client listener's connection counts, once it serves.
@@ -184,6 +185,12 @@ impl BrokerMetrics {
             worker,
             blocking_pool,
         };
+        let latency_capped = Counter::default();
+        registry.register(
+            "gregor_fetch_latency_capped",
+            "Consumer Fetches whose answer limit fetch.low.latency.max.bytes lowered below what the request and fetch.max.bytes allowed (the connection's round trip was short)",
+            latency_capped.clone(),
+        );
         let log_flush = Histogram::new(exponential_buckets(0.000_05, 2.0, 18));
         registry.register(
             "gregor_log_flush_duration_seconds",
@@ -212,6 +219,7 @@ impl BrokerMetrics {
                 expands: isr_expands,
             },
             sendfile,
+            latency_capped,
             log_flush,
             group_commit,
             connections: Mutex::new(Weak::new()),
@@ -319,6 +327,16 @@ impl BrokerMetrics {
             .clone();
         gauge.inc();
         Parked(gauge)
+    }
+
+    /// A consumer Fetch whose answer limit the latency cap lowered.
+    pub fn latency_capped(&self) {
+        self.latency_capped.inc();
+    }
+
+    /// Consumer Fetches whose answer limit the latency cap lowered, so far.
+    pub fn latency_capped_total(&self) -> u64 {
+        self.latency_capped.get()
     }
 
     /// Requests parked now in the `kind` purgatory (`produce` or `fetch`).
