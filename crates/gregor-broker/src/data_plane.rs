@@ -80,30 +80,18 @@ impl DataPlane<'_> {
         &self,
         name: &str,
         topic_id: Uuid,
-        partitions: &[i32],
+        partitions: impl ExactSizeIterator<Item = i32> + Clone,
     ) -> Vec<Result<Arc<Partition>, ResponseError>> {
         let image = self.metadata.image();
-        let topic = if name.is_empty() && !topic_id.is_nil() {
-            image
-                .topic_by_id(topic_id)
-                .ok_or(ResponseError::UnknownTopicId)
-        } else {
-            image
-                .topic(name)
-                .ok_or(ResponseError::UnknownTopicOrPartition)
-        };
-        let topic = match topic {
+        let topic = match topic_of(&image, name, topic_id) {
             Ok(t) => t,
             Err(e) => return vec![Err(e); partitions.len()],
         };
-        let hosted = self
-            .replicas
-            .get_many(&topic.name, partitions.iter().copied());
+        let hosted = self.replicas.get_many(&topic.name, partitions.clone());
         partitions
-            .iter()
             .zip(hosted)
             .map(|(p, part)| {
-                if !topic.partitions.contains_key(p) {
+                if !topic.partitions.contains_key(&p) {
                     return Err(ResponseError::UnknownTopicOrPartition);
                 }
                 part.ok_or(ResponseError::NotLeaderOrFollower)
@@ -119,8 +107,31 @@ impl DataPlane<'_> {
         topic_id: Uuid,
         partition: i32,
     ) -> Result<Arc<Partition>, ResponseError> {
-        self.locate_many(name, topic_id, &[partition])
-            .pop()
-            .expect("one answer per partition asked")
+        let image = self.metadata.image();
+        let topic = topic_of(&image, name, topic_id)?;
+        if !topic.partitions.contains_key(&partition) {
+            return Err(ResponseError::UnknownTopicOrPartition);
+        }
+        self.replicas
+            .get(&topic.name, partition)
+            .ok_or(ResponseError::NotLeaderOrFollower)
+    }
+}
+
+/// A request's topic in the image: by name, or by id where the request names none (newer
+/// versions).
+fn topic_of<'i>(
+    image: &'i gregor_meta::MetadataImage,
+    name: &str,
+    topic_id: Uuid,
+) -> Result<&'i gregor_meta::TopicImage, ResponseError> {
+    if name.is_empty() && !topic_id.is_nil() {
+        image
+            .topic_by_id(topic_id)
+            .ok_or(ResponseError::UnknownTopicId)
+    } else {
+        image
+            .topic(name)
+            .ok_or(ResponseError::UnknownTopicOrPartition)
     }
 }

@@ -159,8 +159,7 @@ fn plan(b: DataPlane<'_>, r: &FetchRequest, version: i16) -> Planned {
         out.topic = t.topic.clone();
         out.topic_id = t.topic_id;
         topics_out.push(out);
-        let indexes: Vec<i32> = t.partitions.iter().map(|p| p.partition).collect();
-        let located = b.locate_many(&name, t.topic_id, &indexes);
+        let located = b.locate_many(&name, t.topic_id, t.partitions.iter().map(|p| p.partition));
         for (p, part) in t.partitions.iter().zip(located) {
             let topic_name = part.as_ref().map_or(name.as_str(), |p| p.topic.as_str());
             let reader = reader_for(b, replica_id, topic_name, p.partition);
