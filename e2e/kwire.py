@@ -17,6 +17,7 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_TOPIC_EXCEPTION = 17
 INCONSISTENT_GROUP_PROTOCOL = 23
 INVALID_SESSION_TIMEOUT = 26
+INVALID_TIMESTAMP = 32
 UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
@@ -46,6 +47,7 @@ DESCRIBE_GROUPS = 15
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 INIT_PRODUCER_ID = 22
+DESCRIBE_CLUSTER = 60
 
 # First flexible (compact encodings + tagged fields) version of each API we encode.
 FIRST_FLEXIBLE = {
@@ -61,6 +63,7 @@ FIRST_FLEXIBLE = {
     API_VERSIONS: 3,
     CREATE_TOPICS: 5,
     INIT_PRODUCER_ID: 2,
+    DESCRIBE_CLUSTER: 0,
 }
 
 
@@ -419,12 +422,13 @@ def parse_create_topics(r, version):
 
 def record_batch(records, base_timestamp=None, corrupt_crc=False, producer_id=-1,
                  producer_epoch=-1, base_sequence=-1, attributes=0, magic=2):
-    """A record batch (magic v2 layout) holding `records` [(key, value)], offsets 0..n-1;
-    producer fields for idempotent batches, raw attributes (codec bits) and magic as given."""
+    """A record batch (magic v2 layout) holding `records` [(key, value)] or [(key, value,
+    timestamp_delta)], offsets 0..n-1; producer fields for idempotent batches, raw attributes
+    (codec bits) and magic as given. maxTimestamp is the base timestamp."""
     ts = int(time.time() * 1000) if base_timestamp is None else base_timestamp
     recs = bytearray()
-    for i, (k, v) in enumerate(records):
-        body = W().i8(0).varint(0).varint(i)
+    for i, (k, v, *delta) in enumerate(records):
+        body = W().i8(0).varint(delta[0] if delta else 0).varint(i)
         if k is None:
             body.varint(-1)
         else:
@@ -466,20 +470,30 @@ def produce_body(version, topic, partition, batch, acks=-1, timeout_ms=5000,
 
 def parse_produce(r, version):
     """Returns [(topic, partition, error_code, base_offset)]."""
+    return [(p["topic"], p["partition"], p["error_code"], p["base_offset"])
+            for p in parse_produce_details(r, version)]
+
+
+def parse_produce_details(r, version):
+    """Returns one dict per partition: topic, partition, error_code, base_offset and, from v8,
+    record_errors [(batch_index, message)] and error_message (else [] and None)."""
     out = []
 
     def part(rr, topic):
-        idx = rr.i32()
-        err = rr.i16()
-        base = rr.i64()
+        p = {"topic": topic, "partition": rr.i32(), "error_code": rr.i16(),
+             "base_offset": rr.i64(), "record_errors": [], "error_message": None}
         rr.i64()  # log_append_time_ms (v2+)
         if version >= 5:
             rr.i64()  # log_start_offset
         if version >= 8:
-            rr.array(lambda e: (e.i32(), e.string(), e.tags()))  # record_errors
-            rr.string()  # error_message
+            def record_error(e):
+                idx, msg = e.i32(), e.string()
+                e.tags()
+                return idx, msg
+            p["record_errors"] = rr.array(record_error)
+            p["error_message"] = rr.string()
         rr.tags()
-        out.append((topic, idx, err, base))
+        out.append(p)
 
     def tp(rr):
         name = rr.string()
@@ -753,3 +767,23 @@ def offset_fetch(conn, group, topic, partitions):
     for _, parts in r.array(lambda t: (t.string(), t.array(partition))):
         out.update(dict(parts))
     return r.i16(), out
+
+
+def describe_cluster(conn):
+    """DescribeCluster v0: {"controller_id", "brokers": [(id, host, port, rack)]}. Gregor names
+    the active controller here (Metadata names a live broker that forwards admin requests)."""
+    r = conn.request(DESCRIBE_CLUSTER, 0, W(flex=True).boolean(False).tags().done())
+    r.i32()  # throttle
+    err = r.i16()
+    r.string()  # error message
+    assert err == NONE, err
+    r.string()  # cluster id
+    controller_id = r.i32()
+
+    def broker(b):
+        out = (b.i32(), b.string(), b.i32(), b.string())
+        b.tags()
+        return out
+
+    brokers = r.array(broker)
+    return {"controller_id": controller_id, "brokers": brokers}

@@ -72,6 +72,23 @@ def test_produce(version):
     assert out == [("t", 2, 3, -1)]
 
 
+@pytest.mark.parametrize("version", range(8, 13))
+def test_produce_record_errors(version):
+    R = ProduceResponse
+    T = R.TopicProduceResponse
+    P = T.PartitionProduceResponse
+    resp = R(responses=[T(name="t", partition_responses=[P(
+        index=0, error_code=87, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+        record_errors=[P.BatchIndexAndErrorMessage(batch_index=1, batch_index_error_message="a"),
+                       P.BatchIndexAndErrorMessage(batch_index=4,
+                                                   batch_index_error_message=None)],
+        error_message="two")])], throttle_time_ms=0)
+    out = kwire.parse_produce_details(kwire.R(bytes(resp.encode(version=version)),
+                                              flex=version >= 9), version)
+    assert out == [{"topic": "t", "partition": 0, "error_code": 87, "base_offset": -1,
+                    "record_errors": [(1, "a"), (4, None)], "error_message": "two"}]
+
+
 def test_record_batch_is_valid_v2_with_crc():
     raw = kwire.record_batch([(b"k", b"v"), (None, b"w")], base_timestamp=1000)
     b = DefaultRecordBatch(raw)

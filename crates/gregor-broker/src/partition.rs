@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use gregor_log::batch::BatchHeader;
-use gregor_log::{DurableToken, Log, LogError};
+use gregor_log::{DurableToken, Log, LogError, RecordErrors};
 use gregor_meta::Uuid;
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
@@ -190,11 +190,11 @@ impl Partition {
             Option<i64>,
             std::time::Duration,
         ),
-        ResponseError,
+        ProduceError,
     > {
         let role = self.role();
         if !role.is_leader {
-            return Err(ResponseError::NotLeaderOrFollower);
+            return Err(ResponseError::NotLeaderOrFollower.into());
         }
         let header = single_batch_header(&records)?;
         let mut producers = self.producers.lock().await;
@@ -208,7 +208,7 @@ impl Partition {
                 };
                 return Ok((outcome, b.durable, None, std::time::Duration::ZERO));
             }
-            Check::Reject(e) => return Err(e),
+            Check::Reject(e) => return Err(e.into()),
             Check::Append => {}
         }
         let part = self.clone();
@@ -221,11 +221,11 @@ impl Partition {
             let replication = lock(&part.replication);
             match &*replication {
                 Replication::Leader(l) if l.state().leader_epoch == epoch => {}
-                _ => return Err(ResponseError::NotLeaderOrFollower),
+                _ => return Err(ResponseError::NotLeaderOrFollower.into()),
             }
             part.log
                 .append_as_leader_deferred(&records, epoch, now)
-                .map_err(|e| log_error(&e))
+                .map_err(ProduceError::from_log)
         })
         .await;
         let (info, durable) = written?;
@@ -612,7 +612,44 @@ pub struct PendingAppend {
     /// Fires once the batch is written and remembered (or refused).
     pub written: tokio::sync::oneshot::Receiver<()>,
     /// The answer, once the batch is durable.
-    pub done: tokio::task::JoinHandle<Result<ProduceOutcome, ResponseError>>,
+    pub done: tokio::task::JoinHandle<Result<ProduceOutcome, ProduceError>>,
+}
+
+/// Why a produce to one partition failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProduceError {
+    /// Kafka's error code says it all.
+    #[error(transparent)]
+    Code(#[from] ResponseError),
+    /// Records of the batch were refused one by one; the batch was not appended (Produce v8+
+    /// lists them, KIP-467).
+    #[error("{0}")]
+    Records(RecordErrors),
+}
+
+impl ProduceError {
+    /// A log failure: its record errors when it has them, its Kafka error code otherwise.
+    pub fn from_log(e: LogError) -> ProduceError {
+        match e {
+            LogError::RecordErrors(r) => ProduceError::Records(r),
+            e => ProduceError::Code(log_error(&e)),
+        }
+    }
+
+    /// The partition's error code.
+    pub fn response_error(&self) -> ResponseError {
+        match self {
+            ProduceError::Code(e) => *e,
+            ProduceError::Records(r) => ResponseError::try_from_code(r.kafka_error_code())
+                .unwrap_or(ResponseError::InvalidRecord),
+        }
+    }
+}
+
+impl From<ProduceError> for ResponseError {
+    fn from(e: ProduceError) -> ResponseError {
+        e.response_error()
+    }
 }
 
 /// Kafka's error for a log failure on the produce path.

@@ -26,7 +26,7 @@ pub use config::{CleanupPolicy, CompressionType, FlushPolicy, LogConfig, Timesta
 pub use disk::{
     take_simulated_delay, Disk, FaultInjector, PowerLossReport, TornWrite, DELETE_SUFFIX,
 };
-pub use error::{LogError, Result};
+pub use error::{LogError, RecordError, RecordErrors, RecordProblem, Result};
 pub use log::{
     AppendInfo, DurableToken, FileSlice, Log, LogOffsets, OffsetSpec, ReadResult, SliceRead,
     TimestampOffset,

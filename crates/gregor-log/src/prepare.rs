@@ -91,11 +91,6 @@ pub(crate) fn prepare<'a>(
                     "clients may not send control batches".into(),
                 ));
             }
-            if h.is_log_append_time() {
-                return Err(LogError::InvalidTimestamp(
-                    "producers may not set the LogAppendTime timestamp type".into(),
-                ));
-            }
             if let CompressionType::Codec(target) = config.compression {
                 if h.codec() != Some(target) {
                     let b = batch::recompress(&records[pos..end], &h, target, rules.cap)?;

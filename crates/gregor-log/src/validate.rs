@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Read};
 
 use crate::batch::{read_varint, BatchHeader, Codec, Origin, HEADER_LEN};
 use crate::codec;
-use crate::error::{LogError, Result};
+use crate::error::{LogError, RecordErrors, RecordProblem, Result};
 
 fn invalid(m: String) -> LogError {
     LogError::InvalidRecord(m)
@@ -283,14 +283,22 @@ pub(crate) struct Summary {
     pub records: u32,
 }
 
+/// One listed refused record per this many bytes of the batch: every record of an uncompressed
+/// batch (a record takes at least 7 bytes), while a small compressed batch of many bad records
+/// cannot make the broker's answer much larger than the request.
+const BATCH_BYTES_PER_RECORD_ERROR: usize = 4;
+
 /// Read every record of `batch` and check it against the header and `rules`, as Kafka's log
 /// validator does: the number of records equals `recordCount`; offset deltas are `0..n` for a
-/// leader and ascending within `lastOffsetDelta` otherwise; keys are present on compacted
-/// topics; CreateTime timestamps lie within the bounds (`INVALID_TIMESTAMP`).
+/// leader and ascending within `lastOffsetDelta` otherwise (these, and a record that does not
+/// parse, refuse the batch at once); keys are present on compacted topics, CreateTime
+/// timestamps lie within the bounds and a producer's batch is not LogAppendTime (these are
+/// checked on every record and reported per record, [`LogError::RecordErrors`]).
 pub(crate) fn check_records(h: &BatchHeader, batch: &[u8], rules: &Rules) -> Result<Summary> {
     let mut stream = RecordStream::new(h, batch, rules.cap)?;
     let expected = u32::try_from(h.record_count)
         .map_err(|_| invalid(format!("negative record count {}", h.record_count)))?;
+    let mut refused = RecordErrors::new(batch.len() / BATCH_BYTES_PER_RECORD_ERROR);
     let mut n: u32 = 0;
     let mut prev_delta: i64 = -1;
     let mut max_ts: i64 = -1;
@@ -312,23 +320,13 @@ pub(crate) fn check_records(h: &BatchHeader, batch: &[u8], rules: &Rules) -> Res
             )));
         }
         prev_delta = delta;
-        if rules.compacted && !h.is_control() && r.key.is_none() {
-            return Err(invalid(format!(
-                "compacted topic cannot accept a record without a key (record {n})"
-            )));
-        }
         let ts = if h.is_log_append_time() {
             h.max_timestamp
         } else {
             h.base_timestamp.wrapping_add(r.timestamp_delta)
         };
-        if let Some(b) = rules.timestamps {
-            if ts != -1 && (ts < b.earliest || ts > b.latest) {
-                return Err(LogError::InvalidTimestamp(format!(
-                    "timestamp {ts} of record {n} is out of range [{}, {}]",
-                    b.earliest, b.latest
-                )));
-            }
+        if let Some(problem) = record_problem(h, &r, ts, rules) {
+            refused.push(n, problem);
         }
         max_ts = max_ts.max(ts);
         n += 1;
@@ -338,8 +336,232 @@ pub(crate) fn check_records(h: &BatchHeader, batch: &[u8], rules: &Rules) -> Res
             "record count {expected} but the batch holds {n} records"
         )));
     }
+    if !refused.is_empty() {
+        return Err(LogError::RecordErrors(refused));
+    }
     Ok(Summary {
         max_timestamp: max_ts,
         records: n,
     })
+}
+
+/// The first rule record `r` (timestamp `ts`) of the batch `h` breaks, if any: a missing key
+/// on a compacted topic, then a timestamp out of bounds, then LogAppendTime claimed by a
+/// producer.
+fn record_problem(
+    h: &BatchHeader,
+    r: &RecordView<'_>,
+    ts: i64,
+    rules: &Rules,
+) -> Option<RecordProblem> {
+    if rules.compacted && !h.is_control() && r.key.is_none() {
+        return Some(RecordProblem::NoKeyOnCompactedTopic);
+    }
+    if let Some(b) = rules.timestamps {
+        if ts != -1 && (ts < b.earliest || ts > b.latest) {
+            return Some(RecordProblem::TimestampOutOfRange {
+                timestamp: ts,
+                earliest: b.earliest,
+                latest: b.latest,
+            });
+        }
+    }
+    if rules.origin == Origin::Leader && h.is_log_append_time() {
+        return Some(RecordProblem::LogAppendTimeFromProducer);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::error::{kafka_code, RecordError};
+    use crate::records::{encode_batch, simple_batch, BatchSpec, Record};
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn leader(compacted: bool, timestamps: Option<TimestampBounds>) -> Rules {
+        Rules {
+            origin: Origin::Leader,
+            compacted,
+            timestamps,
+            ..STORED
+        }
+    }
+
+    fn check(batch: &[u8], rules: &Rules) -> Result<Summary> {
+        let h = BatchHeader::parse(batch).expect("header");
+        check_records(&h, batch, rules)
+    }
+
+    fn refused(r: Result<Summary>) -> RecordErrors {
+        match r {
+            Err(LogError::RecordErrors(e)) => e,
+            other => panic!("expected record errors, got {other:?}"),
+        }
+    }
+
+    fn indexes(e: &RecordErrors) -> Vec<u32> {
+        e.errors().iter().map(|e| e.batch_index).collect()
+    }
+
+    fn record(offset: i64, timestamp: i64, key: Option<&'static [u8]>) -> Record {
+        Record {
+            offset,
+            timestamp,
+            key: key.map(Bytes::from_static),
+            value: Some(Bytes::from_static(b"v")),
+            headers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn keyless_records_on_a_compacted_topic_are_each_reported() {
+        let kvs: Vec<_> = (0..10)
+            .map(|i| {
+                (
+                    if i % 4 == 1 { None } else { Some(&b"k"[..]) },
+                    Some(&b"v"[..]),
+                )
+            })
+            .collect();
+        for codec in [Codec::None, Codec::Gzip, Codec::Zstd] {
+            let b = simple_batch(codec, NOW, &kvs).expect("encode");
+            let e = refused(check(&b, &leader(true, None)));
+            assert_eq!(indexes(&e), [1, 5, 9], "{codec:?}");
+            assert_eq!(e.total(), 3);
+            assert!(e
+                .errors()
+                .iter()
+                .all(|e| e.problem == RecordProblem::NoKeyOnCompactedTopic));
+            assert_eq!(e.kafka_error_code(), kafka_code::INVALID_RECORD);
+            assert_eq!(
+                e.to_string(),
+                "3 records refused, so the batch was not appended: record 1: compacted topic \
+                 cannot accept a record without a key; record 5: compacted topic cannot accept \
+                 a record without a key; record 9: compacted topic cannot accept a record \
+                 without a key"
+            );
+            // Not compacted: the same batch is fine.
+            assert_eq!(check(&b, &leader(false, None)).expect("valid").records, 10);
+        }
+    }
+
+    #[test]
+    fn timestamps_out_of_bounds_are_reported_per_record_as_invalid_timestamp() {
+        let bounds = TimestampBounds {
+            earliest: NOW - 100,
+            latest: NOW + 10,
+        };
+        let recs = [
+            record(0, NOW, Some(b"k")),
+            record(1, NOW - 101, Some(b"k")),
+            record(2, NOW + 10, Some(b"k")),
+            record(3, NOW + 11, None),
+            record(4, -1, Some(b"k")),
+            record(5, NOW + 11, Some(b"k")),
+        ];
+        let b = encode_batch(&BatchSpec::default(), &recs).expect("encode");
+        let e = refused(check(&b, &leader(false, Some(bounds))));
+        let out = |timestamp| RecordProblem::TimestampOutOfRange {
+            timestamp,
+            earliest: NOW - 100,
+            latest: NOW + 10,
+        };
+        let expected = [(1, out(NOW - 101)), (3, out(NOW + 11)), (5, out(NOW + 11))];
+        let expected: Vec<_> = expected
+            .into_iter()
+            .map(|(batch_index, problem)| RecordError {
+                batch_index,
+                problem,
+            })
+            .collect();
+        assert_eq!(e.errors(), expected);
+        assert_eq!(e.kafka_error_code(), kafka_code::INVALID_TIMESTAMP);
+        assert_eq!(
+            e.errors()[0].problem.to_string(),
+            format!(
+                "timestamp {} is out of range [{}, {}]",
+                NOW - 101,
+                NOW - 100,
+                NOW + 10
+            )
+        );
+        // On a compacted topic the missing key of record 3 is its first problem, and one bad
+        // timestamp among the rest still makes the partition's error INVALID_TIMESTAMP.
+        let e = refused(check(&b, &leader(true, Some(bounds))));
+        assert_eq!(indexes(&e), [1, 3, 5]);
+        assert_eq!(e.errors()[1].problem, RecordProblem::NoKeyOnCompactedTopic);
+        assert_eq!(e.kafka_error_code(), kafka_code::INVALID_TIMESTAMP);
+    }
+
+    #[test]
+    fn a_producer_batch_claiming_log_append_time_refuses_every_record() {
+        let recs = [record(0, NOW, Some(b"k")), record(1, NOW, Some(b"k"))];
+        let spec = BatchSpec {
+            log_append_time: true,
+            max_timestamp: Some(NOW),
+            ..BatchSpec::default()
+        };
+        let b = encode_batch(&spec, &recs).expect("encode");
+        let e = refused(check(&b, &leader(false, None)));
+        assert_eq!(indexes(&e), [0, 1]);
+        assert!(e
+            .errors()
+            .iter()
+            .all(|e| e.problem == RecordProblem::LogAppendTimeFromProducer));
+        assert_eq!(e.kafka_error_code(), kafka_code::INVALID_TIMESTAMP);
+        // A leader's own LogAppendTime batch, copied by a follower or recovered, is fine.
+        assert_eq!(check(&b, &STORED).expect("stored").max_timestamp, NOW);
+    }
+
+    #[test]
+    fn batch_level_errors_win_over_record_errors() {
+        // Record 0 has no key, record 1 jumps an offset: the batch is refused as a whole.
+        let recs = [record(0, NOW, None), record(2, NOW, Some(b"k"))];
+        let spec = BatchSpec {
+            last_offset_delta: Some(2),
+            ..BatchSpec::default()
+        };
+        let b = encode_batch(&spec, &recs).expect("encode");
+        let err = check(&b, &leader(true, None)).expect_err("offset delta");
+        assert!(
+            matches!(err, LogError::InvalidRecord(ref m) if m.contains("offset delta")),
+            "{err}"
+        );
+        // A record count the records contradict, likewise.
+        let mut b = simple_batch(Codec::None, NOW, &[(None, Some(b"v")), (None, Some(b"v"))])
+            .expect("encode");
+        b[57..61].copy_from_slice(&3i32.to_be_bytes());
+        let err = check(&b, &leader(true, None)).expect_err("record count");
+        assert!(
+            matches!(err, LogError::InvalidRecord(ref m) if m.contains("record count")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_list_is_bounded_by_the_batch_size_not_by_the_record_count() {
+        let kvs = vec![(None, None); 20_000];
+        // Uncompressed, every record is listed.
+        let b = simple_batch(Codec::None, NOW, &kvs).expect("encode");
+        let e = refused(check(&b, &leader(true, None)));
+        assert_eq!((e.total(), e.errors().len()), (20_000, 20_000));
+        assert!(indexes(&e).iter().copied().eq(0..20_000));
+        // Compressed into a few hundred bytes, only the first records are listed; the count
+        // and the message still tell how many were refused.
+        let b = simple_batch(Codec::Zstd, NOW, &kvs).expect("encode");
+        let e = refused(check(&b, &leader(true, None)));
+        let listed = b.len() / BATCH_BYTES_PER_RECORD_ERROR;
+        assert!(listed < 20_000, "{} bytes", b.len());
+        assert_eq!((e.total(), e.errors().len()), (20_000, listed));
+        assert!(indexes(&e).iter().copied().eq(0..listed as u32));
+        assert!(
+            e.to_string()
+                .ends_with(&format!("; 19997 more (the first {listed} are listed)")),
+            "{e}"
+        );
+    }
 }

@@ -1,7 +1,14 @@
 //! Produce and InitProducerId.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
 use futures::future::join_all;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use gregor_log::RecordErrors;
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId,
     ResponseKind,
@@ -10,6 +17,7 @@ use kafka_protocol::ResponseError;
 
 use crate::connection::Reply;
 use crate::data_plane::DataPlane;
+use crate::partition::{Partition, ProduceError, ProduceOutcome};
 use crate::producer_ids::ProducerIdAllocator;
 
 /// Topics clients may not write to (Kafka: INVALID_TOPIC_EXCEPTION, "Cannot append to internal
@@ -31,101 +39,42 @@ pub async fn produce(b: DataPlane<'_>, r: ProduceRequest, version: i16) -> Reply
     let acks = r.acks;
     // Only the wait for durability and replication is bounded by the timeout (as in Kafka);
     // the append itself always completes (see `Partition::spawn_append`).
-    let timeout = std::time::Duration::from_millis(r.timeout_ms.max(0) as u64);
+    let timeout = Duration::from_millis(r.timeout_ms.max(0) as u64);
     let transactional = r.transactional_id.is_some();
     let mut topics = Vec::new();
     for t in r.topic_data {
         let name = t.name.0.to_string();
         let topic_id = t.topic_id;
-        let parts: Vec<_> = t.partition_data.into_iter().map(move |p| {
-            let name = name.clone();
-            async move {
-                let mut out = PartitionProduceResponse::default();
-                out.index = p.index;
-                out.base_offset = -1;
-                out.log_append_time_ms = -1;
-                out.log_start_offset = -1;
-                let result = if !matches!(acks, -1..=1) {
-                    Err(ResponseError::InvalidRequiredAcks)
-                } else if transactional {
-                    Err(super::transactions_unsupported())
-                } else if is_internal_topic(&name) {
-                    Err(ResponseError::InvalidTopicException)
-                } else {
-                    match (b.locate(&name, topic_id, p.index), p.records) {
-                        (Err(e), _) => Err(e),
-                        (Ok(_), None) => Err(ResponseError::InvalidRecord),
-                        (Ok(_), Some(records))
-                            if version < 7 && codec_id(&records) == Some(ZSTD) =>
-                        {
-                            Err(ResponseError::UnsupportedCompressionType)
-                        }
-                        (Ok(part), Some(records)) => {
-                            if acks == -1 && !b.enough_in_sync(&part.topic, part.index) {
-                                Err(ResponseError::NotEnoughReplicas)
-                            } else {
-                                let size = records.len();
-                                let pending = part.spawn_append(records);
-                                // The write itself is never cut short; a dropped connection
-                                // leaves it to finish on its task.
-                                let _ = pending.written.await;
-                                let done = async {
-                                    pending.done.await.unwrap_or_else(|e| {
-                                        tracing::error!(topic = %part.topic, partition = part.index, error = %e, "append task failed");
-                                        Err(ResponseError::UnknownServerError)
-                                    })
-                                };
-                                if acks == -1 {
-                                    // Durable here, then on every ISR member: the high
-                                    // watermark passes the batch.
-                                    let replicated = async {
-                                        let outcome = done.await?;
-                                        let _parked = b.metrics.parked("produce");
-                                        part.await_high_watermark(outcome.end_offset).await?;
-                                        if b.enough_in_sync(&part.topic, part.index) {
-                                            Ok(outcome)
-                                        } else {
-                                            Err(ResponseError::NotEnoughReplicasAfterAppend)
-                                        }
-                                    };
-                                    tokio::time::timeout(timeout, replicated)
-                                        .await
-                                        .unwrap_or(Err(ResponseError::RequestTimedOut))
-                                } else {
-                                    done.await
-                                }
-                                .inspect(|o| b.metrics.produced(&part.topic, size, o.end_offset - o.base_offset))
+        let parts: Vec<_> = t
+            .partition_data
+            .into_iter()
+            .map(move |p| {
+                let name = name.clone();
+                async move {
+                    let result = if !matches!(acks, -1..=1) {
+                        Err(ResponseError::InvalidRequiredAcks.into())
+                    } else if transactional {
+                        Err(super::transactions_unsupported().into())
+                    } else if is_internal_topic(&name) {
+                        Err(ResponseError::InvalidTopicException.into())
+                    } else {
+                        match (b.locate(&name, topic_id, p.index), p.records) {
+                            (Err(e), _) => Err(e.into()),
+                            (Ok(_), None) => Err(ResponseError::InvalidRecord.into()),
+                            (Ok(_), Some(records))
+                                if version < 7 && codec_id(&records) == Some(ZSTD) =>
+                            {
+                                Err(ResponseError::UnsupportedCompressionType.into())
+                            }
+                            (Ok(part), Some(records)) => {
+                                append(b, &part, records, acks, timeout).await
                             }
                         }
-                    }
-                };
-                match result {
-                    Ok(o) => {
-                        out.base_offset = o.base_offset;
-                        out.log_append_time_ms = o.log_append_time;
-                        if version >= 5 {
-                            out.log_start_offset = o.log_start_offset;
-                        }
-                    }
-                    Err(e) => {
-                        out.error_code = e.code();
-                        if version >= 8 {
-                            out.error_message = match e {
-                                _ if transactional => Some(super::s(super::TRANSACTIONS_UNSUPPORTED)),
-                                ResponseError::InvalidTopicException => {
-                                    Some(super::s(format!("Cannot append to internal topic {name}")))
-                                }
-                                _ => None,
-                            };
-                        }
-                    }
+                    };
+                    answer(p.index, result, version, transactional, &name)
                 }
-                if version < 5 {
-                    out.log_start_offset = -1;
-                }
-                out
-            }
-        }).collect();
+            })
+            .collect();
         let name = t.name;
         topics.push(async move {
             let mut tr = TopicProduceResponse::default();
@@ -153,6 +102,110 @@ pub async fn produce(b: DataPlane<'_>, r: ProduceRequest, version: i16) -> Reply
     Reply::Respond(ResponseKind::Produce(resp))
 }
 
+/// Appends `records` to `part` and waits for what `acks` asks: the batch durable here, and for
+/// `acks=all` on every ISR member too (that wait bounded by `timeout`).
+async fn append(
+    b: DataPlane<'_>,
+    part: &Arc<Partition>,
+    records: Bytes,
+    acks: i16,
+    timeout: Duration,
+) -> Result<ProduceOutcome, ProduceError> {
+    if acks == -1 && !b.enough_in_sync(&part.topic, part.index) {
+        return Err(ResponseError::NotEnoughReplicas.into());
+    }
+    let size = records.len();
+    let pending = part.spawn_append(records);
+    // The write itself is never cut short; a dropped connection leaves it to finish on its task.
+    let _ = pending.written.await;
+    let done = async {
+        pending.done.await.unwrap_or_else(|e| {
+            tracing::error!(topic = %part.topic, partition = part.index, error = %e, "append task failed");
+            Err(ResponseError::UnknownServerError.into())
+        })
+    };
+    let outcome = if acks == -1 {
+        // Durable here, then on every ISR member: the high watermark passes the batch.
+        let replicated = async {
+            let outcome = done.await?;
+            let _parked = b.metrics.parked("produce");
+            part.await_high_watermark(outcome.end_offset).await?;
+            if b.enough_in_sync(&part.topic, part.index) {
+                Ok(outcome)
+            } else {
+                Err(ResponseError::NotEnoughReplicasAfterAppend.into())
+            }
+        };
+        tokio::time::timeout(timeout, replicated)
+            .await
+            .unwrap_or(Err(ResponseError::RequestTimedOut.into()))
+    } else {
+        done.await
+    };
+    outcome.inspect(|o| {
+        b.metrics
+            .produced(&part.topic, size, o.end_offset - o.base_offset)
+    })
+}
+
+/// One partition's answer: where its batch went, or why not. From v8 an error carries a
+/// message and, for a batch refused for some of its records, which records (KIP-467); the
+/// client fails those with the partition's error and the rest of the batch as refused for
+/// another record's sake.
+fn answer(
+    index: i32,
+    result: Result<ProduceOutcome, ProduceError>,
+    version: i16,
+    transactional: bool,
+    topic: &str,
+) -> PartitionProduceResponse {
+    let mut out = PartitionProduceResponse::default();
+    out.index = index;
+    out.base_offset = -1;
+    out.log_append_time_ms = -1;
+    out.log_start_offset = -1;
+    match result {
+        Ok(o) => {
+            out.base_offset = o.base_offset;
+            out.log_append_time_ms = o.log_append_time;
+            if version >= 5 {
+                out.log_start_offset = o.log_start_offset;
+            }
+        }
+        Err(e) => {
+            out.error_code = e.response_error().code();
+            if version >= 8 {
+                out.error_message = match &e {
+                    _ if transactional => Some(super::s(super::TRANSACTIONS_UNSUPPORTED)),
+                    ProduceError::Code(ResponseError::InvalidTopicException) => {
+                        Some(super::s(format!("Cannot append to internal topic {topic}")))
+                    }
+                    ProduceError::Code(_) => None,
+                    ProduceError::Records(r) => Some(super::s(r.to_string())),
+                };
+                if let ProduceError::Records(r) = &e {
+                    out.record_errors = record_errors(r);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The refused records as Produce v8+ lists them, in batch order.
+fn record_errors(r: &RecordErrors) -> Vec<BatchIndexAndErrorMessage> {
+    r.errors()
+        .iter()
+        .map(|e| {
+            // An index is below the batch's record count, an i32.
+            let index = i32::try_from(e.batch_index).unwrap_or(i32::MAX);
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(index)
+                .with_batch_index_error_message(Some(super::s(e.problem.to_string())))
+        })
+        .collect()
+}
+
 pub fn init_producer_id(
     producer_ids: &ProducerIdAllocator,
     r: &InitProducerIdRequest,
@@ -178,4 +231,89 @@ pub fn init_producer_id(
         }
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use gregor_log::RecordProblem;
+
+    use super::*;
+
+    const NO_KEY: &str = "compacted topic cannot accept a record without a key";
+
+    fn refused(problems: &[(u32, RecordProblem)]) -> ProduceError {
+        let mut r = RecordErrors::new(100);
+        for &(i, p) in problems {
+            r.push(i, p);
+        }
+        ProduceError::Records(r)
+    }
+
+    #[test]
+    fn v8_lists_the_refused_records_and_sums_them_up() {
+        let e = refused(&[
+            (1, RecordProblem::NoKeyOnCompactedTopic),
+            (3, RecordProblem::NoKeyOnCompactedTopic),
+        ]);
+        let out = answer(2, Err(e), 8, false, "t");
+        assert_eq!((out.index, out.error_code, out.base_offset), (2, 87, -1));
+        let listed: Vec<_> = out
+            .record_errors
+            .iter()
+            .map(|e| (e.batch_index, e.batch_index_error_message.as_deref()))
+            .collect();
+        assert_eq!(listed, [(1, Some(NO_KEY)), (3, Some(NO_KEY))]);
+        assert_eq!(
+            out.error_message.as_deref(),
+            Some(
+                format!(
+                    "2 records refused, so the batch was not appended: record 1: {NO_KEY}; \
+                     record 3: {NO_KEY}"
+                )
+                .as_str()
+            )
+        );
+    }
+
+    #[test]
+    fn a_bad_timestamp_makes_the_partition_error_invalid_timestamp() {
+        let e = refused(&[
+            (0, RecordProblem::NoKeyOnCompactedTopic),
+            (
+                5,
+                RecordProblem::TimestampOutOfRange {
+                    timestamp: 1,
+                    earliest: 10,
+                    latest: 20,
+                },
+            ),
+        ]);
+        let out = answer(0, Err(e), 13, false, "t");
+        assert_eq!(out.error_code, ResponseError::InvalidTimestamp.code());
+        assert_eq!(out.record_errors[1].batch_index, 5);
+        assert_eq!(
+            out.record_errors[1].batch_index_error_message.as_deref(),
+            Some("timestamp 1 is out of range [10, 20]")
+        );
+    }
+
+    #[test]
+    fn before_v8_only_the_error_code_is_answered() {
+        let e = refused(&[(1, RecordProblem::NoKeyOnCompactedTopic)]);
+        let out = answer(0, Err(e), 7, false, "t");
+        assert_eq!(out.error_code, 87);
+        assert!(out.record_errors.is_empty());
+        assert_eq!(out.error_message, None);
+        // Other errors carry no record list in any version.
+        let out = answer(
+            0,
+            Err(ResponseError::NotLeaderOrFollower.into()),
+            8,
+            false,
+            "t",
+        );
+        assert_eq!(out.error_code, ResponseError::NotLeaderOrFollower.code());
+        assert!(out.record_errors.is_empty());
+        assert_eq!(out.error_message, None);
+    }
 }

@@ -184,7 +184,7 @@ fn compaction_keeps_last_value_per_key_and_expires_tombstones() {
         gregor_log::records::simple_batch(Codec::None, NOW, &[(None, Some(b"v"))]).expect("enc");
     assert!(matches!(
         log.append_as_leader(&nokey, 0, NOW),
-        Err(LogError::InvalidRecord(_))
+        Err(LogError::RecordErrors(_))
     ));
     // 10 keys written 12 times each, key 3 deleted (tombstone) half way, mixed codecs.
     let mut model = std::collections::BTreeMap::new();
