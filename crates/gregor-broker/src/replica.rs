@@ -472,7 +472,9 @@ impl ReplicaManager {
     }
 
     /// Closes every log cleanly (flushed, checkpoints and clean-shutdown markers written), up to
-    /// `threads` at a time.
+    /// `threads` at a time. Other holders of a partition (fetch sessions, parked fetches, the
+    /// group coordinator, a stopping replica fetcher, a request in flight) may outlive this:
+    /// the log is closed through the shared handle and refuses their writes from then on.
     pub fn close_all(&self, threads: usize) {
         let parts: Vec<Arc<Partition>> = self
             .partitions
@@ -481,20 +483,13 @@ impl ReplicaManager {
             .drain()
             .collect();
         for_each_parallel(parts, threads, |p| {
-            let (topic, index) = (p.topic.clone(), p.index);
+            let (topic, index) = (p.topic.as_str(), p.index);
+            if let Err(e) = p.log.close() {
+                warn!(topic, partition = index, error = %e, "close failed");
+            }
+            // After the close: no append can follow, so the snapshot covers the whole log.
             if let Err(e) = p.snapshot_producers() {
                 warn!(topic, partition = index, error = %e, "cannot write the producer-state snapshot");
-            }
-            let result = match Arc::try_unwrap(p) {
-                Ok(part) => match Arc::try_unwrap(part.log) {
-                    Ok(log) => log.close(),
-                    // Still shared (a request holds it): make it durable, leave no marker.
-                    Err(log) => log.flush().and_then(|()| log.checkpoint()),
-                },
-                Err(p) => p.log.flush().and_then(|()| p.log.checkpoint()),
-            };
-            if let Err(e) = result {
-                warn!(topic, partition = index, error = %e, "close failed");
             }
         });
     }

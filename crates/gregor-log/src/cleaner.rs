@@ -348,6 +348,7 @@ impl Log {
     pub fn apply_retention(&self, now_ms: i64) -> Result<RetentionStats> {
         let _m = lock(&self.maintenance);
         let mut g = lock(&self.inner);
+        self.check_not_closed(&g)?;
         let cfg = g.config.clone();
         let active = g.active().base;
         let hw = g.high_watermark;
@@ -428,6 +429,7 @@ impl Log {
         let _m = lock(&self.maintenance);
         let (cfg, snaps, ckpt, log_start) = {
             let g = lock(&self.inner);
+            self.check_not_closed(&g)?;
             let active = g.active().base;
             // Cleanable: the non-active segments below the high watermark whose newest record
             // is at least min.compaction.lag.ms old, a prefix of the log.

@@ -207,6 +207,10 @@ pub(crate) struct Inner {
     pub unflushed_messages: u64,
     pub last_flush_ms: i64,
     pub offline: bool,
+    /// [`Log::close`] began: every write is refused from then on.
+    pub closed: bool,
+    /// [`Log::close`] finished: the clean-shutdown marker is on disk.
+    pub marker_written: bool,
     pub next_segment_id: u64,
     /// Rolled segments whose data is not yet known to be synced.
     pub pending_sync: Vec<(Arc<std::fs::File>, PathBuf)>,
@@ -375,7 +379,7 @@ impl Log {
         let config = self.config();
         let mut p = prepare(records, &config, Origin::Leader, now_ms)?;
         let mut g = lock(&self.inner);
-        self.check_online(&g)?;
+        self.check_writable(&g)?;
         let mut next = g.log_end_offset();
         for (h, hdr) in p.headers.iter_mut().zip(&mut p.patched) {
             batch::set_base_offset(hdr, next);
@@ -421,7 +425,7 @@ impl Log {
         let config = self.config();
         let p = prepare(records, &config, Origin::Follower, now_ms)?;
         let mut g = lock(&self.inner);
-        self.check_online(&g)?;
+        self.check_writable(&g)?;
         let mut expected = g.log_end_offset();
         for h in &p.headers {
             if h.base_offset < expected {
@@ -442,9 +446,18 @@ impl Log {
         self.write_locked(g, p, now_ms, None)
     }
 
-    fn check_online(&self, g: &Inner) -> Result<()> {
+    /// Whether the log may be written: not offline, not closed.
+    fn check_writable(&self, g: &Inner) -> Result<()> {
         if g.offline {
             return Err(LogError::Offline(self.dir.clone()));
+        }
+        self.check_not_closed(g)
+    }
+
+    /// Refuses any change to the files once [`Log::close`] began.
+    pub(crate) fn check_not_closed(&self, g: &Inner) -> Result<()> {
+        if g.closed {
+            return Err(LogError::Closed(self.dir.clone()));
         }
         Ok(())
     }
@@ -773,7 +786,7 @@ impl Log {
     /// so that OffsetForLeaderEpoch answers for the new epoch before its first append.
     pub fn assign_epoch_at_end(&self, epoch: i32) -> Result<()> {
         let mut g = lock(&self.inner);
-        self.check_online(&g)?;
+        self.check_writable(&g)?;
         let end = g.log_end_offset();
         if g.epochs.assign(epoch, end) {
             checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
@@ -802,7 +815,7 @@ impl Log {
             return Err(LogError::InvalidArgument(format!("truncate to {offset}")));
         }
         let mut g = lock(&self.inner);
-        self.check_online(&g)?;
+        self.check_writable(&g)?;
         if offset >= g.log_end_offset() {
             return Ok(false);
         }
@@ -852,7 +865,7 @@ impl Log {
             return Err(LogError::InvalidArgument(format!("start at {offset}")));
         }
         let mut g = lock(&self.inner);
-        self.check_online(&g)?;
+        self.check_writable(&g)?;
         self.reset_locked(&mut g, offset)?;
         checkpoint::write_offset(&self.disk, &self.dir, checkpoint::RECOVERY_POINT, offset)
     }
@@ -891,7 +904,7 @@ impl Log {
     /// delete the segments wholly below it. Returns the new log start offset.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
         let mut g = lock(&self.inner);
-        self.check_online(&g)?;
+        self.check_writable(&g)?;
         if offset > g.high_watermark || offset < 0 {
             return Err(LogError::OffsetOutOfRange {
                 offset,
@@ -938,12 +951,15 @@ impl Log {
     /// Persist the high watermark, recovery point and log start offset (call periodically,
     /// like Kafka's checkpoint intervals).
     /// A checkpoint file is rewritten only when its value changed since this log last wrote it:
-    /// an idle partition costs no fsyncs.
+    /// an idle partition costs no fsyncs. A closed log has written its last checkpoints.
     pub fn checkpoint(&self) -> Result<()> {
         let mut guard = lock(&self.maintenance);
         let m = &mut *guard;
         let (hw, rp, lso) = {
             let g = lock(&self.inner);
+            if g.closed {
+                return Ok(());
+            }
             (g.high_watermark, g.recovery_point, g.log_start_offset)
         };
         for (slot, name, value) in [
@@ -960,41 +976,53 @@ impl Log {
     }
 
     /// Sync everything, write all indexes and checkpoints and leave the clean-shutdown marker
-    /// so the next open skips recovery.
-    pub fn close(self) -> Result<()> {
-        self.flush()?;
+    /// so the next open skips recovery. Takes a shared reference: other holders (requests,
+    /// fetchers, the group coordinator) may keep the log, and from here on it refuses their
+    /// writes (appends, truncation, DeleteRecords, retention, compaction) so that the marker
+    /// stays true; reads go on. Once a close succeeded, closing again does nothing.
+    pub fn close(&self) -> Result<()> {
+        // Waits out a retention, compaction or checkpoint run; none starts after this.
         let _m = lock(&self.maintenance);
+        {
+            let mut g = lock(&self.inner);
+            if g.marker_written {
+                return Ok(());
+            }
+            if g.offline {
+                return Err(LogError::Offline(self.dir.clone()));
+            }
+            g.closed = true;
+        }
+        // Every append admitted before the flag was written under the lock: this syncs them.
+        self.flush()?;
         let mut g = lock(&self.inner);
-        self.check_online(&g)?;
         let disk = self.disk.clone();
         for seg in g.segments.values_mut() {
             if seg.indexes_dirty {
                 seg.write_indexes(&disk)?;
             }
         }
-        g.active_mut().release_reservation(&disk)?;
+        let active = g.active_mut();
+        active.release_reservation(&disk)?;
+        // The cut must be durable too: a trusted open takes the file's length as the data's.
+        disk.sync_data(&active.file).at(&active.log_path())?;
         g.recovery_point = g.log_end_offset();
-        checkpoint::write_offset(
-            &disk,
-            &self.dir,
-            checkpoint::HIGH_WATERMARK,
-            g.high_watermark,
-        )?;
-        checkpoint::write_offset(
-            &disk,
-            &self.dir,
-            checkpoint::RECOVERY_POINT,
-            g.recovery_point,
-        )?;
-        checkpoint::write_offset(
-            &disk,
-            &self.dir,
-            checkpoint::LOG_START_OFFSET,
-            g.log_start_offset,
-        )?;
-        checkpoint::write_epochs(&disk, &self.dir, g.epochs.entries())?;
+        self.write_final_checkpoints(&g)?;
         disk.write_atomic(&self.dir.join(checkpoint::CLEAN_SHUTDOWN), b"0\n")?;
+        g.marker_written = true;
         info!(dir = %self.dir.display(), leo = g.log_end_offset(), "log closed cleanly");
         Ok(())
+    }
+
+    /// Every checkpoint file, each written atomically (file and directory synced).
+    fn write_final_checkpoints(&self, g: &Inner) -> Result<()> {
+        for (name, value) in [
+            (checkpoint::HIGH_WATERMARK, g.high_watermark),
+            (checkpoint::RECOVERY_POINT, g.recovery_point),
+            (checkpoint::LOG_START_OFFSET, g.log_start_offset),
+        ] {
+            checkpoint::write_offset(&self.disk, &self.dir, name, value)?;
+        }
+        checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())
     }
 }

@@ -236,6 +236,8 @@ impl Log {
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             offline: false,
+            closed: false,
+            marker_written: false,
             next_segment_id: next_id,
             pending_sync: Vec::new(),
             cleaner,

@@ -129,6 +129,12 @@ impl LogStore {
         &self.inner.dir
     }
 
+    /// Closes the metadata log cleanly (synced, checkpoints and clean-shutdown marker written)
+    /// once Raft no longer writes it; any write that still comes is refused.
+    pub(crate) fn close(&self) -> Result<(), QuorumError> {
+        Ok(self.inner.log.close()?)
+    }
+
     /// Empties the log and records `purged` as the last entry a snapshot covers (conversion of a
     /// pre-quorum log, whose records the snapshot now holds).
     pub(crate) fn reset_after(&self, purged: LogId, vote: Vote) -> Result<(), QuorumError> {

@@ -394,14 +394,25 @@ async fn a_single_node_restarts_with_its_image() {
     register_all(&[&n], &[1]).await;
     create_topic(&[&n], "kept", 1).await.expect("created");
     n.stop().await;
+    // A stopped quorum closed its metadata log cleanly: the restart skips recovery.
+    let marker = dir
+        .path()
+        .join("node-1/__cluster_metadata-0")
+        .join(gregor_log::checkpoint::CLEAN_SHUTDOWN);
+    assert!(marker.exists(), "clean-shutdown marker after stop");
     let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let n = start(1, &voters, l, dir.path(), 1 << 20).await;
+    assert!(!marker.exists(), "marker consumed by the open");
     // Committed entries are applied before start returns.
     assert!(n.quorum.image().topic("kept").is_some());
     create_topic(&[&n], "more", 1)
         .await
         .expect("writes after restart");
     n.stop().await;
+    assert!(
+        marker.exists(),
+        "clean-shutdown marker after the second stop"
+    );
 }
 
 /// A metadata log as a single-node Gregor wrote it before the quorum existed: plain batches of

@@ -2,6 +2,7 @@
 
 mod append;
 mod cleanup;
+mod close;
 mod common;
 mod faults;
 mod hostile;
