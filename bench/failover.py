@@ -1,23 +1,26 @@
 #!/usr/bin/env python3
-"""Controller failover time and metadata propagation delay of a three-node cluster.
+"""Failover of a three-node cluster as a user feels it, over many rounds, with the default
+failure-detection settings (e2e/failover.py has the measurements; e2e/test_failover.py asserts
+them over a few rounds).
 
-    GREGOR_BIN=target/release/gregor python3 bench/failover.py [RUNS]
+    GREGOR_BIN=target/release/gregor python3 bench/failover.py [--rounds N] [--rows R,...]
 
-Each run starts a fresh cluster of three combined nodes (e2e/cluster.py: real processes on
-loopback, Kafka's default controller.quorum.election.timeout.ms=1000,
-broker.heartbeat.interval.ms=2000, broker.session.timeout.ms=9000), then measures:
+Rows (each on a fresh cluster of three combined nodes, RF 3, min.insync.replicas=2, an
+idempotent acks=all confluent-kafka producer with default settings):
 
-- failover: SIGKILL of the active controller -> the first CreateTopics through another node
-  that succeeds (the call is sent right after the kill; the broker forwards it once a new
-  controller is elected);
-- propagation: CreateTopics sent to a node that is not the controller -> the topic visible in
-  Metadata on every node (polled);
-- death: SIGKILL of a broker that is not the controller -> it is gone from the controller's
-  Metadata (fenced), with the default 9 s session timeout.
+- leader-kill: SIGKILL of a partition leader's node that is not the active controller;
+- controller-leader-kill: SIGKILL of a partition leader's node that is the active controller;
+- leader-stop / controller-leader-stop: SIGSTOP of such a node (its sockets stay open);
+- controller-kill: SIGKILL of the active controller -> the first CreateTopics through another
+  node that succeeds (a fresh admin client);
+- propagation: CreateTopics through a node that is not the controller -> visible in Metadata on
+  every node.
 
-Prints one line per run and the median and max of each.
+Each kill round restarts the node at once and times its return (registered, unfenced, back in
+every ISR). Prints each round, then the median and the maximum of each measure per row.
 """
 
+import argparse
 import statistics
 import sys
 import tempfile
@@ -26,22 +29,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
 
-from cluster import Cluster  # noqa: E402
+import failover  # noqa: E402
 
-DEFAULTS = {
-    "controller.quorum.election.timeout.ms": "1000",
-    "broker.heartbeat.interval.ms": "2000",
-    "broker.session.timeout.ms": "9000",
+LEADER_ROWS = {
+    "leader-kill": dict(controller=False, how="kill"),
+    "controller-leader-kill": dict(controller=True, how="kill"),
+    "leader-stop": dict(controller=False, how="stop"),
+    "controller-leader-stop": dict(controller=True, how="stop"),
 }
-
-
-def wait_until_listed(node, broker):
-    while broker not in [b[0] for b in node.metadata()["brokers"]]:
-        time.sleep(0.01)
+ROWS = list(LEADER_ROWS) + ["controller-kill", "propagation"]
 
 
 def visible_everywhere(nodes, name):
-    pending = set(n.node_id for n in nodes)
+    pending = {n.node_id for n in nodes}
     while pending:
         for n in nodes:
             if n.node_id in pending:
@@ -50,61 +50,60 @@ def visible_everywhere(nodes, name):
                     pending.discard(n.node_id)
 
 
-def one_run(i):
+def propagation_round(c, name):
+    controller = c.controller()
+    other = next(n for n in c.nodes.values() if n is not controller)
+    t0 = time.monotonic()
+    err, msg = other.create_topic(name)
+    assert err == 0, (err, msg)
+    visible_everywhere(list(c.nodes.values()), name)
+    return {"visible": time.monotonic() - t0}
+
+
+def run_row(row, rounds):
+    results = []
     with tempfile.TemporaryDirectory() as tmp:
-        c = Cluster(tmp, 3, overrides=DEFAULTS).start()
+        c = failover.start_cluster(tmp)
         try:
-            controller = c.controller()
-            follower = next(n for n in c.nodes.values() if n is not controller)
-            t0 = time.monotonic()
-            err, msg = follower.create_topic("propagation")
-            assert err == 0, (err, msg)
-            created = time.monotonic() - t0
-            visible_everywhere(list(c.nodes.values()), "propagation")
-            propagation = time.monotonic() - t0
-            # A broker that is not the controller dies: time until it leaves Metadata.
-            t0 = time.monotonic()
-            follower.kill()
-            while follower.node_id in [b[0] for b in controller.metadata()["brokers"]]:
-                time.sleep(0.005)
-            death = time.monotonic() - t0
-            follower.start()
-            follower.wait_ready()
-            wait_until_listed(controller, follower.node_id)
-            survivor = follower
-            controller.kill()
-            t0 = time.monotonic()
-            while True:
-                err, msg = survivor.create_topic(f"after-kill-{i}")
-                if err == 0:
-                    break
-                time.sleep(0.01)
-            failover = time.monotonic() - t0
-            return failover, created, propagation, death
+            for i in range(rounds):
+                name = f"{row}-{i}"
+                if row in LEADER_ROWS:
+                    r = failover.leader_round(c, name, **LEADER_ROWS[row])
+                elif row == "controller-kill":
+                    r = {"admin": failover.controller_round(c, name)}
+                else:
+                    r = propagation_round(c, name)
+                results.append(r)
+                shown = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in r.items() if v is not None)
+                print(f"{row} round {i + 1}: {shown}", flush=True)
         finally:
-            c.stop()
+            problems = c.stop()
+            if problems:
+                print(f"{row}: {problems}", flush=True)
+    return results
+
+
+def summary(row, results):
+    keys = [k for k in results[0] if results[0][k] is not None]
+    for k in keys:
+        values = [r[k] for r in results]
+        print(f"{row:24} {k:10} n={len(values):3}  median {statistics.median(values) * 1000:7.0f} ms"
+              f"  max {max(values) * 1000:7.0f} ms", flush=True)
 
 
 def main():
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 10
-    failovers, creates, propagations, deaths = [], [], [], []
-    for i in range(runs):
-        f, cr, p, d = one_run(i)
-        failovers.append(f)
-        creates.append(cr)
-        propagations.append(p)
-        deaths.append(d)
-        print(f"run {i + 1}: failover {f * 1000:.0f} ms, forwarded CreateTopics {cr * 1000:.1f} ms, "
-              f"visible on every node {p * 1000:.1f} ms, killed broker fenced {d * 1000:.0f} ms",
-              flush=True)
-    print(f"failover: median {statistics.median(failovers) * 1000:.0f} ms, "
-          f"max {max(failovers) * 1000:.0f} ms")
-    print(f"killed broker fenced: median {statistics.median(deaths) * 1000:.0f} ms, "
-          f"max {max(deaths) * 1000:.0f} ms")
-    print(f"forwarded CreateTopics answered: median {statistics.median(creates) * 1000:.1f} ms, "
-          f"max {max(creates) * 1000:.1f} ms")
-    print(f"visible on every node: median {statistics.median(propagations) * 1000:.1f} ms, "
-          f"max {max(propagations) * 1000:.1f} ms")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--rows", default=",".join(ROWS))
+    args = ap.parse_args()
+    rows = args.rows.split(",")
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown:
+        ap.error(f"unknown rows {unknown}; choose from {ROWS}")
+    all_results = {row: run_row(row, args.rounds) for row in rows}
+    print()
+    for row, results in all_results.items():
+        summary(row, results)
 
 
 if __name__ == "__main__":

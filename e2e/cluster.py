@@ -136,9 +136,12 @@ class Node:
 
     def argv(self):
         c = self.cluster
-        voters = ",".join(
-            f"{j}@127.0.0.1:{self.controller_port if j == self.node_id else c.proxies[(self.node_id, j)].port}"
-            for j in c.voter_ids())
+        def port(j):
+            if j == self.node_id or not c.proxied:
+                return c.nodes[j].controller_port
+            return c.proxies[(self.node_id, j)].port
+
+        voters = ",".join(f"{j}@127.0.0.1:{port(j)}" for j in c.voter_ids())
         listeners = []
         if self.is_broker:
             listeners.append(f"PLAINTEXT://127.0.0.1:{self.port}")
@@ -149,8 +152,9 @@ class Node:
                 "--process-roles", self.roles,
                 "--listeners", ",".join(listeners),
                 "--controller-quorum-voters", voters,
-                "--cluster-id", c.cluster_id,
                 "--data-dir", str(self.data_dir)]
+        if c.cluster_id is not None:
+            argv += ["--cluster-id", c.cluster_id]
         if c.racks:
             argv += ["--rack", c.racks[self.node_id % len(c.racks)]]
         for k, v in c.overrides.items():
@@ -220,6 +224,11 @@ class Node:
         with kwire.Conn("127.0.0.1", self.port, timeout=timeout) as c:
             return kwire.metadata_v1(c, topics)
 
+    def active_controller_id(self, timeout=2):
+        """The active controller as this node's DescribeCluster names it."""
+        with kwire.Conn("127.0.0.1", self.port, timeout=timeout) as c:
+            return kwire.describe_cluster(c)["controller_id"]
+
     def create_topic(self, name, partitions=1, replication_factor=1, assignments=None,
                      timeout=35):
         with kwire.Conn("127.0.0.1", self.port, timeout=timeout) as c:
@@ -229,18 +238,23 @@ class Node:
 
 class Cluster:
     """`n` voters (combined broker+controller nodes, or controller-only ones with
-    `controller_only=True`), then `brokers` broker-only nodes (ids n, n+1, ...)."""
+    `controller_only=True`), then `brokers` broker-only nodes (ids n, n+1, ...).
+    `fast_detection=False` keeps the product's default failure-detection settings;
+    `proxied=False` has every node reach the voters directly (configured alike, no `isolate`)."""
 
     def __init__(self, workdir, n, overrides=None, racks=None, brokers=0, controller_only=False,
-                 metrics=False):
+                 metrics=False, fast_detection=True, explicit_cluster_id=True, proxied=True):
         self.bin = gregor_bin()
         self.metrics = metrics
         self.workdir = Path(workdir)
-        self.cluster_id = "gregorTestClusterId000"
+        # None: no --cluster-id, every node derives it from controller.quorum.voters.
+        self.cluster_id = "gregorTestClusterId000" if explicit_cluster_id else None
         self.overrides = dict(FAST_SETTINGS)
-        self.overrides.update(CLUSTER_SETTINGS)
+        if fast_detection:
+            self.overrides.update(CLUSTER_SETTINGS)
         self.overrides.update(overrides or {})
         self.racks = racks
+        self.proxied = proxied
         self.taken = set()
         voter_roles = "controller" if controller_only else "broker,controller"
         self.nodes = {i: Node(self, i, voter_roles) for i in range(n)}
@@ -290,14 +304,14 @@ class Cluster:
 
     def controller(self, among=None, timeout=20):
         """The active controller that every broker in `among` (default: running ones) agrees on
-        (combined nodes: the controller id clients see is the active controller)."""
+        (DescribeCluster names it; Metadata names a broker that forwards)."""
         among = among if among is not None else self.running()
         among = [n for n in among if n.is_broker]
 
         def agreed():
             ids = set()
             for n in among:
-                ids.add(n.metadata()["controller_id"])
+                ids.add(n.active_controller_id())
             if len(ids) == 1:
                 (cid,) = ids
                 if cid in self.nodes and cid in [n.node_id for n in among]:

@@ -44,7 +44,10 @@ def test_topics_created_through_each_node_appear_on_all(cluster_factory):
         md = n.metadata()
         assert sorted(b[0] for b in md["brokers"]) == [0, 1, 2]
         assert {b[0]: b[3] for b in md["brokers"]} == {0: "a", 1: "b", 2: "c"}
-        assert md["controller_id"] == controller.node_id
+        # Metadata names the node asked (a live broker that forwards admin requests);
+        # DescribeCluster names the active controller.
+        assert md["controller_id"] == n.node_id
+        assert n.active_controller_id() == controller.node_id
     for n in nodes:
         name = f"via-node-{n.node_id}"
         err, msg = n.create_topic(name, partitions=6, replication_factor=3)
@@ -124,7 +127,7 @@ def test_sigstop_of_the_active_controller_then_sigcont_steps_down(cluster_factor
     create_retrying(survivors[0], "while-paused")
     old.resume()
     # It learns the new term, steps down, and has every committed change.
-    wait_until(lambda: old.metadata()["controller_id"] == new.node_id, 15,
+    wait_until(lambda: old.active_controller_id() == new.node_id, 15,
                "the resumed node to follow the new controller")
     wait_until(lambda: "while-paused" in topics_on(old), 10, "the resumed node to catch up")
     images = [topics_on(n) for n in c.nodes.values()]
@@ -149,7 +152,7 @@ def test_isolated_controller_commits_nothing_while_the_majority_elects_another(c
     assert time.monotonic() - t0 < 35
     assert "minority-side" not in topics_on(old)
     c.heal(old.node_id)
-    wait_until(lambda: old.metadata()["controller_id"] == new.node_id, 20,
+    wait_until(lambda: old.active_controller_id() == new.node_id, 20,
                "the healed node to follow the new controller")
     wait_until(lambda: "majority-side" in topics_on(old), 10, "the healed node to catch up")
     time.sleep(1)
@@ -263,6 +266,20 @@ def test_three_voters_and_two_broker_only_nodes(cluster_factory):
     assert {"wide", "after-failover"} <= topics_on(observers[0])
 
 
+@pytest.mark.timeout(90)
+def test_one_voter_and_broker_only_nodes_configured_alike_form_a_cluster(cluster_factory):
+    """The same controller.quorum.voters on every node and no --cluster-id: every node derives
+    the same cluster id from the voters, with one voter as with several."""
+    c = cluster_factory(1, brokers=2, explicit_cluster_id=False, proxied=False)
+    for n in c.nodes.values():
+        assert sorted(b[0] for b in n.metadata()["brokers"]) == [0, 1, 2]
+    ids = set()
+    for n in c.nodes.values():
+        text = (n.data_dir / "meta.properties").read_text()
+        ids.add(next(line for line in text.splitlines() if line.startswith("cluster.id=")))
+    assert len(ids) == 1, ids
+
+
 @pytest.mark.timeout(120)
 def test_controller_only_voters_serve_brokers_but_not_clients(cluster_factory):
     c = cluster_factory(3, brokers=2, controller_only=True)
@@ -271,8 +288,8 @@ def test_controller_only_voters_serve_brokers_but_not_clients(cluster_factory):
     for b in brokers:
         md = b.metadata()
         assert sorted(x[0] for x in md["brokers"]) == [3, 4]
-        # Clients are pointed at a broker, which forwards to the controller quorum.
-        assert md["controller_id"] in (3, 4)
+        # Clients are pointed at the broker they asked, which forwards to the controller quorum.
+        assert md["controller_id"] == b.node_id
     err, msg = brokers[1].create_topic("placed", partitions=4, replication_factor=2)
     assert err == 0, (err, msg)
     wait_topic_everywhere(brokers, "placed")

@@ -11,7 +11,7 @@ use kafka_protocol::messages::{
     ApiKey, BrokerHeartbeatRequest, BrokerRegistrationRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::ResponseError;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::config::BrokerConfig;
 use crate::connection::{Handler, Reply, RequestContext};
@@ -68,8 +68,9 @@ pub enum StartError {
 /// The longest a controlled shutdown waits for a controller that does not answer.
 const MAX_CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 
-/// How often the active controller checks broker sessions.
-const SESSION_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+/// How often the active controller checks broker sessions (a check that finds nothing due
+/// costs no quorum round).
+const SESSION_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What [`Broker::start_with`] takes besides the configuration; [`Broker::start`] uses the
 /// defaults (TCP, random seeds). The deterministic simulator (gregor-sim) sets all of them.
@@ -120,12 +121,23 @@ impl Broker {
                 dir: dir.clone(),
                 source: std::io::Error::other(e),
             })?;
-        let cluster_id =
-            crate::util::cluster_id_for(&disk, &dir, &config.voters, config.cluster_id.as_deref())
-                .map_err(|source| StartError::DataDir {
-                    dir: dir.clone(),
-                    source,
-                })?;
+        // A cluster of one without `controller.quorum.voters` gets a random id; configured
+        // voters give every node configured alike the same one.
+        let configured_voters = if config.voters_configured() {
+            config.voters.clone()
+        } else {
+            Default::default()
+        };
+        let cluster_id = crate::util::cluster_id_for(
+            &disk,
+            &dir,
+            &configured_voters,
+            config.cluster_id.as_deref(),
+        )
+        .map_err(|source| StartError::DataDir {
+            dir: dir.clone(),
+            source,
+        })?;
         // Bound before the quorum starts, so peers can reach this voter as soon as it runs.
         let controller_listener = match config.controller_bind {
             Some(addr) => Some(
@@ -248,6 +260,10 @@ impl Broker {
         }
         let controller_duties = crate::util::spawn(broker.clone().run_controller_duties());
         broker.add_task(controller_duties);
+        if broker.config.is_broker {
+            let heartbeats = crate::util::spawn(broker.clone().run_heartbeats());
+            broker.add_task(heartbeats);
+        }
         if let Some(queue) = broker.replicas.take_isr_proposals() {
             let b = broker.clone();
             let task = crate::util::spawn(async move {
@@ -439,13 +455,30 @@ impl Broker {
         }
     }
 
-    /// Heartbeats to the active controller, and — while this node is the active controller —
-    /// fences brokers whose sessions expired.
-    async fn run_controller_duties(self: Arc<Self>) {
-        let heartbeat_every =
+    /// Heartbeats to the active controller every `broker.heartbeat.interval.ms`, in a task of
+    /// its own: a heartbeat waiting on a controller that is changing must not hold up the
+    /// controller's own duties on this node.
+    async fn run_heartbeats(self: Arc<Self>) {
+        let every =
             Duration::from_millis(self.config.int("broker.heartbeat.interval.ms").max(10) as u64);
-        let mut heartbeat = tokio::time::interval(heartbeat_every);
+        let mut heartbeat = tokio::time::interval(every);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            heartbeat.tick().await;
+            if let Err(e) = self.heartbeat(false).await {
+                // Normal while the controller changes; the next heartbeat retries.
+                debug!(error = %e, "heartbeat failed");
+            }
+        }
+    }
+
+    /// While this node is the active controller: fences brokers whose sessions expired, moves
+    /// leadership back to preferred replicas, and, on taking over, fences at once the brokers
+    /// whose processes are gone (a new controller gives every broker a full session, so a
+    /// broker that died with the old controller would otherwise stay in the ISRs that long).
+    async fn run_controller_duties(self: Arc<Self>) {
         let mut sessions = tokio::time::interval(SESSION_CHECK_INTERVAL);
+        sessions.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Automatic leader rebalance: the first check one interval after start, as in Kafka.
         let imbalance_every = Duration::from_secs(
             self.config
@@ -457,43 +490,77 @@ impl Broker {
             imbalance_every,
         );
         imbalance.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut controller = None;
         loop {
-            tokio::select! {
-                _ = imbalance.tick() => {
-                    if self.metadata.is_active_controller() {
-                        let result = self
-                            .metadata
-                            .submit(|c| gregor_meta::ControllerResult {
-                                records: c.rebalance_leaders(),
-                                response: (),
-                            })
-                            .await;
-                        if let Err(e) = result {
-                            warn!(error = %e, "automatic leader rebalance failed");
-                        }
-                    }
-                }
-                _ = heartbeat.tick(), if self.config.is_broker => {
-                    if let Err(e) = self.heartbeat(false).await {
-                        warn!(error = %e, "heartbeat failed");
-                    }
-                }
-                _ = sessions.tick() => {
-                    if self.metadata.is_active_controller() {
-                        let now = now_ms();
-                        let result = self
-                            .metadata
-                            .submit(|c| gregor_meta::ControllerResult {
-                                records: c.tick(now),
-                                response: (),
-                            })
-                            .await;
-                        if let Err(e) = result {
-                            warn!(error = %e, "broker session check failed");
-                        }
-                    }
+            let leader = self.metadata.active_controller();
+            if leader != controller {
+                controller = leader;
+                if self.metadata.is_active_controller() {
+                    info!(node = self.config.node_id, "became the active controller");
+                    self.probe_brokers_on_takeover();
                 }
             }
+            tokio::select! {
+                _ = self.metadata.wait_controller_change(leader.unwrap_or(-1)) => {}
+                _ = imbalance.tick() => self.rebalance_leaders().await,
+                _ = sessions.tick() => self.check_sessions().await,
+            }
+        }
+    }
+
+    /// A new active controller probes every unfenced broker's listener (see
+    /// [`crate::forward::check_brokers_alive`]).
+    fn probe_brokers_on_takeover(self: &Arc<Self>) {
+        let brokers: Vec<i32> = self
+            .metadata
+            .image()
+            .active_brokers()
+            .map(|b| b.id)
+            .filter(|&id| id != self.config.node_id)
+            .collect();
+        if brokers.is_empty() {
+            return;
+        }
+        let b = self.clone();
+        crate::util::spawn(async move {
+            crate::forward::check_brokers_alive(b.control_plane(), brokers).await
+        });
+    }
+
+    async fn rebalance_leaders(&self) {
+        if !self.metadata.is_active_controller() {
+            return;
+        }
+        let result = self
+            .metadata
+            .submit(|c| gregor_meta::ControllerResult {
+                records: c.rebalance_leaders(),
+                response: (),
+            })
+            .await;
+        if let Err(e) = result {
+            warn!(error = %e, "automatic leader rebalance failed");
+        }
+    }
+
+    /// Fences brokers whose sessions expired; a quorum round only when one may have.
+    async fn check_sessions(&self) {
+        if !self.metadata.is_active_controller() {
+            return;
+        }
+        let now = now_ms();
+        if !self.metadata.read(|c| c.sessions_due(now)).await {
+            return;
+        }
+        let result = self
+            .metadata
+            .submit(|c| gregor_meta::ControllerResult {
+                records: c.tick(now_ms()),
+                response: (),
+            })
+            .await;
+        if let Err(e) = result {
+            warn!(error = %e, "broker session check failed");
         }
     }
 

@@ -194,6 +194,13 @@ pub fn parse_connection_overrides(text: &str) -> Result<HashMap<IpAddr, usize>, 
 }
 
 impl BrokerConfig {
+    /// Whether `controller.quorum.voters` was set (a cluster of one may leave it out).
+    pub fn voters_configured(&self) -> bool {
+        self.settings
+            .raw("controller.quorum.voters")
+            .is_some_and(|v| !v.trim().is_empty())
+    }
+
     pub fn from_options(opts: &BrokerOptions) -> Result<BrokerConfig, ConfigError> {
         let mut pairs: Vec<(String, String)> = Vec::new();
         if let Some(text) = &opts.properties {

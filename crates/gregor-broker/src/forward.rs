@@ -57,11 +57,17 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 const APPLY_WAIT: Duration = Duration::from_secs(5);
 
 /// How long one forwarding attempt of a request that is safe to send twice waits for an answer
-/// before it is sent again (on a fresh connection). A connection can lose a request or its
-/// answer for good (a peer that vanished, a middlebox that dropped the flow); the broker's own
-/// lifecycle requests must not wait out the whole [`FORWARD_TIMEOUT`] on it, or its session
-/// expires meanwhile.
-const IDEMPOTENT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
+/// before it is sent again (on a fresh connection): a third of `broker.session.timeout.ms`,
+/// within these bounds. A connection can lose a request or its answer for good (a peer that
+/// vanished, a middlebox that dropped the flow); the broker's own lifecycle requests must not
+/// wait out the whole [`FORWARD_TIMEOUT`] on it, or its session expires meanwhile.
+const IDEMPOTENT_ATTEMPT_TIMEOUT: (Duration, Duration) =
+    (Duration::from_millis(250), Duration::from_secs(3));
+
+fn idempotent_attempt_timeout(config: &BrokerConfig) -> Duration {
+    let third = Duration::from_millis(config.int("broker.session.timeout.ms").max(0) as u64 / 3);
+    third.clamp(IDEMPOTENT_ATTEMPT_TIMEOUT.0, IDEMPOTENT_ATTEMPT_TIMEOUT.1)
+}
 
 /// Requests a controller may receive twice without harm: a registration with the same
 /// incarnation is the same registration, a heartbeat is a heartbeat, and an AlterPartition is
@@ -138,7 +144,7 @@ pub async fn to_controller(
                 };
                 let mut remaining = deadline.saturating_duration_since(Instant::now());
                 if safe_to_resend(api_key) {
-                    remaining = remaining.min(IDEMPOTENT_ATTEMPT_TIMEOUT);
+                    remaining = remaining.min(idempotent_attempt_timeout(b.config));
                 }
                 // As Kafka's controller channel does: when another controller takes over, the
                 // request goes to it at once. The old one may never answer (it crashed, or
@@ -223,57 +229,77 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 const PROBES: u32 = 5;
 const PROBE_SPACING: Duration = Duration::from_millis(200);
 
-/// The controller connection of these brokers' heartbeats closed. A broker whose client
-/// listener now refuses connections has no process listening there: the operating system says
-/// it is gone, so its session ends now instead of after `broker.session.timeout.ms` (a hung or
-/// cut-off broker still accepts, or does not answer, and is left to the session timeout).
+/// Whether the processes of these brokers are gone: asked when the controller connection their
+/// heartbeats came on closed, and of every broker when this node becomes the active controller.
+/// A broker whose client listener now refuses connections has no process listening there: the
+/// operating system says it is gone, so its session ends now instead of after
+/// `broker.session.timeout.ms` (a hung or cut-off broker still accepts, or does not answer, and
+/// is left to the session timeout). The brokers are probed at the same time.
 pub async fn check_brokers_alive(b: ControlPlane<'_>, brokers: Vec<i32>) {
-    for id in brokers {
-        if id == b.node_id || !b.metadata.is_active_controller() {
-            continue;
+    // Each broker is fenced as soon as its own probes tell: a live one, probed a few times,
+    // must not hold up the fencing of a dead one.
+    let probes = brokers.into_iter().map(|id| async move {
+        if listener_refuses(b, id).await {
+            fence_gone_broker(b, id).await;
         }
-        let image = b.metadata.image();
-        let Some(reg) = image.broker(id).filter(|r| !r.fenced) else {
-            continue;
-        };
-        let Some(ep) = reg.endpoints.first() else {
-            continue;
-        };
-        let addr = format!("{}:{}", ep.host, ep.port);
-        // A dying process may close its connections a moment before its listening socket (which
-        // meanwhile still completes handshakes): a few probes a little apart tell.
-        let mut refused = false;
-        for attempt in 0..PROBES {
-            if attempt > 0 {
-                tokio::time::sleep(PROBE_SPACING).await;
+    });
+    futures::future::join_all(probes).await;
+}
+
+async fn fence_gone_broker(b: ControlPlane<'_>, id: i32) {
+    if !b.metadata.is_active_controller() {
+        return;
+    }
+    let result = b
+        .metadata
+        .submit(|c| {
+            c.expire_session(id);
+            gregor_meta::ControllerResult {
+                records: c.tick(crate::util::now_ms()),
+                response: (),
             }
-            let probe = tokio::time::timeout(PROBE_TIMEOUT, b.transport.connect(&addr)).await;
-            refused = matches!(
-                &probe,
-                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused
-            );
-            if refused {
-                break;
-            }
+        })
+        .await;
+    if let Err(e) = result {
+        tracing::warn!(broker = id, error = %e, "could not fence a broker whose process is gone");
+    }
+}
+
+/// Whether broker `id`'s client listener refuses connections (see [`check_brokers_alive`]).
+async fn listener_refuses(b: ControlPlane<'_>, id: i32) -> bool {
+    if id == b.node_id || !b.metadata.is_active_controller() {
+        return false;
+    }
+    let image = b.metadata.image();
+    let Some(reg) = image.broker(id).filter(|r| !r.fenced) else {
+        return false;
+    };
+    let Some(ep) = reg.endpoints.first() else {
+        return false;
+    };
+    let addr = format!("{}:{}", ep.host, ep.port);
+    // A dying process may close its connections a moment before its listening socket (which
+    // meanwhile still completes handshakes): a few probes a little apart tell.
+    let mut refused = false;
+    for attempt in 0..PROBES {
+        if attempt > 0 {
+            tokio::time::sleep(PROBE_SPACING).await;
         }
-        tracing::debug!(broker = id, %addr, refused, "probed a broker whose controller connection closed");
+        let probe = tokio::time::timeout(PROBE_TIMEOUT, b.transport.connect(&addr)).await;
+        refused = matches!(
+            &probe,
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused
+        );
         if refused {
-            tracing::warn!(broker = id, %addr, "broker's heartbeat connection closed and its listener refuses connections; ending its session");
-            let result = b
-                .metadata
-                .submit(|c| {
-                    c.expire_session(id);
-                    gregor_meta::ControllerResult {
-                        records: c.tick(crate::util::now_ms()),
-                        response: (),
-                    }
-                })
-                .await;
-            if let Err(e) = result {
-                tracing::warn!(broker = id, error = %e, "could not fence the broker");
-            }
+            break;
         }
     }
+    if refused {
+        tracing::warn!(broker = id, %addr, "broker's listener refuses connections: its process is gone; ending its session");
+    } else {
+        tracing::debug!(broker = id, %addr, "probed broker is listening");
+    }
+    refused
 }
 
 #[cfg(test)]

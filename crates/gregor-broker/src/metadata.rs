@@ -201,7 +201,10 @@ impl MetadataManager {
             dir: data_dir.join(METADATA_LOG_DIR),
             faults: settings.disk.faults().cloned(),
             election_timeout_ms: election,
-            heartbeat_interval_ms: (election / 5).max(5),
+            // openraft also bounds each replication message by this interval: a third of the
+            // election timeout leaves a follower that long to sync its log, and still three
+            // heartbeats within the shortest election wait (1.5 election timeouts).
+            heartbeat_interval_ms: (election / 3).max(5),
             snapshot_bytes: settings.snapshot_bytes,
             static_config: static_config.clone(),
             seed: settings.seed.unwrap_or_else(rand_seed),
@@ -292,6 +295,15 @@ impl MetadataManager {
             Member::Observer(f) => f.active_controller(),
         };
         id.and_then(|id| i32::try_from(id).ok())
+    }
+
+    /// Whether this voter has not heard from the active controller it names for a few Raft
+    /// heartbeats (it has probably died; an election is due).
+    pub fn active_controller_unheard(&self) -> bool {
+        match &self.member {
+            Member::Voter(q) => q.leader_unheard(),
+            Member::Observer(_) => false,
+        }
     }
 
     pub fn is_active_controller(&self) -> bool {

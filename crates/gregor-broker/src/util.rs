@@ -197,9 +197,11 @@ pub fn cluster_id(data_dir: &std::path::Path) -> std::io::Result<String> {
 }
 
 /// The cluster id of a node of the quorum `voters`: the one its data directory records; for a
-/// new directory, `explicit` (`--cluster-id`, like `kafka-storage format --cluster-id`), else for
-/// a multi-node quorum an id derived from the voters (so nodes configured alike agree without a
-/// format step), else a new random one. A directory of another cluster is an error.
+/// new directory, `explicit` (`--cluster-id`, like `kafka-storage format --cluster-id`), else
+/// an id derived from the configured `controller.quorum.voters` (so nodes configured alike
+/// agree without a format step, whether the quorum has one voter or several), else, for a
+/// cluster of one without the setting (`voters` empty), a new random one. A directory of
+/// another cluster is an error.
 pub fn cluster_id_for(
     disk: &gregor_log::Disk,
     data_dir: &std::path::Path,
@@ -219,7 +221,7 @@ pub fn cluster_id_for(
     }
     let id = match explicit {
         Some(id) => id.to_string(),
-        None if voters.len() > 1 => {
+        None if !voters.is_empty() => {
             let text: Vec<String> = voters.iter().map(|(id, a)| format!("{id}@{a}")).collect();
             kafka_uuid(uuid::Uuid::new_v5(
                 &uuid::Uuid::NAMESPACE_OID,

@@ -73,7 +73,10 @@ fn kafka_defaults() {
     assert_eq!(b("group.initial.rebalance.delay.ms"), Some("3000"));
     assert_eq!(b("group.min.session.timeout.ms"), Some("6000"));
     assert_eq!(b("group.max.session.timeout.ms"), Some("1800000"));
-    assert_eq!(b("broker.session.timeout.ms"), Some("9000"));
+    // Failure detection is faster than Kafka's (docs/configuration.md says why).
+    assert_eq!(b("broker.session.timeout.ms"), Some("1500"));
+    assert_eq!(b("broker.heartbeat.interval.ms"), Some("250"));
+    assert_eq!(b("controller.quorum.election.timeout.ms"), Some("300"));
     assert_eq!(b("socket.request.max.bytes"), Some("104857600"));
 }
 

@@ -267,6 +267,51 @@ fn single_node_restart_keeps_its_partitions() {
     assert!(local.leaders.iter().all(|l| l.role_changed));
 }
 
+/// A controller that took over granted sessions it never heard renewed: a restarted
+/// incarnation registers at once instead of waiting for its dead predecessor's session to run
+/// out. A predecessor this controller did hear from still holds the id.
+#[test]
+fn a_new_controller_lets_a_restarted_incarnation_register_at_once() {
+    let mut c = Cluster::with_brokers(&[0, 1]);
+    c.controller.reset_sessions();
+    let granted = c.controller.tick(c.now_ms);
+    assert!(
+        granted.is_empty(),
+        "a takeover grants sessions, it fences nobody"
+    );
+    let reregister = |c: &mut Cluster, incarnation: u128| {
+        c.controller
+            .register_broker(
+                &BrokerRegistrationRequest {
+                    broker_id: 0,
+                    incarnation_id: Uuid::from_u128(incarnation),
+                    endpoints: vec![],
+                    rack: None,
+                },
+                c.now_ms,
+            )
+            .response
+    };
+    // Broker 1 heartbeats to the new controller; broker 0's old incarnation never does.
+    c.heartbeat(1, false);
+    let registered = reregister(&mut c, 70);
+    assert!(registered.is_ok(), "{registered:?}");
+    // Broker 1 restarts too, but this controller heard its old incarnation: still refused.
+    let res = c.controller.register_broker(
+        &BrokerRegistrationRequest {
+            broker_id: 1,
+            incarnation_id: Uuid::from_u128(71),
+            endpoints: vec![],
+            rack: None,
+        },
+        c.now_ms,
+    );
+    assert_eq!(
+        code(&res.response),
+        ResponseError::DuplicateBrokerRegistration
+    );
+}
+
 #[test]
 fn registration_and_heartbeat_errors() {
     let mut c = Cluster::with_brokers(&[0]);

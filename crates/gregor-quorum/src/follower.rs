@@ -55,6 +55,7 @@ impl MetadataFollower {
             snapshot: Mutex::new(None),
             dir: std::path::PathBuf::new(),
             disk: Disk::real(),
+            leader_contact: Mutex::new(None),
         });
         let (leader_tx, leader) = watch::channel(None);
         let task = tokio::spawn(follow(config, connector, shared.clone(), leader_tx));

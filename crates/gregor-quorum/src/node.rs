@@ -9,7 +9,7 @@ use std::time::Duration;
 use gregor_log::{Disk, FaultInjector};
 use gregor_meta::config::StaticBrokerConfig;
 use gregor_meta::{Controller, ControllerResult, MetadataImage, MetadataRecord};
-use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
+use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::network::RaftNetworkFactory;
 use openraft::{BasicNode, CommittedLeaderId, Membership, SnapshotPolicy};
 use tokio::sync::{mpsc, watch};
@@ -71,6 +71,9 @@ pub struct Quorum {
     /// Serializes controller operations (Kafka's controller is single-threaded); holds the term
     /// whose heartbeat sessions the controller has.
     write_lock: tokio::sync::Mutex<u64>,
+    /// The Raft heartbeat interval: a follower that heard no leader for a few of them has
+    /// reason to think it gone (see [`Quorum::leader_unheard`]).
+    heartbeat: Duration,
     snapshots: tokio::task::JoinHandle<()>,
 }
 
@@ -117,6 +120,7 @@ impl Quorum {
             snapshot: Mutex::new(None),
             dir: config.dir.clone(),
             disk,
+            leader_contact: Mutex::new(None),
         });
         let (want_snapshot, mut snapshot_requests) = mpsc::unbounded_channel();
         let state_machine =
@@ -162,6 +166,7 @@ impl Quorum {
             log: log_reader,
             shared,
             write_lock: tokio::sync::Mutex::new(0),
+            heartbeat: Duration::from_millis(config.heartbeat_interval_ms.max(1)),
             snapshots,
         };
         quorum.join(&config, members).await?;
@@ -309,36 +314,7 @@ impl Quorum {
         let mut term_seen = tokio::time::timeout_at(deadline, self.write_lock.lock())
             .await
             .map_err(|_| WriteError::Timeout)?;
-        // Everything committed before this node became leader is applied before it decides.
-        match tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()).await {
-            Err(_) => return Err(WriteError::Timeout),
-            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
-                return Err(WriteError::NotController {
-                    leader: f.leader_id,
-                })
-            }
-            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))) => {
-                return Err(WriteError::Timeout)
-            }
-            Ok(Err(RaftError::Fatal(e))) => return Err(WriteError::Unavailable(e.to_string())),
-            Ok(Ok(_)) => {}
-        }
-        // openraft restores a node that restarts within its own term as that term's leader, with
-        // no new blank entry: entries its earlier incarnation appended but never saw commit are
-        // still in its log, and commit ahead of this write. Deciding against an image without
-        // them built records on the wrong base (a partition led by a broker outside its ISR,
-        // found by gregor-sim: --replication --admin --power-loss --seed 70). So the whole log
-        // is applied first.
-        let mut metrics = self.raft.metrics();
-        let caught_up = metrics.wait_for(|m| {
-            m.last_log_index
-                .is_none_or(|end| m.last_applied.is_some_and(|a| a.index >= end))
-        });
-        match tokio::time::timeout_at(deadline, caught_up).await {
-            Err(_) => return Err(WriteError::Timeout),
-            Ok(Err(_)) => return Err(WriteError::Unavailable("the Raft stopped".into())),
-            Ok(Ok(_)) => {}
-        }
+        self.wait_ready_to_decide(deadline).await?;
         let ControllerResult { records, response } = {
             let mut controller = self.shared.lock_controller();
             let term = self.term();
@@ -369,11 +345,70 @@ impl Quorum {
         }
     }
 
-    /// Stops Raft (the log is synced on every append; nothing else to flush).
+    /// Whether this node follows a leader it has not heard from for three Raft heartbeat
+    /// intervals: most likely gone, with an election to come. Clients are then better sent to
+    /// a broker that forwards their admin requests than to it.
+    pub fn leader_unheard(&self) -> bool {
+        let (leading, leader) = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            (m.state == openraft::ServerState::Leader, m.current_leader)
+        };
+        if leading || leader.is_none() {
+            return false;
+        }
+        let contact = *self
+            .shared
+            .leader_contact
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        contact.is_none_or(|t| t.elapsed() > self.heartbeat * 3)
+    }
+
+    /// Waits until this node leads and has applied its whole log, the entry that began its term
+    /// included: an operation is decided against every earlier committed one.
+    ///
+    /// No quorum round confirms the leadership here (openraft's `ensure_linearizable` would,
+    /// with a timeout of one Raft heartbeat interval: a follower busy syncing its log for longer
+    /// failed every controller operation, heartbeats and fencing included). An operation that
+    /// writes records is confirmed by their commit; one that writes none (a heartbeat that
+    /// changes nothing) is answered from this node's committed state.
+    ///
+    /// openraft restores a node that restarts within its own term as that term's leader, with
+    /// no new blank entry: entries its earlier incarnation appended but never saw commit are
+    /// still in its log, and commit ahead of this write. Deciding against an image without them
+    /// built records on the wrong base (a partition led by a broker outside its ISR, found by
+    /// gregor-sim: --replication --admin --power-loss --seed 70). So the whole log is applied
+    /// first.
+    async fn wait_ready_to_decide(&self, deadline: tokio::time::Instant) -> Result<(), WriteError> {
+        let me = Some(self.node_id);
+        let mut metrics = self.raft.metrics();
+        let ready = metrics.wait_for(|m| {
+            m.current_leader != me
+                || m.last_log_index
+                    .is_none_or(|end| m.last_applied.is_some_and(|a| a.index >= end))
+        });
+        match tokio::time::timeout_at(deadline, ready).await {
+            Err(_) => return Err(WriteError::Timeout),
+            Ok(Err(_)) => return Err(WriteError::Unavailable("the Raft stopped".into())),
+            Ok(Ok(_)) => {}
+        }
+        let leader = metrics.borrow().current_leader;
+        if leader != me {
+            return Err(WriteError::NotController { leader });
+        }
+        Ok(())
+    }
+
+    /// Stops Raft, then closes the metadata log cleanly: the next start skips its recovery.
     pub async fn shutdown(&self) {
         self.snapshots.abort();
         if let Err(e) = self.raft.shutdown().await {
             warn!(error = %e, "controller quorum did not stop cleanly");
+        }
+        // Raft's core task has ended: nothing appends to, truncates or purges the log now.
+        if let Err(e) = self.log.close() {
+            warn!(error = %e, "metadata log not closed cleanly");
         }
     }
 }
@@ -392,6 +427,15 @@ pub struct QuorumHandle {
 impl QuorumHandle {
     pub fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// This voter just served a leader's AppendEntries.
+    pub fn note_leader_contact(&self) {
+        *self
+            .shared
+            .leader_contact
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tokio::time::Instant::now());
     }
 
     /// Committed metadata from index `from` on for a broker-only node: entries this voter has

@@ -212,6 +212,9 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         }
         let response = match request {
             RpcRequest::AppendEntries(r) => {
+                if let Some(q) = &quorum {
+                    q.note_leader_contact();
+                }
                 RpcResponse::AppendEntries(raft.append_entries(r).await)
             }
             RpcRequest::Vote(r) => RpcResponse::Vote(raft.vote(r).await),
@@ -324,21 +327,54 @@ impl<C: Connector> RpcClient<C> {
     }
 }
 
+/// Idle connections to one peer, shared by every openraft client of that peer. openraft makes
+/// a new client for each leadership check (every controller write) and each election; without
+/// the pool each of those opened a fresh TCP connection, and the TIME_WAIT sockets they left
+/// behind used up ephemeral ports.
+struct PeerPool<S> {
+    idle: std::sync::Mutex<Vec<S>>,
+}
+
+/// Idle connections kept per peer: enough for the replication stream plus the leadership checks
+/// and votes that overlap it.
+const MAX_IDLE_PER_PEER: usize = 4;
+
+impl<S> PeerPool<S> {
+    fn take(&self) -> Option<S> {
+        self.idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop()
+    }
+
+    fn put(&self, stream: S) {
+        let mut idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if idle.len() < MAX_IDLE_PER_PEER {
+            idle.push(stream);
+        }
+    }
+}
+
+type Pools<S> =
+    Arc<std::sync::Mutex<std::collections::BTreeMap<(NodeId, String), Arc<PeerPool<S>>>>>;
+
 /// openraft's network over [`RpcClient`]s. Each node reaches a voter at the address its own
 /// `controller.quorum.voters` gives (as Kafka's static voters work), falling back to the address
 /// stored in the quorum's membership; so a node may reach its peers through a proxy of its own.
+/// Connections to a peer are kept and reused across openraft's clients (see [`PeerPool`]).
 #[derive(Clone)]
 pub struct Network<C: Connector> {
     connector: C,
     addresses: std::collections::BTreeMap<NodeId, String>,
+    pools: Pools<C::Stream>,
 }
 
 impl<C: Connector> Network<C> {
     pub fn new(connector: C) -> Self {
-        Network {
-            connector,
-            addresses: Default::default(),
-        }
+        Self::with_addresses(connector, Default::default())
     }
 
     /// Peers reached at these addresses rather than the membership's.
@@ -349,7 +385,21 @@ impl<C: Connector> Network<C> {
         Network {
             connector,
             addresses,
+            pools: Default::default(),
         }
+    }
+
+    fn pool(&self, target: NodeId, addr: &str) -> Arc<PeerPool<C::Stream>> {
+        self.pools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry((target, addr.to_string()))
+            .or_insert_with(|| {
+                Arc::new(PeerPool {
+                    idle: Default::default(),
+                })
+            })
+            .clone()
     }
 }
 
@@ -366,6 +416,7 @@ impl<C: Connector> RaftNetworkFactory<TypeConfig> for Network<C> {
         PeerConnection {
             target,
             node: node.clone(),
+            pool: self.pool(target, &addr),
             client: RpcClient::new(self.connector.clone(), addr),
         }
     }
@@ -374,21 +425,36 @@ impl<C: Connector> RaftNetworkFactory<TypeConfig> for Network<C> {
 pub struct PeerConnection<C: Connector> {
     target: NodeId,
     node: BasicNode,
+    pool: Arc<PeerPool<C::Stream>>,
     client: RpcClient<C>,
 }
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
 impl<C: Connector> PeerConnection<C> {
+    /// One Raft message on a pooled connection (or a new one). A pooled connection may have
+    /// been closed by the peer while idle (it restarted): the message then goes once more on a
+    /// fresh connection, which Raft allows (its messages may be delivered twice).
     async fn send(
         &mut self,
         request: RpcRequest,
         option: &RPCOption,
     ) -> Result<RpcResponse, Unreachable> {
-        self.client
-            .call(&request, option.hard_ttl())
-            .await
-            .map_err(|e| Unreachable::new(&e))
+        let deadline = tokio::time::Instant::now() + option.hard_ttl();
+        let reused = self.client.stream.is_none() && {
+            self.client.stream = self.pool.take();
+            self.client.stream.is_some()
+        };
+        let mut result = self.client.call(&request, option.hard_ttl()).await;
+        if reused && matches!(&result, Err(e) if e.kind() != io::ErrorKind::TimedOut) {
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            result = self.client.call(&request, remaining).await;
+        }
+        let response = result.map_err(|e| Unreachable::new(&e))?;
+        if let Some(stream) = self.client.stream.take() {
+            self.pool.put(stream);
+        }
+        Ok(response)
     }
 
     fn unexpected<E: std::error::Error>(

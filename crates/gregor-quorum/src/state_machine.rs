@@ -46,6 +46,8 @@ pub(crate) struct Shared {
     pub snapshot: Mutex<Option<StoredSnapshot>>,
     pub dir: PathBuf,
     pub disk: Disk,
+    /// When this voter last served an AppendEntries (a leader's replication or heartbeat).
+    pub leader_contact: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Shared {

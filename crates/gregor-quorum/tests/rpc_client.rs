@@ -93,3 +93,60 @@ async fn a_call_that_timed_out_does_not_answer_the_next_one() {
         .unwrap();
     assert_eq!(applied(r), 2);
 }
+
+/// A peer that answers every Vote, counting the connections it accepted; `close_idle` drops
+/// each connection after one answer (a peer that restarts between messages).
+async fn counting_voter(
+    close_idle: bool,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                while let Ok(Some(RpcRequest::Vote(req))) = read_frame(&mut s).await {
+                    let reply = RpcResponse::Vote(Ok(openraft::raft::VoteResponse::new(
+                        req.vote, None, true,
+                    )));
+                    if write_frame(&mut s, &reply).await.is_err() || close_idle {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+async fn vote_through_new_clients(addr: &str, calls: usize) {
+    use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+    let mut network = gregor_quorum::rpc::Network::new(TcpConnector);
+    let node = openraft::BasicNode::new(addr);
+    for _ in 0..calls {
+        // openraft makes a new client for every leadership check and election.
+        let mut client = network.new_client(1, &node).await;
+        let request = openraft::raft::VoteRequest::new(openraft::Vote::new(1, 2), None);
+        let option = RPCOption::new(Duration::from_secs(5));
+        let response = client.vote(request, option).await.unwrap();
+        assert!(response.vote_granted);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raft_messages_to_a_peer_reuse_one_connection() {
+    let (addr, accepted) = counting_voter(false).await;
+    vote_through_new_clients(&addr, 50).await;
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_connection_the_peer_closed_is_replaced_without_failing_the_message() {
+    let (addr, accepted) = counting_voter(true).await;
+    vote_through_new_clients(&addr, 10).await;
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 10);
+}

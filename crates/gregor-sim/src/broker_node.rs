@@ -85,7 +85,7 @@ fn config(ctx: &NodeContext, data_dir: PathBuf, election_timeout_ms: u64) -> Bro
         overrides: BROKER_OVERRIDES
             .iter()
             .map(|s| s.to_string())
-            // Also sets the Raft heartbeat interval (a fifth of it).
+            // Also sets the Raft heartbeat interval (a third of it).
             .chain([format!(
                 "controller.quorum.election.timeout.ms={election_timeout_ms}"
             )])

@@ -151,17 +151,27 @@ fn fill_topic(
         .collect();
 }
 
-/// The controller id clients are told: the active controller when it is a live broker (clients
-/// send admin requests there); otherwise, as Kafka does with controller-only nodes, a live broker
-/// (the lowest id), which forwards them.
+/// The controller id Metadata names (clients send admin requests there): this node when it is
+/// a live broker, since it forwards them to the active controller, else the live broker with the
+/// lowest id. As Kafka names a live broker rather than the active controller, so a client that
+/// asks right after the active controller died is never sent to it and left waiting out its
+/// own timeout. DescribeCluster names the active controller (see [`active_controller_id`]).
 fn client_visible_controller(
     metadata: &MetadataManager,
     image: &gregor_meta::MetadataImage,
 ) -> i32 {
+    if image.is_broker_active(metadata.node_id()) {
+        return metadata.node_id();
+    }
+    image.active_brokers().map(|br| br.id).min().unwrap_or(-1)
+}
+
+/// The controller id DescribeCluster names, for operators and tools: the active controller
+/// when it is a live broker this node hears from; otherwise as Metadata names it.
+fn active_controller_id(metadata: &MetadataManager, image: &gregor_meta::MetadataImage) -> i32 {
     match metadata.active_controller() {
-        Some(id) if image.is_broker_active(id) => id,
-        Some(_) => image.active_brokers().map(|br| br.id).min().unwrap_or(-1),
-        None => -1,
+        Some(id) if image.is_broker_active(id) && !metadata.active_controller_unheard() => id,
+        _ => client_visible_controller(metadata, image),
     }
 }
 
@@ -173,7 +183,7 @@ pub fn describe_cluster(
     let image = b.metadata.image();
     let mut resp = DescribeClusterResponse::default();
     resp.cluster_id = s(b.cluster_id);
-    resp.controller_id = BrokerId(client_visible_controller(b.metadata, &image));
+    resp.controller_id = BrokerId(active_controller_id(b.metadata, &image));
     resp.brokers = image
         .brokers()
         .values()

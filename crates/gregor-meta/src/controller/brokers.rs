@@ -64,7 +64,8 @@ impl Controller {
     /// Register (or re-register) a broker. Returns its new broker epoch. A restarted broker
     /// (new incarnation) whose previous registration was unfenced is fenced first, so that it
     /// leads nothing until it has caught up. Errors: `INVALID_REQUEST` (negative id),
-    /// `DUPLICATE_BROKER_REGISTRATION` (another live process holds the id).
+    /// `DUPLICATE_BROKER_REGISTRATION` (another process holds the id: its session has not expired
+    /// and this controller heard from it).
     pub fn register_broker(
         &mut self,
         request: &BrokerRegistrationRequest,
@@ -87,13 +88,16 @@ impl Controller {
                 let s = self.sessions.entry(id).or_insert(BrokerSession {
                     last_heartbeat_ms: now_ms,
                     shutting_down: false,
+                    heard: true,
                 });
                 s.last_heartbeat_ms = now_ms;
+                s.heard = true;
                 return ControllerResult::new(Vec::new(), Ok(existing.epoch));
             }
             if existing.incarnation_id != request.incarnation_id
                 && !existing.fenced
                 && self.session_alive(id, now_ms)
+                && self.sessions.get(&id).is_some_and(|s| s.heard)
             {
                 return ControllerResult::new(
                     Vec::new(),
@@ -129,6 +133,7 @@ impl Controller {
             BrokerSession {
                 last_heartbeat_ms: now_ms,
                 shutting_down: false,
+                heard: true,
             },
         );
         tracing::info!(broker = id, epoch, "registering broker");
@@ -174,6 +179,7 @@ impl Controller {
             BrokerSession {
                 last_heartbeat_ms: now_ms,
                 shutting_down,
+                heard: true,
             },
         );
         // Once asked in this registration, the ask stands, as in Kafka, where a broker cannot
@@ -220,6 +226,18 @@ impl Controller {
         )
     }
 
+    /// Whether [`Controller::tick`] has anything to do at `now_ms`: an unfenced broker whose
+    /// session expired or that has none yet. Lets the caller skip the write path (a quorum
+    /// round) on the frequent checks where nothing changed.
+    pub fn sessions_due(&self, now_ms: i64) -> bool {
+        let timeout = self.session_timeout_ms();
+        self.image.active_brokers().any(|b| {
+            self.sessions
+                .get(&b.id)
+                .is_none_or(|s| now_ms - s.last_heartbeat_ms > timeout)
+        })
+    }
+
     /// Time passes: fence every unfenced broker whose session expired. Unfenced brokers the
     /// controller has no session for yet (it just became active) get a full session from now.
     pub fn tick(&mut self, now_ms: i64) -> Vec<MetadataRecord> {
@@ -229,6 +247,7 @@ impl Controller {
             let s = self.sessions.entry(b.id).or_insert(BrokerSession {
                 last_heartbeat_ms: now_ms,
                 shutting_down: false,
+                heard: false,
             });
             if now_ms - s.last_heartbeat_ms > timeout {
                 expired.push((b.id, b.epoch));
@@ -261,6 +280,7 @@ impl Controller {
                 BrokerSession {
                     last_heartbeat_ms: i64::MIN / 2,
                     shutting_down: false,
+                    heard: false,
                 },
             );
         }

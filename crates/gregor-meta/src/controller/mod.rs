@@ -60,6 +60,10 @@ struct BrokerSession {
     /// it registers again, whatever heartbeat comes next (one sent before the ask may be
     /// answered after it, and must not unfence it while it stops).
     shutting_down: bool,
+    /// This controller heard from the broker (a registration or a heartbeat). A session it only
+    /// granted on taking over says nothing of whether that incarnation still lives, so it does
+    /// not keep a restarted incarnation from registering.
+    heard: bool,
 }
 
 /// The controller state machine.

@@ -27,9 +27,10 @@ impl Cluster {
         }
     }
 
-    /// A cluster with unfenced brokers `ids`, without racks.
+    /// A cluster with unfenced brokers `ids`, without racks. The scenarios are timed against
+    /// Kafka's 9 s session timeout.
     pub fn with_brokers(ids: &[BrokerId]) -> Self {
-        let mut c = Cluster::new(&[("node.id", "0")]);
+        let mut c = Cluster::new(&[("node.id", "0"), ("broker.session.timeout.ms", "9000")]);
         for &id in ids {
             c.add_broker(id, None);
         }
@@ -38,7 +39,7 @@ impl Cluster {
 
     /// A cluster with unfenced brokers and racks.
     pub fn with_racks(brokers: &[(BrokerId, &str)]) -> Self {
-        let mut c = Cluster::new(&[("node.id", "0")]);
+        let mut c = Cluster::new(&[("node.id", "0"), ("broker.session.timeout.ms", "9000")]);
         for &(id, rack) in brokers {
             c.add_broker(id, Some(rack));
         }
