@@ -225,9 +225,11 @@ pub async fn handle_forwarded(
 /// How long one liveness probe of a broker's client listener may take.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Probes of a broker whose controller connection closed, and the pause between them.
-const PROBES: u32 = 5;
-const PROBE_SPACING: Duration = Duration::from_millis(200);
+/// Probes of a broker whose controller connection closed, and the pause between them: a
+/// killed process's listening socket may outlive its connections by a moment, and every
+/// `acks=all` write to its partitions waits until it is fenced.
+const PROBES: u32 = 16;
+const PROBE_SPACING: Duration = Duration::from_millis(25);
 
 /// Whether the processes of these brokers are gone: asked when the controller connection their
 /// heartbeats came on closed, and of every broker when this node becomes the active controller.
