@@ -5,7 +5,8 @@ failure-detection settings under produce and consume traffic that keeps both cor
     GREGOR_BIN=target/release/gregor python3 bench/saturation.py [--seconds 600]
 
 Three combined nodes (e2e/cluster.py, real processes on loopback), a topic of 6 partitions at
-RF 3 and min.insync.replicas=2; two producer processes (confluent-kafka, acks=all, idempotent)
+RF 3 and min.insync.replicas=2 (retention.bytes 1 GiB per partition, checked every 5 s, so the
+disk does not fill); two producer processes (confluent-kafka, acks=all, idempotent)
 write 1 KiB records as fast as they can and two consumer processes read them back, for the
 whole run. Prints the machine's CPU use over the run, what was produced and consumed, and what
 must stay zero: brokers fenced (the controllers' logs), ISR shrinks (gregor_isr_shrinks_total
@@ -33,10 +34,10 @@ from confluent_kafka import Producer
 bootstrap, seconds = sys.argv[1], float(sys.argv[2])
 p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
               "linger.ms": 5})
-value, sent, failed = b"x" * 1024, 0, [0]
+value, sent, failed = b"x" * 1024, 0, {}
 def cb(err, msg):
     if err is not None:
-        failed[0] += 1
+        failed[err.name()] = failed.get(err.name(), 0) + 1
 end = time.monotonic() + seconds
 while time.monotonic() < end:
     try:
@@ -46,7 +47,7 @@ while time.monotonic() < end:
         p.poll(0.01)
     p.poll(0)
 p.flush(60)
-print(sent, failed[0])
+print(sent, sum(failed.values()), repr(failed).replace(" ", ""))
 """ % TOPIC
 
 CONSUMER = r"""
@@ -91,17 +92,35 @@ def log_count(cluster, needle):
                for n in cluster.nodes.values())
 
 
+class _Kept:
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        return self.path
+
+    def __exit__(self, *exc):
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=600)
+    ap.add_argument("--keep", help="keep the cluster's data and logs in this directory")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        c = Cluster(tmp, 3, metrics=True, fast_detection=False).start()
+    if args.keep:
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
+    with (tempfile.TemporaryDirectory() if not args.keep else _Kept(args.keep)) as tmp:
+        c = Cluster(tmp, 3, metrics=True, fast_detection=False,
+                    overrides={"log.retention.check.interval.ms": "5000"}).start()
         try:
             node = c.nodes[0]
             with kwire.Conn("127.0.0.1", node.port, timeout=35) as conn:
-                err, msg = kwire.create_topic(conn, TOPIC, 6, 3,
-                                              configs={"min.insync.replicas": "2"})
+                # Retention keeps the run's disk use bounded (about 18 GiB at most), whatever
+                # the rate: an unbounded run fills the disk within the 10 minutes.
+                err, msg = kwire.create_topic(conn, TOPIC, 6, 3, configs={
+                    "min.insync.replicas": "2", "retention.bytes": str(1 << 30),
+                    "segment.bytes": str(64 << 20)})
             assert err == 0, (err, msg)
             time.sleep(1)  # every node hosts the new partitions
             bootstrap = ",".join(n.bootstrap for n in c.nodes.values())
@@ -121,10 +140,11 @@ def main():
             busy = 1 - (idle1 - idle0) / max(1, total1 - total0)
             sent = sum(int(o[0]) for o in outs[:2])
             failed = sum(int(o[1]) for o in outs[:2])
+            reasons = " ".join(o[2] for o in outs[:2])
             read = sum(int(o[0]) for o in outs[2:])
             print(f"seconds {args.seconds:.0f}, CPU busy {busy * 100:.1f}% of both cores")
             print(f"produced {sent} records of 1 KiB ({sent / args.seconds:.0f}/s), "
-                  f"failed {failed}; consumed {read} (two groups)")
+                  f"failed {failed} {reasons}; consumed {read} (two groups)")
             print(f"brokers fenced: {log_count(c, 'broker session expired; fencing') - fenced0} "
                   f"by session expiry, {log_count(c, 'its process is gone') - gone0} as gone")
             print(f"ISR shrinks: {metric_sum(c, 'gregor_isr_shrinks_total') - shrinks0:.0f}")

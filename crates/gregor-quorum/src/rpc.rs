@@ -439,7 +439,7 @@ impl<C: Connector> PeerConnection<C> {
         &mut self,
         request: RpcRequest,
         option: &RPCOption,
-    ) -> Result<RpcResponse, Unreachable> {
+    ) -> Result<RpcResponse, io::Error> {
         let deadline = tokio::time::Instant::now() + option.hard_ttl();
         let reused = self.client.stream.is_none() && {
             self.client.stream = self.pool.take();
@@ -450,11 +450,27 @@ impl<C: Connector> PeerConnection<C> {
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             result = self.client.call(&request, remaining).await;
         }
-        let response = result.map_err(|e| Unreachable::new(&e))?;
+        let response = result?;
         if let Some(stream) = self.client.stream.take() {
             self.pool.put(stream);
         }
         Ok(response)
+    }
+
+    /// openraft backs a replication stream off for [`PeerConnection::backoff`] after an
+    /// Unreachable error, and retries at once after any other. A message that timed out (a
+    /// follower busy syncing its log, a loaded machine) is retried at once, so that the
+    /// followers keep hearing from their leader within their election timeout; the time out
+    /// itself paces the retries. Any other failure (refused, closed, reset, even on a fresh
+    /// connection) is Unreachable: retried after the short backoff, never in a tight loop.
+    fn failed<E: std::error::Error>(
+        e: io::Error,
+    ) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+        if e.kind() == io::ErrorKind::TimedOut {
+            RPCError::Network(NetworkError::new(&e))
+        } else {
+            RPCError::Unreachable(Unreachable::new(&e))
+        }
     }
 
     fn unexpected<E: std::error::Error>(
@@ -480,7 +496,16 @@ impl<C: Connector> PeerConnection<C> {
     }
 }
 
+/// How long a replication stream waits after its peer refused a connection (openraft's default
+/// is 500 ms, longer than the shortest election wait): a restarted voter is reached again within
+/// a Raft heartbeat or two.
+const UNREACHABLE_BACKOFF: Duration = Duration::from_millis(100);
+
 impl<C: Connector> RaftNetwork<TypeConfig> for PeerConnection<C> {
+    fn backoff(&self) -> openraft::network::Backoff {
+        openraft::network::Backoff::new(std::iter::repeat(UNREACHABLE_BACKOFF))
+    }
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
@@ -489,7 +514,7 @@ impl<C: Connector> RaftNetwork<TypeConfig> for PeerConnection<C> {
         match self.send(RpcRequest::AppendEntries(rpc), &option).await {
             Ok(RpcResponse::AppendEntries(r)) => self.remote(r),
             Ok(_) => Err(self.unexpected()),
-            Err(e) => Err(RPCError::Unreachable(e)),
+            Err(e) => Err(Self::failed(e)),
         }
     }
 
@@ -501,7 +526,7 @@ impl<C: Connector> RaftNetwork<TypeConfig> for PeerConnection<C> {
         match self.send(RpcRequest::InstallSnapshot(rpc), &option).await {
             Ok(RpcResponse::InstallSnapshot(r)) => self.remote(r),
             Ok(_) => Err(self.unexpected()),
-            Err(e) => Err(RPCError::Unreachable(e)),
+            Err(e) => Err(Self::failed(e)),
         }
     }
 
@@ -513,7 +538,7 @@ impl<C: Connector> RaftNetwork<TypeConfig> for PeerConnection<C> {
         match self.send(RpcRequest::Vote(rpc), &option).await {
             Ok(RpcResponse::Vote(r)) => self.remote(r),
             Ok(_) => Err(self.unexpected()),
-            Err(e) => Err(RPCError::Unreachable(e)),
+            Err(e) => Err(Self::failed(e)),
         }
     }
 }
