@@ -46,6 +46,9 @@ pub enum PlantedBug {
     /// assignment with the follower's assignment of the previous generation (two members can
     /// then own a partition in one generation).
     StaleSyncAssignment,
+    /// The controller's liveness probe (on taking over, or when a broker's heartbeat
+    /// connection closes) takes a broker whose listener accepts for gone, and fences it.
+    ProbeFencesLive,
 }
 
 thread_local! {

@@ -61,6 +61,9 @@ pub enum Property {
     /// `--topic-admin` runs: after the faults, a node's open side-topic logs are not the ones
     /// its metadata assigns it (a deleted topic's log left, an added partition's missing).
     HostedLogsDiffer,
+    /// Replicated runs: the controller fenced a broker that had been up, unpaused and with
+    /// every link working for longer than its session (see `fence_check.rs`).
+    HealthyBrokerFenced,
 }
 
 impl fmt::Display for Property {
@@ -68,6 +71,7 @@ impl fmt::Display for Property {
         let s = match self {
             Property::AckedWriteLost => "acked-write-lost",
             Property::HostedLogsDiffer => "hosted-logs-differ",
+            Property::HealthyBrokerFenced => "healthy-broker-fenced",
             Property::WrongAnswer => "wrong-answer",
             Property::ImagesDiverge => "images-diverge",
             Property::AppliedEntriesDiffer => "applied-entries-differ",

@@ -8,6 +8,7 @@ mod checker;
 mod data;
 mod data_check;
 pub mod entropy;
+mod fence_check;
 mod group;
 mod group_check;
 mod isolate;

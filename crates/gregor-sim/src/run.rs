@@ -14,6 +14,7 @@ use gregor_quorum::NodeId;
 use serde::{Deserialize, Serialize};
 
 use crate::checker::{check_acked, Property, Violation};
+use crate::fence_check::{Fence, HealthLog};
 use crate::links::LinkTable;
 use crate::node::{address, host_name, run_node, Live, NodeContext, Registry};
 use crate::scenario::{Scenario, Target};
@@ -46,11 +47,14 @@ pub enum PlantedBug {
     /// before the leader's assignment with the follower's assignment of the previous
     /// generation.
     StaleSyncAssignment,
+    /// Replicated runs: the controller's liveness probe (on taking over, or when a broker's
+    /// heartbeat connection closes) takes a listening broker for gone and fences it.
+    ProbeFencesLive,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 7] = [
+    pub const ALL: [(&'static str, PlantedBug); 8] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
@@ -58,6 +62,7 @@ impl PlantedBug {
         ("isr-shrink-early", PlantedBug::IsrShrinkBeforeCommit),
         ("skip-follower-fsync", PlantedBug::SkipFollowerSync),
         ("stale-sync", PlantedBug::StaleSyncAssignment),
+        ("probe-fences-live", PlantedBug::ProbeFencesLive),
     ];
 
     /// The bug named `name` on the command line.
@@ -184,6 +189,13 @@ struct Observer {
     partition_leaders: BTreeMap<(String, i32, i32), (i32, usize)>,
     /// The image each node had at the last observation (to skip unchanged ones).
     last_images: Vec<Option<Arc<MetadataImage>>>,
+    /// Replicated runs: the nodes' health and the brokers' fences (`healthy-broker-fenced`).
+    health: HealthLog,
+    /// Each broker's (epoch, fenced) in the most advanced metadata seen, and its index.
+    registrations: BTreeMap<i32, (i64, bool)>,
+    registrations_index: u64,
+    /// Per node: the start count last seen (a change is a boot).
+    seen_starts: Vec<u64>,
 }
 
 fn live_nodes(registry: &Rc<RefCell<Registry>>) -> Vec<Option<Live>> {
@@ -199,9 +211,11 @@ impl Observer {
     ) {
         let starts = registry.borrow().starts.clone();
         for (i, node) in live_nodes(registry).into_iter().enumerate() {
+            self.observe_health(now, i, starts[i], node.is_some());
             let Some(node) = node else { continue };
             if let Live::Broker(b) = &node {
                 self.observe_partitions(now, i, &b.metadata.image(), history);
+                self.observe_fences(now, node.quorum(), history);
             }
             let q = node.quorum();
             let (term, leader, last_applied) = {
@@ -253,6 +267,49 @@ impl Observer {
                 self.violations.push(v);
             }
             self.applied[i] = (starts[i], applied);
+        }
+    }
+
+    /// A node not running, or booted since the last step, is not healthy now.
+    fn observe_health(&mut self, now: u64, node: usize, starts: u64, live: bool) {
+        if self.seen_starts.len() <= node {
+            self.seen_starts.resize(node + 1, 0);
+        }
+        if self.seen_starts[node] != starts {
+            self.seen_starts[node] = starts;
+            self.health.mark(node, now, "boot");
+        }
+        if !live {
+            self.health.mark(node, now, "not running");
+        }
+    }
+
+    /// Registrations that turn fenced within their epoch, in the metadata of the most
+    /// advanced node (a node replaying its log after a restart would show old fences late).
+    fn observe_fences(
+        &mut self,
+        now: u64,
+        q: &gregor_quorum::Quorum,
+        history: &Rc<RefCell<History>>,
+    ) {
+        let applied = q.applied_index();
+        if applied <= self.registrations_index {
+            return;
+        }
+        self.registrations_index = applied;
+        let image = q.image();
+        for (&id, reg) in image.brokers() {
+            let before = self.registrations.insert(id, (reg.epoch, reg.fenced));
+            if reg.fenced && before == Some((reg.epoch, false)) {
+                history
+                    .borrow_mut()
+                    .event_at(now, format!("broker {id} fenced at epoch {}", reg.epoch));
+                self.health.fences.push(Fence {
+                    broker: id as usize,
+                    epoch: reg.epoch,
+                    at_ms: now,
+                });
+            }
         }
     }
 
@@ -620,6 +677,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         Some(PlantedBug::StaleSyncAssignment) => {
             Some(gregor_broker::util::PlantedBug::StaleSyncAssignment)
         }
+        Some(PlantedBug::ProbeFencesLive) => Some(gregor_broker::util::PlantedBug::ProbeFencesLive),
         Some(PlantedBug::AckUncommitted | PlantedBug::ForgetVote) | None => None,
     });
     let mut scenario = match options.power_loss {
@@ -700,6 +758,10 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
             violations: Vec::new(),
             partition_leaders: BTreeMap::new(),
             last_images: Vec::new(),
+            health: HealthLog::default(),
+            registrations: BTreeMap::new(),
+            registrations_index: 0,
+            seen_starts: Vec::new(),
         },
         bug: options.bug,
         dirs: dirs.clone(),
@@ -798,6 +860,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     }
     if options.mode == Mode::Replication {
         violations.extend(crate::data_check::check(&history.borrow().data));
+        violations.extend(crate::fence_check::check(&driver.observer.health));
     }
     for (i, disk) in disks.iter().enumerate() {
         let bypassed = disk

@@ -19,6 +19,8 @@ pub(super) struct Active {
     b: usize,
     /// A cascading crash: the leader epoch its first crash left, and the second crash.
     cascade: Option<CascadeState>,
+    /// The span in which this fault keeps the nodes it touches from counting as healthy.
+    span: usize,
 }
 
 struct CascadeState {
@@ -30,6 +32,8 @@ struct CascadeState {
     crashed: Option<usize>,
     /// How long both stay down after the successor's crash.
     hold_ms: u64,
+    /// The successor's span of ill health (see [`Active::span`]).
+    span: Option<usize>,
 }
 
 /// A cascading crash waits this long for a successor to take over (a broker session timeout
@@ -132,6 +136,7 @@ impl Driver<'_> {
                 next: None,
                 crashed: None,
                 hold_ms: e.duration_ms,
+                span: None,
             }),
             _ => None,
         };
@@ -139,12 +144,35 @@ impl Driver<'_> {
             Fault::Cascade { .. } => CASCADE_TAKEOVER_WAIT_MS,
             _ => 0,
         };
+        let touched = self.touched(&e.fault, a, b);
+        let span = self.observer.health.open(touched, now, what);
         Active {
+            span,
             end_ms: self.now() + wait_ms + e.duration_ms,
             fault: e.fault.clone(),
             a,
             b,
             cascade,
+        }
+    }
+
+    /// The nodes a fault may keep from heartbeating the controller, whichever node that is:
+    /// a crashed node; both ends of a cut or held link (an isolation or a pause touches every
+    /// link of its node, so every node); the sides of a bridge; every node for a split, an
+    /// outage, and disk and clock faults (the controller's own may stall or skew sessions).
+    fn touched(&self, fault: &Fault, a: usize, b: usize) -> Vec<usize> {
+        match fault {
+            Fault::Crash { .. } | Fault::PowerLoss { .. } | Fault::Cascade { .. } => vec![a],
+            Fault::OneWay { .. } | Fault::Delay { .. } => vec![a, b],
+            Fault::Bridge { left, right } => left.iter().chain(right).copied().collect(),
+            Fault::Isolate { .. }
+            | Fault::Pause { .. }
+            | Fault::Outage { .. }
+            | Fault::Split { .. }
+            | Fault::DiskFull { .. }
+            | Fault::SyncFails { .. }
+            | Fault::SlowDisk { .. }
+            | Fault::ClockJump { .. } => (0..self.scenario.nodes).collect(),
         }
     }
 
@@ -336,6 +364,11 @@ impl Driver<'_> {
             Some((n, due)) if now >= due => {
                 self.take_down(n);
                 c.crashed = Some(n);
+                c.span = Some(
+                    self.observer
+                        .health
+                        .open(vec![n], now, format!("crash n{n}")),
+                );
                 f.end_ms = now + c.hold_ms;
                 self.history
                     .borrow_mut()
@@ -346,6 +379,11 @@ impl Driver<'_> {
     }
 
     pub(super) fn heal(&mut self, f: &Active) {
+        let now = self.now();
+        self.observer.health.close(f.span, now);
+        if let Some(s) = f.cascade.as_ref().and_then(|c| c.span) {
+            self.observer.health.close(s, now);
+        }
         let (ha, hb) = (host_name(f.a), host_name(f.b));
         match f.fault {
             Fault::Crash { .. } => {
