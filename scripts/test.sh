@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine as well: installs what the end-to-end tests need when
 # it is missing (kcat, and headless Chromium for the console tests, from Debian's packages;
-# confluent-kafka, kafka-python and pytest from PyPI, pinned in e2e/requirements.txt), then runs
-# `cargo test --workspace`. Extra arguments go to cargo test.
+# confluent-kafka, kafka-python and pytest from PyPI, pinned in e2e/requirements.txt; a C/C++
+# toolchain, pkg-config and the zlib / OpenSSL / zstd headers that librdkafka's test subset is
+# built with, crates/gregor-cli/tests/librdkafka_compat.rs), then runs `cargo test --workspace`.
+# Extra arguments go to cargo test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +17,16 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 # e2e/test_console.py drives the web console in headless Chromium (Debian's package).
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
   || missing+=(chromium)
+# librdkafka's own test subset (scripts/compat/librdkafka.sh --subset) is built from source.
+for tool in gcc g++ make; do
+  command -v "$tool" >/dev/null 2>&1 || { missing+=(build-essential); break; }
+done
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+for lib in zlib:zlib1g-dev libssl:libssl-dev libzstd:libzstd-dev; do
+  if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists "${lib%%:*}"; then
+    missing+=("${lib#*:}")
+  fi
+done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing ${missing[*]}" >&2
   as_root apt-get update -q

@@ -11,6 +11,7 @@ mod broker_cmd;
 mod cluster_cmd;
 mod group_json;
 mod lab;
+mod storage_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +50,8 @@ enum Command {
     /// Generate, execute, verify, cancel or list partition reassignments (like
     /// kafka-reassign-partitions.sh).
     Reassign(admin::ReassignArgs),
+    /// Format a data directory with a cluster id, or print a new one (like kafka-storage.sh).
+    Storage(storage_cmd::StorageArgs),
     /// Compute a group's partition assignment from a JSON description and print it as JSON.
     Assign {
         /// Group description (JSON); `-` reads standard input.
@@ -197,6 +200,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Configs(args) => admin::block_on(admin::run_configs(args))??,
         Command::Elect(args) => admin::block_on(admin::run_elect(args))??,
         Command::Reassign(args) => admin::block_on(admin::run_reassign(args))??,
+        Command::Storage(args) => storage_cmd::run(args)?,
         Command::Assign { input, strategy } => {
             let text = assign_cmd::read_input(&input)?;
             let out = assign_cmd::run(&text, strategy.as_deref())?;

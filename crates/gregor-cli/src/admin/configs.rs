@@ -27,15 +27,28 @@ pub struct ConfigsArgs {
     /// Change configs with --add-config and --delete-config.
     #[arg(long)]
     pub alter: bool,
-    /// topics, brokers or groups.
+    /// topics, brokers or groups (or the shorthands --topic, --broker, --broker-defaults,
+    /// --group).
     #[arg(long, value_name = "TYPE")]
-    pub entity_type: String,
+    pub entity_type: Option<String>,
     /// The topic, broker id or group (all of them for --describe when left out).
     #[arg(long, value_name = "NAME")]
     pub entity_name: Option<String>,
     /// The cluster-wide broker default (with --entity-type brokers).
     #[arg(long)]
     pub entity_default: bool,
+    /// Shorthand for --entity-type topics --entity-name T.
+    #[arg(long, value_name = "T", conflicts_with_all = ["entity_type", "entity_name", "entity_default"])]
+    pub topic: Option<String>,
+    /// Shorthand for --entity-type brokers --entity-name N.
+    #[arg(long, value_name = "N", conflicts_with_all = ["entity_type", "entity_name", "entity_default", "topic"])]
+    pub broker: Option<String>,
+    /// Shorthand for --entity-type brokers --entity-default.
+    #[arg(long, conflicts_with_all = ["entity_type", "entity_name", "entity_default", "topic", "broker"])]
+    pub broker_defaults: bool,
+    /// Shorthand for --entity-type groups --entity-name G.
+    #[arg(long, value_name = "G", conflicts_with_all = ["entity_type", "entity_name", "entity_default", "topic", "broker", "broker_defaults"])]
+    pub group: Option<String>,
     /// With --describe: every config, static and default ones included.
     #[arg(long)]
     pub all: bool,
@@ -111,8 +124,26 @@ pub enum ConfigsAction {
 }
 
 impl ConfigsArgs {
-    pub fn action(&self) -> Result<ConfigsAction> {
-        let entity_type = EntityType::parse(&self.entity_type)?;
+    /// The entity type and name, from --entity-type / --entity-name / --entity-default or one
+    /// of Kafka's shorthands (--topic, --broker, --broker-defaults, --group); clap keeps the
+    /// two forms apart.
+    fn entity(&self) -> Result<(EntityType, Option<String>)> {
+        if let Some(t) = &self.topic {
+            return Ok((EntityType::Topics, Some(t.clone())));
+        }
+        if let Some(b) = &self.broker {
+            return Ok((EntityType::Brokers, Some(b.clone())));
+        }
+        if self.broker_defaults {
+            return Ok((EntityType::Brokers, Some(String::new())));
+        }
+        if let Some(g) = &self.group {
+            return Ok((EntityType::Groups, Some(g.clone())));
+        }
+        let Some(text) = &self.entity_type else {
+            bail!("--entity-type must be specified (or one of --topic, --broker, --broker-defaults, --group)");
+        };
+        let entity_type = EntityType::parse(text)?;
         if self.entity_default && entity_type != EntityType::Brokers {
             bail!("--entity-default is only supported with --entity-type brokers");
         }
@@ -124,6 +155,11 @@ impl ConfigsArgs {
         } else {
             self.entity_name.clone()
         };
+        Ok((entity_type, entity))
+    }
+
+    pub fn action(&self) -> Result<ConfigsAction> {
+        let (entity_type, entity) = self.entity()?;
         if let (EntityType::Brokers, Some(name)) = (entity_type, &entity) {
             if !name.is_empty() && name.parse::<i32>().is_err() {
                 bail!(
@@ -502,6 +538,57 @@ mod tests {
                 .contains("--entity-default")
         );
         assert!(err(&["--entity-type", "topics"]).contains("required"));
+    }
+
+    #[test]
+    fn kafkas_entity_shorthands() {
+        assert_eq!(
+            parse(&[
+                "--alter",
+                "--topic",
+                "t",
+                "--add-config",
+                "retention.ms=1000"
+            ])
+            .unwrap(),
+            ConfigsAction::Alter {
+                entity_type: EntityType::Topics,
+                entity: "t".into(),
+                set: vec![("retention.ms".into(), "1000".into())],
+                delete: vec![],
+            }
+        );
+        assert_eq!(
+            parse(&["--describe", "--broker", "0"]).unwrap(),
+            ConfigsAction::Describe {
+                entity_type: EntityType::Brokers,
+                entity: Some("0".into()),
+                all: false
+            }
+        );
+        assert_eq!(
+            parse(&["--describe", "--broker-defaults"]).unwrap(),
+            ConfigsAction::Describe {
+                entity_type: EntityType::Brokers,
+                entity: Some(String::new()),
+                all: false
+            }
+        );
+        assert_eq!(
+            parse(&["--describe", "--group", "g"]).unwrap(),
+            ConfigsAction::Describe {
+                entity_type: EntityType::Groups,
+                entity: Some("g".into()),
+                all: false
+            }
+        );
+        let err = |args: &[&str]| format!("{:#}", parse(args).unwrap_err());
+        assert!(err(&["--describe"]).contains("--entity-type must be specified"));
+        assert!(
+            err(&["--describe", "--topic", "t", "--entity-type", "topics"])
+                .contains("cannot be used with")
+        );
+        assert!(err(&["--describe", "--broker", "x"]).contains("valid integer broker id"));
     }
 
     fn entry(

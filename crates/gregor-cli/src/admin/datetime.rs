@@ -109,6 +109,76 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// Milliseconds in a `--by-duration` value: Java's `Duration.parse` form `PnDTnHnMn.nS`
+/// (letters in either case, every part optional but at least one, seconds with up to 9
+/// decimals), e.g. `PT30M`, `P1DT2H`, `PT0.5S`. A leading `-` gives a negative duration.
+pub fn parse_duration(text: &str) -> Result<i64> {
+    let err = || {
+        anyhow!("invalid duration '{text}': expected PnDTnHnMnS (ISO-8601, e.g. PT30M or P1DT2H)")
+    };
+    let upper = text.trim().to_ascii_uppercase();
+    let (negative, rest) = match upper.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, upper.strip_prefix('+').unwrap_or(&upper)),
+    };
+    let rest = rest.strip_prefix('P').ok_or_else(err)?;
+    let (days, time) = match rest.split_once('T') {
+        Some((d, t)) => {
+            if t.is_empty() {
+                return Err(err());
+            }
+            (d, t)
+        }
+        None => (rest, ""),
+    };
+    let mut total: i64 = 0;
+    let mut parts = 0;
+    if !days.is_empty() {
+        let n = days.strip_suffix('D').ok_or_else(err)?;
+        total = add(total, whole(n).ok_or_else(err)?, 86_400_000).ok_or_else(err)?;
+        parts += 1;
+    }
+    let mut t = time;
+    for (unit, ms) in [('H', 3_600_000i64), ('M', 60_000)] {
+        if let Some(i) = t.find(unit) {
+            total = add(total, whole(&t[..i]).ok_or_else(err)?, ms).ok_or_else(err)?;
+            t = &t[i + 1..];
+            parts += 1;
+        }
+    }
+    if !t.is_empty() {
+        let s = t.strip_suffix('S').ok_or_else(err)?;
+        let (secs, frac) = match s.split_once(['.', ',']) {
+            Some((a, b)) => (a, b),
+            None => (s, ""),
+        };
+        if frac.len() > 9 || !frac.chars().all(|c| c.is_ascii_digit()) {
+            return Err(err());
+        }
+        total = add(total, whole(secs).ok_or_else(err)?, 1000).ok_or_else(err)?;
+        let millis = format!("{frac:0<3}")[..3]
+            .parse::<i64>()
+            .map_err(|_| err())?;
+        total = total.checked_add(millis).ok_or_else(err)?;
+        parts += 1;
+    }
+    if parts == 0 {
+        return Err(err());
+    }
+    Ok(if negative { -total } else { total })
+}
+
+fn whole(text: &str) -> Option<i64> {
+    if text.is_empty() || !text.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+fn add(total: i64, n: i64, unit_ms: i64) -> Option<i64> {
+    total.checked_add(n.checked_mul(unit_ms)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +230,30 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("'T'"));
+    }
+
+    #[test]
+    fn parses_java_durations() {
+        assert_eq!(parse_duration("PT30M").unwrap(), 1_800_000);
+        assert_eq!(parse_duration("pt1h30m").unwrap(), 5_400_000);
+        assert_eq!(parse_duration("P1DT2H").unwrap(), 93_600_000);
+        assert_eq!(parse_duration("P2D").unwrap(), 172_800_000);
+        assert_eq!(parse_duration("PT0.5S").unwrap(), 500);
+        assert_eq!(parse_duration("PT1H2M3.004S").unwrap(), 3_723_004);
+        assert_eq!(parse_duration("-PT1S").unwrap(), -1000);
+        for bad in [
+            "",
+            "P",
+            "PT",
+            "30M",
+            "PT30",
+            "PT1S1H",
+            "PT-1H",
+            "P1H",
+            "PT1.1234567891S",
+            "1h",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -10,7 +10,7 @@ use gregor_client::admin::{GroupDescription, IsolationLevel, OffsetSpec};
 use gregor_client::{Admin, TopicPartition};
 
 use super::common::{pad, width, ConnectionArgs};
-use super::datetime::parse_datetime;
+use super::datetime::{parse_datetime, parse_duration};
 use super::reset::{
     format_reset_plan, parse_topic_arg, plan_reset, ResetInputs, ResetSpec, TopicScope,
 };
@@ -26,7 +26,7 @@ use super::reset::{
 #[command(group(
     ArgGroup::new("reset_spec")
         .multiple(false)
-        .args(["to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime"])
+        .args(["to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime", "by_duration"])
 ))]
 pub struct GroupsArgs {
     #[command(flatten)]
@@ -87,6 +87,9 @@ pub struct GroupsArgs {
     /// zone).
     #[arg(long, value_name = "DATETIME")]
     pub to_datetime: Option<String>,
+    /// Reset to the first offset at or after now minus a duration, PnDTnHnMnS (e.g. PT30M).
+    #[arg(long, value_name = "DURATION")]
+    pub by_duration: Option<String>,
     /// Show the new offsets without committing them (the default).
     #[arg(long, conflicts_with = "execute")]
     pub dry_run: bool,
@@ -182,6 +185,7 @@ impl GroupsArgs {
             || self.to_offset.is_some()
             || self.shift_by.is_some()
             || self.to_datetime.is_some()
+            || self.by_duration.is_some()
             || self.dry_run
             || self.execute
             || self.all_topics
@@ -241,8 +245,10 @@ impl GroupsArgs {
                 ResetSpec::ShiftBy(n)
             } else if let Some(dt) = &self.to_datetime {
                 ResetSpec::ToDatetime(parse_datetime(dt)?)
+            } else if let Some(d) = &self.by_duration {
+                ResetSpec::ToDatetime(crate::now_ms().saturating_sub(parse_duration(d)?))
             } else {
-                bail!("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime");
+                bail!("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime, --by-duration");
             };
             let topics = match (self.all_topics, self.topic.is_empty()) {
                 (true, true) => None,

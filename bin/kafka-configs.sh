@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# kafka-configs.sh for Gregor: runs `gregor configs` with Kafka's flags (--bootstrap-server,
+# --describe / --alter, --entity-type topics|brokers|groups --entity-name X / --entity-default,
+# --topic / --broker / --broker-defaults / --group, --add-config k=v,... --delete-config k,...,
+# --all). See docs/cli.md.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib/kafka-tool.sh
+. "$(dirname "$(readlink -f "$0")")/lib/kafka-tool.sh"
+KAFKA_TOOL_ARGS=("$@")
+kafka_tool_unsupported --zookeeper "Gregor has no ZooKeeper: use --bootstrap-server HOST:PORT"
+kafka_tool_unsupported --bootstrap-controller "Gregor's tools talk to brokers: use --bootstrap-server HOST:PORT"
+kafka_tool_unsupported --add-config-file "give the settings with --add-config k=v,k2=v2"
+for flag in --user --client --ip --user-defaults --client-defaults --ip-defaults; do
+  kafka_tool_unsupported "$flag" "Gregor has no client quotas or SCRAM users to configure"
+done
+kafka_tool_unsupported --broker-logger "Gregor's log levels are set with RUST_LOG when the broker starts"
+kafka_tool_unsupported --client-metrics "Gregor has no client metrics subscriptions"
+kafka_tool_run configs -- "$@"

@@ -1,0 +1,104 @@
+# shellcheck shell=bash
+# Shared by the Kafka-named scripts in bin/ (sourced, not run): finds the `gregor` binary and
+# runs one of its commands with Kafka's flags, refusing the flags Gregor does not support with
+# a message that says why.
+#
+# The binary: $GREGOR_BIN, else `gregor` on PATH, else target/release/gregor, then
+# target/debug/gregor in this checkout.
+
+KAFKA_TOOL_NAME="$(basename "$0")"
+KAFKA_TOOL_ROOT="$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)"
+
+kafka_tool_die() {
+  echo "$KAFKA_TOOL_NAME: $*" >&2
+  exit 1
+}
+
+kafka_tool_gregor() {
+  if [ -n "${GREGOR_BIN:-}" ]; then
+    [ -x "$GREGOR_BIN" ] || kafka_tool_die "GREGOR_BIN=$GREGOR_BIN is not an executable file"
+    printf '%s\n' "$GREGOR_BIN"
+  elif command -v gregor >/dev/null 2>&1; then
+    command -v gregor
+  elif [ -x "$KAFKA_TOOL_ROOT/target/release/gregor" ]; then
+    printf '%s\n' "$KAFKA_TOOL_ROOT/target/release/gregor"
+  elif [ -x "$KAFKA_TOOL_ROOT/target/debug/gregor" ]; then
+    printf '%s\n' "$KAFKA_TOOL_ROOT/target/debug/gregor"
+  else
+    kafka_tool_die "cannot find the gregor binary: set GREGOR_BIN, put gregor on PATH, or build" \
+      "it in $KAFKA_TOOL_ROOT (cargo build --release -p gregor-cli)"
+  fi
+}
+
+# kafka_tool_unsupported FLAG REASON: fails if FLAG (or FLAG=value) is among the arguments
+# in KAFKA_TOOL_ARGS.
+kafka_tool_unsupported() {
+  local flag="$1" reason="$2" a
+  for a in "${KAFKA_TOOL_ARGS[@]+"${KAFKA_TOOL_ARGS[@]}"}"; do
+    if [ "$a" = "$flag" ] || [ "${a%%=*}" = "$flag" ]; then
+      kafka_tool_die "$flag is not supported: $reason"
+    fi
+  done
+}
+
+# Kafka's client properties file (--command-config, --admin.config): Gregor's tools speak
+# PLAINTEXT only, so a file is accepted when all it says is that (security.protocol=PLAINTEXT)
+# or names the client (client.id); anything else is refused by name.
+kafka_tool_check_client_config() {
+  local flag="$1" file="$2" line key value
+  [ -r "$file" ] || kafka_tool_die "$flag $file: cannot read the file"
+  while IFS= read -r line || [ -n "$line" ]; do
+    line="${line#"${line%%[![:space:]]*}"}"
+    case "$line" in '' | '#'* | '!'*) continue ;; esac
+    key="${line%%[=:]*}"
+    key="${key%"${key##*[![:space:]]}"}"
+    value="${line#*[=:]}"
+    value="${value#"${value%%[![:space:]]*}"}"
+    value="${value%"${value##*[![:space:]]}"}"
+    case "$key" in
+      security.protocol)
+        [ "$(printf '%s' "$value" | tr '[:lower:]' '[:upper:]')" = PLAINTEXT ] \
+          || kafka_tool_die "$flag $file: security.protocol=$value is not supported (Gregor's tools" \
+            "connect with PLAINTEXT only)"
+        ;;
+      client.id) ;;
+      *) kafka_tool_die "$flag $file: client setting '$key' is not supported (Gregor's tools take" \
+        "no client properties besides security.protocol=PLAINTEXT and client.id)" ;;
+    esac
+  done <"$file"
+}
+
+# kafka_tool_run COMMAND... -- ARGS...: runs `gregor COMMAND... ARGS...`, after dropping a
+# harmless --command-config / --admin.config file; a usage error (clap's exit status 2) gets a
+# line saying which gregor command the script runs.
+kafka_tool_run() {
+  local cmd=() args=() gregor status a
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+    cmd+=("$1")
+    shift
+  done
+  [ $# -gt 0 ] && shift
+  while [ $# -gt 0 ]; do
+    a="$1"
+    shift
+    case "$a" in
+      --command-config | --admin.config)
+        [ $# -gt 0 ] || kafka_tool_die "$a needs a file"
+        kafka_tool_check_client_config "$a" "$1"
+        shift
+        ;;
+      --command-config=* | --admin.config=*)
+        kafka_tool_check_client_config "${a%%=*}" "${a#*=}"
+        ;;
+      *) args+=("$a") ;;
+    esac
+  done
+  gregor="$(kafka_tool_gregor)"
+  status=0
+  "$gregor" "${cmd[@]}" "${args[@]+"${args[@]}"}" || status=$?
+  if [ "$status" -eq 2 ]; then
+    echo "$KAFKA_TOOL_NAME: runs \`gregor ${cmd[*]}\` (see \`gregor ${cmd[*]} --help\` for the" \
+      "options it takes)" >&2
+  fi
+  return "$status"
+}

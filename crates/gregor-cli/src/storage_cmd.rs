@@ -1,0 +1,260 @@
+//! `gregor storage`: what `kafka-storage.sh` does for a Gregor data directory. `format` gives a
+//! new data directory its cluster id before the first start (the broker's `--cluster-id` does the
+//! same at start-up); `random-uuid` prints a new cluster id; `info` shows what a directory holds.
+//!
+//! A Gregor broker needs no format step: an empty data directory gets a cluster id on first
+//! start. Formatting first is how operators make every node of a cluster agree on an id chosen
+//! beforehand, as they do with Kafka.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use gregor_broker::{BrokerConfig, BrokerOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct StorageArgs {
+    #[command(subcommand)]
+    pub command: StorageCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum StorageCommand {
+    /// Give the data directory named by the config (log.dirs) a cluster id, before the first
+    /// start (like kafka-storage.sh format).
+    Format(FormatArgs),
+    /// Print a new random cluster id (22 characters of URL-safe base64, as Kafka's).
+    RandomUuid,
+    /// Show the data directory's cluster id, or that it is not formatted.
+    Info(InfoArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct FormatArgs {
+    /// The broker's server.properties (its log.dirs names the data directory).
+    #[arg(short = 'c', long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// The cluster id (e.g. from `gregor storage random-uuid`).
+    #[arg(short = 't', long, value_name = "ID")]
+    pub cluster_id: String,
+    /// Leave an already formatted directory as it is instead of failing (its cluster id must
+    /// still be this one).
+    #[arg(short = 'g', long)]
+    pub ignore_formatted: bool,
+    /// This node alone forms the controller quorum (Gregor's single-node default; refused when
+    /// the config names other voters).
+    #[arg(short = 's', long)]
+    pub standalone: bool,
+    /// Any setting, as key=value, applied after the config file (repeatable).
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InfoArgs {
+    /// The broker's server.properties (its log.dirs names the data directory).
+    #[arg(short = 'c', long, value_name = "FILE")]
+    pub config: PathBuf,
+}
+
+pub fn run(args: StorageArgs) -> Result<()> {
+    match args.command {
+        StorageCommand::RandomUuid => {
+            println!("{}", random_cluster_id());
+            Ok(())
+        }
+        StorageCommand::Format(args) => {
+            let config = load(&args.config, &args.overrides, Some(&args.cluster_id))?;
+            let out = format(
+                &config,
+                &args.cluster_id,
+                args.ignore_formatted,
+                args.standalone,
+            )?;
+            println!("{out}");
+            Ok(())
+        }
+        StorageCommand::Info(args) => {
+            let config = load(&args.config, &[], None)?;
+            println!("{}", info(&config.data_dir)?);
+            Ok(())
+        }
+    }
+}
+
+/// A new cluster id; like Kafka's `Uuid.randomUuid()`, never one whose text starts with `-`
+/// (it would read as an option on a command line).
+pub fn random_cluster_id() -> String {
+    loop {
+        let id = gregor_broker::util::kafka_uuid(uuid::Uuid::new_v4());
+        if !id.starts_with('-') {
+            return id;
+        }
+    }
+}
+
+/// The broker configuration `file` describes, validated as `gregor broker --config` would.
+fn load(file: &Path, overrides: &[String], cluster_id: Option<&str>) -> Result<BrokerConfig> {
+    let properties = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read --config {}", file.display()))?;
+    let opts = BrokerOptions {
+        properties: Some(properties),
+        overrides: overrides.to_vec(),
+        cluster_id: cluster_id.map(str::to_string),
+        ..BrokerOptions::default()
+    };
+    BrokerConfig::from_options(&opts)
+        .with_context(|| format!("invalid configuration in {}", file.display()))
+}
+
+/// The cluster id recorded in `data_dir`, if it was formatted or has been started.
+fn recorded_cluster_id(data_dir: &Path) -> Result<Option<String>> {
+    let path = data_dir.join("meta.properties");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix("cluster.id="))
+            .map(|id| id.trim().to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Writes `meta.properties` with `cluster_id` into the config's data directory (created if
+/// needed); returns the line to print.
+pub fn format(
+    config: &BrokerConfig,
+    cluster_id: &str,
+    ignore_formatted: bool,
+    standalone: bool,
+) -> Result<String> {
+    let dir = &config.data_dir;
+    if standalone {
+        let others: Vec<String> = config
+            .voters
+            .keys()
+            .filter(|id| **id != config.node_id as u64)
+            .map(|id| id.to_string())
+            .collect();
+        if !others.is_empty() {
+            bail!(
+                "--standalone: controller.quorum.voters also names node(s) {}; format each node without --standalone",
+                others.join(",")
+            );
+        }
+    }
+    if let Some(existing) = recorded_cluster_id(dir)? {
+        if !ignore_formatted {
+            bail!(
+                "Log directory {} is already formatted (cluster id {existing}). Use --ignore-formatted to leave it as it is.",
+                dir.display()
+            );
+        }
+        if existing != cluster_id {
+            bail!(
+                "{} belongs to cluster {existing}, not --cluster-id {cluster_id}",
+                dir.display()
+            );
+        }
+        return Ok(format!(
+            "All of the log directories are already formatted: {} (cluster id {existing}).",
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+    let id = gregor_broker::util::cluster_id_for(
+        &gregor_log::Disk::real(),
+        dir,
+        &config.voters,
+        Some(cluster_id),
+    )
+    .with_context(|| format!("cannot format {}", dir.display()))?;
+    Ok(format!(
+        "Formatting data directory {} with cluster id {id} for node {}.",
+        dir.display(),
+        config.node_id
+    ))
+}
+
+/// What `gregor storage info` prints for `data_dir`.
+pub fn info(data_dir: &Path) -> Result<String> {
+    Ok(match recorded_cluster_id(data_dir)? {
+        Some(id) => format!(
+            "Found data directory {}: formatted, cluster id {id}.",
+            data_dir.display()
+        ),
+        None if data_dir.exists() => format!(
+            "Found data directory {}: not formatted (the broker gives it a cluster id on first start).",
+            data_dir.display()
+        ),
+        None => format!(
+            "Data directory {} does not exist yet: not formatted.",
+            data_dir.display()
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &Path, extra: &str) -> BrokerConfig {
+        let props = format!("log.dirs={}\nnode.id=1\n{extra}", dir.display());
+        BrokerConfig::from_options(&BrokerOptions {
+            properties: Some(props),
+            ..BrokerOptions::default()
+        })
+        .expect("valid config")
+    }
+
+    #[test]
+    fn random_ids_look_like_kafkas() {
+        for _ in 0..200 {
+            let id = random_cluster_id();
+            assert_eq!(id.len(), 22, "{id}");
+            assert!(!id.starts_with('-'), "{id}");
+            assert!(id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        }
+    }
+
+    #[test]
+    fn format_writes_the_id_once_and_refuses_a_formatted_directory() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().join("data");
+        let c = config(&dir, "");
+        assert!(info(&dir).expect("info").contains("does not exist"));
+        let out = format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, true).expect("format");
+        assert!(out.contains("q1Sh-9_ISia_zwGINzRvyQ"), "{out}");
+        assert_eq!(
+            recorded_cluster_id(&dir).expect("read").as_deref(),
+            Some("q1Sh-9_ISia_zwGINzRvyQ")
+        );
+        assert!(info(&dir).expect("info").contains("q1Sh-9_ISia_zwGINzRvyQ"));
+        let again = format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, false).unwrap_err();
+        assert!(
+            format!("{again:#}").contains("already formatted"),
+            "{again:#}"
+        );
+        let ignored = format(&c, "q1Sh-9_ISia_zwGINzRvyQ", true, false).expect("ignore");
+        assert!(ignored.contains("already formatted"), "{ignored}");
+        let other = format(&c, "AAAAAAAAAAAAAAAAAAAAAA", true, false).unwrap_err();
+        assert!(
+            format!("{other:#}").contains("belongs to cluster"),
+            "{other:#}"
+        );
+    }
+
+    #[test]
+    fn standalone_is_refused_with_other_voters() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let c = config(
+            &tmp.path().join("d"),
+            "process.roles=broker,controller\nlisteners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\ncontroller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:19095\n",
+        );
+        let e = format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, true).unwrap_err();
+        assert!(format!("{e:#}").contains("node(s) 2"), "{e:#}");
+        format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, false).expect("format without --standalone");
+    }
+}

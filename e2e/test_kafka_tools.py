@@ -1,0 +1,334 @@
+"""The Kafka-named scripts in bin/ (kafka-topics.sh, kafka-configs.sh, kafka-consumer-groups.sh,
+kafka-reassign-partitions.sh, kafka-leader-election.sh, kafka-storage.sh, kafka-acls.sh) run with
+Kafka's flags against a real broker, each checked by its effect as another client sees it
+(confluent-kafka's AdminClient and consumers), including the exact command lines librdkafka's
+own test suite runs through `$KAFKA_PATH/bin/kafka-topics.sh`; the binary look-up
+($GREGOR_BIN, PATH, target/) and the refusal of flags Gregor does not support."""
+
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import ConfigResource
+
+from clients import admin, conf, create_topic, produce, result, wait_for_partitions
+from conftest import REPO, Broker, gregor_bin, wait_until
+
+BIN = REPO / "bin"
+
+
+def tool(name, *args, env=None, check=True, shell_line=None):
+    """Runs bin/<name> with `args` (or a whole shell command line), GREGOR_BIN set."""
+    e = dict(os.environ, GREGOR_BIN=gregor_bin())
+    e.update(env or {})
+    if shell_line is not None:
+        out = subprocess.run(shell_line, shell=True, capture_output=True, text=True, env=e,
+                             timeout=60)
+    else:
+        out = subprocess.run([str(BIN / name), *args], capture_output=True, text=True, env=e,
+                             timeout=60)
+    if check:
+        assert out.returncode == 0, f"{name} {args or shell_line}: rc={out.returncode}\n" \
+                                    f"stdout: {out.stdout}\nstderr: {out.stderr}"
+    return out
+
+
+def topic_configs(adm, topic):
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    return {k: v.value for k, v in result(adm.describe_configs([res])[res]).items()}
+
+
+def committed(broker, group, topic, partitions):
+    c = Consumer(conf(broker, {"group.id": group, "enable.auto.commit": False}))
+    try:
+        got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return {tp.partition: tp.offset for tp in got}
+    finally:
+        c.close()
+
+
+def test_kafka_topics_create_list_describe_alter_delete(broker):
+    adm = admin(broker)
+    bs = broker.bootstrap
+    out = tool("kafka-topics.sh", "--bootstrap-server", bs, "--create", "--topic", "tools-t1",
+               "--partitions", "3", "--replication-factor", "1",
+               "--config", "retention.ms=123456", "--config", "cleanup.policy=compact")
+    assert "Created topic tools-t1." in out.stdout, out.stdout
+    wait_for_partitions(broker, "tools-t1", 3, adm=adm)
+    cfg = topic_configs(adm, "tools-t1")
+    assert cfg["retention.ms"] == "123456" and cfg["cleanup.policy"] == "compact", cfg
+
+    assert "tools-t1" in tool("kafka-topics.sh", "--bootstrap-server", bs, "--list").stdout.split()
+    described = tool("kafka-topics.sh", "--bootstrap-server", bs, "--describe",
+                     "--topic", "tools-t1").stdout
+    assert "PartitionCount: 3" in described and "Partition: 2" in described, described
+
+    tool("kafka-topics.sh", "--bootstrap-server", bs, "--alter", "--topic", "tools-t1",
+         "--partitions", "5")
+    wait_for_partitions(broker, "tools-t1", 5, adm=adm)
+
+    # --if-not-exists on an existing topic: no error.
+    tool("kafka-topics.sh", "--bootstrap-server", bs, "--create", "--if-not-exists",
+         "--topic", "tools-t1", "--partitions", "1")
+    again = tool("kafka-topics.sh", "--bootstrap-server", bs, "--create", "--topic", "tools-t1",
+                 "--partitions", "1", check=False)
+    assert again.returncode != 0 and "already exists" in (again.stdout + again.stderr)
+
+    tool("kafka-topics.sh", "--bootstrap-server", bs, "--delete", "--topic", "tools-t1")
+    wait_until(lambda: "tools-t1" not in adm.list_topics(timeout=5).topics, 10,
+               "tools-t1 to be deleted")
+
+
+def test_librdkafka_suite_command_lines(broker, tmp_path):
+    """The command lines of librdkafka's tests/test.c (test_kafka_topics with
+    TEST_KAFKA_VERSION >= 3.0: `$KAFKA_PATH/bin/kafka-topics.sh --bootstrap-server $BROKERS`),
+    as its tests 0052 (timestamp type), 0077 (compaction) and the create/delete helpers format
+    them, run by a shell as system(3) does."""
+    adm = admin(broker)
+    prefix = f"{BIN.parent}/bin/kafka-topics.sh --bootstrap-server {broker.bootstrap} "
+    # 0052-msg_timestamps.c
+    tool("kafka-topics.sh", shell_line=prefix +
+         '--create --topic "rdkafkatest_0052_lat" --replication-factor 1 --partitions 1 '
+         "--config message.timestamp.type=LogAppendTime")
+    # 0077-compaction.c. Gregor refuses file.delete.delay.ms other than its default (it has no
+    # delayed segment deletion): the script passes the line through and the broker's refusal,
+    # naming the setting, is what the test sees. The rest of the line creates the topic.
+    line_0077 = ('--create --topic "rdkafkatest_0077" --partitions 2 --replication-factor 1 '
+                 "--config cleanup.policy=compact --config segment.ms=10000 "
+                 "--config segment.bytes=10000 --config min.cleanable.dirty.ratio=0.01 "
+                 "--config delete.retention.ms=86400 --config file.delete.delay.ms=10000 "
+                 "--config max.compaction.lag.ms=100")
+    out = tool("kafka-topics.sh", shell_line=prefix + line_0077, check=False)
+    if out.returncode != 0:
+        assert "INVALID_CONFIG" in out.stderr and "file.delete.delay.ms" in out.stderr, out.stderr
+        tool("kafka-topics.sh", shell_line=prefix + line_0077.replace(
+            "--config file.delete.delay.ms=10000 ", ""))
+    # test_create_topic_sh / test_delete_topic_sh
+    tool("kafka-topics.sh", shell_line=prefix +
+         '--create --topic "rdkafkatest_sh" --replication-factor 1 --partitions 4')
+    wait_for_partitions(broker, "rdkafkatest_0077", 2, adm=adm)
+    wait_for_partitions(broker, "rdkafkatest_sh", 4, adm=adm)
+    assert topic_configs(adm, "rdkafkatest_0052_lat")["message.timestamp.type"] == "LogAppendTime"
+    cfg = topic_configs(adm, "rdkafkatest_0077")
+    assert cfg["cleanup.policy"] == "compact" and cfg["segment.bytes"] == "10000", cfg
+    assert cfg["max.compaction.lag.ms"] == "100", cfg
+    tool("kafka-topics.sh", shell_line=prefix + '--delete --topic "rdkafkatest_sh" ')
+    wait_until(lambda: "rdkafkatest_sh" not in adm.list_topics(timeout=5).topics, 10,
+               "rdkafkatest_sh to be deleted")
+
+    # With TEST_KAFKA_VERSION < 3.0 librdkafka passes --zookeeper $ZK_ADDRESS: Gregor has no
+    # ZooKeeper, and the script says how to run the suite instead.
+    zk = tool("kafka-topics.sh", shell_line=f"{BIN}/kafka-topics.sh --zookeeper 127.0.0.1:2181 "
+              '--create --topic "zk" --replication-factor 1 --partitions 1', check=False)
+    assert zk.returncode != 0
+    assert "--zookeeper is not supported" in zk.stderr and "TEST_KAFKA_VERSION" in zk.stderr, \
+        zk.stderr
+    assert "zk" not in adm.list_topics(timeout=5).topics
+
+
+def test_kafka_configs_alter_describe_delete(broker):
+    adm = admin(broker)
+    bs = broker.bootstrap
+    create_topic(broker, "tools-cfg", partitions=1, adm=adm)
+    tool("kafka-configs.sh", "--bootstrap-server", bs, "--entity-type", "topics",
+         "--entity-name", "tools-cfg", "--alter",
+         "--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]")
+    cfg = topic_configs(adm, "tools-cfg")
+    assert cfg["retention.ms"] == "1000" and cfg["cleanup.policy"] == "compact,delete", cfg
+    out = tool("kafka-configs.sh", "--bootstrap-server", bs, "--entity-type", "topics",
+               "--entity-name", "tools-cfg", "--describe").stdout
+    assert "retention.ms=1000" in out, out
+
+    # Kafka's shorthand --topic.
+    tool("kafka-configs.sh", "--bootstrap-server", bs, "--topic", "tools-cfg", "--alter",
+         "--delete-config", "retention.ms")
+    cfg = topic_configs(adm, "tools-cfg")
+    assert cfg["retention.ms"] != "1000", cfg
+    out = tool("kafka-configs.sh", "--bootstrap-server", bs, "--topic", "tools-cfg",
+               "--describe").stdout
+    assert "retention.ms" not in out, out
+
+    # Broker default, as runbooks set it.
+    tool("kafka-configs.sh", "--bootstrap-server", bs, "--entity-type", "brokers",
+         "--entity-default", "--alter", "--add-config", "log.retention.ms=7200000")
+    out = tool("kafka-configs.sh", "--bootstrap-server", bs, "--entity-type", "brokers",
+               "--entity-default", "--describe").stdout
+    assert "log.retention.ms=7200000" in out, out
+
+    bad = tool("kafka-configs.sh", "--bootstrap-server", bs, "--entity-type", "users",
+               "--entity-name", "alice", "--describe", check=False)
+    assert bad.returncode != 0 and "Invalid entity type: users" in bad.stderr, bad.stderr
+    quota = tool("kafka-configs.sh", "--bootstrap-server", bs, "--alter", "--user", "alice",
+                 "--add-config", "producer_byte_rate=1024", check=False)
+    assert quota.returncode != 0 and "--user is not supported" in quota.stderr, quota.stderr
+
+
+def test_kafka_consumer_groups_list_describe_reset_delete(broker):
+    bs = broker.bootstrap
+    create_topic(broker, "tools-grp", partitions=2)
+    produce(broker, "tools-grp", [{"partition": i % 2, "value": f"v{i}".encode()}
+                                  for i in range(10)])
+    c = Consumer(conf(broker, {"group.id": "tools-g", "auto.offset.reset": "earliest",
+                               "enable.auto.commit": False, "session.timeout.ms": 6000,
+                               "heartbeat.interval.ms": 500}))
+    c.subscribe(["tools-grp"])
+    got = 0
+    deadline = time.monotonic() + 30
+    while got < 10 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got += 1
+    assert got == 10
+    c.commit(asynchronous=False)
+
+    assert "tools-g" in tool("kafka-consumer-groups.sh", "--bootstrap-server", bs,
+                             "--list").stdout.split()
+    members = tool("kafka-consumer-groups.sh", "--bootstrap-server", bs, "--describe",
+                   "--group", "tools-g", "--members", "--verbose").stdout
+    assert "ASSIGNMENT" in members and "tools-grp" in members, members
+    c.close()
+
+    described = tool("kafka-consumer-groups.sh", "--bootstrap-server", bs, "--describe",
+                     "--group", "tools-g").stdout
+    assert "LAG" in described and "tools-grp" in described, described
+    assert committed(broker, "tools-g", "tools-grp", 2) == {0: 5, 1: 5}
+
+    dry = tool("kafka-consumer-groups.sh", "--bootstrap-server", bs, "--reset-offsets",
+               "--group", "tools-g", "--topic", "tools-grp", "--to-earliest", "--dry-run").stdout
+    assert "NEW-OFFSET" in dry, dry
+    assert committed(broker, "tools-g", "tools-grp", 2) == {0: 5, 1: 5}
+    tool("kafka-consumer-groups.sh", "--bootstrap-server", bs, "--reset-offsets", "--group",
+         "tools-g", "--all-topics", "--to-earliest", "--execute")
+    assert committed(broker, "tools-g", "tools-grp", 2) == {0: 0, 1: 0}
+    tool("kafka-consumer-groups.sh", "--bootstrap-server", bs, "--reset-offsets", "--group",
+         "tools-g", "--topic", "tools-grp:0", "--shift-by", "2", "--execute")
+    assert committed(broker, "tools-g", "tools-grp", 2)[0] == 2
+    # --by-duration: every record is younger than an hour, so back to the first offset.
+    tool("kafka-consumer-groups.sh", "--bootstrap-server", bs, "--reset-offsets", "--group",
+         "tools-g", "--topic", "tools-grp", "--by-duration", "PT1H", "--execute")
+    assert committed(broker, "tools-g", "tools-grp", 2) == {0: 0, 1: 0}
+
+    unsupported = tool("kafka-consumer-groups.sh", "--bootstrap-server", bs, "--delete-offsets",
+                       "--group", "tools-g", "--topic", "tools-grp", check=False)
+    assert unsupported.returncode != 0
+    assert "--delete-offsets is not supported" in unsupported.stderr, unsupported.stderr
+
+    tool("kafka-consumer-groups.sh", "--bootstrap-server", bs, "--delete", "--group", "tools-g")
+    assert "tools-g" not in tool("kafka-consumer-groups.sh", "--bootstrap-server", bs,
+                                 "--list").stdout.split()
+
+
+def test_kafka_reassign_partitions_and_leader_election(broker, tmp_path):
+    bs = broker.bootstrap
+    create_topic(broker, "tools-re", partitions=2)
+    move = tmp_path / "topics-to-move.json"
+    move.write_text('{"topics": [{"topic": "tools-re"}], "version": 1}')
+    out = tool("kafka-reassign-partitions.sh", "--bootstrap-server", bs,
+               "--topics-to-move-json-file", str(move), "--broker-list", "1", "--generate").stdout
+    assert "Proposed partition reassignment configuration" in out, out
+    plan = tmp_path / "plan.json"
+    plan.write_text(out.split("Proposed partition reassignment configuration\n")[1])
+    out = tool("kafka-reassign-partitions.sh", "--bootstrap-server", bs,
+               "--reassignment-json-file", str(plan), "--execute").stdout
+    assert "Successfully started partition reassignments for tools-re-0,tools-re-1" in out, out
+    wait_until(lambda: "Reassignment of partition tools-re-1 is complete." in tool(
+        "kafka-reassign-partitions.sh", "--bootstrap-server", bs, "--reassignment-json-file",
+        str(plan), "--verify").stdout, 20, "the reassignment to be complete")
+
+    out = tool("kafka-leader-election.sh", "--bootstrap-server", bs, "--election-type",
+               "PREFERRED", "--topic", "tools-re", "--partition", "0").stdout
+    assert "Valid replica already elected for partitions tools-re-0" in out, out
+    out = tool("kafka-leader-election.sh", "--bootstrap-server", bs, "--election-type",
+               "preferred", "--all-topic-partitions")
+    assert out.stdout == "", out.stdout
+    parts = tmp_path / "election.json"
+    parts.write_text('{"partitions": [{"topic": "tools-re", "partition": 1}]}')
+    out = tool("kafka-leader-election.sh", "--bootstrap-server", bs, "--election-type",
+               "UNCLEAN", "--path-to-json-file", str(parts)).stdout
+    assert "Valid replica already elected for partitions tools-re-1" in out, out
+
+
+def test_kafka_storage_format_then_start(tmp_path):
+    rid = tool("kafka-storage.sh", "random-uuid").stdout.strip()
+    assert len(rid) == 22 and not rid.startswith("-"), rid
+
+    b = Broker(tmp_path, name="formatted")
+    props = tmp_path / "server.properties"
+    props.write_text(f"node.id=1\nlog.dirs={b.data_dir}\n"
+                     f"listeners=PLAINTEXT://127.0.0.1:{b.port}\n")
+    cluster_id = str(uuid.uuid4()).replace("-", "")[:22]
+    out = tool("kafka-storage.sh", "format", "-t", cluster_id, "-c", str(props), "--standalone")
+    assert cluster_id in out.stdout, out.stdout
+    assert f"cluster.id={cluster_id}" in (b.data_dir / "meta.properties").read_text()
+    info = tool("kafka-storage.sh", "info", "-c", str(props)).stdout
+    assert cluster_id in info, info
+
+    again = tool("kafka-storage.sh", "format", "-t", cluster_id, "-c", str(props), check=False)
+    assert again.returncode != 0 and "already formatted" in again.stderr, again.stderr
+    tool("kafka-storage.sh", "format", "--cluster-id", cluster_id, "--config", str(props),
+         "--ignore-formatted")
+    other = tool("kafka-storage.sh", "format", "-t", rid, "-c", str(props), "-g", check=False)
+    assert other.returncode != 0 and "belongs to cluster" in other.stderr, other.stderr
+    scram = tool("kafka-storage.sh", "format", "-t", rid, "-c", str(props), "--add-scram",
+                 "SCRAM-SHA-256=[name=alice,password=x]", check=False)
+    assert scram.returncode != 0 and "--add-scram is not supported" in scram.stderr
+    nope = tool("kafka-storage.sh", "version-mapping", check=False)
+    assert nope.returncode != 0 and "not supported" in nope.stderr
+
+    # The broker keeps the formatted cluster id.
+    try:
+        b.start()
+        adm = admin(b)
+        desc = result(adm.describe_cluster(request_timeout=10), what="describe cluster")
+        assert desc.cluster_id == cluster_id
+    finally:
+        rc = b.stop()
+    assert rc == 0, f"the broker did not exit 0 on SIGTERM (rc={rc})"
+
+
+def test_binary_lookup_unknown_flags_and_client_config(broker, tmp_path):
+    bs = broker.bootstrap
+    # $GREGOR_BIN pointing nowhere is an error that names it.
+    out = tool("kafka-topics.sh", "--bootstrap-server", bs, "--list",
+               env={"GREGOR_BIN": str(tmp_path / "nope")}, check=False)
+    assert out.returncode != 0 and "GREGOR_BIN" in out.stderr, out.stderr
+
+    # Without $GREGOR_BIN, `gregor` on PATH comes first.
+    fake = tmp_path / "path"
+    fake.mkdir()
+    (fake / "gregor").write_text("#!/bin/sh\necho \"fake gregor $*\"\n")
+    (fake / "gregor").chmod(0o755)
+    env = dict(os.environ)
+    env.pop("GREGOR_BIN", None)
+    env["PATH"] = f"{fake}:{env['PATH']}"
+    out = subprocess.run([str(BIN / "kafka-topics.sh"), "--list"], capture_output=True,
+                         text=True, env=env, timeout=30)
+    assert out.stdout.strip() == "fake gregor topics --list", out
+
+    # A flag neither Kafka's list of unsupported ones nor gregor knows: clap's message, and
+    # which gregor command the script runs.
+    out = tool("kafka-topics.sh", "--bootstrap-server", bs, "--list", "--frobnicate",
+               check=False)
+    assert out.returncode == 2, out
+    assert "--frobnicate" in out.stderr and "runs `gregor topics`" in out.stderr, out.stderr
+
+    # --command-config: a PLAINTEXT client file is fine, a SASL one is refused by name.
+    plain = tmp_path / "client.properties"
+    plain.write_text("# admin client\nsecurity.protocol=PLAINTEXT\nclient.id = ops\n")
+    create_topic(broker, "tools-cc", partitions=1)
+    out = tool("kafka-topics.sh", "--bootstrap-server", bs, "--command-config", str(plain),
+               "--list")
+    assert "tools-cc" in out.stdout.split()
+    sasl = tmp_path / "sasl.properties"
+    sasl.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n")
+    out = tool("kafka-topics.sh", "--bootstrap-server", bs, "--command-config", str(sasl),
+               "--list", check=False)
+    assert out.returncode != 0 and "security.protocol=SASL_SSL is not supported" in out.stderr
+
+    # kafka-acls.sh says Gregor has no ACLs (librdkafka's 0109 / 0115 / 0119 call it).
+    out = tool("kafka-acls.sh", "--bootstrap-server", bs, "--add", "--deny-principal", "User:*",
+               "--operation", "All", "--deny-host", "*", "--topic", "t", check=False)
+    assert out.returncode != 0 and "ACLs are not supported" in out.stderr, out.stderr
