@@ -233,17 +233,8 @@ fn single_node_restart_keeps_its_partitions() {
         .unwrap();
     let epoch0 = c.partition("t", 0).leader_epoch;
     // The process restarts with a new incarnation before its session expired.
-    let res = c.controller.register_broker(
-        &BrokerRegistrationRequest {
-            broker_id: 0,
-            incarnation_id: Uuid::from_u128(2),
-            endpoints: vec![],
-            rack: None,
-        },
-        c.now_ms,
-    );
     assert_eq!(
-        code(&res.response),
+        code(&register_incarnation(&mut c, 0, 2)),
         ResponseError::DuplicateBrokerRegistration
     );
     c.advance(10_000, &[]);
@@ -279,37 +270,30 @@ fn a_new_controller_lets_a_restarted_incarnation_register_at_once() {
         granted.is_empty(),
         "a takeover grants sessions, it fences nobody"
     );
-    let reregister = |c: &mut Cluster, incarnation: u128| {
-        c.controller
-            .register_broker(
-                &BrokerRegistrationRequest {
-                    broker_id: 0,
-                    incarnation_id: Uuid::from_u128(incarnation),
-                    endpoints: vec![],
-                    rack: None,
-                },
-                c.now_ms,
-            )
-            .response
-    };
     // Broker 1 heartbeats to the new controller; broker 0's old incarnation never does.
     c.heartbeat(1, false);
-    let registered = reregister(&mut c, 70);
+    let registered = register_incarnation(&mut c, 0, 70);
     assert!(registered.is_ok(), "{registered:?}");
     // Broker 1 restarts too, but this controller heard its old incarnation: still refused.
-    let res = c.controller.register_broker(
-        &BrokerRegistrationRequest {
-            broker_id: 1,
-            incarnation_id: Uuid::from_u128(71),
-            endpoints: vec![],
-            rack: None,
-        },
-        c.now_ms,
-    );
     assert_eq!(
-        code(&res.response),
+        code(&register_incarnation(&mut c, 1, 71)),
         ResponseError::DuplicateBrokerRegistration
     );
+}
+
+/// A BrokerRegistration of `broker` by the process `incarnation`, without endpoints or rack.
+fn register_incarnation(c: &mut Cluster, broker: i32, incarnation: u128) -> Result<i64, ApiError> {
+    c.controller
+        .register_broker(
+            &BrokerRegistrationRequest {
+                broker_id: broker,
+                incarnation_id: Uuid::from_u128(incarnation),
+                endpoints: vec![],
+                rack: None,
+            },
+            c.now_ms,
+        )
+        .response
 }
 
 #[test]
