@@ -160,15 +160,13 @@ pub fn format(
             dir.display()
         ));
     }
-    std::fs::create_dir_all(dir)
+    // Durably: each new directory's parent is fsynced, so the formatted directory survives a
+    // power loss along with its meta.properties.
+    let disk = gregor_log::Disk::real();
+    disk.create_dir_all(dir)
         .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
-    let id = gregor_broker::util::cluster_id_for(
-        &gregor_log::Disk::real(),
-        dir,
-        &config.voters,
-        Some(cluster_id),
-    )
-    .with_context(|| format!("cannot format {}", dir.display()))?;
+    let id = gregor_broker::util::cluster_id_for(&disk, dir, &config.voters, Some(cluster_id))
+        .with_context(|| format!("cannot format {}", dir.display()))?;
     Ok(format!(
         "Formatting data directory {} with cluster id {id} for node {}.",
         dir.display(),
