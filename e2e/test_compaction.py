@@ -1,13 +1,16 @@
 """Compaction in a running broker, seen through a real client (confluent-kafka): a compacted
 topic ends up with the last value of every key, tombstones disappear after
-delete.retention.ms, and offsets are kept."""
+delete.retention.ms, and offsets are kept; the segments compaction replaces wait out
+file.delete.delay.ms as `.deleted` files."""
 
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import ConfigResource, NewTopic
 
-from clients import conf, create_topic, produce, watermarks
+from clients import admin, conf, create_topic, produce, result, watermarks
+from conftest import wait_until
 
 
 def read_all(broker, topic):
@@ -30,8 +33,8 @@ def read_all(broker, topic):
 
 @pytest.mark.timeout(90)
 def test_a_compacted_topic_keeps_the_last_value_per_key_and_drops_tombstones(start_broker):
-    # Compaction runs on the retention check, here every second.
-    b = start_broker(overrides={"log.retention.check.interval.ms": "1000"})
+    # The log cleaner looks for work every log.cleaner.backoff.ms, here every second.
+    b = start_broker(overrides={"log.cleaner.backoff.ms": "1000"})
     create_topic(b, "cmp", partitions=1, config={
         "cleanup.policy": "compact",
         "segment.bytes": "1024",
@@ -78,3 +81,47 @@ def test_a_compacted_topic_keeps_the_last_value_per_key_and_drops_tombstones(sta
     offsets = [o for o, _, _ in records]
     assert offsets == sorted(set(offsets))
     assert offsets[-1] == last_offset
+
+
+@pytest.mark.timeout(90)
+def test_replaced_segments_wait_out_file_delete_delay_ms(start_broker):
+    b = start_broker(overrides={"log.cleaner.backoff.ms": "500"})
+    adm = admin(b)
+    # Validated like Kafka: a negative delay is refused, naming the setting.
+    futs = adm.create_topics([NewTopic("fdd-bad", 1, 1, config={"file.delete.delay.ms": "-1"})],
+                             request_timeout=15)
+    with pytest.raises(KafkaException, match="file.delete.delay.ms"):
+        result(futs["fdd-bad"])
+    create_topic(b, "fdd", partitions=1, adm=adm, config={
+        "cleanup.policy": "compact",
+        "segment.bytes": "1024",
+        "min.cleanable.dirty.ratio": "0.01",
+        "file.delete.delay.ms": "4000",
+    })
+    res = ConfigResource(ConfigResource.Type.TOPIC, "fdd")
+    described = result(adm.describe_configs([res])[res])["file.delete.delay.ms"]
+    assert described.value == "4000" and not described.is_default, described
+    broker_res = ConfigResource(ConfigResource.Type.BROKER, str(b.node_id))
+    default = result(adm.describe_configs([broker_res])[broker_res])["log.segment.delete.delay.ms"]
+    assert default.value == "60000", default
+
+    # One key over and over: every rolled segment is compacted to (almost) nothing.
+    produce(b, "fdd", [{"partition": 0, "key": b"k", "value": f"v{i}".encode() * 20}
+                       for i in range(200)], extra={"linger.ms": 0, "batch.num.messages": 2})
+    part_dir = next(b.data_dir.rglob("fdd-0"))
+
+    def waiting():
+        return sorted(p.name for p in part_dir.iterdir() if p.name.endswith(".deleted"))
+
+    first = wait_until(waiting, 30, lambda: f"a .deleted file in {sorted(part_dir.iterdir())}")
+    seen = time.monotonic()
+    assert all(n.endswith((".log.deleted", ".index.deleted", ".timeindex.deleted"))
+               for n in first), first
+    # Consumers read the compacted log while the originals wait.
+    records = read_all(b, "fdd")
+    assert records[-1][2] == b"v199" * 20
+    wait_until(lambda: not any(n in waiting() for n in first), 30,
+               lambda: f"{first} to be deleted (left: {waiting()})")
+    waited = time.monotonic() - seen
+    # Seen within a poll of their renaming: they stayed most of the 4 s, and went soon after.
+    assert 3.0 <= waited <= 4.0 + 5.0, waited

@@ -50,13 +50,6 @@ NOTES = {
             "compacted topic, 10 of them without a key, and expects exactly those 10 to fail "
             "with INVALID_RECORD through the Produce response's per-record errors (KIP-467).",
     "0061": "The first sub-test (consumer lag) passes; the second produces with transactions.",
-    "0077": "Its topic is created through bin/kafka-topics.sh with "
-            "file.delete.delay.ms=10000, which Gregor refuses (it deletes segments at once and "
-            "accepts only that setting's default). Run by hand with that one setting left out, "
-            "the test then waits 20 s for compaction, which Gregor runs with the retention "
-            "check (log.retention.check.interval.ms, 5 minutes by default) where Kafka's "
-            "cleaner looks every log.cleaner.backoff.ms (15 s); with "
-            "log.retention.check.interval.ms=5000 as well, it passes.",
     "0081": "Stops at its first ACL sub-test (CreateAcls), so its later admin sub-tests do "
             "not run.",
 }

@@ -587,11 +587,17 @@ impl Broker {
         }
     }
 
-    /// Background duties: retention, compaction, checkpoints, producer expiry.
+    /// Background duties: retention, the log cleaner (its own task), the deletion of removed
+    /// segments' files, checkpoints, producer expiry.
     pub async fn run_background(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        if self.config.bool("log.cleaner.enable") {
+            crate::util::spawn(self.clone().run_log_cleaner(shutdown.clone()));
+        }
         let mut cleanup = tokio::time::interval(std::time::Duration::from_millis(
             self.config.int("log.retention.check.interval.ms").max(1000) as u64,
         ));
+        let mut retired_files = tokio::time::interval(crate::log_cleaner::RETIRED_FILES_CHECK);
+        retired_files.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut checkpoint = tokio::time::interval(std::time::Duration::from_millis(
             self.config
                 .int("log.flush.offset.checkpoint.interval.ms")
@@ -606,25 +612,16 @@ impl Broker {
             tokio::select! {
                 _ = cleanup.tick() => {
                     let parts = self.replicas.all();
-                    let cleaner_enabled = self.config.bool("log.cleaner.enable");
-                    let map_budget = usize::try_from(
-                        self.config.int("log.cleaner.dedupe.buffer.size"),
-                    )
-                    .unwrap_or(gregor_log::DEFAULT_MAP_BUDGET);
                     crate::util::blocking(move || {
                         let now = now_ms();
                         for p in parts {
                             if let Err(e) = p.log.apply_retention(now) {
                                 warn!(topic = %p.topic, partition = p.index, error = %e, "retention failed");
                             }
-                            if cleaner_enabled && p.log.config().cleanup_policy.compact {
-                                if let Err(e) = p.log.compact_within(now, map_budget) {
-                                    warn!(topic = %p.topic, partition = p.index, error = %e, "compaction failed");
-                                }
-                            }
                         }
                     }).await;
                 }
+                _ = retired_files.tick() => self.delete_retired_files().await,
                 _ = checkpoint.tick() => {
                     let parts = self.replicas.all();
                     crate::util::blocking(move || {

@@ -18,6 +18,7 @@ pub mod group_wire;
 pub mod groups;
 mod handlers;
 pub mod isr;
+pub mod log_cleaner;
 pub mod metadata;
 pub mod metrics;
 pub mod partition;

@@ -527,6 +527,9 @@ pub fn log_config(view: &BrokerConfigView<'_>, topic: &str) -> LogConfig {
     if let Some(v) = long("max.compaction.lag.ms") {
         c.max_compaction_lag_ms = v.max(1);
     }
+    if let Some(v) = long("file.delete.delay.ms") {
+        c.file_delete_delay_ms = v.max(0);
+    }
     if let Some(ConfigValue::Double(r)) = configs.get("min.cleanable.dirty.ratio") {
         c.min_cleanable_dirty_ratio = r.clamp(0.0, 1.0);
     }

@@ -55,6 +55,14 @@ pub struct CompactionStats {
     pub cleaned_up_to: i64,
 }
 
+impl CompactionStats {
+    /// Whether the pass compacted anything (the log cleaner then looks for more at once,
+    /// rather than after `log.cleaner.backoff.ms`).
+    pub fn cleaned(&self) -> bool {
+        !self.skipped && self.segments_cleaned > 0
+    }
+}
+
 /// Key-map memory one compaction may use by default (Kafka's `log.cleaner.dedupe.buffer.size`
 /// default). A log with more distinct dirty keys is compacted over several passes.
 pub const DEFAULT_MAP_BUDGET: usize = 128 << 20;
@@ -379,7 +387,7 @@ impl Log {
         }
         for base in doomed {
             if let Some(seg) = g.segments.remove(&base) {
-                seg.delete_files(&self.disk)?;
+                self.retire_segment(&mut g, &seg, Some(now_ms))?;
                 stats.segments_deleted += 1;
                 stats.bytes_deleted += seg.size;
             }
@@ -406,6 +414,20 @@ impl Log {
         }
         stats.log_start_offset = g.log_start_offset;
         Ok(stats)
+    }
+
+    /// Whether a compaction pass has anything to look at: `cleanup.policy` includes
+    /// `compact` and a rolled segment lies below the high watermark. No I/O: the log cleaner
+    /// asks before it takes a thread for the pass.
+    pub fn has_cleanable_segments(&self) -> bool {
+        let g = lock(&self.inner);
+        let active = g.active().base;
+        g.config.cleanup_policy.compact
+            && !g.closed
+            && g.segments
+                .values()
+                .next()
+                .is_some_and(|s| s.base != active && s.next_offset <= g.high_watermark)
     }
 
     /// Compact the log (if `cleanup.policy` includes `compact`) with the default key-map
@@ -573,7 +595,8 @@ impl Log {
 
     /// Replace segment `s` with its cleaned copy (already written and synced as
     /// `.log.cleaned`), crash-safely: under the lock, if the segment is unchanged, rename to
-    /// `.log.swap`, remove the old index files, rename over `.log`, write the new indexes.
+    /// `.log.swap`, retire the original's files (renamed to `.deleted` until
+    /// `file.delete.delay.ms` has passed), rename the `.swap` to `.log`, write the new indexes.
     /// A crash before `.swap` exists keeps the original; after, open completes the swap.
     fn swap_in(
         &self,
@@ -610,16 +633,17 @@ impl Log {
         disk.rename(&cleaned, &swap).at(&swap)?;
         disk.sync_dir(&self.dir)?;
         let old = g.segments.remove(&s.base).expect("checked above");
-        for p in [old.index_path(), old.time_index_path()] {
-            disk.remove_if_exists(&p)?;
-        }
-        disk.sync_dir(&self.dir)?;
         if seg.size == 0 {
+            // The .swap goes first: a crash before the original is retired keeps it whole.
             disk.remove_file(&swap).at(&swap)?;
-            disk.remove_file(&old.log_path()).at(&old.log_path())?;
+            self.retire_segment(&mut g, &old, Some(now_ms))?;
             disk.sync_dir(&self.dir)?;
             return Ok(());
         }
+        // The original's files (its stale indexes too) are retired like a deleted segment's;
+        // a crash from here on leaves the .swap, which open completes.
+        self.retire_segment(&mut g, &old, Some(now_ms))?;
+        disk.sync_dir(&self.dir)?;
         disk.rename(&swap, &old.log_path()).at(&old.log_path())?;
         disk.sync_dir(&self.dir)?;
         seg.write_indexes(disk)?;

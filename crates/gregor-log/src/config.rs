@@ -117,6 +117,10 @@ pub struct LogConfig {
     /// `max.compaction.lag.ms` (default unlimited): once the oldest uncompacted record is
     /// this old, compaction runs whatever the dirty ratio.
     pub max_compaction_lag_ms: i64,
+    /// `file.delete.delay.ms` (default 60000): a segment removed by retention, DeleteRecords,
+    /// truncation or compaction is renamed to `<file>.deleted` at once and unlinked this long
+    /// after (0: unlinked at once).
+    pub file_delete_delay_ms: i64,
     /// Durability mode.
     pub flush: FlushPolicy,
 }
@@ -139,6 +143,7 @@ impl Default for LogConfig {
             min_cleanable_dirty_ratio: 0.5,
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
+            file_delete_delay_ms: 60_000,
             flush: FlushPolicy::EveryAppend,
         }
     }
@@ -168,6 +173,9 @@ impl LogConfig {
         }
         if self.min_compaction_lag_ms < 0 || self.max_compaction_lag_ms < 1 {
             return bad("min.compaction.lag.ms must be >= 0 and max.compaction.lag.ms >= 1");
+        }
+        if self.file_delete_delay_ms < 0 {
+            return bad("file.delete.delay.ms must not be negative");
         }
         if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
             return bad("min.cleanable.dirty.ratio must be between 0 and 1");

@@ -17,6 +17,7 @@ pub mod page_cache;
 mod power;
 mod prepare;
 pub mod records;
+mod retire;
 mod segment;
 mod sync;
 mod validate;

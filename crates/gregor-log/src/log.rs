@@ -216,6 +216,8 @@ pub(crate) struct Inner {
     pub pending_sync: Vec<(Arc<std::fs::File>, PathBuf)>,
     /// Where compaction stands; `None` until the first compaction.
     pub cleaner: Option<checkpoint::CleanerCheckpoint>,
+    /// Files of removed segments waiting out `file.delete.delay.ms`.
+    pub retired: Vec<crate::retire::RetiredFiles>,
 }
 
 impl Inner {
@@ -830,7 +832,7 @@ impl Log {
             let doomed: Vec<i64> = g.segments.range(offset + 1..).map(|(k, _)| *k).collect();
             for base in doomed {
                 if let Some(seg) = g.segments.remove(&base) {
-                    seg.delete_files(&self.disk)?;
+                    self.retire_segment(&mut g, &seg, None)?;
                 }
             }
             self.disk.sync_dir(&self.dir)?;
@@ -885,7 +887,7 @@ impl Log {
 
     fn reset_locked(&self, g: &mut Inner, offset: i64) -> Result<()> {
         for (_, seg) in std::mem::take(&mut g.segments) {
-            seg.delete_files(&self.disk)?;
+            self.retire_segment(g, &seg, None)?;
         }
         let id = g.new_segment_id();
         let seg = Segment::create(&self.dir, offset, g.last_flush_ms, id, &self.disk)?;
@@ -938,7 +940,7 @@ impl Log {
         let mut n = 0;
         for base in doomed {
             if let Some(seg) = g.segments.remove(&base) {
-                seg.delete_files(&self.disk)?;
+                self.retire_segment(g, &seg, None)?;
                 n += 1;
             }
         }
@@ -1010,6 +1012,7 @@ impl Log {
         self.write_final_checkpoints(&g)?;
         disk.write_atomic(&self.dir.join(checkpoint::CLEAN_SHUTDOWN), b"0\n")?;
         g.marker_written = true;
+        self.delete_all_retired(&mut g);
         info!(dir = %self.dir.display(), leo = g.log_end_offset(), "log closed cleanly");
         Ok(())
     }

@@ -21,6 +21,9 @@ use crate::sync::SyncState;
 pub(crate) const CLEANED: &str = ".log.cleaned";
 /// Suffix of a compacted segment ready to replace its original.
 pub(crate) const SWAP: &str = ".log.swap";
+/// Suffix added to a removed segment's files until `file.delete.delay.ms` has passed (Kafka's
+/// marker); a file left with it by a stop is removed when the log opens.
+pub(crate) const DELETED: &str = ".deleted";
 
 /// Read a checkpoint, treating a corrupt one as missing (recovery then does more work).
 fn lenient<T>(dir: &Path, what: &str, r: Result<Option<T>>) -> Option<T> {
@@ -76,7 +79,7 @@ impl Log {
         }
         for name in &names {
             let path = dir.join(name);
-            if name.ends_with(".tmp") || name.ends_with(CLEANED) || name.ends_with(".deleted") {
+            if name.ends_with(".tmp") || name.ends_with(CLEANED) || name.ends_with(DELETED) {
                 disk.remove_if_exists(&path)?;
             } else if let Some(base) = parse_name(name, SWAP) {
                 // A compacted segment that was complete (synced) before it was renamed to
@@ -241,6 +244,7 @@ impl Log {
             next_segment_id: next_id,
             pending_sync: Vec::new(),
             cleaner,
+            retired: Vec::new(),
         };
         Ok(Log {
             dir: dir.to_path_buf(),

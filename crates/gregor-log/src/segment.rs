@@ -713,4 +713,23 @@ impl Segment {
         }
         Ok(())
     }
+
+    /// Renames the segment's files to `<name>.deleted`, to be unlinked later; returns the new
+    /// paths. Open handles (reads in flight) keep working; the segment's own names are free
+    /// for a new segment at the same base offset.
+    pub fn rename_for_deletion(&self, disk: &Disk) -> Result<Vec<PathBuf>> {
+        let mut renamed = Vec::with_capacity(3);
+        for p in [self.log_path(), self.index_path(), self.time_index_path()] {
+            let mut to = p.clone().into_os_string();
+            to.push(crate::open::DELETED);
+            let to = PathBuf::from(to);
+            match disk.rename(&p, &to) {
+                Ok(()) => renamed.push(to),
+                // Index files exist only once written (at a roll or a close).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(LogError::io(&p, e)),
+            }
+        }
+        Ok(renamed)
+    }
 }

@@ -592,7 +592,6 @@ fn settings_of_missing_features_are_refused_naming_them() {
         (ConfigResource::cluster_default(), "num.io.threads", "16"),
         (broker.clone(), "log.roll.jitter.ms", "10"),
         (ConfigResource::topic("t"), "segment.jitter.ms", "10"),
-        (ConfigResource::topic("t"), "file.delete.delay.ms", "0"),
     ] {
         let before = c.controller.image().configs(&resource).cloned();
         let e = alter(
@@ -625,6 +624,46 @@ fn settings_of_missing_features_are_refused_naming_them() {
     assert!(unsupported_reason("controller.quorum.voters").is_none());
     assert!(unsupported_reason("process.roles").is_none());
     assert!(unsupported_reason("log.retention.ms").is_none());
+}
+
+#[test]
+fn segment_deletion_delay_and_cleaner_backoff_are_kafkas_settings() {
+    let mut c = Cluster::new(&[("node.id", "0"), ("log.segment.delete.delay.ms", "5000")]);
+    c.add_broker(0, None);
+    c.create(CreatableTopic::new("t")).unwrap();
+    let delay =
+        |c: &Cluster| c.controller.config_view().topic_configs("t")["file.delete.delay.ms"].clone();
+    // The broker default (log.segment.delete.delay.ms) applies to a topic without its own.
+    assert_eq!(delay(&c), ConfigValue::Long(5_000));
+    alter(
+        &mut c,
+        ConfigResource::topic("t"),
+        vec![AlterableConfig::set("file.delete.delay.ms", "10000")],
+    )
+    .expect("accepted");
+    assert_eq!(delay(&c), ConfigValue::Long(10_000));
+    let e = alter(
+        &mut c,
+        ConfigResource::topic("t"),
+        vec![AlterableConfig::set("file.delete.delay.ms", "-1")],
+    )
+    .expect_err("a negative delay");
+    assert_eq!(e.code, ResponseError::InvalidConfig);
+    assert!(e.message.contains("file.delete.delay.ms"), "{}", e.message);
+    assert_eq!(delay(&c), ConfigValue::Long(10_000), "nothing written");
+    alter(
+        &mut c,
+        ConfigResource::broker(0),
+        vec![AlterableConfig::set("log.cleaner.backoff.ms", "1000")],
+    )
+    .expect("a dynamic broker setting");
+    for key in [
+        "file.delete.delay.ms",
+        "log.segment.delete.delay.ms",
+        "log.cleaner.backoff.ms",
+    ] {
+        assert!(unsupported_reason(key).is_none(), "{key}");
+    }
 }
 
 #[test]

@@ -10,3 +10,4 @@ mod hostile_props;
 mod model;
 mod power;
 mod recovery;
+mod retire;

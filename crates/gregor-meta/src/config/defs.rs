@@ -398,13 +398,10 @@ pub static UNSUPPORTED: &[(&str, &str)] = &[
     ("offsets.load.buffer.size", "group state is loaded with the log's own read size"),
     ("num.network.threads", "connections are served by the async runtime's worker threads"),
     ("num.io.threads", "requests are handled by the async runtime's worker threads"),
-    ("log.cleaner.threads", "compaction runs with the retention check (log.retention.check.interval.ms)"),
-    ("log.cleaner.backoff.ms", "compaction runs with the retention check (log.retention.check.interval.ms)"),
+    ("log.cleaner.threads", "one log cleaner task compacts a broker's logs, one after another"),
     ("segment.jitter.ms", "segments roll without jitter"),
     ("log.roll.jitter.ms", "segments roll without jitter"),
     ("log.roll.jitter.hours", "segments roll without jitter"),
-    ("file.delete.delay.ms", "a delayed segment deletion does not exist"),
-    ("log.segment.delete.delay.ms", "a delayed segment deletion does not exist"),
 ];
 
 /// Why a setting is not supported yet, if it is not.
