@@ -26,6 +26,7 @@ pub mod partition_dir;
 pub mod producer_ids;
 pub mod producer_state;
 pub mod quota;
+pub mod recent_fencing;
 pub mod replica;
 pub mod server;
 pub mod tcp_info;

@@ -20,6 +20,7 @@ use gregor_quorum::{
 };
 use tokio::sync::Mutex as AsyncMutex;
 
+use crate::recent_fencing::RecentFencing;
 use crate::replica::ReplicaManager;
 use crate::transport::SharedTransport;
 use crate::util::now_ms;
@@ -180,6 +181,8 @@ pub struct MetadataManager {
     forward_clients: Mutex<HashMap<NodeId, Arc<AsyncMutex<RpcClient<SharedTransport>>>>>,
     transport: SharedTransport,
     applier: Arc<ReplicaApplier>,
+    /// Fenced brokers Metadata still lists for a moment (see `recent_fencing.rs`).
+    recent_fencing: Mutex<RecentFencing>,
 }
 
 impl MetadataManager {
@@ -252,6 +255,7 @@ impl MetadataManager {
             forward_clients: Mutex::new(HashMap::new()),
             transport,
             applier,
+            recent_fencing: Mutex::new(RecentFencing::default()),
         })
     }
 
@@ -286,6 +290,16 @@ impl MetadataManager {
             Member::Voter(q) => q.image(),
             Member::Observer(f) => f.image(),
         }
+    }
+
+    /// The fenced brokers of `image` that Metadata still lists (fenced moments ago, see
+    /// `recent_fencing.rs`).
+    pub fn recently_fenced(&self, image: &MetadataImage) -> Vec<i32> {
+        let brokers = image.brokers().values().map(|b| (b.id, b.fenced));
+        self.recent_fencing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .observe(brokers, now_ms())
     }
 
     /// The active controller as this node knows it.

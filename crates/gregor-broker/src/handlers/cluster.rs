@@ -61,20 +61,7 @@ pub async fn metadata(b: ControlPlane<'_>, r: MetadataRequest, version: i16) -> 
         }
     }
     let mut resp = MetadataResponse::default();
-    resp.brokers = image
-        .brokers()
-        .values()
-        .filter(|br| !br.fenced)
-        .filter_map(|br| {
-            let ep = br.endpoints.first()?;
-            let mut m = MetadataResponseBroker::default();
-            m.node_id = BrokerId(br.id);
-            m.host = s(ep.host.clone());
-            m.port = ep.port as i32;
-            m.rack = br.rack.clone().map(s);
-            Some(m)
-        })
-        .collect();
+    resp.brokers = listed_brokers(b.metadata, &image);
     resp.cluster_id = (version >= 2).then(|| s(b.cluster_id));
     resp.controller_id = BrokerId(if version >= 1 {
         client_visible_controller(b.metadata, &image)
@@ -118,6 +105,29 @@ pub async fn metadata(b: ControlPlane<'_>, r: MetadataRequest, version: i16) -> 
         resp.cluster_authorized_operations = OPS_NOT_REQUESTED;
     }
     resp
+}
+
+/// The brokers Metadata lists: the unfenced ones, and those fenced moments ago (see
+/// `recent_fencing.rs`: clients move their partitions away before they forget the broker).
+fn listed_brokers(
+    metadata: &MetadataManager,
+    image: &gregor_meta::MetadataImage,
+) -> Vec<MetadataResponseBroker> {
+    let recently_fenced = metadata.recently_fenced(image);
+    image
+        .brokers()
+        .values()
+        .filter(|br| !br.fenced || recently_fenced.contains(&br.id))
+        .filter_map(|br| {
+            let ep = br.endpoints.first()?;
+            let mut m = MetadataResponseBroker::default();
+            m.node_id = BrokerId(br.id);
+            m.host = s(ep.host.clone());
+            m.port = ep.port as i32;
+            m.rack = br.rack.clone().map(s);
+            Some(m)
+        })
+        .collect()
 }
 
 fn fill_topic(
