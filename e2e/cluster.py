@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import kwire
-from conftest import FAST_SETTINGS, free_port, gregor_bin, tail, wait_until
+from conftest import FAST_SETTINGS, exit_problem, free_port, gregor_bin, tail, track, wait_until
 
 # Fast failure detection for tests; the defaults (1000 / 2000 / 9000 ms) are Kafka's.
 CLUSTER_SETTINGS = {
@@ -119,6 +119,9 @@ class Node:
         self.log_path = cluster.workdir / f"node{node_id}.stderr.log"
         self.proc = None
         self.paused = False
+        self.label = f"node {node_id}"
+        self.killed = False  # the current process was SIGKILLed by the test
+        self.exit_problems = []  # earlier processes of this node that ended wrongly
         # metrics.listener port, when the cluster serves metrics.
         self.metrics_port = cluster.fresh_port() if cluster.metrics else None
 
@@ -165,6 +168,10 @@ class Node:
 
     def start(self):
         assert self.proc is None or self.proc.poll() is not None, "already running"
+        if self.proc is not None and exit_problem(self):
+            self.exit_problems.append(exit_problem(self))
+        self.killed = False
+        track(self)
         log = open(self.log_path, "ab")
         log.write(f"\n===== start: {' '.join(self.argv())}\n".encode())
         log.flush()
@@ -196,6 +203,7 @@ class Node:
         if self.alive():
             if self.paused:
                 self.proc.send_signal(signal.SIGCONT)
+            self.killed = True
             self.proc.kill()
             self.proc.wait(5)
 
@@ -209,7 +217,8 @@ class Node:
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.kill()
+            self.proc.kill()  # not the test's kill: the teardown reports this exit
+            self.proc.wait(5)
             return None
 
     def pause(self):
@@ -223,6 +232,12 @@ class Node:
     def metadata(self, topics=None, timeout=2):
         with kwire.Conn("127.0.0.1", self.port, timeout=timeout) as c:
             return kwire.metadata_v1(c, topics)
+
+    def unfenced_brokers(self, timeout=2):
+        """Ids of the brokers this node's image holds registered and unfenced (DescribeCluster;
+        Metadata still lists a broker for a few seconds after it was fenced)."""
+        with kwire.Conn("127.0.0.1", self.port, timeout=timeout) as c:
+            return sorted(b[0] for b in kwire.describe_cluster(c)["brokers"])
 
     def active_controller_id(self, timeout=2):
         """The active controller as this node's DescribeCluster names it."""

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaException
 
 import kwire
 
@@ -47,10 +48,22 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_until(cond, timeout, what, interval=0.05):
+class NotYet(Exception):
+    """Raised by a wait condition (or a helper it calls) for a state that is expected to pass:
+    e.g. a node that has not learned a just-created topic yet. `wait_until` retries it."""
+
+
+# What a condition may legitimately raise while the cluster settles: a refused or reset
+# connection, a closed socket, a client's transient error, a state not reached yet. Never an
+# AssertionError: an invariant that fails inside a condition fails the test at once.
+TRANSIENT = (OSError, kwire.Closed, KafkaException, NotYet)
+
+
+def wait_until(cond, timeout, what, interval=0.05, transient=TRANSIENT):
     """Polls `cond()` until it returns a truthy value (returned); fails the test at the deadline.
     `what` names what was awaited: a string, or a function giving one at the deadline (for a
-    message that shows the state the test ended in, not the one it started waiting in)."""
+    message that shows the state the test ended in, not the one it started waiting in).
+    Exceptions in `transient` count as "not yet"; any other propagates at once."""
     deadline = time.monotonic() + timeout
     last_exc = None
     while True:
@@ -58,7 +71,7 @@ def wait_until(cond, timeout, what, interval=0.05):
             v = cond()
             if v:
                 return v
-        except Exception as e:  # a condition may fail transiently while the broker settles
+        except transient as e:
             last_exc = e
         if time.monotonic() >= deadline:
             extra = f" (last error: {last_exc!r})" if last_exc else ""
@@ -76,6 +89,37 @@ def eventually(cond, timeout, interval=0.02):
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)
+
+
+# Every broker process started during the current test (conftest.Broker, cluster.Node), judged at
+# teardown by `broker_processes_judged`.
+_STARTED = []
+
+
+def track(owner):
+    """Registers a broker owner (with .proc, .log_path, .label, .killed, .exit_problems) for the
+    end-of-test check. Called by start(), which first judges the process it replaces."""
+    if owner not in _STARTED:
+        _STARTED.append(owner)
+
+
+def exit_problem(owner):
+    """Why the owner's (exited) process ended wrongly, or None: only a clean exit (0) or the
+    test's own SIGKILL are right."""
+    rc = owner.proc.returncode
+    if rc == 0 or (owner.killed and rc == -signal.SIGKILL):
+        return None
+    return f"{owner.label} exited with code {rc} without the test killing it"
+
+
+def panics(path, context=15):
+    """The log's Rust panics ("panicked at" and the lines after it), or []."""
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return ["\n".join(lines[i:i + context]) for i, line in enumerate(lines)
+            if "panicked at" in line]
 
 
 def tail(path, limit=200):
@@ -103,7 +147,9 @@ class Broker:
         self.proc = None
         self.starts = 0
         self.log_path = self.workdir / f"{name}.stderr.log"
-        self.unexpected_exit = None
+        self.label = f"broker {name}"
+        self.killed = False  # the current process was SIGKILLed by the test
+        self.exit_problems = []  # earlier processes of this broker that ended wrongly
 
     @property
     def bootstrap(self):
@@ -120,6 +166,10 @@ class Broker:
 
     def start(self, timeout=20):
         assert self.proc is None or self.proc.poll() is not None, "already running"
+        if self.proc is not None and exit_problem(self):
+            self.exit_problems.append(exit_problem(self))
+        self.killed = False
+        track(self)
         self.starts += 1
         log = open(self.log_path, "ab")
         log.write(f"\n===== start #{self.starts}: {' '.join(self.argv())}\n".encode())
@@ -177,6 +227,7 @@ class Broker:
     def kill(self):
         """SIGKILL: no chance to flush or close anything."""
         if self.proc and self.proc.poll() is None:
+            self.killed = True
             self.proc.kill()
             self.proc.wait(5)
 
@@ -223,6 +274,34 @@ def start_broker(request, tmp_path):
         pytest.fail("; ".join(problems) + "\n" + logs, pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def broker_processes_judged():
+    """Every test fails if a broker process it started logged a panic, or ended other than by a
+    clean stop (exit 0) or the test's own SIGKILL. Autouse: set up first, so it runs after the
+    other fixtures have stopped their brokers; one still running is stopped here (SIGTERM)."""
+    _STARTED.clear()
+    yield
+    owners = list(_STARTED)
+    _STARTED.clear()
+    problems = []
+    for o in owners:
+        problems += o.exit_problems
+        if o.proc.poll() is None:
+            o.proc.send_signal(signal.SIGCONT)
+            o.proc.send_signal(signal.SIGTERM)
+            try:
+                o.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                o.proc.kill()
+                o.proc.wait(5)
+                problems.append(f"{o.label} was left running and did not exit on SIGTERM")
+        if exit_problem(o):
+            problems.append(exit_problem(o))
+        problems += [f"{o.label} panicked:\n{p}" for p in panics(o.log_path)]
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
 @pytest.fixture
 def broker(start_broker):
     """A fresh single-node broker with FAST_SETTINGS."""
@@ -263,8 +342,8 @@ def pytest_runtest_makereport(item, call):
             rep.sections.append((f"gregor {b.name} stderr ({rep.when})", tail(b.log_path)))
 
 
-class BodyTimeout(Exception):
-    pass
+class BodyTimeout(BaseException):
+    """Not an Exception: no `except Exception` in a test or helper may swallow the bound."""
 
 
 @pytest.hookimpl(hookwrapper=True)

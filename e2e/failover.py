@@ -11,10 +11,12 @@ default settings writes to every partition; then the victim fails. Measured from
   slowest of the three; it includes librdkafka's own reconnect and backoff); measured for kills
   only: requests to a silent (SIGSTOPped) leader stay in flight until librdkafka's own
   request.timeout.ms;
-- restarted (when the round restarts the victim at once): its start -> it is listed as a live
-  broker and is back in the ISR of every partition it replicates.
+- registered / restarted (when the round restarts the victim at once): its start -> every node
+  holds it registered and unfenced / and it is back in the ISR of every partition it replicates
+  (its catch-up included).
 """
 
+import os
 import threading
 import time
 
@@ -91,6 +93,7 @@ class AckClock:
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": 0,
+            **({"debug": "topic,broker,metadata,msg", "log_level": 7} if os.environ.get("FAILOVER_DEBUG") else {}),
         })
         self.acks = []  # (partition, produced_at, acked_at)
         self.errors = []
@@ -166,16 +169,20 @@ def acked(clock, t0, timeout=30):
 
 
 def restarted(cluster, victim, topic_names, timeout=30):
-    """Starts the victim at once; seconds until it is a live broker on every node and back in the
-    ISR of every partition of `topic_names` it replicates (all of them: RF 3 on 3 nodes)."""
+    """Starts the victim at once; seconds until it is a live (registered, unfenced) broker on
+    every node, and until it is also back in the ISR of every partition of `topic_names` it
+    replicates (all of them: RF 3 on 3 nodes), which includes its catch-up."""
     node = cluster.nodes[victim]
     t0 = time.monotonic()
     node.start()
+    registered = []
 
     def back():
-        for n in live_nodes(cluster):
-            if victim not in [b[0] for b in n.metadata(timeout=1)["brokers"]]:
-                return False
+        if not registered:
+            for n in live_nodes(cluster):
+                if victim not in n.unfenced_brokers(timeout=1):
+                    return False
+            registered.append(time.monotonic() - t0)
         n = live_nodes(cluster, exclude=(victim,))[0]
         for name in topic_names:
             isr = isr_of(n, name)
@@ -183,8 +190,9 @@ def restarted(cluster, victim, topic_names, timeout=30):
                 return False
         return True
 
-    return wait(back, timeout, f"node {victim} registered, unfenced and in every ISR",
-                interval=0.01) - t0
+    in_isr = wait(back, timeout, f"node {victim} registered, unfenced and in every ISR",
+                  interval=0.01) - t0
+    return registered[0], in_isr
 
 
 def pick_victim(cluster, controller):
@@ -205,8 +213,8 @@ def fail(node, how):
 
 
 def leader_round(cluster, name, controller, how="kill", restart=True):
-    """One round of a leader's node failing; returns {"elected", "acked", "restarted"} (seconds;
-    "restarted" None when the round does not restart it)."""
+    """One round of a leader's node failing; returns {"elected", "acked", "registered",
+    "restarted"} (seconds; the last two None when the round does not restart it)."""
     victim = pick_victim(cluster, controller)
     create_round_topic(cluster, name, victim)
     others = live_nodes(cluster, exclude=(victim,))
@@ -214,6 +222,9 @@ def leader_round(cluster, name, controller, how="kill", restart=True):
     try:
         clock.wait_flowing()
         t0 = time.monotonic()
+        if os.environ.get("FAILOVER_DEBUG"):
+            import sys
+            print(f"KILL {time.time():.3f} victim={victim} topic={name}", file=sys.stderr, flush=True)
         fail(cluster.nodes[victim], how)
         result = {"elected": elected(cluster, name, victim, t0)}
         # A silent leader keeps librdkafka's requests to it in flight until its
@@ -225,7 +236,8 @@ def leader_round(cluster, name, controller, how="kill", restart=True):
     node = cluster.nodes[victim]
     if how == "stop":
         node.kill()
-    result["restarted"] = restarted(cluster, victim, [name]) if restart else None
+    result["registered"], result["restarted"] = (
+        restarted(cluster, victim, [name]) if restart else (None, None))
     if not restart:
         node.start()
         wait(lambda: all(victim in m for m in isr_of(others[0], name).values()), 30,
@@ -236,6 +248,7 @@ def leader_round(cluster, name, controller, how="kill", restart=True):
 def controller_round(cluster, name):
     """SIGKILL of the active controller -> the first CreateTopics through another node that
     succeeds, from a fresh confluent-kafka admin client. Returns seconds; restarts the node."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     victim = cluster.controller()
@@ -249,7 +262,7 @@ def controller_round(cluster, name):
         try:
             futures[name].result(35)
             break
-        except Exception as e:  # noqa: BLE001 - retried until it succeeds, like a user would
+        except KafkaException as e:  # retried until it succeeds, like a user would
             if "TOPIC_ALREADY_EXISTS" in str(e):
                 break
             if time.monotonic() - t0 > 30:

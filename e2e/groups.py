@@ -18,7 +18,7 @@ import traceback
 import time
 from collections import defaultdict, namedtuple
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError
 
 from conftest import E2E, wait_until
 
@@ -128,6 +128,11 @@ GROUP_TIMINGS = {
 }
 
 
+# What a member's poll() may report without the test failing: a subscribed topic its metadata
+# does not list yet (a topic just created).
+MEMBER_TOLD = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
+
+
 class ConfluentMember:
     """A confluent-kafka consumer polling in its own thread. `stall()` stops the polling (the
     application thread is busy), `resume()` restarts it. Callbacks record on the timeline."""
@@ -148,7 +153,8 @@ class ConfluentMember:
             **(extra or {}),
         }
         self.member_id = None
-        self.errors = []
+        self.errors = []  # errors poll() returned, judged by stop()
+        self.stalled = False  # stall() was called: "max poll interval exceeded" is expected
         self.messages = 0
         self._stop = threading.Event()
         self._polling = threading.Event()
@@ -194,6 +200,7 @@ class ConfluentMember:
             self.exc = e
 
     def stall(self):
+        self.stalled = True
         self._polling.clear()
 
     def resume(self):
@@ -205,6 +212,9 @@ class ConfluentMember:
         self.thread.join(timeout)
         assert not self.thread.is_alive(), f"member {self.name} did not close within {timeout}s"
         assert self.exc is None, f"member {self.name} failed: {self.exc!r}"
+        told = MEMBER_TOLD | ({KafkaError._MAX_POLL_EXCEEDED} if self.stalled else set())
+        unexpected = [e for e in self.errors if e.code() not in told]
+        assert not unexpected, f"member {self.name} was told: {unexpected[:5]}"
 
 
 class KafkaPythonMember:

@@ -88,7 +88,11 @@ def test_sigkill_of_the_active_controller_elects_another_and_the_node_catches_up
     for s in survivors:
         create_retrying(s, f"after-through-{s.node_id}")
     elapsed = time.monotonic() - t0
-    assert elapsed < 20, f"controller failover took {elapsed:.1f}s"
+    # docs/cluster.md, BENCHMARKS.md ("Failover as a user feels it"): CreateTopics through another
+    # node works within 1 s of the active controller's SIGKILL with the default 300 ms election
+    # timeout; these nodes wait 500 ms (cluster.py). A 2.5x margin for a loaded 2-core machine.
+    bound = 2.5 * (1.0 + 0.2)
+    assert elapsed < bound, f"controller failover took {elapsed:.1f}s (bound {bound:.1f}s)"
     old.start()
     old.wait_ready()
     want = {f"after-through-{s.node_id}" for s in survivors} | {"before"}
@@ -155,7 +159,7 @@ def test_isolated_controller_commits_nothing_while_the_majority_elects_another(c
     wait_until(lambda: old.active_controller_id() == new.node_id, 20,
                "the healed node to follow the new controller")
     wait_until(lambda: "majority-side" in topics_on(old), 10, "the healed node to catch up")
-    time.sleep(1)
+    time.sleep(1)  # deliberate: time passes and the uncommitted topic must not appear anywhere
     for n in c.nodes.values():
         assert "minority-side" not in topics_on(n), f"node {n.node_id} has an uncommitted topic"
 
@@ -176,7 +180,7 @@ def test_a_silent_broker_is_fenced_and_unfenced_when_it_returns(cluster_factory)
 
     def fenced():
         md = controller.metadata(["spread"])
-        listed = victim.node_id in [b[0] for b in md["brokers"]]
+        listed = victim.node_id in controller.unfenced_brokers()
         leads = any(v[1] == victim.node_id for v in md["topics"]["spread"][1].values())
         in_isr = any(victim.node_id in v[3] for v in md["topics"]["spread"][1].values())
         return not listed and not leads and not in_isr
@@ -185,7 +189,7 @@ def test_a_silent_broker_is_fenced_and_unfenced_when_it_returns(cluster_factory)
     took = time.monotonic() - t0
     assert took >= 2.5, f"fenced after {took:.1f}s, before broker.session.timeout.ms (3 s)"
     victim.resume()
-    wait_until(lambda: victim.node_id in [b[0] for b in controller.metadata()["brokers"]], 15,
+    wait_until(lambda: victim.node_id in controller.unfenced_brokers(), 15,
                "the resumed broker to be unfenced")
 
 
@@ -205,7 +209,7 @@ def test_controlled_shutdown_moves_leaderships_away_first(cluster_factory):
     # Immediately after it exited, nothing is led by it and every partition has a leader.
     assert all(v[1] not in (leaving.node_id, -1) for v in parts.values()), parts
     assert all(leaving.node_id not in v[3] for v in parts.values()), parts
-    assert leaving.node_id not in [b[0] for b in md["brokers"]]
+    assert leaving.node_id not in controller.unfenced_brokers()
     assert took < 10, f"controlled shutdown took {took:.1f}s"
     leaving.start()
     leaving.wait_ready()
@@ -311,7 +315,7 @@ def test_a_killed_broker_is_fenced_before_its_session_times_out(cluster_factory)
 
     def fenced():
         md = controller.metadata(["led"])
-        gone = victim.node_id not in [b[0] for b in md["brokers"]]
+        gone = victim.node_id not in controller.unfenced_brokers()
         leads = any(v[1] == victim.node_id for v in md["topics"]["led"][1].values())
         return gone and not leads
 
@@ -322,8 +326,7 @@ def test_a_killed_broker_is_fenced_before_its_session_times_out(cluster_factory)
     other = next(n for n in c.nodes.values() if n.is_broker and n is not controller
                  and n is not victim)
     other.pause()
-    assert not eventually(lambda: other.node_id not in
-                          [b[0] for b in controller.metadata()["brokers"]], 4)
+    assert not eventually(lambda: other.node_id not in controller.unfenced_brokers(), 4)
     other.resume()
     victim.start()
     victim.wait_ready()

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from clients import conf, create_topic, produce
-from conftest import free_port, wait_until
+from conftest import NotYet, free_port, wait_until
 from groups import ConfluentMember, ProcessMember, Timeline
 from test_metrics import http_get, raw_exchange
 
@@ -137,6 +137,10 @@ def page(browser, port, fragment):
 
 def api(port, path):
     status, ctype, body = http_get(port, path)
+    if status == 404 and "does not exist" in body:
+        # A group the coordinator has not loaded yet (or whose partition has no leader yet):
+        # a wait retries it, any other caller fails.
+        raise NotYet((path, status, body))
     assert status == 200, (path, status, body)
     assert ctype == "application/json", ctype
     return json.loads(body)
@@ -170,7 +174,7 @@ def quiet_generation(port, group, quiet_s):
     before = completed_generations(g)
     if g["state"] != "Stable" or not before:
         return None
-    time.sleep(quiet_s)
+    time.sleep(quiet_s)  # deliberate: the group must stay Stable this long, nothing may happen
     g = api(port, "/ui/api/group?id=" + group)
     return before[-1] if g["state"] == "Stable" and completed_generations(g) == before else None
 

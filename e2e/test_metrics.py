@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+import kwire
 from clients import conf, consume, create_topic, produce
 from conftest import free_port, wait_until
 from groups import ConfluentMember, Timeline
@@ -289,6 +290,109 @@ def test_under_replicated_partition_while_a_follower_is_stopped(cluster_factory)
     # caused has settled).
     wait_until(lambda: sum(value(cluster_scrape(n), "gregor_controller_active") for n in nodes)
                == 1, 20, "exactly one node reporting itself the active controller")
+
+
+def test_log_start_offset_follows_delete_records(start_broker):
+    from confluent_kafka.admin import AdminClient
+    b = metrics_broker(start_broker)
+    create_topic(b, "lso", partitions=1)
+    produce(b, "lso", [{"partition": 0, "value": b"%d" % i} for i in range(10)])
+    lso = lambda: value(scrape(b.metrics_port), "gregor_log_start_offset",  # noqa: E731
+                        topic="lso", partition=0)
+    assert lso() == 0
+    tp = TopicPartition("lso", 0, 4)
+    adm = AdminClient({"bootstrap.servers": b.bootstrap})
+    assert adm.delete_records([tp])[tp].result(timeout=20).low_watermark == 4
+    assert lso() == 4
+
+
+def cluster_sum(nodes, name, **labels):
+    """A cluster-wide gauge summed over `nodes` (the active controller alone reports it)."""
+    return sum(value(cluster_scrape(n), name, **labels) or 0 for n in nodes)
+
+
+@pytest.mark.timeout(180)
+def test_controller_and_follower_gauges_while_a_follower_lags_and_a_leader_dies(cluster_factory):
+    """A partition at RF 2 and min.insync.replicas=2 on the two nodes that are not the active
+    controller, and one at RF 1 on the follower's node:
+    - every node's applied metadata index grows with each change;
+    - the leader counts the bytes its follower fetches;
+    - the follower paused: the leader reports the partition under min ISR;
+    - resumed under a tight leader-side replication throttle, the follower reports how far it
+      trails the high watermark, and stops trailing once the throttle is lifted;
+    - the follower's node SIGKILLed: the controller counts it fenced (still registered) and its
+      RF-1 partition offline, until it is back."""
+    from test_reassign_cli import gregor
+
+    c = cluster_factory(3, metrics=True, overrides={"replica.lag.time.max.ms": "1500"})
+    nodes = list(c.nodes.values())
+    ctrl = c.controller()
+    lead, follower = [n for n in nodes if n is not ctrl]
+    wait_until(lambda: (cluster_sum(nodes, "gregor_controller_registered_brokers"),
+                        cluster_sum(nodes, "gregor_controller_fenced_brokers"),
+                        cluster_sum(nodes, "gregor_controller_offline_partitions")) == (3, 0, 0),
+               20, "3 brokers registered, none fenced, nothing offline")
+    applied = {n.node_id: value(cluster_scrape(n), "gregor_metadata_applied_index") for n in nodes}
+    assert all(i > 0 for i in applied.values()), applied
+
+    for name, replicas, configs in (
+            ("lagging", [lead.node_id, follower.node_id],
+             {"min.insync.replicas": "2", "leader.replication.throttled.replicas": "*"}),
+            ("solo", [follower.node_id], {})):
+        err, msg = kwire_create(ctrl, name, replicas, configs)
+        assert err == 0, (name, err, msg)
+    wait_until(lambda: all(value(cluster_scrape(n), "gregor_metadata_applied_index")
+                           > applied[n.node_id] for n in nodes), 20,
+               "every node to apply the topics' creation")
+
+    def lagging(node, name):
+        return value(cluster_scrape(node), name, topic="lagging", partition=0)
+
+    wait_until(lambda: lagging(lead, "gregor_partition_under_replicated") == 0, 20, "ISR of 2")
+    assert lagging(lead, "gregor_partition_under_min_isr") == 0
+    produce(lead, "lagging", [{"partition": 0, "value": b"x" * 1000} for _ in range(10)])
+    # acks=all: the follower fetched the 10 records' bytes before they were acknowledged.
+    assert value(cluster_scrape(lead), "gregor_topic_replication_bytes_out_total",
+                 topic="lagging") >= 10 * 1000
+
+    follower.pause()
+    try:
+        wait_until(lambda: lagging(lead, "gregor_partition_under_min_isr") == 1, 20,
+                   "the leader to report the partition under min ISR")
+        assert value(cluster_scrape(lead), "gregor_under_min_isr_partitions") >= 1
+        # More than the one fetch a throttle lets through at once (replica.fetch.max.bytes).
+        produce(lead, "lagging", [{"partition": 0, "value": b"y" * 10000} for _ in range(300)],
+                extra={"acks": "1"})
+        gregor(ctrl, "configs", "--alter", "--entity-type", "brokers", "--entity-name",
+               str(lead.node_id), "--add-config", "leader.replication.throttled.rate=10000")
+    finally:
+        follower.resume()
+    wait_until(lambda: (lagging(follower, "gregor_replica_lag_offsets") or 0) > 0, 20,
+               "the throttled follower to report its lag")
+    gregor(ctrl, "configs", "--alter", "--entity-type", "brokers", "--entity-name",
+           str(lead.node_id), "--delete-config", "leader.replication.throttled.rate")
+    wait_until(lambda: lagging(follower, "gregor_replica_lag_offsets") == 0
+               and lagging(lead, "gregor_partition_under_min_isr") == 0, 30,
+               "the follower caught up and back in the ISR")
+    assert value(cluster_scrape(lead), "gregor_under_min_isr_partitions") == 0
+
+    follower.kill()
+    live = [ctrl, lead]
+    wait_until(lambda: (cluster_sum(live, "gregor_controller_fenced_brokers"),
+                        cluster_sum(live, "gregor_controller_offline_partitions"),
+                        cluster_sum(live, "gregor_controller_registered_brokers")) == (1, 1, 3),
+               20, "the killed broker fenced (still registered) and its partition offline")
+    follower.start()
+    follower.wait_ready()
+    wait_until(lambda: (cluster_sum(nodes, "gregor_controller_fenced_brokers"),
+                        cluster_sum(nodes, "gregor_controller_offline_partitions")) == (0, 0),
+               20, "nothing fenced or offline once the broker is back")
+
+
+def kwire_create(node, name, replicas, configs):
+    with kwire.Conn("127.0.0.1", node.port, timeout=35) as c:
+        return kwire.create_topic(c, name, -1, -1, configs=configs,
+                                  assignments=[(0, replicas)])
 
 
 @pytest.mark.timeout(120)

@@ -84,7 +84,7 @@ def test_a_throttled_reassignment_stays_under_its_rate_and_verify_clears_the_thr
         assert time.monotonic() - started < 120, out.stdout
         # The partition keeps taking writes while its new replica catches up.
         more += fill([n0, n1], "big", 5, f"m{len(more)}-")
-        time.sleep(0.5)
+        time.sleep(0.5)  # the poll interval of this loop (it writes and checks every round)
     # 6 MiB at 1 MB/s, of which the quotas let at most one second's worth (plus one fetch)
     # through at once: the copy cannot finish in much under five seconds.
     assert elapsed > 3.5, f"copied {size} bytes in {elapsed:.1f} s under a {rate} B/s throttle"
@@ -124,12 +124,21 @@ def test_a_reassignment_completes_across_a_sigkill_and_restart_of_the_new_replic
 
 
 def start_slow_move(node, plan):
-    """Executes `plan` (partition moving-0) under a throttle slow enough that a node killed a
-    second later dies while the new replica is still copying, and checks it is."""
+    """Executes `plan` (partition moving-0) under a throttle slow enough that a node killed next
+    dies while the new replica is still copying: returns once --verify shows the copy under way
+    (some bytes copied, not all)."""
     reassign(node, "--execute", "--reassignment-json-file", str(plan), "--throttle", "600000")
-    time.sleep(1.0)
-    out = reassign(node, "--verify", "--reassignment-json-file", str(plan))
-    assert "Reassignment of partition moving-0 is still in progress." in out.stdout, out.stdout
+
+    outs = []
+
+    def copying_or_done():
+        outs.append(reassign(node, "--verify", "--reassignment-json-file", str(plan)).stdout)
+        # e.g. "  moving-0: replica 1 has 1999750 of 3358101 bytes (...)"
+        copied = [int(m.group(1)) for m in
+                  re.finditer(r"moving-0: replica \d+ has (\d+) of", outs[-1])]
+        return any(copied) or "moving-0 is complete." in outs[-1]
+    wait_until(copying_or_done, 20, "the new replica to start copying", interval=0.1)
+    assert "Reassignment of partition moving-0 is still in progress." in outs[-1], outs[-1]
 
 
 def wait_move_complete(node, plan, after):

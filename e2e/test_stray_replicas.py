@@ -98,7 +98,7 @@ def test_a_replica_reassigned_away_while_its_node_was_down_is_deleted_on_restart
     assert (keep / "notes.txt").read_text() == "mine"
     # The tool checks the plan against the brokers `a` lists; `a` learns of the restarted node's
     # registration from the metadata log a moment after the node itself does.
-    wait_until(lambda: down.node_id in [x[0] for x in a.metadata()["brokers"]], 30,
+    wait_until(lambda: down.node_id in a.unfenced_brokers(), 30,
                "the restarted node listed by the node the tool talks to")
     # The node keeps serving: a new replica of the same partition can be placed on it again.
     path.write_text(plan.replace("[0,1]", "[0,1,2]"))
