@@ -14,8 +14,8 @@ use gregor_client::admin::{CreateTopicsOptions, NewTopic};
 use gregor_client::consumer::{AutoOffsetReset, RebalanceKind};
 use gregor_client::producer::{Compression, ProducerConfig};
 use gregor_client::{
-    Admin, ClientConfig, Consumer, ConsumerConfig, ConsumerRecord, Producer, ProducerRecord,
-    RebalanceContext, RebalanceListener, RecordingListener, TopicPartition,
+    Admin, ClientConfig, Consumer, ConsumerConfig, ConsumerRecord, KafkaCode, Producer,
+    ProducerRecord, RebalanceContext, RebalanceListener, RecordingListener, TopicPartition,
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -818,6 +818,24 @@ async fn exceeding_max_poll_interval_loses_partitions_to_the_others() {
     stop_tx.send(true).unwrap();
     ha.await.unwrap();
     hb.await.unwrap();
+    // The only double ownership: A given B's partitions before B, polling again, reported them
+    // lost (past max.poll.interval.ms B had left the group; Kafka's semantics). None on B's
+    // return, none twice.
+    let mut expected: Vec<String> = b
+        .events
+        .events()
+        .iter()
+        .filter(|e| e.kind == RebalanceKind::Lost)
+        .flat_map(|e| {
+            e.partitions
+                .iter()
+                .map(|tp| format!("{tp} given to A while B owned it"))
+        })
+        .collect();
+    expected.sort();
+    let mut got = violations.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(got, expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1264,4 +1282,52 @@ async fn poll_until_in_a_generation(c: &mut Consumer) {
     }
     // The generation is stable once a poll has returned after the join.
     c.poll(Duration::from_millis(100)).await.unwrap();
+}
+
+/// KIP-467: a batch with some records a compacted topic refuses (no key) fails whole; the
+/// records the broker named fail with its reason, the rest of their batch says it was refused
+/// for another record's sake, nothing is stored, and the producer goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_a_batch_was_refused_for_fail_with_their_own_reason() {
+    let broker = Broker::start();
+    broker
+        .create_topic_with("compacted", 1, &[("cleanup.policy", "compact")])
+        .await;
+    let mut c = ProducerConfig::new(&broker.bootstrap()).unwrap();
+    c.client = broker.client_config();
+    // One batch: the records are queued long before linger.ms runs out.
+    c.linger = Duration::from_millis(500);
+    let producer = Producer::connect(c).await.unwrap();
+    let mut futures = Vec::new();
+    for i in 0..5 {
+        let mut record = ProducerRecord::new("compacted").value(format!("v{i}"));
+        if i != 2 {
+            record = record.key(format!("k{i}"));
+        }
+        futures.push(producer.send(record).await.unwrap());
+    }
+    let mut errors = Vec::new();
+    for f in futures {
+        let e = f.await.expect_err("the batch is refused");
+        assert_eq!(e.kafka_code(), Some(KafkaCode(87)), "INVALID_RECORD: {e}");
+        errors.push(e.to_string());
+    }
+    assert!(errors[2].contains("without a key"), "{errors:?}");
+    for i in [0, 1, 3, 4] {
+        assert!(
+            errors[i].contains("another record of its batch"),
+            "{errors:?}"
+        );
+    }
+    let delivered = producer
+        .send(ProducerRecord::new("compacted").key("k").value("good"))
+        .await
+        .unwrap()
+        .await
+        .expect("a good record afterwards is stored");
+    assert_eq!(
+        delivered.offset, 0,
+        "nothing of the refused batch was stored"
+    );
+    producer.close().await.unwrap();
 }

@@ -118,6 +118,9 @@ pub struct Drained<T> {
 pub enum Outcome {
     Appended(Appended),
     Failed(KafkaError),
+    /// The broker refused the batch for some of its records (KIP-467): their indexes in the
+    /// batch and the broker's message for each. Nothing of the batch was written.
+    RecordsRejected(KafkaError, Vec<(i32, Option<String>)>),
     /// The request never got an answer (connection lost, timeout).
     NoResponse(String),
 }
@@ -341,6 +344,7 @@ impl<T> Accumulator<T> {
             return done;
         };
         let batch = state.in_flight.remove(pos);
+        let mut rejected_records = Vec::new();
         let error = match outcome {
             Outcome::Appended(a) => {
                 deliver_ok(tp, batch, a, state, &mut done);
@@ -355,6 +359,10 @@ impl<T> Accumulator<T> {
                 return done;
             }
             Outcome::Failed(e) => e,
+            Outcome::RecordsRejected(e, records) => {
+                rejected_records = records;
+                e
+            }
             Outcome::NoResponse(reason) => {
                 KafkaError::new(KafkaCode::NETWORK_EXCEPTION, Some(reason))
             }
@@ -401,9 +409,10 @@ impl<T> Accumulator<T> {
         } else {
             format!("producing to {tp}")
         };
-        for reply in batch.replies {
+        for (i, reply) in batch.replies.into_iter().enumerate() {
+            let e = record_error(&error, &rejected_records, i);
             done.delivered
-                .push((reply, Err(Error::kafka(what.clone(), error.clone()))));
+                .push((reply, Err(Error::kafka(what.clone(), e))));
         }
         done
     }
@@ -471,6 +480,28 @@ impl<T> Accumulator<T> {
             }
         }
         failed
+    }
+}
+
+/// The error of record `index` of a failed batch: its own, when the broker named the records
+/// it refused (KIP-467); otherwise the batch's. A record the broker did not name was refused
+/// only for its batch's sake (librdkafka's INVALID_DIFFERENT_RECORD), and says so.
+fn record_error(batch: &KafkaError, named: &[(i32, Option<String>)], index: usize) -> KafkaError {
+    if named.is_empty() {
+        return batch.clone();
+    }
+    match named
+        .iter()
+        .find(|(i, _)| usize::try_from(*i).ok() == Some(index))
+    {
+        Some((_, message)) => KafkaError::new(
+            batch.code,
+            message.clone().or_else(|| batch.message.clone()),
+        ),
+        None => KafkaError::new(
+            batch.code,
+            Some("not written: another record of its batch was invalid".to_string()),
+        ),
     }
 }
 
@@ -757,6 +788,38 @@ mod tests {
         assert_eq!(reset, None);
         assert!(matches!(failed[0].1, Error::Timeout { .. }));
         assert!(acc.is_empty());
+    }
+
+    #[test]
+    fn records_the_broker_names_fail_with_its_message_and_the_others_say_why() {
+        let mut acc = Accumulator::new(config());
+        for i in 0..3 {
+            acc.append(&tp(), rec(1), i, 0);
+        }
+        let d = acc.drain(0, true, Some(ID), |_| true);
+        let invalid = KafkaCode(87); // INVALID_RECORD
+        let outcome = Outcome::RecordsRejected(
+            KafkaError::new(invalid, Some("one record is invalid".into())),
+            vec![(1, Some("record 1 has no key".into()))],
+        );
+        let c = acc.complete(&tp(), d.sends[0].batch_id, outcome, 1);
+        let errors: Vec<(i32, String)> = c
+            .delivered
+            .iter()
+            .map(|(r, e)| (*r, e.as_ref().unwrap_err().to_string()))
+            .collect();
+        assert_eq!(errors.len(), 3, "not retried: {errors:?}");
+        assert!(errors[1].1.contains("record 1 has no key"), "{errors:?}");
+        for i in [0, 2] {
+            assert!(
+                errors[i].1.contains("another record of its batch"),
+                "{errors:?}"
+            );
+            assert!(!errors[i].1.contains("no key"), "{errors:?}");
+        }
+        for (_, e) in &c.delivered {
+            assert_eq!(e.as_ref().unwrap_err().kafka_code(), Some(invalid));
+        }
     }
 
     #[test]

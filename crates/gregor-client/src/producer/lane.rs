@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 
 use super::wire::{self, BatchToSend};
 use crate::client::{Client, Target};
-use crate::error::{KafkaError, Result};
+use crate::error::Result;
 use crate::types::TopicPartition;
 
 /// The outcome of one Produce request: the broker, its batches (id and partition), and the
@@ -18,7 +18,7 @@ pub(super) type RequestResult = (
     Result<
         Vec<(
             TopicPartition,
-            std::result::Result<wire::Appended, KafkaError>,
+            std::result::Result<wire::Appended, wire::Rejected>,
         )>,
     >,
 );

@@ -625,7 +625,10 @@ impl SenderTask {
             let outcome = match &result {
                 Ok(parts) => match parts.iter().find(|(t, _)| *t == tp) {
                     Some((_, Ok(a))) => Outcome::Appended(*a),
-                    Some((_, Err(e))) => Outcome::Failed(e.clone()),
+                    Some((_, Err(r))) if r.records.is_empty() => Outcome::Failed(r.error.clone()),
+                    Some((_, Err(r))) => {
+                        Outcome::RecordsRejected(r.error.clone(), r.records.clone())
+                    }
                     None => Outcome::NoResponse(format!("the response has no result for {tp}")),
                 },
                 Err(e) => match e.kafka_code() {

@@ -162,11 +162,19 @@ pub struct Appended {
     pub log_append_time: i64,
 }
 
+/// A partition's refusal in a Produce response: the error, and the records the broker named
+/// (KIP-467 `record_errors`: index in the batch, message), if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    pub error: KafkaError,
+    pub records: Vec<(i32, Option<String>)>,
+}
+
 /// Per-partition results of a Produce response. `batches` resolves v13 topic ids to names.
 pub fn parse_produce_response(
     resp: ProduceResponse,
     batches: &[BatchToSend],
-) -> Vec<(TopicPartition, std::result::Result<Appended, KafkaError>)> {
+) -> Vec<(TopicPartition, std::result::Result<Appended, Rejected>)> {
     let mut out = Vec::new();
     for t in resp.responses {
         let name = if t.name.0.is_empty() {
@@ -179,10 +187,24 @@ pub fn parse_produce_response(
         };
         for p in t.partition_responses {
             let message = p.error_message.as_ref().map(|m| m.as_str());
-            let result = KafkaError::check(p.error_code, message).map(|()| Appended {
-                base_offset: p.base_offset,
-                log_append_time: p.log_append_time_ms,
-            });
+            let result = KafkaError::check(p.error_code, message)
+                .map(|()| Appended {
+                    base_offset: p.base_offset,
+                    log_append_time: p.log_append_time_ms,
+                })
+                .map_err(|error| Rejected {
+                    error,
+                    records: p
+                        .record_errors
+                        .iter()
+                        .map(|r| {
+                            (
+                                r.batch_index,
+                                r.batch_index_error_message.as_ref().map(|m| m.to_string()),
+                            )
+                        })
+                        .collect(),
+                });
             out.push((TopicPartition::new(name.clone(), p.index), result));
         }
     }
@@ -216,7 +238,7 @@ mod tests {
     use super::*;
     use crate::codec::{decode_response, encode_request, encode_response_frame};
     use kafka_protocol::messages::produce_response::{
-        PartitionProduceResponse, TopicProduceResponse,
+        BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
     };
     use kafka_protocol::protocol::Message;
     use kafka_protocol::records::RecordBatchDecoder;
@@ -309,6 +331,13 @@ mod tests {
                     .with_index(1)
                     .with_error_code(45)
                     .with_base_offset(-1),
+                PartitionProduceResponse::default()
+                    .with_index(2)
+                    .with_error_code(87)
+                    .with_base_offset(-1)
+                    .with_record_errors(vec![BatchIndexAndErrorMessage::default()
+                        .with_batch_index(3)
+                        .with_batch_index_error_message(Some("bad".into()))]),
             ])]);
         let frame = encode_response_frame::<ProduceRequest>(&resp, 13, 1);
         let parsed = parse_produce_response(
@@ -318,8 +347,13 @@ mod tests {
         assert_eq!(parsed[0].0, TopicPartition::new("t", 0));
         assert_eq!(parsed[0].1.as_ref().unwrap().base_offset, 10);
         assert_eq!(
-            parsed[1].1.as_ref().unwrap_err().code,
+            parsed[1].1.as_ref().unwrap_err().error.code,
             crate::error::KafkaCode(45)
+        );
+        assert!(parsed[1].1.as_ref().unwrap_err().records.is_empty());
+        assert_eq!(
+            parsed[2].1.as_ref().unwrap_err().records,
+            vec![(3, Some("bad".to_string()))]
         );
     }
 
