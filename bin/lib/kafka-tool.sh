@@ -3,8 +3,7 @@
 # runs one of its commands with Kafka's flags, refusing the flags Gregor does not support with
 # a message that says why.
 #
-# The binary: $GREGOR_BIN, else `gregor` on PATH, else target/release/gregor, then
-# target/debug/gregor in this checkout.
+# The binary: see bin/lib/gregor-binary.sh.
 
 KAFKA_TOOL_NAME="$(basename "$0")"
 KAFKA_TOOL_ROOT="$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)"
@@ -14,20 +13,11 @@ kafka_tool_die() {
   exit 1
 }
 
+# shellcheck source=bin/lib/gregor-binary.sh
+. "$KAFKA_TOOL_ROOT/bin/lib/gregor-binary.sh"
+
 kafka_tool_gregor() {
-  if [ -n "${GREGOR_BIN:-}" ]; then
-    [ -x "$GREGOR_BIN" ] || kafka_tool_die "GREGOR_BIN=$GREGOR_BIN is not an executable file"
-    printf '%s\n' "$GREGOR_BIN"
-  elif command -v gregor >/dev/null 2>&1; then
-    command -v gregor
-  elif [ -x "$KAFKA_TOOL_ROOT/target/release/gregor" ]; then
-    printf '%s\n' "$KAFKA_TOOL_ROOT/target/release/gregor"
-  elif [ -x "$KAFKA_TOOL_ROOT/target/debug/gregor" ]; then
-    printf '%s\n' "$KAFKA_TOOL_ROOT/target/debug/gregor"
-  else
-    kafka_tool_die "cannot find the gregor binary: set GREGOR_BIN, put gregor on PATH, or build" \
-      "it in $KAFKA_TOOL_ROOT (cargo build --release -p gregor-cli)"
-  fi
+  gregor_binary "$KAFKA_TOOL_ROOT" || kafka_tool_die "no gregor binary to run"
 }
 
 # kafka_tool_unsupported FLAG REASON: fails if FLAG (or FLAG=value) is among the arguments

@@ -14,7 +14,8 @@
 # checkout, so the fixtures' `bin/kafka-topics.sh --list` runs Gregor's tools. SASL and SSL tests
 # are deselected (Gregor serves PLAINTEXT only). Results: docs/compatibility.md.
 #
-# The gregor binary: $GREGOR_BIN, else target/release/gregor, else target/debug/gregor.
+# The gregor binary: $GREGOR_BIN, else `gregor` on PATH, else this checkout's target/release or
+# target/debug build (bin/lib/gregor-binary.sh).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)"
@@ -29,16 +30,9 @@ version="$(sed -n 's/^kafka-python==\([^ #]*\).*/\1/p' "$ROOT/e2e/requirements.t
 [ -n "$version" ] || die "no kafka-python pin in e2e/requirements.txt"
 src="$WORK/kafka_python-$version"
 
-if [ -n "${GREGOR_BIN:-}" ]; then
-  gregor="$GREGOR_BIN"
-elif [ -x "$ROOT/target/release/gregor" ]; then
-  gregor="$ROOT/target/release/gregor"
-elif [ -x "$ROOT/target/debug/gregor" ]; then
-  gregor="$ROOT/target/debug/gregor"
-else
-  die "no gregor binary: build it (cargo build -p gregor-cli) or set GREGOR_BIN"
-fi
-gregor="$(readlink -f "$gregor")"
+# shellcheck source=bin/lib/gregor-binary.sh
+. "$ROOT/bin/lib/gregor-binary.sh"
+gregor="$(gregor_binary "$ROOT")" || die "no gregor binary to run"
 
 mkdir -p "$WORK"
 if [ ! -d "$src/test/integration" ]; then

@@ -19,7 +19,8 @@
 # topology and rewrites the report (after a fix, say).
 # --report rewrites docs/compatibility.md from the recorded results without running anything.
 #
-# The gregor binary: $GREGOR_BIN, else target/release/gregor, else target/debug/gregor.
+# The gregor binary: $GREGOR_BIN, else `gregor` on PATH, else this checkout's target/release or
+# target/debug build (bin/lib/gregor-binary.sh).
 # Needs gcc, g++, make, pkg-config, python3 and the zlib / OpenSSL / zstd development headers
 # (scripts/test.sh installs them on Debian).
 set -euo pipefail
@@ -140,17 +141,9 @@ if [ ! -f "$stamp" ] || [ ! -x "$SRC/tests/test-runner" ]; then
 fi
 
 # 3. Gregor.
-if [ -n "${GREGOR_BIN:-}" ]; then
-  gregor="$GREGOR_BIN"
-elif [ -x "$ROOT/target/release/gregor" ]; then
-  gregor="$ROOT/target/release/gregor"
-elif [ -x "$ROOT/target/debug/gregor" ]; then
-  gregor="$ROOT/target/debug/gregor"
-else
-  die "no gregor binary: build it (cargo build --release -p gregor-cli) or set GREGOR_BIN"
-fi
-[ -x "$gregor" ] || die "$gregor is not an executable file"
-gregor="$(readlink -f "$gregor")"
+# shellcheck source=bin/lib/gregor-binary.sh
+. "$ROOT/bin/lib/gregor-binary.sh"
+gregor="$(gregor_binary "$ROOT")" || die "no gregor binary to run"
 
 # 4. Run. The runner starts and stops Gregor; if this script is interrupted, the runner is
 # stopped too (it stops Gregor on SIGTERM).

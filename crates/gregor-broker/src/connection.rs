@@ -347,7 +347,11 @@ async fn serve_conn<R, W, H>(
                         if let Err(e) = written {
                             // A segment truncated under the fetch ends here too: the frame
                             // cannot be finished, so the connection closes.
-                            warn!(%peer, connection_id, error = %e, "fetch response write failed; closing connection");
+                            if peer_went_away(&e) {
+                                debug!(%peer, connection_id, error = %e, "fetch response write failed: the client went away");
+                            } else {
+                                warn!(%peer, connection_id, error = %e, "fetch response write failed; closing connection");
+                            }
                             break;
                         }
                         continue;
@@ -386,6 +390,13 @@ async fn serve_conn<R, W, H>(
 
 async fn write<W: AsyncWrite + Unpin>(wr: &mut W, bytes: Bytes) -> std::io::Result<()> {
     wr.write_all(&bytes).await
+}
+
+/// Whether a write failed because the client closed its end (a normal event: a consumer that
+/// stopped, a broker shutting down), not because of this broker.
+fn peer_went_away(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    matches!(e.kind(), BrokenPipe | ConnectionReset | ConnectionAborted)
 }
 
 #[cfg(test)]

@@ -508,6 +508,12 @@ async fn append_fetched(
                         warn!(topic = %key.0, partition = key.1, expected, got, "fetched batches do not continue the log; checking for divergence");
                         Outcome::Truncate
                     }
+                    // The replica was stopped (reassigned away, deleted, or the broker is
+                    // shutting down) while its fetch was in flight: nothing is wrong.
+                    Err(e @ gregor_log::LogError::Closed(_)) => {
+                        debug!(topic = %key.0, partition = key.1, error = %e, "fetched batches for a closed log");
+                        Outcome::Retry(METADATA_RACE_BACKOFF)
+                    }
                     Err(e) => {
                         warn!(topic = %key.0, partition = key.1, error = %e, "cannot append fetched batches");
                         Outcome::Retry(Duration::ZERO)
