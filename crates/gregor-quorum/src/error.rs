@@ -12,6 +12,8 @@ pub enum QuorumError {
     File { path: PathBuf, reason: String },
     #[error("controller.quorum.voters {configured} differs from the quorum's stored voters {stored}; a quorum's voters cannot be changed by editing the setting")]
     VotersChanged { configured: String, stored: String },
+    #[error("metadata log purged through {purged} but its snapshot covers only {snapshot}: the entries in between are lost")]
+    PurgedPastSnapshot { purged: String, snapshot: String },
     #[error("raft: {0}")]
     Raft(String),
 }

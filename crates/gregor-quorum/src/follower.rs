@@ -53,6 +53,8 @@ impl MetadataFollower {
             applied: watch::channel(0).0,
             listener,
             snapshot: Mutex::new(None),
+            // Nothing here reaches a disk; the mark only serves a voter's log store.
+            watermark: crate::durable::SnapshotWatermark::new(),
             dir: std::path::PathBuf::new(),
             disk: Disk::real(),
             leader_contact: Mutex::new(None),

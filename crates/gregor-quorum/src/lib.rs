@@ -4,6 +4,7 @@
 // The large error types are openraft's own (its traits return them); boxing ours would not help.
 #![allow(clippy::result_large_err)]
 
+mod durable;
 mod error;
 mod follower;
 mod log_store;
@@ -18,7 +19,7 @@ use serde::{Deserialize, Serialize};
 pub use error::QuorumError;
 pub use follower::{FollowerConfig, MetadataFollower};
 pub use log_store::LogStore;
-pub use node::{Quorum, QuorumConfig, QuorumHandle, WriteError};
+pub use node::{open_storage, Quorum, QuorumConfig, QuorumHandle, WriteError};
 pub use state_machine::{ApplyListener, StateMachineStore};
 
 /// openraft's node id: Kafka's `node.id` (non-negative).

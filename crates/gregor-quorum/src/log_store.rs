@@ -2,6 +2,10 @@
 //! `i` whose partition leader epoch is the entry's term; the record's value is the bincode of the
 //! entry. The vote, the committed log id and the last purged log id live in small files beside
 //! the segments, each replaced atomically (written, fsynced, renamed, directory fsynced).
+//!
+//! A purge takes effect for openraft at once, but entries leave the disk only once a durable
+//! snapshot covers them (see [`crate::durable`]): at every crash point the snapshot on disk
+//! covers whatever the log on disk lacks.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -13,6 +17,7 @@ use gregor_log::{Disk, FaultInjector, Log, LogConfig};
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{AnyError, LogState, RaftLogReader, StorageIOError};
 
+use crate::durable::SnapshotWatermark;
 use crate::{decode, encode, Entry, LogId, QuorumError, StorageError, TypeConfig, Vote};
 
 pub(crate) const VOTE_FILE: &str = "quorum-state";
@@ -25,7 +30,11 @@ const READ_CHUNK: usize = 1 << 20;
 struct State {
     vote: Option<Vote>,
     committed: Option<LogId>,
+    /// The last entry purged as openraft sees it: nothing at or below it is read.
     last_purged: Option<LogId>,
+    /// The last purged entry as `quorum-purged` says it (behind `last_purged` while the
+    /// snapshot covering the rest is not yet durable).
+    purged_on_disk: Option<LogId>,
     /// Id of the last entry in the log (cached; the log itself is the truth at open).
     last: Option<LogId>,
 }
@@ -35,6 +44,8 @@ struct Inner {
     dir: PathBuf,
     disk: Disk,
     state: Mutex<State>,
+    /// What a durable snapshot covers: entries leave the disk only below it.
+    watermark: SnapshotWatermark,
 }
 
 /// The metadata log as openraft sees it. Cloning shares the log (the clone is the log reader).
@@ -92,8 +103,10 @@ impl LogStore {
                     vote,
                     committed,
                     last_purged,
+                    purged_on_disk: last_purged,
                     last: None,
                 }),
+                watermark: SnapshotWatermark::new(),
             }),
         };
         let leo = store.inner.log.log_end_offset();
@@ -129,6 +142,30 @@ impl LogStore {
         &self.inner.dir
     }
 
+    /// What a durable snapshot covers (the state machine moves it).
+    pub(crate) fn watermark(&self) -> &SnapshotWatermark {
+        &self.inner.watermark
+    }
+
+    /// The first index a reader may ask for: after the last purged entry.
+    pub(crate) fn first_index(&self) -> u64 {
+        let purged = self.lock().last_purged.map_or(0, |p| p.index + 1);
+        purged.max(self.inner.log.log_start_offset().max(0) as u64)
+    }
+
+    /// At start, once the state machine loaded its snapshot: the entries the log lacks must be
+    /// in it, or nothing can rebuild them.
+    pub(crate) fn check_snapshot_covers_purged(&self) -> Result<(), QuorumError> {
+        let purged = self.lock().purged_on_disk;
+        match purged {
+            Some(p) if !self.inner.watermark.covers(p) => Err(QuorumError::PurgedPastSnapshot {
+                purged: p.to_string(),
+                snapshot: format!("{:?}", self.inner.watermark.covered()),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Closes the metadata log cleanly (synced, checkpoints and clean-shutdown marker written)
     /// once Raft no longer writes it; any write that still comes is refused.
     pub(crate) fn close(&self) -> Result<(), QuorumError> {
@@ -150,6 +187,7 @@ impl LogStore {
         write_file(&self.inner.disk, &self.inner.dir.join(VOTE_FILE), &vote)?;
         let mut s = self.lock();
         s.last_purged = Some(purged);
+        s.purged_on_disk = Some(purged);
         s.committed = Some(purged);
         s.vote = Some(vote);
         s.last = None;
@@ -165,8 +203,9 @@ impl LogStore {
         Ok(())
     }
 
-    /// Entries at offsets `[start, end)` that exist in the log.
+    /// Entries at offsets `[start, end)` that exist in the log and are not purged.
     pub(crate) fn read_range(&self, start: i64, end: i64) -> Result<Vec<Entry>, QuorumError> {
+        let start = start.max(self.first_index() as i64);
         let mut out = Vec::new();
         for_each_record(&self.inner.log, start, end, |offset, value| {
             let entry: Entry = decode(value).map_err(|e| e.to_string())?;
@@ -348,48 +387,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let _stale = gregor_log::take_simulated_delay();
-        let mut bytes = Vec::new();
-        let mut first = None;
-        let mut last = None;
-        for e in entries {
-            first.get_or_insert(e.log_id.index);
-            last = Some(e.log_id);
-            bytes.extend_from_slice(&entry_batch(&e)?);
-        }
-        let result = match (first, last) {
-            (Some(first), Some(_)) => {
-                let log = &self.inner.log;
-                if first as i64 > log.log_end_offset() {
-                    // Entries below `first` are covered by an installed snapshot.
-                    tracing::info!(
-                        first,
-                        leo = log.log_end_offset(),
-                        "metadata log restarts after a snapshot"
-                    );
-                    log.truncate_fully_and_start_at(first as i64)
-                        .map_err(write_err)?;
-                }
-                // Synced before the callback: openraft counts these entries as stored.
-                log.append_as_follower(&bytes, 0)
-                    .map(|_| ())
-                    .map_err(|e| std::io::Error::other(e.to_string()))
-            }
-            _ => Ok(()),
-        };
-        if result.is_ok() {
-            if let Some(l) = last {
-                self.lock().last = Some(l);
-            }
-        }
-        let failed = result.as_ref().err().map(|e| e.to_string());
-        // The flush completes only once the (simulated) disk has taken its time.
-        wait_for_simulated_disk().await;
-        callback.log_io_completed(result);
-        match failed {
-            Some(e) => Err(write_err(e)),
-            None => Ok(()),
-        }
+        let result = self.append_durably(entries).await;
+        // Only now: openraft counts the entries as stored once the callback says so.
+        callback.log_io_completed(
+            result
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| std::io::Error::other(e.to_string())),
+        );
+        result
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
@@ -413,22 +419,119 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        // Removes the entries up to and including `log_id` (a snapshot covers them). The purged
-        // id is recorded first, so a crash in between leaves entries openraft will not read.
-        write_file(&self.inner.disk, &self.inner.dir.join(PURGED_FILE), &log_id)
+        // The entries up to and including `log_id` are gone for openraft from now on (a
+        // snapshot covers them); they leave the disk once that snapshot is durable, which on a
+        // follower installing it may be a little later (openraft purges while the state
+        // machine still writes it).
+        {
+            let mut s = self.lock();
+            if s.last_purged.is_some_and(|p| p.index >= log_id.index) {
+                return Ok(());
+            }
+            s.last_purged = Some(log_id);
+            if s.last.is_some_and(|l| l.index <= log_id.index) {
+                s.last = None;
+            }
+        }
+        self.remove_purged_if_covered()
+    }
+}
+
+impl LogStore {
+    /// What [`RaftLogStorage::append`] does before it reports the flush: appends `entries`
+    /// and returns once they are durable (synced, and the simulated disk's time waited out).
+    /// Public for the storage's own tests, which cannot build openraft's flush callback.
+    pub async fn append_durably(
+        &self,
+        entries: impl IntoIterator<Item = Entry>,
+    ) -> Result<(), StorageError> {
+        let _stale = gregor_log::take_simulated_delay();
+        let mut bytes = Vec::new();
+        let mut first = None;
+        let mut last = None;
+        for e in entries {
+            first.get_or_insert(e.log_id.index);
+            last = Some(e.log_id);
+            bytes.extend_from_slice(&entry_batch(&e)?);
+        }
+        if let (Some(first), Some(last)) = (first, last) {
+            self.make_room_for(first).await?;
+            self.inner
+                .log
+                .append_as_follower(&bytes, 0)
+                .map_err(write_err)?;
+            self.lock().last = Some(last);
+        }
+        // The flush completes only once the (simulated) disk has taken its time.
+        wait_for_simulated_disk().await;
+        Ok(())
+    }
+
+    /// Removes from the disk the entries openraft purged, if a durable snapshot covers them
+    /// (otherwise they stay until one does). The purged id is recorded first, so a crash in
+    /// between leaves entries openraft will not read.
+    fn remove_purged_if_covered(&self) -> Result<(), StorageError> {
+        let (target, on_disk) = {
+            let s = self.lock();
+            (s.last_purged, s.purged_on_disk)
+        };
+        let Some(target) = target else { return Ok(()) };
+        if on_disk.is_some_and(|d| d.index >= target.index) || !self.inner.watermark.covers(target)
+        {
+            return Ok(());
+        }
+        write_file(&self.inner.disk, &self.inner.dir.join(PURGED_FILE), &target)
             .map_err(write_err)?;
+        self.lock().purged_on_disk = Some(target);
         let log = &self.inner.log;
-        let start = log_id.index as i64 + 1;
+        let start = target.index as i64 + 1;
         if start >= log.log_end_offset() {
             log.truncate_fully_and_start_at(start).map_err(write_err)?;
         } else {
             log.set_high_watermark(log.log_end_offset());
             log.delete_records_before(start).map_err(write_err)?;
         }
-        let mut s = self.lock();
-        s.last_purged = Some(log_id);
-        if s.last.is_some_and(|l| l.index <= log_id.index) {
-            s.last = None;
+        Ok(())
+    }
+
+    /// Before entries from index `first` are appended: a log that ends before `first` starts
+    /// over at `first`. If it holds entries, they must have been purged (an installed snapshot
+    /// covers them), and it starts over only once that snapshot is durable: until then the old
+    /// entries are all that would rebuild the state after a power loss.
+    async fn make_room_for(&self, first: u64) -> Result<(), StorageError> {
+        let log = &self.inner.log;
+        if first as i64 <= log.log_end_offset() {
+            return self.remove_purged_if_covered();
+        }
+        if log.log_start_offset() >= log.log_end_offset() {
+            // An empty log loses nothing by starting over at `first`.
+            self.remove_purged_if_covered()?;
+            return log
+                .truncate_fully_and_start_at(first as i64)
+                .map_err(write_err);
+        }
+        let purged = self.lock().last_purged;
+        let Some(purged) = purged.filter(|p| p.index + 1 >= first) else {
+            return Err(write_err(format!(
+                "entries from {first} would leave a gap after the log's end {}",
+                log.log_end_offset()
+            )));
+        };
+        self.inner
+            .watermark
+            .wait_covers(purged)
+            .await
+            .map_err(write_err)?;
+        self.remove_purged_if_covered()?;
+        if first as i64 > log.log_end_offset() {
+            // A purge that a crash cut short: the durable snapshot covers what is missing.
+            tracing::info!(
+                first,
+                leo = log.log_end_offset(),
+                "metadata log restarts after a snapshot"
+            );
+            log.truncate_fully_and_start_at(first as i64)
+                .map_err(write_err)?;
         }
         Ok(())
     }

@@ -98,33 +98,10 @@ impl Quorum {
         listener: Arc<dyn ApplyListener>,
         adjust: impl FnOnce(&mut openraft::Config),
     ) -> Result<Quorum, QuorumError> {
-        let disk = match &config.faults {
-            Some(f) => Disk::with_faults(f.clone()),
-            None => Disk::real(),
-        };
-        disk.create_dir_all(&config.dir)?;
-        let log_store = LogStore::open(&config.dir, config.faults.clone(), config.now_ms)?;
-        let members: BTreeMap<NodeId, BasicNode> = config
-            .voters
-            .iter()
-            .map(|(id, addr)| (*id, BasicNode::new(addr)))
-            .collect();
-        if !log_store.has_quorum_state() {
-            convert_single_node_log(&log_store, &disk, &config, &members)?;
-        }
-        let shared = Arc::new(Shared {
-            controller: Mutex::new(Controller::new(config.static_config.clone(), config.seed)),
-            image: RwLock::new(Arc::new(MetadataImage::new())),
-            applied: watch::channel(0).0,
-            listener,
-            snapshot: Mutex::new(None),
-            dir: config.dir.clone(),
-            disk,
-            leader_contact: Mutex::new(None),
-        });
-        let (want_snapshot, mut snapshot_requests) = mpsc::unbounded_channel();
-        let state_machine =
-            StateMachineStore::open(shared.clone(), config.snapshot_bytes.max(1), want_snapshot)?;
+        let members = members_of(&config);
+        let stores = open_stores(&config, listener)?;
+        let (log_store, state_machine, shared) = (stores.log, stores.state_machine, stores.shared);
+        let mut snapshot_requests = stores.snapshot_requests;
         let mut raft_config = openraft::Config {
             cluster_name: "gregor".into(),
             // openraft doubles a voter's wait once it has seen a longer log elsewhere; drawing
@@ -413,6 +390,72 @@ impl Quorum {
     }
 }
 
+fn members_of(config: &QuorumConfig) -> BTreeMap<NodeId, BasicNode> {
+    config
+        .voters
+        .iter()
+        .map(|(id, addr)| (*id, BasicNode::new(addr)))
+        .collect()
+}
+
+/// The storage a node's Raft runs on, opened.
+struct Stores {
+    log: LogStore,
+    state_machine: StateMachineStore,
+    shared: Arc<Shared>,
+    /// The state machine's requests for a snapshot.
+    snapshot_requests: mpsc::UnboundedReceiver<()>,
+}
+
+/// Opens the metadata log and the state machine in `config.dir` (converting a pre-quorum log)
+/// and checks that the snapshot covers what the log lacks.
+fn open_stores(
+    config: &QuorumConfig,
+    listener: Arc<dyn ApplyListener>,
+) -> Result<Stores, QuorumError> {
+    let disk = match &config.faults {
+        Some(f) => Disk::with_faults(f.clone()),
+        None => Disk::real(),
+    };
+    disk.create_dir_all(&config.dir)?;
+    let log = LogStore::open(&config.dir, config.faults.clone(), config.now_ms)?;
+    if !log.has_quorum_state() {
+        convert_single_node_log(&log, &disk, config, &members_of(config))?;
+    }
+    let shared = Arc::new(Shared {
+        controller: Mutex::new(Controller::new(config.static_config.clone(), config.seed)),
+        image: RwLock::new(Arc::new(MetadataImage::new())),
+        applied: watch::channel(0).0,
+        listener,
+        snapshot: Mutex::new(None),
+        watermark: log.watermark().clone(),
+        dir: config.dir.clone(),
+        disk,
+        leader_contact: Mutex::new(None),
+    });
+    let (want_snapshot, snapshot_requests) = mpsc::unbounded_channel();
+    let state_machine =
+        StateMachineStore::open(shared.clone(), config.snapshot_bytes.max(1), want_snapshot)?;
+    log.check_snapshot_covers_purged()?;
+    Ok(Stores {
+        log,
+        state_machine,
+        shared,
+        snapshot_requests,
+    })
+}
+
+/// The log store and the state machine exactly as [`Quorum::start`] opens them from `config`
+/// (its Raft settings aside), without a Raft: for tests of the storage itself (openraft's
+/// conformance suite, power cuts).
+pub fn open_storage(
+    config: &QuorumConfig,
+    listener: Arc<dyn ApplyListener>,
+) -> Result<(LogStore, StateMachineStore), QuorumError> {
+    let stores = open_stores(config, listener)?;
+    Ok((stores.log, stores.state_machine))
+}
+
 /// Most entries one FetchMetadata answer carries.
 const MAX_FETCH_ENTRIES: u64 = 512;
 
@@ -453,7 +496,7 @@ impl QuorumHandle {
         }
         let leader = self.raft.metrics().borrow().current_leader;
         let applied = *self.shared.applied.borrow();
-        let log_start = self.log.log().log_start_offset().max(0) as u64;
+        let log_start = self.log.first_index();
         if from < log_start {
             let snapshot = self
                 .shared

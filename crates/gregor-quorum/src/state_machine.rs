@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
+use crate::durable::SnapshotWatermark;
 use crate::{
     decode, encode, Entry, LogId, QuorumError, SnapshotMeta, StorageError, StoredMembership,
     TypeConfig,
@@ -43,7 +44,11 @@ pub(crate) struct Shared {
     /// Index of the last applied entry, plus one (0: nothing applied).
     pub applied: watch::Sender<u64>,
     pub listener: Arc<dyn ApplyListener>,
+    /// The latest snapshot, as on disk. Its lock is held across a snapshot's write, so two
+    /// writes (a build and an install) never race and an older one never replaces a newer one.
     pub snapshot: Mutex<Option<StoredSnapshot>>,
+    /// What the snapshot on disk covers (shared with the log store, which purges below it).
+    pub watermark: SnapshotWatermark,
     pub dir: PathBuf,
     pub disk: Disk,
     /// When this voter last served an AppendEntries (a leader's replication or heartbeat).
@@ -134,6 +139,27 @@ pub(crate) fn write_snapshot_file(
         .map_err(|e| e.to_string())
 }
 
+/// Makes `snapshot` the node's snapshot: the file is written and fsynced, its directory entry
+/// too, before the snapshot counts (in memory and for the log store's purge). One that covers
+/// no more than the current snapshot is not written (a build that an install overtook).
+/// Returns whether it was written.
+fn persist_snapshot(shared: &Shared, snapshot: StoredSnapshot) -> Result<bool, String> {
+    let mut current = shared
+        .snapshot
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let newer = current
+        .as_ref()
+        .is_none_or(|c| snapshot.meta.last_log_id > c.meta.last_log_id);
+    if !newer {
+        return Ok(false);
+    }
+    write_snapshot_file(&shared.disk, &shared.dir, &snapshot)?;
+    shared.watermark.advance(snapshot.meta.last_log_id);
+    *current = Some(snapshot);
+    Ok(true)
+}
+
 /// Replays one committed batch into the controller, merging what changed into `delta`;
 /// returns the record bytes. Every node skips a record that does not decode or apply the same
 /// way, so images stay equal.
@@ -202,6 +228,7 @@ impl StateMachineStore {
                 "metadata snapshot loaded"
             );
             sm.install_image(image, &s.meta);
+            shared.watermark.advance(s.meta.last_log_id);
             *shared
                 .snapshot
                 .lock()
@@ -238,22 +265,20 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             meta: self.meta.clone(),
             data: std::mem::take(&mut self.data),
         };
-        write_snapshot_file(&self.shared.disk, &self.shared.dir, &stored).map_err(|e| {
-            StorageError::from(StorageIOError::write_snapshot(
-                Some(stored.meta.signature()),
-                AnyError::error(e),
-            ))
-        })?;
-        info!(last = ?stored.meta.last_log_id, bytes = stored.data.len(), "metadata snapshot written");
         let snapshot = Snapshot {
             meta: stored.meta.clone(),
             snapshot: Box::new(Cursor::new(stored.data.clone())),
         };
-        *self
-            .shared
-            .snapshot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(stored);
+        let (last, bytes) = (stored.meta.last_log_id, stored.data.len());
+        let written = persist_snapshot(&self.shared, stored).map_err(|e| {
+            StorageError::from(StorageIOError::write_snapshot(
+                Some(snapshot.meta.signature()),
+                AnyError::error(e),
+            ))
+        })?;
+        if written {
+            info!(last = ?last, bytes, "metadata snapshot written");
+        }
         Ok(snapshot)
     }
 }
@@ -325,19 +350,19 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();
-        let image = decode_image(&data).map_err(sm_err)?;
         let stored = StoredSnapshot {
             meta: meta.clone(),
             data,
         };
-        write_snapshot_file(&self.shared.disk, &self.shared.dir, &stored).map_err(sm_err)?;
+        // The log store may be waiting for this snapshot to be durable: a failure must reach it.
+        let image = decode_image(&stored.data)
+            .and_then(|image| persist_snapshot(&self.shared, stored).map(|_| image))
+            .map_err(|e| {
+                self.shared.watermark.fail(e.clone());
+                sm_err(e)
+            })?;
         info!(last = ?meta.last_log_id, topics = image.topics().len(), "metadata snapshot installed");
         self.install_image(image, meta);
-        *self
-            .shared
-            .snapshot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(stored);
         Ok(())
     }
 

@@ -230,6 +230,8 @@ async fn three_voters_replicate_writes_and_survive_the_leaders_loss() {
         .iter()
         .find(|n| n.quorum.node_id() != leader)
         .expect("a follower");
+    // The leader knows itself before its first heartbeat tells the follower.
+    assert_eq!(follower.quorum.wait_for_leader(WAIT).await, Some(leader));
     let err = follower
         .quorum
         .write(WAIT, |c| gregor_meta::ControllerResult {
