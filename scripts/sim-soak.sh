@@ -7,7 +7,10 @@
 #   PROFILE=dev JOBS=2 scripts/sim-soak.sh 100 500
 #
 # Writes one JSON outcome per seed to sim-soak-<from>-<to>.jsonl in the current directory,
-# prints each failing seed as it comes and a summary line at the end. Replay a failing seed with
+# prints each failing seed as it comes and a summary line at the end, and writes the summary as
+# JSON to sim-soak-<from>-<to>.summary.json (SUMMARY=path to put it elsewhere): seeds, flags,
+# passed, failed_seeds, per-property counts of failing seeds, wall_s, seeds_per_s, and the
+# child processes that failed or hung. Replay a failing seed with
 #   cargo run -p gregor-sim --release -- --replication <the same flags> --seed S --trace
 set -euo pipefail
 here=$PWD
@@ -30,21 +33,61 @@ if [ -d /dev/shm ] && [ -w /dev/shm ]; then
 fi
 
 out="$here/sim-soak-${from}-$((from + seeds - 1)).jsonl"
+summary="${SUMMARY:-$here/sim-soak-${from}-$((from + seeds - 1)).summary.json}"
 echo "gregor-sim --replication $flags --from $from --seeds $seeds --jobs $jobs > $out" >&2
+started=$(date +%s.%N)
+status=0
 # shellcheck disable=SC2086 # the flags are words
 "$exe" --replication $flags --from "$from" --seeds "$seeds" --jobs "$jobs" --json \
     | tee "$out" \
-    | python3 -c '
-import json, sys
+    | STARTED="$started" FLAGS_USED="$flags" SUMMARY_PATH="$summary" JOBS="$jobs" python3 -c '
+import json, os, re, sys, time
+def kebab(name):
+    # The outcome names a property as its Rust variant; the report uses the checker names.
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+seeds = passed = 0
+failed, child_errors, properties = [], [], {}
 for line in sys.stdin:
     try:
         o = json.loads(line)
     except ValueError:
-        print(line.strip(), flush=True)  # a seed whose child process failed or hung
+        # A seed whose child process failed or hung.
+        print(line.strip(), flush=True)
+        m = re.search(r"seed (\d+)", line)
+        child_errors.append(line.strip())
+        if m:
+            seeds += 1
+            failed.append(int(m.group(1)))
+        properties["child-error"] = properties.get("child-error", 0) + 1
         continue
     if "summary" in o:
         print(o["summary"])
-    for v in o.get("violations", []):
-        print("seed %s FAIL %s: %s" % (o["seed"], v["property"], v["detail"]), flush=True)
-'
-
+        continue
+    seeds += 1
+    violations = o.get("violations", [])
+    if not violations:
+        passed += 1
+        continue
+    failed.append(o["seed"])
+    for p in sorted({kebab(v["property"]) for v in violations}):
+        properties[p] = properties.get(p, 0) + 1
+    for v in violations:
+        print("seed %s FAIL %s: %s" % (o["seed"], kebab(v["property"]), v["detail"]), flush=True)
+wall = time.time() - float(os.environ["STARTED"])
+summary = {
+    "seeds": seeds,
+    "flags": ["--replication"] + os.environ["FLAGS_USED"].split(),
+    "jobs": int(os.environ["JOBS"]),
+    "passed": passed,
+    "failed_seeds": sorted(failed),
+    "properties": dict(sorted(properties.items())),
+    "child_errors": child_errors,
+    "wall_s": round(wall, 1),
+    "seeds_per_s": round(seeds / wall, 3) if wall > 0 else None,
+}
+with open(os.environ["SUMMARY_PATH"], "w") as f:
+    json.dump(summary, f, indent=2)
+    f.write("\n")
+print("summary: %s" % os.environ["SUMMARY_PATH"], file=sys.stderr)
+' || status=$?
+exit "$status"

@@ -430,6 +430,13 @@ impl Partition {
             return Ok(false);
         }
         let now = now_ms();
+        let restamped;
+        let records = if crate::util::planted(crate::util::PlantedBug::FollowerRestampsEpoch) {
+            restamped = restamp_epoch(records, leader_epoch);
+            &restamped[..]
+        } else {
+            records
+        };
         if !records.is_empty() {
             let (_, durable) = self.log.append_as_follower_deferred(records, now)?;
             if !crate::util::planted(crate::util::PlantedBug::SkipFollowerSync) {
@@ -741,6 +748,21 @@ fn replay_producers(log: &Log, mut offset: i64, producers: &mut ProducerStates, 
         }
         offset = next;
     }
+}
+
+/// The planted `FollowerRestampsEpoch`: `records` with every batch's partition leader epoch (12
+/// bytes in, outside the CRC) set to `epoch`.
+fn restamp_epoch(records: &[u8], epoch: i32) -> Vec<u8> {
+    let mut out = records.to_vec();
+    let mut at = 0;
+    while let Some(h) = BatchHeader::parse(&out[at..]) {
+        if h.size() == 0 || at + h.size() > out.len() {
+            break;
+        }
+        out[at + 12..at + 16].copy_from_slice(&epoch.to_be_bytes());
+        at += h.size();
+    }
+    out
 }
 
 #[cfg(test)]

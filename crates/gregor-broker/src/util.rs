@@ -49,6 +49,13 @@ pub enum PlantedBug {
     /// The controller's liveness probe (on taking over, or when a broker's heartbeat
     /// connection closes) takes a broker whose listener accepts for gone, and fences it.
     ProbeFencesLive,
+    /// A follower stamps every batch it fetches with the leader epoch it fetches in, instead
+    /// of keeping the epoch the batch was written in: its log leaves the leader's below the
+    /// high watermark (and its epoch cache with it), which no consumer of the leader sees.
+    FollowerRestampsEpoch,
+    /// A leader serves consumers up to its log end instead of its high watermark: they read
+    /// records no follower may have, which a change of leader can take back.
+    ConsumerReadsUncommitted,
 }
 
 thread_local! {

@@ -26,6 +26,9 @@ pub enum Property {
     AppliedEntriesDiffer,
     /// A node's applied metadata never goes backwards while it runs.
     AppliedWentBack,
+    /// A voter's Raft term (kept with its vote on its disk) went back, across a restart or
+    /// not: it could then vote twice in one term.
+    TermWentBack,
     /// After the faults stop, a write commits and every node applies it within the bound.
     Liveness,
     /// A node restarted on its own files.
@@ -64,6 +67,9 @@ pub enum Property {
     /// Replicated runs: the controller fenced a broker that had been up, unpaused and with
     /// every link working for longer than its session (see `fence_check.rs`).
     HealthyBrokerFenced,
+    /// Replicated runs: at the end, an in-sync follower's log is not its leader's, byte for
+    /// byte, below the leader's high watermark (`replica_logs.rs`).
+    ReplicaLogsDiverge,
 }
 
 impl fmt::Display for Property {
@@ -72,10 +78,12 @@ impl fmt::Display for Property {
             Property::AckedWriteLost => "acked-write-lost",
             Property::HostedLogsDiffer => "hosted-logs-differ",
             Property::HealthyBrokerFenced => "healthy-broker-fenced",
+            Property::ReplicaLogsDiverge => "replica-logs-diverge",
             Property::WrongAnswer => "wrong-answer",
             Property::ImagesDiverge => "images-diverge",
             Property::AppliedEntriesDiffer => "applied-entries-differ",
             Property::AppliedWentBack => "applied-went-back",
+            Property::TermWentBack => "term-went-back",
             Property::Liveness => "liveness",
             Property::NodeFailedToStart => "node-failed-to-start",
             Property::AckedRecordLost => "acked-record-lost",
@@ -278,4 +286,175 @@ pub fn check_acked(ops: &[OpRecord], node: usize, image: &MetadataImage) -> Vec<
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_meta::{
+        LeaderRecoveryState, MetadataRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord,
+        Uuid,
+    };
+
+    /// Topic `t` (id 7) with `partitions` partitions, and broker 1 at epoch 5.
+    fn image(partitions: i32) -> MetadataImage {
+        let mut records = vec![
+            MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                broker_id: 1,
+                incarnation_id: Uuid::from_u128(1),
+                broker_epoch: 5,
+                endpoints: Vec::new(),
+                rack: None,
+                fenced: false,
+            }),
+            MetadataRecord::Topic(TopicRecord {
+                name: "t".into(),
+                topic_id: Uuid::from_u128(7),
+            }),
+        ];
+        records.extend((0..partitions).map(|p| {
+            MetadataRecord::Partition(PartitionRecord {
+                topic_id: Uuid::from_u128(7),
+                partition: p,
+                replicas: vec![1],
+                isr: vec![1],
+                removing_replicas: Vec::new(),
+                adding_replicas: Vec::new(),
+                leader: 1,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            })
+        }));
+        MetadataImage::from_records(&records).expect("a valid image")
+    }
+
+    fn op(id: usize, op: Op, reply: Option<Reply>, indeterminate: bool) -> OpRecord {
+        OpRecord {
+            id,
+            op,
+            end_ms: 0,
+            indeterminate,
+            reply,
+        }
+    }
+
+    fn create(
+        id: usize,
+        name: &str,
+        reply: Result<(u128, i32), String>,
+        unknown: bool,
+    ) -> OpRecord {
+        let name = name.to_string();
+        let partitions = 2;
+        let op_ = Op::CreateTopic {
+            name,
+            partitions,
+            rf: 1,
+        };
+        op(id, op_, Some(Reply::Created(reply)), unknown)
+    }
+
+    fn properties(ops: &[OpRecord], image: &MetadataImage) -> Vec<Property> {
+        check_acked(ops, 0, image)
+            .into_iter()
+            .map(|v| v.property)
+            .collect()
+    }
+
+    #[test]
+    fn acknowledged_writes_in_the_image_pass() {
+        let ops = [
+            create(0, "t", Ok((7, 2)), false),
+            op(
+                1,
+                Op::Register {
+                    broker: 1,
+                    incarnation: 1,
+                },
+                Some(Reply::Registered(Ok(5))),
+                false,
+            ),
+        ];
+        assert_eq!(properties(&ops, &image(2)), Vec::new());
+    }
+
+    #[test]
+    fn a_created_topic_missing_or_changed_is_an_acknowledged_write_lost() {
+        let ops = [create(0, "t", Ok((7, 2)), false)];
+        // Missing, another id, another partition count.
+        assert_eq!(
+            properties(&ops, &MetadataImage::new()),
+            vec![Property::AckedWriteLost]
+        );
+        let other_id = [create(0, "t", Ok((8, 2)), false)];
+        assert_eq!(
+            properties(&other_id, &image(2)),
+            vec![Property::AckedWriteLost]
+        );
+        assert_eq!(properties(&ops, &image(3)), vec![Property::AckedWriteLost]);
+    }
+
+    #[test]
+    fn a_deleted_topic_present_or_a_registration_lost_is_an_acknowledged_write_lost() {
+        let deleted = [
+            create(0, "t", Ok((7, 2)), false),
+            op(
+                1,
+                Op::DeleteTopic { name: "t".into() },
+                Some(Reply::Deleted(Ok(7))),
+                false,
+            ),
+        ];
+        assert_eq!(
+            properties(&deleted, &image(2)),
+            vec![Property::AckedWriteLost]
+        );
+        let registered = [op(
+            0,
+            Op::Register {
+                broker: 1,
+                incarnation: 2,
+            },
+            Some(Reply::Registered(Ok(6))),
+            false,
+        )];
+        assert_eq!(
+            properties(&registered, &image(2)),
+            vec![Property::AckedWriteLost]
+        );
+    }
+
+    #[test]
+    fn an_answer_no_history_explains_is_a_wrong_answer() {
+        let exists = Err("TopicAlreadyExists".to_string());
+        // Nobody could have created it before...
+        let ops = [create(0, "t", exists.clone(), false)];
+        assert_eq!(properties(&ops, &image(2)), vec![Property::WrongAnswer]);
+        // ...unless an earlier attempt of the same operation may have.
+        let ops = [create(0, "t", exists, true)];
+        assert_eq!(properties(&ops, &image(2)), Vec::new());
+        // A refused creation whose topic exists anyway.
+        let refused = [create(
+            0,
+            "t",
+            Err("InvalidReplicationFactor".into()),
+            false,
+        )];
+        assert_eq!(properties(&refused, &image(2)), vec![Property::WrongAnswer]);
+        // A deletion answered with another topic's id.
+        let ops = [
+            create(0, "t", Ok((7, 2)), false),
+            op(
+                1,
+                Op::DeleteTopic { name: "t".into() },
+                Some(Reply::Deleted(Ok(9))),
+                false,
+            ),
+        ];
+        assert_eq!(
+            properties(&ops, &MetadataImage::new()),
+            vec![Property::WrongAnswer]
+        );
+    }
 }

@@ -26,7 +26,8 @@ use kafka_protocol::ResponseError;
 
 use crate::broker_node::client_address;
 use crate::node::now_ms;
-use crate::workload::History;
+use crate::ops::{Op, Reply};
+use crate::workload::{History, OpRecord};
 
 pub const TOPIC: &str = "data";
 pub const PARTITIONS: i32 = 2;
@@ -35,6 +36,8 @@ pub const PARTITIONS: i32 = 2;
 #[derive(Debug, Clone)]
 pub struct Acked {
     pub partition: i32,
+    /// The node that answered (the leader the producer sent to).
+    pub leader: i32,
     pub base_offset: i64,
     pub values: Vec<String>,
     pub at_ms: u64,
@@ -66,6 +69,15 @@ pub struct HwSeen {
     pub at_ms: u64,
 }
 
+/// A data partition's leader epoch as the driver first saw it in some node's metadata.
+#[derive(Debug, Clone)]
+pub struct EpochSeen {
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub leader: i32,
+    pub at_ms: u64,
+}
+
 #[derive(Debug, Default)]
 pub struct DataHistory {
     pub acked_all: Vec<Acked>,
@@ -74,6 +86,8 @@ pub struct DataHistory {
     pub sent: std::collections::BTreeSet<String>,
     pub reads: Vec<Read>,
     pub hws: Vec<HwSeen>,
+    /// Each leader epoch of a data partition, when some node's metadata first showed it.
+    pub leader_epochs: Vec<EpochSeen>,
     /// The idempotent producer's first acknowledgement of a batch sent after the faults.
     pub first_ack_after_faults: Option<u64>,
     /// When the final pass had read past every acknowledged `acks=all` record.
@@ -201,6 +215,10 @@ pub(crate) async fn sleep_ms(ms: u64) {
 async fn create_topic(history: &Rc<RefCell<History>>, nodes: usize) {
     let mut links = Links::new(nodes, "sim-admin");
     let mut node = 0;
+    // Any failed attempt may still have created the topic (a lost answer, a timeout, a
+    // controller that lost its leadership mid-write): a later TopicAlreadyExists is then no
+    // wrong answer.
+    let mut indeterminate = false;
     loop {
         let mut req = CreateTopicsRequest::default();
         let mut t = CreatableTopic::default();
@@ -214,23 +232,58 @@ async fn create_topic(history: &Rc<RefCell<History>>, nodes: usize) {
         req.topics = vec![t];
         req.timeout_ms = 5_000;
         if let Some(conn) = links.conn(node).await {
-            match conn.send(&req, 5).await {
+            // v7: the answer names the topic's id, which the checker finds in every image.
+            match conn.send(&req, 7).await {
                 Ok(resp) => {
-                    let code = resp.topics.first().map_or(-1, |t| t.error_code);
-                    let ok = code == 0 || code == ResponseError::TopicAlreadyExists.code();
+                    let (code, id) = resp
+                        .topics
+                        .first()
+                        .map_or((-1, 0), |t| (t.error_code, t.topic_id.as_u128()));
                     history
                         .borrow_mut()
                         .event(format!("create {TOPIC} via n{node}: code {code}"));
-                    if ok {
+                    let reply = match code {
+                        0 => Some(Ok((id, PARTITIONS))),
+                        c if c == ResponseError::TopicAlreadyExists.code() => {
+                            Some(Err("TopicAlreadyExists".to_string()))
+                        }
+                        _ => None,
+                    };
+                    if let Some(reply) = reply {
+                        record_create(history, reply, indeterminate);
                         return;
                     }
                 }
                 Err(_) => links.drop_conn(node),
             }
         }
+        indeterminate = true;
         node = (node + 1) % nodes;
         sleep_ms(200).await;
     }
+}
+
+/// The data topic's acknowledged creation, as an operation of the history: the checker finds
+/// it (its id, its partition count) in every node's final image (`acked-write-lost`), and a
+/// TopicAlreadyExists no earlier attempt explains is a `wrong-answer`.
+fn record_create(
+    history: &Rc<RefCell<History>>,
+    reply: Result<(u128, i32), String>,
+    indeterminate: bool,
+) {
+    let mut h = history.borrow_mut();
+    let id = h.ops.len();
+    h.ops.push(OpRecord {
+        id,
+        op: Op::CreateTopic {
+            name: TOPIC.to_string(),
+            partitions: PARTITIONS,
+            rf: 3,
+        },
+        end_ms: now_ms() as u64,
+        indeterminate,
+        reply: Some(Reply::Created(reply)),
+    });
 }
 
 /// The idempotent `acks=all` producer (`all == true`) or the plain `acks=1` one.
@@ -341,6 +394,7 @@ async fn produce(history: Rc<RefCell<History>>, nodes: usize, seed: u64, all: bo
                 ));
                 let acked = Acked {
                     partition,
+                    leader: leader as i32,
                     base_offset,
                     values: values.clone(),
                     at_ms,

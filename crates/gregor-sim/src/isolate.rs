@@ -86,7 +86,11 @@ pub fn run_seed_in_child(exe: &Path, options: SimOptions) -> Result<Outcome, Chi
         exe: exe.display().to_string(),
         source,
     };
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if let Some(dir) = node_files_dir() {
+        command.env("TMPDIR", dir);
+    }
+    let mut child = command
         .args(child_args(&options))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
@@ -128,6 +132,21 @@ pub fn run_seed_in_child(exe: &Path, options: SimOptions) -> Result<Outcome, Chi
         seed: options.seed,
         source,
     })
+}
+
+/// Where a child puts its nodes' files: the caller's `TMPDIR` if it set one, else tmpfs
+/// (`/dev/shm`) where there is a writable one. A seed is bound by its nodes' fsyncs on a real
+/// disk (a replicated seed took 1.2 s of wall time per seed on ext4 against 0.3 s on tmpfs, two
+/// at a time on two cores); the trace holds no paths, so a seed runs the same on either.
+fn node_files_dir() -> Option<&'static str> {
+    const TMPFS: &str = "/dev/shm";
+    if std::env::var_os("TMPDIR").is_some() {
+        return None;
+    }
+    let writable = std::fs::metadata(TMPFS)
+        .map(|m| m.is_dir() && !m.permissions().readonly())
+        .unwrap_or(false);
+    writable.then_some(TMPFS)
 }
 
 /// Runs every seed of `runs` in a child process, `jobs` at a time, and hands each outcome to

@@ -15,6 +15,7 @@ mod isolate;
 mod links;
 mod node;
 mod ops;
+mod replica_logs;
 mod run;
 mod scenario;
 mod side_records;

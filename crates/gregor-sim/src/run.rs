@@ -20,6 +20,7 @@ use crate::node::{address, host_name, run_node, Live, NodeContext, Registry};
 use crate::scenario::{Scenario, Target};
 use crate::workload::{self, History};
 
+mod checks;
 mod faults;
 use faults::Active;
 
@@ -50,11 +51,18 @@ pub enum PlantedBug {
     /// Replicated runs: the controller's liveness probe (on taking over, or when a broker's
     /// heartbeat connection closes) takes a listening broker for gone and fences it.
     ProbeFencesLive,
+    /// Replicated runs: a follower stamps the batches it fetches with its current leader
+    /// epoch, so its log leaves the leader's below the high watermark without it ever being
+    /// elected (found by `replica-logs-diverge` only).
+    FollowerRestampsEpoch,
+    /// Replicated runs: a leader serves consumers up to its log end instead of its high
+    /// watermark (found by `read-above-high-watermark`).
+    ConsumerReadsUncommitted,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 8] = [
+    pub const ALL: [(&'static str, PlantedBug); 10] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
@@ -63,6 +71,8 @@ impl PlantedBug {
         ("skip-follower-fsync", PlantedBug::SkipFollowerSync),
         ("stale-sync", PlantedBug::StaleSyncAssignment),
         ("probe-fences-live", PlantedBug::ProbeFencesLive),
+        ("restamp-epoch", PlantedBug::FollowerRestampsEpoch),
+        ("read-uncommitted", PlantedBug::ConsumerReadsUncommitted),
     ];
 
     /// The bug named `name` on the command line.
@@ -181,6 +191,8 @@ struct Observer {
     applied_ids: BTreeMap<u64, (String, usize)>,
     /// Per node: (start count, last applied index seen in that run).
     applied: Vec<(u64, u64)>,
+    /// Per node: the highest Raft term seen, over every start.
+    terms: Vec<u64>,
     /// The leader of the highest term seen, for faults that target the leader.
     current_leader: Option<(u64, usize)>,
     violations: Vec<Violation>,
@@ -232,35 +244,29 @@ impl Observer {
                     self.current_leader = Some((term, i));
                 }
             }
-            if let Some(l) = last_applied {
-                let leader_id = l.leader_id.to_string();
-                match self.applied_ids.get(&l.index) {
-                    Some((other, node)) if *other != leader_id => {
-                        let v = Violation::new(
-                            Property::AppliedEntriesDiffer,
-                            format!(
-                                "index {}: n{node} applied the entry of leader {other}, n{i} the entry of leader {}",
-                                l.index, l.leader_id
-                            ),
-                        );
-                        history
-                            .borrow_mut()
-                            .event_at(now, format!("VIOLATION {}", v.detail));
-                        self.violations.push(v);
-                    }
-                    Some(_) => {}
-                    None => {
-                        self.applied_ids.insert(l.index, (leader_id, i));
-                    }
-                }
-            }
             let applied = q.applied_index();
-            let (start, last) = self.applied[i];
-            if start == starts[i] && applied < last {
-                let v = Violation::new(
-                    Property::AppliedWentBack,
-                    format!("n{i} applied index went from {last} to {applied} without a restart"),
-                );
+            if self.terms.len() <= i {
+                self.terms.resize(i + 1, 0);
+            }
+            let term_back = checks::term_went_back(&mut self.terms[i], term, i);
+            let found = last_applied
+                .and_then(|l| {
+                    checks::applied_entry(
+                        &mut self.applied_ids,
+                        l.index,
+                        l.leader_id.to_string(),
+                        i,
+                    )
+                })
+                .into_iter()
+                .chain(checks::applied_went_back(
+                    self.applied[i],
+                    starts[i],
+                    applied,
+                    i,
+                ))
+                .chain(term_back);
+            for v in found {
                 history
                     .borrow_mut()
                     .event_at(now, format!("VIOLATION {}", v.detail));
@@ -337,22 +343,15 @@ impl Observer {
                     continue;
                 }
                 let key = (t.name.clone(), p, reg.leader_epoch);
-                match self.partition_leaders.get(&key) {
-                    Some(&(leader, seen_on)) if leader != reg.leader => {
-                        let v = Violation::new(
-                            Property::TwoLeadersInEpoch,
-                            format!(
-                                "{}-{p} epoch {}: n{seen_on}'s image names leader {leader}, n{node}'s {}",
-                                t.name, reg.leader_epoch, reg.leader
-                            ),
-                        );
+                match checks::partition_leader(&mut self.partition_leaders, key, reg.leader, node) {
+                    Err(v) => {
                         history
                             .borrow_mut()
                             .event_at(now, format!("VIOLATION {}", v.detail));
                         self.violations.push(v);
                     }
-                    Some(_) => {}
-                    None => {
+                    Ok(false) => {}
+                    Ok(true) => {
                         history.borrow_mut().event_at(
                             now,
                             format!(
@@ -360,7 +359,18 @@ impl Observer {
                                 t.name, reg.leader_epoch, reg.leader, reg.isr
                             ),
                         );
-                        self.partition_leaders.insert(key, (reg.leader, node));
+                        if t.name == crate::data::TOPIC {
+                            history
+                                .borrow_mut()
+                                .data
+                                .leader_epochs
+                                .push(crate::data::EpochSeen {
+                                    partition: p,
+                                    leader_epoch: reg.leader_epoch,
+                                    leader: reg.leader,
+                                    at_ms: now,
+                                });
+                        }
                     }
                 }
             }
@@ -410,6 +420,8 @@ struct Driver<'a> {
     power_cuts: usize,
     /// `--topic-admin` runs: check each node's hosted side-topic logs at the end.
     topic_admin: bool,
+    /// Replicated runs: compare the replicas' logs at the end.
+    replicated: bool,
     /// Which links the faults under way cut or hold.
     links: LinkTable,
     /// Per node: the faults under way that want it down (crashes, power losses); it boots
@@ -445,8 +457,29 @@ impl Driver<'_> {
         Ok(())
     }
 
+    /// Runs the faults and the workload, then checks the end state. A liveness failure does
+    /// not stop the checks that follow it: a seed reports every violation it has.
     fn run(&mut self) -> Vec<Violation> {
         let mut violations = Vec::new();
+        let Ok(faults_end) = self.run_faults(&mut violations) else {
+            return violations;
+        };
+        self.final_write_live(faults_end, &mut violations);
+        if self.converge(&mut violations).is_err() {
+            return violations;
+        }
+        if self.topic_admin && self.hosted_logs(&mut violations).is_err() {
+            return violations;
+        }
+        if self.replicated {
+            let _ = self.replica_logs(&mut violations);
+        }
+        violations
+    }
+
+    /// Plays the fault schedule until the workload is done (or must have been). Returns when
+    /// the faults ended; `Err` if the simulation itself failed (no step can follow).
+    fn run_faults(&mut self, violations: &mut Vec<Violation>) -> Result<u64, ()> {
         let episodes = self.scenario.episodes.clone();
         let background = self.scenario.background.clone();
         let mut next = 0;
@@ -492,7 +525,7 @@ impl Driver<'_> {
             }
             if let Err(v) = self.step() {
                 violations.push(v);
-                return violations;
+                return Err(());
             }
             if self.history.borrow().done {
                 break;
@@ -508,31 +541,35 @@ impl Driver<'_> {
                             now - end
                         ),
                     ));
-                    return violations;
+                    return Ok(end);
                 }
             }
         }
-        let faults_end = faults_end.expect("set before the workload can finish");
-        let (sent, acked) = self
-            .history
-            .borrow()
-            .final_write
-            .expect("set when the workload finishes");
-        let Some(acked) = acked else {
-            violations.push(Violation::new(
+        Ok(faults_end.expect("set before the workload can finish"))
+    }
+
+    /// The first write after the faults was acknowledged within the bound.
+    fn final_write_live(&self, faults_end: u64, violations: &mut Vec<Violation>) {
+        let Some((sent, acked)) = self.history.borrow().final_write else {
+            // The workload never finished: reported already.
+            return;
+        };
+        match acked {
+            None => violations.push(Violation::new(
                 Property::Liveness,
                 format!("the write sent at {sent} ms after the faults ended at {faults_end} ms was never acknowledged"),
-            ));
-            return violations;
-        };
-        if acked > faults_end + LIVENESS_BOUND_MS {
-            violations.push(Violation::new(
+            )),
+            Some(acked) if acked > faults_end + LIVENESS_BOUND_MS => violations.push(Violation::new(
                 Property::Liveness,
                 format!("faults ended at {faults_end} ms; the next write was acknowledged at {acked} ms (bound {LIVENESS_BOUND_MS} ms)"),
-            ));
+            )),
+            Some(_) => {}
         }
-        // Convergence: every node applies the same index (and has the final topic, when the
-        // final write created it).
+    }
+
+    /// Convergence: every node applies the same index (and has the final topic, when the
+    /// final write created it).
+    fn converge(&mut self, violations: &mut Vec<Violation>) -> Result<(), ()> {
         let final_created = self.history.borrow().final_created;
         let deadline = self.now() + LIVENESS_BOUND_MS;
         loop {
@@ -548,7 +585,7 @@ impl Driver<'_> {
                     .flatten()
                     .all(|q| q.quorum().image().topic(workload::FINAL_TOPIC).is_some());
             if has_final && applied.iter().all(|a| *a == Some(max)) {
-                break;
+                return Ok(());
             }
             if self.now() > deadline {
                 violations.push(Violation::new(
@@ -557,42 +594,111 @@ impl Driver<'_> {
                         "nodes did not converge within {LIVENESS_BOUND_MS} ms: applied {applied:?}"
                     ),
                 ));
-                break;
+                return Ok(());
             }
-            if let Err(v) = self.step() {
-                violations.push(v);
-                return violations;
-            }
+            self.step_or_report(violations)?;
         }
-        if self.topic_admin && violations.is_empty() {
-            // Each node hosts exactly the side-topic logs its metadata gives it: a deleted
-            // topic's logs are gone, every added partition's log is there.
-            let deadline = self.now() + HOSTED_LOGS_BOUND_MS;
-            loop {
-                let differ = hosted_side_logs_differ(&self.registry);
-                if differ.is_empty() {
-                    break;
-                }
-                if self.now() > deadline {
-                    violations.push(Violation::new(
-                        Property::HostedLogsDiffer,
-                        differ.join("; "),
-                    ));
-                    break;
-                }
-                if let Err(v) = self.step() {
-                    violations.push(v);
-                    return violations;
-                }
+    }
+
+    fn step_or_report(&mut self, violations: &mut Vec<Violation>) -> Result<(), ()> {
+        self.step().map_err(|v| violations.push(v))
+    }
+
+    /// `--topic-admin`: each node hosts exactly the side-topic logs its metadata gives it: a
+    /// deleted topic's logs are gone, every added partition's log is there.
+    fn hosted_logs(&mut self, violations: &mut Vec<Violation>) -> Result<(), ()> {
+        let deadline = self.now() + HOSTED_LOGS_BOUND_MS;
+        loop {
+            let differ = hosted_side_logs_differ(&self.registry);
+            if differ.is_empty() {
+                return Ok(());
             }
+            if self.now() > deadline {
+                violations.push(Violation::new(
+                    Property::HostedLogsDiffer,
+                    differ.join("; "),
+                ));
+                return Ok(());
+            }
+            self.step_or_report(violations)?;
         }
-        violations
+    }
+
+    /// Every in-sync replica's log is its leader's below the high watermark. The check is a
+    /// safety one and holds at any moment; it is retried for a short while only so that a
+    /// replica caught between two steps (a leader's ISR read before its log) is not reported.
+    fn replica_logs(&mut self, violations: &mut Vec<Violation>) -> Result<(), ()> {
+        let deadline = self.now() + REPLICA_LOGS_BOUND_MS;
+        loop {
+            let differ = crate::replica_logs::diverging(&replica_logs(&self.registry));
+            if differ.is_empty() {
+                return Ok(());
+            }
+            if self.now() > deadline {
+                violations.extend(
+                    differ
+                        .into_iter()
+                        .map(|d| Violation::new(Property::ReplicaLogsDiverge, d)),
+                );
+                return Ok(());
+            }
+            self.step_or_report(violations)?;
+        }
     }
 }
 
 /// `--topic-admin` runs: once metadata has converged, each node's side-topic logs must match
 /// its metadata within this much simulated time.
 const HOSTED_LOGS_BOUND_MS: u64 = 5_000;
+
+/// How long a divergence of in-sync replica logs may last at the end before it is reported.
+const REPLICA_LOGS_BOUND_MS: u64 = 1_000;
+
+/// Every hosted replica of every live broker, its log read below its partition's high
+/// watermark as its leader reports it (on a follower, below its own log end: the comparison
+/// stops at the leader's).
+fn replica_logs(registry: &Rc<RefCell<Registry>>) -> Vec<crate::replica_logs::ReplicaLog> {
+    let mut out = Vec::new();
+    for (node, live) in live_nodes(registry).into_iter().enumerate() {
+        let Some(Live::Broker(b)) = live else {
+            continue;
+        };
+        for part in b.replicas.all() {
+            let role = part.role();
+            let log = &part.log;
+            let mut batches = BTreeMap::new();
+            let mut offset = log.log_start_offset();
+            let end = if role.is_leader {
+                part.high_watermark()
+            } else {
+                log.log_end_offset()
+            };
+            while offset < end {
+                let Ok(r) = log.read(offset, 1 << 20, Some(end)) else {
+                    break;
+                };
+                let Some(next) = r.next_offset.filter(|n| *n > offset) else {
+                    break;
+                };
+                crate::replica_logs::split_batches(r.records, &mut batches);
+                offset = next;
+            }
+            out.push(crate::replica_logs::ReplicaLog {
+                node,
+                topic: part.topic.clone(),
+                partition: part.index,
+                is_leader: role.is_leader,
+                leader_epoch: role.leader_epoch,
+                isr: part.isr(),
+                high_watermark: part.high_watermark(),
+                log_start_offset: log.log_start_offset(),
+                compacted: log.config().cleanup_policy.compact,
+                batches,
+            });
+        }
+    }
+    out
+}
 
 /// Nodes whose open side-topic logs are not the side-topic partitions their own metadata
 /// assigns them.
@@ -621,16 +727,12 @@ fn hosted_side_logs_differ(registry: &Rc<RefCell<Registry>>) -> Vec<String> {
             .filter(|p| p.topic.starts_with(crate::topics::SIDE_PREFIX))
             .map(|p| (p.topic.clone(), p.index))
             .collect();
-        if wanted != hosted {
-            let missing: Vec<_> = wanted.difference(&hosted).collect();
-            let extra: Vec<_> = hosted.difference(&wanted).collect();
-            out.push(format!("n{i}: missing {missing:?}, not deleted {extra:?}"));
-        }
+        out.extend(checks::side_logs_differ(i, &wanted, &hosted));
     }
     out
 }
 
-fn image_digest(image: &MetadataImage) -> u64 {
+pub(crate) fn image_digest(image: &MetadataImage) -> u64 {
     let mut h = fnv::FnvHasher::default();
     h.write(format!("{image:?}").as_bytes());
     h.finish()
@@ -678,6 +780,12 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
             Some(gregor_broker::util::PlantedBug::StaleSyncAssignment)
         }
         Some(PlantedBug::ProbeFencesLive) => Some(gregor_broker::util::PlantedBug::ProbeFencesLive),
+        Some(PlantedBug::FollowerRestampsEpoch) => {
+            Some(gregor_broker::util::PlantedBug::FollowerRestampsEpoch)
+        }
+        Some(PlantedBug::ConsumerReadsUncommitted) => {
+            Some(gregor_broker::util::PlantedBug::ConsumerReadsUncommitted)
+        }
         Some(PlantedBug::AckUncommitted | PlantedBug::ForgetVote) | None => None,
     });
     let mut scenario = match options.power_loss {
@@ -754,6 +862,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
             leaders: BTreeMap::new(),
             applied_ids: BTreeMap::new(),
             applied: vec![(0, 0); scenario.nodes],
+            terms: Vec::new(),
             current_leader: None,
             violations: Vec::new(),
             partition_leaders: BTreeMap::new(),
@@ -771,6 +880,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         pending_cuts: Vec::new(),
         power_cuts: 0,
         topic_admin: options.topic_admin,
+        replicated: options.mode == Mode::Replication,
         links: LinkTable::default(),
         down: vec![0; scenario.nodes],
         disk_faults: vec![0; scenario.nodes],
@@ -822,12 +932,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
             "n{node} could not start on its failing or powerless disk: {e}"
         ));
     }
-    for (node, e) in registry.borrow().start_errors.iter() {
-        violations.push(Violation::new(
-            Property::NodeFailedToStart,
-            format!("n{node}: {e}"),
-        ));
-    }
+    violations.extend(checks::start_failures(&registry.borrow().start_errors));
     // The end state of every node.
     let finals: Vec<Option<(u64, Arc<MetadataImage>)>> = live_nodes(&registry)
         .iter()
@@ -847,17 +952,8 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
             image.brokers().len()
         ));
         violations.extend(check_acked(&ops, i, image));
-        if converged {
-            if let Some((a0, i0)) = finals.iter().flatten().next() {
-                if a0 != applied || i0 != image {
-                    violations.push(Violation::new(
-                        Property::ImagesDiverge,
-                        format!("n{i} applied {applied} with image {:016x}; the first node applied {a0} with {:016x}", image_digest(image), image_digest(i0)),
-                    ));
-                }
-            }
-        }
     }
+    violations.extend(checks::images_diverge(&finals, converged));
     if options.mode == Mode::Replication {
         violations.extend(crate::data_check::check(&history.borrow().data));
         violations.extend(crate::fence_check::check(&driver.observer.health));
@@ -867,17 +963,8 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
             .as_ref()
             .map(|d| d.untracked_paths())
             .unwrap_or_default();
-        if let Some(first) = bypassed.first() {
-            let root = root.path().join(host_name(i));
-            violations.push(Violation::new(
-                Property::DiskBypassed,
-                format!(
-                    "n{i}: {} paths written around the simulated disk, first {}",
-                    bypassed.len(),
-                    first.strip_prefix(&root).unwrap_or(first).display()
-                ),
-            ));
-        }
+        let root = root.path().join(host_name(i));
+        violations.extend(checks::disk_bypassed(i, &bypassed, &root));
     }
     violations.sort_by_key(|v| v.property);
     violations.dedup();

@@ -304,9 +304,9 @@ pub(crate) fn answer_limit(
 ///
 /// Why: librdkafka keeps one Fetch in flight per broker and reads an answer whole before it
 /// parses it; measured, the larger the answer, the more CPU it spent per byte and the more page
-/// faults it took (BENCHMARKS.md, session 26). On a short round trip a small answer costs no
-/// throughput; on a long one an answer must carry the round trip's worth of bytes, which the
-/// rate term gives it.
+/// faults it took (bench/history/produce-consume-2026-12-04-to-12-05.md, session 26). On a
+/// short round trip a small answer costs no throughput; on a long one an answer must carry the
+/// round trip's worth of bytes, which the rate term gives it.
 pub(crate) fn latency_cap(
     min_round_trip: Duration,
     floor: usize,
@@ -596,8 +596,11 @@ fn read_into(
         pd.error_code = ResponseError::OffsetOutOfRange.code();
         return Ok(None);
     }
-    let upper = if follower { None } else { Some(hw) };
-    if !follower && t.fetch_offset >= hw {
+    // The planted bug: consumers read up to the log end, as followers do.
+    let bounded =
+        !follower && !crate::util::planted(crate::util::PlantedBug::ConsumerReadsUncommitted);
+    let upper = if bounded { Some(hw) } else { None };
+    if bounded && t.fetch_offset >= hw {
         pd.records = Some(Bytes::new());
         return Ok(None);
     }
