@@ -590,8 +590,9 @@ const POOLED_FRAME_MIN: usize = 64 * 1024;
 /// (57,000 page faults per GB consumed at 8 partitions; 13,000 with four, and 18% less CPU).
 /// Four, each sized for its own frame, still gave a consumer of 8 partitions 21 fresh
 /// allocations per GB (its answers range from 1 to 8 MiB); eight, each sized for the largest
-/// frame, 6, with 2-5 times fewer page faults and 4-9% less CPU (BENCHMARKS.md, "Frame
-/// buffers sized for the largest answer").
+/// frame, 6, with 2-5 times fewer page faults and 4-9% less CPU
+/// (bench/history/produce-consume-2026-12-04-to-12-05.md, "Frame buffers sized for the largest
+/// answer").
 const POOLED_BUFFERS: usize = 8;
 
 /// The reader's reusable buffers for large frames. A frame is handed out as `Bytes` sharing its
