@@ -514,6 +514,10 @@ pub fn shard_settings(config: &BrokerConfig) -> ShardSettings {
             .int("offsets.retention.minutes")
             .saturating_mul(60_000),
         planted_stale_sync: crate::util::planted(crate::util::PlantedBug::StaleSyncAssignment),
+        planted_replay_keeps_first_commit: crate::util::planted(
+            crate::util::PlantedBug::ReplayKeepsFirstCommit,
+        ),
+        planted_fetch_past_commit: crate::util::planted(crate::util::PlantedBug::FetchPastCommit),
         ..GroupConfig::default()
     };
     ShardSettings {

@@ -449,7 +449,10 @@ impl Partition {
                 if h.size() > rest.len() || h.size() == 0 {
                     break;
                 }
-                producers.record(&h, DurableToken::DURABLE, now);
+                // Planted (simulation only): the new leader would not know the producer.
+                if !crate::util::planted(crate::util::PlantedBug::FollowerSkipsProducerState) {
+                    producers.record(&h, DurableToken::DURABLE, now);
+                }
                 rest = &rest[h.size()..];
             }
         }

@@ -56,6 +56,19 @@ pub enum PlantedBug {
     /// A leader serves consumers up to its log end instead of its high watermark: they read
     /// records no follower may have, which a change of leader can take back.
     ConsumerReadsUncommitted,
+    /// A follower appends fetched batches without recording their idempotent producers: once
+    /// it leads, a producer's retry of a batch it already holds is written a second time.
+    FollowerSkipsProducerState,
+    /// A group coordinator loading a `__consumer_offsets` partition keeps the first commit of
+    /// each group's partition instead of the last (as if compaction had left one record per
+    /// key): after the coordinator moves, members resume from an old offset.
+    ReplayKeepsFirstCommit,
+    /// The group coordinator answers OffsetFetch with the offset after the committed one
+    /// (taking a commit for the last record consumed): a member resuming from it skips one.
+    FetchPastCommit,
+    /// The metadata image keeps the leader epoch on an election that also sets the ISR
+    /// (planted in gregor-meta's images): two brokers lead one epoch in turn.
+    ElectionKeepsLeaderEpoch,
 }
 
 thread_local! {
@@ -68,6 +81,10 @@ thread_local! {
 pub fn plant_on_this_thread(bug: Option<PlantedBug>) {
     if SIMULATION.get().is_some() {
         PLANTED.with(|p| p.set(bug));
+        // The one planted bug that lives in gregor-meta's images.
+        gregor_meta::plant_election_keeps_leader_epoch(
+            bug == Some(PlantedBug::ElectionKeepsLeaderEpoch),
+        );
     }
 }
 

@@ -26,6 +26,13 @@ pub struct GroupConfig {
     /// assignment of the previous generation, so two members can own a partition in one
     /// generation.
     pub planted_stale_sync: bool,
+    /// A planted bug (set as `planted_stale_sync` is): loading a `__consumer_offsets`
+    /// partition keeps the first commit of each group's partition instead of the last.
+    pub planted_replay_keeps_first_commit: bool,
+    /// A planted bug (set as `planted_stale_sync` is): OffsetFetch answers the offset after
+    /// the committed one (taking a commit for the last record consumed, not the next to
+    /// read), so a member that resumes from it skips a record.
+    pub planted_fetch_past_commit: bool,
 }
 
 impl Default for GroupConfig {
@@ -39,6 +46,8 @@ impl Default for GroupConfig {
             offset_metadata_max_bytes: 4_096,
             offsets_retention_ms: 10_080 * 60_000,
             planted_stale_sync: false,
+            planted_replay_keeps_first_commit: false,
+            planted_fetch_past_commit: false,
         }
     }
 }

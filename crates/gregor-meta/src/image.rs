@@ -9,6 +9,21 @@ use crate::types::{BrokerId, TopicIdPartition, TopicPartition, NO_LEADER};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
+thread_local! {
+    /// A planted bug, for the deterministic simulator only (gregor-broker's
+    /// `util::plant_on_this_thread` sets it, and only under a simulation): see
+    /// [`plant_election_keeps_leader_epoch`].
+    static ELECTION_KEEPS_LEADER_EPOCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Plants (or removes) a bug in the images this thread builds: a leader change that also sets
+/// the ISR (an election that drops a fenced leader from it) keeps the leader epoch, so two
+/// brokers lead one epoch. For the simulator only.
+#[doc(hidden)]
+pub fn plant_election_keeps_leader_epoch(on: bool) {
+    ELECTION_KEEPS_LEADER_EPOCH.with(|p| p.set(on));
+}
+
 /// A registered broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerRegistration {
@@ -98,6 +113,12 @@ impl PartitionRegistration {
     pub fn merge(&self, c: &PartitionChangeRecord) -> Self {
         let (leader, leader_epoch) = match c.leader {
             LeaderChange::Unchanged => (self.leader, self.leader_epoch),
+            // Planted (simulation only): an election that also sets the ISR keeps the epoch.
+            LeaderChange::To(l)
+                if c.isr.is_some() && ELECTION_KEEPS_LEADER_EPOCH.with(|p| p.get()) =>
+            {
+                (l, self.leader_epoch)
+            }
             LeaderChange::To(l) => (l, self.leader_epoch + 1),
         };
         PartitionRegistration {

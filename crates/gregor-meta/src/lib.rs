@@ -27,7 +27,10 @@ pub use describe::{
     describe_topic, describe_topics, kafka_uuid_string, PartitionDescription, TopicDescription,
 };
 pub use error::{ApiError, DecodeError, ImageError};
-pub use image::{BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage};
+pub use image::{
+    plant_election_keeps_leader_epoch, BrokerRegistration, MetadataImage, PartitionRegistration,
+    TopicImage,
+};
 pub use kafka_protocol::ResponseError;
 pub use record::*;
 pub use types::{BrokerId, SplitMix64, TopicIdPartition, TopicPartition, NO_LEADER};

@@ -39,7 +39,9 @@ struct Args {
     json: bool,
     /// Plant a classic bug to see the checker catch it: ack-uncommitted, forget-vote, or
     /// (with --replication) hw-max, truncate-to-hw, isr-shrink-early, skip-follower-fsync,
-    /// (with --replication --groups) stale-sync.
+    /// probe-fences-live, restamp-epoch, read-uncommitted, follower-forgets-producers,
+    /// election-keeps-epoch, (with --replication --groups) stale-sync,
+    /// replay-keeps-first-commit, fetch-past-commit.
     #[arg(long)]
     plant: Option<String>,
     /// Run whole brokers replicating an RF 3 topic under producers and a consumer, instead of

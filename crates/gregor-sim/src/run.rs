@@ -58,11 +58,26 @@ pub enum PlantedBug {
     /// Replicated runs: a leader serves consumers up to its log end instead of its high
     /// watermark (found by `read-above-high-watermark`).
     ConsumerReadsUncommitted,
+    /// Replicated runs: a follower appends fetched batches without recording their idempotent
+    /// producers, so once it leads it writes a producer's retry of a batch it already holds a
+    /// second time (found by `idempotent-duplicate`).
+    FollowerForgetsProducers,
+    /// `--groups` runs: a group coordinator loading a `__consumer_offsets` partition keeps the
+    /// first commit of each group's partition instead of the last, so after the coordinator
+    /// moves members resume from an old offset (found by `committed-offset-went-back`).
+    ReplayKeepsFirstCommit,
+    /// `--groups` runs: the group coordinator answers OffsetFetch with the offset after the
+    /// committed one, so a member resuming from it skips a record (found by
+    /// `group-skipped-records`).
+    FetchPastCommit,
+    /// Replicated runs: the metadata image keeps the leader epoch on an election that also
+    /// sets the ISR, so two brokers lead one epoch in turn (found by `two-leaders-in-epoch`).
+    ElectionKeepsLeaderEpoch,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 10] = [
+    pub const ALL: [(&'static str, PlantedBug); 14] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
@@ -73,6 +88,16 @@ impl PlantedBug {
         ("probe-fences-live", PlantedBug::ProbeFencesLive),
         ("restamp-epoch", PlantedBug::FollowerRestampsEpoch),
         ("read-uncommitted", PlantedBug::ConsumerReadsUncommitted),
+        (
+            "follower-forgets-producers",
+            PlantedBug::FollowerForgetsProducers,
+        ),
+        (
+            "replay-keeps-first-commit",
+            PlantedBug::ReplayKeepsFirstCommit,
+        ),
+        ("fetch-past-commit", PlantedBug::FetchPastCommit),
+        ("election-keeps-epoch", PlantedBug::ElectionKeepsLeaderEpoch),
     ];
 
     /// The bug named `name` on the command line.
@@ -785,6 +810,16 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         }
         Some(PlantedBug::ConsumerReadsUncommitted) => {
             Some(gregor_broker::util::PlantedBug::ConsumerReadsUncommitted)
+        }
+        Some(PlantedBug::FollowerForgetsProducers) => {
+            Some(gregor_broker::util::PlantedBug::FollowerSkipsProducerState)
+        }
+        Some(PlantedBug::ReplayKeepsFirstCommit) => {
+            Some(gregor_broker::util::PlantedBug::ReplayKeepsFirstCommit)
+        }
+        Some(PlantedBug::FetchPastCommit) => Some(gregor_broker::util::PlantedBug::FetchPastCommit),
+        Some(PlantedBug::ElectionKeepsLeaderEpoch) => {
+            Some(gregor_broker::util::PlantedBug::ElectionKeepsLeaderEpoch)
         }
         Some(PlantedBug::AckUncommitted | PlantedBug::ForgetVote) | None => None,
     });

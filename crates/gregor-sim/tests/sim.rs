@@ -651,6 +651,121 @@ fn the_checker_finds_two_members_keeping_a_partition_in_one_generation() {
     assert!(clean.passed(), "without the bug: {:#?}", clean.violations);
 }
 
+/// A follower that appends fetched batches without recording their idempotent producers
+/// knows nothing of the producer once elected: the producer's retry of a batch whose answer it
+/// never got (the old leader had written it, and the follower copied it) is written a second
+/// time (`idempotent-duplicate`). First at seed FORGETS_PRODUCERS_SEED of the `--groups` seeds
+/// (8 of plain seeds 0-99 fail, the first at 28; 15 of the `--groups` seeds 0-99), which passes
+/// without the bug.
+#[test]
+fn the_checker_finds_a_new_leader_that_writes_a_retried_batch_twice() {
+    let seed = first_group_seed_reporting_only(
+        PlantedBug::FollowerForgetsProducers,
+        Property::IdempotentDuplicate,
+    );
+    assert_eq!(seed, FORGETS_PRODUCERS_SEED, "the first of seeds 0-9");
+}
+
+const FORGETS_PRODUCERS_SEED: u64 = 3;
+
+/// A group coordinator that, loading its `__consumer_offsets` partition, keeps each
+/// partition's first commit instead of its last hands members an old offset once it moves:
+/// they read again from there and commit below what was committed before
+/// (`committed-offset-went-back`). First at seed REPLAY_FIRST_SEED of the `--groups` seeds,
+/// which passes without the bug.
+#[test]
+fn the_checker_finds_a_coordinator_that_loads_old_commits() {
+    let seed = first_group_seed_reporting_only(
+        PlantedBug::ReplayKeepsFirstCommit,
+        Property::CommittedOffsetWentBack,
+    );
+    assert_eq!(seed, REPLAY_FIRST_SEED, "the first of seeds 0-9");
+}
+
+const REPLAY_FIRST_SEED: u64 = 6;
+
+/// A group coordinator that answers OffsetFetch with the offset after the committed one (a
+/// commit taken for the last record consumed, not the next to read): every member that resumes
+/// from a commit skips a record, which no member is then ever given (`group-skipped-records`).
+/// First at seed FETCH_PAST_COMMIT_SEED of the `--groups` seeds, which passes without the bug.
+#[test]
+fn the_checker_finds_a_group_resuming_past_its_commit() {
+    let seed =
+        first_group_seed_reporting_only(PlantedBug::FetchPastCommit, Property::GroupSkippedRecords);
+    assert_eq!(seed, FETCH_PAST_COMMIT_SEED, "the first of seeds 0-9");
+}
+
+const FETCH_PAST_COMMIT_SEED: u64 = 0;
+
+/// Metadata images that keep the leader epoch on an election that also sets the ISR (the usual
+/// failover: the fenced leader leaves the ISR as its successor is named) let two brokers lead
+/// one epoch in turn (`two-leaders-in-epoch`). A consumer that names the epoch is served by
+/// both, and the second's high watermark is below what the first reported
+/// (`high-watermark-went-back`): at seed ELECTION_KEEPS_EPOCH_SEED of the plain replicated
+/// seeds both fire, and nothing else; it passes without the bug. (8 of seeds 0-9 fail; seeds
+/// 1, 8 and 9 also lose acknowledged records.)
+#[test]
+fn the_checker_finds_two_leaders_in_one_epoch() {
+    let runs: Vec<SimOptions> = (0..10)
+        .map(|seed| SimOptions {
+            seed,
+            bug: Some(PlantedBug::ElectionKeepsLeaderEpoch),
+            mode: Mode::Replication,
+            ..SimOptions::default()
+        })
+        .collect();
+    let found = outcomes_of(&runs)
+        .into_iter()
+        .find(|o| !o.passed())
+        .expect("the planted bug went unnoticed in 10 seeds");
+    let properties: std::collections::BTreeSet<Property> =
+        found.violations.iter().map(|v| v.property).collect();
+    assert_eq!(
+        properties,
+        [Property::HighWatermarkWentBack, Property::TwoLeadersInEpoch].into(),
+        "seed {}: {:#?}",
+        found.seed,
+        found.violations
+    );
+    assert_eq!(
+        found.seed, ELECTION_KEEPS_EPOCH_SEED,
+        "the first of seeds 0-9 to show the bug"
+    );
+    let clean = run_seed_in_child(
+        exe(),
+        SimOptions {
+            bug: None,
+            ..runs[found.seed as usize]
+        },
+    )
+    .expect("the seed runs");
+    assert!(clean.passed(), "without the bug: {:#?}", clean.violations);
+}
+
+const ELECTION_KEEPS_EPOCH_SEED: u64 = 0;
+
+/// Runs `--replication --groups` seeds 0-9 with `bug` planted and returns the first that fails,
+/// after checking that it reports `property` and nothing else, and passes without the bug.
+fn first_group_seed_reporting_only(bug: PlantedBug, property: Property) -> u64 {
+    let found = run_many_groups(0..10, Some(bug))
+        .into_iter()
+        .find(|o| !o.passed())
+        .unwrap_or_else(|| panic!("{} went unnoticed in 10 seeds", bug.name()));
+    assert!(
+        found.violations.iter().all(|v| v.property == property),
+        "seed {}: {:#?}",
+        found.seed,
+        found.violations
+    );
+    let clean = run_many_groups(found.seed..found.seed + 1, None);
+    assert!(
+        clean.iter().all(Outcome::passed),
+        "without the bug: {:#?}",
+        clean[0].violations
+    );
+    found.seed
+}
+
 fn run_many_groups(seeds: std::ops::Range<u64>, bug: Option<PlantedBug>) -> Vec<Outcome> {
     let runs: Vec<SimOptions> = seeds
         .map(|seed| SimOptions {

@@ -40,6 +40,12 @@ impl GroupCoordinator {
                         let g = Group::new(group.clone(), v.commit_timestamp);
                         self.groups.insert(group.clone(), g);
                     }
+                    // Planted (simulation only): a later commit does not replace an earlier one.
+                    if self.config.planted_replay_keeps_first_commit
+                        && self.offsets.get(&group, &topic, partition).is_some()
+                    {
+                        return Ok(());
+                    }
                     self.offsets.put(
                         &group,
                         topic,

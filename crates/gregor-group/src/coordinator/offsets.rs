@@ -320,7 +320,8 @@ impl GroupCoordinator {
             {
                 Some(o) => OffsetFetchResponsePartition {
                     partition_index: partition,
-                    committed_offset: o.offset,
+                    // Planted (simulation only): taken for the last record consumed.
+                    committed_offset: o.offset + i64::from(self.config.planted_fetch_past_commit),
                     committed_leader_epoch: o.leader_epoch,
                     metadata: o.metadata.clone(),
                     error: None,
