@@ -10,7 +10,6 @@
 //! ```
 
 use crate::error::{LogError, Result};
-use crate::validate::{check_records, Rules, Summary};
 
 /// Bytes before `batchLength` counts: baseOffset + batchLength.
 pub const LOG_OVERHEAD: usize = 12;
@@ -201,98 +200,6 @@ pub(crate) enum Origin {
     Follower,
 }
 
-/// Validate the batch at the start of `buf` and return its header and what its records
-/// showed. Checks the length fields against `max_message_bytes` and the buffer, magic 2, the
-/// CRC32C, the header's count and offset range, then reads every record (decompressing
-/// compressed batches as a stream, at most `rules.cap` bytes) and checks them against the
-/// header and `rules` (see [`crate::validate::check_records`]).
-pub(crate) fn validate(
-    buf: &[u8],
-    max_message_bytes: usize,
-    rules: &Rules,
-) -> Result<(BatchHeader, Summary)> {
-    if buf.len() < LOG_OVERHEAD {
-        return Err(LogError::CorruptMessage(format!(
-            "{} trailing bytes are too few for a batch",
-            buf.len()
-        )));
-    }
-    let batch_length = be_i32(buf, 8);
-    if batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 {
-        return Err(LogError::CorruptMessage(format!(
-            "batchLength {batch_length} is smaller than the v2 header"
-        )));
-    }
-    let size = LOG_OVERHEAD + batch_length as usize;
-    if size > max_message_bytes {
-        return Err(LogError::MessageTooLarge {
-            size,
-            max: max_message_bytes,
-        });
-    }
-    if size > buf.len() {
-        return Err(LogError::CorruptMessage(format!(
-            "batch of {size} bytes truncated to {}",
-            buf.len()
-        )));
-    }
-    let batch = &buf[..size];
-    let h = BatchHeader::parse(batch).expect("size >= HEADER_LEN was checked");
-    if h.magic != 2 {
-        return Err(LogError::CorruptMessage(format!(
-            "unsupported magic {} (only v2 batches are accepted)",
-            h.magic
-        )));
-    }
-    let crc = compute_crc(batch);
-    if crc != h.crc {
-        return Err(LogError::CorruptMessage(format!(
-            "CRC32C mismatch: stored {:#010x}, computed {crc:#010x}",
-            h.crc
-        )));
-    }
-    check_header_rules(&h, rules.origin)?;
-    let summary = check_records(&h, batch, rules)?;
-    Ok((h, summary))
-}
-
-fn check_header_rules(h: &BatchHeader, origin: Origin) -> Result<()> {
-    let invalid = |m: String| Err(LogError::InvalidRecord(m));
-    if h.codec().is_none() {
-        return invalid(format!("unknown compression codec {}", h.attributes & 7));
-    }
-    if h.last_offset_delta < 0 {
-        return invalid(format!("negative lastOffsetDelta {}", h.last_offset_delta));
-    }
-    if h.record_count < 0 {
-        return invalid(format!("negative record count {}", h.record_count));
-    }
-    match origin {
-        Origin::Leader => {
-            if h.record_count == 0
-                || i64::from(h.record_count) != i64::from(h.last_offset_delta) + 1
-            {
-                return invalid(format!(
-                    "record count {} does not match lastOffsetDelta {}",
-                    h.record_count, h.last_offset_delta
-                ));
-            }
-        }
-        Origin::Follower => {
-            if i64::from(h.record_count) > i64::from(h.last_offset_delta) + 1 {
-                return invalid(format!(
-                    "record count {} exceeds the offset range of lastOffsetDelta {}",
-                    h.record_count, h.last_offset_delta
-                ));
-            }
-            if h.base_offset < 0 {
-                return invalid(format!("negative base offset {}", h.base_offset));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Read a zig-zag varint (Kafka's varint/varlong); returns the value and bytes consumed.
 pub(crate) fn read_varint(buf: &[u8]) -> Option<(i64, usize)> {
     let mut raw: u64 = 0;
@@ -346,32 +253,28 @@ pub(crate) fn set_max_timestamp(header: &mut [u8; HEADER_LEN], body: &[u8], max_
     header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
-/// The same batch with its records section compressed with `codec` instead (Kafka's
-/// `compression.type` other than `producer`): header fields are kept, the codec bits, the
-/// length and the CRC change. At most `cap` bytes are decompressed.
-pub(crate) fn recompress(
-    batch: &[u8],
-    h: &BatchHeader,
-    codec: Codec,
-    cap: usize,
-) -> Result<Vec<u8>> {
-    let from = h
-        .codec()
-        .ok_or_else(|| LogError::InvalidRecord("unknown compression codec".into()))?;
-    let raw = crate::codec::decompress(from, &batch[HEADER_LEN..h.size()], cap)?;
-    let section = crate::records::compress(codec, &raw)?;
+/// A copy of the batch whose header is `header` (its first [`HEADER_LEN`] bytes) with `section`
+/// as its records section, compressed with `codec`: the other header fields are kept, the codec
+/// bits, the length and the CRC are rewritten.
+pub(crate) fn with_records_section(header: &[u8], codec: Codec, section: &[u8]) -> Result<Vec<u8>> {
     let size = HEADER_LEN + section.len();
     let batch_length = i32::try_from(size - LOG_OVERHEAD)
         .map_err(|_| LogError::InvalidRecord("recompressed batch is too large".into()))?;
     let mut out = Vec::with_capacity(size);
-    out.extend_from_slice(&batch[..HEADER_LEN]);
-    out.extend_from_slice(&section);
+    out.extend_from_slice(&header[..HEADER_LEN]);
+    out.extend_from_slice(section);
     out[8..12].copy_from_slice(&batch_length.to_be_bytes());
-    let attrs = (h.attributes & !0x7) | codec.id();
+    let attrs = (be_i16(header, ATTR_OFFSET) & !0x7) | codec.id();
     out[ATTR_OFFSET..ATTR_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
     let crc = compute_crc(&out);
     out[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(out)
+}
+
+/// The `batchLength` field of the batch at the start of `buf`; `None` if `buf` is shorter
+/// than [`LOG_OVERHEAD`].
+pub(crate) fn batch_length(buf: &[u8]) -> Option<i32> {
+    (buf.len() >= LOG_OVERHEAD).then(|| be_i32(buf, 8))
 }
 
 #[cfg(test)]

@@ -13,12 +13,12 @@ use tracing::info;
 use crate::batch::write_varint;
 use crate::batch::BatchHeader;
 use crate::checkpoint;
+use crate::config::LogConfig;
 use crate::disk::Disk;
 use crate::error::{IoContext, LogError, Result};
 use crate::log::{lock, Log};
-use crate::open::{CLEANED, SWAP};
 use crate::records::{self, BatchSpec};
-use crate::segment::{file_name, scan, ScanEnd, Segment};
+use crate::segment::{file_name, scan, ScanEnd, Segment, CLEANED, SWAP};
 use crate::validate::{RecordStream, RecordView, STORED};
 
 /// What a retention pass removed.
@@ -140,6 +140,65 @@ struct RewriteContext<'a> {
     delete_retention_ms: i64,
 }
 
+/// What a compaction pass starts from, taken under the log's lock.
+struct Cleanable {
+    cfg: LogConfig,
+    snaps: Vec<Snapshot>,
+    ckpt: Option<checkpoint::CleanerCheckpoint>,
+    log_start: i64,
+}
+
+/// Whether compaction runs: a kept tombstone's delete horizon has passed, the oldest dirty
+/// record is `max.compaction.lag.ms` old, or the dirty section is at least
+/// `min.cleanable.dirty.ratio` of the cleanable bytes.
+fn compaction_due(
+    cfg: &LogConfig,
+    snaps: &[Snapshot],
+    ckpt: Option<checkpoint::CleanerCheckpoint>,
+    first_dirty: i64,
+    now_ms: i64,
+) -> bool {
+    let total: u64 = snaps.iter().map(|s| s.size).sum();
+    let dirty: u64 = snaps
+        .iter()
+        .filter(|s| s.next_offset > first_dirty)
+        .map(|s| s.size)
+        .sum();
+    let horizon_due = ckpt
+        .and_then(|c| c.earliest_delete_horizon)
+        .is_some_and(|h| now_ms >= h);
+    // max.compaction.lag.ms: the oldest dirty record has waited long enough.
+    let lag_due = snaps
+        .iter()
+        .find(|s| s.next_offset > first_dirty)
+        .and_then(|s| s.first_ts)
+        .is_some_and(|t| now_ms.saturating_sub(t) >= cfg.max_compaction_lag_ms);
+    let ratio = dirty as f64 / total.max(1) as f64;
+    let due = horizon_due || (lag_due && dirty > 0);
+    due || (dirty != 0 && ratio >= cfg.min_cleanable_dirty_ratio)
+}
+
+/// Pass 1 of compaction: the last offset of every key in the dirty section (from
+/// `first_dirty`), within `map_budget` (the segment that crosses it is still mapped whole: a
+/// bound, not an exact limit), and the end of the mapped range.
+fn map_dirty_keys(
+    snaps: &[Snapshot],
+    first_dirty: i64,
+    map_budget: usize,
+) -> Result<(HashMap<Bytes, i64>, i64)> {
+    let mut last: HashMap<Bytes, i64> = HashMap::new();
+    let mut map_bytes = 0usize;
+    let mut end = first_dirty;
+    for s in snaps.iter().filter(|s| s.next_offset > first_dirty) {
+        if map_bytes > map_budget {
+            break;
+        }
+        map_keys(s, &mut last, &mut map_bytes)?;
+        end = s.next_offset;
+    }
+    Ok((last, end))
+}
+
 /// The fate of one record under the keep rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fate {
@@ -185,41 +244,75 @@ fn keep_rules(
     stats: &mut CompactionStats,
     earliest_horizon: &mut Option<i64>,
 ) -> Result<Option<Vec<u8>>> {
-    let (mut read, mut kept, mut tombstones) = (0u64, 0u64, 0u64);
-    let mut first_kept_ts = None;
-    let mut stream = RecordStream::new(h, b, STORED.cap)?;
-    while let Some(r) = stream.next_record()? {
-        read += 1;
-        match fate(h, &r, ctx) {
-            Fate::Drop => continue,
-            Fate::DropTombstone => {
-                stats.tombstones_dropped += 1;
-                continue;
-            }
-            Fate::KeepTombstone => tombstones += 1,
-            Fate::Keep => {}
-        }
-        kept += 1;
-        first_kept_ts.get_or_insert(record_ts(h, &r));
-    }
-    stats.records_read += read;
-    stats.records_kept += kept;
-    let horizon = (tombstones > 0).then(|| {
+    let t = tally(h, b, ctx)?;
+    stats.records_read += t.read;
+    stats.records_kept += t.kept;
+    stats.tombstones_dropped += t.tombstones_dropped;
+    let horizon = (t.tombstones > 0).then(|| {
         h.delete_horizon()
             .unwrap_or(ctx.now_ms + ctx.delete_retention_ms)
     });
     if let Some(t) = horizon {
         *earliest_horizon = Some(earliest_horizon.map_or(t, |e| e.min(t)));
     }
-    let needs_horizon = tombstones > 0 && h.delete_horizon().is_none();
-    if kept == read && !needs_horizon {
+    let needs_horizon = t.tombstones > 0 && h.delete_horizon().is_none();
+    if t.kept == t.read && !needs_horizon {
         return Ok(None);
     }
-    let Some(first_ts) = first_kept_ts else {
+    let Some(first_ts) = t.first_kept_ts else {
         return Ok(Some(Vec::new()));
     };
     // Offsets deltas stay (same base offset); timestamp deltas move to the new base timestamp.
     let base_ts = horizon.unwrap_or(first_ts);
+    rebuild(h, b, ctx, base_ts, horizon, t.kept).map(Some)
+}
+
+/// What the keep rules make of one batch's records (first of the two streams).
+struct Tally {
+    read: u64,
+    kept: u64,
+    /// Tombstones kept.
+    tombstones: u64,
+    tombstones_dropped: u64,
+    first_kept_ts: Option<i64>,
+}
+
+fn tally(h: &BatchHeader, b: &[u8], ctx: &RewriteContext<'_>) -> Result<Tally> {
+    let mut t = Tally {
+        read: 0,
+        kept: 0,
+        tombstones: 0,
+        tombstones_dropped: 0,
+        first_kept_ts: None,
+    };
+    let mut stream = RecordStream::new(h, b, STORED.cap)?;
+    while let Some(r) = stream.next_record()? {
+        t.read += 1;
+        match fate(h, &r, ctx) {
+            Fate::Drop => continue,
+            Fate::DropTombstone => {
+                t.tombstones_dropped += 1;
+                continue;
+            }
+            Fate::KeepTombstone => t.tombstones += 1,
+            Fate::Keep => {}
+        }
+        t.kept += 1;
+        t.first_kept_ts.get_or_insert(record_ts(h, &r));
+    }
+    Ok(t)
+}
+
+/// The batch `h` rebuilt with the `kept` records the keep rules keep (second stream), timestamp
+/// deltas relative to `base_ts`, and the delete `horizon` if it holds tombstones.
+fn rebuild(
+    h: &BatchHeader,
+    b: &[u8],
+    ctx: &RewriteContext<'_>,
+    base_ts: i64,
+    horizon: Option<i64>,
+    kept: u64,
+) -> Result<Vec<u8>> {
     let mut raw = Vec::new();
     let mut body = Vec::new();
     let mut max_ts = -1i64;
@@ -260,14 +353,7 @@ fn keep_rules(
         max_ts
     };
     let count = i32::try_from(kept).map_err(|_| LogError::InvalidRecord("record count".into()))?;
-    Ok(Some(records::encode_raw_batch(
-        &spec,
-        h.last_offset_delta,
-        base_ts,
-        max_ts,
-        count,
-        &raw,
-    )?))
+    records::encode_raw_batch(&spec, h.last_offset_delta, base_ts, max_ts, count, &raw)
 }
 
 /// A segment's cleaned copy, written and synced.
@@ -400,6 +486,7 @@ impl Log {
                 // Only empty segments (offsets lost in a power loss) lie above the high
                 // watermark here; it never stays below the log start.
                 g.high_watermark = g.high_watermark.max(first);
+                g.debug_check_offsets();
                 if g.epochs.truncate_from_start(first) {
                     checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
                 }
@@ -449,33 +536,12 @@ impl Log {
     /// beside appends and reads.
     pub fn compact_within(&self, now_ms: i64, map_budget: usize) -> Result<CompactionStats> {
         let _m = lock(&self.maintenance);
-        let (cfg, snaps, ckpt, log_start) = {
-            let g = lock(&self.inner);
-            self.check_not_closed(&g)?;
-            let active = g.active().base;
-            // Cleanable: the non-active segments below the high watermark whose newest record
-            // is at least min.compaction.lag.ms old, a prefix of the log.
-            let lag = g.config.min_compaction_lag_ms;
-            let snaps: Vec<Snapshot> = g
-                .segments
-                .values()
-                .take_while(|s| {
-                    s.base != active
-                        && s.next_offset <= g.high_watermark
-                        && (lag == 0 || s.max_ts < 0 || s.max_ts <= now_ms.saturating_sub(lag))
-                })
-                .map(|s| Snapshot {
-                    base: s.base,
-                    next_offset: s.next_offset,
-                    first_ts: s.rolling_ts.filter(|t| *t >= 0),
-                    id: s.id,
-                    size: s.size,
-                    file: Arc::clone(&s.file),
-                    path: s.log_path(),
-                })
-                .collect();
-            (g.config.clone(), snaps, g.cleaner, g.log_start_offset)
-        };
+        let Cleanable {
+            cfg,
+            snaps,
+            ckpt,
+            log_start,
+        } = self.cleanable(now_ms)?;
         let first_dirty = ckpt
             .map_or(log_start, |c| c.first_dirty_offset)
             .max(log_start);
@@ -486,52 +552,24 @@ impl Log {
         if !cfg.cleanup_policy.compact || snaps.is_empty() {
             return Ok(stats);
         }
-        let total: u64 = snaps.iter().map(|s| s.size).sum();
-        let dirty: u64 = snaps
-            .iter()
-            .filter(|s| s.next_offset > first_dirty)
-            .map(|s| s.size)
-            .sum();
-        let horizon_due = ckpt
-            .and_then(|c| c.earliest_delete_horizon)
-            .is_some_and(|h| now_ms >= h);
-        // max.compaction.lag.ms: the oldest dirty record has waited long enough.
-        let lag_due = snaps
-            .iter()
-            .find(|s| s.next_offset > first_dirty)
-            .and_then(|s| s.first_ts)
-            .is_some_and(|t| now_ms.saturating_sub(t) >= cfg.max_compaction_lag_ms);
-        let ratio = dirty as f64 / total.max(1) as f64;
-        let due = horizon_due || (lag_due && dirty > 0);
-        if !due && (dirty == 0 || ratio < cfg.min_cleanable_dirty_ratio) {
+        if !compaction_due(&cfg, &snaps, ckpt, first_dirty, now_ms) {
             stats.skipped = true;
             return Ok(stats);
         }
         // Everything compaction reads is durable before anything it supersedes is dropped.
         self.sync_rolled()?;
-        // Pass 1: the last offset of every key in the dirty section, within the budget (the
-        // segment that crosses it is still mapped whole: a bound, not an exact limit).
-        let mut last: HashMap<Bytes, i64> = HashMap::new();
-        let mut map_bytes = 0usize;
-        let mut end = first_dirty;
-        for s in snaps.iter().filter(|s| s.next_offset > first_dirty) {
-            if map_bytes > map_budget {
-                break;
-            }
-            map_keys(s, &mut last, &mut map_bytes)?;
-            end = s.next_offset;
-        }
+        let (last, end) = map_dirty_keys(&snaps, first_dirty, map_budget)?;
         // Pass 2: rewrite each segment up to the end of the mapped range that loses something.
         // Below the first dirty offset keys are already unique: a key the map does not know
         // stays.
         let mut earliest_horizon: Option<i64> = None;
+        let ctx = RewriteContext {
+            last: &last,
+            now_ms,
+            delete_retention_ms: cfg.delete_retention_ms,
+        };
         for s in snaps.iter().filter(|s| s.next_offset <= end) {
             stats.segments_cleaned += 1;
-            let ctx = RewriteContext {
-                last: &last,
-                now_ms,
-                delete_retention_ms: cfg.delete_retention_ms,
-            };
             let Some(cleaned) = self.rewrite(s, &ctx, &mut stats, &mut earliest_horizon)? else {
                 continue;
             };
@@ -554,6 +592,41 @@ impl Log {
         stats.cleaned_up_to = checkpoint.first_dirty_offset;
         info!(dir = %self.dir.display(), ?stats, "compaction done");
         Ok(stats)
+    }
+
+    /// Under the log's lock: the configuration, the cleaner checkpoint, the log start offset
+    /// and snapshots of the cleanable segments: the non-active segments below the high
+    /// watermark whose newest record is at least `min.compaction.lag.ms` old, a prefix of the
+    /// log.
+    fn cleanable(&self, now_ms: i64) -> Result<Cleanable> {
+        let g = lock(&self.inner);
+        self.check_not_closed(&g)?;
+        let active = g.active().base;
+        let lag = g.config.min_compaction_lag_ms;
+        let snaps: Vec<Snapshot> = g
+            .segments
+            .values()
+            .take_while(|s| {
+                s.base != active
+                    && s.next_offset <= g.high_watermark
+                    && (lag == 0 || s.max_ts < 0 || s.max_ts <= now_ms.saturating_sub(lag))
+            })
+            .map(|s| Snapshot {
+                base: s.base,
+                next_offset: s.next_offset,
+                first_ts: s.rolling_ts.filter(|t| *t >= 0),
+                id: s.id,
+                size: s.size,
+                file: Arc::clone(&s.file),
+                path: s.log_path(),
+            })
+            .collect();
+        Ok(Cleanable {
+            cfg: g.config.clone(),
+            snaps,
+            ckpt: g.cleaner,
+            log_start: g.log_start_offset,
+        })
     }
 
     /// Streams segment `s` through the keep rules. Nothing is written while every batch stays
@@ -602,7 +675,7 @@ impl Log {
         &self,
         s: &Snapshot,
         cleaned_copy: Cleaned,
-        cfg: &crate::LogConfig,
+        cfg: &LogConfig,
         now_ms: i64,
     ) -> Result<()> {
         let disk: &Disk = &self.disk;

@@ -4,7 +4,10 @@
 
 use std::io::{self, Read};
 
-use crate::batch::Codec;
+use bytes::BytesMut;
+use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
+
+use crate::batch::{self, BatchHeader, Codec, HEADER_LEN};
 use crate::error::{LogError, Result};
 
 /// Cap on the decompressed records section of one batch: 64 MiB. A compressed batch whose
@@ -79,6 +82,44 @@ pub(crate) fn decompress(codec: Codec, data: &[u8], cap: usize) -> Result<Vec<u8
         return Err(over_cap(cap));
     }
     Ok(out)
+}
+
+/// Compress a records section.
+pub(crate) fn compress(codec: Codec, data: &[u8]) -> Result<Vec<u8>> {
+    let mut out = BytesMut::new();
+    let fill = |b: &mut BytesMut| {
+        b.extend_from_slice(data);
+        Ok(())
+    };
+    let r = match codec {
+        Codec::None => {
+            out.extend_from_slice(data);
+            Ok(())
+        }
+        Codec::Gzip => Gzip::compress(&mut out, fill),
+        Codec::Snappy => Snappy::compress(&mut out, fill),
+        Codec::Lz4 => Lz4::compress(&mut out, fill),
+        Codec::Zstd => Zstd::compress(&mut out, fill),
+    };
+    r.map_err(|e| LogError::InvalidArgument(format!("cannot compress records: {e}")))?;
+    Ok(out.to_vec())
+}
+
+/// The same batch with its records section compressed with `codec` instead (Kafka's
+/// `compression.type` other than `producer`): header fields are kept, the codec bits, the
+/// length and the CRC change. At most `cap` bytes are decompressed.
+pub(crate) fn recompress(
+    batch: &[u8],
+    h: &BatchHeader,
+    codec: Codec,
+    cap: usize,
+) -> Result<Vec<u8>> {
+    let from = h
+        .codec()
+        .ok_or_else(|| LogError::InvalidRecord("unknown compression codec".into()))?;
+    let raw = decompress(from, &batch[HEADER_LEN..h.size()], cap)?;
+    let section = compress(codec, &raw)?;
+    batch::with_records_section(batch, codec, &section)
 }
 
 /// Kafka's snappy framing (xerial's `SnappyOutputStream`): a 16-byte header, then blocks of
@@ -172,7 +213,6 @@ impl Read for SnappyReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::compress;
 
     #[test]
     fn every_codec_round_trips_and_stops_at_the_cap() {

@@ -16,6 +16,7 @@ mod open;
 pub mod page_cache;
 mod power;
 mod prepare;
+mod read;
 pub mod records;
 mod retire;
 mod segment;
@@ -28,8 +29,6 @@ pub use disk::{
     take_simulated_delay, Disk, FaultInjector, PowerLossReport, TornWrite, DELETE_SUFFIX,
 };
 pub use error::{LogError, RecordError, RecordErrors, RecordProblem, Result};
-pub use log::{
-    AppendInfo, DurableToken, FileSlice, Log, LogOffsets, OffsetSpec, ReadResult, SliceRead,
-    TimestampOffset,
-};
+pub use log::{AppendInfo, DurableToken, Log, LogOffsets};
+pub use read::{FileSlice, OffsetSpec, ReadResult, SliceRead, TimestampOffset};
 pub use sync::{set_sync_observer, LogStats, SyncObserver};

@@ -1,30 +1,25 @@
-//! The partition log: append, read, offset lookups, high watermark, truncation and
-//! DeleteRecords. Opening/recovery lives in `open.rs`, group commit in `sync.rs`, retention
-//! and compaction in `cleaner.rs` / `compact.rs`.
+//! The partition log: its state, append, high watermark, truncation and DeleteRecords. Built on
+//! the segments, group commit (`sync.rs`) and the retired-files queue (`retire.rs`); reads live
+//! in `read.rs`, opening and recovery in `open.rs`, retention and compaction in `cleaner.rs`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use bytes::Bytes;
 use tracing::{debug, info};
 
-use crate::batch::{self, Origin};
+use crate::batch::{self, BatchHeader, Origin};
 use crate::checkpoint;
 use crate::config::{FlushPolicy, LogConfig, TimestampType};
 use crate::disk::Disk;
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, LogError, Result};
 use crate::prepare::{prepare, Prepared};
+use crate::retire::{self, RetiredFiles};
 use crate::segment::Segment;
-use crate::segment::Wait;
-use crate::sync::SyncState;
+use crate::sync::{GroupCommit, LogStats};
 
-/// Lock a mutex, recovering the guard if another thread panicked while holding it (every
-/// critical section leaves the state consistent before anything that can panic).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(crate) use crate::sync::lock;
 
 /// What an append did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,125 +50,6 @@ impl DurableToken {
     pub const DURABLE: DurableToken = DurableToken(None);
 }
 
-/// Whole batches read from the log, as stored (never re-encoded).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadResult {
-    /// Concatenated batches; empty when nothing qualifies.
-    pub records: Bytes,
-    /// Base offset of the first batch returned, if any.
-    pub first_batch_offset: Option<i64>,
-    /// Offset after the last batch returned (the next fetch position), if any.
-    pub next_offset: Option<i64>,
-    /// Log start offset at the time of the read.
-    pub log_start_offset: i64,
-    /// Log end offset at the time of the read.
-    pub log_end_offset: i64,
-    /// High watermark at the time of the read.
-    pub high_watermark: i64,
-}
-
-/// Whole batches located in a segment file, to be sent from it: [`Log::read_slice`].
-#[derive(Debug, Clone)]
-pub struct SliceRead {
-    /// Where the batches are.
-    pub records: FileSlice,
-    /// Records in those batches (the sum of their headers' counts).
-    pub record_count: u64,
-    /// Base offset of the first batch, if any.
-    pub first_batch_offset: Option<i64>,
-    /// Offset after the last batch (the next fetch position), if any.
-    pub next_offset: Option<i64>,
-    /// Log start offset at the time of the read.
-    pub log_start_offset: i64,
-    /// Log end offset at the time of the read.
-    pub log_end_offset: i64,
-    /// High watermark at the time of the read.
-    pub high_watermark: i64,
-}
-
-impl SliceRead {
-    fn into_result(self, records: Bytes) -> ReadResult {
-        ReadResult {
-            records,
-            first_batch_offset: self.first_batch_offset,
-            next_offset: self.next_offset,
-            log_start_offset: self.log_start_offset,
-            log_end_offset: self.log_end_offset,
-            high_watermark: self.high_watermark,
-        }
-    }
-}
-
-/// A byte range of a segment file, holding the file open: record bytes on their way from the
-/// log to a socket without being copied into a response buffer.
-#[derive(Debug, Clone)]
-pub struct FileSlice {
-    /// The segment file; `None` for an empty slice.
-    pub file: Option<Arc<std::fs::File>>,
-    /// Its path, for error messages.
-    pub path: PathBuf,
-    /// Where the bytes start.
-    pub pos: u64,
-    /// How many bytes.
-    pub len: usize,
-}
-
-impl FileSlice {
-    /// No bytes.
-    pub fn empty() -> FileSlice {
-        FileSlice {
-            file: None,
-            path: PathBuf::new(),
-            pos: 0,
-            len: 0,
-        }
-    }
-
-    /// A slice of `len` bytes of `file` from `pos` (tests, and callers holding a file).
-    pub fn new(file: Arc<std::fs::File>, path: PathBuf, pos: u64, len: usize) -> FileSlice {
-        FileSlice {
-            file: Some(file),
-            path,
-            pos,
-            len,
-        }
-    }
-
-    /// Whether the slice holds no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Reads the bytes into memory (fewer if the file is shorter now). Blocking file I/O.
-    pub fn read(&self) -> Result<Vec<u8>> {
-        self.read_into(Vec::new())
-    }
-
-    /// Reads the bytes into `buf` (cleared first, its capacity reused; fewer bytes if the
-    /// file is shorter now). Blocking file I/O.
-    pub fn read_into(&self, mut buf: Vec<u8>) -> Result<Vec<u8>> {
-        buf.clear();
-        let Some(file) = &self.file else {
-            return Ok(buf);
-        };
-        Segment::read_at_into(file, self.pos, self.len, &mut buf).at(&self.path)?;
-        Ok(buf)
-    }
-}
-
-/// ListOffsets targets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OffsetSpec {
-    /// `-2`: the log start offset.
-    Earliest,
-    /// `-1`: the log end offset (cap it at the high watermark for consumers).
-    Latest,
-    /// `-3` (KIP-734): the record with the largest timestamp.
-    MaxTimestamp,
-    /// The first record whose timestamp is at or after this one.
-    Timestamp(i64),
-}
-
 /// A log's offsets at one instant ([`Log::offsets`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogOffsets {
@@ -183,15 +59,6 @@ pub struct LogOffsets {
     pub log_end_offset: i64,
     /// The high watermark.
     pub high_watermark: i64,
-}
-
-/// A ListOffsets answer; `timestamp` is -1 for Earliest/Latest, as in Kafka.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TimestampOffset {
-    /// The offset.
-    pub offset: i64,
-    /// The record's timestamp, or -1.
-    pub timestamp: i64,
 }
 
 /// Mutable state behind the log's lock.
@@ -217,7 +84,7 @@ pub(crate) struct Inner {
     /// Where compaction stands; `None` until the first compaction.
     pub cleaner: Option<checkpoint::CleanerCheckpoint>,
     /// Files of removed segments waiting out `file.delete.delay.ms`.
-    pub retired: Vec<crate::retire::RetiredFiles>,
+    pub retired: Vec<RetiredFiles>,
 }
 
 impl Inner {
@@ -243,6 +110,45 @@ impl Inner {
         self.next_segment_id += 1;
         self.next_segment_id
     }
+
+    /// Log start <= high watermark <= log end: consumers read below the high watermark and
+    /// replication counts on it never passing what the log holds. Checked wherever one of the
+    /// three moves.
+    pub fn debug_check_offsets(&self) {
+        let (lso, hw, leo) = (
+            self.log_start_offset,
+            self.high_watermark,
+            self.log_end_offset(),
+        );
+        debug_assert!(
+            lso <= hw && hw <= leo,
+            "offsets out of order: log start {lso}, high watermark {hw}, log end {leo}"
+        );
+    }
+}
+
+/// Offsets only grow: every batch of an append starts where the log (or the batch before it)
+/// ends, or after it for a follower (its leader's compaction may have left a gap), and ends at
+/// or after its start. A violation would write overlapping offsets into the segment, and the
+/// check is one comparison per batch, so release builds make it too.
+fn assert_offsets_follow(headers: &[BatchHeader], log_end: i64, origin: Origin) {
+    let mut end = log_end;
+    for h in headers {
+        match origin {
+            Origin::Leader => assert_eq!(h.base_offset, end, "leader batch not at the log end"),
+            Origin::Follower => assert!(
+                h.base_offset >= end,
+                "follower batch at {} below the log end {end}",
+                h.base_offset
+            ),
+        }
+        assert!(
+            h.last_offset() >= h.base_offset,
+            "batch at {} ends before it starts",
+            h.base_offset
+        );
+        end = h.next_offset();
+    }
 }
 
 /// The offsets the periodic checkpoint last wrote (`None`: not written by this instance).
@@ -261,8 +167,7 @@ pub struct Log {
     pub(crate) dir: PathBuf,
     pub(crate) disk: Disk,
     pub(crate) inner: Mutex<Inner>,
-    pub(crate) sync: Mutex<SyncState>,
-    pub(crate) sync_cv: Condvar,
+    pub(crate) commit: GroupCommit,
     /// Serializes retention/compaction runs and checkpoint writers; holds what the periodic
     /// checkpoint last wrote.
     pub(crate) maintenance: Mutex<Checkpointed>,
@@ -351,6 +256,7 @@ impl Log {
         let mut g = lock(&self.inner);
         let hw = hw.clamp(g.log_start_offset, g.log_end_offset());
         g.high_watermark = hw;
+        g.debug_check_offsets();
         hw
     }
 
@@ -396,7 +302,7 @@ impl Log {
         }
         let log_append_time =
             (config.timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
-        self.write_locked(g, p, now_ms, log_append_time)
+        self.write_locked(g, p, Origin::Leader, now_ms, log_append_time)
     }
 
     /// Waits until the append behind `token` is durable (a no-op when the flush policy did not
@@ -445,7 +351,7 @@ impl Log {
         if changed {
             checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
         }
-        self.write_locked(g, p, now_ms, None)
+        self.write_locked(g, p, Origin::Follower, now_ms, None)
     }
 
     /// Whether the log may be written: not offline, not closed.
@@ -468,9 +374,11 @@ impl Log {
         &self,
         mut g: MutexGuard<'_, Inner>,
         p: Prepared<'_>,
+        origin: Origin,
         now_ms: i64,
         log_append_time: Option<i64>,
     ) -> Result<(AppendInfo, DurableToken)> {
+        assert_offsets_follow(&p.headers, g.log_end_offset(), origin);
         let first = p.headers[0].base_offset;
         let last = p.headers.last().map_or(first, |h| h.last_offset());
         let max_ts = p
@@ -485,6 +393,8 @@ impl Log {
         let disk = self.disk.clone();
         g.active_mut()
             .append(&p.parts(), &p.headers, interval, &disk)?;
+        debug_assert_eq!(g.log_end_offset(), last + 1, "log end after an append");
+        g.debug_check_offsets();
         g.written_seq += 1;
         let seq = g.written_seq;
         g.unflushed_messages += p.records;
@@ -559,226 +469,6 @@ impl Log {
         Ok(())
     }
 
-    /// Read whole batches starting with the one that contains `from_offset`, up to `max_bytes`
-    /// (but at least one batch, KIP-74), stopping before any batch whose last offset reaches
-    /// `upper_bound` (exclusive; e.g. the high watermark for consumers). Reads stay within one
-    /// segment; the next read continues at `next_offset`. The bytes are copied into memory:
-    /// the fetch path uses [`Log::read_slice`] and sends them from the file instead.
-    pub fn read(
-        &self,
-        from_offset: i64,
-        max_bytes: usize,
-        upper_bound: Option<i64>,
-    ) -> Result<ReadResult> {
-        let s = self.read_slice(from_offset, max_bytes, upper_bound)?;
-        let records = if s.records.is_empty() {
-            Bytes::new()
-        } else {
-            let buf = s.records.read()?;
-            if buf.len() < s.records.len {
-                // The segment was truncated under us: report nothing rather than torn batches.
-                return Ok(ReadResult {
-                    records: Bytes::new(),
-                    first_batch_offset: None,
-                    next_offset: None,
-                    ..s.into_result(Bytes::new())
-                });
-            }
-            Bytes::from(buf)
-        };
-        Ok(s.into_result(records))
-    }
-
-    /// Where the batches [`Log::read`] would return lie in the segment file, without reading
-    /// them: the header of each batch is read (to stop at whole batches, the upper bound and
-    /// `max_bytes`), the record bytes are not. The slice keeps the file open, so a segment
-    /// deleted meanwhile (retention, compaction) is still read whole.
-    pub fn read_slice(
-        &self,
-        from_offset: i64,
-        max_bytes: usize,
-        upper_bound: Option<i64>,
-    ) -> Result<SliceRead> {
-        self.read_slice_with(from_offset, max_bytes, upper_bound, Wait::Block)
-    }
-
-    /// [`Log::read_slice`] if the batch headers it reads are all in the page cache; `None`
-    /// where one is not (the read would wait for the disk), so that an async worker can try
-    /// this first and leave the rest to a thread that may block. Either way it takes the log's
-    /// lock for the index lookup only, as `read_slice` does.
-    pub fn read_slice_cached(
-        &self,
-        from_offset: i64,
-        max_bytes: usize,
-        upper_bound: Option<i64>,
-    ) -> Result<Option<SliceRead>> {
-        match self.read_slice_with(from_offset, max_bytes, upper_bound, Wait::CachedOnly) {
-            Ok(s) => Ok(Some(s)),
-            Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::WouldBlock => {
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    fn read_slice_with(
-        &self,
-        from_offset: i64,
-        max_bytes: usize,
-        upper_bound: Option<i64>,
-        wait: Wait,
-    ) -> Result<SliceRead> {
-        let g = lock(&self.inner);
-        let (lso, leo, hw) = (g.log_start_offset, g.log_end_offset(), g.high_watermark);
-        if from_offset < lso || from_offset > leo {
-            return Err(LogError::OffsetOutOfRange {
-                offset: from_offset,
-                log_start_offset: lso,
-                log_end_offset: leo,
-            });
-        }
-        let mut result = SliceRead {
-            records: FileSlice::empty(),
-            record_count: 0,
-            first_batch_offset: None,
-            next_offset: None,
-            log_start_offset: lso,
-            log_end_offset: leo,
-            high_watermark: hw,
-        };
-        let bound = upper_bound.unwrap_or(i64::MAX).min(leo);
-        if from_offset >= bound {
-            return Ok(result);
-        }
-        let start_key = g
-            .segments
-            .range(..=from_offset)
-            .next_back()
-            .map_or(i64::MIN, |(k, _)| *k);
-        let mut located = None;
-        for seg in g.segments.range(start_key..).map(|(_, s)| s) {
-            if let Some((pos, h)) = seg.translate_with(from_offset, wait)? {
-                // Where readable data ends in this segment: before the batch that reaches the
-                // upper bound (the high watermark for consumers), else at the segment's end.
-                let end = if bound < seg.next_offset {
-                    seg.translate_with(bound, wait)?
-                        .map_or(seg.size, |(p, _)| p)
-                } else {
-                    seg.size
-                };
-                // What the fetch asked for, but never past the readable end; a first batch
-                // larger than that is returned whole (KIP-74). Its size was checked against
-                // the segment when it was located and against max.message.bytes when it was
-                // appended.
-                let limit = (max_bytes as u64)
-                    .min(end.saturating_sub(pos))
-                    .max(h.size() as u64);
-                // The batches before an indexed batch start inside the limit are whole and
-                // inside it (and below the bound, which `end` is before), so their headers
-                // need not be read: one syscall each, a dozen per fetch of 64 KiB batches.
-                // The walk starts at the last indexed start but one, whose batch is then in
-                // the answer for certain, so the offset after the answer is read, not guessed.
-                let walk_from = seg
-                    .offset_index
-                    .second_last_start_within(pos, pos + limit)
-                    .map_or(pos, u64::from);
-                located = Some((
-                    Arc::clone(&seg.file),
-                    seg.log_path(),
-                    pos,
-                    h,
-                    limit,
-                    walk_from,
-                ));
-                break;
-            }
-        }
-        drop(g);
-        let Some((file, path, pos, first, limit, walk_from)) = located else {
-            return Ok(result);
-        };
-        if first.last_offset() >= bound {
-            return Ok(result);
-        }
-        let mut len = walk_from - pos;
-        let mut next = None;
-        let mut count = 0u64;
-        let mut skipped = walk_from > pos;
-        crate::segment::scan_with(&file, walk_from, pos + limit, false, wait, |_, h, _| {
-            if skipped {
-                // The batches skipped hold the offsets from the first batch's to this one's
-                // (a compacted segment has gaps: they are counted too).
-                skipped = false;
-                count = u64::try_from(h.base_offset - first.base_offset).unwrap_or(0);
-            }
-            if h.last_offset() >= bound || (len > 0 && len + h.size() as u64 > max_bytes as u64) {
-                return Ok(false);
-            }
-            len += h.size() as u64;
-            next = Some(h.next_offset());
-            count += u64::try_from(h.record_count).unwrap_or(0);
-            Ok(true)
-        })
-        .at(&path)?;
-        // A batch torn at the limit ends the walk as "invalid": the batches before it are
-        // whole, and the torn one is left for the next fetch. Nothing whole where the walk
-        // began (the segment was truncated under us) reports nothing rather than torn bytes.
-        if next.is_none() {
-            return Ok(result);
-        }
-        result.records = FileSlice {
-            file: Some(file),
-            path,
-            pos,
-            len: len as usize,
-        };
-        result.record_count = count;
-        result.first_batch_offset = Some(first.base_offset);
-        result.next_offset = next;
-        Ok(result)
-    }
-
-    /// ListOffsets.
-    pub fn list_offset(&self, spec: OffsetSpec) -> Result<Option<TimestampOffset>> {
-        let g = lock(&self.inner);
-        let lso = g.log_start_offset;
-        match spec {
-            OffsetSpec::Earliest => Ok(Some(TimestampOffset {
-                offset: lso,
-                timestamp: -1,
-            })),
-            OffsetSpec::Latest => Ok(Some(TimestampOffset {
-                offset: g.log_end_offset(),
-                timestamp: -1,
-            })),
-            OffsetSpec::MaxTimestamp => {
-                let best = g
-                    .segments
-                    .values()
-                    .filter(|s| s.max_ts >= 0 && s.next_offset > lso)
-                    .max_by_key(|s| (s.max_ts, std::cmp::Reverse(s.base)));
-                let Some(seg) = best else { return Ok(None) };
-                let (ts, off) = (seg.max_ts, seg.offset_of_max_ts);
-                let Some((pos, h)) = seg.translate(off)? else {
-                    return Ok(None);
-                };
-                let hit = seg.first_record_matching(pos, &h, |o, t| t == ts && o >= lso)?;
-                Ok(hit.map(|(offset, timestamp)| TimestampOffset { offset, timestamp }))
-            }
-            OffsetSpec::Timestamp(ts) => {
-                for seg in g.segments.values() {
-                    if seg.next_offset <= lso || seg.max_ts < ts {
-                        continue;
-                    }
-                    if let Some((offset, timestamp)) = seg.find_by_timestamp(ts, lso)? {
-                        return Ok(Some(TimestampOffset { offset, timestamp }));
-                    }
-                }
-                Ok(None)
-            }
-        }
-    }
-
     /// The latest leader epoch in the epoch cache.
     pub fn latest_epoch(&self) -> Option<i32> {
         lock(&self.inner).epochs.latest_epoch()
@@ -845,6 +535,7 @@ impl Log {
             }
             g.high_watermark = g.high_watermark.min(leo);
             g.recovery_point = g.recovery_point.min(leo);
+            g.debug_check_offsets();
             if g.epochs.truncate_from_end(leo) {
                 checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
             }
@@ -896,6 +587,7 @@ impl Log {
         g.log_start_offset = offset;
         g.high_watermark = offset;
         g.recovery_point = offset;
+        g.debug_check_offsets();
         g.epochs = LeaderEpochCache::default();
         checkpoint::write_epochs(&self.disk, &self.dir, &[])?;
         self.rewind_cleaner(g, offset)?;
@@ -918,6 +610,7 @@ impl Log {
             return Ok(g.log_start_offset);
         }
         g.log_start_offset = offset;
+        g.debug_check_offsets();
         if g.epochs.truncate_from_start(offset) {
             checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())?;
         }
@@ -1012,7 +705,7 @@ impl Log {
         self.write_final_checkpoints(&g)?;
         disk.write_atomic(&self.dir.join(checkpoint::CLEAN_SHUTDOWN), b"0\n")?;
         g.marker_written = true;
-        self.delete_all_retired(&mut g);
+        retire::delete_all(&mut g.retired, &disk);
         info!(dir = %self.dir.display(), leo = g.log_end_offset(), "log closed cleanly");
         Ok(())
     }
@@ -1027,5 +720,185 @@ impl Log {
             checkpoint::write_offset(&self.disk, &self.dir, name, value)?;
         }
         checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())
+    }
+}
+
+/// Group commit and the delayed deletion of removed segments, as the write path, close and
+/// cleanup use them (the state and its rules live in `sync.rs` and `retire.rs`).
+impl Log {
+    /// Block until the append with sequence number `seq` is durable.
+    pub(crate) fn wait_durable(&self, seq: u64) -> Result<()> {
+        self.commit.wait_durable(
+            seq,
+            &self.dir,
+            || self.sync_once(),
+            || lock(&self.inner).offline = true,
+        )
+    }
+
+    /// Sync rolled segments not yet synced, then the active one; returns the sequence number
+    /// that the sync covers.
+    fn sync_once(&self) -> Result<u64> {
+        let (seq, pending, file, path, leo) = {
+            let mut g = lock(&self.inner);
+            let pending = std::mem::take(&mut g.pending_sync);
+            let a = g.active();
+            (
+                g.written_seq,
+                pending,
+                Arc::clone(&a.file),
+                a.log_path(),
+                a.next_offset,
+            )
+        };
+        for (f, p) in pending.iter().chain(std::iter::once(&(file, path))) {
+            if let Err(e) = self.disk.sync_data(f) {
+                return Err(LogError::io(p, e));
+            }
+        }
+        let mut g = lock(&self.inner);
+        let leo_now = g.log_end_offset();
+        g.recovery_point = g.recovery_point.max(leo.min(leo_now));
+        Ok(seq)
+    }
+
+    /// Sync the rolled segments not synced yet (without moving the recovery point). Compaction
+    /// calls it before dropping records: the records that supersede them must be durable first,
+    /// or a power loss could leave a key with no value at all.
+    pub(crate) fn sync_rolled(&self) -> Result<()> {
+        let pending = std::mem::take(&mut lock(&self.inner).pending_sync);
+        for (i, (f, p)) in pending.iter().enumerate() {
+            if let Err(e) = self.disk.sync_data(f) {
+                // The next group commit retries them.
+                lock(&self.inner)
+                    .pending_sync
+                    .extend(pending[i..].iter().cloned());
+                return Err(LogError::io(p, e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Counters: appends written and fdatasyncs made for them (group commit makes the second
+    /// smaller than the first under concurrency).
+    pub fn stats(&self) -> LogStats {
+        let appends = lock(&self.inner).written_seq;
+        let syncs = self.commit.syncs();
+        LogStats { appends, syncs }
+    }
+
+    /// Make every append so far durable (Kafka's `flush`).
+    pub fn flush(&self) -> Result<()> {
+        let seq = {
+            let mut g = lock(&self.inner);
+            if g.offline {
+                return Err(LogError::Offline(self.dir.clone()));
+            }
+            g.unflushed_messages = 0;
+            g.written_seq
+        };
+        self.wait_durable(seq)
+    }
+
+    /// Under [`FlushPolicy::Interval`], flush if `flush.ms` has passed since the last
+    /// flush. Returns whether it flushed.
+    pub fn flush_if_due(&self, now_ms: i64) -> Result<bool> {
+        let seq = {
+            let mut g = lock(&self.inner);
+            let due = match g.config.flush {
+                FlushPolicy::EveryAppend => false,
+                FlushPolicy::Interval { ms, .. } => {
+                    ms.is_some_and(|ms| now_ms - g.last_flush_ms >= ms)
+                }
+            };
+            if !due || g.unflushed_messages == 0 {
+                return Ok(false);
+            }
+            g.unflushed_messages = 0;
+            g.last_flush_ms = now_ms;
+            g.written_seq
+        };
+        self.wait_durable(seq)?;
+        Ok(true)
+    }
+
+    /// Removes `seg` (already taken out of the segment map) from the disk: with a
+    /// `file.delete.delay.ms` above 0 its files are renamed to `.deleted` and unlinked by a
+    /// later [`Log::delete_retired_files`]; with 0 at once. `now_ms` starts the delay where
+    /// the caller knows the time.
+    pub(crate) fn retire_segment(
+        &self,
+        g: &mut Inner,
+        seg: &Segment,
+        now_ms: Option<i64>,
+    ) -> Result<()> {
+        let delay_ms = g.config.file_delete_delay_ms;
+        retire::retire_segment(&mut g.retired, &self.disk, seg, delay_ms, now_ms)
+    }
+
+    /// Whether [`Log::delete_retired_files`] has work at `now_ms`: files whose delay has passed
+    /// or has yet to start. No I/O.
+    pub fn retired_files_pending(&self, now_ms: i64) -> bool {
+        retire::any_pending(&lock(&self.inner).retired, now_ms)
+    }
+
+    /// Unlinks the files of removed segments whose `file.delete.delay.ms` has passed by
+    /// `now_ms` (and starts the delay of those removed without a clock). Returns how many
+    /// files went. A file that cannot be unlinked stays queued and fails the call.
+    pub fn delete_retired_files(&self, now_ms: i64) -> Result<usize> {
+        let due = retire::take_due(&mut lock(&self.inner).retired, now_ms);
+        // Unlinked outside the log's lock: freeing a large file's blocks takes a while.
+        let done = retire::unlink_due(&self.disk, &self.dir, due);
+        if !done.left.is_empty() {
+            lock(&self.inner).retired.extend(done.left);
+        }
+        done.failure.map_or(Ok(done.deleted), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(base_offset: i64, last_offset_delta: i32) -> BatchHeader {
+        BatchHeader {
+            base_offset,
+            batch_length: 49,
+            partition_leader_epoch: 0,
+            magic: 2,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta,
+            base_timestamp: -1,
+            max_timestamp: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            record_count: last_offset_delta + 1,
+        }
+    }
+
+    #[test]
+    fn batches_that_follow_the_log_end_pass() {
+        assert_offsets_follow(&[header(10, 2), header(13, 0)], 10, Origin::Leader);
+        assert_offsets_follow(&[header(12, 2), header(20, 0)], 10, Origin::Follower);
+    }
+
+    #[test]
+    #[should_panic(expected = "leader batch not at the log end")]
+    fn a_leader_gap_is_caught() {
+        assert_offsets_follow(&[header(10, 2), header(14, 0)], 10, Origin::Leader);
+    }
+
+    #[test]
+    #[should_panic(expected = "below the log end")]
+    fn a_follower_overlap_is_caught() {
+        assert_offsets_follow(&[header(10, 2), header(12, 0)], 10, Origin::Follower);
+    }
+
+    #[test]
+    #[should_panic(expected = "ends before it starts")]
+    fn a_negative_span_is_caught() {
+        assert_offsets_follow(&[header(10, -1)], 10, Origin::Follower);
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 use tracing::{info, warn};
 
@@ -14,16 +14,8 @@ use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, Result};
 use crate::log::Checkpointed;
 use crate::log::{Inner, Log};
-use crate::segment::{file_name, parse_name, Segment};
-use crate::sync::SyncState;
-
-/// Suffix of a compacted segment being written.
-pub(crate) const CLEANED: &str = ".log.cleaned";
-/// Suffix of a compacted segment ready to replace its original.
-pub(crate) const SWAP: &str = ".log.swap";
-/// Suffix added to a removed segment's files until `file.delete.delay.ms` has passed (Kafka's
-/// marker); a file left with it by a stop is removed when the log opens.
-pub(crate) const DELETED: &str = ".deleted";
+use crate::segment::{file_name, parse_name, Segment, CLEANED, DELETED, SWAP};
+use crate::sync::GroupCommit;
 
 /// Read a checkpoint, treating a corrupt one as missing (recovery then does more work).
 fn lenient<T>(dir: &Path, what: &str, r: Result<Option<T>>) -> Option<T> {
@@ -71,116 +63,15 @@ impl Log {
         config.validate()?;
         let existed = dir.is_dir();
         disk.create_dir_all(dir)?;
-        let mut bases = Vec::new();
-        let mut names = Vec::new();
-        for entry in fs::read_dir(dir).at(dir)? {
-            let entry = entry.at(dir)?;
-            names.push(entry.file_name().to_string_lossy().into_owned());
-        }
-        for name in &names {
-            let path = dir.join(name);
-            if name.ends_with(".tmp") || name.ends_with(CLEANED) || name.ends_with(DELETED) {
-                disk.remove_if_exists(&path)?;
-            } else if let Some(base) = parse_name(name, SWAP) {
-                // A compacted segment that was complete (synced) before it was renamed to
-                // .swap: finish replacing the original.
-                warn!(dir = %dir.display(), base, "completing interrupted compaction swap");
-                disk.rename(&path, &dir.join(file_name(base, ".log")))
-                    .at(&path)?;
-                disk.remove_if_exists(&dir.join(file_name(base, ".index")))?;
-                disk.remove_if_exists(&dir.join(file_name(base, ".timeindex")))?;
-                bases.push(base);
-            } else if let Some(base) = parse_name(name, ".log") {
-                bases.push(base);
-            }
-        }
-        bases.sort_unstable();
-        bases.dedup();
-        for name in &names {
-            let orphan = parse_name(name, ".index")
-                .or_else(|| parse_name(name, ".timeindex"))
-                .is_some_and(|b| bases.binary_search(&b).is_err());
-            if orphan {
-                disk.remove_if_exists(&dir.join(name))?;
-            }
-        }
-        disk.sync_dir(dir)?;
-
+        let bases = tidy_dir(dir, &disk)?;
         let marker = dir.join(checkpoint::CLEAN_SHUTDOWN);
         let clean = marker.exists();
-        let rp_ckpt = lenient(
-            dir,
-            "recovery point",
-            checkpoint::read_offset(dir, checkpoint::RECOVERY_POINT),
-        );
-        let hw_ckpt = lenient(
-            dir,
-            "high watermark",
-            checkpoint::read_offset(dir, checkpoint::HIGH_WATERMARK),
-        );
-        let lso_ckpt = lenient(
-            dir,
-            "log start offset",
-            checkpoint::read_offset(dir, checkpoint::LOG_START_OFFSET),
-        );
-        let epochs = lenient(dir, "leader epochs", checkpoint::read_epochs(dir));
-        // An unreadable cleaner checkpoint only costs a full compaction.
-        let cleaner_ckpt = lenient(dir, "cleaner", checkpoint::read_cleaner(dir));
-        let recovery_point = rp_ckpt.unwrap_or(i64::MIN);
-
-        let mut segments = BTreeMap::new();
-        let mut next_id = 0u64;
-        let mut recovered = Vec::new();
-        let mut prev_next: Option<i64> = None;
-        for (i, &base) in bases.iter().enumerate() {
-            let next_base = bases.get(i + 1).copied();
-            if prev_next.is_some_and(|p| base < p) {
-                warn!(dir = %dir.display(), base, "segment overlaps its predecessor; dropping it and later ones");
-                for &b in &bases[i..] {
-                    for s in [".log", ".index", ".timeindex"] {
-                        disk.remove_if_exists(&dir.join(file_name(b, s)))?;
-                    }
-                }
-                break;
-            }
-            let trusted = clean || next_base.is_some_and(|nb| nb <= recovery_point);
-            next_id += 1;
-            let (seg, truncated) = Segment::open(
-                dir,
-                base,
-                trusted,
-                config.index_interval_bytes,
-                now_ms,
-                next_id,
-                &disk,
-            )?;
-            if !trusted {
-                recovered.push(base);
-            }
-            prev_next = Some(seg.next_offset);
-            segments.insert(base, seg);
-            if truncated {
-                let later = &bases[i + 1..];
-                if !later.is_empty() {
-                    warn!(dir = %dir.display(), base, dropped = later.len(), "segment was truncated; deleting later segments");
-                }
-                for &b in later {
-                    for s in [".log", ".index", ".timeindex"] {
-                        disk.remove_if_exists(&dir.join(file_name(b, s)))?;
-                    }
-                }
-                break;
-            }
-        }
-        if segments.is_empty() {
-            let base = lso_ckpt.unwrap_or(0).max(0);
-            next_id += 1;
-            segments.insert(base, Segment::create(dir, base, now_ms, next_id, &disk)?);
-        }
+        let ckpt = Checkpoints::read(dir);
+        let loaded = load_segments(dir, &bases, clean, &ckpt, &config, now_ms, &disk)?;
         // Data read during recovery may only have been in the page cache: make it durable
         // before the recovery point moves past it.
-        for base in &recovered {
-            if let Some(seg) = segments.get(base) {
+        for base in &loaded.recovered {
+            if let Some(seg) = loaded.segments.get(base) {
                 disk.sync_data(&seg.file).at(&seg.log_path())?;
             }
         }
@@ -194,65 +85,235 @@ impl Log {
             }
         }
         disk.sync_dir(dir)?;
-
-        let first_base = *segments.keys().next().expect("at least one segment");
-        let leo = segments
-            .values()
-            .next_back()
-            .expect("at least one segment")
-            .next_offset;
-        let lso = lso_ckpt.unwrap_or(first_base).max(first_base).min(leo);
-        // Recovery may have cut the log below what was compacted.
-        let cleaner = cleaner_ckpt.map(|c| checkpoint::CleanerCheckpoint {
-            first_dirty_offset: c.first_dirty_offset.min(leo),
-            ..c
-        });
-        let hw = hw_ckpt.unwrap_or(lso).clamp(lso, leo);
-        let mut epoch_cache = LeaderEpochCache::from_entries(epochs.clone().unwrap_or_default());
-        epoch_cache.truncate_from_end(leo);
-        epoch_cache.truncate_from_start(lso);
-        if epochs.as_deref() != Some(epoch_cache.entries()) {
-            checkpoint::write_epochs(&disk, dir, epoch_cache.entries())?;
-        }
-        // Checkpoints written before a power loss can point past what survived it: persist the
-        // clamped values, or appends reusing those offsets would be hidden (below a stale log
-        // start offset) or taken for compacted at the next open.
-        if lso_ckpt.is_some_and(|c| c != lso) {
-            checkpoint::write_offset(&disk, dir, checkpoint::LOG_START_OFFSET, lso)?;
-        }
-        if hw_ckpt.is_some_and(|c| c != hw) {
-            checkpoint::write_offset(&disk, dir, checkpoint::HIGH_WATERMARK, hw)?;
-        }
-        if let Some(c) = cleaner.filter(|c| cleaner_ckpt != Some(*c)) {
-            checkpoint::write_cleaner(&disk, dir, c)?;
-        }
-        checkpoint::write_offset(&disk, dir, checkpoint::RECOVERY_POINT, leo)?;
-        info!(dir = %dir.display(), clean, segments = segments.len(), recovered = recovered.len(), lso, leo, hw, "log opened");
+        let offsets = reconcile_checkpoints(dir, &disk, &ckpt, &loaded.segments)?;
+        info!(dir = %dir.display(), clean, segments = loaded.segments.len(), recovered = loaded.recovered.len(), lso = offsets.log_start_offset, leo = offsets.log_end_offset, hw = offsets.high_watermark, "log opened");
         let inner = Inner {
             config,
-            segments,
-            log_start_offset: lso,
-            high_watermark: hw,
-            recovery_point: leo,
-            epochs: epoch_cache,
+            segments: loaded.segments,
+            log_start_offset: offsets.log_start_offset,
+            high_watermark: offsets.high_watermark,
+            recovery_point: offsets.log_end_offset,
+            epochs: offsets.epochs,
             written_seq: 0,
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             offline: false,
             closed: false,
             marker_written: false,
-            next_segment_id: next_id,
+            next_segment_id: loaded.next_id,
             pending_sync: Vec::new(),
-            cleaner,
+            cleaner: offsets.cleaner,
             retired: Vec::new(),
         };
+        inner.debug_check_offsets();
         Ok(Log {
             dir: dir.to_path_buf(),
             disk,
             inner: Mutex::new(inner),
-            sync: Mutex::new(SyncState::default()),
-            sync_cv: Condvar::new(),
+            commit: GroupCommit::default(),
             maintenance: Mutex::new(Checkpointed::default()),
         })
     }
+}
+
+/// Clears what an interrupted operation left in `dir` (temp files, unfinished compactions,
+/// files waiting for deletion, indexes without a segment), finishes a compaction swap that was
+/// complete, and returns the segments' base offsets in order.
+fn tidy_dir(dir: &Path, disk: &Disk) -> Result<Vec<i64>> {
+    let mut bases = Vec::new();
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).at(dir)? {
+        let entry = entry.at(dir)?;
+        names.push(entry.file_name().to_string_lossy().into_owned());
+    }
+    for name in &names {
+        let path = dir.join(name);
+        if name.ends_with(".tmp") || name.ends_with(CLEANED) || name.ends_with(DELETED) {
+            disk.remove_if_exists(&path)?;
+        } else if let Some(base) = parse_name(name, SWAP) {
+            // A compacted segment that was complete (synced) before it was renamed to
+            // .swap: finish replacing the original.
+            warn!(dir = %dir.display(), base, "completing interrupted compaction swap");
+            disk.rename(&path, &dir.join(file_name(base, ".log")))
+                .at(&path)?;
+            disk.remove_if_exists(&dir.join(file_name(base, ".index")))?;
+            disk.remove_if_exists(&dir.join(file_name(base, ".timeindex")))?;
+            bases.push(base);
+        } else if let Some(base) = parse_name(name, ".log") {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    bases.dedup();
+    for name in &names {
+        let orphan = parse_name(name, ".index")
+            .or_else(|| parse_name(name, ".timeindex"))
+            .is_some_and(|b| bases.binary_search(&b).is_err());
+        if orphan {
+            disk.remove_if_exists(&dir.join(name))?;
+        }
+    }
+    disk.sync_dir(dir)?;
+    Ok(bases)
+}
+
+/// The checkpoint files as found at open, each `None` if missing or unreadable.
+struct Checkpoints {
+    recovery_point: Option<i64>,
+    high_watermark: Option<i64>,
+    log_start_offset: Option<i64>,
+    epochs: Option<Vec<(i32, i64)>>,
+    cleaner: Option<checkpoint::CleanerCheckpoint>,
+}
+
+impl Checkpoints {
+    fn read(dir: &Path) -> Checkpoints {
+        let offset =
+            |what: &str, name: &str| lenient(dir, what, checkpoint::read_offset(dir, name));
+        Checkpoints {
+            recovery_point: offset("recovery point", checkpoint::RECOVERY_POINT),
+            high_watermark: offset("high watermark", checkpoint::HIGH_WATERMARK),
+            log_start_offset: offset("log start offset", checkpoint::LOG_START_OFFSET),
+            epochs: lenient(dir, "leader epochs", checkpoint::read_epochs(dir)),
+            // An unreadable cleaner checkpoint only costs a full compaction.
+            cleaner: lenient(dir, "cleaner", checkpoint::read_cleaner(dir)),
+        }
+    }
+}
+
+/// The segments opened from the directory.
+struct Loaded {
+    segments: BTreeMap<i64, Segment>,
+    /// The last segment id handed out.
+    next_id: u64,
+    /// Base offsets of the segments that were validated (not trusted) and may hold data that
+    /// was only in the page cache.
+    recovered: Vec<i64>,
+}
+
+/// Opens the segments at `bases`: trusted (index files sanity-checked) after a clean shutdown
+/// or when wholly below the recovery point, validated batch by batch otherwise. A segment that
+/// overlaps its predecessor, and every segment after one recovery truncated, is deleted. An
+/// empty directory gets one segment at the checkpointed log start offset.
+fn load_segments(
+    dir: &Path,
+    bases: &[i64],
+    clean: bool,
+    ckpt: &Checkpoints,
+    config: &LogConfig,
+    now_ms: i64,
+    disk: &Disk,
+) -> Result<Loaded> {
+    let recovery_point = ckpt.recovery_point.unwrap_or(i64::MIN);
+    let mut loaded = Loaded {
+        segments: BTreeMap::new(),
+        next_id: 0,
+        recovered: Vec::new(),
+    };
+    let mut prev_next: Option<i64> = None;
+    for (i, &base) in bases.iter().enumerate() {
+        let next_base = bases.get(i + 1).copied();
+        if prev_next.is_some_and(|p| base < p) {
+            warn!(dir = %dir.display(), base, "segment overlaps its predecessor; dropping it and later ones");
+            remove_segment_files(dir, &bases[i..], disk)?;
+            break;
+        }
+        let trusted = clean || next_base.is_some_and(|nb| nb <= recovery_point);
+        loaded.next_id += 1;
+        let interval = config.index_interval_bytes;
+        let (seg, truncated) =
+            Segment::open(dir, base, trusted, interval, now_ms, loaded.next_id, disk)?;
+        if !trusted {
+            loaded.recovered.push(base);
+        }
+        prev_next = Some(seg.next_offset);
+        loaded.segments.insert(base, seg);
+        if truncated {
+            let later = &bases[i + 1..];
+            if !later.is_empty() {
+                warn!(dir = %dir.display(), base, dropped = later.len(), "segment was truncated; deleting later segments");
+            }
+            remove_segment_files(dir, later, disk)?;
+            break;
+        }
+    }
+    if loaded.segments.is_empty() {
+        let base = ckpt.log_start_offset.unwrap_or(0).max(0);
+        loaded.next_id += 1;
+        let seg = Segment::create(dir, base, now_ms, loaded.next_id, disk)?;
+        loaded.segments.insert(base, seg);
+    }
+    Ok(loaded)
+}
+
+/// Deletes the files of the segments at `bases`.
+fn remove_segment_files(dir: &Path, bases: &[i64], disk: &Disk) -> Result<()> {
+    for &b in bases {
+        for s in [".log", ".index", ".timeindex"] {
+            disk.remove_if_exists(&dir.join(file_name(b, s)))?;
+        }
+    }
+    Ok(())
+}
+
+/// The log's offsets, epochs and cleaner state after an open.
+struct Reconciled {
+    log_start_offset: i64,
+    log_end_offset: i64,
+    high_watermark: i64,
+    epochs: LeaderEpochCache,
+    cleaner: Option<checkpoint::CleanerCheckpoint>,
+}
+
+/// Clamps the checkpointed offsets, epochs and cleaner state to the segments that survived
+/// and writes back every checkpoint that changed, then the recovery point at the log end.
+fn reconcile_checkpoints(
+    dir: &Path,
+    disk: &Disk,
+    ckpt: &Checkpoints,
+    segments: &BTreeMap<i64, Segment>,
+) -> Result<Reconciled> {
+    let first_base = *segments.keys().next().expect("at least one segment");
+    let leo = segments
+        .values()
+        .next_back()
+        .expect("at least one segment")
+        .next_offset;
+    let lso = ckpt
+        .log_start_offset
+        .unwrap_or(first_base)
+        .max(first_base)
+        .min(leo);
+    // Recovery may have cut the log below what was compacted.
+    let cleaner = ckpt.cleaner.map(|c| checkpoint::CleanerCheckpoint {
+        first_dirty_offset: c.first_dirty_offset.min(leo),
+        ..c
+    });
+    let hw = ckpt.high_watermark.unwrap_or(lso).clamp(lso, leo);
+    let mut epochs = LeaderEpochCache::from_entries(ckpt.epochs.clone().unwrap_or_default());
+    epochs.truncate_from_end(leo);
+    epochs.truncate_from_start(lso);
+    if ckpt.epochs.as_deref() != Some(epochs.entries()) {
+        checkpoint::write_epochs(disk, dir, epochs.entries())?;
+    }
+    // Checkpoints written before a power loss can point past what survived it: persist the
+    // clamped values, or appends reusing those offsets would be hidden (below a stale log
+    // start offset) or taken for compacted at the next open.
+    if ckpt.log_start_offset.is_some_and(|c| c != lso) {
+        checkpoint::write_offset(disk, dir, checkpoint::LOG_START_OFFSET, lso)?;
+    }
+    if ckpt.high_watermark.is_some_and(|c| c != hw) {
+        checkpoint::write_offset(disk, dir, checkpoint::HIGH_WATERMARK, hw)?;
+    }
+    if let Some(c) = cleaner.filter(|c| ckpt.cleaner != Some(*c)) {
+        checkpoint::write_cleaner(disk, dir, c)?;
+    }
+    checkpoint::write_offset(disk, dir, checkpoint::RECOVERY_POINT, leo)?;
+    Ok(Reconciled {
+        log_start_offset: lso,
+        log_end_offset: leo,
+        high_watermark: hw,
+        epochs,
+        cleaner,
+    })
 }

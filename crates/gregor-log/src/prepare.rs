@@ -3,10 +3,10 @@
 //! max timestamp).
 
 use crate::batch::{self, BatchHeader, Origin, HEADER_LEN};
-use crate::codec::MAX_DECOMPRESSED_BYTES;
+use crate::codec::{self, MAX_DECOMPRESSED_BYTES};
 use crate::config::{CompressionType, LogConfig, TimestampType};
 use crate::error::{LogError, Result};
-use crate::validate::{Rules, TimestampBounds};
+use crate::validate::{validate_batch, Rules, TimestampBounds};
 
 /// Batches validated and ready to write: each batch is its (possibly rewritten) header plus
 /// the untouched rest of the caller's bytes, written with one vectored write (no copy), or a
@@ -59,7 +59,7 @@ pub(crate) fn rules(config: &LogConfig, origin: Origin, now_ms: i64) -> Rules {
     }
 }
 
-/// Validate every batch (Kafka's log validator: see [`batch::validate`]) and, for a
+/// Validate every batch (Kafka's log validator: see [`validate_batch`]) and, for a
 /// leader, apply the topic's settings: recompression (`compression.type`), LogAppendTime,
 /// and the max timestamp the records actually hold.
 pub(crate) fn prepare<'a>(
@@ -82,7 +82,7 @@ pub(crate) fn prepare<'a>(
     };
     let mut pos = 0;
     while pos < records.len() {
-        let (mut h, summary) = batch::validate(&records[pos..], config.max_message_bytes, &rules)?;
+        let (mut h, summary) = validate_batch(&records[pos..], config.max_message_bytes, &rules)?;
         let end = pos + h.size();
         let mut rebuilt = None;
         if origin == Origin::Leader {
@@ -93,7 +93,7 @@ pub(crate) fn prepare<'a>(
             }
             if let CompressionType::Codec(target) = config.compression {
                 if h.codec() != Some(target) {
-                    let b = batch::recompress(&records[pos..end], &h, target, rules.cap)?;
+                    let b = codec::recompress(&records[pos..end], &h, target, rules.cap)?;
                     if b.len() > config.max_message_bytes {
                         return Err(LogError::MessageTooLarge {
                             size: b.len(),

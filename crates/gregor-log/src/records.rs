@@ -2,14 +2,13 @@
 //! (compaction keys, timestamp search inside a batch) and to build batches (tests, benchmarks,
 //! internal writers such as a group coordinator). The append path never comes here.
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
+use bytes::Bytes;
 
 use crate::batch::{
     self, write_varint, BatchHeader, Codec, ATTR_CONTROL, ATTR_DELETE_HORIZON,
     ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, HEADER_LEN, LOG_OVERHEAD,
 };
-use crate::codec::MAX_DECOMPRESSED_BYTES;
+use crate::codec::{compress, MAX_DECOMPRESSED_BYTES};
 use crate::error::{LogError, Result};
 use crate::validate::RecordStream;
 
@@ -35,27 +34,6 @@ pub struct Record {
     pub value: Option<Bytes>,
     /// Headers in order (duplicates allowed).
     pub headers: Vec<Header>,
-}
-
-/// Compress a records section.
-pub(crate) fn compress(codec: Codec, data: &[u8]) -> Result<Vec<u8>> {
-    let mut out = BytesMut::new();
-    let fill = |b: &mut BytesMut| {
-        b.extend_from_slice(data);
-        Ok(())
-    };
-    let r = match codec {
-        Codec::None => {
-            out.extend_from_slice(data);
-            Ok(())
-        }
-        Codec::Gzip => Gzip::compress(&mut out, fill),
-        Codec::Snappy => Snappy::compress(&mut out, fill),
-        Codec::Lz4 => Lz4::compress(&mut out, fill),
-        Codec::Zstd => Zstd::compress(&mut out, fill),
-    };
-    r.map_err(|e| LogError::InvalidArgument(format!("cannot compress records: {e}")))?;
-    Ok(out.to_vec())
 }
 
 /// Decode every record of one batch (`batch` holds exactly one batch; the CRC is not
@@ -284,8 +262,8 @@ pub fn simple_batch(codec: Codec, timestamp: i64, kvs: &[KeyValue<'_>]) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::{validate, Origin};
-    use crate::validate::{Rules, STORED};
+    use crate::batch::Origin;
+    use crate::validate::{validate_batch as validate, Rules, STORED};
 
     const LEADER: Rules = Rules {
         origin: Origin::Leader,

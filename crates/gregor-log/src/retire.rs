@@ -3,13 +3,13 @@
 //! renamed to `<file>.deleted` (Kafka's marker); they are unlinked once the delay has passed,
 //! when the log is closed, or (after a stop) when the log opens again.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use tracing::{debug, warn};
 
-use crate::log::{lock, Inner, Log};
+use crate::disk::Disk;
+use crate::error::{LogError, Result};
 use crate::segment::Segment;
-use crate::Result;
 
 /// The files of one removed segment, waiting out `file.delete.delay.ms`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub(crate) struct RetiredFiles {
 
 /// Starts the delay of entries that have none and takes those due at `now_ms` out of
 /// `retired`.
-fn take_due(retired: &mut Vec<RetiredFiles>, now_ms: i64) -> Vec<RetiredFiles> {
+pub(crate) fn take_due(retired: &mut Vec<RetiredFiles>, now_ms: i64) -> Vec<RetiredFiles> {
     for r in retired.iter_mut() {
         r.due_ms.get_or_insert(now_ms.saturating_add(r.delay_ms));
     }
@@ -35,79 +35,79 @@ fn take_due(retired: &mut Vec<RetiredFiles>, now_ms: i64) -> Vec<RetiredFiles> {
     due
 }
 
-impl Log {
-    /// Removes `seg` (already taken out of the segment map) from the disk: with a
-    /// `file.delete.delay.ms` above 0 its files are renamed to `.deleted` and unlinked by a
-    /// later [`Log::delete_retired_files`]; with 0 at once. `now_ms` starts the delay where
-    /// the caller knows the time.
-    pub(crate) fn retire_segment(
-        &self,
-        g: &mut Inner,
-        seg: &Segment,
-        now_ms: Option<i64>,
-    ) -> Result<()> {
-        let delay_ms = g.config.file_delete_delay_ms;
-        if delay_ms == 0 {
-            return seg.delete_files(&self.disk);
-        }
-        let paths = seg.rename_for_deletion(&self.disk)?;
-        if !paths.is_empty() {
-            g.retired.push(RetiredFiles {
-                paths,
-                delay_ms,
-                due_ms: now_ms.map(|n| n.saturating_add(delay_ms)),
-            });
-        }
-        Ok(())
+/// Removes `seg` (already taken out of the segment map) from the disk: with a `delay_ms`
+/// (`file.delete.delay.ms`) above 0 its files are renamed to `.deleted` and queued in `retired`
+/// for [`unlink_due`]; with 0 at once. `now_ms` starts the delay where the caller knows the time.
+pub(crate) fn retire_segment(
+    retired: &mut Vec<RetiredFiles>,
+    disk: &Disk,
+    seg: &Segment,
+    delay_ms: i64,
+    now_ms: Option<i64>,
+) -> Result<()> {
+    if delay_ms == 0 {
+        return seg.delete_files(disk);
     }
-
-    /// Whether [`Log::delete_retired_files`] has work at `now_ms`: files whose delay has passed
-    /// or has yet to start. No I/O.
-    pub fn retired_files_pending(&self, now_ms: i64) -> bool {
-        lock(&self.inner)
-            .retired
-            .iter()
-            .any(|r| r.due_ms.is_none_or(|d| d <= now_ms))
+    let paths = seg.rename_for_deletion(disk)?;
+    if !paths.is_empty() {
+        retired.push(RetiredFiles {
+            paths,
+            delay_ms,
+            due_ms: now_ms.map(|n| n.saturating_add(delay_ms)),
+        });
     }
+    Ok(())
+}
 
-    /// Unlinks the files of removed segments whose `file.delete.delay.ms` has passed by
-    /// `now_ms` (and starts the delay of those removed without a clock). Returns how many
-    /// files went. A file that cannot be unlinked stays queued and fails the call.
-    pub fn delete_retired_files(&self, now_ms: i64) -> Result<usize> {
-        let due = take_due(&mut lock(&self.inner).retired, now_ms);
-        let mut deleted = 0;
-        let mut failure = None;
-        for mut r in due {
-            // Unlinked outside the log's lock: freeing a large file's blocks takes a while.
-            while let Some(p) = r.paths.last() {
-                match self.disk.remove_if_exists(p) {
-                    Ok(()) => {
-                        deleted += 1;
-                        r.paths.pop();
-                    }
-                    Err(e) => {
-                        failure.get_or_insert(e);
-                        break;
-                    }
+/// Whether [`take_due`] would take anything at `now_ms`, or some delay has yet to start.
+pub(crate) fn any_pending(retired: &[RetiredFiles], now_ms: i64) -> bool {
+    retired.iter().any(|r| r.due_ms.is_none_or(|d| d <= now_ms))
+}
+
+/// What [`unlink_due`] did: files unlinked, entries with files left, and the first failure.
+pub(crate) struct Unlinked {
+    pub deleted: usize,
+    pub left: Vec<RetiredFiles>,
+    pub failure: Option<LogError>,
+}
+
+/// Unlinks the files of `due` (taken from the queue by [`take_due`]); an entry whose file
+/// cannot be unlinked keeps its remaining files, for the caller to queue again.
+pub(crate) fn unlink_due(disk: &Disk, dir: &Path, due: Vec<RetiredFiles>) -> Unlinked {
+    let mut done = Unlinked {
+        deleted: 0,
+        left: Vec::new(),
+        failure: None,
+    };
+    for mut r in due {
+        while let Some(p) = r.paths.last() {
+            match disk.remove_if_exists(p) {
+                Ok(()) => {
+                    done.deleted += 1;
+                    r.paths.pop();
+                }
+                Err(e) => {
+                    done.failure.get_or_insert(e);
+                    break;
                 }
             }
-            if !r.paths.is_empty() {
-                lock(&self.inner).retired.push(r);
-            }
         }
-        if deleted > 0 {
-            debug!(dir = %self.dir.display(), files = deleted, "deleted retired segment files");
+        if !r.paths.is_empty() {
+            done.left.push(r);
         }
-        failure.map_or(Ok(deleted), Err)
     }
+    if done.deleted > 0 {
+        debug!(dir = %dir.display(), files = done.deleted, "deleted retired segment files");
+    }
+    done
+}
 
-    /// At close: nothing reads the log any more, so the waiting files go now.
-    pub(crate) fn delete_all_retired(&self, g: &mut Inner) {
-        for p in std::mem::take(&mut g.retired).iter().flat_map(|r| &r.paths) {
-            if let Err(e) = self.disk.remove_if_exists(p) {
-                // The next open removes what is left.
-                warn!(path = %p.display(), error = %e, "cannot delete a retired segment file");
-            }
+/// At close: nothing reads the log any more, so the waiting files go now.
+pub(crate) fn delete_all(retired: &mut Vec<RetiredFiles>, disk: &Disk) {
+    for p in std::mem::take(retired).iter().flat_map(|r| &r.paths) {
+        if let Err(e) = disk.remove_if_exists(p) {
+            // The next open removes what is left.
+            warn!(path = %p.display(), error = %e, "cannot delete a retired segment file");
         }
     }
 }

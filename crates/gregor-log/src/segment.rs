@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tracing::{debug, warn};
 
-use crate::batch::{self, BatchHeader, HEADER_LEN, LOG_OVERHEAD};
+use crate::batch::{BatchHeader, HEADER_LEN, LOG_OVERHEAD};
 use crate::disk::Disk;
 use crate::error::{IoContext, LogError, Result};
 use crate::index::{OffsetIndex, TimeIndex};
@@ -18,6 +18,14 @@ use crate::validate::{self, RecordStream};
 const CHUNK: usize = 1 << 20;
 /// Read granularity of header-only scans (index lookups read one or a few headers).
 const HEADER_CHUNK: usize = 4096;
+
+/// Suffix of a compacted segment being written.
+pub(crate) const CLEANED: &str = ".log.cleaned";
+/// Suffix of a compacted segment ready to replace its original.
+pub(crate) const SWAP: &str = ".log.swap";
+/// Suffix added to a removed segment's files until `file.delete.delay.ms` has passed (Kafka's
+/// marker); a file left with it by a stop is removed when the log opens.
+pub(crate) const DELETED: &str = ".deleted";
 
 /// File name stem of a segment: the base offset in 20 digits, as Kafka names them.
 pub(crate) fn file_name(base: i64, suffix: &str) -> String {
@@ -77,65 +85,28 @@ pub(crate) fn scan_with(
     wait: Wait,
     mut f: impl FnMut(u64, &BatchHeader, &[u8]) -> Result<bool, String>,
 ) -> std::io::Result<ScanEnd> {
-    let mut buf: Vec<u8> = Vec::new();
-    let mut buf_start = start;
+    let mut window = Window {
+        file,
+        buf: Vec::new(),
+        start,
+        end,
+        wait,
+    };
     let mut pos = start;
     while pos < end {
-        let need_hdr = HEADER_LEN as u64;
-        if pos + need_hdr > end {
-            return Ok(ScanEnd::Invalid {
-                pos,
-                reason: format!("{} trailing bytes are not a batch", end - pos),
-            });
-        }
         let chunk = if full { CHUNK } else { HEADER_CHUNK };
-        ensure(
-            file,
-            &mut buf,
-            &mut buf_start,
-            pos,
-            HEADER_LEN,
-            end,
-            chunk,
-            wait,
-        )?;
-        let off = (pos - buf_start) as usize;
-        let h = BatchHeader::parse(&buf[off..]).expect("ensure() loaded a full header");
-        if h.magic != 2 || (h.batch_length as i64) < (HEADER_LEN - LOG_OVERHEAD) as i64 {
-            return Ok(ScanEnd::Invalid {
-                pos,
-                reason: format!("bad header (magic {}, length {})", h.magic, h.batch_length),
-            });
-        }
+        let h = match window.header_at(pos, chunk)? {
+            Ok(h) => h,
+            Err(invalid) => return Ok(invalid),
+        };
         let size = h.size() as u64;
-        if pos + size > end {
-            return Ok(ScanEnd::Invalid {
-                pos,
-                reason: format!("batch of {size} bytes torn at {}", end - pos),
-            });
-        }
         let bytes: &[u8] = if full {
-            ensure(
-                file,
-                &mut buf,
-                &mut buf_start,
-                pos,
-                size as usize,
-                end,
-                CHUNK,
-                wait,
-            )?;
-            let off = (pos - buf_start) as usize;
-            let b = &buf[off..off + size as usize];
-            if let Err(e) = batch::validate(b, usize::MAX, &validate::STORED) {
-                return Ok(ScanEnd::Invalid {
-                    pos,
-                    reason: e.to_string(),
-                });
+            match window.valid_batch_at(pos, size as usize)? {
+                Ok(b) => b,
+                Err(invalid) => return Ok(invalid),
             }
-            b
         } else {
-            &buf[off..off + HEADER_LEN]
+            window.bytes(pos, HEADER_LEN)
         };
         match f(pos, &h, bytes) {
             Ok(true) => {}
@@ -147,29 +118,83 @@ pub(crate) fn scan_with(
     Ok(ScanEnd::Complete)
 }
 
-/// Make `buf` hold `[pos, pos + len)` of the file.
-#[allow(clippy::too_many_arguments)]
-fn ensure(
-    file: &File,
-    buf: &mut Vec<u8>,
-    buf_start: &mut u64,
-    pos: u64,
-    len: usize,
+/// A buffered window on `[.., end)` of a segment file for a scan: `buf` holds the bytes from
+/// `start`.
+struct Window<'f> {
+    file: &'f File,
+    buf: Vec<u8>,
+    start: u64,
     end: u64,
-    chunk: usize,
     wait: Wait,
-) -> std::io::Result<()> {
-    if pos >= *buf_start && pos + len as u64 <= *buf_start + buf.len() as u64 {
-        return Ok(());
+}
+
+impl Window<'_> {
+    /// The header of the batch at `pos`, or how the data there is not a whole batch (too
+    /// short for a header, a bad header, or a batch torn at `end`). Reads ahead `chunk`.
+    fn header_at(
+        &mut self,
+        pos: u64,
+        chunk: usize,
+    ) -> std::io::Result<Result<BatchHeader, ScanEnd>> {
+        let end = self.end;
+        if pos + HEADER_LEN as u64 > end {
+            return Ok(Err(ScanEnd::Invalid {
+                pos,
+                reason: format!("{} trailing bytes are not a batch", end - pos),
+            }));
+        }
+        self.load(pos, HEADER_LEN, chunk)?;
+        let h = BatchHeader::parse(self.bytes(pos, HEADER_LEN)).expect("load() read a full header");
+        if h.magic != 2 || (h.batch_length as i64) < (HEADER_LEN - LOG_OVERHEAD) as i64 {
+            return Ok(Err(ScanEnd::Invalid {
+                pos,
+                reason: format!("bad header (magic {}, length {})", h.magic, h.batch_length),
+            }));
+        }
+        let size = h.size() as u64;
+        if pos + size > end {
+            return Ok(Err(ScanEnd::Invalid {
+                pos,
+                reason: format!("batch of {size} bytes torn at {}", end - pos),
+            }));
+        }
+        Ok(Ok(h))
     }
-    let want = len.max(chunk).min((end - pos) as usize).max(len);
-    buf.resize(want, 0);
-    match wait {
-        Wait::Block => file.read_exact_at(buf, pos)?,
-        Wait::CachedOnly => read_exact_cached(file, buf, pos)?,
+
+    /// The whole batch of `size` bytes at `pos`, validated as a stored batch (CRC included).
+    fn valid_batch_at(&mut self, pos: u64, size: usize) -> std::io::Result<Result<&[u8], ScanEnd>> {
+        self.load(pos, size, CHUNK)?;
+        let b = self.bytes(pos, size);
+        if let Err(e) = validate::validate_batch(b, usize::MAX, &validate::STORED) {
+            return Ok(Err(ScanEnd::Invalid {
+                pos,
+                reason: e.to_string(),
+            }));
+        }
+        Ok(Ok(b))
     }
-    *buf_start = pos;
-    Ok(())
+
+    /// `[pos, pos + len)`, which [`Window::load`] made the window hold.
+    fn bytes(&self, pos: u64, len: usize) -> &[u8] {
+        let off = (pos - self.start) as usize;
+        &self.buf[off..off + len]
+    }
+
+    /// Make the window hold `[pos, pos + len)`, reading ahead up to `chunk` bytes (never
+    /// past `end`) when it does not.
+    fn load(&mut self, pos: u64, len: usize, chunk: usize) -> std::io::Result<()> {
+        if pos >= self.start && pos + len as u64 <= self.start + self.buf.len() as u64 {
+            return Ok(());
+        }
+        let want = len.max(chunk).min((self.end - pos) as usize).max(len);
+        self.buf.resize(want, 0);
+        match self.wait {
+            Wait::Block => self.file.read_exact_at(&mut self.buf, pos)?,
+            Wait::CachedOnly => read_exact_cached(self.file, &mut self.buf, pos)?,
+        }
+        self.start = pos;
+        Ok(())
+    }
 }
 
 /// `read_exact_at` from the page cache only: `WouldBlock` where a page is not there,
@@ -721,7 +746,7 @@ impl Segment {
         let mut renamed = Vec::with_capacity(3);
         for p in [self.log_path(), self.index_path(), self.time_index_path()] {
             let mut to = p.clone().into_os_string();
-            to.push(crate::open::DELETED);
+            to.push(DELETED);
             let to = PathBuf::from(to);
             match disk.rename(&p, &to) {
                 Ok(()) => renamed.push(to),

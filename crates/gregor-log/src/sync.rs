@@ -1,26 +1,27 @@
 //! Group commit: an appender waits until an fdatasync that started after its write has
 //! finished. One thread syncs at a time; every append written before its sync started is
-//! covered by it, so concurrent appenders share syncs.
+//! covered by it, so concurrent appenders share syncs. This module knows nothing of the log:
+//! the log hands it the sync to run.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use tracing::error;
 
 use crate::error::{LogError, Result};
-use crate::log::{lock, Log};
 
 /// Progress of syncing, behind its own mutex (never held together with the log's lock).
 #[derive(Debug, Default)]
-pub(crate) struct SyncState {
+struct SyncState {
     /// Every append with a sequence number `<=` this is durable.
-    pub synced_seq: u64,
+    synced_seq: u64,
     /// A thread is running fdatasync now.
-    pub syncing: bool,
+    syncing: bool,
     /// An fdatasync failed: the log is offline.
-    pub failed: bool,
+    failed: bool,
     /// fdatasync calls made for appends.
-    pub syncs: u64,
+    syncs: u64,
 }
 
 /// Told of every fdatasync that made appends durable: how long it took and how many appends it
@@ -53,30 +54,54 @@ pub struct LogStats {
     pub syncs: u64,
 }
 
-impl Log {
-    /// Block until the append with sequence number `seq` is durable.
-    pub(crate) fn wait_durable(&self, seq: u64) -> Result<()> {
-        let mut st = lock(&self.sync);
+/// Lock a mutex, recovering the guard if another thread panicked while holding it (every
+/// critical section leaves the state consistent before anything that can panic).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The sync progress of one log and the condition its waiting appenders sleep on.
+#[derive(Debug, Default)]
+pub(crate) struct GroupCommit {
+    state: Mutex<SyncState>,
+    cv: Condvar,
+}
+
+impl GroupCommit {
+    /// fdatasync calls made for appends so far.
+    pub fn syncs(&self) -> u64 {
+        lock(&self.state).syncs
+    }
+
+    /// Block until the append with sequence number `seq` is durable. When no sync is running,
+    /// this thread runs `sync_once` (which returns the sequence number it covered); a failed
+    /// sync marks the log failed for good, and `mark_offline` is called once, for the caller
+    /// to refuse further writes. `dir` names the log in errors.
+    pub fn wait_durable(
+        &self,
+        seq: u64,
+        dir: &Path,
+        sync_once: impl Fn() -> Result<u64>,
+        mark_offline: impl FnOnce(),
+    ) -> Result<()> {
+        let mut st = lock(&self.state);
         loop {
             if st.synced_seq >= seq {
                 return Ok(());
             }
             if st.failed {
-                return Err(LogError::Offline(self.dir.clone()));
+                return Err(LogError::Offline(dir.to_path_buf()));
             }
             if st.syncing {
-                st = self
-                    .sync_cv
-                    .wait(st)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                st = self.cv.wait(st).unwrap_or_else(PoisonError::into_inner);
                 continue;
             }
             st.syncing = true;
             drop(st);
             let observer = sync_observer();
             let started = observer.as_ref().map(|_| Instant::now());
-            let r = self.sync_once();
-            st = lock(&self.sync);
+            let r = sync_once();
+            st = lock(&self.state);
             st.syncing = false;
             match r {
                 Ok(done) => {
@@ -89,100 +114,14 @@ impl Log {
                 }
                 Err(e) => {
                     st.failed = true;
-                    self.sync_cv.notify_all();
+                    self.cv.notify_all();
                     drop(st);
-                    error!(dir = %self.dir.display(), error = %e, "fdatasync failed; log offline");
-                    lock(&self.inner).offline = true;
+                    error!(dir = %dir.display(), error = %e, "fdatasync failed; log offline");
+                    mark_offline();
                     return Err(e);
                 }
             }
-            self.sync_cv.notify_all();
+            self.cv.notify_all();
         }
-    }
-
-    /// Sync rolled segments not yet synced, then the active one; returns the sequence number
-    /// that the sync covers.
-    fn sync_once(&self) -> Result<u64> {
-        let (seq, pending, file, path, leo) = {
-            let mut g = lock(&self.inner);
-            let pending = std::mem::take(&mut g.pending_sync);
-            let a = g.active();
-            (
-                g.written_seq,
-                pending,
-                Arc::clone(&a.file),
-                a.log_path(),
-                a.next_offset,
-            )
-        };
-        for (f, p) in pending.iter().chain(std::iter::once(&(file, path))) {
-            if let Err(e) = self.disk.sync_data(f) {
-                return Err(LogError::io(p, e));
-            }
-        }
-        let mut g = lock(&self.inner);
-        let leo_now = g.log_end_offset();
-        g.recovery_point = g.recovery_point.max(leo.min(leo_now));
-        Ok(seq)
-    }
-
-    /// Sync the rolled segments not synced yet (without moving the recovery point). Compaction
-    /// calls it before dropping records: the records that supersede them must be durable first,
-    /// or a power loss could leave a key with no value at all.
-    pub(crate) fn sync_rolled(&self) -> Result<()> {
-        let pending = std::mem::take(&mut lock(&self.inner).pending_sync);
-        for (i, (f, p)) in pending.iter().enumerate() {
-            if let Err(e) = self.disk.sync_data(f) {
-                // The next group commit retries them.
-                lock(&self.inner)
-                    .pending_sync
-                    .extend(pending[i..].iter().cloned());
-                return Err(LogError::io(p, e));
-            }
-        }
-        Ok(())
-    }
-
-    /// Counters: appends written and fdatasyncs made for them (group commit makes the second
-    /// smaller than the first under concurrency).
-    pub fn stats(&self) -> LogStats {
-        let appends = lock(&self.inner).written_seq;
-        let syncs = lock(&self.sync).syncs;
-        LogStats { appends, syncs }
-    }
-
-    /// Make every append so far durable (Kafka's `flush`).
-    pub fn flush(&self) -> Result<()> {
-        let seq = {
-            let mut g = lock(&self.inner);
-            if g.offline {
-                return Err(LogError::Offline(self.dir.clone()));
-            }
-            g.unflushed_messages = 0;
-            g.written_seq
-        };
-        self.wait_durable(seq)
-    }
-
-    /// Under [`crate::FlushPolicy::Interval`], flush if `flush.ms` has passed since the last
-    /// flush. Returns whether it flushed.
-    pub fn flush_if_due(&self, now_ms: i64) -> Result<bool> {
-        let seq = {
-            let mut g = lock(&self.inner);
-            let due = match g.config.flush {
-                crate::FlushPolicy::EveryAppend => false,
-                crate::FlushPolicy::Interval { ms, .. } => {
-                    ms.is_some_and(|ms| now_ms - g.last_flush_ms >= ms)
-                }
-            };
-            if !due || g.unflushed_messages == 0 {
-                return Ok(false);
-            }
-            g.unflushed_messages = 0;
-            g.last_flush_ms = now_ms;
-            g.written_seq
-        };
-        self.wait_durable(seq)?;
-        Ok(true)
     }
 }

@@ -7,7 +7,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 
-use crate::batch::{read_varint, BatchHeader, Codec, Origin, HEADER_LEN};
+use crate::batch::{self, read_varint, BatchHeader, Codec, Origin, HEADER_LEN, LOG_OVERHEAD};
 use crate::codec;
 use crate::error::{LogError, RecordErrors, RecordProblem, Result};
 
@@ -287,6 +287,97 @@ pub(crate) struct Summary {
 /// batch (a record takes at least 7 bytes), while a small compressed batch of many bad records
 /// cannot make the broker's answer much larger than the request.
 const BATCH_BYTES_PER_RECORD_ERROR: usize = 4;
+
+/// Validate the batch at the start of `buf` and return its header and what its records
+/// showed. Checks the length fields against `max_message_bytes` and the buffer, magic 2, the
+/// CRC32C, the header's count and offset range, then reads every record (decompressing
+/// compressed batches as a stream, at most `rules.cap` bytes) and checks them against the
+/// header and `rules` (see [`check_records`]).
+pub(crate) fn validate_batch(
+    buf: &[u8],
+    max_message_bytes: usize,
+    rules: &Rules,
+) -> Result<(BatchHeader, Summary)> {
+    let Some(batch_length) = batch::batch_length(buf) else {
+        return Err(LogError::CorruptMessage(format!(
+            "{} trailing bytes are too few for a batch",
+            buf.len()
+        )));
+    };
+    if batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 {
+        return Err(LogError::CorruptMessage(format!(
+            "batchLength {batch_length} is smaller than the v2 header"
+        )));
+    }
+    let size = LOG_OVERHEAD + batch_length as usize;
+    if size > max_message_bytes {
+        return Err(LogError::MessageTooLarge {
+            size,
+            max: max_message_bytes,
+        });
+    }
+    if size > buf.len() {
+        return Err(LogError::CorruptMessage(format!(
+            "batch of {size} bytes truncated to {}",
+            buf.len()
+        )));
+    }
+    let batch = &buf[..size];
+    let h = BatchHeader::parse(batch).expect("size >= HEADER_LEN was checked");
+    if h.magic != 2 {
+        return Err(LogError::CorruptMessage(format!(
+            "unsupported magic {} (only v2 batches are accepted)",
+            h.magic
+        )));
+    }
+    let crc = batch::compute_crc(batch);
+    if crc != h.crc {
+        return Err(LogError::CorruptMessage(format!(
+            "CRC32C mismatch: stored {:#010x}, computed {crc:#010x}",
+            h.crc
+        )));
+    }
+    check_header_rules(&h, rules.origin)?;
+    let summary = check_records(&h, batch, rules)?;
+    Ok((h, summary))
+}
+
+fn check_header_rules(h: &BatchHeader, origin: Origin) -> Result<()> {
+    let invalid = |m: String| Err(LogError::InvalidRecord(m));
+    if h.codec().is_none() {
+        return invalid(format!("unknown compression codec {}", h.attributes & 7));
+    }
+    if h.last_offset_delta < 0 {
+        return invalid(format!("negative lastOffsetDelta {}", h.last_offset_delta));
+    }
+    if h.record_count < 0 {
+        return invalid(format!("negative record count {}", h.record_count));
+    }
+    match origin {
+        Origin::Leader => {
+            if h.record_count == 0
+                || i64::from(h.record_count) != i64::from(h.last_offset_delta) + 1
+            {
+                return invalid(format!(
+                    "record count {} does not match lastOffsetDelta {}",
+                    h.record_count, h.last_offset_delta
+                ));
+            }
+        }
+        Origin::Follower => {
+            if i64::from(h.record_count) > i64::from(h.last_offset_delta) + 1 {
+                return invalid(format!(
+                    "record count {} exceeds the offset range of lastOffsetDelta {}",
+                    h.record_count, h.last_offset_delta
+                ));
+            }
+            if h.base_offset < 0 {
+                return invalid(format!("negative base offset {}", h.base_offset));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Read every record of `batch` and check it against the header and `rules`, as Kafka's log
 /// validator does: the number of records equals `recordCount`; offset deltas are `0..n` for a
