@@ -244,49 +244,11 @@ impl GroupSpecBuilder {
     }
 
     pub fn build(self) -> Result<GroupSpec, AssignError> {
-        let mut raw = self.topics;
-        for (name, partitions, racks) in &raw {
-            if name.is_empty() {
-                return Err(AssignError::InvalidInput("topic name is empty".into()));
-            }
-            if *partitions < 0 || *partitions > i32::MAX as i64 {
-                return Err(AssignError::InvalidInput(format!(
-                    "topic {name}: partition count {partitions} is out of range"
-                )));
-            }
-            if !racks.is_empty() && racks.len() as i64 != *partitions {
-                return Err(AssignError::InvalidInput(format!(
-                    "topic {name}: replica_racks has {} entries for {partitions} partitions",
-                    racks.len()
-                )));
-            }
-        }
-        raw.sort_by(|a, b| java_cmp(&a.0, &b.0));
-        if let Some(w) = raw.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(AssignError::InvalidInput(format!(
-                "duplicate topic {}",
-                w[0].0
-            )));
-        }
-        let mut total: u64 = 0;
-        let mut topics = Vec::with_capacity(raw.len());
-        let mut topic_index = HashMap::with_capacity(raw.len());
-        for (i, (name, partitions, replica_racks)) in raw.into_iter().enumerate() {
-            topic_index.insert(name.clone(), TopicId(i as u32));
-            topics.push(TopicSpec {
-                name,
-                partitions: partitions as u32,
-                replica_racks,
-                base: total as u32,
-            });
-            total += partitions as u64;
-            if total > u32::MAX as u64 / 2 {
-                return Err(AssignError::InvalidInput(
-                    "too many partitions in total".into(),
-                ));
-            }
-        }
-
+        let Topics {
+            specs: topics,
+            index: topic_index,
+            total,
+        } = build_topics(self.topics)?;
         let mut seen_ids = HashMap::with_capacity(self.members.len());
         let mut members = Vec::with_capacity(self.members.len());
         for m in self.members {
@@ -299,44 +261,7 @@ impl GroupSpecBuilder {
                     m.member_id
                 )));
             }
-            let mut sub = Vec::with_capacity(m.topics.len());
-            let mut unknown = Vec::new();
-            for t in &m.topics {
-                match topic_index.get(t.as_str()) {
-                    Some(id) => sub.push(*id),
-                    None => unknown.push(t.clone()),
-                }
-            }
-            sub.sort_unstable();
-            sub.dedup();
-            let mut owned = Vec::with_capacity(m.owned_partitions.len());
-            for (t, p) in &m.owned_partitions {
-                if let Some(id) = topic_index.get(t.as_str()) {
-                    let spec = &topics[id.0 as usize];
-                    if *p >= 0 && (*p as u32) < spec.partitions {
-                        owned.push(PartitionId(spec.base + *p as u32));
-                    }
-                }
-            }
-            // Keep the member's order of ownership but drop repeats.
-            if owned.len() > 1 {
-                let mut sorted = owned.clone();
-                sorted.sort_unstable();
-                if sorted.windows(2).any(|w| w[0] == w[1]) {
-                    let mut seen = std::collections::HashSet::with_capacity(owned.len());
-                    owned.retain(|p| seen.insert(*p));
-                }
-            }
-            members.push(MemberSpec {
-                member_id: m.member_id,
-                group_instance_id: m.group_instance_id,
-                rack: m.rack.filter(|r| !r.is_empty()),
-                topics: sub,
-                unknown_topics: unknown,
-                owned,
-                generation: m.generation,
-                user_data: m.user_data,
-            });
+            members.push(member_spec(m, &topics, &topic_index));
         }
         Ok(GroupSpec {
             topics,
@@ -344,6 +269,111 @@ impl GroupSpecBuilder {
             members,
             total_partitions: total as u32,
         })
+    }
+}
+
+/// The validated topics in name order, their index by name and the partition total.
+struct Topics {
+    specs: Vec<TopicSpec>,
+    index: HashMap<String, TopicId>,
+    total: u64,
+}
+
+/// Validates the topics, orders them by name (Java's string order) and numbers their
+/// partitions consecutively.
+fn build_topics(mut raw: Vec<(String, i64, Vec<Vec<String>>)>) -> Result<Topics, AssignError> {
+    for (name, partitions, racks) in &raw {
+        if name.is_empty() {
+            return Err(AssignError::InvalidInput("topic name is empty".into()));
+        }
+        if *partitions < 0 || *partitions > i32::MAX as i64 {
+            return Err(AssignError::InvalidInput(format!(
+                "topic {name}: partition count {partitions} is out of range"
+            )));
+        }
+        if !racks.is_empty() && racks.len() as i64 != *partitions {
+            return Err(AssignError::InvalidInput(format!(
+                "topic {name}: replica_racks has {} entries for {partitions} partitions",
+                racks.len()
+            )));
+        }
+    }
+    raw.sort_by(|a, b| java_cmp(&a.0, &b.0));
+    if let Some(w) = raw.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(AssignError::InvalidInput(format!(
+            "duplicate topic {}",
+            w[0].0
+        )));
+    }
+    let mut total: u64 = 0;
+    let mut topics = Vec::with_capacity(raw.len());
+    let mut topic_index = HashMap::with_capacity(raw.len());
+    for (i, (name, partitions, replica_racks)) in raw.into_iter().enumerate() {
+        topic_index.insert(name.clone(), TopicId(i as u32));
+        topics.push(TopicSpec {
+            name,
+            partitions: partitions as u32,
+            replica_racks,
+            base: total as u32,
+        });
+        total += partitions as u64;
+        if total > u32::MAX as u64 / 2 {
+            return Err(AssignError::InvalidInput(
+                "too many partitions in total".into(),
+            ));
+        }
+    }
+    Ok(Topics {
+        specs: topics,
+        index: topic_index,
+        total,
+    })
+}
+
+/// A member's subscription against the known topics: subscribed topics interned (unknown ones
+/// kept aside by name), owned partitions of known topics in the member's order without repeats.
+fn member_spec(
+    m: Member,
+    topics: &[TopicSpec],
+    topic_index: &HashMap<String, TopicId>,
+) -> MemberSpec {
+    let mut sub = Vec::with_capacity(m.topics.len());
+    let mut unknown = Vec::new();
+    for t in &m.topics {
+        match topic_index.get(t.as_str()) {
+            Some(id) => sub.push(*id),
+            None => unknown.push(t.clone()),
+        }
+    }
+    sub.sort_unstable();
+    sub.dedup();
+    let mut owned = Vec::with_capacity(m.owned_partitions.len());
+    for (t, p) in &m.owned_partitions {
+        if let Some(id) = topic_index.get(t.as_str()) {
+            let spec = &topics[id.0 as usize];
+            if *p >= 0 && (*p as u32) < spec.partitions {
+                owned.push(PartitionId(spec.base + *p as u32));
+            }
+        }
+    }
+    // Keep the member's order of ownership but drop repeats.
+    if owned.len() > 1 {
+        let mut sorted = owned.clone();
+        sorted.sort_unstable();
+        if sorted.windows(2).any(|w| w[0] == w[1]) {
+            let mut seen = std::collections::HashSet::with_capacity(owned.len());
+            owned.retain(|p| seen.insert(*p));
+        }
+    }
+    MemberSpec {
+        member_id: m.member_id,
+        group_instance_id: m.group_instance_id,
+        rack: m.rack.filter(|r| !r.is_empty()),
+        topics: sub,
+        unknown_topics: unknown,
+        owned,
+        generation: m.generation,
+        user_data: m.user_data,
     }
 }
 

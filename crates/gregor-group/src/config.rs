@@ -25,13 +25,16 @@ pub struct GroupConfig {
     /// whose SyncGroup arrives before the leader's assignment is answered at once with its
     /// assignment of the previous generation, so two members can own a partition in one
     /// generation.
+    #[cfg(feature = "simulation")]
     pub planted_stale_sync: bool,
     /// A planted bug (set as `planted_stale_sync` is): loading a `__consumer_offsets`
     /// partition keeps the first commit of each group's partition instead of the last.
+    #[cfg(feature = "simulation")]
     pub planted_replay_keeps_first_commit: bool,
     /// A planted bug (set as `planted_stale_sync` is): OffsetFetch answers the offset after
     /// the committed one (taking a commit for the last record consumed, not the next to
     /// read), so a member that resumes from it skips a record.
+    #[cfg(feature = "simulation")]
     pub planted_fetch_past_commit: bool,
 }
 
@@ -45,9 +48,41 @@ impl Default for GroupConfig {
             new_member_join_timeout_ms: 300_000,
             offset_metadata_max_bytes: 4_096,
             offsets_retention_ms: 10_080 * 60_000,
+            #[cfg(feature = "simulation")]
             planted_stale_sync: false,
+            #[cfg(feature = "simulation")]
             planted_replay_keeps_first_commit: false,
+            #[cfg(feature = "simulation")]
             planted_fetch_past_commit: false,
         }
+    }
+}
+
+/// The planted bugs as the coordinator reads them: `false` in a build without the
+/// `simulation` feature, so their branches compile away.
+impl GroupConfig {
+    #[cfg(feature = "simulation")]
+    pub(crate) fn stale_sync_planted(&self) -> bool {
+        self.planted_stale_sync
+    }
+    #[cfg(not(feature = "simulation"))]
+    pub(crate) const fn stale_sync_planted(&self) -> bool {
+        false
+    }
+    #[cfg(feature = "simulation")]
+    pub(crate) fn replay_keeps_first_commit_planted(&self) -> bool {
+        self.planted_replay_keeps_first_commit
+    }
+    #[cfg(not(feature = "simulation"))]
+    pub(crate) const fn replay_keeps_first_commit_planted(&self) -> bool {
+        false
+    }
+    #[cfg(feature = "simulation")]
+    pub(crate) fn fetch_past_commit_planted(&self) -> bool {
+        self.planted_fetch_past_commit
+    }
+    #[cfg(not(feature = "simulation"))]
+    pub(crate) const fn fetch_past_commit_planted(&self) -> bool {
+        false
     }
 }

@@ -119,40 +119,7 @@ impl MetadataRecord {
             });
         }
         let record = match record_type {
-            REGISTER_BROKER => {
-                let broker_id = r.i32("broker id")?;
-                let incarnation_id = r.uuid("incarnation id")?;
-                let broker_epoch = r.i64("broker epoch")?;
-                let n = r.len("endpoint count")?;
-                let mut endpoints = Vec::with_capacity(n.min(64));
-                for _ in 0..n {
-                    let name = r.string("endpoint name")?;
-                    let host = r.string("endpoint host")?;
-                    let port = u16::from_be_bytes(r.array::<2>("endpoint port")?);
-                    let sp = r.i64("security protocol")?;
-                    let security_protocol =
-                        i16::try_from(sp).map_err(|_| DecodeError::Invalid {
-                            field: "security protocol",
-                            detail: format!("{sp} out of range"),
-                        })?;
-                    endpoints.push(BrokerEndpoint {
-                        name,
-                        host,
-                        port,
-                        security_protocol,
-                    });
-                }
-                let rack = r.opt_string("rack")?;
-                let fenced = r.bool("fenced")?;
-                MetadataRecord::RegisterBroker(RegisterBrokerRecord {
-                    broker_id,
-                    incarnation_id,
-                    broker_epoch,
-                    endpoints,
-                    rack,
-                    fenced,
-                })
-            }
+            REGISTER_BROKER => MetadataRecord::RegisterBroker(r.register_broker()?),
             UNREGISTER_BROKER => MetadataRecord::UnregisterBroker(r.broker_epoch()?),
             FENCE_BROKER => MetadataRecord::FenceBroker(r.broker_epoch()?),
             UNFENCE_BROKER => MetadataRecord::UnfenceBroker(r.broker_epoch()?),
@@ -172,53 +139,11 @@ impl MetadataRecord {
                 leader_epoch: r.i32("leader epoch")?,
                 partition_epoch: r.i32("partition epoch")?,
             }),
-            PARTITION_CHANGE => {
-                let topic_id = r.uuid("topic id")?;
-                let partition = r.i32("partition")?;
-                let isr = r.opt_ids("isr")?;
-                let leader = if r.bool("leader present")? {
-                    LeaderChange::To(r.i32("leader")?)
-                } else {
-                    LeaderChange::Unchanged
-                };
-                let replicas = r.opt_ids("replicas")?;
-                let removing_replicas = r.opt_ids("removing replicas")?;
-                let adding_replicas = r.opt_ids("adding replicas")?;
-                let leader_recovery_state = if r.bool("recovery state present")? {
-                    Some(r.recovery_state()?)
-                } else {
-                    None
-                };
-                MetadataRecord::PartitionChange(PartitionChangeRecord {
-                    topic_id,
-                    partition,
-                    isr,
-                    leader,
-                    replicas,
-                    removing_replicas,
-                    adding_replicas,
-                    leader_recovery_state,
-                })
-            }
+            PARTITION_CHANGE => MetadataRecord::PartitionChange(r.partition_change()?),
             REMOVE_TOPIC => MetadataRecord::RemoveTopic(RemoveTopicRecord {
                 topic_id: r.uuid("topic id")?,
             }),
-            CONFIG => {
-                let t = r.u8("resource type")? as i8;
-                let resource_type =
-                    ConfigResourceType::from_i8(t).ok_or_else(|| DecodeError::Invalid {
-                        field: "resource type",
-                        detail: format!("unknown resource type {t}"),
-                    })?;
-                MetadataRecord::Config(ConfigRecord {
-                    resource: ConfigResource {
-                        resource_type,
-                        name: r.string("resource name")?,
-                    },
-                    name: r.string("config name")?,
-                    value: r.opt_string("config value")?,
-                })
-            }
+            CONFIG => MetadataRecord::Config(r.config()?),
             _ => unreachable!("record type range checked above"),
         };
         if !r.0.is_empty() {
@@ -396,6 +321,89 @@ impl Reader<'_> {
         Ok(BrokerEpochRecord {
             broker_id: self.i32("broker id")?,
             broker_epoch: self.i64("broker epoch")?,
+        })
+    }
+
+    fn register_broker(&mut self) -> Result<RegisterBrokerRecord, DecodeError> {
+        let broker_id = self.i32("broker id")?;
+        let incarnation_id = self.uuid("incarnation id")?;
+        let broker_epoch = self.i64("broker epoch")?;
+        let n = self.len("endpoint count")?;
+        let mut endpoints = Vec::with_capacity(n.min(64));
+        for _ in 0..n {
+            endpoints.push(self.endpoint()?);
+        }
+        let rack = self.opt_string("rack")?;
+        let fenced = self.bool("fenced")?;
+        Ok(RegisterBrokerRecord {
+            broker_id,
+            incarnation_id,
+            broker_epoch,
+            endpoints,
+            rack,
+            fenced,
+        })
+    }
+
+    fn endpoint(&mut self) -> Result<BrokerEndpoint, DecodeError> {
+        let name = self.string("endpoint name")?;
+        let host = self.string("endpoint host")?;
+        let port = u16::from_be_bytes(self.array::<2>("endpoint port")?);
+        let sp = self.i64("security protocol")?;
+        let security_protocol = i16::try_from(sp).map_err(|_| DecodeError::Invalid {
+            field: "security protocol",
+            detail: format!("{sp} out of range"),
+        })?;
+        Ok(BrokerEndpoint {
+            name,
+            host,
+            port,
+            security_protocol,
+        })
+    }
+
+    fn partition_change(&mut self) -> Result<PartitionChangeRecord, DecodeError> {
+        let topic_id = self.uuid("topic id")?;
+        let partition = self.i32("partition")?;
+        let isr = self.opt_ids("isr")?;
+        let leader = if self.bool("leader present")? {
+            LeaderChange::To(self.i32("leader")?)
+        } else {
+            LeaderChange::Unchanged
+        };
+        let replicas = self.opt_ids("replicas")?;
+        let removing_replicas = self.opt_ids("removing replicas")?;
+        let adding_replicas = self.opt_ids("adding replicas")?;
+        let leader_recovery_state = if self.bool("recovery state present")? {
+            Some(self.recovery_state()?)
+        } else {
+            None
+        };
+        Ok(PartitionChangeRecord {
+            topic_id,
+            partition,
+            isr,
+            leader,
+            replicas,
+            removing_replicas,
+            adding_replicas,
+            leader_recovery_state,
+        })
+    }
+
+    fn config(&mut self) -> Result<ConfigRecord, DecodeError> {
+        let t = self.u8("resource type")? as i8;
+        let resource_type = ConfigResourceType::from_i8(t).ok_or_else(|| DecodeError::Invalid {
+            field: "resource type",
+            detail: format!("unknown resource type {t}"),
+        })?;
+        Ok(ConfigRecord {
+            resource: ConfigResource {
+                resource_type,
+                name: self.string("resource name")?,
+            },
+            name: self.string("config name")?,
+            value: self.opt_string("config value")?,
         })
     }
 }

@@ -1,7 +1,7 @@
 //! What applying records changed, and what that means for one broker's replicas.
 
-use crate::image::{MetadataImage, PartitionRegistration};
 use crate::record::ConfigResource;
+use crate::registration::PartitionRegistration;
 use crate::types::{BrokerId, TopicIdPartition};
 use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
@@ -40,58 +40,6 @@ impl MetadataDelta {
             && self.changed_partitions.is_empty()
             && self.changed_brokers.is_empty()
             && self.changed_configs.is_empty()
-    }
-
-    /// What changed from `old` to `new`, as if the records between them had been applied one by
-    /// one (used when a snapshot replaces the image wholesale).
-    pub fn between(old: &MetadataImage, new: &MetadataImage) -> MetadataDelta {
-        let mut d = MetadataDelta::default();
-        for (id, t) in old.topics() {
-            if new.topic_by_id(*id).is_none() {
-                d.deleted_topics.insert(*id, t.name.clone());
-            }
-        }
-        for (id, t) in new.topics() {
-            if old.topic_by_id(*id).is_none() {
-                d.created_topics.insert(*id, t.name.clone());
-            }
-        }
-        let mut partitions = BTreeMap::new();
-        for (image, is_new) in [(old, false), (new, true)] {
-            for (id, t) in image.topics() {
-                for (p, reg) in &t.partitions {
-                    let tp = TopicIdPartition {
-                        topic_id: *id,
-                        partition: *p,
-                    };
-                    let entry = partitions.entry(tp).or_insert_with(|| PartitionDelta {
-                        topic: t.name.clone(),
-                        before: None,
-                        after: None,
-                    });
-                    if is_new {
-                        entry.after = Some(reg.clone());
-                    } else {
-                        entry.before = Some(reg.clone());
-                    }
-                }
-            }
-        }
-        d.changed_partitions = partitions
-            .into_iter()
-            .filter(|(_, p)| p.before != p.after)
-            .collect();
-        for id in old.brokers().keys().chain(new.brokers().keys()) {
-            if old.broker(*id) != new.broker(*id) {
-                d.changed_brokers.insert(*id);
-            }
-        }
-        for r in old.all_configs().keys().chain(new.all_configs().keys()) {
-            if old.configs(r) != new.configs(r) {
-                d.changed_configs.insert(r.clone());
-            }
-        }
-        d
     }
 
     /// Fold a later delta into this one: the earliest `before` and the latest `after` of each

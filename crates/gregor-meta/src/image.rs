@@ -5,24 +5,10 @@
 use crate::delta::{MetadataDelta, PartitionDelta};
 use crate::error::ImageError;
 use crate::record::*;
-use crate::types::{BrokerId, TopicIdPartition, TopicPartition, NO_LEADER};
+pub use crate::registration::PartitionRegistration;
+use crate::types::{BrokerId, TopicIdPartition, TopicPartition};
 use std::collections::BTreeMap;
 use uuid::Uuid;
-
-thread_local! {
-    /// A planted bug, for the deterministic simulator only (gregor-broker's
-    /// `util::plant_on_this_thread` sets it, and only under a simulation): see
-    /// [`plant_election_keeps_leader_epoch`].
-    static ELECTION_KEEPS_LEADER_EPOCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Plants (or removes) a bug in the images this thread builds: a leader change that also sets
-/// the ISR (an election that drops a fenced leader from it) keeps the leader epoch, so two
-/// brokers lead one epoch. For the simulator only.
-#[doc(hidden)]
-pub fn plant_election_keeps_leader_epoch(on: bool) {
-    ELECTION_KEEPS_LEADER_EPOCH.with(|p| p.set(on));
-}
 
 /// A registered broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,161 +38,6 @@ impl BrokerRegistration {
             fenced: self.fenced,
         }
     }
-}
-
-/// The state of one partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionRegistration {
-    /// Replicas in preferred order; during a reassignment, target replicas first, then the ones
-    /// being removed.
-    pub replicas: Vec<BrokerId>,
-    /// In-sync replicas.
-    pub isr: Vec<BrokerId>,
-    /// Replicas being removed by a reassignment.
-    pub removing_replicas: Vec<BrokerId>,
-    /// Replicas being added by a reassignment.
-    pub adding_replicas: Vec<BrokerId>,
-    /// Leader or [`NO_LEADER`].
-    pub leader: BrokerId,
-    /// Whether the leader came from an unclean election and is still recovering.
-    pub leader_recovery_state: LeaderRecoveryState,
-    /// Leader epoch.
-    pub leader_epoch: i32,
-    /// Partition epoch.
-    pub partition_epoch: i32,
-}
-
-impl PartitionRegistration {
-    /// From a full partition record.
-    pub fn from_record(r: &PartitionRecord) -> Self {
-        PartitionRegistration {
-            replicas: r.replicas.clone(),
-            isr: r.isr.clone(),
-            removing_replicas: r.removing_replicas.clone(),
-            adding_replicas: r.adding_replicas.clone(),
-            leader: r.leader,
-            leader_recovery_state: r.leader_recovery_state,
-            leader_epoch: r.leader_epoch,
-            partition_epoch: r.partition_epoch,
-        }
-    }
-
-    /// As a full partition record (for snapshots).
-    pub fn to_record(&self, topic_id: Uuid, partition: i32) -> PartitionRecord {
-        PartitionRecord {
-            topic_id,
-            partition,
-            replicas: self.replicas.clone(),
-            isr: self.isr.clone(),
-            removing_replicas: self.removing_replicas.clone(),
-            adding_replicas: self.adding_replicas.clone(),
-            leader: self.leader,
-            leader_recovery_state: self.leader_recovery_state,
-            leader_epoch: self.leader_epoch,
-            partition_epoch: self.partition_epoch,
-        }
-    }
-
-    /// The state after a change record: unset fields stay, the partition epoch always grows,
-    /// the leader epoch grows when the leader field is set (even to the same broker, which is how
-    /// followers of removed replicas are fenced).
-    pub fn merge(&self, c: &PartitionChangeRecord) -> Self {
-        let (leader, leader_epoch) = match c.leader {
-            LeaderChange::Unchanged => (self.leader, self.leader_epoch),
-            // Planted (simulation only): an election that also sets the ISR keeps the epoch.
-            LeaderChange::To(l)
-                if c.isr.is_some() && ELECTION_KEEPS_LEADER_EPOCH.with(|p| p.get()) =>
-            {
-                (l, self.leader_epoch)
-            }
-            LeaderChange::To(l) => (l, self.leader_epoch + 1),
-        };
-        PartitionRegistration {
-            replicas: c.replicas.clone().unwrap_or_else(|| self.replicas.clone()),
-            isr: c.isr.clone().unwrap_or_else(|| self.isr.clone()),
-            removing_replicas: c
-                .removing_replicas
-                .clone()
-                .unwrap_or_else(|| self.removing_replicas.clone()),
-            adding_replicas: c
-                .adding_replicas
-                .clone()
-                .unwrap_or_else(|| self.adding_replicas.clone()),
-            leader,
-            leader_recovery_state: c
-                .leader_recovery_state
-                .unwrap_or(self.leader_recovery_state),
-            leader_epoch,
-            partition_epoch: self.partition_epoch + 1,
-        }
-    }
-
-    /// Check the invariants every committed state keeps: replicas distinct and non-empty, ISR
-    /// and adding/removing replicas within replicas, leader a replica (or none).
-    pub fn validate(&self) -> Result<(), String> {
-        if self.replicas.is_empty() {
-            return Err("empty replica list".into());
-        }
-        if has_duplicates(&self.replicas) {
-            return Err(format!("duplicate replicas {:?}", self.replicas));
-        }
-        if has_duplicates(&self.isr) {
-            return Err(format!("duplicate ISR members {:?}", self.isr));
-        }
-        for (what, list) in [
-            ("ISR", &self.isr),
-            ("adding replicas", &self.adding_replicas),
-            ("removing replicas", &self.removing_replicas),
-        ] {
-            if let Some(b) = list.iter().find(|b| !self.replicas.contains(b)) {
-                return Err(format!(
-                    "{what} {list:?} contains {b}, not a replica of {:?}",
-                    self.replicas
-                ));
-            }
-        }
-        if self.leader != NO_LEADER && !self.replicas.contains(&self.leader) {
-            return Err(format!(
-                "leader {} is not a replica of {:?}",
-                self.leader, self.replicas
-            ));
-        }
-        Ok(())
-    }
-
-    /// The preferred leader: the first replica.
-    pub fn preferred_leader(&self) -> BrokerId {
-        self.replicas.first().copied().unwrap_or(NO_LEADER)
-    }
-
-    /// Whether a reassignment is in progress.
-    pub fn is_reassigning(&self) -> bool {
-        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
-    }
-
-    /// The replica set the partition will have once its reassignment completes.
-    pub fn target_replicas(&self) -> Vec<BrokerId> {
-        self.replicas
-            .iter()
-            .copied()
-            .filter(|r| !self.removing_replicas.contains(r))
-            .collect()
-    }
-
-    /// The replica set before the reassignment started (what a cancellation restores).
-    pub fn original_replicas(&self) -> Vec<BrokerId> {
-        self.replicas
-            .iter()
-            .copied()
-            .filter(|r| !self.adding_replicas.contains(r))
-            .collect()
-    }
-}
-
-pub(crate) fn has_duplicates(ids: &[BrokerId]) -> bool {
-    ids.iter()
-        .enumerate()
-        .any(|(i, a)| ids[..i].iter().any(|b| b == a))
 }
 
 /// A topic and its partitions.
@@ -317,170 +148,227 @@ impl MetadataImage {
     /// Apply one record. On error the image is unchanged.
     pub fn apply(&mut self, record: &MetadataRecord) -> Result<MetadataDelta, ImageError> {
         let mut delta = MetadataDelta::default();
+        let d = &mut delta;
         match record {
-            MetadataRecord::RegisterBroker(r) => {
-                self.brokers.insert(
-                    r.broker_id,
-                    BrokerRegistration {
-                        id: r.broker_id,
-                        incarnation_id: r.incarnation_id,
-                        epoch: r.broker_epoch,
-                        endpoints: r.endpoints.clone(),
-                        rack: r.rack.clone(),
-                        fenced: r.fenced,
-                    },
-                );
-                delta.changed_brokers.insert(r.broker_id);
-            }
-            MetadataRecord::UnregisterBroker(r) => {
-                self.check_broker_epoch(r)?;
-                self.brokers.remove(&r.broker_id);
-                delta.changed_brokers.insert(r.broker_id);
-            }
-            MetadataRecord::FenceBroker(r) | MetadataRecord::UnfenceBroker(r) => {
-                self.check_broker_epoch(r)?;
-                let fenced = matches!(record, MetadataRecord::FenceBroker(_));
-                if let Some(b) = self.brokers.get_mut(&r.broker_id) {
-                    b.fenced = fenced;
-                }
-                delta.changed_brokers.insert(r.broker_id);
-            }
-            MetadataRecord::Topic(r) => {
-                if self.topics.contains_key(&r.topic_id) || self.topic_ids.contains_key(&r.name) {
-                    return Err(ImageError::TopicExists {
-                        name: r.name.clone(),
-                        topic_id: r.topic_id,
-                    });
-                }
-                self.topics.insert(
-                    r.topic_id,
-                    TopicImage {
-                        name: r.name.clone(),
-                        id: r.topic_id,
-                        partitions: BTreeMap::new(),
-                    },
-                );
-                self.topic_ids.insert(r.name.clone(), r.topic_id);
-                delta.created_topics.insert(r.topic_id, r.name.clone());
-            }
-            MetadataRecord::Partition(r) => {
-                let topic = self
-                    .topics
-                    .get_mut(&r.topic_id)
-                    .ok_or(ImageError::UnknownTopicId(r.topic_id))?;
-                let after = PartitionRegistration::from_record(r);
-                after.validate().map_err(ImageError::Invalid)?;
-                if r.partition < 0 {
-                    return Err(ImageError::Invalid(format!(
-                        "negative partition index {}",
-                        r.partition
-                    )));
-                }
-                let before = topic.partitions.insert(r.partition, after.clone());
-                delta.changed_partitions.insert(
-                    TopicIdPartition {
-                        topic_id: r.topic_id,
-                        partition: r.partition,
-                    },
-                    PartitionDelta {
-                        topic: topic.name.clone(),
-                        before,
-                        after: Some(after),
-                    },
-                );
-            }
-            MetadataRecord::PartitionChange(c) => {
-                let topic = self
-                    .topics
-                    .get_mut(&c.topic_id)
-                    .ok_or(ImageError::UnknownTopicId(c.topic_id))?;
-                let part =
-                    topic
-                        .partitions
-                        .get_mut(&c.partition)
-                        .ok_or(ImageError::UnknownPartition {
-                            topic_id: c.topic_id,
-                            partition: c.partition,
-                        })?;
-                let after = part.merge(c);
-                after.validate().map_err(ImageError::Invalid)?;
-                let before = std::mem::replace(part, after.clone());
-                delta.changed_partitions.insert(
-                    TopicIdPartition {
-                        topic_id: c.topic_id,
-                        partition: c.partition,
-                    },
-                    PartitionDelta {
-                        topic: topic.name.clone(),
-                        before: Some(before),
-                        after: Some(after),
-                    },
-                );
-            }
-            MetadataRecord::RemoveTopic(r) => {
-                let topic = self
-                    .topics
-                    .remove(&r.topic_id)
-                    .ok_or(ImageError::UnknownTopicId(r.topic_id))?;
-                self.topic_ids.remove(&topic.name);
-                let resource = ConfigResource::topic(topic.name.clone());
-                if self.configs.remove(&resource).is_some() {
-                    delta.changed_configs.insert(resource);
-                }
-                for (partition, reg) in topic.partitions {
-                    delta.changed_partitions.insert(
-                        TopicIdPartition {
-                            topic_id: r.topic_id,
-                            partition,
-                        },
-                        PartitionDelta {
-                            topic: topic.name.clone(),
-                            before: Some(reg),
-                            after: None,
-                        },
-                    );
-                }
-                delta.deleted_topics.insert(r.topic_id, topic.name);
-            }
-            MetadataRecord::Config(r) => {
-                match r.resource.resource_type {
-                    ConfigResourceType::Topic => {
-                        if !self.topic_ids.contains_key(&r.resource.name) {
-                            return Err(ImageError::Invalid(format!(
-                                "config for unknown topic {}",
-                                r.resource.name
-                            )));
-                        }
-                    }
-                    ConfigResourceType::Broker => {
-                        if !r.resource.name.is_empty() && r.resource.name.parse::<u32>().is_err() {
-                            return Err(ImageError::Invalid(format!(
-                                "broker config resource name {:?} is not a broker id",
-                                r.resource.name
-                            )));
-                        }
-                    }
-                }
-                match &r.value {
-                    Some(v) => {
-                        self.configs
-                            .entry(r.resource.clone())
-                            .or_default()
-                            .insert(r.name.clone(), v.clone());
-                    }
-                    None => {
-                        if let Some(m) = self.configs.get_mut(&r.resource) {
-                            m.remove(&r.name);
-                            if m.is_empty() {
-                                self.configs.remove(&r.resource);
-                            }
-                        }
-                    }
-                }
-                delta.changed_configs.insert(r.resource.clone());
-            }
+            MetadataRecord::RegisterBroker(r) => self.apply_register_broker(r, d)?,
+            MetadataRecord::UnregisterBroker(r) => self.apply_unregister_broker(r, d)?,
+            MetadataRecord::FenceBroker(r) => self.apply_fencing(r, true, d)?,
+            MetadataRecord::UnfenceBroker(r) => self.apply_fencing(r, false, d)?,
+            MetadataRecord::Topic(r) => self.apply_topic(r, d)?,
+            MetadataRecord::Partition(r) => self.apply_partition(r, d)?,
+            MetadataRecord::PartitionChange(c) => self.apply_partition_change(c, d)?,
+            MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r, d)?,
+            MetadataRecord::Config(r) => self.apply_config(r, d)?,
         }
         Ok(delta)
+    }
+
+    fn apply_register_broker(
+        &mut self,
+        r: &RegisterBrokerRecord,
+        delta: &mut MetadataDelta,
+    ) -> Result<(), ImageError> {
+        self.brokers.insert(
+            r.broker_id,
+            BrokerRegistration {
+                id: r.broker_id,
+                incarnation_id: r.incarnation_id,
+                epoch: r.broker_epoch,
+                endpoints: r.endpoints.clone(),
+                rack: r.rack.clone(),
+                fenced: r.fenced,
+            },
+        );
+        delta.changed_brokers.insert(r.broker_id);
+        Ok(())
+    }
+
+    fn apply_unregister_broker(
+        &mut self,
+        r: &BrokerEpochRecord,
+        delta: &mut MetadataDelta,
+    ) -> Result<(), ImageError> {
+        self.check_broker_epoch(r)?;
+        self.brokers.remove(&r.broker_id);
+        delta.changed_brokers.insert(r.broker_id);
+        Ok(())
+    }
+
+    fn apply_fencing(
+        &mut self,
+        r: &BrokerEpochRecord,
+        fenced: bool,
+        delta: &mut MetadataDelta,
+    ) -> Result<(), ImageError> {
+        self.check_broker_epoch(r)?;
+        if let Some(b) = self.brokers.get_mut(&r.broker_id) {
+            b.fenced = fenced;
+        }
+        delta.changed_brokers.insert(r.broker_id);
+        Ok(())
+    }
+
+    fn apply_topic(
+        &mut self,
+        r: &TopicRecord,
+        delta: &mut MetadataDelta,
+    ) -> Result<(), ImageError> {
+        if self.topics.contains_key(&r.topic_id) || self.topic_ids.contains_key(&r.name) {
+            return Err(ImageError::TopicExists {
+                name: r.name.clone(),
+                topic_id: r.topic_id,
+            });
+        }
+        self.topics.insert(
+            r.topic_id,
+            TopicImage {
+                name: r.name.clone(),
+                id: r.topic_id,
+                partitions: BTreeMap::new(),
+            },
+        );
+        self.topic_ids.insert(r.name.clone(), r.topic_id);
+        delta.created_topics.insert(r.topic_id, r.name.clone());
+        Ok(())
+    }
+
+    fn apply_partition(
+        &mut self,
+        r: &PartitionRecord,
+        delta: &mut MetadataDelta,
+    ) -> Result<(), ImageError> {
+        let topic = self
+            .topics
+            .get_mut(&r.topic_id)
+            .ok_or(ImageError::UnknownTopicId(r.topic_id))?;
+        let after = PartitionRegistration::from_record(r);
+        after.validate().map_err(ImageError::Invalid)?;
+        if r.partition < 0 {
+            return Err(ImageError::Invalid(format!(
+                "negative partition index {}",
+                r.partition
+            )));
+        }
+        let before = topic.partitions.insert(r.partition, after.clone());
+        delta.changed_partitions.insert(
+            TopicIdPartition {
+                topic_id: r.topic_id,
+                partition: r.partition,
+            },
+            PartitionDelta {
+                topic: topic.name.clone(),
+                before,
+                after: Some(after),
+            },
+        );
+        Ok(())
+    }
+
+    fn apply_partition_change(
+        &mut self,
+        c: &PartitionChangeRecord,
+        delta: &mut MetadataDelta,
+    ) -> Result<(), ImageError> {
+        let topic = self
+            .topics
+            .get_mut(&c.topic_id)
+            .ok_or(ImageError::UnknownTopicId(c.topic_id))?;
+        let part = topic
+            .partitions
+            .get_mut(&c.partition)
+            .ok_or(ImageError::UnknownPartition {
+                topic_id: c.topic_id,
+                partition: c.partition,
+            })?;
+        let after = part.merge(c);
+        after.validate().map_err(ImageError::Invalid)?;
+        let before = std::mem::replace(part, after.clone());
+        delta.changed_partitions.insert(
+            TopicIdPartition {
+                topic_id: c.topic_id,
+                partition: c.partition,
+            },
+            PartitionDelta {
+                topic: topic.name.clone(),
+                before: Some(before),
+                after: Some(after),
+            },
+        );
+        Ok(())
+    }
+
+    fn apply_remove_topic(
+        &mut self,
+        r: &RemoveTopicRecord,
+        delta: &mut MetadataDelta,
+    ) -> Result<(), ImageError> {
+        let topic = self
+            .topics
+            .remove(&r.topic_id)
+            .ok_or(ImageError::UnknownTopicId(r.topic_id))?;
+        self.topic_ids.remove(&topic.name);
+        let resource = ConfigResource::topic(topic.name.clone());
+        if self.configs.remove(&resource).is_some() {
+            delta.changed_configs.insert(resource);
+        }
+        for (partition, reg) in topic.partitions {
+            delta.changed_partitions.insert(
+                TopicIdPartition {
+                    topic_id: r.topic_id,
+                    partition,
+                },
+                PartitionDelta {
+                    topic: topic.name.clone(),
+                    before: Some(reg),
+                    after: None,
+                },
+            );
+        }
+        delta.deleted_topics.insert(r.topic_id, topic.name);
+        Ok(())
+    }
+
+    fn apply_config(
+        &mut self,
+        r: &ConfigRecord,
+        delta: &mut MetadataDelta,
+    ) -> Result<(), ImageError> {
+        match r.resource.resource_type {
+            ConfigResourceType::Topic => {
+                if !self.topic_ids.contains_key(&r.resource.name) {
+                    return Err(ImageError::Invalid(format!(
+                        "config for unknown topic {}",
+                        r.resource.name
+                    )));
+                }
+            }
+            ConfigResourceType::Broker => {
+                if !r.resource.name.is_empty() && r.resource.name.parse::<u32>().is_err() {
+                    return Err(ImageError::Invalid(format!(
+                        "broker config resource name {:?} is not a broker id",
+                        r.resource.name
+                    )));
+                }
+            }
+        }
+        match &r.value {
+            Some(v) => {
+                self.configs
+                    .entry(r.resource.clone())
+                    .or_default()
+                    .insert(r.name.clone(), v.clone());
+            }
+            None => {
+                if let Some(m) = self.configs.get_mut(&r.resource) {
+                    m.remove(&r.name);
+                    if m.is_empty() {
+                        self.configs.remove(&r.resource);
+                    }
+                }
+            }
+        }
+        delta.changed_configs.insert(r.resource.clone());
+        Ok(())
     }
 
     /// Apply records in order, merging their deltas. Stops at the first record that does not

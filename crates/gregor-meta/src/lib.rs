@@ -13,9 +13,11 @@ mod delta;
 mod describe;
 mod error;
 mod image;
+mod image_diff;
 pub mod placement;
 pub mod reassign_plan;
 mod record;
+mod registration;
 pub mod topic_name;
 mod types;
 
@@ -27,11 +29,10 @@ pub use describe::{
     describe_topic, describe_topics, kafka_uuid_string, PartitionDescription, TopicDescription,
 };
 pub use error::{ApiError, DecodeError, ImageError};
-pub use image::{
-    plant_election_keeps_leader_epoch, BrokerRegistration, MetadataImage, PartitionRegistration,
-    TopicImage,
-};
+pub use image::{BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage};
 pub use kafka_protocol::ResponseError;
 pub use record::*;
+#[cfg(feature = "simulation")]
+pub use registration::plant_election_keeps_leader_epoch;
 pub use types::{BrokerId, SplitMix64, TopicIdPartition, TopicPartition, NO_LEADER};
 pub use uuid::Uuid;

@@ -51,40 +51,10 @@ const SCAN_BUDGET: usize = 1 << 20;
 /// `lists`: each member's partitions, sorted. Swaps partitions between lists as described in
 /// the module comment; the lists stay sorted.
 pub(super) fn favour_claimants(group: &GroupSpec, prep: &Prepared, lists: &mut [Vec<PartitionId>]) {
-    let total = group.total_partitions() as usize;
-    // Claimants of each partition, CSR.
-    let mut start = vec![0u32; total + 1];
-    for claims in &prep.claims {
-        for p in claims {
-            start[p.0 as usize + 1] += 1;
-        }
-    }
-    if start.iter().all(|c| *c == 0) {
+    let Some(cl) = Claimants::new(group, prep) else {
         return;
-    }
-    for i in 1..start.len() {
-        start[i] += start[i - 1];
-    }
-    let mut fill = start.clone();
-    let mut claimant = vec![0u32; start[total] as usize];
-    for (m, claims) in prep.claims.iter().enumerate() {
-        for p in claims {
-            let slot = &mut fill[p.0 as usize];
-            claimant[*slot as usize] = m as u32;
-            *slot += 1;
-        }
-    }
-    // Claimants in member-id order, so the result does not depend on the order members came in.
-    for p in 0..total {
-        claimant[start[p] as usize..start[p + 1] as usize]
-            .sort_unstable_by_key(|m| prep.id_rank[*m as usize]);
-    }
-    let claimants =
-        |p: PartitionId| &claimant[start[p.0 as usize] as usize..start[p.0 as usize + 1] as usize];
-    let claims_it = |m: u32, p: PartitionId| claimants(p).contains(&m);
-    // Fresh for its holder: neither owned nor claimed by it.
-    let fresh = |m: u32, p: PartitionId| prep.prev_owner[p.0 as usize] != m && !claims_it(m, p);
-
+    };
+    let total = group.total_partitions() as usize;
     let mut owner = vec![NONE; total];
     for (m, l) in lists.iter().enumerate() {
         for p in l {
@@ -94,18 +64,8 @@ pub(super) fn favour_claimants(group: &GroupSpec, prep: &Prepared, lists: &mut [
     let mut fresh_held: Vec<u32> = lists
         .iter()
         .enumerate()
-        .map(|(m, l)| l.iter().filter(|p| fresh(m as u32, **p)).count() as u32)
+        .map(|(m, l)| l.iter().filter(|p| cl.fresh(m as u32, **p)).count() as u32)
         .collect();
-    let rack_match =
-        |m: u32, p: PartitionId| prep.racks.as_ref().is_some_and(|r| r.matches(m, p.0));
-    // A placement the next round would give up for rack locality (identical subscriptions drop
-    // such ownership, as Kafka does), which would make the swap cost a revocation later.
-    let mismatch = |m: u32, p: PartitionId| {
-        prep.racks
-            .as_ref()
-            .is_some_and(|r| r.mismatch(m, p.0, group.partition(p).0))
-    };
-
     // List entries the scans may visit in all: O(P) work at most, however many partitions are
     // claimed by members holding many fresh ones (a tie-break, not worth more).
     let mut budget = SCAN_BUDGET.max(4 * total);
@@ -114,34 +74,146 @@ pub(super) fn favour_claimants(group: &GroupSpec, prep: &Prepared, lists: &mut [
     for pi in 0..total as u32 {
         let p = PartitionId(pi);
         let h = owner[pi as usize];
-        if h == NONE || claimants(p).is_empty() || claims_it(h, p) {
+        if h == NONE || cl.of(p).is_empty() || cl.claims(h, p) {
             continue;
         }
         if budget == 0 {
             break;
         }
+        if let Some((c, q)) = cl.best_swap(lists, &fresh_held, h, p, &mut budget) {
+            swap(&mut lists[h as usize], p, q);
+            swap(&mut lists[c as usize], q, p);
+            owner[pi as usize] = c;
+            owner[q.0 as usize] = h;
+            // c gave up a fresh partition and took one it claims; h's fresh count follows `q`.
+            fresh_held[c as usize] -= 1;
+            fresh_held[h as usize] = fresh_held[h as usize] - 1 + u32::from(cl.fresh(h, q));
+        } else if let Some(c) = cl.direct_claimant(lists, &mut levels, h, p) {
+            // No swap: `p` is handed over outright.
+            if let Ok(i) = lists[h as usize].binary_search(&p) {
+                lists[h as usize].remove(i);
+            }
+            let list = &mut lists[c as usize];
+            let at = list.binary_search(&p).unwrap_or_else(|i| i);
+            list.insert(at, p);
+            owner[pi as usize] = c;
+            fresh_held[h as usize] -= 1;
+            // Built by the search that found `c`.
+            if let Some(levels) = levels.as_mut() {
+                levels.moved(h, c);
+            }
+        }
+    }
+}
+
+/// The claimants of each partition (CSR, in member-id order) and the tests on them.
+struct Claimants<'a> {
+    group: &'a GroupSpec,
+    prep: &'a Prepared,
+    start: Vec<u32>,
+    claimant: Vec<u32>,
+}
+
+impl<'a> Claimants<'a> {
+    /// `None` when no member claims anything.
+    fn new(group: &'a GroupSpec, prep: &'a Prepared) -> Option<Claimants<'a>> {
+        let total = group.total_partitions() as usize;
+        let mut start = vec![0u32; total + 1];
+        for claims in &prep.claims {
+            for p in claims {
+                start[p.0 as usize + 1] += 1;
+            }
+        }
+        if start.iter().all(|c| *c == 0) {
+            return None;
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut fill = start.clone();
+        let mut claimant = vec![0u32; start[total] as usize];
+        for (m, claims) in prep.claims.iter().enumerate() {
+            for p in claims {
+                let slot = &mut fill[p.0 as usize];
+                claimant[*slot as usize] = m as u32;
+                *slot += 1;
+            }
+        }
+        // Claimants in member-id order, so the result does not depend on the order members
+        // came in.
+        for p in 0..total {
+            claimant[start[p] as usize..start[p + 1] as usize]
+                .sort_unstable_by_key(|m| prep.id_rank[*m as usize]);
+        }
+        Some(Claimants {
+            group,
+            prep,
+            start,
+            claimant,
+        })
+    }
+
+    fn of(&self, p: PartitionId) -> &[u32] {
+        &self.claimant[self.start[p.0 as usize] as usize..self.start[p.0 as usize + 1] as usize]
+    }
+
+    fn claims(&self, m: u32, p: PartitionId) -> bool {
+        self.of(p).contains(&m)
+    }
+
+    /// Fresh for its holder: neither owned nor claimed by it.
+    fn fresh(&self, m: u32, p: PartitionId) -> bool {
+        self.prep.prev_owner[p.0 as usize] != m && !self.claims(m, p)
+    }
+
+    fn rack_match(&self, m: u32, p: PartitionId) -> bool {
+        self.prep.racks.as_ref().is_some_and(|r| r.matches(m, p.0))
+    }
+
+    /// A placement the next round would give up for rack locality (identical subscriptions
+    /// drop such ownership, as Kafka does), which would make the swap cost a revocation later.
+    fn mismatch(&self, m: u32, p: PartitionId) -> bool {
+        self.prep
+            .racks
+            .as_ref()
+            .is_some_and(|r| r.mismatch(m, p.0, self.group.partition(p).0))
+    }
+
+    /// A claimant `c` of `p` (held by `h`) and a fresh partition `q` of its to trade for `p`,
+    /// one that `h` claims if there is one.
+    fn best_swap(
+        &self,
+        lists: &[Vec<PartitionId>],
+        fresh_held: &[u32],
+        h: u32,
+        p: PartitionId,
+        budget: &mut usize,
+    ) -> Option<(u32, PartitionId)> {
+        let group = self.group;
         let (topic, _) = group.partition(p);
         let holder = group.member(MemberIdx(h));
         let mut best: Option<(u32, PartitionId, bool)> = None;
-        for &c in claimants(p) {
+        for &c in self.of(p) {
             if fresh_held[c as usize] == 0 || !group.member(MemberIdx(c)).subscribes(topic) {
                 continue;
             }
-            let before = |q: PartitionId| u8::from(rack_match(h, p)) + u8::from(rack_match(c, q));
-            let after = |q: PartitionId| u8::from(rack_match(h, q)) + u8::from(rack_match(c, p));
-            if mismatch(c, p) {
+            let before =
+                |q: PartitionId| u8::from(self.rack_match(h, p)) + u8::from(self.rack_match(c, q));
+            let after =
+                |q: PartitionId| u8::from(self.rack_match(h, q)) + u8::from(self.rack_match(c, p));
+            if self.mismatch(c, p) {
                 continue;
             }
-            budget = budget.saturating_sub(lists[c as usize].len());
+            *budget = budget.saturating_sub(lists[c as usize].len());
             for &q in &lists[c as usize] {
-                if !fresh(c, q)
+                if !self.fresh(c, q)
                     || !holder.subscribes(group.partition(q).0)
                     || after(q) < before(q)
-                    || (mismatch(h, q) && !mismatch(c, q))
+                    || (self.mismatch(h, q) && !self.mismatch(c, q))
                 {
                     continue;
                 }
-                let h_claims = claims_it(h, q);
+                let h_claims = self.claims(h, q);
                 if best.is_none_or(|b| h_claims && !b.2) {
                     best = Some((c, q, h_claims));
                 }
@@ -153,53 +225,40 @@ pub(super) fn favour_claimants(group: &GroupSpec, prep: &Prepared, lists: &mut [
                 break;
             }
         }
-        let Some((c, q, _)) = best else {
-            // No swap: hand `p` over outright to a claimant holding one partition fewer than
-            // the holder, the valid previous owner first.
-            let size = lists[h as usize].len();
-            let mut direct = None;
-            for &c in claimants(p) {
-                if lists[c as usize].len() + 1 != size
-                    || !group.member(MemberIdx(c)).subscribes(topic)
-                    || mismatch(c, p)
-                    || (rack_match(h, p) && !rack_match(c, p))
-                {
-                    continue;
-                }
-                // The classes are found only once some claimant passes the cheaper tests.
-                let levels = levels.get_or_insert_with(|| ClassLoads::new(group, lists));
-                let owner_of_p = prep.prev_owner[pi as usize] == c;
-                if (direct.is_none() || owner_of_p) && levels.keeps_spreads(h, c) {
-                    direct = Some(c);
-                    if owner_of_p {
-                        break;
-                    }
+        best.map(|(c, q, _)| (c, q))
+    }
+
+    /// A claimant to hand `p` over to outright: one holding one partition fewer than the
+    /// holder `h`, without widening its class's spread, the valid previous owner first.
+    fn direct_claimant(
+        &self,
+        lists: &[Vec<PartitionId>],
+        levels: &mut Option<ClassLoads>,
+        h: u32,
+        p: PartitionId,
+    ) -> Option<u32> {
+        let (topic, _) = self.group.partition(p);
+        let size = lists[h as usize].len();
+        let mut direct = None;
+        for &c in self.of(p) {
+            if lists[c as usize].len() + 1 != size
+                || !self.group.member(MemberIdx(c)).subscribes(topic)
+                || self.mismatch(c, p)
+                || (self.rack_match(h, p) && !self.rack_match(c, p))
+            {
+                continue;
+            }
+            // The classes are found only once some claimant passes the cheaper tests.
+            let levels = levels.get_or_insert_with(|| ClassLoads::new(self.group, lists));
+            let owner_of_p = self.prep.prev_owner[p.0 as usize] == c;
+            if (direct.is_none() || owner_of_p) && levels.keeps_spreads(h, c) {
+                direct = Some(c);
+                if owner_of_p {
+                    break;
                 }
             }
-            if let Some(c) = direct {
-                let at = lists[h as usize].binary_search(&p);
-                if let Ok(i) = at {
-                    lists[h as usize].remove(i);
-                }
-                let list = &mut lists[c as usize];
-                let at = list.binary_search(&p).unwrap_or_else(|i| i);
-                list.insert(at, p);
-                owner[pi as usize] = c;
-                fresh_held[h as usize] -= 1;
-                // Built by the search above, which found `c`.
-                if let Some(levels) = levels.as_mut() {
-                    levels.moved(h, c);
-                }
-            }
-            continue;
-        };
-        swap(&mut lists[h as usize], p, q);
-        swap(&mut lists[c as usize], q, p);
-        owner[pi as usize] = c;
-        owner[q.0 as usize] = h;
-        // c gave up a fresh partition and took one it claims; h's fresh count follows `q`.
-        fresh_held[c as usize] -= 1;
-        fresh_held[h as usize] = fresh_held[h as usize] - 1 + u32::from(fresh(h, q));
+        }
+        direct
     }
 }
 

@@ -34,13 +34,66 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
     let n = members.len();
     let topics = &members[0].topics;
     let total: u32 = topics.iter().map(|t| group.topic(*t).partitions).sum();
-    let min_quota = (total / n as u32) as usize;
-    let max_quota = total.div_ceil(n as u32) as usize;
-    let expected_over_min = (total % n as u32) as usize;
+    let q = Quotas {
+        min_quota: (total / n as u32) as usize,
+        max_quota: total.div_ceil(n as u32) as usize,
+        expected_over_min: (total % n as u32) as usize,
+    };
     let racks = prep.racks.as_ref();
 
-    // Step 1: owned partitions, kept in (partition number, topic) order: a counting sort by
-    // partition number of the owned partitions listed in topic order.
+    // Step 1: owned partitions, up to the quotas.
+    let owned = owned_by_number(group, prep, topics);
+    let (mut d, taken) = Dealing::keep_owned(prep, owned, &q, group.total_partitions() as usize);
+
+    // Step 2: the rest, in topic-partition order.
+    let mut unassigned: Vec<PartitionId> = Vec::with_capacity(total as usize);
+    for t in topics {
+        for p in group.partitions_of(*t) {
+            if !taken[p as usize] {
+                unassigned.push(PartitionId(p));
+            }
+        }
+    }
+    if let Some(r) = racks {
+        unassigned.sort_by_key(|p| r.members_near(p.0));
+        unassigned = rack_aware_round_robin(
+            &q,
+            r,
+            unassigned,
+            &mut d.assignment,
+            &mut d.under_min,
+            &mut d.exactly_min,
+            &mut d.current_over_min,
+        );
+        // Partitions dropped for rack locality that no member on a replica's rack took go back
+        // to their previous owner while it has room: a place it would fill with some other
+        // partition anyway, and (cooperative) one revocation less.
+        unassigned = return_to_owners(
+            &q,
+            prep,
+            unassigned,
+            &mut d.assignment,
+            &mut d.under_min,
+            &mut d.exactly_min,
+            &mut d.current_over_min,
+        );
+    }
+    d.round_robin(unassigned, q.min_quota);
+    if let Some(r) = racks {
+        swap_back_to_owners(prep, r, &mut d.assignment);
+    }
+    d.assignment
+}
+
+/// Each member's validly owned partitions (when rack-aware, not those with no replica on its
+/// rack), in (partition number, topic) order: a counting sort by partition number of the owned
+/// partitions listed in topic order.
+fn owned_by_number(
+    group: &GroupSpec,
+    prep: &Prepared,
+    topics: &[crate::model::TopicId],
+) -> Vec<Vec<PartitionId>> {
+    let racks = prep.racks.as_ref();
     let widest = topics
         .iter()
         .map(|t| group.topic(*t).partitions)
@@ -68,130 +121,114 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
         by_number[*slot as usize] = p;
         *slot += 1;
     }
-    let mut owned: Vec<Vec<PartitionId>> = vec![Vec::new(); n];
+    let mut owned: Vec<Vec<PartitionId>> = vec![Vec::new(); prep.id_rank.len()];
     for p in by_number {
         owned[prep.prev_owner[p as usize] as usize].push(PartitionId(p));
     }
+    owned
+}
 
-    let mut max_candidates: Vec<u32> = (0..n as u32)
-        .filter(|m| owned[*m as usize].len() >= max_quota)
-        .collect();
-    max_candidates.sort_by_key(|m| {
-        (
-            owned[*m as usize].len() != max_quota,
-            prep.id_rank[*m as usize],
-        )
-    });
-    let mut gets_max = vec![false; n];
-    for m in max_candidates.iter().take(expected_over_min) {
-        gets_max[*m as usize] = true;
-    }
-    let mut current_over_min = max_candidates.len().min(expected_over_min);
+/// The assignment being dealt and the members still able to take partitions.
+struct Dealing {
+    assignment: Vec<Vec<PartitionId>>,
+    /// Members under `minQuota`, in member-id order.
+    under_min: Vec<u32>,
+    /// Members at exactly `minQuota` that may still rise to `maxQuota`.
+    exactly_min: VecDeque<u32>,
+    current_over_min: usize,
+}
 
-    let mut assignment: Vec<Vec<PartitionId>> = Vec::with_capacity(n);
-    let mut taken = vec![false; group.total_partitions() as usize];
-    let mut under_min: Vec<u32> = Vec::new();
-    let mut exactly_min: Vec<u32> = Vec::new();
-    for (m, list) in owned.into_iter().enumerate() {
-        let keep = if list.len() < min_quota {
-            under_min.push(m as u32);
-            list.len()
-        } else if gets_max[m] {
-            max_quota
-        } else {
-            exactly_min.push(m as u32);
-            min_quota
-        };
-        let mut kept = Vec::with_capacity(max_quota);
-        kept.extend_from_slice(&list[..keep]);
-        for p in &kept {
-            taken[p.0 as usize] = true;
+impl Dealing {
+    /// Each member keeps its `owned` partitions up to its quota; the max-quota places go to
+    /// members that owned exactly `maxQuota`, then the others that owned at least that, in
+    /// member-id order. Returns the dealing and which partitions are taken.
+    fn keep_owned(
+        prep: &Prepared,
+        owned: Vec<Vec<PartitionId>>,
+        q: &Quotas,
+        total_partitions: usize,
+    ) -> (Dealing, Vec<bool>) {
+        let n = owned.len();
+        let mut max_candidates: Vec<u32> = (0..n as u32)
+            .filter(|m| owned[*m as usize].len() >= q.max_quota)
+            .collect();
+        max_candidates.sort_by_key(|m| {
+            (
+                owned[*m as usize].len() != q.max_quota,
+                prep.id_rank[*m as usize],
+            )
+        });
+        let mut gets_max = vec![false; n];
+        for m in max_candidates.iter().take(q.expected_over_min) {
+            gets_max[*m as usize] = true;
         }
-        assignment.push(kept);
+        let current_over_min = max_candidates.len().min(q.expected_over_min);
+        let mut assignment: Vec<Vec<PartitionId>> = Vec::with_capacity(n);
+        let mut taken = vec![false; total_partitions];
+        let mut under_min: Vec<u32> = Vec::new();
+        let mut exactly_min: Vec<u32> = Vec::new();
+        for (m, list) in owned.into_iter().enumerate() {
+            let keep = if list.len() < q.min_quota {
+                under_min.push(m as u32);
+                list.len()
+            } else if gets_max[m] {
+                q.max_quota
+            } else {
+                exactly_min.push(m as u32);
+                q.min_quota
+            };
+            let mut kept = Vec::with_capacity(q.max_quota);
+            kept.extend_from_slice(&list[..keep]);
+            for p in &kept {
+                taken[p.0 as usize] = true;
+            }
+            assignment.push(kept);
+        }
+        if current_over_min == q.expected_over_min {
+            exactly_min.clear();
+        }
+        under_min.sort_by_key(|m| prep.id_rank[*m as usize]);
+        exactly_min.sort_by_key(|m| prep.id_rank[*m as usize]);
+        let dealing = Dealing {
+            assignment,
+            under_min,
+            exactly_min: exactly_min.into(),
+            current_over_min,
+        };
+        (dealing, taken)
     }
-    if current_over_min == expected_over_min {
-        exactly_min.clear();
-    }
-    under_min.sort_by_key(|m| prep.id_rank[*m as usize]);
-    exactly_min.sort_by_key(|m| prep.id_rank[*m as usize]);
-    let mut exactly_min: VecDeque<u32> = exactly_min.into();
 
-    // Step 2: the rest, in topic-partition order.
-    let mut unassigned: Vec<PartitionId> = Vec::with_capacity(total as usize);
-    for t in topics {
-        for p in group.partitions_of(*t) {
-            if !taken[p as usize] {
-                unassigned.push(PartitionId(p));
+    /// The plain round-robin: partitions go to the members under `minQuota` in turn; once all
+    /// reach it, to members at exactly `minQuota`, first come first served.
+    fn round_robin(&mut self, unassigned: Vec<PartitionId>, min_quota: usize) {
+        let under_min = &mut self.under_min;
+        let exactly_min = &mut self.exactly_min;
+        let mut it = 0usize;
+        for p in unassigned {
+            let m = if it < under_min.len() {
+                it += 1;
+                under_min[it - 1]
+            } else if under_min.is_empty() {
+                match exactly_min.pop_front() {
+                    Some(m) => m,
+                    None => unreachable!("quotas leave room for every partition"),
+                }
+            } else {
+                it = 1;
+                under_min[0]
+            };
+            let list = &mut self.assignment[m as usize];
+            list.push(p);
+            if list.len() == min_quota && it > 0 && under_min.get(it - 1) == Some(&m) {
+                under_min.remove(it - 1);
+                it -= 1;
+                exactly_min.push_back(m);
             }
         }
+        debug_assert!(under_min
+            .iter()
+            .all(|m| self.assignment[*m as usize].len() == min_quota));
     }
-    if let Some(r) = racks {
-        unassigned.sort_by_key(|p| r.members_near(p.0));
-        let ctx = Quotas {
-            min_quota,
-            max_quota,
-            expected_over_min,
-        };
-        unassigned = rack_aware_round_robin(
-            &ctx,
-            r,
-            unassigned,
-            &mut assignment,
-            &mut under_min,
-            &mut exactly_min,
-            &mut current_over_min,
-        );
-    }
-
-    if racks.is_some() {
-        // Partitions dropped for rack locality that no member on a replica's rack took go back
-        // to their previous owner while it has room: a place it would fill with some other
-        // partition anyway, and (cooperative) one revocation less.
-        let ctx = Quotas {
-            min_quota,
-            max_quota,
-            expected_over_min,
-        };
-        unassigned = return_to_owners(
-            &ctx,
-            prep,
-            unassigned,
-            &mut assignment,
-            &mut under_min,
-            &mut exactly_min,
-            &mut current_over_min,
-        );
-    }
-
-    let mut it = 0usize;
-    for p in unassigned {
-        let m = if it < under_min.len() {
-            it += 1;
-            under_min[it - 1]
-        } else if under_min.is_empty() {
-            match exactly_min.pop_front() {
-                Some(m) => m,
-                None => unreachable!("quotas leave room for every partition"),
-            }
-        } else {
-            it = 1;
-            under_min[0]
-        };
-        let list = &mut assignment[m as usize];
-        list.push(p);
-        if list.len() == min_quota && it > 0 && under_min.get(it - 1) == Some(&m) {
-            under_min.remove(it - 1);
-            it -= 1;
-            exactly_min.push_back(m);
-        }
-    }
-    debug_assert!(under_min
-        .iter()
-        .all(|m| assignment[*m as usize].len() == min_quota));
-    if let Some(r) = racks {
-        swap_back_to_owners(prep, r, &mut assignment);
-    }
-    assignment
 }
 
 /// A previously owned partition that ended with a member on no rack of its replicas, while its

@@ -29,12 +29,23 @@
 
 use std::collections::VecDeque;
 
-use super::transfer::Transfer;
-
 const NONE: u32 = u32::MAX;
 
 /// Passes over the pairs the cheap stickiness repairs may spend in all.
 const REPAIR_PASSES: usize = 2;
+
+/// What `Counts::transfer` (the maximum flow, in `transfer.rs`) reached. Defined here, next to
+/// `Counts`, so that `transfer.rs` depends on this file and not the other way round.
+pub(crate) enum Transfer {
+    /// Counts applied; the kept worth equals the bound for the chosen loads, and that bound is
+    /// the proven optimum over every most balanced assignment.
+    Optimal,
+    /// Counts applied; the kept worth equals the bound for the chosen loads, which may be below
+    /// the general bound (more than two levels, members able to rise).
+    Improved,
+    /// The bound for the chosen loads is not reachable; counts unchanged.
+    Unreachable,
+}
 
 /// A copy of what chains change: counts, loads, changed topics.
 pub(super) struct Snapshot(Vec<u32>, Vec<u32>, Vec<bool>);
@@ -282,32 +293,17 @@ impl Counts {
     fn repair(&mut self, bound: u64) {
         let n = self.members();
         let nt = self.topics();
-        let mut budget = REPAIR_PASSES * (self.c.len() + n + nt);
-        // Search state, reset by stamping instead of clearing.
-        let mut seen = vec![0u32; n];
-        let mut expanded = vec![0u32; nt];
-        let mut holder = vec![0u32; n];
-        let mut holder_pairs = vec![(0u32, 0u32); n];
-        // Reached member -> (previous member, pair it gave from, pair this one received into).
-        let mut via = vec![(NONE, NONE, NONE); n];
-        let mut above: Vec<(u32, u32, u32, u32)> = Vec::new();
-        let mut queue: VecDeque<u32> = VecDeque::new();
-        let mut round = 0u32;
+        let mut search = RepairSearch::new(n, nt, REPAIR_PASSES * (self.c.len() + n + nt));
         let mut kept = self.kept();
         let mut levels: Vec<u32> = self.load.clone();
         levels.sort_unstable();
         levels.dedup();
-        self.fresh = vec![0; n];
-        self.short = vec![0; n];
-        for (s, m) in self.pair_member.iter().enumerate() {
-            self.fresh[*m as usize] += u32::from(self.c[s] > self.o[s]);
-            self.short[*m as usize] += u32::from(self.c[s] < self.o[s]);
-        }
+        self.count_fresh_and_short();
         loop {
             let mut improved = false;
             for u in 0..n as u32 {
                 loop {
-                    if budget == 0 || kept >= bound {
+                    if search.budget == 0 || kept >= bound {
                         return;
                     }
                     // Without a fresh partition to give, u can only rise a level (swapping with a
@@ -318,105 +314,16 @@ impl Counts {
                     {
                         break;
                     }
-                    round += 1;
-                    // Holders of fresh partitions of u's short topics: per member, and one per
-                    // load (load, h, h's pair, u's pair).
-                    above.clear();
-                    for &su in self.member_pairs(u) {
-                        let su = su as usize;
-                        if self.c[su] >= self.o[su] {
-                            continue;
-                        }
-                        let t = self.pair_topic[su];
-                        let r = self.topic_pairs(t);
-                        budget = budget.saturating_sub(r.len());
-                        for sh in r {
-                            let h = self.pair_member[sh];
-                            if self.c[sh] <= self.o[sh] || holder[h as usize] == round {
-                                continue;
-                            }
-                            holder[h as usize] = round;
-                            holder_pairs[h as usize] = (sh as u32, su as u32);
-                            let l = self.load[h as usize];
-                            if !above.iter().any(|e| e.0 == l) {
-                                above.push((l, h, sh as u32, su as u32));
-                            }
-                        }
-                    }
-                    if above.is_empty() {
+                    search.round += 1;
+                    self.collect_fresh_holders(&mut search, u);
+                    if search.above.is_empty() {
                         break;
                     }
-                    // Closes a search ending at z: (h, h's pair, u's pair).
-                    let close = |this: &Counts, z: u32| -> Option<(u32, u32, u32)> {
-                        if holder[z as usize] == round && z != u {
-                            let (sh, su) = holder_pairs[z as usize];
-                            return Some((z, sh, su));
-                        }
-                        let l = this.load[z as usize] + 1;
-                        above.iter().find(|e| e.0 == l).map(|e| (e.1, e.2, e.3))
-                    };
-                    let mut found = None;
-                    if let Some((h, sh, su)) = close(self, u) {
-                        found = Some((u, h, sh, su));
-                    }
-                    queue.clear();
-                    seen[u as usize] = round;
-                    via[u as usize] = (NONE, NONE, NONE);
-                    if found.is_none() {
-                        queue.push_back(u);
-                    }
-                    'search: while let Some(a) = queue.pop_front() {
-                        if self.fresh[a as usize] == 0 {
-                            continue;
-                        }
-                        let pairs = self.member_pairs(a);
-                        budget = budget.saturating_sub(pairs.len());
-                        for &sa in pairs {
-                            let sa = sa as usize;
-                            let t = self.pair_topic[sa] as usize;
-                            if self.c[sa] <= self.o[sa] || expanded[t] == round {
-                                continue;
-                            }
-                            expanded[t] = round;
-                            let r = self.topic_pairs(t as u32);
-                            budget = budget.saturating_sub(r.len());
-                            for sb in r {
-                                let b = self.pair_member[sb];
-                                if seen[b as usize] == round {
-                                    continue;
-                                }
-                                seen[b as usize] = round;
-                                via[b as usize] = (a, sa as u32, sb as u32);
-                                if let Some((h, sh, su)) = close(self, b) {
-                                    if self.path_leaves_fresh(b, sh, &via) {
-                                        found = Some((b, h, sh, su));
-                                        break 'search;
-                                    }
-                                }
-                                queue.push_back(b);
-                            }
-                        }
-                        if budget == 0 {
-                            break;
-                        }
-                    }
-                    let Some((z, h, sh, su)) = found else {
+                    let Some(found) = self.find_repair_path(&mut search, u) else {
                         break;
                     };
-                    let mut x = z;
-                    let mut gain = 0i64;
-                    while via[x as usize].0 != NONE {
-                        let (a, sa, sb) = via[x as usize];
-                        gain += self.shift(sa as usize, false);
-                        gain += self.shift(sb as usize, true);
-                        x = a;
-                    }
-                    gain += self.shift(sh as usize, false);
-                    gain += self.shift(su as usize, true);
-                    debug_assert!(gain > 0, "a repair keeps more");
+                    let gain = self.apply_repair(&search.via, found);
                     kept = kept.saturating_add_signed(gain);
-                    self.load[z as usize] += 1;
-                    self.load[h as usize] -= 1;
                     improved = true;
                 }
             }
@@ -424,6 +331,113 @@ impl Counts {
                 return;
             }
         }
+    }
+
+    /// Counts, per member, the pairs holding a fresh partition and the pairs holding fewer
+    /// than owned.
+    fn count_fresh_and_short(&mut self) {
+        let n = self.members();
+        self.fresh = vec![0; n];
+        self.short = vec![0; n];
+        for (s, m) in self.pair_member.iter().enumerate() {
+            self.fresh[*m as usize] += u32::from(self.c[s] > self.o[s]);
+            self.short[*m as usize] += u32::from(self.c[s] < self.o[s]);
+        }
+    }
+
+    /// Records the holders of fresh partitions of `u`'s short topics: per member, and one per
+    /// load in `search.above`.
+    fn collect_fresh_holders(&self, search: &mut RepairSearch, u: u32) {
+        search.above.clear();
+        for &su in self.member_pairs(u) {
+            let su = su as usize;
+            if self.c[su] >= self.o[su] {
+                continue;
+            }
+            let t = self.pair_topic[su];
+            let r = self.topic_pairs(t);
+            search.budget = search.budget.saturating_sub(r.len());
+            for sh in r {
+                let h = self.pair_member[sh];
+                if self.c[sh] <= self.o[sh] || search.holder[h as usize] == search.round {
+                    continue;
+                }
+                search.holder[h as usize] = search.round;
+                search.holder_pairs[h as usize] = (sh as u32, su as u32);
+                let l = self.load[h as usize];
+                if !search.above.iter().any(|e| e.0 == l) {
+                    search.above.push((l, h, sh as u32, su as u32));
+                }
+            }
+        }
+    }
+
+    /// Breadth-first search over moves of fresh partitions from `u` to a member `z` a holder can
+    /// close; returns `(z, h, h's pair, u's pair)`, the path left in `search.via`.
+    fn find_repair_path(&self, search: &mut RepairSearch, u: u32) -> Option<(u32, u32, u32, u32)> {
+        let round = search.round;
+        search.queue.clear();
+        search.seen[u as usize] = round;
+        search.via[u as usize] = (NONE, NONE, NONE);
+        if let Some((h, sh, su)) = search.close(self, u, u) {
+            return Some((u, h, sh, su));
+        }
+        search.queue.push_back(u);
+        while let Some(a) = search.queue.pop_front() {
+            if self.fresh[a as usize] == 0 {
+                continue;
+            }
+            let pairs = self.member_pairs(a);
+            search.budget = search.budget.saturating_sub(pairs.len());
+            for &sa in pairs {
+                let sa = sa as usize;
+                let t = self.pair_topic[sa] as usize;
+                if self.c[sa] <= self.o[sa] || search.expanded[t] == round {
+                    continue;
+                }
+                search.expanded[t] = round;
+                let r = self.topic_pairs(t as u32);
+                search.budget = search.budget.saturating_sub(r.len());
+                for sb in r {
+                    let b = self.pair_member[sb];
+                    if search.seen[b as usize] == round {
+                        continue;
+                    }
+                    search.seen[b as usize] = round;
+                    search.via[b as usize] = (a, sa as u32, sb as u32);
+                    if let Some((h, sh, su)) = search.close(self, u, b) {
+                        if self.path_leaves_fresh(b, sh, &search.via) {
+                            return Some((b, h, sh, su));
+                        }
+                    }
+                    search.queue.push_back(b);
+                }
+            }
+            if search.budget == 0 {
+                break;
+            }
+        }
+        None
+    }
+
+    /// Moves the partitions along the path to `z`, then `h` hands `u` one of its own back;
+    /// returns the gain in kept worth.
+    fn apply_repair(&mut self, via: &[(u32, u32, u32)], found: (u32, u32, u32, u32)) -> i64 {
+        let (z, h, sh, su) = found;
+        let mut x = z;
+        let mut gain = 0i64;
+        while via[x as usize].0 != NONE {
+            let (a, sa, sb) = via[x as usize];
+            gain += self.shift(sa as usize, false);
+            gain += self.shift(sb as usize, true);
+            x = a;
+        }
+        gain += self.shift(sh as usize, false);
+        gain += self.shift(su as usize, true);
+        debug_assert!(gain > 0, "a repair keeps more");
+        self.load[z as usize] += 1;
+        self.load[h as usize] -= 1;
+        gain
     }
 
     /// Whether `h`'s pair `sh` still holds a fresh partition after the path to `z` moved
@@ -615,66 +629,18 @@ impl Counts {
         levels.sort_unstable();
         levels.dedup();
         let nl = levels.len();
-        let level_index = |levels: &[u32], l: u32| {
-            levels
-                .binary_search(&l)
-                .expect("a member's load is a level")
-        };
-        let mut at_level: Vec<Vec<u32>> = vec![Vec::new(); nl];
-        for m in 0..n {
-            at_level[level_index(&levels, self.load[m])].push(m as u32);
-        }
+        let mut at_level = self.members_at_levels(&levels);
         let v = n + nt + nl;
-        let mut dist = vec![0i64; v];
-        let mut parent = vec![NONE; v];
-        // The pair an edge into a member or topic node uses (NONE for level edges).
-        let mut parent_pair = vec![NONE; v];
-        let mut in_queue = vec![true; v];
-        let mut queue: VecDeque<u32> = (0..v as u32).collect();
+        let mut search = CycleSearch::new(v);
         let mut edges: Vec<(usize, i64, u32)> = Vec::new();
         let mut stamp = vec![0u32; v];
         let mut round = 0u32;
         // Relaxations since the parent pointers were last checked for a cycle.
         let mut relaxed = 0usize;
-        while let Some(x) = queue.pop_front() {
-            in_queue[x as usize] = false;
-            let xi = x as usize;
-            // Out-edges of x as (head, cost, pair).
-            edges.clear();
-            if xi < n {
-                for &s in self.member_pairs(x) {
-                    let s = s as usize;
-                    if self.c[s] > 0 {
-                        edges.push((n + self.pair_topic[s] as usize, self.give_cost(s), s as u32));
-                    }
-                }
-                let li = level_index(&levels, self.load[xi]);
-                if li + 1 < nl && levels[li + 1] == levels[li] + 1 {
-                    edges.push((n + nt + li, 0, NONE));
-                }
-            } else if xi < n + nt {
-                for s in self.topic_pairs((xi - n) as u32) {
-                    edges.push((self.pair_member[s] as usize, self.receive_cost(s), s as u32));
-                }
-            } else {
-                let li = xi - n - nt;
-                if li + 1 < nl && levels[li + 1] == levels[li] + 1 {
-                    edges.extend(at_level[li + 1].iter().map(|u| (*u as usize, 0, NONE)));
-                }
-            }
-            let dx = dist[xi];
-            for &(y, cost, pair) in &edges {
-                if dx + cost < dist[y] {
-                    dist[y] = dx + cost;
-                    parent[y] = x;
-                    parent_pair[y] = pair;
-                    relaxed += 1;
-                    if !in_queue[y] {
-                        in_queue[y] = true;
-                        queue.push_back(y as u32);
-                    }
-                }
-            }
+        while let Some(x) = search.queue.pop_front() {
+            search.in_queue[x as usize] = false;
+            self.circulation_edges(x as usize, &levels, &at_level, &mut edges);
+            relaxed += search.relax(x, &edges);
             if relaxed < v {
                 continue;
             }
@@ -682,33 +648,72 @@ impl Counts {
             // Any cycle of parent pointers is a negative cycle (or was one before an earlier
             // cancellation changed costs, which cancel_cycle checks).
             round += 1;
-            let Some(w) = find_parent_cycle(&parent, &mut stamp, round) else {
+            let Some(w) = find_parent_cycle(&search.parent, &mut stamp, round) else {
                 continue;
             };
-            if let Some(nodes) = self.cancel_cycle(w, &parent, &parent_pair, &levels, n, nt) {
-                for l in &mut at_level {
-                    l.clear();
-                }
-                for m in 0..n {
-                    at_level[level_index(&levels, self.load[m])].push(m as u32);
-                }
+            let cancelled =
+                self.cancel_cycle(w, &search.parent, &search.parent_pair, &levels, n, nt);
+            if let Some(nodes) = cancelled {
+                at_level = self.members_at_levels(&levels);
                 for &w in &nodes {
-                    if !in_queue[w] {
-                        in_queue[w] = true;
-                        queue.push_back(w as u32);
-                    }
+                    search.enqueue(w);
                 }
                 // The level nodes' edges follow the members' loads.
                 for li in 0..nl {
-                    let z = n + nt + li;
-                    if !in_queue[z] {
-                        in_queue[z] = true;
-                        queue.push_back(z as u32);
-                    }
+                    search.enqueue(n + nt + li);
                 }
             }
             // Break the cycle in the parent pointers so it is not found again.
-            parent[w] = NONE;
+            search.parent[w] = NONE;
+        }
+    }
+
+    /// The members at each load level (`levels`: the sorted distinct loads).
+    fn members_at_levels(&self, levels: &[u32]) -> Vec<Vec<u32>> {
+        let mut at_level: Vec<Vec<u32>> = vec![Vec::new(); levels.len()];
+        for (m, load) in self.load.iter().enumerate() {
+            let li = levels
+                .binary_search(load)
+                .expect("a member's load is a level");
+            at_level[li].push(m as u32);
+        }
+        at_level
+    }
+
+    /// Out-edges of node `x` of the stickiness circulation as (head, cost, pair), into `edges`.
+    fn circulation_edges(
+        &self,
+        x: usize,
+        levels: &[u32],
+        at_level: &[Vec<u32>],
+        edges: &mut Vec<(usize, i64, u32)>,
+    ) {
+        let n = self.members();
+        let nt = self.topics();
+        let nl = levels.len();
+        edges.clear();
+        if x < n {
+            for &s in self.member_pairs(x as u32) {
+                let s = s as usize;
+                if self.c[s] > 0 {
+                    edges.push((n + self.pair_topic[s] as usize, self.give_cost(s), s as u32));
+                }
+            }
+            let li = levels
+                .binary_search(&self.load[x])
+                .expect("a member's load is a level");
+            if li + 1 < nl && levels[li + 1] == levels[li] + 1 {
+                edges.push((n + nt + li, 0, NONE));
+            }
+        } else if x < n + nt {
+            for s in self.topic_pairs((x - n) as u32) {
+                edges.push((self.pair_member[s] as usize, self.receive_cost(s), s as u32));
+            }
+        } else {
+            let li = x - n - nt;
+            if li + 1 < nl && levels[li + 1] == levels[li] + 1 {
+                edges.extend(at_level[li + 1].iter().map(|u| (*u as usize, 0, NONE)));
+            }
         }
     }
 
@@ -793,6 +798,98 @@ impl Counts {
             }
         }
         Some(nodes)
+    }
+}
+
+/// Search state of `repair`, reset between searches by stamping with `round` instead of
+/// clearing.
+struct RepairSearch {
+    /// Work left, in pairs looked at.
+    budget: usize,
+    round: u32,
+    seen: Vec<u32>,
+    expanded: Vec<u32>,
+    holder: Vec<u32>,
+    holder_pairs: Vec<(u32, u32)>,
+    /// Reached member -> (previous member, pair it gave from, pair this one received into).
+    via: Vec<(u32, u32, u32)>,
+    /// One holder of a fresh partition per load: (load, h, h's pair, u's pair).
+    above: Vec<(u32, u32, u32, u32)>,
+    queue: VecDeque<u32>,
+}
+
+impl RepairSearch {
+    fn new(n: usize, nt: usize, budget: usize) -> RepairSearch {
+        RepairSearch {
+            budget,
+            round: 0,
+            seen: vec![0; n],
+            expanded: vec![0; nt],
+            holder: vec![0; n],
+            holder_pairs: vec![(0, 0); n],
+            via: vec![(NONE, NONE, NONE); n],
+            above: Vec::new(),
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// Closes a search from `u` ending at `z`: (h, h's pair, u's pair).
+    fn close(&self, counts: &Counts, u: u32, z: u32) -> Option<(u32, u32, u32)> {
+        if self.holder[z as usize] == self.round && z != u {
+            let (sh, su) = self.holder_pairs[z as usize];
+            return Some((z, sh, su));
+        }
+        let l = counts.load[z as usize] + 1;
+        self.above
+            .iter()
+            .find(|e| e.0 == l)
+            .map(|e| (e.1, e.2, e.3))
+    }
+}
+
+/// Queue-based Bellman-Ford state of `stickiness`.
+struct CycleSearch {
+    dist: Vec<i64>,
+    parent: Vec<u32>,
+    /// The pair an edge into a member or topic node uses (NONE for level edges).
+    parent_pair: Vec<u32>,
+    in_queue: Vec<bool>,
+    queue: VecDeque<u32>,
+}
+
+impl CycleSearch {
+    /// Every node starts at distance zero, queued.
+    fn new(v: usize) -> CycleSearch {
+        CycleSearch {
+            dist: vec![0; v],
+            parent: vec![NONE; v],
+            parent_pair: vec![NONE; v],
+            in_queue: vec![true; v],
+            queue: (0..v as u32).collect(),
+        }
+    }
+
+    fn enqueue(&mut self, y: usize) {
+        if !self.in_queue[y] {
+            self.in_queue[y] = true;
+            self.queue.push_back(y as u32);
+        }
+    }
+
+    /// Relaxes the out-edges of `x`; returns how many improved a distance.
+    fn relax(&mut self, x: u32, edges: &[(usize, i64, u32)]) -> usize {
+        let dx = self.dist[x as usize];
+        let mut relaxed = 0;
+        for &(y, cost, pair) in edges {
+            if dx + cost < self.dist[y] {
+                self.dist[y] = dx + cost;
+                self.parent[y] = x;
+                self.parent_pair[y] = pair;
+                relaxed += 1;
+                self.enqueue(y);
+            }
+        }
+        relaxed
     }
 }
 

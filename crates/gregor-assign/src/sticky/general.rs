@@ -236,75 +236,96 @@ impl State<'_> {
 }
 
 pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>> {
-    let members = group.members();
-    let n = members.len();
-    let mut member_of = vec![0u32; n];
-    let mut internal = vec![0u32; n];
-    for (m, rank) in prep.id_rank.iter().enumerate() {
-        member_of[*rank as usize] = m as u32;
-        internal[m] = *rank;
-    }
-    let n_topics = group.topics().len();
-    let mut subscribers: Vec<Vec<u32>> = vec![Vec::new(); n_topics];
-    for (i, m) in member_of.iter().enumerate() {
-        for t in &members[*m as usize].topics {
-            subscribers[t.0 as usize].push(i as u32);
-        }
-    }
-
     // 1. Keep valid previous ownership.
-    let mut owner = vec![NONE; group.total_partitions() as usize];
-    let mut count = vec![0u32; n];
-    let mut held: Vec<Vec<Held>> = vec![Vec::new(); n];
-    for (t, subs) in subscribers.iter().enumerate() {
-        if subs.is_empty() {
-            continue;
-        }
-        let topic = TopicId(t as u32);
-        for p in group.partitions_of(topic) {
-            let o = prep.prev_owner[p as usize];
-            if o == NONE || !members[o as usize].subscribes(topic) {
-                continue;
-            }
-            let i = internal[o as usize];
-            owner[p as usize] = i;
-            count[i as usize] += 1;
-            match held[i as usize].last_mut() {
-                Some(last) if last.topic == topic => last.count += 1,
-                _ => held[i as usize].push(Held {
-                    topic,
-                    count: 1,
-                    fresh: 0,
-                }),
-            }
-        }
-    }
-    let buckets = Buckets::new(&count);
-    let prev = owner.clone();
-    let mut st = State {
-        prev,
-        group,
-        racks: prep.racks.as_ref(),
-        member_of,
-        owner,
-        count,
-        held,
-        subscribers,
-        buckets,
-    };
-
+    let mut st = State::keep_previous(group, prep);
     // 2. Fill, dealing partition r of every topic before partition r + 1.
-    let mut topic_order: Vec<usize> = (0..n_topics)
+    let mut topic_order: Vec<usize> = (0..group.topics().len())
         .filter(|t| !st.subscribers[*t].is_empty())
         .collect();
     topic_order.sort_by_key(|t| (st.subscribers[*t].len(), *t));
+    fill(&mut st, &topic_order);
+    // 3. Balance.
+    balance(&mut st, &topic_order);
+    // 4. Exact: the optimal counts, then the partitions that realize them.
+    optimize(&mut st);
+    let mut lists: Vec<Vec<PartitionId>> = (0..st.count.len()).map(|_| Vec::new()).collect();
+    for (p, o) in st.owner.iter().enumerate() {
+        if *o != NONE {
+            lists[st.member_of[*o as usize] as usize].push(PartitionId(p as u32));
+        }
+    }
+    lists
+}
+
+impl<'a> State<'a> {
+    /// The starting state: members ranked by id, every partition with its previous owner if
+    /// that owner still subscribes to its topic.
+    fn keep_previous(group: &'a GroupSpec, prep: &'a Prepared) -> State<'a> {
+        let members = group.members();
+        let n = members.len();
+        let mut member_of = vec![0u32; n];
+        let mut internal = vec![0u32; n];
+        for (m, rank) in prep.id_rank.iter().enumerate() {
+            member_of[*rank as usize] = m as u32;
+            internal[m] = *rank;
+        }
+        let mut subscribers: Vec<Vec<u32>> = vec![Vec::new(); group.topics().len()];
+        for (i, m) in member_of.iter().enumerate() {
+            for t in &members[*m as usize].topics {
+                subscribers[t.0 as usize].push(i as u32);
+            }
+        }
+        let mut owner = vec![NONE; group.total_partitions() as usize];
+        let mut count = vec![0u32; n];
+        let mut held: Vec<Vec<Held>> = vec![Vec::new(); n];
+        for (t, subs) in subscribers.iter().enumerate() {
+            if subs.is_empty() {
+                continue;
+            }
+            let topic = TopicId(t as u32);
+            for p in group.partitions_of(topic) {
+                let o = prep.prev_owner[p as usize];
+                if o == NONE || !members[o as usize].subscribes(topic) {
+                    continue;
+                }
+                let i = internal[o as usize];
+                owner[p as usize] = i;
+                count[i as usize] += 1;
+                match held[i as usize].last_mut() {
+                    Some(last) if last.topic == topic => last.count += 1,
+                    _ => held[i as usize].push(Held {
+                        topic,
+                        count: 1,
+                        fresh: 0,
+                    }),
+                }
+            }
+        }
+        State {
+            prev: owner.clone(),
+            group,
+            racks: prep.racks.as_ref(),
+            member_of,
+            buckets: Buckets::new(&count),
+            owner,
+            count,
+            held,
+            subscribers,
+        }
+    }
+}
+
+/// Deals the partitions without an owner in rounds, partition r of every topic (in
+/// `topic_order`) before partition r + 1, each to a least loaded subscriber.
+fn fill(st: &mut State, topic_order: &[usize]) {
+    let group = st.group;
     let rounds = topic_order
         .iter()
         .map(|t| group.topics()[*t].partitions)
         .max()
         .unwrap_or(0);
     for r in 0..rounds {
-        for &t in &topic_order {
+        for &t in topic_order {
             let spec = &group.topics()[t];
             if r >= spec.partitions {
                 continue;
@@ -323,20 +344,6 @@ pub(crate) fn assign(group: &GroupSpec, prep: &Prepared) -> Vec<Vec<PartitionId>
             st.track(m, topic, p, true);
         }
     }
-
-    // 3. Balance.
-    balance(&mut st, &topic_order);
-
-    // 4. Exact: the optimal counts, then the partitions that realize them.
-    optimize(&mut st);
-
-    let mut lists: Vec<Vec<PartitionId>> = (0..n).map(|_| Vec::new()).collect();
-    for (p, o) in st.owner.iter().enumerate() {
-        if *o != NONE {
-            lists[st.member_of[*o as usize] as usize].push(PartitionId(p as u32));
-        }
-    }
-    lists
 }
 
 /// Computes the optimal count matrix from the current one (see `exact`) and re-places the
@@ -351,131 +358,203 @@ fn optimize(st: &mut State) {
         .map(|m| st.group.member(MemberIdx(*m)).topics.as_slice())
         .collect();
     let class = spread::classes(&lists);
-    // Loads within one of each other are the most balanced, and keeping every previously owned
-    // partition is the most sticky: then there is nothing to improve, unless members with
-    // identical subscriptions hold different numbers (the tie-break after both).
+    if nothing_to_improve(st, &class) {
+        return;
+    }
+    let mut counted = Counted::new(st);
+    counted.counts.optimize();
+    counted.counts.level_classes(&class);
+    let n = st.count.len();
+    let mut placement = Placement {
+        base: 0,
+        target: vec![0; n],
+        got: vec![0; n],
+        placed: Vec::new(),
+    };
+    for t in 0..st.group.topics().len() as u32 {
+        if counted.topic_changed(t) {
+            placement.replace_topic(st, &counted, t);
+        }
+    }
+}
+
+/// Loads within one of each other are the most balanced, and keeping every previously owned
+/// partition is the most sticky: then there is nothing to improve, unless members with
+/// identical subscriptions hold different numbers (the tie-break after both).
+fn nothing_to_improve(st: &State, class: &[u32]) -> bool {
     let (min, max) = st
         .count
         .iter()
         .fold((u32::MAX, 0), |(lo, hi), c| (lo.min(*c), hi.max(*c)));
-    if max <= min.saturating_add(1)
+    max <= min.saturating_add(1)
         && st
             .prev
             .iter()
             .zip(&st.owner)
             .all(|(p, o)| *p == NONE || p == o)
-        && !spread::any_split(&class, &st.count)
-    {
-        return;
-    }
-    let n = st.count.len();
-    let n_topics = st.group.topics().len();
-    let mut counts = Counts::new(&st.subscribers, n);
-    // Pair of each subscriber of the topic being counted.
-    let mut pair_of = vec![NONE; n];
-    // Per topic: partitions held by their previous owner, and of those the rack-matched ones.
-    let mut own_held = vec![0u32; n_topics];
-    let mut matched_held = vec![0u32; n_topics];
-    // Previously owned partitions with no replica on the owner's rack (while another
-    // subscriber's rack has one) are kept only after the matched ones.
-    let mut mismatched = vec![false; st.owner.len()];
-    for t in 0..n_topics as u32 {
-        for s in counts.topic_pairs(t) {
-            pair_of[counts.pair_member(s) as usize] = s as u32;
-        }
-        for p in st.group.partitions_of(TopicId(t)) {
-            let o = st.owner[p as usize];
-            if o == NONE {
-                continue;
+        && !spread::any_split(class, &st.count)
+}
+
+/// The member x topic counts of the current assignment, with what the exact phase needs to
+/// know which topics to re-place.
+struct Counted {
+    counts: Counts,
+    /// Per topic: partitions held by their previous owner, and of those the rack-matched ones.
+    own_held: Vec<u32>,
+    matched_held: Vec<u32>,
+    /// Previously owned partitions with no replica on the owner's rack (while another
+    /// subscriber's rack has one): kept only after the matched ones.
+    mismatched: Vec<bool>,
+}
+
+impl Counted {
+    fn new(st: &State) -> Counted {
+        let n = st.count.len();
+        let n_topics = st.group.topics().len();
+        let mut counts = Counts::new(&st.subscribers, n);
+        // Pair of each subscriber of the topic being counted.
+        let mut pair_of = vec![NONE; n];
+        let mut own_held = vec![0u32; n_topics];
+        let mut matched_held = vec![0u32; n_topics];
+        let mut mismatched = vec![false; st.owner.len()];
+        for t in 0..n_topics as u32 {
+            for s in counts.topic_pairs(t) {
+                pair_of[counts.pair_member(s) as usize] = s as u32;
             }
-            let s = pair_of[o as usize] as usize;
-            counts.c[s] += 1;
-            let prev = st.prev[p as usize];
-            if prev != NONE {
-                let sp = pair_of[prev as usize] as usize;
-                let bad = st
-                    .racks
-                    .is_some_and(|r| r.mismatch(st.member_of[prev as usize], p, TopicId(t)));
-                mismatched[p as usize] = bad;
-                counts.o[sp] += 1;
-                counts.om[sp] += u32::from(!bad);
-                if prev == o {
-                    own_held[t as usize] += 1;
-                    matched_held[t as usize] += u32::from(!bad);
+            for p in st.group.partitions_of(TopicId(t)) {
+                let o = st.owner[p as usize];
+                if o == NONE {
+                    continue;
+                }
+                let s = pair_of[o as usize] as usize;
+                counts.c[s] += 1;
+                let prev = st.prev[p as usize];
+                if prev != NONE {
+                    let sp = pair_of[prev as usize] as usize;
+                    let bad = st
+                        .racks
+                        .is_some_and(|r| r.mismatch(st.member_of[prev as usize], p, TopicId(t)));
+                    mismatched[p as usize] = bad;
+                    counts.o[sp] += 1;
+                    counts.om[sp] += u32::from(!bad);
+                    if prev == o {
+                        own_held[t as usize] += 1;
+                        matched_held[t as usize] += u32::from(!bad);
+                    }
                 }
             }
         }
+        Counted {
+            counts,
+            own_held,
+            matched_held,
+            mismatched,
+        }
     }
-    counts.optimize();
-    counts.level_classes(&class);
 
-    let mut target = vec![0u32; n];
-    let mut got = vec![0u32; n];
-    let mut placed: Vec<bool> = Vec::new();
-    for t in 0..n_topics as u32 {
-        let pairs = counts.topic_pairs(t);
-        // Each member holds as many of its own partitions as its count allows (rack-matched
-        // ones first) exactly when the topic's totals reach the counts' ones.
-        let (own, matched) = pairs.clone().fold((0, 0), |(own, matched), s| {
+    /// Whether topic `t` must be re-placed: its counts changed, or some member could hold more
+    /// of its own partitions (rack-matched ones first). Each member holds as many as its count
+    /// allows exactly when the topic's totals reach the counts' ones.
+    fn topic_changed(&self, t: u32) -> bool {
+        let counts = &self.counts;
+        let (own, matched) = counts.topic_pairs(t).fold((0, 0), |(own, matched), s| {
             (
                 own + counts.c[s].min(counts.o[s]),
                 matched + counts.c[s].min(counts.om[s]),
             )
         });
-        let changed =
-            counts.changed(t) || own_held[t as usize] < own || matched_held[t as usize] < matched;
-        if !changed {
-            continue;
-        }
+        counts.changed(t)
+            || self.own_held[t as usize] < own
+            || self.matched_held[t as usize] < matched
+    }
+}
+
+/// Re-placement of one topic's partitions: per member its target count and what it got so
+/// far; per partition of the topic (from `base`) whether it is placed.
+struct Placement {
+    base: u32,
+    target: Vec<u32>,
+    got: Vec<u32>,
+    placed: Vec<bool>,
+}
+
+impl Placement {
+    fn place(&mut self, st: &mut State, p: u32, m: u32) {
+        st.owner[p as usize] = m;
+        self.got[m as usize] += 1;
+        self.placed[(p - self.base) as usize] = true;
+    }
+
+    fn is_placed(&self, p: u32) -> bool {
+        self.placed[(p - self.base) as usize]
+    }
+
+    fn is_full(&self, m: u32) -> bool {
+        self.got[m as usize] >= self.target[m as usize]
+    }
+
+    /// Re-places topic `t` to meet the counts: own partitions, then what holders keep, then
+    /// the rest to members still short.
+    fn replace_topic(&mut self, st: &mut State, counted: &Counted, t: u32) {
+        let counts = &counted.counts;
+        let pairs = counts.topic_pairs(t);
         for s in pairs.clone() {
-            target[counts.pair_member(s) as usize] = counts.c[s];
+            self.target[counts.pair_member(s) as usize] = counts.c[s];
         }
         let range = st.group.partitions_of(TopicId(t));
-        let base = range.start;
-        placed.clear();
-        placed.resize(range.len(), false);
-        let place = |st: &mut State, p: u32, m: u32, got: &mut [u32], placed: &mut [bool]| {
-            st.owner[p as usize] = m;
-            got[m as usize] += 1;
-            placed[(p - base) as usize] = true;
-        };
+        self.base = range.start;
+        self.placed.clear();
+        self.placed.resize(range.len(), false);
         // Own partitions: rack-matched ones first; those the owner holds, then those it gets
         // back.
         for (matched, held_first) in [(true, true), (true, false), (false, true), (false, false)] {
             for p in range.clone() {
                 let prev = st.prev[p as usize];
-                if placed[(p - base) as usize]
+                if self.is_placed(p)
                     || prev == NONE
-                    || mismatched[p as usize] == matched
+                    || counted.mismatched[p as usize] == matched
                     || (st.owner[p as usize] == prev) != held_first
-                    || got[prev as usize] >= target[prev as usize]
+                    || self.is_full(prev)
                 {
                     continue;
                 }
-                place(st, p, prev, &mut got, &mut placed);
+                self.place(st, p, prev);
             }
         }
         // What the holder may keep.
         for p in range.clone() {
             let o = st.owner[p as usize];
-            if placed[(p - base) as usize] || o == NONE || got[o as usize] >= target[o as usize] {
+            if self.is_placed(p) || o == NONE || self.is_full(o) {
                 continue;
             }
-            place(st, p, o, &mut got, &mut placed);
+            self.place(st, p, o);
         }
-        // The rest, to members still short.
         let short: Vec<u32> = pairs
             .clone()
             .map(|s| counts.pair_member(s))
-            .filter(|m| got[*m as usize] < target[*m as usize])
+            .filter(|m| !self.is_full(*m))
             .collect();
+        self.place_rest(st, range, &short);
+        for s in pairs {
+            let m = counts.pair_member(s) as usize;
+            debug_assert_eq!(
+                self.got[m], self.target[m],
+                "every member of the topic gets its count"
+            );
+            self.target[m] = 0;
+            self.got[m] = 0;
+        }
+    }
+
+    /// The partitions not yet placed, to the `short` members, on a replica's rack when one is
+    /// near the front.
+    fn place_rest(&mut self, st: &mut State, range: std::ops::Range<u32>, short: &[u32]) {
         let mut first = 0usize;
-        for p in range.clone() {
-            if placed[(p - base) as usize] {
+        for p in range {
+            if self.is_placed(p) {
                 continue;
             }
-            while first < short.len() && got[short[first] as usize] >= target[short[first] as usize]
-            {
+            while first < short.len() && self.is_full(short[first]) {
                 first += 1;
             }
             let rack_match = |m: u32| {
@@ -485,20 +564,11 @@ fn optimize(st: &mut State) {
             let m = short[first..]
                 .iter()
                 .copied()
-                .filter(|m| got[*m as usize] < target[*m as usize])
+                .filter(|m| !self.is_full(*m))
                 .take(RACK_LOOKAHEAD)
                 .find(|m| rack_match(*m))
                 .unwrap_or(short[first]);
-            place(st, p, m, &mut got, &mut placed);
-        }
-        for s in pairs {
-            let m = counts.pair_member(s) as usize;
-            debug_assert_eq!(
-                got[m], target[m],
-                "every member of the topic gets its count"
-            );
-            target[m] = 0;
-            got[m] = 0;
+            self.place(st, p, m);
         }
     }
 }

@@ -332,7 +332,6 @@ impl Counts {
     ) -> bool {
         let low = lv.low[k as usize];
         let n = self.members();
-        let v = n + self.topics();
         let load = self.loads();
         let is_riser = |m: usize| {
             load[m] == low
@@ -348,33 +347,57 @@ impl Counts {
                     Direction::Up => class[m] != k && lv.may_move(class[m], low),
                 }
         };
-        let mut dist = vec![i64::MAX; v];
-        let mut parent = vec![NONE; v];
-        // The pair an edge into a node uses: the giver's pair into a topic node, the receiver's
-        // pair into a member node.
-        let mut parent_pair = vec![NONE; v];
+        let givers: Vec<usize> = (0..n).filter(|m| is_giver(*m)).collect();
+        let risers: Vec<usize> = (0..n).filter(|m| is_riser(*m)).collect();
+        if givers.is_empty() || risers.is_empty() {
+            return false;
+        }
+        let Some(paths) = self.cheapest_chains(&givers, budget) else {
+            return false;
+        };
+        let Some(&r) = risers
+            .iter()
+            .filter(|r| paths.dist[**r] <= 0)
+            .min_by_key(|r| paths.dist[**r])
+        else {
+            return false;
+        };
+        let Some((a, next, via)) = paths.chain_to(r, n) else {
+            return false;
+        };
+        self.apply_chain(a as u32, &next, &via);
+        lv.shift(class[a], low + 1, low);
+        lv.shift(class[r], low, low + 1);
+        true
+    }
+
+    /// Queue-based Bellman-Ford from the `givers` over members and topics, with the stickiness
+    /// costs; `None` when the budget runs out (a negative cycle, the counts not being optimal,
+    /// or a very large search).
+    fn cheapest_chains(&self, givers: &[usize], budget: &mut usize) -> Option<ChainPaths> {
+        let n = self.members();
+        let v = n + self.topics();
+        let mut paths = ChainPaths {
+            dist: vec![i64::MAX; v],
+            parent: vec![NONE; v],
+            parent_pair: vec![NONE; v],
+        };
         let mut in_queue = vec![false; v];
         let mut queue: VecDeque<u32> = VecDeque::new();
-        for m in 0..n {
-            if is_giver(m) {
-                dist[m] = 0;
-                in_queue[m] = true;
-                queue.push_back(m as u32);
-            }
-        }
-        let risers: Vec<usize> = (0..n).filter(|m| is_riser(*m)).collect();
-        if queue.is_empty() || risers.is_empty() {
-            return false;
+        for &m in givers {
+            paths.dist[m] = 0;
+            in_queue[m] = true;
+            queue.push_back(m as u32);
         }
         while let Some(x) = queue.pop_front() {
             let xi = x as usize;
             in_queue[xi] = false;
-            let dx = dist[xi];
+            let dx = paths.dist[xi];
             let mut relax = |y: usize, cost: i64, pair: usize| {
-                if dx + cost < dist[y] {
-                    dist[y] = dx + cost;
-                    parent[y] = x;
-                    parent_pair[y] = pair as u32;
+                if dx + cost < paths.dist[y] {
+                    paths.dist[y] = dx + cost;
+                    paths.parent[y] = x;
+                    paths.parent_pair[y] = pair as u32;
                     if !in_queue[y] {
                         in_queue[y] = true;
                         queue.push_back(y as u32);
@@ -398,40 +421,44 @@ impl Counts {
                 }
             }
             if *budget == 0 {
-                // A negative cycle (the counts were not optimal) or a very large search.
-                return false;
+                return None;
             }
         }
-        let Some(&r) = risers
-            .iter()
-            .filter(|r| dist[**r] <= 0)
-            .min_by_key(|r| dist[**r])
-        else {
-            return false;
-        };
-        // Walk back from the riser: member <- topic <- member ... <- giver.
+        Some(paths)
+    }
+}
+
+/// Shortest paths of `cheapest_chains`: nodes are members `0..n`, then topics.
+struct ChainPaths {
+    dist: Vec<i64>,
+    parent: Vec<u32>,
+    /// The pair an edge into a node uses: the giver's pair into a topic node, the receiver's
+    /// pair into a member node.
+    parent_pair: Vec<u32>,
+}
+
+impl ChainPaths {
+    /// The chain ending at riser `r` as `(giver, next, via)` for `Counts::apply_chain`, walked
+    /// back member <- topic <- member ... <- giver; `None` if it does not end within `n` steps.
+    fn chain_to(&self, r: usize, n: usize) -> Option<(usize, Vec<u32>, Vec<u32>)> {
         let mut next = vec![NONE; n];
         let mut via = vec![NONE; n];
         let mut cur = r;
         let mut steps = 0;
-        let a = loop {
-            let t = parent[cur] as usize;
-            let u = parent[t] as usize;
+        loop {
+            let t = self.parent[cur] as usize;
+            let u = self.parent[t] as usize;
             next[u] = cur as u32;
-            via[u] = parent_pair[t];
+            via[u] = self.parent_pair[t];
             cur = u;
             steps += 1;
-            if parent[u] == NONE {
-                break u;
+            if self.parent[u] == NONE {
+                return Some((u, next, via));
             }
             if steps > n {
-                return false;
+                return None;
             }
-        };
-        self.apply_chain(a as u32, &next, &via);
-        lv.shift(class[a], low + 1, low);
-        lv.shift(class[r], low, low + 1);
-        true
+        }
     }
 }
 

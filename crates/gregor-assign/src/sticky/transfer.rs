@@ -30,7 +30,7 @@
 //! adjacent levels keep the current loads, and the bound proves the optimum only if it equals
 //! the general bound (then no member gains from rising a level).
 
-use super::exact::Counts;
+use super::exact::{Counts, Transfer};
 
 const NONE: u32 = u32::MAX;
 
@@ -282,18 +282,6 @@ impl Flow<'_> {
     }
 }
 
-/// What the flow reached.
-pub(crate) enum Transfer {
-    /// Counts applied; the kept worth equals the bound for the chosen loads, and that bound is
-    /// the proven optimum over every most balanced assignment.
-    Optimal,
-    /// Counts applied; the kept worth equals the bound for the chosen loads, which may be below
-    /// the general bound (more than two levels, members able to rise).
-    Improved,
-    /// The bound for the chosen loads is not reachable; counts unchanged.
-    Unreachable,
-}
-
 impl Counts {
     /// Target loads and their bound (see the module documentation), and whether that bound is
     /// the optimum over every placement of the loads.
@@ -358,74 +346,22 @@ impl Counts {
         let (target, bound, exact) = self.target_loads(general_bound, &owned, &matched);
         let n = self.members();
         let nt = self.topics();
-        let mut role = vec![Role::Even; n];
-        let (mut a, mut b, mut need) = (vec![0u32; n], vec![0u32; n], vec![0u32; n]);
-        for m in 0..n {
-            let l = target[m];
-            if owned[m] > l {
-                role[m] = Role::Giver;
-                if !split {
-                    a[m] = owned[m] - l;
-                } else if matched[m] > l {
-                    a[m] = owned[m] - matched[m];
-                    b[m] = matched[m] - l;
-                } else {
-                    a[m] = owned[m] - l;
-                }
-            } else if owned[m] < l {
-                role[m] = Role::Receiver;
-                need[m] = l - owned[m];
-            }
-        }
-        let mut unowned = vec![0u32; nt];
-        for (t, u) in unowned.iter_mut().enumerate() {
-            let r = self.topic_pairs(t as u32);
-            let total: u32 = self.c[r.clone()].iter().sum();
-            let owned: u32 = self.o[r].iter().sum();
-            *u = total - owned;
-        }
-        let required: u64 = need.iter().map(|x| u64::from(*x)).sum();
+        let shares = flow_shares(&target, &owned, &matched, split);
+        let required: u64 = shares.need.iter().map(|x| u64::from(*x)).sum();
         let pairs = self.c.len();
-        // Arcs are numbered `3 * pair + kind` in 32 bits.
-        assert!(
-            pairs < (u32::MAX / 3) as usize,
-            "member-topic pairs are counted in 32 bits"
-        );
-        // Only arcs that can ever carry flow: to receivers, back to givers that own some.
-        let mut topic_start = Vec::with_capacity(nt + 1);
-        let mut topic_arcs = Vec::new();
-        topic_start.push(0);
-        for t in 0..nt as u32 {
-            for s in self.topic_pairs(t) {
-                let e = 3 * s as u32;
-                match role[self.pair_member(s) as usize] {
-                    Role::Receiver => topic_arcs.push(e),
-                    Role::Giver => {
-                        let mat = if split { self.om[s] } else { 0 };
-                        if self.o[s] > mat {
-                            topic_arcs.push(e + 1);
-                        }
-                        if mat > 0 {
-                            topic_arcs.push(e + 2);
-                        }
-                    }
-                    Role::Even => {}
-                }
-            }
-            topic_start.push(topic_arcs.len() as u32);
-        }
+        let (topic_start, topic_arcs) = self.topic_arcs(&shares.role, split);
         let mut flow = Flow {
             counts: self,
             n,
             nt,
-            role,
-            a,
-            b,
-            need,
+            role: shares.role,
+            a: shares.a,
+            b: shares.b,
+            need: shares.need,
             a_done: vec![0; n],
             b_done: vec![0; n],
             need_done: vec![0; n],
-            unowned,
+            unowned: self.unowned_per_topic(),
             unowned_done: vec![0; nt],
             give_mis: vec![0; pairs],
             give_mat: vec![0; pairs],
@@ -458,4 +394,85 @@ impl Counts {
             Transfer::Improved
         }
     }
+
+    /// Per topic: the partitions without a valid owner.
+    fn unowned_per_topic(&self) -> Vec<u32> {
+        (0..self.topics() as u32)
+            .map(|t| {
+                let r = self.topic_pairs(t);
+                let total: u32 = self.c[r.clone()].iter().sum();
+                let owned: u32 = self.o[r].iter().sum();
+                total - owned
+            })
+            .collect()
+    }
+
+    /// The arcs out of each topic node that can ever carry flow: to receivers, back to givers
+    /// that own some. Returns `(topic_start, topic_arcs)` as in [`Flow`].
+    fn topic_arcs(&self, role: &[Role], split: bool) -> (Vec<u32>, Vec<u32>) {
+        let nt = self.topics();
+        // Arcs are numbered `3 * pair + kind` in 32 bits.
+        assert!(
+            self.c.len() < (u32::MAX / 3) as usize,
+            "member-topic pairs are counted in 32 bits"
+        );
+        let mut topic_start = Vec::with_capacity(nt + 1);
+        let mut topic_arcs = Vec::new();
+        topic_start.push(0);
+        for t in 0..nt as u32 {
+            for s in self.topic_pairs(t) {
+                let e = 3 * s as u32;
+                match role[self.pair_member(s) as usize] {
+                    Role::Receiver => topic_arcs.push(e),
+                    Role::Giver => {
+                        let mat = if split { self.om[s] } else { 0 };
+                        if self.o[s] > mat {
+                            topic_arcs.push(e + 1);
+                        }
+                        if mat > 0 {
+                            topic_arcs.push(e + 2);
+                        }
+                    }
+                    Role::Even => {}
+                }
+            }
+            topic_start.push(topic_arcs.len() as u32);
+        }
+        (topic_start, topic_arcs)
+    }
+}
+
+/// Each member's role and what it gives up or receives, for the target loads.
+struct Shares {
+    role: Vec<Role>,
+    /// Mismatched and matched partitions to give up.
+    a: Vec<u32>,
+    b: Vec<u32>,
+    /// Partitions to receive.
+    need: Vec<u32>,
+}
+
+/// Givers drop rack-mismatched partitions first (when `split`); receivers take the difference.
+fn flow_shares(target: &[u32], owned: &[u32], matched: &[u32], split: bool) -> Shares {
+    let n = target.len();
+    let mut role = vec![Role::Even; n];
+    let (mut a, mut b, mut need) = (vec![0u32; n], vec![0u32; n], vec![0u32; n]);
+    for m in 0..n {
+        let l = target[m];
+        if owned[m] > l {
+            role[m] = Role::Giver;
+            if !split {
+                a[m] = owned[m] - l;
+            } else if matched[m] > l {
+                a[m] = owned[m] - matched[m];
+                b[m] = matched[m] - l;
+            } else {
+                a[m] = owned[m] - l;
+            }
+        } else if owned[m] < l {
+            role[m] = Role::Receiver;
+            need[m] = l - owned[m];
+        }
+    }
+    Shares { role, a, b, need }
 }

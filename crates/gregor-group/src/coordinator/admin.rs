@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::offsets::offset_tombstone;
-use super::{Cx, GroupCoordinator, PendingAppend};
+use super::state::{Cx, GroupCoordinator, PendingAppend};
 use crate::api::*;
 use crate::effect::{Effect, Record};
 use crate::group::GroupState;
@@ -128,7 +128,8 @@ impl GroupCoordinator {
                     // meanwhile, as Kafka refuses them for a group being removed.
                     g.transition_to(GroupState::Dead, now);
                     for member in g.pending_join_members.drain() {
-                        self.timers.cancel(&super::heartbeat_key(&id, &member));
+                        self.timers
+                            .cancel(&super::state::heartbeat_key(&id, &member));
                     }
                 }
                 tracing::info!(group = %id, offsets = partitions.len(), "deleting group");

@@ -15,7 +15,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use super::offsets::offset_tombstone;
-use super::{Cx, GroupCoordinator, PendingAppend};
+use super::state::{Cx, GroupCoordinator, PendingAppend};
 use crate::effect::{Effect, Record};
 use crate::group::{Group, GroupState};
 use crate::records::{self, RecordKey};

@@ -2,28 +2,11 @@
 //! replacing their previous member id (KIP-345).
 
 use super::rebalance::{self, current_generation_response, join_error};
-use super::{Cx, GroupCoordinator, PendingAppend};
+use super::state::{Cx, GroupCoordinator, PendingAppend, StaticRejoin};
 use crate::api::*;
 use crate::effect::Effect;
 use crate::group::{Group, GroupState};
 use crate::history::DepartureCause;
-
-/// A static member's JoinGroup waiting for the record of its new member id.
-#[derive(Debug)]
-pub(crate) struct StaticRejoin {
-    request_id: RequestId,
-    group_id: String,
-    group_instance_id: String,
-    old_member_id: String,
-    new_member_id: String,
-    /// The leader before the replacement: what a pre-v9 client is told.
-    previous_leader: String,
-    supports_skip_assignment: bool,
-    /// What to restore if the record cannot be written.
-    old_protocols: Vec<JoinProtocol>,
-    old_rebalance_timeout_ms: i32,
-    old_session_timeout_ms: i32,
-}
 
 /// JoinGroup v4+ requires a member id: a new member is told its id and rejoins with it (KIP-394).
 fn requires_known_member_id(api_version: i16) -> bool {

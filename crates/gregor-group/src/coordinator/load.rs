@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use super::rebalance::{self, join_error, sync_error};
-use super::{Cx, GroupCoordinator, PendingAppend};
+use super::state::{Cx, GroupCoordinator, PendingAppend};
 use crate::api::*;
 use crate::effect::Effect;
 use crate::group::{Group, GroupState, Member};
@@ -41,7 +41,7 @@ impl GroupCoordinator {
                         self.groups.insert(group.clone(), g);
                     }
                     // Planted (simulation only): a later commit does not replace an earlier one.
-                    if self.config.planted_replay_keeps_first_commit
+                    if self.config.replay_keeps_first_commit_planted()
                         && self.offsets.get(&group, &topic, partition).is_some()
                     {
                         return Ok(());
@@ -50,7 +50,7 @@ impl GroupCoordinator {
                         &group,
                         topic,
                         partition,
-                        super::CommittedOffset {
+                        super::offset_store::CommittedOffset {
                             offset: v.offset,
                             leader_epoch: v.leader_epoch,
                             metadata: v.metadata,

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use super::join::{validate_member, validate_member_generation};
 use super::rebalance::{self, sync_error};
-use super::{Cx, GroupCoordinator, PendingAppend};
+use super::state::{Cx, GroupCoordinator, PendingAppend};
 use crate::api::*;
 use crate::effect::Effect;
 use crate::group::{Group, GroupState};
@@ -41,24 +41,8 @@ impl GroupCoordinator {
         let Some(g) = self.groups.get_mut(&req.group_id) else {
             return reply(ResponseError::UnknownMemberId);
         };
-        if g.is(GroupState::Empty) {
-            return reply(ResponseError::UnknownMemberId);
-        }
-        if g.is(GroupState::Dead) {
-            return reply(ResponseError::CoordinatorNotAvailable);
-        }
-        if let Err(error) = validate_member_generation(
-            g,
-            &req.member_id,
-            req.group_instance_id.as_deref(),
-            req.generation_id,
-        ) {
+        if let Err(error) = check_sync(g, &req) {
             return reply(error);
-        }
-        if protocol_inconsistent(req.protocol_type.as_deref(), g.protocol_type.as_deref())
-            || protocol_inconsistent(req.protocol_name.as_deref(), g.protocol_name.as_deref())
-        {
-            return reply(ResponseError::InconsistentGroupProtocol);
         }
         let mut cx = Cx {
             now,
@@ -76,7 +60,7 @@ impl GroupCoordinator {
                     .member(&req.member_id)
                     .map(|m| m.assignment.clone())
                     .unwrap_or_default();
-                if cx.config.planted_stale_sync
+                if cx.config.stale_sync_planted()
                     && !g.is_leader(&req.member_id)
                     && !previous.is_empty()
                 {
@@ -91,49 +75,9 @@ impl GroupCoordinator {
                         }),
                     );
                 }
-                rebalance::park_sync(g, &mut cx, &req.member_id, request_id);
-                remove_pending_sync_member(g, &mut cx, &req.member_id);
-                if g.is_leader(&req.member_id) {
-                    // Members the leader left out get an empty assignment.
-                    let mut assignment: HashMap<String, Bytes> = req
-                        .assignments
-                        .into_iter()
-                        .map(|a| (a.member_id, a.assignment))
-                        .collect();
-                    assignment.retain(|id, _| g.has_member(id));
-                    for id in g.members.keys() {
-                        assignment.entry(id.clone()).or_default();
-                    }
-                    tracing::info!(group = %g.group_id, member = %req.member_id, generation = g.generation_id, members = g.members.len(), "assignment received from leader");
-                    // The assignment takes effect once durable: a new coordinator must not hand
-                    // out a different one for the same generation.
-                    let record = rebalance::group_metadata_record(g, Some(&assignment));
-                    cx.append(
-                        vec![record],
-                        PendingAppend::Sync {
-                            group_id: g.group_id.clone(),
-                            generation: g.generation_id,
-                            assignment,
-                        },
-                    );
-                }
+                sync_completing(g, &mut cx, request_id, req);
             }
-            GroupState::Stable => {
-                remove_pending_sync_member(g, &mut cx, &req.member_id);
-                let assignment = g
-                    .member(&req.member_id)
-                    .map(|m| m.assignment.clone())
-                    .unwrap_or_default();
-                cx.respond(
-                    request_id,
-                    Response::SyncGroup(SyncGroupResponse {
-                        error: None,
-                        protocol_type: g.protocol_type.clone(),
-                        protocol_name: g.protocol_name.clone(),
-                        assignment,
-                    }),
-                );
-            }
+            GroupState::Stable => sync_stable(g, &mut cx, request_id, &req.member_id),
             GroupState::Empty | GroupState::Dead => {
                 cx.respond(request_id, sync_error(ResponseError::UnknownMemberId))
             }
@@ -218,7 +162,7 @@ impl GroupCoordinator {
         let state = g.state;
         let reschedule = |timers: &mut crate::timer::Timers| {
             timers.schedule(
-                super::heartbeat_key(&req.group_id, &req.member_id),
+                super::state::heartbeat_key(&req.group_id, &req.member_id),
                 now.saturating_add(i64::from(session)),
                 crate::timer::TimerAction::Heartbeat,
             )
@@ -336,6 +280,79 @@ fn leave_one(g: &mut Group, cx: &mut Cx, identity: &MemberIdentity) -> Option<Re
     }
     rebalance::remove_member(g, cx, &identity.member_id, DepartureCause::Left);
     None
+}
+
+/// SyncGroup's checks before the group's state decides: the group is live, the member and
+/// generation are current, and the protocol matches.
+fn check_sync(g: &Group, req: &SyncGroupRequest) -> Result<(), ResponseError> {
+    if g.is(GroupState::Empty) {
+        return Err(ResponseError::UnknownMemberId);
+    }
+    if g.is(GroupState::Dead) {
+        return Err(ResponseError::CoordinatorNotAvailable);
+    }
+    validate_member_generation(
+        g,
+        &req.member_id,
+        req.group_instance_id.as_deref(),
+        req.generation_id,
+    )?;
+    if protocol_inconsistent(req.protocol_type.as_deref(), g.protocol_type.as_deref())
+        || protocol_inconsistent(req.protocol_name.as_deref(), g.protocol_name.as_deref())
+    {
+        return Err(ResponseError::InconsistentGroupProtocol);
+    }
+    Ok(())
+}
+
+/// SyncGroup while the group completes a rebalance: the member waits for the assignment; the
+/// leader's assignment is persisted, and answered once durable.
+fn sync_completing(g: &mut Group, cx: &mut Cx, request_id: RequestId, req: SyncGroupRequest) {
+    rebalance::park_sync(g, cx, &req.member_id, request_id);
+    remove_pending_sync_member(g, cx, &req.member_id);
+    if !g.is_leader(&req.member_id) {
+        return;
+    }
+    // Members the leader left out get an empty assignment.
+    let mut assignment: HashMap<String, Bytes> = req
+        .assignments
+        .into_iter()
+        .map(|a| (a.member_id, a.assignment))
+        .collect();
+    assignment.retain(|id, _| g.has_member(id));
+    for id in g.members.keys() {
+        assignment.entry(id.clone()).or_default();
+    }
+    tracing::info!(group = %g.group_id, member = %req.member_id, generation = g.generation_id, members = g.members.len(), "assignment received from leader");
+    // The assignment takes effect once durable: a new coordinator must not hand out a
+    // different one for the same generation.
+    let record = rebalance::group_metadata_record(g, Some(&assignment));
+    cx.append(
+        vec![record],
+        PendingAppend::Sync {
+            group_id: g.group_id.clone(),
+            generation: g.generation_id,
+            assignment,
+        },
+    );
+}
+
+/// SyncGroup in a stable group: the member's current assignment, at once.
+fn sync_stable(g: &mut Group, cx: &mut Cx, request_id: RequestId, member_id: &str) {
+    remove_pending_sync_member(g, cx, member_id);
+    let assignment = g
+        .member(member_id)
+        .map(|m| m.assignment.clone())
+        .unwrap_or_default();
+    cx.respond(
+        request_id,
+        Response::SyncGroup(SyncGroupResponse {
+            error: None,
+            protocol_type: g.protocol_type.clone(),
+            protocol_name: g.protocol_name.clone(),
+            assignment,
+        }),
+    );
 }
 
 /// A member sent SyncGroup in this generation; once all have, the sync deadline is moot.

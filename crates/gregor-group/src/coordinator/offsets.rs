@@ -1,86 +1,13 @@
 //! Committed offsets: OffsetCommit (with Kafka's generation checks and simple commits) and
 //! OffsetFetch. Offsets become visible once their records are durable.
 
-use std::collections::{BTreeMap, HashMap};
-
 use super::join::validate_member_generation;
-use super::{Cx, GroupCoordinator, PendingAppend};
+use super::offset_store::CommittedOffset;
+use super::state::{Cx, GroupCoordinator, PendingAppend};
 use crate::api::*;
 use crate::effect::{Effect, Record};
 use crate::group::{Group, GroupState};
 use crate::records::{self, OffsetCommitValue, RecordKey};
-
-/// A committed offset as OffsetFetch returns it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommittedOffset {
-    pub offset: i64,
-    /// -1 when unknown.
-    pub leader_epoch: i32,
-    pub metadata: String,
-    pub commit_timestamp_ms: i64,
-}
-
-/// group -> (topic, partition) -> offset; ordered so "fetch all" lists topics and partitions in
-/// a stable order.
-#[derive(Debug, Default)]
-pub(crate) struct Offsets {
-    by_group: HashMap<String, BTreeMap<(String, i32), CommittedOffset>>,
-}
-
-impl Offsets {
-    pub fn get(&self, group: &str, topic: &str, partition: i32) -> Option<&CommittedOffset> {
-        self.by_group
-            .get(group)?
-            .get(&(topic.to_string(), partition))
-    }
-
-    pub fn put(&mut self, group: &str, topic: String, partition: i32, offset: CommittedOffset) {
-        self.by_group
-            .entry(group.to_string())
-            .or_default()
-            .insert((topic, partition), offset);
-    }
-
-    pub fn remove(&mut self, group: &str, topic: &str, partition: i32) {
-        if let Some(offsets) = self.by_group.get_mut(group) {
-            offsets.remove(&(topic.to_string(), partition));
-            if offsets.is_empty() {
-                self.by_group.remove(group);
-            }
-        }
-    }
-
-    pub fn remove_group(&mut self, group: &str) {
-        self.by_group.remove(group);
-    }
-
-    pub fn all(&self, group: &str) -> Vec<(String, i32, CommittedOffset)> {
-        self.by_group
-            .get(group)
-            .map(|o| {
-                o.iter()
-                    .map(|((t, p), v)| (t.clone(), *p, v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    pub fn partitions(&self, group: &str) -> Vec<(String, i32)> {
-        self.by_group
-            .get(group)
-            .map(|o| o.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    pub fn clear(&mut self) {
-        self.by_group.clear();
-    }
-
-    /// Groups with committed offsets.
-    pub fn group_ids(&self) -> Vec<String> {
-        self.by_group.keys().cloned().collect()
-    }
-}
 
 pub(crate) fn offset_commit_record(
     group: &str,
@@ -167,6 +94,60 @@ fn java_length(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
+/// One OffsetCommit's outcome before it is durable: the per-partition answer, the records to
+/// append and the offsets they commit.
+struct CommitBatch {
+    response: OffsetCommitResponse,
+    records: Vec<Record>,
+    offsets: Vec<(String, i32, CommittedOffset)>,
+}
+
+/// Every partition with metadata within `metadata_max_bytes` is committed at `now`; the others
+/// fail with `OFFSET_METADATA_TOO_LARGE`.
+fn commit_batch(now: i64, req: &OffsetCommitRequest, metadata_max_bytes: usize) -> CommitBatch {
+    let mut response = OffsetCommitResponse::default();
+    let mut records = Vec::new();
+    let mut offsets = Vec::new();
+    for topic in &req.topics {
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            let metadata = p.committed_metadata.clone().unwrap_or_default();
+            let error = if java_length(&metadata) > metadata_max_bytes {
+                Some(ResponseError::OffsetMetadataTooLarge)
+            } else {
+                let offset = CommittedOffset {
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata,
+                    commit_timestamp_ms: now,
+                };
+                tracing::debug!(group = %req.group_id, topic = %topic.name, partition = p.partition_index, offset = p.committed_offset, epoch = p.committed_leader_epoch, member = %req.member_id, "committing offset");
+                records.push(offset_commit_record(
+                    &req.group_id,
+                    &topic.name,
+                    p.partition_index,
+                    &offset,
+                ));
+                offsets.push((topic.name.clone(), p.partition_index, offset));
+                None
+            };
+            partitions.push(OffsetCommitResponsePartition {
+                partition_index: p.partition_index,
+                error,
+            });
+        }
+        response.topics.push(OffsetCommitResponseTopic {
+            name: topic.name.clone(),
+            partitions,
+        });
+    }
+    CommitBatch {
+        response,
+        records,
+        offsets,
+    }
+}
+
 impl GroupCoordinator {
     pub(super) fn offset_commit(
         &mut self,
@@ -182,20 +163,8 @@ impl GroupCoordinator {
                 response: Response::OffsetCommit(response),
             })
         };
-        // Kafka accepts the empty group id here (only a null one, impossible on the wire in
-        // versions that matter, is INVALID_GROUP_ID).
-        if !self.groups.contains_key(&req.group_id) {
-            if req.generation_id >= 0 {
-                let error = if ctx.api_version >= 9 {
-                    ResponseError::GroupIdNotFound
-                } else {
-                    ResponseError::IllegalGeneration
-                };
-                return reply(out, commit_error_response(&req, error));
-            }
-            tracing::info!(group = %req.group_id, "creating a simple group for a manual offset commit");
-            self.groups
-                .insert(req.group_id.clone(), Group::new(req.group_id.clone(), now));
+        if let Err(error) = self.commit_group(now, ctx, &req) {
+            return reply(out, commit_error_response(&req, error));
         }
         let g = self
             .groups
@@ -219,42 +188,11 @@ impl GroupCoordinator {
             }
         }
 
-        let mut response = OffsetCommitResponse::default();
-        let mut records = Vec::new();
-        let mut offsets = Vec::new();
-        for topic in &req.topics {
-            let mut partitions = Vec::with_capacity(topic.partitions.len());
-            for p in &topic.partitions {
-                let metadata = p.committed_metadata.clone().unwrap_or_default();
-                let error = if java_length(&metadata) > self.config.offset_metadata_max_bytes {
-                    Some(ResponseError::OffsetMetadataTooLarge)
-                } else {
-                    let offset = CommittedOffset {
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata,
-                        commit_timestamp_ms: now,
-                    };
-                    tracing::debug!(group = %req.group_id, topic = %topic.name, partition = p.partition_index, offset = p.committed_offset, epoch = p.committed_leader_epoch, member = %req.member_id, "committing offset");
-                    records.push(offset_commit_record(
-                        &req.group_id,
-                        &topic.name,
-                        p.partition_index,
-                        &offset,
-                    ));
-                    offsets.push((topic.name.clone(), p.partition_index, offset));
-                    None
-                };
-                partitions.push(OffsetCommitResponsePartition {
-                    partition_index: p.partition_index,
-                    error,
-                });
-            }
-            response.topics.push(OffsetCommitResponseTopic {
-                name: topic.name.clone(),
-                partitions,
-            });
-        }
+        let CommitBatch {
+            response,
+            records,
+            offsets,
+        } = commit_batch(now, &req, self.config.offset_metadata_max_bytes);
         if records.is_empty() {
             return reply(out, response);
         }
@@ -274,6 +212,31 @@ impl GroupCoordinator {
                 response,
             },
         );
+    }
+
+    /// The group a commit goes to: an existing one, or (for a commit outside any generation)
+    /// a new simple group. Kafka accepts the empty group id here (only a null one, impossible
+    /// on the wire in versions that matter, is INVALID_GROUP_ID).
+    fn commit_group(
+        &mut self,
+        now: i64,
+        ctx: &RequestContext,
+        req: &OffsetCommitRequest,
+    ) -> Result<(), ResponseError> {
+        if self.groups.contains_key(&req.group_id) {
+            return Ok(());
+        }
+        if req.generation_id >= 0 {
+            return Err(if ctx.api_version >= 9 {
+                ResponseError::GroupIdNotFound
+            } else {
+                ResponseError::IllegalGeneration
+            });
+        }
+        tracing::info!(group = %req.group_id, "creating a simple group for a manual offset commit");
+        self.groups
+            .insert(req.group_id.clone(), Group::new(req.group_id.clone(), now));
+        Ok(())
     }
 
     pub(super) fn offset_commit_appended(
@@ -321,7 +284,7 @@ impl GroupCoordinator {
                 Some(o) => OffsetFetchResponsePartition {
                     partition_index: partition,
                     // Planted (simulation only): taken for the last record consumed.
-                    committed_offset: o.offset + i64::from(self.config.planted_fetch_past_commit),
+                    committed_offset: o.offset + i64::from(self.config.fetch_past_commit_planted()),
                     committed_leader_epoch: o.leader_epoch,
                     metadata: o.metadata.clone(),
                     error: None,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use super::{Cx, PendingAppend};
+use super::state::{Cx, PendingAppend};
 use crate::api::*;
 use crate::effect::Record;
 use crate::group::{Group, GroupState, Member};

@@ -1,60 +1,12 @@
 //! DescribeConfigs: each config's value, where it comes from, and its synonyms.
 
-use super::defs::{ConfigDef, BROKER_CONFIGS, TOPIC_CONFIGS};
-use super::value::{ConfigType, ConfigValue};
-use super::{BrokerConfigView, StaticBrokerConfig};
+use super::defs::{broker_config, ConfigDef, BROKER_CONFIGS, TOPIC_CONFIGS};
+use super::resolve::{BrokerConfigView, ConfigSource, ResolvedConfig, StaticBrokerConfig};
+use super::value::ConfigType;
 use crate::error::ApiError;
 use crate::image::MetadataImage;
 use crate::record::{ConfigResource, ConfigResourceType};
 use crate::types::BrokerId;
-
-/// Where a config value comes from (Kafka's DescribeConfigs `config_source` ids).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ConfigSource {
-    /// A topic override (1).
-    DynamicTopicConfig,
-    /// A dynamic override for this broker (2).
-    DynamicBrokerConfig,
-    /// A dynamic cluster-wide broker default (3).
-    DynamicDefaultBrokerConfig,
-    /// The broker's properties file or `--override` (4).
-    StaticBrokerConfig,
-    /// The built-in default (5).
-    DefaultConfig,
-}
-
-impl ConfigSource {
-    /// Kafka's id.
-    pub fn id(self) -> i8 {
-        match self {
-            ConfigSource::DynamicTopicConfig => 1,
-            ConfigSource::DynamicBrokerConfig => 2,
-            ConfigSource::DynamicDefaultBrokerConfig => 3,
-            ConfigSource::StaticBrokerConfig => 4,
-            ConfigSource::DefaultConfig => 5,
-        }
-    }
-
-    /// Kafka's name (`DYNAMIC_TOPIC_CONFIG`, ...), as `kafka-configs.sh --describe` prints it.
-    pub fn name(self) -> &'static str {
-        match self {
-            ConfigSource::DynamicTopicConfig => "DYNAMIC_TOPIC_CONFIG",
-            ConfigSource::DynamicBrokerConfig => "DYNAMIC_BROKER_CONFIG",
-            ConfigSource::DynamicDefaultBrokerConfig => "DYNAMIC_DEFAULT_BROKER_CONFIG",
-            ConfigSource::StaticBrokerConfig => "STATIC_BROKER_CONFIG",
-            ConfigSource::DefaultConfig => "DEFAULT_CONFIG",
-        }
-    }
-}
-
-/// A value and where it came from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResolvedConfig {
-    /// Parsed value.
-    pub value: ConfigValue,
-    /// Its source.
-    pub source: ConfigSource,
-}
 
 /// A synonym entry of a described config (most to least specific).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,98 +55,123 @@ pub fn describe_configs(
     let view = BrokerConfigView::new(image, static_config, local_broker);
     let wanted = |d: &ConfigDef| keys.is_none_or(|k| k.iter().any(|k| k == d.name));
     match resource.resource_type {
-        ConfigResourceType::Topic => {
-            if image.topic(&resource.name).is_none() {
-                return Err(ApiError::unknown_topic_or_partition(format!(
-                    "Topic {} does not exist.",
-                    resource.name
-                )));
-            }
-            let overrides = image.configs(resource);
-            Ok(TOPIC_CONFIGS
-                .iter()
-                .filter(|d| wanted(d))
-                .map(|d| {
-                    let mut synonyms = Vec::new();
-                    if let Some(v) = overrides.and_then(|m| m.get(d.name)) {
-                        synonyms.push(entry(
-                            d,
-                            d.name,
-                            v.clone(),
-                            ConfigSource::DynamicTopicConfig,
-                        ));
-                    }
-                    for syn in d.synonyms {
-                        push_broker_synonyms(&view, syn.name, &mut synonyms);
-                    }
-                    if let Some(default) = d.default {
-                        synonyms.push(entry(
-                            d,
-                            d.name,
-                            default.to_string(),
-                            ConfigSource::DefaultConfig,
-                        ));
-                    }
-                    let resolved = view.topic_value(&resource.name, d.name);
-                    described(d, false, resolved, synonyms)
-                })
-                .collect())
+        ConfigResourceType::Topic => describe_topic(&view, image, resource, wanted),
+        // The cluster default resource lists only what is set there.
+        ConfigResourceType::Broker if resource.name.is_empty() => {
+            Ok(describe_cluster_default(image, resource, wanted))
         }
-        ConfigResourceType::Broker => {
-            if resource.name.is_empty() {
-                // The cluster default resource lists only what is set there.
-                let set = image.configs(resource);
-                return Ok(BROKER_CONFIGS
-                    .iter()
-                    .filter(|d| wanted(d))
-                    .filter_map(|d| {
-                        let v = set?.get(d.name)?;
-                        let e = entry(
-                            d,
-                            d.name,
-                            v.clone(),
-                            ConfigSource::DynamicDefaultBrokerConfig,
-                        );
-                        Some(DescribedConfig {
-                            name: d.name.to_string(),
-                            value: e.value.clone(),
-                            source: e.source,
-                            read_only: !d.dynamic,
-                            sensitive: d.is_sensitive(),
-                            config_type: d.ty,
-                            documentation: d.doc,
-                            synonyms: vec![e],
-                        })
-                    })
-                    .collect());
-            }
-            let id: BrokerId = resource.name.parse().map_err(|_| {
-                ApiError::invalid_request("Unable to parse broker name as a base 10 number.")
-            })?;
-            if id != local_broker {
-                return Err(ApiError::invalid_request(format!(
-                    "Unexpected broker id, expected {local_broker} or empty string, but received {id}"
-                )));
-            }
-            Ok(BROKER_CONFIGS
-                .iter()
-                .filter(|d| wanted(d))
-                .map(|d| {
-                    let mut synonyms = Vec::new();
-                    push_broker_synonyms(&view, d.name, &mut synonyms);
-                    if let Some(default) = d.default {
-                        synonyms.push(entry(
-                            d,
-                            d.name,
-                            default.to_string(),
-                            ConfigSource::DefaultConfig,
-                        ));
-                    }
-                    described(d, !d.dynamic, view.resolve(d.name), synonyms)
-                })
-                .collect())
-        }
+        ConfigResourceType::Broker => describe_broker(&view, resource, local_broker, wanted),
     }
+}
+
+/// A topic's configs: its override, the broker synonyms, the default.
+fn describe_topic(
+    view: &BrokerConfigView<'_>,
+    image: &MetadataImage,
+    resource: &ConfigResource,
+    wanted: impl Fn(&ConfigDef) -> bool,
+) -> Result<Vec<DescribedConfig>, ApiError> {
+    if image.topic(&resource.name).is_none() {
+        return Err(ApiError::unknown_topic_or_partition(format!(
+            "Topic {} does not exist.",
+            resource.name
+        )));
+    }
+    let overrides = image.configs(resource);
+    Ok(TOPIC_CONFIGS
+        .iter()
+        .filter(|d| wanted(d))
+        .map(|d| {
+            let mut synonyms = Vec::new();
+            if let Some(v) = overrides.and_then(|m| m.get(d.name)) {
+                synonyms.push(entry(
+                    d,
+                    d.name,
+                    v.clone(),
+                    ConfigSource::DynamicTopicConfig,
+                ));
+            }
+            for syn in d.synonyms {
+                push_broker_synonyms(view, syn.name, &mut synonyms);
+            }
+            if let Some(default) = d.default {
+                synonyms.push(entry(
+                    d,
+                    d.name,
+                    default.to_string(),
+                    ConfigSource::DefaultConfig,
+                ));
+            }
+            let resolved = view.topic_value(&resource.name, d.name);
+            described(d, false, resolved, synonyms)
+        })
+        .collect())
+}
+
+/// The cluster-wide broker defaults that are set.
+fn describe_cluster_default(
+    image: &MetadataImage,
+    resource: &ConfigResource,
+    wanted: impl Fn(&ConfigDef) -> bool,
+) -> Vec<DescribedConfig> {
+    let set = image.configs(resource);
+    BROKER_CONFIGS
+        .iter()
+        .filter(|d| wanted(d))
+        .filter_map(|d| {
+            let v = set?.get(d.name)?;
+            let e = entry(
+                d,
+                d.name,
+                v.clone(),
+                ConfigSource::DynamicDefaultBrokerConfig,
+            );
+            Some(DescribedConfig {
+                name: d.name.to_string(),
+                value: e.value.clone(),
+                source: e.source,
+                read_only: !d.dynamic,
+                sensitive: d.is_sensitive(),
+                config_type: d.ty,
+                documentation: d.doc,
+                synonyms: vec![e],
+            })
+        })
+        .collect()
+}
+
+/// The local broker's configs; another broker's id is refused.
+fn describe_broker(
+    view: &BrokerConfigView<'_>,
+    resource: &ConfigResource,
+    local_broker: BrokerId,
+    wanted: impl Fn(&ConfigDef) -> bool,
+) -> Result<Vec<DescribedConfig>, ApiError> {
+    let id: BrokerId = resource.name.parse().map_err(|_| {
+        ApiError::invalid_request("Unable to parse broker name as a base 10 number.")
+    })?;
+    if id != local_broker {
+        return Err(ApiError::invalid_request(format!(
+            "Unexpected broker id, expected {local_broker} or empty string, but received {id}"
+        )));
+    }
+    Ok(BROKER_CONFIGS
+        .iter()
+        .filter(|d| wanted(d))
+        .map(|d| {
+            let mut synonyms = Vec::new();
+            push_broker_synonyms(view, d.name, &mut synonyms);
+            if let Some(default) = d.default {
+                synonyms.push(entry(
+                    d,
+                    d.name,
+                    default.to_string(),
+                    ConfigSource::DefaultConfig,
+                ));
+            }
+            described(d, !d.dynamic, view.resolve(d.name), synonyms)
+        })
+        .collect())
 }
 
 fn entry(def: &ConfigDef, name: &str, value: String, source: ConfigSource) -> ConfigSynonymEntry {
@@ -210,7 +187,7 @@ fn push_broker_synonyms(
     name: &str,
     out: &mut Vec<ConfigSynonymEntry>,
 ) {
-    let Some(def) = super::broker_config(name) else {
+    let Some(def) = broker_config(name) else {
         return;
     };
     let dynamic = |r: ConfigResource| view.image.configs(&r).and_then(|m| m.get(name)).cloned();

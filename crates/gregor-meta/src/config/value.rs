@@ -190,21 +190,30 @@ pub fn parse_value(
     validator: Validator,
     raw: &str,
 ) -> Result<ConfigValue, ConfigError> {
-    let bad = |problem: String| ConfigError::InvalidValue {
+    let value = parse_typed(ty, raw.trim()).map_err(|problem| invalid(key, raw, problem))?;
+    validate(validator, key, raw, &value)?;
+    Ok(value)
+}
+
+fn invalid(key: &str, value: &str, problem: String) -> ConfigError {
+    ConfigError::InvalidValue {
         key: key.to_string(),
-        value: raw.to_string(),
+        value: value.to_string(),
         problem,
-    };
-    let t = raw.trim();
-    let not_a_number = || bad(format!("Not a number of type {}", ty.name()));
-    let value = match ty {
+    }
+}
+
+/// Parses the trimmed text `t` as `ty`; the error is the problem to report.
+fn parse_typed(ty: ConfigType, t: &str) -> Result<ConfigValue, String> {
+    let not_a_number = || format!("Not a number of type {}", ty.name());
+    Ok(match ty {
         ConfigType::Boolean => {
             if t.eq_ignore_ascii_case("true") {
                 ConfigValue::Bool(true)
             } else if t.eq_ignore_ascii_case("false") {
                 ConfigValue::Bool(false)
             } else {
-                return Err(bad("Expected value to be either true or false".into()));
+                return Err("Expected value to be either true or false".into());
             }
         }
         ConfigType::String | ConfigType::Password => ConfigValue::String(t.to_string()),
@@ -219,75 +228,83 @@ pub fn parse_value(
             ConfigValue::Double(v)
         }
         ConfigType::List => ConfigValue::List(split_list(t)),
-    };
+    })
+}
+
+/// Checks a parsed `value` against `validator`; errors name the raw text, or the offending
+/// list element for `ListOf`.
+fn validate(
+    validator: Validator,
+    key: &str,
+    raw: &str,
+    value: &ConfigValue,
+) -> Result<(), ConfigError> {
+    let bad = |problem: String| Err(invalid(key, raw, problem));
     match validator {
         Validator::Any => {}
         Validator::AtLeast(min) => {
             if value.as_i64().is_some_and(|v| v < min) {
-                return Err(bad(format!("Value must be at least {min}")));
+                return bad(format!("Value must be at least {min}"));
             }
         }
         Validator::Between(min, max) => {
             if let Some(v) = value.as_i64() {
                 if v < min {
-                    return Err(bad(format!("Value must be no less than {min}")));
+                    return bad(format!("Value must be no less than {min}"));
                 }
                 if v > max {
-                    return Err(bad(format!("Value must be no more than {max}")));
+                    return bad(format!("Value must be no more than {max}"));
                 }
             }
         }
         Validator::BetweenDouble(min, max) => {
-            if let ConfigValue::Double(v) = value {
+            if let ConfigValue::Double(v) = *value {
                 if v < min {
-                    return Err(bad(format!("Value must be no less than {min}")));
+                    return bad(format!("Value must be no less than {min}"));
                 }
                 if v > max {
-                    return Err(bad(format!("Value must be no more than {max}")));
+                    return bad(format!("Value must be no more than {max}"));
                 }
             }
         }
         Validator::OneOf(allowed) => {
             if let Some(s) = value.as_str() {
                 if !allowed.contains(&s) {
-                    return Err(bad(format!(
-                        "String must be one of: {}",
-                        allowed.join(", ")
-                    )));
+                    return bad(format!("String must be one of: {}", allowed.join(", ")));
                 }
             }
         }
         Validator::ThrottledReplicas => {
-            if let Some(list) = value.as_list() {
-                let entry = |x: &String| {
-                    x.split_once(':').is_some_and(|(p, b)| {
-                        p.trim().parse::<i32>().is_ok_and(|p| p >= 0)
-                            && b.trim().parse::<i32>().is_ok_and(|b| b >= 0)
-                    })
-                };
-                let star = list.len() == 1 && list[0] == "*";
-                if !star && !list.iter().all(entry) {
-                    return Err(bad(
-                        "must be the literal '*' or a list of replicas in the following format: \
-                         [partitionId]:[brokerId],[partitionId]:[brokerId],..."
-                            .to_string(),
-                    ));
-                }
+            if value.as_list().is_some_and(|l| !is_throttled_replicas(l)) {
+                return bad(
+                    "must be the literal '*' or a list of replicas in the following format: \
+                     [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+                        .to_string(),
+                );
             }
         }
         Validator::ListOf(allowed) => {
             if let Some(list) = value.as_list() {
                 if let Some(x) = list.iter().find(|x| !allowed.contains(&x.as_str())) {
-                    return Err(ConfigError::InvalidValue {
-                        key: key.to_string(),
-                        value: x.clone(),
-                        problem: format!("String must be one of: {}", allowed.join(", ")),
-                    });
+                    let problem = format!("String must be one of: {}", allowed.join(", "));
+                    return Err(invalid(key, x, problem));
                 }
             }
         }
     }
-    Ok(value)
+    Ok(())
+}
+
+/// `*`, or a list of `partition:broker` entries with non-negative numbers.
+fn is_throttled_replicas(list: &[String]) -> bool {
+    let entry = |x: &String| {
+        x.split_once(':').is_some_and(|(p, b)| {
+            p.trim().parse::<i32>().is_ok_and(|p| p >= 0)
+                && b.trim().parse::<i32>().is_ok_and(|b| b >= 0)
+        })
+    };
+    let star = list.len() == 1 && list[0] == "*";
+    star || list.iter().all(entry)
 }
 
 /// Split a list value as Kafka does: trim, empty means no elements, elements separated by

@@ -6,7 +6,7 @@
 //! election is enabled. When it is unfenced, leaderless partitions it can lead get it back.
 
 use super::change::{Election, PartitionChangeBuilder};
-use super::{BrokerSession, Controller, ControllerResult, Staging};
+use super::state::{BrokerSession, Controller, ControllerResult, Staging};
 use crate::error::ApiError;
 use crate::image::MetadataImage;
 use crate::record::*;

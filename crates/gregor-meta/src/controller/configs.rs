@@ -1,6 +1,6 @@
 //! IncrementalAlterConfigs for topics, brokers and the cluster-wide broker default.
 
-use super::{Controller, ControllerResult};
+use super::state::{Controller, ControllerResult};
 use crate::config::{
     broker_config, check_supported, split_list, topic_config, validate_topic_overrides,
     BrokerConfigView, ConfigDef, ConfigError, ConfigType,
@@ -82,6 +82,41 @@ fn current_value(image: &MetadataImage, resource: &ConfigResource, key: &str) ->
     image.configs(resource).and_then(|m| m.get(key)).cloned()
 }
 
+/// The definition of a dynamically alterable topic (or broker) config.
+fn dynamic_def(is_topic: bool, key: &str) -> Result<&'static ConfigDef, ApiError> {
+    let (def, scope) = if is_topic {
+        (topic_config(key), "topic")
+    } else {
+        (broker_config(key), "broker")
+    };
+    let def = def.ok_or_else(|| {
+        ApiError::invalid_config(
+            ConfigError::Unknown {
+                scope,
+                key: key.to_string(),
+            }
+            .to_string(),
+        )
+    })?;
+    if !def.dynamic {
+        return Err(ApiError::invalid_config(
+            ConfigError::NotDynamic {
+                key: key.to_string(),
+            }
+            .to_string(),
+        ));
+    }
+    Ok(def)
+}
+
+/// `v` parses as `def` and is a value Gregor supports.
+fn check_value(def: &ConfigDef, v: &str) -> Result<(), ApiError> {
+    let value = def
+        .parse(v)
+        .map_err(|e| ApiError::invalid_config(e.to_string()))?;
+    check_supported(def, &value).map_err(|e| ApiError::invalid_config(e.to_string()))
+}
+
 impl Controller {
     /// IncrementalAlterConfigs. Each resource succeeds or fails as a whole. Errors:
     /// `INVALID_REQUEST` (resource or key twice, bad broker name, empty topic name),
@@ -125,6 +160,53 @@ impl Controller {
 
     fn alter_resource(&self, r: &AlterConfigsResource) -> Result<Vec<MetadataRecord>, ApiError> {
         let resource = &r.resource;
+        self.check_resource(resource)?;
+        let mut keys = BTreeSet::new();
+        for c in &r.configs {
+            if !keys.insert(c.name.as_str()) {
+                return Err(ApiError::invalid_request(format!(
+                    "Error due to duplicate config keys: {}",
+                    c.name
+                )));
+            }
+        }
+        let is_topic = resource.resource_type == ConfigResourceType::Topic;
+        let mut overrides: BTreeMap<String, String> =
+            self.image.configs(resource).cloned().unwrap_or_default();
+        for c in &r.configs {
+            match self.altered_value(resource, c)? {
+                Some(v) => {
+                    overrides.insert(c.name.clone(), v);
+                }
+                None => {
+                    overrides.remove(&c.name);
+                }
+            }
+        }
+        if is_topic {
+            let view = self.config_view();
+            validate_topic_overrides(&overrides, &view)
+                .map_err(|e| ApiError::invalid_config(e.to_string()))?;
+        }
+        // One record per key whose override changes.
+        let mut records = Vec::new();
+        for c in &r.configs {
+            let before = current_value(&self.image, resource, &c.name);
+            let after = overrides.get(&c.name).cloned();
+            if before != after {
+                records.push(MetadataRecord::Config(ConfigRecord {
+                    resource: resource.clone(),
+                    name: c.name.clone(),
+                    value: after,
+                }));
+            }
+        }
+        Ok(records)
+    }
+
+    /// A topic resource must name an existing topic; a broker resource a non-negative id or
+    /// the cluster default `""`.
+    fn check_resource(&self, resource: &ConfigResource) -> Result<(), ApiError> {
         match resource.resource_type {
             ConfigResourceType::Topic => {
                 if resource.name.is_empty() {
@@ -154,127 +236,58 @@ impl Controller {
                 }
             }
         }
-        let mut keys = BTreeSet::new();
-        for c in &r.configs {
-            if !keys.insert(c.name.as_str()) {
-                return Err(ApiError::invalid_request(format!(
-                    "Error due to duplicate config keys: {}",
-                    c.name
-                )));
-            }
-        }
+        Ok(())
+    }
+
+    /// The override of key `c.name` after applying `c`; `None` removes it.
+    fn altered_value(
+        &self,
+        resource: &ConfigResource,
+        c: &AlterableConfig,
+    ) -> Result<Option<String>, ApiError> {
         let is_topic = resource.resource_type == ConfigResourceType::Topic;
-        let lookup = |key: &str| -> Result<&'static ConfigDef, ApiError> {
-            let (def, scope) = if is_topic {
-                (topic_config(key), "topic")
-            } else {
-                (broker_config(key), "broker")
-            };
-            let def = def.ok_or_else(|| {
-                ApiError::invalid_config(
-                    ConfigError::Unknown {
-                        scope,
-                        key: key.to_string(),
-                    }
-                    .to_string(),
-                )
-            })?;
-            if !def.dynamic {
-                return Err(ApiError::invalid_config(
-                    ConfigError::NotDynamic {
-                        key: key.to_string(),
-                    }
-                    .to_string(),
-                ));
+        match c.op {
+            AlterConfigOp::Delete => Ok(None),
+            AlterConfigOp::Set => {
+                let def = dynamic_def(is_topic, &c.name)?;
+                let v = c.value.as_deref().ok_or_else(|| {
+                    ApiError::invalid_config(format!("Null value not supported for : {}", c.name))
+                })?;
+                check_value(def, v)?;
+                Ok(Some(v.trim().to_string()))
             }
-            Ok(def)
-        };
-        let mut overrides: BTreeMap<String, String> =
-            self.image.configs(resource).cloned().unwrap_or_default();
-        for c in &r.configs {
-            let current = current_value(&self.image, resource, &c.name);
-            let new_value = match c.op {
-                AlterConfigOp::Delete => None,
-                AlterConfigOp::Set => {
-                    let def = lookup(&c.name)?;
-                    let v = c.value.as_deref().ok_or_else(|| {
-                        ApiError::invalid_config(format!(
-                            "Null value not supported for : {}",
-                            c.name
-                        ))
-                    })?;
-                    let value = def
-                        .parse(v)
-                        .map_err(|e| ApiError::invalid_config(e.to_string()))?;
-                    check_supported(def, &value)
-                        .map_err(|e| ApiError::invalid_config(e.to_string()))?;
-                    Some(v.trim().to_string())
-                }
-                AlterConfigOp::Append | AlterConfigOp::Subtract => {
-                    let def = lookup(&c.name)?;
-                    if def.ty != ConfigType::List {
-                        return Err(ApiError::invalid_config(format!(
-                            "Can't {} to key {} because its type is not LIST.",
-                            if c.op == AlterConfigOp::Append {
-                                "APPEND"
-                            } else {
-                                "SUBTRACT"
-                            },
-                            c.name
-                        )));
-                    }
-                    // The base is the override, else the value in effect now.
-                    let base = match &current {
-                        Some(v) => split_list(v),
-                        None => self.effective_list(resource, def),
-                    };
-                    let mut list = base;
-                    for item in split_list(c.value.as_deref().unwrap_or("")) {
+            AlterConfigOp::Append | AlterConfigOp::Subtract => {
+                let def = dynamic_def(is_topic, &c.name)?;
+                if def.ty != ConfigType::List {
+                    return Err(ApiError::invalid_config(format!(
+                        "Can't {} to key {} because its type is not LIST.",
                         if c.op == AlterConfigOp::Append {
-                            if !list.contains(&item) {
-                                list.push(item);
-                            }
+                            "APPEND"
                         } else {
-                            list.retain(|x| *x != item);
+                            "SUBTRACT"
+                        },
+                        c.name
+                    )));
+                }
+                // The base is the override, else the value in effect now.
+                let mut list = match current_value(&self.image, resource, &c.name) {
+                    Some(v) => split_list(&v),
+                    None => self.effective_list(resource, def),
+                };
+                for item in split_list(c.value.as_deref().unwrap_or("")) {
+                    if c.op == AlterConfigOp::Append {
+                        if !list.contains(&item) {
+                            list.push(item);
                         }
+                    } else {
+                        list.retain(|x| *x != item);
                     }
-                    let joined = list.join(",");
-                    let value = def
-                        .parse(&joined)
-                        .map_err(|e| ApiError::invalid_config(e.to_string()))?;
-                    check_supported(def, &value)
-                        .map_err(|e| ApiError::invalid_config(e.to_string()))?;
-                    Some(joined)
                 }
-            };
-            match &new_value {
-                Some(v) => {
-                    overrides.insert(c.name.clone(), v.clone());
-                }
-                None => {
-                    overrides.remove(&c.name);
-                }
+                let joined = list.join(",");
+                check_value(def, &joined)?;
+                Ok(Some(joined))
             }
         }
-        if is_topic {
-            let view = self.config_view();
-            validate_topic_overrides(&overrides, &view)
-                .map_err(|e| ApiError::invalid_config(e.to_string()))?;
-        }
-        // One record per key whose override changes.
-        let mut records = Vec::new();
-        for c in &r.configs {
-            let before = current_value(&self.image, resource, &c.name);
-            let after = overrides.get(&c.name).cloned();
-            if before != after {
-                records.push(MetadataRecord::Config(ConfigRecord {
-                    resource: resource.clone(),
-                    name: c.name.clone(),
-                    value: after,
-                }));
-            }
-        }
-        Ok(records)
     }
 
     fn effective_list(&self, resource: &ConfigResource, def: &ConfigDef) -> Vec<String> {

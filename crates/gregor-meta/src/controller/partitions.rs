@@ -3,11 +3,12 @@
 //! and partition reassignment (AlterPartitionReassignments / ListPartitionReassignments).
 
 use super::change::{Election, PartitionChangeBuilder};
+use super::state::{Controller, ControllerResult, Staging};
 use super::topics::validate_manual_assignment;
-use super::{Controller, ControllerResult, Staging};
 use crate::error::ApiError;
-use crate::image::{has_duplicates, PartitionRegistration};
+use crate::image::{MetadataImage, PartitionRegistration};
 use crate::record::*;
+use crate::registration::has_duplicates;
 use crate::types::{BrokerId, TopicIdPartition, TopicPartition, NO_LEADER};
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
@@ -155,81 +156,8 @@ impl Controller {
                 topic.name, d.partition
             ))
         })?;
-        if d.leader_epoch > part.leader_epoch || d.partition_epoch > part.partition_epoch {
-            return Err(ApiError::new(
-                ResponseError::NotController,
-                "The request's epochs are ahead of this controller.",
-            ));
-        }
-        if d.leader_epoch < part.leader_epoch {
-            return Err(ApiError::new(
-                ResponseError::FencedLeaderEpoch,
-                format!(
-                    "Leader epoch {} is older than the current leader epoch {}.",
-                    d.leader_epoch, part.leader_epoch
-                ),
-            ));
-        }
-        if broker != part.leader {
-            return Err(ApiError::invalid_request(format!(
-                "Broker {broker} is not the leader of {}-{} (leader is {}).",
-                topic.name, d.partition, part.leader
-            )));
-        }
-        if d.partition_epoch < part.partition_epoch {
-            return Err(ApiError::new(
-                ResponseError::InvalidUpdateVersion,
-                format!(
-                    "Partition epoch {} is older than the current partition epoch {}.",
-                    d.partition_epoch, part.partition_epoch
-                ),
-            ));
-        }
-        if d.new_isr.is_empty()
-            || has_duplicates(&d.new_isr)
-            || d.new_isr.iter().any(|b| !part.replicas.contains(b))
-        {
-            return Err(ApiError::invalid_request(format!(
-                "Invalid ISR {:?} for replicas {:?}.",
-                d.new_isr, part.replicas
-            )));
-        }
-        if !d.new_isr.contains(&part.leader) {
-            return Err(ApiError::invalid_request(format!(
-                "The ISR {:?} does not include the leader {}.",
-                d.new_isr, part.leader
-            )));
-        }
-        if d.leader_recovery_state == LeaderRecoveryState::Recovering && d.new_isr.len() > 1 {
-            return Err(ApiError::invalid_request(
-                "The ISR may hold only the leader while it recovers from an unclean election.",
-            ));
-        }
-        if part.leader_recovery_state == LeaderRecoveryState::Recovered
-            && d.leader_recovery_state == LeaderRecoveryState::Recovering
-        {
-            return Err(ApiError::invalid_request(
-                "The leader recovery state cannot change from RECOVERED to RECOVERING.",
-            ));
-        }
-        let ineligible: Vec<String> = d
-            .new_isr
-            .iter()
-            .filter_map(|&b| match image.broker(b) {
-                None => Some(format!("{b} (not registered)")),
-                Some(r) if r.fenced => Some(format!("{b} (fenced)")),
-                Some(_) => None,
-            })
-            .collect();
-        if !ineligible.is_empty() {
-            return Err(ApiError::new(
-                ResponseError::IneligibleReplica,
-                format!(
-                    "The new ISR contains ineligible replicas: {}",
-                    ineligible.join(", ")
-                ),
-            ));
-        }
+        check_alter_epochs(broker, &topic.name, d, part)?;
+        check_new_isr(image, d, part)?;
         let is_active = |b: BrokerId| image.is_broker_active(b);
         let change = PartitionChangeBuilder::new(part, topic.id, d.partition, &is_active)
             .election(Election::Online)
@@ -241,6 +169,7 @@ impl Controller {
         };
         let leader_moved = matches!(change.leader, LeaderChange::To(l) if l != broker);
         let (topic_id, partition) = (topic.id, d.partition);
+        let epochs_before = (part.leader_epoch, part.partition_epoch);
         tracing::info!(broker, %topic_id, partition, isr = ?d.new_isr, "AlterPartition accepted");
         staging.push(MetadataRecord::PartitionChange(change))?;
         let after = staging
@@ -248,6 +177,10 @@ impl Controller {
             .topic_by_id(topic_id)
             .and_then(|t| t.partitions.get(&partition))
             .expect("the partition was just changed");
+        debug_assert!(
+            after.leader_epoch >= epochs_before.0 && after.partition_epoch > epochs_before.1,
+            "a partition change never moves its epochs backwards"
+        );
         if leader_moved {
             return Err(ApiError::new(
                 ResponseError::NewLeaderElected,
@@ -522,4 +455,100 @@ impl Controller {
         }
         staging.records
     }
+}
+
+/// The AlterPartition request must come from the leader, at the current epochs: newer epochs
+/// mean this controller lags (`NOT_CONTROLLER`), older ones a stale leader.
+fn check_alter_epochs(
+    broker: BrokerId,
+    topic_name: &str,
+    d: &AlterPartitionData,
+    part: &PartitionRegistration,
+) -> Result<(), ApiError> {
+    if d.leader_epoch > part.leader_epoch || d.partition_epoch > part.partition_epoch {
+        return Err(ApiError::new(
+            ResponseError::NotController,
+            "The request's epochs are ahead of this controller.",
+        ));
+    }
+    if d.leader_epoch < part.leader_epoch {
+        return Err(ApiError::new(
+            ResponseError::FencedLeaderEpoch,
+            format!(
+                "Leader epoch {} is older than the current leader epoch {}.",
+                d.leader_epoch, part.leader_epoch
+            ),
+        ));
+    }
+    if broker != part.leader {
+        return Err(ApiError::invalid_request(format!(
+            "Broker {broker} is not the leader of {}-{} (leader is {}).",
+            topic_name, d.partition, part.leader
+        )));
+    }
+    if d.partition_epoch < part.partition_epoch {
+        return Err(ApiError::new(
+            ResponseError::InvalidUpdateVersion,
+            format!(
+                "Partition epoch {} is older than the current partition epoch {}.",
+                d.partition_epoch, part.partition_epoch
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The new ISR must be replicas including the leader, only the leader while it recovers, and
+/// only registered, unfenced brokers.
+fn check_new_isr(
+    image: &MetadataImage,
+    d: &AlterPartitionData,
+    part: &PartitionRegistration,
+) -> Result<(), ApiError> {
+    if d.new_isr.is_empty()
+        || has_duplicates(&d.new_isr)
+        || d.new_isr.iter().any(|b| !part.replicas.contains(b))
+    {
+        return Err(ApiError::invalid_request(format!(
+            "Invalid ISR {:?} for replicas {:?}.",
+            d.new_isr, part.replicas
+        )));
+    }
+    if !d.new_isr.contains(&part.leader) {
+        return Err(ApiError::invalid_request(format!(
+            "The ISR {:?} does not include the leader {}.",
+            d.new_isr, part.leader
+        )));
+    }
+    if d.leader_recovery_state == LeaderRecoveryState::Recovering && d.new_isr.len() > 1 {
+        return Err(ApiError::invalid_request(
+            "The ISR may hold only the leader while it recovers from an unclean election.",
+        ));
+    }
+    if part.leader_recovery_state == LeaderRecoveryState::Recovered
+        && d.leader_recovery_state == LeaderRecoveryState::Recovering
+    {
+        return Err(ApiError::invalid_request(
+            "The leader recovery state cannot change from RECOVERED to RECOVERING.",
+        ));
+    }
+    let ineligible: Vec<String> = d
+        .new_isr
+        .iter()
+        .filter_map(|&b| match image.broker(b) {
+            None => Some(format!("{b} (not registered)")),
+            Some(r) if r.fenced => Some(format!("{b} (fenced)")),
+            Some(_) => None,
+        })
+        .collect();
+    if !ineligible.is_empty() {
+        return Err(ApiError::new(
+            ResponseError::IneligibleReplica,
+            format!(
+                "The new ISR contains ineligible replicas: {}",
+                ineligible.join(", ")
+            ),
+        ));
+    }
+    Ok(())
 }

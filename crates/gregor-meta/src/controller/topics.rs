@@ -1,6 +1,6 @@
 //! CreateTopics, DeleteTopics and CreatePartitions.
 
-use super::{Controller, ControllerResult, Staging, MAX_RECORDS_PER_USER_OP};
+use super::state::{Controller, ControllerResult, Staging, MAX_RECORDS_PER_USER_OP};
 use crate::config::{validate_topic_overrides, BrokerConfigView, DescribedConfig};
 use crate::error::ApiError;
 use crate::image::MetadataImage;
@@ -197,6 +197,104 @@ fn new_partition_record(
     })
 }
 
+/// A new topic's name must be valid, unused, and not collide with an existing one once '.'
+/// and '_' are unified.
+fn check_new_topic_name(image: &MetadataImage, name: &str) -> Result<(), ApiError> {
+    validate_topic_name(name).map_err(|m| err(ResponseError::InvalidTopicException, m))?;
+    if image.topic(name).is_some() {
+        return Err(err(
+            ResponseError::TopicAlreadyExists,
+            format!("Topic '{name}' already exists."),
+        ));
+    }
+    if has_collision_chars(name) {
+        let unified = unify_collision_chars(name);
+        if let Some(existing) = image
+            .topic_ids()
+            .keys()
+            .find(|n| unify_collision_chars(n) == unified)
+        {
+            return Err(err(
+                ResponseError::InvalidTopicException,
+                format!("Topic '{name}' collides with existing topic: {existing}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The topic's config overrides; null values are refused.
+fn topic_overrides(t: &CreatableTopic) -> Result<BTreeMap<String, String>, ApiError> {
+    let nulls: Vec<&str> = t
+        .configs
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if !nulls.is_empty() {
+        return Err(ApiError::invalid_config(format!(
+            "Null value not supported for topic configs: {}",
+            nulls.join(",")
+        )));
+    }
+    Ok(t.configs
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone().unwrap_or_default()))
+        .collect())
+}
+
+/// A manual assignment: partitions 0.. each listed once, with valid replicas of one size, and
+/// neither a partition count nor a replication factor given.
+fn manual_assignment(
+    image: &MetadataImage,
+    t: &CreatableTopic,
+) -> Result<Vec<Vec<BrokerId>>, ApiError> {
+    if t.replication_factor != -1 {
+        return Err(ApiError::invalid_request(
+            "A manual partition assignment was specified, but replication factor was not set to -1.",
+        ));
+    }
+    if t.num_partitions != -1 {
+        return Err(ApiError::invalid_request(
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        ));
+    }
+    let mut by_index: BTreeMap<i32, &Vec<BrokerId>> = BTreeMap::new();
+    let mut rf = None;
+    for (p, replicas) in &t.assignments {
+        if by_index.insert(*p, replicas).is_some() {
+            return Err(err(
+                ResponseError::InvalidReplicaAssignment,
+                format!("Found multiple manual partition assignments for partition {p}"),
+            ));
+        }
+        validate_manual_assignment(image, replicas, rf)?;
+        rf = Some(replicas.len());
+    }
+    if by_index.keys().copied().ne(0..by_index.len() as i32) {
+        return Err(err(
+            ResponseError::InvalidReplicaAssignment,
+            "partitions should be a consecutive 0-based integer sequence",
+        ));
+    }
+    Ok(by_index.into_values().cloned().collect())
+}
+
+/// Why partition `p` of `t` got no record: every replica is fenced or shutting down.
+fn no_eligible_replicas(t: &CreatableTopic, p: usize, replicas: usize) -> ApiError {
+    if t.assignments.is_empty() {
+        err(
+            ResponseError::InvalidReplicationFactor,
+            format!("Unable to replicate the partition {replicas} time(s): All brokers are currently fenced or in controlled shutdown."),
+        )
+    } else {
+        err(
+            ResponseError::InvalidReplicaAssignment,
+            format!("All brokers specified in the manual partition assignment for partition {p} are fenced or in controlled shutdown."),
+        )
+    }
+}
+
 impl Controller {
     fn placement_brokers(image: &MetadataImage) -> Vec<PlacementBroker> {
         image
@@ -293,112 +391,16 @@ impl Controller {
         staging: &mut Staging,
         t: &CreatableTopic,
     ) -> Result<CreatedTopic, ApiError> {
-        validate_topic_name(&t.name).map_err(|m| err(ResponseError::InvalidTopicException, m))?;
         let image = &staging.image;
-        if image.topic(&t.name).is_some() {
-            return Err(err(
-                ResponseError::TopicAlreadyExists,
-                format!("Topic '{}' already exists.", t.name),
-            ));
-        }
-        if has_collision_chars(&t.name) {
-            let unified = unify_collision_chars(&t.name);
-            if let Some(existing) = image
-                .topic_ids()
-                .keys()
-                .find(|n| unify_collision_chars(n) == unified)
-            {
-                return Err(err(
-                    ResponseError::InvalidTopicException,
-                    format!(
-                        "Topic '{}' collides with existing topic: {existing}",
-                        t.name
-                    ),
-                ));
-            }
-        }
-        // Configs.
-        let mut overrides = BTreeMap::new();
-        let nulls: Vec<&str> = t
-            .configs
-            .iter()
-            .filter(|(_, v)| v.is_none())
-            .map(|(k, _)| k.as_str())
-            .collect();
-        if !nulls.is_empty() {
-            return Err(ApiError::invalid_config(format!(
-                "Null value not supported for topic configs: {}",
-                nulls.join(",")
-            )));
-        }
-        for (k, v) in &t.configs {
-            overrides.insert(k.clone(), v.clone().unwrap_or_default());
-        }
+        check_new_topic_name(image, &t.name)?;
+        let overrides = topic_overrides(t)?;
         let view = BrokerConfigView::new(image, &self.static_config, self.node_id);
         validate_topic_overrides(&overrides, &view)
             .map_err(|e| ApiError::invalid_config(e.to_string()))?;
-        // Assignment.
         let assignment: Vec<Vec<BrokerId>> = if !t.assignments.is_empty() {
-            if t.replication_factor != -1 {
-                return Err(ApiError::invalid_request(
-                    "A manual partition assignment was specified, but replication factor was not set to -1.",
-                ));
-            }
-            if t.num_partitions != -1 {
-                return Err(ApiError::invalid_request(
-                    "A manual partition assignment was specified, but numPartitions was not set to -1.",
-                ));
-            }
-            let mut by_index: BTreeMap<i32, &Vec<BrokerId>> = BTreeMap::new();
-            let mut rf = None;
-            for (p, replicas) in &t.assignments {
-                if by_index.insert(*p, replicas).is_some() {
-                    return Err(err(
-                        ResponseError::InvalidReplicaAssignment,
-                        format!("Found multiple manual partition assignments for partition {p}"),
-                    ));
-                }
-                validate_manual_assignment(image, replicas, rf)?;
-                rf = Some(replicas.len());
-            }
-            if by_index.keys().copied().ne(0..by_index.len() as i32) {
-                return Err(err(
-                    ResponseError::InvalidReplicaAssignment,
-                    "partitions should be a consecutive 0-based integer sequence",
-                ));
-            }
-            by_index.into_values().cloned().collect()
+            manual_assignment(image, t)?
         } else {
-            if t.replication_factor < -1 || t.replication_factor == 0 {
-                return Err(err(
-                    ResponseError::InvalidReplicationFactor,
-                    "Replication factor must be larger than 0, or -1 to use the default value.",
-                ));
-            }
-            if t.num_partitions < -1 || t.num_partitions == 0 {
-                return Err(err(
-                    ResponseError::InvalidPartitions,
-                    "Number of partitions was set to an invalid non-positive value.",
-                ));
-            }
-            let num_partitions = if t.num_partitions == -1 {
-                view.i64("num.partitions")
-            } else {
-                i64::from(t.num_partitions)
-            };
-            let rf = if t.replication_factor == -1 {
-                view.i64("default.replication.factor")
-            } else {
-                i64::from(t.replication_factor)
-            };
-            if num_partitions as usize > MAX_RECORDS_PER_USER_OP {
-                return Err(err(
-                    ResponseError::PolicyViolation,
-                    "Unable to perform excessively large batch operation.",
-                ));
-            }
-            let image = image.clone();
-            self.place(&image, num_partitions as usize, rf as usize, 0)?
+            self.default_assignment(image, t)?
         };
         let topic_id = loop {
             let id = self.rng.next_topic_id();
@@ -409,19 +411,7 @@ impl Controller {
         let mut partitions = Vec::with_capacity(assignment.len());
         for (p, replicas) in assignment.iter().enumerate() {
             let rec = new_partition_record(&staging.image, topic_id, p as i32, replicas)
-                .ok_or_else(|| {
-                    if t.assignments.is_empty() {
-                        err(
-                            ResponseError::InvalidReplicationFactor,
-                            format!("Unable to replicate the partition {} time(s): All brokers are currently fenced or in controlled shutdown.", replicas.len()),
-                        )
-                    } else {
-                        err(
-                            ResponseError::InvalidReplicaAssignment,
-                            format!("All brokers specified in the manual partition assignment for partition {p} are fenced or in controlled shutdown."),
-                        )
-                    }
-                })?;
+                .ok_or_else(|| no_eligible_replicas(t, p, replicas.len()))?;
             partitions.push(rec);
         }
         // Topic, then its configs, then its partitions (Kafka's order).
@@ -454,6 +444,46 @@ impl Controller {
             assignment,
             configs,
         })
+    }
+
+    /// The placement for a topic created with a partition count and replication factor (or
+    /// the broker defaults, for -1).
+    fn default_assignment(
+        &mut self,
+        image: &MetadataImage,
+        t: &CreatableTopic,
+    ) -> Result<Vec<Vec<BrokerId>>, ApiError> {
+        if t.replication_factor < -1 || t.replication_factor == 0 {
+            return Err(err(
+                ResponseError::InvalidReplicationFactor,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            ));
+        }
+        if t.num_partitions < -1 || t.num_partitions == 0 {
+            return Err(err(
+                ResponseError::InvalidPartitions,
+                "Number of partitions was set to an invalid non-positive value.",
+            ));
+        }
+        let view = BrokerConfigView::new(image, &self.static_config, self.node_id);
+        let num_partitions = if t.num_partitions == -1 {
+            view.i64("num.partitions")
+        } else {
+            i64::from(t.num_partitions)
+        };
+        let rf = if t.replication_factor == -1 {
+            view.i64("default.replication.factor")
+        } else {
+            i64::from(t.replication_factor)
+        };
+        if num_partitions as usize > MAX_RECORDS_PER_USER_OP {
+            return Err(err(
+                ResponseError::PolicyViolation,
+                "Unable to perform excessively large batch operation.",
+            ));
+        }
+        let image = image.clone();
+        self.place(&image, num_partitions as usize, rf as usize, 0)
     }
 
     /// DeleteTopics by name or id. Errors per topic: `UNKNOWN_TOPIC_OR_PARTITION` (unknown

@@ -377,71 +377,10 @@ fn balanced_replica_sets<K: Ord + Clone>(
     input: &PlanInput<'_, K>,
     pins: Option<&[usize]>,
 ) -> Result<Option<BTreeMap<K, Vec<BrokerId>>>, PlanError> {
-    let brokers = input.brokers;
     let parts: Vec<(&K, &Vec<BrokerId>)> = input.current.iter().collect();
     let replicas: usize = parts.iter().map(|(_, r)| r.len()).sum();
-    let size = |p: &K| input.sizes.get(p).copied().unwrap_or(0) as u128;
-    // Lexicographic weights: any set of moves costs less than one step of balance, any byte
-    // count less than one move.
-    let too_large = || PlanError::TooLarge {
-        replicas,
-        bytes: parts
-            .iter()
-            .map(|(p, r)| size(p).saturating_mul(r.len() as u128))
-            .fold(0u128, u128::saturating_add),
-    };
-    let all_bytes: u128 = parts
-        .iter()
-        .try_fold(0u128, |acc, (p, r)| {
-            size(p)
-                .checked_mul(r.len() as u128)
-                .and_then(|b| acc.checked_add(b))
-        })
-        .ok_or_else(too_large)?;
-    // Lexicographic weights. BYTE: one byte outweighs any difference in the per-class term
-    // (at most replicas², with CLASS = 1). MOVE: one move outweighs any byte count. BALANCE:
-    // one step of replica balance outweighs every move.
-    let r = replicas as Cost;
-    let class: Cost = 1;
-    let byte = r
-        .checked_mul(r)
-        .and_then(|x| x.checked_add(1))
-        .ok_or_else(too_large)?;
-    let mv = Cost::try_from(all_bytes)
-        .ok()
-        .and_then(|b| b.checked_add(1))
-        .and_then(|x| x.checked_mul(byte))
-        .ok_or_else(too_large)?;
-    let balance = r
-        .checked_add(1)
-        .and_then(|x| x.checked_mul(2))
-        .and_then(|x| x.checked_mul(mv))
-        .ok_or_else(too_large)?;
-    // Total cost ≤ balance · replicas² plus less than balance; path lengths stay within a few
-    // times that.
-    balance
-        .checked_mul(r.pow(2).max(1))
-        .and_then(|c| c.checked_mul(8))
-        .ok_or_else(too_large)?;
-
-    let racks: BTreeMap<&str, Vec<usize>> = if input.rack_aware {
-        let mut m: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (i, b) in brokers.iter().enumerate() {
-            m.entry(b.rack.as_deref().unwrap_or(""))
-                .or_default()
-                .push(i);
-        }
-        m
-    } else {
-        BTreeMap::new()
-    };
-    let rack_sizes: Vec<usize> = racks.values().map(Vec::len).collect();
-
-    // Nodes: source, sink, partitions, brokers, then (with racks) one per partition and rack.
-    let source = 0;
-    let sink = 1;
-    let part_node = |i: usize| 2 + i;
-    let broker_node = |j: usize| 2 + parts.len() + j;
+    let weights = Weights::new(input, &parts)?;
+    let racks = racks_of(input);
     // Replication factors present; each broker has a node per factor (its "class").
     let factors: Vec<usize> = parts
         .iter()
@@ -449,82 +388,25 @@ fn balanced_replica_sets<K: Ord + Clone>(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let class_base = 2 + parts.len() + brokers.len();
-    let class_node = |j: usize, rf: usize| {
-        class_base
-            + j * factors.len()
-            + factors
-                .binary_search(&rf)
-                .expect("every partition's factor is listed")
+    let net = PlacementNetwork {
+        input,
+        nodes: Nodes {
+            parts: parts.len(),
+            brokers: input.brokers.len(),
+            factors,
+            racks: racks.len(),
+        },
+        rack_sizes: racks.values().map(Vec::len).collect(),
+        racks,
+        parts,
+        weights,
+        pins,
     };
-    let rack_base = class_base + brokers.len() * factors.len();
-    let nodes = rack_base
-        + if input.rack_aware {
-            parts.len() * racks.len()
-        } else {
-            0
-        };
-    let mut g = Network::new(nodes);
-    // (partition index, broker index, arc) for reading the answer back.
-    let mut placed: Vec<(usize, usize, usize)> = Vec::with_capacity(parts.len() * brokers.len());
-    // Pinned replicas: per broker, and per (broker, factor).
-    let mut pinned_on = vec![0i64; brokers.len()];
-    let mut pinned_class = vec![0i64; brokers.len() * factors.len()];
-    let pin = |i: usize| pins.map(|p| p[i]);
-    for (i, (_, now)) in parts.iter().enumerate() {
-        if let Some(j) = pin(i) {
-            pinned_on[j] += 1;
-            pinned_class[class_node(j, now.len()) - class_base] += 1;
-        }
-    }
-    for (i, (p, now)) in parts.iter().enumerate() {
-        let rf = now.len();
-        let pinned = pin(i);
-        let free = rf - usize::from(pinned.is_some());
-        g.arc(source, part_node(i), free as i64, 0);
-        let cost_on = |j: usize| -> Cost {
-            if now.contains(&brokers[j].id) {
-                0
-            } else {
-                mv + byte * size(p) as Cost
-            }
-        };
-        if input.rack_aware {
-            let cap = rack_cap(rf, &rack_sizes);
-            for (k, members) in racks.values().enumerate() {
-                let rack_node = rack_base + i * racks.len() + k;
-                let used = pinned.is_some_and(|j| members.contains(&j));
-                if used && cap == 1 {
-                    continue;
-                }
-                g.arc(part_node(i), rack_node, (cap - usize::from(used)) as i64, 0);
-                for &j in members.iter().filter(|j| pinned != Some(**j)) {
-                    let a = g.arc(rack_node, class_node(j, rf), 1, cost_on(j));
-                    placed.push((i, j, a));
-                }
-            }
-        } else {
-            for j in (0..brokers.len()).filter(|j| pinned != Some(*j)) {
-                let a = g.arc(part_node(i), class_node(j, rf), 1, cost_on(j));
-                placed.push((i, j, a));
-            }
-        }
-    }
-    for (j, &already) in pinned_on.iter().enumerate() {
-        for &rf in &factors {
-            let c = class_node(j, rf);
-            g.convex_arc_after(
-                c,
-                broker_node(j),
-                parts.len() as i64,
-                class,
-                pinned_class[c - class_base],
-            );
-        }
-        g.convex_arc_after(broker_node(j), sink, parts.len() as i64, balance, already);
-    }
+    let mut g = Network::new(net.nodes.count());
+    let placed = net.partition_arcs(&mut g);
+    net.broker_arcs(&mut g);
     let wanted = (replicas - pins.map_or(0, |p| p.len())) as i64;
-    let sent = g.min_cost_flow(source, sink, wanted);
+    let sent = g.min_cost_flow(SOURCE, SINK, wanted);
     if sent < wanted {
         // Unpinned, every partition fits: rf ≤ brokers, and the rack cap is chosen so the
         // racks hold it. Pins can make racks too tight.
@@ -534,20 +416,245 @@ fn balanced_replica_sets<K: Ord + Clone>(
         );
         return Ok(None);
     }
-    let mut sets: BTreeMap<K, Vec<BrokerId>> = BTreeMap::new();
-    for (i, (p, _)) in parts.iter().enumerate() {
-        if let Some(j) = pin(i) {
-            sets.insert((*p).clone(), vec![brokers[j].id]);
-        }
-    }
-    for (i, j, a) in placed {
-        if g.flow(a) > 0 {
-            sets.entry(parts[i].0.clone())
+    Ok(Some(net.replica_sets(&g, placed)))
+}
+
+/// One replica's copy of `p`, in bytes (0 when unknown).
+fn part_bytes<K: Ord>(input: &PlanInput<'_, K>, p: &K) -> u128 {
+    input.sizes.get(p).copied().unwrap_or(0) as u128
+}
+
+/// Brokers by rack (when rack-aware; otherwise none).
+fn racks_of<'a, K>(input: &PlanInput<'a, K>) -> BTreeMap<&'a str, Vec<usize>> {
+    let mut racks: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    if input.rack_aware {
+        for (i, b) in input.brokers.iter().enumerate() {
+            racks
+                .entry(b.rack.as_deref().unwrap_or(""))
                 .or_default()
-                .push(brokers[j].id);
+                .push(i);
         }
     }
-    Ok(Some(sets))
+    racks
+}
+
+/// Lexicographic weights of the placement costs. BYTE: one byte outweighs any difference in
+/// the per-class term (at most replicas², with CLASS = 1). MOVE: one move outweighs any byte
+/// count. BALANCE: one step of replica balance outweighs every move.
+struct Weights {
+    byte: Cost,
+    mv: Cost,
+    balance: Cost,
+}
+
+/// Weight of one replica more in a broker's class (its replicas of one replication factor).
+const CLASS: Cost = 1;
+
+impl Weights {
+    /// `TooLarge` when the weights, or the total cost, would overflow.
+    fn new<K: Ord>(
+        input: &PlanInput<'_, K>,
+        parts: &[(&K, &Vec<BrokerId>)],
+    ) -> Result<Weights, PlanError> {
+        let replicas: usize = parts.iter().map(|(_, r)| r.len()).sum();
+        let too_large = || PlanError::TooLarge {
+            replicas,
+            bytes: parts
+                .iter()
+                .map(|(p, r)| part_bytes(input, p).saturating_mul(r.len() as u128))
+                .fold(0u128, u128::saturating_add),
+        };
+        let all_bytes: u128 = parts
+            .iter()
+            .try_fold(0u128, |acc, (p, r)| {
+                part_bytes(input, p)
+                    .checked_mul(r.len() as u128)
+                    .and_then(|b| acc.checked_add(b))
+            })
+            .ok_or_else(too_large)?;
+        let r = replicas as Cost;
+        let byte = r
+            .checked_mul(r)
+            .and_then(|x| x.checked_add(1))
+            .ok_or_else(too_large)?;
+        let mv = Cost::try_from(all_bytes)
+            .ok()
+            .and_then(|b| b.checked_add(1))
+            .and_then(|x| x.checked_mul(byte))
+            .ok_or_else(too_large)?;
+        let balance = r
+            .checked_add(1)
+            .and_then(|x| x.checked_mul(2))
+            .and_then(|x| x.checked_mul(mv))
+            .ok_or_else(too_large)?;
+        // Total cost ≤ balance · replicas² plus less than balance; path lengths stay within a
+        // few times that.
+        balance
+            .checked_mul(r.pow(2).max(1))
+            .and_then(|c| c.checked_mul(8))
+            .ok_or_else(too_large)?;
+        Ok(Weights { byte, mv, balance })
+    }
+}
+
+const SOURCE: usize = 0;
+const SINK: usize = 1;
+
+/// Node numbering of the placement network: source, sink, partitions, brokers, one node per
+/// broker and replication factor (its class), then one per partition and rack.
+struct Nodes {
+    parts: usize,
+    brokers: usize,
+    factors: Vec<usize>,
+    racks: usize,
+}
+
+impl Nodes {
+    fn part(&self, i: usize) -> usize {
+        2 + i
+    }
+
+    fn broker(&self, j: usize) -> usize {
+        2 + self.parts + j
+    }
+
+    fn class_base(&self) -> usize {
+        2 + self.parts + self.brokers
+    }
+
+    fn class(&self, j: usize, rf: usize) -> usize {
+        self.class_base()
+            + j * self.factors.len()
+            + self
+                .factors
+                .binary_search(&rf)
+                .expect("every partition's factor is listed")
+    }
+
+    fn rack_base(&self) -> usize {
+        self.class_base() + self.brokers * self.factors.len()
+    }
+
+    fn rack(&self, i: usize, k: usize) -> usize {
+        self.rack_base() + i * self.racks + k
+    }
+
+    fn count(&self) -> usize {
+        self.rack_base() + self.parts * self.racks
+    }
+}
+
+/// The min-cost flow that places the replicas: source -> partition -> (rack ->) broker class
+/// -> broker -> sink.
+struct PlacementNetwork<'a, 'i, K> {
+    input: &'i PlanInput<'a, K>,
+    parts: Vec<(&'a K, &'a Vec<BrokerId>)>,
+    nodes: Nodes,
+    racks: BTreeMap<&'a str, Vec<usize>>,
+    rack_sizes: Vec<usize>,
+    weights: Weights,
+    pins: Option<&'i [usize]>,
+}
+
+impl<K: Ord + Clone> PlacementNetwork<'_, '_, K> {
+    fn pin(&self, i: usize) -> Option<usize> {
+        self.pins.map(|p| p[i])
+    }
+
+    /// Arcs from the source through each partition (and its racks) to the broker classes;
+    /// returns (partition index, broker index, arc) for reading the answer back.
+    fn partition_arcs(&self, g: &mut Network) -> Vec<(usize, usize, usize)> {
+        let brokers = self.input.brokers;
+        let n = &self.nodes;
+        let mut placed = Vec::with_capacity(self.parts.len() * brokers.len());
+        for (i, (p, now)) in self.parts.iter().enumerate() {
+            let rf = now.len();
+            let pinned = self.pin(i);
+            let free = rf - usize::from(pinned.is_some());
+            g.arc(SOURCE, n.part(i), free as i64, 0);
+            let cost_on = |j: usize| -> Cost {
+                if now.contains(&brokers[j].id) {
+                    0
+                } else {
+                    self.weights.mv + self.weights.byte * part_bytes(self.input, p) as Cost
+                }
+            };
+            if self.input.rack_aware {
+                let cap = rack_cap(rf, &self.rack_sizes);
+                for (k, members) in self.racks.values().enumerate() {
+                    let rack_node = n.rack(i, k);
+                    let used = pinned.is_some_and(|j| members.contains(&j));
+                    if used && cap == 1 {
+                        continue;
+                    }
+                    g.arc(n.part(i), rack_node, (cap - usize::from(used)) as i64, 0);
+                    for &j in members.iter().filter(|j| pinned != Some(**j)) {
+                        let a = g.arc(rack_node, n.class(j, rf), 1, cost_on(j));
+                        placed.push((i, j, a));
+                    }
+                }
+            } else {
+                for j in (0..brokers.len()).filter(|j| pinned != Some(*j)) {
+                    let a = g.arc(n.part(i), n.class(j, rf), 1, cost_on(j));
+                    placed.push((i, j, a));
+                }
+            }
+        }
+        placed
+    }
+
+    /// Convex arcs from each broker class to its broker and from each broker to the sink,
+    /// after the pinned replicas already there.
+    fn broker_arcs(&self, g: &mut Network) {
+        let n = &self.nodes;
+        let brokers = self.input.brokers.len();
+        // Pinned replicas: per broker, and per (broker, factor).
+        let mut pinned_on = vec![0i64; brokers];
+        let mut pinned_class = vec![0i64; brokers * n.factors.len()];
+        for (i, (_, now)) in self.parts.iter().enumerate() {
+            if let Some(j) = self.pin(i) {
+                pinned_on[j] += 1;
+                pinned_class[n.class(j, now.len()) - n.class_base()] += 1;
+            }
+        }
+        let parts = self.parts.len() as i64;
+        for (j, &already) in pinned_on.iter().enumerate() {
+            for &rf in &n.factors {
+                let c = n.class(j, rf);
+                g.convex_arc_after(
+                    c,
+                    n.broker(j),
+                    parts,
+                    CLASS,
+                    pinned_class[c - n.class_base()],
+                );
+            }
+            g.convex_arc_after(n.broker(j), SINK, parts, self.weights.balance, already);
+        }
+    }
+
+    /// The replica sets the flow chose, pinned replicas first.
+    fn replica_sets(
+        &self,
+        g: &Network,
+        placed: Vec<(usize, usize, usize)>,
+    ) -> BTreeMap<K, Vec<BrokerId>> {
+        let brokers = self.input.brokers;
+        let mut sets: BTreeMap<K, Vec<BrokerId>> = BTreeMap::new();
+        for (i, (p, _)) in self.parts.iter().enumerate() {
+            if let Some(j) = self.pin(i) {
+                sets.insert((*p).clone(), vec![brokers[j].id]);
+            }
+        }
+        for (i, j, a) in placed {
+            if g.flow(a) > 0 {
+                sets.entry(self.parts[i].0.clone())
+                    .or_default()
+                    .push(brokers[j].id);
+            }
+        }
+        sets
+    }
 }
 
 /// The leader-first candidate's leaders: one allowed broker per partition (as an index into

@@ -1,0 +1,182 @@
+//! The coordinator's state and what every request handler shares: the groups, offsets, timers
+//! and appends in flight, the context the rebalance logic runs in, and what each pending append
+//! completes. The handlers (join, membership, offsets, ...) continue `impl GroupCoordinator`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+
+use super::offset_store::{CommittedOffset, Offsets};
+use crate::api::*;
+use crate::config::GroupConfig;
+use crate::effect::{AppendToken, Effect, Record};
+use crate::group::Group;
+use crate::member_id::UuidSource;
+use crate::timer::{TimerAction, TimerKey, Timers};
+
+/// The classic group coordinator for the groups of one `__consumer_offsets` partition.
+///
+/// Drive it with [`handle`](Self::handle) for requests, [`tick`](Self::tick) when
+/// [`next_deadline`](Self::next_deadline) passes, and [`append_completed`](Self::append_completed)
+/// when records it asked to append are durable (or failed). Every call takes the current time and
+/// first fires the deadlines due by then, so behaviour does not depend on how often the shell
+/// ticks.
+#[derive(Debug)]
+pub struct GroupCoordinator {
+    pub(super) config: GroupConfig,
+    pub(super) groups: HashMap<String, Group>,
+    pub(super) offsets: Offsets,
+    pub(super) timers: Timers,
+    pub(super) uuids: UuidSource,
+    pub(super) appends: Appends,
+}
+
+/// A static member's JoinGroup waiting for the record of its new member id.
+#[derive(Debug)]
+pub(crate) struct StaticRejoin {
+    pub(super) request_id: RequestId,
+    pub(super) group_id: String,
+    pub(super) group_instance_id: String,
+    pub(super) old_member_id: String,
+    pub(super) new_member_id: String,
+    /// The leader before the replacement: what a pre-v9 client is told.
+    pub(super) previous_leader: String,
+    pub(super) supports_skip_assignment: bool,
+    /// What to restore if the record cannot be written.
+    pub(super) old_protocols: Vec<JoinProtocol>,
+    pub(super) old_rebalance_timeout_ms: i32,
+    pub(super) old_session_timeout_ms: i32,
+}
+
+/// What to do when an append completes.
+#[derive(Debug)]
+pub(crate) enum PendingAppend {
+    /// The record of a generation whose join phase ended: on success its JoinGroups are answered.
+    Generation { group_id: String, generation: i32 },
+    /// The leader's assignment of `generation`: on success the group becomes Stable and every
+    /// parked SyncGroup is answered.
+    Sync {
+        group_id: String,
+        generation: i32,
+        assignment: HashMap<String, Bytes>,
+    },
+    /// A static member replaced its old member id without a rebalance: answer its JoinGroup.
+    StaticRejoin(StaticRejoin),
+    /// Offsets to apply and the OffsetCommit response to send.
+    OffsetCommit {
+        request_id: RequestId,
+        group_id: String,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+        response: OffsetCommitResponse,
+    },
+    /// Groups (already Dead) to remove with their offsets, and the DeleteGroups response.
+    DeleteGroups {
+        request_id: RequestId,
+        group_ids: Vec<String>,
+        response: DeleteGroupsResponse,
+    },
+    /// Metadata of a group that became Empty; nothing waits on it.
+    GroupMetadata { group_id: String },
+    /// Tombstones of expired offsets (and maybe their group); nothing waits on them.
+    ExpiredOffsets { group_id: String },
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Appends {
+    pub(super) next: u64,
+    pub(super) pending: BTreeMap<AppendToken, PendingAppend>,
+}
+
+/// What the rebalance logic needs besides the group: time, settings, deadlines, effects.
+pub(crate) struct Cx<'a> {
+    pub now: i64,
+    pub config: &'a GroupConfig,
+    pub timers: &'a mut Timers,
+    pub appends: &'a mut Appends,
+    pub out: &'a mut Vec<Effect>,
+}
+
+impl Cx<'_> {
+    pub fn respond(&mut self, request_id: RequestId, response: Response) {
+        self.out.push(Effect::Respond {
+            request_id,
+            response,
+        });
+    }
+
+    pub fn append(&mut self, records: Vec<Record>, then: PendingAppend) -> AppendToken {
+        self.appends.next += 1;
+        let token = AppendToken(self.appends.next);
+        self.appends.pending.insert(token, then);
+        self.out.push(Effect::Append { token, records });
+        token
+    }
+
+    pub fn schedule_heartbeat(&mut self, group_id: &str, member_id: &str, timeout_ms: i32) {
+        self.timers.schedule(
+            heartbeat_key(group_id, member_id),
+            self.now.saturating_add(i64::from(timeout_ms)),
+            TimerAction::Heartbeat,
+        );
+    }
+
+    pub fn cancel_heartbeat(&mut self, group_id: &str, member_id: &str) {
+        self.timers.cancel(&heartbeat_key(group_id, member_id));
+    }
+}
+
+pub(crate) fn heartbeat_key(group_id: &str, member_id: &str) -> TimerKey {
+    TimerKey::Heartbeat {
+        group: group_id.to_string(),
+        member: member_id.to_string(),
+    }
+}
+
+/// Kafka's mapping of a failed `__consumer_offsets` append to the error a client understands.
+pub(crate) fn append_error_to_response_error(error: ResponseError) -> ResponseError {
+    use ResponseError::*;
+    match error {
+        UnknownTopicOrPartition
+        | NotEnoughReplicas
+        | NotEnoughReplicasAfterAppend
+        | RequestTimedOut => CoordinatorNotAvailable,
+        NotLeaderOrFollower | KafkaStorageError => NotCoordinator,
+        MessageTooLarge | RecordListTooLarge | InvalidFetchSize => UnknownServerError,
+        other => other,
+    }
+}
+
+impl GroupCoordinator {
+    /// A coordinator with no groups. `seed` drives member id generation: give each coordinator
+    /// instance a random one in production, a fixed one in tests.
+    pub fn new(config: GroupConfig, seed: u64) -> Self {
+        GroupCoordinator {
+            config,
+            groups: HashMap::new(),
+            offsets: Offsets::default(),
+            timers: Timers::default(),
+            uuids: UuidSource::new(seed),
+            appends: Appends::default(),
+        }
+    }
+
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    pub(super) fn cx<'a>(
+        now: i64,
+        config: &'a GroupConfig,
+        timers: &'a mut Timers,
+        appends: &'a mut Appends,
+        out: &'a mut Vec<Effect>,
+    ) -> Cx<'a> {
+        Cx {
+            now,
+            config,
+            timers,
+            appends,
+            out,
+        }
+    }
+}
