@@ -14,6 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::alter_partition_request::{PartitionData, TopicData};
+use kafka_protocol::messages::alter_partition_response::{
+    PartitionData as OutPartition, TopicData as OutTopic,
+};
 use kafka_protocol::messages::{
     AlterPartitionRequest, AlterPartitionResponse, ApiKey, BrokerId, RequestKind, ResponseKind,
 };
@@ -71,10 +74,52 @@ async fn send(
     broker_epoch: i64,
     batch: Vec<(Arc<Partition>, IsrProposal)>,
 ) -> Vec<(Arc<Partition>, IsrProposal)> {
+    let request = alter_partition_request(b.node_id, broker_epoch, &batch);
+    let response = crate::forward::to_controller(
+        b,
+        ApiKey::AlterPartition,
+        VERSION,
+        RequestKind::AlterPartition(request),
+    )
+    .await;
+    let response = match response {
+        Some(ResponseKind::AlterPartition(r)) => Some(r),
+        _ => None,
+    };
+    let top_error = match &response {
+        Some(r) => ResponseError::try_from_code(r.error_code),
+        None => Some(ResponseError::UnknownServerError),
+    };
+    if let Some(e) = top_error {
+        warn!(error = ?e, proposals = batch.len(), "AlterPartition failed");
+        // A pause before anything is sent again (the controller may be electing).
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if !settles(top_error) {
+            return batch;
+        }
+        // Refused as a whole (a stale broker epoch...): nothing changed; propose again later.
+        for (part, p) in &batch {
+            part.isr_proposal_done(p.partition_epoch);
+        }
+        return Vec::new();
+    }
+    let unsettled = settle(response.as_ref(), batch);
+    if !unsettled.is_empty() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    unsettled
+}
+
+/// The AlterPartition request of one batch of proposals, grouped by topic.
+fn alter_partition_request(
+    node_id: i32,
+    broker_epoch: i64,
+    batch: &[(Arc<Partition>, IsrProposal)],
+) -> AlterPartitionRequest {
     let mut request = AlterPartitionRequest::default();
-    request.broker_id = BrokerId(b.node_id);
+    request.broker_id = BrokerId(node_id);
     request.broker_epoch = broker_epoch;
-    for (part, p) in &batch {
+    for (part, p) in batch {
         let mut pd = PartitionData::default();
         pd.partition_index = part.index;
         pd.leader_epoch = p.leader_epoch;
@@ -95,53 +140,35 @@ async fn send(
             }
         }
     }
-    let response = crate::forward::to_controller(
-        b,
-        ApiKey::AlterPartition,
-        VERSION,
-        RequestKind::AlterPartition(request),
-    )
-    .await;
-    let top_error = match &response {
-        Some(ResponseKind::AlterPartition(r)) => ResponseError::try_from_code(r.error_code),
-        _ => Some(ResponseError::UnknownServerError),
-    };
-    if let Some(e) = top_error {
-        warn!(error = ?e, proposals = batch.len(), "AlterPartition failed");
-        // A pause before anything is sent again (the controller may be electing).
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if !settles(top_error) {
-            return batch;
-        }
-        // Refused as a whole (a stale broker epoch...): nothing changed; propose again later.
-        for (part, p) in &batch {
-            part.isr_proposal_done(p.partition_epoch);
-        }
-        return Vec::new();
-    }
+    request
+}
+
+/// Settles each proposal of a batch the controller answered (without a top-level error) by
+/// its partition's answer; returns those whose outcome is unknown.
+fn settle(
+    response: Option<&AlterPartitionResponse>,
+    batch: Vec<(Arc<Partition>, IsrProposal)>,
+) -> Vec<(Arc<Partition>, IsrProposal)> {
     let mut unsettled = Vec::new();
     for (part, p) in batch {
-        let answer = match &response {
-            Some(ResponseKind::AlterPartition(r)) => r
-                .topics
+        let answer = response.and_then(|r| {
+            r.topics
                 .iter()
                 .filter(|t| t.topic_id == part.topic_id)
                 .flat_map(|t| &t.partitions)
                 .find(|pd| pd.partition_index == part.index)
-                .map(|pd| pd.error_code),
-            _ => None,
-        };
+                .map(|pd| pd.error_code)
+        });
         let code = answer.and_then(ResponseError::try_from_code);
         if answer.is_none() || !settles(code) {
             unsettled.push((part, p));
             continue;
         }
         match code {
-            None if answer.is_some() => {
+            None => {
                 // (Counted where the committed change is applied: `ReplicaManager::apply`.)
                 info!(topic = %part.topic, partition = part.index, isr = ?p.isr, "ISR change committed")
             }
-            None => {}
             Some(e) => {
                 warn!(topic = %part.topic, partition = part.index, isr = ?p.isr, error = ?e, "ISR change refused")
             }
@@ -149,9 +176,6 @@ async fn send(
         // The forwarding waited until this node applied what the controller committed: a
         // committed change has reached the leader already; otherwise it may propose again.
         part.isr_proposal_done(p.partition_epoch);
-    }
-    if !unsettled.is_empty() {
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     unsettled
 }
@@ -161,7 +185,49 @@ pub async fn handle(
     metadata: &MetadataManager,
     r: AlterPartitionRequest,
 ) -> AlterPartitionResponse {
-    let request = gregor_meta::AlterPartitionRequest {
+    let request = controller_request(&r);
+    let mut resp = AlterPartitionResponse::default();
+    let results = match metadata.submit(|c| c.alter_partition(&request)).await {
+        Ok(Ok(results)) => results,
+        Ok(Err(e)) => {
+            resp.error_code = e.code.code();
+            return resp;
+        }
+        Err(e) => {
+            resp.error_code = e.api_error().code.code();
+            return resp;
+        }
+    };
+    for (id, result) in results {
+        let mut pd = OutPartition::default();
+        pd.partition_index = id.partition;
+        match result {
+            Ok(state) => {
+                pd.leader_id = BrokerId(state.leader);
+                pd.leader_epoch = state.leader_epoch;
+                pd.isr = state.isr.iter().map(|&r| BrokerId(r)).collect();
+                pd.leader_recovery_state = state.leader_recovery_state.as_i8();
+                pd.partition_epoch = state.partition_epoch;
+            }
+            Err(e) => pd.error_code = e.code.code(),
+        }
+        match resp.topics.iter_mut().find(|t| t.topic_id == id.topic_id) {
+            Some(t) => t.partitions.push(pd),
+            None => {
+                let mut t = OutTopic::default();
+                t.topic_id = id.topic_id;
+                t.partitions.push(pd);
+                resp.topics.push(t);
+            }
+        }
+    }
+    resp
+}
+
+/// The wire request as the controller state machine takes it (the ISR with or without
+/// epochs, by version).
+fn controller_request(r: &AlterPartitionRequest) -> gregor_meta::AlterPartitionRequest {
+    gregor_meta::AlterPartitionRequest {
         broker_id: r.broker_id.0,
         broker_epoch: r.broker_epoch,
         partitions: r
@@ -190,44 +256,5 @@ pub async fn handle(
                     })
             })
             .collect(),
-    };
-    let mut resp = AlterPartitionResponse::default();
-    let results = match metadata.submit(|c| c.alter_partition(&request)).await {
-        Ok(Ok(results)) => results,
-        Ok(Err(e)) => {
-            resp.error_code = e.code.code();
-            return resp;
-        }
-        Err(e) => {
-            resp.error_code = e.api_error().code.code();
-            return resp;
-        }
-    };
-    use kafka_protocol::messages::alter_partition_response::{
-        PartitionData as OutPartition, TopicData as OutTopic,
-    };
-    for (id, result) in results {
-        let mut pd = OutPartition::default();
-        pd.partition_index = id.partition;
-        match result {
-            Ok(state) => {
-                pd.leader_id = BrokerId(state.leader);
-                pd.leader_epoch = state.leader_epoch;
-                pd.isr = state.isr.iter().map(|&r| BrokerId(r)).collect();
-                pd.leader_recovery_state = state.leader_recovery_state.as_i8();
-                pd.partition_epoch = state.partition_epoch;
-            }
-            Err(e) => pd.error_code = e.code.code(),
-        }
-        match resp.topics.iter_mut().find(|t| t.topic_id == id.topic_id) {
-            Some(t) => t.partitions.push(pd),
-            None => {
-                let mut t = OutTopic::default();
-                t.topic_id = id.topic_id;
-                t.partitions.push(pd);
-                resp.topics.push(t);
-            }
-        }
     }
-    resp
 }

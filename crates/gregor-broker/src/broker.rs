@@ -20,8 +20,8 @@ use crate::handlers;
 use crate::metadata::{MetadataError, MetadataManager, QuorumSettings};
 use crate::producer_ids::ProducerIdAllocator;
 use crate::replica::ReplicaManager;
+use crate::runtime::now_ms;
 use crate::transport::SharedTransport;
-use crate::util::now_ms;
 use gregor_quorum::rpc::{ForwardHandler, KafkaReply};
 
 /// A running broker's state, shared by all connections.
@@ -34,7 +34,7 @@ pub struct Broker {
     pub groups: Arc<crate::groups::Groups>,
     pub incarnation: gregor_meta::Uuid,
     pub registration_offsets: RegistrationOffsets,
-    pub metrics: Arc<crate::metrics::BrokerMetrics>,
+    pub metrics: Arc<crate::metrics::events::BrokerMetrics>,
     /// The rest of the cluster as `/metrics` and the console need it (remote high watermarks,
     /// other nodes' consoles).
     pub cluster_view: Arc<crate::cluster_view::ClusterView>,
@@ -113,31 +113,7 @@ impl Broker {
         config: BrokerConfig,
         options: StartOptions,
     ) -> Result<Arc<Broker>, StartError> {
-        let dir = config.data_dir.clone();
-        let disk = options.disk.clone();
-        disk.create_dir_all(&dir)
-            .and_then(|()| disk.purge_deleted_dirs(&dir))
-            .map_err(|e| StartError::DataDir {
-                dir: dir.clone(),
-                source: std::io::Error::other(e),
-            })?;
-        // A cluster of one without `controller.quorum.voters` gets a random id; configured
-        // voters give every node configured alike the same one.
-        let configured_voters = if config.voters_configured() {
-            config.voters.clone()
-        } else {
-            Default::default()
-        };
-        let cluster_id = crate::util::cluster_id_for(
-            &disk,
-            &dir,
-            &configured_voters,
-            config.cluster_id.as_deref(),
-        )
-        .map_err(|source| StartError::DataDir {
-            dir: dir.clone(),
-            source,
-        })?;
+        let cluster_id = open_data_dir(&config, &options.disk)?;
         // Bound before the quorum starts, so peers can reach this voter as soon as it runs.
         let controller_listener = match config.controller_bind {
             Some(addr) => Some(
@@ -150,7 +126,44 @@ impl Broker {
             ),
             None => None,
         };
-        let metrics = Arc::new(crate::metrics::BrokerMetrics::new());
+        let broker = Self::open(config, options, cluster_id).await?;
+        broker.metrics.observe_log_syncs();
+        if let Some(listener) = controller_listener {
+            broker.serve_controller_listener(listener);
+        }
+        if !broker.config.is_broker {
+            // A controller alone hosts no replicas: nothing to wait for.
+            broker.metadata.caught_up().await;
+        }
+        if broker.config.is_broker {
+            broker.register_until_unfenced().await?;
+            broker.add_task(crate::runtime::spawn(broker.clone().remove_stray_logs()));
+        }
+        broker.add_task(crate::runtime::spawn(
+            broker.clone().run_controller_duties(),
+        ));
+        if broker.config.is_broker {
+            broker.add_task(crate::runtime::spawn(broker.clone().run_heartbeats()));
+        }
+        broker.start_alter_partition();
+        if broker.config.is_broker {
+            broker.add_task(crate::runtime::spawn(broker.clone().run_isr_shrink()));
+            broker.start_group_coordinator();
+        }
+        info!(node = broker.config.node_id, cluster_id = %broker.cluster_id, "broker started");
+        Ok(broker)
+    }
+
+    /// The broker's state over its data directory: the hosted replicas, the metadata shell
+    /// (joined to the controller quorum, replaying committed metadata) and the producer ids.
+    async fn open(
+        config: BrokerConfig,
+        options: StartOptions,
+        cluster_id: String,
+    ) -> Result<Arc<Broker>, StartError> {
+        let dir = config.data_dir.clone();
+        let disk = options.disk.clone();
+        let metrics = Arc::new(crate::metrics::events::BrokerMetrics::new());
         let replicas = Arc::new(ReplicaManager::new(
             config.node_id,
             &dir,
@@ -158,52 +171,25 @@ impl Broker {
             metrics.isr_change_counters(),
         ));
         replicas.fetchers().set_transport(options.transport.clone());
-        replicas.fetchers().set_settings(crate::fetcher::FetchSettings {
-            partition_max_bytes: config.int("replica.fetch.max.bytes") as i32,
-            response_max_bytes: config.int("replica.fetch.response.max.bytes") as i32,
-            min_bytes: config.int("replica.fetch.min.bytes") as i32,
-            max_wait: Duration::from_millis(config.int("replica.fetch.wait.max.ms").max(0) as u64),
-            backoff: Duration::from_millis(config.int("replica.fetch.backoff.ms").max(0) as u64),
-            socket_timeout: Duration::from_millis(
-                config.int("replica.socket.timeout.ms").max(1) as u64,
-            ),
-        });
-        let settings = QuorumSettings {
-            voter: config.is_controller,
-            voters: config.voters.clone(),
-            election_timeout_ms: config.int("controller.quorum.election.timeout.ms") as u64,
-            snapshot_bytes: config.int("metadata.log.max.record.bytes.between.snapshots") as u64,
-            transport: options.transport.clone(),
-            seed: options.seed,
-            election_timeout_range_ms: options.election_timeout_range_ms,
-            disk: disk.clone(),
-        };
+        replicas.fetchers().set_settings(fetch_settings(&config));
         let metadata = MetadataManager::open(
             &dir,
             config.node_id,
             config.settings.clone(),
-            settings,
+            quorum_settings(&config, &options),
             replicas.clone(),
         )
         .await?;
-        let producer_ids = ProducerIdAllocator::open_on(disk.clone(), &dir, config.node_id)
-            .map_err(|source| StartError::DataDir {
-                dir: dir.clone(),
-                source,
-            })?;
-        let bootstrap = if config.advertised_host.contains(':') {
-            format!("[{}]:{}", config.advertised_host, config.advertised_port)
-        } else {
-            format!("{}:{}", config.advertised_host, config.advertised_port)
-        };
+        let producer_ids = ProducerIdAllocator::open_on(disk, &dir, config.node_id)
+            .map_err(|source| StartError::DataDir { dir, source })?;
         let cluster_view = Arc::new(crate::cluster_view::ClusterView::new(
             config.node_id,
-            bootstrap,
+            bootstrap_address(&config),
         ));
         let incarnation = options
             .incarnation
             .unwrap_or_else(gregor_meta::Uuid::new_v4);
-        let broker = Arc::new(Broker {
+        Ok(Arc::new(Broker {
             cluster_view,
             incarnation,
             // Session ids from the incarnation: random, but fixed where the simulator fixes it.
@@ -221,70 +207,64 @@ impl Broker {
             transport: options.transport,
             metrics,
             tasks: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// Accepts the controller listener's connections (quorum RPCs and forwarded requests), on
+    /// a task of its own; a node outside the quorum has nothing to serve there.
+    fn serve_controller_listener(
+        self: &Arc<Self>,
+        mut listener: Box<dyn crate::transport::Listener>,
+    ) {
+        let Some(quorum) = self.metadata.quorum() else {
+            return;
+        };
+        let target = Arc::new(ForwardTarget {
+            broker: std::sync::OnceLock::new(),
         });
-        broker.metrics.observe_log_syncs();
-        if let (Some(mut listener), Some(quorum)) = (controller_listener, broker.metadata.quorum())
-        {
-            let target = Arc::new(ForwardTarget {
-                broker: std::sync::OnceLock::new(),
-            });
-            let _ = target.broker.set(Arc::downgrade(&broker));
-            let handle = quorum.handle();
-            let task = crate::util::spawn(async move {
-                loop {
-                    match listener.accept().await {
-                        Ok((stream, _)) => {
-                            crate::util::spawn(gregor_quorum::rpc::serve_controller_connection(
-                                stream,
-                                handle.clone(),
-                                target.clone(),
-                            ));
-                        }
-                        Err(e) => {
-                            warn!(error = %e, "controller listener accept failed");
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
+        let _ = target.broker.set(Arc::downgrade(self));
+        let handle = quorum.handle();
+        let task = crate::runtime::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        crate::runtime::spawn(gregor_quorum::rpc::serve_controller_connection(
+                            stream,
+                            handle.clone(),
+                            target.clone(),
+                        ));
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "controller listener accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
-            });
-            broker.add_task(task);
-        }
-        if !broker.config.is_broker {
-            // A controller alone hosts no replicas: nothing to wait for.
-            broker.metadata.caught_up().await;
-        }
-        if broker.config.is_broker {
-            broker.register_until_unfenced().await?;
-            let task = crate::util::spawn(broker.clone().remove_stray_logs());
-            broker.add_task(task);
-        }
-        let controller_duties = crate::util::spawn(broker.clone().run_controller_duties());
-        broker.add_task(controller_duties);
-        if broker.config.is_broker {
-            let heartbeats = crate::util::spawn(broker.clone().run_heartbeats());
-            broker.add_task(heartbeats);
-        }
-        if let Some(queue) = broker.replicas.take_isr_proposals() {
-            let b = broker.clone();
-            let task = crate::util::spawn(async move {
-                crate::alter_partition::run(b.control_plane(), || b.broker_epoch(), queue).await
-            });
-            broker.add_task(task);
-        }
-        if broker.config.is_broker {
-            let task = crate::util::spawn(broker.clone().run_isr_shrink());
-            broker.add_task(task);
-        }
-        if broker.config.is_broker {
-            // Coordinator shards follow this node's `__consumer_offsets` leaderships.
-            let manager = broker.groups.start_manager(
-                broker.replicas.clone(),
-                crate::groups::shard_settings(&broker.config),
-            );
-            broker.add_task(manager);
-        }
-        info!(node = broker.config.node_id, cluster_id = %broker.cluster_id, "broker started");
-        Ok(broker)
+            }
+        });
+        self.add_task(task);
+    }
+
+    /// Sends the ISR changes this node's leaders propose to the controller (AlterPartition),
+    /// on a task of its own.
+    fn start_alter_partition(self: &Arc<Self>) {
+        let Some(queue) = self.replicas.take_isr_proposals() else {
+            return;
+        };
+        let b = self.clone();
+        let task = crate::runtime::spawn(async move {
+            crate::alter_partition::run(b.control_plane(), || b.broker_epoch(), queue).await
+        });
+        self.add_task(task);
+    }
+
+    /// Starts the group coordinator's shard manager: coordinator shards follow this node's
+    /// `__consumer_offsets` leaderships.
+    fn start_group_coordinator(self: &Arc<Self>) {
+        let manager = self.groups.start_manager(
+            self.replicas.clone(),
+            crate::groups::shard_settings(&self.config),
+        );
+        self.add_task(manager);
     }
 
     fn add_task(&self, task: tokio::task::JoinHandle<()>) {
@@ -373,7 +353,7 @@ impl Broker {
             .await;
         if !set_aside.is_empty() {
             let replicas = self.replicas.clone();
-            crate::util::blocking(move || replicas.purge_deleted()).await;
+            crate::runtime::blocking(move || replicas.purge_deleted()).await;
         }
     }
 
@@ -522,7 +502,7 @@ impl Broker {
             return;
         }
         let b = self.clone();
-        crate::util::spawn(async move {
+        crate::runtime::spawn(async move {
             crate::forward::check_brokers_alive(b.control_plane(), brokers).await
         });
     }
@@ -591,7 +571,14 @@ impl Broker {
     /// segments' files, checkpoints, producer expiry.
     pub async fn run_background(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         if self.config.bool("log.cleaner.enable") {
-            crate::util::spawn(self.clone().run_log_cleaner(shutdown.clone()));
+            let b = self.clone();
+            let backoff_ms = move || b.dynamic_i64("log.cleaner.backoff.ms");
+            let cleaner = crate::log_cleaner::LogCleaner::new(
+                self.replicas.clone(),
+                &self.config,
+                backoff_ms,
+            );
+            crate::runtime::spawn(cleaner.run(shutdown.clone()));
         }
         let mut cleanup = tokio::time::interval(std::time::Duration::from_millis(
             self.config.int("log.retention.check.interval.ms").max(1000) as u64,
@@ -612,7 +599,7 @@ impl Broker {
             tokio::select! {
                 _ = cleanup.tick() => {
                     let parts = self.replicas.all();
-                    crate::util::blocking(move || {
+                    crate::runtime::blocking(move || {
                         let now = now_ms();
                         for p in parts {
                             if let Err(e) = p.log.apply_retention(now) {
@@ -621,10 +608,10 @@ impl Broker {
                         }
                     }).await;
                 }
-                _ = retired_files.tick() => self.delete_retired_files().await,
+                _ = retired_files.tick() => crate::log_cleaner::delete_retired_files(&self.replicas).await,
                 _ = checkpoint.tick() => {
                     let parts = self.replicas.all();
-                    crate::util::blocking(move || {
+                    crate::runtime::blocking(move || {
                         for p in parts {
                             let _ = p.log.flush_if_due(now_ms());
                             let _ = p.log.checkpoint();
@@ -721,6 +708,66 @@ enum RegisterError {
     Retriable(String),
     #[error("{0}")]
     Refused(String),
+}
+
+/// Creates the data directory (purging what a crash left half-deleted) and reads or records
+/// the cluster id in it.
+fn open_data_dir(config: &BrokerConfig, disk: &gregor_log::Disk) -> Result<String, StartError> {
+    let dir = &config.data_dir;
+    disk.create_dir_all(dir)
+        .and_then(|()| disk.purge_deleted_dirs(dir))
+        .map_err(|e| StartError::DataDir {
+            dir: dir.clone(),
+            source: std::io::Error::other(e),
+        })?;
+    // A cluster of one without `controller.quorum.voters` gets a random id; configured
+    // voters give every node configured alike the same one.
+    let configured_voters = if config.voters_configured() {
+        config.voters.clone()
+    } else {
+        Default::default()
+    };
+    crate::cluster_id::cluster_id_for(disk, dir, &configured_voters, config.cluster_id.as_deref())
+        .map_err(|source| StartError::DataDir {
+            dir: dir.clone(),
+            source,
+        })
+}
+
+/// The replica fetchers' `replica.*` settings.
+fn fetch_settings(config: &BrokerConfig) -> crate::fetcher::FetchSettings {
+    let ms = |key: &str, min: i64| Duration::from_millis(config.int(key).max(min) as u64);
+    crate::fetcher::FetchSettings {
+        partition_max_bytes: config.int("replica.fetch.max.bytes") as i32,
+        response_max_bytes: config.int("replica.fetch.response.max.bytes") as i32,
+        min_bytes: config.int("replica.fetch.min.bytes") as i32,
+        max_wait: ms("replica.fetch.wait.max.ms", 0),
+        backoff: ms("replica.fetch.backoff.ms", 0),
+        socket_timeout: ms("replica.socket.timeout.ms", 1),
+    }
+}
+
+/// How this node takes part in the controller quorum.
+fn quorum_settings(config: &BrokerConfig, options: &StartOptions) -> QuorumSettings {
+    QuorumSettings {
+        voter: config.is_controller,
+        voters: config.voters.clone(),
+        election_timeout_ms: config.int("controller.quorum.election.timeout.ms") as u64,
+        snapshot_bytes: config.int("metadata.log.max.record.bytes.between.snapshots") as u64,
+        transport: options.transport.clone(),
+        seed: options.seed,
+        election_timeout_range_ms: options.election_timeout_range_ms,
+        disk: options.disk.clone(),
+    }
+}
+
+/// This broker's advertised client endpoint as a bootstrap address (IPv6 hosts bracketed).
+fn bootstrap_address(config: &BrokerConfig) -> String {
+    if config.advertised_host.contains(':') {
+        format!("[{}]:{}", config.advertised_host, config.advertised_port)
+    } else {
+        format!("{}:{}", config.advertised_host, config.advertised_port)
+    }
 }
 
 /// Routes a request to its handler, with the services that handler runs on.
@@ -842,7 +889,7 @@ impl ForwardHandler for ForwardTarget {
 
     fn connection_closed(&self, brokers: Vec<i32>) {
         if let Some(b) = self.broker.get().and_then(std::sync::Weak::upgrade) {
-            crate::util::spawn(async move {
+            crate::runtime::spawn(async move {
                 crate::forward::check_brokers_alive(b.control_plane(), brokers).await
             });
         }
@@ -881,6 +928,7 @@ impl Broker {
             registration_offsets: &self.registration_offsets,
             transport: &self.transport,
             metrics: &self.metrics,
+            controller_apis: handlers::boxed_controller_api,
         }
     }
 
@@ -894,5 +942,25 @@ impl Broker {
             metrics: &self.metrics,
             fetch_sessions: &self.fetch_sessions,
         }
+    }
+
+    /// What observability (metrics, `/readyz`, the console) reads of this broker.
+    pub fn view(&self) -> crate::broker_view::BrokerView<'_> {
+        crate::broker_view::BrokerView {
+            config: &self.config,
+            cluster_id: &self.cluster_id,
+            metadata: &self.metadata,
+            replicas: &self.replicas,
+            groups: &self.groups,
+            fetch_sessions: &self.fetch_sessions,
+            metrics: &self.metrics,
+            cluster_view: &self.cluster_view,
+        }
+    }
+}
+
+impl crate::broker_view::Observable for Broker {
+    fn view(&self) -> crate::broker_view::BrokerView<'_> {
+        Broker::view(self)
     }
 }

@@ -193,103 +193,138 @@ pub fn parse_connection_overrides(text: &str) -> Result<HashMap<IpAddr, usize>, 
     Ok(out)
 }
 
-impl BrokerConfig {
-    /// Whether `controller.quorum.voters` was set (a cluster of one may leave it out).
-    pub fn voters_configured(&self) -> bool {
-        self.settings
-            .raw("controller.quorum.voters")
-            .is_some_and(|v| !v.trim().is_empty())
+/// The settings as `key=value` pairs, later ones winning: the properties file, then the
+/// command-line flags, then `--override`s.
+fn option_pairs(opts: &BrokerOptions) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    if let Some(text) = &opts.properties {
+        pairs.extend(parse_properties(text));
     }
+    let flags = [
+        ("listeners", opts.listeners.clone()),
+        ("advertised.listeners", opts.advertised_listeners.clone()),
+        (
+            "log.dirs",
+            opts.data_dir.as_ref().map(|d| d.display().to_string()),
+        ),
+        ("node.id", opts.node_id.map(|n| n.to_string())),
+        ("process.roles", opts.process_roles.clone()),
+        (
+            "controller.quorum.voters",
+            opts.controller_quorum_voters.clone(),
+        ),
+        ("broker.rack", opts.rack.clone()),
+    ];
+    for (key, value) in flags {
+        if let Some(value) = value {
+            pairs.push((key.into(), value));
+        }
+    }
+    for o in &opts.overrides {
+        let (k, v) = o
+            .split_once('=')
+            .ok_or_else(|| invalid(format!("--override '{o}' must be key=value")))?;
+        pairs.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    Ok(pairs)
+}
 
-    pub fn from_options(opts: &BrokerOptions) -> Result<BrokerConfig, ConfigError> {
-        let mut pairs: Vec<(String, String)> = Vec::new();
-        if let Some(text) = &opts.properties {
-            pairs.extend(parse_properties(text));
+/// The pairs as validated settings. Settings whose feature does not exist yet are refused,
+/// not ignored.
+fn settings_from(pairs: &[(String, String)]) -> Result<StaticBrokerConfig, ConfigError> {
+    let mut settings = StaticBrokerConfig::new();
+    for (k, v) in pairs {
+        settings.set(k, v).map_err(|e| invalid(e.to_string()))?;
+    }
+    for key in settings.explicit().keys() {
+        let def = broker_config(key).expect("set() accepts only known keys");
+        let value = settings.get(key).expect("set() validated the value");
+        check_supported(def, &value).map_err(|e| invalid(e.to_string()))?;
+    }
+    Ok(settings)
+}
+
+/// `node.id`. Gregor's defaults where they differ from Kafka's: a bare broker is node 1 on
+/// 127.0.0.1:9092 with its data in ./gregor-data.
+fn node_id(settings: &mut StaticBrokerConfig) -> Result<i32, ConfigError> {
+    let node_id = match settings.node_id() {
+        -1 => {
+            // Recorded in the settings too, so the controller and DescribeConfigs agree.
+            settings
+                .set("node.id", "1")
+                .map_err(|e| invalid(e.to_string()))?;
+            1
         }
-        if let Some(l) = &opts.listeners {
-            pairs.push(("listeners".into(), l.clone()));
-        }
-        if let Some(l) = &opts.advertised_listeners {
-            pairs.push(("advertised.listeners".into(), l.clone()));
-        }
-        if let Some(d) = &opts.data_dir {
-            pairs.push(("log.dirs".into(), d.display().to_string()));
-        }
-        if let Some(n) = opts.node_id {
-            pairs.push(("node.id".into(), n.to_string()));
-        }
-        if let Some(r) = &opts.process_roles {
-            pairs.push(("process.roles".into(), r.clone()));
-        }
-        if let Some(v) = &opts.controller_quorum_voters {
-            pairs.push(("controller.quorum.voters".into(), v.clone()));
-        }
-        if let Some(r) = &opts.rack {
-            pairs.push(("broker.rack".into(), r.clone()));
-        }
-        for o in &opts.overrides {
-            let (k, v) = o
-                .split_once('=')
-                .ok_or_else(|| invalid(format!("--override '{o}' must be key=value")))?;
-            pairs.push((k.trim().to_string(), v.trim().to_string()));
-        }
-        let mut settings = StaticBrokerConfig::new();
-        for (k, v) in &pairs {
-            settings.set(k, v).map_err(|e| invalid(e.to_string()))?;
-        }
-        // Settings whose feature does not exist yet are refused, not ignored.
-        for key in settings.explicit().keys() {
-            let def = broker_config(key).expect("set() accepts only known keys");
-            let value = settings.get(key).expect("set() validated the value");
-            check_supported(def, &value).map_err(|e| invalid(e.to_string()))?;
-        }
-        // Gregor's defaults where they differ from Kafka's: a bare broker is node 1 on
-        // 127.0.0.1:9092 with its data in ./gregor-data.
-        let node_id = match settings.node_id() {
-            -1 => {
-                // Recorded in the settings too, so the controller and DescribeConfigs agree.
-                settings
-                    .set("node.id", "1")
-                    .map_err(|e| invalid(e.to_string()))?;
-                1
-            }
-            n => n,
-        };
-        // Producer ids embed the node id (see `producer_ids.rs`).
-        if node_id >= 1 << 23 {
-            return Err(invalid(format!(
-                "node.id: {node_id} is too large; node ids must be below 8388608"
-            )));
-        }
-        let roles: Vec<&str> = settings
+        n => n,
+    };
+    // Producer ids embed the node id (see `producer_ids.rs`).
+    if node_id >= 1 << 23 {
+        return Err(invalid(format!(
+            "node.id: {node_id} is too large; node ids must be below 8388608"
+        )));
+    }
+    Ok(node_id)
+}
+
+/// `process.roles` and `controller.listener.names`.
+struct Roles {
+    roles: Vec<String>,
+    is_broker: bool,
+    is_controller: bool,
+    controller_names: Vec<String>,
+}
+
+impl Roles {
+    fn of(settings: &StaticBrokerConfig) -> Roles {
+        let roles: Vec<String> = settings
             .raw("process.roles")
             .unwrap_or("broker,controller")
             .split(',')
             .map(str::trim)
             .filter(|r| !r.is_empty())
+            .map(str::to_string)
             .collect();
-        let is_broker = roles.contains(&"broker");
-        let is_controller = roles.contains(&"controller");
-        let controller_names: Vec<String> = settings
+        let controller_names = settings
             .raw("controller.listener.names")
             .unwrap_or("CONTROLLER")
             .split(',')
             .map(|n| n.trim().to_string())
             .filter(|n| !n.is_empty())
             .collect();
+        Roles {
+            is_broker: roles.iter().any(|r| r == "broker"),
+            is_controller: roles.iter().any(|r| r == "controller"),
+            roles,
+            controller_names,
+        }
+    }
+}
+
+/// Where the node listens (`listeners`) and what it tells clients (`advertised.listeners`).
+struct ListenerConfig {
+    bind: SocketAddr,
+    controller: Option<Listener>,
+    controller_bind: Option<SocketAddr>,
+    advertised_host: String,
+    advertised_port: u16,
+}
+
+impl ListenerConfig {
+    fn of(settings: &StaticBrokerConfig, roles: &Roles) -> Result<ListenerConfig, ConfigError> {
+        let controller_names = &roles.controller_names;
         let listeners = parse_listeners(
             "listeners",
             settings
                 .raw("listeners")
                 .unwrap_or("PLAINTEXT://127.0.0.1:9092"),
-            &controller_names,
+            controller_names,
         )?;
         let client = listeners.iter().find(|l| l.name == "PLAINTEXT");
         let controller = listeners.iter().find(|l| l.name != "PLAINTEXT");
         let client = match (client, controller) {
             (Some(c), _) => c,
             // A controller-only node serves no clients; its client address is unused.
-            (None, Some(c)) if !is_broker => c,
+            (None, Some(c)) if !roles.is_broker => c,
             _ => {
                 return Err(invalid(
                     "listeners: a broker needs a PLAINTEXT://HOST:PORT listener",
@@ -300,95 +335,147 @@ impl BrokerConfig {
         let controller_bind = controller
             .map(|l| resolve("listeners", &l.host, l.port))
             .transpose()?;
-        let (advertised_host, advertised_port) = match settings.raw("advertised.listeners") {
-            Some(a) => {
-                let adv = parse_listeners("advertised.listeners", a, &controller_names)?;
-                let l = adv.iter().find(|l| l.name == "PLAINTEXT").ok_or_else(|| {
-                    invalid("advertised.listeners: needs a PLAINTEXT://HOST:PORT entry")
-                })?;
-                (l.host.clone(), l.port)
-            }
-            None if client.host.is_empty() || client.host == "0.0.0.0" => {
-                ("127.0.0.1".to_string(), client.port)
-            }
-            None => (client.host.clone(), client.port),
-        };
-        let mut voters = parse_voters(settings.raw("controller.quorum.voters").unwrap_or(""))?;
-        let voters_text = settings
-            .raw("controller.quorum.voters")
-            .unwrap_or("")
-            .to_string();
-        if voters.is_empty() {
-            if !(is_broker && is_controller) {
-                return Err(invalid(format!(
-                    "process.roles: a {} node needs controller.quorum.voters (only a broker,controller node may be a cluster of one)",
-                    roles.join(",")
-                )));
-            }
-            // A cluster of one: this node alone, reachable by nobody else.
-            let addr = controller
-                .map(|l| {
-                    format!(
-                        "{}:{}",
-                        if l.host.is_empty() {
-                            "127.0.0.1"
-                        } else {
-                            &l.host
-                        },
-                        l.port
-                    )
-                })
-                .unwrap_or_default();
-            voters.insert(node_id as u64, addr);
-        } else if is_controller {
-            if !voters.contains_key(&(node_id as u64)) {
-                return Err(invalid(format!(
-                    "controller.quorum.voters: node.id {node_id} is not among the voters {voters_text}, but process.roles includes controller"
-                )));
-            }
-            if controller_bind.is_none() {
-                return Err(invalid(format!(
-                    "listeners: a controller needs a listener named in controller.listener.names ({}), e.g. CONTROLLER://127.0.0.1:9093",
-                    controller_names.join(",")
-                )));
-            }
-        } else {
-            if voters.contains_key(&(node_id as u64)) {
-                return Err(invalid(format!(
-                    "controller.quorum.voters: node.id {node_id} is a voter, but process.roles=broker (a broker-only node does not vote)"
-                )));
-            }
-            if controller_bind.is_some() {
-                return Err(invalid(format!(
-                    "listeners: a broker-only node has no controller listener ({})",
-                    controller_names.join(",")
-                )));
-            }
+        let (advertised_host, advertised_port) = advertised(settings, client, controller_names)?;
+        Ok(ListenerConfig {
+            bind,
+            controller: controller.cloned(),
+            controller_bind,
+            advertised_host,
+            advertised_port,
+        })
+    }
+}
+
+/// The client endpoint other nodes and clients are told: `advertised.listeners`, else the
+/// client listener (127.0.0.1 for a wildcard).
+fn advertised(
+    settings: &StaticBrokerConfig,
+    client: &Listener,
+    controller_names: &[String],
+) -> Result<(String, u16), ConfigError> {
+    Ok(match settings.raw("advertised.listeners") {
+        Some(a) => {
+            let adv = parse_listeners("advertised.listeners", a, controller_names)?;
+            let l = adv.iter().find(|l| l.name == "PLAINTEXT").ok_or_else(|| {
+                invalid("advertised.listeners: needs a PLAINTEXT://HOST:PORT entry")
+            })?;
+            (l.host.clone(), l.port)
         }
+        None if client.host.is_empty() || client.host == "0.0.0.0" => {
+            ("127.0.0.1".to_string(), client.port)
+        }
+        None => (client.host.clone(), client.port),
+    })
+}
+
+/// `controller.quorum.voters`, checked against the node's roles and listeners; without it, a
+/// broker,controller node is a cluster of one.
+fn quorum_voters(
+    settings: &StaticBrokerConfig,
+    node_id: i32,
+    roles: &Roles,
+    listeners: &ListenerConfig,
+) -> Result<BTreeMap<u64, String>, ConfigError> {
+    let voters_text = settings.raw("controller.quorum.voters").unwrap_or("");
+    let mut voters = parse_voters(voters_text)?;
+    let names = roles.controller_names.join(",");
+    let is_voter = voters.contains_key(&(node_id as u64));
+    if voters.is_empty() {
+        if !(roles.is_broker && roles.is_controller) {
+            return Err(invalid(format!(
+                "process.roles: a {} node needs controller.quorum.voters (only a broker,controller node may be a cluster of one)",
+                roles.roles.join(",")
+            )));
+        }
+        // A cluster of one: this node alone, reachable by nobody else.
+        let addr = listeners
+            .controller
+            .as_ref()
+            .map(|l| {
+                let host = if l.host.is_empty() {
+                    "127.0.0.1"
+                } else {
+                    &l.host
+                };
+                format!("{host}:{}", l.port)
+            })
+            .unwrap_or_default();
+        voters.insert(node_id as u64, addr);
+    } else if roles.is_controller {
+        if !is_voter {
+            return Err(invalid(format!(
+                "controller.quorum.voters: node.id {node_id} is not among the voters {voters_text}, but process.roles includes controller"
+            )));
+        }
+        if listeners.controller_bind.is_none() {
+            return Err(invalid(format!(
+                "listeners: a controller needs a listener named in controller.listener.names ({names}), e.g. CONTROLLER://127.0.0.1:9093"
+            )));
+        }
+    } else {
+        if is_voter {
+            return Err(invalid(format!(
+                "controller.quorum.voters: node.id {node_id} is a voter, but process.roles=broker (a broker-only node does not vote)"
+            )));
+        }
+        if listeners.controller_bind.is_some() {
+            return Err(invalid(format!(
+                "listeners: a broker-only node has no controller listener ({names})"
+            )));
+        }
+    }
+    Ok(voters)
+}
+
+/// `--cluster-id`: what a Kafka cluster id may be.
+fn check_cluster_id(id: &str) -> Result<(), ConfigError> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "--cluster-id: '{id}' must be 1 to 64 letters, digits, '-' or '_' (e.g. a 22-character Kafka cluster id)"
+    )))
+}
+
+/// `log.dirs` (or `log.dir`): one directory.
+fn data_dir(settings: &StaticBrokerConfig) -> Result<PathBuf, ConfigError> {
+    let dirs = settings.raw("log.dirs").or(settings.raw("log.dir"));
+    if let Some(d) = dirs {
+        if d.split(',').filter(|x| !x.trim().is_empty()).count() > 1 {
+            return Err(invalid(format!(
+                "log.dirs: '{d}' names several directories; Gregor keeps its data in one"
+            )));
+        }
+    }
+    Ok(dirs
+        .map(|d| PathBuf::from(d.split(',').next().unwrap_or(d).trim()))
+        .unwrap_or_else(|| PathBuf::from("gregor-data")))
+}
+
+impl BrokerConfig {
+    /// Whether `controller.quorum.voters` was set (a cluster of one may leave it out).
+    pub fn voters_configured(&self) -> bool {
+        self.settings
+            .raw("controller.quorum.voters")
+            .is_some_and(|v| !v.trim().is_empty())
+    }
+
+    pub fn from_options(opts: &BrokerOptions) -> Result<BrokerConfig, ConfigError> {
+        let mut settings = settings_from(&option_pairs(opts)?)?;
+        let node_id = node_id(&mut settings)?;
+        let roles = Roles::of(&settings);
+        let listeners = ListenerConfig::of(&settings, &roles)?;
+        let voters = quorum_voters(&settings, node_id, &roles, &listeners)?;
         let rack = settings.raw("broker.rack").map(str::to_string);
         if let Some(id) = &opts.cluster_id {
-            let ok = !id.is_empty()
-                && id.len() <= 64
-                && id
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-            if !ok {
-                return Err(invalid(format!(
-                    "--cluster-id: '{id}' must be 1 to 64 letters, digits, '-' or '_' (e.g. a 22-character Kafka cluster id)"
-                )));
-            }
+            check_cluster_id(id)?;
         }
-        let dirs = settings.raw("log.dirs").or(settings.raw("log.dir"));
-        if let Some(d) = dirs {
-            if d.split(',').filter(|x| !x.trim().is_empty()).count() > 1 {
-                return Err(invalid(format!(
-                    "log.dirs: '{d}' names several directories; Gregor keeps its data in one"
-                )));
-            }
-        }
-        let data_dir = dirs
-            .map(|d| PathBuf::from(d.split(',').next().unwrap_or(d).trim()))
-            .unwrap_or_else(|| PathBuf::from("gregor-data"));
+        let data_dir = data_dir(&settings)?;
         let connection_overrides = parse_connection_overrides(
             settings
                 .raw("max.connections.per.ip.overrides")
@@ -396,17 +483,17 @@ impl BrokerConfig {
         )?;
         Ok(BrokerConfig {
             node_id,
-            bind,
-            advertised_host,
-            advertised_port,
+            bind: listeners.bind,
+            advertised_host: listeners.advertised_host,
+            advertised_port: listeners.advertised_port,
             data_dir,
             settings,
             connection_overrides,
-            controller_bind,
+            controller_bind: listeners.controller_bind,
             voters,
             rack,
-            is_broker,
-            is_controller,
+            is_broker: roles.is_broker,
+            is_controller: roles.is_controller,
             cluster_id: opts.cluster_id.clone(),
         })
     }

@@ -17,6 +17,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -201,12 +202,19 @@ pub async fn serve_io<R, W, H>(
     serve_conn(rd, wr, None, peer, connection_id, handler, limits, shutdown).await;
 }
 
+/// A request's answer once its handler is done: the API key, version and correlation id its
+/// response frame is encoded with, and the reply.
+type Done = (ApiKey, i16, i32, Reply);
+
+/// A request being handled; the connection writes the answers in the order they were pushed.
+type PendingReply = Pin<Box<dyn Future<Output = Done> + Send>>;
+
 /// Serves a connection; with `zero_copy`, fetch responses' record bytes go from the segment
 /// files to the socket by `sendfile` (`wr` must then be that socket's write half).
 #[allow(clippy::too_many_arguments)]
 async fn serve_conn<R, W, H>(
     rd: R,
-    mut wr: W,
+    wr: W,
     zero_copy: Option<ZeroCopy>,
     peer: SocketAddr,
     connection_id: u64,
@@ -218,161 +226,41 @@ async fn serve_conn<R, W, H>(
     W: AsyncWrite + Unpin + Send,
     H: Handler,
 {
-    // The buffer fetch responses' records are read into when they cannot be sent from the
-    // file: one per connection, reused.
-    let mut copy_buf = Vec::new();
     let (tx, mut rx) = mpsc::channel::<Incoming>(MAX_IN_FLIGHT);
     let idle = limits.idle;
-    let reader = crate::util::spawn(async move {
-        let mut rd = BufReader::with_capacity(64 * 1024, rd);
-        loop {
-            let size = match read_frame_size(&mut rd, limits.max_request_bytes).await {
-                Ok(Some(size)) => size,
-                Ok(None) => return,
-                Err(e) => {
-                    warn!(%peer, connection_id, error = %e, "closing connection");
-                    return;
-                }
-            };
-            // The budgets are taken before the body is allocated: under pressure the
-            // connection stops reading and TCP pushes back.
-            let Some(permits) = limits.admit(size).await else {
-                return;
-            };
-            let frame = match read_frame_body(&mut rd, size).await {
-                Ok(f) => f,
-                Err(e) => {
-                    debug!(%peer, connection_id, error = %e, "connection closed mid-request");
-                    return;
-                }
-            };
-            let incoming = match decode_request(frame) {
-                Ok(r) => Incoming::Request(Box::new(r), permits),
-                Err(FrameError::UnsupportedVersion {
-                    api: ApiKey::ApiVersions,
-                    correlation_id,
-                    ..
-                }) => Incoming::UnsupportedApiVersions { correlation_id },
-                Err(e) => {
-                    warn!(%peer, connection_id, error = %e, "closing connection");
-                    return;
-                }
-            };
-            if tx.send(incoming).await.is_err() {
-                return;
-            }
-        }
-    });
-
-    type Done = (ApiKey, i16, i32, Reply);
-    let mut pending: FuturesOrdered<std::pin::Pin<Box<dyn Future<Output = Done> + Send>>> =
-        FuturesOrdered::new();
+    let reader = crate::runtime::spawn(read_requests(rd, limits, peer, connection_id, tx));
+    let pipeline = Pipeline {
+        handler,
+        client_host: peer.ip().to_string(),
+        connection_id,
+    };
+    let mut writer = ResponseWriter {
+        wr,
+        zero_copy,
+        copy_buf: Vec::new(),
+        peer,
+        connection_id,
+    };
+    let mut pending: FuturesOrdered<PendingReply> = FuturesOrdered::new();
     let mut reading = true;
-    let client_host = peer.ip().to_string();
     let mut last_active = Instant::now();
     // Far enough never to fire when idle connections are kept.
     let idle_after = idle.unwrap_or(Duration::from_secs(100 * 365 * 86_400));
-    loop {
-        if !reading && pending.is_empty() {
-            break;
-        }
+    while reading || !pending.is_empty() {
         tokio::select! {
             incoming = rx.recv(), if reading && pending.len() < MAX_IN_FLIGHT => {
                 last_active = Instant::now();
                 match incoming {
-                    Some(Incoming::Request(req, mut permits)) => {
-                        // A handler takes it now: it no longer counts as queued. A produce
-                        // request's records are views into its frame, so its bytes stay counted
-                        // until the handler is done; any other request's frame is gone once
-                        // decoded, and a parked request (a fetch waiting max_wait_ms, a join
-                        // waiting for its group) must not hold the budget.
-                        permits.queued = None;
-                        if req.api_key != ApiKey::Produce {
-                            permits.bytes = None;
-                        }
-                        let version = req.header.request_api_version;
-                        let correlation_id = req.header.correlation_id;
-                        let ctx = RequestContext {
-                            api_key: req.api_key,
-                            api_version: version,
-                            correlation_id,
-                            client_id: req.header.client_id.as_deref().unwrap_or("").to_string(),
-                            client_host: client_host.clone(),
-                            connection_id,
-                            min_round_trip: match (&zero_copy, req.api_key) {
-                                (Some(z), ApiKey::Fetch) => crate::tcp_info::min_round_trip(z.socket()),
-                                _ => None,
-                            },
-                        };
-                        let h = handler.clone();
-                        let api_key = req.api_key;
-                        pending.push_back(Box::pin(async move {
-                            let response = h.handle(ctx, req.body).await;
-                            drop(permits);
-                            (api_key, version, correlation_id, response)
-                        }));
-                    }
-                    Some(Incoming::UnsupportedApiVersions { correlation_id }) => {
-                        let mut r = ApiVersionsResponse::default();
-                        r.error_code = kafka_protocol::ResponseError::UnsupportedVersion.code();
-                        r.api_keys = api::api_versions();
-                        let done: Done = (ApiKey::ApiVersions, 0, correlation_id, Reply::Respond(ResponseKind::ApiVersions(r)));
-                        pending.push_back(Box::pin(async move { done }));
+                    Some(incoming) => {
+                        pending.push_back(pipeline.start(incoming, writer.zero_copy.as_ref()));
                     }
                     None => reading = false,
                 }
             }
-            Some((api_key, version, correlation_id, response)) = pending.next(), if !pending.is_empty() => {
+            Some(done) = pending.next(), if !pending.is_empty() => {
                 last_active = Instant::now();
-                let response = match response {
-                    Reply::Respond(r) => r,
-                    Reply::Fetch(f) => {
-                        let chunks = match crate::fetch_frame::frame(version, correlation_id, &f) {
-                            Ok(c) => c,
-                            Err(e) => {
-                                warn!(%peer, connection_id, api = ?api_key, version, error = %e, "closing connection");
-                                break;
-                            }
-                        };
-                        let written = match &zero_copy {
-                            Some(z) => z.write(chunks).await,
-                            None => match write_copying(&mut wr, chunks, std::mem::take(&mut copy_buf)).await {
-                                Ok(buf) => {
-                                    copy_buf = buf;
-                                    Ok(())
-                                }
-                                Err(e) => Err(e),
-                            },
-                        };
-                        if let Err(e) = written {
-                            // A segment truncated under the fetch ends here too: the frame
-                            // cannot be finished, so the connection closes.
-                            if peer_went_away(&e) {
-                                debug!(%peer, connection_id, error = %e, "fetch response write failed: the client went away");
-                            } else {
-                                warn!(%peer, connection_id, error = %e, "fetch response write failed; closing connection");
-                            }
-                            break;
-                        }
-                        continue;
-                    }
-                    Reply::Nothing => continue,
-                    Reply::Close => {
-                        debug!(%peer, connection_id, api = ?api_key, "closing connection after a failed request without response");
-                        break;
-                    }
-                };
-                match encode_response(api_key, version, correlation_id, &response) {
-                    Ok(bytes) => {
-                        if let Err(e) = write(&mut wr, bytes).await {
-                            debug!(%peer, connection_id, error = %e, "write failed");
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        warn!(%peer, connection_id, api = ?api_key, version, error = %e, "closing connection");
-                        break;
-                    }
+                if !writer.write_reply(done).await {
+                    break;
                 }
             }
             _ = tokio::time::sleep_until(last_active + idle_after), if idle.is_some() && pending.is_empty() => {
@@ -385,7 +273,196 @@ async fn serve_conn<R, W, H>(
         }
     }
     reader.abort();
-    let _ = wr.shutdown().await;
+    let _ = writer.wr.shutdown().await;
+}
+
+/// The reader task: decodes frames into `tx` until the peer closes the connection, sends
+/// something that closes it, or the connection loop stops taking them.
+async fn read_requests<R: AsyncRead + Unpin>(
+    rd: R,
+    limits: RequestLimits,
+    peer: SocketAddr,
+    connection_id: u64,
+    tx: mpsc::Sender<Incoming>,
+) {
+    let mut rd = BufReader::with_capacity(64 * 1024, rd);
+    while let Some(incoming) = read_request(&mut rd, &limits, peer, connection_id).await {
+        if tx.send(incoming).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads and decodes one request; `None` when reading stops (the peer closed the connection,
+/// or the frame closes it).
+async fn read_request<R: AsyncRead + Unpin>(
+    rd: &mut BufReader<R>,
+    limits: &RequestLimits,
+    peer: SocketAddr,
+    connection_id: u64,
+) -> Option<Incoming> {
+    let size = match read_frame_size(rd, limits.max_request_bytes).await {
+        Ok(size) => size?,
+        Err(e) => {
+            warn!(%peer, connection_id, error = %e, "closing connection");
+            return None;
+        }
+    };
+    // The budgets are taken before the body is allocated: under pressure the connection stops
+    // reading and TCP pushes back.
+    let permits = limits.admit(size).await?;
+    let frame = match read_frame_body(rd, size).await {
+        Ok(f) => f,
+        Err(e) => {
+            debug!(%peer, connection_id, error = %e, "connection closed mid-request");
+            return None;
+        }
+    };
+    match decode_request(frame) {
+        Ok(r) => Some(Incoming::Request(Box::new(r), permits)),
+        Err(FrameError::UnsupportedVersion {
+            api: ApiKey::ApiVersions,
+            correlation_id,
+            ..
+        }) => Some(Incoming::UnsupportedApiVersions { correlation_id }),
+        Err(e) => {
+            warn!(%peer, connection_id, error = %e, "closing connection");
+            None
+        }
+    }
+}
+
+/// Starts a handler future per request read, so that requests of one connection are handled
+/// concurrently.
+struct Pipeline<H> {
+    handler: Arc<H>,
+    client_host: String,
+    connection_id: u64,
+}
+
+impl<H: Handler> Pipeline<H> {
+    /// The future answering `incoming`. `zero_copy` is the connection's socket, if it has
+    /// one (Fetch requests read its round-trip time).
+    fn start(&self, incoming: Incoming, zero_copy: Option<&ZeroCopy>) -> PendingReply {
+        let (req, mut permits) = match incoming {
+            Incoming::Request(req, permits) => (req, permits),
+            Incoming::UnsupportedApiVersions { correlation_id } => {
+                let mut r = ApiVersionsResponse::default();
+                r.error_code = kafka_protocol::ResponseError::UnsupportedVersion.code();
+                r.api_keys = api::api_versions();
+                let reply = Reply::Respond(ResponseKind::ApiVersions(r));
+                let done: Done = (ApiKey::ApiVersions, 0, correlation_id, reply);
+                return Box::pin(async move { done });
+            }
+        };
+        // A handler takes it now: it no longer counts as queued. A produce request's records
+        // are views into its frame, so its bytes stay counted until the handler is done; any
+        // other request's frame is gone once decoded, and a parked request (a fetch waiting
+        // max_wait_ms, a join waiting for its group) must not hold the budget.
+        permits.queued = None;
+        if req.api_key != ApiKey::Produce {
+            permits.bytes = None;
+        }
+        let version = req.header.request_api_version;
+        let correlation_id = req.header.correlation_id;
+        let api_key = req.api_key;
+        let ctx = RequestContext {
+            api_key,
+            api_version: version,
+            correlation_id,
+            client_id: req.header.client_id.as_deref().unwrap_or("").to_string(),
+            client_host: self.client_host.clone(),
+            connection_id: self.connection_id,
+            min_round_trip: match (zero_copy, api_key) {
+                (Some(z), ApiKey::Fetch) => crate::tcp_info::min_round_trip(z.socket()),
+                _ => None,
+            },
+        };
+        let h = self.handler.clone();
+        Box::pin(async move {
+            let response = h.handle(ctx, req.body).await;
+            drop(permits);
+            (api_key, version, correlation_id, response)
+        })
+    }
+}
+
+/// Writes the answers, in request order.
+struct ResponseWriter<W> {
+    wr: W,
+    /// The socket, when fetch responses' record bytes can go from the files by `sendfile`.
+    zero_copy: Option<ZeroCopy>,
+    /// The buffer fetch responses' records are read into when they cannot be sent from the
+    /// file: one per connection, reused.
+    copy_buf: Vec<u8>,
+    peer: SocketAddr,
+    connection_id: u64,
+}
+
+impl<W: AsyncWrite + Unpin + Send> ResponseWriter<W> {
+    /// Writes one request's answer; whether the connection stays open.
+    async fn write_reply(&mut self, (api_key, version, correlation_id, reply): Done) -> bool {
+        let (peer, connection_id) = (self.peer, self.connection_id);
+        let response = match reply {
+            Reply::Respond(r) => r,
+            Reply::Fetch(f) => return self.write_fetch(api_key, version, correlation_id, &f).await,
+            Reply::Nothing => return true,
+            Reply::Close => {
+                debug!(%peer, connection_id, api = ?api_key, "closing connection after a failed request without response");
+                return false;
+            }
+        };
+        match encode_response(api_key, version, correlation_id, &response) {
+            Ok(bytes) => match write(&mut self.wr, bytes).await {
+                Ok(()) => true,
+                Err(e) => {
+                    debug!(%peer, connection_id, error = %e, "write failed");
+                    false
+                }
+            },
+            Err(e) => {
+                warn!(%peer, connection_id, api = ?api_key, version, error = %e, "closing connection");
+                false
+            }
+        }
+    }
+
+    /// Writes a fetch response, its record bytes from the segment files; whether the
+    /// connection stays open.
+    async fn write_fetch(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        reply: &crate::fetch_frame::FetchReply,
+    ) -> bool {
+        let (peer, connection_id) = (self.peer, self.connection_id);
+        let chunks = match crate::fetch_frame::frame(version, correlation_id, reply) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(%peer, connection_id, api = ?api_key, version, error = %e, "closing connection");
+                return false;
+            }
+        };
+        let written = match &self.zero_copy {
+            Some(z) => z.write(chunks).await,
+            None => {
+                let buf = std::mem::take(&mut self.copy_buf);
+                write_copying(&mut self.wr, chunks, buf)
+                    .await
+                    .map(|buf| self.copy_buf = buf)
+            }
+        };
+        let Err(e) = written else { return true };
+        // A segment truncated under the fetch ends here too: the frame cannot be finished, so
+        // the connection closes.
+        if peer_went_away(&e) {
+            debug!(%peer, connection_id, error = %e, "fetch response write failed: the client went away");
+        } else {
+            warn!(%peer, connection_id, error = %e, "fetch response write failed; closing connection");
+        }
+        false
+    }
 }
 
 async fn write<W: AsyncWrite + Unpin>(wr: &mut W, bytes: Bytes) -> std::io::Result<()> {
@@ -448,7 +525,7 @@ mod tests {
         let (rd, wr) = tokio::io::split(server);
         let (tx, rx) = watch::channel(false);
         let peer: SocketAddr = "127.0.0.1:40000".parse().expect("addr");
-        let task = crate::util::spawn(serve_io(rd, wr, peer, 7, handler, limits, rx));
+        let task = crate::runtime::spawn(serve_io(rd, wr, peer, 7, handler, limits, rx));
         (client, task, tx)
     }
 

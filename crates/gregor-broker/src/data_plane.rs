@@ -19,7 +19,7 @@ pub struct DataPlane<'a> {
     pub settings: &'a StaticBrokerConfig,
     pub metadata: &'a MetadataManager,
     pub replicas: &'a ReplicaManager,
-    pub metrics: &'a crate::metrics::BrokerMetrics,
+    pub metrics: &'a crate::metrics::events::BrokerMetrics,
     pub fetch_sessions: &'a std::sync::Mutex<crate::fetch_session::FetchSessionCache>,
 }
 
@@ -44,7 +44,7 @@ impl DataPlane<'_> {
         let floor = usize::try_from(self.dynamic_i64("fetch.low.latency.max.bytes")).unwrap_or(0);
         let rate =
             u64::try_from(self.dynamic_i64("fetch.low.latency.bytes.per.second")).unwrap_or(0);
-        crate::handlers::fetch::latency_cap(rtt, floor, rate)
+        latency_cap(rtt, floor, rate)
     }
 
     /// The fetch session settings (`max.incremental.fetch.session.cache.slots`,
@@ -118,6 +118,27 @@ impl DataPlane<'_> {
     }
 }
 
+/// A consumer's answer cap for a connection whose minimum round trip is `min_round_trip`: the
+/// bytes `bytes_per_second` moves in one round trip, and at least `floor`. `None` when `floor`
+/// is 0 (turned off).
+///
+/// Why: librdkafka keeps one Fetch in flight per broker and reads an answer whole before it
+/// parses it; measured, the larger the answer, the more CPU it spent per byte and the more page
+/// faults it took (bench/history/produce-consume-2026-12-04-to-12-05.md, session 26). On a
+/// short round trip a small answer costs no throughput; on a long one an answer must carry the
+/// round trip's worth of bytes, which the rate term gives it.
+pub(crate) fn latency_cap(
+    min_round_trip: std::time::Duration,
+    floor: usize,
+    bytes_per_second: u64,
+) -> Option<usize> {
+    if floor == 0 {
+        return None;
+    }
+    let per_round_trip = u128::from(bytes_per_second) * min_round_trip.as_micros() / 1_000_000;
+    Some(floor.max(usize::try_from(per_round_trip).unwrap_or(usize::MAX)))
+}
+
 /// A request's topic in the image: by name, or by id where the request names none (newer
 /// versions).
 fn topic_of<'i>(
@@ -133,5 +154,44 @@ fn topic_of<'i>(
         image
             .topic(name)
             .ok_or(ResponseError::UnknownTopicOrPartition)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_latency_cap_is_the_floor_on_a_short_round_trip_and_a_round_trip_of_bytes_on_a_long_one()
+    {
+        const MIB: usize = 1 << 20;
+        // Bytes per second.
+        let rate = 10_000_000_000;
+        // Off.
+        assert_eq!(latency_cap(Duration::from_micros(20), 0, rate), None);
+        // Loopback (tens of microseconds) and a rack (100 us): the floor.
+        assert_eq!(
+            latency_cap(Duration::from_micros(20), 2 * MIB, rate),
+            Some(2 * MIB)
+        );
+        assert_eq!(
+            latency_cap(Duration::from_micros(100), 2 * MIB, rate),
+            Some(2 * MIB)
+        );
+        // 1 ms: 10 MB; 50 ms: 500 MB (fetch.max.bytes then caps it).
+        assert_eq!(
+            latency_cap(Duration::from_millis(1), 2 * MIB, rate),
+            Some(10_000_000)
+        );
+        assert_eq!(
+            latency_cap(Duration::from_millis(50), 2 * MIB, rate),
+            Some(500_000_000)
+        );
+        // No overflow with the largest rate and a long round trip.
+        assert_eq!(
+            latency_cap(Duration::from_secs(10), 2 * MIB, u64::MAX),
+            Some(usize::MAX)
+        );
     }
 }

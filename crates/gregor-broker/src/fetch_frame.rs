@@ -95,6 +95,32 @@ pub fn frame(
     correlation_id: i32,
     reply: &FetchReply,
 ) -> Result<Vec<Chunk>, EncodeError> {
+    let nulled = null_file_records(reply)?;
+    let mut empty = encode(version, correlation_id, &reply.response)?;
+    let null = encode(version, correlation_id, &nulled)?;
+    if empty.len() != null.len() {
+        return Err(EncodeError(
+            "null and empty records encode to different sizes".into(),
+        ));
+    }
+    let flexible = version >= FIRST_FLEXIBLE;
+    let files: Vec<&FileSlice> = reply.records.iter().filter(|s| !s.is_empty()).collect();
+    let holes = records_length_fields(&empty, &null, flexible)?;
+    if holes.len() != files.len() {
+        return Err(EncodeError(format!(
+            "found {} records fields for {} file slices",
+            holes.len(),
+            files.len()
+        )));
+    }
+    let total = frame_size(empty.len() - 4, flexible, &files)?;
+    empty[..4].copy_from_slice(&total.to_be_bytes());
+    Ok(splice(empty.freeze(), flexible, &holes, &files))
+}
+
+/// The response with the file-backed partitions' records null, to find their fields; checks
+/// that `reply` has one slice per partition and no partition's records in both places.
+fn null_file_records(reply: &FetchReply) -> Result<FetchResponse, EncodeError> {
     let partitions = reply
         .response
         .responses
@@ -107,37 +133,35 @@ pub fn frame(
             reply.records.len()
         )));
     }
-    // The response with the file-backed partitions' records null, to find their fields.
     let mut nulled = reply.response.clone();
-    let mut slices = reply.records.iter();
-    for p in nulled
+    let partitions = nulled
         .responses
         .iter_mut()
-        .flat_map(|t| t.partitions.iter_mut())
-    {
-        let Some(slice) = slices.next() else { break };
-        if !slice.is_empty() {
-            if p.records.as_ref().is_some_and(|r| !r.is_empty()) {
-                return Err(EncodeError(format!(
-                    "partition {} carries records both in memory and in a file",
-                    p.partition_index
-                )));
-            }
-            p.records = None;
+        .flat_map(|t| t.partitions.iter_mut());
+    for (p, slice) in partitions.zip(&reply.records) {
+        if slice.is_empty() {
+            continue;
         }
+        if p.records.as_ref().is_some_and(|r| !r.is_empty()) {
+            return Err(EncodeError(format!(
+                "partition {} carries records both in memory and in a file",
+                p.partition_index
+            )));
+        }
+        p.records = None;
     }
-    let mut empty = encode(version, correlation_id, &reply.response)?;
-    let null = encode(version, correlation_id, &nulled)?;
-    if empty.len() != null.len() {
-        return Err(EncodeError(
-            "null and empty records encode to different sizes".into(),
-        ));
-    }
-    let flexible = version >= FIRST_FLEXIBLE;
-    let width = if flexible { 1 } else { 4 };
-    let files: Vec<&FileSlice> = reply.records.iter().filter(|s| !s.is_empty()).collect();
-    // Positions of the records length fields, in response order.
-    let mut holes = Vec::with_capacity(files.len());
+    Ok(nulled)
+}
+
+/// Where the file-backed records' length fields are, in response order: the bytes where the
+/// encodings with empty and with null records differ.
+fn records_length_fields(
+    empty: &[u8],
+    null: &[u8],
+    flexible: bool,
+) -> Result<Vec<usize>, EncodeError> {
+    let width = length_field_width(flexible);
+    let mut holes = Vec::new();
     let mut i = 0;
     while i < empty.len() {
         if empty[i] == null[i] {
@@ -156,15 +180,15 @@ pub fn frame(
         holes.push(i);
         i += width;
     }
-    if holes.len() != files.len() {
-        return Err(EncodeError(format!(
-            "found {} records fields for {} file slices",
-            holes.len(),
-            files.len()
-        )));
-    }
-    let mut total = empty.len() - 4;
-    for f in &files {
+    Ok(holes)
+}
+
+/// The frame's size field: the encoded response (`encoded` bytes after the size) with each
+/// empty records field replaced by the file's length and bytes.
+fn frame_size(encoded: usize, flexible: bool, files: &[&FileSlice]) -> Result<i32, EncodeError> {
+    let width = length_field_width(flexible);
+    let mut total = encoded;
+    for f in files {
         if f.len >= i32::MAX as usize {
             return Err(EncodeError(format!(
                 "{} record bytes do not fit a frame",
@@ -173,15 +197,19 @@ pub fn frame(
         }
         total = total - width + length_field_len(flexible, f.len) + f.len;
     }
-    let total = i32::try_from(total)
-        .map_err(|_| EncodeError(format!("a response of {total} bytes does not fit a frame")))?;
-    empty[..4].copy_from_slice(&total.to_be_bytes());
-    let empty = empty.freeze();
+    i32::try_from(total)
+        .map_err(|_| EncodeError(format!("a response of {total} bytes does not fit a frame")))
+}
+
+/// The encoded frame cut at the records length fields (`holes`), each followed by the real
+/// length and its file's bytes.
+fn splice(encoded: Bytes, flexible: bool, holes: &[usize], files: &[&FileSlice]) -> Vec<Chunk> {
+    let width = length_field_width(flexible);
     let mut chunks = Vec::with_capacity(2 * files.len() + 1);
     let mut prev = 0;
-    for (hole, file) in holes.into_iter().zip(files) {
+    for (&hole, &file) in holes.iter().zip(files) {
         let mut head = BytesMut::with_capacity(hole - prev + 5);
-        head.extend_from_slice(&empty[prev..hole]);
+        head.extend_from_slice(&encoded[prev..hole]);
         if flexible {
             put_uvarint(&mut head, (file.len + 1) as u32);
         } else {
@@ -191,8 +219,17 @@ pub fn frame(
         chunks.push(Chunk::File(file.clone()));
         prev = hole + width;
     }
-    chunks.push(Chunk::Bytes(empty.slice(prev..)));
-    Ok(chunks)
+    chunks.push(Chunk::Bytes(encoded.slice(prev..)));
+    chunks
+}
+
+/// Bytes of an empty records length field: varint `1` from v12, an i32 `0` before.
+fn length_field_width(flexible: bool) -> usize {
+    if flexible {
+        1
+    } else {
+        4
+    }
 }
 
 /// Kafka's unsigned varint, as compact lengths are written (kafka-protocol's encoder of it

@@ -27,8 +27,8 @@ use tracing::{debug, info, warn};
 
 use crate::partition::Partition;
 use crate::quota::Throttles;
+use crate::runtime::blocking;
 use crate::transport::SharedTransport;
-use crate::util::blocking;
 
 /// Fetch version: replica id in the request body, leader epochs, names (not topic ids).
 const FETCH_VERSION: i16 = 12;
@@ -146,7 +146,7 @@ impl FetcherManager {
                 partitions: Mutex::new(HashMap::new()),
                 changed: Notify::new(),
             });
-            let task = runtime.spawn(crate::util::inherit_clock(run(
+            let task = runtime.spawn(crate::runtime::inherit_clock(run(
                 fetcher.clone(),
                 self.node_id,
                 *lock(&self.settings),
@@ -617,7 +617,7 @@ fn truncate_to_divergence(
     leader_end: i64,
 ) -> Outcome {
     let leo = part.log.log_end_offset();
-    let target = if crate::util::planted(crate::util::PlantedBug::TruncateToHighWatermark) {
+    let target = if planted!(TruncateToHighWatermark) {
         part.high_watermark().min(leo)
     } else if asked_epoch < 0 || leader_epoch < 0 || leader_end < 0 {
         if leo == part.log.log_start_offset() {

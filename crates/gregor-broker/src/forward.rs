@@ -19,12 +19,13 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use gregor_quorum::rpc::{ForwardError, KafkaReply};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 use tracing::debug;
 
 use crate::config::BrokerConfig;
-use crate::handlers;
 use crate::metadata::MetadataManager;
+use crate::metrics::events::BrokerMetrics;
 use crate::transport::SharedTransport;
 
 /// On the active controller: the metadata index each broker's latest registration (broker id,
@@ -44,8 +45,20 @@ pub struct ControlPlane<'a> {
     pub registration_offsets: &'a RegistrationOffsets,
     /// How this node connects to the others (TCP, or the simulator's network).
     pub transport: &'a SharedTransport,
-    pub metrics: &'a crate::metrics::BrokerMetrics,
+    pub metrics: &'a BrokerMetrics,
+    /// How this node handles a controller request itself (see [`ControllerApis`]).
+    pub controller_apis: ControllerApis,
 }
+
+/// The controller API handlers, which run a controller request on this node (the active
+/// controller, or the forwarding broker once forwarding gave up, where the metadata write fails
+/// with NOT_CONTROLLER); `None` for any other API. The handlers sit above this service and run
+/// on it, so `broker.rs` plugs them in.
+pub type ControllerApis = for<'a> fn(
+    ControlPlane<'a>,
+    RequestKind,
+    i16,
+) -> futures::future::BoxFuture<'a, Option<ResponseKind>>;
 
 /// How long a broker keeps trying to reach an active controller for one request.
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -125,9 +138,7 @@ pub async fn to_controller(
     let mut body: Option<Vec<u8>> = None;
     loop {
         match b.metadata.active_controller() {
-            Some(id) if id == b.node_id => {
-                return handlers::controller_api(b, request, version).await
-            }
+            Some(id) if id == b.node_id => return (b.controller_apis)(b, request, version).await,
             Some(id) => {
                 let bytes = match &body {
                     Some(bytes) => bytes.clone(),
@@ -135,7 +146,7 @@ pub async fn to_controller(
                         let mut buf = BytesMut::new();
                         if let Err(e) = request.encode(&mut buf, version) {
                             tracing::error!(error = %e, api = ?api_key, "cannot encode a request to forward");
-                            return handlers::controller_api(b, request, version).await;
+                            return (b.controller_apis)(b, request, version).await;
                         }
                         let bytes = buf.to_vec();
                         body = Some(bytes.clone());
@@ -182,7 +193,7 @@ pub async fn to_controller(
             None => {}
         }
         if Instant::now() >= deadline {
-            return handlers::controller_api(b, request, version).await;
+            return (b.controller_apis)(b, request, version).await;
         }
         tokio::time::sleep(RETRY_PAUSE).await;
     }
@@ -209,7 +220,7 @@ pub async fn handle_forwarded(
     }
     let request = RequestKind::decode(key, &mut Bytes::from(body), api_version)
         .map_err(|e| ForwardError::Invalid(format!("{key:?} v{api_version}: {e}")))?;
-    let response = handlers::controller_api(b, request, api_version)
+    let response = (b.controller_apis)(b, request, api_version)
         .await
         .ok_or_else(|| ForwardError::Invalid(format!("{key:?} is not a controller request")))?;
     let mut buf = BytesMut::new();
@@ -220,6 +231,73 @@ pub async fn handle_forwarded(
         body: buf.to_vec(),
         applied_index: b.metadata.applied_index(),
     })
+}
+
+/// Creates topics on behalf of the broker itself (auto-creation, `__consumer_offsets`): on this
+/// node if it is the active controller, else through a forwarded CreateTopics request. Returns
+/// each topic's name and outcome.
+pub async fn create_topics_internal(
+    b: ControlPlane<'_>,
+    request: &gregor_meta::CreateTopicsRequest,
+) -> Result<Vec<(String, Result<(), gregor_meta::ApiError>)>, crate::metadata::MetadataError> {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, TopicName};
+    if b.metadata.is_active_controller() {
+        let results = b.metadata.submit(|c| c.create_topics(request)).await?;
+        return Ok(results
+            .into_iter()
+            .map(|r| (r.name, r.result.map(|_| ())))
+            .collect());
+    }
+    let mut wire = CreateTopicsRequest::default();
+    wire.timeout_ms = FORWARD_TIMEOUT.as_millis() as i32;
+    wire.validate_only = request.validate_only;
+    wire.topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let mut out = CreatableTopic::default();
+            out.name = TopicName(StrBytes::from_string(t.name.clone()));
+            out.num_partitions = t.num_partitions;
+            out.replication_factor = t.replication_factor;
+            out.configs = t
+                .configs
+                .iter()
+                .map(|(k, v)| {
+                    let mut c = CreatableTopicConfig::default();
+                    c.name = StrBytes::from_string(k.clone());
+                    c.value = v.clone().map(StrBytes::from_string);
+                    c
+                })
+                .collect();
+            out
+        })
+        .collect();
+    const VERSION: i16 = 5;
+    match to_controller(
+        b,
+        ApiKey::CreateTopics,
+        VERSION,
+        RequestKind::CreateTopics(wire),
+    )
+    .await
+    {
+        Some(ResponseKind::CreateTopics(r)) => Ok(r
+            .topics
+            .into_iter()
+            .map(|t| {
+                let outcome = match kafka_protocol::ResponseError::try_from_code(t.error_code) {
+                    None => Ok(()),
+                    Some(code) => Err(gregor_meta::ApiError::new(
+                        code,
+                        t.error_message.map(|m| m.to_string()).unwrap_or_default(),
+                    )),
+                };
+                (t.name.0.to_string(), outcome)
+            })
+            .collect()),
+        _ => Err(crate::metadata::MetadataError::NotController),
+    }
 }
 
 /// How long one liveness probe of a broker's client listener may take.
@@ -257,7 +335,7 @@ async fn fence_gone_broker(b: ControlPlane<'_>, id: i32) {
         .submit(|c| {
             c.expire_session(id);
             gregor_meta::ControllerResult {
-                records: c.tick(crate::util::now_ms()),
+                records: c.tick(crate::runtime::now_ms()),
                 response: (),
             }
         })
@@ -279,7 +357,7 @@ async fn listener_refuses(b: ControlPlane<'_>, id: i32) -> bool {
     let Some(ep) = reg.endpoints.first() else {
         return false;
     };
-    if crate::util::planted(crate::util::PlantedBug::ProbeFencesLive) {
+    if planted!(ProbeFencesLive) {
         return true;
     }
     let addr = format!("{}:{}", ep.host, ep.port);

@@ -33,7 +33,7 @@ use crate::config::BrokerConfig;
 use crate::forward::ControlPlane;
 use crate::replica::Partition;
 use crate::replica::ReplicaManager;
-use crate::util::{blocking, now_ms};
+use crate::runtime::{blocking, now_ms};
 
 /// The internal topic holding group metadata and committed offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -153,10 +153,24 @@ impl Groups {
     /// Number of `__consumer_offsets` partitions: the topic's own count once it exists (groups
     /// were placed by it), `offsets.topic.num.partitions` before.
     pub fn num_partitions(b: ControlPlane<'_>) -> i32 {
-        match b.metadata.image().topic(OFFSETS_TOPIC) {
+        Groups::num_partitions_in(&b.metadata.image(), b.config)
+    }
+
+    /// [`Groups::num_partitions`] by `image` and this node's `config`.
+    pub fn num_partitions_in(image: &gregor_meta::MetadataImage, config: &BrokerConfig) -> i32 {
+        match image.topic(OFFSETS_TOPIC) {
             Some(t) if !t.partitions.is_empty() => t.partitions.len() as i32,
-            _ => b.config.int("offsets.topic.num.partitions") as i32,
+            _ => config.int("offsets.topic.num.partitions") as i32,
         }
+    }
+
+    /// [`Groups::partition_of`] by `image` and this node's `config`.
+    pub fn partition_in(
+        image: &gregor_meta::MetadataImage,
+        config: &BrokerConfig,
+        group: &str,
+    ) -> i32 {
+        partition_for(group, Groups::num_partitions_in(image, config))
     }
 
     /// The partition a group's metadata and offsets live in.
@@ -172,7 +186,7 @@ impl Groups {
     ) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(self);
         let mut roles = replicas.watch_roles();
-        crate::util::spawn(async move {
+        crate::runtime::spawn(async move {
             loop {
                 roles.borrow_and_update();
                 match weak.upgrade() {
@@ -263,7 +277,7 @@ impl Groups {
                 "loading group coordinator shard"
             );
             let weak = Arc::downgrade(self);
-            crate::util::spawn(load_and_run(weak, part, epoch, settings.clone(), stop_rx));
+            crate::runtime::spawn(load_and_run(weak, part, epoch, settings.clone(), stop_rx));
         }
         drop(shards);
         if changed {
@@ -435,10 +449,7 @@ impl Groups {
         let (loaded, loading) = self.shard_partitions();
         let mut parts = Vec::with_capacity(loaded.len() + 1);
         if !loading.is_empty() {
-            parts.push(ListGroupsResponse {
-                error: Some(ResponseError::CoordinatorLoadInProgress),
-                groups: Vec::new(),
-            });
+            parts.push(crate::group_wire::list_groups_loading());
         }
         for p in loaded {
             match self
@@ -481,7 +492,7 @@ async fn create_offsets_topic(b: ControlPlane<'_>) -> Result<(), ResponseError> 
         topics: vec![topic],
         validate_only: false,
     };
-    let results = crate::handlers::create_topics_internal(b, &request)
+    let results = crate::forward::create_topics_internal(b, &request)
         .await
         .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
     match results.into_iter().next().map(|(_, result)| result) {
@@ -513,11 +524,12 @@ pub fn shard_settings(config: &BrokerConfig) -> ShardSettings {
         offsets_retention_ms: config
             .int("offsets.retention.minutes")
             .saturating_mul(60_000),
-        planted_stale_sync: crate::util::planted(crate::util::PlantedBug::StaleSyncAssignment),
-        planted_replay_keeps_first_commit: crate::util::planted(
-            crate::util::PlantedBug::ReplayKeepsFirstCommit,
-        ),
-        planted_fetch_past_commit: crate::util::planted(crate::util::PlantedBug::FetchPastCommit),
+        #[cfg(feature = "simulation")]
+        planted_stale_sync: planted!(StaleSyncAssignment),
+        #[cfg(feature = "simulation")]
+        planted_replay_keeps_first_commit: planted!(ReplayKeepsFirstCommit),
+        #[cfg(feature = "simulation")]
+        planted_fetch_past_commit: planted!(FetchPastCommit),
         ..GroupConfig::default()
     };
     ShardSettings {
@@ -622,7 +634,7 @@ async fn run(
     // is bounded by `pending`: no request is taken while MAX_PENDING_APPENDS are outstanding.
     let (append_tx, append_rx) = mpsc::unbounded_channel::<(AppendToken, Vec<Record>)>();
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<AppendDone>();
-    crate::util::spawn(appender(
+    crate::runtime::spawn(appender(
         part.clone(),
         settings.commit_timeout,
         append_rx,

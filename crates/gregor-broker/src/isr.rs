@@ -102,6 +102,14 @@ impl LeaderState {
     /// changed: counted from what committed, not from the controller's answer, which a
     /// controller election can lose after the change committed.
     pub fn update(&mut self, state: PartitionState, now_ms: i64) -> Option<IsrChange> {
+        // The controller elects a leader from the ISR and never removes it while it leads
+        // (an unclean election makes the ISR the leader alone).
+        debug_assert!(
+            state.isr.contains(&self.node_id),
+            "leader {} is not in its own ISR {:?}",
+            self.node_id,
+            state.isr
+        );
         let change = match state.isr.len().cmp(&self.state.isr.len()) {
             std::cmp::Ordering::Less => Some(IsrChange::Shrink),
             std::cmp::Ordering::Greater => Some(IsrChange::Expand),
@@ -163,7 +171,7 @@ impl LeaderState {
                 .followers
                 .get(&r)
                 .map_or(UNKNOWN_OFFSET, |f| f.log_end_offset);
-            if crate::util::planted(crate::util::PlantedBug::HighWatermarkMaxOverIsr) {
+            if planted!(HighWatermarkMaxOverIsr) {
                 hw = hw.max(leo);
                 continue;
             }
@@ -239,13 +247,18 @@ impl LeaderState {
             .filter(|r| !lagging.contains(r))
             .collect();
         let proposal = self.propose(isr);
-        if crate::util::planted(crate::util::PlantedBug::IsrShrinkBeforeCommit) {
+        if planted!(IsrShrinkBeforeCommit) {
             self.state.isr = proposal.isr.clone();
         }
         Some(proposal)
     }
 
     fn propose(&mut self, isr: Vec<i32>) -> IsrProposal {
+        debug_assert!(
+            isr.contains(&self.node_id),
+            "leader {} proposes an ISR without itself: {isr:?}",
+            self.node_id
+        );
         let p = IsrProposal {
             leader_epoch: self.state.leader_epoch,
             partition_epoch: self.state.partition_epoch,
@@ -463,5 +476,13 @@ mod tests {
         let mut l = LeaderState::new(0, state(&[0], 0), 0, 0);
         assert_eq!(l.follower_fetched(7, 0, 0, 0, 1), None);
         assert_eq!(l.high_watermark(), 0);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "leader 0 is not in its own ISR [1]")]
+    fn a_committed_isr_without_its_leader_is_a_bug() {
+        let mut l = LeaderState::new(0, state(&[0, 1], 0), 0, 0);
+        l.update(state(&[1], 1), 1);
     }
 }

@@ -1,38 +1,59 @@
 //! The Gregor broker: the imperative shell that feeds Gregor's state machines (log, metadata,
 //! groups) from sockets, disks and timers and answers Kafka protocol requests.
 
-pub mod alter_partition;
+/// Whether the simulator planted `PlantedBug::$bug` (see `simulation`) on this thread. A build
+/// without the `simulation` feature has no planted bugs: the literal `false`, whose branches
+/// compile away.
+#[cfg(feature = "simulation")]
+macro_rules! planted {
+    ($bug:ident) => {
+        $crate::simulation::planted($crate::simulation::PlantedBug::$bug)
+    };
+}
+#[cfg(not(feature = "simulation"))]
+macro_rules! planted {
+    ($bug:ident) => {
+        false
+    };
+}
+
+pub(crate) mod alter_partition;
 pub mod api;
 pub mod broker;
-pub mod cluster_view;
-pub mod config;
+pub(crate) mod broker_view;
+pub mod cluster_id;
+pub(crate) mod cluster_view;
+pub(crate) mod config;
 pub mod connection;
-pub mod console;
-pub mod data_plane;
+pub(crate) mod connection_quotas;
+pub(crate) mod console;
+pub(crate) mod data_plane;
 pub mod fetch_frame;
 pub mod fetch_session;
-pub mod fetcher;
-pub mod forward;
+pub(crate) mod fetcher;
+pub(crate) mod forward;
 pub mod frame;
-pub mod group_wire;
+pub(crate) mod group_wire;
 pub mod groups;
 mod handlers;
-pub mod isr;
-pub mod log_cleaner;
-pub mod metadata;
+pub(crate) mod isr;
+pub(crate) mod log_cleaner;
+pub(crate) mod metadata;
 pub mod metrics;
-pub mod partition;
+pub(crate) mod partition;
 pub mod partition_dir;
-pub mod producer_ids;
-pub mod producer_state;
-pub mod quota;
-pub mod recent_fencing;
-pub mod replica;
+pub(crate) mod producer_ids;
+pub(crate) mod producer_state;
+pub(crate) mod quota;
+pub(crate) mod recent_fencing;
+pub(crate) mod replica;
+pub mod runtime;
 pub mod server;
-pub mod tcp_info;
+#[cfg(feature = "simulation")]
+pub mod simulation;
+pub(crate) mod tcp_info;
 pub mod transport;
-pub mod util;
-pub mod zero_copy;
+pub(crate) mod zero_copy;
 
 pub use broker::Broker;
 pub use config::{BrokerConfig, BrokerOptions};

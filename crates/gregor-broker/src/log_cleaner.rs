@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use tracing::{debug, warn};
 
-use crate::broker::Broker;
-use crate::util::now_ms;
+use crate::config::BrokerConfig;
+use crate::replica::ReplicaManager;
+use crate::runtime::now_ms;
 
 /// How often removed segments' files are checked for a passed `file.delete.delay.ms`: the delay
 /// is honoured to within this.
@@ -56,14 +57,30 @@ impl CleanerSchedule {
     }
 }
 
-impl Broker {
+/// The log cleaner of the logs this broker hosts.
+pub struct LogCleaner<B> {
+    replicas: Arc<ReplicaManager>,
+    /// `log.cleaner.dedupe.buffer.size` (static).
+    map_budget: usize,
+    /// `log.cleaner.backoff.ms` now (a dynamic setting).
+    backoff_ms: B,
+}
+
+impl<B: Fn() -> i64> LogCleaner<B> {
+    pub fn new(replicas: Arc<ReplicaManager>, config: &BrokerConfig, backoff_ms: B) -> Self {
+        let map_budget = usize::try_from(config.int("log.cleaner.dedupe.buffer.size"))
+            .unwrap_or(gregor_log::DEFAULT_MAP_BUDGET);
+        LogCleaner {
+            replicas,
+            map_budget,
+            backoff_ms,
+        }
+    }
+
     /// The log cleaner, until `shutdown` changes. Started by the background duties when
     /// `log.cleaner.enable` is true; `log.cleaner.backoff.ms` is read before every pause, so a
     /// change through IncrementalAlterConfigs applies from the next one.
-    pub async fn run_log_cleaner(
-        self: Arc<Self>,
-        mut shutdown: tokio::sync::watch::Receiver<bool>,
-    ) {
+    pub async fn run(self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         let mut schedule = CleanerSchedule::new(now_ms());
         loop {
             tokio::select! {
@@ -71,7 +88,7 @@ impl Broker {
                 _ = shutdown.changed() => return,
             }
             let cleaned = self.clean_logs().await;
-            let backoff_ms = self.dynamic_i64("log.cleaner.backoff.ms");
+            let backoff_ms = (self.backoff_ms)();
             schedule.after_pass(now_ms(), cleaned, backoff_ms);
             debug!(
                 cleaned,
@@ -93,9 +110,8 @@ impl Broker {
         if parts.is_empty() {
             return false;
         }
-        let map_budget = usize::try_from(self.config.int("log.cleaner.dedupe.buffer.size"))
-            .unwrap_or(gregor_log::DEFAULT_MAP_BUDGET);
-        crate::util::blocking(move || {
+        let map_budget = self.map_budget;
+        crate::runtime::blocking(move || {
             let mut cleaned = false;
             for p in parts {
                 match p.log.compact_within(now_ms(), map_budget) {
@@ -109,28 +125,27 @@ impl Broker {
         })
         .await
     }
+}
 
-    /// Unlinks the files of removed segments whose `file.delete.delay.ms` has passed.
-    pub(crate) async fn delete_retired_files(&self) {
-        let now = now_ms();
-        let parts: Vec<_> = self
-            .replicas
-            .all()
-            .into_iter()
-            .filter(|p| p.log.retired_files_pending(now))
-            .collect();
-        if parts.is_empty() {
-            return;
-        }
-        crate::util::blocking(move || {
-            for p in parts {
-                if let Err(e) = p.log.delete_retired_files(now) {
-                    warn!(topic = %p.topic, partition = p.index, error = %e, "cannot delete retired segment files");
-                }
-            }
-        })
-        .await;
+/// Unlinks the files of removed segments whose `file.delete.delay.ms` has passed.
+pub(crate) async fn delete_retired_files(replicas: &ReplicaManager) {
+    let now = now_ms();
+    let parts: Vec<_> = replicas
+        .all()
+        .into_iter()
+        .filter(|p| p.log.retired_files_pending(now))
+        .collect();
+    if parts.is_empty() {
+        return;
     }
+    crate::runtime::blocking(move || {
+        for p in parts {
+            if let Err(e) = p.log.delete_retired_files(now) {
+                warn!(topic = %p.topic, partition = p.index, error = %e, "cannot delete retired segment files");
+            }
+        }
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -22,11 +22,10 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use crate::recent_fencing::RecentFencing;
 use crate::replica::ReplicaManager;
+use crate::runtime::now_ms;
 use crate::transport::SharedTransport;
-use crate::util::now_ms;
 
-/// Directory of the metadata log inside the data directory.
-pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+use crate::partition_dir::METADATA_LOG_DIR;
 
 /// How long a controller write may wait to be committed before it is answered with
 /// REQUEST_TIMED_OUT (it may still commit later, as in Kafka).

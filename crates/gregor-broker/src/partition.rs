@@ -13,7 +13,7 @@ use tracing::{info, warn};
 
 use crate::isr::{IsrChange, IsrProposal, LeaderState, PartitionState};
 use crate::producer_state::{parse_snapshot, snapshot_bytes, Check, ProducerStates, SNAPSHOT_FILE};
-use crate::util::{blocking, now_ms};
+use crate::runtime::{blocking, now_ms};
 
 /// Role of one hosted replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +136,20 @@ impl Partition {
         self.hw.subscribe()
     }
 
+    /// The high watermark the leader's replication state allows, which its own log end
+    /// bounds. Called under the replication lock, where a leader's log is never truncated.
+    fn leader_hw(&self, l: &LeaderState) -> i64 {
+        let hw = l.high_watermark();
+        debug_assert!(
+            hw <= self.log.log_end_offset(),
+            "{}-{}: high watermark {hw} past the log end offset {}",
+            self.topic,
+            self.index,
+            self.log.log_end_offset()
+        );
+        hw
+    }
+
     /// Advances the high watermark to `offset` (never backwards) and wakes parked fetches.
     fn advance_hw(&self, offset: i64) {
         if offset > self.log.high_watermark() {
@@ -158,13 +172,13 @@ impl Partition {
         let (written_tx, written) = tokio::sync::oneshot::channel();
         let ticket = self.order.take_ticket();
         let part = self.clone();
-        let done = crate::util::spawn(async move {
+        let done = crate::runtime::spawn(async move {
             let turn = part.order.wait_turn(ticket).await;
             let appended = part.append_unit(records).await;
             drop(turn);
             let _ = written_tx.send(());
             let (outcome, durable, end_offset, owed) = appended?;
-            crate::util::wait_simulated_disk(owed).await;
+            crate::runtime::wait_simulated_disk(owed).await;
             let log = part.log.clone();
             blocking(move || log.await_durable(durable))
                 .await
@@ -215,8 +229,8 @@ impl Partition {
         let epoch = role.leader_epoch;
         let now = now_ms();
         // Written under the producer lock: a simulated slow disk's delay is waited out by the
-        // caller after the lock is let go (`util::blocking_owing`).
-        let (written, owed) = crate::util::blocking_owing(move || {
+        // caller after the lock is let go (`runtime::blocking_owing`).
+        let (written, owed) = crate::runtime::blocking_owing(move || {
             // Written only while still leading in this epoch (a role change waits for it).
             let replication = lock(&part.replication);
             match &*replication {
@@ -258,7 +272,7 @@ impl Partition {
         let hw = match &mut *lock(&self.replication) {
             Replication::Leader(l) => {
                 l.local_durable(end);
-                l.high_watermark()
+                self.leader_hw(l)
             }
             Replication::Follower { .. } => return,
         };
@@ -282,7 +296,7 @@ impl Partition {
                     self.log.high_watermark(),
                     now_ms(),
                 );
-                (p, l.high_watermark())
+                (p, self.leader_hw(l))
             }
             Replication::Follower { .. } => return None,
         };
@@ -354,7 +368,7 @@ impl Partition {
             (Replication::Leader(l), true) if l.state().leader_epoch == epoch => {
                 // The ISR or the replica set changed; a smaller ISR can move the high watermark.
                 let change = l.update(state, now);
-                (false, Some(l.high_watermark()), change)
+                (false, Some(self.leader_hw(l)), change)
             }
             (_, true) => {
                 // An empty log needs no entry: OffsetForLeaderEpoch answers "no epoch" and a
@@ -371,7 +385,7 @@ impl Partition {
                 // left unsynced.
                 let durable = self.log.durable_end_offset();
                 let l = LeaderState::new(self.node_id, state, durable, now);
-                let hw = l.high_watermark();
+                let hw = self.leader_hw(&l);
                 *replication = Replication::Leader(l);
                 info!(topic = %self.topic, partition = self.index, epoch, "became leader");
                 (false, Some(hw), None)
@@ -395,10 +409,10 @@ impl Partition {
                 (true, None, None)
             }
         };
-        *lock(&self.role) = Role {
+        self.take_role(Role {
             is_leader,
             leader_epoch: epoch,
-        };
+        });
         drop(replication);
         if let Some(hw) = hw {
             self.advance_hw(hw);
@@ -410,6 +424,21 @@ impl Partition {
             became_follower,
             isr_change,
         }
+    }
+
+    /// Takes the role a committed partition state gives (under the replication lock).
+    fn take_role(&self, new: Role) {
+        let mut role = lock(&self.role);
+        // The metadata log is applied in order and every leader change bumps the epoch.
+        debug_assert!(
+            new.leader_epoch >= role.leader_epoch,
+            "{}-{}: leader epoch {} after {}",
+            self.topic,
+            self.index,
+            new.leader_epoch,
+            role.leader_epoch
+        );
+        *role = new;
     }
 
     /// Appends batches fetched from the leader of `leader_epoch` (synced before it returns, so
@@ -431,7 +460,7 @@ impl Partition {
         }
         let now = now_ms();
         let restamped;
-        let records = if crate::util::planted(crate::util::PlantedBug::FollowerRestampsEpoch) {
+        let records = if planted!(FollowerRestampsEpoch) {
             restamped = restamp_epoch(records, leader_epoch);
             &restamped[..]
         } else {
@@ -439,7 +468,7 @@ impl Partition {
         };
         if !records.is_empty() {
             let (_, durable) = self.log.append_as_follower_deferred(records, now)?;
-            if !crate::util::planted(crate::util::PlantedBug::SkipFollowerSync) {
+            if !planted!(SkipFollowerSync) {
                 // The next fetch names the new log end, which the leader then counts toward
                 // the high watermark: it must be on this disk first.
                 self.log.await_durable(durable)?;
@@ -450,7 +479,7 @@ impl Partition {
                     break;
                 }
                 // Planted (simulation only): the new leader would not know the producer.
-                if !crate::util::planted(crate::util::PlantedBug::FollowerSkipsProducerState) {
+                if !planted!(FollowerSkipsProducerState) {
                     producers.record(&h, DurableToken::DURABLE, now);
                 }
                 rest = &rest[h.size()..];
@@ -1034,5 +1063,22 @@ mod tests {
             single_batch_header(&one[..10]),
             Err(ResponseError::CorruptMessage)
         );
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "t-0: leader epoch 2 after 3")]
+    fn a_leader_epoch_going_backwards_is_a_bug() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let part = partition_on_slow_disk(dir.path(), Duration::ZERO);
+        let state = |leader_epoch| PartitionState {
+            leader_epoch,
+            partition_epoch: leader_epoch,
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+        };
+        part.apply_state(2, state(3));
+        assert!(!part.role().is_leader, "follows node 2 in epoch 3");
+        part.apply_state(1, state(2));
     }
 }

@@ -16,6 +16,10 @@ use uuid::Uuid;
 /// The topic-id stamp in every partition directory.
 pub const PARTITION_METADATA: &str = "partition.metadata";
 
+/// Directory of the metadata log inside the data directory (never a partition's, never a
+/// stray).
+pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+
 /// Larger than any stamp this broker writes: a bigger file is not read at all.
 const MAX_STAMP_BYTES: u64 = 1024;
 

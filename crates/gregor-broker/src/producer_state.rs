@@ -71,7 +71,8 @@ fn next_seq(seq: i32) -> i32 {
 }
 
 impl ProducerStates {
-    /// Number of producer ids known.
+    /// Number of producer ids known (tests read it).
+    #[cfg(test)]
     pub fn producer_count(&self) -> usize {
         self.producers.len()
     }
@@ -163,13 +164,6 @@ impl ProducerStates {
         let horizon = now_ms.saturating_sub(expiration_ms);
         self.producers.retain(|_, p| p.last_write_ms >= horizon);
         before - self.producers.len()
-    }
-
-    /// Forgets batches at or after `offset` (after a truncation).
-    pub fn truncate(&mut self, offset: i64) {
-        for p in self.producers.values_mut() {
-            p.batches.retain(|b| b.last_offset < offset);
-        }
     }
 
     /// Encodes the state for a snapshot: every batch it holds must already be durable.
@@ -348,9 +342,6 @@ mod tests {
         let mut w = ProducerStates::default();
         w.record(&header(2, 0, i32::MAX, 1, 0), D, 0);
         assert_eq!(w.check(&header(2, 0, 0, 1, -1)), Check::Append);
-        // After a truncation to offset 3, the producer continues from the batch at offset 2.
-        s.truncate(3);
-        assert_eq!(s.check(&header(1, 0, 3, 1, -1)), Check::Append);
     }
 
     #[test]

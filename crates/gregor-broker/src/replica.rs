@@ -17,15 +17,12 @@ use tracing::{info, warn};
 
 use crate::fetcher::FetcherManager;
 use crate::isr::{IsrProposal, PartitionState};
-use crate::metadata::METADATA_LOG_DIR;
-use crate::metrics::IsrChangeCounters;
-pub use crate::partition::{log_error, Partition, PendingAppend, ProduceOutcome, Role};
+use crate::metrics::events::IsrChangeCounters;
+pub use crate::partition::{log_error, Partition, Role};
+use crate::partition_dir::METADATA_LOG_DIR;
 use crate::partition_dir::{self, Stamp};
 use crate::quota::Throttles;
-use crate::util::{for_each_parallel, now_ms};
-
-/// Identifies a partition by name.
-pub type TopicPartitionKey = (String, i32);
+use crate::runtime::{for_each_parallel, now_ms};
 
 /// The hosted partitions by topic name, then index, so that a lookup by `&str` allocates
 /// nothing and hashes the name once: every Fetch and Produce looks up each partition it names

@@ -261,10 +261,10 @@ pub async fn write_copying<W: AsyncWrite + Unpin>(
                     continue;
                 }
                 let len = f.len;
-                // util::blocking: under the simulator the read happens while simulated time
+                // runtime::blocking: under the simulator the read happens while simulated time
                 // stands still (a blocking-pool task finished at a real-time moment, so
                 // replays of a seed diverged).
-                let read = crate::util::blocking(move || f.read_into(buf)).await;
+                let read = crate::runtime::blocking(move || f.read_into(buf)).await;
                 buf = read.map_err(io::Error::other)?;
                 if buf.len() < len {
                     return Err(io::Error::new(

@@ -85,7 +85,7 @@ pub fn run(args: StorageArgs) -> Result<()> {
 /// (it would read as an option on a command line).
 pub fn random_cluster_id() -> String {
     loop {
-        let id = gregor_broker::util::kafka_uuid(uuid::Uuid::new_v4());
+        let id = gregor_broker::cluster_id::kafka_uuid(uuid::Uuid::new_v4());
         if !id.starts_with('-') {
             return id;
         }
@@ -165,8 +165,9 @@ pub fn format(
     let disk = gregor_log::Disk::real();
     disk.create_dir_all(dir)
         .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
-    let id = gregor_broker::util::cluster_id_for(&disk, dir, &config.voters, Some(cluster_id))
-        .with_context(|| format!("cannot format {}", dir.display()))?;
+    let id =
+        gregor_broker::cluster_id::cluster_id_for(&disk, dir, &config.voters, Some(cluster_id))
+            .with_context(|| format!("cannot format {}", dir.display()))?;
     Ok(format!(
         "Formatting data directory {} with cluster id {id} for node {}.",
         dir.display(),

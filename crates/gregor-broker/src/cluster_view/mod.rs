@@ -24,8 +24,9 @@ use gregor_client::admin::{ConfigResource, IsolationLevel, OffsetSpec};
 use gregor_client::{Admin, ClientConfig, TopicPartition};
 use tracing::{debug, warn};
 
-use crate::util::now_ms;
-use crate::Broker;
+use crate::metadata::MetadataManager;
+use crate::replica::ReplicaManager;
+use crate::runtime::now_ms;
 use high_watermarks::{HighWatermarkCache, Tp};
 pub use peer::PeerError;
 
@@ -86,10 +87,11 @@ impl ClusterView {
     /// not answer lately, are left out.
     pub async fn high_watermarks(
         self: &Arc<Self>,
-        b: &Broker,
+        metadata: &MetadataManager,
+        replicas: &ReplicaManager,
         wanted: HashSet<Tp>,
     ) -> HashMap<Tp, i64> {
-        let image = b.metadata.image();
+        let image = metadata.image();
         let mut out = HashMap::new();
         let mut remote: HashMap<i32, Vec<Tp>> = HashMap::new();
         for tp in wanted {
@@ -99,7 +101,7 @@ impl ClusterView {
                 .map(|p| p.leader);
             match leader {
                 Some(l) if l == self.node_id => {
-                    if let Some(p) = b.replicas.get(&tp.0, tp.1) {
+                    if let Some(p) = replicas.get(&tp.0, tp.1) {
                         out.insert(tp, p.high_watermark());
                     }
                 }
@@ -114,7 +116,7 @@ impl ClusterView {
         let started = now_ms();
         if lock(&self.high_watermarks).start_refresh(&all, started) {
             let view = self.clone();
-            let refresh = crate::util::spawn(async move { view.refresh(started, remote).await });
+            let refresh = crate::runtime::spawn(async move { view.refresh(started, remote).await });
             // The scrape waits a little for fresh values; the refresh goes on without it.
             let _ = tokio::time::timeout(SCRAPE_WAIT, refresh).await;
         }
@@ -161,9 +163,12 @@ impl ClusterView {
 
     /// The console address of `node`: its `metrics.listener` as DescribeConfigs of that broker
     /// answers it, with the host of its client listener when it listens on every interface.
-    pub async fn console_address(&self, b: &Broker, node: i32) -> Result<SocketAddr, PeerError> {
-        let registration = b
-            .metadata
+    pub async fn console_address(
+        &self,
+        metadata: &MetadataManager,
+        node: i32,
+    ) -> Result<SocketAddr, PeerError> {
+        let registration = metadata
             .image()
             .broker(node)
             .cloned()
@@ -201,11 +206,11 @@ impl ClusterView {
     /// GETs `path_and_query` from `node`'s console: its status and JSON.
     pub async fn get_from(
         &self,
-        b: &Broker,
+        metadata: &MetadataManager,
         node: i32,
         path_and_query: &str,
     ) -> Result<(hyper::StatusCode, serde_json::Value), PeerError> {
-        let addr = self.console_address(b, node).await?;
+        let addr = self.console_address(metadata, node).await?;
         let answer = peer::get_json(addr, path_and_query).await;
         if answer.is_err() {
             // Looked up again next time: it may have restarted elsewhere.

@@ -46,6 +46,32 @@ pub enum PeerError {
     },
 }
 
+/// A `metrics.listener` value as a socket address: `http://HOST:PORT` (or `HOST:PORT`, with
+/// `localhost` for 127.0.0.1); `None` when empty.
+pub(crate) fn parse_listener(value: &str) -> Result<Option<SocketAddr>, String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let rest = match value.split_once("://") {
+        Some(("http", rest)) => rest,
+        Some((scheme, _)) => {
+            return Err(format!(
+                "metrics.listener {value:?}: only http:// is served (not {scheme}://)"
+            ))
+        }
+        None => value,
+    };
+    let rest = rest.trim_end_matches('/');
+    let rest = match rest.strip_prefix("localhost:") {
+        Some(port) => format!("127.0.0.1:{port}"),
+        None => rest.to_string(),
+    };
+    rest.parse::<SocketAddr>()
+        .map(Some)
+        .map_err(|e| format!("metrics.listener {value:?}: expected http://IP:PORT ({e})"))
+}
+
 /// The address to reach a node's console at, from its `metrics.listener` value; a listener on
 /// every interface (0.0.0.0, ::) is reached at the host of the node's client listener.
 pub async fn console_address(
@@ -58,7 +84,7 @@ pub async fn console_address(
         value: value.to_string(),
         reason,
     };
-    let addr = crate::metrics::http::parse_listener(value)
+    let addr = parse_listener(value)
         .map_err(bad)?
         .ok_or(PeerError::NoConsole(node))?;
     if !addr.ip().is_unspecified() {
@@ -155,6 +181,21 @@ pub fn encode_param(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listener_values() {
+        assert_eq!(
+            parse_listener("http://127.0.0.1:9644"),
+            Ok(Some("127.0.0.1:9644".parse().expect("addr")))
+        );
+        assert_eq!(
+            parse_listener("localhost:9644/"),
+            Ok(Some("127.0.0.1:9644".parse().expect("addr")))
+        );
+        assert_eq!(parse_listener(""), Ok(None));
+        assert!(parse_listener("https://127.0.0.1:9644").is_err());
+        assert!(parse_listener("http://somewhere").is_err());
+    }
 
     #[test]
     fn parameters_round_trip_through_the_console_decoder() {

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use hyper::StatusCode;
 
-use crate::Broker;
+use crate::broker_view::BrokerView;
 
 pub use view::HostedReplica;
 
@@ -117,7 +117,7 @@ fn asset(path: &str) -> Option<Page> {
 
 /// Answers a GET of `path` (with its `query`, undecoded) under `/ui`; `broker` is `None` while
 /// the broker is starting.
-pub async fn answer(broker: Option<&Broker>, path: &str, query: Option<&str>) -> Page {
+pub async fn answer(broker: Option<BrokerView<'_>>, path: &str, query: Option<&str>) -> Page {
     if let Some(page) = asset(path) {
         return page;
     }
@@ -161,7 +161,7 @@ pub enum Scope {
 }
 
 /// The groups this node coordinates, with their lag.
-async fn local_groups(b: &Broker) -> serde_json::Value {
+async fn local_groups(b: BrokerView<'_>) -> serde_json::Value {
     let observed = b.groups.observe().await;
     let hws = high_watermarks(b, &observed).await;
     view::groups(b.config.node_id, &observed, &hws)
@@ -169,7 +169,7 @@ async fn local_groups(b: &Broker) -> serde_json::Value {
 
 /// Every live broker's groups: this node's, and each other unfenced broker's own list read from
 /// its console, merged (`merge`).
-async fn cluster_groups(b: &Broker) -> serde_json::Value {
+async fn cluster_groups(b: BrokerView<'_>) -> serde_json::Value {
     let node = b.config.node_id;
     let image = b.metadata.image();
     let peers: Vec<(i32, bool)> = image
@@ -187,13 +187,13 @@ async fn cluster_groups(b: &Broker) -> serde_json::Value {
 }
 
 /// Another node's own groups, read from its console.
-async fn peer_groups(b: &Broker, peer: i32, fenced: bool) -> (i32, merge::NodeAnswer) {
+async fn peer_groups(b: BrokerView<'_>, peer: i32, fenced: bool) -> (i32, merge::NodeAnswer) {
     if fenced {
         return (peer, Err("fenced: not asked".to_string()));
     }
     let answer = match b
         .cluster_view
-        .get_from(b, peer, "/ui/api/groups?scope=local")
+        .get_from(b.metadata, peer, "/ui/api/groups?scope=local")
         .await
     {
         Ok((status, v)) if status.is_success() => Ok(v),
@@ -211,7 +211,7 @@ async fn peer_groups(b: &Broker, peer: i32, fenced: bool) -> (i32, merge::NodeAn
 
 /// One group in full: from this node when it coordinates the group, else read from its
 /// coordinator's console (the leader of its `__consumer_offsets` partition).
-async fn group(b: &Broker, id: &str, scope: Scope) -> Page {
+async fn group(b: BrokerView<'_>, id: &str, scope: Scope) -> Page {
     let node = b.config.node_id;
     let observed = b.groups.observe().await;
     if let Some(g) = observed.iter().find(|g| g.summary.group_id == id) {
@@ -228,7 +228,7 @@ async fn group(b: &Broker, id: &str, scope: Scope) -> Page {
         return not_here();
     }
     let image = b.metadata.image();
-    let partition = crate::groups::Groups::partition_of(b.control_plane(), id);
+    let partition = crate::groups::Groups::partition_in(&image, b.config, id);
     let coordinator = image
         .topic(crate::groups::OFFSETS_TOPIC)
         .and_then(|t| t.partitions.get(&partition))
@@ -246,11 +246,21 @@ async fn group(b: &Broker, id: &str, scope: Scope) -> Page {
             )
         }
     };
+    group_from_coordinator(b, id, coordinator).await
+}
+
+/// One group read from its coordinator's console (`coordinator` is another node).
+async fn group_from_coordinator(b: BrokerView<'_>, id: &str, coordinator: i32) -> Page {
+    let node = b.config.node_id;
     let path = format!(
         "/ui/api/group?id={}&scope=local",
         crate::cluster_view::peer::encode_param(id)
     );
-    match b.cluster_view.get_from(b, coordinator, &path).await {
+    match b
+        .cluster_view
+        .get_from(b.metadata, coordinator, &path)
+        .await
+    {
         Ok((status, mut v)) => {
             if status.is_success() {
                 v["via_node"] = serde_json::json!(node);
@@ -281,7 +291,7 @@ async fn group(b: &Broker, id: &str, scope: Scope) -> Page {
     }
 }
 
-fn cluster(b: &Broker) -> serde_json::Value {
+fn cluster(b: BrokerView<'_>) -> serde_json::Value {
     let hosted: HashMap<(String, i32), HostedReplica> = b
         .replicas
         .all()
@@ -298,7 +308,7 @@ fn cluster(b: &Broker) -> serde_json::Value {
         .collect();
     view::cluster(&view::ClusterInput {
         node_id: b.config.node_id,
-        cluster_id: &b.cluster_id,
+        cluster_id: b.cluster_id,
         controller: b.metadata.active_controller(),
         applied_index: b.metadata.applied_index(),
         image: &b.metadata.image(),
@@ -310,14 +320,16 @@ fn cluster(b: &Broker) -> serde_json::Value {
 /// The high watermarks of the partitions the groups committed to, from their leaders (as for
 /// `gregor_consumer_group_lag_offsets`).
 async fn high_watermarks(
-    b: &Broker,
+    b: BrokerView<'_>,
     groups: &[crate::groups::GroupObservation],
 ) -> HashMap<(String, i32), i64> {
     let wanted = groups
         .iter()
         .flat_map(|g| g.offsets.iter().map(|(t, p, _)| (t.clone(), *p)))
         .collect();
-    b.cluster_view.high_watermarks(b, wanted).await
+    b.cluster_view
+        .high_watermarks(b.metadata, b.replicas, wanted)
+        .await
 }
 
 /// Why a query was refused.

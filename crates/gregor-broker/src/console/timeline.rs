@@ -8,8 +8,6 @@ use std::collections::{BTreeMap, HashMap};
 use gregor_group::history::{MemberRef, RebalanceHistory, RebalanceRecord};
 use serde_json::{json, Value};
 
-use super::view::member_ref;
-
 type Tp = (String, i32);
 
 /// A member's partitions from its assignment bytes (the consumer protocol's
@@ -81,6 +79,16 @@ fn changes(before: &HashMap<Tp, String>, after: &HashMap<Tp, String>, stayed: &[
     c
 }
 
+/// A member as the console names it.
+fn member_ref(m: &MemberRef) -> Value {
+    json!({
+        "member_id": m.member_id,
+        "group_instance_id": m.group_instance_id,
+        "client_id": m.client_id,
+        "client_host": m.client_host,
+    })
+}
+
 fn find<'a>(r: &'a RebalanceRecord, member: &str) -> Option<&'a MemberRef> {
     r.members_after
         .iter()
@@ -96,6 +104,43 @@ fn reference(r: &RebalanceRecord, member: &str) -> Value {
             json!({ "member_id": member, "client_id": "", "client_host": "", "group_instance_id": null })
         }
     }
+}
+
+/// What a completed rebalance changed against the assignment `before` it: partitions moved
+/// between members, revoked from members that stayed, and newly assigned.
+fn changes_json(
+    r: &RebalanceRecord,
+    before: &HashMap<Tp, String>,
+    after: &HashMap<Tp, String>,
+) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
+    let stayed: Vec<&str> = r
+        .members_after
+        .iter()
+        .map(|m| m.member_id.as_str())
+        .collect();
+    let c = changes(before, after, &stayed);
+    let moved = c
+        .moved
+        .iter()
+        .map(|((t, p), from, to)| {
+            let client = |m: &str| find(r, m).map(|x| x.client_id.clone());
+            json!({
+                "topic": t, "partition": p, "from": from, "to": to,
+                "from_client": client(from), "to_client": client(to),
+            })
+        })
+        .collect();
+    let revoked = c
+        .revoked
+        .iter()
+        .map(|(m, ps)| json!({ "member": reference(r, m), "partitions": partitions_json(ps) }))
+        .collect();
+    let assigned = c
+        .assigned
+        .iter()
+        .map(|(m, ps)| json!({ "member": reference(r, m), "partitions": partitions_json(ps) }))
+        .collect();
+    (moved, revoked, assigned)
 }
 
 /// The recorded rebalances, oldest first.
@@ -126,37 +171,8 @@ pub(super) fn timeline(consumer: bool, h: &RebalanceHistory) -> Vec<Value> {
         let (mut moved, mut revoked, mut assigned) = (Vec::new(), Vec::new(), Vec::new());
         if r.completed_ms.is_some() {
             let after = owners(consumer, r);
-            let stayed: Vec<&str> = r
-                .members_after
-                .iter()
-                .map(|m| m.member_id.as_str())
-                .collect();
-            let c = changes(
-                previous.as_ref().unwrap_or(&HashMap::new()),
-                &after,
-                &stayed,
-            );
-            moved = c
-                .moved
-                .iter()
-                .map(|((t, p), from, to)| {
-                    let client = |m: &str| find(r, m).map(|x| x.client_id.clone());
-                    json!({
-                        "topic": t, "partition": p, "from": from, "to": to,
-                        "from_client": client(from), "to_client": client(to),
-                    })
-                })
-                .collect();
-            revoked = c
-                .revoked
-                .iter()
-                .map(|(m, ps)| json!({ "member": reference(r, m), "partitions": partitions_json(ps) }))
-                .collect();
-            assigned = c
-                .assigned
-                .iter()
-                .map(|(m, ps)| json!({ "member": reference(r, m), "partitions": partitions_json(ps) }))
-                .collect();
+            let before = previous.unwrap_or_default();
+            (moved, revoked, assigned) = changes_json(r, &before, &after);
             previous = Some(after);
         }
         out.push(json!({

@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 
-use gregor_group::history::MemberRef;
 use gregor_meta::MetadataImage;
 use serde_json::{json, Value};
 
@@ -156,15 +155,6 @@ pub fn groups(
         .collect();
     groups.sort_by(|a, b| a["group_id"].as_str().cmp(&b["group_id"].as_str()));
     json!({ "node_id": node_id, "scope": "local", "groups": groups })
-}
-
-pub(super) fn member_ref(m: &MemberRef) -> Value {
-    json!({
-        "member_id": m.member_id,
-        "group_instance_id": m.group_instance_id,
-        "client_id": m.client_id,
-        "client_host": m.client_host,
-    })
 }
 
 /// One group in full: members with their assignments and lag, committed offsets, timeline.

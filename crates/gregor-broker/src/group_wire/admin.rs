@@ -14,15 +14,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::{code, group_id, opt_str_bytes, str_bytes, string};
+use super::convert::{code, group_id, opt_str_bytes, str_bytes, string};
 
 /// The authorized-operations bitfield Kafka reports for a group when no authorizer is
 /// configured (every operation a group supports): READ (3), DELETE (6), DESCRIBE (8),
 /// DESCRIBE_CONFIGS (10) and ALTER_CONFIGS (11). Gregor has no ACLs.
 pub const GROUP_AUTHORIZED_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
-
-/// DescribeGroups' "authorized operations not requested" (Kafka's `Integer.MIN_VALUE`).
-pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
 /// Every group id the request names, in order.
 pub fn describe_groups_request(req: &DescribeGroupsRequest) -> g::DescribeGroupsRequest {
@@ -271,6 +268,10 @@ mod tests {
     use bytes::Bytes;
     use kafka_protocol::messages::GroupId;
     use kafka_protocol::protocol::StrBytes;
+
+    /// DescribeGroups' "authorized operations not requested" (Kafka's `Integer.MIN_VALUE`),
+    /// the wire default an answer keeps when they were not asked for.
+    const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
     fn gid(s: &str) -> GroupId {
         GroupId(StrBytes::from_string(s.to_string()))

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::{code, opt_str_bytes, opt_string, str_bytes, string};
+use super::convert::{code, opt_str_bytes, opt_string, str_bytes, string};
 
 /// JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout in its place. Fields a
 /// version lacks decode as absent (`group_instance_id` before v5, `reason` before v8).

@@ -52,6 +52,7 @@
 //! only decode up to v9 (v10 identifies topics by id, KIP-848), so Gregor advertises v9 for both.
 
 mod admin;
+mod convert;
 mod membership;
 mod offsets;
 
@@ -63,8 +64,7 @@ use membership::{join_error, sync_error};
 use offsets::commit_error;
 
 use gregor_group::api as g;
-use kafka_protocol::messages::{ApiKey, GroupId, RequestKind, ResponseKind};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use kafka_protocol::ResponseError;
 
 /// `(api, min version, max version)` for each group API this module converts. Entries for the
@@ -142,30 +142,6 @@ pub fn error_response(
     Some(response)
 }
 
-fn string(s: &StrBytes) -> String {
-    s.as_str().to_string()
-}
-
-fn opt_string(s: &Option<StrBytes>) -> Option<String> {
-    s.as_ref().map(string)
-}
-
-fn str_bytes(s: String) -> StrBytes {
-    StrBytes::from_string(s)
-}
-
-fn opt_str_bytes(s: Option<String>) -> Option<StrBytes> {
-    s.map(StrBytes::from_string)
-}
-
-fn group_id(s: String) -> GroupId {
-    GroupId(StrBytes::from_string(s))
-}
-
-fn code(error: Option<ResponseError>) -> i16 {
-    g::error_code(error)
-}
-
 /// Test helpers: encode a response at a version with `kafka-protocol`, decode it back, and check
 /// nothing was lost or refused.
 #[cfg(test)]
@@ -200,8 +176,10 @@ pub(crate) mod wire_check {
 
 #[cfg(test)]
 mod tests {
+    use super::convert::group_id;
     use super::*;
     use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
 
     fn encodes(response: &ResponseKind, version: i16) -> bool {
         let mut buf = bytes::BytesMut::new();

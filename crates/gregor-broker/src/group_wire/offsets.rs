@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::{code, group_id, opt_string, str_bytes, string};
+use super::convert::{code, group_id, opt_string, str_bytes, string};
 
 /// Fields a version lacks decode as absent: the group instance id before v7, the leader epoch
 /// (-1) before v6. The retention time of v2-v4 is dropped: Gregor keeps offsets until they are

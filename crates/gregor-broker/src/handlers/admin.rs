@@ -10,10 +10,11 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{
-    create_partitions_response::CreatePartitionsTopicResult, CreatePartitionsRequest,
-    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, TopicName,
+    create_partitions_response::CreatePartitionsTopicResult, create_topics_request,
+    incremental_alter_configs_request, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, TopicName,
 };
 use kafka_protocol::ResponseError;
 
@@ -31,30 +32,7 @@ pub async fn create_topics(
     version: i16,
 ) -> CreateTopicsResponse {
     let request = gregor_meta::CreateTopicsRequest {
-        topics: r
-            .topics
-            .iter()
-            .map(|t| CreatableTopic {
-                name: t.name.0.to_string(),
-                num_partitions: t.num_partitions,
-                replication_factor: t.replication_factor,
-                assignments: t
-                    .assignments
-                    .iter()
-                    .map(|a| {
-                        (
-                            a.partition_index,
-                            a.broker_ids.iter().map(|id| id.0).collect(),
-                        )
-                    })
-                    .collect(),
-                configs: t
-                    .configs
-                    .iter()
-                    .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
-                    .collect(),
-            })
-            .collect(),
+        topics: r.topics.iter().map(creatable_topic).collect(),
         validate_only: r.validate_only,
     };
     let results = match metadata.submit(|c| c.create_topics(&request)).await {
@@ -74,49 +52,76 @@ pub async fn create_topics(
     let mut resp = CreateTopicsResponse::default();
     resp.topics = results
         .into_iter()
-        .map(|res| {
-            let mut t = CreatableTopicResult::default();
-            t.name = TopicName(s(res.name));
-            match res.result {
-                Ok(created) => {
-                    if version >= 7 {
-                        t.topic_id = created.topic_id;
-                    }
-                    if version >= 5 {
-                        t.num_partitions = created.num_partitions;
-                        t.replication_factor = created.replication_factor;
-                        t.configs = Some(
-                            created
-                                .configs
-                                .iter()
-                                .map(|c| {
-                                    let mut out = CreatableTopicConfigs::default();
-                                    out.name = s(c.name.clone());
-                                    out.value = c.value.clone().map(s);
-                                    out.read_only = c.read_only;
-                                    out.config_source = c.source.id();
-                                    out.is_sensitive = c.sensitive;
-                                    out
-                                })
-                                .collect(),
-                        );
-                    }
-                }
-                Err(e) => {
-                    t.error_code = e.code.code();
-                    if version >= 1 {
-                        t.error_message = Some(s(e.message));
-                    }
-                    if version >= 5 {
-                        t.num_partitions = -1;
-                        t.replication_factor = -1;
-                    }
-                }
-            }
-            t
-        })
+        .map(|res| creatable_topic_result(res, version))
         .collect();
     resp
+}
+
+/// A topic to create, as the controller takes it.
+fn creatable_topic(t: &create_topics_request::CreatableTopic) -> CreatableTopic {
+    CreatableTopic {
+        name: t.name.0.to_string(),
+        num_partitions: t.num_partitions,
+        replication_factor: t.replication_factor,
+        assignments: t
+            .assignments
+            .iter()
+            .map(|a| {
+                (
+                    a.partition_index,
+                    a.broker_ids.iter().map(|id| id.0).collect(),
+                )
+            })
+            .collect(),
+        configs: t
+            .configs
+            .iter()
+            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+            .collect(),
+    }
+}
+
+/// One topic's answer: from v5 a created topic's partitions, replication factor and configs.
+fn creatable_topic_result(
+    res: gregor_meta::CreateTopicResult,
+    version: i16,
+) -> CreatableTopicResult {
+    let mut t = CreatableTopicResult::default();
+    t.name = TopicName(s(res.name));
+    match res.result {
+        Ok(created) => {
+            if version >= 7 {
+                t.topic_id = created.topic_id;
+            }
+            if version >= 5 {
+                t.num_partitions = created.num_partitions;
+                t.replication_factor = created.replication_factor;
+                t.configs = Some(created.configs.iter().map(creatable_topic_config).collect());
+            }
+        }
+        Err(e) => {
+            t.error_code = e.code.code();
+            if version >= 1 {
+                t.error_message = Some(s(e.message));
+            }
+            if version >= 5 {
+                t.num_partitions = -1;
+                t.replication_factor = -1;
+            }
+        }
+    }
+    t
+}
+
+/// One of a created topic's effective configs.
+fn creatable_topic_config(c: &gregor_meta::config::DescribedConfig) -> CreatableTopicConfigs {
+    let mut out = CreatableTopicConfigs::default();
+    out.name = s(c.name.clone());
+    out.value = c.value.clone().map(s);
+    out.read_only = c.read_only;
+    out.config_source = c.source.id();
+    out.is_sensitive = c.sensitive;
+    out
 }
 
 pub async fn delete_topics(
@@ -312,48 +317,14 @@ pub async fn incremental_alter_configs(
     r: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut resp = IncrementalAlterConfigsResponse::default();
+    // The resources the request names well go to the controller; the others are answered
+    // with their own error.
     let mut resources = Vec::new();
     let mut bad: Vec<(usize, ApiError)> = Vec::new();
     for (i, res) in r.resources.iter().enumerate() {
-        let rsrc = match resource(res.resource_type, &res.resource_name) {
-            Ok(x) => x,
-            Err(e) => {
-                bad.push((i, e));
-                continue;
-            }
-        };
-        let mut configs = Vec::new();
-        for c in &res.configs {
-            let op = match c.config_operation {
-                0 => AlterConfigOp::Set,
-                1 => AlterConfigOp::Delete,
-                2 => AlterConfigOp::Append,
-                3 => AlterConfigOp::Subtract,
-                other => {
-                    bad.push((
-                        i,
-                        ApiError::new(
-                            ResponseError::InvalidRequest,
-                            format!("unknown config operation {other}"),
-                        ),
-                    ));
-                    break;
-                }
-            };
-            configs.push(AlterableConfig {
-                name: c.name.to_string(),
-                op,
-                value: c.value.as_ref().map(|v| v.to_string()),
-            });
-        }
-        if bad.iter().all(|(j, _)| *j != i) {
-            resources.push((
-                i,
-                AlterConfigsResource {
-                    resource: rsrc,
-                    configs,
-                },
-            ));
+        match alter_configs_resource(res) {
+            Ok(rsrc) => resources.push((i, rsrc)),
+            Err(e) => bad.push((i, e)),
         }
     }
     let good: Vec<AlterConfigsResource> = resources.iter().map(|(_, r)| r.clone()).collect();
@@ -385,4 +356,33 @@ pub async fn incremental_alter_configs(
         resp.responses.push(out);
     }
     resp
+}
+
+/// One resource's config changes, as the controller takes them; INVALID_REQUEST for an
+/// operation Kafka does not define.
+fn alter_configs_resource(
+    res: &incremental_alter_configs_request::AlterConfigsResource,
+) -> Result<AlterConfigsResource, ApiError> {
+    let resource = resource(res.resource_type, &res.resource_name)?;
+    let mut configs = Vec::new();
+    for c in &res.configs {
+        let op = match c.config_operation {
+            0 => AlterConfigOp::Set,
+            1 => AlterConfigOp::Delete,
+            2 => AlterConfigOp::Append,
+            3 => AlterConfigOp::Subtract,
+            other => {
+                return Err(ApiError::new(
+                    ResponseError::InvalidRequest,
+                    format!("unknown config operation {other}"),
+                ))
+            }
+        };
+        configs.push(AlterableConfig {
+            name: c.name.to_string(),
+            op,
+            value: c.value.as_ref().map(|v| v.to_string()),
+        });
+    }
+    Ok(AlterConfigsResource { resource, configs })
 }

@@ -1,6 +1,7 @@
 //! ApiVersions, Metadata, DescribeCluster, and the broker-to-controller BrokerRegistration and
 //! BrokerHeartbeat (handled on the active controller).
 
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -24,39 +25,16 @@ pub fn api_versions(_r: &ApiVersionsRequest, _version: i16) -> ApiVersionsRespon
     resp
 }
 
+/// The topics a Metadata request names, by name or (v10+) by id; `None` for all topics.
+type RequestedTopics = Option<Vec<(Option<String>, gregor_meta::Uuid)>>;
+
 pub async fn metadata(b: ControlPlane<'_>, r: MetadataRequest, version: i16) -> MetadataResponse {
-    let mut image = b.metadata.image();
-    // v0: an empty list means all topics; v1+: null means all, empty means none.
-    let requested: Option<Vec<(Option<String>, gregor_meta::Uuid)>> = match r.topics {
-        None => None,
-        Some(ts) if ts.is_empty() && version == 0 => None,
-        Some(ts) => Some(
-            ts.into_iter()
-                .map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id))
-                .collect(),
-        ),
-    };
     let auto_create =
         b.config.bool("auto.create.topics.enable") && (version < 4 || r.allow_auto_topic_creation);
+    let requested = requested_topics(r.topics, version);
+    let mut image = b.metadata.image();
     if let (Some(req), true) = (&requested, auto_create) {
-        let missing: Vec<String> = req
-            .iter()
-            .filter_map(|(n, _)| n.clone())
-            .filter(|n| {
-                image.topic(n).is_none() && gregor_meta::topic_name::validate_topic_name(n).is_ok()
-            })
-            .collect();
-        if !missing.is_empty() {
-            let create = gregor_meta::CreateTopicsRequest {
-                topics: missing
-                    .iter()
-                    .map(gregor_meta::CreatableTopic::new)
-                    .collect(),
-                validate_only: false,
-            };
-            if let Err(e) = super::create_topics_internal(b, &create).await {
-                tracing::warn!(error = %e, "auto topic creation failed");
-            }
+        if auto_create_topics(b, &image, req).await {
             image = b.metadata.image();
         }
     }
@@ -68,29 +46,18 @@ pub async fn metadata(b: ControlPlane<'_>, r: MetadataRequest, version: i16) -> 
     } else {
         -1
     });
-    let describe = |name: &str| -> MetadataResponseTopic {
-        let mut t = MetadataResponseTopic::default();
-        t.name = Some(TopicName(s(name)));
-        if let Err(e) = gregor_meta::topic_name::validate_topic_name(name) {
-            let _ = e;
-            t.error_code = ResponseError::InvalidTopicException.code();
-            return t;
-        }
-        let Some(topic) = image.topic(name) else {
-            t.error_code = ResponseError::UnknownTopicOrPartition.code();
-            return t;
-        };
-        fill_topic(&mut t, topic, &image);
-        t
-    };
     resp.topics = match requested {
-        None => image.topics().values().map(|t| describe(&t.name)).collect(),
+        None => image
+            .topics()
+            .values()
+            .map(|t| describe_topic(&image, &t.name))
+            .collect(),
         Some(req) => req
             .into_iter()
             .map(|(name, id)| match name {
-                Some(n) => describe(&n),
+                Some(n) => describe_topic(&image, &n),
                 None => match image.topic_by_id(id) {
-                    Some(t) => describe(&t.name.clone()),
+                    Some(t) => describe_topic(&image, &t.name),
                     None => {
                         let mut t = MetadataResponseTopic::default();
                         t.topic_id = id;
@@ -105,6 +72,66 @@ pub async fn metadata(b: ControlPlane<'_>, r: MetadataRequest, version: i16) -> 
         resp.cluster_authorized_operations = OPS_NOT_REQUESTED;
     }
     resp
+}
+
+/// v0: an empty list means all topics; v1+: null means all, empty means none.
+fn requested_topics(topics: Option<Vec<MetadataRequestTopic>>, version: i16) -> RequestedTopics {
+    match topics {
+        None => None,
+        Some(ts) if ts.is_empty() && version == 0 => None,
+        Some(ts) => Some(
+            ts.into_iter()
+                .map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id))
+                .collect(),
+        ),
+    }
+}
+
+/// Creates the requested topics `image` does not have (`auto.create.topics.enable`); whether
+/// it asked the controller to create any.
+async fn auto_create_topics(
+    b: ControlPlane<'_>,
+    image: &gregor_meta::MetadataImage,
+    requested: &[(Option<String>, gregor_meta::Uuid)],
+) -> bool {
+    let missing: Vec<String> = requested
+        .iter()
+        .filter_map(|(n, _)| n.clone())
+        .filter(|n| {
+            image.topic(n).is_none() && gregor_meta::topic_name::validate_topic_name(n).is_ok()
+        })
+        .collect();
+    if missing.is_empty() {
+        return false;
+    }
+    let create = gregor_meta::CreateTopicsRequest {
+        topics: missing
+            .iter()
+            .map(gregor_meta::CreatableTopic::new)
+            .collect(),
+        validate_only: false,
+    };
+    if let Err(e) = super::create_topics_internal(b, &create).await {
+        tracing::warn!(error = %e, "auto topic creation failed");
+    }
+    true
+}
+
+/// One topic as Metadata describes it: INVALID_TOPIC_EXCEPTION for a name no topic can have,
+/// UNKNOWN_TOPIC_OR_PARTITION for one `image` does not have.
+fn describe_topic(image: &gregor_meta::MetadataImage, name: &str) -> MetadataResponseTopic {
+    let mut t = MetadataResponseTopic::default();
+    t.name = Some(TopicName(s(name)));
+    if gregor_meta::topic_name::validate_topic_name(name).is_err() {
+        t.error_code = ResponseError::InvalidTopicException.code();
+        return t;
+    }
+    let Some(topic) = image.topic(name) else {
+        t.error_code = ResponseError::UnknownTopicOrPartition.code();
+        return t;
+    };
+    fill_topic(&mut t, topic, image);
+    t
 }
 
 /// The brokers Metadata lists: the unfenced ones, and those fenced moments ago (see
@@ -245,7 +272,7 @@ pub async fn broker_registration(
             .collect(),
         rack: r.rack.map(|r| r.to_string()),
     };
-    let now = crate::util::now_ms();
+    let now = crate::runtime::now_ms();
     match b
         .metadata
         .submit(|c| c.register_broker(&request, now))
@@ -285,7 +312,7 @@ pub async fn broker_heartbeat(
         want_fence: r.want_fence || !caught_up,
         want_shut_down: r.want_shut_down,
     };
-    let now = crate::util::now_ms();
+    let now = crate::runtime::now_ms();
     match b.metadata.submit(|c| c.broker_heartbeat(&hb, now)).await {
         Ok(Ok(reply)) => {
             resp.is_caught_up = caught_up;

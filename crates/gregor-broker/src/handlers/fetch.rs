@@ -31,7 +31,7 @@ use crate::data_plane::DataPlane;
 use crate::fetch_frame::FetchReply;
 use crate::fetch_session::FetchSessionCache;
 use crate::replica::Partition;
-use crate::util::blocking;
+use crate::runtime::blocking;
 
 /// Who reads: a consumer (to the high watermark), a follower replica (to the log end), or a
 /// client claiming a replica id it does not hold.
@@ -138,7 +138,7 @@ fn session_error(e: ResponseError) -> FetchReply {
 
 /// Milliseconds on the broker's clock (the simulator's under simulation).
 fn now_ms() -> u64 {
-    u64::try_from(crate::util::now_ms()).unwrap_or(0)
+    u64::try_from(crate::runtime::now_ms()).unwrap_or(0)
 }
 
 /// A fetch's partitions, located in the metadata image and the hosted replicas, and the
@@ -197,9 +197,8 @@ async fn answer(
 ) -> FetchReply {
     let Planned {
         mut targets,
-        mut topics_out,
+        topics_out,
     } = planned;
-    let replica_id = replica_id(r, version);
     let min_bytes = r.min_bytes.max(0) as usize;
     let requested = r.max_bytes.max(0) as usize;
     let broker_max = b.fetch_max_bytes();
@@ -210,52 +209,15 @@ async fn answer(
     let deadline = Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64);
     // A follower's fetch offset is its durable log end offset: the leader's high watermark and
     // ISR move with it (before the read, so the answer carries the new high watermark).
-    if replica_id >= 0 {
+    if replica_id(r, version) >= 0 {
         record_follower_progress(b, &targets);
     }
-    // The partitions' watches, subscribed only once a read falls short of `min_bytes`: a
-    // consumer streaming a backlog never parks, and needs no watch per partition per Fetch.
-    // Followers wait for appends (the log end), consumers for the high watermark. (A
-    // partition's log takes a new high watermark before its watch announces it, so a read
-    // after subscribing sees whatever the watch will not report.)
-    let mut watches: Option<Vec<watch::Receiver<i64>>> = None;
-    let mut woke = false;
-    let results = loop {
-        if let Some(watches) = &mut watches {
-            for w in watches.iter_mut() {
-                w.borrow_and_update();
-            }
-        }
-        // After a wake-up, look the partitions up again: one may have been deleted or moved.
-        if woke {
-            targets = relocated(b, r, &targets);
-        }
-        let (results, bytes) = read_current(b, r, &mut targets, max_bytes, version).await;
-        let any_error = results.iter().any(|p| p.data.error_code != 0);
-        if bytes >= min_bytes || any_error || Instant::now() >= deadline {
-            break results;
-        }
-        let Some(subscribed) = &mut watches else {
-            // Subscribe, then read again: an append between the read above and the
-            // subscription moved nothing the watches will report.
-            watches = Some(subscribe(&targets));
-            continue;
-        };
-        if subscribed.is_empty() {
-            break results;
-        }
-        let changed = select_all(subscribed.iter_mut().map(|w| Box::pin(w.changed())));
-        let _parked = b.metrics.parked("fetch");
-        match tokio::time::timeout_at(deadline, changed).await {
-            // An append (or a partition stopping) woke us, or a partition went away.
-            Ok(_) => woke = true,
-            Err(_) => {
-                targets = relocated(b, r, &targets);
-                let (results, _) = read_current(b, r, &mut targets, max_bytes, version).await;
-                break results;
-            }
-        }
+    let limits = ReadLimits {
+        min_bytes,
+        max_bytes,
+        deadline,
     };
+    let results = read_until_min_bytes(b, r, version, &mut targets, limits).await;
     record_throttled_bytes(b, &targets, &results);
     for (t, pr) in targets.iter().zip(&results) {
         if let Ok(part) = &t.part {
@@ -267,7 +229,77 @@ async fn answer(
             );
         }
     }
-    // Partitions are answered in the order of the request's topics, which the slices follow.
+    fetch_reply(&targets, results, topics_out)
+}
+
+/// How much a fetch waits for, how much it may carry, and until when it waits.
+#[derive(Debug, Clone, Copy)]
+struct ReadLimits {
+    min_bytes: usize,
+    max_bytes: usize,
+    deadline: Instant,
+}
+
+/// Reads the partitions until they hold `min_bytes`, one answers an error, or the deadline
+/// passes, parking on the partitions' watches in between.
+async fn read_until_min_bytes(
+    b: DataPlane<'_>,
+    r: &FetchRequest,
+    version: i16,
+    targets: &mut Vec<Target>,
+    limits: ReadLimits,
+) -> Vec<PartRead> {
+    // The partitions' watches, subscribed only once a read falls short of `min_bytes`: a
+    // consumer streaming a backlog never parks, and needs no watch per partition per Fetch.
+    // Followers wait for appends (the log end), consumers for the high watermark. (A
+    // partition's log takes a new high watermark before its watch announces it, so a read
+    // after subscribing sees whatever the watch will not report.)
+    let mut watches: Option<Vec<watch::Receiver<i64>>> = None;
+    let mut woke = false;
+    loop {
+        if let Some(watches) = &mut watches {
+            for w in watches.iter_mut() {
+                w.borrow_and_update();
+            }
+        }
+        // After a wake-up, look the partitions up again: one may have been deleted or moved.
+        if woke {
+            *targets = relocated(b, r, targets);
+        }
+        let (results, bytes) = read_current(b, r, targets, limits.max_bytes, version).await;
+        let any_error = results.iter().any(|p| p.data.error_code != 0);
+        if bytes >= limits.min_bytes || any_error || Instant::now() >= limits.deadline {
+            return results;
+        }
+        let Some(subscribed) = &mut watches else {
+            // Subscribe, then read again: an append between the read above and the
+            // subscription moved nothing the watches will report.
+            watches = Some(subscribe(targets));
+            continue;
+        };
+        if subscribed.is_empty() {
+            return results;
+        }
+        let changed = select_all(subscribed.iter_mut().map(|w| Box::pin(w.changed())));
+        let _parked = b.metrics.parked("fetch");
+        match tokio::time::timeout_at(limits.deadline, changed).await {
+            // An append (or a partition stopping) woke us, or a partition went away.
+            Ok(_) => woke = true,
+            Err(_) => {
+                *targets = relocated(b, r, targets);
+                let (results, _) = read_current(b, r, targets, limits.max_bytes, version).await;
+                return results;
+            }
+        }
+    }
+}
+
+/// The answer: partitions in the order of the request's topics, which the slices follow.
+fn fetch_reply(
+    targets: &[Target],
+    results: Vec<PartRead>,
+    mut topics_out: Vec<FetchableTopicResponse>,
+) -> FetchReply {
     let mut slices: Vec<Vec<FileSlice>> = vec![Vec::new(); topics_out.len()];
     for (t, pr) in targets.iter().zip(results) {
         topics_out[t.topic_index].partitions.push(pr.data);
@@ -296,27 +328,6 @@ pub(crate) fn answer_limit(
         Some(cap) => limit.min(cap.max(min_bytes)),
         None => limit,
     }
-}
-
-/// A consumer's answer cap for a connection whose minimum round trip is `min_round_trip`: the
-/// bytes `bytes_per_second` moves in one round trip, and at least `floor`. `None` when `floor`
-/// is 0 (turned off).
-///
-/// Why: librdkafka keeps one Fetch in flight per broker and reads an answer whole before it
-/// parses it; measured, the larger the answer, the more CPU it spent per byte and the more page
-/// faults it took (bench/history/produce-consume-2026-12-04-to-12-05.md, session 26). On a
-/// short round trip a small answer costs no throughput; on a long one an answer must carry the
-/// round trip's worth of bytes, which the rate term gives it.
-pub(crate) fn latency_cap(
-    min_round_trip: Duration,
-    floor: usize,
-    bytes_per_second: u64,
-) -> Option<usize> {
-    if floor == 0 {
-        return None;
-    }
-    let per_round_trip = u128::from(bytes_per_second) * min_round_trip.as_micros() / 1_000_000;
-    Some(floor.max(usize::try_from(per_round_trip).unwrap_or(usize::MAX)))
 }
 
 /// A watch per located partition: of its log end for a follower, of its high watermark for a
@@ -549,38 +560,13 @@ fn read_into(
     if version >= 4 {
         pd.aborted_transactions = Some(Vec::new());
     }
-    let part = match &t.part {
+    let part = match readable_leader(t) {
         Ok(p) => p,
         Err(e) => {
             pd.error_code = e.code();
             return Ok(None);
         }
     };
-    let role = part.role();
-    if !role.is_leader {
-        pd.error_code = ResponseError::NotLeaderOrFollower.code();
-        return Ok(None);
-    }
-    if t.current_leader_epoch >= 0 && t.current_leader_epoch != role.leader_epoch {
-        pd.error_code = if t.current_leader_epoch < role.leader_epoch {
-            ResponseError::FencedLeaderEpoch.code()
-        } else {
-            ResponseError::UnknownLeaderEpoch.code()
-        };
-        return Ok(None);
-    }
-    if let Reader::NotAReplica { replica_id } = t.reader {
-        // Kafka's answer to a replica id outside the replica set: with the current leader
-        // epoch the (replica, epoch) pair is not recognised, without it the leader cannot
-        // tell whose state is stale.
-        pd.error_code = if t.current_leader_epoch >= 0 {
-            ResponseError::UnknownLeaderEpoch.code()
-        } else {
-            ResponseError::NotLeaderOrFollower.code()
-        };
-        tracing::debug!(topic = %part.topic, partition = t.partition, replica_id, "fetch from a replica id that is not a follower of the partition");
-        return Ok(None);
-    }
     let follower = t.reader == Reader::Follower;
     let log = &part.log;
     let offsets = log.offsets();
@@ -597,8 +583,7 @@ fn read_into(
         return Ok(None);
     }
     // The planted bug: consumers read up to the log end, as followers do.
-    let bounded =
-        !follower && !crate::util::planted(crate::util::PlantedBug::ConsumerReadsUncommitted);
+    let bounded = !follower && !planted!(ConsumerReadsUncommitted);
     let upper = if bounded { Some(hw) } else { None };
     if bounded && t.fetch_offset >= hw {
         pd.records = Some(Bytes::new());
@@ -623,6 +608,35 @@ fn read_into(
             Ok(None)
         }
     }
+}
+
+/// The partition `t` reads, if this replica leads it in the epoch the fetch names and the
+/// reader may read it; else the partition's error.
+fn readable_leader(t: &Target) -> Result<&Arc<Partition>, ResponseError> {
+    let part = t.part.as_ref().map_err(|e| *e)?;
+    let role = part.role();
+    if !role.is_leader {
+        return Err(ResponseError::NotLeaderOrFollower);
+    }
+    if t.current_leader_epoch >= 0 && t.current_leader_epoch != role.leader_epoch {
+        return Err(if t.current_leader_epoch < role.leader_epoch {
+            ResponseError::FencedLeaderEpoch
+        } else {
+            ResponseError::UnknownLeaderEpoch
+        });
+    }
+    if let Reader::NotAReplica { replica_id } = t.reader {
+        // Kafka's answer to a replica id outside the replica set: with the current leader
+        // epoch the (replica, epoch) pair is not recognised, without it the leader cannot
+        // tell whose state is stale.
+        tracing::debug!(topic = %part.topic, partition = t.partition, replica_id, "fetch from a replica id that is not a follower of the partition");
+        return Err(if t.current_leader_epoch >= 0 {
+            ResponseError::UnknownLeaderEpoch
+        } else {
+            ResponseError::NotLeaderOrFollower
+        });
+    }
+    Ok(part)
 }
 
 #[cfg(test)]

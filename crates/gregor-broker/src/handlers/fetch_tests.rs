@@ -164,36 +164,3 @@ fn an_answer_keeps_to_the_request_the_broker_and_the_latency_cap_but_holds_min_b
         30 * MIB
     );
 }
-
-#[test]
-fn the_latency_cap_is_the_floor_on_a_short_round_trip_and_a_round_trip_of_bytes_on_a_long_one() {
-    use super::latency_cap;
-    const MIB: usize = 1 << 20;
-    // Bytes per second.
-    let rate = 10_000_000_000;
-    // Off.
-    assert_eq!(latency_cap(Duration::from_micros(20), 0, rate), None);
-    // Loopback (tens of microseconds) and a rack (100 us): the floor.
-    assert_eq!(
-        latency_cap(Duration::from_micros(20), 2 * MIB, rate),
-        Some(2 * MIB)
-    );
-    assert_eq!(
-        latency_cap(Duration::from_micros(100), 2 * MIB, rate),
-        Some(2 * MIB)
-    );
-    // 1 ms: 10 MB; 50 ms: 500 MB (fetch.max.bytes then caps it).
-    assert_eq!(
-        latency_cap(Duration::from_millis(1), 2 * MIB, rate),
-        Some(10_000_000)
-    );
-    assert_eq!(
-        latency_cap(Duration::from_millis(50), 2 * MIB, rate),
-        Some(500_000_000)
-    );
-    // No overflow with the largest rate and a long round trip.
-    assert_eq!(
-        latency_cap(Duration::from_secs(10), 2 * MIB, u64::MAX),
-        Some(usize::MAX)
-    );
-}

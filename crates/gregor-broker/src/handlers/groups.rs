@@ -4,7 +4,9 @@
 use gregor_group::{Request, RequestContext as GroupContext, Response};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, RequestKind, ResponseKind,
+    ApiKey, BrokerId, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
+    FindCoordinatorResponse, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind, SyncGroupRequest,
 };
 use kafka_protocol::ResponseError;
 
@@ -116,137 +118,167 @@ pub async fn handle(
     request: RequestKind,
 ) -> Option<ResponseKind> {
     let v = ctx.api_version;
-    let gctx = context(ctx);
-    let n = Groups::num_partitions(b);
-    let call = |group: &str, req: Request| {
-        let group = group.to_string();
-        let gctx = gctx.clone();
-        async move { groups.call(b, &group, gctx, req).await }
+    let g = GroupApi {
+        b,
+        groups,
+        gctx: context(ctx),
+        v,
     };
     let out = match &request {
-        RequestKind::JoinGroup(r) => {
-            match call(&r.group_id, Request::JoinGroup(w::join_group_request(r, v))).await {
-                Ok(Response::JoinGroup(x)) => {
-                    Ok(ResponseKind::JoinGroup(w::join_group_response(x, v)))
-                }
-                Ok(_) => Err(ResponseError::UnknownServerError),
-                Err(e) => Err(e),
-            }
-        }
-        RequestKind::SyncGroup(r) => match w::sync_group_request(r, v) {
-            Err(e) => Err(e),
-            Ok(req) => match call(&r.group_id, Request::SyncGroup(req)).await {
-                Ok(Response::SyncGroup(x)) => {
-                    Ok(ResponseKind::SyncGroup(w::sync_group_response(x, v)))
-                }
-                Ok(_) => Err(ResponseError::UnknownServerError),
-                Err(e) => Err(e),
-            },
-        },
-        RequestKind::Heartbeat(r) => {
-            match call(&r.group_id, Request::Heartbeat(w::heartbeat_request(r, v))).await {
-                Ok(Response::Heartbeat(x)) => {
-                    Ok(ResponseKind::Heartbeat(w::heartbeat_response(x, v)))
-                }
-                Ok(_) => Err(ResponseError::UnknownServerError),
-                Err(e) => Err(e),
-            }
-        }
-        RequestKind::LeaveGroup(r) => {
-            match call(
-                &r.group_id,
-                Request::LeaveGroup(w::leave_group_request(r, v)),
-            )
-            .await
-            {
-                Ok(Response::LeaveGroup(x)) => {
-                    Ok(ResponseKind::LeaveGroup(w::leave_group_response(x, v)))
-                }
-                Ok(_) => Err(ResponseError::UnknownServerError),
-                Err(e) => Err(e),
-            }
-        }
-        RequestKind::OffsetCommit(r) => {
-            let image = b.metadata.image();
-            let exists = |t: &str, p: i32| {
-                image
-                    .topic(t)
-                    .is_some_and(|t| t.partitions.contains_key(&p))
-            };
-            let (req, rejected) =
-                w::split_unknown_partitions(w::offset_commit_request(r, v), exists);
-            if req.topics.is_empty() {
-                Ok(ResponseKind::OffsetCommit(w::offset_commit_response(
-                    rejected, None, v,
-                )))
-            } else {
-                match call(&r.group_id, Request::OffsetCommit(req)).await {
-                    Ok(Response::OffsetCommit(x)) => Ok(ResponseKind::OffsetCommit(
-                        w::offset_commit_response(x, Some(rejected), v),
-                    )),
-                    Ok(_) => Err(ResponseError::UnknownServerError),
-                    Err(e) => Err(e),
-                }
-            }
-        }
-        RequestKind::OffsetFetch(r) => match w::offset_fetch_requests(r, v) {
-            Err(e) => Err(e),
-            Ok(reqs) => {
-                let mut answers = Vec::with_capacity(reqs.len());
-                for req in reqs {
-                    answers.push(
-                        match call(&req.group_id, Request::OffsetFetch(req.clone())).await {
-                            Ok(Response::OffsetFetch(x)) => x,
-                            Ok(_) => {
-                                w::offset_fetch_group_error(&req, ResponseError::UnknownServerError)
-                            }
-                            Err(e) => w::offset_fetch_group_error(&req, e),
-                        },
-                    );
-                }
-                Ok(ResponseKind::OffsetFetch(w::offset_fetch_response(
-                    answers, v,
-                )))
-            }
-        },
-        RequestKind::DescribeGroups(r) => {
-            let mut parts = Vec::new();
-            for (p, part) in w::describe_groups_split(r, n) {
-                let req = Request::DescribeGroups(part.clone());
-                parts.push(match groups.call_partition(p, gctx.clone(), req).await {
-                    Ok(Response::DescribeGroups(x)) => x,
-                    Ok(_) => w::describe_groups_error(&part, ResponseError::UnknownServerError),
-                    Err(e) => w::describe_groups_error(&part, e),
-                });
-            }
-            Ok(ResponseKind::DescribeGroups(w::describe_groups_response(
-                r, parts, v,
-            )))
-        }
+        RequestKind::JoinGroup(r) => g.join_group(r).await,
+        RequestKind::SyncGroup(r) => g.sync_group(r).await,
+        RequestKind::Heartbeat(r) => g.heartbeat(r).await,
+        RequestKind::LeaveGroup(r) => g.leave_group(r).await,
+        RequestKind::OffsetCommit(r) => g.offset_commit(r).await,
+        RequestKind::OffsetFetch(r) => g.offset_fetch(r).await,
+        RequestKind::DescribeGroups(r) => Ok(g.describe_groups(r).await),
         RequestKind::ListGroups(r) => {
             let parts = groups
-                .list_groups(gctx.clone(), w::list_groups_request(r, v))
+                .list_groups(g.gctx.clone(), w::list_groups_request(r, v))
                 .await;
             Ok(ResponseKind::ListGroups(w::list_groups_response(parts, v)))
         }
-        RequestKind::DeleteGroups(r) => {
-            let mut parts = Vec::new();
-            for (p, part) in w::delete_groups_split(r, n) {
-                let req = Request::DeleteGroups(part.clone());
-                parts.push(match groups.call_partition(p, gctx.clone(), req).await {
-                    Ok(Response::DeleteGroups(x)) => x,
-                    Ok(_) => w::delete_groups_error(&part, ResponseError::UnknownServerError),
-                    Err(e) => w::delete_groups_error(&part, e),
-                });
-            }
-            Ok(ResponseKind::DeleteGroups(w::delete_groups_response(
-                parts, v,
-            )))
-        }
+        RequestKind::DeleteGroups(r) => Ok(g.delete_groups(r).await),
         _ => Err(ResponseError::UnknownServerError),
     };
     match out {
         Ok(resp) => Some(resp),
         Err(e) => fail(ctx.api_key, v, &request, e),
+    }
+}
+
+/// One group API request on its way to the coordinator shells: the wire request converted,
+/// the call, the answer converted back (UNKNOWN_SERVER_ERROR for an answer of the wrong kind).
+struct GroupApi<'a> {
+    b: ControlPlane<'a>,
+    groups: &'a Groups,
+    gctx: GroupContext,
+    v: i16,
+}
+
+impl GroupApi<'_> {
+    /// Calls the coordinator of `group`.
+    async fn call(&self, group: &str, req: Request) -> Result<Response, ResponseError> {
+        self.groups
+            .call(self.b, group, self.gctx.clone(), req)
+            .await
+    }
+
+    async fn join_group(&self, r: &JoinGroupRequest) -> Result<ResponseKind, ResponseError> {
+        let req = Request::JoinGroup(w::join_group_request(r, self.v));
+        match self.call(&r.group_id, req).await? {
+            Response::JoinGroup(x) => {
+                Ok(ResponseKind::JoinGroup(w::join_group_response(x, self.v)))
+            }
+            _ => Err(ResponseError::UnknownServerError),
+        }
+    }
+
+    async fn sync_group(&self, r: &SyncGroupRequest) -> Result<ResponseKind, ResponseError> {
+        let req = Request::SyncGroup(w::sync_group_request(r, self.v)?);
+        match self.call(&r.group_id, req).await? {
+            Response::SyncGroup(x) => {
+                Ok(ResponseKind::SyncGroup(w::sync_group_response(x, self.v)))
+            }
+            _ => Err(ResponseError::UnknownServerError),
+        }
+    }
+
+    async fn heartbeat(&self, r: &HeartbeatRequest) -> Result<ResponseKind, ResponseError> {
+        let req = Request::Heartbeat(w::heartbeat_request(r, self.v));
+        match self.call(&r.group_id, req).await? {
+            Response::Heartbeat(x) => Ok(ResponseKind::Heartbeat(w::heartbeat_response(x, self.v))),
+            _ => Err(ResponseError::UnknownServerError),
+        }
+    }
+
+    async fn leave_group(&self, r: &LeaveGroupRequest) -> Result<ResponseKind, ResponseError> {
+        let req = Request::LeaveGroup(w::leave_group_request(r, self.v));
+        match self.call(&r.group_id, req).await? {
+            Response::LeaveGroup(x) => {
+                Ok(ResponseKind::LeaveGroup(w::leave_group_response(x, self.v)))
+            }
+            _ => Err(ResponseError::UnknownServerError),
+        }
+    }
+
+    /// Commits the offsets of partitions that exist; the others are answered
+    /// UNKNOWN_TOPIC_OR_PARTITION without reaching the coordinator.
+    async fn offset_commit(&self, r: &OffsetCommitRequest) -> Result<ResponseKind, ResponseError> {
+        let v = self.v;
+        let image = self.b.metadata.image();
+        let exists = |t: &str, p: i32| {
+            image
+                .topic(t)
+                .is_some_and(|t| t.partitions.contains_key(&p))
+        };
+        let (req, rejected) = w::split_unknown_partitions(w::offset_commit_request(r, v), exists);
+        if req.topics.is_empty() {
+            let resp = w::offset_commit_response(rejected, None, v);
+            return Ok(ResponseKind::OffsetCommit(resp));
+        }
+        match self.call(&r.group_id, Request::OffsetCommit(req)).await? {
+            Response::OffsetCommit(x) => Ok(ResponseKind::OffsetCommit(w::offset_commit_response(
+                x,
+                Some(rejected),
+                v,
+            ))),
+            _ => Err(ResponseError::UnknownServerError),
+        }
+    }
+
+    /// Fetches each group's offsets from its own coordinator; a group's error is its own.
+    async fn offset_fetch(&self, r: &OffsetFetchRequest) -> Result<ResponseKind, ResponseError> {
+        let reqs = w::offset_fetch_requests(r, self.v)?;
+        let mut answers = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            answers.push(
+                match self
+                    .call(&req.group_id, Request::OffsetFetch(req.clone()))
+                    .await
+                {
+                    Ok(Response::OffsetFetch(x)) => x,
+                    Ok(_) => w::offset_fetch_group_error(&req, ResponseError::UnknownServerError),
+                    Err(e) => w::offset_fetch_group_error(&req, e),
+                },
+            );
+        }
+        Ok(ResponseKind::OffsetFetch(w::offset_fetch_response(
+            answers, self.v,
+        )))
+    }
+
+    /// Describes the groups, asking each `__consumer_offsets` partition's shard for its own.
+    async fn describe_groups(&self, r: &DescribeGroupsRequest) -> ResponseKind {
+        let n = Groups::num_partitions(self.b);
+        let mut parts = Vec::new();
+        for (p, part) in w::describe_groups_split(r, n) {
+            let req = Request::DescribeGroups(part.clone());
+            parts.push(
+                match self.groups.call_partition(p, self.gctx.clone(), req).await {
+                    Ok(Response::DescribeGroups(x)) => x,
+                    Ok(_) => w::describe_groups_error(&part, ResponseError::UnknownServerError),
+                    Err(e) => w::describe_groups_error(&part, e),
+                },
+            );
+        }
+        ResponseKind::DescribeGroups(w::describe_groups_response(r, parts, self.v))
+    }
+
+    /// Deletes the groups, asking each `__consumer_offsets` partition's shard for its own.
+    async fn delete_groups(&self, r: &DeleteGroupsRequest) -> ResponseKind {
+        let n = Groups::num_partitions(self.b);
+        let mut parts = Vec::new();
+        for (p, part) in w::delete_groups_split(r, n) {
+            let req = Request::DeleteGroups(part.clone());
+            parts.push(
+                match self.groups.call_partition(p, self.gctx.clone(), req).await {
+                    Ok(Response::DeleteGroups(x)) => x,
+                    Ok(_) => w::delete_groups_error(&part, ResponseError::UnknownServerError),
+                    Err(e) => w::delete_groups_error(&part, e),
+                },
+            );
+        }
+        ResponseKind::DeleteGroups(w::delete_groups_response(parts, self.v))
     }
 }

@@ -19,7 +19,7 @@ use gregor_log::OffsetSpec;
 
 use crate::data_plane::DataPlane;
 use crate::replica::log_error;
-use crate::util::blocking;
+use crate::runtime::blocking;
 
 pub fn list_offsets(b: DataPlane<'_>, r: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let mut resp = ListOffsetsResponse::default();

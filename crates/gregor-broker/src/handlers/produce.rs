@@ -6,6 +6,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::join_all;
 use gregor_log::RecordErrors;
+use gregor_meta::Uuid;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
@@ -35,60 +37,34 @@ fn codec_id(records: &[u8]) -> Option<i16> {
 
 const ZSTD: i16 = 4;
 
+/// What every partition of one produce request shares.
+#[derive(Debug, Clone, Copy)]
+struct ProduceParams {
+    acks: i16,
+    /// Bounds only the wait for durability and replication (as in Kafka); the append itself
+    /// always completes (see `Partition::spawn_append`).
+    timeout: Duration,
+    transactional: bool,
+    version: i16,
+}
+
 pub async fn produce(b: DataPlane<'_>, r: ProduceRequest, version: i16) -> Reply {
-    let acks = r.acks;
-    // Only the wait for durability and replication is bounded by the timeout (as in Kafka);
-    // the append itself always completes (see `Partition::spawn_append`).
-    let timeout = Duration::from_millis(r.timeout_ms.max(0) as u64);
-    let transactional = r.transactional_id.is_some();
-    let mut topics = Vec::new();
-    for t in r.topic_data {
-        let name = t.name.0.to_string();
-        let topic_id = t.topic_id;
-        let parts: Vec<_> = t
-            .partition_data
-            .into_iter()
-            .map(move |p| {
-                let name = name.clone();
-                async move {
-                    let result = if !matches!(acks, -1..=1) {
-                        Err(ResponseError::InvalidRequiredAcks.into())
-                    } else if transactional {
-                        Err(super::transactions_unsupported().into())
-                    } else if is_internal_topic(&name) {
-                        Err(ResponseError::InvalidTopicException.into())
-                    } else {
-                        match (b.locate(&name, topic_id, p.index), p.records) {
-                            (Err(e), _) => Err(e.into()),
-                            (Ok(_), None) => Err(ResponseError::InvalidRecord.into()),
-                            (Ok(_), Some(records))
-                                if version < 7 && codec_id(&records) == Some(ZSTD) =>
-                            {
-                                Err(ResponseError::UnsupportedCompressionType.into())
-                            }
-                            (Ok(part), Some(records)) => {
-                                append(b, &part, records, acks, timeout).await
-                            }
-                        }
-                    };
-                    answer(p.index, result, version, transactional, &name)
-                }
-            })
-            .collect();
-        let name = t.name;
-        topics.push(async move {
-            let mut tr = TopicProduceResponse::default();
-            tr.name = name;
-            tr.topic_id = topic_id;
-            tr.partition_responses = join_all(parts).await;
-            tr
-        });
-    }
+    let params = ProduceParams {
+        acks: r.acks,
+        timeout: Duration::from_millis(r.timeout_ms.max(0) as u64),
+        transactional: r.transactional_id.is_some(),
+        version,
+    };
     // Every partition's append starts (takes its place in the partition's order) at the first
     // poll, in request order, before any of them is awaited: pipelined requests of one
     // connection are written in the order they arrived.
-    let topics = join_all(topics).await;
-    if acks == 0 {
+    let topics = join_all(
+        r.topic_data
+            .into_iter()
+            .map(|t| produce_topic(b, params, t)),
+    )
+    .await;
+    if params.acks == 0 {
         // Kafka closes the connection when an acks=0 produce fails, the only way to tell the
         // client to refresh its metadata.
         let failed = topics
@@ -100,6 +76,66 @@ pub async fn produce(b: DataPlane<'_>, r: ProduceRequest, version: i16) -> Reply
     let mut resp = ProduceResponse::default();
     resp.responses = topics;
     Reply::Respond(ResponseKind::Produce(resp))
+}
+
+/// One topic's partitions, appended concurrently and answered in request order.
+async fn produce_topic(
+    b: DataPlane<'_>,
+    params: ProduceParams,
+    t: TopicProduceData,
+) -> TopicProduceResponse {
+    let name = t.name.0.to_string();
+    let topic_id = t.topic_id;
+    let parts = t
+        .partition_data
+        .into_iter()
+        .map(|p| produce_partition(b, params, &name, topic_id, p));
+    let mut tr = TopicProduceResponse::default();
+    tr.partition_responses = join_all(parts).await;
+    tr.name = t.name;
+    tr.topic_id = topic_id;
+    tr
+}
+
+/// One partition's batch: checked, appended, awaited as `acks` asks, and answered.
+async fn produce_partition(
+    b: DataPlane<'_>,
+    params: ProduceParams,
+    topic: &str,
+    topic_id: Uuid,
+    p: PartitionProduceData,
+) -> PartitionProduceResponse {
+    let result = match validate(b, params, topic, topic_id, p.index, p.records) {
+        Ok((part, records)) => append(b, &part, records, params.acks, params.timeout).await,
+        Err(e) => Err(e),
+    };
+    answer(p.index, result, params.version, params.transactional, topic)
+}
+
+/// The partition a batch may be appended to, or why the request cannot write it there.
+fn validate(
+    b: DataPlane<'_>,
+    params: ProduceParams,
+    topic: &str,
+    topic_id: Uuid,
+    index: i32,
+    records: Option<Bytes>,
+) -> Result<(Arc<Partition>, Bytes), ProduceError> {
+    if !matches!(params.acks, -1..=1) {
+        return Err(ResponseError::InvalidRequiredAcks.into());
+    }
+    if params.transactional {
+        return Err(super::transactions_unsupported().into());
+    }
+    if is_internal_topic(topic) {
+        return Err(ResponseError::InvalidTopicException.into());
+    }
+    let part = b.locate(topic, topic_id, index)?;
+    let records = records.ok_or(ResponseError::InvalidRecord)?;
+    if params.version < 7 && codec_id(&records) == Some(ZSTD) {
+        return Err(ResponseError::UnsupportedCompressionType.into());
+    }
+    Ok((part, records))
 }
 
 /// Appends `records` to `part` and waits for what `acks` asks: the batch durable here, and for

@@ -2,17 +2,19 @@
 //! the metadata image and the hosted replicas, log sizes, connections, the controller, and the
 //! groups of this node's coordinator shards with their consumer lag.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use gregor_meta::config::BrokerConfigView;
+use gregor_meta::MetadataImage;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::Broker;
+use crate::broker_view::BrokerView;
+use crate::groups::GroupObservation;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PartitionLabels {
@@ -54,6 +56,16 @@ where
     f
 }
 
+/// A metric without labels, registered; its handle.
+fn registered<M>(registry: &mut Registry, name: &str, help: &str) -> M
+where
+    M: prometheus_client::registry::Metric + Clone + Default,
+{
+    let m = M::default();
+    registry.register(name, help, m.clone());
+    m
+}
+
 fn partition_labels(topic: &str, partition: i32) -> PartitionLabels {
     PartitionLabels {
         topic: topic.to_string(),
@@ -61,17 +73,39 @@ fn partition_labels(topic: &str, partition: i32) -> PartitionLabels {
     }
 }
 
+/// The whole scrape: the event metrics and the state read now.
+pub(super) async fn render(b: BrokerView<'_>) -> String {
+    let state = registry(b).await;
+    let mut out = String::with_capacity(16 * 1024);
+    let encoded = b
+        .metrics
+        .encode_events(&mut out)
+        .and_then(|()| prometheus_client::encoding::text::encode_registry(&mut out, &state))
+        .and_then(|()| prometheus_client::encoding::text::encode_eof(&mut out));
+    if let Err(e) = encoded {
+        tracing::warn!(error = %e, "cannot encode metrics");
+    }
+    out
+}
+
 /// A registry holding the state read now.
-pub(super) async fn registry(b: &Broker) -> Registry {
+async fn registry(b: BrokerView<'_>) -> Registry {
     let mut r = Registry::default();
     broker_state(b, &mut r);
     groups(b, &mut r).await;
     r
 }
 
-fn broker_state(b: &Broker, r: &mut Registry) {
-    let node = b.config.node_id;
+fn broker_state(b: BrokerView<'_>, r: &mut Registry) {
     let image = b.metadata.image();
+    controller_gauges(b, &image, r);
+    session_gauges(b, r);
+    partition_gauges(b, &image, r);
+}
+
+/// The controller's view: whether this node is the active controller and, there only, the
+/// cluster-wide counts; the metadata applied here.
+fn controller_gauges(b: BrokerView<'_>, image: &MetadataImage, r: &mut Registry) {
     let active = b.metadata.is_active_controller();
     gauge(
         r,
@@ -117,6 +151,10 @@ fn broker_state(b: &Broker, r: &mut Registry) {
         "Metadata log entries this node has applied",
         i64::try_from(b.metadata.applied_index()).unwrap_or(i64::MAX),
     );
+}
+
+/// Fetch sessions held and client connections open.
+fn session_gauges(b: BrokerView<'_>, r: &mut Registry) {
     let (sessions, session_partitions) = {
         let cache = b
             .fetch_sessions
@@ -144,170 +182,221 @@ fn broker_state(b: &Broker, r: &mut Registry) {
             open as i64,
         );
     }
+}
 
-    let size = family::<PartitionLabels>(
-        r,
-        "gregor_log_size_bytes",
-        "Bytes of a hosted partition's log segments (Kafka Log Size)",
-    );
-    let leo = family::<PartitionLabels>(
-        r,
-        "gregor_log_end_offset",
-        "Log end offset of a hosted partition",
-    );
-    let lso = family::<PartitionLabels>(
-        r,
-        "gregor_log_start_offset",
-        "Log start offset of a hosted partition",
-    );
-    let hw = family::<PartitionLabels>(
-        r,
-        "gregor_partition_high_watermark",
-        "High watermark of a hosted partition (on a follower: as far as its leader has told it)",
-    );
-    let under = family::<PartitionLabels>(r, "gregor_partition_under_replicated", "1 when a partition this broker leads has fewer in-sync replicas than replicas (Kafka UnderReplicated)");
-    let under_min = family::<PartitionLabels>(r, "gregor_partition_under_min_isr", "1 when a partition this broker leads has fewer in-sync replicas than min.insync.replicas (Kafka UnderMinIsr)");
-    let follower_lag = family::<PartitionLabels>(
-        r,
-        "gregor_replica_lag_offsets",
-        "How far a follower replica on this broker trails its leader's high watermark, in offsets",
-    );
-    let view = BrokerConfigView::new(&image, &b.config.settings, node);
-    let (mut hosted, mut leaders, mut under_count, mut under_min_count) = (0i64, 0i64, 0i64, 0i64);
+/// The per-partition series of the replicas this broker hosts.
+struct PartitionFamilies {
+    size: Family<PartitionLabels, Gauge>,
+    leo: Family<PartitionLabels, Gauge>,
+    lso: Family<PartitionLabels, Gauge>,
+    hw: Family<PartitionLabels, Gauge>,
+    under: Family<PartitionLabels, Gauge>,
+    under_min: Family<PartitionLabels, Gauge>,
+    follower_lag: Family<PartitionLabels, Gauge>,
+}
+
+impl PartitionFamilies {
+    fn register(r: &mut Registry) -> PartitionFamilies {
+        PartitionFamilies {
+            size: family(
+                r,
+                "gregor_log_size_bytes",
+                "Bytes of a hosted partition's log segments (Kafka Log Size)",
+            ),
+            leo: family(
+                r,
+                "gregor_log_end_offset",
+                "Log end offset of a hosted partition",
+            ),
+            lso: family(
+                r,
+                "gregor_log_start_offset",
+                "Log start offset of a hosted partition",
+            ),
+            hw: family(
+                r,
+                "gregor_partition_high_watermark",
+                "High watermark of a hosted partition (on a follower: as far as its leader has told it)",
+            ),
+            under: family(
+                r,
+                "gregor_partition_under_replicated",
+                "1 when a partition this broker leads has fewer in-sync replicas than replicas (Kafka UnderReplicated)",
+            ),
+            under_min: family(
+                r,
+                "gregor_partition_under_min_isr",
+                "1 when a partition this broker leads has fewer in-sync replicas than min.insync.replicas (Kafka UnderMinIsr)",
+            ),
+            follower_lag: family(
+                r,
+                "gregor_replica_lag_offsets",
+                "How far a follower replica on this broker trails its leader's high watermark, in offsets",
+            ),
+        }
+    }
+}
+
+/// How many hosted replicas this broker leads, and of those how many are under-replicated and
+/// under `min.insync.replicas`.
+#[derive(Default)]
+struct LeaderCounts {
+    hosted: i64,
+    leaders: i64,
+    under: i64,
+    under_min: i64,
+}
+
+fn partition_gauges(b: BrokerView<'_>, image: &MetadataImage, r: &mut Registry) {
+    let families = PartitionFamilies::register(r);
+    let view = BrokerConfigView::new(image, &b.config.settings, b.node_id());
+    let mut counts = LeaderCounts::default();
     for p in b.replicas.all() {
-        hosted += 1;
+        counts.hosted += 1;
         let labels = partition_labels(&p.topic, p.index);
-        size.get_or_create(&labels)
+        families
+            .size
+            .get_or_create(&labels)
             .set(i64::try_from(p.log.size_bytes()).unwrap_or(i64::MAX));
-        leo.get_or_create(&labels).set(p.log.log_end_offset());
-        lso.get_or_create(&labels).set(p.log.log_start_offset());
-        hw.get_or_create(&labels).set(p.high_watermark());
+        families
+            .leo
+            .get_or_create(&labels)
+            .set(p.log.log_end_offset());
+        families
+            .lso
+            .get_or_create(&labels)
+            .set(p.log.log_start_offset());
+        families.hw.get_or_create(&labels).set(p.high_watermark());
         let Some(reg) = image
             .topic(&p.topic)
             .and_then(|t| t.partitions.get(&p.index))
         else {
             continue;
         };
-        if reg.leader != node {
-            follower_lag.get_or_create(&labels).set(p.offset_lag());
+        if reg.leader != b.node_id() {
+            families
+                .follower_lag
+                .get_or_create(&labels)
+                .set(p.offset_lag());
             continue;
         }
-        leaders += 1;
+        counts.leaders += 1;
         let is_under = reg.isr.len() < reg.replicas.len();
-        under.get_or_create(&labels).set(i64::from(is_under));
-        under_count += i64::from(is_under);
+        families
+            .under
+            .get_or_create(&labels)
+            .set(i64::from(is_under));
+        counts.under += i64::from(is_under);
         let min_isr = view
             .topic_value(&p.topic, "min.insync.replicas")
             .and_then(|v| v.value.as_i64())
             .unwrap_or(1);
         let is_under_min = (reg.isr.len() as i64) < min_isr;
-        under_min
+        families
+            .under_min
             .get_or_create(&labels)
             .set(i64::from(is_under_min));
-        under_min_count += i64::from(is_under_min);
+        counts.under_min += i64::from(is_under_min);
     }
+    leader_count_gauges(&counts, r);
+}
+
+fn leader_count_gauges(counts: &LeaderCounts, r: &mut Registry) {
     gauge(
         r,
         "gregor_partitions",
         "Partition replicas hosted by this broker (Kafka PartitionCount)",
-        hosted,
+        counts.hosted,
     );
     gauge(
         r,
         "gregor_leader_partitions",
         "Partitions this broker leads (Kafka LeaderCount)",
-        leaders,
+        counts.leaders,
     );
-    gauge(r, "gregor_under_replicated_partitions", "Partitions this broker leads with fewer in-sync replicas than replicas (Kafka UnderReplicatedPartitions)", under_count);
-    gauge(r, "gregor_under_min_isr_partitions", "Partitions this broker leads with fewer in-sync replicas than min.insync.replicas (Kafka UnderMinIsrPartitionCount)", under_min_count);
+    gauge(
+        r,
+        "gregor_under_replicated_partitions",
+        "Partitions this broker leads with fewer in-sync replicas than replicas (Kafka UnderReplicatedPartitions)",
+        counts.under,
+    );
+    gauge(
+        r,
+        "gregor_under_min_isr_partitions",
+        "Partitions this broker leads with fewer in-sync replicas than min.insync.replicas (Kafka UnderMinIsrPartitionCount)",
+        counts.under_min,
+    );
 }
 
-async fn groups(b: &Broker, r: &mut Registry) {
-    let observed = b.groups.observe().await;
-    let by_state = family::<StateLabels>(
-        r,
-        "gregor_groups",
-        "Groups coordinated by this broker, per state (Kafka NumGroups<State>)",
-    );
-    for state in [
-        "Empty",
-        "PreparingRebalance",
-        "CompletingRebalance",
-        "Stable",
-        "Dead",
-    ] {
-        drop(by_state.get_or_create(&StateLabels { state }));
-    }
-    let members = family::<GroupLabels>(
-        r,
-        "gregor_group_members",
-        "Members of a group this broker coordinates",
-    );
-    let generation = family::<GroupLabels>(r, "gregor_group_generation", "A group's generation id");
-    let rebalancing = family::<GroupLabels>(
-        r,
-        "gregor_group_rebalance_in_progress",
-        "1 while a group is rebalancing",
-    );
-    let generations = Family::<GroupLabels, Counter>::default();
-    r.register(
-        "gregor_group_rebalances",
-        "Rebalances of a group that formed a new generation, since this coordinator loaded the group",
-        generations.clone(),
-    );
-    let completed = Family::<GroupLabels, Counter>::default();
-    r.register(
-        "gregor_group_rebalances_completed",
-        "Rebalances of a group that finished (Stable or Empty), since this coordinator loaded the group",
-        completed.clone(),
-    );
-    let seconds = Family::<GroupLabels, Counter<f64, AtomicU64>>::default();
-    r.register(
-        "gregor_group_rebalance_seconds",
-        "Total duration of a group's finished rebalances, from PreparingRebalance to Stable; divide by gregor_group_rebalances_completed_total for the mean",
-        seconds.clone(),
-    );
-    let last = Family::<GroupLabels, FloatGauge>::default();
-    r.register(
-        "gregor_group_last_rebalance_duration_seconds",
-        "Duration of a group's last finished rebalance",
-        last.clone(),
-    );
-    let committed = family::<GroupPartitionLabels>(
-        r,
-        "gregor_consumer_group_committed_offset",
-        "A group's committed offset for a partition",
-    );
-    let lag = family::<GroupPartitionLabels>(r, "gregor_consumer_group_lag_offsets", "High watermark minus the committed offset, the high watermark from the partition's leader (read here when this broker leads it, else asked of the leader with ListOffsets, refreshed at most every 2 s; no series while the leader does not answer). Reported by the group's coordinator only: summing over brokers counts each group once");
-    let time_lag = Family::<GroupPartitionLabels, FloatGauge>::default();
-    r.register(
-        "gregor_consumer_group_lag_seconds",
-        "Age of the first unconsumed record (now minus the first timestamp of the batch holding the committed offset), where the coordinator hosts a replica holding that batch (remote batches are not fetched: no series for partitions without a replica here)",
-        time_lag.clone(),
-    );
-    let failures = Counter::<u64>::default();
-    failures.inc_by(b.cluster_view.high_watermark_failures());
-    r.register(
-        "gregor_consumer_group_remote_high_watermark_failures",
-        "Lookups of a partition's high watermark at its leader (for the lag of the groups coordinated here) that failed; the lag of that partition is left out until a lookup succeeds",
-        failures,
-    );
-    let now_ms = crate::util::now_ms();
-    let group_lag = family::<GroupLabels>(
-        r,
-        "gregor_consumer_group_lag_sum_offsets",
-        "Sum of a group's lag over its partitions whose high watermark is known",
-    );
+/// The per-group series of the groups this node coordinates: state, members, rebalances.
+struct GroupFamilies {
+    by_state: Family<StateLabels, Gauge>,
+    members: Family<GroupLabels, Gauge>,
+    generation: Family<GroupLabels, Gauge>,
+    rebalancing: Family<GroupLabels, Gauge>,
+    generations: Family<GroupLabels, Counter>,
+    completed: Family<GroupLabels, Counter>,
+    seconds: Family<GroupLabels, Counter<f64, AtomicU64>>,
+    last: Family<GroupLabels, FloatGauge>,
+}
 
-    // One look per partition however many groups commit to it.
-    let wanted: HashSet<(String, i32)> = observed
-        .iter()
-        .flat_map(|g| g.offsets.iter().map(|(t, p, _)| (t.clone(), *p)))
-        .collect();
-    let hws = b.cluster_view.high_watermarks(b, wanted).await;
-    for g in &observed {
+impl GroupFamilies {
+    fn register(r: &mut Registry) -> GroupFamilies {
+        let by_state = family::<StateLabels>(
+            r,
+            "gregor_groups",
+            "Groups coordinated by this broker, per state (Kafka NumGroups<State>)",
+        );
+        // Every state has a series, zero when no group is in it.
+        for state in [
+            "Empty",
+            "PreparingRebalance",
+            "CompletingRebalance",
+            "Stable",
+            "Dead",
+        ] {
+            drop(by_state.get_or_create(&StateLabels { state }));
+        }
+        GroupFamilies {
+            by_state,
+            members: family(
+                r,
+                "gregor_group_members",
+                "Members of a group this broker coordinates",
+            ),
+            generation: family(r, "gregor_group_generation", "A group's generation id"),
+            rebalancing: family(
+                r,
+                "gregor_group_rebalance_in_progress",
+                "1 while a group is rebalancing",
+            ),
+            generations: registered(
+                r,
+                "gregor_group_rebalances",
+                "Rebalances of a group that formed a new generation, since this coordinator loaded the group",
+            ),
+            completed: registered(
+                r,
+                "gregor_group_rebalances_completed",
+                "Rebalances of a group that finished (Stable or Empty), since this coordinator loaded the group",
+            ),
+            seconds: registered(
+                r,
+                "gregor_group_rebalance_seconds",
+                "Total duration of a group's finished rebalances, from PreparingRebalance to Stable; divide by gregor_group_rebalances_completed_total for the mean",
+            ),
+            last: registered(
+                r,
+                "gregor_group_last_rebalance_duration_seconds",
+                "Duration of a group's last finished rebalance",
+            ),
+        }
+    }
+
+    /// One group's state and rebalance series.
+    fn record(&self, g: &GroupObservation) {
         let s = &g.summary;
-        by_state
+        self.by_state
             .get_or_create(&StateLabels {
                 state: s.state.name(),
             })
@@ -315,20 +404,22 @@ async fn groups(b: &Broker, r: &mut Registry) {
         let labels = GroupLabels {
             group: s.group_id.clone(),
         };
-        members.get_or_create(&labels).set(s.members.len() as i64);
-        generation
+        self.members
+            .get_or_create(&labels)
+            .set(s.members.len() as i64);
+        self.generation
             .get_or_create(&labels)
             .set(i64::from(s.generation_id));
-        rebalancing
+        self.rebalancing
             .get_or_create(&labels)
             .set(i64::from(g.rebalances.in_progress().is_some()));
-        generations
+        self.generations
             .get_or_create(&labels)
             .inc_by(g.rebalances.generations);
-        completed
+        self.completed
             .get_or_create(&labels)
             .inc_by(g.rebalances.completed);
-        seconds
+        self.seconds
             .get_or_create(&labels)
             .inc_by(g.rebalances.completed_ms_total as f64 / 1000.0);
         if let Some(done) = g
@@ -338,33 +429,113 @@ async fn groups(b: &Broker, r: &mut Registry) {
             .rev()
             .find_map(|x| x.completed_ms.map(|end| (end - x.started_ms).max(0)))
         {
-            last.get_or_create(&labels).set(done as f64 / 1000.0);
+            self.last.get_or_create(&labels).set(done as f64 / 1000.0);
         }
+    }
+}
+
+/// The consumer lag series of the groups this node coordinates.
+struct LagFamilies {
+    committed: Family<GroupPartitionLabels, Gauge>,
+    lag: Family<GroupPartitionLabels, Gauge>,
+    time_lag: Family<GroupPartitionLabels, FloatGauge>,
+    group_lag: Family<GroupLabels, Gauge>,
+}
+
+impl LagFamilies {
+    fn register(r: &mut Registry, remote_failures: u64) -> LagFamilies {
+        let committed = family(
+            r,
+            "gregor_consumer_group_committed_offset",
+            "A group's committed offset for a partition",
+        );
+        let lag = family(
+            r,
+            "gregor_consumer_group_lag_offsets",
+            "High watermark minus the committed offset, the high watermark from the partition's leader (read here when this broker leads it, else asked of the leader with ListOffsets, refreshed at most every 2 s; no series while the leader does not answer). Reported by the group's coordinator only: summing over brokers counts each group once",
+        );
+        let time_lag = registered(
+            r,
+            "gregor_consumer_group_lag_seconds",
+            "Age of the first unconsumed record (now minus the first timestamp of the batch holding the committed offset), where the coordinator hosts a replica holding that batch (remote batches are not fetched: no series for partitions without a replica here)",
+        );
+        let failures = Counter::<u64>::default();
+        failures.inc_by(remote_failures);
+        r.register(
+            "gregor_consumer_group_remote_high_watermark_failures",
+            "Lookups of a partition's high watermark at its leader (for the lag of the groups coordinated here) that failed; the lag of that partition is left out until a lookup succeeds",
+            failures,
+        );
+        let group_lag = family(
+            r,
+            "gregor_consumer_group_lag_sum_offsets",
+            "Sum of a group's lag over its partitions whose high watermark is known",
+        );
+        LagFamilies {
+            committed,
+            lag,
+            time_lag,
+            group_lag,
+        }
+    }
+
+    /// One group's committed offsets and lag, against the leaders' high watermarks `hws`.
+    async fn record(
+        &self,
+        b: BrokerView<'_>,
+        g: &GroupObservation,
+        hws: &HashMap<(String, i32), i64>,
+        now_ms: i64,
+    ) {
+        let group = &g.summary.group_id;
         let mut sum = None::<i64>;
         for (topic, partition, offset) in &g.offsets {
             let labels = GroupPartitionLabels {
-                group: s.group_id.clone(),
+                group: group.clone(),
                 topic: topic.clone(),
                 partition: partition.to_string(),
             };
-            committed.get_or_create(&labels).set(*offset);
-            if let Some(&hw) = hws.get(&(topic.clone(), *partition)) {
-                let l = (hw - offset).max(0);
-                lag.get_or_create(&labels).set(l);
-                *sum.get_or_insert(0) += l;
-                if l > 0 {
-                    if let Some(ts) =
-                        first_unconsumed_timestamp(b, topic, *partition, *offset).await
-                    {
-                        let age = (now_ms - ts).max(0) as f64 / 1000.0;
-                        time_lag.get_or_create(&labels).set(age);
-                    }
+            self.committed.get_or_create(&labels).set(*offset);
+            let Some(&hw) = hws.get(&(topic.clone(), *partition)) else {
+                continue;
+            };
+            let l = (hw - offset).max(0);
+            self.lag.get_or_create(&labels).set(l);
+            *sum.get_or_insert(0) += l;
+            if l > 0 {
+                if let Some(ts) = first_unconsumed_timestamp(b, topic, *partition, *offset).await {
+                    let age = (now_ms - ts).max(0) as f64 / 1000.0;
+                    self.time_lag.get_or_create(&labels).set(age);
                 }
             }
         }
         if let Some(sum) = sum {
-            group_lag.get_or_create(&labels).set(sum);
+            self.group_lag
+                .get_or_create(&GroupLabels {
+                    group: group.clone(),
+                })
+                .set(sum);
         }
+    }
+}
+
+async fn groups(b: BrokerView<'_>, r: &mut Registry) {
+    let observed = b.groups.observe().await;
+    let families = GroupFamilies::register(r);
+    let lags = LagFamilies::register(r, b.cluster_view.high_watermark_failures());
+    let now_ms = crate::runtime::now_ms();
+    // One look per partition however many groups commit to it.
+    let wanted: HashSet<(String, i32)> = observed
+        .iter()
+        .flat_map(|g| g.offsets.iter().map(|(t, p, _)| (t.clone(), *p)))
+        .collect();
+    let hws = b
+        .cluster_view
+        .high_watermarks(b.metadata, b.replicas, wanted)
+        .await;
+    for g in &observed {
+        families.record(g);
+        lags.record(b, g, &hws, now_ms).await;
     }
 }
 
@@ -373,14 +544,14 @@ async fn groups(b: &Broker, r: &mut Registry) {
 /// replica or the offset is not here (a follower that has not replicated it yet, a partition
 /// without a replica here).
 async fn first_unconsumed_timestamp(
-    b: &Broker,
+    b: BrokerView<'_>,
     topic: &str,
     partition: i32,
     offset: i64,
 ) -> Option<i64> {
     let part = b.replicas.get(topic, partition)?;
     let hw = part.high_watermark();
-    let read = crate::util::blocking(move || part.log.read(offset, 1, Some(hw))).await;
+    let read = crate::runtime::blocking(move || part.log.read(offset, 1, Some(hw))).await;
     let header = read.ok()?.records.get(27..35)?.try_into().ok()?;
     Some(i64::from_be_bytes(header))
 }

@@ -25,13 +25,22 @@ pub fn error_codes(response: &ResponseKind) -> Vec<i16> {
             codes.push(c);
         }
     };
+    // Each response kind belongs to one family; the others add nothing.
+    data_api_codes(response, &mut add);
+    group_api_codes(response, &mut add);
+    admin_api_codes(response, &mut add);
+    codes
+}
+
+/// The error codes of the partition data APIs and Metadata.
+fn data_api_codes(response: &ResponseKind, add: &mut impl FnMut(i16)) {
     match response {
         ResponseKind::Produce(r) => r
             .responses
             .iter()
             .flat_map(|t| &t.partition_responses)
             .for_each(|p| add(p.error_code)),
-        ResponseKind::Fetch(r) => codes.extend(fetch_error_codes(r)),
+        ResponseKind::Fetch(r) => fetch_error_codes(r).into_iter().for_each(add),
         ResponseKind::ListOffsets(r) => r
             .topics
             .iter()
@@ -53,6 +62,14 @@ pub fn error_codes(response: &ResponseKind) -> Vec<i16> {
                 t.partitions.iter().for_each(|p| add(p.error_code));
             }
         }
+        ResponseKind::InitProducerId(r) => add(r.error_code),
+        _ => {}
+    }
+}
+
+/// The error codes of the group APIs.
+fn group_api_codes(response: &ResponseKind, add: &mut impl FnMut(i16)) {
+    match response {
         ResponseKind::OffsetCommit(r) => r
             .topics
             .iter()
@@ -86,10 +103,16 @@ pub fn error_codes(response: &ResponseKind) -> Vec<i16> {
         ResponseKind::DescribeGroups(r) => r.groups.iter().for_each(|g| add(g.error_code)),
         ResponseKind::ListGroups(r) => add(r.error_code),
         ResponseKind::DeleteGroups(r) => r.results.iter().for_each(|g| add(g.error_code)),
+        _ => {}
+    }
+}
+
+/// The error codes of the admin and cluster APIs.
+fn admin_api_codes(response: &ResponseKind, add: &mut impl FnMut(i16)) {
+    match response {
         ResponseKind::CreateTopics(r) => r.topics.iter().for_each(|t| add(t.error_code)),
         ResponseKind::DeleteTopics(r) => r.responses.iter().for_each(|t| add(t.error_code)),
         ResponseKind::CreatePartitions(r) => r.results.iter().for_each(|t| add(t.error_code)),
-        ResponseKind::InitProducerId(r) => add(r.error_code),
         ResponseKind::ApiVersions(r) => add(r.error_code),
         ResponseKind::DescribeCluster(r) => add(r.error_code),
         ResponseKind::DescribeConfigs(r) => r.results.iter().for_each(|x| add(x.error_code)),
@@ -117,7 +140,6 @@ pub fn error_codes(response: &ResponseKind) -> Vec<i16> {
         }
         _ => {}
     }
-    codes
 }
 
 /// Kafka's name of an error code (`NOT_LEADER_OR_FOLLOWER`), or `UNKNOWN_<code>`.

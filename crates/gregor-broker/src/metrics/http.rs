@@ -23,7 +23,8 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
-use crate::Broker;
+use crate::broker_view::{BrokerView, Observable};
+use crate::cluster_view::peer::parse_listener;
 
 /// Connections served at once; more wait in the kernel's backlog.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -46,34 +47,10 @@ pub fn listener_address(config: &crate::BrokerConfig) -> Result<Option<SocketAdd
     parse_listener(&value)
 }
 
-pub(crate) fn parse_listener(value: &str) -> Result<Option<SocketAddr>, String> {
-    let value = value.trim();
-    if value.is_empty() {
-        return Ok(None);
-    }
-    let rest = match value.split_once("://") {
-        Some(("http", rest)) => rest,
-        Some((scheme, _)) => {
-            return Err(format!(
-                "metrics.listener {value:?}: only http:// is served (not {scheme}://)"
-            ))
-        }
-        None => value,
-    };
-    let rest = rest.trim_end_matches('/');
-    let rest = match rest.strip_prefix("localhost:") {
-        Some(port) => format!("127.0.0.1:{port}"),
-        None => rest.to_string(),
-    };
-    rest.parse::<SocketAddr>()
-        .map(Some)
-        .map_err(|e| format!("metrics.listener {value:?}: expected http://IP:PORT ({e})"))
-}
-
 /// The broker the listener reports on, once it has started.
 #[derive(Default)]
 pub struct Target {
-    broker: OnceLock<Weak<Broker>>,
+    broker: OnceLock<Weak<dyn Observable>>,
 }
 
 impl Target {
@@ -82,11 +59,13 @@ impl Target {
     }
 
     /// The broker has started: `/metrics` and `/readyz` report on it from now on.
-    pub fn set(&self, broker: &Arc<Broker>) {
-        let _ = self.broker.set(Arc::downgrade(broker));
+    pub fn set<B: Observable + 'static>(&self, broker: &Arc<B>) {
+        let weak: Weak<B> = Arc::downgrade(broker);
+        let weak: Weak<dyn Observable> = weak;
+        let _ = self.broker.set(weak);
     }
 
-    fn get(&self) -> Option<Arc<Broker>> {
+    fn get(&self) -> Option<Arc<dyn Observable>> {
         self.broker.get().and_then(Weak::upgrade)
     }
 }
@@ -110,7 +89,7 @@ pub async fn serve(listener: TcpListener, target: Arc<Target>) {
             }
         };
         let target = target.clone();
-        crate::util::spawn(async move {
+        crate::runtime::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let target = target.clone();
                 async move { Ok::<_, Infallible>(answer(&target, &req).await) }
@@ -157,7 +136,8 @@ async fn answer(target: &Target, req: &Request<Incoming>) -> Response<Full<Bytes
             return console_response(crate::console::host_refused());
         }
         let broker = target.get();
-        let page = crate::console::answer(broker.as_deref(), path, req.uri().query()).await;
+        let view = broker.as_deref().map(Observable::view);
+        let page = crate::console::answer(view, path, req.uri().query()).await;
         return console_response(page);
     }
     match path {
@@ -167,7 +147,7 @@ async fn answer(target: &Target, req: &Request<Incoming>) -> Response<Full<Bytes
                 StatusCode::SERVICE_UNAVAILABLE,
                 "starting: not registered yet\n",
             ),
-            Some(b) => match readiness(&b) {
+            Some(b) => match readiness(b.view()) {
                 Ok(()) => text(StatusCode::OK, "ready\n"),
                 Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
             },
@@ -175,7 +155,7 @@ async fn answer(target: &Target, req: &Request<Incoming>) -> Response<Full<Bytes
         "/metrics" => match target.get() {
             None => text(StatusCode::SERVICE_UNAVAILABLE, "starting\n"),
             Some(b) => {
-                let body = super::render(&b).await;
+                let body = super::collect::render(b.view()).await;
                 let mut r = text(StatusCode::OK, body);
                 r.headers_mut()
                     .insert(CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS));
@@ -217,7 +197,7 @@ fn console_response(page: crate::console::Page) -> Response<Full<Bytes>> {
 /// Ready: this broker is registered and unfenced in the metadata it has applied, and it knows an
 /// active controller. (The controller unfences a broker only once it has caught up with the
 /// metadata log, and fences one that stops heartbeating.)
-pub fn readiness(b: &Broker) -> Result<(), String> {
+pub fn readiness(b: BrokerView<'_>) -> Result<(), String> {
     if !b.config.is_broker {
         return match b.metadata.active_controller() {
             Some(_) => Ok(()),
@@ -225,7 +205,7 @@ pub fn readiness(b: &Broker) -> Result<(), String> {
         };
     }
     let image = b.metadata.image();
-    match image.broker(b.config.node_id) {
+    match image.broker(b.node_id()) {
         None => return Err("not registered".into()),
         Some(r) if r.fenced => return Err("fenced".into()),
         Some(_) => {}
@@ -234,24 +214,4 @@ pub fn readiness(b: &Broker) -> Result<(), String> {
         return Err("no active controller known".into());
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn listener_values() {
-        assert_eq!(
-            parse_listener("http://127.0.0.1:9644"),
-            Ok(Some("127.0.0.1:9644".parse().expect("addr")))
-        );
-        assert_eq!(
-            parse_listener("localhost:9644/"),
-            Ok(Some("127.0.0.1:9644".parse().expect("addr")))
-        );
-        assert_eq!(parse_listener(""), Ok(None));
-        assert!(parse_listener("https://127.0.0.1:9644").is_err());
-        assert!(parse_listener("http://somewhere").is_err());
-    }
 }

@@ -1,0 +1,465 @@
+//! The event metrics: counters and histograms updated where things happen (bytes and records in
+//! and out, requests, errors and latencies per API, purgatories, ISR changes, fsyncs), and the
+//! registry they are encoded from at scrape time. The services and the replica manager update
+//! them; only the scrape (`metrics::collect`) reads them.
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::ApiKey;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::connection::Reply;
+use crate::connection_quotas::ConnectionQuotas;
+use crate::isr::IsrChange;
+use crate::zero_copy::SendfileCounters;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TopicLabels {
+    pub topic: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiLabels {
+    pub api: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiErrorLabels {
+    pub api: String,
+    pub error: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PurgatoryLabels {
+    /// `produce` (acks=all waiting for the high watermark) or `fetch` (waiting for min_bytes).
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SendfileLabels {
+    /// `worker` (every page was in the page cache) or `blocking_pool`.
+    pub thread: &'static str,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn request_histogram() -> Histogram {
+    // 0.25 ms .. ~65 s
+    Histogram::new(exponential_buckets(0.000_25, 2.0, 19))
+}
+
+/// Per-topic byte and record counters (Kafka's BrokerTopicMetrics).
+struct TopicCounters {
+    bytes_in: Family<TopicLabels, Counter>,
+    messages_in: Family<TopicLabels, Counter>,
+    bytes_out: Family<TopicLabels, Counter>,
+    messages_out: Family<TopicLabels, Counter>,
+    replication_bytes_out: Family<TopicLabels, Counter>,
+}
+
+/// Per-API request counters, latencies and the purgatories (Kafka's RequestMetrics).
+struct RequestMetrics {
+    requests: Family<ApiLabels, Counter>,
+    request_errors: Family<ApiErrorLabels, Counter>,
+    request_duration: HistogramFamily<ApiLabels>,
+    purgatory: Family<PurgatoryLabels, Gauge>,
+}
+
+/// The durability path's fdatasyncs: their duration and the appends each made durable.
+struct LogFlushMetrics {
+    log_flush: Histogram,
+    group_commit: Histogram,
+}
+
+/// Registers a metric under `name` and returns a handle to it (metrics are cheap clones of
+/// shared atomics).
+fn registered<M>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M
+where
+    M: prometheus_client::registry::Metric + Clone,
+{
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+impl TopicCounters {
+    fn register(r: &mut Registry) -> TopicCounters {
+        TopicCounters {
+            bytes_in: registered(
+                r,
+                "gregor_topic_bytes_in",
+                "Record bytes appended by producers, per topic (Kafka BytesInPerSec)",
+                Family::default(),
+            ),
+            messages_in: registered(
+                r,
+                "gregor_topic_messages_in",
+                "Records appended by producers, per topic (Kafka MessagesInPerSec)",
+                Family::default(),
+            ),
+            bytes_out: registered(
+                r,
+                "gregor_topic_bytes_out",
+                "Record bytes sent to consumers, per topic (Kafka BytesOutPerSec)",
+                Family::default(),
+            ),
+            messages_out: registered(
+                r,
+                "gregor_topic_messages_out",
+                "Records in the batches sent to consumers, per topic (a batch is sent whole, so a fetch from inside a batch counts the records before the fetch offset too)",
+                Family::default(),
+            ),
+            replication_bytes_out: registered(
+                r,
+                "gregor_topic_replication_bytes_out",
+                "Record bytes sent to follower replicas, per topic (Kafka ReplicationBytesOutPerSec)",
+                Family::default(),
+            ),
+        }
+    }
+}
+
+impl RequestMetrics {
+    fn register(r: &mut Registry) -> RequestMetrics {
+        RequestMetrics {
+            requests: registered(
+                r,
+                "gregor_requests",
+                "Requests handled, per API (Kafka RequestsPerSec)",
+                Family::default(),
+            ),
+            request_errors: registered(
+                r,
+                "gregor_request_errors",
+                "Error codes in responses, per API and error (each partition's error counts; Kafka ErrorsPerSec)",
+                Family::default(),
+            ),
+            request_duration: registered(
+                r,
+                "gregor_request_duration_seconds",
+                "Time from a request's decoding to its response being ready, per API (includes time parked in purgatory)",
+                Family::new_with_constructor(request_histogram),
+            ),
+            purgatory: registered(
+                r,
+                "gregor_purgatory_size",
+                "Requests parked: produce (acks=all waiting for the high watermark) and fetch (waiting for min_bytes)",
+                Family::default(),
+            ),
+        }
+    }
+}
+
+impl LogFlushMetrics {
+    fn register(r: &mut Registry) -> LogFlushMetrics {
+        LogFlushMetrics {
+            log_flush: registered(
+                r,
+                "gregor_log_flush_duration_seconds",
+                "Duration of each fdatasync that makes appends durable (Kafka LogFlushRateAndTimeMs)",
+                Histogram::new(exponential_buckets(0.000_05, 2.0, 18)),
+            ),
+            group_commit: registered(
+                r,
+                "gregor_log_flush_batch_appends",
+                "Appends made durable by one fdatasync (group commit)",
+                Histogram::new(exponential_buckets(1.0, 2.0, 12)),
+            ),
+        }
+    }
+}
+
+impl IsrChangeCounters {
+    fn register(r: &mut Registry) -> IsrChangeCounters {
+        IsrChangeCounters {
+            shrinks: registered(
+                r,
+                "gregor_isr_shrinks",
+                "ISR shrinks committed for partitions this broker leads (Kafka IsrShrinksPerSec)",
+                Counter::default(),
+            ),
+            expands: registered(
+                r,
+                "gregor_isr_expands",
+                "ISR expansions committed for partitions this broker leads (Kafka IsrExpandsPerSec)",
+                Counter::default(),
+            ),
+        }
+    }
+}
+
+/// The sendfile byte counters, one series per thread kind.
+fn register_sendfile(r: &mut Registry) -> SendfileCounters {
+    let bytes = registered(
+        r,
+        "gregor_fetch_sendfile_bytes",
+        "Record bytes of fetch responses sent with sendfile, by thread: worker (every page was in the page cache) or blocking_pool (some page was not, so the read could wait for the disk)",
+        Family::<SendfileLabels,
+        Counter>::default(),
+    );
+    // One statement per label: `get_or_create`'s guard lives to the end of its statement,
+    // and a second call in the same one would wait for it forever.
+    let worker = bytes
+        .get_or_create(&SendfileLabels { thread: "worker" })
+        .clone();
+    let blocking_pool = bytes
+        .get_or_create(&SendfileLabels {
+            thread: "blocking_pool",
+        })
+        .clone();
+    SendfileCounters {
+        worker,
+        blocking_pool,
+    }
+}
+
+/// The broker's event metrics and the registry they are encoded from.
+pub struct BrokerMetrics {
+    registry: Registry,
+    topics: TopicCounters,
+    requests: RequestMetrics,
+    isr_changes: IsrChangeCounters,
+    sendfile: SendfileCounters,
+    latency_capped: Counter,
+    flushes: LogFlushMetrics,
+    /// The client listener's connection counts, once it serves.
+    connections: Mutex<Weak<ConnectionQuotas>>,
+}
+
+impl std::fmt::Debug for BrokerMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerMetrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for BrokerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BrokerMetrics {
+    pub fn new() -> BrokerMetrics {
+        // Registration order is the order of the scrape's text.
+        let mut r = Registry::default();
+        let topics = TopicCounters::register(&mut r);
+        let requests = RequestMetrics::register(&mut r);
+        let isr_changes = IsrChangeCounters::register(&mut r);
+        let sendfile = register_sendfile(&mut r);
+        let latency_capped = registered(
+            &mut r,
+            "gregor_fetch_latency_capped",
+            "Consumer Fetches whose answer limit fetch.low.latency.max.bytes lowered below what the request and fetch.max.bytes allowed (the connection's round trip was short)",
+            Counter::default(),
+        );
+        let flushes = LogFlushMetrics::register(&mut r);
+        BrokerMetrics {
+            registry: r,
+            topics,
+            requests,
+            isr_changes,
+            sendfile,
+            latency_capped,
+            flushes,
+            connections: Mutex::new(Weak::new()),
+        }
+    }
+
+    /// Reports every log's fdatasyncs to this broker's histograms (process-wide: the last
+    /// broker started in a process gets them).
+    pub fn observe_log_syncs(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        gregor_log::set_sync_observer(Some(Arc::new(move |took: Duration, appends: u64| {
+            if let Some(m) = weak.upgrade() {
+                m.flushes.log_flush.observe(took.as_secs_f64());
+                m.flushes.group_commit.observe(appends as f64);
+            }
+        })));
+    }
+
+    /// The counters connections add their `sendfile` bytes to.
+    pub fn sendfile_counters(&self) -> SendfileCounters {
+        self.sendfile.clone()
+    }
+
+    /// The client listener's connection counts, read at scrape time.
+    pub fn track_connections(&self, quotas: &Arc<ConnectionQuotas>) {
+        *self
+            .connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::downgrade(quotas);
+    }
+
+    pub(crate) fn open_connections(&self) -> Option<usize> {
+        self.connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .upgrade()
+            .map(|q| q.open())
+    }
+
+    /// A request was answered (or not, for `acks=0`) after `started`.
+    pub fn request_done(&self, api: ApiKey, started: Instant, reply: &Reply) {
+        let labels = ApiLabels {
+            api: format!("{api:?}"),
+        };
+        self.requests
+            .request_duration
+            .get_or_create(&labels)
+            .observe(started.elapsed().as_secs_f64());
+        self.requests.requests.get_or_create(&labels).inc();
+        match reply {
+            Reply::Respond(response) => {
+                self.count_errors(&labels.api, super::errors::error_codes(response))
+            }
+            Reply::Fetch(f) => {
+                self.count_errors(&labels.api, super::errors::fetch_error_codes(&f.response))
+            }
+            Reply::Nothing | Reply::Close => {}
+        }
+    }
+
+    fn count_errors(&self, api: &str, codes: Vec<i16>) {
+        for code in codes {
+            self.requests
+                .request_errors
+                .get_or_create(&ApiErrorLabels {
+                    api: api.to_string(),
+                    error: super::errors::error_name(code),
+                })
+                .inc();
+        }
+    }
+
+    /// A producer's batch was appended to `topic`.
+    pub fn produced(&self, topic: &str, bytes: usize, records: i64) {
+        let labels = TopicLabels {
+            topic: topic.to_string(),
+        };
+        self.topics
+            .bytes_in
+            .get_or_create(&labels)
+            .inc_by(bytes as u64);
+        self.topics
+            .messages_in
+            .get_or_create(&labels)
+            .inc_by(u64::try_from(records).unwrap_or(0));
+    }
+
+    /// Record batches were sent from `topic` to a consumer or, with `replication`, a follower.
+    pub fn fetched(&self, topic: &str, bytes: usize, records: u64, replication: bool) {
+        if bytes == 0 {
+            return;
+        }
+        let labels = TopicLabels {
+            topic: topic.to_string(),
+        };
+        if replication {
+            self.topics
+                .replication_bytes_out
+                .get_or_create(&labels)
+                .inc_by(bytes as u64);
+            return;
+        }
+        self.topics
+            .bytes_out
+            .get_or_create(&labels)
+            .inc_by(bytes as u64);
+        self.topics
+            .messages_out
+            .get_or_create(&labels)
+            .inc_by(records);
+    }
+
+    /// Counts a request parked in the produce or fetch purgatory until the guard drops.
+    pub fn parked(&self, kind: &'static str) -> Parked {
+        let gauge = self
+            .requests
+            .purgatory
+            .get_or_create(&PurgatoryLabels { kind })
+            .clone();
+        gauge.inc();
+        Parked(gauge)
+    }
+
+    /// A consumer Fetch whose answer limit the latency cap lowered.
+    pub fn latency_capped(&self) {
+        self.latency_capped.inc();
+    }
+
+    /// Consumer Fetches whose answer limit the latency cap lowered, so far.
+    pub fn latency_capped_total(&self) -> u64 {
+        self.latency_capped.get()
+    }
+
+    /// Requests parked now in the `kind` purgatory (`produce` or `fetch`).
+    pub fn parked_now(&self, kind: &'static str) -> i64 {
+        self.requests
+            .purgatory
+            .get_or_create(&PurgatoryLabels { kind })
+            .get()
+    }
+
+    /// The ISR change counters, for whoever applies committed partition states.
+    pub fn isr_change_counters(&self) -> IsrChangeCounters {
+        self.isr_changes.clone()
+    }
+
+    /// The event metrics in the text format (without the end marker).
+    pub(crate) fn encode_events(&self, out: &mut String) -> std::fmt::Result {
+        prometheus_client::encoding::text::encode_registry(out, &self.registry)
+    }
+}
+
+/// Counts committed ISR changes of partitions this broker leads (shared with the replica
+/// manager, which applies them).
+#[derive(Clone, Debug, Default)]
+pub struct IsrChangeCounters {
+    shrinks: Counter,
+    expands: Counter,
+}
+
+impl IsrChangeCounters {
+    pub fn count(&self, change: IsrChange) {
+        match change {
+            IsrChange::Shrink => self.shrinks.inc(),
+            IsrChange::Expand => self.expands.inc(),
+        };
+    }
+}
+
+/// A request in a purgatory; dropping it takes it out.
+pub struct Parked(Gauge);
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parked_requests_leave_the_gauge_when_done() {
+        let m = BrokerMetrics::new();
+        let a = m.parked("fetch");
+        let b = m.parked("fetch");
+        let gauge = || {
+            m.requests
+                .purgatory
+                .get_or_create(&PurgatoryLabels { kind: "fetch" })
+                .get()
+        };
+        assert_eq!(gauge(), 2);
+        drop(a);
+        drop(b);
+        assert_eq!(gauge(), 0);
+    }
+}
