@@ -33,6 +33,7 @@
 //! seconds / wall seconds). A consumer whose share is near 1 (one busy thread) or whose
 //! ceiling is near what it measured is CPU-bound; one well below its ceiling is waiting.
 
+mod figures;
 mod machine;
 mod render;
 
@@ -47,10 +48,11 @@ use gregor_client::admin::topics::{CreateTopicsOptions, NewTopic};
 use gregor_client::consumer::AutoOffsetReset;
 use gregor_client::consumer::FetchMetrics;
 use gregor_client::{Admin, Client, ClientConfig, Consumer, ConsumerConfig};
-use serde::Serialize;
 
 use machine::{ceiling, clock_ticks, cpu_seconds, loopback, self_cpu_seconds};
 use render::render;
+
+pub use figures::{ConsumeCase, ConsumerFigure, LoopbackFigure, ReplayFigure};
 
 #[derive(Debug, Clone, Args)]
 pub struct ConsumeArgs {
@@ -131,134 +133,6 @@ pub struct ConsumeArgs {
 }
 
 /// One consumer's run.
-#[derive(Debug, Clone, Serialize)]
-pub struct ConsumerFigure {
-    pub records: u64,
-    pub seconds: f64,
-    pub mb_per_s: f64,
-    /// Every run's MB/s, in the order run; with several (`--kcat-runs`), this figure is the
-    /// median run's.
-    pub runs_mb_per_s: Vec<f64>,
-    /// Of loopback TCP in the same case.
-    pub ratio_to_loopback: f64,
-    /// Broker CPU seconds (user + system) per GB read; `None` without `--broker-pid`.
-    pub broker_cpu_s_per_gb: Option<f64>,
-    /// The consumer's own CPU seconds (user + system) per GB read: kcat's from this process's
-    /// reaped children (`cutime` + `cstime`, its whole run), the Gregor client's from this
-    /// process from its first record to its last (the window its MB/s is timed over; nothing
-    /// else runs in the process then).
-    pub client_cpu_s_per_gb: Option<f64>,
-    /// The consumer's CPU seconds per wall second while it ran: its share of a core (above 1:
-    /// more than one thread busy).
-    pub client_cpu_share: Option<f64>,
-    /// MB/s the consumer could reach with a whole core to itself: 1 / its CPU s/GB.
-    pub client_ceiling_mb_per_s: Option<f64>,
-    /// The broker's CPU seconds per wall second while this consumer ran.
-    pub broker_cpu_share: Option<f64>,
-    /// MB/s the broker could serve with a whole core to itself: 1 / its CPU s/GB.
-    pub broker_ceiling_mb_per_s: Option<f64>,
-    /// MB/s broker and consumer together could reach with all the machine's cores to
-    /// themselves and nothing else running: cores / (broker + client CPU s/GB).
-    pub machine_ceiling_mb_per_s: Option<f64>,
-    /// The Gregor consumer's Fetch requests over the run (`None` for kcat).
-    pub fetches: Option<u64>,
-    /// The Gregor consumer's fetch window at the end of the run (`None` for kcat).
-    pub fetch_window_bytes: Option<usize>,
-    /// MB/s of the loopback run just before this run (at the baseline's read size).
-    pub paired_loopback_mb_per_s: Option<f64>,
-    /// Every run's MB/s over its paired loopback run's, in the order run.
-    pub runs_paired_ratio: Vec<f64>,
-    /// The median of `runs_paired_ratio` (the lower middle one for an even count).
-    pub paired_ratio: Option<f64>,
-}
-
-impl ConsumerFigure {
-    /// Pairs this run with the loopback run just before it.
-    fn pair(&mut self, loopback_mb_per_s: f64) {
-        let ratio = self.mb_per_s / loopback_mb_per_s.max(1e-9);
-        self.paired_loopback_mb_per_s = Some(loopback_mb_per_s);
-        self.runs_paired_ratio = vec![ratio];
-        self.paired_ratio = Some(ratio);
-    }
-}
-
-/// Loopback TCP in the same case: its throughput and what it costs its two threads.
-#[derive(Debug, Clone, Serialize)]
-pub struct LoopbackFigure {
-    /// The receiver's read size.
-    pub read_bytes: usize,
-    pub mb_per_s: f64,
-    /// Every run's MB/s at this read size, in the order run; with several
-    /// (`--loopback-runs`), this figure is the median run's.
-    pub runs_mb_per_s: Vec<f64>,
-    /// The sending thread's CPU seconds (user + system) per GB sent.
-    pub sender_cpu_s_per_gb: f64,
-    /// The receiving thread's CPU seconds per GB received: the least any consumer reading
-    /// these bytes from a TCP socket pays (the kernel's copy to user space and the calls).
-    pub receiver_cpu_s_per_gb: f64,
-    /// MB/s the receiver could take with a whole core to itself: 1 / its CPU s/GB.
-    pub receiver_ceiling_mb_per_s: Option<f64>,
-}
-
-/// kcat reading the topic again through the replay proxy, which recorded the broker's answers
-/// to kcat with librdkafka's defaults and answers from memory every Fetch of recorded
-/// partitions at recorded offsets.
-#[derive(Debug, Clone, Serialize)]
-pub struct ReplayFigure {
-    /// Its "broker" CPU figures are this process's, which runs the proxy.
-    pub consumer: ConsumerFigure,
-    pub fetches_replayed: u64,
-    /// Fetches the replay could not answer (a partition at an offset not answered while
-    /// recording), forwarded to the broker.
-    pub fetches_forwarded: u64,
-    /// Megabytes of Fetch answers held in memory.
-    pub mb_held: f64,
-    /// Of the Fetches, the share answered from memory (whole, or composed from recorded
-    /// partitions). Well below 1 (librdkafka asked for partitions at offsets never answered
-    /// while recording), the figure is not a ceiling.
-    pub replayed_share: f64,
-    /// librdkafka's MB/s against the broker over its MB/s against the replay: how near the
-    /// broker comes to answering instantly, for this consumer.
-    pub broker_of_replay: Option<f64>,
-    /// The first error a proxied connection ended with, if any.
-    pub proxy_error: Option<String>,
-    /// The broker's cap on an answer on loopback (`fetch.max.bytes`, or
-    /// `fetch.low.latency.max.bytes` where set and smaller), which answers composed by the
-    /// replay keep to.
-    pub answer_cap_bytes: Option<u64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ConsumeCase {
-    pub partitions: i32,
-    pub records: u64,
-    /// Record batch bytes in the topic (what the consumers read).
-    pub bytes: u64,
-    pub loopback_mb_per_s: f64,
-    /// The fastest loopback run, the baseline (`loopback_mb_per_s` is its throughput).
-    pub loopback: LoopbackFigure,
-    /// Every loopback run, one per `--loopback-reads` size.
-    pub loopback_runs: Vec<LoopbackFigure>,
-    pub page_cache_mb_per_s: f64,
-    /// kcat with librdkafka's defaults.
-    pub librdkafka: Option<ConsumerFigure>,
-    /// kcat with the `--kcat-tuned` properties.
-    pub librdkafka_tuned: Option<ConsumerFigure>,
-    /// The tuned kcat's command line (topic and broker included).
-    pub librdkafka_tuned_command: Option<String>,
-    /// kcat with librdkafka's defaults against a replay of the broker's answers.
-    pub librdkafka_replay: Option<ReplayFigure>,
-    /// kcat with the `--kcat-tuned` properties against the same replay (answers composed
-    /// within its smaller requests where they differ from the recorded ones).
-    pub librdkafka_tuned_replay: Option<ReplayFigure>,
-    pub gregor: ConsumerFigure,
-    /// The Gregor consumer with `fetch.max.bytes` of `--gregor-tuned-fetch-max-bytes`.
-    pub gregor_tuned: Option<ConsumerFigure>,
-    pub gregor_tuned_fetch_max_bytes: Option<i32>,
-    /// The Gregor consumer's group join, before its first record (the median of its runs).
-    pub gregor_join_s: f64,
-}
-
 fn validate(a: &ConsumeArgs) -> Result<()> {
     if a.partitions.is_empty() || a.partitions.iter().any(|p| *p < 1 || *p > 10_000) {
         bail!("--partitions must list counts between 1 and 10000");
@@ -480,7 +354,7 @@ async fn case(
     partitions: i32,
     ticks: f64,
 ) -> Result<ConsumeCase> {
-    let topic = format!("{}-p{partitions}-{}", a.topic, crate::now_ms());
+    let topic = format!("{}-p{partitions}-{}", a.topic, crate::wall_clock::now_ms());
     let admin = Admin::new(client.clone());
     admin
         .create_topics(
@@ -500,6 +374,57 @@ async fn case(
     fill(client, &topic, leaders.clone(), batch.clone(), batches).await?;
     let bytes = batches * batch.len() as u64;
     let records = batches * a.batch_records as u64;
+    let (loopback_runs, loopback) = loopback_figures(a, bytes).await?;
+    let (dir, sample) = (a.raw_dir.clone(), batch.clone());
+    let page_cache =
+        tokio::task::spawn_blocking(move || crate::bench_kafka::raw_read(&dir, &sample, bytes))
+            .await
+            .context("page-cache read")??;
+    let runs = CaseRuns {
+        a,
+        topic,
+        records,
+        bytes,
+        loop_mb: loopback.mb_per_s,
+        paired_read: loopback.read_bytes,
+        cores: std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64),
+        ticks,
+    };
+    let kcat = runs.kcat_series(&admin, &leaders).await?;
+    let gregor = runs.gregor_series().await?;
+    let topic = runs.topic;
+    if let Err(e) = admin
+        .delete_topics(std::slice::from_ref(&topic), 30_000)
+        .await
+    {
+        eprintln!("gregor bench consume: could not delete {topic}: {e}");
+    }
+    Ok(ConsumeCase {
+        partitions,
+        records,
+        bytes,
+        loopback_mb_per_s: runs.loop_mb,
+        loopback,
+        loopback_runs,
+        page_cache_mb_per_s: page_cache,
+        librdkafka: kcat.plain,
+        librdkafka_tuned: kcat.tuned,
+        librdkafka_tuned_command: kcat.tuned_command,
+        librdkafka_replay: kcat.replay,
+        librdkafka_tuned_replay: kcat.tuned_replay,
+        gregor: gregor.plain,
+        gregor_tuned: gregor.tuned,
+        gregor_tuned_fetch_max_bytes: gregor.tuned_fetch_max,
+        gregor_join_s: gregor.join_s,
+    })
+}
+
+/// `--loopback-runs` loopback runs per `--loopback-reads` size, alternated: the median run of
+/// each size, and the fastest of those (the baseline).
+async fn loopback_figures(
+    a: &ConsumeArgs,
+    bytes: u64,
+) -> Result<(Vec<LoopbackFigure>, LoopbackFigure)> {
     let mut by_read_size: Vec<Vec<LoopbackFigure>> = vec![Vec::new(); a.loopback_reads.len()];
     for _ in 0..a.loopback_runs {
         for (runs, &read_bytes) in by_read_size.iter_mut().zip(&a.loopback_reads) {
@@ -513,38 +438,69 @@ async fn case(
         .into_iter()
         .filter_map(median_loopback)
         .collect();
-    let loopback = loopback_runs
+    let fastest = loopback_runs
         .iter()
         .max_by(|x, y| x.mb_per_s.total_cmp(&y.mb_per_s))
         .cloned()
         .context("no loopback run")?;
-    let loop_mb = loopback.mb_per_s;
-    let paired_read = loopback.read_bytes;
-    // One loopback run just before each consumer run: its MB/s.
-    let paired_loopback = || async move {
-        let run = tokio::task::spawn_blocking(move || self::loopback(bytes, paired_read))
+    Ok((loopback_runs, fastest))
+}
+
+/// What the consumers' runs of one case share: the filled topic and the loopback baseline
+/// each run is paired with.
+struct CaseRuns<'a> {
+    a: &'a ConsumeArgs,
+    topic: String,
+    records: u64,
+    bytes: u64,
+    /// The baseline loopback run's MB/s.
+    loop_mb: f64,
+    /// The baseline loopback run's read size, used by the paired runs.
+    paired_read: usize,
+    cores: f64,
+    ticks: f64,
+}
+
+/// The kcat series' medians.
+struct KcatFigures {
+    plain: Option<ConsumerFigure>,
+    tuned: Option<ConsumerFigure>,
+    tuned_command: Option<String>,
+    replay: Option<ReplayFigure>,
+    tuned_replay: Option<ReplayFigure>,
+}
+
+/// The Gregor consumer series' medians.
+struct GregorFigures {
+    plain: ConsumerFigure,
+    tuned: Option<ConsumerFigure>,
+    tuned_fetch_max: Option<i32>,
+    /// The median group join of the default series.
+    join_s: f64,
+}
+
+impl CaseRuns<'_> {
+    /// One loopback run just before each consumer run: its MB/s.
+    async fn paired_loopback(&self) -> Result<f64> {
+        let (bytes, read_bytes) = (self.bytes, self.paired_read);
+        let run = tokio::task::spawn_blocking(move || loopback(bytes, read_bytes))
             .await
             .context("loopback")??;
-        anyhow::Ok(run.mb_per_s)
-    };
-    let (dir, sample) = (a.raw_dir.clone(), batch.clone());
-    let page_cache =
-        tokio::task::spawn_blocking(move || crate::bench_kafka::raw_read(&dir, &sample, bytes))
-            .await
-            .context("page-cache read")??;
-    let cores = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
-    let cpu = |pid: Option<u32>| pid.map(|p| cpu_seconds(p, ticks)).transpose();
-    // kcat timed over one full read of the topic; the server's CPU is the broker's, or this
-    // process's when it serves kcat through the replay proxy.
-    let timed_kcat = |args: Vec<String>, server: Option<u32>| async move {
+        Ok(run.mb_per_s)
+    }
+
+    /// kcat timed over one full read of the topic; the server's CPU is the broker's, or this
+    /// process's when it serves kcat through the replay proxy.
+    async fn timed_kcat(&self, args: Vec<String>, server: Option<u32>) -> Result<ConsumerFigure> {
+        let ticks = self.ticks;
         let server_cpu = || match server {
             Some(pid) => cpu_seconds(pid, ticks).map(Some),
             None => Ok(self_cpu_seconds(false, ticks).ok()),
         };
-        let paired = paired_loopback().await?;
+        let paired = self.paired_loopback().await?;
         let before = server_cpu()?;
         let children = self_cpu_seconds(true, ticks).ok();
-        let secs = kcat(a, &args, records).await?;
+        let secs = kcat(self.a, &args, self.records).await?;
         let broker = server_cpu()?.zip(before).map(|(after, b)| after - b);
         let client = self_cpu_seconds(true, ticks)
             .ok()
@@ -555,123 +511,148 @@ async fn case(
             broker_wall: secs,
             client,
         };
-        let mut f = figure(records, bytes, secs, loop_mb, used, cores);
+        let mut f = figure(
+            self.records,
+            self.bytes,
+            secs,
+            self.loop_mb,
+            used,
+            self.cores,
+        );
         f.pair(paired);
-        anyhow::Ok(f)
-    };
-    let tuned = a.kcat_tuned.iter().any(|p| !p.is_empty());
-    let proxy = if a.skip_kcat || a.skip_replay {
-        None
-    } else {
-        let broker = leaders.first().map(|&(_, leader)| leader);
-        let cap = match broker {
-            Some(id) => broker_answer_cap(&admin, id).await,
-            None => None,
-        };
-        Some(record(a, &topic, records, cap).await?)
-    };
-    let (mut plain, mut tuned_runs) = (Vec::new(), Vec::new());
-    let (mut replayed, mut tuned_replayed) = (ReplaySeries::default(), ReplaySeries::default());
-    // Alternated, so that the machine's noise falls on every series alike.
-    for _ in 0..if a.skip_kcat { 0 } else { a.kcat_runs } {
-        let args = kcat_args(&a.bootstrap_server, &topic, records, &[]);
-        plain.push(timed_kcat(args, a.broker_pid).await?);
-        if tuned {
-            let args = kcat_args(&a.bootstrap_server, &topic, records, &a.kcat_tuned);
-            tuned_runs.push(timed_kcat(args, a.broker_pid).await?);
-        }
-        if let Some(p) = &proxy {
-            let args = kcat_args(&p.addr().to_string(), &topic, records, &[]);
-            replayed.run(p, timed_kcat(args, None)).await?;
-            if tuned {
-                let args = kcat_args(&p.addr().to_string(), &topic, records, &a.kcat_tuned);
-                tuned_replayed.run(p, timed_kcat(args, None)).await?;
-            }
-        }
+        Ok(f)
     }
-    let librdkafka = median_run(plain);
-    let librdkafka_tuned = median_run(tuned_runs);
-    let (librdkafka_replay, librdkafka_tuned_replay) = match proxy {
-        Some(p) => {
-            let plain = replayed.figure(&p, librdkafka.as_ref());
-            let tuned = tuned_replayed.figure(&p, librdkafka_tuned.as_ref());
-            // Frees the held answers before the next consumer runs.
-            tokio::task::spawn_blocking(move || drop(p))
-                .await
-                .context("stopping the replay proxy")?;
-            (plain, tuned)
-        }
-        None => (None, None),
-    };
-    let librdkafka_tuned_command = (!a.skip_kcat && tuned).then(|| {
-        let args = kcat_args(&a.bootstrap_server, &topic, records, &a.kcat_tuned);
-        format!("{} {}", a.kcat, args.join(" "))
-    });
-    let tuned_fetch_max =
-        (a.gregor_tuned_fetch_max_bytes > 0).then_some(a.gregor_tuned_fetch_max_bytes);
-    let (mut gregor_runs, mut gregor_tuned_runs) = (Vec::new(), Vec::new());
-    let mut joins = Vec::new();
-    // Alternated, as the kcat series are.
-    for run in 0..a.gregor_runs {
-        // The defaults (`None`), then the tuned series when there is one.
-        for fetch_max in std::iter::once(None).chain(tuned_fetch_max.map(Some)) {
-            let tuned = fetch_max.is_some();
-            let paired = paired_loopback().await?;
-            let before = cpu(a.broker_pid)?;
-            let started = Instant::now();
-            let group_run = 2 * run + usize::from(tuned);
-            let (secs, join, client, metrics) =
-                gregor_consume(a, &topic, group_run, fetch_max, records, ticks).await?;
-            let broker_wall = started.elapsed().as_secs_f64();
-            let broker = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
-            let used = CpuUsed {
-                broker,
-                broker_wall,
-                client,
+
+    /// kcat with librdkafka's defaults and with `--kcat-tuned`, against the broker and against
+    /// a replay of its answers (unless skipped).
+    async fn kcat_series(&self, admin: &Admin, leaders: &[(i32, i32)]) -> Result<KcatFigures> {
+        let (a, topic, records) = (self.a, self.topic.as_str(), self.records);
+        let tuned = a.kcat_tuned.iter().any(|p| !p.is_empty());
+        let proxy = if a.skip_kcat || a.skip_replay {
+            None
+        } else {
+            let broker = leaders.first().map(|&(_, leader)| leader);
+            let cap = match broker {
+                Some(id) => broker_answer_cap(admin, id).await,
+                None => None,
             };
-            let mut f = figure(records, bytes, secs, loop_mb, used, cores);
-            f.fetches = Some(metrics.fetches_sent);
-            f.fetch_window_bytes = Some(metrics.fetch_window_bytes);
-            f.pair(paired);
+            Some(record(a, topic, records, cap).await?)
+        };
+        let (mut plain, mut tuned_runs) = (Vec::new(), Vec::new());
+        let (mut replayed, mut tuned_replayed) = (ReplaySeries::default(), ReplaySeries::default());
+        // Alternated, so that the machine's noise falls on every series alike.
+        for _ in 0..if a.skip_kcat { 0 } else { a.kcat_runs } {
+            let args = kcat_args(&a.bootstrap_server, topic, records, &[]);
+            plain.push(self.timed_kcat(args, a.broker_pid).await?);
             if tuned {
-                gregor_tuned_runs.push(f);
-            } else {
-                gregor_runs.push(f);
-                joins.push(join);
+                let args = kcat_args(&a.bootstrap_server, topic, records, &a.kcat_tuned);
+                tuned_runs.push(self.timed_kcat(args, a.broker_pid).await?);
+            }
+            if let Some(p) = &proxy {
+                let args = kcat_args(&p.addr().to_string(), topic, records, &[]);
+                replayed.run(p, self.timed_kcat(args, None)).await?;
+                if tuned {
+                    let args = kcat_args(&p.addr().to_string(), topic, records, &a.kcat_tuned);
+                    tuned_replayed.run(p, self.timed_kcat(args, None)).await?;
+                }
             }
         }
+        let librdkafka = median_run(plain);
+        let librdkafka_tuned = median_run(tuned_runs);
+        let (replay, tuned_replay) = match proxy {
+            Some(p) => {
+                let plain = replayed.figure(&p, librdkafka.as_ref());
+                let tuned = tuned_replayed.figure(&p, librdkafka_tuned.as_ref());
+                // Frees the held answers before the next consumer runs.
+                tokio::task::spawn_blocking(move || drop(p))
+                    .await
+                    .context("stopping the replay proxy")?;
+                (plain, tuned)
+            }
+            None => (None, None),
+        };
+        let tuned_command = (!a.skip_kcat && tuned).then(|| {
+            let args = kcat_args(&a.bootstrap_server, topic, records, &a.kcat_tuned);
+            format!("{} {}", a.kcat, args.join(" "))
+        });
+        Ok(KcatFigures {
+            plain: librdkafka,
+            tuned: librdkafka_tuned,
+            tuned_command,
+            replay,
+            tuned_replay,
+        })
     }
-    let gregor_tuned = median_run(gregor_tuned_runs);
-    joins.sort_by(f64::total_cmp);
-    let join = joins
-        .get(joins.len().saturating_sub(1) / 2)
-        .copied()
-        .unwrap_or_default();
-    let gregor = median_run(gregor_runs).context("no Gregor consumer run")?;
-    if let Err(e) = admin
-        .delete_topics(std::slice::from_ref(&topic), 30_000)
-        .await
-    {
-        eprintln!("gregor bench consume: could not delete {topic}: {e}");
+
+    /// The Gregor consumer with its defaults and, when `--gregor-tuned-fetch-max-bytes` is
+    /// set, with that `fetch.max.bytes`; alternated, as the kcat series are.
+    async fn gregor_series(&self) -> Result<GregorFigures> {
+        let a = self.a;
+        let tuned_fetch_max =
+            (a.gregor_tuned_fetch_max_bytes > 0).then_some(a.gregor_tuned_fetch_max_bytes);
+        let (mut gregor_runs, mut gregor_tuned_runs) = (Vec::new(), Vec::new());
+        let mut joins = Vec::new();
+        for run in 0..a.gregor_runs {
+            // The defaults (`None`), then the tuned series when there is one.
+            for fetch_max in std::iter::once(None).chain(tuned_fetch_max.map(Some)) {
+                let tuned = fetch_max.is_some();
+                let (f, join) = self
+                    .gregor_run(2 * run + usize::from(tuned), fetch_max)
+                    .await?;
+                if tuned {
+                    gregor_tuned_runs.push(f);
+                } else {
+                    gregor_runs.push(f);
+                    joins.push(join);
+                }
+            }
+        }
+        joins.sort_by(f64::total_cmp);
+        let join_s = joins
+            .get(joins.len().saturating_sub(1) / 2)
+            .copied()
+            .unwrap_or_default();
+        Ok(GregorFigures {
+            tuned: median_run(gregor_tuned_runs),
+            plain: median_run(gregor_runs).context("no Gregor consumer run")?,
+            tuned_fetch_max,
+            join_s,
+        })
     }
-    Ok(ConsumeCase {
-        partitions,
-        records,
-        bytes,
-        loopback_mb_per_s: loop_mb,
-        loopback,
-        loopback_runs,
-        page_cache_mb_per_s: page_cache,
-        librdkafka,
-        librdkafka_tuned,
-        librdkafka_tuned_command,
-        librdkafka_replay,
-        librdkafka_tuned_replay,
-        gregor,
-        gregor_tuned,
-        gregor_tuned_fetch_max_bytes: tuned_fetch_max,
-        gregor_join_s: join,
-    })
+
+    /// One Gregor consumer run in its own group: its figure and its group join's seconds.
+    async fn gregor_run(
+        &self,
+        group_run: usize,
+        fetch_max: Option<i32>,
+    ) -> Result<(ConsumerFigure, f64)> {
+        let (a, ticks) = (self.a, self.ticks);
+        let cpu = |pid: Option<u32>| pid.map(|p| cpu_seconds(p, ticks)).transpose();
+        let paired = self.paired_loopback().await?;
+        let before = cpu(a.broker_pid)?;
+        let started = Instant::now();
+        let (secs, join, client, metrics) =
+            gregor_consume(a, &self.topic, group_run, fetch_max, self.records, ticks).await?;
+        let broker_wall = started.elapsed().as_secs_f64();
+        let broker = cpu(a.broker_pid)?.zip(before).map(|(after, b)| after - b);
+        let used = CpuUsed {
+            broker,
+            broker_wall,
+            client,
+        };
+        let mut f = figure(
+            self.records,
+            self.bytes,
+            secs,
+            self.loop_mb,
+            used,
+            self.cores,
+        );
+        f.fetches = Some(metrics.fetches_sent);
+        f.fetch_window_bytes = Some(metrics.fetch_window_bytes);
+        f.pair(paired);
+        Ok((f, join))
+    }
 }
 
 /// The broker's cap on an answer to a consumer on loopback, when it says: its `fetch.max.bytes`,

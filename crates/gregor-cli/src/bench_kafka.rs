@@ -90,7 +90,7 @@ fn validate(args: &LoadArgs) -> Result<()> {
 /// One batch of `n` records with `size`-byte values (offsets and sequence numbers are the
 /// broker's to assign; no producer id, so every send is a new append).
 pub(crate) fn batch(n: usize, size: usize) -> Result<Bytes> {
-    let now = crate::now_ms();
+    let now = crate::wall_clock::now_ms();
     let records: Vec<gregor_log::records::Record> = (0..n)
         .map(|i| gregor_log::records::Record {
             offset: i as i64,

@@ -262,48 +262,21 @@ fn serve(client: &mut TcpStream, shared: &Shared, port: u16) -> Result<()> {
             None
         };
         if let (Some((key, fetch)), true) = (&fetch, replaying) {
-            let held = lock(&shared.answers).get(key).cloned();
-            let replayed = match held {
-                Some(frame) => {
-                    answer(client, &frame, correlation).context("answering the client")?;
-                    true
-                }
-                None => {
-                    let composed = compose(
-                        &lock(&shared.partitions),
-                        fetch,
-                        api_version,
-                        shared.answer_cap,
-                        &mut scratch,
-                    )?;
-                    if composed {
-                        answer(client, &scratch, correlation).context("answering the client")?;
-                    }
-                    composed
-                }
-            };
+            let replayed = replay(
+                client,
+                shared,
+                key,
+                fetch,
+                api_version,
+                correlation,
+                &mut scratch,
+            )?;
             if replayed {
                 shared.replayed.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
         }
-        let up = match &mut upstream {
-            Some(up) => up,
-            None => {
-                let up = TcpStream::connect(&shared.upstream)
-                    .with_context(|| format!("connecting to {}", shared.upstream))?;
-                up.set_nodelay(true).context("TCP_NODELAY")?;
-                upstream.insert(up)
-            }
-        };
-        let size = u32::try_from(request.len())
-            .expect("a frame read under the size check fits in 32 bits")
-            .to_be_bytes();
-        write_all_vectored(up, &mut [IoSlice::new(&size), IoSlice::new(&request)])
-            .context("forwarding to the broker")?;
-        let Some(reply) = read_frame(up, "broker")? else {
-            bail!("the broker closed the connection before answering");
-        };
+        let reply = forward(&mut upstream, shared, &request)?;
         let reply = Bytes::from(if api_key == METADATA {
             rewrite_metadata(reply, api_version, port)?
         } else {
@@ -322,6 +295,61 @@ fn serve(client: &mut TcpStream, shared: &Shared, port: u16) -> Result<()> {
         answer(client, &reply, correlation).context("answering the client")?;
     }
     Ok(())
+}
+
+/// Answers a Fetch from what was recorded: the answer held for the same request, or one
+/// composed from the partitions' recorded data. Whether it could.
+fn replay(
+    client: &mut TcpStream,
+    shared: &Shared,
+    key: &str,
+    fetch: &FetchRequest,
+    api_version: i16,
+    correlation: [u8; 4],
+    scratch: &mut BytesMut,
+) -> Result<bool> {
+    let held = lock(&shared.answers).get(key).cloned();
+    Ok(match held {
+        Some(frame) => {
+            answer(client, &frame, correlation).context("answering the client")?;
+            true
+        }
+        None => {
+            let composed = compose(
+                &lock(&shared.partitions),
+                fetch,
+                api_version,
+                shared.answer_cap,
+                scratch,
+            )?;
+            if composed {
+                answer(client, scratch, correlation).context("answering the client")?;
+            }
+            composed
+        }
+    })
+}
+
+/// Sends `request` to the broker (connecting on first use) and reads its answer.
+fn forward(upstream: &mut Option<TcpStream>, shared: &Shared, request: &[u8]) -> Result<Vec<u8>> {
+    let up = match upstream {
+        Some(up) => up,
+        None => {
+            let up = TcpStream::connect(&shared.upstream)
+                .with_context(|| format!("connecting to {}", shared.upstream))?;
+            up.set_nodelay(true).context("TCP_NODELAY")?;
+            upstream.insert(up)
+        }
+    };
+    let size = u32::try_from(request.len())
+        .expect("a frame read under the size check fits in 32 bits")
+        .to_be_bytes();
+    write_all_vectored(up, &mut [IoSlice::new(&size), IoSlice::new(request)])
+        .context("forwarding to the broker")?;
+    let Some(reply) = read_frame(up, "broker")? else {
+        bail!("the broker closed the connection before answering");
+    };
+    Ok(reply)
 }
 
 /// A partition at a fetch offset: topic name (before Fetch v13) or id (from v13), partition,

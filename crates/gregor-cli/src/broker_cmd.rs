@@ -1,9 +1,45 @@
 //! `gregor broker`: start a broker and serve until SIGTERM / Ctrl-C.
 
+use std::path::PathBuf;
+
 use anyhow::{Context, Result};
 use gregor_broker::{Broker, BrokerConfig, BrokerOptions};
 
-use crate::BrokerArgs;
+/// `gregor broker`'s options.
+#[derive(Debug, clap::Args)]
+pub struct BrokerArgs {
+    /// Listeners to bind, e.g. PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093.
+    #[arg(long)]
+    pub listeners: Option<String>,
+    /// Roles of this node (process.roles); every node is broker,controller today.
+    #[arg(long)]
+    pub process_roles: Option<String>,
+    /// The controller quorum (controller.quorum.voters), e.g. 0@127.0.0.1:9093,1@127.0.0.1:9095.
+    #[arg(long)]
+    pub controller_quorum_voters: Option<String>,
+    /// This broker's rack (broker.rack).
+    #[arg(long)]
+    pub rack: Option<String>,
+    /// The cluster id a new data directory gets (default: derived from the voters, or random
+    /// for a single node).
+    #[arg(long)]
+    pub cluster_id: Option<String>,
+    /// Listener published to clients, if different.
+    #[arg(long)]
+    pub advertised_listeners: Option<String>,
+    /// Data directory.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Node id.
+    #[arg(long)]
+    pub node_id: Option<i32>,
+    /// A server.properties-style file of Kafka settings.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Any setting, as key=value (repeatable; applied last).
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
 
 pub fn run(args: BrokerArgs) -> Result<()> {
     tracing_subscriber::fmt()
@@ -15,6 +51,16 @@ pub fn run(args: BrokerArgs) -> Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    let config = broker_config(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(config))
+}
+
+/// The broker's configuration from the command line and its --config file.
+fn broker_config(args: BrokerArgs) -> Result<BrokerConfig> {
     let properties = match &args.config {
         Some(path) => Some(
             std::fs::read_to_string(path)
@@ -34,56 +80,59 @@ pub fn run(args: BrokerArgs) -> Result<()> {
         rack: args.rack,
         cluster_id: args.cluster_id,
     };
-    let config = BrokerConfig::from_options(&opts).context("invalid configuration")?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
-        let bind = config.bind;
-        let listener = if config.is_broker {
-            Some(
-                gregor_broker::server::bind_listener(&config)
-                    .with_context(|| format!("cannot listen on {bind}"))?,
-            )
-        } else {
-            None
-        };
-        // Bound before start-up so that /healthz answers and /readyz tells why it is not ready.
-        let metrics = match gregor_broker::metrics::http::listener_address(&config)
-            .map_err(anyhow::Error::msg)?
-        {
-            Some(addr) => {
-                let listener = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .with_context(|| format!("cannot listen on metrics.listener {addr}"))?;
-                let target = gregor_broker::metrics::http::Target::new();
-                tokio::spawn(gregor_broker::metrics::http::serve(
-                    listener,
-                    target.clone(),
-                ));
-                Some(target)
-            }
-            None => None,
-        };
-        let broker = Broker::start(config)
-            .await
-            .context("broker start-up failed")?;
-        if let Some(target) = &metrics {
-            target.set(&broker);
-        }
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            wait_for_signal().await;
-            let _ = tx.send(true);
-        });
-        match listener {
-            Some(listener) => gregor_broker::server::serve(broker, listener, rx).await,
-            // A controller-only node serves the quorum on its controller listener only.
-            None => gregor_broker::server::serve_controller_only(broker, rx).await,
-        }
-        Ok(())
-    })
+    BrokerConfig::from_options(&opts).context("invalid configuration")
+}
+
+/// Binds the listeners, starts the broker and serves until SIGTERM or Ctrl-C.
+async fn serve(config: BrokerConfig) -> Result<()> {
+    let bind = config.bind;
+    let listener = if config.is_broker {
+        Some(
+            gregor_broker::server::bind_listener(&config)
+                .with_context(|| format!("cannot listen on {bind}"))?,
+        )
+    } else {
+        None
+    };
+    let metrics = serve_metrics(&config).await?;
+    let broker = Broker::start(config)
+        .await
+        .context("broker start-up failed")?;
+    if let Some(target) = &metrics {
+        target.set(&broker);
+    }
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        let _ = tx.send(true);
+    });
+    match listener {
+        Some(listener) => gregor_broker::server::serve(broker, listener, rx).await,
+        // A controller-only node serves the quorum on its controller listener only.
+        None => gregor_broker::server::serve_controller_only(broker, rx).await,
+    }
+    Ok(())
+}
+
+/// Serves metrics.listener, when set, before start-up, so that /healthz answers and /readyz
+/// tells why it is not ready; the broker is attached to the returned target once started.
+async fn serve_metrics(
+    config: &BrokerConfig,
+) -> Result<Option<std::sync::Arc<gregor_broker::metrics::http::Target>>> {
+    let Some(addr) =
+        gregor_broker::metrics::http::listener_address(config).map_err(anyhow::Error::msg)?
+    else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on metrics.listener {addr}"))?;
+    let target = gregor_broker::metrics::http::Target::new();
+    tokio::spawn(gregor_broker::metrics::http::serve(
+        listener,
+        target.clone(),
+    ));
+    Ok(Some(target))
 }
 
 /// Returns on SIGTERM or Ctrl-C.

@@ -80,75 +80,11 @@ async fn up(args: UpArgs) -> Result<()> {
         voters.push(format!("{i}@127.0.0.1:{q}"));
     }
     let voters = voters.join(",");
-    // Every node serves metrics on a free port unless the overrides say otherwise.
-    let set_by_user = args
-        .overrides
-        .iter()
-        .any(|o| o.starts_with("metrics.listener="));
-    let mut metrics = Vec::new();
-    if !set_by_user {
-        for _ in 0..args.nodes {
-            let free = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .context("cannot find a free port for metrics.listener")?;
-            metrics.push(format!("http://{free}"));
-        }
-    }
+    let metrics = metrics_listeners(&args)?;
     let mut children: Vec<(u16, Child)> = Vec::new();
     for i in 0..args.nodes {
-        let (client, controller) = ports(&args, i)?;
-        let dir = args.data_dir.join(format!("node-{i}"));
-        let mut cmd = Command::new(&exe);
-        cmd.arg("broker")
-            .arg("--node-id")
-            .arg(i.to_string())
-            .arg("--listeners")
-            .arg(format!(
-                "PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{controller}"
-            ))
-            .arg("--controller-quorum-voters")
-            .arg(&voters)
-            .arg("--data-dir")
-            .arg(&dir);
-        if let Some(r) = args.racks {
-            cmd.arg("--rack").arg(format!("rack-{}", i % r));
-        }
-        for o in &args.overrides {
-            cmd.arg("--override").arg(o);
-        }
-        if let Some(m) = metrics.get(usize::from(i)) {
-            cmd.arg("--override").arg(format!("metrics.listener={m}"));
-        }
-        // Each node stops when told to, not with this terminal's Ctrl-C.
-        #[cfg(unix)]
-        cmd.process_group(0);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start node {i}"))?;
-        for stream in [
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stream).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    println!("[node {i}] {line}");
-                }
-            });
-        }
+        let mut child = start_node(&args, &exe, i, &voters, metrics.get(usize::from(i)))?;
+        echo_output(i, &mut child);
         children.push((i, child));
     }
     let bootstrap: Vec<String> = (0..args.nodes)
@@ -181,6 +117,90 @@ async fn up(args: UpArgs) -> Result<()> {
         eprintln!("node {i} exited ({status}); stopping the others");
     }
     stop_all(children).await
+}
+
+/// A free port's URL for each node's metrics, unless the overrides set `metrics.listener`.
+fn metrics_listeners(args: &UpArgs) -> Result<Vec<String>> {
+    let set_by_user = args
+        .overrides
+        .iter()
+        .any(|o| o.starts_with("metrics.listener="));
+    let mut metrics = Vec::new();
+    if !set_by_user {
+        for _ in 0..args.nodes {
+            let free = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .context("cannot find a free port for metrics.listener")?;
+            metrics.push(format!("http://{free}"));
+        }
+    }
+    Ok(metrics)
+}
+
+/// Starts node `i` as a `gregor broker` child process, its output piped.
+fn start_node(
+    args: &UpArgs,
+    exe: &std::path::Path,
+    i: u16,
+    voters: &str,
+    metrics: Option<&String>,
+) -> Result<Child> {
+    let (client, controller) = ports(args, i)?;
+    let dir = args.data_dir.join(format!("node-{i}"));
+    let mut cmd = Command::new(exe);
+    cmd.arg("broker")
+        .arg("--node-id")
+        .arg(i.to_string())
+        .arg("--listeners")
+        .arg(format!(
+            "PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{controller}"
+        ))
+        .arg("--controller-quorum-voters")
+        .arg(voters)
+        .arg("--data-dir")
+        .arg(&dir);
+    if let Some(r) = args.racks {
+        cmd.arg("--rack").arg(format!("rack-{}", i % r));
+    }
+    for o in &args.overrides {
+        cmd.arg("--override").arg(o);
+    }
+    if let Some(m) = metrics {
+        cmd.arg("--override").arg(format!("metrics.listener={m}"));
+    }
+    // Each node stops when told to, not with this terminal's Ctrl-C.
+    #[cfg(unix)]
+    cmd.process_group(0);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd.spawn()
+        .with_context(|| format!("cannot start node {i}"))
+}
+
+/// Prints node `i`'s output lines, each prefixed with the node.
+fn echo_output(i: u16, child: &mut Child) {
+    for stream in [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stream).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                println!("[node {i}] {line}");
+            }
+        });
+    }
 }
 
 /// How many brokers the node at `addr` lists in its Metadata, if it answers.

@@ -12,6 +12,7 @@ mod cluster_cmd;
 mod group_json;
 mod lab;
 mod storage_cmd;
+mod wall_clock;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,7 +37,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a broker (single node with no arguments: 127.0.0.1:9092, data in ./gregor-data).
-    Broker(BrokerArgs),
+    Broker(broker_cmd::BrokerArgs),
     /// Run a local cluster of combined broker+controller nodes (`cluster up --nodes 3`).
     Cluster(cluster_cmd::ClusterArgs),
     /// Create, delete, describe, list or alter topics (like kafka-topics.sh).
@@ -96,41 +97,6 @@ enum LabCommand {
     Run(lab::run::RunArgs),
 }
 
-#[derive(Debug, clap::Args)]
-struct BrokerArgs {
-    /// Listeners to bind, e.g. PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093.
-    #[arg(long)]
-    listeners: Option<String>,
-    /// Roles of this node (process.roles); every node is broker,controller today.
-    #[arg(long)]
-    process_roles: Option<String>,
-    /// The controller quorum (controller.quorum.voters), e.g. 0@127.0.0.1:9093,1@127.0.0.1:9095.
-    #[arg(long)]
-    controller_quorum_voters: Option<String>,
-    /// This broker's rack (broker.rack).
-    #[arg(long)]
-    rack: Option<String>,
-    /// The cluster id a new data directory gets (default: derived from the voters, or random
-    /// for a single node).
-    #[arg(long)]
-    cluster_id: Option<String>,
-    /// Listener published to clients, if different.
-    #[arg(long)]
-    advertised_listeners: Option<String>,
-    /// Data directory.
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// Node id.
-    #[arg(long)]
-    node_id: Option<i32>,
-    /// A server.properties-style file of Kafka settings.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Any setting, as key=value (repeatable; applied last).
-    #[arg(long = "override", value_name = "KEY=VALUE")]
-    overrides: Vec<String>,
-}
-
 #[derive(Debug, Subcommand)]
 enum BenchCommand {
     /// Time one strategy's assignment call on a synthetic group.
@@ -161,14 +127,6 @@ struct LogBenchArgs {
     /// One JSON object per line and case.
     #[arg(long)]
     json: bool,
-}
-
-/// Wall-clock milliseconds.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 fn main() -> ExitCode {
@@ -209,93 +167,108 @@ fn run(cli: Cli) -> Result<()> {
         Command::Lab {
             live: Some(LabCommand::Run(args)),
             ..
-        } => {
-            let scenario = lab::run::load_live(&args.scenario)?;
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
-            let report = runtime.block_on(lab::run::run(&args, &scenario))?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", lab::run::render_text(&report));
-            }
-        }
+        } => run_lab_live(&args)?,
         Command::Lab {
             live: None,
             scenario,
             strategies,
             list,
             json,
-        } => {
-            if list {
-                for (name, text) in lab::BUNDLED {
-                    let s: lab::Scenario =
-                        serde_json::from_str(text).context("bundled scenario")?;
-                    println!("{name:<30} {}", s.description);
-                }
-                return Ok(());
-            }
-            let scenario = lab::load(scenario.as_deref().unwrap_or("seed-002"))?;
-            let report = lab::run(&scenario, &strategies)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+        } => run_lab(scenario.as_deref(), &strategies, list, json)?,
+        Command::Bench { what } => run_bench(what)?,
+    }
+    Ok(())
+}
+
+/// `gregor lab run`: the scenario with real consumers against a broker.
+fn run_lab_live(args: &lab::run::RunArgs) -> Result<()> {
+    let scenario = lab::run::load_live(&args.scenario)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let report = runtime.block_on(lab::run::run(args, &scenario))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", lab::run::render_text(&report));
+    }
+    Ok(())
+}
+
+/// `gregor lab`: the scenario simulated, or the bundled scenarios listed.
+fn run_lab(scenario: Option<&str>, strategies: &[String], list: bool, json: bool) -> Result<()> {
+    if list {
+        for (name, text) in lab::BUNDLED {
+            let s: lab::Scenario = serde_json::from_str(text).context("bundled scenario")?;
+            println!("{name:<30} {}", s.description);
+        }
+        return Ok(());
+    }
+    let scenario = lab::load(scenario.unwrap_or("seed-002"))?;
+    let report = lab::run(&scenario, strategies)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", lab::render_text(&report));
+    }
+    Ok(())
+}
+
+/// `gregor bench ...`.
+fn run_bench(what: BenchCommand) -> Result<()> {
+    match what {
+        BenchCommand::Assign(args) => {
+            let r = bench_assign::run(&args)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&r)?);
             } else {
-                print!("{}", lab::render_text(&report));
+                println!("{}", bench_assign::render(&r));
             }
         }
-        Command::Bench { what } => match what {
-            BenchCommand::Assign(args) => {
-                let r = bench_assign::run(&args)?;
-                if args.json {
-                    println!("{}", serde_json::to_string(&r)?);
-                } else {
-                    println!("{}", bench_assign::render(&r));
-                }
+        BenchCommand::Produce(args) => {
+            let json = args.json;
+            let r = admin::block_on(bench_kafka::produce(args))??;
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "produce acks=all: {} records, {:.1} MB/s, {:.0} records/s, latency p50 {:.2} ms p99 {:.2} ms p999 {:.2} ms; raw fdatasync {:.1} MB/s, ratio {:.2}",
+                    r.records, r.mb_per_s, r.records_per_s, r.latency_p50_ms, r.latency_p99_ms,
+                    r.latency_p999_ms, r.raw_fdatasync_mb_per_s, r.ratio
+                );
             }
-            BenchCommand::Produce(args) => {
-                let json = args.json;
-                let r = admin::block_on(bench_kafka::produce(args))??;
-                if json {
-                    println!("{}", serde_json::to_string(&r)?);
-                } else {
-                    println!(
-                        "produce acks=all: {} records, {:.1} MB/s, {:.0} records/s, latency p50 {:.2} ms p99 {:.2} ms p999 {:.2} ms; raw fdatasync {:.1} MB/s, ratio {:.2}",
-                        r.records, r.mb_per_s, r.records_per_s, r.latency_p50_ms, r.latency_p99_ms,
-                        r.latency_p999_ms, r.raw_fdatasync_mb_per_s, r.ratio
-                    );
-                }
-            }
-            BenchCommand::Consume(args) => {
-                // Each case prints as it completes.
-                admin::block_on(bench_consume::run(args))??;
-            }
-            BenchCommand::Log(args) => {
-                if args.seconds <= 0.0 || args.batch_bytes.is_empty() || args.writers.is_empty() {
-                    anyhow::bail!(
-                        "--seconds must be positive and --batch-bytes, --writers non-empty"
-                    );
-                }
-                let mut opts = gregor_log::bench::BenchOptions::new(&args.dir);
-                opts.seconds = args.seconds;
-                opts.batch_bytes = args.batch_bytes;
-                opts.writers = args.writers;
-                let cases = gregor_log::bench::run(&opts)
-                    .with_context(|| format!("log benchmark in {}", args.dir.display()))?;
-                for c in cases {
-                    if args.json {
-                        println!("{}", serde_json::to_string(&c)?);
-                    } else {
-                        println!(
-                            "{:<24} writers {:>2}  {:>9.1} MB/s  raw {:>9.1} MB/s  ratio {:>6.2}",
-                            c.case, c.writers, c.mb_per_s, c.raw_mb_per_s, c.ratio
-                        );
-                    }
-                }
-            }
-        },
+        }
+        BenchCommand::Consume(args) => {
+            // Each case prints as it completes.
+            admin::block_on(bench_consume::run(args))??;
+        }
+        BenchCommand::Log(args) => bench_log(args)?,
+    }
+    Ok(())
+}
+
+/// `gregor bench log`: the partition log against the raw disk.
+fn bench_log(args: LogBenchArgs) -> Result<()> {
+    if args.seconds <= 0.0 || args.batch_bytes.is_empty() || args.writers.is_empty() {
+        anyhow::bail!("--seconds must be positive and --batch-bytes, --writers non-empty");
+    }
+    let mut opts = gregor_log::bench::BenchOptions::new(&args.dir);
+    opts.seconds = args.seconds;
+    opts.batch_bytes = args.batch_bytes;
+    opts.writers = args.writers;
+    let cases = gregor_log::bench::run(&opts)
+        .with_context(|| format!("log benchmark in {}", args.dir.display()))?;
+    for c in cases {
+        if args.json {
+            println!("{}", serde_json::to_string(&c)?);
+        } else {
+            println!(
+                "{:<24} writers {:>2}  {:>9.1} MB/s  raw {:>9.1} MB/s  ratio {:>6.2}",
+                c.case, c.writers, c.mb_per_s, c.raw_mb_per_s, c.ratio
+            );
+        }
     }
     Ok(())
 }

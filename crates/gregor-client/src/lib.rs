@@ -25,6 +25,8 @@ pub mod fetch_session;
 pub mod metadata;
 pub mod producer;
 pub mod retry;
+#[cfg(feature = "simulation")]
+pub mod simulation;
 pub mod types;
 pub mod versions;
 

@@ -310,27 +310,7 @@ pub async fn run_configs(args: ConfigsArgs) -> Result<()> {
             entity_type,
             entity,
             all,
-        } => {
-            let entities = match entity {
-                Some(e) => vec![e],
-                None => all_entities(&admin, entity_type).await?,
-            };
-            let resources: Vec<ConfigResource> = entities
-                .iter()
-                .map(|e| ConfigResource {
-                    kind: entity_type.resource_type(),
-                    name: e.clone(),
-                })
-                .collect();
-            for (resource, result) in admin.describe_configs(&resources, true, false).await? {
-                let entries = result
-                    .map_err(|e| anyhow!("{} '{}': {e}", entity_type.singular(), resource.name))?;
-                print!(
-                    "{}",
-                    format_entity_configs(entity_type, &resource.name, all, &entries)
-                );
-            }
-        }
+        } => describe(&admin, entity_type, entity, all).await?,
         ConfigsAction::Alter {
             entity_type,
             entity,
@@ -343,23 +323,7 @@ pub async fn run_configs(args: ConfigsArgs) -> Result<()> {
             };
             // Like Kafka: deleting a config that is not set is an error, not a no-op.
             if !delete.is_empty() {
-                let current = admin
-                    .describe_configs(std::slice::from_ref(&resource), false, false)
-                    .await?;
-                let entries = match current.into_iter().next() {
-                    Some((_, Ok(entries))) => entries,
-                    Some((_, Err(e))) => bail!("{} '{entity}': {e}", entity_type.singular()),
-                    None => Vec::new(),
-                };
-                let wanted = dynamic_source(entity_type, &entity);
-                let missing: Vec<&str> = delete
-                    .iter()
-                    .filter(|k| !entries.iter().any(|e| &e.name == *k && e.source == wanted))
-                    .map(String::as_str)
-                    .collect();
-                if !missing.is_empty() {
-                    bail!("Invalid config(s): {}", missing.join(","));
-                }
+                check_deletable(&admin, &resource, entity_type, &delete).await?;
             }
             let ops: Vec<AlterConfigOp> = set
                 .into_iter()
@@ -390,6 +354,63 @@ pub async fn run_configs(args: ConfigsArgs) -> Result<()> {
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// `--describe`: the configs of one entity, or of every entity of the type.
+async fn describe(
+    admin: &Admin,
+    entity_type: EntityType,
+    entity: Option<String>,
+    all: bool,
+) -> Result<()> {
+    let entities = match entity {
+        Some(e) => vec![e],
+        None => all_entities(admin, entity_type).await?,
+    };
+    let resources: Vec<ConfigResource> = entities
+        .iter()
+        .map(|e| ConfigResource {
+            kind: entity_type.resource_type(),
+            name: e.clone(),
+        })
+        .collect();
+    for (resource, result) in admin.describe_configs(&resources, true, false).await? {
+        let entries =
+            result.map_err(|e| anyhow!("{} '{}': {e}", entity_type.singular(), resource.name))?;
+        print!(
+            "{}",
+            format_entity_configs(entity_type, &resource.name, all, &entries)
+        );
+    }
+    Ok(())
+}
+
+/// Every config `--delete-config` names is set on the entity itself.
+async fn check_deletable(
+    admin: &Admin,
+    resource: &ConfigResource,
+    entity_type: EntityType,
+    delete: &[String],
+) -> Result<()> {
+    let entity = &resource.name;
+    let current = admin
+        .describe_configs(std::slice::from_ref(resource), false, false)
+        .await?;
+    let entries = match current.into_iter().next() {
+        Some((_, Ok(entries))) => entries,
+        Some((_, Err(e))) => bail!("{} '{entity}': {e}", entity_type.singular()),
+        None => Vec::new(),
+    };
+    let wanted = dynamic_source(entity_type, entity);
+    let missing: Vec<&str> = delete
+        .iter()
+        .filter(|k| !entries.iter().any(|e| &e.name == *k && e.source == wanted))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        bail!("Invalid config(s): {}", missing.join(","));
     }
     Ok(())
 }

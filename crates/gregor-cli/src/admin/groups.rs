@@ -208,70 +208,80 @@ impl GroupsArgs {
             });
         }
         if self.describe {
-            let views = [self.members, self.offsets, self.state.is_some()];
-            if views.iter().filter(|v| **v).count() > 1 {
-                bail!("--members, --offsets and --state cannot be combined");
-            }
-            if self.verbose && !self.members {
-                bail!("--verbose needs --members");
-            }
-            if self.state.as_deref().is_some_and(|s| !s.is_empty()) {
-                bail!("--describe --state takes no value");
-            }
-            let view = if self.members {
-                DescribeView::Members {
-                    verbose: self.verbose,
-                }
-            } else if self.state.is_some() {
-                DescribeView::State
-            } else {
-                DescribeView::Offsets
-            };
-            return Ok(GroupsAction::Describe {
-                groups: self.selection("--describe")?,
-                view,
-            });
+            return self.describe_action();
         }
         if self.reset_offsets {
-            let spec = if self.to_earliest {
-                ResetSpec::ToEarliest
-            } else if self.to_latest {
-                ResetSpec::ToLatest
-            } else if self.to_current {
-                ResetSpec::ToCurrent
-            } else if let Some(o) = self.to_offset {
-                ResetSpec::ToOffset(o)
-            } else if let Some(n) = self.shift_by {
-                ResetSpec::ShiftBy(n)
-            } else if let Some(dt) = &self.to_datetime {
-                ResetSpec::ToDatetime(parse_datetime(dt)?)
-            } else if let Some(d) = &self.by_duration {
-                ResetSpec::ToDatetime(crate::now_ms().saturating_sub(parse_duration(d)?))
-            } else {
-                bail!("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime, --by-duration");
-            };
-            let topics = match (self.all_topics, self.topic.is_empty()) {
-                (true, true) => None,
-                (true, false) => bail!("--topic cannot be used with --all-topics"),
-                (false, true) => {
-                    bail!("One of the reset scopes should be defined: --all-topics, --topic.")
-                }
-                (false, false) => Some(
-                    self.topic
-                        .iter()
-                        .map(|t| parse_topic_arg(t))
-                        .collect::<Result<Vec<_>>>()?,
-                ),
-            };
-            return Ok(GroupsAction::Reset {
-                groups: self.selection("--reset-offsets")?,
-                topics,
-                spec,
-                execute: self.execute,
-            });
+            return self.reset_action();
         }
         Ok(GroupsAction::Delete {
             groups: self.selection("--delete")?,
+        })
+    }
+
+    /// `--describe` and its view.
+    fn describe_action(&self) -> Result<GroupsAction> {
+        let views = [self.members, self.offsets, self.state.is_some()];
+        if views.iter().filter(|v| **v).count() > 1 {
+            bail!("--members, --offsets and --state cannot be combined");
+        }
+        if self.verbose && !self.members {
+            bail!("--verbose needs --members");
+        }
+        if self.state.as_deref().is_some_and(|s| !s.is_empty()) {
+            bail!("--describe --state takes no value");
+        }
+        let view = if self.members {
+            DescribeView::Members {
+                verbose: self.verbose,
+            }
+        } else if self.state.is_some() {
+            DescribeView::State
+        } else {
+            DescribeView::Offsets
+        };
+        Ok(GroupsAction::Describe {
+            groups: self.selection("--describe")?,
+            view,
+        })
+    }
+
+    /// `--reset-offsets`, its spec and scope.
+    fn reset_action(&self) -> Result<GroupsAction> {
+        let spec = if self.to_earliest {
+            ResetSpec::ToEarliest
+        } else if self.to_latest {
+            ResetSpec::ToLatest
+        } else if self.to_current {
+            ResetSpec::ToCurrent
+        } else if let Some(o) = self.to_offset {
+            ResetSpec::ToOffset(o)
+        } else if let Some(n) = self.shift_by {
+            ResetSpec::ShiftBy(n)
+        } else if let Some(dt) = &self.to_datetime {
+            ResetSpec::ToDatetime(parse_datetime(dt)?)
+        } else if let Some(d) = &self.by_duration {
+            ResetSpec::ToDatetime(crate::wall_clock::now_ms().saturating_sub(parse_duration(d)?))
+        } else {
+            bail!("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime, --by-duration");
+        };
+        let topics = match (self.all_topics, self.topic.is_empty()) {
+            (true, true) => None,
+            (true, false) => bail!("--topic cannot be used with --all-topics"),
+            (false, true) => {
+                bail!("One of the reset scopes should be defined: --all-topics, --topic.")
+            }
+            (false, false) => Some(
+                self.topic
+                    .iter()
+                    .map(|t| parse_topic_arg(t))
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+        };
+        Ok(GroupsAction::Reset {
+            groups: self.selection("--reset-offsets")?,
+            topics,
+            spec,
+            execute: self.execute,
         })
     }
 }
@@ -619,25 +629,7 @@ pub async fn run_groups(args: GroupsArgs) -> Result<()> {
                 format_group_states(&consumer_groups(&admin, &states).await?)
             );
         }
-        GroupsAction::Describe { groups, view } => {
-            let mut names = selected_groups(&admin, &groups).await?;
-            names.sort();
-            let mut failed = Vec::new();
-            for name in &names {
-                match describe_view(&admin, name, view).await {
-                    Ok(text) => print!("{text}"),
-                    // With several groups, report each failure and carry on with the rest.
-                    Err(e) if names.len() > 1 => {
-                        eprintln!("\nError: {e:#}");
-                        failed.push(name.clone());
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            if !failed.is_empty() {
-                bail!("could not describe group(s): {}", failed.join(", "));
-            }
-        }
+        GroupsAction::Describe { groups, view } => describe_groups(&admin, &groups, view).await?,
         GroupsAction::Reset {
             groups,
             topics,
@@ -652,39 +644,64 @@ pub async fn run_groups(args: GroupsArgs) -> Result<()> {
                 print!("{}", format_reset_plan(&name, &plan));
             }
         }
-        GroupsAction::Delete { groups } => {
-            let names = selected_groups(&admin, &groups).await?;
-            let results = admin.delete_groups(&names).await;
-            let (ok, failed): (Vec<_>, Vec<_>) = results.into_iter().partition(|(_, r)| r.is_ok());
-            if failed.is_empty() {
-                let ids: Vec<String> = ok.into_iter().map(|(g, _)| g).collect();
-                println!(
-                    "Deletion of requested consumer groups ('{}') was successful.",
-                    ids.join("', '")
-                );
-            } else {
-                println!("\nError: Deletion of some consumer groups failed:");
-                for (g, r) in &failed {
-                    if let Err(e) = r {
-                        println!("* Group '{g}' could not be deleted due to: {e}");
-                    }
-                }
-                if !ok.is_empty() {
-                    let ids: Vec<String> = ok.into_iter().map(|(g, _)| g).collect();
-                    println!(
-                        "\nThese consumer groups were deleted successfully: '{}'",
-                        ids.join("', '")
-                    );
-                }
-                bail!(
-                    "{} of {} groups could not be deleted",
-                    failed.len(),
-                    names.len()
-                );
-            }
-        }
+        GroupsAction::Delete { groups } => delete_groups(&admin, &groups).await?,
     }
     Ok(())
+}
+
+/// `--describe`: one view per group, in name order.
+async fn describe_groups(admin: &Admin, groups: &GroupSelection, view: DescribeView) -> Result<()> {
+    let mut names = selected_groups(admin, groups).await?;
+    names.sort();
+    let mut failed = Vec::new();
+    for name in &names {
+        match describe_view(admin, name, view).await {
+            Ok(text) => print!("{text}"),
+            // With several groups, report each failure and carry on with the rest.
+            Err(e) if names.len() > 1 => {
+                eprintln!("\nError: {e:#}");
+                failed.push(name.clone());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if !failed.is_empty() {
+        bail!("could not describe group(s): {}", failed.join(", "));
+    }
+    Ok(())
+}
+
+/// `--delete`, reported as kafka-consumer-groups.sh does.
+async fn delete_groups(admin: &Admin, groups: &GroupSelection) -> Result<()> {
+    let names = selected_groups(admin, groups).await?;
+    let results = admin.delete_groups(&names).await;
+    let (ok, failed): (Vec<_>, Vec<_>) = results.into_iter().partition(|(_, r)| r.is_ok());
+    if failed.is_empty() {
+        let ids: Vec<String> = ok.into_iter().map(|(g, _)| g).collect();
+        println!(
+            "Deletion of requested consumer groups ('{}') was successful.",
+            ids.join("', '")
+        );
+        return Ok(());
+    }
+    println!("\nError: Deletion of some consumer groups failed:");
+    for (g, r) in &failed {
+        if let Err(e) = r {
+            println!("* Group '{g}' could not be deleted due to: {e}");
+        }
+    }
+    if !ok.is_empty() {
+        let ids: Vec<String> = ok.into_iter().map(|(g, _)| g).collect();
+        println!(
+            "\nThese consumer groups were deleted successfully: '{}'",
+            ids.join("', '")
+        );
+    }
+    bail!(
+        "{} of {} groups could not be deleted",
+        failed.len(),
+        names.len()
+    );
 }
 
 async fn describe_view(admin: &Admin, name: &str, view: DescribeView) -> Result<String> {
@@ -746,52 +763,9 @@ async fn reset_group(
         .collect();
     let partitions: Vec<TopicPartition> = match topics {
         None => committed.keys().cloned().collect(),
-        Some(topics) => {
-            let mut out = Vec::new();
-            let whole: Vec<String> = topics
-                .iter()
-                .filter(|(_, p)| p.is_none())
-                .map(|(t, _)| t.clone())
-                .collect();
-            let described = if whole.is_empty() {
-                Vec::new()
-            } else {
-                admin.describe_topics(&whole).await?
-            };
-            for (topic, parts) in topics {
-                match parts {
-                    Some(ps) => {
-                        out.extend(ps.iter().map(|p| TopicPartition::new(topic.clone(), *p)))
-                    }
-                    None => {
-                        let t = described
-                            .iter()
-                            .find(|t| &t.name == topic)
-                            .ok_or_else(|| anyhow!("topic '{topic}' was not described"))?;
-                        out.extend(
-                            t.partitions
-                                .iter()
-                                .map(|p| TopicPartition::new(topic.clone(), p.partition)),
-                        );
-                    }
-                }
-            }
-            out
-        }
+        Some(topics) => scope_partitions(admin, topics).await?,
     };
-    let mut inputs = ResetInputs {
-        committed,
-        ..Default::default()
-    };
-    if spec.needs_log_start() {
-        inputs.log_start = log_offsets(admin, &partitions, OffsetSpec::Earliest).await?;
-    }
-    if spec.needs_log_end() {
-        inputs.log_end = log_offsets(admin, &partitions, OffsetSpec::Latest).await?;
-    }
-    if let ResetSpec::ToDatetime(ts) = spec {
-        inputs.by_timestamp = log_offsets(admin, &partitions, OffsetSpec::Timestamp(ts)).await?;
-    }
+    let inputs = reset_inputs(admin, &partitions, spec, committed).await?;
     let plan = plan_reset(&partitions, spec, &inputs)?;
     for w in &plan.warnings {
         eprintln!("{w}");
@@ -804,6 +778,62 @@ async fn reset_group(
         }
     }
     Ok(plan.offsets)
+}
+
+/// The partitions of the `--topic` scopes: those listed, or every partition of a topic named
+/// alone.
+async fn scope_partitions(admin: &Admin, topics: &[TopicScope]) -> Result<Vec<TopicPartition>> {
+    let mut out = Vec::new();
+    let whole: Vec<String> = topics
+        .iter()
+        .filter(|(_, p)| p.is_none())
+        .map(|(t, _)| t.clone())
+        .collect();
+    let described = if whole.is_empty() {
+        Vec::new()
+    } else {
+        admin.describe_topics(&whole).await?
+    };
+    for (topic, parts) in topics {
+        match parts {
+            Some(ps) => out.extend(ps.iter().map(|p| TopicPartition::new(topic.clone(), *p))),
+            None => {
+                let t = described
+                    .iter()
+                    .find(|t| &t.name == topic)
+                    .ok_or_else(|| anyhow!("topic '{topic}' was not described"))?;
+                out.extend(
+                    t.partitions
+                        .iter()
+                        .map(|p| TopicPartition::new(topic.clone(), p.partition)),
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The log offsets `spec` needs, with the group's committed offsets.
+async fn reset_inputs(
+    admin: &Admin,
+    partitions: &[TopicPartition],
+    spec: ResetSpec,
+    committed: BTreeMap<TopicPartition, i64>,
+) -> Result<ResetInputs> {
+    let mut inputs = ResetInputs {
+        committed,
+        ..Default::default()
+    };
+    if spec.needs_log_start() {
+        inputs.log_start = log_offsets(admin, partitions, OffsetSpec::Earliest).await?;
+    }
+    if spec.needs_log_end() {
+        inputs.log_end = log_offsets(admin, partitions, OffsetSpec::Latest).await?;
+    }
+    if let ResetSpec::ToDatetime(ts) = spec {
+        inputs.by_timestamp = log_offsets(admin, partitions, OffsetSpec::Timestamp(ts)).await?;
+    }
+    Ok(inputs)
 }
 
 #[cfg(test)]

@@ -132,6 +132,18 @@ impl ReassignArgs {
     /// Checks the options the way kafka-reassign-partitions.sh does: exactly one action, the
     /// options it needs, none it cannot use.
     pub fn action(&self) -> Result<ReassignAction> {
+        let action = self.chosen_action()?;
+        if self.replica_alter_log_dirs_throttle.is_some() {
+            bail!(
+                "--replica-alter-log-dirs-throttle is not supported: each Gregor broker keeps one log directory, so replicas never move between directories; run without it"
+            );
+        }
+        self.check_options(action)?;
+        self.build(action)
+    }
+
+    /// The one action flag given.
+    fn chosen_action(&self) -> Result<&'static str> {
         let chosen = [
             self.generate,
             self.execute,
@@ -152,11 +164,11 @@ impl ReassignArgs {
                 ACTIONS.join(", ")
             );
         };
-        if self.replica_alter_log_dirs_throttle.is_some() {
-            bail!(
-                "--replica-alter-log-dirs-throttle is not supported: each Gregor broker keeps one log directory, so replicas never move between directories; run without it"
-            );
-        }
+        Ok(action)
+    }
+
+    /// The options `action` needs are given, and no other.
+    fn check_options(&self, action: &str) -> Result<()> {
         let given = [
             (
                 self.topics_to_move_json_file.is_some(),
@@ -203,6 +215,11 @@ impl ReassignArgs {
         {
             bail!("Option \"{flag}\" can't be used with action \"{action}\"");
         }
+        Ok(())
+    }
+
+    /// The action with its options, once checked.
+    fn build(&self, action: &str) -> Result<ReassignAction> {
         let file = || {
             self.reassignment_json_file
                 .clone()
@@ -438,25 +455,8 @@ fn topics_of(plan: &Assignment) -> BTreeSet<String> {
 pub async fn run_reassign(args: ReassignArgs) -> Result<()> {
     let action = args.action()?;
     // Files are read and checked before anything is sent.
-    let plan = match &action {
-        ReassignAction::Execute { file, .. } => Some(
-            parse_reassignment_to_execute(&read(file)?)
-                .with_context(|| format!("in {}", file.display()))?,
-        ),
-        ReassignAction::Verify { file, .. } | ReassignAction::Cancel { file } => Some(
-            parse_reassignment(&read(file)?).with_context(|| format!("in {}", file.display()))?,
-        ),
-        _ => None,
-    };
-    let topics_to_move = match &action {
-        ReassignAction::Generate { topics_file, .. } | ReassignAction::Plan { topics_file, .. } => {
-            Some(
-                parse_topics_to_move(&read(topics_file)?)
-                    .with_context(|| format!("in {}", topics_file.display()))?,
-            )
-        }
-        _ => None,
-    };
+    let plan = read_plan(&action)?;
+    let topics_to_move = read_topics_to_move(&action)?;
     let admin = args.connection.connect().await?;
     let timeout_ms = args.connection.request_timeout_ms();
     match action {
@@ -466,39 +466,7 @@ pub async fn run_reassign(args: ReassignArgs) -> Result<()> {
             ..
         } => {
             let topics = topics_to_move.expect("parsed for --generate");
-            let cluster = admin.describe_cluster().await?;
-            let mut targets = Vec::with_capacity(brokers.len());
-            for id in &brokers {
-                let node = cluster
-                    .brokers
-                    .iter()
-                    .find(|b| b.id == *id)
-                    .ok_or_else(|| anyhow!("Unknown broker id {id}"))?;
-                targets.push(TargetBroker {
-                    id: *id,
-                    rack: node.rack.clone(),
-                });
-            }
-            let current: Assignment = admin
-                .describe_topics(&topics)
-                .await?
-                .into_iter()
-                .flat_map(|t| {
-                    let topic = t.name;
-                    t.partitions
-                        .into_iter()
-                        .map(move |p| (TopicPartition::new(topic.clone(), p.partition), p.replicas))
-                })
-                .collect();
-            let proposed = generate_plan(&current, &targets, rack_aware)?;
-            println!(
-                "Current partition replica assignment\n{}\n",
-                format_reassignment_json(&current)
-            );
-            println!(
-                "Proposed partition reassignment configuration\n{}",
-                format_reassignment_json(&proposed)
-            );
+            generate(&admin, &topics, &brokers, rack_aware).await?;
         }
         ReassignAction::Plan {
             brokers,
@@ -523,128 +491,241 @@ pub async fn run_reassign(args: ReassignArgs) -> Result<()> {
             ..
         } => {
             let plan = plan.expect("parsed for --execute");
-            let ongoing = admin.list_partition_reassignments(None, timeout_ms).await?;
-            if !additional && !ongoing.is_empty() {
-                bail!("{EXISTING_REASSIGNMENT}");
-            }
-            let known: BTreeSet<i32> = admin
-                .describe_cluster()
-                .await?
-                .brokers
-                .iter()
-                .map(|b| b.id)
-                .collect();
-            let wanted: BTreeSet<i32> = plan.values().flatten().copied().collect();
-            if let Some(id) = wanted.iter().find(|id| !known.contains(id)) {
-                bail!("Unknown broker id {id}");
-            }
-            let current = current_partitions(&admin, &topics_of(&plan)).await?;
-            if let Some(tp) = plan.keys().find(|tp| !current.contains_key(tp)) {
-                bail!(
-                    "Unable to find partition: {tp} ({})",
-                    KafkaCode::UNKNOWN_TOPIC_OR_PARTITION.name()
-                );
-            }
-            let rollback: Assignment = plan
-                .keys()
-                .map(|tp| (tp.clone(), current[tp].replicas.clone()))
-                .collect();
-            println!("{}", format_rollback(&rollback).trim_end());
-            if let Some(rate) = throttle {
-                println!("Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle is removed.");
-                apply_throttles(&admin, &throttle_plan(&rollback, &plan), rate).await?;
-                println!("The inter-broker throttle limit was set to {rate} B/s");
-            }
-            let changes: BTreeMap<TopicPartition, Option<Vec<i32>>> = plan
-                .iter()
-                .map(|(tp, r)| (tp.clone(), Some(r.clone())))
-                .collect();
-            let results = admin
-                .alter_partition_reassignments(&changes, timeout_ms)
-                .await?;
-            let failures = failures(results);
-            if !failures.is_empty() {
-                bail!("Error reassigning partition(s):\n{}", failures.join("\n"));
-            }
-            let parts: Vec<TopicPartition> = plan.keys().cloned().collect();
-            println!("Successfully started {}", reassignments_for(&parts));
+            execute(&admin, &plan, additional, throttle, timeout_ms).await?;
         }
         ReassignAction::Verify {
             preserve_throttles, ..
         } => {
             let plan = plan.expect("parsed for --verify");
-            let ongoing = admin.list_partition_reassignments(None, timeout_ms).await?;
-            let current = current_partitions(&admin, &topics_of(&plan)).await?;
-            let states = partition_states(&plan, &ongoing, &current);
-            print!("{}", format_verify(&states));
-            let moving: BTreeMap<TopicPartition, (OngoingReassignment, Option<i32>)> = states
-                .iter()
-                .filter_map(|(tp, s)| match s {
-                    PartitionState::InProgress {
-                        ongoing, leader, ..
-                    } if !ongoing.adding_replicas.is_empty() => {
-                        Some((tp.clone(), (ongoing.clone(), *leader)))
-                    }
-                    _ => None,
-                })
-                .collect();
-            if !moving.is_empty() {
-                println!("Progress of the replicas being added:");
-                for (tp, replicas) in progress(&admin, &moving).await {
-                    for r in replicas {
-                        print!("{}", format_progress(&tp, &r));
-                    }
-                }
-            }
-            let done = states
-                .values()
-                .all(|s| !matches!(s, PartitionState::InProgress { .. }));
-            if done && !preserve_throttles {
-                let brokers: Vec<i32> = admin
-                    .describe_cluster()
-                    .await?
-                    .brokers
-                    .iter()
-                    .map(|b| b.id)
-                    .collect();
-                println!();
-                clear_throttles(&admin, &brokers, &topics_of(&plan)).await?;
-            }
+            verify(&admin, &plan, preserve_throttles, timeout_ms).await?;
         }
         ReassignAction::Cancel { .. } => {
             let plan = plan.expect("parsed for --cancel");
-            let parts: Vec<TopicPartition> = plan.keys().cloned().collect();
-            let active: Vec<TopicPartition> = admin
-                .list_partition_reassignments(Some(&parts), timeout_ms)
-                .await?
-                .into_iter()
-                .filter(|(_, r)| !r.adding_replicas.is_empty() || !r.removing_replicas.is_empty())
-                .map(|(tp, _)| tp)
-                .collect();
-            if active.is_empty() {
-                println!("None of the specified partition reassignments are active.");
-                return Ok(());
-            }
-            let changes: BTreeMap<TopicPartition, Option<Vec<i32>>> =
-                active.iter().map(|tp| (tp.clone(), None)).collect();
-            let failures = failures(
-                admin
-                    .alter_partition_reassignments(&changes, timeout_ms)
-                    .await?,
-            );
-            if !failures.is_empty() {
-                bail!(
-                    "Error cancelling partition reassignment(s) for:\n{}",
-                    failures.join("\n")
-                );
-            }
-            println!("Successfully cancelled {}", reassignments_for(&active));
+            cancel(&admin, &plan, timeout_ms).await?;
         }
         ReassignAction::List => {
             let ongoing = admin.list_partition_reassignments(None, timeout_ms).await?;
             print!("{}", format_list(&ongoing));
         }
     }
+    Ok(())
+}
+
+/// The --reassignment-json-file of --execute, --verify and --cancel, parsed.
+fn read_plan(action: &ReassignAction) -> Result<Option<Assignment>> {
+    Ok(match action {
+        ReassignAction::Execute { file, .. } => Some(
+            parse_reassignment_to_execute(&read(file)?)
+                .with_context(|| format!("in {}", file.display()))?,
+        ),
+        ReassignAction::Verify { file, .. } | ReassignAction::Cancel { file } => Some(
+            parse_reassignment(&read(file)?).with_context(|| format!("in {}", file.display()))?,
+        ),
+        _ => None,
+    })
+}
+
+/// The --topics-to-move-json-file of --generate and --plan, parsed.
+fn read_topics_to_move(action: &ReassignAction) -> Result<Option<Vec<String>>> {
+    Ok(match action {
+        ReassignAction::Generate { topics_file, .. } | ReassignAction::Plan { topics_file, .. } => {
+            Some(
+                parse_topics_to_move(&read(topics_file)?)
+                    .with_context(|| format!("in {}", topics_file.display()))?,
+            )
+        }
+        _ => None,
+    })
+}
+
+/// `--generate`: prints the current assignment of `topics` and a proposed one over `brokers`.
+async fn generate(
+    admin: &Admin,
+    topics: &[String],
+    brokers: &[i32],
+    rack_aware: bool,
+) -> Result<()> {
+    let cluster = admin.describe_cluster().await?;
+    let mut targets = Vec::with_capacity(brokers.len());
+    for id in brokers {
+        let node = cluster
+            .brokers
+            .iter()
+            .find(|b| b.id == *id)
+            .ok_or_else(|| anyhow!("Unknown broker id {id}"))?;
+        targets.push(TargetBroker {
+            id: *id,
+            rack: node.rack.clone(),
+        });
+    }
+    let current: Assignment = admin
+        .describe_topics(topics)
+        .await?
+        .into_iter()
+        .flat_map(|t| {
+            let topic = t.name;
+            t.partitions
+                .into_iter()
+                .map(move |p| (TopicPartition::new(topic.clone(), p.partition), p.replicas))
+        })
+        .collect();
+    let proposed = generate_plan(&current, &targets, rack_aware)?;
+    println!(
+        "Current partition replica assignment\n{}\n",
+        format_reassignment_json(&current)
+    );
+    println!(
+        "Proposed partition reassignment configuration\n{}",
+        format_reassignment_json(&proposed)
+    );
+    Ok(())
+}
+
+/// `--execute`: checks the plan against the cluster, prints the rollback, sets the throttles
+/// and starts the reassignment.
+async fn execute(
+    admin: &Admin,
+    plan: &Assignment,
+    additional: bool,
+    throttle: Option<i64>,
+    timeout_ms: i32,
+) -> Result<()> {
+    let ongoing = admin.list_partition_reassignments(None, timeout_ms).await?;
+    if !additional && !ongoing.is_empty() {
+        bail!("{EXISTING_REASSIGNMENT}");
+    }
+    let rollback = rollback_of(admin, plan).await?;
+    println!("{}", format_rollback(&rollback).trim_end());
+    if let Some(rate) = throttle {
+        println!("Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle is removed.");
+        apply_throttles(admin, &throttle_plan(&rollback, plan), rate).await?;
+        println!("The inter-broker throttle limit was set to {rate} B/s");
+    }
+    let changes: BTreeMap<TopicPartition, Option<Vec<i32>>> = plan
+        .iter()
+        .map(|(tp, r)| (tp.clone(), Some(r.clone())))
+        .collect();
+    let results = admin
+        .alter_partition_reassignments(&changes, timeout_ms)
+        .await?;
+    let failures = failures(results);
+    if !failures.is_empty() {
+        bail!("Error reassigning partition(s):\n{}", failures.join("\n"));
+    }
+    let parts: Vec<TopicPartition> = plan.keys().cloned().collect();
+    println!("Successfully started {}", reassignments_for(&parts));
+    Ok(())
+}
+
+/// The current replicas of the plan's partitions, after checking that its brokers and
+/// partitions exist.
+async fn rollback_of(admin: &Admin, plan: &Assignment) -> Result<Assignment> {
+    let known: BTreeSet<i32> = admin
+        .describe_cluster()
+        .await?
+        .brokers
+        .iter()
+        .map(|b| b.id)
+        .collect();
+    let wanted: BTreeSet<i32> = plan.values().flatten().copied().collect();
+    if let Some(id) = wanted.iter().find(|id| !known.contains(id)) {
+        bail!("Unknown broker id {id}");
+    }
+    let current = current_partitions(admin, &topics_of(plan)).await?;
+    if let Some(tp) = plan.keys().find(|tp| !current.contains_key(tp)) {
+        bail!(
+            "Unable to find partition: {tp} ({})",
+            KafkaCode::UNKNOWN_TOPIC_OR_PARTITION.name()
+        );
+    }
+    Ok(plan
+        .keys()
+        .map(|tp| (tp.clone(), current[tp].replicas.clone()))
+        .collect())
+}
+
+/// `--verify`: each partition's state, the progress of the replicas being added, and the
+/// throttles cleared once everything is complete (unless preserved).
+async fn verify(
+    admin: &Admin,
+    plan: &Assignment,
+    preserve_throttles: bool,
+    timeout_ms: i32,
+) -> Result<()> {
+    let ongoing = admin.list_partition_reassignments(None, timeout_ms).await?;
+    let current = current_partitions(admin, &topics_of(plan)).await?;
+    let states = partition_states(plan, &ongoing, &current);
+    print!("{}", format_verify(&states));
+    print_progress(admin, &states).await;
+    let done = states
+        .values()
+        .all(|s| !matches!(s, PartitionState::InProgress { .. }));
+    if done && !preserve_throttles {
+        let brokers: Vec<i32> = admin
+            .describe_cluster()
+            .await?
+            .brokers
+            .iter()
+            .map(|b| b.id)
+            .collect();
+        println!();
+        clear_throttles(admin, &brokers, &topics_of(plan)).await?;
+    }
+    Ok(())
+}
+
+/// How far each replica being added has come, for the partitions still moving.
+async fn print_progress(admin: &Admin, states: &BTreeMap<TopicPartition, PartitionState>) {
+    let moving: BTreeMap<TopicPartition, (OngoingReassignment, Option<i32>)> = states
+        .iter()
+        .filter_map(|(tp, s)| match s {
+            PartitionState::InProgress {
+                ongoing, leader, ..
+            } if !ongoing.adding_replicas.is_empty() => {
+                Some((tp.clone(), (ongoing.clone(), *leader)))
+            }
+            _ => None,
+        })
+        .collect();
+    if moving.is_empty() {
+        return;
+    }
+    println!("Progress of the replicas being added:");
+    for (tp, replicas) in progress(admin, &moving).await {
+        for r in replicas {
+            print!("{}", format_progress(&tp, &r));
+        }
+    }
+}
+
+/// `--cancel`: cancels the plan's partitions that are still being reassigned.
+async fn cancel(admin: &Admin, plan: &Assignment, timeout_ms: i32) -> Result<()> {
+    let parts: Vec<TopicPartition> = plan.keys().cloned().collect();
+    let active: Vec<TopicPartition> = admin
+        .list_partition_reassignments(Some(&parts), timeout_ms)
+        .await?
+        .into_iter()
+        .filter(|(_, r)| !r.adding_replicas.is_empty() || !r.removing_replicas.is_empty())
+        .map(|(tp, _)| tp)
+        .collect();
+    if active.is_empty() {
+        println!("None of the specified partition reassignments are active.");
+        return Ok(());
+    }
+    let changes: BTreeMap<TopicPartition, Option<Vec<i32>>> =
+        active.iter().map(|tp| (tp.clone(), None)).collect();
+    let failures = failures(
+        admin
+            .alter_partition_reassignments(&changes, timeout_ms)
+            .await?,
+    );
+    if !failures.is_empty() {
+        bail!(
+            "Error cancelling partition reassignment(s) for:\n{}",
+            failures.join("\n")
+        );
+    }
+    println!("Successfully cancelled {}", reassignments_for(&active));
     Ok(())
 }
 

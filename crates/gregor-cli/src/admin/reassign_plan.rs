@@ -153,6 +153,44 @@ pub fn format_explain(
 ) -> String {
     let known_bytes = !sizes.is_empty();
     let mut out = String::from("Plan explanation\n");
+    explain_moves(&mut out, current, plan, full_moves);
+    if !known_bytes {
+        out.push_str("Bytes: unknown (the brokers do not report partition sizes)\n");
+    }
+    explain_loads(&mut out, current, plan, brokers, sizes);
+    let replicas: usize = current.values().map(Vec::len).sum();
+    let (was, now) = (
+        Balance::of(current, brokers),
+        Balance::of(&plan.target, brokers),
+    );
+    out.push_str(&format!(
+        "Balance over --broker-list (max - min per broker; a perfect balance reaches the lower bound):\n  replicas: before {}, after {}, lower bound {}\n  preferred leaders: before {}, after {}, lower bound {}\n",
+        was.replica_spread(),
+        now.replica_spread(),
+        spread_lower_bound(replicas, brokers.len()),
+        was.leader_spread(),
+        now.leader_spread(),
+        spread_lower_bound(current.len(), brokers.len()),
+    ));
+    if let Some(kafka) = kafka {
+        let k = Balance::of(kafka, brokers);
+        out.push_str(&format!(
+            "Kafka's --generate on the same input: {} replica moves, replicas max - min {}, preferred leaders max - min {}\n",
+            count_moves(current, kafka),
+            k.replica_spread(),
+            k.leader_spread()
+        ));
+    }
+    out
+}
+
+/// The explanation's counts of moves and leader changes, and each move.
+fn explain_moves(
+    out: &mut String,
+    current: &Assignment,
+    plan: &Plan<TopicPartition>,
+    full_moves: usize,
+) {
     let reordered = plan
         .target
         .iter()
@@ -181,9 +219,17 @@ pub fn format_explain(
             m.partition, m.from, m.to
         ));
     }
-    if !known_bytes {
-        out.push_str("Bytes: unknown (the brokers do not report partition sizes)\n");
-    }
+}
+
+/// The explanation's load per broker and per rack, before and after.
+fn explain_loads(
+    out: &mut String,
+    current: &Assignment,
+    plan: &Plan<TopicPartition>,
+    brokers: &[PlanBroker],
+    sizes: &BTreeMap<TopicPartition, u64>,
+) {
+    let known_bytes = !sizes.is_empty();
     let before = broker_loads(current, brokers, sizes);
     let after = broker_loads(&plan.target, brokers, sizes);
     let listed: BTreeSet<i32> = brokers.iter().map(|b| b.id).collect();
@@ -203,46 +249,23 @@ pub fn format_explain(
         };
         out.push_str(&format!("  {label}: {}\n", counts(&b, &a, known_bytes)));
     }
-    if !rack_of.is_empty() {
-        out.push_str("Per rack (before -> after):\n");
-        let mut racks: BTreeMap<&str, (BrokerLoad, BrokerLoad)> = BTreeMap::new();
-        for (id, rack) in &rack_of {
-            let entry = racks.entry(rack).or_default();
-            for (total, loads) in [(&mut entry.0, &before), (&mut entry.1, &after)] {
-                let l = loads.get(id).copied().unwrap_or_default();
-                total.replicas += l.replicas;
-                total.leaders += l.leaders;
-                total.bytes = total.bytes.saturating_add(l.bytes);
-            }
-        }
-        for (rack, (b, a)) in &racks {
-            out.push_str(&format!("  rack {rack}: {}\n", counts(b, a, known_bytes)));
+    if rack_of.is_empty() {
+        return;
+    }
+    out.push_str("Per rack (before -> after):\n");
+    let mut racks: BTreeMap<&str, (BrokerLoad, BrokerLoad)> = BTreeMap::new();
+    for (id, rack) in &rack_of {
+        let entry = racks.entry(rack).or_default();
+        for (total, loads) in [(&mut entry.0, &before), (&mut entry.1, &after)] {
+            let l = loads.get(id).copied().unwrap_or_default();
+            total.replicas += l.replicas;
+            total.leaders += l.leaders;
+            total.bytes = total.bytes.saturating_add(l.bytes);
         }
     }
-    let replicas: usize = current.values().map(Vec::len).sum();
-    let (was, now) = (
-        Balance::of(current, brokers),
-        Balance::of(&plan.target, brokers),
-    );
-    out.push_str(&format!(
-        "Balance over --broker-list (max - min per broker; a perfect balance reaches the lower bound):\n  replicas: before {}, after {}, lower bound {}\n  preferred leaders: before {}, after {}, lower bound {}\n",
-        was.replica_spread(),
-        now.replica_spread(),
-        spread_lower_bound(replicas, brokers.len()),
-        was.leader_spread(),
-        now.leader_spread(),
-        spread_lower_bound(current.len(), brokers.len()),
-    ));
-    if let Some(kafka) = kafka {
-        let k = Balance::of(kafka, brokers);
-        out.push_str(&format!(
-            "Kafka's --generate on the same input: {} replica moves, replicas max - min {}, preferred leaders max - min {}\n",
-            count_moves(current, kafka),
-            k.replica_spread(),
-            k.leader_spread()
-        ));
+    for (rack, (b, a)) in &racks {
+        out.push_str(&format!("  rack {rack}: {}\n", counts(b, a, known_bytes)));
     }
-    out
 }
 
 /// Runs `gregor reassign --plan`: reads the cluster's brokers and the topics' assignment, plans,

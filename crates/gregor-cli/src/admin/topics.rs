@@ -170,6 +170,29 @@ impl TopicsArgs {
     /// Checks the options the way kafka-topics.sh does and says what to do.
     pub fn action(&self) -> Result<TopicsAction> {
         let action = self.action_name();
+        let partition_filter = self.check_options(action)?;
+        Ok(match action {
+            "--create" => self.create_action(action)?,
+            "--list" => TopicsAction::List {
+                filter: self.topic.clone(),
+                exclude_internal: self.exclude_internal,
+            },
+            "--describe" => TopicsAction::Describe {
+                filter: self.topic.clone(),
+                exclude_internal: self.exclude_internal,
+                if_exists: self.if_exists,
+                partitions: partition_filter,
+            },
+            "--alter" => self.alter_action(action)?,
+            _ => TopicsAction::Delete {
+                filter: self.topic(action)?,
+                if_exists: self.if_exists,
+            },
+        })
+    }
+
+    /// Refuses the options `action` cannot use; returns the `--describe` partition filter.
+    fn check_options(&self, action: &str) -> Result<Option<PartitionFilter>> {
         let only_with = |present: bool, option: &str, allowed: &[&str]| -> Result<()> {
             if present && !allowed.contains(&action) {
                 bail!("{option} can only be used with {}", allowed.join(" or "));
@@ -207,84 +230,74 @@ impl TopicsArgs {
         if let Some(f) = partition_filter {
             only_with(true, f.option(), &["--describe"])?;
         }
-        let topic = || {
-            self.topic
-                .clone()
-                .filter(|t| !t.trim().is_empty())
-                .ok_or_else(|| anyhow!("{action} needs --topic"))
-        };
-        Ok(match action {
-            "--create" => {
-                let name = topic()?;
-                let assignment = self
-                    .replica_assignment
-                    .as_deref()
-                    .map(parse_replica_assignment)
-                    .transpose()?;
-                if assignment.is_some()
-                    && (self.partitions.is_some() || self.replication_factor.is_some())
-                {
-                    bail!("--replica-assignment cannot be used with --partitions or --replication-factor");
-                }
-                if let Some(rf) = self.replication_factor {
-                    if !(1..=i32::from(i16::MAX)).contains(&rf) {
-                        bail!(
-                            "The replication factor must be between 1 and {} inclusive",
-                            i16::MAX
-                        );
-                    }
-                }
-                if let Some(p) = self.partitions {
-                    if p < 1 {
-                        bail!("The partitions must be greater than 0");
-                    }
-                }
-                TopicsAction::Create {
-                    topic: NewTopic {
-                        name,
-                        num_partitions: self.partitions,
-                        replication_factor: self
-                            .replication_factor
-                            .map(|rf| i16::try_from(rf).expect("range checked above")),
-                        replica_assignment: assignment,
-                        configs: parse_topic_configs(&self.config)?,
-                    },
-                    if_not_exists: self.if_not_exists,
-                }
+        Ok(partition_filter)
+    }
+
+    /// The --topic that `action` needs.
+    fn topic(&self, action: &str) -> Result<String> {
+        self.topic
+            .clone()
+            .filter(|t| !t.trim().is_empty())
+            .ok_or_else(|| anyhow!("{action} needs --topic"))
+    }
+
+    /// `--create`, its counts and configs checked.
+    fn create_action(&self, action: &str) -> Result<TopicsAction> {
+        let name = self.topic(action)?;
+        let assignment = self
+            .replica_assignment
+            .as_deref()
+            .map(parse_replica_assignment)
+            .transpose()?;
+        if assignment.is_some() && (self.partitions.is_some() || self.replication_factor.is_some())
+        {
+            bail!("--replica-assignment cannot be used with --partitions or --replication-factor");
+        }
+        if let Some(rf) = self.replication_factor {
+            if !(1..=i32::from(i16::MAX)).contains(&rf) {
+                bail!(
+                    "The replication factor must be between 1 and {} inclusive",
+                    i16::MAX
+                );
             }
-            "--list" => TopicsAction::List {
-                filter: self.topic.clone(),
-                exclude_internal: self.exclude_internal,
-            },
-            "--describe" => TopicsAction::Describe {
-                filter: self.topic.clone(),
-                exclude_internal: self.exclude_internal,
-                if_exists: self.if_exists,
-                partitions: partition_filter,
-            },
-            "--alter" => {
-                let filter = topic()?;
-                let partitions = self.partitions.ok_or_else(|| {
-                    anyhow!("--alter needs --partitions (the new partition count)")
-                })?;
-                if partitions < 1 {
-                    bail!("The partitions must be greater than 0");
-                }
-                TopicsAction::Alter {
-                    filter,
-                    partitions,
-                    assignment: self
-                        .replica_assignment
-                        .as_deref()
-                        .map(parse_replica_assignment)
-                        .transpose()?,
-                    if_exists: self.if_exists,
-                }
+        }
+        if let Some(p) = self.partitions {
+            if p < 1 {
+                bail!("The partitions must be greater than 0");
             }
-            _ => TopicsAction::Delete {
-                filter: topic()?,
-                if_exists: self.if_exists,
+        }
+        Ok(TopicsAction::Create {
+            topic: NewTopic {
+                name,
+                num_partitions: self.partitions,
+                replication_factor: self
+                    .replication_factor
+                    .map(|rf| i16::try_from(rf).expect("range checked above")),
+                replica_assignment: assignment,
+                configs: parse_topic_configs(&self.config)?,
             },
+            if_not_exists: self.if_not_exists,
+        })
+    }
+
+    /// `--alter`: the new partition count (and their replicas, if given).
+    fn alter_action(&self, action: &str) -> Result<TopicsAction> {
+        let filter = self.topic(action)?;
+        let partitions = self
+            .partitions
+            .ok_or_else(|| anyhow!("--alter needs --partitions (the new partition count)"))?;
+        if partitions < 1 {
+            bail!("The partitions must be greater than 0");
+        }
+        Ok(TopicsAction::Alter {
+            filter,
+            partitions,
+            assignment: self
+                .replica_assignment
+                .as_deref()
+                .map(parse_replica_assignment)
+                .transpose()?,
+            if_exists: self.if_exists,
         })
     }
 }
@@ -532,22 +545,7 @@ pub async fn run_topics(args: TopicsArgs) -> Result<()> {
         } => {
             let names = matching_topics(&admin, filter.as_deref(), exclude_internal).await?;
             ensure_found(&names, filter.as_deref(), if_exists)?;
-            let live_brokers: BTreeSet<i32> = match partitions {
-                Some(PartitionFilter::Unavailable) => admin
-                    .describe_cluster()
-                    .await?
-                    .brokers
-                    .iter()
-                    .map(|b| b.id)
-                    .collect(),
-                _ => BTreeSet::new(),
-            };
-            for view in describe_views(&admin, &names, timeout_ms).await? {
-                match partitions {
-                    None => print!("{}", format_topic_description(&view)),
-                    Some(f) => print!("{}", format_filtered_partitions(&view, f, &live_brokers)),
-                }
-            }
+            describe(&admin, &names, partitions, timeout_ms).await?;
         }
         TopicsAction::Alter {
             filter,
@@ -557,23 +555,14 @@ pub async fn run_topics(args: TopicsArgs) -> Result<()> {
         } => {
             let names = matching_topics(&admin, Some(&filter), false).await?;
             ensure_found(&names, Some(&filter), if_exists)?;
-            let current = admin.describe_topics(&names).await?;
-            let changes = current
-                .iter()
-                .map(|t| NewPartitions {
-                    topic: t.name.clone(),
-                    total_count: partitions,
-                    // The assignment lists every partition; only the new ones are sent.
-                    assignments: assignment
-                        .as_ref()
-                        .map(|a| a.iter().skip(t.partitions.len()).cloned().collect()),
-                })
-                .collect();
-            for (topic, result) in admin.create_partitions(changes, false, timeout_ms).await? {
-                if let Err(e) = result {
-                    bail!("topic '{topic}': {e}");
-                }
-            }
+            add_partitions(
+                &admin,
+                &names,
+                partitions,
+                assignment.as_deref(),
+                timeout_ms,
+            )
+            .await?;
         }
         TopicsAction::Delete { filter, if_exists } => {
             let names = matching_topics(&admin, Some(&filter), false).await?;
@@ -583,6 +572,58 @@ pub async fn run_topics(args: TopicsArgs) -> Result<()> {
                     bail!("topic '{topic}': {e}");
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// `--describe`: each topic's description, or only its partitions that match the filter.
+async fn describe(
+    admin: &Admin,
+    names: &[String],
+    partitions: Option<PartitionFilter>,
+    timeout_ms: i32,
+) -> Result<()> {
+    let live_brokers: BTreeSet<i32> = match partitions {
+        Some(PartitionFilter::Unavailable) => admin
+            .describe_cluster()
+            .await?
+            .brokers
+            .iter()
+            .map(|b| b.id)
+            .collect(),
+        _ => BTreeSet::new(),
+    };
+    for view in describe_views(admin, names, timeout_ms).await? {
+        match partitions {
+            None => print!("{}", format_topic_description(&view)),
+            Some(f) => print!("{}", format_filtered_partitions(&view, f, &live_brokers)),
+        }
+    }
+    Ok(())
+}
+
+/// `--alter --partitions`: grows each topic to `partitions`.
+async fn add_partitions(
+    admin: &Admin,
+    names: &[String],
+    partitions: i32,
+    assignment: Option<&[Vec<i32>]>,
+    timeout_ms: i32,
+) -> Result<()> {
+    let current = admin.describe_topics(names).await?;
+    let changes = current
+        .iter()
+        .map(|t| NewPartitions {
+            topic: t.name.clone(),
+            total_count: partitions,
+            // The assignment lists every partition; only the new ones are sent.
+            assignments: assignment.map(|a| a.iter().skip(t.partitions.len()).cloned().collect()),
+        })
+        .collect();
+    for (topic, result) in admin.create_partitions(changes, false, timeout_ms).await? {
+        if let Err(e) = result {
+            bail!("topic '{topic}': {e}");
         }
     }
     Ok(())

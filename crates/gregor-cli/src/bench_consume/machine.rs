@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use super::LoopbackFigure;
+use super::figures::LoopbackFigure;
 
 /// User + system CPU seconds of a process so far (fields 14 and 15 of `/proc/<pid>/stat`,
 /// in clock ticks), all its threads included.

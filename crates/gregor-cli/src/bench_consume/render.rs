@@ -1,6 +1,6 @@
 //! The bench's text output.
 
-use super::{ConsumeCase, ConsumerFigure};
+use super::figures::{ConsumeCase, ConsumerFigure};
 
 /// The line listing every run's MB/s, when there were several (empty otherwise).
 fn render_runs(runs: &[f64]) -> String {

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::LabReport;
+use super::simulate::{LabReport, StepResult};
 
 /// `t[0-3,6] u[1]`: partitions grouped by topic with consecutive numbers folded into ranges.
 pub fn compact(partitions: &[String]) -> String {
@@ -74,86 +74,96 @@ pub fn render_text(report: &LabReport) -> String {
     for run in &report.strategies {
         let _ = writeln!(out, "\n== {} ({}) ==", run.strategy, run.protocol);
         for (i, step) in run.steps.iter().enumerate() {
-            let bound = step.lower_bound.map_or("?".to_string(), |b| b.to_string());
-            let _ = writeln!(
-                out,
-                "step {}: {}  [sizes {}, skew {} (lower bound {}), moved {}, rounds {}]",
-                i + 1,
-                step.label,
-                sizes_text(&step.sizes),
-                step.skew,
-                bound,
-                step.moved,
-                step.rounds
-            );
-            let width = step
-                .assignment
-                .keys()
-                .map(String::len)
-                .max()
-                .unwrap_or(6)
-                .max(6);
-            let _ = writeln!(
-                out,
-                "  {:width$}  {:>5}  {:<32}  revoked",
-                "member", "count", "assignment"
-            );
-            for (m, ps) in &step.assignment {
-                let revoked = step.revoked.get(m).map_or("-".to_string(), |r| compact(r));
-                let _ = writeln!(
-                    out,
-                    "  {m:width$}  {:>5}  {:<32}  {revoked}",
-                    ps.len(),
-                    compact(ps)
-                );
-            }
-            if let Some(first) = &step.first_round {
-                let firsts: Vec<String> = first
-                    .iter()
-                    .map(|(m, ps)| format!("{m}={}", compact(ps)))
-                    .collect();
-                let _ = writeln!(out, "  first round: {}", firsts.join("  "));
-            }
+            render_step(&mut out, i, step);
         }
     }
 
     // Seed 002's comparison table: one row per step and strategy.
     if report.strategies.len() > 1 {
-        let _ = writeln!(out, "\n== comparison ==");
-        let _ = writeln!(
-            out,
-            "{:<24} {:<20} {:<10} {:>5} {:>8} {:>6}  revoked",
-            "step", "strategy", "sizes", "skew", "moved", "rounds"
-        );
-        let steps = report.strategies[0].steps.len();
-        for i in 0..steps {
-            for run in &report.strategies {
-                let s = &run.steps[i];
-                let revoked: Vec<String> = s
-                    .revoked
-                    .iter()
-                    .filter(|(_, r)| !r.is_empty())
-                    .map(|(m, r)| format!("{m}:{}", compact(r)))
-                    .collect();
-                let _ = writeln!(
-                    out,
-                    "{:<24} {:<20} {:<10} {:>5} {:>8} {:>6}  {}",
-                    truncate(&s.label, 24),
-                    run.strategy,
-                    sizes_text(&s.sizes),
-                    s.skew,
-                    s.moved,
-                    s.rounds,
-                    if revoked.is_empty() {
-                        "-".to_string()
-                    } else {
-                        revoked.join(" ")
-                    }
-                );
-            }
-        }
+        render_comparison(&mut out, report);
     }
     out
+}
+
+/// One step of a strategy's run: its figures and each member's assignment.
+fn render_step(out: &mut String, i: usize, step: &StepResult) {
+    let bound = step.lower_bound.map_or("?".to_string(), |b| b.to_string());
+    let _ = writeln!(
+        out,
+        "step {}: {}  [sizes {}, skew {} (lower bound {}), moved {}, rounds {}]",
+        i + 1,
+        step.label,
+        sizes_text(&step.sizes),
+        step.skew,
+        bound,
+        step.moved,
+        step.rounds
+    );
+    let width = step
+        .assignment
+        .keys()
+        .map(String::len)
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let _ = writeln!(
+        out,
+        "  {:width$}  {:>5}  {:<32}  revoked",
+        "member", "count", "assignment"
+    );
+    for (m, ps) in &step.assignment {
+        let revoked = step.revoked.get(m).map_or("-".to_string(), |r| compact(r));
+        let _ = writeln!(
+            out,
+            "  {m:width$}  {:>5}  {:<32}  {revoked}",
+            ps.len(),
+            compact(ps)
+        );
+    }
+    if let Some(first) = &step.first_round {
+        let firsts: Vec<String> = first
+            .iter()
+            .map(|(m, ps)| format!("{m}={}", compact(ps)))
+            .collect();
+        let _ = writeln!(out, "  first round: {}", firsts.join("  "));
+    }
+}
+
+/// The comparison table: one row per step and strategy.
+fn render_comparison(out: &mut String, report: &LabReport) {
+    let _ = writeln!(out, "\n== comparison ==");
+    let _ = writeln!(
+        out,
+        "{:<24} {:<20} {:<10} {:>5} {:>8} {:>6}  revoked",
+        "step", "strategy", "sizes", "skew", "moved", "rounds"
+    );
+    let steps = report.strategies[0].steps.len();
+    for i in 0..steps {
+        for run in &report.strategies {
+            let s = &run.steps[i];
+            let revoked: Vec<String> = s
+                .revoked
+                .iter()
+                .filter(|(_, r)| !r.is_empty())
+                .map(|(m, r)| format!("{m}:{}", compact(r)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{:<24} {:<20} {:<10} {:>5} {:>8} {:>6}  {}",
+                truncate(&s.label, 24),
+                run.strategy,
+                sizes_text(&s.sizes),
+                s.skew,
+                s.moved,
+                s.rounds,
+                if revoked.is_empty() {
+                    "-".to_string()
+                } else {
+                    revoked.join(" ")
+                }
+            );
+        }
+    }
 }
 
 fn truncate(s: &str, n: usize) -> String {

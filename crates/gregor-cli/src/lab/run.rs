@@ -342,7 +342,7 @@ pub fn analyze(defs: &[StepDef], timeline: &[TimelineEntry], end_ms: i64) -> Vec
         out.push(LiveStep {
             label: def.label.clone(),
             at_ms: def.at_ms,
-            moved: super::moved(&before, &assignment),
+            moved: super::simulate::moved(&before, &assignment),
             sizes: assignment
                 .iter()
                 .map(|(m, ps)| (m.clone(), ps.len()))
@@ -374,6 +374,62 @@ struct Plan {
 
 /// Runs the scenario against the broker, every strategy side by side.
 pub async fn run(args: &RunArgs, scenario: &LiveScenario) -> Result<LiveReport> {
+    check_args(args)?;
+    let scale = args.scale;
+    let client = lab_client(args, scenario)?;
+    let admin = Admin::connect(client.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach {}: {e}", args.bootstrap))?;
+    let stamp = crate::wall_clock::now_ms();
+    let topic = format!("lab-{}-{stamp}", sanitize(&scenario.name));
+    create_topic(&admin, &topic, scenario.partitions).await?;
+
+    let defs = steps(scenario, scale);
+    let last = defs.last().map(|d| d.at_ms).unwrap_or(0);
+    let end_ms = last + scaled(scenario.settle_ms, scale);
+    let plans = plans(scenario, scale);
+    let t0 = Instant::now();
+    let t0_wall = crate::wall_clock::now_ms();
+    let launch = Launch {
+        args,
+        scenario,
+        client,
+        stamp,
+        topic,
+        t0,
+        end: t0 + Duration::from_millis(end_ms.max(0) as u64),
+        poll_timeout: scaled_duration(500, scale).max(Duration::from_millis(10)),
+    };
+    let (tasks, listeners) = launch.spawn_members(&plans)?;
+    let finished = join_members(tasks).await?;
+    // Read the callbacks before closing: closing is not part of the scenario.
+    let mut strategies = Vec::new();
+    for strategy in &args.strategies {
+        let timeline = strategy_timeline(strategy, &plans, &listeners, t0_wall);
+        let steps = analyze(&defs, &timeline, end_ms);
+        strategies.push(LiveStrategy {
+            strategy: strategy.clone(),
+            group: launch.group(strategy),
+            timeline,
+            steps,
+        });
+    }
+    for c in finished {
+        // Best effort: the run is over and the results are read.
+        let _ = tokio::time::timeout(Duration::from_secs(5), c.close()).await;
+    }
+    Ok(LiveReport {
+        scenario: scenario.name.clone(),
+        description: scenario.description.clone(),
+        topic: launch.topic,
+        partitions: scenario.partitions,
+        scale,
+        strategies,
+    })
+}
+
+/// `--scale` in (0, 100] and `--strategies` naming built-in strategies, each once.
+fn check_args(args: &RunArgs) -> Result<()> {
     if !(args.scale.is_finite() && args.scale > 0.0 && args.scale <= 100.0) {
         bail!("--scale must be a number in (0, 100], got {}", args.scale);
     }
@@ -387,7 +443,11 @@ pub async fn run(args: &RunArgs, scenario: &LiveScenario) -> Result<LiveReport> 
             bail!("--strategies names '{s}' twice");
         }
     }
-    let scale = args.scale;
+    Ok(())
+}
+
+/// The client settings every member and the lab's admin share.
+fn lab_client(args: &RunArgs, scenario: &LiveScenario) -> Result<ClientConfig> {
     let mut client = ClientConfig::new(&args.bootstrap)
         .map_err(|e| anyhow::anyhow!("--bootstrap {}: {e}", args.bootstrap))?;
     client.client_id = "gregor-lab".into();
@@ -395,17 +455,17 @@ pub async fn run(args: &RunArgs, scenario: &LiveScenario) -> Result<LiveReport> 
     client.api_timeout = Duration::from_secs(20);
     // JoinGroup may wait up to the rebalance timeout (max.poll.interval.ms) for the others.
     client.request_timeout =
-        scaled_duration(scenario.max_poll_interval_ms, scale) + Duration::from_secs(10);
-    let admin = Admin::connect(client.clone())
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach {}: {e}", args.bootstrap))?;
-    let stamp = crate::now_ms();
-    let topic = format!("lab-{}-{stamp}", sanitize(&scenario.name));
+        scaled_duration(scenario.max_poll_interval_ms, args.scale) + Duration::from_secs(10);
+    Ok(client)
+}
+
+/// Creates the run's own topic (replication factor 1).
+async fn create_topic(admin: &Admin, topic: &str, partitions: i32) -> Result<()> {
     let created = admin
         .create_topics(
             vec![NewTopic {
-                name: topic.clone(),
-                num_partitions: Some(scenario.partitions),
+                name: topic.to_string(),
+                num_partitions: Some(partitions),
                 replication_factor: Some(1),
                 ..Default::default()
             }],
@@ -418,11 +478,12 @@ pub async fn run(args: &RunArgs, scenario: &LiveScenario) -> Result<LiveReport> 
             bail!("creating topic {name}: {e}");
         }
     }
+    Ok(())
+}
 
-    let defs = steps(scenario, scale);
-    let last = defs.last().map(|d| d.at_ms).unwrap_or(0);
-    let end_ms = last + scaled(scenario.settle_ms, scale);
-    let plans: Vec<Plan> = scenario
+/// Each member's plan on the run's clock.
+fn plans(scenario: &LiveScenario, scale: f64) -> Vec<Plan> {
+    scenario
         .members
         .iter()
         .map(|m| Plan {
@@ -436,44 +497,84 @@ pub async fn run(args: &RunArgs, scenario: &LiveScenario) -> Result<LiveReport> 
                 )
             }),
         })
-        .collect();
-    let poll_timeout = scaled_duration(500, scale).max(Duration::from_millis(10));
+        .collect()
+}
 
-    let t0 = Instant::now();
-    let t0_wall = crate::now_ms();
-    let end = t0 + Duration::from_millis(end_ms.max(0) as u64);
-    let mut tasks: JoinSet<Result<Option<Consumer>>> = JoinSet::new();
-    let mut listeners: Vec<(String, String, RecordingListener)> = Vec::new();
-    for strategy in &args.strategies {
-        let group = format!("lab-{}-{strategy}-{stamp}", sanitize(&scenario.name));
-        for plan in &plans {
-            let mut config = ConsumerConfig::new(&args.bootstrap, &group)?;
-            config.client = client.clone();
-            // The member id starts with the client id, so the leader orders members A, B, C.
-            config.client.client_id = plan.name.clone();
-            config.session_timeout = scaled_duration(scenario.session_timeout_ms, scale);
-            config.heartbeat_interval = scaled_duration(scenario.heartbeat_interval_ms, scale);
-            config.max_poll_interval = scaled_duration(scenario.max_poll_interval_ms, scale);
-            config.partition_assignment_strategy = vec![strategy.clone()];
-            config.enable_auto_commit = false;
-            config.fetch_max_wait = poll_timeout;
-            let listener = RecordingListener::new();
-            listeners.push((strategy.clone(), plan.name.clone(), listener.clone()));
-            let plan = Plan {
-                name: plan.name.clone(),
-                start: plan.start,
-                leave: plan.leave,
-                stall: plan.stall,
-            };
-            let topic = topic.clone();
-            let strategy = strategy.clone();
-            tasks.spawn(async move {
-                member(config, plan, &topic, listener, t0, end, poll_timeout)
-                    .await
-                    .with_context(|| format!("strategy {strategy}"))
-            });
-        }
+/// The member tasks of a run and each member's recorded callbacks, by (strategy, member).
+type MemberTasks = JoinSet<Result<Option<Consumer>>>;
+type Listeners = Vec<(String, String, RecordingListener)>;
+
+/// What every member task of a run shares.
+struct Launch<'a> {
+    args: &'a RunArgs,
+    scenario: &'a LiveScenario,
+    client: ClientConfig,
+    stamp: i64,
+    topic: String,
+    t0: Instant,
+    end: Instant,
+    poll_timeout: Duration,
+}
+
+impl Launch<'_> {
+    /// The group of one strategy's members.
+    fn group(&self, strategy: &str) -> String {
+        format!(
+            "lab-{}-{strategy}-{}",
+            sanitize(&self.scenario.name),
+            self.stamp
+        )
     }
+
+    /// Starts every member of every strategy, each with a recording listener.
+    fn spawn_members(&self, plans: &[Plan]) -> Result<(MemberTasks, Listeners)> {
+        let mut tasks: MemberTasks = JoinSet::new();
+        let mut listeners: Listeners = Vec::new();
+        for strategy in &self.args.strategies {
+            let group = self.group(strategy);
+            for plan in plans {
+                let config = self.member_config(&group, &plan.name, strategy)?;
+                let listener = RecordingListener::new();
+                listeners.push((strategy.clone(), plan.name.clone(), listener.clone()));
+                let plan = Plan {
+                    name: plan.name.clone(),
+                    start: plan.start,
+                    leave: plan.leave,
+                    stall: plan.stall,
+                };
+                let topic = self.topic.clone();
+                let strategy = strategy.clone();
+                let (t0, end, poll_timeout) = (self.t0, self.end, self.poll_timeout);
+                tasks.spawn(async move {
+                    member(config, plan, &topic, listener, t0, end, poll_timeout)
+                        .await
+                        .with_context(|| format!("strategy {strategy}"))
+                });
+            }
+        }
+        Ok((tasks, listeners))
+    }
+
+    /// One member's consumer settings: the scenario's timeouts, scaled, and one strategy.
+    fn member_config(&self, group: &str, name: &str, strategy: &str) -> Result<ConsumerConfig> {
+        let (scenario, scale) = (self.scenario, self.args.scale);
+        let mut config = ConsumerConfig::new(&self.args.bootstrap, group)?;
+        config.client = self.client.clone();
+        // The member id starts with the client id, so the leader orders members A, B, C.
+        config.client.client_id = name.to_string();
+        config.session_timeout = scaled_duration(scenario.session_timeout_ms, scale);
+        config.heartbeat_interval = scaled_duration(scenario.heartbeat_interval_ms, scale);
+        config.max_poll_interval = scaled_duration(scenario.max_poll_interval_ms, scale);
+        config.partition_assignment_strategy = vec![strategy.to_string()];
+        config.enable_auto_commit = false;
+        config.fetch_max_wait = self.poll_timeout;
+        Ok(config)
+    }
+}
+
+/// Waits for every member; the consumers still open at the end. The first failure stops the
+/// others.
+async fn join_members(mut tasks: MemberTasks) -> Result<Vec<Consumer>> {
     let mut finished = Vec::new();
     while let Some(joined) = tasks.join_next().await {
         match joined {
@@ -488,56 +589,44 @@ pub async fn run(args: &RunArgs, scenario: &LiveScenario) -> Result<LiveReport> 
             }
         }
     }
-    // Read the callbacks before closing: closing is not part of the scenario.
-    let mut strategies = Vec::new();
-    for strategy in &args.strategies {
-        let mut timeline: Vec<TimelineEntry> = Vec::new();
-        for plan in &plans {
-            timeline.extend(actions(plan));
-        }
-        for (s, m, l) in &listeners {
-            if s != strategy {
-                continue;
-            }
-            for e in l.events() {
-                let mut parts: Vec<String> = e.partitions.iter().map(|tp| tp.to_string()).collect();
-                parts.sort_by_key(|p| partition_key(p));
-                timeline.push(TimelineEntry {
-                    at_ms: e.ctx.at_ms - t0_wall,
-                    member: m.clone(),
-                    event: match e.kind {
-                        RebalanceKind::Assigned => "ASSIGNED",
-                        RebalanceKind::Revoked => "REVOKED",
-                        RebalanceKind::Lost => "LOST",
-                    }
-                    .to_string(),
-                    partitions: Some(parts),
-                    generation: Some(e.ctx.generation),
-                });
-            }
-        }
-        // Stable: a member's own callbacks keep their order; at equal times actions come first.
-        timeline.sort_by_key(|e| (e.at_ms, e.partitions.is_some()));
-        let steps = analyze(&defs, &timeline, end_ms);
-        strategies.push(LiveStrategy {
-            strategy: strategy.clone(),
-            group: format!("lab-{}-{strategy}-{stamp}", sanitize(&scenario.name)),
-            timeline,
-            steps,
-        });
+    Ok(finished)
+}
+
+/// One strategy's timeline: the planned actions and its members' callbacks, in time order.
+fn strategy_timeline(
+    strategy: &str,
+    plans: &[Plan],
+    listeners: &Listeners,
+    t0_wall: i64,
+) -> Vec<TimelineEntry> {
+    let mut timeline: Vec<TimelineEntry> = Vec::new();
+    for plan in plans {
+        timeline.extend(actions(plan));
     }
-    for c in finished {
-        // Best effort: the run is over and the results are read.
-        let _ = tokio::time::timeout(Duration::from_secs(5), c.close()).await;
+    for (s, m, l) in listeners {
+        if s != strategy {
+            continue;
+        }
+        for e in l.events() {
+            let mut parts: Vec<String> = e.partitions.iter().map(|tp| tp.to_string()).collect();
+            parts.sort_by_key(|p| partition_key(p));
+            timeline.push(TimelineEntry {
+                at_ms: e.ctx.at_ms - t0_wall,
+                member: m.clone(),
+                event: match e.kind {
+                    RebalanceKind::Assigned => "ASSIGNED",
+                    RebalanceKind::Revoked => "REVOKED",
+                    RebalanceKind::Lost => "LOST",
+                }
+                .to_string(),
+                partitions: Some(parts),
+                generation: Some(e.ctx.generation),
+            });
+        }
     }
-    Ok(LiveReport {
-        scenario: scenario.name.clone(),
-        description: scenario.description.clone(),
-        topic,
-        partitions: scenario.partitions,
-        scale,
-        strategies,
-    })
+    // Stable: a member's own callbacks keep their order; at equal times actions come first.
+    timeline.sort_by_key(|e| (e.at_ms, e.partitions.is_some()));
+    timeline
 }
 
 /// The scenario's own actions as timeline lines (planned times).

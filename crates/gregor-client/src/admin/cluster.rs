@@ -2,7 +2,7 @@
 
 use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
 
-use super::Admin;
+use super::base::Admin;
 use crate::error::{Error, KafkaError, Result};
 use crate::metadata::BrokerNode;
 

@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{missing_result, Admin, EntityResult};
+use super::base::{missing_result, retry_entities, Admin, EntityResult};
 use crate::client::Target;
 use crate::error::{KafkaError, Result};
 
@@ -323,7 +323,7 @@ impl Admin {
         let mut all = Vec::new();
         for (target, group) in by_target(&items) {
             let keys: Vec<ConfigResource> = group.into_iter().map(|(r, ())| r).collect();
-            let results = super::retry_entities(&self.client, "DescribeConfigs", keys, |pending| {
+            let results = retry_entities(&self.client, "DescribeConfigs", keys, |pending| {
                 let target = target.clone();
                 async move {
                     let (_, resp) = self
@@ -356,7 +356,7 @@ impl Admin {
         for (target, group) in by_target(changes) {
             let keys: Vec<ConfigResource> = group.iter().map(|(r, _)| r.clone()).collect();
             let results =
-                super::retry_entities(&self.client, "IncrementalAlterConfigs", keys, |pending| {
+                retry_entities(&self.client, "IncrementalAlterConfigs", keys, |pending| {
                     let target = target.clone();
                     let batch: Vec<(ConfigResource, Vec<AlterConfigOp>)> = group
                         .iter()

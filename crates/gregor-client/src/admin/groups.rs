@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{retry_entities, Admin, EntityResult};
+use super::base::{missing_result, retry_entities, Admin, EntityResult};
 use crate::client::Target;
 use crate::error::{Error, KafkaCode, KafkaError, Result};
 use crate::metadata::BrokerNode;
@@ -288,7 +288,7 @@ pub fn parse_offset_fetch(
             .groups
             .iter()
             .find(|g| g.group_id.0.as_str() == group)
-            .ok_or_else(|| super::missing_result(&format!("group '{group}'")))?;
+            .ok_or_else(|| missing_result(&format!("group '{group}'")))?;
         KafkaError::check(g.error_code, None)?;
         for t in &g.topics {
             for p in &t.partitions {
@@ -389,7 +389,7 @@ fn single<T>(group: &str, results: EntityResult<String, T>) -> Result<T> {
     match results.into_iter().find(|(g, _)| g == group) {
         Some((_, Ok(v))) => Ok(v),
         Some((_, Err(e))) => Err(Error::kafka(context, e)),
-        None => Err(Error::kafka(context, super::missing_result("the group"))),
+        None => Err(Error::kafka(context, missing_result("the group"))),
     }
 }
 

@@ -8,7 +8,7 @@ use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::Admin;
+use super::base::Admin;
 use crate::client::Target;
 use crate::error::{Error, KafkaError, Result};
 use crate::types::TopicPartition;

@@ -7,7 +7,7 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, ListOffsetsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{retry_entities, Admin, EntityResult};
+use super::base::{retry_entities, Admin, EntityResult};
 use crate::client::Target;
 use crate::error::{Error, KafkaCode, KafkaError, Result};
 use crate::metadata::ClusterMetadata;

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{retry_entities, Admin, EntityResult};
+use super::base::{retry_entities, Admin, EntityResult};
 use crate::client::Target;
 use crate::error::{Error, KafkaError, Result};
 use crate::types::{group_by_topic, TopicPartition};

@@ -14,8 +14,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::base::{retry_entities, Admin, EntityResult};
 use super::configs::{ConfigEntry, ConfigSource};
-use super::{retry_entities, Admin, EntityResult};
 use crate::client::Target;
 use crate::error::{Error, KafkaCode, KafkaError, Result};
 use crate::metadata::TopicMetadata;

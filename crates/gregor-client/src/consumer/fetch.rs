@@ -49,6 +49,16 @@ pub struct FetchLimits {
     pub partition_max_bytes: i32,
 }
 
+/// The byte limits as the prefetch plan and the fetch windows use them, as `usize` (checked
+/// positive by the configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ByteLimits {
+    /// `fetch.max.bytes`.
+    pub fetch_max: usize,
+    /// `max.partition.fetch.bytes`.
+    pub partition_max: usize,
+}
+
 /// A full Fetch of `targets`, without a session (session id 0, epoch -1); a
 /// [`crate::fetch_session::FetchSession`] turns it into its session's next request.
 pub fn fetch_request(
@@ -316,12 +326,20 @@ pub fn decode_records_into(
         let base_offset = (&batch[0..8]).get_i64();
         let header = BatchHeader::parse(&batch, check_crcs)
             .map_err(|reason| format!("batch at offset {base_offset}: {reason}"))?;
+        #[cfg(feature = "simulation")]
+        let before = out.len();
         let decoded = if header.compression == 0 {
             decode_plain_batch(&topic, tp.partition, &batch, &header, from_offset, &mut out)
         } else {
             decode_compressed_batch(&topic, tp.partition, batch, from_offset, &mut out)
         };
         let last = decoded.map_err(|reason| format!("batch at offset {base_offset}: {reason}"))?;
+        #[cfg(feature = "simulation")]
+        if out.len() >= before + 2
+            && crate::simulation::planted(crate::simulation::PlantedBug::DecoderDropsLastRecord)
+        {
+            out.pop();
+        }
         if let Some(last) = last {
             next_offset = Some(next_offset.map_or(last + 1, |n: i64| n.max(last + 1)));
         }

@@ -1,6 +1,6 @@
 //! How many bytes a consumer keeps on their way from one broker: buffered (fetched, not yet
-//! returned by `poll`) plus the answer awaited. Pure: [`super::fetcher`] feeds it each
-//! answer's size and timings and hands the window to [`super::prefetch::plan`] in place of
+//! returned by `poll`) plus the answer awaited. Pure: the consumer's fetcher feeds it each
+//! answer's size and timings and hands the window to the prefetch plan in place of
 //! `fetch.max.bytes`.
 //!
 //! With one Fetch in flight per broker (a fetch session takes one request at a time), the plan
@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use super::prefetch::ByteLimits;
+use super::fetch::ByteLimits;
 
 /// The least window: 8 MiB, or two partitions' worth when `max.partition.fetch.bytes` is
 /// larger, within `fetch.max.bytes`.

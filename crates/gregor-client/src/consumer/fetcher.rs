@@ -15,112 +15,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::FetchRequest;
-use tokio::task::{Id, JoinError, JoinSet};
+use tokio::task::{Id, JoinError};
 
-use super::fetch::{self, FetchTarget, RawPartition};
+use super::fetch::{self, FetchTarget};
+use super::fetch_state::{Answer, Landed, LeaderCache, Planned};
 use super::fetch_window::{Answered, FetchWindow};
-use super::prefetch::{
-    self, BrokerLoad, ByteLimits, Chunk, Fetchable, Leaders, Now, PlannedFetch, Positions,
-};
-use super::{Consumer, ConsumerRecord, PartitionState};
+use super::prefetch::{self, BrokerLoad, Chunk, Fetchable, Leaders, Now, PlannedFetch};
+use super::shared::millis;
+use super::state::Consumer;
+use super::ConsumerRecord;
 use crate::client::{Client, Target};
-use crate::error::{KafkaCode, KafkaError, Result};
+use crate::error::{KafkaCode, KafkaError};
 use crate::fetch_session::FetchSession;
 use crate::metadata::ClusterMetadata;
 use crate::types::TopicPartition;
-
-type Parsed =
-    std::result::Result<Vec<(TopicPartition, std::result::Result<Answer, KafkaError>)>, KafkaError>;
-
-/// One partition's answer as its Fetch task hands it over.
-struct Answer {
-    raw: RawPartition,
-    /// Its records, when the task decoded them (on a multi-thread runtime, where the task runs
-    /// beside the application); `None`: decoded in `poll` once the next Fetch is out.
-    decoded: Option<Vec<ConsumerRecord>>,
-}
-
-/// A Fetch answer (or its failure), its record batches not yet decoded, with what was asked.
-struct Landed {
-    broker: i32,
-    session: FetchSession,
-    /// The Fetch's `max_bytes`.
-    asked: usize,
-    /// When it was sent, and when its answer's first bytes were read (`None`: it failed).
-    sent_at: tokio::time::Instant,
-    first_byte: Option<tokio::time::Instant>,
-    targets: Vec<FetchTarget>,
-    /// The partitions' tokens when the Fetch was sent, in `targets` order.
-    tokens: Vec<u64>,
-    outcome: Result<Parsed>,
-}
-
-/// What the consumer's fetching keeps between `poll` calls.
-#[derive(Default)]
-pub(super) struct Fetcher {
-    in_flight: JoinSet<Landed>,
-    /// The task and partitions of the Fetch in flight to each broker.
-    busy: HashMap<i32, (Id, Vec<TopicPartition>)>,
-    /// A fetch session per broker fetched from (absent while its Fetch is in flight).
-    sessions: HashMap<i32, FetchSession>,
-    /// Each broker's window, and when its last answer landed (a list: a consumer fetches from
-    /// a handful of brokers).
-    windows: Vec<(i32, FetchWindow, tokio::time::Instant)>,
-    /// Brokers whose last Fetch failed: not asked again before this time (consumer ms).
-    backoff_until: HashMap<i32, u64>,
-    /// Partitions whose last answer was an error (such as NOT_LEADER_OR_FOLLOWER): not
-    /// fetched again before this time, while metadata is refreshed.
-    partition_backoff_until: HashMap<TopicPartition, u64>,
-    /// Each partition's high watermark in its last answer.
-    high_watermarks: HashMap<TopicPartition, i64>,
-    /// Records fetched and not yet returned.
-    pub(super) buffer: prefetch::Buffer,
-    /// Some partition has no known leader, or a Fetch failed: refresh metadata.
-    needs_metadata: bool,
-    next_metadata_ms: u64,
-    sent: u64,
-    stale: u64,
-    /// The assigned partitions' leaders in a metadata snapshot, worked out again when the
-    /// snapshot is replaced or partitions are assigned.
-    leaders: Option<LeaderCache>,
-}
-
-/// [`Leaders`] of the assigned partitions in `metadata`, when `assigned` were assigned.
-struct LeaderCache {
-    metadata: Arc<ClusterMetadata>,
-    assigned: usize,
-    leaders: Leaders,
-}
-
-/// What one pass over the assigned partitions plans.
-struct Planned {
-    fetches: Vec<PlannedFetch>,
-    /// Some partition to fetch has no known leader.
-    leaderless: bool,
-}
-
-impl Fetcher {
-    /// Partitions were assigned: their leaders are worked out again before the next plan.
-    pub(super) fn forget_leaders(&mut self) {
-        self.leaders = None;
-    }
-
-    fn load(&self, broker: i32, now: u64, limits: ByteLimits) -> BrokerLoad {
-        BrokerLoad {
-            in_flight: self.busy.contains_key(&broker),
-            backing_off: self.backoff_until.get(&broker).is_some_and(|t| now < *t),
-            buffered: self.buffer.broker_bytes(broker),
-            window: self
-                .windows
-                .iter()
-                .find(|(b, ..)| *b == broker)
-                .map_or_else(
-                    || FetchWindow::new(limits).bytes(limits),
-                    |(_, w, _)| w.bytes(limits),
-                ),
-        }
-    }
-}
 
 /// The consumer's fetching, for monitoring and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,18 +47,6 @@ pub struct FetchMetrics {
     /// Partition answers dropped because the partition was seeked, paused, reset, revoked
     /// or reassigned while they were in flight.
     pub stale_answers_dropped: u64,
-}
-
-impl Positions for std::collections::BTreeMap<TopicPartition, PartitionState> {
-    fn returnable(&self, tp: &TopicPartition) -> Option<i64> {
-        self.get(tp).filter(|s| !s.paused).and_then(|s| s.position)
-    }
-
-    fn advance(&mut self, tp: &TopicPartition, position: i64) {
-        if let Some(s) = self.get_mut(tp) {
-            s.position = Some(position);
-        }
-    }
 }
 
 impl Consumer {
@@ -207,7 +103,7 @@ impl Consumer {
         let now = self.now();
         if self.fetcher.needs_metadata && now >= self.fetcher.next_metadata_ms {
             self.fetcher.needs_metadata = false;
-            self.fetcher.next_metadata_ms = now + super::millis(self.settings.retry_backoff);
+            self.fetcher.next_metadata_ms = now + millis(self.settings.retry_backoff);
             let topics: Vec<String> = self.subscribed.iter().cloned().collect();
             if let Err(e) = self.client.refresh_metadata(Some(&topics)).await {
                 tracing::debug!(error = %e, "metadata refresh for fetching failed");
@@ -244,7 +140,7 @@ impl Consumer {
         for (tp, e) in failed {
             tracing::debug!(topic = %tp.topic, partition = tp.partition, error = %e, "fetched batches do not decode");
             self.drop_buffered(&tp);
-            let until = self.now() + super::millis(self.settings.retry_backoff);
+            let until = self.now() + millis(self.settings.retry_backoff);
             self.fetcher.partition_backoff_until.insert(tp, until);
             self.fetcher.needs_metadata = true;
         }
@@ -402,11 +298,7 @@ impl Consumer {
             if topic_md.is_none_or(|t| t.name != tp.topic) {
                 topic_md = md.topic(&tp.topic);
             }
-            let found = topic_md.and_then(|t| {
-                t.partition(tp.partition)
-                    .and_then(|p| p.leader.map(|l| (t.topic_id, l, p.leader_epoch)))
-            });
-            let Some((topic_id, leader, epoch)) = found else {
+            let Some((topic_id, leader, epoch)) = leader_of(topic_md, tp.partition) else {
                 leaderless = true;
                 continue;
             };
@@ -437,17 +329,7 @@ impl Consumer {
             candidates.push(c);
         }
         let mut fetches = prefetch::plan(candidates, load, limits);
-        // A Fetch naming only partitions already read to their high watermark would be parked
-        // by the broker for `fetch.max.wait.ms`, holding back a partition of the same broker
-        // that still has data to read and becomes fetchable as soon as its buffer is used up:
-        // wait for that one and fetch them together.
-        fetches.retain(|p| {
-            !waiting_on.contains(&p.broker)
-                || !p
-                    .partitions
-                    .iter()
-                    .all(|f| prefetch::caught_up(f, fetcher.high_watermarks.get(&f.tp).copied()))
-        });
+        hold_back_caught_up(&mut fetches, &waiting_on, &fetcher.high_watermarks);
         Planned {
             fetches,
             leaderless,
@@ -514,44 +396,53 @@ impl Consumer {
                 continue;
             }
             match result {
-                Ok(f) => {
-                    self.fetcher
-                        .high_watermarks
-                        .insert(tp.clone(), f.raw.high_watermark);
-                    let Some(next_offset) = f.raw.next_offset.filter(|n| *n > asked) else {
-                        // Nothing complete at or after the offset yet.
-                        continue;
-                    };
-                    let bytes = f.raw.bytes();
-                    let (records, undecoded) = match f.decoded {
-                        Some(records) => (records, None),
-                        None => (Default::default(), Some((f.raw.batches, asked))),
-                    };
-                    self.fetcher.buffer.push(Chunk {
-                        tp,
-                        broker: l.broker,
-                        records,
-                        undecoded,
-                        next_offset,
-                        bytes,
-                    });
-                }
-                Err(e) if e.code == KafkaCode::OFFSET_OUT_OF_RANGE => {
-                    tracing::info!(topic = %tp.topic, partition = tp.partition, offset = asked, "offset out of range: applying auto.offset.reset");
-                    self.drop_buffered(&tp);
-                    if let Some(s) = self.assigned.get_mut(&tp) {
-                        s.position = None;
-                        s.reset = true;
-                    }
-                }
-                Err(e) => {
-                    tracing::debug!(topic = %tp.topic, partition = tp.partition, broker = l.broker, error = %e, "fetch error");
-                    let until = self.now() + super::millis(self.settings.retry_backoff);
-                    self.fetcher.partition_backoff_until.insert(tp, until);
-                    self.fetcher.needs_metadata = true;
-                }
+                Ok(f) => self.buffer_answer(l.broker, tp, f, asked),
+                Err(e) => self.on_partition_error(l.broker, tp, &e, asked),
             }
         }
+    }
+
+    /// Buffers a current partition answer's records (kept undecoded when the task did not
+    /// decode them), and notes its high watermark.
+    fn buffer_answer(&mut self, broker: i32, tp: TopicPartition, f: Answer, asked: i64) {
+        self.fetcher
+            .high_watermarks
+            .insert(tp.clone(), f.raw.high_watermark);
+        let Some(next_offset) = f.raw.next_offset.filter(|n| *n > asked) else {
+            // Nothing complete at or after the offset yet.
+            return;
+        };
+        let bytes = f.raw.bytes();
+        let (records, undecoded) = match f.decoded {
+            Some(records) => (records, None),
+            None => (Default::default(), Some((f.raw.batches, asked))),
+        };
+        self.fetcher.buffer.push(Chunk {
+            tp,
+            broker,
+            records,
+            undecoded,
+            next_offset,
+            bytes,
+        });
+    }
+
+    /// A current partition answer that is an error: out of range resets the position (per
+    /// `auto.offset.reset`); anything else backs the partition off while metadata is refreshed.
+    fn on_partition_error(&mut self, broker: i32, tp: TopicPartition, e: &KafkaError, asked: i64) {
+        if e.code == KafkaCode::OFFSET_OUT_OF_RANGE {
+            tracing::info!(topic = %tp.topic, partition = tp.partition, offset = asked, "offset out of range: applying auto.offset.reset");
+            self.drop_buffered(&tp);
+            if let Some(s) = self.assigned.get_mut(&tp) {
+                s.position = None;
+                s.reset = true;
+            }
+            return;
+        }
+        tracing::debug!(topic = %tp.topic, partition = tp.partition, broker, error = %e, "fetch error");
+        let until = self.now() + millis(self.settings.retry_backoff);
+        self.fetcher.partition_backoff_until.insert(tp, until);
+        self.fetcher.needs_metadata = true;
     }
 
     /// Adapts a broker's window to an answer that landed now, from a Fetch sent at `sent_at`
@@ -581,7 +472,7 @@ impl Consumer {
     }
 
     fn back_off(&mut self, broker: i32) {
-        let until = self.now() + super::millis(self.settings.retry_backoff);
+        let until = self.now() + millis(self.settings.retry_backoff);
         self.fetcher.backoff_until.insert(broker, until);
         self.fetcher.needs_metadata = true;
     }
@@ -669,10 +560,31 @@ async fn fetch_task(
     }
 }
 
-/// `fetch.max.bytes` and `max.partition.fetch.bytes` as the plan uses them.
-pub(super) fn byte_limits(fetch_max: i32, partition_max: i32) -> ByteLimits {
-    ByteLimits {
-        fetch_max: usize::try_from(fetch_max).unwrap_or(1).max(1),
-        partition_max: usize::try_from(partition_max).unwrap_or(1).max(1),
-    }
+/// A partition's topic id, leader and leader epoch, when it has a leader.
+fn leader_of(
+    topic: Option<&crate::metadata::TopicMetadata>,
+    partition: i32,
+) -> Option<(uuid::Uuid, i32, i32)> {
+    topic.and_then(|t| {
+        t.partition(partition)
+            .and_then(|p| p.leader.map(|l| (t.topic_id, l, p.leader_epoch)))
+    })
+}
+
+/// Drops the Fetches to a broker in `waiting_on` that name only partitions already read to
+/// their high watermark. The broker would park such a Fetch for `fetch.max.wait.ms`, holding
+/// back a partition of the same broker that still has data to read and becomes fetchable as
+/// soon as its buffer is used up: wait for that one and fetch them together.
+fn hold_back_caught_up(
+    fetches: &mut Vec<PlannedFetch>,
+    waiting_on: &HashSet<i32>,
+    high_watermarks: &HashMap<TopicPartition, i64>,
+) {
+    fetches.retain(|p| {
+        !waiting_on.contains(&p.broker)
+            || !p
+                .partitions
+                .iter()
+                .all(|f| prefetch::caught_up(f, high_watermarks.get(&f.tp).copied()))
+    });
 }

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::group_wire::{self, MemberIdentityRef};
 use super::membership::{HeartbeatAction, HeartbeatOutcome};
-use super::{lock, millis, Shared};
+use super::shared::{lock, millis, Shared};
 use crate::client::{Client, Target};
 use crate::error::{Error, KafkaCode, KafkaError};
 
@@ -48,93 +48,109 @@ pub(super) async fn heartbeat_loop(t: HeartbeatTask) {
             HeartbeatAction::Send {
                 generation,
                 member_id,
-            } => {
-                let who = MemberIdentityRef {
-                    group_id: &t.group_id,
-                    member_id: &member_id,
-                    group_instance_id: t.instance_id.as_deref(),
-                };
-                // The group client's requests may wait as long as a JoinGroup does; a
-                // heartbeat not answered within a session is lost whatever the connection says.
-                let sent = tokio::time::timeout(
-                    t.session_timeout,
-                    t.client.send::<HeartbeatRequest, _>(&target, |v| {
-                        Ok(group_wire::heartbeat_request(&who, generation, v))
-                    }),
-                )
-                .await
-                .unwrap_or_else(|_| {
-                    Err(Error::Timeout {
-                        what: "waiting for the Heartbeat response".to_string(),
-                        after_ms: millis(t.session_timeout),
-                    })
-                });
-                // No answer at all (a timeout, a broken connection) rather than an error code:
-                // the coordinator may be unreachable over this connection for good.
-                let unanswered = matches!(&sent, Err(e) if e.kafka_code().is_none());
-                let code = match sent {
-                    Ok((_, r)) => KafkaCode::from_code(r.error_code),
-                    Err(e) => Some(e.kafka_code().unwrap_or(KafkaCode::NETWORK_EXCEPTION)),
-                };
-                let now = millis(t.started.elapsed());
-                let outcome = lock(&t.shared).m.on_heartbeat_answer(generation, code, now);
-                match outcome {
-                    HeartbeatOutcome::Ok => {}
-                    HeartbeatOutcome::CoordinatorUnknown => {
-                        if unanswered {
-                            t.client
-                                .coordinator_unreachable(&t.group_id, "a heartbeat went unanswered")
-                                .await;
-                        }
-                        let mut state = t.client.retry_state("heartbeat");
-                        let _ = t
-                            .client
-                            .prepare_retry(
-                                &mut state,
-                                Error::kafka(
-                                    "Heartbeat",
-                                    KafkaError::new(KafkaCode::NOT_COORDINATOR, None),
-                                ),
-                            )
-                            .await;
-                    }
-                    HeartbeatOutcome::Rejoin
-                    | HeartbeatOutcome::Lost
-                    | HeartbeatOutcome::Fatal(_) => {
-                        tracing::debug!(group = %t.group_id, member = %member_id, generation, ?outcome, "heartbeat");
-                        t.wake_app.notify_one();
-                    }
-                }
-            }
+            } => t.heartbeat(&target, generation, &member_id).await,
             HeartbeatAction::PollTimeoutExpired {
                 member_id,
                 send_leave,
             } => {
-                tracing::warn!(
-                    group = %t.group_id,
-                    member = %member_id,
-                    "consumer poll timeout has expired: the time between subsequent calls to \
-                     poll() was longer than max.poll.interval.ms; leaving the group"
-                );
-                if send_leave {
-                    let who = MemberIdentityRef {
-                        group_id: &t.group_id,
-                        member_id: &member_id,
-                        group_instance_id: None,
-                    };
-                    let _ = t
-                        .client
-                        .send::<LeaveGroupRequest, _>(&target, |v| {
-                            Ok(group_wire::leave_group_request(
-                                &who,
-                                "consumer poll timeout has expired",
-                                v,
-                            ))
-                        })
-                        .await;
-                }
-                t.wake_app.notify_one();
+                t.leave_after_poll_timeout(&target, &member_id, send_leave)
+                    .await
             }
         }
+    }
+}
+
+impl HeartbeatTask {
+    /// Sends one Heartbeat and hands its answer to the membership state machine.
+    async fn heartbeat(&self, target: &Target, generation: i32, member_id: &str) {
+        let who = MemberIdentityRef {
+            group_id: &self.group_id,
+            member_id,
+            group_instance_id: self.instance_id.as_deref(),
+        };
+        // The group client's requests may wait as long as a JoinGroup does; a
+        // heartbeat not answered within a session is lost whatever the connection says.
+        let sent = tokio::time::timeout(
+            self.session_timeout,
+            self.client.send::<HeartbeatRequest, _>(target, |v| {
+                Ok(group_wire::heartbeat_request(&who, generation, v))
+            }),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::Timeout {
+                what: "waiting for the Heartbeat response".to_string(),
+                after_ms: millis(self.session_timeout),
+            })
+        });
+        // No answer at all (a timeout, a broken connection) rather than an error code:
+        // the coordinator may be unreachable over this connection for good.
+        let unanswered = matches!(&sent, Err(e) if e.kafka_code().is_none());
+        let code = match sent {
+            Ok((_, r)) => KafkaCode::from_code(r.error_code),
+            Err(e) => Some(e.kafka_code().unwrap_or(KafkaCode::NETWORK_EXCEPTION)),
+        };
+        let now = millis(self.started.elapsed());
+        let outcome = lock(&self.shared)
+            .m
+            .on_heartbeat_answer(generation, code, now);
+        match outcome {
+            HeartbeatOutcome::Ok => {}
+            HeartbeatOutcome::CoordinatorUnknown => self.forget_coordinator(unanswered).await,
+            HeartbeatOutcome::Rejoin | HeartbeatOutcome::Lost | HeartbeatOutcome::Fatal(_) => {
+                tracing::debug!(group = %self.group_id, member = %member_id, generation, ?outcome, "heartbeat");
+                self.wake_app.notify_one();
+            }
+        }
+    }
+
+    /// The coordinator is unknown: close the connection to it when it went silent, and find
+    /// it again (after the retry backoff).
+    async fn forget_coordinator(&self, unanswered: bool) {
+        if unanswered {
+            self.client
+                .coordinator_unreachable(&self.group_id, "a heartbeat went unanswered")
+                .await;
+        }
+        let mut state = self.client.retry_state("heartbeat");
+        let _ = self
+            .client
+            .prepare_retry(
+                &mut state,
+                Error::kafka(
+                    "Heartbeat",
+                    KafkaError::new(KafkaCode::NOT_COORDINATOR, None),
+                ),
+            )
+            .await;
+    }
+
+    /// `max.poll.interval.ms` passed without a `poll`: leave the group (LeaveGroup for a
+    /// dynamic member) and wake the application so its next `poll` reports the loss.
+    async fn leave_after_poll_timeout(&self, target: &Target, member_id: &str, send_leave: bool) {
+        tracing::warn!(
+            group = %self.group_id,
+            member = %member_id,
+            "consumer poll timeout has expired: the time between subsequent calls to \
+             poll() was longer than max.poll.interval.ms; leaving the group"
+        );
+        if send_leave {
+            let who = MemberIdentityRef {
+                group_id: &self.group_id,
+                member_id,
+                group_instance_id: None,
+            };
+            let _ = self
+                .client
+                .send::<LeaveGroupRequest, _>(target, |v| {
+                    Ok(group_wire::leave_group_request(
+                        &who,
+                        "consumer poll timeout has expired",
+                        v,
+                    ))
+                })
+                .await;
+        }
+        self.wake_app.notify_one();
     }
 }

@@ -1,7 +1,8 @@
 //! Positions: committed offsets or `auto.offset.reset` for partitions without a position.
 //! Fetching from them is in [`super::fetcher`].
 
-use super::{AutoOffsetReset, Consumer};
+use super::config::AutoOffsetReset;
+use super::state::Consumer;
 use crate::admin::offsets::{IsolationLevel, OffsetSpec};
 use crate::admin::Admin;
 use crate::error::{Error, Result};

@@ -1,5 +1,5 @@
-//! The consumer's prefetching decisions and its record buffer. Pure: [`super::fetcher`] feeds
-//! them the consumer's state and sends what [`plan`] asks for.
+//! The consumer's prefetching decisions and its record buffer. Pure: the consumer's fetcher
+//! feeds them the consumer's state and sends what [`plan`] asks for.
 //!
 //! Rules (the memory bound is the one documented in the crate README):
 //!   - at most one Fetch in flight per broker (a fetch session takes one request at a time,
@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bytes::Bytes;
 
-use super::fetch::ConsumerRecord;
+use super::fetch::{ByteLimits, ConsumerRecord};
 use crate::types::TopicPartition;
 
 /// A partition that could be fetched now: assigned, with a position, not paused, with a known
@@ -70,15 +70,6 @@ impl BrokerLoad {
             partition_max: limits.partition_max,
         }
     }
-}
-
-/// The byte limits, as `usize` (checked positive by the configuration).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ByteLimits {
-    /// `fetch.max.bytes`.
-    pub fetch_max: usize,
-    /// `max.partition.fetch.bytes`.
-    pub partition_max: usize,
 }
 
 /// One Fetch to send.

@@ -13,8 +13,10 @@ use kafka_protocol::messages::{JoinGroupRequest, SyncGroupRequest};
 
 use super::group_wire::{self, JoinedMember, MemberIdentityRef};
 use super::leader;
+use super::listener::RebalanceKind;
 use super::membership::{assignment_change, revoke_before_join, JoinStep};
-use super::{lock, Consumer, PartitionState, RebalanceKind};
+use super::shared::{lock, PartitionState};
+use super::state::Consumer;
 use crate::client::Target;
 use crate::error::{Error, KafkaCode, KafkaError, Result};
 use crate::types::TopicPartition;

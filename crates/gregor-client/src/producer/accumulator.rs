@@ -367,34 +367,9 @@ impl<T> Accumulator<T> {
                 KafkaError::new(KafkaCode::NETWORK_EXCEPTION, Some(reason))
             }
         };
-        let code = error.code;
         let next_expected = state.last_acked.map_or(0, |s| s.wrapping_add(1) & i32::MAX);
-        let retry = if config.idempotent && code == INVALID_PRODUCER_EPOCH {
-            // Fenced by a higher epoch of this producer id: only a new id gets through.
-            done.reset = Some(IdentityReset::NewProducerId);
-            true
-        } else if config.idempotent
-            && (code == UNKNOWN_PRODUCER_ID
-                || (code == OUT_OF_ORDER_SEQUENCE_NUMBER
-                    && batch.base_sequence == Some(next_expected)))
-        {
-            // The broker does not know where this producer's sequence stands: renumber
-            // under the next epoch and send again.
-            done.reset = Some(IdentityReset::BumpEpoch);
-            true
-        } else if code == OUT_OF_ORDER_SEQUENCE_NUMBER && config.idempotent {
-            // An earlier batch is missing; it is being retried too.
-            true
-        } else if code.is_retriable() || code == KafkaCode::NETWORK_EXCEPTION {
-            done.refresh_metadata |= matches!(
-                crate::retry::action_for_code(code),
-                crate::retry::RetryAction::RefreshMetadata
-            ) || code == KafkaCode::NETWORK_EXCEPTION
-                || code == KafkaCode::UNKNOWN_TOPIC_OR_PARTITION;
-            true
-        } else {
-            false
-        };
+        let in_sequence = batch.base_sequence == Some(next_expected);
+        let retry = retriable(&config, error.code, in_sequence, &mut done);
         let expired = now >= batch.created_ms + config.delivery_timeout_ms;
         if retry && batch.attempts <= config.retries && !expired {
             requeue(state, batch, now + config.retry_backoff_ms);
@@ -480,6 +455,41 @@ impl<T> Accumulator<T> {
             }
         }
         failed
+    }
+}
+
+/// Whether a batch that failed with `code` is sent again, noting in `done` the identity reset
+/// or metadata refresh that must come first. `in_sequence`: the batch is numbered right after
+/// the partition's last acknowledged one.
+fn retriable<T>(
+    config: &AccumulatorConfig,
+    code: KafkaCode,
+    in_sequence: bool,
+    done: &mut Completed<T>,
+) -> bool {
+    if config.idempotent && code == INVALID_PRODUCER_EPOCH {
+        // Fenced by a higher epoch of this producer id: only a new id gets through.
+        done.reset = Some(IdentityReset::NewProducerId);
+        true
+    } else if config.idempotent
+        && (code == UNKNOWN_PRODUCER_ID || (code == OUT_OF_ORDER_SEQUENCE_NUMBER && in_sequence))
+    {
+        // The broker does not know where this producer's sequence stands: renumber
+        // under the next epoch and send again.
+        done.reset = Some(IdentityReset::BumpEpoch);
+        true
+    } else if code == OUT_OF_ORDER_SEQUENCE_NUMBER && config.idempotent {
+        // An earlier batch is missing; it is being retried too.
+        true
+    } else if code.is_retriable() || code == KafkaCode::NETWORK_EXCEPTION {
+        done.refresh_metadata |= matches!(
+            crate::retry::action_for_code(code),
+            crate::retry::RetryAction::RefreshMetadata
+        ) || code == KafkaCode::NETWORK_EXCEPTION
+            || code == KafkaCode::UNKNOWN_TOPIC_OR_PARTITION;
+        true
+    } else {
+        false
     }
 }
 

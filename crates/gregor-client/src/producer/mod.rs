@@ -555,64 +555,51 @@ impl SenderTask {
                 );
             }
         }
-        let mut by_leader: BTreeMap<i32, Vec<(u64, BatchToSend)>> = BTreeMap::new();
-        for o in drained.sends {
-            let leader = metadata
-                .leader_for(&o.tp.topic, o.tp.partition)
-                .expect("drained only partitions with a leader");
-            let topic_id = metadata
-                .topic(&o.tp.topic)
-                .map(|t| t.topic_id)
-                .unwrap_or_default();
-            by_leader.entry(leader).or_default().push((
-                o.batch_id,
-                BatchToSend {
-                    tp: o.tp,
-                    topic_id,
-                    records: o.records,
-                },
-            ));
+        for (leader, batches) in by_leader(&metadata, drained.sends) {
+            self.send_to_lane(leader, batches);
         }
-        for (leader, batches) in by_leader {
-            let ids: Vec<(u64, TopicPartition)> =
-                batches.iter().map(|(id, b)| (*id, b.tp.clone())).collect();
-            let batches: Vec<BatchToSend> = batches.into_iter().map(|(_, b)| b).collect();
-            let n = self.in_flight.entry(leader).or_default();
-            *n += 1;
-            self.counters.requests.fetch_add(1, Ordering::Relaxed);
-            self.counters
-                .peak_requests_in_flight
-                .fetch_max(*n as u64, Ordering::Relaxed);
-            let client = &self.client;
-            let results = &self.results;
-            let acks = self.config.acks.wire();
-            let timeout_ms =
-                i32::try_from(self.config.client.request_timeout.as_millis()).unwrap_or(i32::MAX);
-            let lane = self.lanes.entry(leader).or_insert_with(|| {
-                let (lane, requests) = mpsc::unbounded_channel();
-                tokio::spawn(run_lane(
-                    client.clone(),
-                    leader,
-                    acks,
-                    timeout_ms,
-                    requests,
-                    results.clone(),
-                ));
-                lane
-            });
-            if let Err(mpsc::error::SendError(request)) = lane.send(LaneRequest { ids, batches }) {
-                // The lane task is gone (it only ends with this task, or by panicking): answer
-                // for it so the batches are retried on a new lane.
-                self.lanes.remove(&leader);
-                let _ = self.results.send((
-                    leader,
-                    request.ids,
-                    Err(Error::Disconnected {
-                        broker: format!("broker {leader}"),
-                        reason: "produce lane stopped".to_string(),
-                    }),
-                ));
-            }
+    }
+
+    /// Hands one leader's batches to its lane (started on first use) as one Produce request.
+    fn send_to_lane(&mut self, leader: i32, batches: Vec<(u64, BatchToSend)>) {
+        let ids: Vec<(u64, TopicPartition)> =
+            batches.iter().map(|(id, b)| (*id, b.tp.clone())).collect();
+        let batches: Vec<BatchToSend> = batches.into_iter().map(|(_, b)| b).collect();
+        let n = self.in_flight.entry(leader).or_default();
+        *n += 1;
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .peak_requests_in_flight
+            .fetch_max(*n as u64, Ordering::Relaxed);
+        let client = &self.client;
+        let results = &self.results;
+        let acks = self.config.acks.wire();
+        let timeout_ms =
+            i32::try_from(self.config.client.request_timeout.as_millis()).unwrap_or(i32::MAX);
+        let lane = self.lanes.entry(leader).or_insert_with(|| {
+            let (lane, requests) = mpsc::unbounded_channel();
+            tokio::spawn(run_lane(
+                client.clone(),
+                leader,
+                acks,
+                timeout_ms,
+                requests,
+                results.clone(),
+            ));
+            lane
+        });
+        if let Err(mpsc::error::SendError(request)) = lane.send(LaneRequest { ids, batches }) {
+            // The lane task is gone (it only ends with this task, or by panicking): answer
+            // for it so the batches are retried on a new lane.
+            self.lanes.remove(&leader);
+            let _ = self.results.send((
+                leader,
+                request.ids,
+                Err(Error::Disconnected {
+                    broker: format!("broker {leader}"),
+                    reason: "produce lane stopped".to_string(),
+                }),
+            ));
         }
     }
 
@@ -654,4 +641,30 @@ impl SenderTask {
             }
         }
     }
+}
+
+/// The drained batches grouped by their partitions' leaders, each with its batch id.
+fn by_leader(
+    metadata: &crate::metadata::ClusterMetadata,
+    sends: Vec<accumulator::Outgoing>,
+) -> BTreeMap<i32, Vec<(u64, BatchToSend)>> {
+    let mut by_leader: BTreeMap<i32, Vec<(u64, BatchToSend)>> = BTreeMap::new();
+    for o in sends {
+        let leader = metadata
+            .leader_for(&o.tp.topic, o.tp.partition)
+            .expect("drained only partitions with a leader");
+        let topic_id = metadata
+            .topic(&o.tp.topic)
+            .map(|t| t.topic_id)
+            .unwrap_or_default();
+        by_leader.entry(leader).or_default().push((
+            o.batch_id,
+            BatchToSend {
+                tp: o.tp,
+                topic_id,
+                records: o.records,
+            },
+        ));
+    }
+    by_leader
 }

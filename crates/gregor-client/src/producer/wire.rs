@@ -89,7 +89,7 @@ pub fn encode_batch(
                 sequence: base_sequence.wrapping_add(i as i32),
                 timestamp: r.timestamp,
                 key: r.key.clone(),
-                value: r.value.clone(),
+                value: encoded_value(records, i),
                 headers,
                 delete_horizon: false,
             }
@@ -106,6 +106,26 @@ pub fn encode_batch(
     )
     .map_err(|e| Error::InvalidArgument(format!("cannot encode record batch: {e}")))?;
     Ok(buf.freeze())
+}
+
+/// Record `i`'s value as encoded: its own, unless the simulator planted
+/// [`crate::simulation::PlantedBug::BatchValueBufferReused`] (then the values before it too).
+#[cfg(feature = "simulation")]
+fn encoded_value(records: &[RecordData], i: usize) -> Option<Bytes> {
+    use crate::simulation::{planted, PlantedBug};
+    if i == 0 || !planted(PlantedBug::BatchValueBufferReused) {
+        return records.get(i).and_then(|r| r.value.clone());
+    }
+    let mut buf = BytesMut::new();
+    for v in records.iter().take(i + 1).filter_map(|r| r.value.as_ref()) {
+        buf.extend_from_slice(v);
+    }
+    Some(buf.freeze())
+}
+
+#[cfg(not(feature = "simulation"))]
+fn encoded_value(records: &[RecordData], i: usize) -> Option<Bytes> {
+    records.get(i).and_then(|r| r.value.clone())
 }
 
 /// One batch of a Produce request.

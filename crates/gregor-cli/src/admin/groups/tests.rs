@@ -246,7 +246,7 @@ fn list_with_states_table() {
 }
 
 #[test]
-fn argument_parsing_and_bad_input() {
+fn argument_parsing() {
     assert_eq!(
         parse(&["--list"]).unwrap(),
         GroupsAction::List { states: None }
@@ -306,7 +306,10 @@ fn argument_parsing_and_bad_input() {
         (spec, execute),
         (ResetSpec::ToDatetime(1_793_275_200_000), false)
     );
+}
 
+#[test]
+fn bad_arguments_are_refused() {
     let err = |args: &[&str]| format!("{:#}", parse(args).unwrap_err());
     assert!(err(&["--describe"]).contains("--describe needs --group or --all-groups"));
     assert!(err(&["--describe", "--group", "g", "--verbose"]).contains("--verbose needs --members"));

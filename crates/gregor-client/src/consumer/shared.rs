@@ -1,0 +1,62 @@
+//! What the consumer shares with its heartbeat task and its fetcher: each assigned partition's
+//! position and fetch token, the membership behind a mutex, and duration conversions.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::membership::Membership;
+
+#[derive(Debug, Clone)]
+pub(super) struct PartitionState {
+    /// The offset of the next record to return; `None` until looked up.
+    pub(super) position: Option<i64>,
+    pub(super) paused: bool,
+    /// The position is out of range: apply `auto.offset.reset` rather than the committed
+    /// offset.
+    pub(super) reset: bool,
+    /// Drawn anew at assignment and by every seek, pause and reset: a Fetch answer asked under
+    /// another token is stale.
+    pub(super) token: u64,
+}
+
+/// Tokens are unique within the process.
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+impl Default for PartitionState {
+    fn default() -> PartitionState {
+        PartitionState {
+            position: None,
+            paused: false,
+            reset: false,
+            token: NEXT_TOKEN.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+impl PartitionState {
+    /// Makes every Fetch answer in flight for this partition stale.
+    pub(super) fn renew(&mut self) {
+        self.token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// State shared with the heartbeat task.
+pub(super) struct Shared {
+    pub(super) m: Membership,
+    pub(super) closed: bool,
+}
+
+pub(super) fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    // Every update is a single state-machine call: a poisoned lock still holds a consistent
+    // state.
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(super) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub(super) fn ms_i32(d: Duration) -> i32 {
+    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
+}
