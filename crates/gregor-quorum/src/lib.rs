@@ -8,8 +8,11 @@ mod durable;
 mod error;
 mod follower;
 mod log_store;
+mod metadata_fetch;
 mod node;
 pub mod rpc;
+#[cfg(feature = "simulation")]
+pub mod simulation;
 mod state_machine;
 
 use std::io::Cursor;

@@ -375,6 +375,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        #[cfg(feature = "simulation")]
+        if crate::simulation::planted(crate::simulation::PlantedBug::CommittedIsLogEnd) {
+            return Ok(self.get_log_state().await?.last_log_id);
+        }
         Ok(self.lock().committed)
     }
 

@@ -15,6 +15,7 @@ use openraft::{BasicNode, CommittedLeaderId, Membership, SnapshotPolicy};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
+use crate::metadata_fetch::MetadataFetch;
 use crate::state_machine::{encode_image, write_snapshot_file, Shared, StoredSnapshot};
 use crate::{
     ApplyListener, LogId, LogStore, MetadataBatch, NodeId, QuorumError, Raft, SnapshotMeta,
@@ -488,8 +489,8 @@ impl QuorumHandle {
         &self,
         from: u64,
         max_wait: Duration,
-    ) -> Result<crate::rpc::MetadataFetch, QuorumError> {
-        use crate::rpc::{MetadataFetch, MetadataUpdate};
+    ) -> Result<MetadataFetch, QuorumError> {
+        use crate::metadata_fetch::MetadataUpdate;
         if *self.shared.applied.borrow() <= from {
             let mut rx = self.shared.applied.subscribe();
             let _ = tokio::time::timeout(max_wait, rx.wait_for(|a| *a > from)).await;

@@ -27,6 +27,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::debug;
 
+pub use crate::metadata_fetch::{MetadataFetch, MetadataUpdate};
 use crate::{decode, encode, NodeId, Raft, TypeConfig, MAX_MESSAGE_BYTES};
 
 /// A request on the controller listener.
@@ -49,23 +50,6 @@ pub enum RpcRequest {
         from: u64,
         max_wait_ms: u64,
     },
-}
-
-/// Committed metadata for a follower.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum MetadataUpdate {
-    /// Committed entries, in order, starting at the requested index (possibly none).
-    Entries(Vec<crate::Entry>),
-    /// The entries asked for were replaced by a snapshot: the image as of `last_index`.
-    Snapshot { last_index: u64, data: Vec<u8> },
-}
-
-/// The answer to a FetchMetadata.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MetadataFetch {
-    /// The active controller as the answering voter knows it.
-    pub leader: Option<NodeId>,
-    pub update: MetadataUpdate,
 }
 
 /// The answer to a forwarded Kafka request.

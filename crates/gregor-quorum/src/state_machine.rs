@@ -98,9 +98,32 @@ pub(crate) fn encode_image(image: &MetadataImage) -> Vec<u8> {
     let records: Vec<Vec<u8>> = image
         .to_records()
         .iter()
-        .map(MetadataRecord::encode)
+        .map(snapshot_record)
+        .map(|r| r.encode())
         .collect();
     encode(&records).expect("a vector of byte strings always encodes")
+}
+
+/// A record of the image as its snapshot holds it: itself, unless the simulator planted
+/// [`crate::simulation::PlantedBug::SnapshotWithoutEpochs`].
+#[cfg(feature = "simulation")]
+fn snapshot_record(record: &MetadataRecord) -> std::borrow::Cow<'_, MetadataRecord> {
+    use crate::simulation::{planted, PlantedBug};
+    match record {
+        MetadataRecord::Partition(p) if planted(PlantedBug::SnapshotWithoutEpochs) => {
+            std::borrow::Cow::Owned(MetadataRecord::Partition(gregor_meta::PartitionRecord {
+                leader_epoch: 0,
+                partition_epoch: 0,
+                ..p.clone()
+            }))
+        }
+        other => std::borrow::Cow::Borrowed(other),
+    }
+}
+
+#[cfg(not(feature = "simulation"))]
+fn snapshot_record(record: &MetadataRecord) -> std::borrow::Cow<'_, MetadataRecord> {
+    std::borrow::Cow::Borrowed(record)
 }
 
 /// Snapshot bytes back into an image; anything that does not decode or apply is an error.
@@ -248,6 +271,30 @@ impl StateMachineStore {
     }
 }
 
+#[cfg(feature = "simulation")]
+impl StateMachineStore {
+    /// The planted [`crate::simulation::PlantedBug::ReloadStaleSnapshot`]: the controller's
+    /// image and the published applied index go back to the stored snapshot, while openraft's
+    /// own applied log id (`self.applied`) stays where it was.
+    fn reload_stored_snapshot(&mut self) {
+        let stored = self
+            .shared
+            .snapshot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(image) = stored.as_ref().and_then(|s| decode_image(&s.data).ok()) else {
+            return;
+        };
+        let last = stored.and_then(|s| s.meta.last_log_id);
+        let mut controller = self.shared.lock_controller();
+        let delta = MetadataDelta::between(controller.image(), &image);
+        controller.reset_image(image);
+        warn!(last = ?last, "planted bug: state machine reloaded from its previous snapshot");
+        self.shared.publish(&controller, last, &delta);
+    }
+}
+
 fn sm_err(e: impl std::fmt::Display) -> StorageError {
     StorageIOError::write_state_machine(AnyError::error(e.to_string())).into()
 }
@@ -322,6 +369,10 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        #[cfg(feature = "simulation")]
+        if crate::simulation::planted(crate::simulation::PlantedBug::ReloadStaleSnapshot) {
+            self.reload_stored_snapshot();
+        }
         let controller = self.shared.lock_controller();
         let data = encode_image(controller.image());
         let last = self.applied;

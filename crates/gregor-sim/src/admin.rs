@@ -19,9 +19,9 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::data::{sleep_ms, Links, PARTITIONS, TOPIC};
+use crate::data::{sleep_ms, Links};
+use crate::history::{History, PARTITIONS, TOPIC};
 use crate::node::now_ms;
-use crate::workload::History;
 
 /// After the faults, reassignments must have completed (replicas as asked, all in sync) within
 /// this much simulated time.

@@ -102,7 +102,7 @@ fn config(ctx: &NodeContext, data_dir: PathBuf, election_timeout_ms: u64) -> Bro
 /// listener. Everything it runs reads the node's own wall clock (`--clock-jumps`).
 pub async fn run_broker_node(ctx: NodeContext) -> turmoil::Result {
     let skew = ctx.clock_skew.clone();
-    gregor_broker::util::with_clock_skew(skew, run_broker(ctx)).await
+    gregor_broker::simulation::with_clock_skew(skew, run_broker(ctx)).await
 }
 
 async fn run_broker(ctx: NodeContext) -> turmoil::Result {
@@ -160,14 +160,14 @@ async fn run_broker(ctx: NodeContext) -> turmoil::Result {
     };
     ctx.registry.borrow_mut().brokers[ctx.node] = Some(Arc::downgrade(&broker));
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    gregor_broker::util::spawn(broker.clone().run_background(shutdown.clone()));
+    gregor_broker::runtime::spawn(broker.clone().run_background(shutdown.clone()));
     let limits = gregor_broker::server::request_limits(&broker);
     let mut id = 0u64;
     loop {
         let (stream, peer) = listener.accept().await?;
         let (rd, wr) = stream.into_split();
         id += 1;
-        gregor_broker::util::spawn(gregor_broker::connection::serve_io(
+        gregor_broker::runtime::spawn(gregor_broker::connection::serve_io(
             rd,
             wr,
             peer,

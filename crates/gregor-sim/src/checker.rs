@@ -1,122 +1,13 @@
 //! The checker over a run's history and the nodes' final images.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use gregor_meta::MetadataImage;
-use serde::{Deserialize, Serialize};
 
+use crate::history::OpRecord;
 use crate::ops::{Op, Reply};
-use crate::workload::{OpRecord, FINAL_TOPIC};
-
-/// A property the checker holds the run to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Property {
-    /// Every acknowledged write is in every node's final image.
-    AckedWriteLost,
-    /// An acknowledged answer that no history explains (for example "already exists" for a
-    /// topic nobody created).
-    WrongAnswer,
-    /// After healing, every node applied the same index and holds the same image.
-    ImagesDiverge,
-    /// No two nodes apply different entries at the same log index (Raft's state machine
-    /// safety). openraft 0.9 (without `single-term-leader`) orders leaders by (term, node id),
-    /// so two leaders in one term are legal there; what must never happen is two different
-    /// entries committed at one index.
-    AppliedEntriesDiffer,
-    /// A node's applied metadata never goes backwards while it runs.
-    AppliedWentBack,
-    /// A voter's Raft term (kept with its vote on its disk) went back, across a restart or
-    /// not: it could then vote twice in one term.
-    TermWentBack,
-    /// After the faults stop, a write commits and every node applies it within the bound.
-    Liveness,
-    /// A node restarted on its own files.
-    NodeFailedToStart,
-    /// Replicated runs: an acknowledged `acks=all` record is not at its acknowledged offset
-    /// with its value when the log is read again after the faults.
-    AckedRecordLost,
-    /// Replicated runs: a consumer read two different records at one offset.
-    OffsetHoldsTwoRecords,
-    /// Replicated runs: a consumer fetch skipped offsets.
-    ReadGap,
-    /// Replicated runs: a consumer was given a record at or above the high watermark.
-    ReadAboveHighWatermark,
-    /// Replicated runs: a consumer read a record no producer sent.
-    RecordNeverSent,
-    /// Replicated runs: the high watermark reported in one leader epoch went back.
-    HighWatermarkWentBack,
-    /// Replicated runs: two nodes' metadata named different leaders for one partition and
-    /// leader epoch.
-    TwoLeadersInEpoch,
-    /// Replicated runs: a record of the idempotent producer is in the log twice.
-    IdempotentDuplicate,
-    /// `--power-loss` runs: a file in a node's data directory was created or written without
-    /// going through the simulated disk, so the power model cannot tell what survives.
-    DiskBypassed,
-    /// `--groups` runs: two members owned one partition in one generation.
-    TwoOwnersInGeneration,
-    /// `--groups` runs: an acknowledged offset commit moved a partition's committed offset
-    /// back.
-    CommittedOffsetWentBack,
-    /// `--groups` runs: an offset below a committed one was never given to any member.
-    GroupSkippedRecords,
-    /// `--topic-admin` runs: after the faults, a node's open side-topic logs are not the ones
-    /// its metadata assigns it (a deleted topic's log left, an added partition's missing).
-    HostedLogsDiffer,
-    /// Replicated runs: the controller fenced a broker that had been up, unpaused and with
-    /// every link working for longer than its session (see `fence_check.rs`).
-    HealthyBrokerFenced,
-    /// Replicated runs: at the end, an in-sync follower's log is not its leader's, byte for
-    /// byte, below the leader's high watermark (`replica_logs.rs`).
-    ReplicaLogsDiverge,
-}
-
-impl fmt::Display for Property {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = match self {
-            Property::AckedWriteLost => "acked-write-lost",
-            Property::HostedLogsDiffer => "hosted-logs-differ",
-            Property::HealthyBrokerFenced => "healthy-broker-fenced",
-            Property::ReplicaLogsDiverge => "replica-logs-diverge",
-            Property::WrongAnswer => "wrong-answer",
-            Property::ImagesDiverge => "images-diverge",
-            Property::AppliedEntriesDiffer => "applied-entries-differ",
-            Property::AppliedWentBack => "applied-went-back",
-            Property::TermWentBack => "term-went-back",
-            Property::Liveness => "liveness",
-            Property::NodeFailedToStart => "node-failed-to-start",
-            Property::AckedRecordLost => "acked-record-lost",
-            Property::OffsetHoldsTwoRecords => "offset-holds-two-records",
-            Property::ReadGap => "read-gap",
-            Property::ReadAboveHighWatermark => "read-above-high-watermark",
-            Property::RecordNeverSent => "record-never-sent",
-            Property::HighWatermarkWentBack => "high-watermark-went-back",
-            Property::TwoLeadersInEpoch => "two-leaders-in-epoch",
-            Property::IdempotentDuplicate => "idempotent-duplicate",
-            Property::DiskBypassed => "disk-bypassed",
-            Property::TwoOwnersInGeneration => "two-owners-in-generation",
-            Property::CommittedOffsetWentBack => "committed-offset-went-back",
-            Property::GroupSkippedRecords => "group-skipped-records",
-        };
-        f.write_str(s)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Violation {
-    pub property: Property,
-    pub detail: String,
-}
-
-impl Violation {
-    pub fn new(property: Property, detail: impl Into<String>) -> Self {
-        Violation {
-            property,
-            detail: detail.into(),
-        }
-    }
-}
+use crate::property::{Property, Violation};
+use crate::workload::FINAL_TOPIC;
 
 /// What the acknowledged history says about one topic at the end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,30 +43,7 @@ pub fn check_acked(ops: &[OpRecord], node: usize, image: &MetadataImage) -> Vec<
     for rec in ops {
         match (&rec.op, &rec.reply) {
             (Op::CreateTopic { name, .. }, reply) => {
-                let e = match reply {
-                    Some(Reply::Created(Ok((id, n)))) => Expect::Present {
-                        id: Some(*id),
-                        min: *n,
-                        max: *n,
-                        op: rec.id,
-                    },
-                    Some(Reply::Created(r)) if is_code(r, "TopicAlreadyExists") => {
-                        if rec.indeterminate {
-                            Expect::Unknown
-                        } else {
-                            out.push(Violation::new(
-                                Property::WrongAnswer,
-                                format!("op{} create {name}: TopicAlreadyExists, but no earlier attempt could have created it", rec.id),
-                            ));
-                            Expect::Unknown
-                        }
-                    }
-                    Some(Reply::Created(Err(_))) if !rec.indeterminate => {
-                        Expect::NeverCreated { op: rec.id }
-                    }
-                    _ => Expect::Unknown,
-                };
-                topics.insert(name, e);
+                topics.insert(name, expect_created(rec, name, reply, &mut out));
             }
             (Op::CreatePartitions { name, count }, reply) => {
                 if let Some(Expect::Present { min, max, .. }) = topics.get_mut(name.as_str()) {
@@ -190,35 +58,7 @@ pub fn check_acked(ops: &[OpRecord], node: usize, image: &MetadataImage) -> Vec<
                 }
             }
             (Op::DeleteTopic { name }, reply) => {
-                let e = match reply {
-                    Some(Reply::Deleted(Ok(id))) => {
-                        if let Some(Expect::Present {
-                            id: Some(known), ..
-                        }) = topics.get(name.as_str())
-                        {
-                            if known != id {
-                                out.push(Violation::new(
-                                    Property::WrongAnswer,
-                                    format!(
-                                        "op{} deleted {name} with id {id:x}, created as {known:x}",
-                                        rec.id
-                                    ),
-                                ));
-                            }
-                        }
-                        Expect::Absent { op: rec.id }
-                    }
-                    Some(Reply::Deleted(r))
-                        if is_code(r, "UnknownTopicOrPartition") && rec.indeterminate =>
-                    {
-                        Expect::Absent { op: rec.id }
-                    }
-                    Some(Reply::Deleted(Err(_))) if !rec.indeterminate => topics
-                        .get(name.as_str())
-                        .cloned()
-                        .unwrap_or(Expect::Unknown),
-                    _ => Expect::Unknown,
-                };
+                let e = expect_deleted(rec, name, reply, &topics, &mut out);
                 topics.insert(name, e);
             }
             (Op::Register { broker, .. }, Some(Reply::Registered(Ok(epoch)))) => {
@@ -227,7 +67,85 @@ pub fn check_acked(ops: &[OpRecord], node: usize, image: &MetadataImage) -> Vec<
             _ => {}
         }
     }
-    for (name, e) in &topics {
+    check_topics(node, image, &topics, &mut out);
+    check_brokers(node, image, &epochs, &mut out);
+    out
+}
+
+/// What an acknowledged (or refused) creation says of its topic.
+fn expect_created(
+    rec: &OpRecord,
+    name: &str,
+    reply: &Option<Reply>,
+    out: &mut Vec<Violation>,
+) -> Expect {
+    match reply {
+        Some(Reply::Created(Ok((id, n)))) => Expect::Present {
+            id: Some(*id),
+            min: *n,
+            max: *n,
+            op: rec.id,
+        },
+        Some(Reply::Created(r)) if is_code(r, "TopicAlreadyExists") => {
+            if rec.indeterminate {
+                Expect::Unknown
+            } else {
+                out.push(Violation::new(
+                    Property::WrongAnswer,
+                    format!("op{} create {name}: TopicAlreadyExists, but no earlier attempt could have created it", rec.id),
+                ));
+                Expect::Unknown
+            }
+        }
+        Some(Reply::Created(Err(_))) if !rec.indeterminate => Expect::NeverCreated { op: rec.id },
+        _ => Expect::Unknown,
+    }
+}
+
+/// What an acknowledged (or refused) deletion says of its topic, given what came before.
+fn expect_deleted(
+    rec: &OpRecord,
+    name: &str,
+    reply: &Option<Reply>,
+    topics: &BTreeMap<&str, Expect>,
+    out: &mut Vec<Violation>,
+) -> Expect {
+    match reply {
+        Some(Reply::Deleted(Ok(id))) => {
+            if let Some(Expect::Present {
+                id: Some(known), ..
+            }) = topics.get(name)
+            {
+                if known != id {
+                    out.push(Violation::new(
+                        Property::WrongAnswer,
+                        format!(
+                            "op{} deleted {name} with id {id:x}, created as {known:x}",
+                            rec.id
+                        ),
+                    ));
+                }
+            }
+            Expect::Absent { op: rec.id }
+        }
+        Some(Reply::Deleted(r)) if is_code(r, "UnknownTopicOrPartition") && rec.indeterminate => {
+            Expect::Absent { op: rec.id }
+        }
+        Some(Reply::Deleted(Err(_))) if !rec.indeterminate => {
+            topics.get(name).cloned().unwrap_or(Expect::Unknown)
+        }
+        _ => Expect::Unknown,
+    }
+}
+
+/// Every topic as its acknowledged history expects it in `node`'s final image.
+fn check_topics(
+    node: usize,
+    image: &MetadataImage,
+    topics: &BTreeMap<&str, Expect>,
+    out: &mut Vec<Violation>,
+) {
+    for (name, e) in topics {
         let got = image.topic(name);
         match (e, got) {
             (Expect::Present { op, .. }, None) => out.push(Violation::new(
@@ -267,7 +185,16 @@ pub fn check_acked(ops: &[OpRecord], node: usize, image: &MetadataImage) -> Vec<
             _ => {}
         }
     }
-    for (broker, (epoch, op)) in &epochs {
+}
+
+/// Every acknowledged registration in `node`'s final image, at its epoch or later.
+fn check_brokers(
+    node: usize,
+    image: &MetadataImage,
+    epochs: &BTreeMap<i32, (i64, usize)>,
+    out: &mut Vec<Violation>,
+) {
+    for (broker, (epoch, op)) in epochs {
         match image.broker(*broker) {
             None => out.push(Violation::new(
                 Property::AckedWriteLost,
@@ -285,7 +212,6 @@ pub fn check_acked(ops: &[OpRecord], node: usize, image: &MetadataImage) -> Vec<
             _ => {}
         }
     }
-    out
 }
 
 #[cfg(test)]

@@ -25,94 +25,9 @@ use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use kafka_protocol::ResponseError;
 
 use crate::broker_node::client_address;
+use crate::history::{Acked, History, HwSeen, OpRecord, Read, PARTITIONS, TOPIC};
 use crate::node::now_ms;
 use crate::ops::{Op, Reply};
-use crate::workload::{History, OpRecord};
-
-pub const TOPIC: &str = "data";
-pub const PARTITIONS: i32 = 2;
-
-/// A batch a producer had acknowledged.
-#[derive(Debug, Clone)]
-pub struct Acked {
-    pub partition: i32,
-    /// The node that answered (the leader the producer sent to).
-    pub leader: i32,
-    pub base_offset: i64,
-    pub values: Vec<String>,
-    pub at_ms: u64,
-}
-
-/// One record a consumer fetch returned.
-#[derive(Debug, Clone)]
-pub struct Read {
-    pub partition: i32,
-    pub offset: i64,
-    pub value: String,
-    /// The high watermark the same response reported.
-    pub high_watermark: i64,
-    /// Whether it directly follows the fetch offset or the record before it in the response.
-    pub contiguous: bool,
-    /// The final pass after the faults (a fresh read of the whole log).
-    pub final_pass: bool,
-    pub at_ms: u64,
-}
-
-/// A high watermark one consumer fetch reported, with the leader epoch the fetch named (the
-/// leader checks it, so the answer comes from that epoch).
-#[derive(Debug, Clone)]
-pub struct HwSeen {
-    pub partition: i32,
-    pub leader: i32,
-    pub leader_epoch: i32,
-    pub high_watermark: i64,
-    pub at_ms: u64,
-}
-
-/// A data partition's leader epoch as the driver first saw it in some node's metadata.
-#[derive(Debug, Clone)]
-pub struct EpochSeen {
-    pub partition: i32,
-    pub leader_epoch: i32,
-    pub leader: i32,
-    pub at_ms: u64,
-}
-
-#[derive(Debug, Default)]
-pub struct DataHistory {
-    pub acked_all: Vec<Acked>,
-    pub acked_one: Vec<Acked>,
-    /// Every value any producer sent (acknowledged or not).
-    pub sent: std::collections::BTreeSet<String>,
-    pub reads: Vec<Read>,
-    pub hws: Vec<HwSeen>,
-    /// Each leader epoch of a data partition, when some node's metadata first showed it.
-    pub leader_epochs: Vec<EpochSeen>,
-    /// The idempotent producer's first acknowledgement of a batch sent after the faults.
-    pub first_ack_after_faults: Option<u64>,
-    /// When the final pass had read past every acknowledged `acks=all` record.
-    pub final_pass_done: Option<u64>,
-    pub producers_done: bool,
-    /// `--admin` runs: a reassignment that had not completed within the bound after the
-    /// faults (what the partitions' replicas were instead).
-    pub reassignment_stuck: Option<String>,
-    /// `--groups` runs: what the consumer group's members owned, read and committed.
-    pub group: crate::group::GroupHistory,
-    /// `--topic-admin` runs: side topics that did not settle as acknowledged (`topics.rs`).
-    pub topic_violations: Vec<crate::checker::Violation>,
-}
-
-impl DataHistory {
-    /// The offset past every acknowledged `acks=all` record of `partition` (0 if none).
-    pub fn acked_all_end(&self, partition: i32) -> i64 {
-        self.acked_all
-            .iter()
-            .filter(|a| a.partition == partition)
-            .map(|a| a.base_offset + a.values.len() as i64)
-            .max()
-            .unwrap_or(0)
-    }
-}
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -212,7 +127,7 @@ pub(crate) async fn sleep_ms(ms: u64) {
 }
 
 /// Creates the topic (RF 3, min.insync.replicas=2), retrying through any node.
-async fn create_topic(history: &Rc<RefCell<History>>, nodes: usize) {
+pub(crate) async fn create_topic(history: &Rc<RefCell<History>>, nodes: usize) {
     let mut links = Links::new(nodes, "sim-admin");
     let mut node = 0;
     // Any failed attempt may still have created the topic (a lost answer, a timeout, a
@@ -286,170 +201,232 @@ fn record_create(
     });
 }
 
+/// A batch of one producer: its partition, values and base sequence.
+struct Batch {
+    partition: i32,
+    values: Vec<String>,
+    base_sequence: i32,
+}
+
+/// One producer's state across its batches.
+struct Producer {
+    history: Rc<RefCell<History>>,
+    nodes: usize,
+    /// `acks=all` and idempotent, or `acks=1`.
+    all: bool,
+    tag: &'static str,
+    rng: SplitMix64,
+    links: Links,
+    identity: Option<ProducerIdentity>,
+    sequences: BTreeMap<i32, i32>,
+    counter: u64,
+    /// A batch to send again (`acks=all`): its outcome is unknown or it was refused.
+    pending: Option<Batch>,
+}
+
 /// The idempotent `acks=all` producer (`all == true`) or the plain `acks=1` one.
-async fn produce(history: Rc<RefCell<History>>, nodes: usize, seed: u64, all: bool) {
+pub(crate) async fn produce(history: Rc<RefCell<History>>, nodes: usize, seed: u64, all: bool) {
     let name = if all {
         "sim-producer-all"
     } else {
         "sim-producer-one"
     };
-    let tag = if all { "a" } else { "b" };
-    let mut rng = SplitMix64::new(seed ^ if all { 0xa11 } else { 0x0e1 });
-    let mut links = Links::new(nodes, name);
-    let mut identity: Option<ProducerIdentity> = None;
-    let mut sequences: BTreeMap<i32, i32> = BTreeMap::new();
-    let mut counter = 0u64;
-    let mut pending: Option<(i32, Vec<String>, i32)> = None;
+    let mut p = Producer {
+        history,
+        nodes,
+        all,
+        tag: if all { "a" } else { "b" },
+        rng: SplitMix64::new(seed ^ if all { 0xa11 } else { 0x0e1 }),
+        links: Links::new(nodes, name),
+        identity: None,
+        sequences: BTreeMap::new(),
+        counter: 0,
+        pending: None,
+    };
     let mut acked_after_faults = false;
     while !acked_after_faults {
-        if all && identity.is_none() {
-            let node = rng.next_below(nodes);
-            let mut req = InitProducerIdRequest::default();
-            req.transactional_id = None;
-            req.transaction_timeout_ms = 60_000;
-            req.producer_id = kafka_protocol::messages::ProducerId(-1);
-            req.producer_epoch = -1;
-            if let Some(c) = links.conn(node).await {
-                match c.send(&req, 4).await {
-                    Ok(r) if r.error_code == 0 => {
-                        identity = Some(ProducerIdentity {
-                            producer_id: r.producer_id.0,
-                            epoch: r.producer_epoch,
-                        });
-                        sequences.clear();
-                        history
-                            .borrow_mut()
-                            .event(format!("{tag} producer id {}", r.producer_id.0));
-                    }
-                    Ok(r) => history.borrow_mut().event(format!(
-                        "{tag} InitProducerId n{node}: error {}",
-                        r.error_code
-                    )),
-                    Err(e) => {
-                        history
-                            .borrow_mut()
-                            .event(format!("{tag} InitProducerId n{node}: {e}"));
-                        links.drop_conn(node);
-                    }
-                }
-            }
-            if identity.is_none() {
+        if p.all && p.identity.is_none() {
+            p.init_producer_id().await;
+            if p.identity.is_none() {
                 sleep_ms(100).await;
                 continue;
             }
         }
-        let sent_after_faults = history.borrow().faults_over;
-        let (partition, values, base_sequence) = match pending.take() {
-            Some(p) => p,
-            None => {
-                let partition = rng.next_below(PARTITIONS as usize) as i32;
-                let n = 1 + rng.next_below(3);
-                let values: Vec<String> = (0..n)
-                    .map(|_| {
-                        counter += 1;
-                        format!("{tag}{partition}-{counter}")
-                    })
-                    .collect();
-                let seq = *sequences.get(&partition).unwrap_or(&0);
-                let mut h = history.borrow_mut();
-                for v in &values {
-                    h.data.sent.insert(v.clone());
-                }
-                (partition, values, seq)
-            }
+        let sent_after_faults = p.history.borrow().faults_over;
+        let batch = match p.pending.take() {
+            Some(b) => b,
+            None => p.next_batch(),
         };
-        if links.leader(partition).is_none() {
-            links.refresh().await;
+        if p.links.leader(batch.partition).is_none() {
+            p.links.refresh().await;
         }
-        let Some((leader, _)) = links.leader(partition) else {
-            pending = all.then_some((partition, values, base_sequence));
+        let Some((leader, _)) = p.links.leader(batch.partition) else {
+            p.pending = p.all.then_some(batch);
             sleep_ms(50).await;
             continue;
         };
+        match p.send(leader, &batch).await {
+            Ok((0, base_offset)) => {
+                p.acked(leader, base_offset, &batch, sent_after_faults);
+                acked_after_faults = sent_after_faults;
+            }
+            Ok((code, _)) => p.refused(leader, code, batch).await,
+            Err(e) => p.failed(leader, &e, batch).await,
+        }
+        sleep_ms(p.rng.next_below(40) as u64).await;
+    }
+}
+
+impl Producer {
+    /// Asks a random node for a producer id and epoch (`acks=all`: idempotent).
+    async fn init_producer_id(&mut self) {
+        let tag = self.tag;
+        let node = self.rng.next_below(self.nodes);
+        let mut req = InitProducerIdRequest::default();
+        req.transactional_id = None;
+        req.transaction_timeout_ms = 60_000;
+        req.producer_id = kafka_protocol::messages::ProducerId(-1);
+        req.producer_epoch = -1;
+        let Some(c) = self.links.conn(node).await else {
+            return;
+        };
+        match c.send(&req, 4).await {
+            Ok(r) if r.error_code == 0 => {
+                self.identity = Some(ProducerIdentity {
+                    producer_id: r.producer_id.0,
+                    epoch: r.producer_epoch,
+                });
+                self.sequences.clear();
+                self.history
+                    .borrow_mut()
+                    .event(format!("{tag} producer id {}", r.producer_id.0));
+            }
+            Ok(r) => self.history.borrow_mut().event(format!(
+                "{tag} InitProducerId n{node}: error {}",
+                r.error_code
+            )),
+            Err(e) => {
+                self.history
+                    .borrow_mut()
+                    .event(format!("{tag} InitProducerId n{node}: {e}"));
+                self.links.drop_conn(node);
+            }
+        }
+    }
+
+    /// A new batch of 1-3 values to a random partition, recorded as sent.
+    fn next_batch(&mut self) -> Batch {
+        let partition = self.rng.next_below(PARTITIONS as usize) as i32;
+        let n = 1 + self.rng.next_below(3);
+        let values: Vec<String> = (0..n)
+            .map(|_| {
+                self.counter += 1;
+                format!("{}{partition}-{}", self.tag, self.counter)
+            })
+            .collect();
+        let base_sequence = *self.sequences.get(&partition).unwrap_or(&0);
+        let mut h = self.history.borrow_mut();
+        for v in &values {
+            h.data.sent.insert(v.clone());
+        }
+        Batch {
+            partition,
+            values,
+            base_sequence,
+        }
+    }
+
+    /// Sends the batch to `leader`: its error code and base offset, or why no answer came.
+    async fn send(&mut self, leader: usize, batch: &Batch) -> Result<(i16, i64), String> {
         let req = produce_request(
             TOPIC,
-            partition,
-            &values,
-            if all { identity } else { None },
-            base_sequence,
-            if all { -1 } else { 1 },
+            batch.partition,
+            &batch.values,
+            if self.all { self.identity } else { None },
+            batch.base_sequence,
+            if self.all { -1 } else { 1 },
         );
-        let outcome = match links.conn(leader).await {
+        let outcome = match self.links.conn(leader).await {
             Some(c) => c.send(&req, 9).await.map_err(|e| e.to_string()),
             None => Err("cannot connect".to_string()),
         };
-        let result = outcome.and_then(|r| {
+        outcome.and_then(|r| {
             r.responses
                 .first()
                 .and_then(|t| t.partition_responses.first())
                 .map(|p| (p.error_code, p.base_offset))
                 .ok_or_else(|| "empty produce response".to_string())
-        });
-        match result {
-            Ok((0, base_offset)) => {
-                let at_ms = now_ms() as u64;
-                let mut h = history.borrow_mut();
-                h.event(format!(
-                    "{tag} ack p{partition}@{base_offset} {values:?} from n{leader}"
-                ));
-                let acked = Acked {
-                    partition,
-                    leader: leader as i32,
-                    base_offset,
-                    values: values.clone(),
-                    at_ms,
-                };
-                if all {
-                    h.data.acked_all.push(acked);
-                    sequences.insert(partition, base_sequence + values.len() as i32);
-                } else {
-                    h.data.acked_one.push(acked);
-                }
-                if sent_after_faults {
-                    acked_after_faults = true;
-                    if all {
-                        h.data.first_ack_after_faults = Some(at_ms);
-                    }
-                }
-            }
-            Ok((code, _)) => {
-                let e = ResponseError::try_from_code(code);
-                history
-                    .borrow_mut()
-                    .event(format!("{tag} p{partition} n{leader} error {e:?}"));
-                if all
-                    && matches!(
-                        e,
-                        Some(
-                            ResponseError::OutOfOrderSequenceNumber
-                                | ResponseError::UnknownProducerId
-                                | ResponseError::InvalidProducerEpoch
-                        )
-                    )
-                {
-                    // The producer's state is gone on the leader: start over with a new
-                    // identity, as a producer resets after a fatal error.
-                    identity = None;
-                } else if all {
-                    pending = Some((partition, values, base_sequence));
-                }
-                links.refresh().await;
-                sleep_ms(50).await;
-            }
-            Err(e) => {
-                history
-                    .borrow_mut()
-                    .event(format!("{tag} p{partition} n{leader} failed: {e}"));
-                links.drop_conn(leader);
-                if all {
-                    // The outcome is unknown: the same batch again, with its sequence.
-                    pending = Some((partition, values, base_sequence));
-                }
-                links.refresh().await;
-                sleep_ms(50).await;
-            }
+        })
+    }
+
+    /// Records an acknowledged batch; `acks=all`: its sequence moves on.
+    fn acked(&mut self, leader: usize, base_offset: i64, batch: &Batch, sent_after_faults: bool) {
+        let (tag, partition, values) = (self.tag, batch.partition, &batch.values);
+        let at_ms = now_ms() as u64;
+        let mut h = self.history.borrow_mut();
+        h.event(format!(
+            "{tag} ack p{partition}@{base_offset} {values:?} from n{leader}"
+        ));
+        let acked = Acked {
+            partition,
+            leader: leader as i32,
+            base_offset,
+            values: values.clone(),
+            at_ms,
+        };
+        if self.all {
+            h.data.acked_all.push(acked);
+            self.sequences
+                .insert(partition, batch.base_sequence + values.len() as i32);
+        } else {
+            h.data.acked_one.push(acked);
         }
-        sleep_ms(rng.next_below(40) as u64).await;
+        if sent_after_faults && self.all {
+            h.data.first_ack_after_faults = Some(at_ms);
+        }
+    }
+
+    /// A refusal; `acks=all`: a fatal one resets the idempotent producer, another sends the
+    /// batch again.
+    async fn refused(&mut self, leader: usize, code: i16, batch: Batch) {
+        let (tag, partition) = (self.tag, batch.partition);
+        let e = ResponseError::try_from_code(code);
+        self.history
+            .borrow_mut()
+            .event(format!("{tag} p{partition} n{leader} error {e:?}"));
+        if self.all
+            && matches!(
+                e,
+                Some(
+                    ResponseError::OutOfOrderSequenceNumber
+                        | ResponseError::UnknownProducerId
+                        | ResponseError::InvalidProducerEpoch
+                )
+            )
+        {
+            // The producer's state is gone on the leader: start over with a new
+            // identity, as a producer resets after a fatal error.
+            self.identity = None;
+        } else if self.all {
+            self.pending = Some(batch);
+        }
+        self.links.refresh().await;
+        sleep_ms(50).await;
+    }
+
+    /// No answer: the connection is dropped and an `acks=all` batch is sent again.
+    async fn failed(&mut self, leader: usize, e: &str, batch: Batch) {
+        let (tag, partition) = (self.tag, batch.partition);
+        self.history
+            .borrow_mut()
+            .event(format!("{tag} p{partition} n{leader} failed: {e}"));
+        self.links.drop_conn(leader);
+        if self.all {
+            // The outcome is unknown: the same batch again, with its sequence.
+            self.pending = Some(batch);
+        }
+        self.links.refresh().await;
+        sleep_ms(50).await;
     }
 }
 
@@ -516,7 +493,7 @@ pub(crate) fn decode_records(mut bytes: Bytes) -> Vec<(i64, String)> {
 /// The consumer: reads both partitions from their leaders from offset 0 while the workload
 /// runs, then a final pass from offset 0 again until it has read past every acknowledged
 /// `acks=all` record.
-async fn consume(history: Rc<RefCell<History>>, nodes: usize) {
+pub(crate) async fn consume(history: Rc<RefCell<History>>, nodes: usize) {
     let mut links = Links::new(nodes, "sim-consumer");
     let mut next: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 0)).collect();
     let mut final_pass = false;
@@ -540,82 +517,7 @@ async fn consume(history: Rc<RefCell<History>>, nodes: usize) {
         }
         let mut progressed = false;
         for partition in 0..PARTITIONS {
-            if links.leader(partition).is_none() {
-                links.refresh().await;
-            }
-            let Some((leader, epoch)) = links.leader(partition) else {
-                continue;
-            };
-            let offset = next[&partition];
-            let mut req = FetchRequest::default();
-            req.replica_id = BrokerId(-1);
-            req.max_wait_ms = 100;
-            req.min_bytes = 1;
-            req.max_bytes = 1 << 20;
-            let mut fp = FetchPartition::default();
-            fp.partition = partition;
-            fp.current_leader_epoch = epoch;
-            fp.fetch_offset = offset;
-            fp.log_start_offset = -1;
-            fp.partition_max_bytes = 1 << 20;
-            let mut ft = FetchTopic::default();
-            ft.topic = TopicName(StrBytes::from_static_str(TOPIC));
-            ft.partitions = vec![fp];
-            req.topics = vec![ft];
-            let resp = match links.conn(leader).await {
-                Some(c) => c.send(&req, 12).await.ok(),
-                None => None,
-            };
-            let Some(resp) = resp else {
-                links.drop_conn(leader);
-                links.refresh().await;
-                continue;
-            };
-            let Some(pd) = resp
-                .responses
-                .first()
-                .and_then(|t| t.partitions.first())
-                .cloned()
-            else {
-                continue;
-            };
-            if pd.error_code != 0 {
-                if pd.error_code == ResponseError::OffsetOutOfRange.code() {
-                    history.borrow_mut().event(format!(
-                        "consumer p{partition}@{offset} n{leader} epoch {epoch}: OFFSET_OUT_OF_RANGE"
-                    ));
-                }
-                links.refresh().await;
-                continue;
-            }
-            let at_ms = now_ms() as u64;
-            let records = pd.records.map(decode_records).unwrap_or_default();
-            let mut h = history.borrow_mut();
-            h.data.hws.push(HwSeen {
-                partition,
-                leader: leader as i32,
-                leader_epoch: epoch,
-                high_watermark: pd.high_watermark,
-                at_ms,
-            });
-            let mut expected = offset;
-            for (o, value) in records {
-                if o < offset {
-                    continue;
-                }
-                h.data.reads.push(Read {
-                    partition,
-                    offset: o,
-                    value,
-                    high_watermark: pd.high_watermark,
-                    contiguous: o == expected,
-                    final_pass,
-                    at_ms,
-                });
-                expected = o + 1;
-                next.insert(partition, o + 1);
-                progressed = true;
-            }
+            progressed |= fetch_once(&history, &mut links, partition, &mut next, final_pass).await;
         }
         if !progressed {
             sleep_ms(20).await;
@@ -623,51 +525,97 @@ async fn consume(history: Rc<RefCell<History>>, nodes: usize) {
     }
 }
 
-/// The whole data workload: topic, producers and consumer. Sets `done` when the consumer's
-/// final pass has read every acknowledged record (or never, which the driver's bound reports).
-pub async fn run(
-    history: Rc<RefCell<History>>,
-    seed: u64,
-    nodes: usize,
-    admin: bool,
-    group: Option<crate::group::GroupWorkload>,
-    topic_admin: bool,
-) -> turmoil::Result {
-    create_topic(&history, nodes).await;
-    let producers = async {
-        tokio::join!(
-            produce(history.clone(), nodes, seed, true),
-            produce(history.clone(), nodes, seed, false)
-        );
-        let mut h = history.borrow_mut();
-        h.data.producers_done = true;
-        h.event("producers done");
+/// One fetch of `partition` from its leader at the consumer's next offset, its records and
+/// high watermark recorded; whether it read any record.
+async fn fetch_once(
+    history: &Rc<RefCell<History>>,
+    links: &mut Links,
+    partition: i32,
+    next: &mut BTreeMap<i32, i64>,
+    final_pass: bool,
+) -> bool {
+    if links.leader(partition).is_none() {
+        links.refresh().await;
+    }
+    let Some((leader, epoch)) = links.leader(partition) else {
+        return false;
     };
-    let admin_ops = async {
-        if admin {
-            crate::admin::run(history.clone(), nodes, seed).await;
+    let offset = next[&partition];
+    let req = fetch_request(partition, epoch, offset);
+    let resp = match links.conn(leader).await {
+        Some(c) => c.send(&req, 12).await.ok(),
+        None => None,
+    };
+    let Some(resp) = resp else {
+        links.drop_conn(leader);
+        links.refresh().await;
+        return false;
+    };
+    let Some(pd) = resp
+        .responses
+        .first()
+        .and_then(|t| t.partitions.first())
+        .cloned()
+    else {
+        return false;
+    };
+    if pd.error_code != 0 {
+        if pd.error_code == ResponseError::OffsetOutOfRange.code() {
+            history.borrow_mut().event(format!(
+                "consumer p{partition}@{offset} n{leader} epoch {epoch}: OFFSET_OUT_OF_RANGE"
+            ));
         }
-    };
-    let group = async {
-        if let Some(workload) = group {
-            crate::group::run(history.clone(), nodes, seed, workload).await;
-        }
-    };
-    let topic_ops = async {
-        if topic_admin {
-            crate::topics::run(history.clone(), nodes, seed).await;
-        }
-    };
-    tokio::join!(
-        producers,
-        consume(history.clone(), nodes),
-        admin_ops,
-        group,
-        topic_ops
-    );
+        links.refresh().await;
+        return false;
+    }
+    let at_ms = now_ms() as u64;
+    let records = pd.records.map(decode_records).unwrap_or_default();
     let mut h = history.borrow_mut();
-    // The driver's liveness check: the first `acks=all` acknowledgement after the faults.
-    h.final_write = Some((0, h.data.first_ack_after_faults));
-    h.done = true;
-    Ok(())
+    h.data.hws.push(HwSeen {
+        partition,
+        leader: leader as i32,
+        leader_epoch: epoch,
+        high_watermark: pd.high_watermark,
+        at_ms,
+    });
+    let mut progressed = false;
+    let mut expected = offset;
+    for (o, value) in records {
+        if o < offset {
+            continue;
+        }
+        h.data.reads.push(Read {
+            partition,
+            offset: o,
+            value,
+            high_watermark: pd.high_watermark,
+            contiguous: o == expected,
+            final_pass,
+            at_ms,
+        });
+        expected = o + 1;
+        next.insert(partition, o + 1);
+        progressed = true;
+    }
+    progressed
+}
+
+/// A consumer's fetch of one partition of the data topic at `offset`, naming the leader epoch.
+fn fetch_request(partition: i32, epoch: i32, offset: i64) -> FetchRequest {
+    let mut req = FetchRequest::default();
+    req.replica_id = BrokerId(-1);
+    req.max_wait_ms = 100;
+    req.min_bytes = 1;
+    req.max_bytes = 1 << 20;
+    let mut fp = FetchPartition::default();
+    fp.partition = partition;
+    fp.current_leader_epoch = epoch;
+    fp.fetch_offset = offset;
+    fp.log_start_offset = -1;
+    fp.partition_max_bytes = 1 << 20;
+    let mut ft = FetchTopic::default();
+    ft.topic = TopicName(StrBytes::from_static_str(TOPIC));
+    ft.partitions = vec![fp];
+    req.topics = vec![ft];
+    req
 }

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::checker::{Property, Violation};
-use crate::data::DataHistory;
+use crate::history::DataHistory;
+use crate::property::{Property, Violation};
 
 /// After the first acknowledgement that follows the faults, the consumer's final pass must have
 /// read every acknowledged record within this much simulated time.
@@ -30,6 +30,11 @@ pub fn check(d: &DataHistory) -> Vec<Violation> {
         *n += 1;
         *n <= 3
     });
+    // Kept beside the standalone consumer's findings of the same property, not cut by them.
+    let mut members = Vec::new();
+    group_reads_below_high_watermark(d, &mut members);
+    members.truncate(3);
+    out.extend(members);
     out
 }
 
@@ -127,6 +132,22 @@ fn group_reads_contiguous(d: &DataHistory, out: &mut Vec<Violation>) {
                     ),
                 ));
             }
+        }
+    }
+}
+
+/// A group member is never given a record at or above the highest high watermark its consumer
+/// had reported for the partition when its `poll` returned it.
+fn group_reads_below_high_watermark(d: &DataHistory, out: &mut Vec<Violation>) {
+    for r in &d.group.reads {
+        if let Some(hw) = r.high_watermark.filter(|hw| r.offset >= *hw) {
+            out.push(Violation::new(
+                Property::ReadAboveHighWatermark,
+                format!(
+                    "p{}@{}: returned to member {} (generation {}) with the high watermark at {hw} ({} ms)",
+                    r.partition, r.offset, r.consumer, r.generation, r.at_ms
+                ),
+            ));
         }
     }
 }
@@ -298,8 +319,7 @@ fn data_liveness(d: &DataHistory, out: &mut Vec<Violation>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{Acked, EpochSeen, HwSeen, Read};
-    use crate::group::{Commit, GroupRead};
+    use crate::history::{Acked, Commit, EpochSeen, GroupRead, HwSeen, Read};
 
     fn read(partition: i32, offset: i64, value: &str, hw: i64, final_pass: bool) -> Read {
         Read {
@@ -377,6 +397,7 @@ mod tests {
             partition: 0,
             offset: 1,
             value: "b0-9".into(),
+            high_watermark: Some(2),
             at_ms: 500,
         });
         assert_eq!(properties(&d), vec![Property::OffsetHoldsTwoRecords]);
@@ -408,6 +429,7 @@ mod tests {
             partition: 0,
             offset,
             value: ["a0-1", "a0-2", "b0-3"][offset as usize].into(),
+            high_watermark: Some(3),
             at_ms: 500,
         };
         let mut d = healthy();
@@ -423,6 +445,26 @@ mod tests {
     fn a_record_at_the_high_watermark_was_read_above_it() {
         let mut d = healthy();
         d.reads[2].high_watermark = 2;
+        assert_eq!(properties(&d), vec![Property::ReadAboveHighWatermark]);
+    }
+
+    #[test]
+    fn a_group_member_given_a_record_at_its_high_watermark_read_above_it() {
+        let member = |offset, high_watermark| GroupRead {
+            consumer: "m0.1".into(),
+            member_id: "x".into(),
+            generation: 1,
+            partition: 0,
+            offset,
+            value: ["a0-1", "a0-2", "b0-3"][offset as usize].into(),
+            high_watermark,
+            at_ms: 500,
+        };
+        let mut d = healthy();
+        // Below the high watermark, or before any was reported, is no finding.
+        d.group.reads = vec![member(0, None), member(1, Some(2))];
+        assert_eq!(check(&d), Vec::new());
+        d.group.reads.push(member(2, Some(2)));
         assert_eq!(properties(&d), vec![Property::ReadAboveHighWatermark]);
     }
 

@@ -4,7 +4,7 @@
 //! a boot) and, from the most advanced node's metadata, every time a registration turns
 //! fenced within its broker epoch; a fence with no span near it is a finding.
 
-use crate::checker::{Property, Violation};
+use crate::property::{Property, Violation};
 
 /// How long a broker must have been left alone before a fence of it is flagged: its session
 /// (`broker.session.timeout.ms` in `broker_node.rs`) plus a margin for what a fault leaves

@@ -13,13 +13,13 @@ use std::time::Duration;
 
 use gregor_client::connection::{DialedStream, Dialer};
 use gregor_client::consumer::AutoOffsetReset;
-use gregor_client::{Consumer, ConsumerConfig, TopicPartition};
+use gregor_client::{Consumer, ConsumerConfig, ConsumerRecord, TopicPartition};
 use gregor_meta::SplitMix64;
 
 use crate::broker_node::client_address;
-use crate::data::{sleep_ms, PARTITIONS, TOPIC};
+use crate::data::sleep_ms;
+use crate::history::{Commit, GroupRead, History, Owned, PARTITIONS, TOPIC};
 use crate::node::now_ms;
-use crate::workload::History;
 
 pub const GROUP: &str = "sim-group";
 
@@ -40,39 +40,6 @@ pub const GROUP_CATCH_UP_MS: u64 = 60_000;
 /// The strategies a seed draws from (every member of a run uses the same one).
 pub const STRATEGIES: [&str; 4] = ["range", "roundrobin", "sticky", "cooperative-sticky"];
 
-/// What one member owned in one generation, as its consumer reported it after a `poll`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owned {
-    /// The member's incarnation ("m1.2": member 1, second consumer).
-    pub consumer: String,
-    pub member_id: String,
-    pub generation: i32,
-    pub partitions: BTreeSet<i32>,
-    pub at_ms: u64,
-}
-
-/// A record a member's `poll` returned.
-#[derive(Debug, Clone)]
-pub struct GroupRead {
-    pub consumer: String,
-    pub member_id: String,
-    pub generation: i32,
-    pub partition: i32,
-    pub offset: i64,
-    pub value: String,
-    pub at_ms: u64,
-}
-
-/// An offset commit the coordinator acknowledged.
-#[derive(Debug, Clone)]
-pub struct Commit {
-    pub consumer: String,
-    pub generation: i32,
-    pub partition: i32,
-    pub offset: i64,
-    pub at_ms: u64,
-}
-
 /// What the group workload does besides consuming (`--stalls`, `--static-members`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GroupWorkload {
@@ -84,27 +51,25 @@ pub struct GroupWorkload {
     pub static_members: bool,
 }
 
-#[derive(Debug, Default)]
-pub struct GroupHistory {
-    pub strategy: String,
-    /// Static members: an incarnation may take its predecessor's place, and assignment, in
-    /// the same generation (its member id replaces the other's at the coordinator).
-    pub static_members: bool,
-    pub owned: Vec<Owned>,
-    pub reads: Vec<GroupRead>,
-    /// In the order the acknowledgements arrived.
-    pub commits: Vec<Commit>,
-    /// When the group had committed past every acknowledged `acks=all` record.
-    pub done_at: Option<u64>,
-    /// Why the group did not get there within the bound, if it did not.
-    pub stuck: Option<String>,
-}
-
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// `max.poll.interval.ms` of a member incarnation that stalls (`--stalls`); it stalls
 /// 0.3-2.3 s longer than this.
 const STALL_POLL_INTERVAL_MS: u64 = 2_500;
+
+/// Raises each data partition's entry in `highest` to the high watermark `consumer` cached
+/// from its last Fetch answer. The highest, not the last: the records a `poll` returns may
+/// come from an earlier answer than the last one, and a new leader can report a lower high
+/// watermark for a while (KIP-207). Every answer's records are returned no earlier than the
+/// `poll` that took the answer in, after which this samples it.
+fn note_high_watermarks(consumer: &Consumer, highest: &mut BTreeMap<i32, i64>) {
+    for partition in 0..PARTITIONS {
+        if let Some(hw) = consumer.cached_high_watermark(&TopicPartition::new(TOPIC, partition)) {
+            let e = highest.entry(partition).or_insert(hw);
+            *e = (*e).max(hw);
+        }
+    }
+}
 
 /// turmoil's simulated TCP for the consumer's connections.
 fn sim_dialer() -> Dialer {
@@ -199,6 +164,31 @@ fn check_finished(history: &Rc<RefCell<History>>) -> bool {
     false
 }
 
+/// One member of the group across its incarnations.
+struct Member {
+    history: Rc<RefCell<History>>,
+    nodes: usize,
+    index: usize,
+    strategy: &'static str,
+    workload: GroupWorkload,
+    rng: SplitMix64,
+    /// Its own stream, so that the other draws stay what they are without `--stalls`.
+    stall_rng: SplitMix64,
+    /// The generation and assignment the previous incarnation last reported.
+    predecessor: Option<(i32, BTreeSet<i32>)>,
+}
+
+/// One incarnation of a member: its consumer and what it last reported.
+struct Incarnation {
+    label: String,
+    consumer: Consumer,
+    /// This incarnation gets stuck once in its processing, past max.poll.interval.ms.
+    stall_ms: Option<u64>,
+    /// The member id, generation and assignment it last reported.
+    last: Option<(String, i32, BTreeSet<i32>)>,
+    high_watermarks: BTreeMap<i32, i64>,
+}
+
 /// One member: a consumer per incarnation, until the group is done.
 async fn member(
     history: Rc<RefCell<History>>,
@@ -208,93 +198,99 @@ async fn member(
     seed: u64,
     workload: GroupWorkload,
 ) {
-    let mut rng = SplitMix64::new(seed ^ 0x6709_0000 ^ (index as u64) << 8);
-    // Its own stream, so that the other draws stay what they are without `--stalls`.
-    let mut stall_rng = SplitMix64::new(seed ^ 0x5747_0000 ^ (index as u64) << 8);
-    sleep_ms(rng.next_below(2_000) as u64).await;
+    let mut m = Member {
+        history,
+        nodes,
+        index,
+        strategy,
+        workload,
+        rng: SplitMix64::new(seed ^ 0x6709_0000 ^ (index as u64) << 8),
+        stall_rng: SplitMix64::new(seed ^ 0x5747_0000 ^ (index as u64) << 8),
+        predecessor: None,
+    };
+    sleep_ms(m.rng.next_below(2_000) as u64).await;
     let mut incarnation = 0;
-    // The generation and assignment the previous incarnation last reported.
-    let mut predecessor: Option<(i32, BTreeSet<i32>)> = None;
-    while !check_finished(&history) {
+    while !check_finished(&m.history) {
         incarnation += 1;
-        let label = format!("m{index}.{incarnation}");
-        let mut config = consumer_config(nodes, strategy, &label, &mut rng);
-        if workload.static_members {
-            config.group_instance_id = Some(format!("sim-m{index}"));
+        let Some(mut inc) = m.start(format!("m{index}.{incarnation}")).await else {
+            continue;
+        };
+        // While the faults run, an incarnation lives a while; after them, until the end.
+        let lifetime_end = now_ms() as u64 + 1_500 + m.rng.next_below(4_500) as u64;
+        let vanish = m.rng.next_below(4) == 0;
+        m.live(&mut inc, lifetime_end).await;
+        m.end(inc, vanish).await;
+    }
+}
+
+impl Member {
+    /// A new incarnation's consumer, subscribed to the data topic.
+    async fn start(&mut self, label: String) -> Option<Incarnation> {
+        let mut config = consumer_config(self.nodes, self.strategy, &label, &mut self.rng);
+        if self.workload.static_members {
+            config.group_instance_id = Some(format!("sim-m{}", self.index));
         }
-        // This incarnation gets stuck once in its processing, past max.poll.interval.ms.
-        let mut stall_ms = (workload.stalls && stall_rng.next_below(4) == 0)
-            .then(|| STALL_POLL_INTERVAL_MS + 300 + stall_rng.next_below(2_000) as u64);
+        let stall_ms = (self.workload.stalls && self.stall_rng.next_below(4) == 0)
+            .then(|| STALL_POLL_INTERVAL_MS + 300 + self.stall_rng.next_below(2_000) as u64);
         if stall_ms.is_some() {
             config.max_poll_interval = Duration::from_millis(STALL_POLL_INTERVAL_MS);
         }
         let mut consumer = match Consumer::new(config).await {
             Ok(c) => c,
             Err(e) => {
-                history
+                self.history
                     .borrow_mut()
                     .event(format!("{label} cannot start: {e}"));
                 sleep_ms(200).await;
-                continue;
+                return None;
             }
         };
         if let Err(e) = consumer.subscribe(&[TOPIC]).await {
-            history
+            self.history
                 .borrow_mut()
                 .event(format!("{label} cannot subscribe: {e}"));
-            continue;
+            return None;
         }
-        history.borrow_mut().event(format!("{label} started"));
-        // While the faults run, an incarnation lives a while; after them, until the end.
-        let lifetime_end = now_ms() as u64 + 1_500 + rng.next_below(4_500) as u64;
-        let vanish = rng.next_below(4) == 0;
-        let mut last: Option<(String, i32, BTreeSet<i32>)> = None;
+        self.history.borrow_mut().event(format!("{label} started"));
+        Some(Incarnation {
+            label,
+            consumer,
+            stall_ms,
+            last: None,
+            high_watermarks: BTreeMap::new(),
+        })
+    }
+
+    /// Polls, records what it owns and reads, and commits, until its lifetime ends (while the
+    /// faults run) or the group workload finishes.
+    async fn live(&mut self, inc: &mut Incarnation, lifetime_end: u64) {
         loop {
-            if check_finished(&history) {
+            if check_finished(&self.history) {
                 break;
             }
-            let faults_over = history.borrow().faults_over;
+            let faults_over = self.history.borrow().faults_over;
             if !faults_over && now_ms() as u64 >= lifetime_end {
                 break;
             }
-            let polled = consumer.poll(Duration::from_millis(100)).await;
-            let (member_id, generation) = consumer.group_metadata();
-            let assignment: BTreeSet<i32> = consumer
+            let polled = inc.consumer.poll(Duration::from_millis(100)).await;
+            let (member_id, generation) = inc.consumer.group_metadata();
+            let assignment: BTreeSet<i32> = inc
+                .consumer
                 .assignment()
                 .into_iter()
                 .filter(|tp| tp.topic == TOPIC)
                 .map(|tp| tp.partition)
                 .collect();
             let at_ms = now_ms() as u64;
-            let snapshot = (member_id.clone(), generation, assignment.clone());
-            if last.as_ref() != Some(&snapshot) {
-                let mut h = history.borrow_mut();
-                h.event(format!(
-                    "{label} member {member_id} generation {generation} owns {assignment:?}"
-                ));
-                let took_over = last.is_none()
-                    && generation >= 0
-                    && !assignment.is_empty()
-                    && predecessor.as_ref().is_some_and(|(g, _)| *g == generation);
-                if took_over {
-                    let (_, before) = predecessor.as_ref().expect("took_over checked it");
-                    h.event(format!(
-                        "{label} took its static predecessor's place in generation {generation} without a rebalance (it owned {before:?})"
-                    ));
-                }
-                h.data.group.owned.push(Owned {
-                    consumer: label.clone(),
-                    member_id: member_id.clone(),
-                    generation,
-                    partitions: assignment,
-                    at_ms,
-                });
-                last = Some(snapshot);
-            }
+            note_high_watermarks(&inc.consumer, &mut inc.high_watermarks);
+            self.note_owned(inc, (member_id.clone(), generation, assignment), at_ms);
             let records = match polled {
                 Ok(r) => r,
                 Err(e) => {
-                    history.borrow_mut().event(format!("{label} poll: {e}"));
+                    let label = &inc.label;
+                    self.history
+                        .borrow_mut()
+                        .event(format!("{label} poll: {e}"));
                     sleep_ms(50).await;
                     continue;
                 }
@@ -302,79 +298,153 @@ async fn member(
             if records.is_empty() {
                 continue;
             }
-            let mut positions: BTreeMap<TopicPartition, i64> = BTreeMap::new();
-            {
-                let mut h = history.borrow_mut();
-                for r in &records {
-                    let value = r
-                        .value
-                        .as_ref()
-                        .map(|v| String::from_utf8_lossy(v).into_owned())
-                        .unwrap_or_default();
-                    h.data.group.reads.push(GroupRead {
+            let positions = self.note_reads(inc, &member_id, generation, &records, at_ms);
+            self.stall(inc).await;
+            self.commit(inc, generation, positions).await;
+        }
+    }
+
+    /// Records a new (member id, generation, assignment) the consumer reports.
+    fn note_owned(
+        &self,
+        inc: &mut Incarnation,
+        snapshot: (String, i32, BTreeSet<i32>),
+        at_ms: u64,
+    ) {
+        if inc.last.as_ref() == Some(&snapshot) {
+            return;
+        }
+        let label = &inc.label;
+        let (member_id, generation, assignment) = snapshot.clone();
+        let mut h = self.history.borrow_mut();
+        h.event(format!(
+            "{label} member {member_id} generation {generation} owns {assignment:?}"
+        ));
+        let took_over = inc.last.is_none()
+            && generation >= 0
+            && !assignment.is_empty()
+            && self
+                .predecessor
+                .as_ref()
+                .is_some_and(|(g, _)| *g == generation);
+        if took_over {
+            let (_, before) = self.predecessor.as_ref().expect("took_over checked it");
+            h.event(format!(
+                "{label} took its static predecessor's place in generation {generation} without a rebalance (it owned {before:?})"
+            ));
+        }
+        h.data.group.owned.push(Owned {
+            consumer: label.clone(),
+            member_id,
+            generation,
+            partitions: assignment,
+            at_ms,
+        });
+        inc.last = Some(snapshot);
+    }
+
+    /// Records what a poll returned; the positions to commit after it.
+    fn note_reads(
+        &self,
+        inc: &Incarnation,
+        member_id: &str,
+        generation: i32,
+        records: &[ConsumerRecord],
+        at_ms: u64,
+    ) -> BTreeMap<TopicPartition, i64> {
+        let mut positions = BTreeMap::new();
+        let mut h = self.history.borrow_mut();
+        for r in records {
+            let value = r
+                .value
+                .as_ref()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .unwrap_or_default();
+            h.data.group.reads.push(GroupRead {
+                consumer: inc.label.clone(),
+                member_id: member_id.to_string(),
+                generation,
+                partition: r.partition,
+                offset: r.offset,
+                value,
+                high_watermark: inc.high_watermarks.get(&r.partition).copied(),
+                at_ms,
+            });
+            let tp = TopicPartition::new(&*r.topic, r.partition);
+            positions.insert(tp, r.offset + 1);
+        }
+        positions
+    }
+
+    /// `--stalls`: the incarnation's one stall, while the faults run.
+    async fn stall(&self, inc: &mut Incarnation) {
+        if let Some(ms) = inc.stall_ms.filter(|_| !self.history.borrow().faults_over) {
+            // Stuck between reading and committing: the coordinator hands its partitions
+            // to the others meanwhile, and the commit that follows must not move theirs.
+            inc.stall_ms = None;
+            let label = &inc.label;
+            self.history
+                .borrow_mut()
+                .event(format!("{label} stalls {ms} ms before committing"));
+            sleep_ms(ms).await;
+        }
+    }
+
+    /// Commits what was just processed (at-least-once), as an application does.
+    async fn commit(
+        &self,
+        inc: &mut Incarnation,
+        generation: i32,
+        positions: BTreeMap<TopicPartition, i64>,
+    ) {
+        let label = &inc.label;
+        match inc.consumer.commit_sync(Some(positions.clone())).await {
+            Ok(()) => {
+                let at_ms = now_ms() as u64;
+                let mut h = self.history.borrow_mut();
+                let summary: Vec<String> = positions
+                    .iter()
+                    .map(|(tp, o)| format!("p{}@{o}", tp.partition))
+                    .collect();
+                h.event(format!(
+                    "{label} generation {generation} committed {summary:?}"
+                ));
+                for (tp, offset) in positions {
+                    h.data.group.commits.push(Commit {
                         consumer: label.clone(),
-                        member_id: member_id.clone(),
                         generation,
-                        partition: r.partition,
-                        offset: r.offset,
-                        value,
+                        partition: tp.partition,
+                        offset,
                         at_ms,
                     });
-                    let tp = TopicPartition::new(&*r.topic, r.partition);
-                    positions.insert(tp, r.offset + 1);
                 }
             }
-            if let Some(ms) = stall_ms.filter(|_| !history.borrow().faults_over) {
-                // Stuck between reading and committing: the coordinator hands its partitions
-                // to the others meanwhile, and the commit that follows must not move theirs.
-                stall_ms = None;
-                history
-                    .borrow_mut()
-                    .event(format!("{label} stalls {ms} ms before committing"));
-                sleep_ms(ms).await;
-            }
-            // Commit what was just processed (at-least-once), as an application does.
-            match consumer.commit_sync(Some(positions.clone())).await {
-                Ok(()) => {
-                    let at_ms = now_ms() as u64;
-                    let mut h = history.borrow_mut();
-                    let summary: Vec<String> = positions
-                        .iter()
-                        .map(|(tp, o)| format!("p{}@{o}", tp.partition))
-                        .collect();
-                    h.event(format!(
-                        "{label} generation {generation} committed {summary:?}"
-                    ));
-                    for (tp, offset) in positions {
-                        h.data.group.commits.push(Commit {
-                            consumer: label.clone(),
-                            generation,
-                            partition: tp.partition,
-                            offset,
-                            at_ms,
-                        });
-                    }
-                }
-                Err(e) => history.borrow_mut().event(format!(
-                    "{label} generation {generation} commit failed: {e}"
-                )),
-            }
+            Err(e) => self.history.borrow_mut().event(format!(
+                "{label} generation {generation} commit failed: {e}"
+            )),
         }
+    }
+
+    /// The incarnation leaves the group, or vanishes; the next starts a while later.
+    async fn end(&mut self, inc: Incarnation, vanish: bool) {
+        let label = inc.label;
         // Only a static member's next incarnation can take its place (a dynamic one joins as a
         // new member, whatever generation it lands in).
-        if workload.static_members {
-            predecessor = last.map(|(_, generation, assignment)| (generation, assignment));
+        if self.workload.static_members {
+            self.predecessor = inc
+                .last
+                .map(|(_, generation, assignment)| (generation, assignment));
         }
-        if vanish && !check_finished(&history) {
-            history.borrow_mut().event(format!("{label} vanishes"));
-            drop(consumer);
+        if vanish && !check_finished(&self.history) {
+            self.history.borrow_mut().event(format!("{label} vanishes"));
+            drop(inc.consumer);
         } else {
-            let result = consumer.close().await;
-            history
+            let result = inc.consumer.close().await;
+            self.history
                 .borrow_mut()
                 .event(format!("{label} left the group: {result:?}"));
         }
-        sleep_ms(200 + rng.next_below(1_300) as u64).await;
+        sleep_ms(200 + self.rng.next_below(1_300) as u64).await;
     }
 }
 

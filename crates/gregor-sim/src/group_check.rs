@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::checker::{Property, Violation};
-use crate::group::GroupHistory;
+use crate::history::GroupHistory;
+use crate::property::{Property, Violation};
 
 pub fn check(g: &GroupHistory, out: &mut Vec<Violation>) {
     two_owners(g, out);
@@ -137,7 +137,7 @@ fn nothing_skipped(g: &GroupHistory, out: &mut Vec<Violation>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::Owned;
+    use crate::history::Owned;
 
     fn owned(consumer: &str, member_id: &str, generation: i32, p: i32, at_ms: u64) -> Owned {
         Owned {

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-use crate::run::{Mode, Outcome, SimOptions};
+use crate::options::{Mode, Outcome, SimOptions};
 
 /// Why a child run gave no outcome.
 #[derive(Debug, thiserror::Error)]

@@ -37,11 +37,13 @@ struct Args {
     /// One JSON object per line instead of text.
     #[arg(long)]
     json: bool,
-    /// Plant a classic bug to see the checker catch it: ack-uncommitted, forget-vote, or
-    /// (with --replication) hw-max, truncate-to-hw, isr-shrink-early, skip-follower-fsync,
-    /// probe-fences-live, restamp-epoch, read-uncommitted, follower-forgets-producers,
-    /// election-keeps-epoch, (with --replication --groups) stale-sync,
-    /// replay-keeps-first-commit, fetch-past-commit.
+    /// Plant a classic bug to see the checker catch it: ack-uncommitted, forget-vote,
+    /// reload-stale-snapshot, committed-is-log-end, snapshot-without-epochs,
+    /// retry-timed-out-write, or (with --replication) hw-max, truncate-to-hw, isr-shrink-early,
+    /// skip-follower-fsync, probe-fences-live, restamp-epoch, read-uncommitted,
+    /// follower-forgets-producers, election-keeps-epoch, reuse-value-buffer, (with
+    /// --replication --groups) stale-sync, replay-keeps-first-commit, fetch-past-commit,
+    /// drop-last-record.
     #[arg(long)]
     plant: Option<String>,
     /// Run whole brokers replicating an RF 3 topic under producers and a consumer, instead of

@@ -16,7 +16,7 @@ use gregor_quorum::rpc::{self, Connector, ForwardError, ForwardHandler, KafkaRep
 use gregor_quorum::{ApplyListener, NodeId, Quorum, QuorumConfig, WriteError};
 
 use crate::ops::{Answer, Op, SIM_API_KEY};
-use crate::run::PlantedBug;
+use crate::options::PlantedBug;
 
 /// The controller listener port of every node.
 pub const PORT: u16 = 9093;
@@ -135,16 +135,31 @@ struct SimForward {
 /// How long a node waits for one operation to commit.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long the planted `RetryTimedOutWrite` waits for a write before it proposes it again,
+/// as a forwarding layer whose request timeout is shorter than a commit's round trip would.
+const SHORT_TIMEOUT: Duration = Duration::from_millis(20);
+
 impl SimForward {
     async fn run(&self, op: Op) -> Answer {
         let now = now_ms();
         if self.bug == Some(PlantedBug::AckUncommitted) {
             return self.run_acking_early(op, now).await;
         }
-        let result = self
+        let retry = self.bug == Some(PlantedBug::RetryTimedOutWrite);
+        let first = op.clone();
+        let timeout = if retry { SHORT_TIMEOUT } else { WRITE_TIMEOUT };
+        let mut result = self
             .quorum
-            .write(WRITE_TIMEOUT, move |c| op.apply(c, now))
+            .write(timeout, move |c| first.apply(c, now))
             .await;
+        if retry && matches!(result, Err(WriteError::Timeout)) {
+            // Planted bug: a retry hides the timeout from the client, though the first attempt
+            // may still commit; a creation that did is then refused as a duplicate.
+            result = self
+                .quorum
+                .write(WRITE_TIMEOUT, move |c| op.apply(c, now_ms()))
+                .await;
+        }
         match result {
             Ok((reply, applied_index)) => Answer::Done {
                 reply,

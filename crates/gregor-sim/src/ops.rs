@@ -69,24 +69,7 @@ impl Op {
             Op::Register {
                 broker,
                 incarnation,
-            } => {
-                let req = BrokerRegistrationRequest {
-                    broker_id: *broker,
-                    incarnation_id: Uuid::from_u128(*incarnation),
-                    endpoints: vec![BrokerEndpoint {
-                        name: "PLAINTEXT".into(),
-                        host: format!("b{broker}"),
-                        port: 9092,
-                        security_protocol: 0,
-                    }],
-                    rack: None,
-                };
-                let r = c.register_broker(&req, now_ms);
-                ControllerResult {
-                    records: r.records,
-                    response: Reply::Registered(r.response.map_err(|e| code(&e))),
-                }
-            }
+            } => register(c, *broker, *incarnation, now_ms),
             Op::Heartbeat { broker, epoch } => {
                 let hb = BrokerHeartbeat {
                     broker_id: *broker,
@@ -106,60 +89,9 @@ impl Op {
                 name,
                 partitions,
                 rf,
-            } => {
-                let req = CreateTopicsRequest {
-                    topics: vec![CreatableTopic::new(name.clone()).with_layout(*partitions, *rf)],
-                    validate_only: false,
-                };
-                let r = c.create_topics(&req);
-                let result = r
-                    .response
-                    .into_iter()
-                    .next()
-                    .map(|t| {
-                        t.result
-                            .map(|c| (c.topic_id.as_u128(), c.num_partitions))
-                            .map_err(|e| code(&e))
-                    })
-                    .unwrap_or_else(|| Err("no result".into()));
-                ControllerResult {
-                    records: r.records,
-                    response: Reply::Created(result),
-                }
-            }
-            Op::DeleteTopic { name } => {
-                let r = c.delete_topics(&[TopicRef::Name(name.clone())]);
-                let result = r
-                    .response
-                    .into_iter()
-                    .next()
-                    .map(|t| t.result.map(|(_, id)| id.as_u128()).map_err(|e| code(&e)))
-                    .unwrap_or_else(|| Err("no result".into()));
-                ControllerResult {
-                    records: r.records,
-                    response: Reply::Deleted(result),
-                }
-            }
-            Op::CreatePartitions { name, count } => {
-                let r = c.create_partitions(
-                    &[CreatePartitionsTopic {
-                        name: name.clone(),
-                        count: *count,
-                        assignments: None,
-                    }],
-                    false,
-                );
-                let result = r
-                    .response
-                    .into_iter()
-                    .next()
-                    .map(|(_, r)| r.map_err(|e| code(&e)))
-                    .unwrap_or_else(|| Err("no result".into()));
-                ControllerResult {
-                    records: r.records,
-                    response: Reply::Partitions(result),
-                }
-            }
+            } => create_topic(c, name, *partitions, *rf),
+            Op::DeleteTopic { name } => delete_topic(c, name),
+            Op::CreatePartitions { name, count } => create_partitions(c, name, *count),
             Op::Tick => {
                 let records = c.tick(now_ms);
                 let n = records.len();
@@ -169,5 +101,92 @@ impl Op {
                 }
             }
         }
+    }
+}
+
+/// A broker registration, as a registering broker sends it.
+fn register(
+    c: &mut Controller,
+    broker: i32,
+    incarnation: u128,
+    now_ms: i64,
+) -> ControllerResult<Reply> {
+    let req = BrokerRegistrationRequest {
+        broker_id: broker,
+        incarnation_id: Uuid::from_u128(incarnation),
+        endpoints: vec![BrokerEndpoint {
+            name: "PLAINTEXT".into(),
+            host: format!("b{broker}"),
+            port: 9092,
+            security_protocol: 0,
+        }],
+        rack: None,
+    };
+    let r = c.register_broker(&req, now_ms);
+    ControllerResult {
+        records: r.records,
+        response: Reply::Registered(r.response.map_err(|e| code(&e))),
+    }
+}
+
+fn create_topic(
+    c: &mut Controller,
+    name: &str,
+    partitions: i32,
+    rf: i16,
+) -> ControllerResult<Reply> {
+    let req = CreateTopicsRequest {
+        topics: vec![CreatableTopic::new(name.to_string()).with_layout(partitions, rf)],
+        validate_only: false,
+    };
+    let r = c.create_topics(&req);
+    let result = r
+        .response
+        .into_iter()
+        .next()
+        .map(|t| {
+            t.result
+                .map(|c| (c.topic_id.as_u128(), c.num_partitions))
+                .map_err(|e| code(&e))
+        })
+        .unwrap_or_else(|| Err("no result".into()));
+    ControllerResult {
+        records: r.records,
+        response: Reply::Created(result),
+    }
+}
+
+fn delete_topic(c: &mut Controller, name: &str) -> ControllerResult<Reply> {
+    let r = c.delete_topics(&[TopicRef::Name(name.to_string())]);
+    let result = r
+        .response
+        .into_iter()
+        .next()
+        .map(|t| t.result.map(|(_, id)| id.as_u128()).map_err(|e| code(&e)))
+        .unwrap_or_else(|| Err("no result".into()));
+    ControllerResult {
+        records: r.records,
+        response: Reply::Deleted(result),
+    }
+}
+
+fn create_partitions(c: &mut Controller, name: &str, count: i32) -> ControllerResult<Reply> {
+    let r = c.create_partitions(
+        &[CreatePartitionsTopic {
+            name: name.to_string(),
+            count,
+            assignments: None,
+        }],
+        false,
+    );
+    let result = r
+        .response
+        .into_iter()
+        .next()
+        .map(|(_, r)| r.map_err(|e| code(&e)))
+        .unwrap_or_else(|| Err("no result".into()));
+    ControllerResult {
+        records: r.records,
+        response: Reply::Partitions(result),
     }
 }

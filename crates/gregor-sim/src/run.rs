@@ -11,165 +11,19 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use gregor_meta::MetadataImage;
 use gregor_quorum::NodeId;
-use serde::{Deserialize, Serialize};
 
-use crate::checker::{check_acked, Property, Violation};
+use crate::checker::check_acked;
 use crate::fence_check::{Fence, HealthLog};
+use crate::history::{History, OpRecord};
 use crate::links::LinkTable;
 use crate::node::{address, host_name, run_node, Live, NodeContext, Registry};
-use crate::scenario::{Scenario, Target};
-use crate::workload::{self, History};
+use crate::options::{Mode, Outcome, PlantedBug, SimOptions};
+use crate::property::{Property, Violation};
+use crate::scenario::{Fault, Scenario, Target};
+use crate::workload;
 
 mod checks;
 mod faults;
-use faults::Active;
-
-/// A classic quorum bug the simulator can plant (in its own layer, never in the broker) to
-/// show that the checker finds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum PlantedBug {
-    /// A node acknowledges a write it decided and appended but that did not commit in time.
-    AckUncommitted,
-    /// A node forgets its vote (and term) when it restarts: its vote file is reset to empty.
-    ForgetVote,
-    /// Replicated runs: a partition leader takes the high watermark as the largest durable log
-    /// end over the ISR instead of the smallest (planted in the broker through
-    /// `gregor_broker::util::plant_on_this_thread`, which only a simulation can use).
-    HighWatermarkMax,
-    /// Replicated runs: a follower truncates to its high watermark instead of using the
-    /// leader's epochs (Kafka before KIP-101).
-    TruncateToHighWatermark,
-    /// Replicated runs: a leader applies its own ISR shrink before the controller commits it.
-    IsrShrinkBeforeCommit,
-    /// Replicated runs: a follower does not sync fetched batches before its next fetch tells
-    /// the leader it has them (found by `--power-loss` runs).
-    SkipFollowerSync,
-    /// `--groups` runs: the group coordinator answers a follower's SyncGroup that arrives
-    /// before the leader's assignment with the follower's assignment of the previous
-    /// generation.
-    StaleSyncAssignment,
-    /// Replicated runs: the controller's liveness probe (on taking over, or when a broker's
-    /// heartbeat connection closes) takes a listening broker for gone and fences it.
-    ProbeFencesLive,
-    /// Replicated runs: a follower stamps the batches it fetches with its current leader
-    /// epoch, so its log leaves the leader's below the high watermark without it ever being
-    /// elected (found by `replica-logs-diverge` only).
-    FollowerRestampsEpoch,
-    /// Replicated runs: a leader serves consumers up to its log end instead of its high
-    /// watermark (found by `read-above-high-watermark`).
-    ConsumerReadsUncommitted,
-    /// Replicated runs: a follower appends fetched batches without recording their idempotent
-    /// producers, so once it leads it writes a producer's retry of a batch it already holds a
-    /// second time (found by `idempotent-duplicate`).
-    FollowerForgetsProducers,
-    /// `--groups` runs: a group coordinator loading a `__consumer_offsets` partition keeps the
-    /// first commit of each group's partition instead of the last, so after the coordinator
-    /// moves members resume from an old offset (found by `committed-offset-went-back`).
-    ReplayKeepsFirstCommit,
-    /// `--groups` runs: the group coordinator answers OffsetFetch with the offset after the
-    /// committed one, so a member resuming from it skips a record (found by
-    /// `group-skipped-records`).
-    FetchPastCommit,
-    /// Replicated runs: the metadata image keeps the leader epoch on an election that also
-    /// sets the ISR, so two brokers lead one epoch in turn (found by `two-leaders-in-epoch`).
-    ElectionKeepsLeaderEpoch,
-}
-
-impl PlantedBug {
-    /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 14] = [
-        ("ack-uncommitted", PlantedBug::AckUncommitted),
-        ("forget-vote", PlantedBug::ForgetVote),
-        ("hw-max", PlantedBug::HighWatermarkMax),
-        ("truncate-to-hw", PlantedBug::TruncateToHighWatermark),
-        ("isr-shrink-early", PlantedBug::IsrShrinkBeforeCommit),
-        ("skip-follower-fsync", PlantedBug::SkipFollowerSync),
-        ("stale-sync", PlantedBug::StaleSyncAssignment),
-        ("probe-fences-live", PlantedBug::ProbeFencesLive),
-        ("restamp-epoch", PlantedBug::FollowerRestampsEpoch),
-        ("read-uncommitted", PlantedBug::ConsumerReadsUncommitted),
-        (
-            "follower-forgets-producers",
-            PlantedBug::FollowerForgetsProducers,
-        ),
-        (
-            "replay-keeps-first-commit",
-            PlantedBug::ReplayKeepsFirstCommit,
-        ),
-        ("fetch-past-commit", PlantedBug::FetchPastCommit),
-        ("election-keeps-epoch", PlantedBug::ElectionKeepsLeaderEpoch),
-    ];
-
-    /// The bug named `name` on the command line.
-    pub fn from_name(name: &str) -> Option<PlantedBug> {
-        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
-    }
-
-    /// This bug's command-line name.
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, b)| *b == self)
-            .map(|(n, _)| *n)
-            .expect("every bug is in ALL")
-    }
-}
-
-/// What runs on the simulated hosts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub enum Mode {
-    /// Controller quorum members, driven with controller operations.
-    #[default]
-    Quorum,
-    /// Whole brokers (controller and broker roles) replicating an RF 3 topic, driven by
-    /// producers and a consumer.
-    Replication,
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SimOptions {
-    pub seed: u64,
-    pub bug: Option<PlantedBug>,
-    pub mode: Mode,
-    /// Disk faults: crashes become power losses, and outages of the whole cluster (see
-    /// [`Scenario::with_power_losses`]).
-    pub power_loss: bool,
-    /// Replicated runs: reassignments and preferred elections of the data topic's partitions
-    /// while the faults run (see `admin.rs`).
-    pub admin: bool,
-    /// Replicated runs: a consumer group of two or three members consumes the data topic
-    /// while the faults run (see `group.rs`).
-    pub groups: bool,
-    /// Replicated runs with `groups`: members that stop polling past their
-    /// `max.poll.interval.ms` and then commit (see `group.rs`).
-    pub stalls: bool,
-    /// Replicated runs with `groups`: every member has a `group.instance.id`, which each of
-    /// its incarnations keeps (see `group.rs`).
-    pub static_members: bool,
-    /// Replicated runs: full disks and failing fsyncs (see [`Scenario::with_disk_faults`]).
-    pub disk_faults: bool,
-    /// Replicated runs: slow fsyncs on one node at a time, overlapping the other faults (see
-    /// [`Scenario::with_slow_disks`]).
-    pub slow_disk: bool,
-    /// Replicated runs: one node's wall clock jumps, overlapping the other faults (see
-    /// [`Scenario::with_clock_jumps`]).
-    pub clock_jumps: bool,
-    /// Replicated runs: a data partition's leader crashes, then its successor just after it
-    /// takes over (see [`Scenario::with_cascading_crashes`]).
-    pub cascading_crashes: bool,
-    /// Replicated runs: side topics created, grown and deleted, and unclean elections of
-    /// their partitions, while the faults run (see `topics.rs`).
-    pub topic_admin: bool,
-    /// Replicated runs: the cluster split in two, after the other faults (see
-    /// [`Scenario::with_splits`]).
-    pub splits: bool,
-    /// Replicated runs: partitions that are not transitive, a bridge node reaching both sides,
-    /// after the other faults (see [`Scenario::with_bridges`]).
-    pub bridges: bool,
-    /// More crashes, power losses, network and disk faults that overlap the others and each
-    /// other (see [`Scenario::with_overlaps`]).
-    pub overlaps: bool,
-}
 
 /// The brokers' wall clock: simulated time after a fixed epoch.
 fn broker_clock_ms() -> i64 {
@@ -177,29 +31,29 @@ fn broker_clock_ms() -> i64 {
     EPOCH_MS + turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as i64)
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Outcome {
-    pub seed: u64,
-    pub nodes: usize,
-    pub trace_hash: u64,
-    /// The event trace (left out of the JSON a user asks for; a child process sends it).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub trace: Vec<String>,
-    pub violations: Vec<Violation>,
-    /// Simulated time the run took.
-    pub sim_ms: u64,
-    pub ops: usize,
-    /// Acknowledged operations (quorum runs) or acknowledged `acks=all` batches (replicated runs).
-    pub acked: usize,
-    /// Nodes that lost power (`--power-loss` runs).
-    #[serde(default)]
-    pub power_cuts: usize,
+/// A fault in progress, with its targets resolved.
+struct Active {
+    end_ms: u64,
+    fault: Fault,
+    a: usize,
+    b: usize,
+    /// A cascading crash: the leader epoch its first crash left, and the second crash.
+    cascade: Option<CascadeState>,
+    /// The span in which this fault keeps the nodes it touches from counting as healthy.
+    span: usize,
 }
 
-impl Outcome {
-    pub fn passed(&self) -> bool {
-        self.violations.is_empty()
-    }
+struct CascadeState {
+    /// The partition's leader epoch when its leader crashed.
+    epoch: i32,
+    /// The successor to crash, and when.
+    next: Option<(usize, u64)>,
+    /// The successor, once crashed.
+    crashed: Option<usize>,
+    /// How long both stay down after the successor's crash.
+    hold_ms: u64,
+    /// The successor's span of ill health (see [`Active::span`]).
+    span: Option<usize>,
 }
 
 /// One simulation step.
@@ -240,6 +94,23 @@ fn live_nodes(registry: &Rc<RefCell<Registry>>) -> Vec<Option<Live>> {
 }
 
 impl Observer {
+    fn new(nodes: usize) -> Self {
+        Observer {
+            leaders: BTreeMap::new(),
+            applied_ids: BTreeMap::new(),
+            applied: vec![(0, 0); nodes],
+            terms: Vec::new(),
+            current_leader: None,
+            violations: Vec::new(),
+            partition_leaders: BTreeMap::new(),
+            last_images: Vec::new(),
+            health: HealthLog::default(),
+            registrations: BTreeMap::new(),
+            registrations_index: 0,
+            seen_starts: Vec::new(),
+        }
+    }
+
     fn observe(
         &mut self,
         now: u64,
@@ -384,17 +255,15 @@ impl Observer {
                                 t.name, reg.leader_epoch, reg.leader, reg.isr
                             ),
                         );
-                        if t.name == crate::data::TOPIC {
-                            history
-                                .borrow_mut()
-                                .data
-                                .leader_epochs
-                                .push(crate::data::EpochSeen {
+                        if t.name == crate::history::TOPIC {
+                            history.borrow_mut().data.leader_epochs.push(
+                                crate::history::EpochSeen {
                                     partition: p,
                                     leader_epoch: reg.leader_epoch,
                                     leader: reg.leader,
                                     at_ms: now,
-                                });
+                                },
+                            );
                         }
                     }
                 }
@@ -737,7 +606,7 @@ fn hosted_side_logs_differ(registry: &Rc<RefCell<Registry>>) -> Vec<String> {
         let wanted: std::collections::BTreeSet<(String, i32)> = image
             .topics()
             .values()
-            .filter(|t| t.name.starts_with(crate::topics::SIDE_PREFIX))
+            .filter(|t| t.name.starts_with(crate::side_view::SIDE_PREFIX))
             .flat_map(|t| {
                 t.partitions
                     .iter()
@@ -749,18 +618,12 @@ fn hosted_side_logs_differ(registry: &Rc<RefCell<Registry>>) -> Vec<String> {
             .replicas
             .all()
             .iter()
-            .filter(|p| p.topic.starts_with(crate::topics::SIDE_PREFIX))
+            .filter(|p| p.topic.starts_with(crate::side_view::SIDE_PREFIX))
             .map(|p| (p.topic.clone(), p.index))
             .collect();
         out.extend(checks::side_logs_differ(i, &wanted, &hosted));
     }
     out
-}
-
-pub(crate) fn image_digest(image: &MetadataImage) -> u64 {
-    let mut h = fnv::FnvHasher::default();
-    h.write(format!("{image:?}").as_bytes());
-    h.finish()
 }
 
 /// Runs one seed to its end and checks it.
@@ -783,71 +646,8 @@ pub fn run_seed(options: SimOptions) -> Outcome {
 }
 
 fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
-    // The brokers read simulated time and do their file work inline (see gregor-broker's
-    // `util::Simulation`); harmless for quorum runs, which use neither.
-    gregor_broker::util::install_simulation(gregor_broker::util::Simulation {
-        now_ms: broker_clock_ms,
-    });
-    gregor_broker::util::plant_on_this_thread(match options.bug {
-        Some(PlantedBug::HighWatermarkMax) => {
-            Some(gregor_broker::util::PlantedBug::HighWatermarkMaxOverIsr)
-        }
-        Some(PlantedBug::TruncateToHighWatermark) => {
-            Some(gregor_broker::util::PlantedBug::TruncateToHighWatermark)
-        }
-        Some(PlantedBug::IsrShrinkBeforeCommit) => {
-            Some(gregor_broker::util::PlantedBug::IsrShrinkBeforeCommit)
-        }
-        Some(PlantedBug::SkipFollowerSync) => {
-            Some(gregor_broker::util::PlantedBug::SkipFollowerSync)
-        }
-        Some(PlantedBug::StaleSyncAssignment) => {
-            Some(gregor_broker::util::PlantedBug::StaleSyncAssignment)
-        }
-        Some(PlantedBug::ProbeFencesLive) => Some(gregor_broker::util::PlantedBug::ProbeFencesLive),
-        Some(PlantedBug::FollowerRestampsEpoch) => {
-            Some(gregor_broker::util::PlantedBug::FollowerRestampsEpoch)
-        }
-        Some(PlantedBug::ConsumerReadsUncommitted) => {
-            Some(gregor_broker::util::PlantedBug::ConsumerReadsUncommitted)
-        }
-        Some(PlantedBug::FollowerForgetsProducers) => {
-            Some(gregor_broker::util::PlantedBug::FollowerSkipsProducerState)
-        }
-        Some(PlantedBug::ReplayKeepsFirstCommit) => {
-            Some(gregor_broker::util::PlantedBug::ReplayKeepsFirstCommit)
-        }
-        Some(PlantedBug::FetchPastCommit) => Some(gregor_broker::util::PlantedBug::FetchPastCommit),
-        Some(PlantedBug::ElectionKeepsLeaderEpoch) => {
-            Some(gregor_broker::util::PlantedBug::ElectionKeepsLeaderEpoch)
-        }
-        Some(PlantedBug::AckUncommitted | PlantedBug::ForgetVote) | None => None,
-    });
-    let mut scenario = match options.power_loss {
-        false => Scenario::from_seed(options.seed),
-        true => Scenario::from_seed(options.seed).with_power_losses(),
-    };
-    if options.disk_faults {
-        scenario = scenario.with_disk_faults();
-    }
-    if options.slow_disk {
-        scenario = scenario.with_slow_disks();
-    }
-    if options.clock_jumps {
-        scenario = scenario.with_clock_jumps();
-    }
-    if options.cascading_crashes {
-        scenario = scenario.with_cascading_crashes(crate::data::PARTITIONS);
-    }
-    if options.splits {
-        scenario = scenario.with_splits();
-    }
-    if options.bridges {
-        scenario = scenario.with_bridges();
-    }
-    if options.overlaps {
-        scenario = scenario.with_overlaps(options.power_loss, options.disk_faults);
-    }
+    plant_bugs(options.bug);
+    let scenario = scenario_of(&options);
     let clock_skews: Vec<Arc<AtomicI64>> = (0..scenario.nodes)
         .map(|_| Arc::new(AtomicI64::new(0)))
         .collect();
@@ -855,58 +655,17 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     let dirs: Vec<_> = (0..scenario.nodes)
         .map(|i| root.path().join(host_name(i)).join("__cluster_metadata-0"))
         .collect();
-    // Each node's disk: its data directory, empty and durable at the start.
-    let disks: Vec<Option<Arc<gregor_log::FaultInjector>>> = (0..scenario.nodes)
-        .map(|i| {
-            (options.power_loss || options.disk_faults || options.slow_disk).then(|| {
-                let data_dir = root.path().join(host_name(i));
-                std::fs::create_dir_all(&data_dir).expect("a node's data directory");
-                gregor_log::FaultInjector::power_model(&data_dir)
-                    .expect("a power model of an empty directory")
-            })
-        })
-        .collect();
-    let sim = turmoil::Builder::new()
-        .simulation_duration(Duration::from_secs(3600))
-        .tick_duration(Duration::from_millis(TICK_MS))
-        .min_message_latency(Duration::from_millis(1))
-        .max_message_latency(Duration::from_millis(scenario.max_latency_ms))
-        .epoch(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
-        .tcp_capacity(4096)
-        .rng_seed(options.seed)
-        .build();
-    let registry = Rc::new(RefCell::new(Registry {
-        quorums: vec![None; scenario.nodes],
-        brokers: vec![None; scenario.nodes],
-        starts: vec![0; scenario.nodes],
-        start_errors: Vec::new(),
-        disk_failing: vec![false; scenario.nodes],
-        expected_start_errors: Vec::new(),
-    }));
+    let disks = node_disks(&options, scenario.nodes, root.path());
+    let sim = build_sim(&options, &scenario);
+    let registry = new_registry(scenario.nodes);
     let history = Rc::new(RefCell::new(History::default()));
     history.borrow_mut().trace.push(format!("{scenario:?}"));
-    let voters: BTreeMap<NodeId, String> = (0..scenario.nodes)
-        .map(|i| (i as NodeId, address(i)))
-        .collect();
     let mut driver = Driver {
         sim,
         scenario: scenario.clone(),
         registry: registry.clone(),
         history: history.clone(),
-        observer: Observer {
-            leaders: BTreeMap::new(),
-            applied_ids: BTreeMap::new(),
-            applied: vec![(0, 0); scenario.nodes],
-            terms: Vec::new(),
-            current_leader: None,
-            violations: Vec::new(),
-            partition_leaders: BTreeMap::new(),
-            last_images: Vec::new(),
-            health: HealthLog::default(),
-            registrations: BTreeMap::new(),
-            registrations_index: 0,
-            seen_starts: Vec::new(),
-        },
+        observer: Observer::new(scenario.nodes),
         bug: options.bug,
         dirs: dirs.clone(),
         disks: disks.clone(),
@@ -924,33 +683,186 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         let ctx = NodeContext {
             node: i,
             dir: dir.clone(),
-            voters: voters.clone(),
+            voters: voters(scenario.nodes),
             scenario: scenario.clone(),
             bug: options.bug,
             registry: registry.clone(),
             faults: disks[i].clone(),
             clock_skew: clock_skews[i].clone(),
         };
-        match options.mode {
-            Mode::Quorum => driver
-                .sim
-                .host(host_name(i).as_str(), move || run_node(ctx.clone())),
-            Mode::Replication => driver.sim.host(host_name(i).as_str(), move || {
-                crate::broker_node::run_broker_node(ctx.clone())
-            }),
-        }
+        host_node(&mut driver.sim, options.mode, i, ctx);
     }
+    start_client(&mut driver.sim, &options, &history, scenario.nodes);
+    let mut violations = driver.run();
+    violations.append(&mut driver.observer.violations);
+    let ops = history.borrow().ops.clone();
+    check_end(&options, &driver, &ops, &mut violations);
+    violations.extend(disks_bypassed(&disks, root.path()));
+    violations.sort_by_key(|v| v.property);
+    violations.dedup();
+    let sim_ms = driver.now();
+    let power_cuts = driver.power_cuts;
+    // Stop every host before the directory goes away.
+    drop(driver);
+    let run = RunEnd {
+        nodes: scenario.nodes,
+        sim_ms,
+        power_cuts,
+    };
+    outcome_of(&options, &history, &ops, violations, run)
+}
+
+fn new_registry(nodes: usize) -> Rc<RefCell<Registry>> {
+    Rc::new(RefCell::new(Registry {
+        quorums: vec![None; nodes],
+        brokers: vec![None; nodes],
+        starts: vec![0; nodes],
+        start_errors: Vec::new(),
+        disk_failing: vec![false; nodes],
+        expected_start_errors: Vec::new(),
+    }))
+}
+
+/// Files the nodes wrote around their fault-injecting disks.
+fn disks_bypassed(
+    disks: &[Option<Arc<gregor_log::FaultInjector>>],
+    root: &std::path::Path,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (i, disk) in disks.iter().enumerate() {
+        let bypassed = disk
+            .as_ref()
+            .map(|d| d.untracked_paths())
+            .unwrap_or_default();
+        let root = root.join(host_name(i));
+        out.extend(checks::disk_bypassed(i, &bypassed, &root));
+    }
+    out
+}
+
+/// Installs the brokers' simulated clock and plants the run's bug where it lives.
+fn plant_bugs(bug: Option<PlantedBug>) {
+    use gregor_broker::simulation::PlantedBug as Broker;
+    // The brokers read simulated time and do their file work inline (see gregor-broker's
+    // `simulation::Simulation`); harmless for quorum runs, which use neither.
+    gregor_broker::simulation::install_simulation(gregor_broker::simulation::Simulation {
+        now_ms: broker_clock_ms,
+    });
+    gregor_broker::simulation::plant_on_this_thread(match bug {
+        Some(PlantedBug::HighWatermarkMax) => Some(Broker::HighWatermarkMaxOverIsr),
+        Some(PlantedBug::TruncateToHighWatermark) => Some(Broker::TruncateToHighWatermark),
+        Some(PlantedBug::IsrShrinkBeforeCommit) => Some(Broker::IsrShrinkBeforeCommit),
+        Some(PlantedBug::SkipFollowerSync) => Some(Broker::SkipFollowerSync),
+        Some(PlantedBug::StaleSyncAssignment) => Some(Broker::StaleSyncAssignment),
+        Some(PlantedBug::ProbeFencesLive) => Some(Broker::ProbeFencesLive),
+        Some(PlantedBug::FollowerRestampsEpoch) => Some(Broker::FollowerRestampsEpoch),
+        Some(PlantedBug::ConsumerReadsUncommitted) => Some(Broker::ConsumerReadsUncommitted),
+        Some(PlantedBug::FollowerForgetsProducers) => Some(Broker::FollowerSkipsProducerState),
+        Some(PlantedBug::ReplayKeepsFirstCommit) => Some(Broker::ReplayKeepsFirstCommit),
+        Some(PlantedBug::FetchPastCommit) => Some(Broker::FetchPastCommit),
+        Some(PlantedBug::ElectionKeepsLeaderEpoch) => Some(Broker::ElectionKeepsLeaderEpoch),
+        _ => None,
+    });
+    if let Some(bug) = bug {
+        bug.plant_in_quorum_and_client();
+    }
+}
+
+/// The seed's scenario with the fault kinds the options ask for.
+fn scenario_of(options: &SimOptions) -> Scenario {
+    let mut scenario = match options.power_loss {
+        false => Scenario::from_seed(options.seed),
+        true => Scenario::from_seed(options.seed).with_power_losses(),
+    };
+    if options.disk_faults {
+        scenario = scenario.with_disk_faults();
+    }
+    if options.slow_disk {
+        scenario = scenario.with_slow_disks();
+    }
+    if options.clock_jumps {
+        scenario = scenario.with_clock_jumps();
+    }
+    if options.cascading_crashes {
+        scenario = scenario.with_cascading_crashes(crate::history::PARTITIONS);
+    }
+    if options.splits {
+        scenario = scenario.with_splits();
+    }
+    if options.bridges {
+        scenario = scenario.with_bridges();
+    }
+    if options.overlaps {
+        scenario = scenario.with_overlaps(options.power_loss, options.disk_faults);
+    }
+    scenario
+}
+
+/// Each node's disk, when the run injects disk faults: its data directory, empty and durable
+/// at the start.
+fn node_disks(
+    options: &SimOptions,
+    nodes: usize,
+    root: &std::path::Path,
+) -> Vec<Option<Arc<gregor_log::FaultInjector>>> {
+    (0..nodes)
+        .map(|i| {
+            (options.power_loss || options.disk_faults || options.slow_disk).then(|| {
+                let data_dir = root.join(host_name(i));
+                std::fs::create_dir_all(&data_dir).expect("a node's data directory");
+                gregor_log::FaultInjector::power_model(&data_dir)
+                    .expect("a power model of an empty directory")
+            })
+        })
+        .collect()
+}
+
+/// The turmoil simulation of the seed: its timings and message latencies.
+fn build_sim<'a>(options: &SimOptions, scenario: &Scenario) -> turmoil::Sim<'a> {
+    turmoil::Builder::new()
+        .simulation_duration(Duration::from_secs(3600))
+        .tick_duration(Duration::from_millis(TICK_MS))
+        .min_message_latency(Duration::from_millis(1))
+        .max_message_latency(Duration::from_millis(scenario.max_latency_ms))
+        .epoch(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+        .tcp_capacity(4096)
+        .rng_seed(options.seed)
+        .build()
+}
+
+/// The controller quorum's voters and their addresses.
+fn voters(nodes: usize) -> BTreeMap<NodeId, String> {
+    (0..nodes).map(|i| (i as NodeId, address(i))).collect()
+}
+
+/// Hosts node `i`: a controller quorum member, or a whole broker.
+fn host_node(sim: &mut turmoil::Sim<'_>, mode: Mode, i: usize, ctx: NodeContext) {
+    match mode {
+        Mode::Quorum => sim.host(host_name(i).as_str(), move || run_node(ctx.clone())),
+        Mode::Replication => sim.host(host_name(i).as_str(), move || {
+            crate::broker_node::run_broker_node(ctx.clone())
+        }),
+    }
+}
+
+/// The client host: controller operations, or the data-plane workloads.
+fn start_client(
+    sim: &mut turmoil::Sim<'_>,
+    options: &SimOptions,
+    history: &Rc<RefCell<History>>,
+    nodes: usize,
+) {
     match options.mode {
-        Mode::Quorum => driver.sim.client(
+        Mode::Quorum => sim.client(
             "client",
-            workload::run(history.clone(), options.seed, scenario.nodes),
+            workload::run(history.clone(), options.seed, nodes),
         ),
-        Mode::Replication => driver.sim.client(
+        Mode::Replication => sim.client(
             "client",
-            crate::data::run(
+            crate::traffic::run(
                 history.clone(),
                 options.seed,
-                scenario.nodes,
+                nodes,
                 options.admin,
                 options.groups.then_some(crate::group::GroupWorkload {
                     stalls: options.stalls,
@@ -960,8 +872,18 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
             ),
         ),
     }
-    let mut violations = driver.run();
-    violations.append(&mut driver.observer.violations);
+}
+
+/// The checks of the end state: nodes that failed to start, every node's final image against
+/// the acknowledged history and the others', and (replicated runs) the data and fences.
+fn check_end(
+    options: &SimOptions,
+    driver: &Driver<'_>,
+    ops: &[OpRecord],
+    violations: &mut Vec<Violation>,
+) {
+    let registry = &driver.registry;
+    let history = &driver.history;
     for (node, e) in registry.borrow().expected_start_errors.iter() {
         history.borrow_mut().trace.push(format!(
             "n{node} could not start on its failing or powerless disk: {e}"
@@ -969,51 +891,52 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     }
     violations.extend(checks::start_failures(&registry.borrow().start_errors));
     // The end state of every node.
-    let finals: Vec<Option<(u64, Arc<MetadataImage>)>> = live_nodes(&registry)
+    let finals: Vec<Option<(u64, Arc<MetadataImage>)>> = live_nodes(registry)
         .iter()
         .map(|q| {
             q.as_ref()
                 .map(|q| (q.quorum().applied_index(), q.quorum().image()))
         })
         .collect();
-    let ops = history.borrow().ops.clone();
     let converged = !violations.iter().any(|v| v.property == Property::Liveness);
     for (i, f) in finals.iter().enumerate() {
         let Some((applied, image)) = f else { continue };
         history.borrow_mut().trace.push(format!(
             "end n{i} applied={applied} image={:016x} topics={} brokers={}",
-            image_digest(image),
+            checks::image_digest(image),
             image.topics().len(),
             image.brokers().len()
         ));
-        violations.extend(check_acked(&ops, i, image));
+        violations.extend(check_acked(ops, i, image));
     }
     violations.extend(checks::images_diverge(&finals, converged));
     if options.mode == Mode::Replication {
         violations.extend(crate::data_check::check(&history.borrow().data));
         violations.extend(crate::fence_check::check(&driver.observer.health));
     }
-    for (i, disk) in disks.iter().enumerate() {
-        let bypassed = disk
-            .as_ref()
-            .map(|d| d.untracked_paths())
-            .unwrap_or_default();
-        let root = root.path().join(host_name(i));
-        violations.extend(checks::disk_bypassed(i, &bypassed, &root));
-    }
-    violations.sort_by_key(|v| v.property);
-    violations.dedup();
-    let sim_ms = driver.now();
-    let power_cuts = driver.power_cuts;
-    // Stop every host before the directory goes away.
-    drop(driver);
+}
+
+/// What the driver knows of a run once its hosts stopped.
+struct RunEnd {
+    nodes: usize,
+    sim_ms: u64,
+    power_cuts: usize,
+}
+
+/// The outcome, with the violations at the end of the trace.
+fn outcome_of(
+    options: &SimOptions,
+    history: &Rc<RefCell<History>>,
+    ops: &[OpRecord],
+    violations: Vec<Violation>,
+    run: RunEnd,
+) -> Outcome {
     let mut h = history.borrow_mut();
     for v in &violations {
         h.trace
             .push(format!("violation {}: {}", v.property, v.detail));
     }
     let trace = std::mem::take(&mut h.trace);
-    let acked_batches = h.data.acked_all.len();
     let mut hasher = fnv::FnvHasher::default();
     for line in &trace {
         hasher.write(line.as_bytes());
@@ -1021,16 +944,16 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
     }
     Outcome {
         seed: options.seed,
-        nodes: scenario.nodes,
+        nodes: run.nodes,
         trace_hash: hasher.finish(),
         trace,
         acked: match options.mode {
             Mode::Quorum => ops.iter().filter(|o| o.reply.is_some()).count(),
-            Mode::Replication => acked_batches,
+            Mode::Replication => h.data.acked_all.len(),
         },
         ops: ops.len(),
         violations,
-        sim_ms,
-        power_cuts,
+        sim_ms: run.sim_ms,
+        power_cuts: run.power_cuts,
     }
 }

@@ -24,11 +24,11 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::checker::{Property, Violation};
 use crate::data::{decode_records, produce_request, sleep_ms, Links};
+use crate::history::History;
 use crate::node::now_ms;
-use crate::topics::{send, side_view, SideView};
-use crate::workload::History;
+use crate::property::{Property, Violation};
+use crate::side_view::{send, side_view, SideView};
 
 /// After the side topics settle, each partition must read to its high watermark within this
 /// much simulated time.

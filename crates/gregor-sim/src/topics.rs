@@ -25,16 +25,13 @@ use gregor_client::admin::topics::{
 use gregor_client::error::{KafkaCode, KafkaError};
 use gregor_client::types::TopicPartition;
 use gregor_meta::SplitMix64;
-use kafka_protocol::messages::MetadataRequest;
 
-use crate::checker::{Property, Violation};
 use crate::data::{sleep_ms, Links};
+use crate::history::History;
 use crate::node::now_ms;
+use crate::property::{Property, Violation};
 use crate::side_records::{self, SideLog};
-use crate::workload::History;
-
-/// Side topics' names start with this.
-pub const SIDE_PREFIX: &str = "side-";
+use crate::side_view::{send, side_view, SideView, SIDE_PREFIX};
 
 /// After the faults, the side topics must settle (metadata agreed, every partition led and
 /// writable) within this much simulated time.
@@ -133,6 +130,15 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
     }
 }
 
+/// The admin client's state while the faults run.
+struct Admin {
+    history: Rc<RefCell<History>>,
+    links: Links,
+    sides: BTreeMap<String, Side>,
+    log: Rc<RefCell<SideLog>>,
+    next_id: usize,
+}
+
 /// The admin client while the faults run: what its answers say of each side topic, and its
 /// connections.
 async fn administer(
@@ -142,183 +148,184 @@ async fn administer(
     log: Rc<RefCell<SideLog>>,
 ) -> (BTreeMap<String, Side>, Links) {
     let mut rng = SplitMix64::new(seed ^ 0x7091_c5ad_7091_c5ad);
-    let mut links = Links::new(nodes, "sim-topic-admin");
-    let mut sides: BTreeMap<String, Side> = BTreeMap::new();
-    let mut next_id = 0;
-    while !history.borrow().faults_over {
+    let mut admin = Admin {
+        history,
+        links: Links::new(nodes, "sim-topic-admin"),
+        sides: BTreeMap::new(),
+        log,
+        next_id: 0,
+    };
+    while !admin.history.borrow().faults_over {
         sleep_ms(300 + rng.next_below(1_200) as u64).await;
         let node = rng.next_below(nodes);
-        // Topics that may still exist and have not been sent a deletion.
-        let candidates: Vec<String> = sides
-            .iter()
-            .filter(|(_, s)| s.created != Outcome::Refused && s.deleted.is_none())
-            .map(|(n, _)| n.clone())
-            .collect();
-        let pick = |rng: &mut SplitMix64| candidates[rng.next_below(candidates.len())].clone();
-        let op = match rng.next_below(8) {
-            3 | 4 if !candidates.is_empty() => {
-                let topic = pick(&mut rng);
-                let to = sides[&topic].known_partitions() + 1 + rng.next_below(2) as i32;
-                Op::Grow { topic, to }
-            }
-            5 if !candidates.is_empty() => Op::Delete {
-                topic: pick(&mut rng),
-            },
-            6 | 7 if !candidates.is_empty() => {
-                let topic = pick(&mut rng);
-                let partition = rng.next_below(sides[&topic].known_partitions() as usize) as i32;
-                Op::Unclean { topic, partition }
-            }
-            _ => Op::Create {
-                partitions: 1 + rng.next_below(3) as i32,
-                rf: 2 + rng.next_below(2) as i16,
-            },
-        };
-        match op {
-            Op::Create { partitions, rf } => {
-                let name = format!("{SIDE_PREFIX}{next_id}");
-                next_id += 1;
-                let req = create_topics_request(
-                    &[NewTopic {
-                        name: name.clone(),
-                        num_partitions: Some(partitions),
-                        replication_factor: Some(rf),
-                        ..NewTopic::default()
-                    }],
-                    CreateTopicsOptions {
-                        validate_only: false,
-                        timeout_ms: ADMIN_TIMEOUT_MS,
-                    },
-                    5,
-                )
-                .expect("a CreateTopics with counts encodes at v5");
-                let answer = send(&mut links, node, &req, 5).await;
-                let result = answer.and_then(|r| {
-                    parse_create_topics(r)
-                        .into_iter()
-                        .find(|(n, _)| *n == name)
-                        .map(|(_, r)| r.map(|_| ()))
-                        .ok_or_else(|| "no result for the topic".to_string())
-                });
-                let created = match &result {
-                    // Each name is asked for once; "already exists" means a forwarding
-                    // attempt that the controller applied answered after another one.
-                    Err(_) => Outcome::Unknown,
-                    Ok(Err(e)) if e.code == KafkaCode::TOPIC_ALREADY_EXISTS => Outcome::Applied,
-                    Ok(r) => outcome_of(r),
-                };
-                history.borrow_mut().event(format!(
-                    "admin create {name} ({partitions} partitions, RF {rf}) via n{node}: {}",
-                    describe(&result)
-                ));
-                sides.insert(
-                    name,
-                    Side {
-                        created,
-                        initial_partitions: partitions,
-                        grown: Vec::new(),
-                        deleted: None,
-                    },
-                );
-            }
-            Op::Grow { topic, to } => {
-                let req = create_partitions_request(
-                    &[NewPartitions {
-                        topic: topic.clone(),
-                        total_count: to,
-                        assignments: None,
-                    }],
-                    false,
-                    ADMIN_TIMEOUT_MS,
-                );
-                let result = send(&mut links, node, &req, 2)
-                    .await
-                    .and_then(|r| first_result(parse_create_partitions(r), &topic));
-                history.borrow_mut().event(format!(
-                    "admin add partitions to {topic} (to {to}) via n{node}: {}",
-                    describe(&result)
-                ));
-                // "Already has that many": an earlier attempt of this request, sent again to a
-                // new controller, may have applied it.
-                let o = outcome_unless(&result, KafkaCode::INVALID_PARTITIONS);
-                if let Some(s) = sides.get_mut(&topic) {
-                    s.grown.push((to, o));
-                }
-            }
-            Op::Delete { topic } => {
-                let req = delete_topics_request(std::slice::from_ref(&topic), ADMIN_TIMEOUT_MS, 4);
-                let result = send(&mut links, node, &req, 4)
-                    .await
-                    .and_then(|r| first_result(parse_delete_topics(r), &topic));
-                history.borrow_mut().event(format!(
-                    "admin delete {topic} via n{node}: {}",
-                    describe(&result)
-                ));
-                // Either a creation whose outcome was unknown did not apply, or an earlier
-                // attempt of this very request did: a broker that forwards it sends it again
-                // to a new controller after the old one fails (as Kafka's do).
-                let o = outcome_unless(&result, KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
-                if let Some(s) = sides.get_mut(&topic) {
-                    s.deleted = Some(o);
-                }
-            }
-            Op::Unclean { topic, partition } => {
-                // A partition without a leader (every in-sync replica down) if the node knows
-                // one: that is where an unclean election does something.
-                let leaderless = side_view(&mut links, node).await.and_then(|v| {
-                    v.into_iter().find_map(|(t, leaders)| {
-                        let p = leaders.iter().position(|&l| l < 0)?;
-                        Some((t, p as i32))
-                    })
-                });
-                let (topic, partition) = leaderless.unwrap_or((topic, partition));
-                log.borrow_mut().unclean_asked(&topic, partition);
-                let tp = TopicPartition::new(topic.clone(), partition);
-                let req = elect_leaders_request(
-                    ElectionType::Unclean,
-                    Some(std::slice::from_ref(&tp)),
-                    ADMIN_TIMEOUT_MS,
-                    1,
-                )
-                .expect("an unclean election encodes at v1");
-                let answer = send(&mut links, node, &req, 1).await;
-                let what = match answer.map(parse_elect_leaders) {
-                    Ok(Ok(results)) => results
-                        .into_iter()
-                        .map(|(_, r)| match r {
-                            Ok(()) => "elected".to_string(),
-                            Err(e) => e.code.name().to_string(),
-                        })
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    Ok(Err(e)) => format!("refused: {e}"),
-                    Err(e) => format!("answer lost: {e}"),
-                };
-                history.borrow_mut().event(format!(
-                    "admin unclean election of {topic}-{partition} via n{node}: {what}"
-                ));
-            }
+        match next_op(&mut rng, &admin.sides) {
+            Op::Create { partitions, rf } => admin.create(node, partitions, rf).await,
+            Op::Grow { topic, to } => admin.grow(node, topic, to).await,
+            Op::Delete { topic } => admin.delete(node, topic).await,
+            Op::Unclean { topic, partition } => admin.unclean(node, topic, partition).await,
         }
     }
-    (sides, links)
+    (admin.sides, admin.links)
 }
 
-/// Sends `req` to `node`; an error string when no answer came (the outcome is then unknown).
-pub(crate) async fn send<R: kafka_protocol::protocol::Request>(
-    links: &mut Links,
-    node: usize,
-    req: &R,
-    version: i16,
-) -> Result<R::Response, String> {
-    let Some(c) = links.conn(node).await else {
-        return Err("cannot connect".into());
-    };
-    match c.send(req, version).await {
-        Ok(r) => Ok(r),
-        Err(e) => {
-            links.drop_conn(node);
-            Err(e.to_string())
+/// What the admin client asks next, drawn from `rng`.
+fn next_op(rng: &mut SplitMix64, sides: &BTreeMap<String, Side>) -> Op {
+    // Topics that may still exist and have not been sent a deletion.
+    let candidates: Vec<String> = sides
+        .iter()
+        .filter(|(_, s)| s.created != Outcome::Refused && s.deleted.is_none())
+        .map(|(n, _)| n.clone())
+        .collect();
+    let pick = |rng: &mut SplitMix64| candidates[rng.next_below(candidates.len())].clone();
+    match rng.next_below(8) {
+        3 | 4 if !candidates.is_empty() => {
+            let topic = pick(rng);
+            let to = sides[&topic].known_partitions() + 1 + rng.next_below(2) as i32;
+            Op::Grow { topic, to }
         }
+        5 if !candidates.is_empty() => Op::Delete { topic: pick(rng) },
+        6 | 7 if !candidates.is_empty() => {
+            let topic = pick(rng);
+            let partition = rng.next_below(sides[&topic].known_partitions() as usize) as i32;
+            Op::Unclean { topic, partition }
+        }
+        _ => Op::Create {
+            partitions: 1 + rng.next_below(3) as i32,
+            rf: 2 + rng.next_below(2) as i16,
+        },
+    }
+}
+
+impl Admin {
+    /// Creates a side topic with a new name.
+    async fn create(&mut self, node: usize, partitions: i32, rf: i16) {
+        let name = format!("{SIDE_PREFIX}{}", self.next_id);
+        self.next_id += 1;
+        let req = create_topics_request(
+            &[NewTopic {
+                name: name.clone(),
+                num_partitions: Some(partitions),
+                replication_factor: Some(rf),
+                ..NewTopic::default()
+            }],
+            CreateTopicsOptions {
+                validate_only: false,
+                timeout_ms: ADMIN_TIMEOUT_MS,
+            },
+            5,
+        )
+        .expect("a CreateTopics with counts encodes at v5");
+        let answer = send(&mut self.links, node, &req, 5).await;
+        let result = answer.and_then(|r| {
+            parse_create_topics(r)
+                .into_iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, r)| r.map(|_| ()))
+                .ok_or_else(|| "no result for the topic".to_string())
+        });
+        let created = match &result {
+            // Each name is asked for once; "already exists" means a forwarding
+            // attempt that the controller applied answered after another one.
+            Err(_) => Outcome::Unknown,
+            Ok(Err(e)) if e.code == KafkaCode::TOPIC_ALREADY_EXISTS => Outcome::Applied,
+            Ok(r) => outcome_of(r),
+        };
+        self.history.borrow_mut().event(format!(
+            "admin create {name} ({partitions} partitions, RF {rf}) via n{node}: {}",
+            describe(&result)
+        ));
+        self.sides.insert(
+            name,
+            Side {
+                created,
+                initial_partitions: partitions,
+                grown: Vec::new(),
+                deleted: None,
+            },
+        );
+    }
+
+    /// Adds partitions to a side topic.
+    async fn grow(&mut self, node: usize, topic: String, to: i32) {
+        let req = create_partitions_request(
+            &[NewPartitions {
+                topic: topic.clone(),
+                total_count: to,
+                assignments: None,
+            }],
+            false,
+            ADMIN_TIMEOUT_MS,
+        );
+        let result = send(&mut self.links, node, &req, 2)
+            .await
+            .and_then(|r| first_result(parse_create_partitions(r), &topic));
+        self.history.borrow_mut().event(format!(
+            "admin add partitions to {topic} (to {to}) via n{node}: {}",
+            describe(&result)
+        ));
+        // "Already has that many": an earlier attempt of this request, sent again to a
+        // new controller, may have applied it.
+        let o = outcome_unless(&result, KafkaCode::INVALID_PARTITIONS);
+        if let Some(s) = self.sides.get_mut(&topic) {
+            s.grown.push((to, o));
+        }
+    }
+
+    /// Deletes a side topic.
+    async fn delete(&mut self, node: usize, topic: String) {
+        let req = delete_topics_request(std::slice::from_ref(&topic), ADMIN_TIMEOUT_MS, 4);
+        let result = send(&mut self.links, node, &req, 4)
+            .await
+            .and_then(|r| first_result(parse_delete_topics(r), &topic));
+        self.history.borrow_mut().event(format!(
+            "admin delete {topic} via n{node}: {}",
+            describe(&result)
+        ));
+        // Either a creation whose outcome was unknown did not apply, or an earlier
+        // attempt of this very request did: a broker that forwards it sends it again
+        // to a new controller after the old one fails (as Kafka's do).
+        let o = outcome_unless(&result, KafkaCode::UNKNOWN_TOPIC_OR_PARTITION);
+        if let Some(s) = self.sides.get_mut(&topic) {
+            s.deleted = Some(o);
+        }
+    }
+
+    /// Asks for an unclean election of a side topic's partition.
+    async fn unclean(&mut self, node: usize, topic: String, partition: i32) {
+        // A partition without a leader (every in-sync replica down) if the node knows
+        // one: that is where an unclean election does something.
+        let leaderless = side_view(&mut self.links, node).await.and_then(|v| {
+            v.into_iter().find_map(|(t, leaders)| {
+                let p = leaders.iter().position(|&l| l < 0)?;
+                Some((t, p as i32))
+            })
+        });
+        let (topic, partition) = leaderless.unwrap_or((topic, partition));
+        self.log.borrow_mut().unclean_asked(&topic, partition);
+        let tp = TopicPartition::new(topic.clone(), partition);
+        let req = elect_leaders_request(
+            ElectionType::Unclean,
+            Some(std::slice::from_ref(&tp)),
+            ADMIN_TIMEOUT_MS,
+            1,
+        )
+        .expect("an unclean election encodes at v1");
+        let answer = send(&mut self.links, node, &req, 1).await;
+        let what = match answer.map(parse_elect_leaders) {
+            Ok(Ok(results)) => results
+                .into_iter()
+                .map(|(_, r)| match r {
+                    Ok(()) => "elected".to_string(),
+                    Err(e) => e.code.name().to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            Ok(Err(e)) => format!("refused: {e}"),
+            Err(e) => format!("answer lost: {e}"),
+        };
+        self.history.borrow_mut().event(format!(
+            "admin unclean election of {topic}-{partition} via n{node}: {what}"
+        ));
     }
 }
 
@@ -349,34 +356,6 @@ fn describe(result: &Result<Result<(), KafkaError>, String>) -> String {
         Ok(Err(e)) => format!("refused: {}", e.code.name()),
         Err(e) => format!("answer lost: {e}"),
     }
-}
-
-/// Side topics as one node's metadata lists them: name -> the leader of each partition, in
-/// partition order (-1: none).
-pub(crate) type SideView = BTreeMap<String, Vec<i32>>;
-
-pub(crate) async fn side_view(links: &mut Links, node: usize) -> Option<SideView> {
-    let mut req = MetadataRequest::default();
-    req.topics = None; // every topic
-    let resp = send(links, node, &req, 9).await.ok()?;
-    Some(
-        resp.topics
-            .into_iter()
-            .filter_map(|t| {
-                let name = t.name?.0.to_string();
-                if !name.starts_with(SIDE_PREFIX) || t.error_code != 0 {
-                    return None;
-                }
-                let mut leaders: Vec<(i32, i32)> = t
-                    .partitions
-                    .iter()
-                    .map(|p| (p.partition_index, p.leader_id.0))
-                    .collect();
-                leaders.sort_unstable();
-                Some((name, leaders.into_iter().map(|(_, l)| l).collect()))
-            })
-            .collect(),
-    )
 }
 
 /// After the faults: metadata agreed and as acknowledged, every partition led and writable.

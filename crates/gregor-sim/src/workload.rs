@@ -10,51 +10,9 @@ use std::time::Duration;
 use gregor_meta::SplitMix64;
 use gregor_quorum::rpc::{RpcClient, RpcRequest, RpcResponse};
 
+use crate::history::{History, OpRecord};
 use crate::node::{address, now_ms, SimConnector};
 use crate::ops::{Answer, Op, Reply, SIM_API_KEY};
-
-/// One operation as the client saw it.
-#[derive(Debug, Clone)]
-pub struct OpRecord {
-    pub id: usize,
-    pub op: Op,
-    pub end_ms: u64,
-    /// Some attempt failed in a way that may still have committed it (timeout, lost
-    /// connection): a later attempt may then see its effect.
-    pub indeterminate: bool,
-    /// The acknowledged answer, if any attempt got one.
-    pub reply: Option<Reply>,
-}
-
-/// The history of a run, shared by the workload and the driver.
-#[derive(Debug, Default)]
-pub struct History {
-    pub ops: Vec<OpRecord>,
-    pub trace: Vec<String>,
-    /// Set by the driver once every fault has ended and healed.
-    pub faults_over: bool,
-    /// The write sent after the faults ended: when it was sent and acknowledged.
-    pub final_write: Option<(u64, Option<u64>)>,
-    /// Whether that write created its topic (it cannot when no broker is unfenced).
-    pub final_created: bool,
-    pub done: bool,
-    /// What the data workload of a replicated run saw.
-    pub data: crate::data::DataHistory,
-}
-
-impl History {
-    /// Records an event at simulated time `at_ms`.
-    pub fn event_at(&mut self, at_ms: u64, msg: impl AsRef<str>) {
-        let line = format!("{at_ms:>7} {}", msg.as_ref());
-        self.trace.push(line);
-    }
-
-    /// Records an event from inside the simulation (at the current simulated time).
-    pub fn event(&mut self, msg: impl AsRef<str>) {
-        let line = format!("{:>7} {}", now_ms(), msg.as_ref());
-        self.trace.push(line);
-    }
-}
 
 /// Time the client keeps retrying one operation before giving up on it.
 const OP_DEADLINE_MS: u64 = 20_000;

@@ -2,12 +2,19 @@
 //! shown failing on a hand-built observation.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::Hasher;
 use std::sync::Arc;
 
 use gregor_meta::MetadataImage;
 
-use super::image_digest;
-use crate::checker::{Property, Violation};
+use crate::property::{Property, Violation};
+
+/// A digest of a node's image, to compare images across nodes cheaply.
+pub(super) fn image_digest(image: &MetadataImage) -> u64 {
+    let mut h = fnv::FnvHasher::default();
+    h.write(format!("{image:?}").as_bytes());
+    h.finish()
+}
 
 /// `applied-entries-differ`: the entry `node` applied at `index` (its leader id) against the
 /// first one any node was seen applying there.

@@ -5,36 +5,12 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{Driver, PendingCut, PlantedBug};
-use crate::checker::{Property, Violation};
+use super::{Active, CascadeState, Driver, PendingCut};
 use crate::links::LinkOp;
 use crate::node::host_name;
+use crate::options::PlantedBug;
+use crate::property::{Property, Violation};
 use crate::scenario::{Episode, Fault};
-
-/// A fault in progress, with its targets resolved.
-pub(super) struct Active {
-    pub(super) end_ms: u64,
-    fault: Fault,
-    a: usize,
-    b: usize,
-    /// A cascading crash: the leader epoch its first crash left, and the second crash.
-    cascade: Option<CascadeState>,
-    /// The span in which this fault keeps the nodes it touches from counting as healthy.
-    span: usize,
-}
-
-struct CascadeState {
-    /// The partition's leader epoch when its leader crashed.
-    epoch: i32,
-    /// The successor to crash, and when.
-    next: Option<(usize, u64)>,
-    /// The successor, once crashed.
-    crashed: Option<usize>,
-    /// How long both stay down after the successor's crash.
-    hold_ms: u64,
-    /// The successor's span of ill health (see [`Active::span`]).
-    span: Option<usize>,
-}
 
 /// A cascading crash waits this long for a successor to take over (a broker session timeout
 /// and an election) before it ends without a second crash.
@@ -42,7 +18,46 @@ const CASCADE_TAKEOVER_WAIT_MS: u64 = 6_000;
 
 impl Driver<'_> {
     pub(super) fn begin(&mut self, e: &Episode) -> Active {
-        let a = match e.fault {
+        let (a, b) = self.targets(&e.fault);
+        self.start(e, a, b);
+        let what = self.describe(&e.fault, a, b);
+        let now = self.now();
+        self.history
+            .borrow_mut()
+            .event_at(now, format!("fault {what} for {}ms", e.duration_ms));
+        let cascade = match e.fault {
+            Fault::Cascade { partition, .. } => Some(CascadeState {
+                epoch: self
+                    .observer
+                    .partition_leader(crate::history::TOPIC, partition)
+                    .map_or(-1, |(epoch, _)| epoch),
+                next: None,
+                crashed: None,
+                hold_ms: e.duration_ms,
+                span: None,
+            }),
+            _ => None,
+        };
+        let wait_ms = match e.fault {
+            Fault::Cascade { .. } => CASCADE_TAKEOVER_WAIT_MS,
+            _ => 0,
+        };
+        let touched = self.touched(&e.fault, a, b);
+        let span = self.observer.health.open(touched, now, what);
+        Active {
+            span,
+            end_ms: self.now() + wait_ms + e.duration_ms,
+            fault: e.fault.clone(),
+            a,
+            b,
+            cascade,
+        }
+    }
+
+    /// The nodes a fault targets, resolved against what the driver saw (the leader, a
+    /// partition's leader); `b` is `a` for faults of one node.
+    fn targets(&mut self, fault: &Fault) -> (usize, usize) {
+        let a = match *fault {
             Fault::Crash { node }
             | Fault::Isolate { node }
             | Fault::Pause { node }
@@ -58,14 +73,19 @@ impl Driver<'_> {
             Fault::Bridge { ref left, .. } => left.first().copied().unwrap_or(0),
             Fault::Cascade { partition, .. } => self
                 .observer
-                .partition_leader(crate::data::TOPIC, partition)
+                .partition_leader(crate::history::TOPIC, partition)
                 .map_or(0, |(_, leader)| leader),
         };
-        let b = match e.fault {
+        let b = match *fault {
             Fault::OneWay { to, .. } => self.observer.resolve(to),
             Fault::Delay { b, .. } => self.observer.resolve(b),
             _ => a,
         };
+        (a, b)
+    }
+
+    /// Applies the fault to its targets.
+    fn start(&mut self, e: &Episode, a: usize, b: usize) {
         let (ha, hb) = (host_name(a), host_name(b));
         match e.fault {
             Fault::Crash { .. } => self.take_down(a),
@@ -121,38 +141,6 @@ impl Driver<'_> {
                 ref right,
             } => self.cut_between(left, right, true),
             _ => {}
-        }
-        let what = self.describe(&e.fault, a, b);
-        let now = self.now();
-        self.history
-            .borrow_mut()
-            .event_at(now, format!("fault {what} for {}ms", e.duration_ms));
-        let cascade = match e.fault {
-            Fault::Cascade { partition, .. } => Some(CascadeState {
-                epoch: self
-                    .observer
-                    .partition_leader(crate::data::TOPIC, partition)
-                    .map_or(-1, |(epoch, _)| epoch),
-                next: None,
-                crashed: None,
-                hold_ms: e.duration_ms,
-                span: None,
-            }),
-            _ => None,
-        };
-        let wait_ms = match e.fault {
-            Fault::Cascade { .. } => CASCADE_TAKEOVER_WAIT_MS,
-            _ => 0,
-        };
-        let touched = self.touched(&e.fault, a, b);
-        let span = self.observer.health.open(touched, now, what);
-        Active {
-            span,
-            end_ms: self.now() + wait_ms + e.duration_ms,
-            fault: e.fault.clone(),
-            a,
-            b,
-            cascade,
         }
     }
 
@@ -211,7 +199,7 @@ impl Driver<'_> {
                 delay_ms,
             } => format!(
                 "crash n{a}, leader of {}-{partition}, then its successor {delay_ms}ms after it takes over",
-                crate::data::TOPIC
+                crate::history::TOPIC
             ),
         }
     }
@@ -349,7 +337,7 @@ impl Driver<'_> {
             None => {
                 let Some((epoch, leader)) = self
                     .observer
-                    .partition_leader(crate::data::TOPIC, partition)
+                    .partition_leader(crate::history::TOPIC, partition)
                 else {
                     return;
                 };
@@ -357,7 +345,7 @@ impl Driver<'_> {
                     c.next = Some((leader, now + delay_ms));
                     self.history.borrow_mut().event_at(
                         now,
-                        format!("n{leader} leads {}-{partition} at epoch {epoch}; it crashes in {delay_ms}ms", crate::data::TOPIC),
+                        format!("n{leader} leads {}-{partition} at epoch {epoch}; it crashes in {delay_ms}ms", crate::history::TOPIC),
                     );
                 }
             }

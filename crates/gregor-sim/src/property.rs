@@ -1,0 +1,114 @@
+//! The properties a run is held to and the violations the checkers report.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A property the checker holds the run to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Property {
+    /// Every acknowledged write is in every node's final image.
+    AckedWriteLost,
+    /// An acknowledged answer that no history explains (for example "already exists" for a
+    /// topic nobody created).
+    WrongAnswer,
+    /// After healing, every node applied the same index and holds the same image.
+    ImagesDiverge,
+    /// No two nodes apply different entries at the same log index (Raft's state machine
+    /// safety). openraft 0.9 (without `single-term-leader`) orders leaders by (term, node id),
+    /// so two leaders in one term are legal there; what must never happen is two different
+    /// entries committed at one index.
+    AppliedEntriesDiffer,
+    /// A node's applied metadata never goes backwards while it runs.
+    AppliedWentBack,
+    /// A voter's Raft term (kept with its vote on its disk) went back, across a restart or
+    /// not: it could then vote twice in one term.
+    TermWentBack,
+    /// After the faults stop, a write commits and every node applies it within the bound.
+    Liveness,
+    /// A node restarted on its own files.
+    NodeFailedToStart,
+    /// Replicated runs: an acknowledged `acks=all` record is not at its acknowledged offset
+    /// with its value when the log is read again after the faults.
+    AckedRecordLost,
+    /// Replicated runs: a consumer read two different records at one offset.
+    OffsetHoldsTwoRecords,
+    /// Replicated runs: a consumer fetch skipped offsets.
+    ReadGap,
+    /// Replicated runs: a consumer was given a record at or above the high watermark.
+    ReadAboveHighWatermark,
+    /// Replicated runs: a consumer read a record no producer sent.
+    RecordNeverSent,
+    /// Replicated runs: the high watermark reported in one leader epoch went back.
+    HighWatermarkWentBack,
+    /// Replicated runs: two nodes' metadata named different leaders for one partition and
+    /// leader epoch.
+    TwoLeadersInEpoch,
+    /// Replicated runs: a record of the idempotent producer is in the log twice.
+    IdempotentDuplicate,
+    /// `--power-loss` runs: a file in a node's data directory was created or written without
+    /// going through the simulated disk, so the power model cannot tell what survives.
+    DiskBypassed,
+    /// `--groups` runs: two members owned one partition in one generation.
+    TwoOwnersInGeneration,
+    /// `--groups` runs: an acknowledged offset commit moved a partition's committed offset
+    /// back.
+    CommittedOffsetWentBack,
+    /// `--groups` runs: an offset below a committed one was never given to any member.
+    GroupSkippedRecords,
+    /// `--topic-admin` runs: after the faults, a node's open side-topic logs are not the ones
+    /// its metadata assigns it (a deleted topic's log left, an added partition's missing).
+    HostedLogsDiffer,
+    /// Replicated runs: the controller fenced a broker that had been up, unpaused and with
+    /// every link working for longer than its session (see `fence_check.rs`).
+    HealthyBrokerFenced,
+    /// Replicated runs: at the end, an in-sync follower's log is not its leader's, byte for
+    /// byte, below the leader's high watermark (`replica_logs.rs`).
+    ReplicaLogsDiverge,
+}
+
+impl fmt::Display for Property {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Property::AckedWriteLost => "acked-write-lost",
+            Property::HostedLogsDiffer => "hosted-logs-differ",
+            Property::HealthyBrokerFenced => "healthy-broker-fenced",
+            Property::ReplicaLogsDiverge => "replica-logs-diverge",
+            Property::WrongAnswer => "wrong-answer",
+            Property::ImagesDiverge => "images-diverge",
+            Property::AppliedEntriesDiffer => "applied-entries-differ",
+            Property::AppliedWentBack => "applied-went-back",
+            Property::TermWentBack => "term-went-back",
+            Property::Liveness => "liveness",
+            Property::NodeFailedToStart => "node-failed-to-start",
+            Property::AckedRecordLost => "acked-record-lost",
+            Property::OffsetHoldsTwoRecords => "offset-holds-two-records",
+            Property::ReadGap => "read-gap",
+            Property::ReadAboveHighWatermark => "read-above-high-watermark",
+            Property::RecordNeverSent => "record-never-sent",
+            Property::HighWatermarkWentBack => "high-watermark-went-back",
+            Property::TwoLeadersInEpoch => "two-leaders-in-epoch",
+            Property::IdempotentDuplicate => "idempotent-duplicate",
+            Property::DiskBypassed => "disk-bypassed",
+            Property::TwoOwnersInGeneration => "two-owners-in-generation",
+            Property::CommittedOffsetWentBack => "committed-offset-went-back",
+            Property::GroupSkippedRecords => "group-skipped-records",
+        };
+        f.write_str(s)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    pub property: Property,
+    pub detail: String,
+}
+
+impl Violation {
+    pub fn new(property: Property, detail: impl Into<String>) -> Self {
+        Violation {
+            property,
+            detail: detail.into(),
+        }
+    }
+}

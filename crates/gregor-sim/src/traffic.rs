@@ -1,0 +1,58 @@
+//! The data-plane workloads of a replicated run side by side: the data topic's producers and
+//! consumer, and, as the options ask, partition admin, a consumer group and side topics.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use crate::data;
+use crate::group::GroupWorkload;
+use crate::history::History;
+
+/// The whole data workload: topic, producers and consumer. Sets `done` when the consumer's
+/// final pass has read every acknowledged record (or never, which the driver's bound reports).
+pub async fn run(
+    history: Rc<RefCell<History>>,
+    seed: u64,
+    nodes: usize,
+    admin: bool,
+    group: Option<GroupWorkload>,
+    topic_admin: bool,
+) -> turmoil::Result {
+    data::create_topic(&history, nodes).await;
+    let producers = async {
+        tokio::join!(
+            data::produce(history.clone(), nodes, seed, true),
+            data::produce(history.clone(), nodes, seed, false)
+        );
+        let mut h = history.borrow_mut();
+        h.data.producers_done = true;
+        h.event("producers done");
+    };
+    let admin_ops = async {
+        if admin {
+            crate::admin::run(history.clone(), nodes, seed).await;
+        }
+    };
+    let group = async {
+        if let Some(workload) = group {
+            crate::group::run(history.clone(), nodes, seed, workload).await;
+        }
+    };
+    let topic_ops = async {
+        if topic_admin {
+            crate::topics::run(history.clone(), nodes, seed).await;
+        }
+    };
+    tokio::join!(
+        producers,
+        data::consume(history.clone(), nodes),
+        admin_ops,
+        group,
+        topic_ops
+    );
+    let mut h = history.borrow_mut();
+    // The driver's liveness check: the first `acks=all` acknowledgement after the faults.
+    h.final_write = Some((0, h.data.first_ack_after_faults));
+    h.done = true;
+    Ok(())
+}
