@@ -275,27 +275,35 @@ def test_preferred_and_unclean_elections_with_gregor_and_kafka_clients(cluster_f
         # ELECTION_NOT_NEEDED is not an error to kafka-python.
         assert kafka_python_results(kp.elect_leaders(0, {"el": [1]})) == [
             ("el", 1, ELECTION_NOT_NEEDED)]
+    finally:
+        # kafka-python sends admin requests to the controller id it learnt last and learns
+        # another only on NOT_CONTROLLER; each broker names itself (as Kafka's name a live
+        # broker), so a client that last refreshed through broker 4 would wait out its request
+        # timeout once 4 is paused below. A new client learns the id of a live broker.
+        kp.close()
 
-        # dirty-0 is on 3 (fenced) and 4: 4 leads. Fence 4 as well: no leader, 4 stays the
-        # last ISR member. 3 comes back, live but out of sync: only an unclean election can
-        # give the partition a leader.
-        assert partitions(node, "dirty")[0] == (4, [3, 4], [4])
-        pause_until_fenced(c, c.nodes[4], node)
-        resume_until_unfenced(c.nodes[3], node)
-        assert partitions(node, "dirty")[0] == (-1, [3, 4], [4])
-        assert lines_of(describe(node, "--unavailable-partitions", topic="dirty")) == [
-            partition_line("dirty", 0, "none", [3, 4], [4])]
-        p = elect(node, "--election-type", "preferred", "--topic", "dirty", "--partition", "0")
-        assert p.returncode == 1 and "PREFERRED_LEADER_NOT_AVAILABLE (80)" in p.stdout, p.stdout
-        p = elect(node, "--election-type", "unclean", "--topic", "dirty", "--partition", "0")
-        assert (p.returncode, p.stdout) == (
-            0, "Successfully completed leader election (UNCLEAN) for partitions dirty-0\n"), \
-            p.stderr
-        wait_until(lambda: partitions(node, "dirty")[0] == (3, [3, 4], [3]), 10,
-                   "the unclean leader in metadata")
-        assert lines_of(describe(node, topic="dirty"))[1] == partition_line(
-            "dirty", 0, 3, [3, 4], [3])
-        # kafka-python, unclean, on a partition that now has a leader.
+    # dirty-0 is on 3 (fenced) and 4: 4 leads. Fence 4 as well: no leader, 4 stays the last
+    # ISR member. 3 comes back, live but out of sync: only an unclean election can give the
+    # partition a leader.
+    assert partitions(node, "dirty")[0] == (4, [3, 4], [4])
+    pause_until_fenced(c, c.nodes[4], node)
+    resume_until_unfenced(c.nodes[3], node)
+    assert partitions(node, "dirty")[0] == (-1, [3, 4], [4])
+    assert lines_of(describe(node, "--unavailable-partitions", topic="dirty")) == [
+        partition_line("dirty", 0, "none", [3, 4], [4])]
+    p = elect(node, "--election-type", "preferred", "--topic", "dirty", "--partition", "0")
+    assert p.returncode == 1 and "PREFERRED_LEADER_NOT_AVAILABLE (80)" in p.stdout, p.stdout
+    p = elect(node, "--election-type", "unclean", "--topic", "dirty", "--partition", "0")
+    assert (p.returncode, p.stdout) == (
+        0, "Successfully completed leader election (UNCLEAN) for partitions dirty-0\n"), \
+        p.stderr
+    wait_until(lambda: partitions(node, "dirty")[0] == (3, [3, 4], [3]), 10,
+               "the unclean leader in metadata")
+    assert lines_of(describe(node, topic="dirty"))[1] == partition_line(
+        "dirty", 0, 3, [3, 4], [3])
+    # kafka-python, unclean, on a partition that now has a leader.
+    kp = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
         assert kafka_python_results(kp.elect_leaders(1, {"dirty": [0]})) == [
             ("dirty", 0, ELECTION_NOT_NEEDED)]
     finally:
