@@ -76,6 +76,10 @@ pub enum PlantedBug {
     /// The metadata image keeps the leader epoch on an election that also sets the ISR
     /// (planted in gregor-meta's images): two brokers lead one epoch in turn.
     ElectionKeepsLeaderEpoch,
+    /// A restarting broker keeps the partition logs its caught-up metadata no longer gives it
+    /// (a topic deleted, or its replica moved away, while the broker was down): stray logs
+    /// stay on disk, and come back if a topic of the same name is created.
+    StrayLogsKept,
 }
 
 thread_local! {

@@ -43,7 +43,7 @@ struct Args {
     /// skip-follower-fsync, probe-fences-live, restamp-epoch, read-uncommitted,
     /// follower-forgets-producers, election-keeps-epoch, reuse-value-buffer, (with
     /// --replication --groups) stale-sync, replay-keeps-first-commit, fetch-past-commit,
-    /// drop-last-record.
+    /// drop-last-record, (with --replication --topic-admin) keep-stray-logs.
     #[arg(long)]
     plant: Option<String>,
     /// Run whole brokers replicating an RF 3 topic under producers and a consumer, instead of

@@ -78,11 +78,15 @@ pub enum PlantedBug {
     /// (gregor-client's `simulation`) while their position moves past the batch (found by
     /// `read-gap`).
     DecoderDropsLastRecord,
+    /// `--topic-admin` runs: a restarting broker keeps the partition logs its caught-up
+    /// metadata no longer gives it (a side topic deleted while it was down), so it hosts logs
+    /// of a deleted topic (found by `hosted-logs-differ`).
+    StrayLogsKept,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 20] = [
+    pub const ALL: [(&'static str, PlantedBug); 21] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
@@ -109,6 +113,7 @@ impl PlantedBug {
         ("retry-timed-out-write", PlantedBug::RetryTimedOutWrite),
         ("reuse-value-buffer", PlantedBug::ReuseValueBuffer),
         ("drop-last-record", PlantedBug::DecoderDropsLastRecord),
+        ("keep-stray-logs", PlantedBug::StrayLogsKept),
     ];
 
     /// The bug as gregor-quorum's or gregor-client's `simulation` feature plants it, if it

@@ -621,9 +621,26 @@ fn hosted_side_logs_differ(registry: &Rc<RefCell<Registry>>) -> Vec<String> {
             .filter(|p| p.topic.starts_with(crate::side_view::SIDE_PREFIX))
             .map(|p| (p.topic.clone(), p.index))
             .collect();
-        out.extend(checks::side_logs_differ(i, &wanted, &hosted));
+        let on_disk = side_dirs_on_disk(b.replicas.data_dir());
+        out.extend(checks::side_logs_differ(i, &wanted, &hosted, &on_disk));
     }
     out
+}
+
+/// The side topics' partition directories in a broker's data directory, open or not (a
+/// deleted partition's directory is renamed aside at once, so it no longer counts).
+fn side_dirs_on_disk(data_dir: &std::path::Path) -> std::collections::BTreeSet<(String, i32)> {
+    use gregor_broker::partition_dir::{stray_dirs, METADATA_LOG_DIR};
+    let side = |topic: &str, _| !topic.starts_with(crate::side_view::SIDE_PREFIX);
+    stray_dirs(data_dir, &[METADATA_LOG_DIR], side)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|dir| {
+            let name = dir.file_name()?.to_str()?;
+            let (topic, partition) = name.rsplit_once('-')?;
+            Some((topic.to_string(), partition.parse().ok()?))
+        })
+        .collect()
 }
 
 /// Runs one seed to its end and checks it.
@@ -761,6 +778,7 @@ fn plant_bugs(bug: Option<PlantedBug>) {
         Some(PlantedBug::ReplayKeepsFirstCommit) => Some(Broker::ReplayKeepsFirstCommit),
         Some(PlantedBug::FetchPastCommit) => Some(Broker::FetchPastCommit),
         Some(PlantedBug::ElectionKeepsLeaderEpoch) => Some(Broker::ElectionKeepsLeaderEpoch),
+        Some(PlantedBug::StrayLogsKept) => Some(Broker::StrayLogsKept),
         _ => None,
     });
     if let Some(bug) = bug {

@@ -1287,3 +1287,31 @@ fn the_checker_finds_group_members_reading_above_the_high_watermark() {
 
 const READ_UNCOMMITTED_GROUP_SEED: u64 = 0;
 const READ_UNCOMMITTED_GROUP_ALSO: [Property; 0] = [];
+
+/// A broker that, restarting, keeps the partition directories its caught-up metadata no longer
+/// gives it (a side topic deleted while it was down) still holds a deleted topic's data on disk
+/// (`hosted-logs-differ`, which compares each broker's data directory as well as its open logs
+/// with what the metadata assigns it). First at seed STRAY_LOGS_SEED of the `--topic-admin`
+/// seeds (3 of seeds 0-19), which passes without the bug.
+#[test]
+fn the_checker_finds_a_broker_keeping_a_deleted_topics_logs() {
+    let found = first_seed_reporting(
+        SimOptions {
+            mode: Mode::Replication,
+            topic_admin: true,
+            ..SimOptions::default()
+        },
+        10,
+        PlantedBug::StrayLogsKept,
+        Property::HostedLogsDiffer,
+        &[],
+    );
+    assert!(
+        found.violations[0].detail.contains("left on disk"),
+        "{:#?}",
+        found.violations
+    );
+    assert_eq!(found.seed, STRAY_LOGS_SEED, "the first of seeds 0-9");
+}
+
+const STRAY_LOGS_SEED: u64 = 0;

@@ -124,11 +124,13 @@ pub(super) fn side_logs_differ(
     node: usize,
     wanted: &BTreeSet<(String, i32)>,
     hosted: &BTreeSet<(String, i32)>,
+    on_disk: &BTreeSet<(String, i32)>,
 ) -> Option<String> {
-    (wanted != hosted).then(|| {
-        let missing: Vec<_> = wanted.difference(hosted).collect();
-        let extra: Vec<_> = hosted.difference(wanted).collect();
-        format!("n{node}: missing {missing:?}, not deleted {extra:?}")
+    let missing: Vec<_> = wanted.difference(hosted).collect();
+    let extra: Vec<_> = hosted.difference(wanted).collect();
+    let left: Vec<_> = on_disk.difference(wanted).collect();
+    (!missing.is_empty() || !extra.is_empty() || !left.is_empty()).then(|| {
+        format!("n{node}: missing {missing:?}, not deleted {extra:?}, left on disk {left:?}")
     })
 }
 
@@ -229,10 +231,14 @@ mod tests {
     fn a_deleted_topics_log_left_or_an_added_partitions_missing_differs() {
         let set = |ps: &[i32]| ps.iter().map(|&p| ("side-0".to_string(), p)).collect();
         let wanted: BTreeSet<_> = set(&[0, 1]);
-        assert!(side_logs_differ(0, &wanted, &set(&[0, 1])).is_none());
-        let d = side_logs_differ(0, &wanted, &set(&[0, 2])).expect("a difference");
+        let none = BTreeSet::new();
+        assert!(side_logs_differ(0, &wanted, &set(&[0, 1]), &set(&[0, 1])).is_none());
+        let d = side_logs_differ(0, &wanted, &set(&[0, 2]), &none).expect("a difference");
         assert!(d.contains("missing [(\"side-0\", 1)]"), "{d}");
         assert!(d.contains("not deleted [(\"side-0\", 2)]"), "{d}");
+        // A directory of a deleted partition still on disk, though no log of it is open.
+        let d = side_logs_differ(0, &wanted, &wanted, &set(&[0, 1, 3])).expect("a difference");
+        assert!(d.contains("left on disk [(\"side-0\", 3)]"), "{d}");
     }
 
     fn image(topic: &str) -> Arc<MetadataImage> {
