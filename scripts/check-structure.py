@@ -172,20 +172,21 @@ def defines(module, name):
                      % re.escape(name), module.code) is not None
 
 
+def roots_of(crate_dir):
+    """The crate's targets: the library, the main binary and src/bin/*.rs, each its own tree."""
+    src = os.path.join(crate_dir, "src")
+    roots = [os.path.join(src, f) for f in ("lib.rs", "main.rs") if os.path.exists(os.path.join(src, f))]
+    bins = os.path.join(src, "bin")
+    if os.path.isdir(bins):
+        roots += [os.path.join(bins, f) for f in sorted(os.listdir(bins)) if f.endswith(".rs")]
+    return roots
+
+
 class Crate:
-    def __init__(self, dir_):
+    def __init__(self, dir_, root):
         self.dir, self.name = dir_, os.path.basename(dir_)
         self.modules = {}
-        self.errors = []
-        src = os.path.join(dir_, "src")
-        root = next((os.path.join(src, f) for f in ("lib.rs", "main.rs")
-                     if os.path.exists(os.path.join(src, f))), None)
-        if root:
-            self.load((), root)
-        # Binaries besides main.rs (src/bin/*.rs) are roots of their own.
-        for f in sorted(os.listdir(os.path.join(src, "bin"))) if os.path.isdir(os.path.join(src, "bin")) else []:
-            if f.endswith(".rs"):
-                self.load(("bin", f[:-3]), os.path.join(src, "bin", f))
+        self.load((), root)
 
     def load(self, path, file):
         m = Module(self, path, file)
@@ -360,7 +361,14 @@ def is_test_file(rel):
 
 
 def check_crate(crate_dir, debts, problems, used_debts, verbose):
-    crate = Crate(crate_dir)
+    layered = False
+    for root in roots_of(crate_dir):
+        layered |= check_target(Crate(crate_dir, root), debts, problems, used_debts, verbose)
+    return layered
+
+
+def check_target(crate, debts, problems, used_debts, verbose):
+    crate_dir = crate.dir
     graph = crate.edges()
     known_cycles, known_fns = debts
     for comp in sccs(graph):

@@ -133,36 +133,8 @@ fn main() -> Result<()> {
             .with_ansi(false)
             .init();
     }
-    let bug = match args.plant.as_deref() {
-        None => None,
-        Some(name) => Some(PlantedBug::from_name(name).with_context(|| {
-            let names: Vec<&str> = PlantedBug::ALL.iter().map(|(n, _)| *n).collect();
-            format!("unknown bug to plant: {name} ({})", names.join(", "))
-        })?),
-    };
-    let mode = if args.replication {
-        Mode::Replication
-    } else {
-        Mode::Quorum
-    };
-    let options = |seed| SimOptions {
-        seed,
-        bug,
-        mode,
-        power_loss: args.power_loss,
-        admin: args.admin,
-        groups: args.groups,
-        stalls: args.stalls,
-        static_members: args.static_members,
-        disk_faults: args.disk_faults,
-        slow_disk: args.slow_disk,
-        clock_jumps: args.clock_jumps,
-        cascading_crashes: args.cascading_crashes,
-        topic_admin: args.topic_admin,
-        splits: args.splits,
-        bridges: args.bridges,
-        overlaps: args.overlaps,
-    };
+    let bug = planted_bug(&args)?;
+    let options = |seed| sim_options(&args, bug, seed);
     if args.child {
         // One seed for a parent `gregor-sim`: the whole outcome, trace included, as JSON.
         let seed = args.seed.context("--child needs --seed")?;
@@ -183,6 +155,53 @@ fn main() -> Result<()> {
     let runs: Vec<SimOptions> = (args.from..args.from.saturating_add(args.seeds))
         .map(options)
         .collect();
+    if run_many(&args, &runs)? > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// The bug `--plant` names, if any.
+fn planted_bug(args: &Args) -> Result<Option<PlantedBug>> {
+    let Some(name) = args.plant.as_deref() else {
+        return Ok(None);
+    };
+    let bug = PlantedBug::from_name(name).with_context(|| {
+        let names: Vec<&str> = PlantedBug::ALL.iter().map(|(n, _)| *n).collect();
+        format!("unknown bug to plant: {name} ({})", names.join(", "))
+    })?;
+    Ok(Some(bug))
+}
+
+/// One seed's options, as the flags ask.
+fn sim_options(args: &Args, bug: Option<PlantedBug>, seed: u64) -> SimOptions {
+    SimOptions {
+        seed,
+        bug,
+        mode: if args.replication {
+            Mode::Replication
+        } else {
+            Mode::Quorum
+        },
+        power_loss: args.power_loss,
+        admin: args.admin,
+        groups: args.groups,
+        stalls: args.stalls,
+        static_members: args.static_members,
+        disk_faults: args.disk_faults,
+        slow_disk: args.slow_disk,
+        clock_jumps: args.clock_jumps,
+        cascading_crashes: args.cascading_crashes,
+        topic_admin: args.topic_admin,
+        splits: args.splits,
+        bridges: args.bridges,
+        overlaps: args.overlaps,
+    }
+}
+
+/// Runs `runs`, each seed in a child process, reporting each as it ends and a summary line
+/// last; returns how many failed.
+fn run_many(args: &Args, runs: &[SimOptions]) -> Result<usize> {
     let exe = std::env::current_exe().context("locating the gregor-sim binary")?;
     let jobs = args
         .jobs
@@ -190,14 +209,12 @@ fn main() -> Result<()> {
     let started = std::time::Instant::now();
     let mut failed = 0usize;
     let mut sim_ms = 0u64;
-    let mut child_errors = Vec::new();
-    run_seeds_in_children(&exe, &runs, jobs, |outcome| {
+    run_seeds_in_children(&exe, runs, jobs, |outcome| {
         let mut outcome = match outcome {
             Ok(o) => o,
             Err(e) => {
                 failed += 1;
                 println!("{e}");
-                child_errors.push(e);
                 return;
             }
         };
@@ -205,7 +222,7 @@ fn main() -> Result<()> {
         if !outcome.passed() {
             failed += 1;
         }
-        report(&args, &mut outcome);
+        report(args, &mut outcome);
     });
     let secs = started.elapsed().as_secs_f64();
     let summary = format!(
@@ -224,10 +241,7 @@ fn main() -> Result<()> {
     } else {
         println!("{summary}");
     }
-    if failed > 0 {
-        std::process::exit(1);
-    }
-    Ok(())
+    Ok(failed)
 }
 
 /// Prints one seed's outcome: its trace if asked, then a JSON line or, for a failure, the
