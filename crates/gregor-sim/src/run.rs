@@ -126,10 +126,11 @@ impl Observer {
                 self.observe_fences(now, node.quorum(), history);
             }
             let q = node.quorum();
-            let (term, leader, last_applied) = {
+            let (term, leader, last_applied, stopped) = {
                 let m = q.raft().metrics();
                 let m = m.borrow();
-                (m.current_term, m.current_leader, m.last_applied)
+                let stopped = m.running_state.is_err();
+                (m.current_term, m.current_leader, m.last_applied, stopped)
             };
             if leader == Some(i as NodeId) && self.leaders.get(&term) != Some(&i) {
                 self.leaders.insert(term, i);
@@ -144,7 +145,12 @@ impl Observer {
             if self.terms.len() <= i {
                 self.terms.resize(i + 1, 0);
             }
-            let term_back = checks::term_went_back(&mut self.terms[i], term, i);
+            // A Raft that stopped on a storage error (a full disk refusing the vote file) shows
+            // the term it failed to save: never durable, never sent, so not a term it was at.
+            let term_back = match stopped {
+                true => None,
+                false => checks::term_went_back(&mut self.terms[i], term, i),
+            };
             let found = last_applied
                 .and_then(|l| {
                     checks::applied_entry(
