@@ -239,6 +239,11 @@ class Node:
         with kwire.Conn("127.0.0.1", self.port, timeout=timeout) as c:
             return sorted(b[0] for b in kwire.describe_cluster(c)["brokers"])
 
+    def listed_brokers(self, timeout=2):
+        """Ids of the brokers this node's Metadata answer lists (clients connect to these)."""
+        with kwire.Conn("127.0.0.1", self.port, timeout=timeout) as c:
+            return sorted(b[0] for b in kwire.metadata_v1_brokers(c))
+
     def active_controller_id(self, timeout=2):
         """The active controller as this node's DescribeCluster names it."""
         with kwire.Conn("127.0.0.1", self.port, timeout=timeout) as c:

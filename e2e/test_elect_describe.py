@@ -60,10 +60,14 @@ def lines_of(text):
 
 
 def pause_until_fenced(c, victim, watcher):
-    """SIGSTOP past the broker session: the controller fences it."""
+    """SIGSTOP past the broker session: the controller fences it. Then until Metadata no
+    longer lists it (a few seconds after the fence): kafka-python picks any listed broker for
+    its next request and waits out its whole timeout on one that is paused."""
     victim.pause()
     wait_until(lambda: victim.node_id not in watcher.unfenced_brokers(), 20,
                f"broker {victim.node_id} to be fenced")
+    wait_until(lambda: victim.node_id not in watcher.listed_brokers(), 20,
+               f"broker {victim.node_id} to leave Metadata")
 
 
 def resume_until_unfenced(victim, watcher):
