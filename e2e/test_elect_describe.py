@@ -60,12 +60,16 @@ def lines_of(text):
 
 
 def pause_until_fenced(c, victim, watcher):
-    """SIGSTOP past the broker session: the controller fences it. Then until Metadata no
-    longer lists it (a few seconds after the fence): kafka-python picks any listed broker for
-    its next request and waits out its whole timeout on one that is paused."""
+    """SIGSTOP past the broker session: the controller fences it."""
     victim.pause()
     wait_until(lambda: victim.node_id not in watcher.unfenced_brokers(), 20,
                f"broker {victim.node_id} to be fenced")
+
+
+def wait_unlisted(victim, watcher):
+    """Until Metadata no longer lists a fenced broker (a few seconds after the fence):
+    kafka-python picks any listed broker for its next request and waits out its whole timeout
+    on one that is paused."""
     wait_until(lambda: victim.node_id not in watcher.listed_brokers(), 20,
                f"broker {victim.node_id} to leave Metadata")
 
@@ -274,6 +278,7 @@ def test_preferred_and_unclean_elections_with_gregor_and_kafka_clients(cluster_f
     errors = {(tp.topic, tp.partition): (e.code() if e else None) for tp, e in got.items()}
     assert errors == {("el", 0): KafkaError.PREFERRED_LEADER_NOT_AVAILABLE,
                       ("el", 1): KafkaError.ELECTION_NOT_NEEDED}, errors
+    wait_unlisted(c.nodes[3], node)
     kp = KafkaAdminClient(bootstrap_servers=node.bootstrap)
     try:
         # ELECTION_NOT_NEEDED is not an error to kafka-python.
@@ -306,6 +311,7 @@ def test_preferred_and_unclean_elections_with_gregor_and_kafka_clients(cluster_f
     assert lines_of(describe(node, topic="dirty"))[1] == partition_line(
         "dirty", 0, 3, [3, 4], [3])
     # kafka-python, unclean, on a partition that now has a leader.
+    wait_unlisted(c.nodes[4], node)
     kp = KafkaAdminClient(bootstrap_servers=node.bootstrap)
     try:
         assert kafka_python_results(kp.elect_leaders(1, {"dirty": [0]})) == [
