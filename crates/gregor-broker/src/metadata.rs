@@ -371,6 +371,14 @@ impl MetadataManager {
         }
     }
 
+    /// Renews a broker's heartbeat session on this controller as the heartbeat arrives
+    /// ([`gregor_meta::Controller::renew_session`]); nothing on an observer.
+    pub fn renew_session(&self, broker_id: i32, broker_epoch: i64, now_ms: i64) {
+        if let Member::Voter(q) = &self.member {
+            q.update_volatile(|c| c.renew_session(broker_id, broker_epoch, now_ms));
+        }
+    }
+
     /// Reads the controller (configs, describe) without changing it.
     pub async fn read<R>(&self, f: impl FnOnce(&Controller) -> R) -> R {
         match &self.member {

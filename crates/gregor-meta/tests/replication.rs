@@ -888,3 +888,46 @@ fn an_expired_session_is_fenced_at_the_next_tick_only_for_live_brokers() {
     c.controller.expire_session(1);
     assert!(c.controller.tick(c.now_ms).is_empty());
 }
+
+#[test]
+fn a_heartbeat_renews_its_session_on_arrival_and_a_late_turn_does_not_take_it_back() {
+    let mut c = Cluster::with_brokers(&[0, 1]);
+    let epoch = c.image.broker(1).unwrap().epoch;
+    let arrived_first = c.now_ms;
+    // Broker 1's heartbeats arrive while a write waits for the quorum: each renews the session
+    // as it arrives, though its turn on the write path has not come.
+    for _ in 0..2 {
+        c.now_ms += 8_000;
+        c.controller.renew_session(1, epoch, c.now_ms);
+    }
+    // A registration the heartbeat does not name is not renewed.
+    c.controller.renew_session(0, epoch + 100, c.now_ms);
+    c.controller.renew_session(9, 1, c.now_ms);
+    c.now_ms += 1_000;
+    // The quorum is back: 17 s after broker 0's last heartbeat, 1 s after broker 1's.
+    let records = c.controller.tick(c.now_ms);
+    c.commit(&records);
+    assert!(c.image.broker(0).unwrap().fenced);
+    assert!(!c.image.broker(1).unwrap().fenced);
+    // The first heartbeat's turn on the write path comes last; it must not move the session
+    // back to when it arrived.
+    let late = c.controller.broker_heartbeat(
+        &BrokerHeartbeat {
+            broker_id: 1,
+            broker_epoch: epoch,
+            want_fence: false,
+            want_shut_down: false,
+        },
+        arrived_first,
+    );
+    assert!(late.response.is_ok());
+    c.now_ms += 7_000;
+    assert!(
+        c.controller.tick(c.now_ms).is_empty(),
+        "8 s since broker 1's last heartbeat"
+    );
+    c.now_ms += 2_000;
+    let records = c.controller.tick(c.now_ms);
+    c.commit(&records);
+    assert!(c.image.broker(1).unwrap().fenced);
+}

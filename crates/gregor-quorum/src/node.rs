@@ -225,6 +225,12 @@ impl Quorum {
         f(&self.shared.lock_controller())
     }
 
+    /// Changes the controller's volatile state, what is not in the metadata log (heartbeat
+    /// sessions), without waiting for the write path.
+    pub fn update_volatile<R>(&self, f: impl FnOnce(&mut Controller) -> R) -> R {
+        f(&mut self.shared.lock_controller())
+    }
+
     /// The active controller as this node knows it.
     pub fn active_controller(&self) -> Option<NodeId> {
         self.raft.metrics().borrow().current_leader

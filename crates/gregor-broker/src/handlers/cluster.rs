@@ -313,6 +313,7 @@ pub async fn broker_heartbeat(
         want_shut_down: r.want_shut_down,
     };
     let now = crate::runtime::now_ms();
+    b.metadata.renew_session(hb.broker_id, hb.broker_epoch, now);
     match b.metadata.submit(|c| c.broker_heartbeat(&hb, now)).await {
         Ok(Ok(reply)) => {
             resp.is_caught_up = caught_up;

@@ -174,10 +174,15 @@ impl Controller {
                 .sessions
                 .get(&hb.broker_id)
                 .is_some_and(|s| s.shutting_down);
+        // `renew_session` may have seen a later heartbeat arrive while this one waited.
+        let last_heartbeat_ms = self
+            .sessions
+            .get(&hb.broker_id)
+            .map_or(now_ms, |s| s.last_heartbeat_ms.max(now_ms));
         self.sessions.insert(
             hb.broker_id,
             BrokerSession {
-                last_heartbeat_ms: now_ms,
+                last_heartbeat_ms,
                 shutting_down,
                 heard: true,
             },
@@ -224,6 +229,29 @@ impl Controller {
                 should_shut_down: false,
             }),
         )
+    }
+
+    /// A heartbeat renews its broker's session when it arrives, ahead of its turn on the write
+    /// path: while a write waits for the quorum, the brokers that keep heartbeating must not
+    /// have their sessions lapse behind it and be fenced the moment the quorum is back (as a
+    /// Kafka controller touches a session before the heartbeat's records commit). Only the
+    /// registration the heartbeat names is renewed; anything else waits for
+    /// [`Controller::broker_heartbeat`] to refuse it.
+    pub fn renew_session(&mut self, broker_id: BrokerId, broker_epoch: i64, now_ms: i64) {
+        if !self
+            .image
+            .broker(broker_id)
+            .is_some_and(|b| b.epoch == broker_epoch)
+        {
+            return;
+        }
+        let s = self.sessions.entry(broker_id).or_insert(BrokerSession {
+            last_heartbeat_ms: now_ms,
+            shutting_down: false,
+            heard: true,
+        });
+        s.last_heartbeat_ms = s.last_heartbeat_ms.max(now_ms);
+        s.heard = true;
     }
 
     /// Whether [`Controller::tick`] has anything to do at `now_ms`: an unfenced broker whose
