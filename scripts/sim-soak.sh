@@ -5,6 +5,7 @@
 #   scripts/sim-soak.sh [SEEDS] [FROM]          # default: 10000 seeds from 0
 #   FLAGS="--power-loss --disk-faults" scripts/sim-soak.sh 1000
 #   PROFILE=dev JOBS=2 scripts/sim-soak.sh 100 500
+#   SIM_BIN=/path/to/gregor-sim scripts/sim-soak.sh 500   # no build: that binary
 #
 # Writes one JSON outcome per seed to sim-soak-<from>-<to>.jsonl in the current directory,
 # prints each failing seed as it comes and a summary line at the end, and writes the summary as
@@ -23,9 +24,14 @@ jobs=${JOBS:-$(nproc)}
 # PROFILE=dev reuses the test build (slower seeds, no release build to wait for).
 profile=${PROFILE:-release}
 
-cargo build --profile "$profile" -p gregor-sim --bins
-subdir=$([ "$profile" = dev ] && echo debug || echo "$profile")
-exe="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/$subdir/gregor-sim"
+if [ -n "${SIM_BIN:-}" ]; then
+    # A binary built earlier (say, of a commit while the tree has moved on).
+    exe=$SIM_BIN
+else
+    cargo build --profile "$profile" -p gregor-sim --bins
+    subdir=$([ "$profile" = dev ] && echo debug || echo "$profile")
+    exe="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/$subdir/gregor-sim"
+fi
 
 # Node files on tmpfs where there is one: the soak is bound by fsyncs otherwise.
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then
