@@ -238,10 +238,10 @@ impl Controller {
     /// registration the heartbeat names is renewed; anything else waits for
     /// [`Controller::broker_heartbeat`] to refuse it.
     pub fn renew_session(&mut self, broker_id: BrokerId, broker_epoch: i64, now_ms: i64) {
-        if !self
+        if self
             .image
             .broker(broker_id)
-            .is_some_and(|b| b.epoch == broker_epoch)
+            .is_none_or(|b| b.epoch != broker_epoch)
         {
             return;
         }
