@@ -2,6 +2,7 @@
 # kafka-storage.sh for Gregor: runs `gregor storage`:
 #   kafka-storage.sh random-uuid
 #   kafka-storage.sh format -t CLUSTER_ID -c server.properties [--ignore-formatted] [--standalone]
+#                           [--add-scram 'SCRAM-SHA-512=[name=admin,password=...]']...
 #   kafka-storage.sh info -c server.properties
 # A Gregor data directory needs no format step (the broker gives a new one a cluster id on first
 # start); formatting first fixes the cluster id beforehand, as with Kafka. See docs/cli.md.
@@ -19,9 +20,6 @@ case "$sub" in
     done
     for flag in --feature -f; do
       kafka_tool_unsupported "$flag" "Gregor has no feature levels to set"
-    done
-    for flag in --add-scram -S; do
-      kafka_tool_unsupported "$flag" "Gregor has no SASL/SCRAM users"
     done
     for flag in --initial-controllers -I --no-initial-controllers -N; do
       kafka_tool_unsupported "$flag" "Gregor's controller quorum is controller.quorum.voters in the config"

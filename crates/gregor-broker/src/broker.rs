@@ -170,7 +170,16 @@ impl Broker {
             disk.clone(),
             metrics.isr_change_counters(),
         ));
-        replicas.fetchers().set_transport(options.transport.clone());
+        // Replication goes to other brokers' inter-broker listener: over TLS when it is SSL.
+        replicas
+            .fetchers()
+            .set_transport(match &config.inter_broker_tls {
+                Some(tls) => SharedTransport(Arc::new(crate::transport::TlsTransport::new(
+                    options.transport.clone(),
+                    tls.clone(),
+                ))),
+                None => options.transport.clone(),
+            });
         replicas.fetchers().set_settings(fetch_settings(&config));
         let metadata = MetadataManager::open(
             &dir,
@@ -363,12 +372,22 @@ impl Broker {
         request.broker_id = kafka_protocol::messages::BrokerId(self.config.node_id);
         request.cluster_id = handlers::s(self.cluster_id.clone());
         request.incarnation_id = self.incarnation;
-        let mut listener = Listener::default();
-        listener.name = handlers::s("PLAINTEXT");
-        listener.host = handlers::s(self.config.advertised_host.clone());
-        listener.port = self.config.advertised_port;
-        listener.security_protocol = 0;
-        request.listeners = vec![listener];
+        // Every advertised client listener, the inter-broker one first (other nodes reach this
+        // one at the first endpoint).
+        request.listeners = self
+            .config
+            .listeners
+            .iter()
+            .filter_map(|l| {
+                let (host, port) = l.advertised.clone()?;
+                let mut listener = Listener::default();
+                listener.name = handlers::s(l.name.clone());
+                listener.host = handlers::s(host);
+                listener.port = port;
+                listener.security_protocol = l.security_protocol.id();
+                Some(listener)
+            })
+            .collect();
         request.rack = self.config.rack.clone().map(handlers::s);
         let response = crate::forward::to_controller(
             self.control_plane(),
@@ -775,7 +794,14 @@ async fn dispatch(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -
     let v = ctx.api_version;
     Reply::Respond(match request {
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
-            handlers::groups::find_coordinator(b.control_plane(), &b.groups, r, v).await,
+            handlers::groups::find_coordinator(
+                b.control_plane(),
+                &b.groups,
+                r,
+                v,
+                &ctx.listener_name,
+            )
+            .await,
         ),
         r @ (RequestKind::JoinGroup(_)
         | RequestKind::SyncGroup(_)
@@ -794,27 +820,43 @@ async fn dispatch(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -
             ResponseKind::ApiVersions(handlers::cluster::api_versions(&r, v))
         }
         RequestKind::Metadata(r) => {
-            ResponseKind::Metadata(handlers::cluster::metadata(b.control_plane(), r, v).await)
+            let listener = &ctx.listener_name;
+            ResponseKind::Metadata(
+                handlers::cluster::metadata(b.control_plane(), r, v, listener).await,
+            )
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(
-            handlers::cluster::describe_cluster(b.control_plane(), &r, v),
+            handlers::cluster::describe_cluster(b.control_plane(), &r, v, &ctx.listener_name),
         ),
         r @ (RequestKind::CreateTopics(_)
         | RequestKind::DeleteTopics(_)
         | RequestKind::CreatePartitions(_)
         | RequestKind::IncrementalAlterConfigs(_)
         | RequestKind::ElectLeaders(_)
-        | RequestKind::AlterPartitionReassignments(_)) => {
+        | RequestKind::AlterPartitionReassignments(_)
+        | RequestKind::AlterUserScramCredentials(_)) => {
             match crate::forward::to_controller(b.control_plane(), ctx.api_key, v, r).await {
                 Some(response) => response,
                 None => return Reply::Close,
             }
+        }
+        r @ (RequestKind::CreateAcls(_) | RequestKind::DeleteAcls(_)) => {
+            match handlers::acls::to_controller(b.control_plane(), ctx.api_key, v, r).await {
+                Some(response) => response,
+                None => return Reply::Close,
+            }
+        }
+        RequestKind::DescribeAcls(r) => {
+            ResponseKind::DescribeAcls(handlers::acls::describe_acls(&b.metadata, &r))
         }
         RequestKind::DescribeLogDirs(r) => ResponseKind::DescribeLogDirs(
             handlers::log_dirs::describe_log_dirs(b.data_plane(), &r, v),
         ),
         RequestKind::ListPartitionReassignments(r) => ResponseKind::ListPartitionReassignments(
             handlers::reassign::list_partition_reassignments(&b.metadata, &r),
+        ),
+        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
+            handlers::scram::describe_user_scram_credentials(&b.metadata, &r),
         ),
         RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(
             handlers::admin::describe_configs(&b.metadata, r, v).await,

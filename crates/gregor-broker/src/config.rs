@@ -8,6 +8,11 @@ use std::path::PathBuf;
 
 use gregor_meta::config::{broker_config, check_supported, parse_properties, StaticBrokerConfig};
 
+use gregor_client::tls::ClientTls;
+
+use crate::security::SecurityProtocol;
+use crate::tls::TlsListener;
+
 /// What the command line gives.
 #[derive(Debug, Clone, Default)]
 pub struct BrokerOptions {
@@ -37,9 +42,16 @@ pub struct BrokerOptions {
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub node_id: i32,
+    /// The inter-broker listener's address (a controller-only node's: its controller
+    /// listener's), and the endpoint other nodes reach it at.
     pub bind: SocketAddr,
     pub advertised_host: String,
     pub advertised_port: u16,
+    /// Every client listener, the inter-broker one first; empty on a controller-only node.
+    pub listeners: Vec<ClientListener>,
+    /// TLS for the connections this broker opens to other brokers' inter-broker listeners
+    /// (replication), when that listener is SSL.
+    pub inter_broker_tls: Option<ClientTls>,
     pub data_dir: PathBuf,
     pub settings: StaticBrokerConfig,
     /// `max.connections.per.ip.overrides`, host names resolved at start-up.
@@ -79,13 +91,10 @@ fn invalid(msg: impl Into<String>) -> ConfigError {
     ConfigError::Invalid(msg.into())
 }
 
-/// Parses a `listeners` list: `NAME://host:port` entries separated by commas. Names are
-/// `PLAINTEXT` (clients) and the controller listener names; each name once.
-pub fn parse_listeners(
-    key: &str,
-    value: &str,
-    controller_names: &[String],
-) -> Result<Vec<Listener>, ConfigError> {
+/// Parses a `listeners` (or `advertised.listeners`) list: `NAME://host:port` entries separated
+/// by commas, each name once. Which names may appear is `listener.security.protocol.map`'s
+/// call ([`ListenerConfig::of`]).
+pub fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
     let mut out: Vec<Listener> = Vec::new();
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let (name, rest) = entry.split_once("://").ok_or_else(|| {
@@ -93,12 +102,6 @@ pub fn parse_listeners(
                 "{key}: '{entry}' must look like PLAINTEXT://HOST:PORT"
             ))
         })?;
-        if name != "PLAINTEXT" && !controller_names.iter().any(|n| n == name) {
-            return Err(invalid(format!(
-                "{key}: listener '{name}' in '{entry}' is neither PLAINTEXT nor a controller listener ({}); Gregor has no other security protocols",
-                controller_names.join(",")
-            )));
-        }
         let (host, port) = rest
             .rsplit_once(':')
             .ok_or_else(|| invalid(format!("{key}: '{entry}' has no port")))?;
@@ -121,6 +124,26 @@ pub fn parse_listeners(
         return Err(invalid(format!(
             "{key}: '{value}' must look like PLAINTEXT://HOST:PORT"
         )));
+    }
+    Ok(out)
+}
+
+/// Parses `listener.security.protocol.map`: `NAME:PROTOCOL` entries separated by commas.
+pub fn parse_protocol_map(value: &str) -> Result<BTreeMap<String, SecurityProtocol>, ConfigError> {
+    const KEY: &str = "listener.security.protocol.map";
+    let mut out = BTreeMap::new();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, protocol) = entry
+            .split_once(':')
+            .ok_or_else(|| invalid(format!("{KEY}: '{entry}' must look like NAME:PROTOCOL")))?;
+        let protocol = SecurityProtocol::parse(protocol).ok_or_else(|| {
+            invalid(format!(
+                "{KEY}: '{protocol}' in '{entry}' is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+            ))
+        })?;
+        if out.insert(name.trim().to_string(), protocol).is_some() {
+            return Err(invalid(format!("{KEY}: listener '{name}' appears twice")));
+        }
     }
     Ok(out)
 }
@@ -300,72 +323,245 @@ impl Roles {
     }
 }
 
+/// A listener clients (and other brokers) connect to: where it binds, what it advertises, its
+/// security protocol and, for `SSL`, its TLS configuration.
+#[derive(Debug, Clone)]
+pub struct ClientListener {
+    pub name: String,
+    pub security_protocol: SecurityProtocol,
+    pub bind: SocketAddr,
+    /// The endpoint registered for it (`advertised.listeners`); `None` when
+    /// `advertised.listeners` leaves it out (served, but not published, as in Kafka).
+    pub advertised: Option<(String, u16)>,
+    pub tls: Option<TlsListener>,
+}
+
 /// Where the node listens (`listeners`) and what it tells clients (`advertised.listeners`).
 struct ListenerConfig {
-    bind: SocketAddr,
+    /// Client listeners, the inter-broker one first.
+    clients: Vec<ClientListener>,
     controller: Option<Listener>,
     controller_bind: Option<SocketAddr>,
-    advertised_host: String,
-    advertised_port: u16,
 }
 
 impl ListenerConfig {
     fn of(settings: &StaticBrokerConfig, roles: &Roles) -> Result<ListenerConfig, ConfigError> {
-        let controller_names = &roles.controller_names;
+        let protocols = protocol_map(settings, &roles.controller_names)?;
         let listeners = parse_listeners(
             "listeners",
             settings
                 .raw("listeners")
                 .unwrap_or("PLAINTEXT://127.0.0.1:9092"),
-            controller_names,
         )?;
-        let client = listeners.iter().find(|l| l.name == "PLAINTEXT");
-        let controller = listeners.iter().find(|l| l.name != "PLAINTEXT");
-        let client = match (client, controller) {
-            (Some(c), _) => c,
-            // A controller-only node serves no clients; its client address is unused.
-            (None, Some(c)) if !roles.is_broker => c,
-            _ => {
-                return Err(invalid(
-                    "listeners: a broker needs a PLAINTEXT://HOST:PORT listener",
-                ))
+        let is_controller_listener = |l: &Listener| roles.controller_names.contains(&l.name);
+        let controller = listeners.iter().find(|l| is_controller_listener(l));
+        if let Some(c) = controller {
+            if protocols.get(&c.name) != Some(&SecurityProtocol::Plaintext) {
+                return Err(invalid(format!(
+                    "listener.security.protocol.map: the controller listener {} must be PLAINTEXT; the controller quorum over TLS is not supported yet",
+                    c.name
+                )));
             }
+        }
+        let advertised = match settings.raw("advertised.listeners") {
+            Some(a) => Some(parse_listeners("advertised.listeners", a)?),
+            None => None,
         };
-        let bind = resolve("listeners", &client.host, client.port)?;
+        let mut clients = Vec::new();
+        for l in listeners.iter().filter(|l| !is_controller_listener(l)) {
+            let protocol = *protocols.get(&l.name).ok_or_else(|| {
+                invalid(format!(
+                    "listeners: listener '{}' has no security protocol in listener.security.protocol.map",
+                    l.name
+                ))
+            })?;
+            clients.push(client_listener(
+                settings,
+                l,
+                protocol,
+                advertised.as_deref(),
+            )?);
+        }
+        check_advertised(advertised.as_deref(), &clients, &roles.controller_names)?;
+        if roles.is_broker {
+            if clients.is_empty() {
+                return Err(invalid(
+                    "listeners: a broker needs a client listener, e.g. PLAINTEXT://HOST:PORT",
+                ));
+            }
+            order_inter_broker_first(settings, &mut clients)?;
+        }
         let controller_bind = controller
             .map(|l| resolve("listeners", &l.host, l.port))
             .transpose()?;
-        let (advertised_host, advertised_port) = advertised(settings, client, controller_names)?;
         Ok(ListenerConfig {
-            bind,
+            clients,
             controller: controller.cloned(),
             controller_bind,
-            advertised_host,
-            advertised_port,
         })
+    }
+
+    /// The address the node is reached at: its inter-broker listener, else (a controller-only
+    /// node, which serves no clients) its controller listener.
+    fn primary(&self) -> Result<(SocketAddr, String, u16), ConfigError> {
+        if let Some(c) = self.clients.first() {
+            let (host, port) = c
+                .advertised
+                .clone()
+                .unwrap_or_else(|| (advertised_host(&c.bind.ip().to_string()), c.bind.port()));
+            return Ok((c.bind, host, port));
+        }
+        match (&self.controller, self.controller_bind) {
+            (Some(l), Some(bind)) => Ok((bind, advertised_host(&l.host), l.port)),
+            _ => Err(invalid("listeners: no listener to serve")),
+        }
     }
 }
 
-/// The client endpoint other nodes and clients are told: `advertised.listeners`, else the
-/// client listener (127.0.0.1 for a wildcard).
-fn advertised(
+/// The host published for a listener bound to `host`: 127.0.0.1 for a wildcard.
+fn advertised_host(host: &str) -> String {
+    if host.is_empty() || host == "0.0.0.0" || host == "::" {
+        "127.0.0.1".to_string()
+    } else {
+        host.to_string()
+    }
+}
+
+/// `listener.security.protocol.map`, the controller listeners PLAINTEXT unless it says
+/// otherwise (when it is left at its default).
+fn protocol_map(
     settings: &StaticBrokerConfig,
-    client: &Listener,
     controller_names: &[String],
-) -> Result<(String, u16), ConfigError> {
-    Ok(match settings.raw("advertised.listeners") {
-        Some(a) => {
-            let adv = parse_listeners("advertised.listeners", a, controller_names)?;
-            let l = adv.iter().find(|l| l.name == "PLAINTEXT").ok_or_else(|| {
-                invalid("advertised.listeners: needs a PLAINTEXT://HOST:PORT entry")
-            })?;
-            (l.host.clone(), l.port)
+) -> Result<BTreeMap<String, SecurityProtocol>, ConfigError> {
+    const KEY: &str = "listener.security.protocol.map";
+    let explicit = settings.raw(KEY);
+    let default = broker_config(KEY).and_then(|d| d.default).unwrap_or("");
+    let mut map = parse_protocol_map(explicit.unwrap_or(default))?;
+    for name in controller_names {
+        if map.contains_key(name) {
+            continue;
         }
-        None if client.host.is_empty() || client.host == "0.0.0.0" => {
-            ("127.0.0.1".to_string(), client.port)
+        if explicit.is_some() {
+            return Err(invalid(format!(
+                "{KEY}: no entry for the controller listener {name} (e.g. {name}:PLAINTEXT)"
+            )));
         }
-        None => (client.host.clone(), client.port),
+        map.insert(name.clone(), SecurityProtocol::Plaintext);
+    }
+    Ok(map)
+}
+
+/// One client listener: its protocol checked, its address resolved, its TLS set up.
+fn client_listener(
+    settings: &StaticBrokerConfig,
+    l: &Listener,
+    protocol: SecurityProtocol,
+    advertised: Option<&[Listener]>,
+) -> Result<ClientListener, ConfigError> {
+    if matches!(
+        protocol,
+        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+    ) {
+        return Err(invalid(format!(
+            "listeners: listener '{}' uses {protocol}; SASL listeners come with SASL support, which Gregor does not have yet (use PLAINTEXT or SSL)",
+            l.name
+        )));
+    }
+    let tls = match protocol.uses_tls() {
+        true => Some(
+            TlsListener::from_settings(settings, &l.name)
+                .map_err(|e| invalid(format!("listener {}: {e}", l.name)))?,
+        ),
+        false => None,
+    };
+    let advertised = match advertised {
+        Some(list) => list
+            .iter()
+            .find(|a| a.name == l.name)
+            .map(|a| (a.host.clone(), a.port)),
+        None => Some((advertised_host(&l.host), l.port)),
+    };
+    Ok(ClientListener {
+        name: l.name.clone(),
+        security_protocol: protocol,
+        bind: resolve("listeners", &l.host, l.port)?,
+        advertised,
+        tls,
     })
+}
+
+/// `advertised.listeners` may name only listeners the node has (controller listeners, which
+/// clients never use, are skipped).
+fn check_advertised(
+    advertised: Option<&[Listener]>,
+    clients: &[ClientListener],
+    controller_names: &[String],
+) -> Result<(), ConfigError> {
+    for a in advertised.unwrap_or_default() {
+        if controller_names.contains(&a.name) || clients.iter().any(|c| c.name == a.name) {
+            continue;
+        }
+        return Err(invalid(format!(
+            "advertised.listeners: listener '{}' is not in listeners",
+            a.name
+        )));
+    }
+    Ok(())
+}
+
+/// `inter.broker.listener.name`, else the listener named after `security.inter.broker.protocol`:
+/// what other brokers replicate from. It goes first (endpoint order tells other nodes where
+/// to reach this one), and must be advertised.
+fn order_inter_broker_first(
+    settings: &StaticBrokerConfig,
+    clients: &mut [ClientListener],
+) -> Result<(), ConfigError> {
+    let name =
+        match (
+            settings.raw("inter.broker.listener.name"),
+            settings.raw("security.inter.broker.protocol"),
+        ) {
+            (Some(_), Some(_)) => return Err(invalid(
+                "inter.broker.listener.name: set it or security.inter.broker.protocol, not both",
+            )),
+            (Some(n), None) => ("inter.broker.listener.name", n.to_string()),
+            (None, p) => (
+                "security.inter.broker.protocol",
+                p.unwrap_or("PLAINTEXT").to_string(),
+            ),
+        };
+    let (key, name) = name;
+    let i = clients.iter().position(|c| c.name == name).ok_or_else(|| {
+        invalid(format!(
+            "{key}: the inter-broker listener {name} is not among the client listeners ({})",
+            names(clients)
+        ))
+    })?;
+    let c = &clients[i];
+    if c.advertised.is_none() {
+        return Err(invalid(format!(
+            "advertised.listeners: the inter-broker listener {name} must be advertised"
+        )));
+    }
+    if !matches!(
+        c.security_protocol,
+        SecurityProtocol::Plaintext | SecurityProtocol::Ssl
+    ) {
+        return Err(invalid(format!(
+            "{key}: the inter-broker listener {name} uses {}; it must be a PLAINTEXT or SSL listener",
+            c.security_protocol
+        )));
+    }
+    clients[..=i].rotate_right(1);
+    Ok(())
+}
+
+fn names(clients: &[ClientListener]) -> String {
+    clients
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `controller.quorum.voters`, checked against the node's roles and listeners; without it, a
@@ -471,6 +667,14 @@ impl BrokerConfig {
         let roles = Roles::of(&settings);
         let listeners = ListenerConfig::of(&settings, &roles)?;
         let voters = quorum_voters(&settings, node_id, &roles, &listeners)?;
+        let (bind, advertised_host, advertised_port) = listeners.primary()?;
+        let inter_broker_tls = match listeners.clients.first() {
+            Some(l) if roles.is_broker && l.security_protocol == SecurityProtocol::Ssl => Some(
+                crate::tls::inter_broker_client(&settings, &l.name)
+                    .map_err(|e| invalid(e.to_string()))?,
+            ),
+            _ => None,
+        };
         let rack = settings.raw("broker.rack").map(str::to_string);
         if let Some(id) = &opts.cluster_id {
             check_cluster_id(id)?;
@@ -483,9 +687,11 @@ impl BrokerConfig {
         )?;
         Ok(BrokerConfig {
             node_id,
-            bind: listeners.bind,
-            advertised_host: listeners.advertised_host,
-            advertised_port: listeners.advertised_port,
+            bind,
+            advertised_host,
+            advertised_port,
+            listeners: listeners.clients,
+            inter_broker_tls,
             data_dir,
             settings,
             connection_overrides,
@@ -707,6 +913,172 @@ mod tests {
         .expect_err("a broker-only node needs voters")
         .to_string();
         assert!(alone.contains("controller.quorum.voters"), "{alone}");
+    }
+
+    fn listeners_node(listeners: &str, overrides: &[&str]) -> Result<BrokerConfig, ConfigError> {
+        BrokerConfig::from_options(&BrokerOptions {
+            listeners: Some(listeners.into()),
+            overrides: overrides.iter().map(|o| o.to_string()).collect(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn several_client_listeners_each_with_its_protocol_and_advertised_endpoint() {
+        let c = listeners_node(
+            "EXTERNAL://127.0.0.1:19192,INTERNAL://0.0.0.0:19193",
+            &[
+                "listener.security.protocol.map=EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name=INTERNAL",
+                "advertised.listeners=EXTERNAL://kafka.example:9092,INTERNAL://10.0.0.5:19193",
+            ],
+        )
+        .expect("valid");
+        type Summary<'a> = (&'a str, u16, Option<(String, u16)>);
+        let summary: Vec<Summary> = c
+            .listeners
+            .iter()
+            .map(|l| (l.name.as_str(), l.bind.port(), l.advertised.clone()))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("INTERNAL", 19193, Some(("10.0.0.5".into(), 19193))),
+                ("EXTERNAL", 19192, Some(("kafka.example".into(), 9092))),
+            ],
+            "the inter-broker listener first"
+        );
+        assert_eq!(
+            (c.bind.port(), c.advertised_host.as_str(), c.advertised_port),
+            (19193, "10.0.0.5", 19193)
+        );
+        // Without advertised.listeners every listener is published; a wildcard as 127.0.0.1.
+        let c = listeners_node(
+            "PLAINTEXT://0.0.0.0:19192,OTHER://127.0.0.1:19194",
+            &["listener.security.protocol.map=PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"],
+        );
+        let e = c.expect_err("controller listener unmapped").to_string();
+        assert!(e.contains("CONTROLLER"), "{e}");
+        let c = listeners_node("PLAINTEXT://0.0.0.0:19192,OTHER://127.0.0.1:19194", &[
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        ])
+        .expect("valid");
+        assert_eq!(c.listeners[0].advertised, Some(("127.0.0.1".into(), 19192)));
+        assert_eq!(c.listeners[1].advertised, Some(("127.0.0.1".into(), 19194)));
+        assert!(c
+            .listeners
+            .iter()
+            .all(|l| l.security_protocol == SecurityProtocol::Plaintext));
+    }
+
+    #[test]
+    fn an_ssl_listener_gets_its_tls_configuration() {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("cert");
+        let key_pem = format!("ssl.keystore.key={}", key.serialize_pem());
+        let chain_pem = format!("ssl.keystore.certificate.chain={}", cert.pem());
+        let c = listeners_node(
+            "PLAINTEXT://127.0.0.1:19192,SSL://127.0.0.1:19193",
+            &[&key_pem, &chain_pem],
+        )
+        .expect("valid");
+        let ssl = c
+            .listeners
+            .iter()
+            .find(|l| l.name == "SSL")
+            .expect("SSL listener");
+        assert_eq!(ssl.security_protocol, SecurityProtocol::Ssl);
+        assert!(ssl.tls.is_some());
+        assert_eq!(c.listeners[0].name, "PLAINTEXT", "inter-broker: PLAINTEXT");
+        assert!(c.listeners[0].tls.is_none());
+        assert!(c.inter_broker_tls.is_none());
+        // Replication over the SSL listener: its trust store verifies the other brokers.
+        let ssl_between = "security.inter.broker.protocol=SSL";
+        let e = listeners_node(
+            "PLAINTEXT://127.0.0.1:19192,SSL://127.0.0.1:19193",
+            &[&key_pem, &chain_pem, ssl_between],
+        )
+        .expect_err("no trust store")
+        .to_string();
+        assert!(
+            e.contains("inter-broker") && e.contains("ssl.truststore.location"),
+            "{e}"
+        );
+        let trust = format!("ssl.truststore.certificates={}", cert.pem());
+        let c = listeners_node(
+            "PLAINTEXT://127.0.0.1:19192,SSL://127.0.0.1:19193",
+            &[&key_pem, &chain_pem, ssl_between, &trust],
+        )
+        .expect("valid");
+        assert_eq!(c.listeners[0].name, "SSL", "inter-broker: SSL");
+        assert!(c.inter_broker_tls.is_some());
+    }
+
+    #[test]
+    fn listener_settings_that_cannot_work_are_named() {
+        let err = |listeners: &str, overrides: &[&str]| {
+            listeners_node(listeners, overrides)
+                .expect_err("refused")
+                .to_string()
+        };
+        let sasl = err("PLAINTEXT://127.0.0.1:1,SASL_SSL://127.0.0.1:2", &[]);
+        assert!(
+            sasl.contains("SASL_SSL") && sasl.contains("SASL listeners come with SASL"),
+            "{sasl}"
+        );
+        let unmapped = err("PLAINTEXT://127.0.0.1:1,FOO://127.0.0.1:2", &[]);
+        assert!(
+            unmapped.contains("'FOO'") && unmapped.contains("listener.security.protocol.map"),
+            "{unmapped}"
+        );
+        let bad_map = err(
+            "PLAINTEXT://127.0.0.1:1",
+            &["listener.security.protocol.map=PLAINTEXT:TLS"],
+        );
+        assert!(bad_map.contains("'TLS'"), "{bad_map}");
+        let both = err(
+            "PLAINTEXT://127.0.0.1:1",
+            &[
+                "inter.broker.listener.name=PLAINTEXT",
+                "security.inter.broker.protocol=PLAINTEXT",
+            ],
+        );
+        assert!(both.contains("not both"), "{both}");
+        let missing = err(
+            "OTHER://127.0.0.1:1",
+            &["listener.security.protocol.map=OTHER:PLAINTEXT,CONTROLLER:PLAINTEXT"],
+        );
+        assert!(
+            missing.contains("inter-broker listener PLAINTEXT"),
+            "{missing}"
+        );
+        let unknown = err(
+            "PLAINTEXT://127.0.0.1:1",
+            &["advertised.listeners=NOPE://h:1"],
+        );
+        assert!(unknown.contains("'NOPE' is not in listeners"), "{unknown}");
+        let unadvertised = err(
+            "PLAINTEXT://127.0.0.1:1,OTHER://127.0.0.1:2",
+            &[
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "advertised.listeners=OTHER://h:2",
+            ],
+        );
+        assert!(
+            unadvertised.contains("must be advertised"),
+            "{unadvertised}"
+        );
+        let ssl_controller =
+            cluster_node(&["listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"])
+                .expect_err("refused")
+                .to_string();
+        assert!(
+            ssl_controller.contains("controller listener CONTROLLER must be PLAINTEXT"),
+            "{ssl_controller}"
+        );
     }
 
     #[test]

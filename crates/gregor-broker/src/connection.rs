@@ -32,6 +32,7 @@ use tracing::{debug, info, warn};
 
 use crate::api;
 use crate::frame::{decode_request, encode_response, read_frame_body, read_frame_size, FrameError};
+use crate::security::{KafkaPrincipal, SecurityProtocol};
 use crate::zero_copy::{write_copying, SendfileCounters, ZeroCopy};
 
 /// Requests in flight per connection before the connection stops reading.
@@ -102,6 +103,26 @@ struct Permits {
     queued: Option<OwnedSemaphorePermit>,
 }
 
+/// The listener a connection came in on and who is at the other end (Kafka's request context
+/// carries the same three).
+#[derive(Debug, Clone)]
+pub struct ConnectionSecurity {
+    pub listener_name: Arc<str>,
+    pub security_protocol: SecurityProtocol,
+    pub principal: Arc<KafkaPrincipal>,
+}
+
+impl ConnectionSecurity {
+    /// An unauthenticated connection (`User:ANONYMOUS`) on a PLAINTEXT listener.
+    pub fn plaintext(listener_name: &str) -> ConnectionSecurity {
+        ConnectionSecurity {
+            listener_name: listener_name.into(),
+            security_protocol: SecurityProtocol::Plaintext,
+            principal: Arc::new(KafkaPrincipal::anonymous()),
+        }
+    }
+}
+
 /// Who sent a request.
 #[derive(Debug, Clone)]
 pub struct RequestContext {
@@ -114,6 +135,11 @@ pub struct RequestContext {
     /// The connection's minimum round-trip time, read for Fetch requests on TCP connections
     /// (`None` for other requests, other transports, or when the kernel has no sample).
     pub min_round_trip: Option<std::time::Duration>,
+    /// The listener the request came in on (Metadata answers with that listener's endpoints).
+    pub listener_name: Arc<str>,
+    pub security_protocol: SecurityProtocol,
+    /// Who sent it: `User:ANONYMOUS`, or the principal TLS client authentication gave.
+    pub principal: Arc<KafkaPrincipal>,
 }
 
 /// What a handler answers a request with. (As large as the response it carries, like the
@@ -156,11 +182,13 @@ enum Incoming {
     },
 }
 
-/// Serves one TCP connection until the peer closes it, it sends something that closes it, it
-/// stays idle too long, or `shutdown` fires. Its `sendfile` bytes are counted in `sendfile`.
+/// Serves one plain TCP connection until the peer closes it, it sends something that closes
+/// it, it stays idle too long, or `shutdown` fires. Its `sendfile` bytes are counted in
+/// `sendfile`.
 #[allow(clippy::too_many_arguments)]
 pub async fn serve<H: Handler>(
     stream: TcpStream,
+    security: ConnectionSecurity,
     peer: SocketAddr,
     connection_id: u64,
     handler: Arc<H>,
@@ -175,6 +203,7 @@ pub async fn serve<H: Handler>(
         rd,
         wr,
         zero_copy,
+        security,
         peer,
         connection_id,
         handler,
@@ -184,8 +213,8 @@ pub async fn serve<H: Handler>(
     .await;
 }
 
-/// Serves one connection given as its two halves (a TCP stream's, or an in-memory pipe's in
-/// tests).
+/// Serves one connection of a PLAINTEXT listener given as its two halves (a TCP stream's, or
+/// an in-memory pipe's in tests).
 pub async fn serve_io<R, W, H>(
     rd: R,
     wr: W,
@@ -199,7 +228,49 @@ pub async fn serve_io<R, W, H>(
     W: AsyncWrite + Unpin + Send,
     H: Handler,
 {
-    serve_conn(rd, wr, None, peer, connection_id, handler, limits, shutdown).await;
+    let security = ConnectionSecurity::plaintext("PLAINTEXT");
+    serve_io_as(
+        rd,
+        wr,
+        security,
+        peer,
+        connection_id,
+        handler,
+        limits,
+        shutdown,
+    )
+    .await;
+}
+
+/// Serves one connection given as its two halves (a TLS stream's), as `security` says who it
+/// is. Fetch responses are copied (no `sendfile` through TLS).
+#[allow(clippy::too_many_arguments)]
+pub async fn serve_io_as<R, W, H>(
+    rd: R,
+    wr: W,
+    security: ConnectionSecurity,
+    peer: SocketAddr,
+    connection_id: u64,
+    handler: Arc<H>,
+    limits: RequestLimits,
+    shutdown: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send,
+    H: Handler,
+{
+    serve_conn(
+        rd,
+        wr,
+        None,
+        security,
+        peer,
+        connection_id,
+        handler,
+        limits,
+        shutdown,
+    )
+    .await;
 }
 
 /// A request's answer once its handler is done: the API key, version and correlation id its
@@ -216,6 +287,7 @@ async fn serve_conn<R, W, H>(
     rd: R,
     wr: W,
     zero_copy: Option<ZeroCopy>,
+    security: ConnectionSecurity,
     peer: SocketAddr,
     connection_id: u64,
     handler: Arc<H>,
@@ -233,6 +305,7 @@ async fn serve_conn<R, W, H>(
         handler,
         client_host: peer.ip().to_string(),
         connection_id,
+        security,
     };
     let mut writer = ResponseWriter {
         wr,
@@ -338,6 +411,7 @@ struct Pipeline<H> {
     handler: Arc<H>,
     client_host: String,
     connection_id: u64,
+    security: ConnectionSecurity,
 }
 
 impl<H: Handler> Pipeline<H> {
@@ -377,6 +451,9 @@ impl<H: Handler> Pipeline<H> {
                 (Some(z), ApiKey::Fetch) => crate::tcp_info::min_round_trip(z.socket()),
                 _ => None,
             },
+            listener_name: self.security.listener_name.clone(),
+            security_protocol: self.security.security_protocol,
+            principal: self.security.principal.clone(),
         };
         let h = self.handler.clone();
         Box::pin(async move {
@@ -695,6 +772,62 @@ mod tests {
             assert_eq!(response_correlation(&mut a).await.expect("a"), id);
             assert_eq!(response_correlation(&mut b).await.expect("b"), 100 + id);
         }
+    }
+
+    /// Answers with an empty ApiVersions response, keeping who sent each request.
+    #[derive(Default)]
+    struct Recording(std::sync::Mutex<Vec<(String, SecurityProtocol, String)>>);
+
+    impl Handler for Recording {
+        async fn handle(self: Arc<Self>, ctx: RequestContext, _request: RequestKind) -> Reply {
+            let seen = (
+                ctx.listener_name.to_string(),
+                ctx.security_protocol,
+                ctx.principal.to_string(),
+            );
+            self.0.lock().expect("lock").push(seen);
+            Reply::Respond(ResponseKind::ApiVersions(ApiVersionsResponse::default()))
+        }
+    }
+
+    #[tokio::test]
+    async fn handlers_see_the_listener_and_principal_of_the_connection() {
+        let handler = Arc::new(Recording::default());
+        let peer: SocketAddr = "127.0.0.1:40000".parse().expect("addr");
+        let limits = RequestLimits::new(1 << 20, -1, 10, -1);
+        let (_tx, rx) = watch::channel(false);
+        let security = ConnectionSecurity {
+            listener_name: "SSL".into(),
+            security_protocol: SecurityProtocol::Ssl,
+            principal: Arc::new(KafkaPrincipal::user("CN=alice")),
+        };
+        let (mut tls_client, server) = tokio::io::duplex(64 * 1024);
+        let (rd, wr) = tokio::io::split(server);
+        let h = handler.clone();
+        let (lim, sd) = (limits.clone(), rx.clone());
+        crate::runtime::spawn(serve_io_as(rd, wr, security, peer, 1, h, lim, sd));
+        let (mut plain_client, server) = tokio::io::duplex(64 * 1024);
+        let (rd, wr) = tokio::io::split(server);
+        crate::runtime::spawn(serve_io(rd, wr, peer, 2, handler.clone(), limits, rx));
+        for client in [&mut tls_client, &mut plain_client] {
+            client
+                .write_all(&api_versions_frame(1))
+                .await
+                .expect("write");
+            assert_eq!(response_correlation(client).await.expect("answer"), 1);
+        }
+        let seen = handler.0.lock().expect("lock").clone();
+        assert_eq!(
+            seen,
+            vec![
+                ("SSL".into(), SecurityProtocol::Ssl, "User:CN=alice".into()),
+                (
+                    "PLAINTEXT".into(),
+                    SecurityProtocol::Plaintext,
+                    "User:ANONYMOUS".into()
+                ),
+            ]
+        );
     }
 
     #[tokio::test]

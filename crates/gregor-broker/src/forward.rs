@@ -103,6 +103,9 @@ pub fn is_controller_api(key: ApiKey) -> bool {
             | ApiKey::IncrementalAlterConfigs
             | ApiKey::ElectLeaders
             | ApiKey::AlterPartitionReassignments
+            | ApiKey::CreateAcls
+            | ApiKey::DeleteAcls
+            | ApiKey::AlterUserScramCredentials
             | ApiKey::BrokerRegistration
             | ApiKey::BrokerHeartbeat
             | ApiKey::AlterPartition

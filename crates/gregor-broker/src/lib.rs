@@ -19,6 +19,7 @@ macro_rules! planted {
 
 pub(crate) mod alter_partition;
 pub mod api;
+pub mod bootstrap;
 pub mod broker;
 pub(crate) mod broker_view;
 pub mod cluster_id;
@@ -48,12 +49,14 @@ pub(crate) mod quota;
 pub(crate) mod recent_fencing;
 pub(crate) mod replica;
 pub mod runtime;
+pub mod security;
 pub mod server;
 #[cfg(feature = "simulation")]
 pub mod simulation;
 pub(crate) mod tcp_info;
+pub mod tls;
 pub mod transport;
 pub(crate) mod zero_copy;
 
 pub use broker::Broker;
-pub use config::{BrokerConfig, BrokerOptions};
+pub use config::{BrokerConfig, BrokerOptions, ClientListener};

@@ -246,6 +246,12 @@ impl MetadataManager {
                 applier.clone(),
             ))
         };
+        if let Member::Voter(q) = &member {
+            // What `gregor storage format --add-scram` left for a new metadata log (KIP-900).
+            let bootstrap = crate::bootstrap::read(data_dir)
+                .map_err(|e| MetadataError::Unavailable(e.to_string()))?;
+            q.update_volatile(|c| c.set_bootstrap_records(bootstrap));
+        }
         Ok(MetadataManager {
             node_id,
             addresses,

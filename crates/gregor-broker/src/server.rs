@@ -3,33 +3,44 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tokio::net::{TcpListener, TcpSocket};
+use std::net::SocketAddr;
+
+use futures::future::select_all;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
-use crate::config::BrokerConfig;
-use crate::connection::{self, RequestLimits};
+use crate::config::{BrokerConfig, ClientListener};
+use crate::connection::{self, ConnectionSecurity, RequestLimits};
 use crate::connection_quotas::ConnectionQuotas;
+use crate::zero_copy::SendfileCounters;
 
-/// Serves until `shutdown` fires, then stops accepting, lets connections finish the requests
-/// they have, and shuts the broker down (logs synced, clean-shutdown markers).
+/// A bound client listener.
+pub struct BoundListener {
+    pub socket: TcpListener,
+    pub listener: Arc<ClientListener>,
+}
+
+/// Serves the client listeners until `shutdown` fires, then stops accepting, lets connections
+/// finish the requests they have, and shuts the broker down (logs synced, clean-shutdown
+/// markers). `max.connections` counts the connections of every listener.
 pub async fn serve(
     broker: Arc<Broker>,
-    listener: TcpListener,
+    listeners: Vec<BoundListener>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    if listeners.is_empty() {
+        return serve_controller_only(broker, shutdown).await;
+    }
     let limits = request_limits(&broker);
-    let quotas = ConnectionQuotas::new(
-        usize::try_from(broker.config.int("max.connections")).unwrap_or(0),
-        usize::try_from(broker.config.int("max.connections.per.ip")).unwrap_or(0),
-        broker.config.connection_overrides.clone(),
-    );
-    broker.metrics.track_connections(&quotas);
+    let quotas = connection_quotas(&broker);
     let ids = AtomicU64::new(0);
     let background = crate::runtime::spawn(broker.clone().run_background(shutdown.clone()));
     let mut connections = tokio::task::JoinSet::new();
-    info!(address = %broker.config.bind, "listening");
+    for l in &listeners {
+        info!(listener = %l.listener.name, protocol = %l.listener.security_protocol, address = %l.listener.bind, "listening");
+    }
     loop {
         while connections.try_join_next().is_some() {}
         if quotas.open() >= quotas.max_connections() {
@@ -42,8 +53,9 @@ pub async fn serve(
             _ = quotas.wait_for_slot() => {}
             _ = shutdown.changed() => break,
         }
+        let accepts = listeners.iter().map(|l| Box::pin(l.socket.accept()));
         tokio::select! {
-            accepted = listener.accept() => {
+            (accepted, index, _) = select_all(accepts) => {
                 let (stream, peer) = match accepted {
                     Ok(x) => x,
                     Err(e) => {
@@ -61,13 +73,18 @@ pub async fn serve(
                         continue;
                     }
                 };
-                let id = ids.fetch_add(1, Ordering::Relaxed);
+                let accepted = Accepted {
+                    stream,
+                    peer,
+                    id: ids.fetch_add(1, Ordering::Relaxed),
+                    listener: listeners[index].listener.clone(),
+                };
                 let b = broker.clone();
                 let sd = shutdown.clone();
                 let limits = limits.clone();
                 let sendfile = broker.metrics.sendfile_counters();
                 connections.spawn(crate::runtime::inherit_clock(async move {
-                    connection::serve(stream, peer, id, b, limits, sd, sendfile).await;
+                    serve_connection(accepted, b, limits, sd, sendfile).await;
                     drop(slot);
                 }));
             }
@@ -75,16 +92,77 @@ pub async fn serve(
         }
     }
     info!("shutting down");
-    let drain = async { while connections.join_next().await.is_some() {} };
-    if tokio::time::timeout(std::time::Duration::from_secs(10), drain)
+    drain(connections).await;
+    let _ = background.await;
+    broker.shutdown().await;
+}
+
+/// `max.connections` and `max.connections.per.ip`, tracked by the metrics.
+fn connection_quotas(broker: &Broker) -> Arc<ConnectionQuotas> {
+    let quotas = ConnectionQuotas::new(
+        usize::try_from(broker.config.int("max.connections")).unwrap_or(0),
+        usize::try_from(broker.config.int("max.connections.per.ip")).unwrap_or(0),
+        broker.config.connection_overrides.clone(),
+    );
+    broker.metrics.track_connections(&quotas);
+    quotas
+}
+
+/// Lets the connections finish the requests they have, for at most 10 s.
+async fn drain(mut connections: tokio::task::JoinSet<()>) {
+    let finished = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(std::time::Duration::from_secs(10), finished)
         .await
         .is_err()
     {
         warn!("connections still open after 10 s; closing them");
         connections.abort_all();
     }
-    let _ = background.await;
-    broker.shutdown().await;
+}
+
+/// A connection just accepted, and the listener it came in on.
+struct Accepted {
+    stream: TcpStream,
+    peer: SocketAddr,
+    id: u64,
+    listener: Arc<ClientListener>,
+}
+
+/// Serves one connection as its listener says: plain TCP (fetches by `sendfile`), or TLS
+/// first (fetches copied), its principal from the client certificate if there is one.
+async fn serve_connection(
+    c: Accepted,
+    broker: Arc<Broker>,
+    limits: RequestLimits,
+    shutdown: watch::Receiver<bool>,
+    sendfile: SendfileCounters,
+) {
+    let Some(tls) = &c.listener.tls else {
+        let security = ConnectionSecurity::plaintext(&c.listener.name);
+        connection::serve(
+            c.stream, security, c.peer, c.id, broker, limits, shutdown, sendfile,
+        )
+        .await;
+        return;
+    };
+    let _ = c.stream.set_nodelay(true);
+    let (stream, principal) = match tls.accept(c.stream, limits.idle).await {
+        Ok(accepted) => accepted,
+        Err(e) => {
+            // A client speaking plaintext to a TLS port, or an untrusted, expired or missing
+            // client certificate: the connection closes; the listener goes on.
+            info!(peer = %c.peer, connection_id = c.id, listener = %c.listener.name, error = %e, "closing connection: TLS handshake failed");
+            return;
+        }
+    };
+    debug!(peer = %c.peer, connection_id = c.id, listener = %c.listener.name, %principal, "TLS connection established");
+    let security = ConnectionSecurity {
+        listener_name: c.listener.name.as_str().into(),
+        security_protocol: c.listener.security_protocol,
+        principal: Arc::new(principal),
+    };
+    let (rd, wr) = tokio::io::split(stream);
+    connection::serve_io_as(rd, wr, security, c.peer, c.id, broker, limits, shutdown).await;
 }
 
 /// A controller-only node: no client listener; runs until `shutdown` fires, then stops cleanly.
@@ -95,10 +173,27 @@ pub async fn serve_controller_only(broker: Arc<Broker>, mut shutdown: watch::Rec
     broker.shutdown().await;
 }
 
-/// Binds the listener. Accepted connections inherit the listening socket's buffer sizes
-/// (`socket.send.buffer.bytes`, `socket.receive.buffer.bytes`; -1 leaves them to the OS).
-pub fn bind_listener(config: &BrokerConfig) -> std::io::Result<TcpListener> {
-    let socket = if config.bind.is_ipv4() {
+/// Binds every client listener; the error names the address that could not be bound.
+pub fn bind_listeners(
+    config: &BrokerConfig,
+) -> Result<Vec<BoundListener>, (SocketAddr, std::io::Error)> {
+    config
+        .listeners
+        .iter()
+        .map(|l| {
+            let socket = bind_listener(config, l.bind).map_err(|e| (l.bind, e))?;
+            Ok(BoundListener {
+                socket,
+                listener: Arc::new(l.clone()),
+            })
+        })
+        .collect()
+}
+
+/// Binds one listener at `addr`. Accepted connections inherit the listening socket's buffer
+/// sizes (`socket.send.buffer.bytes`, `socket.receive.buffer.bytes`; -1 leaves them to the OS).
+pub fn bind_listener(config: &BrokerConfig, addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
@@ -110,7 +205,7 @@ pub fn bind_listener(config: &BrokerConfig) -> std::io::Result<TcpListener> {
     if let Ok(n) = u32::try_from(config.int("socket.receive.buffer.bytes")) {
         socket.set_recv_buffer_size(n)?;
     }
-    socket.bind(config.bind)?;
+    socket.bind(addr)?;
     socket.listen(1024)
 }
 

@@ -2,8 +2,9 @@
 //! deterministic simulator (gregor-sim) brings a simulated network instead. Every connection a
 //! broker opens to another node goes through its [`Transport`]: the controller quorum's Raft
 //! and forwarding connections, the replica fetchers' connections to partition leaders, and the
-//! controller's liveness probes of brokers. The controller listener is bound through it too;
-//! the client listener is bound by the caller (`server::bind_listener`, or the simulator) and
+//! controller's liveness probes of brokers (replica fetchers wrap it in [`TlsTransport`] when the
+//! inter-broker listener is SSL). The controller listener is bound through it too;
+//! the client listeners are bound by the caller (`server::bind_listeners`, or the simulator) and
 //! its connections are served with `connection::serve_io`.
 
 use std::future::Future;
@@ -63,6 +64,33 @@ impl Listener for TcpListener {
             let _ = s.set_nodelay(true);
             Ok((Box::new(s) as Stream, peer))
         })
+    }
+}
+
+/// TLS over another transport: what replica fetchers use when the inter-broker listener is
+/// SSL. Listeners are bound by the inner transport (TLS servers are `server`'s).
+pub struct TlsTransport {
+    inner: SharedTransport,
+    tls: gregor_client::tls::ClientTls,
+}
+
+impl TlsTransport {
+    pub fn new(inner: SharedTransport, tls: gregor_client::tls::ClientTls) -> TlsTransport {
+        TlsTransport { inner, tls }
+    }
+}
+
+impl Transport for TlsTransport {
+    fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Stream>> {
+        Box::pin(async move {
+            let stream = self.inner.connect(addr).await?;
+            let tls = self.tls.connect_over(addr, stream).await?;
+            Ok(Box::new(tls) as Stream)
+        })
+    }
+
+    fn bind(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>> {
+        self.inner.0.bind(addr)
     }
 }
 

@@ -89,6 +89,9 @@ async fn fetch_over(
         client_host: "127.0.0.1".into(),
         connection_id: 1,
         min_round_trip,
+        listener_name: "PLAINTEXT".into(),
+        security_protocol: gregor_broker::security::SecurityProtocol::Plaintext,
+        principal: std::sync::Arc::new(gregor_broker::security::KafkaPrincipal::anonymous()),
     };
     match b.clone().handle(ctx, RequestKind::Fetch(r)).await {
         Reply::Fetch(f) => *f,

@@ -52,6 +52,9 @@ async fn fetch(b: Arc<Broker>, r: FetchRequest) -> Reply {
         client_host: "127.0.0.1".into(),
         connection_id: 1,
         min_round_trip: None,
+        listener_name: "PLAINTEXT".into(),
+        security_protocol: gregor_broker::security::SecurityProtocol::Plaintext,
+        principal: std::sync::Arc::new(gregor_broker::security::KafkaPrincipal::anonymous()),
     };
     b.handle(ctx, RequestKind::Fetch(r)).await
 }

@@ -524,10 +524,10 @@ mod tests {
             ..BrokerOptions::default()
         };
         let config = BrokerConfig::from_options(&opts).expect("valid config");
-        let listener = gregor_broker::server::bind_listener(&config).expect("listens");
+        let listeners = gregor_broker::server::bind_listeners(&config).expect("listens");
         let b = Broker::start(config).await.expect("starts");
         let (tx, rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(gregor_broker::server::serve(b, listener, rx));
+        tokio::spawn(gregor_broker::server::serve(b, listeners, rx));
         (format!("127.0.0.1:{port}"), tx)
     }
 

@@ -8,7 +8,8 @@ use gregor_broker::{Broker, BrokerConfig, BrokerOptions};
 /// `gregor broker`'s options.
 #[derive(Debug, clap::Args)]
 pub struct BrokerArgs {
-    /// Listeners to bind, e.g. PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093.
+    /// Listeners to bind, e.g. PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093
+    /// (security protocols from listener.security.protocol.map).
     #[arg(long)]
     pub listeners: Option<String>,
     /// Roles of this node (process.roles); every node is broker,controller today.
@@ -85,11 +86,11 @@ fn broker_config(args: BrokerArgs) -> Result<BrokerConfig> {
 
 /// Binds the listeners, starts the broker and serves until SIGTERM or Ctrl-C.
 async fn serve(config: BrokerConfig) -> Result<()> {
-    let bind = config.bind;
-    let listener = if config.is_broker {
+    let listeners = if config.is_broker {
         Some(
-            gregor_broker::server::bind_listener(&config)
-                .with_context(|| format!("cannot listen on {bind}"))?,
+            gregor_broker::server::bind_listeners(&config).map_err(|(addr, e)| {
+                anyhow::Error::new(e).context(format!("cannot listen on {addr}"))
+            })?,
         )
     } else {
         None
@@ -106,8 +107,8 @@ async fn serve(config: BrokerConfig) -> Result<()> {
         wait_for_signal().await;
         let _ = tx.send(true);
     });
-    match listener {
-        Some(listener) => gregor_broker::server::serve(broker, listener, rx).await,
+    match listeners {
+        Some(listeners) => gregor_broker::server::serve(broker, listeners, rx).await,
         // A controller-only node serves the quorum on its controller listener only.
         None => gregor_broker::server::serve_controller_only(broker, rx).await,
     }

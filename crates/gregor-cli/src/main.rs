@@ -46,6 +46,8 @@ enum Command {
     Groups(admin::GroupsArgs),
     /// Describe or alter topic, broker and group configs (like kafka-configs.sh).
     Configs(admin::ConfigsArgs),
+    /// Add, remove or list ACLs (like kafka-acls.sh).
+    Acls(admin::AclsArgs),
     /// Elect partition leaders, preferred or unclean (like kafka-leader-election.sh).
     Elect(admin::ElectArgs),
     /// Generate, execute, verify, cancel or list partition reassignments (like
@@ -156,6 +158,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Topics(args) => admin::block_on(admin::run_topics(args))??,
         Command::Groups(args) => admin::block_on(admin::run_groups(args))??,
         Command::Configs(args) => admin::block_on(admin::run_configs(args))??,
+        Command::Acls(args) => admin::block_on(admin::run_acls(args))??,
         Command::Elect(args) => admin::block_on(admin::run_elect(args))??,
         Command::Reassign(args) => admin::block_on(admin::run_reassign(args))??,
         Command::Storage(args) => storage_cmd::run(args)?,

@@ -4,7 +4,8 @@
 //!
 //! A Gregor broker needs no format step: an empty data directory gets a cluster id on first
 //! start. Formatting first is how operators make every node of a cluster agree on an id chosen
-//! beforehand, as they do with Kafka.
+//! beforehand, as they do with Kafka, and how they give a new cluster its first SCRAM users
+//! (`--add-scram`, KIP-900): the first active controller commits them to the new metadata log.
 
 use std::path::{Path, PathBuf};
 
@@ -47,6 +48,15 @@ pub struct FormatArgs {
     /// Any setting, as key=value, applied after the config file (repeatable).
     #[arg(long = "override", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// A SCRAM credential the new cluster starts with, as kafka-storage.sh takes it:
+    /// 'SCRAM-SHA-512=[name=admin,password=admin-secret]' (iterations=N optional, 4096 by
+    /// default). Repeatable; format every controller alike.
+    #[arg(
+        short = 'S',
+        long = "add-scram",
+        value_name = "MECHANISM=[name=...,password=...]"
+    )]
+    pub add_scram: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -64,11 +74,13 @@ pub fn run(args: StorageArgs) -> Result<()> {
         }
         StorageCommand::Format(args) => {
             let config = load(&args.config, &args.overrides, Some(&args.cluster_id))?;
+            let bootstrap = scram_bootstrap_records(&args.add_scram)?;
             let out = format(
                 &config,
                 &args.cluster_id,
                 args.ignore_formatted,
                 args.standalone,
+                &bootstrap,
             )?;
             println!("{out}");
             Ok(())
@@ -120,12 +132,14 @@ fn recorded_cluster_id(data_dir: &Path) -> Result<Option<String>> {
 }
 
 /// Writes `meta.properties` with `cluster_id` into the config's data directory (created if
-/// needed); returns the line to print.
+/// needed), and the `bootstrap` records a new metadata log starts with; returns the line to
+/// print. An already formatted directory keeps what it has.
 pub fn format(
     config: &BrokerConfig,
     cluster_id: &str,
     ignore_formatted: bool,
     standalone: bool,
+    bootstrap: &[gregor_meta::MetadataRecord],
 ) -> Result<String> {
     let dir = &config.data_dir;
     if standalone {
@@ -165,6 +179,12 @@ pub fn format(
     let disk = gregor_log::Disk::real();
     disk.create_dir_all(dir)
         .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+    // The bootstrap records first: a directory with a cluster id counts as formatted.
+    if !bootstrap.is_empty() {
+        gregor_broker::bootstrap::write(&disk, dir, bootstrap).with_context(|| {
+            format!("cannot write the bootstrap records into {}", dir.display())
+        })?;
+    }
     let id =
         gregor_broker::cluster_id::cluster_id_for(&disk, dir, &config.voters, Some(cluster_id))
             .with_context(|| format!("cannot format {}", dir.display()))?;
@@ -173,6 +193,61 @@ pub fn format(
         dir.display(),
         config.node_id
     ))
+}
+
+/// Parses one `--add-scram` value: `MECHANISM=[name=...,password=...,iterations=...]`. Errors
+/// name the setting, never its value (it may be a password).
+fn parse_add_scram(text: &str) -> Result<gregor_meta::UserScramCredentialRecord> {
+    use gregor_meta::{ScramCredential, ScramMechanism};
+    let (mechanism, rest) = text
+        .split_once('=')
+        .ok_or_else(|| anyhow::anyhow!("--add-scram needs MECHANISM=[name=...,password=...]"))?;
+    let mechanism = ScramMechanism::from_name(mechanism.trim()).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--add-scram: unknown mechanism {mechanism:?} (SCRAM-SHA-256, SCRAM-SHA-512)"
+        )
+    })?;
+    let body = rest
+        .trim()
+        .strip_prefix('[')
+        .and_then(|b| b.strip_suffix(']'))
+        .ok_or_else(|| anyhow::anyhow!("--add-scram: the settings go in square brackets"))?;
+    let (mut name, mut password, mut iterations) = (None, None, 4096);
+    for part in body.split(',') {
+        let (k, v) = part.split_once('=').unwrap_or((part, ""));
+        match k.trim() {
+            "name" => name = Some(v.trim_matches('"').to_string()),
+            "password" => password = Some(gregor_sasl::Password::new(v.trim_matches('"'))),
+            "iterations" => {
+                iterations = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("--add-scram: iterations must be a number"))?
+            }
+            other => bail!("--add-scram: unknown setting {other:?} (name, password, iterations)"),
+        }
+    }
+    let name = name
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("--add-scram: name must be specified"))?;
+    let password =
+        password.ok_or_else(|| anyhow::anyhow!("--add-scram: password must be specified"))?;
+    let salt = gregor_sasl::random::random_salt()?;
+    let credential = ScramCredential::from_password(mechanism, &password, &salt, iterations)
+        .map_err(|e| anyhow::anyhow!("--add-scram for {name}: {e}"))?;
+    Ok(gregor_meta::UserScramCredentialRecord {
+        name,
+        mechanism,
+        credential,
+    })
+}
+
+/// The bootstrap records of every `--add-scram`.
+fn scram_bootstrap_records(values: &[String]) -> Result<Vec<gregor_meta::MetadataRecord>> {
+    values
+        .iter()
+        .map(|v| parse_add_scram(v).map(gregor_meta::MetadataRecord::UserScramCredential))
+        .collect()
 }
 
 /// What `gregor storage info` prints for `data_dir`.
@@ -224,24 +299,79 @@ mod tests {
         let dir = tmp.path().join("data");
         let c = config(&dir, "");
         assert!(info(&dir).expect("info").contains("does not exist"));
-        let out = format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, true).expect("format");
+        let out = format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, true, &[]).expect("format");
         assert!(out.contains("q1Sh-9_ISia_zwGINzRvyQ"), "{out}");
         assert_eq!(
             recorded_cluster_id(&dir).expect("read").as_deref(),
             Some("q1Sh-9_ISia_zwGINzRvyQ")
         );
         assert!(info(&dir).expect("info").contains("q1Sh-9_ISia_zwGINzRvyQ"));
-        let again = format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, false).unwrap_err();
+        let again = format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, false, &[]).unwrap_err();
         assert!(
             format!("{again:#}").contains("already formatted"),
             "{again:#}"
         );
-        let ignored = format(&c, "q1Sh-9_ISia_zwGINzRvyQ", true, false).expect("ignore");
+        let ignored = format(&c, "q1Sh-9_ISia_zwGINzRvyQ", true, false, &[]).expect("ignore");
         assert!(ignored.contains("already formatted"), "{ignored}");
-        let other = format(&c, "AAAAAAAAAAAAAAAAAAAAAA", true, false).unwrap_err();
+        let other = format(&c, "AAAAAAAAAAAAAAAAAAAAAA", true, false, &[]).unwrap_err();
         assert!(
             format!("{other:#}").contains("belongs to cluster"),
             "{other:#}"
+        );
+    }
+
+    #[test]
+    fn add_scram_takes_kafkas_shape_and_hides_the_password() {
+        let r = parse_add_scram("SCRAM-SHA-512=[name=admin,password=admin-secret]").expect("parse");
+        assert_eq!(r.name, "admin");
+        assert_eq!(r.mechanism, gregor_meta::ScramMechanism::Sha512);
+        assert_eq!(r.credential.iterations, 4096);
+        assert!(!format!("{r:?}").contains("admin-secret"));
+        let r = parse_add_scram("SCRAM-SHA-256=[name=\"bob\",password=\"b\",iterations=8192]")
+            .expect("quoted");
+        assert_eq!((r.name.as_str(), r.credential.iterations), ("bob", 8192));
+        for bad in [
+            "SCRAM-SHA-1=[name=a,password=pw-x]",
+            "SCRAM-SHA-512=name=a,password=pw-x",
+            "SCRAM-SHA-512=[password=pw-x]",
+            "SCRAM-SHA-512=[name=a]",
+            "SCRAM-SHA-512=[name=a,password=pw-x,iterations=10]",
+            "SCRAM-SHA-512=[name=a,password=pw-x,salt=abc]",
+        ] {
+            let e = format!("{:#}", parse_add_scram(bad).unwrap_err());
+            assert!(!e.contains("pw-x"), "{e}");
+        }
+    }
+
+    #[test]
+    fn format_writes_the_bootstrap_records_for_a_new_directory_only() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().join("data");
+        let c = config(&dir, "");
+        let records =
+            scram_bootstrap_records(&["SCRAM-SHA-512=[name=admin,password=admin-secret]".into()])
+                .expect("records");
+        format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, true, &records).expect("format");
+        assert_eq!(gregor_broker::bootstrap::read(&dir).expect("read"), records);
+        let raw = std::fs::read(gregor_broker::bootstrap::path(&dir)).expect("file");
+        assert!(!String::from_utf8_lossy(&raw).contains("admin-secret"));
+        // Formatted already: --ignore-formatted leaves the directory, bootstrap file included.
+        let other =
+            scram_bootstrap_records(&["SCRAM-SHA-256=[name=eve,password=x]".into()]).expect("eve");
+        format(&c, "q1Sh-9_ISia_zwGINzRvyQ", true, false, &other).expect("ignored");
+        assert_eq!(gregor_broker::bootstrap::read(&dir).expect("read"), records);
+        let fresh = tmp.path().join("plain");
+        format(
+            &config(&fresh, ""),
+            "q1Sh-9_ISia_zwGINzRvyQ",
+            false,
+            true,
+            &[],
+        )
+        .expect("format");
+        assert_eq!(
+            gregor_broker::bootstrap::read(&fresh).expect("read"),
+            Vec::new()
         );
     }
 
@@ -252,8 +382,9 @@ mod tests {
             &tmp.path().join("d"),
             "process.roles=broker,controller\nlisteners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\ncontroller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:19095\n",
         );
-        let e = format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, true).unwrap_err();
+        let e = format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, true, &[]).unwrap_err();
         assert!(format!("{e:#}").contains("node(s) 2"), "{e:#}");
-        format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, false).expect("format without --standalone");
+        format(&c, "q1Sh-9_ISia_zwGINzRvyQ", false, false, &[])
+            .expect("format without --standalone");
     }
 }

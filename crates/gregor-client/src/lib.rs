@@ -27,6 +27,7 @@ pub mod producer;
 pub mod retry;
 #[cfg(feature = "simulation")]
 pub mod simulation;
+pub mod tls;
 pub mod types;
 pub mod versions;
 

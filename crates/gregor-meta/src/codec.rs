@@ -21,6 +21,10 @@ const PARTITION: u8 = 5;
 const PARTITION_CHANGE: u8 = 6;
 const REMOVE_TOPIC: u8 = 7;
 const CONFIG: u8 = 8;
+const ACCESS_CONTROL_ENTRY: u8 = 9;
+const REMOVE_ACCESS_CONTROL_ENTRY: u8 = 10;
+const USER_SCRAM_CREDENTIAL: u8 = 11;
+const REMOVE_USER_SCRAM_CREDENTIAL: u8 = 12;
 
 /// Version written for every record type today.
 const V0: u8 = 0;
@@ -100,6 +104,17 @@ impl MetadataRecord {
                 w.str(&r.name);
                 w.opt_str(r.value.as_deref());
             }
+            MetadataRecord::AccessControlEntry(r) => w.access_control_entry(r),
+            MetadataRecord::RemoveAccessControlEntry(r) => {
+                w.header(REMOVE_ACCESS_CONTROL_ENTRY);
+                w.uuid(r.id);
+            }
+            MetadataRecord::UserScramCredential(r) => w.user_scram_credential(r),
+            MetadataRecord::RemoveUserScramCredential(r) => {
+                w.header(REMOVE_USER_SCRAM_CREDENTIAL);
+                w.str(&r.name);
+                w.0.push(r.mechanism.type_id() as u8);
+            }
         }
         w.0
     }
@@ -109,7 +124,7 @@ impl MetadataRecord {
         let mut r = Reader(bytes);
         let record_type = r.u8("record type")?;
         let version = r.u8("record version")?;
-        if record_type > CONFIG {
+        if record_type > CONFIG && !is_acl_record(record_type) && !is_scram_record(record_type) {
             return Err(DecodeError::UnknownType(record_type));
         }
         if version != V0 {
@@ -144,6 +159,21 @@ impl MetadataRecord {
                 topic_id: r.uuid("topic id")?,
             }),
             CONFIG => MetadataRecord::Config(r.config()?),
+            ACCESS_CONTROL_ENTRY => MetadataRecord::AccessControlEntry(r.access_control_entry()?),
+            REMOVE_ACCESS_CONTROL_ENTRY => {
+                MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord {
+                    id: r.uuid("acl id")?,
+                })
+            }
+            USER_SCRAM_CREDENTIAL => {
+                MetadataRecord::UserScramCredential(r.user_scram_credential()?)
+            }
+            REMOVE_USER_SCRAM_CREDENTIAL => {
+                MetadataRecord::RemoveUserScramCredential(RemoveUserScramCredentialRecord {
+                    name: r.string("user name")?,
+                    mechanism: r.scram_mechanism()?,
+                })
+            }
             _ => unreachable!("record type range checked above"),
         };
         if !r.0.is_empty() {
@@ -151,6 +181,13 @@ impl MetadataRecord {
         }
         Ok(record)
     }
+}
+
+fn is_acl_record(record_type: u8) -> bool {
+    matches!(
+        record_type,
+        ACCESS_CONTROL_ENTRY | REMOVE_ACCESS_CONTROL_ENTRY
+    )
 }
 
 struct Writer(Vec<u8>);
@@ -404,6 +441,135 @@ impl Reader<'_> {
             },
             name: self.string("config name")?,
             value: self.opt_string("config value")?,
+        })
+    }
+}
+
+// ACL records (`acl::types`): the enums are stored as Kafka's one-byte codes.
+impl Writer {
+    fn access_control_entry(&mut self, r: &AccessControlEntryRecord) {
+        self.header(ACCESS_CONTROL_ENTRY);
+        self.uuid(r.id);
+        self.0.push(r.acl.resource_type.code() as u8);
+        self.str(&r.acl.resource_name);
+        self.0.push(r.acl.pattern_type.code() as u8);
+        self.str(&r.acl.principal);
+        self.str(&r.acl.host);
+        self.0.push(r.acl.operation.code() as u8);
+        self.0.push(r.acl.permission_type.code() as u8);
+    }
+}
+
+impl Reader<'_> {
+    /// One byte that must be a code no encoder rejects (a binding, never a filter's ANY).
+    fn acl_code<T: Copy>(
+        &mut self,
+        field: &'static str,
+        from_code: fn(i8) -> T,
+        valid: fn(T) -> bool,
+    ) -> Result<T, DecodeError> {
+        let code = self.u8(field)? as i8;
+        let v = from_code(code);
+        if valid(v) {
+            Ok(v)
+        } else {
+            Err(DecodeError::Invalid {
+                field,
+                detail: format!("code {code} is not valid in a stored ACL"),
+            })
+        }
+    }
+
+    fn access_control_entry(&mut self) -> Result<AccessControlEntryRecord, DecodeError> {
+        use crate::acl::types::{
+            AclBinding, AclOperation as Op, AclPermissionType as Perm, AclResourceType as Res,
+            PatternType as Pat,
+        };
+        let id = self.uuid("acl id")?;
+        let resource_type = self.acl_code("acl resource type", Res::from_code, |t| {
+            !matches!(t, Res::Unknown | Res::Any)
+        })?;
+        let resource_name = self.string("acl resource name")?;
+        let pattern_type = self.acl_code("acl pattern type", Pat::from_code, |p| {
+            matches!(p, Pat::Literal | Pat::Prefixed)
+        })?;
+        let principal = self.string("acl principal")?;
+        let host = self.string("acl host")?;
+        let operation = self.acl_code("acl operation", Op::from_code, |o| {
+            !matches!(o, Op::Unknown | Op::Any)
+        })?;
+        let permission_type = self.acl_code("acl permission type", Perm::from_code, |p| {
+            matches!(p, Perm::Allow | Perm::Deny)
+        })?;
+        Ok(AccessControlEntryRecord {
+            id,
+            acl: AclBinding {
+                resource_type,
+                resource_name,
+                pattern_type,
+                principal,
+                host,
+                operation,
+                permission_type,
+            },
+        })
+    }
+}
+
+fn is_scram_record(record_type: u8) -> bool {
+    matches!(
+        record_type,
+        USER_SCRAM_CREDENTIAL | REMOVE_USER_SCRAM_CREDENTIAL
+    )
+}
+
+// SCRAM credentials: name, mechanism (Kafka's type id), salt, stored key, server key (each
+// length-prefixed bytes), iterations.
+impl Writer {
+    fn user_scram_credential(&mut self, r: &UserScramCredentialRecord) {
+        self.header(USER_SCRAM_CREDENTIAL);
+        self.str(&r.name);
+        self.0.push(r.mechanism.type_id() as u8);
+        for bytes in [
+            &r.credential.salt,
+            &r.credential.stored_key,
+            &r.credential.server_key,
+        ] {
+            self.len(bytes.len());
+            self.0.extend_from_slice(bytes);
+        }
+        self.i32(r.credential.iterations);
+    }
+}
+
+impl Reader<'_> {
+    fn byte_string(&mut self, field: &'static str) -> Result<Vec<u8>, DecodeError> {
+        let n = self.len(field)?;
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head.to_vec())
+    }
+
+    fn scram_mechanism(&mut self) -> Result<crate::scram::ScramMechanism, DecodeError> {
+        let id = self.u8("SCRAM mechanism")? as i8;
+        crate::scram::ScramMechanism::from_type_id(id).ok_or_else(|| DecodeError::Invalid {
+            field: "SCRAM mechanism",
+            detail: format!("unknown mechanism type {id}"),
+        })
+    }
+
+    fn user_scram_credential(&mut self) -> Result<UserScramCredentialRecord, DecodeError> {
+        let name = self.string("user name")?;
+        let mechanism = self.scram_mechanism()?;
+        Ok(UserScramCredentialRecord {
+            name,
+            mechanism,
+            credential: crate::scram::ScramCredential {
+                salt: self.byte_string("salt")?,
+                stored_key: self.byte_string("stored key")?,
+                server_key: self.byte_string("server key")?,
+                iterations: self.i32("iterations")?,
+            },
         })
     }
 }

@@ -30,6 +30,10 @@ pub struct MetadataDelta {
     pub changed_brokers: BTreeSet<BrokerId>,
     /// Resources whose dynamic configs changed (a deleted topic's configs included).
     pub changed_configs: BTreeSet<ConfigResource>,
+    /// ACL bindings created or deleted (by id).
+    pub changed_acls: BTreeSet<Uuid>,
+    /// Users whose SCRAM credentials were set or deleted.
+    pub changed_scram_users: BTreeSet<String>,
 }
 
 impl MetadataDelta {
@@ -40,6 +44,8 @@ impl MetadataDelta {
             && self.changed_partitions.is_empty()
             && self.changed_brokers.is_empty()
             && self.changed_configs.is_empty()
+            && self.changed_acls.is_empty()
+            && self.changed_scram_users.is_empty()
     }
 
     /// Fold a later delta into this one: the earliest `before` and the latest `after` of each
@@ -66,6 +72,8 @@ impl MetadataDelta {
         }
         self.changed_brokers.extend(later.changed_brokers);
         self.changed_configs.extend(later.changed_configs);
+        self.changed_acls.extend(later.changed_acls);
+        self.changed_scram_users.extend(later.changed_scram_users);
     }
 
     /// What `broker` must do with its replicas: become leader, become or stay follower, or stop

@@ -2,10 +2,12 @@
 //! applying [`MetadataRecord`]s. Every broker keeps one; the controller keeps one too. Applying a
 //! record yields a [`MetadataDelta`] that says what changed.
 
+use crate::acl::index::AclIndex;
 use crate::delta::{MetadataDelta, PartitionDelta};
 use crate::error::ImageError;
 use crate::record::*;
 pub use crate::registration::PartitionRegistration;
+use crate::scram::ScramCredentials;
 use crate::types::{BrokerId, TopicIdPartition, TopicPartition};
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -58,6 +60,8 @@ pub struct MetadataImage {
     topics: BTreeMap<Uuid, TopicImage>,
     topic_ids: BTreeMap<String, Uuid>,
     configs: BTreeMap<ConfigResource, BTreeMap<String, String>>,
+    acls: AclIndex,
+    scram: ScramCredentials,
 }
 
 impl MetadataImage {
@@ -140,6 +144,16 @@ impl MetadataImage {
         &self.configs
     }
 
+    /// The ACL bindings.
+    pub fn acls(&self) -> &AclIndex {
+        &self.acls
+    }
+
+    /// Every user's SCRAM credentials.
+    pub fn scram_credentials(&self) -> &ScramCredentials {
+        &self.scram
+    }
+
     /// The next broker epoch the controller hands out: above every registered epoch.
     pub fn next_broker_epoch(&self) -> i64 {
         self.brokers.values().map(|b| b.epoch).max().unwrap_or(0) + 1
@@ -159,6 +173,26 @@ impl MetadataImage {
             MetadataRecord::PartitionChange(c) => self.apply_partition_change(c, d)?,
             MetadataRecord::RemoveTopic(r) => self.apply_remove_topic(r, d)?,
             MetadataRecord::Config(r) => self.apply_config(r, d)?,
+            MetadataRecord::AccessControlEntry(r) => {
+                self.acls
+                    .insert(r.id, r.acl.clone())
+                    .map_err(ImageError::Invalid)?;
+                d.changed_acls.insert(r.id);
+            }
+            MetadataRecord::RemoveAccessControlEntry(r) => {
+                self.acls
+                    .remove(&r.id)
+                    .ok_or_else(|| ImageError::Invalid(format!("no ACL with id {}", r.id)))?;
+                d.changed_acls.insert(r.id);
+            }
+            MetadataRecord::UserScramCredential(r) => {
+                self.scram.apply_upsert(r)?;
+                d.changed_scram_users.insert(r.name.clone());
+            }
+            MetadataRecord::RemoveUserScramCredential(r) => {
+                self.scram.apply_remove(r)?;
+                d.changed_scram_users.insert(r.name.clone());
+            }
         }
         Ok(delta)
     }
@@ -400,7 +434,7 @@ impl MetadataImage {
     }
 
     /// The records that rebuild this image from empty: a snapshot. Order: brokers, then each
-    /// topic (topic, its configs, its partitions), then broker configs.
+    /// topic (topic, its configs, its partitions), then broker configs, then ACLs, then SCRAM credentials.
     pub fn to_records(&self) -> Vec<MetadataRecord> {
         let mut out = Vec::new();
         for b in self.brokers.values() {
@@ -424,6 +458,19 @@ impl MetadataImage {
                 push_configs(&mut out, resource, cfg);
             }
         }
+        for (id, acl) in self.acls.iter() {
+            out.push(MetadataRecord::AccessControlEntry(
+                AccessControlEntryRecord {
+                    id: *id,
+                    acl: acl.clone(),
+                },
+            ));
+        }
+        out.extend(
+            self.scram
+                .to_records()
+                .map(MetadataRecord::UserScramCredential),
+        );
         out
     }
 }

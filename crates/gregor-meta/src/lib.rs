@@ -6,6 +6,7 @@
 //! shell stores records in the metadata log (openraft for a quorum), applies them and acts on the
 //! resulting [`MetadataDelta`].
 
+pub mod acl;
 mod codec;
 pub mod config;
 mod controller;
@@ -18,6 +19,7 @@ pub mod placement;
 pub mod reassign_plan;
 mod record;
 mod registration;
+mod scram;
 pub mod topic_name;
 mod types;
 
@@ -34,5 +36,9 @@ pub use kafka_protocol::ResponseError;
 pub use record::*;
 #[cfg(feature = "simulation")]
 pub use registration::plant_election_keeps_leader_epoch;
+pub use scram::{
+    RemoveUserScramCredentialRecord, ScramCredential, ScramCredentials, ScramMechanism,
+    UserScramCredentialRecord,
+};
 pub use types::{BrokerId, SplitMix64, TopicIdPartition, TopicPartition, NO_LEADER};
 pub use uuid::Uuid;

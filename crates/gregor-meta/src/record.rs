@@ -3,6 +3,8 @@
 //! every broker applies them to its [`crate::MetadataImage`]. Fields follow Kafka's KRaft records
 //! (`metadata/src/main/resources/common/metadata/*Record.json`).
 
+pub use crate::acl::types::{AccessControlEntryRecord, RemoveAccessControlEntryRecord};
+pub use crate::scram::{RemoveUserScramCredentialRecord, UserScramCredentialRecord};
 use crate::types::BrokerId;
 use uuid::Uuid;
 
@@ -257,4 +259,12 @@ pub enum MetadataRecord {
     RemoveTopic(RemoveTopicRecord),
     /// A dynamic config was set or deleted.
     Config(ConfigRecord),
+    /// An ACL binding was created.
+    AccessControlEntry(AccessControlEntryRecord),
+    /// An ACL binding was deleted.
+    RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
+    /// A user's SCRAM credential for one mechanism was set.
+    UserScramCredential(UserScramCredentialRecord),
+    /// A user's SCRAM credential for one mechanism was deleted.
+    RemoveUserScramCredential(RemoveUserScramCredentialRecord),
 }

@@ -308,7 +308,12 @@ impl Quorum {
                 controller.reset_sessions();
                 *term_seen = term;
             }
-            op(&mut controller)
+            let mut result = op(&mut controller);
+            // A new log's first write carries the bootstrap records ahead of its own.
+            let mut records = controller.bootstrap_records_due();
+            records.append(&mut result.records);
+            result.records = records;
+            result
         };
         if records.is_empty() {
             return Ok((response, self.applied_index()));

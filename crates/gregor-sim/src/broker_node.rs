@@ -36,6 +36,10 @@ pub const BROKER_OVERRIDES: &[&str] = &[
     "group.initial.rebalance.delay.ms=300",
     "offsets.topic.num.partitions=2",
     "offsets.commit.timeout.ms=2000",
+    // ACLs (`--acls`): the ACL APIs need an authorizer; the anonymous simulated clients stay
+    // allowed everything.
+    "authorizer.class.name=gregor.authorizer.StandardAuthorizer",
+    "super.users=User:ANONYMOUS",
 ];
 
 /// turmoil's simulated TCP as the broker's transport.

@@ -22,6 +22,7 @@ pub fn check(d: &DataHistory) -> Vec<Violation> {
     high_watermark_forward(d, &mut out);
     data_liveness(d, &mut out);
     out.extend(d.topic_violations.iter().cloned());
+    out.extend(d.acl_violations.iter().cloned());
     crate::group_check::check(&d.group, &mut out);
     // Report a handful per property: one broken run can repeat a finding many times.
     let mut count: BTreeMap<Property, usize> = BTreeMap::new();

@@ -122,6 +122,8 @@ pub struct DataHistory {
     pub group: GroupHistory,
     /// `--topic-admin` runs: side topics that did not settle as acknowledged (`topics.rs`).
     pub topic_violations: Vec<Violation>,
+    /// `--acls` runs: ACLs that did not settle as acknowledged (`acls.rs`).
+    pub acl_violations: Vec<Violation>,
 }
 
 impl DataHistory {

@@ -58,6 +58,7 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
         (options.clock_jumps, "--clock-jumps"),
         (options.cascading_crashes, "--cascading-crashes"),
         (options.topic_admin, "--topic-admin"),
+        (options.acls, "--acls"),
         (options.splits, "--splits"),
         (options.bridges, "--bridges"),
         (options.overlaps, "--overlaps"),

@@ -2,6 +2,7 @@
 //! one fault schedule and one workload; the same seed gives the same event trace, byte for
 //! byte. See the crate README.
 
+mod acls;
 mod admin;
 mod broker_node;
 mod checker;

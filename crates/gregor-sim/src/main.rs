@@ -100,6 +100,10 @@ struct Args {
     /// each partition.
     #[arg(long)]
     topic_admin: bool,
+    /// With --replication: create ACL bindings and delete some of them while the faults run;
+    /// after them every node must describe the same ACLs, as acknowledged.
+    #[arg(long)]
+    acls: bool,
     /// With --replication: after the other faults, one or two splits of the cluster in two
     /// (two against three on five nodes), sometimes with the clients cut off from the smaller
     /// side.
@@ -193,6 +197,7 @@ fn sim_options(args: &Args, bug: Option<PlantedBug>, seed: u64) -> SimOptions {
         clock_jumps: args.clock_jumps,
         cascading_crashes: args.cascading_crashes,
         topic_admin: args.topic_admin,
+        acls: args.acls,
         splits: args.splits,
         bridges: args.bridges,
         overlaps: args.overlaps,

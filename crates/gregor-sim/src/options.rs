@@ -194,6 +194,8 @@ pub struct SimOptions {
     /// Replicated runs: side topics created, grown and deleted, and unclean elections of
     /// their partitions, while the faults run (see `topics.rs`).
     pub topic_admin: bool,
+    /// Replicated runs: ACL bindings created and deleted while the faults run (see `acls.rs`).
+    pub acls: bool,
     /// Replicated runs: the cluster split in two, after the other faults (see
     /// [`crate::Scenario::with_splits`]).
     pub splits: bool,

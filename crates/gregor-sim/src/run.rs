@@ -893,6 +893,7 @@ fn start_client(
                     static_members: options.static_members,
                 }),
                 options.topic_admin,
+                options.acls,
             ),
         ),
     }

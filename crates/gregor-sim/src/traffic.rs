@@ -1,5 +1,5 @@
 //! The data-plane workloads of a replicated run side by side: the data topic's producers and
-//! consumer, and, as the options ask, partition admin, a consumer group and side topics.
+//! consumer, and, as the options ask, partition admin, a consumer group, side topics and ACLs.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -17,6 +17,7 @@ pub async fn run(
     admin: bool,
     group: Option<GroupWorkload>,
     topic_admin: bool,
+    acls: bool,
 ) -> turmoil::Result {
     data::create_topic(&history, nodes).await;
     let producers = async {
@@ -43,12 +44,18 @@ pub async fn run(
             crate::topics::run(history.clone(), nodes, seed).await;
         }
     };
+    let acl_ops = async {
+        if acls {
+            crate::acls::run(history.clone(), nodes, seed).await;
+        }
+    };
     tokio::join!(
         producers,
         data::consume(history.clone(), nodes),
         admin_ops,
         group,
-        topic_ops
+        topic_ops,
+        acl_ops
     );
     let mut h = history.borrow_mut();
     // The driver's liveness check: the first `acks=all` acknowledgement after the faults.

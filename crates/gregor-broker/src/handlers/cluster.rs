@@ -28,7 +28,14 @@ pub fn api_versions(_r: &ApiVersionsRequest, _version: i16) -> ApiVersionsRespon
 /// The topics a Metadata request names, by name or (v10+) by id; `None` for all topics.
 type RequestedTopics = Option<Vec<(Option<String>, gregor_meta::Uuid)>>;
 
-pub async fn metadata(b: ControlPlane<'_>, r: MetadataRequest, version: i16) -> MetadataResponse {
+/// Metadata, with the brokers' endpoints on `listener` (the listener the client connected on,
+/// as Kafka answers): brokers without it are left out.
+pub async fn metadata(
+    b: ControlPlane<'_>,
+    r: MetadataRequest,
+    version: i16,
+    listener: &str,
+) -> MetadataResponse {
     let auto_create =
         b.config.bool("auto.create.topics.enable") && (version < 4 || r.allow_auto_topic_creation);
     let requested = requested_topics(r.topics, version);
@@ -39,7 +46,7 @@ pub async fn metadata(b: ControlPlane<'_>, r: MetadataRequest, version: i16) -> 
         }
     }
     let mut resp = MetadataResponse::default();
-    resp.brokers = listed_brokers(b.metadata, &image);
+    resp.brokers = listed_brokers(b.metadata, &image, listener);
     resp.cluster_id = (version >= 2).then(|| s(b.cluster_id));
     resp.controller_id = BrokerId(if version >= 1 {
         client_visible_controller(b.metadata, &image)
@@ -50,14 +57,14 @@ pub async fn metadata(b: ControlPlane<'_>, r: MetadataRequest, version: i16) -> 
         None => image
             .topics()
             .values()
-            .map(|t| describe_topic(&image, &t.name))
+            .map(|t| describe_topic(&image, &t.name, listener))
             .collect(),
         Some(req) => req
             .into_iter()
             .map(|(name, id)| match name {
-                Some(n) => describe_topic(&image, &n),
+                Some(n) => describe_topic(&image, &n, listener),
                 None => match image.topic_by_id(id) {
-                    Some(t) => describe_topic(&image, &t.name),
+                    Some(t) => describe_topic(&image, &t.name, listener),
                     None => {
                         let mut t = MetadataResponseTopic::default();
                         t.topic_id = id;
@@ -119,7 +126,11 @@ async fn auto_create_topics(
 
 /// One topic as Metadata describes it: INVALID_TOPIC_EXCEPTION for a name no topic can have,
 /// UNKNOWN_TOPIC_OR_PARTITION for one `image` does not have.
-fn describe_topic(image: &gregor_meta::MetadataImage, name: &str) -> MetadataResponseTopic {
+fn describe_topic(
+    image: &gregor_meta::MetadataImage,
+    name: &str,
+    listener: &str,
+) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     t.name = Some(TopicName(s(name)));
     if gregor_meta::topic_name::validate_topic_name(name).is_err() {
@@ -130,7 +141,7 @@ fn describe_topic(image: &gregor_meta::MetadataImage, name: &str) -> MetadataRes
         t.error_code = ResponseError::UnknownTopicOrPartition.code();
         return t;
     };
-    fill_topic(&mut t, topic, image);
+    fill_topic(&mut t, topic, image, listener);
     t
 }
 
@@ -139,6 +150,7 @@ fn describe_topic(image: &gregor_meta::MetadataImage, name: &str) -> MetadataRes
 fn listed_brokers(
     metadata: &MetadataManager,
     image: &gregor_meta::MetadataImage,
+    listener: &str,
 ) -> Vec<MetadataResponseBroker> {
     let recently_fenced = metadata.recently_fenced(image);
     image
@@ -146,7 +158,7 @@ fn listed_brokers(
         .values()
         .filter(|br| !br.fenced || recently_fenced.contains(&br.id))
         .filter_map(|br| {
-            let ep = br.endpoints.first()?;
+            let ep = endpoint_on(br, listener)?;
             let mut m = MetadataResponseBroker::default();
             m.node_id = BrokerId(br.id);
             m.host = s(ep.host.clone());
@@ -157,10 +169,19 @@ fn listed_brokers(
         .collect()
 }
 
+/// A broker's endpoint on `listener`.
+fn endpoint_on<'a>(
+    br: &'a gregor_meta::BrokerRegistration,
+    listener: &str,
+) -> Option<&'a gregor_meta::BrokerEndpoint> {
+    br.endpoints.iter().find(|e| e.name == listener)
+}
+
 fn fill_topic(
     t: &mut MetadataResponseTopic,
     topic: &gregor_meta::TopicImage,
     image: &gregor_meta::MetadataImage,
+    listener: &str,
 ) {
     t.topic_id = topic.id;
     t.is_internal = super::produce::is_internal_topic(&topic.name);
@@ -182,10 +203,22 @@ fn fill_topic(
                 .collect();
             if p.leader < 0 {
                 mp.error_code = ResponseError::LeaderNotAvailable.code();
+            } else if leader_lacks_listener(image, p.leader, listener) {
+                // A live leader the client cannot reach on its listener (Kafka's answer).
+                mp.leader_id = BrokerId(-1);
+                mp.error_code = ResponseError::ListenerNotFound.code();
             }
             mp
         })
         .collect();
+}
+
+/// Whether `leader` is a live broker without an endpoint on `listener`.
+fn leader_lacks_listener(image: &gregor_meta::MetadataImage, leader: i32, listener: &str) -> bool {
+    image
+        .broker(leader)
+        .filter(|br| !br.fenced)
+        .is_some_and(|br| endpoint_on(br, listener).is_none())
 }
 
 /// The controller id Metadata names (clients send admin requests there): this node when it is
@@ -212,10 +245,12 @@ fn active_controller_id(metadata: &MetadataManager, image: &gregor_meta::Metadat
     }
 }
 
+/// DescribeCluster, with the brokers' endpoints on `listener` (the client's).
 pub fn describe_cluster(
     b: ControlPlane<'_>,
     r: &DescribeClusterRequest,
     version: i16,
+    listener: &str,
 ) -> DescribeClusterResponse {
     let image = b.metadata.image();
     let mut resp = DescribeClusterResponse::default();
@@ -226,7 +261,7 @@ pub fn describe_cluster(
         .values()
         .filter(|br| !br.fenced || (version >= 2 && r.include_fenced_brokers))
         .filter_map(|br| {
-            let ep = br.endpoints.first()?;
+            let ep = endpoint_on(br, listener)?;
             let mut d = DescribeClusterBroker::default();
             d.broker_id = BrokerId(br.id);
             d.host = s(ep.host.clone());

@@ -34,6 +34,9 @@ async fn send(b: &Arc<Broker>, api_key: ApiKey, version: i16, req: RequestKind) 
         client_host: "127.0.0.1".into(),
         connection_id: 1,
         min_round_trip: None,
+        listener_name: "PLAINTEXT".into(),
+        security_protocol: crate::security::SecurityProtocol::Plaintext,
+        principal: std::sync::Arc::new(crate::security::KafkaPrincipal::anonymous()),
     };
     match b.clone().handle(ctx, req).await {
         Reply::Respond(r) => r,

@@ -21,6 +21,7 @@ pub async fn find_coordinator(
     groups: &Groups,
     r: FindCoordinatorRequest,
     version: i16,
+    listener: &str,
 ) -> FindCoordinatorResponse {
     let keys: Vec<String> = if version >= 4 {
         r.coordinator_keys.iter().map(|k| k.to_string()).collect()
@@ -44,7 +45,7 @@ pub async fn find_coordinator(
             Err(ResponseError::InvalidRequest)
         } else {
             match groups.coordinator_partition(b, &key).await {
-                Ok(p) => coordinator_of(b, p),
+                Ok(p) => coordinator_of(b, p, listener),
                 Err(e) => Err(e),
             }
         };
@@ -75,9 +76,14 @@ pub async fn find_coordinator(
     resp
 }
 
-/// The leader of `__consumer_offsets` partition `p` and its client endpoint, from the metadata
-/// image: COORDINATOR_NOT_AVAILABLE while it has no leader or the leader is not a live broker.
-fn coordinator_of(b: ControlPlane<'_>, p: i32) -> Result<(i32, String, i32), ResponseError> {
+/// The leader of `__consumer_offsets` partition `p` and its endpoint on `listener` (the one the
+/// client asked on), from the metadata image: COORDINATOR_NOT_AVAILABLE while it has no leader,
+/// the leader is not a live broker, or it has no such listener.
+fn coordinator_of(
+    b: ControlPlane<'_>,
+    p: i32,
+    listener: &str,
+) -> Result<(i32, String, i32), ResponseError> {
     let image = b.metadata.image();
     let leader = image
         .topic(OFFSETS_TOPIC)
@@ -88,7 +94,7 @@ fn coordinator_of(b: ControlPlane<'_>, p: i32) -> Result<(i32, String, i32), Res
     let endpoint = image
         .broker(leader)
         .filter(|br| !br.fenced)
-        .and_then(|br| br.endpoints.first())
+        .and_then(|br| br.endpoints.iter().find(|e| e.name == listener))
         .ok_or(ResponseError::CoordinatorNotAvailable)?;
     Ok((leader, endpoint.host.clone(), i32::from(endpoint.port)))
 }

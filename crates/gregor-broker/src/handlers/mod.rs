@@ -2,6 +2,7 @@
 //! (`DataPlane`, `ControlPlane`, `Groups`, `MetadataManager`); `broker.rs` routes requests to
 //! them.
 
+pub(crate) mod acls;
 pub(crate) mod admin;
 pub(crate) mod cluster;
 mod common;
@@ -12,6 +13,7 @@ pub(crate) mod log_dirs;
 pub(crate) mod offsets;
 pub(crate) mod produce;
 pub(crate) mod reassign;
+pub(crate) mod scram;
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 
@@ -46,6 +48,15 @@ pub async fn controller_api(
         }
         RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
             reassign::alter_partition_reassignments(b.metadata, r).await,
+        ),
+        RequestKind::CreateAcls(r) => {
+            ResponseKind::CreateAcls(acls::create_acls(b.metadata, r).await)
+        }
+        RequestKind::DeleteAcls(r) => {
+            ResponseKind::DeleteAcls(acls::delete_acls(b.metadata, r).await)
+        }
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            scram::alter_user_scram_credentials(b.metadata, r).await,
         ),
         RequestKind::BrokerRegistration(r) => {
             ResponseKind::BrokerRegistration(cluster::broker_registration(b, r).await)

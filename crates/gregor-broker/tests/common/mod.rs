@@ -40,6 +40,9 @@ pub async fn send(
         client_host: "127.0.0.1".into(),
         connection_id: 1,
         min_round_trip: None,
+        listener_name: "PLAINTEXT".into(),
+        security_protocol: gregor_broker::security::SecurityProtocol::Plaintext,
+        principal: std::sync::Arc::new(gregor_broker::security::KafkaPrincipal::anonymous()),
     };
     match b.clone().handle(ctx, req).await {
         Reply::Respond(r) => r,

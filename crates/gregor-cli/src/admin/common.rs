@@ -4,7 +4,10 @@
 use std::future::Future;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use anyhow::{anyhow, Context, Result};
+use gregor_client::tls::ClientTls;
 use gregor_client::{Admin, ClientConfig};
 
 /// Connection options, named as in Kafka's tools.
@@ -16,6 +19,10 @@ pub struct ConnectionArgs {
     /// How long each operation may take, retries included (milliseconds).
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub timeout_ms: u64,
+    /// A Kafka client properties file: security.protocol=SSL and the ssl.* settings
+    /// (ssl.ca.location or ssl.truststore.location, a client certificate for mTLS).
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<std::path::PathBuf>,
 }
 
 impl ConnectionArgs {
@@ -32,6 +39,17 @@ impl ConnectionArgs {
         config.request_timeout = timeout;
         // An unreachable cluster should be reported well before a slow one would time out.
         config.connect_timeout = timeout.min(Duration::from_secs(10));
+        if let Some(path) = &self.command_config {
+            let flag = format!("--command-config {}", path.display());
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {flag}"))?;
+            let props = command_config(&text).with_context(|| flag.clone())?;
+            if let Some(id) = props.get("client.id") {
+                config.client_id = id.clone();
+            }
+            config.dialer = ClientTls::from_properties(&props)
+                .with_context(|| flag.clone())?
+                .map(|tls| tls.dialer());
+        }
         Ok(config)
     }
 
@@ -43,6 +61,21 @@ impl ConnectionArgs {
     pub fn request_timeout_ms(&self) -> i32 {
         i32::try_from(self.timeout_ms).unwrap_or(i32::MAX)
     }
+}
+
+/// A client properties file's settings. Only those that say how to connect (and `client.id`)
+/// are taken; any other is refused rather than ignored.
+fn command_config(text: &str) -> Result<BTreeMap<String, String>> {
+    let props: BTreeMap<String, String> = gregor_meta::config::parse_properties(text)
+        .into_iter()
+        .collect();
+    let taken = |k: &str| k == "security.protocol" || k == "client.id" || k.starts_with("ssl.");
+    if let Some(key) = props.keys().find(|k| !taken(k)) {
+        return Err(anyhow!(
+            "{key} is not supported here (only security.protocol, client.id and ssl.* settings)"
+        ));
+    }
+    Ok(props)
 }
 
 /// Runs an admin command on a runtime of its own (the CLI's `main` is synchronous).
@@ -84,21 +117,59 @@ mod tests {
         let args = ConnectionArgs {
             bootstrap_server: "localhost".into(),
             timeout_ms: 1000,
+            command_config: None,
         };
         let e = args.client_config().unwrap_err();
         assert!(format!("{e:#}").contains("expected host:port"), "{e:#}");
         let args = ConnectionArgs {
             bootstrap_server: "127.0.0.1:9092".into(),
             timeout_ms: 0,
+            command_config: None,
         };
         assert!(args.client_config().is_err());
         let args = ConnectionArgs {
             bootstrap_server: "a:1,b:2".into(),
             timeout_ms: 60_000,
+            command_config: None,
         };
         let c = args.client_config().unwrap();
         assert_eq!(c.bootstrap_servers.len(), 2);
         assert_eq!(c.connect_timeout, Duration::from_secs(10));
         assert_eq!(c.api_timeout, Duration::from_secs(60));
+        assert!(c.dialer.is_none(), "PLAINTEXT without --command-config");
+    }
+
+    #[test]
+    fn command_config_takes_only_connection_settings() {
+        let dir = tempfile::tempdir().expect("dir");
+        let args = |text: &str| {
+            let path = dir.path().join("client.properties");
+            std::fs::write(&path, text).expect("write");
+            ConnectionArgs {
+                bootstrap_server: "127.0.0.1:9092".into(),
+                timeout_ms: 1000,
+                command_config: Some(path),
+            }
+            .client_config()
+        };
+        let c = args("# admin\nsecurity.protocol=PLAINTEXT\nclient.id = ops\n").expect("plain");
+        assert!(c.dialer.is_none() && c.client_id == "ops");
+        let e = args("security.protocol=SSL\nlinger.ms=5\n").expect_err("refused");
+        assert!(
+            format!("{e:#}").contains("linger.ms is not supported"),
+            "{e:#}"
+        );
+        let e = args("security.protocol=SSL\n").expect_err("no CA");
+        assert!(format!("{e:#}").contains("ssl.ca.location"), "{e:#}");
+        let e = args("security.protocol=SASL_SSL\n").expect_err("no SASL yet");
+        assert!(format!("{e:#}").contains("SASL"), "{e:#}");
+        let e = ConnectionArgs {
+            bootstrap_server: "127.0.0.1:9092".into(),
+            timeout_ms: 1000,
+            command_config: Some(dir.path().join("missing.properties")),
+        }
+        .client_config()
+        .expect_err("unreadable");
+        assert!(format!("{e:#}").contains("--command-config"), "{e:#}");
     }
 }

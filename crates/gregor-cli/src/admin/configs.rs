@@ -1,5 +1,5 @@
 //! `gregor configs`: what `kafka-configs.sh --bootstrap-server` does for topics, brokers and
-//! groups.
+//! groups, and for users' SCRAM credentials (`scram_users`).
 
 use anyhow::{anyhow, bail, Result};
 use clap::ArgGroup;
@@ -9,6 +9,7 @@ use gregor_client::admin::{
 use gregor_client::Admin;
 
 use super::common::ConnectionArgs;
+use super::scram_users;
 
 /// Describe or change topic, broker and group configs.
 #[derive(Debug, Clone, clap::Args)]
@@ -27,7 +28,7 @@ pub struct ConfigsArgs {
     /// Change configs with --add-config and --delete-config.
     #[arg(long)]
     pub alter: bool,
-    /// topics, brokers or groups (or the shorthands --topic, --broker, --broker-defaults,
+    /// topics, brokers, groups or users (or the shorthands --topic, --broker, --broker-defaults,
     /// --group).
     #[arg(long, value_name = "TYPE")]
     pub entity_type: Option<String>,
@@ -66,6 +67,8 @@ pub enum EntityType {
     Topics,
     Brokers,
     Groups,
+    /// Users: their SCRAM credentials (AlterUserScramCredentials, not a config resource).
+    Users,
 }
 
 impl EntityType {
@@ -74,17 +77,21 @@ impl EntityType {
             "topics" => Ok(EntityType::Topics),
             "brokers" => Ok(EntityType::Brokers),
             "groups" => Ok(EntityType::Groups),
+            "users" => Ok(EntityType::Users),
             other => {
-                bail!("Invalid entity type: {other} (this tool handles topics, brokers and groups)")
+                bail!("Invalid entity type: {other} (this tool handles topics, brokers, groups and users)")
             }
         }
     }
 
-    fn resource_type(self) -> ConfigResourceType {
+    /// The config resource type; users have none (their SCRAM credentials have APIs of
+    /// their own).
+    fn resource_type(self) -> Result<ConfigResourceType> {
         match self {
-            EntityType::Topics => ConfigResourceType::Topic,
-            EntityType::Brokers => ConfigResourceType::Broker,
-            EntityType::Groups => ConfigResourceType::Group,
+            EntityType::Topics => Ok(ConfigResourceType::Topic),
+            EntityType::Brokers => Ok(ConfigResourceType::Broker),
+            EntityType::Groups => Ok(ConfigResourceType::Group),
+            EntityType::Users => bail!("users have SCRAM credentials, not config resources"),
         }
     }
 
@@ -94,6 +101,7 @@ impl EntityType {
             EntityType::Topics => "topic",
             EntityType::Brokers => "broker",
             EntityType::Groups => "group",
+            EntityType::Users => "user",
         }
     }
 
@@ -102,6 +110,7 @@ impl EntityType {
             EntityType::Topics => "topics",
             EntityType::Brokers => "brokers",
             EntityType::Groups => "groups",
+            EntityType::Users => "users",
         }
     }
 }
@@ -249,6 +258,7 @@ fn dynamic_source(entity_type: EntityType, entity: &str) -> ConfigSource {
         EntityType::Brokers if entity.is_empty() => ConfigSource::DynamicDefaultBroker,
         EntityType::Brokers => ConfigSource::DynamicBroker,
         EntityType::Groups => ConfigSource::DynamicGroup,
+        EntityType::Users => ConfigSource::Unknown,
     }
 }
 
@@ -307,6 +317,17 @@ pub async fn run_configs(args: ConfigsArgs) -> Result<()> {
     let admin = args.connection.connect().await?;
     match action {
         ConfigsAction::Describe {
+            entity_type: EntityType::Users,
+            entity,
+            ..
+        } => scram_users::describe(&admin, entity.as_deref()).await?,
+        ConfigsAction::Alter {
+            entity_type: EntityType::Users,
+            entity,
+            set,
+            delete,
+        } => scram_users::alter(&admin, &entity, &set, &delete).await?,
+        ConfigsAction::Describe {
             entity_type,
             entity,
             all,
@@ -318,7 +339,7 @@ pub async fn run_configs(args: ConfigsArgs) -> Result<()> {
             delete,
         } => {
             let resource = ConfigResource {
-                kind: entity_type.resource_type(),
+                kind: entity_type.resource_type()?,
                 name: entity.clone(),
             };
             // Like Kafka: deleting a config that is not set is an error, not a no-op.
@@ -369,10 +390,11 @@ async fn describe(
         Some(e) => vec![e],
         None => all_entities(admin, entity_type).await?,
     };
+    let kind = entity_type.resource_type()?;
     let resources: Vec<ConfigResource> = entities
         .iter()
         .map(|e| ConfigResource {
-            kind: entity_type.resource_type(),
+            kind,
             name: e.clone(),
         })
         .collect();
@@ -440,6 +462,7 @@ async fn all_entities(admin: &Admin, entity_type: EntityType) -> Result<Vec<Stri
             .into_iter()
             .map(|g| g.group_id)
             .collect(),
+        EntityType::Users => bail!("users are described through their SCRAM credentials"),
     })
 }
 
@@ -513,8 +536,15 @@ mod tests {
             }
         );
         let err = |args: &[&str]| format!("{:#}", parse(args).unwrap_err());
-        assert!(
-            err(&["--describe", "--entity-type", "users"]).contains("Invalid entity type: users")
+        assert!(err(&["--describe", "--entity-type", "clients"])
+            .contains("Invalid entity type: clients"));
+        assert_eq!(
+            parse(&["--describe", "--entity-type", "users"]).unwrap(),
+            ConfigsAction::Describe {
+                entity_type: EntityType::Users,
+                entity: None,
+                all: false
+            }
         );
         assert_eq!(
             err(&[

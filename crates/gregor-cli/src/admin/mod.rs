@@ -1,12 +1,13 @@
-//! The admin commands — `gregor topics`, `gregor groups`, `gregor configs`, `gregor elect`,
-//! `gregor reassign` —
+//! The admin commands — `gregor topics`, `gregor groups`, `gregor configs`, `gregor acls`,
+//! `gregor elect`, `gregor reassign` —
 //! over the Kafka protocol through gregor-client, so they work against Gregor and Apache Kafka
 //! alike. Options and output follow kafka-topics.sh, kafka-consumer-groups.sh, kafka-configs.sh,
-//! kafka-leader-election.sh and kafka-reassign-partitions.sh.
+//! kafka-acls.sh, kafka-leader-election.sh and kafka-reassign-partitions.sh.
 //!
 //! Argument checking and output formatting are plain functions over fixed data; the `run_*`
 //! functions only fetch, call them and print.
 
+mod acls;
 mod common;
 mod configs;
 mod datetime;
@@ -18,8 +19,10 @@ mod reassign_json;
 mod reassign_plan;
 mod reassign_throttle;
 mod reset;
+mod scram_users;
 mod topics;
 
+pub use acls::{run_acls, AclsArgs};
 pub use common::block_on;
 pub use configs::{run_configs, ConfigsArgs};
 pub use elect::{run_elect, ElectArgs};

@@ -138,7 +138,15 @@ const INT_MAX: &str = "2147483647";
 const CLEANUP_POLICIES: &[&str] = &["compact", "delete"];
 const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
 const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
+const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+const SSL_CLIENT_AUTH: &[&str] = &["required", "requested", "none"];
 const PROCESS_ROLES: &[&str] = &["broker", "controller"];
+/// `authorizer.class.name`: none, Gregor's authorizer, or the Kafka name of the same thing.
+const AUTHORIZER_CLASSES: &[&str] = &[
+    "",
+    "gregor.authorizer.StandardAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+];
 
 /// Topic-level configs.
 #[rustfmt::skip]
@@ -253,6 +261,51 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("broker.rack", String, None, Any, false, "Rack of the broker, used for rack-aware replica placement."),
     broker("listeners", List, Some("PLAINTEXT://:9092"), Any, false, "The listeners (URIs) to accept connections on."),
     broker("advertised.listeners", List, None, Any, false, "Listeners published to clients, if different from listeners."),
+    // Listeners and TLS (docs/security.md). Any ssl.* setting may also be given for one
+    // listener as listener.name.<lowercase listener name>.ssl.*, which wins over the plain one.
+    broker("listener.security.protocol.map", String, Some("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"), Any, false,
+        "Security protocol of each listener name, as NAME:PROTOCOL entries. Left at its default, the controller listeners are PLAINTEXT."),
+    broker("inter.broker.listener.name", String, None, Any, false,
+        "The listener other brokers replicate from (PLAINTEXT or SSL); by default the one named after security.inter.broker.protocol."),
+    broker("security.inter.broker.protocol", String, Some("PLAINTEXT"), OneOf(SECURITY_PROTOCOLS), false,
+        "Security protocol between brokers, naming the inter-broker listener; only one of this and inter.broker.listener.name may be set."),
+    // Kafka's default store type is JKS, which Gregor cannot read; PEM is the one it can.
+    broker("ssl.keystore.type", String, Some("PEM"), Any, false,
+        "Format of the key store: PEM (JKS and PKCS12 are refused; convert them to PEM)."),
+    broker("ssl.keystore.location", String, None, Any, false,
+        "PEM file holding the listener's private key and its certificate chain."),
+    broker("ssl.keystore.password", Password, None, Any, false,
+        "Store password; PEM key stores have none (set ssl.key.password for an encrypted key)."),
+    broker("ssl.keystore.certificate.chain", Password, None, Any, false,
+        "The certificate chain in PEM, inline (with ssl.keystore.key)."),
+    broker("ssl.keystore.key", Password, None, Any, false,
+        "The private key in PEM (PKCS#8, encrypted or not), inline (with ssl.keystore.certificate.chain)."),
+    broker("ssl.key.password", Password, None, Any, false,
+        "Password of an encrypted PKCS#8 private key."),
+    broker("ssl.truststore.type", String, Some("PEM"), Any, false,
+        "Format of the trust store: PEM (JKS and PKCS12 are refused)."),
+    broker("ssl.truststore.location", String, None, Any, false,
+        "PEM file of the CA certificates client certificates are verified against."),
+    broker("ssl.truststore.password", Password, None, Any, false,
+        "Store password; PEM trust stores have none."),
+    broker("ssl.truststore.certificates", Password, None, Any, false,
+        "The trusted CA certificates in PEM, inline."),
+    broker("ssl.client.auth", String, Some("none"), OneOf(SSL_CLIENT_AUTH), false,
+        "Whether clients must present a certificate: required, requested (verified if presented) or none."),
+    broker("ssl.enabled.protocols", List, Some("TLSv1.2,TLSv1.3"), Any, false,
+        "TLS versions the listener accepts: TLSv1.2 and TLSv1.3 (older ones are refused)."),
+    broker("ssl.protocol", String, Some("TLSv1.3"), Any, false,
+        "TLSv1.3 (or TLS) allows every enabled protocol; TLSv1.2 rules out TLSv1.3."),
+    broker("ssl.principal.mapping.rules", String, Some("DEFAULT"), Any, false,
+        "Rules mapping a client certificate's subject name to a principal name: RULE:pattern/replacement/[LU] entries and DEFAULT (the name as it is), first match wins."),
+    broker("ssl.cipher.suites", List, Some(""), Any, false, "Cipher suites; empty: rustls's defaults."),
+    broker("ssl.endpoint.identification.algorithm", String, Some("https"), Any, false,
+        "Whether replica fetchers check other brokers' host names against their certificates on an SSL inter-broker listener: https (the default) or empty (no check)."),
+    broker("ssl.keymanager.algorithm", String, Some("SunX509"), Any, false, "Java key manager algorithm."),
+    broker("ssl.trustmanager.algorithm", String, Some("PKIX"), Any, false, "Java trust manager algorithm."),
+    broker("ssl.provider", String, None, Any, false, "Java security provider."),
+    broker("ssl.secure.random.implementation", String, None, Any, false, "Java SecureRandom implementation."),
+    broker("ssl.engine.factory.class", String, None, Any, false, "Java SSL engine factory."),
     broker("log.dirs", List, None, Any, false, "Directories in which log data is kept; log.dir is used when unset."),
     broker("log.dir", String, Some("/tmp/kafka-logs"), Any, false, "The directory in which log data is kept (used when log.dirs is unset)."),
     broker("metadata.log.dir", String, None, Any, false, "Directory of the metadata log; the first log directory when unset."),
@@ -348,6 +401,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Fetch sessions (KIP-227) the broker keeps; 0 turns incremental fetches off (every fetch is answered whole, without a session)."),
     broker("min.incremental.fetch.session.eviction.ms", Int, Some("120000"), AtLeast(0), false,
         "How long a fetch session is safe from eviction by a new one (unused this long, any new session may replace it; younger than this, only a follower's may replace a consumer's)."),
+    // Authorization (ACLs in the metadata log; see acl/authorizer.rs).
+    broker("authorizer.class.name", String, Some(""), OneOf(AUTHORIZER_CLASSES), false,
+        "The authorizer: empty (the default) for none (every request is allowed and the ACL APIs answer SECURITY_DISABLED), gregor.authorizer.StandardAuthorizer, or its Kafka name org.apache.kafka.metadata.authorizer.StandardAuthorizer."),
+    broker("super.users", String, Some(""), Any, false,
+        "Principals allowed every operation whatever the ACLs say, separated by semicolons (User:admin;User:broker)."),
+    broker("allow.everyone.if.no.acl.found", Boolean, Some("false"), Any, false,
+        "Whether a resource no ACL covers is open to every principal (with an authorizer)."),
     // Log defaults (topic config synonyms).
     broker("log.cleanup.policy", List, Some("delete"), ListOf(CLEANUP_POLICIES), true, "Default cleanup.policy."),
     broker("compression.type", String, Some("producer"), OneOf(COMPRESSION_TYPES), true, "Default compression.type."),
@@ -402,6 +462,12 @@ pub static UNSUPPORTED: &[(&str, &str)] = &[
     ("segment.jitter.ms", "segments roll without jitter"),
     ("log.roll.jitter.ms", "segments roll without jitter"),
     ("log.roll.jitter.hours", "segments roll without jitter"),
+    ("ssl.cipher.suites", "rustls's default cipher suites are used"),
+    ("ssl.keymanager.algorithm", "keys are read by rustls, not a Java key manager"),
+    ("ssl.trustmanager.algorithm", "certificates are verified by rustls (webpki), not a Java trust manager"),
+    ("ssl.provider", "TLS is rustls with the ring provider"),
+    ("ssl.secure.random.implementation", "randomness comes from ring"),
+    ("ssl.engine.factory.class", "TLS is rustls"),
 ];
 
 /// Why a setting is not supported yet, if it is not.
@@ -432,9 +498,20 @@ pub fn topic_config(name: &str) -> Option<&'static ConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
 
-/// The broker config named `name`.
+/// The broker config named `name`; a per-listener override
+/// (`listener.name.<lowercase listener name>.ssl.*`) is defined by the setting it overrides.
 pub fn broker_config(name: &str) -> Option<&'static ConfigDef> {
-    BROKER_CONFIGS.iter().find(|d| d.name == name)
+    let base = listener_override_base(name).unwrap_or(name);
+    BROKER_CONFIGS.iter().find(|d| d.name == base)
+}
+
+/// The setting a per-listener override overrides (`ssl.client.auth` for
+/// `listener.name.ssl.ssl.client.auth`), if `name` is one. Listener names are lower-case here,
+/// as in Kafka.
+pub fn listener_override_base(name: &str) -> Option<&str> {
+    let (listener, base) = name.strip_prefix("listener.name.")?.split_once('.')?;
+    let lower = !listener.is_empty() && !listener.chars().any(|c| c.is_ascii_uppercase());
+    (lower && base.starts_with("ssl.")).then_some(base)
 }
 
 /// Parse and validate a topic config value (`INVALID_CONFIG` material on error), refusing
@@ -459,4 +536,34 @@ pub fn parse_broker_config(name: &str, raw: &str) -> Result<ConfigValue, ConfigE
             key: name.to_string(),
         })?
         .parse(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_listener_ssl_settings_are_defined_by_the_setting_they_override() {
+        assert_eq!(
+            listener_override_base("listener.name.ssl.ssl.client.auth"),
+            Some("ssl.client.auth")
+        );
+        let def = broker_config("listener.name.external.ssl.keystore.location").expect("known");
+        assert_eq!(def.name, "ssl.keystore.location");
+        assert!(parse_broker_config("listener.name.ssl.ssl.client.auth", "maybe").is_err());
+        // Listener names are lower-case in these keys, as in Kafka; only ssl.* is per listener.
+        assert_eq!(
+            listener_override_base("listener.name.SSL.ssl.client.auth"),
+            None
+        );
+        assert_eq!(
+            listener_override_base("listener.name.ssl.num.partitions"),
+            None
+        );
+        assert_eq!(
+            listener_override_base("listener.name..ssl.client.auth"),
+            None
+        );
+        assert!(broker_config("listener.name.ssl.num.partitions").is_none());
+    }
 }

@@ -7,19 +7,26 @@
 //! Besides the image, the controller keeps only volatile state: broker heartbeat sessions and
 //! the random generator. A new active controller rebuilds everything else by replaying the log.
 
+mod acls;
 mod brokers;
 mod change;
 mod configs;
 mod partitions;
+mod scram;
 mod state;
 mod topics;
 
+pub use acls::{describe_acls, validate_new_acl, DeleteAclsFilterResult};
 pub use brokers::{BrokerHeartbeat, BrokerHeartbeatReply, BrokerRegistrationRequest};
 pub use change::Election;
 pub use configs::{AlterConfigOp, AlterConfigsResource, AlterableConfig};
 pub use partitions::{
     AlterPartitionData, AlterPartitionRequest, ElectionType, OngoingReassignment,
     PartitionStateReply,
+};
+pub use scram::{
+    describe_user_scram_credentials, DescribedScramUser, ScramCredentialDeletion,
+    ScramCredentialInfo, ScramCredentialUpsertion, ScramUserResult,
 };
 pub use state::{Controller, ControllerResult, MAX_RECORDS_PER_USER_OP};
 pub use topics::{

@@ -51,6 +51,8 @@ pub struct Controller {
     pub(super) node_id: BrokerId,
     pub(super) rng: SplitMix64,
     pub(super) sessions: BTreeMap<BrokerId, BrokerSession>,
+    /// Records a new metadata log starts with (`gregor storage format --add-scram`).
+    pub(super) bootstrap_records: Vec<MetadataRecord>,
 }
 
 impl Controller {
@@ -63,6 +65,24 @@ impl Controller {
             static_config,
             rng: SplitMix64::new(seed),
             sessions: BTreeMap::new(),
+            bootstrap_records: Vec::new(),
+        }
+    }
+
+    /// Sets the records a new metadata log starts with (KIP-900's bootstrap SCRAM
+    /// credentials, from this node's data directory).
+    pub fn set_bootstrap_records(&mut self, records: Vec<MetadataRecord>) {
+        self.bootstrap_records = records;
+    }
+
+    /// The bootstrap records, when nothing has been committed yet: the first write to a new
+    /// metadata log commits them ahead of its own records, whichever write that is (so a broker
+    /// registering first cannot skip them). Empty once the image holds anything.
+    pub fn bootstrap_records_due(&self) -> Vec<MetadataRecord> {
+        if self.image == MetadataImage::default() {
+            self.bootstrap_records.clone()
+        } else {
+            Vec::new()
         }
     }
 

@@ -1,0 +1,543 @@
+//! TLS on `SSL` listeners: the rustls server configuration built from Kafka's `ssl.*` settings
+//! (per listener, `listener.name.<name>.ssl.*` winning over `ssl.*`), the handshake of an
+//! accepted connection, and the principal of a client certificate (its subject name in RFC 2253
+//! form, through `ssl.principal.mapping.rules`).
+//!
+//! Keystores and truststores are PEM (`ssl.keystore.type=PEM`): a file or inline text. Keys may
+//! be encrypted PKCS#8 with `ssl.key.password`. JKS and PKCS12 stores are refused with a message
+//! saying how to convert them. Error messages name settings, never their values.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gregor_client::tls::ClientTls;
+use gregor_meta::config::{broker_config, StaticBrokerConfig};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::security::{KafkaPrincipal, PrincipalMappingRules};
+
+/// The crypto provider of every TLS connection, the client's and the listeners'.
+pub use gregor_client::tls::crypto_provider;
+
+/// A problem with a listener's TLS settings, naming the setting (never its value).
+#[derive(Debug, thiserror::Error)]
+pub enum TlsConfigError {
+    #[error("{key}: {reason}")]
+    Setting { key: String, reason: String },
+    #[error("{key}: cannot read {path}: {source}")]
+    Read {
+        key: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("listener {listener}: {reason}")]
+    Listener { listener: String, reason: String },
+}
+
+fn setting_error(key: &str, reason: impl Into<String>) -> TlsConfigError {
+    TlsConfigError::Setting {
+        key: key.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// `ssl.client.auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    None,
+    Requested,
+    Required,
+}
+
+/// One effective setting: the key it came from (a per-listener override or the plain one) and
+/// its value.
+#[derive(Clone)]
+struct Setting {
+    key: String,
+    value: String,
+}
+
+/// The `ssl.*` settings of one listener.
+struct SslSettings<'a> {
+    settings: &'a StaticBrokerConfig,
+    /// `listener.name.<lowercase name>.`
+    prefix: String,
+}
+
+impl SslSettings<'_> {
+    /// The listener's value of `key`: its override, else the plain setting, else the default.
+    fn get(&self, key: &str) -> Option<Setting> {
+        let overridden = format!("{}{key}", self.prefix);
+        if let Some(v) = self.settings.raw(&overridden) {
+            return Some(Setting {
+                key: overridden,
+                value: v.to_string(),
+            });
+        }
+        let value = match self.settings.raw(key) {
+            Some(v) => v.to_string(),
+            None => broker_config(key)?.default?.to_string(),
+        };
+        Some(Setting {
+            key: key.to_string(),
+            value,
+        })
+        .filter(|s| !s.value.is_empty())
+    }
+}
+
+/// A TLS listener: its rustls configuration and how client certificates map to principals.
+#[derive(Debug, Clone)]
+pub struct TlsListener {
+    pub config: Arc<ServerConfig>,
+    pub client_auth: ClientAuth,
+    pub rules: Arc<PrincipalMappingRules>,
+}
+
+impl TlsListener {
+    /// Builds the TLS configuration of listener `listener` from the settings (reading the key
+    /// and trust stores now, so that a bad store stops start-up).
+    pub fn from_settings(
+        settings: &StaticBrokerConfig,
+        listener: &str,
+    ) -> Result<TlsListener, TlsConfigError> {
+        let ssl = SslSettings {
+            settings,
+            prefix: format!("listener.name.{}.", listener.to_lowercase()),
+        };
+        let provider = crypto_provider();
+        let versions = protocol_versions(&ssl)?;
+        let client_auth = client_auth(&ssl)?;
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&versions)
+            .map_err(|e| setting_error("ssl.enabled.protocols", e.to_string()))?;
+        let builder = match client_auth {
+            ClientAuth::None => builder.with_no_client_auth(),
+            auth => {
+                let roots = Arc::new(truststore(&ssl, auth)?);
+                let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider);
+                let verifier = match auth {
+                    ClientAuth::Requested => verifier.allow_unauthenticated(),
+                    _ => verifier,
+                };
+                builder.with_client_cert_verifier(
+                    verifier
+                        .build()
+                        .map_err(|e| setting_error("ssl.client.auth", e.to_string()))?,
+                )
+            }
+        };
+        let (chain, key, key_setting) = keystore(&ssl)?;
+        let config = builder.with_single_cert(chain, key).map_err(|e| {
+            setting_error(&key_setting, format!("unusable key or certificate: {e}"))
+        })?;
+        let rules_setting = ssl.get("ssl.principal.mapping.rules");
+        let rules = PrincipalMappingRules::parse(
+            rules_setting
+                .as_ref()
+                .map_or("DEFAULT", |s| s.value.as_str()),
+        )
+        .map_err(|e| {
+            let key = rules_setting
+                .as_ref()
+                .map_or("ssl.principal.mapping.rules", |s| &s.key);
+            setting_error(key, e.to_string())
+        })?;
+        Ok(TlsListener {
+            config: Arc::new(config),
+            client_auth,
+            rules: Arc::new(rules),
+        })
+    }
+
+    /// The principal of a connection that presented `peer_certificates` (the end entity's
+    /// first): its subject name through the mapping rules; `User:ANONYMOUS` without one.
+    pub fn principal(
+        &self,
+        peer_certificates: Option<&[CertificateDer<'_>]>,
+    ) -> Result<KafkaPrincipal, PrincipalError> {
+        let Some(cert) = peer_certificates.and_then(|c| c.first()) else {
+            return Ok(KafkaPrincipal::anonymous());
+        };
+        let dn = subject_name(cert)?;
+        let name = self.rules.name_of(&dn)?;
+        Ok(KafkaPrincipal::user(name))
+    }
+}
+
+/// The client side of TLS for connections this broker opens to other brokers' `listener` (the
+/// inter-broker listener, for replication): that listener's trust store verifies them, its key
+/// store is presented if they ask for a certificate, and `ssl.endpoint.identification.algorithm`
+/// (`https`, or empty for none) decides whether their host names are checked.
+pub fn inter_broker_client(
+    settings: &StaticBrokerConfig,
+    listener: &str,
+) -> Result<ClientTls, TlsConfigError> {
+    let ssl = SslSettings {
+        settings,
+        prefix: format!("listener.name.{}.", listener.to_lowercase()),
+    };
+    let mut props = BTreeMap::from([("security.protocol".to_string(), "SSL".to_string())]);
+    for key in [
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.certificates",
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.key.password",
+    ] {
+        if let Some(s) = ssl.get(key) {
+            props.insert(key.to_string(), s.value);
+        }
+    }
+    // Set to empty, it turns the host name check off: the empty value counts.
+    let algorithm = "ssl.endpoint.identification.algorithm";
+    let identification = settings
+        .raw(&format!("{}{algorithm}", ssl.prefix))
+        .or(settings.raw(algorithm))
+        .unwrap_or("https");
+    props.insert(algorithm.to_string(), identification.to_string());
+    match ClientTls::from_properties(&props) {
+        Ok(Some(tls)) => Ok(tls),
+        Ok(None) => Err(setting_error("security.protocol", "SSL expected")),
+        Err(e) => Err(TlsConfigError::Listener {
+            listener: listener.to_string(),
+            reason: format!("as the inter-broker listener, connecting to other brokers: {e}"),
+        }),
+    }
+}
+
+/// Why a TLS connection did not get as far as its first request.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    #[error("TLS handshake failed: {0}")]
+    Handshake(std::io::Error),
+    #[error("TLS handshake not finished within {0:?}")]
+    TimedOut(Duration),
+    #[error(transparent)]
+    Principal(#[from] PrincipalError),
+}
+
+impl TlsListener {
+    /// The server side of the handshake on an accepted connection, bounded by `timeout` (a
+    /// client that never finishes it must not hold a connection slot), and the principal it
+    /// authenticated as.
+    pub async fn accept<IO>(
+        &self,
+        io: IO,
+        timeout: Option<Duration>,
+    ) -> Result<(tokio_rustls::server::TlsStream<IO>, KafkaPrincipal), HandshakeError>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let handshake = tokio_rustls::TlsAcceptor::from(self.config.clone()).accept(io);
+        let stream = match timeout {
+            Some(t) => tokio::time::timeout(t, handshake)
+                .await
+                .map_err(|_| HandshakeError::TimedOut(t))?,
+            None => handshake.await,
+        }
+        .map_err(HandshakeError::Handshake)?;
+        let principal = self.principal(stream.get_ref().1.peer_certificates())?;
+        Ok((stream, principal))
+    }
+}
+
+/// Why a client certificate gives no principal.
+#[derive(Debug, thiserror::Error)]
+pub enum PrincipalError {
+    #[error("client certificate is not valid X.509: {0}")]
+    Certificate(String),
+    #[error(transparent)]
+    NoMatchingRule(#[from] crate::security::NoMatchingRule),
+}
+
+/// `ssl.enabled.protocols` (with `ssl.protocol=TLSv1.2` ruling out TLSv1.3, as in Kafka).
+fn protocol_versions(
+    ssl: &SslSettings<'_>,
+) -> Result<Vec<&'static SupportedProtocolVersion>, TlsConfigError> {
+    let enabled = ssl
+        .get("ssl.enabled.protocols")
+        .ok_or_else(|| setting_error("ssl.enabled.protocols", "must name TLSv1.2 or TLSv1.3"))?;
+    let cap_at_12 = match ssl.get("ssl.protocol") {
+        Some(p) => match p.value.as_str() {
+            "TLSv1.3" | "TLS" => false,
+            "TLSv1.2" => true,
+            other => {
+                return Err(setting_error(
+                    &p.key,
+                    format!("'{other}' is not supported; use TLSv1.3 or TLSv1.2"),
+                ))
+            }
+        },
+        None => false,
+    };
+    let mut versions = Vec::new();
+    for name in enabled
+        .value
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    {
+        match name {
+            "TLSv1.3" if !cap_at_12 => versions.push(&rustls::version::TLS13),
+            "TLSv1.3" => {}
+            "TLSv1.2" => versions.push(&rustls::version::TLS12),
+            other => {
+                return Err(setting_error(
+                    &enabled.key,
+                    format!("'{other}' is not supported: Gregor speaks only TLSv1.2 and TLSv1.3"),
+                ))
+            }
+        }
+    }
+    if versions.is_empty() {
+        return Err(setting_error(
+            &enabled.key,
+            "enables no protocol Gregor speaks (TLSv1.2, TLSv1.3)",
+        ));
+    }
+    Ok(versions)
+}
+
+fn client_auth(ssl: &SslSettings<'_>) -> Result<ClientAuth, TlsConfigError> {
+    let Some(s) = ssl.get("ssl.client.auth") else {
+        return Ok(ClientAuth::None);
+    };
+    match s.value.as_str() {
+        "none" => Ok(ClientAuth::None),
+        "requested" => Ok(ClientAuth::Requested),
+        "required" => Ok(ClientAuth::Required),
+        _ => Err(setting_error(&s.key, "must be none, requested or required")),
+    }
+}
+
+/// Refuses a store type other than PEM, saying how to convert.
+fn check_pem_type(ssl: &SslSettings<'_>, key: &str) -> Result<(), TlsConfigError> {
+    let Some(t) = ssl.get(key) else {
+        return Ok(());
+    };
+    if t.value.eq_ignore_ascii_case("PEM") {
+        return Ok(());
+    }
+    Err(setting_error(
+        &t.key,
+        format!(
+            "'{}' stores are not supported (no pure-Rust reader Gregor trusts); use PEM, e.g. `openssl pkcs12 -in store.p12 -nodes` for PKCS12 or `keytool -importkeystore -deststoretype PKCS12` first for JKS",
+            t.value
+        ),
+    ))
+}
+
+/// Refuses a store password: PEM stores have none (only the key has, `ssl.key.password`).
+fn check_no_store_password(ssl: &SslSettings<'_>, key: &str) -> Result<(), TlsConfigError> {
+    match ssl.get(key) {
+        Some(s) => Err(setting_error(
+            &s.key,
+            "PEM stores take no store password (an encrypted key takes ssl.key.password)",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// PEM text from `inline_key` or the file `location_key` names; the setting it came from.
+fn pem_source(
+    ssl: &SslSettings<'_>,
+    inline_key: &str,
+    location_key: &str,
+) -> Result<Option<(Vec<u8>, String)>, TlsConfigError> {
+    match (ssl.get(inline_key), ssl.get(location_key)) {
+        (Some(inline), Some(location)) => Err(setting_error(
+            &inline.key,
+            format!("set it or {}, not both", location.key),
+        )),
+        (Some(inline), None) => Ok(Some((inline.value.into_bytes(), inline.key))),
+        (None, Some(location)) => {
+            let path = PathBuf::from(&location.value);
+            let bytes = std::fs::read(&path).map_err(|source| TlsConfigError::Read {
+                key: location.key.clone(),
+                path,
+                source,
+            })?;
+            Ok(Some((bytes, location.key)))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// Certificates of a PEM text; an error naming `key` when it holds none.
+fn certificates(pem: &[u8], key: &str) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
+    gregor_client::tls::certificates(pem).map_err(|e| setting_error(key, e.to_string()))
+}
+
+/// The trust store client certificates are verified against.
+fn truststore(ssl: &SslSettings<'_>, auth: ClientAuth) -> Result<RootCertStore, TlsConfigError> {
+    check_pem_type(ssl, "ssl.truststore.type")?;
+    check_no_store_password(ssl, "ssl.truststore.password")?;
+    let Some((pem, key)) = pem_source(
+        ssl,
+        "ssl.truststore.certificates",
+        "ssl.truststore.location",
+    )?
+    else {
+        let mode = if auth == ClientAuth::Required {
+            "required"
+        } else {
+            "requested"
+        };
+        return Err(setting_error(
+            "ssl.client.auth",
+            format!("'{mode}' needs the CA certificates to verify clients with: set ssl.truststore.location or ssl.truststore.certificates"),
+        ));
+    };
+    let mut roots = RootCertStore::empty();
+    for cert in certificates(&pem, &key)? {
+        roots
+            .add(cert)
+            .map_err(|e| setting_error(&key, format!("unusable CA certificate: {e}")))?;
+    }
+    Ok(roots)
+}
+
+/// The listener's certificate chain and private key, and the setting the key came from.
+fn keystore(
+    ssl: &SslSettings<'_>,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>, String), TlsConfigError> {
+    check_pem_type(ssl, "ssl.keystore.type")?;
+    check_no_store_password(ssl, "ssl.keystore.password")?;
+    let password = ssl.get("ssl.key.password");
+    if let Some((pem, key)) = pem_source(ssl, "ssl.keystore.key", "ssl.keystore.location")? {
+        // A keystore file holds the key and its chain; inline, the chain is a setting of its own.
+        let chain = if key.ends_with("ssl.keystore.key") {
+            let chain = ssl.get("ssl.keystore.certificate.chain").ok_or_else(|| {
+                setting_error(&key, "needs ssl.keystore.certificate.chain beside it")
+            })?;
+            certificates(chain.value.as_bytes(), &chain.key)?
+        } else {
+            if let Some(chain) = ssl.get("ssl.keystore.certificate.chain") {
+                return Err(setting_error(
+                    &chain.key,
+                    format!("set it with ssl.keystore.key, not with {key}"),
+                ));
+            }
+            certificates(&pem, &key)?
+        };
+        let private_key = private_key(&pem, &key, password.as_ref())?;
+        return Ok((chain, private_key, key));
+    }
+    Err(setting_error(
+        "ssl.keystore.location",
+        "an SSL listener needs its certificate and key: set ssl.keystore.location (a PEM file with the key and its certificate chain) or ssl.keystore.key with ssl.keystore.certificate.chain",
+    ))
+}
+
+/// The private key of a PEM text (see [`gregor_client::tls::private_key`]); errors name `key`,
+/// or the password's setting when the password is the problem.
+fn private_key(
+    pem: &[u8],
+    key: &str,
+    password: Option<&Setting>,
+) -> Result<PrivateKeyDer<'static>, TlsConfigError> {
+    use gregor_client::tls::PemError;
+    gregor_client::tls::private_key(pem, password.map(|p| p.value.as_str())).map_err(|e| {
+        match (&e, password) {
+            (PemError::NeedsPassword, _) => {
+                setting_error(key, "holds an encrypted key: set ssl.key.password")
+            }
+            (PemError::WrongPassword | PemError::NotEncrypted, Some(p)) => {
+                setting_error(&p.key, format!("for {key}: {e}"))
+            }
+            _ => setting_error(key, e.to_string()),
+        }
+    })
+}
+
+/// The certificate's subject name as Java's `X500Principal.getName()` writes it (RFC 2253):
+/// last RDN first, `,` between RDNs, `+` within one, known attribute names (CN, OU, ...), other
+/// attributes as `OID=#hex`.
+pub fn subject_name(cert: &CertificateDer<'_>) -> Result<String, PrincipalError> {
+    use x509_cert::der::Decode;
+    let cert = x509_cert::Certificate::from_der(cert.as_ref())
+        .map_err(|e| PrincipalError::Certificate(e.to_string()))?;
+    let rdns: Vec<String> = cert
+        .tbs_certificate
+        .subject
+        .0
+        .iter()
+        .rev()
+        .map(|rdn| rdn.0.iter().map(attribute).collect::<Vec<_>>().join("+"))
+        .collect();
+    Ok(rdns.join(","))
+}
+
+/// One `type=value` of a subject name.
+fn attribute(atv: &x509_cert::attr::AttributeTypeAndValue) -> String {
+    use x509_cert::der::{Encode, Tag, Tagged};
+    let oid = atv.oid.to_string();
+    let keyword = match oid.as_str() {
+        "2.5.4.3" => Some("CN"),
+        "2.5.4.6" => Some("C"),
+        "2.5.4.7" => Some("L"),
+        "2.5.4.8" => Some("ST"),
+        "2.5.4.9" => Some("STREET"),
+        "2.5.4.10" => Some("O"),
+        "2.5.4.11" => Some("OU"),
+        "0.9.2342.19200300.100.1.1" => Some("UID"),
+        "0.9.2342.19200300.100.1.25" => Some("DC"),
+        _ => None,
+    };
+    let text = match atv.value.tag() {
+        Tag::Utf8String | Tag::PrintableString | Tag::Ia5String | Tag::VisibleString => {
+            std::str::from_utf8(atv.value.value())
+                .ok()
+                .map(str::to_string)
+        }
+        // ISO 8859-1, as Java reads it.
+        Tag::TeletexString => Some(atv.value.value().iter().map(|b| char::from(*b)).collect()),
+        Tag::BmpString => {
+            let units: Vec<u16> = atv
+                .value
+                .value()
+                .chunks_exact(2)
+                .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                .collect();
+            String::from_utf16(&units).ok()
+        }
+        _ => None,
+    };
+    match (keyword, text) {
+        (Some(k), Some(t)) => format!("{k}={}", escape(&t)),
+        (k, _) => {
+            let der = atv.value.to_der().unwrap_or_default();
+            let hex: String = der.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{}=#{hex}", k.unwrap_or(&oid))
+        }
+    }
+}
+
+/// RFC 2253 escaping of an attribute value.
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let last = value.chars().count().saturating_sub(1);
+    for (i, c) in value.chars().enumerate() {
+        let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
+            || (i == 0 && (c == '#' || c == ' '))
+            || (i == last && c == ' ');
+        if special {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "tls_tests.rs"]
+mod tests;

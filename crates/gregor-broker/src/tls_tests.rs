@@ -1,0 +1,395 @@
+//! TLS listener tests: settings to rustls configuration, handshakes over an in-memory pipe with
+//! certificates made by rcgen, and subject names as principals.
+
+use super::*;
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use rustls::pki_types::ServerName;
+
+/// A CA and what it signed.
+struct Ca {
+    cert: rcgen::Certificate,
+    key: KeyPair,
+}
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let cert = params.self_signed(&key).expect("CA");
+        Ca { cert, key }
+    }
+
+    /// A certificate for `localhost` with subject `dn` (RDNs in the order given), and its key.
+    fn issue(&self, dn: &[(DnType, &str)], expired: bool) -> (rcgen::Certificate, KeyPair) {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        for (t, v) in dn {
+            params.distinguished_name.push(t.clone(), *v);
+        }
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        }
+        let cert = params
+            .signed_by(&key, &self.cert, &self.key)
+            .expect("signed");
+        (cert, key)
+    }
+}
+
+/// Settings of an SSL listener named SSL with a key store file in `dir`, plus `extra`.
+fn settings(dir: &std::path::Path, ca: &Ca, extra: &[(&str, String)]) -> StaticBrokerConfig {
+    let (cert, key) = ca.issue(&[(DnType::CommonName, "broker")], false);
+    let keystore = dir.join("broker.pem");
+    std::fs::write(&keystore, format!("{}{}", key.serialize_pem(), cert.pem())).expect("write");
+    let truststore = dir.join("ca.pem");
+    std::fs::write(&truststore, ca.cert.pem()).expect("write");
+    let mut s = StaticBrokerConfig::new();
+    let base = [
+        ("ssl.keystore.location", keystore.display().to_string()),
+        ("ssl.truststore.location", truststore.display().to_string()),
+    ];
+    for (k, v) in base.iter().chain(extra) {
+        s.set(k, v).expect("known setting");
+    }
+    s
+}
+
+/// A client trusting `ca`, presenting `cert` if given.
+fn client(ca: &Ca, cert: Option<&(rcgen::Certificate, KeyPair)>) -> tokio_rustls::TlsConnector {
+    let mut roots = RootCertStore::empty();
+    roots.add(ca.cert.der().clone()).expect("root");
+    let builder = rustls::ClientConfig::builder_with_provider(crypto_provider())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots);
+    let config = match cert {
+        Some((c, k)) => builder
+            .with_client_auth_cert(
+                vec![c.der().clone()],
+                PrivateKeyDer::try_from(k.serialize_der()).expect("key"),
+            )
+            .expect("client cert"),
+        None => builder.with_no_client_auth(),
+    };
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// Runs a handshake between `listener` and `connector`: the server's outcome.
+async fn handshake(
+    listener: &TlsListener,
+    connector: tokio_rustls::TlsConnector,
+) -> Result<KafkaPrincipal, HandshakeError> {
+    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+    let name = ServerName::try_from("localhost").expect("name");
+    let client = async move {
+        // The client's own outcome does not matter: with TLS 1.3 it may finish before the
+        // server refuses its certificate.
+        let stream = connector.connect(name, client_io).await;
+        if let Ok(mut s) = stream {
+            use tokio::io::AsyncReadExt;
+            let mut buf = [0u8; 1];
+            let _ = s.read(&mut buf).await;
+        }
+    };
+    let server = async move {
+        let accepted = listener
+            .accept(server_io, Some(Duration::from_secs(10)))
+            .await;
+        accepted.map(|(_stream, principal)| principal)
+    };
+    let ((), outcome) = tokio::join!(client, server);
+    outcome
+}
+
+#[tokio::test]
+async fn a_client_trusting_the_ca_connects_anonymously() {
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = Ca::new("test-ca");
+    let listener = TlsListener::from_settings(&settings(dir.path(), &ca, &[]), "SSL")
+        .expect("valid TLS settings");
+    assert_eq!(listener.client_auth, ClientAuth::None);
+    let principal = handshake(&listener, client(&ca, None))
+        .await
+        .expect("handshake");
+    assert_eq!(principal, KafkaPrincipal::anonymous());
+}
+
+#[tokio::test]
+async fn required_client_auth_maps_the_certificate_subject_to_the_principal() {
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = Ca::new("test-ca");
+    let auth = [("ssl.client.auth", "required".to_string())];
+    let listener = TlsListener::from_settings(&settings(dir.path(), &ca, &auth), "SSL")
+        .expect("valid TLS settings");
+    let alice = ca.issue(
+        &[
+            (DnType::OrganizationName, "Acme"),
+            (DnType::CommonName, "alice"),
+        ],
+        false,
+    );
+    let principal = handshake(&listener, client(&ca, Some(&alice)))
+        .await
+        .expect("handshake");
+    assert_eq!(principal.to_string(), "User:CN=alice,O=Acme");
+    let refused = handshake(&listener, client(&ca, None)).await;
+    assert!(
+        matches!(refused, Err(HandshakeError::Handshake(_))),
+        "no certificate: {refused:?}"
+    );
+    let expired = ca.issue(&[(DnType::CommonName, "old")], true);
+    let refused = handshake(&listener, client(&ca, Some(&expired))).await;
+    assert!(
+        matches!(refused, Err(HandshakeError::Handshake(_))),
+        "expired: {refused:?}"
+    );
+    let other = Ca::new("other-ca").issue(&[(DnType::CommonName, "mallory")], false);
+    let refused = handshake(&listener, client(&ca, Some(&other))).await;
+    assert!(
+        matches!(refused, Err(HandshakeError::Handshake(_))),
+        "untrusted: {refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn listener_overrides_win_and_mapping_rules_apply() {
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = Ca::new("test-ca");
+    let extra = [
+        ("ssl.client.auth", "none".to_string()),
+        ("listener.name.ssl.ssl.client.auth", "requested".to_string()),
+        (
+            "listener.name.ssl.ssl.principal.mapping.rules",
+            "RULE:^CN=(.*?),O=.*$/$1/U,DEFAULT".to_string(),
+        ),
+    ];
+    let s = settings(dir.path(), &ca, &extra);
+    let listener = TlsListener::from_settings(&s, "SSL").expect("valid");
+    assert_eq!(listener.client_auth, ClientAuth::Requested);
+    let bob = ca.issue(
+        &[
+            (DnType::OrganizationName, "Acme"),
+            (DnType::CommonName, "bob"),
+        ],
+        false,
+    );
+    let principal = handshake(&listener, client(&ca, Some(&bob)))
+        .await
+        .expect("handshake");
+    assert_eq!(principal, KafkaPrincipal::user("BOB"));
+    // Requested: a client without a certificate is anonymous.
+    let anonymous = handshake(&listener, client(&ca, None))
+        .await
+        .expect("handshake");
+    assert_eq!(anonymous, KafkaPrincipal::anonymous());
+    // Another listener gets the plain settings.
+    let other = TlsListener::from_settings(&s, "INTERNAL").expect("valid");
+    assert_eq!(other.client_auth, ClientAuth::None);
+}
+
+#[test]
+fn inline_pem_and_encrypted_pkcs8_keys() {
+    let ca = Ca::new("test-ca");
+    let (cert, key) = ca.issue(&[(DnType::CommonName, "broker")], false);
+    let inline = |pairs: &[(&str, String)]| {
+        let mut s = StaticBrokerConfig::new();
+        for (k, v) in pairs {
+            s.set(k, v).expect("known");
+        }
+        TlsListener::from_settings(&s, "SSL")
+    };
+    inline(&[
+        ("ssl.keystore.key", key.serialize_pem()),
+        ("ssl.keystore.certificate.chain", cert.pem()),
+    ])
+    .expect("inline key and chain");
+    // An encrypted PKCS#8 key, as `openssl pkcs8 -topk8 -v2 aes-256-cbc` writes it.
+    let der = key.serialize_der();
+    let info = pkcs8::PrivateKeyInfo::try_from(der.as_slice()).expect("pkcs8");
+    let params =
+        pkcs8::pkcs5::pbes2::Parameters::pbkdf2_sha256_aes256cbc(2048, &[7u8; 16], &[9u8; 16])
+            .expect("params");
+    let encrypted = info
+        .encrypt_with_params(params, "s3cret")
+        .expect("encrypt")
+        .to_pem("ENCRYPTED PRIVATE KEY", pkcs8::LineEnding::LF)
+        .expect("pem");
+    let with = |password: Option<&str>| {
+        let mut pairs = vec![
+            ("ssl.keystore.key", encrypted.to_string()),
+            ("ssl.keystore.certificate.chain", cert.pem()),
+        ];
+        if let Some(p) = password {
+            pairs.push(("ssl.key.password", p.to_string()));
+        }
+        inline(&pairs).map(|_| ()).map_err(|e| e.to_string())
+    };
+    with(Some("s3cret")).expect("decrypted with ssl.key.password");
+    let wrong = with(Some("Zq9-not-it")).expect_err("wrong password");
+    assert!(wrong.starts_with("ssl.key.password:"), "{wrong}");
+    assert!(!wrong.contains("Zq9-not-it"), "never the password: {wrong}");
+    let missing = with(None).expect_err("no password");
+    assert!(missing.contains("ssl.key.password"), "{missing}");
+}
+
+#[test]
+fn settings_that_cannot_work_are_named_without_their_values() {
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = Ca::new("test-ca");
+    let err = |extra: &[(&str, &str)]| {
+        let extra: Vec<(&str, String)> = extra.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        TlsListener::from_settings(&settings(dir.path(), &ca, &extra), "SSL")
+            .expect_err("refused")
+            .to_string()
+    };
+    let jks = err(&[("ssl.keystore.type", "JKS")]);
+    assert!(
+        jks.starts_with("ssl.keystore.type:") && jks.contains("PEM"),
+        "{jks}"
+    );
+    let p12 = err(&[
+        ("listener.name.ssl.ssl.truststore.type", "PKCS12"),
+        ("ssl.client.auth", "required"),
+    ]);
+    assert!(
+        p12.starts_with("listener.name.ssl.ssl.truststore.type:"),
+        "{p12}"
+    );
+    let old = err(&[("ssl.enabled.protocols", "TLSv1.1,TLSv1.2")]);
+    assert!(
+        old.starts_with("ssl.enabled.protocols:") && old.contains("TLSv1.1"),
+        "{old}"
+    );
+    let store_password = err(&[("ssl.keystore.password", "hunter2")]);
+    assert!(
+        store_password.starts_with("ssl.keystore.password:") && !store_password.contains("hunter2"),
+        "{store_password}"
+    );
+    let rules = err(&[("ssl.principal.mapping.rules", "RULE:x")]);
+    assert!(rules.starts_with("ssl.principal.mapping.rules:"), "{rules}");
+    let both = err(&[
+        ("ssl.keystore.key", "x"),
+        ("ssl.keystore.certificate.chain", "y"),
+    ]);
+    assert!(both.starts_with("ssl.keystore.key:"), "{both}");
+    let missing = TlsListener::from_settings(&StaticBrokerConfig::new(), "SSL")
+        .expect_err("no keystore")
+        .to_string();
+    assert!(missing.starts_with("ssl.keystore.location:"), "{missing}");
+    let mut no_truststore = StaticBrokerConfig::new();
+    let (cert, key) = ca.issue(&[(DnType::CommonName, "broker")], false);
+    no_truststore
+        .set("ssl.keystore.key", &key.serialize_pem())
+        .expect("known");
+    no_truststore
+        .set("ssl.keystore.certificate.chain", &cert.pem())
+        .expect("known");
+    no_truststore
+        .set("ssl.client.auth", "required")
+        .expect("known");
+    let e = TlsListener::from_settings(&no_truststore, "SSL")
+        .expect_err("no CA")
+        .to_string();
+    assert!(
+        e.starts_with("ssl.client.auth:") && e.contains("ssl.truststore"),
+        "{e}"
+    );
+    let unreadable = err(&[("ssl.keystore.location", "/nonexistent/broker.pem")]);
+    assert!(
+        unreadable.starts_with("ssl.keystore.location: cannot read"),
+        "{unreadable}"
+    );
+}
+
+#[test]
+fn subject_names_are_written_as_rfc_2253() {
+    let ca = Ca::new("test-ca");
+    let (cert, _) = ca.issue(
+        &[
+            (DnType::CountryName, "US"),
+            (DnType::OrganizationName, "Acme, Inc."),
+            (DnType::OrganizationalUnitName, "eng"),
+            (DnType::CommonName, " client+1"),
+        ],
+        false,
+    );
+    let dn = subject_name(cert.der()).expect("subject");
+    assert_eq!(dn, r"CN=\ client\+1,OU=eng,O=Acme\, Inc.,C=US");
+}
+
+/// Accepts one TLS connection on `tcp` and returns its principal.
+async fn accept_one(
+    tcp: &tokio::net::TcpListener,
+    listener: &TlsListener,
+) -> Result<KafkaPrincipal, HandshakeError> {
+    let (stream, _) = tcp.accept().await.expect("accept");
+    let accepted = listener.accept(stream, Some(Duration::from_secs(10))).await;
+    accepted.map(|(_stream, principal)| principal)
+}
+
+#[tokio::test]
+async fn gregor_clients_tls_dialer_reaches_the_listener() {
+    use gregor_client::tls::ClientTls;
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = Ca::new("test-ca");
+    let auth = [("ssl.client.auth", "requested".to_string())];
+    let listener = TlsListener::from_settings(&settings(dir.path(), &ca, &auth), "SSL")
+        .expect("valid TLS settings");
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = tcp.local_addr().expect("addr").port();
+    let (cert, key) = ca.issue(&[(DnType::CommonName, "carol")], false);
+    let (crt_path, key_path) = (dir.path().join("carol.crt"), dir.path().join("carol.key"));
+    std::fs::write(&crt_path, cert.pem()).expect("write");
+    std::fs::write(&key_path, key.serialize_pem()).expect("write");
+    let ca_path = dir.path().join("ca.pem");
+    let props = |extra: &[(&str, String)]| {
+        let p: std::collections::BTreeMap<String, String> = [
+            ("security.protocol", "SSL".to_string()),
+            ("ssl.ca.location", ca_path.display().to_string()),
+        ]
+        .iter()
+        .chain(extra)
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+        ClientTls::from_properties(&p).expect("valid").expect("SSL")
+    };
+    let anonymous = props(&[]);
+    let (dialed, accepted) = tokio::join!(
+        anonymous.dialer().dial(&format!("localhost:{port}")),
+        accept_one(&tcp, &listener)
+    );
+    assert!(dialed.is_ok(), "dialed: {:?}", dialed.err());
+    assert_eq!(accepted.expect("accepted"), KafkaPrincipal::anonymous());
+    let carol = props(&[
+        ("ssl.certificate.location", crt_path.display().to_string()),
+        ("ssl.key.location", key_path.display().to_string()),
+    ]);
+    let (dialed, accepted) = tokio::join!(
+        carol.dialer().dial(&format!("localhost:{port}")),
+        accept_one(&tcp, &listener)
+    );
+    assert!(dialed.is_ok(), "dialed: {:?}", dialed.err());
+    assert_eq!(
+        accepted.expect("accepted"),
+        KafkaPrincipal::user("CN=carol")
+    );
+    // The certificate names localhost, not 127.0.0.1: refused unless the check is off.
+    let (dialed, _) = tokio::join!(
+        anonymous.dialer().dial(&format!("127.0.0.1:{port}")),
+        accept_one(&tcp, &listener)
+    );
+    assert!(dialed.is_err(), "host name not checked");
+    let unchecked = props(&[("ssl.endpoint.identification.algorithm", String::new())]);
+    let (dialed, accepted) = tokio::join!(
+        unchecked.dialer().dial(&format!("127.0.0.1:{port}")),
+        accept_one(&tcp, &listener)
+    );
+    assert!(dialed.is_ok(), "dialed: {:?}", dialed.err());
+    assert!(accepted.is_ok());
+}
