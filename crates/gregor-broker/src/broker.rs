@@ -13,6 +13,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use tracing::{debug, error, info, warn};
 
+use crate::authorize;
 use crate::config::BrokerConfig;
 use crate::connection::{Handler, Reply, RequestContext};
 use crate::forward::{ControlPlane, RegistrationOffsets};
@@ -170,16 +171,16 @@ impl Broker {
             disk.clone(),
             metrics.isr_change_counters(),
         ));
-        // Replication goes to other brokers' inter-broker listener: over TLS when it is SSL.
+        // Replication goes to other brokers' inter-broker listener: over TLS when it is SSL,
+        // logged in when it is SASL.
         replicas
             .fetchers()
-            .set_transport(match &config.inter_broker_tls {
-                Some(tls) => SharedTransport(Arc::new(crate::transport::TlsTransport::new(
-                    options.transport.clone(),
-                    tls.clone(),
-                ))),
-                None => options.transport.clone(),
-            });
+            .set_transport(crate::transport::inter_broker(
+                options.transport.clone(),
+                config.inter_broker_tls.clone(),
+                config.inter_broker_sasl.clone(),
+                config.node_id,
+            ));
         replicas.fetchers().set_settings(fetch_settings(&config));
         let metadata = MetadataManager::open(
             &dir,
@@ -789,8 +790,31 @@ fn bootstrap_address(config: &BrokerConfig) -> String {
     }
 }
 
-/// Routes a request to its handler, with the services that handler runs on.
+/// Asks the authorizer (`authorize::gate`: with `authorizer.class.name` set, what Kafka checks
+/// of each API, with the connection's principal and address), then routes what may run to its
+/// handler and completes the answer with the refused parts.
 async fn dispatch(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -> Reply {
+    let access = authorize::Access::for_request(&b.metadata, ctx);
+    let (request, fixup) = match access.image() {
+        None => (request, authorize::no_fixup()),
+        Some(image) => {
+            match authorize::gate(&access, image, ctx.api_key, ctx.api_version, request) {
+                authorize::Gate::Answer(reply) => return reply,
+                authorize::Gate::Run(request, fixup) => (request, fixup),
+            }
+        }
+    };
+    let reply = route(b, ctx, &access, request).await;
+    fixup(&access as &dyn authorize::Decide, reply)
+}
+
+/// Routes a request to its handler, with the services that handler runs on.
+async fn route(
+    b: &Arc<Broker>,
+    ctx: &RequestContext,
+    access: &authorize::Access,
+    request: RequestKind,
+) -> Reply {
     let v = ctx.api_version;
     Reply::Respond(match request {
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
@@ -822,12 +846,69 @@ async fn dispatch(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -
         RequestKind::Metadata(r) => {
             let listener = &ctx.listener_name;
             ResponseKind::Metadata(
-                handlers::cluster::metadata(b.control_plane(), r, v, listener).await,
+                handlers::cluster::metadata(b.control_plane(), r, v, listener, access).await,
             )
         }
-        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(
-            handlers::cluster::describe_cluster(b.control_plane(), &r, v, &ctx.listener_name),
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(handlers::cluster::describe_cluster(
+                b.control_plane(),
+                &r,
+                v,
+                &ctx.listener_name,
+                access,
+            ))
+        }
+        r @ (RequestKind::CreateTopics(_)
+        | RequestKind::DeleteTopics(_)
+        | RequestKind::CreatePartitions(_)
+        | RequestKind::IncrementalAlterConfigs(_)
+        | RequestKind::ElectLeaders(_)
+        | RequestKind::AlterPartitionReassignments(_)
+        | RequestKind::AlterUserScramCredentials(_)
+        | RequestKind::CreateAcls(_)
+        | RequestKind::DeleteAcls(_)
+        | RequestKind::DescribeAcls(_)
+        | RequestKind::DescribeLogDirs(_)
+        | RequestKind::ListPartitionReassignments(_)
+        | RequestKind::DescribeUserScramCredentials(_)
+        | RequestKind::DescribeConfigs(_)) => return route_admin(b, ctx, r).await,
+        RequestKind::Produce(r) => return handlers::produce::produce(b.data_plane(), r, v).await,
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(handlers::produce::init_producer_id(&b.producer_ids, &r))
+        }
+        RequestKind::Fetch(r) => {
+            let reader = authorize::fetch_reader(access, &r, v);
+            let may_read: handlers::fetch::MayRead<'_> = if access.image().is_some() {
+                Some(&reader)
+            } else {
+                None
+            };
+            return Reply::Fetch(Box::new(
+                handlers::fetch::fetch(b.data_plane(), r, v, ctx.min_round_trip, may_read).await,
+            ));
+        }
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(handlers::offsets::list_offsets(b.data_plane(), r, v))
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(
+            handlers::offsets::offset_for_leader_epoch(b.data_plane(), r),
         ),
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(handlers::offsets::delete_records(b.data_plane(), r).await)
+        }
+        other => {
+            // The connection only decodes APIs listed in `api::SUPPORTED`, all routed above.
+            error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "no handler for a supported API");
+            return Reply::Close;
+        }
+    })
+}
+
+/// Routes an admin request: to the active controller (here or forwarded) when it changes
+/// metadata, else to its handler over this node's image.
+async fn route_admin(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -> Reply {
+    let v = ctx.api_version;
+    Reply::Respond(match request {
         r @ (RequestKind::CreateTopics(_)
         | RequestKind::DeleteTopics(_)
         | RequestKind::CreatePartitions(_)
@@ -861,27 +942,8 @@ async fn dispatch(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -
         RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(
             handlers::admin::describe_configs(&b.metadata, r, v).await,
         ),
-        RequestKind::Produce(r) => return handlers::produce::produce(b.data_plane(), r, v).await,
-        RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(handlers::produce::init_producer_id(&b.producer_ids, &r))
-        }
-        RequestKind::Fetch(r) => {
-            return Reply::Fetch(Box::new(
-                handlers::fetch::fetch(b.data_plane(), r, v, ctx.min_round_trip).await,
-            ))
-        }
-        RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(handlers::offsets::list_offsets(b.data_plane(), r, v))
-        }
-        RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(
-            handlers::offsets::offset_for_leader_epoch(b.data_plane(), r),
-        ),
-        RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(handlers::offsets::delete_records(b.data_plane(), r).await)
-        }
         other => {
-            // The connection only decodes APIs listed in `api::SUPPORTED`, all routed above.
-            error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "no handler for a supported API");
+            error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "not an admin request");
             return Reply::Close;
         }
     })

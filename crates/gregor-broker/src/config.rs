@@ -8,8 +8,10 @@ use std::path::PathBuf;
 
 use gregor_meta::config::{broker_config, check_supported, parse_properties, StaticBrokerConfig};
 
+use gregor_client::sasl::ClientSasl;
 use gregor_client::tls::ClientTls;
 
+use crate::sasl_config::SaslListener;
 use crate::security::SecurityProtocol;
 use crate::tls::TlsListener;
 
@@ -50,8 +52,10 @@ pub struct BrokerConfig {
     /// Every client listener, the inter-broker one first; empty on a controller-only node.
     pub listeners: Vec<ClientListener>,
     /// TLS for the connections this broker opens to other brokers' inter-broker listeners
-    /// (replication), when that listener is SSL.
+    /// (replication), when that listener is SSL or SASL_SSL.
     pub inter_broker_tls: Option<ClientTls>,
+    /// The SASL login of those connections, when that listener is SASL_PLAINTEXT or SASL_SSL.
+    pub inter_broker_sasl: Option<ClientSasl>,
     pub data_dir: PathBuf,
     pub settings: StaticBrokerConfig,
     /// `max.connections.per.ip.overrides`, host names resolved at start-up.
@@ -324,7 +328,8 @@ impl Roles {
 }
 
 /// A listener clients (and other brokers) connect to: where it binds, what it advertises, its
-/// security protocol and, for `SSL`, its TLS configuration.
+/// security protocol and, for `SSL` and `SASL_SSL`, its TLS configuration, for `SASL_*` its
+/// SASL settings.
 #[derive(Debug, Clone)]
 pub struct ClientListener {
     pub name: String,
@@ -334,6 +339,7 @@ pub struct ClientListener {
     /// `advertised.listeners` leaves it out (served, but not published, as in Kafka).
     pub advertised: Option<(String, u16)>,
     pub tls: Option<TlsListener>,
+    pub sasl: Option<std::sync::Arc<SaslListener>>,
 }
 
 /// Where the node listens (`listeners`) and what it tells clients (`advertised.listeners`).
@@ -451,22 +457,20 @@ fn protocol_map(
     Ok(map)
 }
 
-/// One client listener: its protocol checked, its address resolved, its TLS set up.
+/// One client listener: its address resolved, its TLS and SASL set up.
 fn client_listener(
     settings: &StaticBrokerConfig,
     l: &Listener,
     protocol: SecurityProtocol,
     advertised: Option<&[Listener]>,
 ) -> Result<ClientListener, ConfigError> {
-    if matches!(
-        protocol,
-        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-    ) {
-        return Err(invalid(format!(
-            "listeners: listener '{}' uses {protocol}; SASL listeners come with SASL support, which Gregor does not have yet (use PLAINTEXT or SSL)",
-            l.name
-        )));
-    }
+    let sasl = match protocol {
+        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => Some(std::sync::Arc::new(
+            SaslListener::from_settings(settings, &l.name)
+                .map_err(|e| invalid(format!("listener {}: {e}", l.name)))?,
+        )),
+        SecurityProtocol::Plaintext | SecurityProtocol::Ssl => None,
+    };
     let tls = match protocol.uses_tls() {
         true => Some(
             TlsListener::from_settings(settings, &l.name)
@@ -487,6 +491,7 @@ fn client_listener(
         bind: resolve("listeners", &l.host, l.port)?,
         advertised,
         tls,
+        sasl,
     })
 }
 
@@ -541,15 +546,6 @@ fn order_inter_broker_first(
     if c.advertised.is_none() {
         return Err(invalid(format!(
             "advertised.listeners: the inter-broker listener {name} must be advertised"
-        )));
-    }
-    if !matches!(
-        c.security_protocol,
-        SecurityProtocol::Plaintext | SecurityProtocol::Ssl
-    ) {
-        return Err(invalid(format!(
-            "{key}: the inter-broker listener {name} uses {}; it must be a PLAINTEXT or SSL listener",
-            c.security_protocol
         )));
     }
     clients[..=i].rotate_right(1);
@@ -623,6 +619,33 @@ fn quorum_voters(
     Ok(voters)
 }
 
+/// How replica fetchers reach other brokers' inter-broker listener: TLS for SSL and SASL_SSL,
+/// the broker's own SASL login for SASL_PLAINTEXT and SASL_SSL.
+fn inter_broker_client(
+    settings: &StaticBrokerConfig,
+    roles: &Roles,
+    listeners: &ListenerConfig,
+) -> Result<(Option<ClientTls>, Option<ClientSasl>), ConfigError> {
+    let Some(l) = listeners.clients.first().filter(|_| roles.is_broker) else {
+        return Ok((None, None));
+    };
+    let tls = match l.security_protocol.uses_tls() {
+        true => Some(
+            crate::tls::inter_broker_client(settings, &l.name)
+                .map_err(|e| invalid(e.to_string()))?,
+        ),
+        false => None,
+    };
+    let sasl = match &l.sasl {
+        Some(sasl) => Some(
+            crate::sasl_config::inter_broker_login(settings, sasl, &l.name)
+                .map_err(|e| invalid(format!("inter-broker listener {}: {e}", l.name)))?,
+        ),
+        None => None,
+    };
+    Ok((tls, sasl))
+}
+
 /// `--cluster-id`: what a Kafka cluster id may be.
 fn check_cluster_id(id: &str) -> Result<(), ConfigError> {
     let ok = !id.is_empty()
@@ -668,13 +691,8 @@ impl BrokerConfig {
         let listeners = ListenerConfig::of(&settings, &roles)?;
         let voters = quorum_voters(&settings, node_id, &roles, &listeners)?;
         let (bind, advertised_host, advertised_port) = listeners.primary()?;
-        let inter_broker_tls = match listeners.clients.first() {
-            Some(l) if roles.is_broker && l.security_protocol == SecurityProtocol::Ssl => Some(
-                crate::tls::inter_broker_client(&settings, &l.name)
-                    .map_err(|e| invalid(e.to_string()))?,
-            ),
-            _ => None,
-        };
+        let (inter_broker_tls, inter_broker_sasl) =
+            inter_broker_client(&settings, &roles, &listeners)?;
         let rack = settings.raw("broker.rack").map(str::to_string);
         if let Some(id) = &opts.cluster_id {
             check_cluster_id(id)?;
@@ -692,6 +710,7 @@ impl BrokerConfig {
             advertised_port,
             listeners: listeners.clients,
             inter_broker_tls,
+            inter_broker_sasl,
             data_dir,
             settings,
             connection_overrides,
@@ -1018,15 +1037,63 @@ mod tests {
     }
 
     #[test]
+    fn sasl_listeners_and_replication_over_sasl() {
+        let plain = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret" user_alice="alice-secret";"#;
+        let jaas = format!("listener.name.sasl_plaintext.plain.sasl.jaas.config={plain}");
+        let c = listeners_node(
+            "PLAINTEXT://127.0.0.1:19192,SASL_PLAINTEXT://127.0.0.1:19193",
+            &["sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512", &jaas],
+        )
+        .expect("valid");
+        let sasl = c
+            .listeners
+            .iter()
+            .find(|l| l.name == "SASL_PLAINTEXT")
+            .and_then(|l| l.sasl.clone())
+            .expect("SASL settings");
+        assert_eq!(sasl.mechanisms.len(), 2);
+        assert!(c.listeners[0].sasl.is_none() && c.inter_broker_sasl.is_none());
+        // Replication over it needs a mechanism other than Kafka's default GSSAPI.
+        let between = "security.inter.broker.protocol=SASL_PLAINTEXT";
+        let e = listeners_node(
+            "PLAINTEXT://127.0.0.1:19192,SASL_PLAINTEXT://127.0.0.1:19193",
+            &["sasl.enabled.mechanisms=PLAIN", &jaas, between],
+        )
+        .expect_err("GSSAPI")
+        .to_string();
+        assert!(
+            e.contains("sasl.mechanism.inter.broker.protocol") && e.contains("GSSAPI"),
+            "{e}"
+        );
+        let c = listeners_node(
+            "PLAINTEXT://127.0.0.1:19192,SASL_PLAINTEXT://127.0.0.1:19193",
+            &[
+                "sasl.enabled.mechanisms=PLAIN",
+                &jaas,
+                between,
+                "sasl.mechanism.inter.broker.protocol=PLAIN",
+            ],
+        )
+        .expect("valid");
+        assert_eq!(c.listeners[0].name, "SASL_PLAINTEXT", "inter-broker first");
+        let login = c.inter_broker_sasl.expect("the broker's own login");
+        assert_eq!(login.username(), "broker");
+        assert!(c.inter_broker_tls.is_none());
+        assert!(!format!("{:?}", c.listeners).contains("alice-secret"));
+    }
+
+    #[test]
     fn listener_settings_that_cannot_work_are_named() {
         let err = |listeners: &str, overrides: &[&str]| {
             listeners_node(listeners, overrides)
                 .expect_err("refused")
                 .to_string()
         };
-        let sasl = err("PLAINTEXT://127.0.0.1:1,SASL_SSL://127.0.0.1:2", &[]);
+        let sasl = err("PLAINTEXT://127.0.0.1:1,SASL_PLAINTEXT://127.0.0.1:2", &[]);
         assert!(
-            sasl.contains("SASL_SSL") && sasl.contains("SASL listeners come with SASL"),
+            sasl.contains(
+                "listener SASL_PLAINTEXT: sasl.enabled.mechanisms: GSSAPI is not supported"
+            ),
             "{sasl}"
         );
         let unmapped = err("PLAINTEXT://127.0.0.1:1,FOO://127.0.0.1:2", &[]);

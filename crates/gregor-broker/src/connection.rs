@@ -14,6 +14,11 @@
 //! finished), and a slot from `queued.max.requests`, held until a handler takes the request. When either runs out, connections stop reading and TCP
 //! pushes back on the clients. A connection with nothing in flight that sends no request for
 //! `connections.max.idle.ms` is closed.
+//!
+//! On a SASL listener each request read goes first through the connection's SASL state
+//! (`sasl_session`), in order: the exchange's own requests are answered there, a refusal is
+//! answered after its delay and closes the connection, and every other request runs as the
+//! principal in force when it was read.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -32,6 +37,7 @@ use tracing::{debug, info, warn};
 
 use crate::api;
 use crate::frame::{decode_request, encode_response, read_frame_body, read_frame_size, FrameError};
+use crate::sasl_session::{illegal_sasl_state, SaslSession, SaslSetup, SaslStep};
 use crate::security::{KafkaPrincipal, SecurityProtocol};
 use crate::zero_copy::{write_copying, SendfileCounters, ZeroCopy};
 
@@ -104,12 +110,15 @@ struct Permits {
 }
 
 /// The listener a connection came in on and who is at the other end (Kafka's request context
-/// carries the same three).
+/// carries the same three), and, on a SASL listener, what its login is checked against.
 #[derive(Debug, Clone)]
 pub struct ConnectionSecurity {
     pub listener_name: Arc<str>,
     pub security_protocol: SecurityProtocol,
+    /// The principal TLS gave (or `User:ANONYMOUS`); on a SASL listener, SASL's replaces it.
     pub principal: Arc<KafkaPrincipal>,
+    /// SASL_PLAINTEXT and SASL_SSL: the connection authenticates before anything else.
+    pub sasl: Option<SaslSetup>,
 }
 
 impl ConnectionSecurity {
@@ -119,6 +128,7 @@ impl ConnectionSecurity {
             listener_name: listener_name.into(),
             security_protocol: SecurityProtocol::Plaintext,
             principal: Arc::new(KafkaPrincipal::anonymous()),
+            sasl: None,
         }
     }
 }
@@ -301,10 +311,11 @@ async fn serve_conn<R, W, H>(
     let (tx, mut rx) = mpsc::channel::<Incoming>(MAX_IN_FLIGHT);
     let idle = limits.idle;
     let reader = crate::runtime::spawn(read_requests(rd, limits, peer, connection_id, tx));
-    let pipeline = Pipeline {
+    let mut pipeline = Pipeline {
         handler,
         client_host: peer.ip().to_string(),
         connection_id,
+        sasl: security.sasl.clone().map(SaslSession::new),
         security,
     };
     let mut writer = ResponseWriter {
@@ -325,7 +336,7 @@ async fn serve_conn<R, W, H>(
                 last_active = Instant::now();
                 match incoming {
                     Some(incoming) => {
-                        pending.push_back(pipeline.start(incoming, writer.zero_copy.as_ref()));
+                        pipeline.start(incoming, writer.zero_copy.as_ref(), &mut pending);
                     }
                     None => reading = false,
                 }
@@ -412,12 +423,24 @@ struct Pipeline<H> {
     client_host: String,
     connection_id: u64,
     security: ConnectionSecurity,
+    /// The connection's SASL state, on a SASL listener.
+    sasl: Option<SaslSession>,
+}
+
+/// An answer that is ready.
+fn ready(done: Done) -> PendingReply {
+    Box::pin(async move { done })
 }
 
 impl<H: Handler> Pipeline<H> {
-    /// The future answering `incoming`. `zero_copy` is the connection's socket, if it has
-    /// one (Fetch requests read its round-trip time).
-    fn start(&self, incoming: Incoming, zero_copy: Option<&ZeroCopy>) -> PendingReply {
+    /// Queues the answer(s) to `incoming` on `pending`. `zero_copy` is the connection's socket,
+    /// if it has one (Fetch requests read its round-trip time).
+    fn start(
+        &mut self,
+        incoming: Incoming,
+        zero_copy: Option<&ZeroCopy>,
+        pending: &mut FuturesOrdered<PendingReply>,
+    ) {
         let (req, mut permits) = match incoming {
             Incoming::Request(req, permits) => (req, permits),
             Incoming::UnsupportedApiVersions { correlation_id } => {
@@ -425,8 +448,15 @@ impl<H: Handler> Pipeline<H> {
                 r.error_code = kafka_protocol::ResponseError::UnsupportedVersion.code();
                 r.api_keys = api::api_versions();
                 let reply = Reply::Respond(ResponseKind::ApiVersions(r));
-                let done: Done = (ApiKey::ApiVersions, 0, correlation_id, reply);
-                return Box::pin(async move { done });
+                pending.push_back(ready((ApiKey::ApiVersions, 0, correlation_id, reply)));
+                return;
+            }
+        };
+        let principal = match self.authenticate(&req) {
+            Ok(principal) => principal,
+            Err(answers) => {
+                answers.into_iter().for_each(|a| pending.push_back(a));
+                return;
             }
         };
         // A handler takes it now: it no longer counts as queued. A produce request's records
@@ -453,14 +483,61 @@ impl<H: Handler> Pipeline<H> {
             },
             listener_name: self.security.listener_name.clone(),
             security_protocol: self.security.security_protocol,
-            principal: self.security.principal.clone(),
+            principal,
         };
         let h = self.handler.clone();
-        Box::pin(async move {
+        pending.push_back(Box::pin(async move {
             let response = h.handle(ctx, req.body).await;
             drop(permits);
             (api_key, version, correlation_id, response)
-        })
+        }));
+    }
+
+    /// Who `req` runs as: the principal in force when it was read. `Err` holds the answers
+    /// that take its place: a step of the SASL exchange, or a refusal and the close.
+    fn authenticate(
+        &mut self,
+        req: &crate::frame::Request,
+    ) -> Result<Arc<KafkaPrincipal>, Vec<PendingReply>> {
+        let (api_key, version) = (req.api_key, req.header.request_api_version);
+        let correlation_id = req.header.correlation_id;
+        let Some(session) = &mut self.sasl else {
+            return match illegal_sasl_state(api_key) {
+                Some(r) => Err(vec![ready((
+                    api_key,
+                    version,
+                    correlation_id,
+                    Reply::Respond(r),
+                ))]),
+                None => Ok(self.security.principal.clone()),
+            };
+        };
+        match session.on_request(api_key, version, &req.body, Instant::now()) {
+            SaslStep::Handle(principal) => Ok(principal),
+            SaslStep::Respond(r) => Err(vec![ready((
+                api_key,
+                version,
+                correlation_id,
+                Reply::Respond(r),
+            ))]),
+            SaslStep::Close {
+                response,
+                delay,
+                reason,
+            } => {
+                info!(peer = %self.client_host, connection_id = self.connection_id, listener = %self.security.listener_name, %reason, "closing connection: SASL authentication failed or expired");
+                let reply = response.map_or(Reply::Close, Reply::Respond);
+                // The wait is this connection's own: other connections are served meanwhile.
+                let answer: PendingReply = Box::pin(async move {
+                    tokio::time::sleep(delay).await;
+                    (api_key, version, correlation_id, reply)
+                });
+                Err(vec![
+                    answer,
+                    ready((api_key, version, correlation_id, Reply::Close)),
+                ])
+            }
+        }
     }
 }
 
@@ -800,6 +877,7 @@ mod tests {
             listener_name: "SSL".into(),
             security_protocol: SecurityProtocol::Ssl,
             principal: Arc::new(KafkaPrincipal::user("CN=alice")),
+            sasl: None,
         };
         let (mut tls_client, server) = tokio::io::duplex(64 * 1024);
         let (rd, wr) = tokio::io::split(server);
@@ -828,6 +906,136 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    /// A request frame of `body` (header v1 or v2 as the API version needs).
+    fn frame_of<B: kafka_protocol::protocol::Encodable>(
+        api_key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        body: &B,
+    ) -> Vec<u8> {
+        use kafka_protocol::messages::RequestHeader;
+        use kafka_protocol::protocol::Encodable;
+        let mut header = RequestHeader::default();
+        header.request_api_key = api_key as i16;
+        header.request_api_version = version;
+        header.correlation_id = correlation_id;
+        let mut buf = bytes::BytesMut::new();
+        header
+            .encode(&mut buf, api_key.request_header_version(version))
+            .expect("header");
+        body.encode(&mut buf, version).expect("body");
+        let mut f = (buf.len() as i32).to_be_bytes().to_vec();
+        f.extend_from_slice(&buf);
+        f
+    }
+
+    /// A PLAIN listener's connection (users: alice), failed logins answered after 100 ms.
+    fn start_sasl(handler: Arc<Gated>) -> DuplexStream {
+        use crate::sasl_config::{SaslListener, SaslMechanism};
+        use crate::sasl_session::ScramCredentialSource;
+        struct NoScram;
+        impl ScramCredentialSource for NoScram {
+            fn scram_credential(
+                &self,
+                _: &str,
+                _: gregor_sasl::ScramMechanism,
+            ) -> Option<gregor_sasl::ScramCredential> {
+                None
+            }
+        }
+        let jaas = r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";"#;
+        let listener = SaslListener {
+            mechanisms: vec![SaslMechanism::Plain],
+            plain_users: Some(gregor_sasl::PlainUsers::from_jaas(jaas).expect("jaas")),
+            max_reauth: None,
+            failed_authentication_delay: Duration::from_millis(100),
+        };
+        let security = ConnectionSecurity {
+            listener_name: "SASL_PLAINTEXT".into(),
+            security_protocol: SecurityProtocol::SaslPlaintext,
+            principal: Arc::new(KafkaPrincipal::anonymous()),
+            sasl: Some(SaslSetup {
+                listener: Arc::new(listener),
+                credentials: Arc::new(NoScram),
+            }),
+        };
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let (rd, wr) = tokio::io::split(server);
+        let (tx, rx) = watch::channel(false);
+        let peer: SocketAddr = "127.0.0.1:40000".parse().expect("addr");
+        let limits = RequestLimits::new(1 << 20, -1, 10, -1);
+        crate::runtime::spawn(async move {
+            // The connection runs until the client closes it, not until a shutdown.
+            let _keep_open = tx;
+            serve_io_as(rd, wr, security, peer, 3, handler, limits, rx).await
+        });
+        client
+    }
+
+    fn sasl_frames(password: &str) -> Vec<u8> {
+        use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+        let mut handshake = SaslHandshakeRequest::default();
+        handshake.mechanism = kafka_protocol::protocol::StrBytes::from_static_str("PLAIN");
+        let mut token = SaslAuthenticateRequest::default();
+        token.auth_bytes = Bytes::from(format!("\0alice\0{password}").into_bytes());
+        let mut f = frame_of(ApiKey::SaslHandshake, 1, 1, &handshake);
+        f.extend(frame_of(ApiKey::SaslAuthenticate, 2, 2, &token));
+        f
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_sasl_login_is_answered_after_the_delay_without_holding_up_others() {
+        let handler = open_gate();
+        let mut failing = start_sasl(handler.clone());
+        let mut other = start_sasl(handler.clone());
+        let started = Instant::now();
+        failing
+            .write_all(&sasl_frames("wrong"))
+            .await
+            .expect("write");
+        assert_eq!(
+            response_correlation(&mut failing).await.expect("handshake"),
+            1
+        );
+        // Meanwhile another connection logs in and is served at once.
+        other
+            .write_all(&sasl_frames("alice-secret"))
+            .await
+            .expect("write");
+        other
+            .write_all(&api_versions_frame(3))
+            .await
+            .expect("write");
+        for id in 1..=3 {
+            assert_eq!(response_correlation(&mut other).await.expect("served"), id);
+        }
+        assert!(Instant::now() - started < Duration::from_millis(100));
+        assert_eq!(
+            response_correlation(&mut failing).await.expect("refusal"),
+            2
+        );
+        assert!(Instant::now() - started >= Duration::from_millis(100));
+        let mut rest = Vec::new();
+        assert_eq!(failing.read_to_end(&mut rest).await.expect("closed"), 0);
+        // Only the other connection's ApiVersions, after its login, reached the broker.
+        assert_eq!(handler.handled.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_before_sasl_authentication_closes_the_connection() {
+        let handler = open_gate();
+        let mut client = start_sasl(handler.clone());
+        let produce = produce_frame(5, 10);
+        client.write_all(&produce).await.expect("write");
+        let mut rest = Vec::new();
+        assert_eq!(
+            client.read_to_end(&mut rest).await.expect("closed"),
+            0,
+            "no answer"
+        );
+        assert_eq!(handler.handled.load(Ordering::SeqCst), 0, "never handled");
     }
 
     #[tokio::test]

@@ -19,6 +19,7 @@ macro_rules! planted {
 
 pub(crate) mod alter_partition;
 pub mod api;
+pub(crate) mod authorize;
 pub mod bootstrap;
 pub mod broker;
 pub(crate) mod broker_view;
@@ -49,6 +50,8 @@ pub(crate) mod quota;
 pub(crate) mod recent_fencing;
 pub(crate) mod replica;
 pub mod runtime;
+pub mod sasl_config;
+pub mod sasl_session;
 pub mod security;
 pub mod server;
 #[cfg(feature = "simulation")]

@@ -14,6 +14,8 @@ use crate::broker::Broker;
 use crate::config::{BrokerConfig, ClientListener};
 use crate::connection::{self, ConnectionSecurity, RequestLimits};
 use crate::connection_quotas::ConnectionQuotas;
+use crate::sasl_session::{SaslSetup, ScramCredentialSource};
+use crate::security::KafkaPrincipal;
 use crate::zero_copy::SendfileCounters;
 
 /// A bound client listener.
@@ -128,8 +130,41 @@ struct Accepted {
     listener: Arc<ClientListener>,
 }
 
+/// SCRAM credentials as the broker's metadata image holds them when an exchange asks.
+struct ImageCredentials(Arc<Broker>);
+
+impl ScramCredentialSource for ImageCredentials {
+    fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: gregor_sasl::ScramMechanism,
+    ) -> Option<gregor_sasl::ScramCredential> {
+        let image = self.0.metadata.image();
+        image.scram_credentials().get(user, mechanism).cloned()
+    }
+}
+
+/// Who a connection of `listener` is before anything is said: `principal` (TLS's, or
+/// `User:ANONYMOUS`), and on a SASL listener what its login is checked against.
+fn connection_security(
+    listener: &ClientListener,
+    broker: &Arc<Broker>,
+    principal: KafkaPrincipal,
+) -> ConnectionSecurity {
+    ConnectionSecurity {
+        listener_name: listener.name.as_str().into(),
+        security_protocol: listener.security_protocol,
+        principal: Arc::new(principal),
+        sasl: listener.sasl.as_ref().map(|listener| SaslSetup {
+            listener: listener.clone(),
+            credentials: Arc::new(ImageCredentials(broker.clone())),
+        }),
+    }
+}
+
 /// Serves one connection as its listener says: plain TCP (fetches by `sendfile`), or TLS
-/// first (fetches copied), its principal from the client certificate if there is one.
+/// first (fetches copied), its principal from the client certificate if there is one; on a
+/// SASL listener, the connection then logs in (`sasl_session`).
 async fn serve_connection(
     c: Accepted,
     broker: Arc<Broker>,
@@ -138,7 +173,7 @@ async fn serve_connection(
     sendfile: SendfileCounters,
 ) {
     let Some(tls) = &c.listener.tls else {
-        let security = ConnectionSecurity::plaintext(&c.listener.name);
+        let security = connection_security(&c.listener, &broker, KafkaPrincipal::anonymous());
         connection::serve(
             c.stream, security, c.peer, c.id, broker, limits, shutdown, sendfile,
         )
@@ -156,11 +191,7 @@ async fn serve_connection(
         }
     };
     debug!(peer = %c.peer, connection_id = c.id, listener = %c.listener.name, %principal, "TLS connection established");
-    let security = ConnectionSecurity {
-        listener_name: c.listener.name.as_str().into(),
-        security_protocol: c.listener.security_protocol,
-        principal: Arc::new(principal),
-    };
+    let security = connection_security(&c.listener, &broker, principal);
     let (rd, wr) = tokio::io::split(stream);
     connection::serve_io_as(rd, wr, security, c.peer, c.id, broker, limits, shutdown).await;
 }

@@ -3,7 +3,8 @@
 //! broker opens to another node goes through its [`Transport`]: the controller quorum's Raft
 //! and forwarding connections, the replica fetchers' connections to partition leaders, and the
 //! controller's liveness probes of brokers (replica fetchers wrap it in [`TlsTransport`] when the
-//! inter-broker listener is SSL). The controller listener is bound through it too;
+//! inter-broker listener is SSL, and in [`SaslTransport`] when it is SASL: [`inter_broker`]).
+//! The controller listener is bound through it too;
 //! the client listeners are bound by the caller (`server::bind_listeners`, or the simulator) and
 //! its connections are served with `connection::serve_io`.
 
@@ -91,6 +92,64 @@ impl Transport for TlsTransport {
 
     fn bind(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>> {
         self.inner.0.bind(addr)
+    }
+}
+
+/// A SASL login over another transport (TCP, or TLS for SASL_SSL): what replica fetchers use
+/// when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL. Each connection logs in as the
+/// broker (its JAAS `username` and `password`) before it is handed over.
+pub struct SaslTransport {
+    inner: SharedTransport,
+    sasl: gregor_client::sasl::ClientSasl,
+    client_id: String,
+}
+
+impl SaslTransport {
+    pub fn new(
+        inner: SharedTransport,
+        sasl: gregor_client::sasl::ClientSasl,
+        client_id: String,
+    ) -> SaslTransport {
+        SaslTransport {
+            inner,
+            sasl,
+            client_id,
+        }
+    }
+}
+
+impl Transport for SaslTransport {
+    fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Stream>> {
+        Box::pin(async move {
+            let mut stream = self.inner.connect(addr).await?;
+            gregor_client::sasl::authenticate(&mut stream, &self.sasl, &self.client_id).await?;
+            Ok(stream)
+        })
+    }
+
+    fn bind(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>> {
+        self.inner.0.bind(addr)
+    }
+}
+
+/// How replica fetchers reach other brokers' inter-broker listener over `base`: TLS when
+/// `tls` is set (SSL, SASL_SSL), then the SASL login when `sasl` is (SASL_*).
+pub fn inter_broker(
+    base: SharedTransport,
+    tls: Option<gregor_client::tls::ClientTls>,
+    sasl: Option<gregor_client::sasl::ClientSasl>,
+    node_id: i32,
+) -> SharedTransport {
+    let secured = match tls {
+        Some(tls) => SharedTransport(Arc::new(TlsTransport::new(base, tls))),
+        None => base,
+    };
+    match sasl {
+        Some(sasl) => {
+            let client_id = format!("gregor-replica-fetcher-{node_id}");
+            SharedTransport(Arc::new(SaslTransport::new(secured, sasl, client_id)))
+        }
+        None => secured,
     }
 }
 

@@ -64,10 +64,16 @@ async fn within_connect_timeout<S>(
 ) -> Result<S> {
     match tokio::time::timeout(connect_timeout, connecting).await {
         Ok(Ok(s)) => Ok(s),
-        Ok(Err(source)) => Err(Error::Connect {
-            addr: addr.to_string(),
-            source,
-        }),
+        Ok(Err(source)) => match crate::error::authentication_failure(&source) {
+            Some(refused) => Err(Error::Authentication {
+                addr: addr.to_string(),
+                reason: refused.to_string(),
+            }),
+            None => Err(Error::Connect {
+                addr: addr.to_string(),
+                source,
+            }),
+        },
         Err(_) => Err(Error::Timeout {
             what: format!("connecting to {label}"),
             after_ms: millis(connect_timeout),

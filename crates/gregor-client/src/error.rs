@@ -23,6 +23,8 @@ impl KafkaCode {
     pub const INVALID_TOPIC_EXCEPTION: KafkaCode = KafkaCode(17);
     pub const REBALANCE_IN_PROGRESS: KafkaCode = KafkaCode(27);
     pub const INVALID_REPLICATION_FACTOR: KafkaCode = KafkaCode(38);
+    pub const UNSUPPORTED_SASL_MECHANISM: KafkaCode = KafkaCode(33);
+    pub const ILLEGAL_SASL_STATE: KafkaCode = KafkaCode(34);
     pub const UNSUPPORTED_VERSION: KafkaCode = KafkaCode(35);
     pub const TOPIC_ALREADY_EXISTS: KafkaCode = KafkaCode(36);
     pub const INVALID_PARTITIONS: KafkaCode = KafkaCode(37);
@@ -38,6 +40,7 @@ impl KafkaCode {
     pub const OFFSET_NOT_AVAILABLE: KafkaCode = KafkaCode(78);
     pub const ELECTION_NOT_NEEDED: KafkaCode = KafkaCode(84);
     pub const NO_REASSIGNMENT_IN_PROGRESS: KafkaCode = KafkaCode(85);
+    pub const SASL_AUTHENTICATION_FAILED: KafkaCode = KafkaCode(58);
     pub const UNSTABLE_OFFSET_COMMIT: KafkaCode = KafkaCode(88);
     pub const THROTTLING_QUOTA_EXCEEDED: KafkaCode = KafkaCode(89);
 
@@ -123,6 +126,10 @@ pub enum Error {
     /// The broker answered with a Kafka error code.
     #[error("{context}: {error}")]
     Kafka { context: String, error: KafkaError },
+    /// The broker refused the SASL login (wrong password, mechanism not enabled): retrying
+    /// would not help.
+    #[error("cannot connect to {addr}: {reason}")]
+    Authentication { addr: String, reason: String },
     /// A TCP connection could not be established.
     #[error("cannot connect to {addr}: {source}")]
     Connect {
@@ -181,6 +188,18 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A broker refused a SASL login (`sasl`): its answer, for the caller's error. Carried inside
+/// the `io::Error` a dialer returns (kind `PermissionDenied`), so that the client reports it
+/// instead of retrying.
+#[derive(Debug, thiserror::Error)]
+#[error("SASL authentication failed: {0}")]
+pub struct AuthenticationFailed(pub String);
+
+/// The refusal an `io::Error` carries, if it is one.
+pub fn authentication_failure(e: &std::io::Error) -> Option<&AuthenticationFailed> {
+    e.get_ref()?.downcast_ref::<AuthenticationFailed>()
+}
 
 #[cfg(test)]
 mod tests {

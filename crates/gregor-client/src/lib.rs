@@ -25,6 +25,7 @@ pub mod fetch_session;
 pub mod metadata;
 pub mod producer;
 pub mod retry;
+pub mod sasl;
 #[cfg(feature = "simulation")]
 pub mod simulation;
 pub mod tls;

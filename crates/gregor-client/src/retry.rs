@@ -56,7 +56,8 @@ pub fn action(error: &Error) -> RetryAction {
         Error::UnsupportedVersion { .. }
         | Error::Protocol { .. }
         | Error::InvalidArgument(_)
-        | Error::CommitFailed(_) => RetryAction::Fail,
+        | Error::CommitFailed(_)
+        | Error::Authentication { .. } => RetryAction::Fail,
     }
 }
 

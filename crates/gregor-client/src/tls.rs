@@ -114,7 +114,7 @@ pub struct ClientTls {
 
 impl ClientTls {
     /// TLS from Kafka client properties; `None` when `security.protocol` is PLAINTEXT (or
-    /// unset).
+    /// unset) or SASL_PLAINTEXT. SASL_SSL is TLS first (the login is `sasl`'s).
     pub fn from_properties(
         props: &BTreeMap<String, String>,
     ) -> Result<Option<ClientTls>, TlsSettingError> {
@@ -125,18 +125,12 @@ impl ClientTls {
             .to_ascii_uppercase()
             .as_str()
         {
-            "PLAINTEXT" => return Ok(None),
-            "SSL" => {}
-            "SASL_PLAINTEXT" | "SASL_SSL" => {
-                return Err(setting_error(
-                    "security.protocol",
-                    "SASL is not supported by Gregor's client yet",
-                ))
-            }
+            "PLAINTEXT" | "SASL_PLAINTEXT" => return Ok(None),
+            "SSL" | "SASL_SSL" => {}
             _ => {
                 return Err(setting_error(
                     "security.protocol",
-                    "must be PLAINTEXT or SSL",
+                    "must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
                 ))
             }
         }
@@ -403,11 +397,12 @@ mod tests {
         assert!(none.is_none());
         let plain = ClientTls::from_properties(&props(&[("security.protocol", "PLAINTEXT")]));
         assert!(plain.expect("valid").is_none());
+        let sasl = ClientTls::from_properties(&props(&[("security.protocol", "SASL_PLAINTEXT")]));
+        assert!(sasl.expect("valid").is_none(), "SASL_PLAINTEXT: no TLS");
         let e = refused(&[("security.protocol", "SASL_SSL")]);
-        assert!(
-            e.starts_with("security.protocol:") && e.contains("SASL"),
-            "{e}"
-        );
+        assert!(e.starts_with("ssl.ca.location:"), "SASL_SSL is TLS: {e}");
+        let e = refused(&[("security.protocol", "TLS")]);
+        assert!(e.starts_with("security.protocol:"), "{e}");
         let e = refused(&[("security.protocol", "SSL")]);
         assert!(e.starts_with("ssl.ca.location:"), "{e}");
         let e = refused(&[("security.protocol", "SSL"), ("ssl.truststore.type", "JKS")]);

@@ -2,6 +2,10 @@
 //! ACL bindings (each one new) and deletes some of them by an exact filter, through any node,
 //! as `gregor acls` and Kafka's admin client send CreateAcls and DeleteAcls.
 //!
+//! A node that acknowledges a change must enforce it from then on: right after each
+//! acknowledged creation or deletion, the node that answered is asked to describe the ACLs (its
+//! authorizer reads the same image), and must show the change.
+//!
 //! After the faults, within a bound, every node's DescribeAcls must list the same bindings,
 //! and that set must be what the answers said: a binding whose creation was acknowledged is
 //! there unless a deletion of it was sent, one whose deletion was acknowledged (after an
@@ -90,6 +94,9 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
         if !deletable.is_empty() && rng.next_below(3) == 0 {
             let b = deletable[rng.next_below(deletable.len())].clone();
             let o = delete(&history, &mut links, node, &b).await;
+            if o == Outcome::Applied {
+                check_acknowledging_node(&history, &mut links, node, &b, false).await;
+            }
             if let Some(a) = asked.get_mut(&b) {
                 a.deleted = Some(o);
             }
@@ -98,6 +105,9 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
             let b = (format!("acl-{next}"), format!("User:u{}", next % 3), op);
             next += 1;
             let created = create(&history, &mut links, node, &b).await;
+            if created == Outcome::Applied {
+                check_acknowledging_node(&history, &mut links, node, &b, true).await;
+            }
             asked.insert(
                 b,
                 Asked {
@@ -182,6 +192,28 @@ async fn delete(
         .borrow_mut()
         .event(format!("acls delete {b:?} via n{node}: {what}"));
     outcome
+}
+
+/// Right after `node` acknowledged creating (`present`) or deleting `b`: its DescribeAcls must
+/// show the change (no answer proves nothing). Only this client changes ACLs, and each binding
+/// is created once and deleted at most once, so nothing else can have undone it since.
+async fn check_acknowledging_node(
+    history: &Rc<RefCell<History>>,
+    links: &mut Links,
+    node: usize,
+    b: &Binding,
+    present: bool,
+) {
+    let Some(view) = described(links, node).await else {
+        return;
+    };
+    if view.contains(b) != present {
+        let change = if present { "creation" } else { "deletion" };
+        history.borrow_mut().data.acl_violations.push(Violation::new(
+            Property::WrongAnswer,
+            format!("n{node} acknowledged the {change} of {b:?} but then described the ACLs from before it"),
+        ));
+    }
 }
 
 /// Every binding one node describes, or `None` without an answer.

@@ -3,9 +3,10 @@
 //! (forwarded like CreateTopics); describe reads this node's image. Without an authorizer
 //! (`authorizer.class.name` empty) all three answer SECURITY_DISABLED, as Kafka does.
 //!
-//! Enforcing ACLs is not done here: each request handler will ask
-//! `gregor_meta::acl::Authorizer` (over `MetadataManager::image().acls()` and
-//! [`authorizer_config`]) with the connection's principal once connections carry one.
+//! Who may call them (ALTER / DESCRIBE on the cluster) and every other request's checks are
+//! `authorize`'s. A forwarded CreateAcls or DeleteAcls is answered once this node's image has
+//! applied what the controller committed (`forward::to_controller` waits for it), so the node
+//! that acknowledges an ACL change enforces it from then on.
 
 use std::collections::BTreeMap;
 
@@ -64,7 +65,101 @@ pub async fn to_controller(
             _ => return None,
         });
     }
-    crate::forward::to_controller(b, api_key, version, request).await
+    let created: Vec<AclBinding> = match &request {
+        RequestKind::CreateAcls(r) => r.creations.iter().map(binding_of).collect(),
+        _ => Vec::new(),
+    };
+    let response = crate::forward::to_controller(b, api_key, version, request).await?;
+    if applied_here(b.metadata, &response, &created).await {
+        return Some(response);
+    }
+    tracing::warn!(
+        api = ?api_key,
+        "an ACL change was committed but this broker has not applied it; answering REQUEST_TIMED_OUT"
+    );
+    Some(not_applied_here(response))
+}
+
+/// How long a broker waits for its own image to hold an ACL change it forwarded (the
+/// controller's answer comes once the change is committed; this node applies it from the log).
+const APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether this node's image holds what `response` acknowledges (the bindings created, the
+/// matching ones deleted), waiting for it at most [`APPLY_WAIT`]: a broker that acknowledges an
+/// ACL change must not go on enforcing the ACLs from before it.
+async fn applied_here(
+    metadata: &MetadataManager,
+    response: &ResponseKind,
+    created: &[AclBinding],
+) -> bool {
+    let holds = |image: &gregor_meta::MetadataImage| match response {
+        ResponseKind::CreateAcls(r) => r
+            .results
+            .iter()
+            .zip(created)
+            .filter(|(res, _)| res.error_code == 0)
+            .all(|(_, acl)| image.acls().contains(acl)),
+        ResponseKind::DeleteAcls(r) => r
+            .filter_results
+            .iter()
+            .filter(|f| f.error_code == 0)
+            .flat_map(|f| &f.matching_acls)
+            .all(|m| !image.acls().contains(&binding_of_match(m))),
+        _ => true,
+    };
+    let deadline = tokio::time::Instant::now() + APPLY_WAIT;
+    loop {
+        // Read before the image: an image published meanwhile comes with a later index.
+        let next = metadata.applied_index() + 1;
+        if holds(&metadata.image()) {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() || !metadata.wait_applied(next, left).await {
+            return holds(&metadata.image());
+        }
+    }
+}
+
+/// An acknowledgement this node cannot stand behind yet: each successful part answers the
+/// retriable REQUEST_TIMED_OUT (the change may have happened, as after a lost answer).
+fn not_applied_here(response: ResponseKind) -> ResponseKind {
+    let e = ResponseError::RequestTimedOut;
+    let message = || {
+        Some(s(
+            "the ACL change is committed but not yet applied on this broker",
+        ))
+    };
+    match response {
+        ResponseKind::CreateAcls(mut r) => {
+            for res in r.results.iter_mut().filter(|res| res.error_code == 0) {
+                res.error_code = e.code();
+                res.error_message = message();
+            }
+            ResponseKind::CreateAcls(r)
+        }
+        ResponseKind::DeleteAcls(mut r) => {
+            for f in r.filter_results.iter_mut().filter(|f| f.error_code == 0) {
+                f.error_code = e.code();
+                f.error_message = message();
+                f.matching_acls.clear();
+            }
+            ResponseKind::DeleteAcls(r)
+        }
+        other => other,
+    }
+}
+
+fn binding_of_match(m: &DeleteAclsMatchingAcl) -> AclBinding {
+    AclBinding {
+        resource_type: AclResourceType::from_code(m.resource_type),
+        resource_name: m.resource_name.to_string(),
+        pattern_type: PatternType::from_code(m.pattern_type),
+        principal: m.principal.to_string(),
+        host: m.host.to_string(),
+        operation: AclOperation::from_code(m.operation),
+        permission_type: AclPermissionType::from_code(m.permission_type),
+    }
 }
 
 /// CreateAcls on the active controller.

@@ -12,7 +12,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
+use gregor_meta::acl::AclResourceType;
+
 use super::s;
+use crate::authorize::{Decide, MetadataPlan};
 use crate::forward::ControlPlane;
 use crate::metadata::MetadataManager;
 
@@ -28,22 +31,26 @@ pub fn api_versions(_r: &ApiVersionsRequest, _version: i16) -> ApiVersionsRespon
 /// The topics a Metadata request names, by name or (v10+) by id; `None` for all topics.
 type RequestedTopics = Option<Vec<(Option<String>, gregor_meta::Uuid)>>;
 
-/// Metadata, with the brokers' endpoints on `listener` (the listener the client connected on,
-/// as Kafka answers): brokers without it are left out.
+/// Metadata, with the brokers' endpoints on `listener` (the client's, as Kafka answers):
+/// brokers without it are left out. Topics the requester may not DESCRIBE are left out of an
+/// all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named, existing or not
+/// (`authorize::metadata_plan`).
 pub async fn metadata(
     b: ControlPlane<'_>,
     r: MetadataRequest,
     version: i16,
     listener: &str,
+    d: &dyn Decide,
 ) -> MetadataResponse {
     let auto_create =
         b.config.bool("auto.create.topics.enable") && (version < 4 || r.allow_auto_topic_creation);
+    let topic_ops = version >= 8 && r.include_topic_authorized_operations;
+    let cluster_ops = (8..=10).contains(&version) && r.include_cluster_authorized_operations;
     let requested = requested_topics(r.topics, version);
     let mut image = b.metadata.image();
-    if let (Some(req), true) = (&requested, auto_create) {
-        if auto_create_topics(b, &image, req).await {
-            image = b.metadata.image();
-        }
+    let plan = plan_topics(d, &image, &requested, auto_create);
+    if requested.is_some() && auto_create && auto_create_topics(b, &image, &plan.described).await {
+        image = b.metadata.image();
     }
     let mut resp = MetadataResponse::default();
     resp.brokers = listed_brokers(b.metadata, &image, listener);
@@ -54,31 +61,95 @@ pub async fn metadata(
         -1
     });
     resp.topics = match requested {
-        None => image
-            .topics()
-            .values()
-            .map(|t| describe_topic(&image, &t.name, listener))
+        None => plan
+            .described
+            .iter()
+            .map(|name| describe_topic(&image, name, listener))
             .collect(),
         Some(req) => req
             .into_iter()
-            .map(|(name, id)| match name {
-                Some(n) => describe_topic(&image, &n, listener),
-                None => match image.topic_by_id(id) {
-                    Some(t) => describe_topic(&image, &t.name, listener),
-                    None => {
-                        let mut t = MetadataResponseTopic::default();
-                        t.topic_id = id;
-                        t.error_code = ResponseError::UnknownTopicId.code();
-                        t
-                    }
-                },
-            })
+            .map(|entry| answer_topic(&image, &plan, entry, listener))
             .collect(),
     };
-    if version < 8 {
-        resp.cluster_authorized_operations = OPS_NOT_REQUESTED;
+    if topic_ops {
+        for t in resp.topics.iter_mut().filter(|t| t.error_code == 0) {
+            if let Some(name) = &t.name {
+                t.topic_authorized_operations =
+                    d.authorized_operations(AclResourceType::Topic, name);
+            }
+        }
     }
+    resp.cluster_authorized_operations = if version < 8 {
+        OPS_NOT_REQUESTED
+    } else {
+        crate::authorize::describe_cluster_operations(d, cluster_ops)
+    };
     resp
+}
+
+/// The authorizer's part of a Metadata answer, over the names requested (ids resolved).
+fn plan_topics(
+    d: &dyn Decide,
+    image: &gregor_meta::MetadataImage,
+    requested: &RequestedTopics,
+    auto_create: bool,
+) -> MetadataPlan {
+    let names = requested.as_ref().map(|req| {
+        req.iter()
+            .filter_map(|(name, id)| match name {
+                Some(n) => Some(n.clone()),
+                None => image.topic_by_id(*id).map(|t| t.name.clone()),
+            })
+            .collect()
+    });
+    crate::authorize::metadata_plan(
+        d,
+        names,
+        image.topics().values().map(|t| t.name.clone()),
+        |t| image.topic(t).is_some(),
+        auto_create,
+    )
+}
+
+/// One requested topic (by name, or by id from v10): described, or refused as the plan says.
+fn answer_topic(
+    image: &gregor_meta::MetadataImage,
+    plan: &MetadataPlan,
+    (name, id): (Option<String>, gregor_meta::Uuid),
+    listener: &str,
+) -> MetadataResponseTopic {
+    let refused = |n: &str| {
+        plan.refused
+            .iter()
+            .chain(&plan.refused_create)
+            .any(|r| r == n)
+    };
+    let mut t = MetadataResponseTopic::default();
+    match name {
+        Some(n) if refused(&n) => {
+            // Neither its id nor whether it exists.
+            t.is_internal =
+                plan.refused_create.contains(&n) && super::produce::is_internal_topic(&n);
+            t.name = Some(TopicName(s(n)));
+            t.error_code = ResponseError::TopicAuthorizationFailed.code();
+            t
+        }
+        Some(n) => describe_topic(image, &n, listener),
+        None => match image.topic_by_id(id) {
+            Some(topic) if refused(&topic.name) => {
+                // Asked by id: the id is no secret, the name is.
+                t.topic_id = id;
+                t.error_code = ResponseError::TopicAuthorizationFailed.code();
+                t
+            }
+            Some(topic) => describe_topic(image, &topic.name, listener),
+            None => {
+                t.topic_id = id;
+                t.error_code = ResponseError::UnknownTopicId.code();
+                t
+            }
+        },
+    }
 }
 
 /// v0: an empty list means all topics; v1+: null means all, empty means none.
@@ -94,19 +165,19 @@ fn requested_topics(topics: Option<Vec<MetadataRequestTopic>>, version: i16) -> 
     }
 }
 
-/// Creates the requested topics `image` does not have (`auto.create.topics.enable`); whether
-/// it asked the controller to create any.
+/// Creates the topics among `names` that `image` does not have (`auto.create.topics.enable`);
+/// whether it asked the controller to create any.
 async fn auto_create_topics(
     b: ControlPlane<'_>,
     image: &gregor_meta::MetadataImage,
-    requested: &[(Option<String>, gregor_meta::Uuid)],
+    names: &[String],
 ) -> bool {
-    let missing: Vec<String> = requested
+    let missing: Vec<String> = names
         .iter()
-        .filter_map(|(n, _)| n.clone())
         .filter(|n| {
             image.topic(n).is_none() && gregor_meta::topic_name::validate_topic_name(n).is_ok()
         })
+        .cloned()
         .collect();
     if missing.is_empty() {
         return false;
@@ -245,12 +316,14 @@ fn active_controller_id(metadata: &MetadataManager, image: &gregor_meta::Metadat
     }
 }
 
-/// DescribeCluster, with the brokers' endpoints on `listener` (the client's).
+/// DescribeCluster, with the brokers' endpoints on `listener` (the client's); KIP-430's
+/// cluster authorized operations when asked.
 pub fn describe_cluster(
     b: ControlPlane<'_>,
     r: &DescribeClusterRequest,
     version: i16,
     listener: &str,
+    d: &dyn Decide,
 ) -> DescribeClusterResponse {
     let image = b.metadata.image();
     let mut resp = DescribeClusterResponse::default();
@@ -277,7 +350,8 @@ pub fn describe_cluster(
         // Only broker endpoints exist here.
         resp.error_code = ResponseError::UnsupportedEndpointType.code();
     }
-    resp.cluster_authorized_operations = OPS_NOT_REQUESTED;
+    resp.cluster_authorized_operations =
+        crate::authorize::describe_cluster_operations(d, r.include_cluster_authorized_operations);
     resp
 }
 

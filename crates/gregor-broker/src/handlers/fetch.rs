@@ -89,6 +89,10 @@ fn reader_for(b: DataPlane<'_>, replica_id: i32, topic: &str, partition: i32) ->
     }
 }
 
+/// Which topics the requester may read (`authorize::fetch_reader`; `None`: all, no authorizer);
+/// the partitions of the others answer TOPIC_AUTHORIZATION_FAILED, whether or not they exist.
+pub type MayRead<'a> = Option<&'a (dyn Fn(&str) -> bool + Sync)>;
+
 /// Answers a Fetch. `min_round_trip` is the connection's (where known): a consumer on a short
 /// one gets smaller answers (`answer_limit`).
 pub async fn fetch(
@@ -96,6 +100,7 @@ pub async fn fetch(
     mut r: FetchRequest,
     version: i16,
     min_round_trip: Option<Duration>,
+    may_read: MayRead<'_>,
 ) -> FetchReply {
     // An incremental fetch becomes the full fetch of its session's partitions here.
     let began = lock_sessions(b).begin(&mut r, version, now_ms());
@@ -106,7 +111,7 @@ pub async fn fetch(
             return session_error(e);
         }
     };
-    let planned = plan(b, &r, version);
+    let planned = plan(b, &r, version, may_read);
     let follower = replica_id(&r, version) >= 0;
     // Followers are Gregor's own fetchers, which size their requests themselves.
     let latency_cap = if follower {
@@ -148,8 +153,9 @@ struct Planned {
     topics_out: Vec<FetchableTopicResponse>,
 }
 
-/// Locates the partitions a fetch names (the functional part before any read).
-fn plan(b: DataPlane<'_>, r: &FetchRequest, version: i16) -> Planned {
+/// Locates the partitions a fetch names (the functional part before any read); those of a
+/// topic it may not read are refused before they are looked up.
+fn plan(b: DataPlane<'_>, r: &FetchRequest, version: i16, may_read: MayRead<'_>) -> Planned {
     let replica_id = replica_id(r, version);
     let mut targets = Vec::new();
     let mut topics_out = Vec::new();
@@ -159,7 +165,11 @@ fn plan(b: DataPlane<'_>, r: &FetchRequest, version: i16) -> Planned {
         out.topic = t.topic.clone();
         out.topic_id = t.topic_id;
         topics_out.push(out);
-        let located = b.locate_many(&name, t.topic_id, t.partitions.iter().map(|p| p.partition));
+        let located = if readable(b, &name, t.topic_id, may_read) {
+            b.locate_many(&name, t.topic_id, t.partitions.iter().map(|p| p.partition))
+        } else {
+            vec![Err(ResponseError::TopicAuthorizationFailed); t.partitions.len()]
+        };
         for (p, part) in t.partitions.iter().zip(located) {
             let topic_name = part.as_ref().map_or(name.as_str(), |p| p.topic.as_str());
             let reader = reader_for(b, replica_id, topic_name, p.partition);
@@ -412,12 +422,36 @@ fn any_stopped(b: DataPlane<'_>, targets: &[Target]) -> bool {
     })
 }
 
-/// Looks the targets' partitions up again (after one was removed).
+/// Whether the topic a fetch names (by name, or by id from v13) may be read; an id this node
+/// does not know is left to the lookup (UNKNOWN_TOPIC_ID).
+fn readable(
+    b: DataPlane<'_>,
+    name: &str,
+    topic_id: gregor_meta::Uuid,
+    may_read: MayRead<'_>,
+) -> bool {
+    let Some(may_read) = may_read else {
+        return true;
+    };
+    if !name.is_empty() || topic_id.is_nil() {
+        return may_read(name);
+    }
+    match b.metadata.image().topic_by_id(topic_id) {
+        Some(t) => may_read(&t.name),
+        None => true,
+    }
+}
+
+/// Looks the targets' partitions up again (after one was removed); a refused one stays
+/// refused.
 fn relocated(b: DataPlane<'_>, r: &FetchRequest, targets: &[Target]) -> Vec<Target> {
     targets
         .iter()
         .map(|t| {
             let topic = &r.topics[t.topic_index];
+            if matches!(t.part, Err(ResponseError::TopicAuthorizationFailed)) {
+                return t.clone();
+            }
             Target {
                 part: b.locate(&topic.topic.0, topic.topic_id, t.partition),
                 ..t.clone()

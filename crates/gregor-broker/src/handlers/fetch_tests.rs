@@ -126,7 +126,7 @@ async fn a_fetch_located_before_its_topic_is_deleted_answers_unknown_topic() {
         let id = create_topic(&b, topic).await;
         // max_wait 0: the answer is the first read, which must not be the stopped replica's.
         let r = fetch_request(topic, id, version, 0);
-        let planned = plan(b.data_plane(), &r, version);
+        let planned = plan(b.data_plane(), &r, version, None);
         assert!(
             planned.targets[0].part.is_ok(),
             "{topic} is hosted when located"

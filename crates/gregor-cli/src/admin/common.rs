@@ -7,6 +7,7 @@ use std::time::Duration;
 use std::collections::BTreeMap;
 
 use anyhow::{anyhow, Context, Result};
+use gregor_client::sasl::ClientSasl;
 use gregor_client::tls::ClientTls;
 use gregor_client::{Admin, ClientConfig};
 
@@ -19,8 +20,10 @@ pub struct ConnectionArgs {
     /// How long each operation may take, retries included (milliseconds).
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub timeout_ms: u64,
-    /// A Kafka client properties file: security.protocol=SSL and the ssl.* settings
-    /// (ssl.ca.location or ssl.truststore.location, a client certificate for mTLS).
+    /// A Kafka client properties file: security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT,
+    /// SASL_SSL), the ssl.* settings (ssl.ca.location or ssl.truststore.location, a client
+    /// certificate for mTLS) and the SASL login (sasl.mechanism with sasl.username and
+    /// sasl.password, or sasl.jaas.config).
     #[arg(long, value_name = "FILE")]
     pub command_config: Option<std::path::PathBuf>,
 }
@@ -46,9 +49,9 @@ impl ConnectionArgs {
             if let Some(id) = props.get("client.id") {
                 config.client_id = id.clone();
             }
-            config.dialer = ClientTls::from_properties(&props)
-                .with_context(|| flag.clone())?
-                .map(|tls| tls.dialer());
+            let tls = ClientTls::from_properties(&props).with_context(|| flag.clone())?;
+            let sasl = ClientSasl::from_properties(&props).with_context(|| flag.clone())?;
+            config.dialer = gregor_client::sasl::dialer(tls, sasl, &config.client_id);
         }
         Ok(config)
     }
@@ -63,16 +66,30 @@ impl ConnectionArgs {
     }
 }
 
+/// The SASL settings a properties file may hold (librdkafka's and the Java client's).
+const SASL_SETTINGS: &[&str] = &[
+    "sasl.mechanism",
+    "sasl.username",
+    "sasl.password",
+    "sasl.jaas.config",
+];
+
 /// A client properties file's settings. Only those that say how to connect (and `client.id`)
 /// are taken; any other is refused rather than ignored.
 fn command_config(text: &str) -> Result<BTreeMap<String, String>> {
     let props: BTreeMap<String, String> = gregor_meta::config::parse_properties(text)
         .into_iter()
         .collect();
-    let taken = |k: &str| k == "security.protocol" || k == "client.id" || k.starts_with("ssl.");
+    let taken = |k: &str| {
+        k == "security.protocol"
+            || k == "client.id"
+            || k.starts_with("ssl.")
+            || SASL_SETTINGS.contains(&k)
+    };
     if let Some(key) = props.keys().find(|k| !taken(k)) {
         return Err(anyhow!(
-            "{key} is not supported here (only security.protocol, client.id and ssl.* settings)"
+            "{key} is not supported here (only security.protocol, client.id, ssl.* and {})",
+            SASL_SETTINGS.join(", ")
         ));
     }
     Ok(props)
@@ -161,8 +178,24 @@ mod tests {
         );
         let e = args("security.protocol=SSL\n").expect_err("no CA");
         assert!(format!("{e:#}").contains("ssl.ca.location"), "{e:#}");
-        let e = args("security.protocol=SASL_SSL\n").expect_err("no SASL yet");
-        assert!(format!("{e:#}").contains("SASL"), "{e:#}");
+        let e = args("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n").expect_err("no CA");
+        assert!(format!("{e:#}").contains("ssl.ca.location"), "{e:#}");
+        let e = args("security.protocol=SASL_PLAINTEXT\n").expect_err("no mechanism");
+        assert!(format!("{e:#}").contains("sasl.mechanism"), "{e:#}");
+        let e = args("security.protocol=SASL_PLAINTEXT\nsasl.kerberos.service.name=kafka\n")
+            .expect_err("refused");
+        assert!(
+            format!("{e:#}").contains("sasl.kerberos.service.name is not supported"),
+            "{e:#}"
+        );
+        let c = args(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\nsasl.password=admin-secret\n",
+        )
+        .expect("SASL");
+        assert!(c.dialer.is_some(), "SASL logs in on every new connection");
+        let e = args("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=a\n")
+            .expect_err("no password");
+        assert!(format!("{e:#}").contains("sasl.password"), "{e:#}");
         let e = ConnectionArgs {
             bootstrap_server: "127.0.0.1:9092".into(),
             timeout_ms: 1000,

@@ -17,7 +17,8 @@
 
 use super::index::AclIndex;
 use super::types::{
-    AclBinding, AclOperation, AclPermissionType, AclResourceType, WILDCARD_HOST, WILDCARD_PRINCIPAL,
+    AclBinding, AclOperation, AclPermissionType, AclResourceType, PatternType, WILDCARD_HOST,
+    WILDCARD_PRINCIPAL, WILDCARD_RESOURCE,
 };
 use crate::config::StaticBrokerConfig;
 use std::collections::BTreeSet;
@@ -197,6 +198,65 @@ impl<'a> Authorizer<'a> {
             .collect()
     }
 
+    /// May `who` do `operation` on some resource of this type? (Kafka's
+    /// `authorizeByResourceType`, which InitProducerId asks of WRITE on topics: an idempotent
+    /// producer that may write to some topic needs no IDEMPOTENT_WRITE on the cluster.) Yes
+    /// when `who` may do it on a resource no ACL names (a super user, or
+    /// `allow.everyone.if.no.acl.found` with no ACL), or when an ALLOW naming exactly this
+    /// operation (or ALL) applies to `who` on `*`, or on a name or prefix that no DENY
+    /// applying to `who` takes back whole (a DENY of `*`, of the same literal name, or of a
+    /// prefix of it).
+    pub fn authorize_by_resource_type(
+        &self,
+        who: &RequestIdentity<'_>,
+        operation: AclOperation,
+        resource_type: AclResourceType,
+    ) -> AuthorizationResult {
+        // A name no ACL pattern can be written for (a NUL is refused in names).
+        const UNNAMED: &str = "\0unnamed";
+        if self
+            .authorize(who, operation, resource_type, UNNAMED)
+            .is_allowed()
+        {
+            return AuthorizationResult::Allowed;
+        }
+        let applying: Vec<&AclBinding> = self
+            .acls
+            .iter()
+            .map(|(_, acl)| acl)
+            .filter(|acl| acl.resource_type == resource_type && applies_to(acl, who))
+            .filter(|acl| acl.operation == operation || acl.operation == AclOperation::All)
+            .collect();
+        let (deny, allow): (Vec<&AclBinding>, Vec<&AclBinding>) = applying
+            .into_iter()
+            .partition(|acl| acl.permission_type == AclPermissionType::Deny);
+        let wildcard = |acl: &&AclBinding| {
+            acl.pattern_type == PatternType::Literal && acl.resource_name == WILDCARD_RESOURCE
+        };
+        if deny.iter().any(wildcard) {
+            return AuthorizationResult::Denied;
+        }
+        let taken_back = |grant: &AclBinding| {
+            deny.iter().any(|d| match d.pattern_type {
+                PatternType::Literal => {
+                    grant.pattern_type == PatternType::Literal
+                        && d.resource_name == grant.resource_name
+                }
+                PatternType::Prefixed => grant.resource_name.starts_with(&d.resource_name),
+                _ => false,
+            })
+        };
+        let granted = allow
+            .iter()
+            .filter(|a| a.permission_type == AclPermissionType::Allow)
+            .any(|a| wildcard(a) || !taken_back(a));
+        if granted {
+            AuthorizationResult::Allowed
+        } else {
+            AuthorizationResult::Denied
+        }
+    }
+
     /// KIP-430's authorized operations of a resource: bit `op.code()` set for each operation of
     /// [`supported_operations`] that `who` may do.
     pub fn authorized_operations(
@@ -244,5 +304,150 @@ fn decide(
         AuthorizationResult::Allowed
     } else {
         AuthorizationResult::Denied
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (pattern type, topic name, principal, operation, permission), host `*`.
+    type Acl = (
+        PatternType,
+        &'static str,
+        &'static str,
+        AclOperation,
+        AclPermissionType,
+    );
+
+    fn index(acls: &[Acl]) -> AclIndex {
+        let mut index = AclIndex::default();
+        for (i, (pattern_type, name, principal, operation, permission_type)) in
+            acls.iter().enumerate()
+        {
+            let acl = AclBinding {
+                resource_type: AclResourceType::Topic,
+                resource_name: name.to_string(),
+                pattern_type: *pattern_type,
+                principal: principal.to_string(),
+                host: WILDCARD_HOST.to_string(),
+                operation: *operation,
+                permission_type: *permission_type,
+            };
+            index
+                .insert(uuid::Uuid::from_u128(i as u128 + 1), acl)
+                .expect("fresh id");
+        }
+        index
+    }
+
+    /// Kafka's `authorizeByResourceType` cases, as its documentation of the method states them.
+    #[test]
+    fn by_resource_type_allows_when_some_resource_is_allowed() {
+        use AclOperation::{All, Read, Write};
+        use AclPermissionType::{Allow, Deny};
+        use PatternType::{Literal, Prefixed};
+        let alice = RequestIdentity {
+            principal: "User:alice",
+            host: IpAddr::from([10, 0, 0, 1]),
+        };
+        let cases: Vec<(&str, Vec<Acl>, bool)> = vec![
+            ("no ACL", vec![], false),
+            (
+                "an ALLOW on one topic",
+                vec![(Literal, "t", "User:alice", Write, Allow)],
+                true,
+            ),
+            (
+                "ALL counts",
+                vec![(Prefixed, "t", "User:*", All, Allow)],
+                true,
+            ),
+            (
+                "another operation does not",
+                vec![(Literal, "t", "User:alice", Read, Allow)],
+                false,
+            ),
+            (
+                "another principal's does not",
+                vec![(Literal, "t", "User:bob", Write, Allow)],
+                false,
+            ),
+            (
+                "denied on that same name",
+                vec![
+                    (Literal, "t", "User:alice", Write, Allow),
+                    (Literal, "t", "User:alice", Write, Deny),
+                ],
+                false,
+            ),
+            (
+                "denied by a prefix of it",
+                vec![
+                    (Prefixed, "team-a", "User:alice", Write, Allow),
+                    (Prefixed, "team", "User:*", Write, Deny),
+                ],
+                false,
+            ),
+            (
+                "a deny of another name leaves it",
+                vec![
+                    (Literal, "t", "User:alice", Write, Allow),
+                    (Literal, "u", "User:alice", Write, Deny),
+                ],
+                true,
+            ),
+            (
+                "a deny of * takes all",
+                vec![
+                    (Literal, "*", "User:alice", Write, Allow),
+                    (Literal, "*", "User:alice", Write, Deny),
+                ],
+                false,
+            ),
+            (
+                "an allow of * wins over a named deny",
+                vec![
+                    (Literal, "*", "User:alice", Write, Allow),
+                    (Literal, "t", "User:alice", Write, Deny),
+                ],
+                true,
+            ),
+        ];
+        let config = AuthorizerConfig::default();
+        for (what, acls, expected) in cases {
+            let acls = index(&acls);
+            let got = Authorizer::new(&acls, &config).authorize_by_resource_type(
+                &alice,
+                Write,
+                AclResourceType::Topic,
+            );
+            assert_eq!(got.is_allowed(), expected, "{what}");
+        }
+        let empty = AclIndex::default();
+        let open = AuthorizerConfig {
+            allow_everyone_if_no_acl_found: true,
+            ..AuthorizerConfig::default()
+        };
+        let got = Authorizer::new(&empty, &open).authorize_by_resource_type(
+            &alice,
+            Write,
+            AclResourceType::Topic,
+        );
+        assert!(
+            got.is_allowed(),
+            "allow.everyone.if.no.acl.found with no ACL"
+        );
+        let supers = AuthorizerConfig {
+            super_users: parse_super_users("User:alice"),
+            ..AuthorizerConfig::default()
+        };
+        let denied = index(&[(Literal, "*", "User:alice", Write, Deny)]);
+        let got = Authorizer::new(&denied, &supers).authorize_by_resource_type(
+            &alice,
+            Write,
+            AclResourceType::Topic,
+        );
+        assert!(got.is_allowed(), "a super user");
     }
 }

@@ -306,6 +306,19 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("ssl.provider", String, None, Any, false, "Java security provider."),
     broker("ssl.secure.random.implementation", String, None, Any, false, "Java SecureRandom implementation."),
     broker("ssl.engine.factory.class", String, None, Any, false, "Java SSL engine factory."),
+    // SASL (docs/security.md). sasl.enabled.mechanisms may be given for one listener as
+    // listener.name.<lowercase listener name>.sasl.enabled.mechanisms, and the JAAS line of one
+    // mechanism on one listener as listener.name.<listener>.<lowercase mechanism>.sasl.jaas.config.
+    broker("sasl.enabled.mechanisms", List, Some("GSSAPI"), Any, false,
+        "SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, and OAUTHBEARER are refused at start-up)."),
+    broker("sasl.mechanism.inter.broker.protocol", String, Some("GSSAPI"), Any, false,
+        "SASL mechanism replica fetchers log in with when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL; one of the listener's enabled mechanisms."),
+    broker("sasl.jaas.config", Password, None, Any, false,
+        "JAAS login module line: PlainLoginModule's user_<name>=\"<password>\" entries are PLAIN's users; username and password are the broker's own login to other brokers."),
+    broker("connections.max.reauth.ms", Long, Some("0"), AtLeast(0), false,
+        "Longest a SASL session lasts before the client must re-authenticate (KIP-368); an expired connection that sends anything else is closed. 0: sessions never expire."),
+    broker("connection.failed.authentication.delay.ms", Int, Some("100"), AtLeast(0), false,
+        "How long a failed SASL authentication waits before its answer and the close (slows down password guessing; other connections are not held up)."),
     broker("log.dirs", List, None, Any, false, "Directories in which log data is kept; log.dir is used when unset."),
     broker("log.dir", String, Some("/tmp/kafka-logs"), Any, false, "The directory in which log data is kept (used when log.dirs is unset)."),
     broker("metadata.log.dir", String, None, Any, false, "Directory of the metadata log; the first log directory when unset."),
@@ -499,19 +512,31 @@ pub fn topic_config(name: &str) -> Option<&'static ConfigDef> {
 }
 
 /// The broker config named `name`; a per-listener override
-/// (`listener.name.<lowercase listener name>.ssl.*`) is defined by the setting it overrides.
+/// (`listener.name.<lowercase listener name>.ssl.*` or `.sasl.*`, and
+/// `listener.name.<listener>.<mechanism>.sasl.jaas.config`) is defined by the setting it
+/// overrides.
 pub fn broker_config(name: &str) -> Option<&'static ConfigDef> {
     let base = listener_override_base(name).unwrap_or(name);
     BROKER_CONFIGS.iter().find(|d| d.name == base)
 }
 
 /// The setting a per-listener override overrides (`ssl.client.auth` for
-/// `listener.name.ssl.ssl.client.auth`), if `name` is one. Listener names are lower-case here,
-/// as in Kafka.
+/// `listener.name.ssl.ssl.client.auth`, `sasl.jaas.config` for
+/// `listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config`), if `name` is one. Listener and
+/// mechanism names are lower-case here, as in Kafka.
 pub fn listener_override_base(name: &str) -> Option<&str> {
+    let lower = |s: &str| !s.is_empty() && !s.chars().any(|c| c.is_ascii_uppercase());
     let (listener, base) = name.strip_prefix("listener.name.")?.split_once('.')?;
-    let lower = !listener.is_empty() && !listener.chars().any(|c| c.is_ascii_uppercase());
-    (lower && base.starts_with("ssl.")).then_some(base)
+    if !lower(listener) {
+        return None;
+    }
+    // A listener's JAAS line names its mechanism (below).
+    if base.starts_with("ssl.") || (base.starts_with("sasl.") && base != "sasl.jaas.config") {
+        return Some(base);
+    }
+    // The JAAS line of one mechanism: `<mechanism>.sasl.jaas.config`.
+    let (mechanism, rest) = base.split_once('.')?;
+    (lower(mechanism) && rest == "sasl.jaas.config").then_some(rest)
 }
 
 /// Parse and validate a topic config value (`INVALID_CONFIG` material on error), refusing
@@ -565,5 +590,34 @@ mod tests {
             None
         );
         assert!(broker_config("listener.name.ssl.num.partitions").is_none());
+    }
+
+    #[test]
+    fn per_listener_sasl_settings_name_their_mechanism_for_jaas() {
+        assert_eq!(
+            listener_override_base("listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"),
+            Some("sasl.jaas.config")
+        );
+        assert_eq!(
+            listener_override_base("listener.name.sasl_ssl.sasl.enabled.mechanisms"),
+            Some("sasl.enabled.mechanisms")
+        );
+        // Kafka's listener JAAS key always names the mechanism.
+        assert_eq!(
+            listener_override_base("listener.name.sasl_ssl.sasl.jaas.config"),
+            None
+        );
+        assert_eq!(
+            listener_override_base("listener.name.sasl_ssl.PLAIN.sasl.jaas.config"),
+            None
+        );
+        assert_eq!(
+            listener_override_base("listener.name.sasl_ssl.plain.sasl.jaas.confi"),
+            None
+        );
+        let def = broker_config("listener.name.external.plain.sasl.jaas.config").expect("known");
+        assert_eq!(def.name, "sasl.jaas.config");
+        assert!(parse_broker_config("connection.failed.authentication.delay.ms", "-1").is_err());
+        assert!(parse_broker_config("connections.max.reauth.ms", "60000").is_ok());
     }
 }
