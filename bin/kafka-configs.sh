@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kafka-configs.sh for Gregor: runs `gregor configs` with Kafka's flags (--bootstrap-server,
-# --describe / --alter, --entity-type topics|brokers|groups|users --entity-name X / --entity-default,
+# --describe / --alter, --entity-type topics|brokers|groups|users|clients --entity-name X / --entity-default,
 # --topic / --broker / --broker-defaults / --group, --add-config k=v,... --delete-config k,...,
 # --all). See docs/cli.md.
 set -euo pipefail
@@ -10,8 +10,11 @@ KAFKA_TOOL_ARGS=("$@")
 kafka_tool_unsupported --zookeeper "Gregor has no ZooKeeper: use --bootstrap-server HOST:PORT"
 kafka_tool_unsupported --bootstrap-controller "Gregor's tools talk to brokers: use --bootstrap-server HOST:PORT"
 kafka_tool_unsupported --add-config-file "give the settings with --add-config k=v,k2=v2"
-for flag in --user --client --ip --user-defaults --client-defaults --ip-defaults; do
-  kafka_tool_unsupported "$flag" "Gregor has no client quotas; SCRAM credentials take --entity-type users --entity-name NAME"
+for flag in --user --client --user-defaults --client-defaults; do
+  kafka_tool_unsupported "$flag" "name the entity with --entity-type users|clients and --entity-name NAME (or --entity-default)"
+done
+for flag in --ip --ip-defaults; do
+  kafka_tool_unsupported "$flag" "Gregor has no IP connection-rate quotas"
 done
 kafka_tool_unsupported --broker-logger "Gregor's log levels are set with RUST_LOG when the broker starts"
 kafka_tool_unsupported --client-metrics "Gregor has no client metrics subscriptions"

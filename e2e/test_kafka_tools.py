@@ -15,7 +15,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
 from clients import admin, conf, create_topic, produce, result, wait_for_partitions
-from conftest import REPO, Broker, gregor_bin, wait_until
+from conftest import REPO, Broker, free_port, gregor_bin, wait_until
+from pki import Ca
 
 BIN = REPO / "bin"
 
@@ -317,21 +318,153 @@ def test_binary_lookup_unknown_flags_and_client_config(broker, tmp_path):
     assert out.returncode == 2, out
     assert "--frobnicate" in out.stderr and "runs `gregor topics`" in out.stderr, out.stderr
 
-    # --command-config: a PLAINTEXT client file is fine, a SASL one is refused by name.
+    # --command-config: a PLAINTEXT client file is fine; a setting gregor does not take is
+    # refused by name, and a file that is not there is named (the secure files are in
+    # test_secure_command_config).
     plain = tmp_path / "client.properties"
     plain.write_text("# admin client\nsecurity.protocol=PLAINTEXT\nclient.id = ops\n")
     create_topic(broker, "tools-cc", partitions=1)
     out = tool("kafka-topics.sh", "--bootstrap-server", bs, "--command-config", str(plain),
                "--list")
     assert "tools-cc" in out.stdout.split()
-    sasl = tmp_path / "sasl.properties"
-    sasl.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n")
-    out = tool("kafka-topics.sh", "--bootstrap-server", bs, "--command-config", str(sasl),
+    kerberos = tmp_path / "kerberos.properties"
+    kerberos.write_text("security.protocol=SASL_PLAINTEXT\nsasl.kerberos.service.name=kafka\n")
+    out = tool("kafka-topics.sh", "--bootstrap-server", bs, "--command-config", str(kerberos),
                "--list", check=False)
-    assert out.returncode != 0 and "security.protocol=SASL_SSL is not supported" in out.stderr
+    assert out.returncode == 1, out
+    assert "sasl.kerberos.service.name is not supported" in out.stderr, out.stderr
+    out = tool("kafka-topics.sh", "--bootstrap-server", bs,
+               f"--command-config={tmp_path / 'missing.properties'}", "--list", check=False)
+    assert out.returncode == 1, out
+    assert "--command-config" in out.stderr and "cannot read the file" in out.stderr, out.stderr
 
     # kafka-acls.sh runs `gregor acls`; this broker has no authorizer, so the ACL APIs answer
     # SECURITY_DISABLED, as Kafka's do (librdkafka's 0109 / 0115 / 0119 call it).
     out = tool("kafka-acls.sh", "--bootstrap-server", bs, "--add", "--deny-principal", "User:*",
                "--operation", "All", "--deny-host", "*", "--topic", "t", check=False)
     assert out.returncode != 0 and "No Authorizer is configured" in out.stderr, out.stderr
+
+
+ADMIN_PW = "admin-Scram-Secret-4"
+CAROL_PW = "carol-Scram-Secret-8"
+WRONG_PW = "not-the-Password-2"
+
+
+class SecureBroker(Broker):
+    """PLAINTEXT on `port` (the fixtures' readiness check), SASL_SSL (SCRAM-SHA-512) on
+    `sasl_ssl_port` and SSL requiring a client certificate on `ssl_port`."""
+
+    def __init__(self, workdir, overrides):
+        super().__init__(workdir, name="secure", overrides=overrides)
+        self.sasl_ssl_port = free_port()
+        self.ssl_port = free_port()
+
+    def argv(self):
+        argv = super().argv()
+        i = argv.index("--listeners") + 1
+        argv[i] = (f"PLAINTEXT://127.0.0.1:{self.port},"
+                   f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port},SSL://127.0.0.1:{self.ssl_port}")
+        return argv
+
+
+def test_secure_command_config(tmp_path):
+    """The scripts pass Kafka's secure client files through (--command-config, and
+    kafka-leader-election.sh's --admin.config): SASL_SSL with SCRAM-SHA-512 in librdkafka's
+    names and in the Java client's (sasl.jaas.config), and mTLS, against a broker with the
+    authorizer, including kafka-acls.sh and kafka-configs.sh (a SCRAM user made over mTLS then
+    logs in)."""
+    ca = Ca(tmp_path, "tools-ca")
+    crt, key = ca.issue("broker", "localhost")
+    keystore = tmp_path / "broker-keystore.pem"
+    keystore.write_bytes(key.read_bytes() + crt.read_bytes())
+    ops_crt, ops_key = ca.issue("ops", "ops")
+    b = SecureBroker(tmp_path, {
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.ssl.ssl.client.auth": "required",
+        "ssl.keystore.location": str(keystore), "ssl.truststore.location": str(ca.pem),
+        "ssl.principal.mapping.rules": "RULE:^CN=([a-z]+)$/$1/,DEFAULT",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin;User:ops",
+    })
+    props = tmp_path / "format.properties"
+    props.write_text(f"node.id={b.node_id}\nlog.dirs={b.data_dir}\n")
+    r = subprocess.run([gregor_bin(), "storage", "format", "-c", str(props), "-t",
+                        "gregorToolsClusterId00", "--standalone", "--add-scram",
+                        f"SCRAM-SHA-512=[name=admin,password={ADMIN_PW}]"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    b.start()
+    try:
+        sasl_bs = f"localhost:{b.sasl_ssl_port}"
+        ssl_bs = f"localhost:{b.ssl_port}"
+        scram = tmp_path / "scram.properties"
+        scram.write_text(f"security.protocol=SASL_SSL\nssl.ca.location={ca.pem}\n"
+                         f"sasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\n"
+                         f"sasl.password={ADMIN_PW}\n")
+        jaas = tmp_path / "jaas.properties"
+        jaas.write_text("security.protocol=SASL_SSL\nssl.truststore.type=PEM\n"
+                        f"ssl.truststore.location={ca.pem}\nsasl.mechanism=SCRAM-SHA-512\n"
+                        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule"
+                        f' required username="admin" password="{ADMIN_PW}";\n')
+        mtls = tmp_path / "mtls.properties"
+        mtls.write_text(f"security.protocol=SSL\nssl.ca.location={ca.pem}\n"
+                        f"ssl.certificate.location={ops_crt}\nssl.key.location={ops_key}\n")
+
+        tool("kafka-topics.sh", "--bootstrap-server", sasl_bs, "--command-config", str(scram),
+             "--create", "--topic", "secure-t", "--partitions", "1")
+        out = tool("kafka-topics.sh", "--bootstrap-server", ssl_bs, "--command-config", str(mtls),
+                   "--list")
+        assert "secure-t" in out.stdout.split(), out.stdout
+
+        # kafka-acls.sh over SASL_SSL (Java-style file, --command-config=FILE), listed over mTLS.
+        tool("kafka-acls.sh", "--bootstrap-server", sasl_bs, f"--command-config={jaas}", "--add",
+             "--allow-principal", "User:carol", "--operation", "Describe", "--topic", "secure-t")
+        out = tool("kafka-acls.sh", "--bootstrap-server", ssl_bs, "--command-config", str(mtls),
+                   "--list", "--topic", "secure-t")
+        assert "User:carol" in out.stdout and "DESCRIBE" in out.stdout.upper(), out.stdout
+
+        # kafka-configs.sh over mTLS makes a SCRAM user, who then logs in over SASL_SSL and
+        # sees only the topic its ACL lets it describe.
+        tool("kafka-configs.sh", "--bootstrap-server", ssl_bs, "--command-config", str(mtls),
+             "--alter", "--entity-type", "users", "--entity-name", "carol", "--add-config",
+             f"SCRAM-SHA-512=[iterations=8192,password={CAROL_PW}]")
+        tool("kafka-topics.sh", "--bootstrap-server", sasl_bs, "--command-config", str(scram),
+             "--create", "--topic", "hidden-t", "--partitions", "1")
+        carol = tmp_path / "carol.properties"
+        carol.write_text(scram.read_text().replace("username=admin", "username=carol")
+                         .replace(ADMIN_PW, CAROL_PW))
+
+        def carol_lists():
+            out = tool("kafka-topics.sh", "--bootstrap-server", sasl_bs, "--command-config",
+                       str(carol), "--list", check=False)
+            return out.returncode == 0 and out.stdout.split() == ["secure-t"]
+        # The credential is applied from the metadata log: wait until this node has it.
+        wait_until(carol_lists, 30, "carol logs in and lists the topic she may describe")
+
+        tool("kafka-consumer-groups.sh", "--bootstrap-server", ssl_bs, "--command-config",
+             str(mtls), "--list")
+        # ElectLeaders needs ALTER on the cluster: the super user's login went through.
+        out = tool("kafka-leader-election.sh", "--bootstrap-server", sasl_bs, "--admin.config",
+                   str(scram), "--election-type", "preferred", "--topic", "secure-t",
+                   "--partition", "0")
+        assert "Valid replica already elected for partitions secure-t-0" in out.stdout, out
+
+        # What gregor refuses is refused with its reason, by the scripts too.
+        wrong = tmp_path / "wrong.properties"
+        wrong.write_text(scram.read_text().replace(ADMIN_PW, WRONG_PW))
+        out = tool("kafka-acls.sh", "--bootstrap-server", sasl_bs, "--command-config",
+                   str(wrong), "--list", check=False)
+        assert out.returncode != 0 and "SASL authentication failed" in out.stderr, out.stderr
+        gssapi = tmp_path / "gssapi.properties"
+        gssapi.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n"
+                          "sasl.kerberos.service.name=kafka\n")
+        out = tool("kafka-configs.sh", "--bootstrap-server", sasl_bs, "--command-config",
+                   str(gssapi), "--describe", "--entity-type", "users", check=False)
+        assert out.returncode == 1 and "sasl.kerberos.service.name" in out.stderr, out.stderr
+        out = tool("kafka-topics.sh", "--bootstrap-server", sasl_bs, "--command-config",
+                   str(scram), "--command-config", str(mtls), "--list", check=False)
+        assert out.returncode == 1 and "only one client properties file" in out.stderr, out
+        for o in (out.stdout, out.stderr):
+            assert ADMIN_PW not in o and CAROL_PW not in o
+    finally:
+        assert b.stop() == 0, f"broker did not exit 0\n{b.log_path.read_text()[-3000:]}"

@@ -22,7 +22,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 import kwire
 from conftest import Broker, free_port, gregor_bin, wait_until
-from test_tls import Ca
+from pki import Ca
 
 CLUSTER_ID = "gregorTestClusterId000"
 ADMIN_PW = "admin-Scram-Secret-9"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine as well: installs what the end-to-end tests need when
 # it is missing (kcat, and headless Chromium for the console tests, from Debian's packages;
-# confluent-kafka, kafka-python and pytest from PyPI, pinned in e2e/requirements.txt; a C/C++
+# confluent-kafka, kafka-python and pytest from PyPI, pinned in e2e/requirements.txt; kafkajs
+# with npm, pinned in e2e/package-lock.json; a C/C++
 # toolchain, pkg-config and the zlib / OpenSSL / zstd headers that librdkafka's test subset is
 # built with, crates/gregor-cli/tests/librdkafka_compat.rs), then runs `cargo test --workspace`.
 # Extra arguments go to cargo test.
@@ -46,6 +47,12 @@ PY
 then
   echo "test.sh: installing the e2e suite's Python packages" >&2
   python3 -m pip install -q --disable-pip-version-check -r e2e/requirements.txt
+fi
+
+# kafkajs for e2e/test_secure_clients.py, at the version e2e/package-lock.json pins.
+if [ ! -d e2e/node_modules/kafkajs ]; then
+  echo "test.sh: installing the e2e suite's node packages" >&2
+  (cd e2e && npm ci --ignore-scripts --no-audit --no-fund)
 fi
 
 exec cargo test --workspace "$@"

@@ -31,38 +31,27 @@ kafka_tool_unsupported() {
   done
 }
 
-# Kafka's client properties file (--command-config, --admin.config): Gregor's tools speak
-# PLAINTEXT only, so a file is accepted when all it says is that (security.protocol=PLAINTEXT)
-# or names the client (client.id); anything else is refused by name.
-kafka_tool_check_client_config() {
-  local flag="$1" file="$2" line key value
-  [ -r "$file" ] || kafka_tool_die "$flag $file: cannot read the file"
-  while IFS= read -r line || [ -n "$line" ]; do
-    line="${line#"${line%%[![:space:]]*}"}"
-    case "$line" in '' | '#'* | '!'*) continue ;; esac
-    key="${line%%[=:]*}"
-    key="${key%"${key##*[![:space:]]}"}"
-    value="${line#*[=:]}"
-    value="${value#"${value%%[![:space:]]*}"}"
-    value="${value%"${value##*[![:space:]]}"}"
-    case "$key" in
-      security.protocol)
-        [ "$(printf '%s' "$value" | tr '[:lower:]' '[:upper:]')" = PLAINTEXT ] \
-          || kafka_tool_die "$flag $file: security.protocol=$value is not supported (Gregor's tools" \
-            "connect with PLAINTEXT only)"
-        ;;
-      client.id) ;;
-      *) kafka_tool_die "$flag $file: client setting '$key' is not supported (Gregor's tools take" \
-        "no client properties besides security.protocol=PLAINTEXT and client.id)" ;;
-    esac
-  done <"$file"
+# Kafka's client properties file (--command-config, --admin.config) goes to gregor as
+# --command-config: gregor reads its security settings (security.protocol, ssl.*, sasl.*,
+# client.id; docs/security.md) and refuses any other setting by name. Checked here only for
+# being readable, so that the message names the script's own flag.
+kafka_tool_client_config() {
+  local flag="$1" file="$2"
+  [ -n "$file" ] || kafka_tool_die "$flag needs a file"
+  if [ ! -f "$file" ] || [ ! -r "$file" ]; then
+    kafka_tool_die "$flag $file: cannot read the file"
+  fi
+  [ -z "${KAFKA_TOOL_CLIENT_CONFIG:-}" ] \
+    || kafka_tool_die "$flag $file: only one client properties file may be given"
+  KAFKA_TOOL_CLIENT_CONFIG="$file"
 }
 
-# kafka_tool_run COMMAND... -- ARGS...: runs `gregor COMMAND... ARGS...`, after dropping a
-# harmless --command-config / --admin.config file; a usage error (clap's exit status 2) gets a
-# line saying which gregor command the script runs.
+# kafka_tool_run COMMAND... -- ARGS...: runs `gregor COMMAND... ARGS...`, with a
+# --command-config / --admin.config file passed on as --command-config; a usage error (clap's
+# exit status 2) gets a line saying which gregor command the script runs.
 kafka_tool_run() {
   local cmd=() args=() gregor status a
+  KAFKA_TOOL_CLIENT_CONFIG=""
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     cmd+=("$1")
     shift
@@ -74,15 +63,16 @@ kafka_tool_run() {
     case "$a" in
       --command-config | --admin.config)
         [ $# -gt 0 ] || kafka_tool_die "$a needs a file"
-        kafka_tool_check_client_config "$a" "$1"
+        kafka_tool_client_config "$a" "$1"
         shift
         ;;
       --command-config=* | --admin.config=*)
-        kafka_tool_check_client_config "${a%%=*}" "${a#*=}"
+        kafka_tool_client_config "${a%%=*}" "${a#*=}"
         ;;
       *) args+=("$a") ;;
     esac
   done
+  [ -z "$KAFKA_TOOL_CLIENT_CONFIG" ] || args+=(--command-config "$KAFKA_TOOL_CLIENT_CONFIG")
   gregor="$(kafka_tool_gregor)"
   status=0
   "$gregor" "${cmd[@]}" "${args[@]+"${args[@]}"}" || status=$?

@@ -41,6 +41,8 @@ pub struct Broker {
     pub cluster_view: Arc<crate::cluster_view::ClusterView>,
     /// Fetch sessions (KIP-227).
     pub fetch_sessions: Mutex<crate::fetch_session::FetchSessionCache>,
+    /// Client quota rates and the connections to mute (KIP-219).
+    pub client_quotas: crate::client_quota::ClientQuotaManager,
     broker_epoch: AtomicI64,
     /// How this broker reaches other nodes.
     pub transport: SharedTransport,
@@ -203,6 +205,7 @@ impl Broker {
             cluster_view,
             incarnation,
             // Session ids from the incarnation: random, but fixed where the simulator fixes it.
+            client_quotas: Default::default(),
             fetch_sessions: Mutex::new(crate::fetch_session::FetchSessionCache::new(
                 incarnation.as_u64_pair().0,
             )),
@@ -234,15 +237,31 @@ impl Broker {
         });
         let _ = target.broker.set(Arc::downgrade(self));
         let handle = quorum.handle();
+        let tls = self.config.controller_tls.server.clone();
+        let broker = Arc::downgrade(self);
         let task = crate::runtime::spawn(async move {
             loop {
                 match listener.accept().await {
-                    Ok((stream, _)) => {
-                        crate::runtime::spawn(gregor_quorum::rpc::serve_controller_connection(
-                            stream,
-                            handle.clone(),
-                            target.clone(),
-                        ));
+                    Ok((stream, peer)) => {
+                        let Some(tls) = tls.clone() else {
+                            crate::runtime::spawn(gregor_quorum::rpc::serve_controller_connection(
+                                stream,
+                                handle.clone(),
+                                target.clone(),
+                            ));
+                            continue;
+                        };
+                        let (handle, target, broker) =
+                            (handle.clone(), target.clone(), broker.clone());
+                        crate::runtime::spawn(async move {
+                            let Some(stream) =
+                                accept_controller_tls(&broker, tls, stream, peer).await
+                            else {
+                                return;
+                            };
+                            gregor_quorum::rpc::serve_controller_connection(stream, handle, target)
+                                .await
+                        });
                     }
                     Err(e) => {
                         warn!(error = %e, "controller listener accept failed");
@@ -768,13 +787,72 @@ fn fetch_settings(config: &BrokerConfig) -> crate::fetcher::FetchSettings {
 }
 
 /// How this node takes part in the controller quorum.
+/// The TLS handshake of a connection to the controller listener, bounded by
+/// `connections.max.idle.ms`, and, with an authorizer configured, Kafka's check of the
+/// controller-only APIs (quorum RPCs, BrokerRegistration, BrokerHeartbeat, forwarded requests):
+/// CLUSTER_ACTION on the cluster for the certificate's principal (normally in `super.users`).
+/// `None`: refused, and logged why.
+async fn accept_controller_tls(
+    broker: &std::sync::Weak<Broker>,
+    tls: crate::tls::TlsListener,
+    stream: crate::transport::Stream,
+    peer: std::net::SocketAddr,
+) -> Option<tokio_rustls::server::TlsStream<crate::transport::Stream>> {
+    let idle = {
+        let b = broker.upgrade()?;
+        u64::try_from(b.config.int("connections.max.idle.ms"))
+            .ok()
+            .map(Duration::from_millis)
+    };
+    let (stream, principal) = match tls.accept(stream, idle).await {
+        Ok(accepted) => accepted,
+        Err(e) => {
+            info!(%peer, error = %e, "closing controller connection: TLS handshake failed");
+            return None;
+        }
+    };
+    let b = broker.upgrade()?;
+    let Some(config) = gregor_meta::acl::AuthorizerConfig::from_static(b.metadata.static_config())
+    else {
+        return Some(stream);
+    };
+    let image = b.metadata.image();
+    let name = principal.to_string();
+    let who = gregor_meta::acl::RequestIdentity {
+        principal: &name,
+        host: peer.ip(),
+    };
+    let allowed = gregor_meta::acl::Authorizer::new(image.acls(), &config)
+        .authorize(
+            &who,
+            gregor_meta::acl::AclOperation::ClusterAction,
+            gregor_meta::acl::AclResourceType::Cluster,
+            gregor_meta::acl::CLUSTER_RESOURCE_NAME,
+        )
+        .is_allowed();
+    if !allowed {
+        info!(%peer, %principal, operation = "ClusterAction", resource_type = "Cluster", "closing controller connection: principal not authorized");
+        return None;
+    }
+    debug!(%peer, %principal, "controller connection authenticated");
+    Some(stream)
+}
+
 fn quorum_settings(config: &BrokerConfig, options: &StartOptions) -> QuorumSettings {
     QuorumSettings {
         voter: config.is_controller,
         voters: config.voters.clone(),
         election_timeout_ms: config.int("controller.quorum.election.timeout.ms") as u64,
         snapshot_bytes: config.int("metadata.log.max.record.bytes.between.snapshots") as u64,
-        transport: options.transport.clone(),
+        // Quorum RPCs, registration, heartbeats and forwarding: over TLS when the controller
+        // listener is SSL.
+        transport: match &config.controller_tls.client {
+            Some(tls) => SharedTransport(Arc::new(crate::transport::TlsTransport::new(
+                options.transport.clone(),
+                tls.clone(),
+            ))),
+            None => options.transport.clone(),
+        },
         seed: options.seed,
         election_timeout_range_ms: options.election_timeout_range_ms,
         disk: options.disk.clone(),
@@ -865,6 +943,8 @@ async fn route(
         | RequestKind::ElectLeaders(_)
         | RequestKind::AlterPartitionReassignments(_)
         | RequestKind::AlterUserScramCredentials(_)
+        | RequestKind::AlterClientQuotas(_)
+        | RequestKind::DescribeClientQuotas(_)
         | RequestKind::CreateAcls(_)
         | RequestKind::DeleteAcls(_)
         | RequestKind::DescribeAcls(_)
@@ -915,7 +995,8 @@ async fn route_admin(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind
         | RequestKind::IncrementalAlterConfigs(_)
         | RequestKind::ElectLeaders(_)
         | RequestKind::AlterPartitionReassignments(_)
-        | RequestKind::AlterUserScramCredentials(_)) => {
+        | RequestKind::AlterUserScramCredentials(_)
+        | RequestKind::AlterClientQuotas(_)) => {
             match crate::forward::to_controller(b.control_plane(), ctx.api_key, v, r).await {
                 Some(response) => response,
                 None => return Reply::Close,
@@ -938,6 +1019,9 @@ async fn route_admin(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind
         ),
         RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
             handlers::scram::describe_user_scram_credentials(&b.metadata, &r),
+        ),
+        RequestKind::DescribeClientQuotas(r) => ResponseKind::DescribeClientQuotas(
+            handlers::quotas::describe_client_quotas(&b.metadata, &r),
         ),
         RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(
             handlers::admin::describe_configs(&b.metadata, r, v).await,
@@ -1003,9 +1087,18 @@ impl ForwardHandler for ForwardTarget {
 impl Handler for Broker {
     async fn handle(self: Arc<Self>, ctx: RequestContext, request: RequestKind) -> Reply {
         let started = std::time::Instant::now();
-        let reply = dispatch(&self, &ctx, request).await;
+        let used = handlers::quotas::QuotaUse::of(&request);
+        let mut reply = dispatch(&self, &ctx, request).await;
+        let (quotas, elapsed) = (&self.client_quotas, started.elapsed());
+        handlers::quotas::account(quotas, &self.metadata, &ctx, used, elapsed, &mut reply);
         self.metrics.request_done(ctx.api_key, started, &reply);
         reply
+    }
+
+    fn throttle_after_response(&self, connection_id: u64) -> Option<Duration> {
+        self.client_quotas
+            .take_mute(connection_id)
+            .map(Duration::from_millis)
     }
 }
 

@@ -63,6 +63,8 @@ pub struct BrokerConfig {
     /// Where the controller listener binds (`listeners` entry named in
     /// `controller.listener.names`); `None` for a single node without one.
     pub controller_bind: Option<SocketAddr>,
+    /// TLS of the controller listener and of the connections to the controllers.
+    pub controller_tls: ControllerTls,
     /// `controller.quorum.voters` (id -> `host:port`); a single node without the setting is
     /// its own quorum of one (with no address: nobody needs to reach it).
     pub voters: BTreeMap<u64, String>,
@@ -348,6 +350,61 @@ struct ListenerConfig {
     clients: Vec<ClientListener>,
     controller: Option<Listener>,
     controller_bind: Option<SocketAddr>,
+    controller_tls: ControllerTls,
+}
+
+/// TLS on the controller quorum's links, when the controller listener is SSL.
+#[derive(Debug, Clone, Default)]
+pub struct ControllerTls {
+    /// This node's controller listener (a controller's), serving over TLS.
+    pub server: Option<TlsListener>,
+    /// The connections this node opens to the controllers (every node's).
+    pub client: Option<ClientTls>,
+}
+
+impl ControllerTls {
+    /// The protocol of the controller listener (the first of `controller.listener.names`, the
+    /// one nodes connect to, and `controller`, the one this node serves): PLAINTEXT, or SSL with
+    /// that listener's `ssl.*` settings as server and as client. SASL is refused: the quorum's
+    /// RPC has no SASL exchange.
+    fn of(
+        settings: &StaticBrokerConfig,
+        roles: &Roles,
+        protocols: &BTreeMap<String, SecurityProtocol>,
+        controller: Option<&Listener>,
+    ) -> Result<ControllerTls, ConfigError> {
+        let names = controller
+            .map(|c| c.name.clone())
+            .into_iter()
+            .chain(roles.controller_names.first().cloned());
+        for name in names {
+            match protocols.get(&name) {
+                Some(SecurityProtocol::Plaintext | SecurityProtocol::Ssl) | None => {}
+                Some(p) => {
+                    return Err(invalid(format!(
+                        "listener.security.protocol.map: the controller listener {name} is {}; it may be PLAINTEXT or SSL (the controller quorum does not speak SASL)",
+                        p.name()
+                    )))
+                }
+            }
+        }
+        let is_ssl = |name: &str| protocols.get(name) == Some(&SecurityProtocol::Ssl);
+        let server = match controller.filter(|c| is_ssl(&c.name)) {
+            Some(c) => Some(
+                TlsListener::from_settings(settings, &c.name)
+                    .map_err(|e| invalid(format!("listener {}: {e}", c.name)))?,
+            ),
+            None => None,
+        };
+        let client = match roles.controller_names.first().filter(|n| is_ssl(n)) {
+            Some(name) => Some(
+                crate::tls::controller_client(settings, name)
+                    .map_err(|e| invalid(e.to_string()))?,
+            ),
+            None => None,
+        };
+        Ok(ControllerTls { server, client })
+    }
 }
 
 impl ListenerConfig {
@@ -361,14 +418,7 @@ impl ListenerConfig {
         )?;
         let is_controller_listener = |l: &Listener| roles.controller_names.contains(&l.name);
         let controller = listeners.iter().find(|l| is_controller_listener(l));
-        if let Some(c) = controller {
-            if protocols.get(&c.name) != Some(&SecurityProtocol::Plaintext) {
-                return Err(invalid(format!(
-                    "listener.security.protocol.map: the controller listener {} must be PLAINTEXT; the controller quorum over TLS is not supported yet",
-                    c.name
-                )));
-            }
-        }
+        let controller_tls = ControllerTls::of(settings, roles, &protocols, controller)?;
         let advertised = match settings.raw("advertised.listeners") {
             Some(a) => Some(parse_listeners("advertised.listeners", a)?),
             None => None,
@@ -404,6 +454,7 @@ impl ListenerConfig {
             clients,
             controller: controller.cloned(),
             controller_bind,
+            controller_tls,
         })
     }
 
@@ -715,6 +766,7 @@ impl BrokerConfig {
             settings,
             connection_overrides,
             controller_bind: listeners.controller_bind,
+            controller_tls: listeners.controller_tls,
             voters,
             rack,
             is_broker: roles.is_broker,
@@ -1138,13 +1190,23 @@ mod tests {
             unadvertised.contains("must be advertised"),
             "{unadvertised}"
         );
-        let ssl_controller =
+        let sasl_controller = cluster_node(&[
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
+        ])
+        .expect_err("refused")
+        .to_string();
+        assert!(
+            sasl_controller.contains("controller listener CONTROLLER is SASL_SSL"),
+            "{sasl_controller}"
+        );
+        // SSL needs the listener's key store.
+        let no_keystore =
             cluster_node(&["listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"])
                 .expect_err("refused")
                 .to_string();
         assert!(
-            ssl_controller.contains("controller listener CONTROLLER must be PLAINTEXT"),
-            "{ssl_controller}"
+            no_keystore.contains("listener CONTROLLER") && no_keystore.contains("keystore"),
+            "{no_keystore}"
         );
     }
 

@@ -181,6 +181,12 @@ pub trait Handler: Send + Sync + 'static {
         ctx: RequestContext,
         request: RequestKind,
     ) -> impl Future<Output = Reply> + Send;
+
+    /// How long to stop reading from `connection_id` now that a response was written: a client
+    /// quota's throttle (KIP-219: the response goes out at once, then the channel is muted).
+    fn throttle_after_response(&self, _connection_id: u64) -> Option<Duration> {
+        None
+    }
 }
 
 enum Incoming {
@@ -328,11 +334,13 @@ async fn serve_conn<R, W, H>(
     let mut pending: FuturesOrdered<PendingReply> = FuturesOrdered::new();
     let mut reading = true;
     let mut last_active = Instant::now();
+    // Reading stops until then: a client quota's throttle (KIP-219).
+    let mut muted_until = Instant::now();
     // Far enough never to fire when idle connections are kept.
     let idle_after = idle.unwrap_or(Duration::from_secs(100 * 365 * 86_400));
     while reading || !pending.is_empty() {
         tokio::select! {
-            incoming = rx.recv(), if reading && pending.len() < MAX_IN_FLIGHT => {
+            incoming = rx.recv(), if reading && pending.len() < MAX_IN_FLIGHT && muted_until <= Instant::now() => {
                 last_active = Instant::now();
                 match incoming {
                     Some(incoming) => {
@@ -346,7 +354,11 @@ async fn serve_conn<R, W, H>(
                 if !writer.write_reply(done).await {
                     break;
                 }
+                if let Some(t) = pipeline.handler.throttle_after_response(connection_id) {
+                    muted_until = muted_until.max(Instant::now() + t);
+                }
             }
+            _ = tokio::time::sleep_until(muted_until), if muted_until > Instant::now() => {}
             _ = tokio::time::sleep_until(last_active + idle_after), if idle.is_some() && pending.is_empty() => {
                 info!(%peer, connection_id, idle_ms = idle_after.as_millis() as u64, "closing idle connection (connections.max.idle.ms)");
                 break;
@@ -951,6 +963,7 @@ mod tests {
             plain_users: Some(gregor_sasl::PlainUsers::from_jaas(jaas).expect("jaas")),
             max_reauth: None,
             failed_authentication_delay: Duration::from_millis(100),
+            oauthbearer: None,
         };
         let security = ConnectionSecurity {
             listener_name: "SASL_PLAINTEXT".into(),

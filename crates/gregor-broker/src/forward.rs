@@ -106,6 +106,7 @@ pub fn is_controller_api(key: ApiKey) -> bool {
             | ApiKey::CreateAcls
             | ApiKey::DeleteAcls
             | ApiKey::AlterUserScramCredentials
+            | ApiKey::AlterClientQuotas
             | ApiKey::BrokerRegistration
             | ApiKey::BrokerHeartbeat
             | ApiKey::AlterPartition

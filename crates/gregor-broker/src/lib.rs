@@ -23,6 +23,7 @@ pub(crate) mod authorize;
 pub mod bootstrap;
 pub mod broker;
 pub(crate) mod broker_view;
+pub(crate) mod client_quota;
 pub mod cluster_id;
 pub(crate) mod cluster_view;
 pub(crate) mod config;

@@ -4,18 +4,32 @@
 //! `sasl.jaas.config`), `connections.max.reauth.ms`, `connection.failed.authentication.delay.ms`,
 //! and the broker's own login to other brokers (`sasl.mechanism.inter.broker.protocol` and the
 //! inter-broker listener's JAAS `username` / `password`). Errors name settings, never values.
+//!
+//! OAUTHBEARER (KIP-768) checks JWTs against the JSON Web Key Set of
+//! `sasl.oauthbearer.jwks.endpoint.url` (a file; HTTP endpoints are refused at start-up), with
+//! `sasl.oauthbearer.*` read per mechanism and listener
+//! (`listener.name.<l>.oauthbearer.<key>`), per listener (`listener.name.<l>.<key>`), then
+//! broker-wide. The key set is re-read every `sasl.oauthbearer.jwks.endpoint.refresh.ms`, and
+//! at once when a token names a key id the set lacks and the file has changed since it was read.
 
-use std::time::Duration;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use gregor_client::sasl::{ClientMechanism, ClientSasl};
 use gregor_meta::config::StaticBrokerConfig;
-use gregor_sasl::{jaas_config_for, listener_jaas_key, PlainUsers, ScramMechanism};
+use gregor_sasl::{
+    jaas_config_for, listener_jaas_key, JwkKeys, JwtRules, OAuthBearerError, PlainUsers,
+    ScramMechanism, ValidatedToken, MAX_JWKS_BYTES,
+};
+use tokio::time::Instant;
 
 /// A SASL mechanism a listener can accept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SaslMechanism {
     Plain,
     Scram(ScramMechanism),
+    OAuthBearer,
 }
 
 impl SaslMechanism {
@@ -24,6 +38,7 @@ impl SaslMechanism {
         match ClientMechanism::from_name(name)? {
             ClientMechanism::Plain => Some(SaslMechanism::Plain),
             ClientMechanism::Scram(m) => Some(SaslMechanism::Scram(m)),
+            ClientMechanism::OAuthBearer => Some(SaslMechanism::OAuthBearer),
         }
     }
 
@@ -31,6 +46,7 @@ impl SaslMechanism {
         match self {
             SaslMechanism::Plain => "PLAIN",
             SaslMechanism::Scram(m) => m.name(),
+            SaslMechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
@@ -61,6 +77,8 @@ pub struct SaslListener {
     pub max_reauth: Option<Duration>,
     /// `connection.failed.authentication.delay.ms`.
     pub failed_authentication_delay: Duration,
+    /// OAUTHBEARER's token checks, when OAUTHBEARER is enabled.
+    pub oauthbearer: Option<Arc<OAuthBearerValidator>>,
 }
 
 /// The listener's own value of `key` (`listener.name.<l>.<key>`), else the broker-wide one.
@@ -81,16 +99,16 @@ fn parse_mechanisms(key: &str, value: &str) -> Result<Vec<SaslMechanism>, SaslCo
     let mut out = Vec::new();
     for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let m = match name {
-            "GSSAPI" | "OAUTHBEARER" => {
+            "GSSAPI" => {
                 return Err(error(
                     key,
-                    format!("{name} is not supported yet; enable PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default is GSSAPI, so a SASL listener needs this setting)"),
+                    format!("{name} is not supported yet; enable PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (Kafka's default is GSSAPI, so a SASL listener needs this setting)"),
                 ))
             }
             other => SaslMechanism::from_name(other).ok_or_else(|| {
                 error(
                     key,
-                    format!("'{other}' is not a SASL mechanism Gregor knows (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
+                    format!("'{other}' is not a SASL mechanism Gregor knows (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)"),
                 )
             })?,
         };
@@ -116,6 +134,12 @@ impl SaslListener {
             true => Some(plain_users(settings, listener)?),
             false => None,
         };
+        let oauthbearer = match mechanisms.contains(&SaslMechanism::OAuthBearer) {
+            true => Some(Arc::new(OAuthBearerValidator::from_settings(
+                settings, listener,
+            )?)),
+            false => None,
+        };
         let int = |key: &str| {
             settings
                 .get(key)
@@ -134,6 +158,7 @@ impl SaslListener {
             failed_authentication_delay: Duration::from_millis(
                 u64::try_from(delay_ms).unwrap_or(0),
             ),
+            oauthbearer,
         })
     }
 
@@ -179,7 +204,9 @@ pub fn inter_broker_login(
 ) -> Result<ClientSasl, SaslConfigError> {
     const KEY: &str = "sasl.mechanism.inter.broker.protocol";
     let name = settings.raw(KEY).unwrap_or("GSSAPI");
-    let mechanism = SaslMechanism::from_name(name).ok_or_else(|| {
+    let mechanism = SaslMechanism::from_name(name)
+        .filter(|m| *m != SaslMechanism::OAuthBearer)
+        .ok_or_else(|| {
         error(
             KEY,
             format!("'{name}' is not supported; the inter-broker listener {listener_name} needs PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default is GSSAPI)"),
@@ -203,6 +230,232 @@ pub fn inter_broker_login(
         None => "sasl.jaas.config".to_string(),
     };
     ClientSasl::from_jaas(name, text, &key).map_err(|e| error(&e.key, e.reason))
+}
+
+/// Kafka's OAUTHBEARER validator callback handler: the one behaviour Gregor has.
+const OAUTHBEARER_VALIDATOR: &str =
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler";
+
+/// An OAUTHBEARER setting of `listener`: the first of `listener.name.<l>.oauthbearer.<key>`,
+/// `listener.name.<l>.<key>` and `<key>` that is set, else `<key>`'s default. Returns the key
+/// the value came from, for errors.
+fn oauthbearer_setting(
+    settings: &StaticBrokerConfig,
+    listener: &str,
+    key: &str,
+) -> (String, Option<gregor_meta::config::ConfigValue>) {
+    let l = listener.to_lowercase();
+    let candidates = [
+        format!("listener.name.{l}.oauthbearer.{key}"),
+        format!("listener.name.{l}.{key}"),
+    ];
+    match candidates.into_iter().find(|k| settings.raw(k).is_some()) {
+        Some(k) => {
+            let v = settings.get(&k);
+            (k, v)
+        }
+        None => (key.to_string(), settings.get(key)),
+    }
+}
+
+/// What the JWKS file held when last read.
+struct JwksState {
+    keys: JwkKeys,
+    read_at: Instant,
+    /// The file's modification time and length then: a key id miss re-reads only a changed file.
+    stamp: Option<(SystemTime, u64)>,
+}
+
+/// OAUTHBEARER's token checks for one listener, and its JWKS file.
+pub struct OAuthBearerValidator {
+    rules: JwtRules,
+    jwks_file: PathBuf,
+    refresh: Duration,
+    state: Mutex<JwksState>,
+    /// The wall clock tokens' `exp`, `nbf` and `iat` are compared with (tests pin it).
+    wall_clock: fn() -> SystemTime,
+}
+
+impl std::fmt::Debug for OAuthBearerValidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthBearerValidator")
+            .field("rules", &self.rules)
+            .field("jwks_file", &self.jwks_file)
+            .field("refresh", &self.refresh)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A token the validator accepted.
+#[derive(Debug, Clone)]
+pub struct OAuthBearerLogin {
+    pub principal: String,
+    /// Until the token's `exp`: a session may not last longer (KIP-368).
+    pub lifetime: Duration,
+}
+
+impl OAuthBearerValidator {
+    /// The listener's OAUTHBEARER settings; reads the JWKS file once (a start-up error if it
+    /// cannot be read or holds no usable key).
+    pub fn from_settings(
+        settings: &StaticBrokerConfig,
+        listener: &str,
+    ) -> Result<OAuthBearerValidator, SaslConfigError> {
+        let get = |key: &str| oauthbearer_setting(settings, listener, key);
+        let text = |key: &str| {
+            let (k, v) = get(key);
+            (k, v.and_then(|v| v.as_str().map(str::to_string)))
+        };
+        if let (k, Some(class)) = text("sasl.server.callback.handler.class") {
+            if class != OAUTHBEARER_VALIDATOR {
+                return Err(error(
+                    &k,
+                    format!("OAUTHBEARER supports only {OAUTHBEARER_VALIDATOR}"),
+                ));
+            }
+        }
+        let (url_key, url) = text("sasl.oauthbearer.jwks.endpoint.url");
+        let url = url.filter(|u| !u.is_empty()).ok_or_else(|| {
+            error(&url_key, "OAUTHBEARER is enabled, so tokens need a JSON Web Key Set: a file:// URL or path (unsecured tokens are not accepted)")
+        })?;
+        let jwks_file = jwks_path(&url_key, &url)?;
+        let number = |key: &str| {
+            let (k, v) = get(key);
+            v.and_then(|v| v.as_i64())
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(|| error(&k, "has no value"))
+        };
+        let audiences = match get("sasl.oauthbearer.expected.audience").1 {
+            Some(v) => v.as_list().map(<[String]>::to_vec).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let rules = JwtRules {
+            expected_audiences: audiences.into_iter().filter(|a| !a.is_empty()).collect(),
+            expected_issuer: text("sasl.oauthbearer.expected.issuer")
+                .1
+                .filter(|i| !i.is_empty()),
+            sub_claim_name: text("sasl.oauthbearer.sub.claim.name")
+                .1
+                .unwrap_or_else(|| "sub".into()),
+            scope_claim_name: text("sasl.oauthbearer.scope.claim.name")
+                .1
+                .unwrap_or_else(|| "scope".into()),
+            clock_skew_seconds: number("sasl.oauthbearer.clock.skew.seconds")?,
+        };
+        let refresh = Duration::from_millis(number("sasl.oauthbearer.jwks.endpoint.refresh.ms")?);
+        let (keys, stamp) = read_jwks(&jwks_file).map_err(|e| error(&url_key, e))?;
+        if keys.is_empty() {
+            return Err(error(&url_key, "the key set has no key that can verify signatures (RSA, EC P-256/P-384 or Ed25519)"));
+        }
+        Ok(OAuthBearerValidator {
+            rules,
+            jwks_file,
+            refresh,
+            state: Mutex::new(JwksState {
+                keys,
+                read_at: Instant::now(),
+                stamp,
+            }),
+            wall_clock: SystemTime::now,
+        })
+    }
+
+    /// The same checks against another wall clock (tests).
+    pub fn with_wall_clock(mut self, clock: fn() -> SystemTime) -> Self {
+        self.wall_clock = clock;
+        self
+    }
+
+    /// Checks a client's initial response at `now`.
+    pub fn validate(
+        &self,
+        message: &[u8],
+        now: Instant,
+    ) -> Result<OAuthBearerLogin, OAuthBearerError> {
+        let wall = (self.wall_clock)()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let keys = self.current_keys(now, false);
+        let token = match gregor_sasl::validate_initial_response(message, &keys, &self.rules, wall)
+        {
+            Err(OAuthBearerError::UnknownKey(Some(_))) => {
+                let keys = self.current_keys(now, true);
+                gregor_sasl::validate_initial_response(message, &keys, &self.rules, wall)?
+            }
+            other => other?,
+        };
+        let ValidatedToken {
+            principal,
+            expires_at_ms,
+            ..
+        } = token;
+        let left = u64::try_from(expires_at_ms.saturating_sub(wall)).unwrap_or(0);
+        Ok(OAuthBearerLogin {
+            principal,
+            lifetime: Duration::from_millis(left),
+        })
+    }
+
+    /// The key set, re-read first when the refresh interval has passed, or on `key_missing`
+    /// when the file changed. A file that no longer reads keeps the keys last read.
+    fn current_keys(&self, now: Instant, key_missing: bool) -> JwkKeys {
+        let mut state = match self.state.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let due = now.saturating_duration_since(state.read_at) >= self.refresh;
+        let changed = key_missing && file_stamp(&self.jwks_file) != state.stamp;
+        if due || changed {
+            state.read_at = now;
+            match read_jwks(&self.jwks_file) {
+                Ok((keys, stamp)) => {
+                    tracing::info!(file = %self.jwks_file.display(), keys = keys.len(), kids = ?keys.kids(), "OAUTHBEARER JWKS read");
+                    state.keys = keys;
+                    state.stamp = stamp;
+                }
+                Err(reason) => {
+                    tracing::warn!(file = %self.jwks_file.display(), %reason, "OAUTHBEARER JWKS not re-read; keeping the keys read before")
+                }
+            }
+        }
+        state.keys.clone()
+    }
+}
+
+/// The file a `sasl.oauthbearer.jwks.endpoint.url` names.
+fn jwks_path(key: &str, url: &str) -> Result<PathBuf, SaslConfigError> {
+    let lower = url.to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        return Err(error(key, "only file JWKS are supported today: give a file:// URL or a path (HTTP endpoints are not fetched)"));
+    }
+    let path = match lower.strip_prefix("file:") {
+        Some(_) => url[5..].trim_start_matches("//"),
+        None => url,
+    };
+    if path.is_empty() || (lower.starts_with("file:") && !path.starts_with('/')) {
+        return Err(error(key, "a file:// URL needs an absolute path"));
+    }
+    Ok(PathBuf::from(path))
+}
+
+fn file_stamp(path: &std::path::Path) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+/// Reads and parses a JWKS file, bounded in size.
+fn read_jwks(path: &std::path::Path) -> Result<(JwkKeys, Option<(SystemTime, u64)>), String> {
+    let stamp = file_stamp(path);
+    if stamp.is_some_and(|(_, len)| len > MAX_JWKS_BYTES as u64) {
+        return Err(format!(
+            "{} is larger than {MAX_JWKS_BYTES} bytes",
+            path.display()
+        ));
+    }
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let keys = JwkKeys::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok((keys, stamp))
 }
 
 #[cfg(test)]
@@ -269,10 +522,43 @@ mod tests {
         );
         let e = refused(&[(
             "listener.name.sasl_ssl.sasl.enabled.mechanisms",
-            "PLAIN,OAUTHBEARER",
+            "OAUTHBEARER",
         )]);
         assert!(
-            e.starts_with("listener.name.sasl_ssl.sasl.enabled.mechanisms: OAUTHBEARER"),
+            e.starts_with("sasl.oauthbearer.jwks.endpoint.url:") && e.contains("unsecured"),
+            "{e}"
+        );
+        let e = refused(&[
+            ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+            (
+                "listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url",
+                "https://idp.example/jwks",
+            ),
+        ]);
+        assert!(
+            e.starts_with(
+                "listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url: only file JWKS"
+            ),
+            "{e}"
+        );
+        let e = refused(&[
+            ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+            (
+                "sasl.oauthbearer.jwks.endpoint.url",
+                "/nonexistent/jwks.json",
+            ),
+        ]);
+        assert!(e.contains("reading /nonexistent/jwks.json"), "{e}");
+        let e = refused(&[
+            ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+            ("sasl.oauthbearer.jwks.endpoint.url", "/j"),
+            (
+                "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerUnsecuredValidatorCallbackHandler",
+            ),
+        ]);
+        assert!(
+            e.starts_with("listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class:"),
             "{e}"
         );
         let e = refused(&[("sasl.enabled.mechanisms", "SCRAM-SHA-1")]);

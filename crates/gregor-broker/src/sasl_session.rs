@@ -9,18 +9,28 @@
 //! - SaslAuthenticate carries the mechanism's tokens (PLAIN: one; SCRAM: two, the credential
 //!   looked up when the first arrives); success gives the connection its principal
 //!   (`User:<name>`, which wins over a TLS client certificate's);
+//! - OAUTHBEARER (RFC 7628): one token, a JWT checked by the listener's validator; its principal
+//!   is the sub claim. A refused token is answered with the error challenge
+//!   `{"status":"invalid_token"}`, the client replies `\x01`, and that reply gets the
+//!   SASL_AUTHENTICATION_FAILED below. Neither the token nor its signature is logged, only why
+//!   it was refused;
 //! - a failure is answered with SASL_AUTHENTICATION_FAILED after
 //!   `connection.failed.authentication.delay.ms`, then the connection closes ([`SaslStep::Close`]
 //!   tells the connection; the wait is that connection's alone);
 //! - with `connections.max.reauth.ms`, a session lasts that long (KIP-368): the client is told in
 //!   SaslAuthenticate v1+, may re-authenticate (SaslHandshake then SaslAuthenticate, same
 //!   mechanism and principal), and a connection that sends anything else after expiry is closed.
+//!   An OAUTHBEARER session ends at its token's `exp` at the latest, with or without that
+//!   setting (Kafka's rule).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use gregor_sasl::{SaslError, ScramCredential, ScramMechanism, ScramServer};
+use gregor_sasl::{
+    oauthbearer_error_challenge, OAuthBearerError, SaslError, ScramCredential, ScramMechanism,
+    ScramServer,
+};
 use kafka_protocol::messages::{
     ApiKey, RequestKind, ResponseKind, SaslAuthenticateResponse, SaslHandshakeResponse,
 };
@@ -86,6 +96,30 @@ enum Exchange {
     ScramFirst(Box<ScramServer>),
     /// SCRAM, awaiting the client-final-message.
     ScramFinal(Box<ScramServer>),
+    /// OAUTHBEARER, awaiting the client's initial response.
+    OAuthBearer,
+    /// OAUTHBEARER after the error challenge, awaiting the client's `\x01`; holds why the token
+    /// was refused.
+    OAuthBearerRefused(String),
+}
+
+/// A mechanism's successful end.
+struct Done {
+    user: String,
+    /// The mechanism's final token.
+    last: Vec<u8>,
+    /// How long the credential stays valid (OAUTHBEARER: until the token's `exp`).
+    credential_lifetime: Option<Duration>,
+}
+
+impl Done {
+    fn new(user: String, last: Vec<u8>) -> Done {
+        Done {
+            user,
+            last,
+            credential_lifetime: None,
+        }
+    }
 }
 
 enum State {
@@ -238,6 +272,7 @@ impl SaslSession {
         };
         let exchange = match mechanism {
             SaslMechanism::Plain => Exchange::Plain,
+            SaslMechanism::OAuthBearer => Exchange::OAuthBearer,
             SaslMechanism::Scram(m) => match ScramServer::with_random_nonce(m) {
                 Ok(server) => Exchange::ScramFirst(Box::new(server)),
                 Err(e) => return self.fail(None, e.to_string()),
@@ -262,8 +297,20 @@ impl SaslSession {
         now: Instant,
     ) -> SaslStep {
         let outcome = match exchange {
+            Exchange::OAuthBearer => {
+                return self.oauthbearer_token(reauth, token, version, now);
+            }
+            Exchange::OAuthBearerRefused(reason) => {
+                let message = OAUTHBEARER_REFUSED.to_string();
+                return self.fail(
+                    Some(failed_authenticate(&message)),
+                    format!("OAUTHBEARER token refused: {reason}"),
+                );
+            }
             Exchange::Plain => match &self.setup.listener.plain_users {
-                Some(users) => users.authenticate(token).map(|user| (user, Vec::new())),
+                Some(users) => users
+                    .authenticate(token)
+                    .map(|user| Done::new(user, Vec::new())),
                 None => Err(SaslError::AuthenticationFailed),
             },
             Exchange::ScramFirst(mut server) => {
@@ -283,12 +330,12 @@ impl SaslSession {
             }
             Exchange::ScramFinal(mut server) => server.client_final(token).and_then(|last| {
                 let user = server.authenticated_user().map(str::to_string);
-                user.map(|u| (u, last))
+                user.map(|u| Done::new(u, last))
                     .ok_or(SaslError::UnexpectedMessage("client-final"))
             }),
         };
         match outcome {
-            Ok((user, last)) => self.complete(mechanism, user, last, reauth, version, now),
+            Ok(done) => self.complete(mechanism, done, reauth, version, now),
             Err(e) => {
                 let message = failure_message(mechanism, &e, reauth.is_some());
                 let response = failed_authenticate(&message);
@@ -297,16 +344,57 @@ impl SaslSession {
         }
     }
 
-    /// The exchange succeeded for `user`; `last` is the mechanism's final token.
+    /// OAUTHBEARER's initial response: the token is checked at once; a refusal is told with
+    /// the error challenge, and the failure waits for the client's reply (RFC 7628).
+    fn oauthbearer_token(
+        &mut self,
+        reauth: Option<Session>,
+        token: &Bytes,
+        version: i16,
+        now: Instant,
+    ) -> SaslStep {
+        let Some(validator) = self.setup.listener.oauthbearer.clone() else {
+            return self.fail(None, "OAUTHBEARER without a validator".into());
+        };
+        match validator.validate(token, now) {
+            Ok(login) => {
+                let done = Done {
+                    user: login.principal,
+                    last: Vec::new(),
+                    credential_lifetime: Some(login.lifetime),
+                };
+                self.complete(SaslMechanism::OAuthBearer, done, reauth, version, now)
+            }
+            // Not even a well-formed message: no challenge to answer.
+            Err(OAuthBearerError::Message(e)) => {
+                let message = format!("Authentication failed: {e}");
+                self.fail(Some(failed_authenticate(&message)), message)
+            }
+            Err(e) => {
+                self.state = State::Authenticating {
+                    mechanism: SaslMechanism::OAuthBearer,
+                    exchange: Exchange::OAuthBearerRefused(e.to_string()),
+                    reauth,
+                };
+                respond_authenticate(oauthbearer_error_challenge(), None, version)
+            }
+        }
+    }
+
+    /// The exchange succeeded for `done.user`; `done.last` is the mechanism's final token.
     fn complete(
         &mut self,
         mechanism: SaslMechanism,
-        user: String,
-        last: Vec<u8>,
+        done: Done,
         reauth: Option<Session>,
         version: i16,
         now: Instant,
     ) -> SaslStep {
+        let Done {
+            user,
+            last,
+            credential_lifetime,
+        } = done;
         let principal = KafkaPrincipal::user(user);
         if let Some(previous) = &reauth {
             if *previous.principal != principal {
@@ -320,7 +408,11 @@ impl SaslSession {
                 return self.fail(Some(failed_authenticate(&message)), message);
             }
         }
-        let lifetime = self.setup.listener.max_reauth;
+        // KIP-368: the session ends with the credential if that comes first.
+        let lifetime = match (self.setup.listener.max_reauth, credential_lifetime) {
+            (Some(max), Some(credential)) => Some(max.min(credential)),
+            (max, credential) => max.or(credential),
+        };
         self.state = State::Authenticated(Session {
             principal: Arc::new(principal),
             mechanism,
@@ -392,6 +484,9 @@ pub fn illegal_sasl_state(api_key: ApiKey) -> Option<ResponseKind> {
     }
 }
 
+/// What a client whose token was refused is told: the error challenge, as Kafka tells it.
+const OAUTHBEARER_REFUSED: &str = r#"{"status":"invalid_token"}"#;
+
 /// Kafka's message for a failed exchange. SCRAM's reasons stay out of it (they would tell a
 /// client which users exist), as in Kafka; PLAIN's are Kafka's fixed texts.
 fn failure_message(mechanism: SaslMechanism, e: &SaslError, reauth: bool) -> String {
@@ -402,7 +497,9 @@ fn failure_message(mechanism: SaslMechanism, e: &SaslError, reauth: bool) -> Str
         (SaslMechanism::Plain, SaslError::AuthenticationFailed) => {
             "Authentication failed: Invalid username or password".into()
         }
-        (SaslMechanism::Plain, e) => format!("Authentication failed: {e}"),
+        (SaslMechanism::Plain | SaslMechanism::OAuthBearer, e) => {
+            format!("Authentication failed: {e}")
+        }
         (SaslMechanism::Scram(m), _) => format!(
             "Authentication failed during {} due to invalid credentials with SASL mechanism {}",
             if reauth { "re-authentication" } else { "authentication" },

@@ -43,6 +43,7 @@ fn setup(
         plain_users: Some(PlainUsers::from_jaas(PLAIN_JAAS).expect("jaas")),
         max_reauth,
         failed_authentication_delay: DELAY,
+        oauthbearer: None,
     };
     let session = SaslSession::new(SaslSetup {
         listener: Arc::new(listener),
@@ -423,5 +424,189 @@ fn saslhandshake_v0_is_refused_with_unsupported_version() {
             assert!(reason.contains("v0"), "{reason}");
         }
         other => panic!("{other:?}"),
+    }
+}
+
+/// OAUTHBEARER: a P-256 signing key, its JWKS file, and a listener whose validator reads it
+/// with the wall clock pinned at [`WALL`].
+mod oauthbearer {
+    use super::*;
+    use crate::sasl_config::OAuthBearerValidator;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use gregor_meta::config::StaticBrokerConfig;
+    use gregor_sasl::OAuthBearerInitialResponse;
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+    use std::time::SystemTime;
+
+    const WALL: u64 = 1_800_000_000;
+
+    fn wall() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(WALL)
+    }
+
+    struct Signer {
+        kid: String,
+        key: EncodingKey,
+        jwk: serde_json::Value,
+    }
+
+    fn signer(kid: &str) -> Signer {
+        let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+        let raw = pair.public_key_raw();
+        Signer {
+            kid: kid.into(),
+            key: EncodingKey::from_ec_der(&pair.serialize_der()),
+            jwk: serde_json::json!({"kty": "EC", "crv": "P-256", "kid": kid,
+                "x": URL_SAFE_NO_PAD.encode(&raw[1..33]), "y": URL_SAFE_NO_PAD.encode(&raw[33..65])}),
+        }
+    }
+
+    impl Signer {
+        /// The SaslAuthenticate request carrying a token for `sub` expiring at `exp`.
+        fn token(&self, sub: &str, exp: u64) -> RequestKind {
+            let mut header = Header::new(Algorithm::ES256);
+            header.kid = Some(self.kid.clone());
+            let claims = serde_json::json!({"sub": sub, "exp": exp, "aud": "gregor"});
+            let jwt = jsonwebtoken::encode(&header, &claims, &self.key).expect("sign");
+            token(OAuthBearerInitialResponse::bearer(jwt.as_str().into()).to_bytes())
+        }
+    }
+
+    fn write_jwks(path: &std::path::Path, signers: &[&Signer]) {
+        let keys: Vec<_> = signers.iter().map(|s| s.jwk.clone()).collect();
+        std::fs::write(path, serde_json::json!({ "keys": keys }).to_string()).expect("jwks");
+    }
+
+    fn validator(jwks: &std::path::Path) -> Arc<OAuthBearerValidator> {
+        let mut settings = StaticBrokerConfig::new();
+        let url = format!("file://{}", jwks.display());
+        for (k, v) in [
+            (
+                "listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url",
+                url.as_str(),
+            ),
+            ("sasl.oauthbearer.expected.audience", "gregor"),
+        ] {
+            settings.set(k, v).expect("valid setting");
+        }
+        let validator = OAuthBearerValidator::from_settings(&settings, "SASL_SSL")
+            .expect("validator")
+            .with_wall_clock(wall);
+        Arc::new(validator)
+    }
+
+    fn session_with(v: &Arc<OAuthBearerValidator>, max_reauth: Option<Duration>) -> SaslSession {
+        let listener = SaslListener {
+            mechanisms: vec![SaslMechanism::OAuthBearer],
+            plain_users: None,
+            max_reauth,
+            failed_authentication_delay: DELAY,
+            oauthbearer: Some(v.clone()),
+        };
+        SaslSession::new(SaslSetup {
+            listener: Arc::new(listener),
+            credentials: Arc::new(Credentials::default()),
+        })
+    }
+
+    fn session(jwks: &std::path::Path, max_reauth: Option<Duration>) -> SaslSession {
+        session_with(&validator(jwks), max_reauth)
+    }
+
+    fn start(s: &mut SaslSession, now: Instant) {
+        match step(s, handshake("OAUTHBEARER"), 1, now) {
+            SaslStep::Respond(ResponseKind::SaslHandshake(r)) => assert_eq!(r.error_code, 0),
+            other => panic!("handshake: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_valid_token_logs_in_as_its_subject_until_it_expires() {
+        let dir = tempfile::tempdir().expect("dir");
+        let jwks = dir.path().join("jwks.json");
+        let key = signer("k1");
+        write_jwks(&jwks, &[&key]);
+        let t0 = Instant::now();
+        // The token's exp caps connections.max.reauth.ms (KIP-368)...
+        let mut s = session(&jwks, Some(Duration::from_secs(3600)));
+        start(&mut s, t0);
+        let ok = authenticate_answer(step(&mut s, key.token("alice", WALL + 60), 1, t0));
+        assert_eq!(ok.session_lifetime_ms, 60_000);
+        assert!(ok.auth_bytes.is_empty());
+        assert_eq!(handled_as(step(&mut s, metadata(), 12, t0)), "User:alice");
+        let late = step(&mut s, metadata(), 12, t0 + Duration::from_secs(60));
+        assert!(
+            matches!(late, SaslStep::Close { response: None, .. }),
+            "{late:?}"
+        );
+        // ...and applies without it; a shorter connections.max.reauth.ms wins.
+        let mut s = session(&jwks, None);
+        start(&mut s, t0);
+        let ok = authenticate_answer(step(&mut s, key.token("alice", WALL + 90), 1, t0));
+        assert_eq!(ok.session_lifetime_ms, 90_000);
+        let mut s = session(&jwks, Some(Duration::from_secs(10)));
+        start(&mut s, t0);
+        let ok = authenticate_answer(step(&mut s, key.token("alice", WALL + 90), 1, t0));
+        assert_eq!(ok.session_lifetime_ms, 10_000);
+    }
+
+    #[test]
+    fn a_refused_token_gets_the_error_challenge_then_the_failure() {
+        let dir = tempfile::tempdir().expect("dir");
+        let jwks = dir.path().join("jwks.json");
+        let key = signer("k1");
+        write_jwks(&jwks, &[&key]);
+        let t0 = Instant::now();
+        let mut s = session(&jwks, None);
+        start(&mut s, t0);
+        let expired = key.token("alice", WALL - 3600);
+        let RequestKind::SaslAuthenticate(sent) = &expired else {
+            unreachable!()
+        };
+        let jwt = String::from_utf8_lossy(&sent.auth_bytes).to_string();
+        let challenge = authenticate_answer(step(&mut s, expired.clone(), 1, t0));
+        assert_eq!(&challenge.auth_bytes[..], br#"{"status":"invalid_token"}"#);
+        assert!(s.principal().is_none());
+        let failed = step(&mut s, token(b"\x01".to_vec()), 1, t0);
+        let SaslStep::Close { delay, reason, .. } = &failed else {
+            panic!("{failed:?}")
+        };
+        assert_eq!(*delay, DELAY);
+        assert!(reason.contains("expired"), "{reason}");
+        let signature = jwt
+            .trim_end_matches('\u{1}')
+            .rsplit('.')
+            .next()
+            .expect("sig");
+        assert!(!reason.contains(signature) && !format!("{failed:?}").contains(signature));
+        let (code, message) = refusal(failed);
+        assert_eq!(code, ResponseError::SaslAuthenticationFailed.code());
+        assert_eq!(message, r#"{"status":"invalid_token"}"#);
+        // A message that is not RFC 7628's fails at once.
+        let mut s = session(&jwks, None);
+        start(&mut s, t0);
+        let (code, _) = refusal(step(&mut s, token(b"Bearer xyz".to_vec()), 1, t0));
+        assert_eq!(code, ResponseError::SaslAuthenticationFailed.code());
+    }
+
+    #[test]
+    fn a_rotated_key_set_is_read_when_a_token_names_a_new_key() {
+        let dir = tempfile::tempdir().expect("dir");
+        let jwks = dir.path().join("jwks.json");
+        let (old, new) = (signer("old"), signer("new"));
+        write_jwks(&jwks, &[&old]);
+        let t0 = Instant::now();
+        let v = validator(&jwks);
+        let mut s = session_with(&v, None);
+        start(&mut s, t0);
+        let challenge = authenticate_answer(step(&mut s, new.token("alice", WALL + 60), 1, t0));
+        assert!(!challenge.auth_bytes.is_empty(), "unknown kid refused");
+        // The file changes: the next token naming the new key finds it.
+        write_jwks(&jwks, &[&old, &new]);
+        let mut s = session_with(&v, None);
+        start(&mut s, t0);
+        let ok = authenticate_answer(step(&mut s, new.token("alice", WALL + 60), 1, t0));
+        assert!(ok.auth_bytes.is_empty() && ok.error_code == 0, "{ok:?}");
     }
 }

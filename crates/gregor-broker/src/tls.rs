@@ -178,6 +178,35 @@ pub fn inter_broker_client(
     settings: &StaticBrokerConfig,
     listener: &str,
 ) -> Result<ClientTls, TlsConfigError> {
+    listener_client(
+        settings,
+        listener,
+        "as the inter-broker listener, connecting to other brokers",
+    )
+}
+
+/// The client side of TLS for connections this node opens to the controllers' `listener` (the
+/// first of `controller.listener.names`): quorum RPCs, registration, heartbeats and forwarded
+/// requests. As in Kafka, the controller listener's own settings are used as a client (see
+/// [`inter_broker_client`]).
+pub fn controller_client(
+    settings: &StaticBrokerConfig,
+    listener: &str,
+) -> Result<ClientTls, TlsConfigError> {
+    listener_client(
+        settings,
+        listener,
+        "as the controller listener, connecting to the controllers",
+    )
+}
+
+/// A client of `listener`'s peers with that listener's `ssl.*` settings; `role` says, in an
+/// error, what the connections are for.
+fn listener_client(
+    settings: &StaticBrokerConfig,
+    listener: &str,
+    role: &str,
+) -> Result<ClientTls, TlsConfigError> {
     let ssl = SslSettings {
         settings,
         prefix: format!("listener.name.{}.", listener.to_lowercase()),
@@ -209,7 +238,7 @@ pub fn inter_broker_client(
         Ok(None) => Err(setting_error("security.protocol", "SSL expected")),
         Err(e) => Err(TlsConfigError::Listener {
             listener: listener.to_string(),
-            reason: format!("as the inter-broker listener, connecting to other brokers: {e}"),
+            reason: format!("{role}: {e}"),
         }),
     }
 }

@@ -130,6 +130,11 @@ pub struct ConsumeArgs {
     /// One JSON object per case.
     #[arg(long)]
     pub json: bool,
+    /// A Kafka client properties file saying how the Gregor consumer and the bench's admin
+    /// client connect (TLS, SASL), as the admin commands take it. kcat (and the replay, which
+    /// runs kcat) take no such file: `--skip-kcat` must be given with it.
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<PathBuf>,
 }
 
 /// One consumer's run.
@@ -151,6 +156,9 @@ fn validate(a: &ConsumeArgs) -> Result<()> {
     }
     if !(1..=1000).contains(&a.loopback_runs) {
         bail!("--loopback-runs must be between 1 and 1000");
+    }
+    if a.command_config.is_some() && !a.skip_kcat {
+        bail!("--command-config needs --skip-kcat (only the Gregor consumer takes it)");
     }
     if a.mb == 0 || a.record_bytes == 0 || a.batch_records == 0 {
         bail!("--mb, --record-bytes and --batch-records must be at least 1");
@@ -265,6 +273,9 @@ async fn gregor_consume(
 ) -> Result<(f64, f64, Option<f64>, FetchMetrics)> {
     let group = format!("{topic}-group-{run}");
     let mut c = ConsumerConfig::new(&a.bootstrap_server, &group)?;
+    if let Some(path) = &a.command_config {
+        crate::admin::apply_command_config(&mut c.client, path)?;
+    }
     if let Some(n) = fetch_max_bytes {
         c.fetch_max_bytes = n;
     }
@@ -791,6 +802,9 @@ pub async fn run(a: ConsumeArgs) -> Result<Vec<ConsumeCase>> {
     let mut cfg = ClientConfig::new(&a.bootstrap_server).context("--bootstrap-server")?;
     cfg.client_id = "gregor-bench".into();
     cfg.connect_timeout = Duration::from_secs(5);
+    if let Some(path) = &a.command_config {
+        crate::admin::apply_command_config(&mut cfg, path)?;
+    }
     let client = Client::connect(cfg).await?;
     let mut out = Vec::new();
     for p in a.partitions.clone() {

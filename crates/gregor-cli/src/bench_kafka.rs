@@ -49,6 +49,10 @@ pub struct LoadArgs {
     /// One JSON object.
     #[arg(long)]
     pub json: bool,
+    /// A Kafka client properties file saying how to connect (TLS, SASL), as the admin
+    /// commands take it.
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<PathBuf>,
 }
 
 #[derive(Debug, Serialize)]
@@ -70,6 +74,9 @@ fn config(args: &LoadArgs) -> Result<ClientConfig> {
     let mut c = ClientConfig::new(&args.bootstrap_server).context("--bootstrap-server")?;
     c.client_id = "gregor-bench".into();
     c.connect_timeout = Duration::from_secs(5);
+    if let Some(path) = &args.command_config {
+        crate::admin::apply_command_config(&mut c, path)?;
+    }
     Ok(c)
 }
 

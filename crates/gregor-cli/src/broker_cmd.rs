@@ -96,15 +96,23 @@ async fn serve(config: BrokerConfig) -> Result<()> {
         None
     };
     let metrics = serve_metrics(&config).await?;
-    let broker = Broker::start(config)
-        .await
-        .context("broker start-up failed")?;
+    // The signal handler is installed before start-up, which can wait as long as the quorum
+    // is out of reach (a node whose certificate the controllers refuse waits for good): a
+    // SIGTERM then stops the node, as it would a running one, instead of killing it.
+    let mut signalled = Box::pin(wait_for_signal());
+    let broker = tokio::select! {
+        started = Broker::start(config) => started.context("broker start-up failed")?,
+        _ = &mut signalled => {
+            tracing::info!("stopped by a signal during start-up");
+            return Ok(());
+        }
+    };
     if let Some(target) = &metrics {
         target.set(&broker);
     }
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signalled.await;
         let _ = tx.send(true);
     });
     match listeners {
@@ -125,6 +133,7 @@ async fn serve_metrics(
     else {
         return Ok(None);
     };
+    let security = gregor_broker::metrics::auth::MetricsSecurity::from_settings(&config.settings)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on metrics.listener {addr}"))?;
@@ -132,6 +141,7 @@ async fn serve_metrics(
     tokio::spawn(gregor_broker::metrics::http::serve(
         listener,
         target.clone(),
+        std::sync::Arc::new(security),
     ));
     Ok(Some(target))
 }

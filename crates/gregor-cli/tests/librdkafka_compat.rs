@@ -2,8 +2,9 @@
 //! built: `scripts/compat/librdkafka.sh --subset` (docs/compatibility.md has the whole suite).
 //! The script takes librdkafka's source from the rdkafka-sys crate through cargo, builds it once
 //! under `target/compat/` (about two minutes on two cores; later runs reuse it), starts Gregor on
-//! a free loopback port and runs quick tests of produce, consume, consumer groups, admin and
-//! metadata, one at a time, each under a time limit.
+//! a free loopback port and runs quick tests of produce, consume, consumer groups, admin,
+//! metadata, ACLs (with the authorizer on) and a SASL/SCRAM login, one at a time, each under a
+//! time limit.
 //!
 //! It fails — never skips — when a prerequisite is missing (a C and C++ compiler, make,
 //! pkg-config, python3, the zlib / OpenSSL / zstd development headers): a green `cargo test`

@@ -22,6 +22,10 @@
 //! gregor_member --bootstrap 127.0.0.1:9092 --mode produce --topic t < records.tsv
 //! ```
 //!
+//! `--command-config FILE` (any mode) takes a Kafka client properties file, as the `gregor`
+//! admin commands do: `security.protocol`, the `ssl.*` settings and the SASL login
+//! (`e2e/test_secure_clients.py` runs the member over SASL_SSL and mTLS with it).
+//!
 //! Two benchmark modes (for `bench/client_compare.py`) print a single summary line
 //! `{"event":"bench","mode":..,"records":..,"bytes":..,"seconds":..,..}`:
 //!
@@ -45,6 +49,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gregor_client::consumer::AutoOffsetReset;
+use gregor_client::sasl::ClientSasl;
+use gregor_client::tls::ClientTls;
 use gregor_client::{
     ClientConfig, Consumer, ConsumerConfig, Producer, ProducerConfig, ProducerRecord,
     RebalanceContext, RebalanceListener, TopicPartition,
@@ -64,6 +70,7 @@ struct Args {
     value_bytes: usize,
     linger_ms: u64,
     batch_size: usize,
+    command_config: Option<std::path::PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -81,6 +88,7 @@ fn parse_args() -> Result<Args, String> {
         value_bytes: 1024,
         linger_ms: 5,
         batch_size: 65_536,
+        command_config: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -100,6 +108,7 @@ fn parse_args() -> Result<Args, String> {
             "--value-bytes" => a.value_bytes = num(&value)? as usize,
             "--linger-ms" => a.linger_ms = num(&value)?,
             "--batch-size" => a.batch_size = num(&value)? as usize,
+            "--command-config" => a.command_config = Some(value.into()),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -188,12 +197,41 @@ impl RebalanceListener for PrintingListener {
     }
 }
 
+/// `key=value` lines of a Java properties file (`#` and `!` comments; no line continuations,
+/// which client security files do not use).
+fn properties(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// TLS and SASL from `--command-config`, as `gregor`'s admin commands read it.
+fn apply_command_config(c: &mut ClientConfig, path: &std::path::Path) -> gregor_client::Result<()> {
+    let invalid = |what: String| gregor_client::Error::InvalidArgument(what);
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| invalid(format!("reading {}: {e}", path.display())))?;
+    let props = properties(&text);
+    if let Some(id) = props.get("client.id") {
+        c.client_id = id.clone();
+    }
+    let tls = ClientTls::from_properties(&props).map_err(|e| invalid(e.to_string()))?;
+    let sasl = ClientSasl::from_properties(&props).map_err(|e| invalid(e.to_string()))?;
+    c.dialer = gregor_client::sasl::dialer(tls, sasl, &c.client_id);
+    Ok(())
+}
+
 fn client_config(a: &Args) -> gregor_client::Result<ClientConfig> {
     let mut c = ClientConfig::new(&a.bootstrap)?;
     c.client_id = a.name.clone();
     c.connect_timeout = Duration::from_secs(20);
     c.api_timeout = Duration::from_secs(20);
     c.request_timeout = Duration::from_secs(10);
+    if let Some(path) = &a.command_config {
+        apply_command_config(&mut c, path)?;
+    }
     Ok(c)
 }
 

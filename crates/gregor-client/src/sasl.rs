@@ -4,12 +4,21 @@
 //! ApiVersions, SaslHandshake v1, then SaslAuthenticate until the mechanism is done, as Kafka's
 //! clients do. The connection's own ApiVersions handshake follows, as after TLS.
 //!
+//! OAUTHBEARER takes its token from a file, as the Java client does when
+//! `sasl.oauthbearer.token.endpoint.url` is a `file://` URL (or a plain path): the file holds the
+//! JWT, and is read again for each new connection, so a token renewed by whatever writes the
+//! file is picked up. Token endpoints over HTTP are not supported.
+//!
 //! The broker's replica fetchers log in to other brokers with the same exchange.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use bytes::Bytes;
-use gregor_sasl::{parse_jaas, Password, PlainMessage, ScramClient, ScramMechanism};
+use gregor_sasl::{
+    parse_jaas, OAuthBearerInitialResponse, Password, PlainMessage, ScramClient, ScramMechanism,
+    MAX_OAUTHBEARER_BYTES, OAUTHBEARER_FAILURE_REPLY,
+};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, SaslAuthenticateRequest, SaslAuthenticateResponse,
     SaslHandshakeRequest,
@@ -28,6 +37,22 @@ use crate::versions::{handshake_step, BrokerVersions, HandshakeStep};
 const PLAIN_LOGIN_MODULE: &str = gregor_sasl::PLAIN_LOGIN_MODULE;
 /// Kafka's SCRAM login module.
 const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
+/// Kafka's OAUTHBEARER login module.
+const OAUTHBEARER_LOGIN_MODULE: &str =
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+/// Where an OAUTHBEARER client gets its token (Kafka's Java client setting).
+pub const TOKEN_ENDPOINT_URL: &str = "sasl.oauthbearer.token.endpoint.url";
+/// The client settings this module reads, for tools that refuse the ones they do not know.
+/// `sasl.login.callback.handler.class` is accepted (Java configs set it for OAUTHBEARER) but
+/// not needed.
+pub const CLIENT_SASL_SETTINGS: &[&str] = &[
+    "sasl.mechanism",
+    "sasl.username",
+    "sasl.password",
+    "sasl.jaas.config",
+    TOKEN_ENDPOINT_URL,
+    "sasl.login.callback.handler.class",
+];
 /// Largest SASL response accepted: the exchanges' messages are a few hundred bytes.
 const MAX_SASL_RESPONSE_BYTES: usize = 1024 * 1024;
 
@@ -36,6 +61,7 @@ const MAX_SASL_RESPONSE_BYTES: usize = 1024 * 1024;
 pub enum ClientMechanism {
     Plain,
     Scram(ScramMechanism),
+    OAuthBearer,
 }
 
 impl ClientMechanism {
@@ -43,6 +69,7 @@ impl ClientMechanism {
     pub fn from_name(name: &str) -> Option<ClientMechanism> {
         match name {
             "PLAIN" => Some(ClientMechanism::Plain),
+            "OAUTHBEARER" => Some(ClientMechanism::OAuthBearer),
             other => ScramMechanism::from_name(other).map(ClientMechanism::Scram),
         }
     }
@@ -51,6 +78,7 @@ impl ClientMechanism {
         match self {
             ClientMechanism::Plain => "PLAIN",
             ClientMechanism::Scram(m) => m.name(),
+            ClientMechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -58,6 +86,7 @@ impl ClientMechanism {
         match self {
             ClientMechanism::Plain => PLAIN_LOGIN_MODULE,
             ClientMechanism::Scram(_) => SCRAM_LOGIN_MODULE,
+            ClientMechanism::OAuthBearer => OAUTHBEARER_LOGIN_MODULE,
         }
     }
 }
@@ -83,6 +112,8 @@ pub struct ClientSasl {
     mechanism: ClientMechanism,
     username: String,
     password: Password,
+    /// OAUTHBEARER: the file holding the token (then `username` and `password` are empty).
+    token_file: Option<PathBuf>,
 }
 
 impl ClientSasl {
@@ -93,6 +124,12 @@ impl ClientSasl {
         password: Password,
     ) -> Result<ClientSasl, SaslSettingError> {
         let mechanism = mechanism_named("sasl.mechanism", mechanism)?;
+        if mechanism == ClientMechanism::OAuthBearer {
+            return Err(setting_error(
+                "sasl.mechanism",
+                format!("OAUTHBEARER logs in with a token ({TOKEN_ENDPOINT_URL}), not a username and password"),
+            ));
+        }
         if username.is_empty() {
             return Err(setting_error("sasl.username", "must not be empty"));
         }
@@ -103,6 +140,18 @@ impl ClientSasl {
             mechanism,
             username: username.to_string(),
             password,
+            token_file: None,
+        })
+    }
+
+    /// An OAUTHBEARER login with the token in the file `url` names (`file:///path` or a path).
+    pub fn oauthbearer(url: &str) -> Result<ClientSasl, SaslSettingError> {
+        let path = token_file_path(url)?;
+        Ok(ClientSasl {
+            mechanism: ClientMechanism::OAuthBearer,
+            username: String::new(),
+            password: Password::default(),
+            token_file: Some(path),
         })
     }
 
@@ -159,7 +208,9 @@ impl ClientSasl {
                 "must be set to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (the default, GSSAPI, is not supported)",
             )
         })?;
-        mechanism_named("sasl.mechanism", mechanism)?;
+        if mechanism_named("sasl.mechanism", mechanism)? == ClientMechanism::OAuthBearer {
+            return oauthbearer_from_properties(&get).map(Some);
+        }
         match (get("sasl.username"), get("sasl.jaas.config")) {
             (Some(_), Some(_)) => Err(setting_error(
                 "sasl.jaas.config",
@@ -194,9 +245,84 @@ fn mechanism_named(key: &str, name: &str) -> Result<ClientMechanism, SaslSetting
     ClientMechanism::from_name(name).ok_or_else(|| {
         setting_error(
             key,
-            format!("'{name}' is not supported (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)"),
+            format!(
+                "'{name}' is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)"
+            ),
         )
     })
+}
+
+/// OAUTHBEARER's settings: the token file, and, if given, the Java client's JAAS line (which
+/// must name the OAUTHBEARER login module; its options are not used).
+fn oauthbearer_from_properties<'a>(
+    get: &impl Fn(&str) -> Option<&'a str>,
+) -> Result<ClientSasl, SaslSettingError> {
+    if let Some(jaas) = get("sasl.jaas.config") {
+        let entry =
+            parse_jaas(jaas).map_err(|e| setting_error("sasl.jaas.config", e.to_string()))?;
+        if entry.login_module != OAUTHBEARER_LOGIN_MODULE {
+            return Err(setting_error(
+                "sasl.jaas.config",
+                format!(
+                    "OAUTHBEARER needs {OAUTHBEARER_LOGIN_MODULE}, not {}",
+                    entry.login_module
+                ),
+            ));
+        }
+    }
+    if get("sasl.username").is_some() {
+        return Err(setting_error(
+            "sasl.username",
+            format!("OAUTHBEARER logs in with a token ({TOKEN_ENDPOINT_URL}), not a username"),
+        ));
+    }
+    let url = get(TOKEN_ENDPOINT_URL).ok_or_else(|| {
+        setting_error(
+            TOKEN_ENDPOINT_URL,
+            "OAUTHBEARER needs the token: a file:// URL (or path) of a file holding the JWT",
+        )
+    })?;
+    ClientSasl::oauthbearer(url)
+}
+
+/// The path of a token file URL; HTTP token endpoints are refused.
+fn token_file_path(url: &str) -> Result<PathBuf, SaslSettingError> {
+    let lower = url.to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        return Err(setting_error(
+            TOKEN_ENDPOINT_URL,
+            "only a file:// URL (or a path) of a token file is supported; token endpoints over HTTP are not",
+        ));
+    }
+    let path = match lower.starts_with("file:") {
+        true => url[5..].trim_start_matches("//"),
+        false => url,
+    };
+    if path.is_empty() || (lower.starts_with("file:") && !path.starts_with('/')) {
+        return Err(setting_error(
+            TOKEN_ENDPOINT_URL,
+            "file:// URLs need an absolute path",
+        ));
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// The token the file holds now (surrounding whitespace dropped), bounded in size.
+fn read_token(path: &std::path::Path) -> Result<Password, SaslExchangeError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        SaslExchangeError::Protocol(format!(
+            "reading the OAUTHBEARER token file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let token = text.trim();
+    if token.is_empty() || token.len() > MAX_OAUTHBEARER_BYTES {
+        return Err(SaslExchangeError::Protocol(format!(
+            "the OAUTHBEARER token file {} is empty or too large",
+            path.display()
+        )));
+    }
+    Ok(Password::new(token))
 }
 
 /// Why a SASL exchange did not complete.
@@ -355,7 +481,33 @@ where
             Ok(rounds.step(message.to_bytes()).await?.session_lifetime_ms)
         }
         ClientMechanism::Scram(m) => scram(&mut rounds, m, sasl).await,
+        ClientMechanism::OAuthBearer => oauthbearer(&mut rounds, sasl).await,
     }
+}
+
+/// OAUTHBEARER (RFC 7628): the token in one message. A broker that refuses it answers with an
+/// error challenge; the client replies `\x01` and the broker's SASL_AUTHENTICATION_FAILED
+/// follows.
+async fn oauthbearer<S: AsyncRead + AsyncWrite + Unpin>(
+    rounds: &mut Rounds<'_, S>,
+    sasl: &ClientSasl,
+) -> Result<i64, SaslExchangeError> {
+    let path = sasl
+        .token_file
+        .as_deref()
+        .ok_or_else(|| SaslExchangeError::Protocol("OAUTHBEARER without a token file".into()))?;
+    let token = read_token(path)?;
+    let message = OAuthBearerInitialResponse::bearer(token).to_bytes();
+    let answer = rounds.step(message).await?;
+    if answer.auth_bytes.is_empty() {
+        return Ok(answer.session_lifetime_ms);
+    }
+    rounds.step(OAUTHBEARER_FAILURE_REPLY.to_vec()).await?;
+    Err(AuthenticationFailed(format!(
+        "the broker refused the OAUTHBEARER token: {}",
+        String::from_utf8_lossy(&answer.auth_bytes)
+    ))
+    .into())
 }
 
 /// SaslAuthenticate rounds.
@@ -482,6 +634,68 @@ mod tests {
     }
 
     #[test]
+    fn oauthbearer_reads_its_token_from_the_file_the_java_setting_names() {
+        let oauth = |pairs: &[(&str, &str)]| {
+            let mut all = vec![
+                ("security.protocol", "SASL_SSL"),
+                ("sasl.mechanism", "OAUTHBEARER"),
+            ];
+            all.extend_from_slice(pairs);
+            ClientSasl::from_properties(&props(&all))
+        };
+        let java = oauth(&[
+            (TOKEN_ENDPOINT_URL, "file:///etc/gregor/token.jwt"),
+            (
+                "sasl.jaas.config",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+            ),
+        ])
+        .expect("valid")
+        .expect("SASL");
+        assert_eq!(java.mechanism(), ClientMechanism::OAuthBearer);
+        assert_eq!(
+            java.token_file.as_deref(),
+            Some(std::path::Path::new("/etc/gregor/token.jwt"))
+        );
+        let path = oauth(&[(TOKEN_ENDPOINT_URL, "token.jwt")]).expect("valid");
+        assert!(path.is_some());
+        for (pairs, key) in [
+            (
+                vec![(TOKEN_ENDPOINT_URL, "https://idp.example/token")],
+                TOKEN_ENDPOINT_URL,
+            ),
+            (
+                vec![(TOKEN_ENDPOINT_URL, "file:relative")],
+                TOKEN_ENDPOINT_URL,
+            ),
+            (
+                vec![
+                    (TOKEN_ENDPOINT_URL, "/t"),
+                    (
+                        "sasl.jaas.config",
+                        r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="b";"#,
+                    ),
+                ],
+                "sasl.jaas.config",
+            ),
+            (
+                vec![(TOKEN_ENDPOINT_URL, "/t"), ("sasl.username", "a")],
+                "sasl.username",
+            ),
+        ] {
+            let e = oauth(&pairs).expect_err("refused").to_string();
+            assert!(e.starts_with(&format!("{key}:")), "{e}");
+        }
+        assert!(ClientSasl::new("OAUTHBEARER", "a", Password::new("b")).is_err());
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "  eyJ.e30.sig\n").expect("write");
+        assert_eq!(read_token(&file).expect("token").expose(), "eyJ.e30.sig");
+        std::fs::write(&file, "\n").expect("write");
+        assert!(read_token(&file).is_err());
+    }
+
+    #[test]
     fn settings_that_cannot_work_are_named_without_their_values() {
         let sasl = [("security.protocol", "SASL_PLAINTEXT")];
         let e = refused(&sasl);
@@ -490,6 +704,8 @@ mod tests {
             "{e}"
         );
         let e = refused(&[sasl[0], ("sasl.mechanism", "OAUTHBEARER")]);
+        assert!(e.starts_with("sasl.oauthbearer.token.endpoint.url:"), "{e}");
+        let e = refused(&[sasl[0], ("sasl.mechanism", "GSSAPI")]);
         assert!(e.starts_with("sasl.mechanism:"), "{e}");
         let e = refused(&[sasl[0], ("sasl.mechanism", "PLAIN")]);
         assert!(e.starts_with("sasl.username:"), "{e}");

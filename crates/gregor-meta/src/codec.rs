@@ -25,6 +25,7 @@ const ACCESS_CONTROL_ENTRY: u8 = 9;
 const REMOVE_ACCESS_CONTROL_ENTRY: u8 = 10;
 const USER_SCRAM_CREDENTIAL: u8 = 11;
 const REMOVE_USER_SCRAM_CREDENTIAL: u8 = 12;
+const CLIENT_QUOTA: u8 = 13;
 
 /// Version written for every record type today.
 const V0: u8 = 0;
@@ -115,6 +116,7 @@ impl MetadataRecord {
                 w.str(&r.name);
                 w.0.push(r.mechanism.type_id() as u8);
             }
+            MetadataRecord::ClientQuota(r) => w.client_quota(r),
         }
         w.0
     }
@@ -124,7 +126,11 @@ impl MetadataRecord {
         let mut r = Reader(bytes);
         let record_type = r.u8("record type")?;
         let version = r.u8("record version")?;
-        if record_type > CONFIG && !is_acl_record(record_type) && !is_scram_record(record_type) {
+        if record_type > CONFIG
+            && !is_acl_record(record_type)
+            && !is_scram_record(record_type)
+            && record_type != CLIENT_QUOTA
+        {
             return Err(DecodeError::UnknownType(record_type));
         }
         if version != V0 {
@@ -174,6 +180,7 @@ impl MetadataRecord {
                     mechanism: r.scram_mechanism()?,
                 })
             }
+            CLIENT_QUOTA => MetadataRecord::ClientQuota(r.client_quota()?),
             _ => unreachable!("record type range checked above"),
         };
         if !r.0.is_empty() {
@@ -570,6 +577,64 @@ impl Reader<'_> {
                 server_key: self.byte_string("server key")?,
                 iterations: self.i32("iterations")?,
             },
+        })
+    }
+}
+
+// Client quotas: entity parts (count, then each: type 0 user / 1 client-id, optional name,
+// absent for the default), key, value (f64, 8 bytes big-endian), remove.
+impl Writer {
+    fn client_quota(&mut self, r: &ClientQuotaRecord) {
+        self.header(CLIENT_QUOTA);
+        let parts = [(0u8, &r.entity.user), (1u8, &r.entity.client_id)];
+        self.len(parts.iter().filter(|(_, n)| n.is_some()).count());
+        for (code, name) in parts {
+            if let Some(name) = name {
+                self.0.push(code);
+                self.opt_str(name.as_wire());
+            }
+        }
+        self.str(&r.key);
+        self.0.extend_from_slice(&r.value.0.to_be_bytes());
+        self.bool(r.remove);
+    }
+}
+
+impl Reader<'_> {
+    fn client_quota(&mut self) -> Result<ClientQuotaRecord, DecodeError> {
+        use crate::quota::{ClientQuotaEntity, EntityName, QuotaValue};
+        let n = self.len("quota entity parts")?;
+        let mut entity = ClientQuotaEntity {
+            user: None,
+            client_id: None,
+        };
+        for _ in 0..n {
+            let code = self.u8("quota entity type")?;
+            let name = EntityName::from_wire(self.opt_string("quota entity name")?.as_deref());
+            let slot = match code {
+                0 => &mut entity.user,
+                1 => &mut entity.client_id,
+                _ => {
+                    return Err(DecodeError::Invalid {
+                        field: "quota entity type",
+                        detail: format!("unknown entity type {code}"),
+                    })
+                }
+            };
+            if slot.replace(name).is_some() {
+                return Err(DecodeError::Invalid {
+                    field: "quota entity type",
+                    detail: format!("entity type {code} twice"),
+                });
+            }
+        }
+        let key = self.string("quota key")?;
+        let value = f64::from_be_bytes(self.array::<8>("quota value")?);
+        Ok(ClientQuotaRecord {
+            entity,
+            key,
+            value: QuotaValue(value),
+            remove: self.bool("quota remove")?,
         })
     }
 }

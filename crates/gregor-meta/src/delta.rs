@@ -1,5 +1,6 @@
 //! What applying records changed, and what that means for one broker's replicas.
 
+use crate::quota::ClientQuotaEntity;
 use crate::record::ConfigResource;
 use crate::registration::PartitionRegistration;
 use crate::types::{BrokerId, TopicIdPartition};
@@ -34,6 +35,8 @@ pub struct MetadataDelta {
     pub changed_acls: BTreeSet<Uuid>,
     /// Users whose SCRAM credentials were set or deleted.
     pub changed_scram_users: BTreeSet<String>,
+    /// Entities whose client quotas were set or removed.
+    pub changed_client_quotas: BTreeSet<ClientQuotaEntity>,
 }
 
 impl MetadataDelta {
@@ -46,6 +49,7 @@ impl MetadataDelta {
             && self.changed_configs.is_empty()
             && self.changed_acls.is_empty()
             && self.changed_scram_users.is_empty()
+            && self.changed_client_quotas.is_empty()
     }
 
     /// Fold a later delta into this one: the earliest `before` and the latest `after` of each
@@ -74,6 +78,8 @@ impl MetadataDelta {
         self.changed_configs.extend(later.changed_configs);
         self.changed_acls.extend(later.changed_acls);
         self.changed_scram_users.extend(later.changed_scram_users);
+        self.changed_client_quotas
+            .extend(later.changed_client_quotas);
     }
 
     /// What `broker` must do with its replicas: become leader, become or stay follower, or stop

@@ -5,6 +5,7 @@
 use crate::acl::index::AclIndex;
 use crate::delta::{MetadataDelta, PartitionDelta};
 use crate::error::ImageError;
+use crate::quota::ClientQuotas;
 use crate::record::*;
 pub use crate::registration::PartitionRegistration;
 use crate::scram::ScramCredentials;
@@ -62,6 +63,7 @@ pub struct MetadataImage {
     configs: BTreeMap<ConfigResource, BTreeMap<String, String>>,
     acls: AclIndex,
     scram: ScramCredentials,
+    client_quotas: ClientQuotas,
 }
 
 impl MetadataImage {
@@ -154,6 +156,11 @@ impl MetadataImage {
         &self.scram
     }
 
+    /// Every entity's client quotas.
+    pub fn client_quotas(&self) -> &ClientQuotas {
+        &self.client_quotas
+    }
+
     /// The next broker epoch the controller hands out: above every registered epoch.
     pub fn next_broker_epoch(&self) -> i64 {
         self.brokers.values().map(|b| b.epoch).max().unwrap_or(0) + 1
@@ -192,6 +199,10 @@ impl MetadataImage {
             MetadataRecord::RemoveUserScramCredential(r) => {
                 self.scram.apply_remove(r)?;
                 d.changed_scram_users.insert(r.name.clone());
+            }
+            MetadataRecord::ClientQuota(r) => {
+                self.client_quotas.apply(r)?;
+                d.changed_client_quotas.insert(r.entity.clone());
             }
         }
         Ok(delta)
@@ -434,7 +445,8 @@ impl MetadataImage {
     }
 
     /// The records that rebuild this image from empty: a snapshot. Order: brokers, then each
-    /// topic (topic, its configs, its partitions), then broker configs, then ACLs, then SCRAM credentials.
+    /// topic (topic, its configs, its partitions), then broker configs, then ACLs, then SCRAM credentials,
+    /// then client quotas.
     pub fn to_records(&self) -> Vec<MetadataRecord> {
         let mut out = Vec::new();
         for b in self.brokers.values() {
@@ -470,6 +482,11 @@ impl MetadataImage {
             self.scram
                 .to_records()
                 .map(MetadataRecord::UserScramCredential),
+        );
+        out.extend(
+            self.client_quotas
+                .to_records()
+                .map(MetadataRecord::ClientQuota),
         );
         out
     }

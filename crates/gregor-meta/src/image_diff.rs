@@ -57,6 +57,15 @@ impl MetadataDelta {
                 d.changed_configs.insert(r.clone());
             }
         }
+        let (old_q, new_q) = (
+            old.client_quotas().entities(),
+            new.client_quotas().entities(),
+        );
+        for e in old_q.keys().chain(new_q.keys()) {
+            if old_q.get(e) != new_q.get(e) {
+                d.changed_client_quotas.insert(e.clone());
+            }
+        }
         d
     }
 }

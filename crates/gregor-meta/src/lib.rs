@@ -16,6 +16,7 @@ mod error;
 mod image;
 mod image_diff;
 pub mod placement;
+pub mod quota;
 pub mod reassign_plan;
 mod record;
 mod registration;

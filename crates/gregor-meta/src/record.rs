@@ -4,6 +4,7 @@
 //! (`metadata/src/main/resources/common/metadata/*Record.json`).
 
 pub use crate::acl::types::{AccessControlEntryRecord, RemoveAccessControlEntryRecord};
+pub use crate::quota::ClientQuotaRecord;
 pub use crate::scram::{RemoveUserScramCredentialRecord, UserScramCredentialRecord};
 use crate::types::BrokerId;
 use uuid::Uuid;
@@ -267,4 +268,6 @@ pub enum MetadataRecord {
     UserScramCredential(UserScramCredentialRecord),
     /// A user's SCRAM credential for one mechanism was deleted.
     RemoveUserScramCredential(RemoveUserScramCredentialRecord),
+    /// A client quota of one entity was set or removed.
+    ClientQuota(ClientQuotaRecord),
 }

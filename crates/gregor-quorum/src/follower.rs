@@ -11,7 +11,7 @@ use gregor_meta::config::StaticBrokerConfig;
 use gregor_meta::{Controller, MetadataDelta, MetadataImage};
 use openraft::EntryPayload;
 use tokio::sync::watch;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::rpc::{Connector, MetadataUpdate, RpcClient, RpcRequest, RpcResponse};
 use crate::state_machine::{decode_image, replay_batch, Shared};
@@ -22,6 +22,9 @@ const FETCH_WAIT: Duration = Duration::from_millis(500);
 
 /// Pause before trying another voter after a failure.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// The least time between two warnings that no voter answers.
+const UNREACHABLE_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 
 /// How a broker-only node follows the quorum.
 #[derive(Debug, Clone)]
@@ -132,6 +135,9 @@ async fn follow<C: Connector>(
     let mut clients: BTreeMap<NodeId, RpcClient<C>> = BTreeMap::new();
     let mut next_voter = 0usize;
     let mut hint: Option<NodeId> = None;
+    // Failures since the last answer, and when a warning last said so.
+    let mut failures = 0usize;
+    let mut warned: Option<tokio::time::Instant> = None;
     loop {
         let (id, addr) = match hint.and_then(|h| voters.iter().find(|(v, _)| *v == h)) {
             Some(v) => v.clone(),
@@ -153,6 +159,7 @@ async fn follow<C: Connector>(
         };
         match client.call(&request, FETCH_WAIT * 4).await {
             Ok(RpcResponse::FetchMetadata(Ok(fetch))) => {
+                failures = 0;
                 leader.send_replace(fetch.leader);
                 hint = fetch.leader.or(Some(id));
                 if let Err(e) = apply(&shared, from, fetch.update) {
@@ -162,7 +169,16 @@ async fn follow<C: Connector>(
                 }
             }
             other => {
-                debug!(voter = id, answer = ?other.err(), "metadata fetch failed; trying another voter");
+                failures += 1;
+                // One voter down is a failover; none answering a whole round (e.g. every
+                // controller refusing this node's certificate) is worth telling the operator.
+                let due = warned.is_none_or(|w| w.elapsed() >= UNREACHABLE_WARNING_INTERVAL);
+                if failures >= voters.len() && due {
+                    warn!(voter = id, answer = ?other.err(), failures, "no voter answers this node's metadata fetches");
+                    warned = Some(tokio::time::Instant::now());
+                } else {
+                    debug!(voter = id, answer = ?other.err(), "metadata fetch failed; trying another voter");
+                }
                 hint = None;
                 tokio::time::sleep(RETRY_PAUSE).await;
             }

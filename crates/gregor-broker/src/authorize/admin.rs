@@ -50,6 +50,9 @@ pub(super) fn gate(
         | RequestKind::CreateAcls(_)
         | RequestKind::DeleteAcls(_)
         | RequestKind::AlterUserScramCredentials(_) => Some(AclOperation::Alter),
+        // Kafka: quotas are cluster configs.
+        RequestKind::AlterClientQuotas(_) => Some(AclOperation::AlterConfigs),
+        RequestKind::DescribeClientQuotas(_) => Some(AclOperation::DescribeConfigs),
         RequestKind::ListPartitionReassignments(_)
         | RequestKind::DescribeLogDirs(_)
         | RequestKind::DescribeAcls(_)
@@ -122,6 +125,16 @@ fn cluster_refusal(request: RequestKind, version: i16) -> ResponseKind {
                 })
                 .collect();
             ResponseKind::AlterUserScramCredentials(resp)
+        }
+        RequestKind::AlterClientQuotas(r) => {
+            let refusal = gregor_meta::ApiError::new(e, CLUSTER_AUTHORIZATION_FAILED.to_string());
+            ResponseKind::AlterClientQuotas(crate::handlers::quotas::refuse_alter(&r, &refusal))
+        }
+        RequestKind::DescribeClientQuotas(_) => {
+            let mut resp = kafka_protocol::messages::DescribeClientQuotasResponse::default();
+            resp.error_code = e.code();
+            resp.error_message = Some(s(e.to_string()));
+            ResponseKind::DescribeClientQuotas(resp)
         }
         other => partition_refusal(other, version),
     }

@@ -24,8 +24,10 @@ use bytes::Bytes;
 use hyper::StatusCode;
 
 use crate::broker_view::BrokerView;
+use crate::metrics::auth::Viewer;
 
 pub use view::HostedReplica;
+use view::Visible;
 
 /// The page, compiled in.
 const INDEX_HTML: &str = include_str!("assets/index.html");
@@ -115,9 +117,14 @@ fn asset(path: &str) -> Option<Page> {
     ))
 }
 
-/// Answers a GET of `path` (with its `query`, undecoded) under `/ui`; `broker` is `None` while
-/// the broker is starting.
-pub async fn answer(broker: Option<BrokerView<'_>>, path: &str, query: Option<&str>) -> Page {
+/// Answers a GET of `path` (with its `query`, undecoded) under `/ui` for `viewer`, who sees the
+/// topics and groups it may DESCRIBE; `broker` is `None` while the broker is starting.
+pub async fn answer(
+    broker: Option<BrokerView<'_>>,
+    viewer: &Viewer,
+    path: &str,
+    query: Option<&str>,
+) -> Page {
     if let Some(page) = asset(path) {
         return page;
     }
@@ -135,18 +142,30 @@ pub async fn answer(broker: Option<BrokerView<'_>>, path: &str, query: Option<&s
         Ok(scope) => scope,
         Err(e) => return Page::error(StatusCode::BAD_REQUEST, &e.to_string()),
     };
+    let topic = |t: &str| viewer.may_describe_topic(t);
+    let group_ok = |g: &str| viewer.may_describe_group(g);
+    let visible = Visible {
+        topic: &topic,
+        group: &group_ok,
+    };
     match api {
-        "cluster" => Page::json(&cluster(b)),
+        "cluster" => Page::json(&cluster(b, &visible)),
         "groups" => match scope {
-            Scope::Local => Page::json(&local_groups(b).await),
-            Scope::Cluster => Page::json(&cluster_groups(b).await),
+            Scope::Local => Page::json(&local_groups(b, &visible).await),
+            Scope::Cluster => Page::json(&cluster_groups(b, &visible).await),
         },
         "group" => {
             let id = match group_id_param(query) {
                 Ok(id) => id,
                 Err(e) => return Page::error(StatusCode::BAD_REQUEST, &e.to_string()),
             };
-            group(b, &id, scope).await
+            if !group_ok(&id) {
+                return Page::error(
+                    StatusCode::FORBIDDEN,
+                    &format!("not authorized to describe group {id:?}"),
+                );
+            }
+            group(b, &id, scope, &visible).await
         }
         _ => Page::error(StatusCode::NOT_FOUND, &format!("no API {api:?}")),
     }
@@ -161,15 +180,16 @@ pub enum Scope {
 }
 
 /// The groups this node coordinates, with their lag.
-async fn local_groups(b: BrokerView<'_>) -> serde_json::Value {
-    let observed = b.groups.observe().await;
+async fn local_groups(b: BrokerView<'_>, visible: &Visible<'_>) -> serde_json::Value {
+    let mut observed = b.groups.observe().await;
+    observed.retain(|g| (visible.group)(&g.summary.group_id));
     let hws = high_watermarks(b, &observed).await;
-    view::groups(b.config.node_id, &observed, &hws)
+    view::groups(b.config.node_id, &observed, &hws, visible)
 }
 
 /// Every live broker's groups: this node's, and each other unfenced broker's own list read from
-/// its console, merged (`merge`).
-async fn cluster_groups(b: BrokerView<'_>) -> serde_json::Value {
+/// its console, merged (`merge`); then only those the principal may see.
+async fn cluster_groups(b: BrokerView<'_>, visible: &Visible<'_>) -> serde_json::Value {
     let node = b.config.node_id;
     let image = b.metadata.image();
     let peers: Vec<(i32, bool)> = image
@@ -181,9 +201,15 @@ async fn cluster_groups(b: BrokerView<'_>) -> serde_json::Value {
     let asked = peers
         .iter()
         .map(|&(peer, fenced)| peer_groups(b, peer, fenced));
-    let (mine, mut answers) = tokio::join!(local_groups(b), futures::future::join_all(asked));
+    let (mine, mut answers) =
+        tokio::join!(local_groups(b, visible), futures::future::join_all(asked));
     answers.push((node, Ok(mine)));
-    merge::groups(node, answers)
+    let mut merged = merge::groups(node, answers);
+    // Other nodes answer for the principal they see (this node's request carries none).
+    if let Some(groups) = merged["groups"].as_array_mut() {
+        groups.retain(|g| g["group_id"].as_str().is_some_and(|id| (visible.group)(id)));
+    }
+    merged
 }
 
 /// Another node's own groups, read from its console.
@@ -211,12 +237,12 @@ async fn peer_groups(b: BrokerView<'_>, peer: i32, fenced: bool) -> (i32, merge:
 
 /// One group in full: from this node when it coordinates the group, else read from its
 /// coordinator's console (the leader of its `__consumer_offsets` partition).
-async fn group(b: BrokerView<'_>, id: &str, scope: Scope) -> Page {
+async fn group(b: BrokerView<'_>, id: &str, scope: Scope, visible: &Visible<'_>) -> Page {
     let node = b.config.node_id;
     let observed = b.groups.observe().await;
     if let Some(g) = observed.iter().find(|g| g.summary.group_id == id) {
         let hws = high_watermarks(b, std::slice::from_ref(g)).await;
-        return Page::json(&view::group(node, g, &hws));
+        return Page::json(&view::group(node, g, &hws, visible));
     }
     let not_here = || {
         Page::error(
@@ -291,7 +317,7 @@ async fn group_from_coordinator(b: BrokerView<'_>, id: &str, coordinator: i32) -
     }
 }
 
-fn cluster(b: BrokerView<'_>) -> serde_json::Value {
+fn cluster(b: BrokerView<'_>, visible: &Visible<'_>) -> serde_json::Value {
     let hosted: HashMap<(String, i32), HostedReplica> = b
         .replicas
         .all()
@@ -314,6 +340,7 @@ fn cluster(b: BrokerView<'_>) -> serde_json::Value {
         image: &b.metadata.image(),
         hosted: &hosted,
         is_internal: crate::handlers::produce::is_internal_topic,
+        visible,
     })
 }
 
@@ -494,19 +521,21 @@ mod tests {
 
     #[tokio::test]
     async fn assets_are_served_and_the_api_waits_for_the_broker() {
-        let index = answer(None, "/ui", None).await;
+        let v = Viewer::everything(crate::security::KafkaPrincipal::anonymous());
+        let answer = |path, query| answer(None, &v, path, query);
+        let index = answer("/ui", None).await;
         assert_eq!(index.status, StatusCode::OK);
         assert!(index.content_type.starts_with("text/html"));
         assert!(std::str::from_utf8(&index.body)
             .expect("utf-8")
             .contains("/ui/app.js"));
-        assert_eq!(answer(None, "/ui/app.js", None).await.body, APP_JS);
+        assert_eq!(answer("/ui/app.js", None).await.body, APP_JS);
         assert_eq!(
-            answer(None, "/ui/api/groups", None).await.status,
+            answer("/ui/api/groups", None).await.status,
             StatusCode::SERVICE_UNAVAILABLE
         );
         assert_eq!(
-            answer(None, "/ui/nope.js", None).await.status,
+            answer("/ui/nope.js", None).await.status,
             StatusCode::NOT_FOUND
         );
         assert!(owns("/ui") && owns("/ui/api/x") && !owns("/uix") && !owns("/metrics"));

@@ -16,6 +16,24 @@ pub struct HostedReplica {
     pub high_watermark: i64,
 }
 
+/// What the principal asking may see: with an authorizer, the topics and groups it may DESCRIBE
+/// (as Metadata lists topics and ListGroups groups); without one, everything.
+pub struct Visible<'a> {
+    pub topic: &'a (dyn Fn(&str) -> bool + Sync),
+    pub group: &'a (dyn Fn(&str) -> bool + Sync),
+}
+
+#[cfg(test)]
+impl Visible<'_> {
+    /// Everything is shown.
+    pub fn all() -> Visible<'static> {
+        Visible {
+            topic: &|_| true,
+            group: &|_| true,
+        }
+    }
+}
+
 /// What `/ui/api/cluster` is made of.
 pub struct ClusterInput<'a> {
     pub node_id: i32,
@@ -25,9 +43,11 @@ pub struct ClusterInput<'a> {
     pub image: &'a MetadataImage,
     pub hosted: &'a HashMap<(String, i32), HostedReplica>,
     pub is_internal: fn(&str) -> bool,
+    pub visible: &'a Visible<'a>,
 }
 
-/// Brokers and topics as this node's metadata image has them.
+/// Brokers and topics as this node's metadata image has them (the topics the principal may see;
+/// brokers are shown to all, as Metadata shows them).
 pub fn cluster(c: &ClusterInput<'_>) -> Value {
     let brokers: Vec<Value> = c
         .image
@@ -53,6 +73,7 @@ pub fn cluster(c: &ClusterInput<'_>) -> Value {
         .image
         .topics()
         .values()
+        .filter(|t| (c.visible.topic)(&t.name))
         .map(|t| {
             let partitions: Vec<Value> = t
                 .partitions
@@ -106,10 +127,17 @@ struct PartitionLag {
     lag: Option<i64>,
 }
 
-fn lags(g: &GroupObservation, hws: &HashMap<(String, i32), i64>) -> Vec<PartitionLag> {
+/// The committed offsets of the topics the principal may see (OffsetFetch of all topics hides
+/// the others).
+fn lags(
+    g: &GroupObservation,
+    hws: &HashMap<(String, i32), i64>,
+    visible: &Visible<'_>,
+) -> Vec<PartitionLag> {
     let mut out: Vec<_> = g
         .offsets
         .iter()
+        .filter(|(t, _, _)| (visible.topic)(t))
         .map(|(t, p, committed)| {
             let hw = hws.get(&(t.clone(), *p)).copied();
             PartitionLag {
@@ -129,14 +157,17 @@ fn lag_sum(lags: &[PartitionLag]) -> Option<i64> {
     lags.iter().filter_map(|l| l.lag).reduce(|a, b| a + b)
 }
 
-/// The groups this node coordinates, one line each (`/ui/api/groups?scope=local`).
+/// The groups this node coordinates that the principal may see, one line each
+/// (`/ui/api/groups?scope=local`).
 pub fn groups(
     node_id: i32,
     observed: &[GroupObservation],
     hws: &HashMap<(String, i32), i64>,
+    visible: &Visible<'_>,
 ) -> Value {
     let mut groups: Vec<Value> = observed
         .iter()
+        .filter(|g| (visible.group)(&g.summary.group_id))
         .map(|g| {
             let s = &g.summary;
             json!({
@@ -146,7 +177,7 @@ pub fn groups(
                 "protocol": s.protocol_name,
                 "generation": s.generation_id,
                 "members": s.members.len(),
-                "lag_sum": lag_sum(&lags(g, hws)),
+                "lag_sum": lag_sum(&lags(g, hws, visible)),
                 "rebalances": g.rebalances.generations,
                 "rebalancing": g.rebalances.in_progress().is_some(),
                 "coordinator": node_id,
@@ -157,11 +188,17 @@ pub fn groups(
     json!({ "node_id": node_id, "scope": "local", "groups": groups })
 }
 
-/// One group in full: members with their assignments and lag, committed offsets, timeline.
-pub fn group(node_id: i32, g: &GroupObservation, hws: &HashMap<(String, i32), i64>) -> Value {
+/// One group in full: members with their assignments and lag, committed offsets (of the topics
+/// the principal may see; assignments are shown whole, as DescribeGroups shows them), timeline.
+pub fn group(
+    node_id: i32,
+    g: &GroupObservation,
+    hws: &HashMap<(String, i32), i64>,
+    visible: &Visible<'_>,
+) -> Value {
     let s = &g.summary;
     let consumer = s.protocol_type.as_deref() == Some("consumer");
-    let lags = lags(g, hws);
+    let lags = lags(g, hws, visible);
     let mut owner: HashMap<(String, i32), String> = HashMap::new();
     let mut per_member_lag: Vec<Option<i64>> = Vec::new();
     let members: Vec<Value> = s
@@ -253,6 +290,103 @@ fn skew(per_member: &[Option<i64>]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn observation(group_id: &str, offsets: &[(&str, i64)]) -> GroupObservation {
+        GroupObservation {
+            summary: gregor_group::GroupSummary {
+                group_id: group_id.into(),
+                state: gregor_group::GroupState::Empty,
+                generation_id: 0,
+                protocol_type: Some("consumer".into()),
+                protocol_name: None,
+                leader_id: None,
+                members: vec![],
+                pending_members: vec![],
+                state_timestamp_ms: None,
+            },
+            rebalances: Default::default(),
+            offsets: offsets
+                .iter()
+                .map(|(t, o)| (t.to_string(), 0, *o))
+                .collect(),
+            coordinator_since_ms: 0,
+        }
+    }
+
+    fn names(v: &Value, list: &str, key: &str) -> Vec<String> {
+        v[list]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|x| x[key].as_str().expect("a name").to_string())
+            .collect()
+    }
+
+    #[test]
+    fn groups_and_their_offsets_are_filtered_by_what_the_principal_may_see() {
+        let observed = [
+            observation("a-orders", &[("a-in", 5), ("b-secret", 1)]),
+            observation("b-billing", &[("b-secret", 2)]),
+        ];
+        let hws = HashMap::from([
+            (("a-in".to_string(), 0), 9),
+            (("b-secret".to_string(), 0), 100),
+        ]);
+        let only_a = Visible {
+            topic: &|t| t.starts_with("a-"),
+            group: &|g| g.starts_with("a-"),
+        };
+        let list = groups(1, &observed, &hws, &only_a);
+        assert_eq!(names(&list, "groups", "group_id"), ["a-orders"]);
+        assert_eq!(
+            list["groups"][0]["lag_sum"], 4,
+            "b-secret's lag is not counted"
+        );
+        let all = groups(1, &observed, &hws, &Visible::all());
+        assert_eq!(names(&all, "groups", "group_id"), ["a-orders", "b-billing"]);
+        assert_eq!(all["groups"][0]["lag_sum"], 103);
+        let one = group(1, &observed[0], &hws, &only_a);
+        assert_eq!(names(&one, "offsets", "topic"), ["a-in"]);
+        assert_eq!(one["lag_sum"], 4);
+    }
+
+    #[test]
+    fn topics_are_filtered_and_brokers_are_not() {
+        use gregor_meta::{MetadataRecord, TopicRecord, Uuid};
+        let mut image = MetadataImage::new();
+        for name in ["a-one", "b-two"] {
+            image
+                .apply(&MetadataRecord::Topic(TopicRecord {
+                    name: name.into(),
+                    topic_id: Uuid::new_v4(),
+                }))
+                .expect("applied");
+        }
+        let hosted = HashMap::new();
+        let input = |visible| ClusterInput {
+            node_id: 1,
+            cluster_id: "c",
+            controller: None,
+            applied_index: 0,
+            image: &image,
+            hosted: &hosted,
+            is_internal: |_| false,
+            visible,
+        };
+        let only_a = Visible {
+            topic: &|t| t.starts_with("a-"),
+            group: &|_| false,
+        };
+        assert_eq!(
+            names(&cluster(&input(&only_a)), "topics", "name"),
+            ["a-one"]
+        );
+        let all = Visible::all();
+        assert_eq!(
+            names(&cluster(&input(&all)), "topics", "name"),
+            ["a-one", "b-two"]
+        );
+    }
 
     #[test]
     fn skew_is_the_largest_lag_over_the_mean() {

@@ -90,7 +90,8 @@ fn reader_for(b: DataPlane<'_>, replica_id: i32, topic: &str, partition: i32) ->
 }
 
 /// Which topics the requester may read (`authorize::fetch_reader`; `None`: all, no authorizer);
-/// the partitions of the others answer TOPIC_AUTHORIZATION_FAILED, whether or not they exist.
+/// the partitions of the others answer TOPIC_AUTHORIZATION_FAILED, whether or not they exist,
+/// beside the read of the rest, which waits as usual (a fetch of only those answers at once).
 pub type MayRead<'a> = Option<&'a (dyn Fn(&str) -> bool + Sync)>;
 
 /// Answers a Fetch. `min_round_trip` is the connection's (where known): a consumer on a short
@@ -250,8 +251,8 @@ struct ReadLimits {
     deadline: Instant,
 }
 
-/// Reads the partitions until they hold `min_bytes`, one answers an error, or the deadline
-/// passes, parking on the partitions' watches in between.
+/// Reads the partitions until they hold `min_bytes`, one the requester may read answers an
+/// error, or the deadline passes, parking on the partitions' watches in between.
 async fn read_until_min_bytes(
     b: DataPlane<'_>,
     r: &FetchRequest,
@@ -277,8 +278,18 @@ async fn read_until_min_bytes(
             *targets = relocated(b, r, targets);
         }
         let (results, bytes) = read_current(b, r, targets, limits.max_bytes, version).await;
-        let any_error = results.iter().any(|p| p.data.error_code != 0);
-        if bytes >= limits.min_bytes || any_error || Instant::now() >= limits.deadline {
+        // As in Kafka, a refused partition is an error beside the read, not an error of the
+        // read: it ends no wait, but a fetch of refused partitions only has nothing to wait for.
+        let any_error = targets
+            .iter()
+            .zip(&results)
+            .any(|(t, p)| p.data.error_code != 0 && !refused(t));
+        let only_refused = targets.iter().all(refused);
+        if bytes >= limits.min_bytes
+            || any_error
+            || only_refused
+            || Instant::now() >= limits.deadline
+        {
             return results;
         }
         let Some(subscribed) = &mut watches else {
@@ -442,6 +453,11 @@ fn readable(
     }
 }
 
+/// Whether a target is of a topic the requester may not read (TOPIC_AUTHORIZATION_FAILED).
+fn refused(t: &Target) -> bool {
+    matches!(t.part, Err(ResponseError::TopicAuthorizationFailed))
+}
+
 /// Looks the targets' partitions up again (after one was removed); a refused one stays
 /// refused.
 fn relocated(b: DataPlane<'_>, r: &FetchRequest, targets: &[Target]) -> Vec<Target> {
@@ -449,7 +465,7 @@ fn relocated(b: DataPlane<'_>, r: &FetchRequest, targets: &[Target]) -> Vec<Targ
         .iter()
         .map(|t| {
             let topic = &r.topics[t.topic_index];
-            if matches!(t.part, Err(ResponseError::TopicAuthorizationFailed)) {
+            if refused(t) {
                 return t.clone();
             }
             Target {

@@ -12,7 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
-use super::{answer, plan};
+use super::{answer, fetch, plan};
 use crate::connection::{Handler, Reply, RequestContext};
 use crate::{Broker, BrokerConfig, BrokerOptions};
 
@@ -165,5 +165,93 @@ fn an_answer_keeps_to_the_request_the_broker_and_the_latency_cap_but_holds_min_b
     assert_eq!(
         answer_limit(50 * MIB, 40 * MIB, 30 * MIB, Some(2 * MIB)),
         30 * MIB
+    );
+}
+
+/// Produces one record to partition 0 of `topic`.
+async fn produce_one(b: &Arc<Broker>, topic: &str) {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let record = gregor_log::records::Record {
+        offset: 0,
+        timestamp: 1,
+        key: None,
+        value: Some(bytes::Bytes::from_static(b"hello")),
+        headers: Vec::new(),
+    };
+    let batch = gregor_log::records::encode_batch(&Default::default(), &[record]).expect("batch");
+    let mut part = PartitionProduceData::default();
+    part.index = 0;
+    part.records = Some(bytes::Bytes::from(batch));
+    let mut t = TopicProduceData::default();
+    t.name = TopicName(sb(topic));
+    t.partition_data = vec![part];
+    let mut r = ProduceRequest::default();
+    r.acks = 1;
+    r.timeout_ms = 10_000;
+    r.topic_data = vec![t];
+    match send(b, ApiKey::Produce, 8, RequestKind::Produce(r)).await {
+        ResponseKind::Produce(resp) => {
+            let p = &resp.responses[0].partition_responses[0];
+            assert_eq!(p.error_code, 0, "produce to {topic}: {p:?}");
+        }
+        other => panic!("expected a Produce response, got {other:?}"),
+    }
+}
+
+/// Kafka answers the partitions a consumer may not read as TOPIC_AUTHORIZATION_FAILED beside
+/// the read of the others, which still waits for `min_bytes` (or `max_wait_ms`); only a fetch
+/// of nothing but refused partitions answers at once. Gregor answered every such mixed fetch at
+/// once, with the readable partitions empty: a consumer of one readable and one refused topic
+/// then polled in a busy loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_partitions_answer_beside_a_fetch_that_still_waits() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let b = start(tmp.path()).await;
+    create_topic(&b, "readable").await;
+    create_topic(&b, "secret").await;
+    let may_read = |t: &str| t == "readable";
+    let mut r = fetch_request("readable", Uuid::nil(), 12, 60_000);
+    let mut secret = r.topics[0].clone();
+    secret.topic = TopicName(sb("secret"));
+    r.topics.push(secret.clone());
+
+    // Mixed: parked (nothing to read yet) until a record arrives.
+    let fetching = fetch(b.data_plane(), r, 12, None, Some(&may_read));
+    tokio::pin!(fetching);
+    let early = tokio::time::timeout(Duration::from_millis(300), &mut fetching).await;
+    assert!(
+        early.is_err(),
+        "answered without waiting: {:?}",
+        early.map(|r| r.response)
+    );
+    produce_one(&b, "readable").await;
+    let reply = tokio::time::timeout(Duration::from_secs(20), fetching)
+        .await
+        .expect("the append ends the wait");
+    let codes: Vec<(String, i16)> = reply
+        .response
+        .responses
+        .iter()
+        .map(|t| (t.topic.0.to_string(), t.partitions[0].error_code))
+        .collect();
+    let refused = ResponseError::TopicAuthorizationFailed.code();
+    assert_eq!(
+        codes,
+        vec![("readable".to_string(), 0), ("secret".to_string(), refused)]
+    );
+    assert!(reply.records.iter().any(|s| !s.is_empty()), "the record");
+
+    // Only refused partitions: nothing to wait for, answered at once (well within max_wait).
+    let mut only = fetch_request("secret", Uuid::nil(), 12, 60_000);
+    only.topics = vec![secret];
+    let reply = tokio::time::timeout(
+        Duration::from_secs(20),
+        fetch(b.data_plane(), only, 12, None, Some(&may_read)),
+    )
+    .await
+    .expect("answered at once");
+    assert_eq!(
+        reply.response.responses[0].partitions[0].error_code,
+        refused
     );
 }

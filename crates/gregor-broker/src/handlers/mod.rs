@@ -12,6 +12,7 @@ pub(crate) mod groups;
 pub(crate) mod log_dirs;
 pub(crate) mod offsets;
 pub(crate) mod produce;
+pub(crate) mod quotas;
 pub(crate) mod reassign;
 pub(crate) mod scram;
 
@@ -58,6 +59,9 @@ pub async fn controller_api(
         RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
             scram::alter_user_scram_credentials(b.metadata, r).await,
         ),
+        RequestKind::AlterClientQuotas(r) => {
+            ResponseKind::AlterClientQuotas(quotas::alter_client_quotas(b.metadata, r).await)
+        }
         RequestKind::BrokerRegistration(r) => {
             ResponseKind::BrokerRegistration(cluster::broker_registration(b, r).await)
         }

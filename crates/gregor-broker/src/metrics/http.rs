@@ -23,8 +23,10 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
+use super::auth::{self, Authentication, MetricsSecurity, Viewer};
 use crate::broker_view::{BrokerView, Observable};
 use crate::cluster_view::peer::parse_listener;
+use crate::security::KafkaPrincipal;
 
 /// Connections served at once; more wait in the kernel's backlog.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -37,14 +39,17 @@ pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(120);
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// `metrics.listener` as a socket address: `http://HOST:PORT` (or `HOST:PORT`); `None` when
-/// unset or empty.
+/// `metrics.listener` as a socket address: `http://HOST:PORT`, `https://HOST:PORT` (or
+/// `HOST:PORT`); `None` when unset or empty.
 pub fn listener_address(config: &crate::BrokerConfig) -> Result<Option<SocketAddr>, String> {
     let value = match config.settings.get("metrics.listener") {
         Some(gregor_meta::config::ConfigValue::String(s)) => s,
         _ => return Ok(None),
     };
-    parse_listener(&value)
+    match value.trim().strip_prefix("https://") {
+        Some(rest) => parse_listener(rest),
+        None => parse_listener(&value),
+    }
 }
 
 /// The broker the listener reports on, once it has started.
@@ -70,10 +75,12 @@ impl Target {
     }
 }
 
-/// Serves the listener until the task is dropped.
-pub async fn serve(listener: TcpListener, target: Arc<Target>) {
+/// Serves the listener until the task is dropped, with the TLS and authentication `security`
+/// describes.
+pub async fn serve(listener: TcpListener, target: Arc<Target>, security: Arc<MetricsSecurity>) {
     if let Ok(addr) = listener.local_addr() {
-        info!(address = %addr, "metrics listener serving /metrics, /healthz, /readyz");
+        info!(address = %addr, tls = security.tls.is_some(), authentication = ?security.authentication,
+            "metrics listener serving /metrics, /healthz, /readyz, /ui");
     }
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -89,23 +96,56 @@ pub async fn serve(listener: TcpListener, target: Arc<Target>) {
             }
         };
         let target = target.clone();
+        let security = security.clone();
         crate::runtime::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let target = target.clone();
-                async move { Ok::<_, Infallible>(answer(&target, &req).await) }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEAD_TIMEOUT)
-                .max_buf_size(MAX_HEAD_BYTES)
-                .serve_connection(TokioIo::new(stream), service);
-            match tokio::time::timeout(CONNECTION_TIMEOUT, connection).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => debug!(%peer, error = %e, "metrics connection ended"),
-                Err(_) => debug!(%peer, "metrics connection closed after its time limit"),
+            let Some(tls) = &security.tls else {
+                let client = Client {
+                    peer,
+                    certificate: KafkaPrincipal::anonymous(),
+                };
+                connection(stream, client, target, security.clone()).await;
+                drop(slot);
+                return;
+            };
+            match tls.accept(stream, Some(HEAD_TIMEOUT)).await {
+                Ok((stream, certificate)) => {
+                    let client = Client { peer, certificate };
+                    connection(stream, client, target, security.clone()).await;
+                }
+                Err(e) => debug!(%peer, error = %e, "metrics listener TLS handshake refused"),
             }
             drop(slot);
         });
+    }
+}
+
+/// Who is at the other end of a connection: its address, and its certificate's principal
+/// (`User:ANONYMOUS` without one, or without TLS).
+#[derive(Clone)]
+struct Client {
+    peer: SocketAddr,
+    certificate: KafkaPrincipal,
+}
+
+/// Serves one connection's requests, within [`CONNECTION_TIMEOUT`].
+async fn connection<IO>(io: IO, client: Client, target: Arc<Target>, security: Arc<MetricsSecurity>)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let peer = client.peer;
+    let service = hyper::service::service_fn(move |req| {
+        let (target, security, client) = (target.clone(), security.clone(), client.clone());
+        async move { Ok::<_, Infallible>(answer(&target, &security, &client, &req).await) }
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .serve_connection(TokioIo::new(io), service);
+    match tokio::time::timeout(CONNECTION_TIMEOUT, connection).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => debug!(%peer, error = %e, "metrics connection ended"),
+        Err(_) => debug!(%peer, "metrics connection closed after its time limit"),
     }
 }
 
@@ -119,7 +159,12 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     r
 }
 
-async fn answer(target: &Target, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn answer(
+    target: &Target,
+    security: &MetricsSecurity,
+    client: &Client,
+    req: &Request<Incoming>,
+) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
         r.headers_mut()
@@ -127,6 +172,12 @@ async fn answer(target: &Target, req: &Request<Incoming>) -> Response<Full<Bytes
         return r;
     }
     let path = req.uri().path();
+    // Load balancers and orchestrators probe these without credentials; they reveal nothing.
+    match path {
+        "/healthz" => return text(StatusCode::OK, "ok\n"),
+        "/readyz" => return ready(target),
+        _ => {}
+    }
     if crate::console::owns(path) {
         let host = req
             .headers()
@@ -135,35 +186,125 @@ async fn answer(target: &Target, req: &Request<Incoming>) -> Response<Full<Bytes
         if !crate::console::host_allowed(host) {
             return console_response(crate::console::host_refused());
         }
-        let broker = target.get();
+    } else if path != "/metrics" {
+        return text(StatusCode::NOT_FOUND, "not found\n");
+    }
+    let broker = target.get();
+    let viewer = match login(security, client, req, broker.as_deref()).await {
+        Ok(viewer) => viewer,
+        Err(refusal) => return refusal,
+    };
+    if crate::console::owns(path) {
         let view = broker.as_deref().map(Observable::view);
-        let page = crate::console::answer(view, path, req.uri().query()).await;
+        let page = crate::console::answer(view, &viewer, path, req.uri().query()).await;
         return console_response(page);
     }
-    match path {
-        "/healthz" => text(StatusCode::OK, "ok\n"),
-        "/readyz" => match target.get() {
-            None => text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "starting: not registered yet\n",
-            ),
-            Some(b) => match readiness(b.view()) {
-                Ok(()) => text(StatusCode::OK, "ready\n"),
-                Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
-            },
-        },
-        "/metrics" => match target.get() {
-            None => text(StatusCode::SERVICE_UNAVAILABLE, "starting\n"),
-            Some(b) => {
-                let body = super::collect::render(b.view()).await;
-                let mut r = text(StatusCode::OK, body);
-                r.headers_mut()
-                    .insert(CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS));
-                r
-            }
-        },
-        _ => text(StatusCode::NOT_FOUND, "not found\n"),
+    match broker {
+        None => text(StatusCode::SERVICE_UNAVAILABLE, "starting\n"),
+        Some(_) if !viewer.may_describe_cluster() => {
+            info!(principal = %viewer.principal(), peer = %client.peer,
+                "metrics scrape refused: no DESCRIBE on the cluster");
+            text(
+                StatusCode::FORBIDDEN,
+                "/metrics needs DESCRIBE on the cluster\n",
+            )
+        }
+        Some(b) => {
+            let body = super::collect::render(b.view()).await;
+            let mut r = text(StatusCode::OK, body);
+            r.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS));
+            r
+        }
     }
+}
+
+fn ready(target: &Target) -> Response<Full<Bytes>> {
+    match target.get() {
+        None => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "starting: not registered yet\n",
+        ),
+        Some(b) => match readiness(b.view()) {
+            Ok(()) => text(StatusCode::OK, "ready\n"),
+            Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+        },
+    }
+}
+
+/// The request's principal, as `metrics.listener.authentication` says, and what it may see;
+/// or the refusal to send. A failed login is answered after
+/// `connection.failed.authentication.delay.ms`, which only this request waits for.
+async fn login(
+    security: &MetricsSecurity,
+    client: &Client,
+    req: &Request<Incoming>,
+    broker: Option<&dyn Observable>,
+) -> Result<Viewer, Response<Full<Bytes>>> {
+    let principal = match security.authentication {
+        Authentication::None => client.certificate.clone(),
+        Authentication::Mtls if client.certificate != KafkaPrincipal::anonymous() => {
+            client.certificate.clone()
+        }
+        Authentication::Mtls => {
+            info!(peer = %client.peer, "metrics listener login failed: no client certificate");
+            return Err(unauthorized(security, false).await);
+        }
+        Authentication::Basic => {
+            let Some(b) = broker else {
+                // The SCRAM credentials are in the metadata image, which is not loaded yet.
+                return Err(text(StatusCode::SERVICE_UNAVAILABLE, "starting\n"));
+            };
+            let header = req.headers().get(hyper::header::AUTHORIZATION);
+            let credentials = match auth::parse_basic(header.map(HeaderValue::as_bytes)) {
+                Ok(c) => c,
+                Err(e) => {
+                    info!(peer = %client.peer, reason = %e, "metrics listener login failed");
+                    return Err(unauthorized(security, true).await);
+                }
+            };
+            let image = b.view().metadata.image();
+            let user = credentials.user.clone();
+            let ok = crate::runtime::blocking(move || {
+                auth::verify_scram(
+                    image.scram_credentials(),
+                    &credentials.user,
+                    &credentials.password,
+                )
+            })
+            .await;
+            if !ok {
+                info!(peer = %client.peer, user, "metrics listener login failed: invalid credentials");
+                return Err(unauthorized(security, true).await);
+            }
+            KafkaPrincipal::user(user)
+        }
+    };
+    Ok(match broker {
+        Some(b) => {
+            let v = b.view();
+            Viewer::new(
+                principal,
+                client.peer.ip(),
+                &v.config.settings,
+                v.metadata.image(),
+            )
+        }
+        None => Viewer::everything(principal),
+    })
+}
+
+/// 401, after the failed-authentication delay; with a Basic challenge when `basic`.
+async fn unauthorized(security: &MetricsSecurity, basic: bool) -> Response<Full<Bytes>> {
+    tokio::time::sleep(security.failed_delay).await;
+    let mut r = text(StatusCode::UNAUTHORIZED, "authentication failed\n");
+    if basic {
+        r.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"gregor\", charset=\"UTF-8\""),
+        );
+    }
+    r
 }
 
 /// The console's answer with the headers that keep the page to itself: only its own script and

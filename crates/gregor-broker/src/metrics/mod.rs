@@ -7,6 +7,7 @@
 //! connections, groups and consumer lag. Nothing is computed between scrapes for the second
 //! kind, so it costs nothing on the request path. docs/metrics.md lists every metric.
 
+pub mod auth;
 mod collect;
 pub(crate) mod errors;
 pub(crate) mod events;

@@ -43,15 +43,7 @@ impl ConnectionArgs {
         // An unreachable cluster should be reported well before a slow one would time out.
         config.connect_timeout = timeout.min(Duration::from_secs(10));
         if let Some(path) = &self.command_config {
-            let flag = format!("--command-config {}", path.display());
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {flag}"))?;
-            let props = command_config(&text).with_context(|| flag.clone())?;
-            if let Some(id) = props.get("client.id") {
-                config.client_id = id.clone();
-            }
-            let tls = ClientTls::from_properties(&props).with_context(|| flag.clone())?;
-            let sasl = ClientSasl::from_properties(&props).with_context(|| flag.clone())?;
-            config.dialer = gregor_client::sasl::dialer(tls, sasl, &config.client_id);
+            apply_command_config(&mut config, path)?;
         }
         Ok(config)
     }
@@ -66,12 +58,30 @@ impl ConnectionArgs {
     }
 }
 
+/// Applies a `--command-config` client properties file to `config`: its `client.id`, and the
+/// TLS and SASL settings that say how to connect.
+pub fn apply_command_config(config: &mut ClientConfig, path: &std::path::Path) -> Result<()> {
+    let flag = format!("--command-config {}", path.display());
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {flag}"))?;
+    let props = command_config(&text).with_context(|| flag.clone())?;
+    if let Some(id) = props.get("client.id") {
+        config.client_id = id.clone();
+    }
+    let tls = ClientTls::from_properties(&props).with_context(|| flag.clone())?;
+    let sasl = ClientSasl::from_properties(&props).with_context(|| flag.clone())?;
+    config.dialer = gregor_client::sasl::dialer(tls, sasl, &config.client_id);
+    Ok(())
+}
+
 /// The SASL settings a properties file may hold (librdkafka's and the Java client's).
 const SASL_SETTINGS: &[&str] = &[
     "sasl.mechanism",
     "sasl.username",
     "sasl.password",
     "sasl.jaas.config",
+    // OAUTHBEARER: the token file (gregor_client::sasl), and the Java client's handler class.
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.login.callback.handler.class",
 ];
 
 /// A client properties file's settings. Only those that say how to connect (and `client.id`)

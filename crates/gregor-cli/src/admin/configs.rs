@@ -1,5 +1,6 @@
 //! `gregor configs`: what `kafka-configs.sh --bootstrap-server` does for topics, brokers and
-//! groups, and for users' SCRAM credentials (`scram_users`).
+//! groups, for users' SCRAM credentials (`scram_users`) and for client quotas of users and
+//! client ids (`client_quotas`).
 
 use anyhow::{anyhow, bail, Result};
 use clap::ArgGroup;
@@ -8,6 +9,7 @@ use gregor_client::admin::{
 };
 use gregor_client::Admin;
 
+use super::client_quotas::{self, QuotaName, QuotaTarget};
 use super::common::ConnectionArgs;
 use super::scram_users;
 
@@ -28,16 +30,21 @@ pub struct ConfigsArgs {
     /// Change configs with --add-config and --delete-config.
     #[arg(long)]
     pub alter: bool,
-    /// topics, brokers, groups or users (or the shorthands --topic, --broker, --broker-defaults,
-    /// --group).
-    #[arg(long, value_name = "TYPE")]
-    pub entity_type: Option<String>,
-    /// The topic, broker id or group (all of them for --describe when left out).
-    #[arg(long, value_name = "NAME")]
-    pub entity_name: Option<String>,
-    /// The cluster-wide broker default (with --entity-type brokers).
-    #[arg(long)]
-    pub entity_default: bool,
+    /// topics, brokers, groups, users or clients (or the shorthands --topic, --broker,
+    /// --broker-defaults, --group); users and clients may be given together for a quota of a
+    /// user and a client id.
+    #[arg(long, value_name = "TYPE", action = clap::ArgAction::Append)]
+    pub entity_type: Vec<String>,
+    /// The topic, broker id, group, user or client id (all of them for --describe when left
+    /// out); it belongs to the --entity-type before it.
+    #[arg(long, value_name = "NAME", action = clap::ArgAction::Append)]
+    pub entity_name: Vec<String>,
+    /// The cluster-wide broker default (brokers), or the default user or client id (quotas).
+    #[arg(long, action = clap::ArgAction::Count)]
+    pub entity_default: u8,
+    /// The command line, for pairing names with entity types in their order (quotas).
+    #[arg(skip)]
+    pub argv: Vec<String>,
     /// Shorthand for --entity-type topics --entity-name T.
     #[arg(long, value_name = "T", conflicts_with_all = ["entity_type", "entity_name", "entity_default"])]
     pub topic: Option<String>,
@@ -116,7 +123,7 @@ impl EntityType {
 }
 
 /// A validated `gregor configs` invocation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ConfigsAction {
     Describe {
         entity_type: EntityType,
@@ -129,6 +136,20 @@ pub enum ConfigsAction {
         entity: String,
         set: Vec<(String, String)>,
         delete: Vec<String>,
+    },
+    /// Quotas of users and/or client ids, and for a user alone its SCRAM credentials too
+    /// (`scram_user`: `Some(None)` for every user), as kafka-configs.sh shows both.
+    QuotaDescribe {
+        target: QuotaTarget,
+        scram_user: Option<Option<String>>,
+    },
+    /// Quota changes, and for a user alone the SCRAM-* ones among them.
+    QuotaAlter {
+        target: QuotaTarget,
+        set: Vec<(String, f64)>,
+        delete: Vec<String>,
+        scram_set: Vec<(String, String)>,
+        scram_delete: Vec<String>,
     },
 }
 
@@ -149,25 +170,103 @@ impl ConfigsArgs {
         if let Some(g) = &self.group {
             return Ok((EntityType::Groups, Some(g.clone())));
         }
-        let Some(text) = &self.entity_type else {
-            bail!("--entity-type must be specified (or one of --topic, --broker, --broker-defaults, --group)");
+        let [text] = self.entity_type.as_slice() else {
+            bail!("--entity-type must be specified once (or one of --topic, --broker, --broker-defaults, --group)");
         };
         let entity_type = EntityType::parse(text)?;
-        if self.entity_default && entity_type != EntityType::Brokers {
-            bail!("--entity-default is only supported with --entity-type brokers");
+        let entity_default = self.entity_default > 0;
+        if entity_default && entity_type != EntityType::Brokers {
+            bail!(
+                "--entity-default is only supported with --entity-type brokers, users and clients"
+            );
         }
-        if self.entity_default && self.entity_name.is_some() {
+        if entity_default && !self.entity_name.is_empty() {
             bail!("--entity-name cannot be used with --entity-default");
         }
-        let entity = if self.entity_default {
+        if self.entity_name.len() > 1 || self.entity_default > 1 {
+            bail!("only one --entity-name or --entity-default per --entity-type");
+        }
+        let entity = if entity_default {
             Some(String::new())
         } else {
-            self.entity_name.clone()
+            self.entity_name.first().cloned()
         };
         Ok((entity_type, entity))
     }
 
+    /// The user and/or client id a quota command names: from the command line in order when
+    /// known, else the names in order, then the defaults.
+    fn quota_target(&self) -> Result<QuotaTarget> {
+        if !self.argv.is_empty() {
+            return client_quotas::pair_entities(&self.argv);
+        }
+        let mut tokens = Vec::new();
+        let mut names = self.entity_name.iter();
+        let mut defaults = self.entity_default;
+        for t in &self.entity_type {
+            tokens.extend(["--entity-type".to_string(), t.clone()]);
+            if let Some(n) = names.next() {
+                tokens.extend(["--entity-name".to_string(), n.clone()]);
+            } else if defaults > 0 {
+                defaults -= 1;
+                tokens.push("--entity-default".to_string());
+            }
+        }
+        client_quotas::pair_entities(&tokens)
+    }
+
+    /// The quota forms: any `clients` entity, or `users` alone (quotas and SCRAM credentials).
+    fn quota_action(&self) -> Result<Option<ConfigsAction>> {
+        let types = &self.entity_type;
+        let quota_types = types.iter().all(|t| t == "users" || t == "clients");
+        if types.is_empty() || !quota_types {
+            return Ok(None);
+        }
+        let target = self.quota_target()?;
+        let user_alone = matches!(target.as_slice(), [("user", _)]);
+        if self.describe {
+            if self.add_config.is_some() || !self.delete_config.is_empty() {
+                bail!("--add-config and --delete-config can only be used with --alter");
+            }
+            let scram_user = match target.as_slice() {
+                [("user", QuotaName::Named(n))] => Some(Some(n.clone())),
+                [("user", QuotaName::Any)] => Some(None),
+                _ => None,
+            };
+            return Ok(Some(ConfigsAction::QuotaDescribe { target, scram_user }));
+        }
+        let set = match &self.add_config {
+            Some(text) => parse_add_config(text)?,
+            None => Vec::new(),
+        };
+        let delete: Vec<String> = self
+            .delete_config
+            .iter()
+            .map(|k| k.trim().to_string())
+            .filter(|k| !k.is_empty())
+            .collect();
+        if set.is_empty() && delete.is_empty() {
+            bail!("--alter needs --add-config or --delete-config");
+        }
+        let (quota_set, scram_set): (Vec<_>, Vec<_>) = set
+            .into_iter()
+            .partition(|(k, _)| !user_alone || client_quotas::is_quota_key(k));
+        let (quota_delete, scram_delete): (Vec<_>, Vec<_>) = delete
+            .into_iter()
+            .partition(|k| !user_alone || client_quotas::is_quota_key(k));
+        Ok(Some(ConfigsAction::QuotaAlter {
+            target,
+            set: client_quotas::parse_values(&quota_set)?,
+            delete: quota_delete,
+            scram_set,
+            scram_delete,
+        }))
+    }
+
     pub fn action(&self) -> Result<ConfigsAction> {
+        if let Some(action) = self.quota_action()? {
+            return Ok(action);
+        }
         let (entity_type, entity) = self.entity()?;
         if let (EntityType::Brokers, Some(name)) = (entity_type, &entity) {
             if !name.is_empty() && name.parse::<i32>().is_err() {
@@ -312,10 +411,34 @@ pub fn format_entity_configs(
 }
 
 /// Runs `gregor configs`.
-pub async fn run_configs(args: ConfigsArgs) -> Result<()> {
+pub async fn run_configs(mut args: ConfigsArgs) -> Result<()> {
+    args.argv = std::env::args().collect();
     let action = args.action()?;
     let admin = args.connection.connect().await?;
     match action {
+        ConfigsAction::QuotaDescribe { target, scram_user } => {
+            client_quotas::describe(&admin, &target).await?;
+            if let Some(user) = scram_user {
+                scram_users::describe(&admin, user.as_deref()).await?;
+            }
+        }
+        ConfigsAction::QuotaAlter {
+            target,
+            set,
+            delete,
+            scram_set,
+            scram_delete,
+        } => {
+            if !set.is_empty() || !delete.is_empty() {
+                client_quotas::alter(&admin, &target, &set, &delete).await?;
+            }
+            if !scram_set.is_empty() || !scram_delete.is_empty() {
+                let [(_, QuotaName::Named(user))] = target.as_slice() else {
+                    bail!("SCRAM credentials need --entity-name (not the default user)");
+                };
+                scram_users::alter(&admin, user, &scram_set, &scram_delete).await?;
+            }
+        }
         ConfigsAction::Describe {
             entity_type: EntityType::Users,
             entity,
@@ -536,16 +659,73 @@ mod tests {
             }
         );
         let err = |args: &[&str]| format!("{:#}", parse(args).unwrap_err());
-        assert!(err(&["--describe", "--entity-type", "clients"])
-            .contains("Invalid entity type: clients"));
+        assert!(err(&["--describe", "--entity-type", "widgets"])
+            .contains("Invalid entity type: widgets"));
         assert_eq!(
             parse(&["--describe", "--entity-type", "users"]).unwrap(),
-            ConfigsAction::Describe {
-                entity_type: EntityType::Users,
-                entity: None,
-                all: false
+            ConfigsAction::QuotaDescribe {
+                target: vec![("user", QuotaName::Any)],
+                scram_user: Some(None),
             }
         );
+        assert_eq!(
+            parse(&[
+                "--alter",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "alice",
+                "--entity-type",
+                "clients",
+                "--entity-name",
+                "app",
+                "--add-config",
+                "producer_byte_rate=1024,consumer_byte_rate=2048",
+            ])
+            .unwrap(),
+            ConfigsAction::QuotaAlter {
+                target: vec![
+                    ("user", QuotaName::Named("alice".into())),
+                    ("client-id", QuotaName::Named("app".into()))
+                ],
+                set: vec![
+                    ("producer_byte_rate".into(), 1024.0),
+                    ("consumer_byte_rate".into(), 2048.0)
+                ],
+                delete: vec![],
+                scram_set: vec![],
+                scram_delete: vec![],
+            }
+        );
+        // For a user alone, SCRAM-* keys go to its credentials and the rest to its quotas.
+        let ConfigsAction::QuotaAlter {
+            set, scram_delete, ..
+        } = parse(&[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "bob",
+            "--add-config",
+            "producer_byte_rate=10",
+            "--delete-config",
+            "SCRAM-SHA-256",
+        ])
+        .unwrap()
+        else {
+            panic!("a quota alteration")
+        };
+        assert_eq!(set, vec![("producer_byte_rate".to_string(), 10.0)]);
+        assert_eq!(scram_delete, vec!["SCRAM-SHA-256".to_string()]);
+        assert!(err(&[
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-default",
+            "--add-config",
+            "retention.ms=1"
+        ])
+        .contains("Invalid config(s): retention.ms"));
         assert_eq!(
             err(&[
                 "--describe",

@@ -8,6 +8,7 @@
 //! functions only fetch, call them and print.
 
 mod acls;
+mod client_quotas;
 mod common;
 mod configs;
 mod datetime;
@@ -23,7 +24,7 @@ mod scram_users;
 mod topics;
 
 pub use acls::{run_acls, AclsArgs};
-pub use common::block_on;
+pub use common::{apply_command_config, block_on};
 pub use configs::{run_configs, ConfigsArgs};
 pub use elect::{run_elect, ElectArgs};
 pub use groups::{run_groups, GroupsArgs};

@@ -9,6 +9,7 @@ pub mod configs;
 pub mod groups;
 pub mod log_dirs;
 pub mod offsets;
+pub mod quotas;
 pub mod reassign;
 pub mod topics;
 
@@ -22,5 +23,6 @@ pub use configs::{
 pub use groups::{CommittedOffset, GroupDescription, GroupListing, MemberDescription};
 pub use log_dirs::{LogDirDescription, ReplicaLogInfo};
 pub use offsets::{IsolationLevel, ListedOffset, OffsetSpec};
+pub use quotas::{QuotaAlteration, QuotaEntity, QuotaMatch};
 pub use reassign::{ElectionType, OngoingReassignment};
 pub use topics::{CreateTopicsOptions, CreatedTopic, NewPartitions, NewTopic, TopicListing};

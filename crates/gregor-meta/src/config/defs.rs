@@ -140,6 +140,8 @@ const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "g
 const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
 const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
 const SSL_CLIENT_AUTH: &[&str] = &["required", "requested", "none"];
+/// `metrics.listener.authentication`.
+const METRICS_AUTHENTICATION: &[&str] = &["none", "basic", "mtls"];
 const PROCESS_ROLES: &[&str] = &["broker", "controller"];
 /// `authorizer.class.name`: none, Gregor's authorizer, or the Kafka name of the same thing.
 const AUTHORIZER_CLASSES: &[&str] = &[
@@ -310,13 +312,30 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     // listener.name.<lowercase listener name>.sasl.enabled.mechanisms, and the JAAS line of one
     // mechanism on one listener as listener.name.<listener>.<lowercase mechanism>.sasl.jaas.config.
     broker("sasl.enabled.mechanisms", List, Some("GSSAPI"), Any, false,
-        "SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, and OAUTHBEARER are refused at start-up)."),
+        "SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's default, GSSAPI, is refused at start-up)."),
     broker("sasl.mechanism.inter.broker.protocol", String, Some("GSSAPI"), Any, false,
         "SASL mechanism replica fetchers log in with when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL; one of the listener's enabled mechanisms."),
     broker("sasl.jaas.config", Password, None, Any, false,
         "JAAS login module line: PlainLoginModule's user_<name>=\"<password>\" entries are PLAIN's users; username and password are the broker's own login to other brokers."),
     broker("connections.max.reauth.ms", Long, Some("0"), AtLeast(0), false,
         "Longest a SASL session lasts before the client must re-authenticate (KIP-368); an expired connection that sends anything else is closed. 0: sessions never expire."),
+    // OAUTHBEARER (KIP-768); per listener also as listener.name.<l>.oauthbearer.<key>.
+    broker("sasl.oauthbearer.jwks.endpoint.url", String, None, Any, false,
+        "The JSON Web Key Set that signs OAUTHBEARER tokens: a file:// URL or a path (re-read when it changes); http(s) endpoints are not supported yet."),
+    broker("sasl.oauthbearer.jwks.endpoint.refresh.ms", Long, Some("3600000"), AtLeast(1), false,
+        "How often the JWKS file is re-read; it is also re-read when a token names a key id it lacks and the file has changed."),
+    broker("sasl.oauthbearer.expected.audience", List, Some(""), Any, false,
+        "Audiences a token's aud claim must include one of; empty: aud is not checked."),
+    broker("sasl.oauthbearer.expected.issuer", String, None, Any, false,
+        "The iss claim a token must carry; unset: iss is not checked."),
+    broker("sasl.oauthbearer.sub.claim.name", String, Some("sub"), Any, false,
+        "The claim holding the principal's name."),
+    broker("sasl.oauthbearer.scope.claim.name", String, Some("scope"), Any, false,
+        "The claim holding the token's scopes."),
+    broker("sasl.oauthbearer.clock.skew.seconds", Int, Some("30"), AtLeast(0), false,
+        "Leeway for exp, nbf and iat against the broker's clock."),
+    broker("sasl.server.callback.handler.class", String, None, Any, false,
+        "Kafka's SASL server callback handler; for OAUTHBEARER only org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler (what Gregor does) is accepted."),
     broker("connection.failed.authentication.delay.ms", Int, Some("100"), AtLeast(0), false,
         "How long a failed SASL authentication waits before its answer and the close (slows down password guessing; other connections are not held up)."),
     broker("log.dirs", List, None, Any, false, "Directories in which log data is kept; log.dir is used when unset."),
@@ -378,7 +397,9 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "How often expired producer ids are removed."),
     // Network and requests.
     broker("metrics.listener", String, Some(""), Any, false,
-        "Address of the HTTP listener serving /metrics (Prometheus), /healthz and /readyz, as http://IP:PORT; empty (the default): off."),
+        "Address of the HTTP listener serving /metrics (Prometheus), /healthz, /readyz and the console, as http://IP:PORT or https://IP:PORT (TLS from listener.name.metrics.ssl.* or ssl.*); empty (the default): off."),
+    broker("metrics.listener.authentication", String, Some("none"), OneOf(METRICS_AUTHENTICATION), false,
+        "Who may read /metrics and /ui on metrics.listener: none (anyone who reaches it), basic (HTTP Basic with a SCRAM user of the metadata log), mtls (the client certificate's principal)."),
     broker("socket.request.max.bytes", Int, Some("104857600"), AtLeast(1), false, "Largest request accepted; larger ones close the connection."),
     // Gregor leaves the socket buffers to the kernel by default (Kafka's 100 KiB turns off
     // Linux's buffer autotuning).
@@ -535,8 +556,12 @@ pub fn listener_override_base(name: &str) -> Option<&str> {
         return Some(base);
     }
     // The JAAS line of one mechanism: `<mechanism>.sasl.jaas.config`.
+    // OAUTHBEARER's validator settings and callback handler may be given per mechanism too.
     let (mechanism, rest) = base.split_once('.')?;
-    (lower(mechanism) && rest == "sasl.jaas.config").then_some(rest)
+    let per_mechanism = rest == "sasl.jaas.config"
+        || rest == "sasl.server.callback.handler.class"
+        || rest.starts_with("sasl.oauthbearer.");
+    (lower(mechanism) && per_mechanism).then_some(rest)
 }
 
 /// Parse and validate a topic config value (`INVALID_CONFIG` material on error), refusing

@@ -12,6 +12,7 @@ mod brokers;
 mod change;
 mod configs;
 mod partitions;
+mod quotas;
 mod scram;
 mod state;
 mod topics;
@@ -23,6 +24,10 @@ pub use configs::{AlterConfigOp, AlterConfigsResource, AlterableConfig};
 pub use partitions::{
     AlterPartitionData, AlterPartitionRequest, ElectionType, OngoingReassignment,
     PartitionStateReply,
+};
+pub use quotas::{
+    describe_client_quotas, parse_entity, DescribedQuotaEntity, QuotaAlteration,
+    QuotaFilterComponent, QuotaOp,
 };
 pub use scram::{
     describe_user_scram_credentials, DescribedScramUser, ScramCredentialDeletion,

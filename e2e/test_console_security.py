@@ -1,0 +1,233 @@
+"""TLS and authentication on `metrics.listener`, and the console filtered by principal.
+
+A broker with the authorizer on (`User:admin` a super user; `User:ANONYMOUS` too, so that the
+test's PLAINTEXT clients can make topics, groups and ACLs) serves `metrics.listener` over https
+(`listener.name.metrics.ssl.*`, certificates from `pki.py`):
+
+- with `metrics.listener.authentication=basic`: no credentials and a wrong password get 401 with
+  the Basic challenge (the wrong one after `connection.failed.authentication.delay.ms`, while a
+  good request on another connection is answered meanwhile), a SCRAM user made with `gregor
+  storage format --add-scram` gets `/metrics` (super user) or 403 (no DESCRIBE on the cluster),
+  `/healthz` and `/readyz` stay open, plain http on the https port gets no answer; the console's
+  JSON for `User:alice` (DESCRIBE on topics and groups prefixed `a-`) lists only her topics,
+  groups and committed offsets, a super user sees all;
+- with `metrics.listener.authentication=mtls` and required client certificates: no certificate
+  and one of another CA are refused in the handshake, a good one is served as its principal;
+- mtls without an https listener stops start-up with a message.
+"""
+
+import base64
+import http.client
+import json
+import ssl
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                   NewTopic, ResourcePatternType, ResourceType)
+
+from conftest import Broker, free_port, wait_until
+from pki import Ca
+from test_sasl import broker_log, format_with_scram
+
+ADMIN_PW = "admin-metrics-secret"
+ALICE_PW = "alice-metrics-secret"
+BOB = "User:CN=bob,O=Acme"
+FAILED_DELAY_MS = 1500
+
+
+class MetricsBroker(Broker):
+    """A broker whose `metrics.listener` is https on `metrics_port`."""
+
+    def __init__(self, workdir, overrides):
+        self.metrics_port = free_port()
+        overrides = dict(overrides, **{"metrics.listener": f"https://127.0.0.1:{self.metrics_port}"})
+        super().__init__(workdir, name="metrics-tls", overrides=overrides)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = tmp_path_factory.mktemp("metrics-pki")
+    ca = Ca(d, "metrics-ca")
+    other = Ca(d, "other-ca")
+    return {"ca": ca, "keystore": ca.broker_keystore(), "bob": ca.issue("bob", "bob", org="Acme"),
+            "stranger": other.issue("stranger", "bob", org="Acme")}
+
+
+def settings(pki, authentication, **extra):
+    s = {
+        "listener.name.metrics.ssl.keystore.location": str(pki["keystore"]),
+        "listener.name.metrics.ssl.truststore.location": str(pki["ca"].pem),
+        "metrics.listener.authentication": authentication,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": f"User:admin;User:ANONYMOUS;{BOB}",
+        "connection.failed.authentication.delay.ms": str(FAILED_DELAY_MS),
+    }
+    s.update(extra)
+    return s
+
+
+def start(workdir, pki, authentication, **extra):
+    b = MetricsBroker(workdir, settings(pki, authentication, **extra))
+    format_with_scram(b.data_dir, b.node_id, workdir,
+                      users=[("admin", ADMIN_PW), ("alice", ALICE_PW)])
+    return b.start()
+
+
+@pytest.fixture
+def basic_broker(tmp_path, pki):
+    b = start(tmp_path, pki, "basic")
+    yield b
+    assert b.stop() == 0, f"broker did not exit 0 on SIGTERM\n{b.log_path.read_text()[-3000:]}"
+    log = broker_log(b.log_path)
+    assert ADMIN_PW not in log and ALICE_PW not in log, "a password reached the broker's log"
+
+
+def tls_context(pki, cert=None):
+    ctx = ssl.create_default_context(cafile=str(pki["ca"].pem))
+    if cert:
+        ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+    return ctx
+
+
+def get(b, pki, path, user=None, password=None, cert=None):
+    """(status, headers, body) of an https GET on the metrics listener."""
+    req = urllib.request.Request(f"https://127.0.0.1:{b.metrics_port}{path}")
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        req.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(req, context=tls_context(pki, cert), timeout=10) as r:
+            return r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode()
+
+
+def api(b, pki, path, user, password):
+    status, _, body = get(b, pki, path, user, password)
+    assert status == 200, (path, user, status, body)
+    return json.loads(body)
+
+
+def seed(b):
+    """Topics a-one, a-two and b-secret; groups a-grp (offsets on a-one and b-secret) and b-grp;
+    User:alice may DESCRIBE topics and groups prefixed `a-`."""
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for f in admin.create_topics([NewTopic(t, 1, 1) for t in ("a-one", "a-two", "b-secret")]).values():
+        f.result(20)
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for t in ("a-one", "b-secret"):
+        for i in range(5):
+            p.produce(t, f"{t}-{i}".encode())
+    assert p.flush(20) == 0
+    for group, topics in (("a-grp", ("a-one", "b-secret")), ("b-grp", ("b-secret",))):
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group})
+        c.commit(offsets=[TopicPartition(t, 0, 2) for t in topics], asynchronous=False)
+        c.close()
+    bindings = [AclBinding(rt, "a-", ResourcePatternType.PREFIXED, "User:alice", "*",
+                           AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+                for rt in (ResourceType.TOPIC, ResourceType.GROUP)]
+    for f in admin.create_acls(bindings).values():
+        f.result(20)
+
+
+def test_basic_auth_over_https_and_the_console_filtered_by_principal(basic_broker, pki):
+    b = basic_broker
+    # Open for probes.
+    assert get(b, pki, "/healthz")[0] == 200
+    wait_until(lambda: get(b, pki, "/readyz")[0] == 200, 20, "/readyz 200 without credentials")
+
+    status, headers, _ = get(b, pki, "/metrics")
+    assert status == 401
+    assert headers["WWW-Authenticate"].startswith('Basic realm="gregor"')
+    assert get(b, pki, "/ui/", )[0] == 401
+    assert get(b, pki, "/metrics", "admin", "not-the-password")[0] == 401
+    assert get(b, pki, "/metrics", "nobody", ADMIN_PW)[0] == 401
+
+    status, headers, body = get(b, pki, "/metrics", "admin", ADMIN_PW)
+    assert status == 200, body
+    assert headers["Content-Type"].startswith("application/openmetrics-text")
+    assert "gregor_requests_total" in body
+    # alice logs in but has no DESCRIBE on the cluster.
+    status, _, body = get(b, pki, "/metrics", "alice", ALICE_PW)
+    assert status == 403, body
+
+    # A failed login waits for the delay; a good request on another connection does not.
+    bad = {}
+
+    def wrong_password():
+        t0 = time.monotonic()
+        bad["status"] = get(b, pki, "/metrics", "admin", "wrong")[0]
+        bad["seconds"] = time.monotonic() - t0
+
+    t = threading.Thread(target=wrong_password)
+    t.start()
+    assert get(b, pki, "/metrics", "admin", ADMIN_PW)[0] == 200
+    assert t.is_alive(), "the good request was answered while the failed login still waited"
+    t.join(30)
+    assert bad["status"] == 401 and bad["seconds"] >= FAILED_DELAY_MS / 1000
+
+    # Plain http on the https port gets no answer.
+    conn = http.client.HTTPConnection("127.0.0.1", b.metrics_port, timeout=10)
+    with pytest.raises((http.client.HTTPException, ConnectionError, OSError)):
+        conn.request("GET", "/healthz")
+        conn.getresponse().read()
+    conn.close()
+
+    seed(b)
+
+    def topics(user, pw):
+        return sorted(t["name"] for t in api(b, pki, "/ui/api/cluster", user, pw)["topics"])
+
+    def groups(user, pw):
+        return sorted(g["group_id"] for g in api(b, pki, "/ui/api/groups", user, pw)["groups"])
+
+    wait_until(lambda: topics("alice", ALICE_PW) == ["a-one", "a-two"], 20,
+               "alice's console to list her topics only")
+    assert {"a-one", "a-two", "b-secret", "__consumer_offsets"} <= set(topics("admin", ADMIN_PW))
+    assert api(b, pki, "/ui/api/cluster", "alice", ALICE_PW)["brokers"], "brokers are shown"
+    assert groups("alice", ALICE_PW) == ["a-grp"]
+    assert groups("admin", ADMIN_PW) == ["a-grp", "b-grp"]
+    assert sorted(g["group_id"] for g in
+                  api(b, pki, "/ui/api/groups?scope=local", "alice", ALICE_PW)["groups"]) == ["a-grp"]
+
+    mine = api(b, pki, "/ui/api/group?id=a-grp", "alice", ALICE_PW)
+    assert [o["topic"] for o in mine["offsets"]] == ["a-one"]
+    assert mine["lag_sum"] == 3
+    full = api(b, pki, "/ui/api/group?id=a-grp", "admin", ADMIN_PW)
+    assert [o["topic"] for o in full["offsets"]] == ["a-one", "b-secret"]
+    assert full["lag_sum"] == 6
+    status, _, body = get(b, pki, "/ui/api/group?id=b-grp", "alice", ALICE_PW)
+    assert status == 403 and "not authorized" in json.loads(body)["error"]
+    # The page itself needs a login only.
+    status, _, body = get(b, pki, "/ui/", "alice", ALICE_PW)
+    assert status == 200 and "/ui/app.js" in body
+
+
+def test_mtls_refuses_missing_and_foreign_certificates(tmp_path, pki):
+    b = start(tmp_path, pki, "mtls", **{"listener.name.metrics.ssl.client.auth": "required"})
+    try:
+        for cert in (None, pki["stranger"]):
+            with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+                get(b, pki, "/metrics", cert=cert)
+        status, _, body = get(b, pki, "/metrics", cert=pki["bob"])
+        assert status == 200 and "gregor_requests_total" in body
+        seed(b)
+        wait_until(lambda: {"a-one", "b-secret"} <= {
+            t["name"] for t in json.loads(get(b, pki, "/ui/api/cluster", cert=pki["bob"])[2])["topics"]},
+            20, "bob (a super user) to see every topic")
+    finally:
+        assert b.stop() == 0
+
+
+def test_mtls_without_https_stops_start_up(tmp_path, pki):
+    b = MetricsBroker(tmp_path, settings(pki, "mtls"))
+    b.overrides["metrics.listener"] = f"http://127.0.0.1:{b.metrics_port}"
+    r = subprocess.run(b.argv(), capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "metrics.listener.authentication=mtls needs an https://" in r.stderr + r.stdout
