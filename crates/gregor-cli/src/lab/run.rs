@@ -389,7 +389,6 @@ pub async fn run(args: &RunArgs, scenario: &LiveScenario) -> Result<LiveReport> 
     let end_ms = last + scaled(scenario.settle_ms, scale);
     let plans = plans(scenario, scale);
     let t0 = Instant::now();
-    let t0_wall = crate::wall_clock::now_ms();
     let launch = Launch {
         args,
         scenario,
@@ -405,7 +404,7 @@ pub async fn run(args: &RunArgs, scenario: &LiveScenario) -> Result<LiveReport> 
     // Read the callbacks before closing: closing is not part of the scenario.
     let mut strategies = Vec::new();
     for strategy in &args.strategies {
-        let timeline = strategy_timeline(strategy, &plans, &listeners, t0_wall);
+        let timeline = strategy_timeline(strategy, &plans, &listeners, t0.into_std());
         let steps = analyze(&defs, &timeline, end_ms);
         strategies.push(LiveStrategy {
             strategy: strategy.clone(),
@@ -597,7 +596,7 @@ fn strategy_timeline(
     strategy: &str,
     plans: &[Plan],
     listeners: &Listeners,
-    t0_wall: i64,
+    t0: std::time::Instant,
 ) -> Vec<TimelineEntry> {
     let mut timeline: Vec<TimelineEntry> = Vec::new();
     for plan in plans {
@@ -611,7 +610,9 @@ fn strategy_timeline(
             let mut parts: Vec<String> = e.partitions.iter().map(|tp| tp.to_string()).collect();
             parts.sort_by_key(|p| partition_key(p));
             timeline.push(TimelineEntry {
-                at_ms: e.ctx.at_ms - t0_wall,
+                // The plan's clock: the wall clock may be slewed against it, and a callback
+                // right after a step's start must not land in the step before.
+                at_ms: e.at.saturating_duration_since(t0).as_millis() as i64,
                 member: m.clone(),
                 event: match e.kind {
                     RebalanceKind::Assigned => "ASSIGNED",

@@ -2,7 +2,7 @@
 //! (and `close`), with the time of the call so rebalance timelines can be printed.
 
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::types::TopicPartition;
 
@@ -60,6 +60,9 @@ pub struct RebalanceEvent {
     pub kind: RebalanceKind,
     pub partitions: Vec<TopicPartition>,
     pub ctx: RebalanceContext,
+    /// Monotonic time of the call: timelines measured against an `Instant` must not mix in the
+    /// wall clock, which NTP may slew or step.
+    pub at: Instant,
 }
 
 /// A listener that records every callback, for timelines (`gregor lab`) and tests. Clones
@@ -89,6 +92,7 @@ impl RecordingListener {
                 kind,
                 partitions: partitions.to_vec(),
                 ctx: ctx.clone(),
+                at: Instant::now(),
             });
     }
 }
