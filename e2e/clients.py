@@ -118,3 +118,28 @@ def watermarks(broker, topic, partition):
         return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
     finally:
         c.close()
+
+
+def round_trip(client_conf, topic, n=5, group=None):
+    """Produces `n` records with `client_conf` (any listener, any security settings) and reads
+    them back in a consumer group (`g-<topic>` unless `group`); returns their values."""
+    p = Producer(dict(client_conf, **{"message.timeout.ms": 15000}))
+    for i in range(n):
+        p.produce(topic, f"v{i}".encode())
+    assert p.flush(20) == 0, "every record delivered"
+    c = Consumer(dict(client_conf, **{"group.id": group or f"g-{topic}",
+                                      "auto.offset.reset": "earliest"}))
+    c.subscribe([topic])
+    got = []
+
+    def read_all():
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value().decode())
+        return len(got) >= n
+
+    try:
+        wait_until(read_all, 30, f"{n} records back from {topic}")
+    finally:
+        c.close()
+    return got

@@ -240,6 +240,29 @@ class Broker:
         self.start(timeout)
         return self
 
+# The attribute that holds each extra listener's port (`ListenersBroker`).
+LISTENER_PORTS = {"SSL": "ssl_port", "SASL_PLAINTEXT": "sasl_port", "SASL_SSL": "sasl_ssl_port"}
+
+
+class ListenersBroker(Broker):
+    """A broker with PLAINTEXT on `port` (the fixtures' readiness check) and, after it, one more
+    listener per security protocol in `extra`, each on a free port of its own: `ssl_port`,
+    `sasl_port` (SASL_PLAINTEXT) or `sasl_ssl_port`."""
+
+    def __init__(self, workdir, overrides=None, extra=(), name="broker"):
+        super().__init__(workdir, name=name, overrides=overrides)
+        self.extra = list(extra)
+        for protocol in self.extra:
+            setattr(self, LISTENER_PORTS[protocol], free_port())
+
+    def argv(self):
+        argv = super().argv()
+        i = argv.index("--listeners") + 1
+        argv[i] = ",".join([argv[i]] + [
+            f"{p}://127.0.0.1:{getattr(self, LISTENER_PORTS[p])}" for p in self.extra])
+        return argv
+
+
 
 @pytest.fixture
 def start_broker(request, tmp_path):

@@ -99,6 +99,37 @@ def test_create_with_configs_and_describe_them(broker):
     assert cfg["segment.bytes"].is_default
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_legacy_alter_configs_replaces_the_whole_set(broker):
+    """confluent-kafka's alter_configs sends AlterConfigs (KIP-133): the listed configs become
+    the topic's whole set of overrides; a bad value or a missing topic is refused per resource."""
+    adm = admin(broker)
+    create_topic(broker, "adm-legacy", partitions=1, adm=adm,
+                 config={"cleanup.policy": "compact", "retention.ms": "3600000"})
+    res = ConfigResource(ResourceType.TOPIC, "adm-legacy",
+                         set_config={"compression.type": "gzip", "flush.ms": "12345678"})
+    result(adm.alter_configs([res])[res])
+    cfg = result(adm.describe_configs([ConfigResource(ResourceType.TOPIC, "adm-legacy")])[res])
+    assert cfg["compression.type"].value == "gzip"
+    assert cfg["flush.ms"].value == "12345678"
+    # Not listed, so back to the defaults.
+    assert cfg["cleanup.policy"].value == "delete" and cfg["cleanup.policy"].is_default
+    assert cfg["retention.ms"].is_default
+    bad = ConfigResource(ResourceType.TOPIC, "adm-legacy", set_config={"retention.ms": "soon"})
+    missing = ConfigResource(ResourceType.TOPIC, "adm-no-such", set_config={"flush.ms": "1"})
+    futures = adm.alter_configs([bad, missing])
+    assert admin_error(futures[bad]) == KafkaError.INVALID_CONFIG
+    assert admin_error(futures[missing]) == KafkaError.UNKNOWN_TOPIC_OR_PART
+    # The refused change left the set as it was.
+    cfg = result(adm.describe_configs([ConfigResource(ResourceType.TOPIC, "adm-legacy")])[res])
+    assert cfg["compression.type"].value == "gzip"
+    # Listener stores are validated by the node reading them, which takes
+    # IncrementalAlterConfigs; AlterConfigs refuses them.
+    stores = ConfigResource(ResourceType.BROKER, "1", set_config={
+        "listener.name.ssl.ssl.keystore.location": "/nonexistent.pem"})
+    assert admin_error(adm.alter_configs([stores])[stores]) == KafkaError.INVALID_REQUEST
+
+
 @pytest.mark.parametrize("config", [{"cleanup.policy": "sometimes"}, {"retention.ms": "soon"},
                                     {"no.such.config": "1"}])
 def test_invalid_topic_config_rejected(broker, config):

@@ -10,6 +10,7 @@ round trips: a new TLS connection with a Metadata request, a new SASL login with
 request, and a request on a connection kept open. Every round trip must succeed, the slowest
 within a generous bound; the broker's resident memory must not grow without bound."""
 
+import functools
 import multiprocessing
 import os
 import random
@@ -22,7 +23,7 @@ import time
 import pytest
 
 import kwire
-from conftest import Broker, free_port, wait_until
+from conftest import ListenersBroker, wait_until
 from pki import Ca
 from test_sasl import (ALICE_PW, PLAIN_JAAS, SASL_AUTHENTICATE, SASL_AUTHENTICATION_FAILED,
                        UNSUPPORTED_SASL_MECHANISM, WRONG_PW, authenticate_v1, handshake,
@@ -37,20 +38,8 @@ ATTACKS = ["garbage_hello", "plaintext_on_tls", "hanging_hello", "wrong_password
            "unknown_mechanism", "truncated_sasl"]
 
 
-class FloodBroker(Broker):
-    """PLAINTEXT on `port` (readiness), SSL on `ssl_port`, SASL_PLAINTEXT on `sasl_port`."""
 
-    def __init__(self, workdir, overrides):
-        super().__init__(workdir, name="flood", overrides=overrides)
-        self.ssl_port = free_port()
-        self.sasl_port = free_port()
-
-    def argv(self):
-        argv = super().argv()
-        i = argv.index("--listeners") + 1
-        argv[i] = (f"PLAINTEXT://127.0.0.1:{self.port},SSL://127.0.0.1:{self.ssl_port},"
-                   f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}")
-        return argv
+FloodBroker = functools.partial(ListenersBroker, extra=("SSL", "SASL_PLAINTEXT"), name="flood")
 
 
 def client_hello_garbage(rng):

@@ -5,6 +5,7 @@ Kafka's flags against a real broker, each checked by its effect as another clien
 own test suite runs through `$KAFKA_PATH/bin/kafka-topics.sh`; the binary look-up
 ($GREGOR_BIN, PATH, target/) and the refusal of flags Gregor does not support."""
 
+import functools
 import os
 import subprocess
 import time
@@ -15,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
 from clients import admin, conf, create_topic, produce, result, wait_for_partitions
-from conftest import REPO, Broker, free_port, gregor_bin, wait_until
+from conftest import REPO, Broker, ListenersBroker, gregor_bin, wait_until
 from pki import Ca
 
 BIN = REPO / "bin"
@@ -350,21 +351,8 @@ CAROL_PW = "carol-Scram-Secret-8"
 WRONG_PW = "not-the-Password-2"
 
 
-class SecureBroker(Broker):
-    """PLAINTEXT on `port` (the fixtures' readiness check), SASL_SSL (SCRAM-SHA-512) on
-    `sasl_ssl_port` and SSL requiring a client certificate on `ssl_port`."""
 
-    def __init__(self, workdir, overrides):
-        super().__init__(workdir, name="secure", overrides=overrides)
-        self.sasl_ssl_port = free_port()
-        self.ssl_port = free_port()
-
-    def argv(self):
-        argv = super().argv()
-        i = argv.index("--listeners") + 1
-        argv[i] = (f"PLAINTEXT://127.0.0.1:{self.port},"
-                   f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port},SSL://127.0.0.1:{self.ssl_port}")
-        return argv
+SecureBroker = functools.partial(ListenersBroker, extra=("SASL_SSL", "SSL"), name="secure")
 
 
 def test_secure_command_config(tmp_path):

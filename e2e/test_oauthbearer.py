@@ -12,13 +12,14 @@ serving; rotating the key set by rewriting the file; `gregor topics` with OAUTHB
 `--command-config`; no token signature reaches the broker's log (at debug level)."""
 
 import base64
+import functools
 import json
 import subprocess
 import time
 
 import jwt
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -26,7 +27,8 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
 import kwire
-from conftest import Broker, free_port, gregor_bin, wait_until
+from clients import round_trip
+from conftest import ListenersBroker, gregor_bin, wait_until
 from pki import Ca
 
 ISSUER = "https://issuer.gregor.test"
@@ -69,21 +71,8 @@ def signature(token):
     return token.rsplit(".", 1)[1]
 
 
-class OAuthBroker(Broker):
-    """PLAINTEXT on `port`, SASL_PLAINTEXT on `sasl_port`, SASL_SSL on `sasl_ssl_port`."""
 
-    def __init__(self, workdir, overrides):
-        super().__init__(workdir, name="oauth", overrides=overrides)
-        self.sasl_port = free_port()
-        self.sasl_ssl_port = free_port()
-
-    def argv(self):
-        argv = super().argv()
-        i = argv.index("--listeners") + 1
-        argv[i] = (f"PLAINTEXT://127.0.0.1:{self.port},"
-                   f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
-                   f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}")
-        return argv
+OAuthBroker = functools.partial(ListenersBroker, extra=("SASL_PLAINTEXT", "SASL_SSL"), name="oauth")
 
 
 @pytest.fixture
@@ -151,27 +140,6 @@ def allow_alice(s, topic):
         f.result(20)
 
 
-def round_trip(conf, topic, group, n=3):
-    p = Producer(dict(conf, **{"message.timeout.ms": 15000}))
-    for i in range(n):
-        p.produce(topic, f"v{i}".encode())
-    assert p.flush(20) == 0, "every record delivered"
-    c = Consumer(dict(conf, **{"group.id": group, "auto.offset.reset": "earliest"}))
-    c.subscribe([topic])
-    got = []
-
-    def read_all():
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value().decode())
-        return len(got) >= n
-
-    try:
-        wait_until(read_all, 30, f"{n} records back from {topic}")
-    finally:
-        c.close()
-    return got
-
 
 def raw_login(port, token_bytes):
     """OAUTHBEARER by hand: the first SaslAuthenticate's (code, auth bytes), then, after a
@@ -208,9 +176,9 @@ def test_the_tokens_subject_is_the_principal_the_acls_see(setup):
     allow_alice(s, "oauth-topic")
     for key in s["keys"].values():
         conf = oauth_conf(s, key.token("alice"))
-        assert sorted(round_trip(conf, "oauth-topic", f"oauth-{key.kid}")) == ["v0", "v1", "v2"]
+        assert sorted(round_trip(conf, "oauth-topic", n=3, group=f"oauth-{key.kid}")) == ["v0", "v1", "v2"]
     tls = oauth_conf(s, s["keys"]["ec"].token("alice"), tls=True)
-    assert len(round_trip(tls, "oauth-topic", "oauth-tls")) == 3
+    assert len(round_trip(tls, "oauth-topic", n=3, group="oauth-tls")) == 3
     # bob's token is as valid, but no ACL lets bob write.
     errors = []
     p = Producer(dict(oauth_conf(s, s["keys"]["rsa"].token("bob")), **{"message.timeout.ms": 10000}))

@@ -10,18 +10,20 @@ broker keeps serving other clients; a SCRAM user made with `gregor configs --ent
 logs in on another node of a three-node cluster; two brokers replicate over SASL_SSL with
 SCRAM; no password reaches a broker's log (at debug level)."""
 
+import functools
 import socket
 import struct
 import subprocess
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 import kwire
-from conftest import Broker, free_port, gregor_bin, wait_until
+from clients import round_trip
+from conftest import ListenersBroker, gregor_bin, wait_until
 from pki import Ca
 
 CLUSTER_ID = "gregorTestClusterId000"
@@ -62,22 +64,8 @@ def broker_log(path):
     return "\n".join(l for l in lines if not l.startswith("===== start"))
 
 
-class SaslBroker(Broker):
-    """PLAINTEXT on `port` (the fixtures' readiness check), SASL_PLAINTEXT on `sasl_port`,
-    SASL_SSL on `sasl_ssl_port`."""
 
-    def __init__(self, workdir, overrides):
-        super().__init__(workdir, name="sasl", overrides=overrides)
-        self.sasl_port = free_port()
-        self.sasl_ssl_port = free_port()
-
-    def argv(self):
-        argv = super().argv()
-        i = argv.index("--listeners") + 1
-        argv[i] = (f"PLAINTEXT://127.0.0.1:{self.port},"
-                   f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
-                   f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}")
-        return argv
+SaslBroker = functools.partial(ListenersBroker, extra=("SASL_PLAINTEXT", "SASL_SSL"), name="sasl")
 
 
 @pytest.fixture
@@ -122,28 +110,6 @@ def plain_conf(b, password=ALICE_PW):
     return {"bootstrap.servers": f"127.0.0.1:{b.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": password}
 
-
-def confluent_round_trip(conf, topic, n=5):
-    """Produces `n` records and reads them back in a consumer group; returns their values."""
-    p = Producer(dict(conf, **{"message.timeout.ms": 15000}))
-    for i in range(n):
-        p.produce(topic, f"v{i}".encode())
-    assert p.flush(20) == 0, "every record delivered"
-    c = Consumer(dict(conf, **{"group.id": f"g-{topic}", "auto.offset.reset": "earliest"}))
-    c.subscribe([topic])
-    got = []
-
-    def read_all():
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value().decode())
-        return len(got) >= n
-
-    try:
-        wait_until(read_all, 30, f"{n} records back from {topic}")
-    finally:
-        c.close()
-    return got
 
 
 def kafka_python_conf(conf):
@@ -198,7 +164,7 @@ def kcat(conf):
 def test_clients_use_scram_over_sasl_ssl_and_plain_over_sasl_plaintext(sasl_broker, pki):
     b = sasl_broker
     for conf, topic in [(scram_conf(b, pki), "scram-topic"), (plain_conf(b), "plain-topic")]:
-        assert confluent_round_trip(conf, topic) == [f"v{i}" for i in range(5)]
+        assert round_trip(conf, topic) == [f"v{i}" for i in range(5)]
         listed = AdminClient(conf).list_topics(timeout=10)
         assert topic in listed.topics
         # Each SASL listener advertises itself.
@@ -406,7 +372,7 @@ def test_a_user_made_with_gregor_configs_logs_in_on_another_node(tmp_path):
                 return False
 
         wait_until(lambda: logs_in(n1, CAROL_PW), 30, "carol to log in on node 1")
-        assert confluent_round_trip(conf(n1, CAROL_PW), "carols-topic", n=3) == ["v0", "v1", "v2"]
+        assert round_trip(conf(n1, CAROL_PW), "carols-topic", n=3) == ["v0", "v1", "v2"]
         assert not logs_in(n2, WRONG_PW)
         for node in c.nodes.values():
             log = broker_log(node.log_path)

@@ -15,6 +15,7 @@ topic is auto-created (the ACL's CREATE) and its group checked with the admin's 
 principals (`User:eve` with a good SCRAM password, `User:CN=mallory,O=Acme` with a certificate
 of the same CA) get Kafka's authorization errors."""
 
+import functools
 import json
 import os
 import subprocess
@@ -29,7 +30,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic as KpNewTopic
 from kafka.structs import TopicPartition as KpTopicPartition
 
-from conftest import E2E, Broker, free_port, gregor_bin, wait_until
+from conftest import E2E, ListenersBroker, gregor_bin, wait_until
 from pki import Ca
 from test_sasl import broker_log, format_with_scram
 
@@ -43,22 +44,8 @@ CLIENTS = ["kcat", "confluent", "kafka-python", "kafkajs", "gregor"]
 SECURITY = ["sasl_ssl", "mtls"]
 
 
-class SecureBroker(Broker):
-    """PLAINTEXT on `port` (the fixtures' readiness check), SASL_SSL on `sasl_ssl_port`, SSL
-    with required client certificates on `ssl_port`."""
 
-    def __init__(self, workdir, overrides):
-        super().__init__(workdir, name="secure", overrides=overrides)
-        self.sasl_ssl_port = free_port()
-        self.ssl_port = free_port()
-
-    def argv(self):
-        argv = super().argv()
-        i = argv.index("--listeners") + 1
-        argv[i] = (f"PLAINTEXT://127.0.0.1:{self.port},"
-                   f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port},"
-                   f"SSL://127.0.0.1:{self.ssl_port}")
-        return argv
+SecureBroker = functools.partial(ListenersBroker, extra=("SASL_SSL", "SSL"), name="secure")
 
 
 @pytest.fixture(scope="module")

@@ -7,31 +7,23 @@ kcat and confluent-kafka produce and consume over SSL with `security.protocol=SS
 another CA is refused and one with a good certificate works; a plaintext client on the TLS port
 is closed and the broker goes on serving the others."""
 
+import functools
 import socket
 import ssl
 import subprocess
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 import kwire
-from conftest import Broker, free_port, wait_until
+from clients import round_trip
+from conftest import ListenersBroker, wait_until
 from pki import Ca
 
 
-class TlsBroker(Broker):
-    """A broker with a PLAINTEXT listener on `port` and an SSL one on `ssl_port`."""
 
-    def __init__(self, workdir, overrides):
-        super().__init__(workdir, name="tls", overrides=overrides)
-        self.ssl_port = free_port()
-
-    def argv(self):
-        argv = super().argv()
-        i = argv.index("--listeners") + 1
-        argv[i] = f"PLAINTEXT://127.0.0.1:{self.port},SSL://127.0.0.1:{self.ssl_port}"
-        return argv
+TlsBroker = functools.partial(ListenersBroker, extra=("SSL",), name="tls")
 
 
 @pytest.fixture
@@ -67,28 +59,6 @@ def ssl_conf(pki, broker, **extra):
     return conf
 
 
-def produce_and_consume(conf, topic, n=10):
-    """Produces `n` records and reads them back; returns their values."""
-    p = Producer(dict(conf, **{"message.timeout.ms": 10000}))
-    for i in range(n):
-        p.produce(topic, f"v{i}".encode())
-    assert p.flush(15) == 0, "every record delivered"
-    c = Consumer(dict(conf, **{"group.id": f"g-{topic}", "auto.offset.reset": "earliest"}))
-    c.subscribe([topic])
-    got = []
-
-    def read_all():
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value().decode())
-        return len(got) >= n
-
-    try:
-        wait_until(read_all, 30, f"{n} records back over SSL from {topic}")
-    finally:
-        c.close()
-    return got
-
 
 def tls_metadata(port, ca, cert=None):
     """Raw Metadata v1 over TLS with python's ssl: [(node, host, port)], or raises."""
@@ -116,7 +86,7 @@ def refused(port, ca, cert=None):
 def test_kcat_and_confluent_kafka_over_ssl_and_metadata_per_listener(tls_broker, pki):
     b = tls_broker()
     conf = ssl_conf(pki, b)
-    assert produce_and_consume(conf, "tls-topic") == [f"v{i}" for i in range(10)]
+    assert round_trip(conf, "tls-topic", n=10) == [f"v{i}" for i in range(10)]
 
     kcat_ssl = ["kcat", "-b", f"127.0.0.1:{b.ssl_port}", "-X", "security.protocol=SSL",
                 "-X", f"ssl.ca.location={pki['ca'].pem}"]
@@ -145,7 +115,7 @@ def test_required_client_auth_refuses_missing_expired_and_untrusted_certificates
     assert tls_metadata(b.ssl_port, ca.pem, alice) == [(1, "127.0.0.1", b.ssl_port)]
     conf = ssl_conf(pki, b, **{"ssl.certificate.location": str(alice[0]),
                                "ssl.key.location": str(alice[1])})
-    assert produce_and_consume(conf, "mtls-topic", n=3) == ["v0", "v1", "v2"]
+    assert round_trip(conf, "mtls-topic", n=3) == ["v0", "v1", "v2"]
 
     assert refused(b.ssl_port, ca.pem), "no client certificate"
     assert refused(b.ssl_port, ca.pem, ca.issue("old", "old", expired=True)), "expired"

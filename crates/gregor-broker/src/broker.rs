@@ -192,6 +192,14 @@ impl Broker {
             replicas.clone(),
         )
         .await?;
+        // A client listener's stores reload when this node's broker configs change them.
+        let listener_tls = handlers::broker_configs::listener_tls(&config);
+        let node = gregor_meta::ConfigResource::broker(config.node_id);
+        metadata.observe_broker_configs(Box::new(
+            move |view: &gregor_meta::config::BrokerConfigView<'_>| {
+                listener_tls.apply(view.image.configs(&node));
+            },
+        ));
         let producer_ids = ProducerIdAllocator::open_on(disk, &dir, config.node_id)
             .map_err(|source| StartError::DataDir { dir, source })?;
         let cluster_view = Arc::new(crate::cluster_view::ClusterView::new(
@@ -237,25 +245,21 @@ impl Broker {
         });
         let _ = target.broker.set(Arc::downgrade(self));
         let handle = quorum.handle();
-        let tls = self.config.controller_tls.server.clone();
+        let accept = self.controller_accept();
         let broker = Arc::downgrade(self);
         let task = crate::runtime::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((stream, peer)) => {
-                        let Some(tls) = tls.clone() else {
-                            crate::runtime::spawn(gregor_quorum::rpc::serve_controller_connection(
-                                stream,
-                                handle.clone(),
-                                target.clone(),
-                            ));
-                            continue;
-                        };
-                        let (handle, target, broker) =
-                            (handle.clone(), target.clone(), broker.clone());
+                        let (handle, target, broker, accept) = (
+                            handle.clone(),
+                            target.clone(),
+                            broker.clone(),
+                            accept.clone(),
+                        );
                         crate::runtime::spawn(async move {
                             let Some(stream) =
-                                accept_controller_tls(&broker, tls, stream, peer).await
+                                accept_controller_connection(&broker, accept, stream, peer).await
                             else {
                                 return;
                             };
@@ -786,35 +790,123 @@ fn fetch_settings(config: &BrokerConfig) -> crate::fetcher::FetchSettings {
     }
 }
 
-/// How this node takes part in the controller quorum.
-/// The TLS handshake of a connection to the controller listener, bounded by
-/// `connections.max.idle.ms`, and, with an authorizer configured, Kafka's check of the
-/// controller-only APIs (quorum RPCs, BrokerRegistration, BrokerHeartbeat, forwarded requests):
-/// CLUSTER_ACTION on the cluster for the certificate's principal (normally in `super.users`).
-/// `None`: refused, and logged why.
-async fn accept_controller_tls(
+/// What a connection to the controller listener goes through before its first RPC, per the
+/// listener's protocol: TLS (SSL, SASL_SSL), then the SASL login (SASL_PLAINTEXT, SASL_SSL).
+#[derive(Clone)]
+struct ControllerAccept {
+    tls: Option<crate::tls::TlsListener>,
+    sasl: Option<crate::sasl_session::SaslSetup>,
+}
+
+/// SCRAM credentials for logins on the controller listener: the metadata image's, or, while
+/// the image is still empty (a new metadata log, before its first commit), those of
+/// `gregor storage format --add-scram` (KIP-900), which the first commit will hold. Without the
+/// fallback, voters of a new cluster could not verify each other's SCRAM logins to elect the
+/// leader whose first write commits the credentials.
+struct ControllerCredentials {
+    broker: std::sync::Weak<Broker>,
+    bootstrap: gregor_meta::MetadataImage,
+}
+
+impl crate::sasl_session::ScramCredentialSource for ControllerCredentials {
+    fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: gregor_sasl::ScramMechanism,
+    ) -> Option<gregor_sasl::ScramCredential> {
+        let image = self.broker.upgrade()?.metadata.image();
+        let source = match *image == gregor_meta::MetadataImage::default() {
+            true => &self.bootstrap,
+            false => &*image,
+        };
+        source.scram_credentials().get(user, mechanism).cloned()
+    }
+}
+
+impl Broker {
+    /// How the controller listener's connections are accepted (see [`ControllerAccept`]).
+    fn controller_accept(self: &Arc<Self>) -> ControllerAccept {
+        let security = &self.config.controller_tls;
+        let sasl = security.server_sasl.clone().map(|listener| {
+            let mut bootstrap = gregor_meta::MetadataImage::default();
+            match crate::bootstrap::read(&self.config.data_dir) {
+                Ok(records) => records.iter().for_each(|r| {
+                    let _ = bootstrap.apply(r);
+                }),
+                Err(e) => warn!(error = %e, "bootstrap records not read for controller logins"),
+            }
+            crate::sasl_session::SaslSetup {
+                listener,
+                credentials: Arc::new(ControllerCredentials {
+                    broker: Arc::downgrade(self),
+                    bootstrap,
+                }),
+            }
+        });
+        ControllerAccept {
+            tls: security.server.clone(),
+            sasl,
+        }
+    }
+}
+
+/// A new connection to the controller listener: TLS and the SASL login as the listener's
+/// protocol says, each bounded by `connections.max.idle.ms`, then, with an authorizer
+/// configured, Kafka's check of the controller-only APIs (quorum RPCs, BrokerRegistration,
+/// BrokerHeartbeat, forwarded requests): CLUSTER_ACTION on the cluster for the connection's
+/// principal (the SASL login's, else the certificate's; normally in `super.users`). A
+/// PLAINTEXT listener checks nothing. `None`: refused, and logged why.
+async fn accept_controller_connection(
     broker: &std::sync::Weak<Broker>,
-    tls: crate::tls::TlsListener,
+    accept: ControllerAccept,
     stream: crate::transport::Stream,
     peer: std::net::SocketAddr,
-) -> Option<tokio_rustls::server::TlsStream<crate::transport::Stream>> {
+) -> Option<crate::transport::Stream> {
+    if accept.tls.is_none() && accept.sasl.is_none() {
+        return Some(stream);
+    }
     let idle = {
         let b = broker.upgrade()?;
         u64::try_from(b.config.int("connections.max.idle.ms"))
             .ok()
             .map(Duration::from_millis)
     };
-    let (stream, principal) = match tls.accept(stream, idle).await {
-        Ok(accepted) => accepted,
-        Err(e) => {
-            info!(%peer, error = %e, "closing controller connection: TLS handshake failed");
-            return None;
-        }
+    let (mut stream, principal) = match accept.tls {
+        Some(tls) => match tls.accept(stream, idle).await {
+            Ok((s, p)) => (Box::new(s) as crate::transport::Stream, p),
+            Err(e) => {
+                info!(%peer, error = %e, "closing controller connection: TLS handshake failed");
+                return None;
+            }
+        },
+        None => (stream, crate::security::KafkaPrincipal::anonymous()),
     };
-    let b = broker.upgrade()?;
+    let principal = match accept.sasl {
+        Some(setup) => match crate::controller_sasl::login(&mut stream, setup, idle).await {
+            Ok(p) => (*p).clone(),
+            Err(e) => {
+                info!(%peer, error = %e, "closing controller connection: SASL authentication failed");
+                return None;
+            }
+        },
+        None => principal,
+    };
+    controller_peer_authorized(broker, peer, &principal).then_some(stream)
+}
+
+/// Whether `principal` may speak on the controller listener: CLUSTER_ACTION on the cluster,
+/// when an authorizer is configured.
+fn controller_peer_authorized(
+    broker: &std::sync::Weak<Broker>,
+    peer: std::net::SocketAddr,
+    principal: &crate::security::KafkaPrincipal,
+) -> bool {
+    let Some(b) = broker.upgrade() else {
+        return false;
+    };
     let Some(config) = gregor_meta::acl::AuthorizerConfig::from_static(b.metadata.static_config())
     else {
-        return Some(stream);
+        return true;
     };
     let image = b.metadata.image();
     let name = principal.to_string();
@@ -832,12 +924,13 @@ async fn accept_controller_tls(
         .is_allowed();
     if !allowed {
         info!(%peer, %principal, operation = "ClusterAction", resource_type = "Cluster", "closing controller connection: principal not authorized");
-        return None;
+        return false;
     }
     debug!(%peer, %principal, "controller connection authenticated");
-    Some(stream)
+    true
 }
 
+/// How this node takes part in the controller quorum.
 fn quorum_settings(config: &BrokerConfig, options: &StartOptions) -> QuorumSettings {
     QuorumSettings {
         voter: config.is_controller,
@@ -845,14 +938,13 @@ fn quorum_settings(config: &BrokerConfig, options: &StartOptions) -> QuorumSetti
         election_timeout_ms: config.int("controller.quorum.election.timeout.ms") as u64,
         snapshot_bytes: config.int("metadata.log.max.record.bytes.between.snapshots") as u64,
         // Quorum RPCs, registration, heartbeats and forwarding: over TLS when the controller
-        // listener is SSL.
-        transport: match &config.controller_tls.client {
-            Some(tls) => SharedTransport(Arc::new(crate::transport::TlsTransport::new(
-                options.transport.clone(),
-                tls.clone(),
-            ))),
-            None => options.transport.clone(),
-        },
+        // listener is SSL or SASL_SSL, logged in when it is SASL.
+        transport: crate::transport::controller(
+            options.transport.clone(),
+            config.controller_tls.client.clone(),
+            config.controller_tls.client_sasl.clone(),
+            config.node_id,
+        ),
         seed: options.seed,
         election_timeout_range_ms: options.election_timeout_range_ms,
         disk: options.disk.clone(),
@@ -940,6 +1032,7 @@ async fn route(
         | RequestKind::DeleteTopics(_)
         | RequestKind::CreatePartitions(_)
         | RequestKind::IncrementalAlterConfigs(_)
+        | RequestKind::AlterConfigs(_)
         | RequestKind::ElectLeaders(_)
         | RequestKind::AlterPartitionReassignments(_)
         | RequestKind::AlterUserScramCredentials(_)
@@ -989,10 +1082,18 @@ async fn route(
 async fn route_admin(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -> Reply {
     let v = ctx.api_version;
     Reply::Respond(match request {
+        // This node's listener stores are validated here before the controller commits.
+        RequestKind::IncrementalAlterConfigs(r) => {
+            match handlers::broker_configs::incremental_alter_configs(b.control_plane(), r, v).await
+            {
+                Some(response) => response,
+                None => return Reply::Close,
+            }
+        }
         r @ (RequestKind::CreateTopics(_)
         | RequestKind::DeleteTopics(_)
         | RequestKind::CreatePartitions(_)
-        | RequestKind::IncrementalAlterConfigs(_)
+        | RequestKind::AlterConfigs(_)
         | RequestKind::ElectLeaders(_)
         | RequestKind::AlterPartitionReassignments(_)
         | RequestKind::AlterUserScramCredentials(_)

@@ -353,58 +353,114 @@ struct ListenerConfig {
     controller_tls: ControllerTls,
 }
 
-/// TLS on the controller quorum's links, when the controller listener is SSL.
+/// TLS and SASL on the controller quorum's links, as the controller listener's protocol says.
 #[derive(Debug, Clone, Default)]
 pub struct ControllerTls {
     /// This node's controller listener (a controller's), serving over TLS.
     pub server: Option<TlsListener>,
     /// The connections this node opens to the controllers (every node's).
     pub client: Option<ClientTls>,
+    /// SASL_PLAINTEXT / SASL_SSL: what connections to this node's controller listener log in
+    /// against (after TLS for SASL_SSL).
+    pub server_sasl: Option<std::sync::Arc<SaslListener>>,
+    /// SASL_PLAINTEXT / SASL_SSL: this node's own login to the controllers.
+    pub client_sasl: Option<ClientSasl>,
 }
 
 impl ControllerTls {
-    /// The protocol of the controller listener (the first of `controller.listener.names`, the
-    /// one nodes connect to, and `controller`, the one this node serves): PLAINTEXT, or SSL with
-    /// that listener's `ssl.*` settings as server and as client. SASL is refused: the quorum's
-    /// RPC has no SASL exchange.
+    /// The security of the controller listener: the one nodes connect to (the first of
+    /// `controller.listener.names`) and `controller`, the one this node serves. Any of Kafka's
+    /// four protocols, each with that listener's `ssl.*` / `sasl.*` settings as server and, as
+    /// Kafka does, as client.
     fn of(
         settings: &StaticBrokerConfig,
         roles: &Roles,
         protocols: &BTreeMap<String, SecurityProtocol>,
         controller: Option<&Listener>,
     ) -> Result<ControllerTls, ConfigError> {
-        let names = controller
-            .map(|c| c.name.clone())
-            .into_iter()
-            .chain(roles.controller_names.first().cloned());
-        for name in names {
-            match protocols.get(&name) {
-                Some(SecurityProtocol::Plaintext | SecurityProtocol::Ssl) | None => {}
-                Some(p) => {
-                    return Err(invalid(format!(
-                        "listener.security.protocol.map: the controller listener {name} is {}; it may be PLAINTEXT or SSL (the controller quorum does not speak SASL)",
-                        p.name()
-                    )))
-                }
+        let protocol = |name: &str| {
+            protocols
+                .get(name)
+                .copied()
+                .unwrap_or(SecurityProtocol::Plaintext)
+        };
+        let is_sasl = |p: SecurityProtocol| {
+            matches!(
+                p,
+                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+            )
+        };
+        let mut out = ControllerTls::default();
+        if let Some(c) = controller {
+            let p = protocol(&c.name);
+            if p.uses_tls() {
+                out.server = Some(
+                    TlsListener::from_settings(settings, &c.name)
+                        .map_err(|e| invalid(format!("listener {}: {e}", c.name)))?,
+                );
+            }
+            if is_sasl(p) {
+                out.server_sasl = Some(std::sync::Arc::new(
+                    SaslListener::from_settings(settings, &c.name)
+                        .map_err(|e| invalid(format!("listener {}: {e}", c.name)))?,
+                ));
             }
         }
-        let is_ssl = |name: &str| protocols.get(name) == Some(&SecurityProtocol::Ssl);
-        let server = match controller.filter(|c| is_ssl(&c.name)) {
-            Some(c) => Some(
-                TlsListener::from_settings(settings, &c.name)
-                    .map_err(|e| invalid(format!("listener {}: {e}", c.name)))?,
-            ),
-            None => None,
+        let Some(name) = roles.controller_names.first() else {
+            return Ok(out);
         };
-        let client = match roles.controller_names.first().filter(|n| is_ssl(n)) {
-            Some(name) => Some(
+        let p = protocol(name);
+        if p.uses_tls() {
+            out.client = Some(
                 crate::tls::controller_client(settings, name)
                     .map_err(|e| invalid(e.to_string()))?,
-            ),
-            None => None,
-        };
-        Ok(ControllerTls { server, client })
+            );
+        }
+        if is_sasl(p) {
+            let serving = controller
+                .filter(|c| c.name == *name)
+                .and(out.server_sasl.as_deref());
+            out.client_sasl = Some(controller_login(settings, name, serving)?);
+        }
+        Ok(out)
     }
+}
+
+/// This node's login to the controllers on a SASL controller listener `listener`:
+/// `sasl.mechanism.controller.protocol` (Kafka's default, GSSAPI, is not available) and the
+/// `username` / `password` of that mechanism's JAAS line on the listener
+/// (`listener.name.<listener>.<mechanism>.sasl.jaas.config`, else `sasl.jaas.config`).
+/// `serving` is the listener as this node serves it, whose mechanisms must include it.
+fn controller_login(
+    settings: &StaticBrokerConfig,
+    listener: &str,
+    serving: Option<&SaslListener>,
+) -> Result<ClientSasl, ConfigError> {
+    const KEY: &str = "sasl.mechanism.controller.protocol";
+    let name = settings.raw(KEY).unwrap_or("GSSAPI");
+    let mechanism = crate::sasl_config::SaslMechanism::from_name(name)
+        .filter(|m| *m != crate::sasl_config::SaslMechanism::OAuthBearer)
+        .ok_or_else(|| {
+            invalid(format!(
+                "{KEY}: '{name}' is not supported; the controller listener {listener} is SASL, so set it to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default is GSSAPI)"
+            ))
+        })?;
+    if serving.is_some_and(|l| !l.accepts(mechanism)) {
+        return Err(invalid(format!(
+            "{KEY}: {name} must be among the sasl.enabled.mechanisms of the controller listener {listener}"
+        )));
+    }
+    let own_key = gregor_sasl::listener_jaas_key(listener, name);
+    let text = gregor_sasl::jaas_config_for(listener, name, |k| settings.raw(k)).ok_or_else(|| {
+        invalid(format!(
+            "{own_key}: the controller listener {listener} needs this node's own login for {name}: a JAAS line with username and password"
+        ))
+    })?;
+    let key = match settings.raw(&own_key) {
+        Some(_) => own_key,
+        None => "sasl.jaas.config".to_string(),
+    };
+    ClientSasl::from_jaas(name, text, &key).map_err(|e| invalid(e.to_string()))
 }
 
 impl ListenerConfig {
@@ -1190,15 +1246,6 @@ mod tests {
             unadvertised.contains("must be advertised"),
             "{unadvertised}"
         );
-        let sasl_controller = cluster_node(&[
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
-        ])
-        .expect_err("refused")
-        .to_string();
-        assert!(
-            sasl_controller.contains("controller listener CONTROLLER is SASL_SSL"),
-            "{sasl_controller}"
-        );
         // SSL needs the listener's key store.
         let no_keystore =
             cluster_node(&["listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"])
@@ -1208,6 +1255,79 @@ mod tests {
             no_keystore.contains("listener CONTROLLER") && no_keystore.contains("keystore"),
             "{no_keystore}"
         );
+    }
+
+    #[test]
+    fn a_sasl_controller_listener_needs_a_mechanism_and_the_nodes_own_login() {
+        const MAP: &str =
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT";
+        let scram = "listener.name.controller.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"node\" password=\"node-secret\";";
+        let err = |overrides: &[&str]| cluster_node(overrides).expect_err("refused").to_string();
+        let e = err(&[MAP]);
+        assert!(
+            e.contains("listener CONTROLLER: sasl.enabled.mechanisms: GSSAPI is not supported"),
+            "{e}"
+        );
+        let mechanisms = "listener.name.controller.sasl.enabled.mechanisms=SCRAM-SHA-512";
+        let e = err(&[MAP, mechanisms, scram]);
+        assert!(
+            e.starts_with("sasl.mechanism.controller.protocol: 'GSSAPI' is not supported")
+                && e.contains("PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+            "{e}"
+        );
+        let e = err(&[
+            MAP,
+            mechanisms,
+            scram,
+            "sasl.mechanism.controller.protocol=OAUTHBEARER",
+        ]);
+        assert!(e.contains("'OAUTHBEARER' is not supported"), "{e}");
+        let e = err(&[
+            MAP,
+            mechanisms,
+            scram,
+            "sasl.mechanism.controller.protocol=SCRAM-SHA-256",
+        ]);
+        assert!(
+            e.contains("must be among the sasl.enabled.mechanisms"),
+            "{e}"
+        );
+        let chosen = "sasl.mechanism.controller.protocol=SCRAM-SHA-512";
+        let e = err(&[MAP, mechanisms, chosen]);
+        assert!(
+            e.starts_with("listener.name.controller.scram-sha-512.sasl.jaas.config:")
+                && e.contains("own login"),
+            "{e}"
+        );
+        let c = cluster_node(&[MAP, mechanisms, scram, chosen]).expect("valid");
+        let security = &c.controller_tls;
+        assert!(
+            security.server.is_none() && security.client.is_none(),
+            "no TLS"
+        );
+        let served = security
+            .server_sasl
+            .as_ref()
+            .expect("the listener logs peers in");
+        assert_eq!(served.mechanisms.len(), 1);
+        let login = security.client_sasl.as_ref().expect("the node's own login");
+        assert_eq!(login.username(), "node");
+        assert!(
+            !format!("{security:?}").contains("node-secret"),
+            "password redacted"
+        );
+        // A broker-only node serves no controller listener but logs in to the controllers.
+        let broker_only = BrokerConfig::from_options(&BrokerOptions {
+            node_id: Some(5),
+            listeners: Some("PLAINTEXT://127.0.0.1:19099".into()),
+            process_roles: Some("broker".into()),
+            controller_quorum_voters: Some("0@127.0.0.1:19093".into()),
+            overrides: vec![MAP.into(), scram.into(), chosen.into()],
+            ..Default::default()
+        })
+        .expect("valid");
+        assert!(broker_only.controller_tls.server_sasl.is_none());
+        assert!(broker_only.controller_tls.client_sasl.is_some());
     }
 
     #[test]

@@ -101,6 +101,7 @@ pub fn is_controller_api(key: ApiKey) -> bool {
             | ApiKey::DeleteTopics
             | ApiKey::CreatePartitions
             | ApiKey::IncrementalAlterConfigs
+            | ApiKey::AlterConfigs
             | ApiKey::ElectLeaders
             | ApiKey::AlterPartitionReassignments
             | ApiKey::CreateAcls

@@ -30,6 +30,7 @@ pub(crate) mod config;
 pub mod connection;
 pub(crate) mod connection_quotas;
 pub(crate) mod console;
+pub(crate) mod controller_sasl;
 pub(crate) mod data_plane;
 pub mod fetch_frame;
 pub mod fetch_session;

@@ -85,7 +85,14 @@ struct ReplicaApplier {
     /// Kafka's broker likewise publishes metadata to its replica manager only once it has
     /// caught up. `None` once caught up.
     catching_up: Mutex<Option<MetadataDelta>>,
+    /// Told of every applied change to this node's broker configs or the cluster default,
+    /// a value set again included (see [`MetadataManager::observe_broker_configs`]).
+    broker_config_observer: std::sync::OnceLock<BrokerConfigObserver>,
 }
+
+/// What [`MetadataManager::observe_broker_configs`] calls, with this node's config view.
+pub type BrokerConfigObserver =
+    Box<dyn Fn(&gregor_meta::config::BrokerConfigView<'_>) + Send + Sync>;
 
 impl ReplicaApplier {
     /// The node has caught up: applies everything merged so far, from now on each change as
@@ -113,6 +120,9 @@ impl ReplicaApplier {
         if broker_wide {
             // Broker defaults of topic configs reach every running log.
             self.replicas.reconfigure_all(&view);
+            if let Some(observe) = self.broker_config_observer.get() {
+                observe(&view);
+            }
         } else {
             for resource in &delta.changed_configs {
                 if resource.resource_type == gregor_meta::ConfigResourceType::Topic {
@@ -216,6 +226,7 @@ impl MetadataManager {
             node_id,
             replicas,
             catching_up: Mutex::new(Some(MetadataDelta::default())),
+            broker_config_observer: std::sync::OnceLock::new(),
         });
         let transport = settings.transport;
         let range = settings.election_timeout_range_ms;
@@ -275,6 +286,13 @@ impl MetadataManager {
         let applier = self.applier.clone();
         self.read(move |controller| applier.caught_up(controller))
             .await;
+    }
+
+    /// Calls `observe` whenever this node applies a change to its broker configs or the
+    /// cluster default (a value set again included), from the moment it has caught up with
+    /// the metadata log (then once for all it replayed). Set once, before catching up.
+    pub fn observe_broker_configs(&self, observe: BrokerConfigObserver) {
+        let _ = self.applier.broker_config_observer.set(observe);
     }
 
     pub fn static_config(&self) -> &StaticBrokerConfig {

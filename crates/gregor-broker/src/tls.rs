@@ -6,18 +6,22 @@
 //! Keystores and truststores are PEM (`ssl.keystore.type=PEM`): a file or inline text. Keys may
 //! be encrypted PKCS#8 with `ssl.key.password`. JKS and PKCS12 stores are refused with a message
 //! saying how to convert them. Error messages name settings, never their values.
+//!
+//! A client listener's stores are reloaded when IncrementalAlterConfigs changes them
+//! ([`ListenerTlsSet`]): each accepted connection takes the configuration served at that moment.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use gregor_client::tls::ClientTls;
-use gregor_meta::config::{broker_config, StaticBrokerConfig};
+use gregor_meta::config::{broker_config, dynamic_listener_ssl, StaticBrokerConfig};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tracing::{info, warn};
 
 use crate::security::{KafkaPrincipal, PrincipalMappingRules};
 
@@ -70,6 +74,13 @@ struct SslSettings<'a> {
 }
 
 impl SslSettings<'_> {
+    fn of<'a>(settings: &'a StaticBrokerConfig, listener: &str) -> SslSettings<'a> {
+        SslSettings {
+            settings,
+            prefix: format!("listener.name.{}.", listener.to_lowercase()),
+        }
+    }
+
     /// The listener's value of `key`: its override, else the plain setting, else the default.
     fn get(&self, key: &str) -> Option<Setting> {
         let overridden = format!("{}{key}", self.prefix);
@@ -91,12 +102,91 @@ impl SslSettings<'_> {
     }
 }
 
-/// A TLS listener: its rustls configuration and how client certificates map to principals.
+/// A TLS listener: what it serves (swapped whole when its stores are reloaded, see
+/// [`ListenerTlsSet`]) and how client certificates map to principals. Clones share what is
+/// served.
 #[derive(Debug, Clone)]
 pub struct TlsListener {
-    pub config: Arc<ServerConfig>,
+    served: Arc<RwLock<Arc<Served>>>,
     pub client_auth: ClientAuth,
     pub rules: Arc<PrincipalMappingRules>,
+}
+
+/// The rustls configuration of a listener and the stores it was built from.
+struct Served {
+    config: Arc<ServerConfig>,
+    stores: Stores,
+    /// The end-entity certificate, whose names a replacement must keep.
+    leaf: CertificateDer<'static>,
+}
+
+/// The PEM text the key store (file or inline key and chain) and the trust store held when
+/// read: a reload that finds the same text changes nothing. It holds the private key, so
+/// `Served` is never printed with it.
+#[derive(Clone, PartialEq, Eq)]
+struct Stores {
+    keystore: Vec<u8>,
+    chain: Option<String>,
+    truststore: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Served {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Served")
+            .field("subject", &subject_name(&self.leaf).ok())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A listener's reloaded stores, checked and ready to serve ([`TlsListener::install`]).
+pub struct Replacement(Served);
+
+/// The rustls configuration of a listener's settings, reading its stores now.
+fn serve(ssl: &SslSettings<'_>, client_auth: ClientAuth) -> Result<Served, TlsConfigError> {
+    let provider = crypto_provider();
+    let versions = protocol_versions(ssl)?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| setting_error("ssl.enabled.protocols", e.to_string()))?;
+    let (builder, trusted) = match client_auth {
+        ClientAuth::None => (builder.with_no_client_auth(), None),
+        auth => {
+            let (roots, pem) = truststore(ssl, auth)?;
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = match auth {
+                ClientAuth::Requested => verifier.allow_unauthenticated(),
+                _ => verifier,
+            };
+            let verifier = verifier
+                .build()
+                .map_err(|e| setting_error("ssl.client.auth", e.to_string()))?;
+            (builder.with_client_cert_verifier(verifier), Some(pem))
+        }
+    };
+    let store = keystore(ssl)?;
+    let leaf = store
+        .chain
+        .first()
+        .cloned()
+        .ok_or_else(|| setting_error(&store.key_setting, "holds no certificate"))?;
+    // rustls checks that the key is the certificate's.
+    let config = builder
+        .with_single_cert(store.chain, store.key)
+        .map_err(|e| {
+            setting_error(
+                &store.key_setting,
+                format!("unusable key or certificate: {e}"),
+            )
+        })?;
+    Ok(Served {
+        config: Arc::new(config),
+        stores: Stores {
+            keystore: store.pem,
+            chain: store.inline_chain,
+            truststore: trusted,
+        },
+        leaf,
+    })
 }
 
 impl TlsListener {
@@ -106,36 +196,9 @@ impl TlsListener {
         settings: &StaticBrokerConfig,
         listener: &str,
     ) -> Result<TlsListener, TlsConfigError> {
-        let ssl = SslSettings {
-            settings,
-            prefix: format!("listener.name.{}.", listener.to_lowercase()),
-        };
-        let provider = crypto_provider();
-        let versions = protocol_versions(&ssl)?;
+        let ssl = SslSettings::of(settings, listener);
         let client_auth = client_auth(&ssl)?;
-        let builder = ServerConfig::builder_with_provider(provider.clone())
-            .with_protocol_versions(&versions)
-            .map_err(|e| setting_error("ssl.enabled.protocols", e.to_string()))?;
-        let builder = match client_auth {
-            ClientAuth::None => builder.with_no_client_auth(),
-            auth => {
-                let roots = Arc::new(truststore(&ssl, auth)?);
-                let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider);
-                let verifier = match auth {
-                    ClientAuth::Requested => verifier.allow_unauthenticated(),
-                    _ => verifier,
-                };
-                builder.with_client_cert_verifier(
-                    verifier
-                        .build()
-                        .map_err(|e| setting_error("ssl.client.auth", e.to_string()))?,
-                )
-            }
-        };
-        let (chain, key, key_setting) = keystore(&ssl)?;
-        let config = builder.with_single_cert(chain, key).map_err(|e| {
-            setting_error(&key_setting, format!("unusable key or certificate: {e}"))
-        })?;
+        let served = serve(&ssl, client_auth)?;
         let rules_setting = ssl.get("ssl.principal.mapping.rules");
         let rules = PrincipalMappingRules::parse(
             rules_setting
@@ -149,10 +212,60 @@ impl TlsListener {
             setting_error(key, e.to_string())
         })?;
         Ok(TlsListener {
-            config: Arc::new(config),
+            served: Arc::new(RwLock::new(Arc::new(served))),
             client_auth,
             rules: Arc::new(rules),
         })
+    }
+
+    /// What the listener serves now.
+    fn current(&self) -> Arc<Served> {
+        self.served
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The certificate the listener presents now (its end entity).
+    pub fn certificate(&self) -> CertificateDer<'static> {
+        self.current().leaf.clone()
+    }
+
+    /// The listener's stores as `settings` give them now, read again: `None` when they hold
+    /// what is served, else a replacement that loads (the key matches its certificate) and
+    /// keeps the served certificate's subject and subjectAltNames unless
+    /// `ssl.allow.dn.changes` / `ssl.allow.san.changes` allow otherwise (Kafka's rules).
+    pub fn reloaded(
+        &self,
+        settings: &StaticBrokerConfig,
+        listener: &str,
+    ) -> Result<Option<Replacement>, TlsConfigError> {
+        let ssl = SslSettings::of(settings, listener);
+        let served = serve(&ssl, self.client_auth)?;
+        let current = self.current();
+        if served.stores == current.stores {
+            return Ok(None);
+        }
+        let allowed = |key: &str| {
+            ssl.get(key)
+                .is_some_and(|s| s.value.eq_ignore_ascii_case("true"))
+        };
+        names_compatible(
+            &current.leaf,
+            &served.leaf,
+            allowed("ssl.allow.dn.changes"),
+            allowed("ssl.allow.san.changes"),
+        )
+        .map_err(|reason| TlsConfigError::Listener {
+            listener: listener.to_string(),
+            reason,
+        })?;
+        Ok(Some(Replacement(served)))
+    }
+
+    /// Serves `replacement` to connections accepted from now on; open ones keep their session.
+    pub fn install(&self, replacement: Replacement) {
+        *self.served.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(replacement.0);
     }
 
     /// The principal of a connection that presented `peer_certificates` (the end entity's
@@ -207,10 +320,7 @@ fn listener_client(
     listener: &str,
     role: &str,
 ) -> Result<ClientTls, TlsConfigError> {
-    let ssl = SslSettings {
-        settings,
-        prefix: format!("listener.name.{}.", listener.to_lowercase()),
-    };
+    let ssl = SslSettings::of(settings, listener);
     let mut props = BTreeMap::from([("security.protocol".to_string(), "SSL".to_string())]);
     for key in [
         "ssl.truststore.type",
@@ -243,6 +353,155 @@ fn listener_client(
     }
 }
 
+/// The TLS of this node's client listeners, reloaded when IncrementalAlterConfigs changes the
+/// stores of one (`listener.name.<l>.ssl.keystore.location` and the other
+/// [`gregor_meta::config::DYNAMIC_LISTENER_SSL_CONFIGS`], on this node's broker resource), as Kafka's dynamic SSL
+/// update does: the node validates a change before the controller commits it
+/// ([`ListenerTlsSet::validate`]) and serves it once its metadata image has it
+/// ([`ListenerTlsSet::apply`]), re-reading the files even when the setting is set to the same
+/// value. New connections get the new stores; open ones keep their session.
+#[derive(Clone)]
+pub struct ListenerTlsSet {
+    static_config: StaticBrokerConfig,
+    /// TLS client listeners by lower-case name.
+    listeners: BTreeMap<String, TlsListener>,
+}
+
+impl ListenerTlsSet {
+    /// The set over `listeners` (name, TLS), whose static settings are `static_config`.
+    pub fn new<'a>(
+        static_config: &StaticBrokerConfig,
+        listeners: impl IntoIterator<Item = (&'a str, &'a TlsListener)>,
+    ) -> ListenerTlsSet {
+        ListenerTlsSet {
+            static_config: static_config.clone(),
+            listeners: listeners
+                .into_iter()
+                .map(|(name, tls)| (name.to_lowercase(), tls.clone()))
+                .collect(),
+        }
+    }
+
+    /// The static settings with this node's dynamic overrides (`overrides`, the configs of
+    /// its broker resource) of the listeners' stores.
+    fn settings(
+        &self,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<StaticBrokerConfig, TlsConfigError> {
+        let mut settings = self.static_config.clone();
+        for (key, value) in overrides {
+            if dynamic_listener_ssl(key).is_some() {
+                settings
+                    .set(key, value)
+                    .map_err(|e| setting_error(key, e.to_string()))?;
+            }
+        }
+        Ok(settings)
+    }
+
+    /// Checks what `overrides` (this node's broker configs once a change is applied) would
+    /// serve on the listeners a change names (`touched`, lower-case): each must be a TLS
+    /// client listener of this node whose new stores load and keep the served certificate's
+    /// names (see [`TlsListener::reloaded`]). Nothing is served yet.
+    pub fn validate(
+        &self,
+        overrides: &BTreeMap<String, String>,
+        touched: &BTreeSet<String>,
+    ) -> Result<(), TlsConfigError> {
+        let settings = self.settings(overrides)?;
+        for name in touched {
+            let Some(tls) = self.listeners.get(name) else {
+                return Err(TlsConfigError::Listener {
+                    listener: name.clone(),
+                    reason: "this node has no SSL or SASL_SSL client listener of that name (the controller listener's stores are read at start-up only)".to_string(),
+                });
+            };
+            tls.reloaded(&settings, name)?;
+        }
+        Ok(())
+    }
+
+    /// Serves on each listener what `overrides` (this node's broker configs, just applied)
+    /// give it, re-reading its stores; a listener whose stores hold what it serves is left
+    /// alone, and one whose new stores do not load, or change the certificate's names, keeps
+    /// what it serves (logged: the change was validated when made, so the files changed
+    /// since).
+    pub fn apply(&self, overrides: Option<&BTreeMap<String, String>>) {
+        let empty = BTreeMap::new();
+        let settings = match self.settings(overrides.unwrap_or(&empty)) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "dynamic listener TLS settings not applied");
+                return;
+            }
+        };
+        for (name, tls) in &self.listeners {
+            match tls.reloaded(&settings, name) {
+                Ok(None) => {}
+                Ok(Some(replacement)) => {
+                    let subject = subject_name(&replacement.0.leaf).unwrap_or_default();
+                    tls.install(replacement);
+                    info!(listener = %name, %subject, "serving the listener's reloaded key and trust stores");
+                }
+                Err(e) => {
+                    warn!(listener = %name, error = %e, "listener keeps its certificate: its reloaded stores are unusable");
+                }
+            }
+        }
+    }
+}
+
+/// Kafka's rule for a replacement key store: the end-entity certificate keeps its subject
+/// (compared as RFC 2253 names, ignoring case) unless `allow_dn`, and the same set of
+/// subjectAltNames unless `allow_san`, so clients that check names keep connecting.
+fn names_compatible(
+    old: &CertificateDer<'_>,
+    new: &CertificateDer<'_>,
+    allow_dn: bool,
+    allow_san: bool,
+) -> Result<(), String> {
+    let unreadable = |e: PrincipalError| format!("new certificate: {e}");
+    if !allow_dn {
+        let (was, is) = (
+            subject_name(old).map_err(unreadable)?,
+            subject_name(new).map_err(unreadable)?,
+        );
+        if !was.eq_ignore_ascii_case(&is) {
+            return Err(format!(
+                "the new certificate's subject '{is}' differs from the served one's '{was}' (set ssl.allow.dn.changes=true to allow it)"
+            ));
+        }
+    }
+    if !allow_san
+        && subject_alt_names(old).map_err(unreadable)?
+            != subject_alt_names(new).map_err(unreadable)?
+    {
+        return Err("the new certificate's subjectAltNames differ from the served one's (set ssl.allow.san.changes=true to allow it)".to_string());
+    }
+    Ok(())
+}
+
+/// The DER encodings of a certificate's subjectAltName entries.
+fn subject_alt_names(cert: &CertificateDer<'_>) -> Result<BTreeSet<Vec<u8>>, PrincipalError> {
+    use x509_cert::der::oid::AssociatedOid;
+    use x509_cert::der::{Decode, Encode};
+    use x509_cert::ext::pkix::SubjectAltName;
+    let bad = |e: x509_cert::der::Error| PrincipalError::Certificate(e.to_string());
+    let cert = x509_cert::Certificate::from_der(cert.as_ref()).map_err(bad)?;
+    let mut names = BTreeSet::new();
+    let extensions = cert.tbs_certificate.extensions.unwrap_or_default();
+    for ext in extensions
+        .iter()
+        .filter(|e| e.extn_id == SubjectAltName::OID)
+    {
+        let san = SubjectAltName::from_der(ext.extn_value.as_bytes()).map_err(bad)?;
+        for name in san.0 {
+            names.insert(name.to_der().map_err(bad)?);
+        }
+    }
+    Ok(names)
+}
+
 /// Why a TLS connection did not get as far as its first request.
 #[derive(Debug, thiserror::Error)]
 pub enum HandshakeError {
@@ -266,7 +525,8 @@ impl TlsListener {
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
-        let handshake = tokio_rustls::TlsAcceptor::from(self.config.clone()).accept(io);
+        let config = self.current().config.clone();
+        let handshake = tokio_rustls::TlsAcceptor::from(config).accept(io);
         let stream = match timeout {
             Some(t) => tokio::time::timeout(t, handshake)
                 .await
@@ -406,8 +666,11 @@ fn certificates(pem: &[u8], key: &str) -> Result<Vec<CertificateDer<'static>>, T
     gregor_client::tls::certificates(pem).map_err(|e| setting_error(key, e.to_string()))
 }
 
-/// The trust store client certificates are verified against.
-fn truststore(ssl: &SslSettings<'_>, auth: ClientAuth) -> Result<RootCertStore, TlsConfigError> {
+/// The trust store client certificates are verified against, and its PEM text.
+fn truststore(
+    ssl: &SslSettings<'_>,
+    auth: ClientAuth,
+) -> Result<(RootCertStore, Vec<u8>), TlsConfigError> {
     check_pem_type(ssl, "ssl.truststore.type")?;
     check_no_store_password(ssl, "ssl.truststore.password")?;
     let Some((pem, key)) = pem_source(
@@ -432,23 +695,36 @@ fn truststore(ssl: &SslSettings<'_>, auth: ClientAuth) -> Result<RootCertStore, 
             .add(cert)
             .map_err(|e| setting_error(&key, format!("unusable CA certificate: {e}")))?;
     }
-    Ok(roots)
+    Ok((roots, pem))
 }
 
-/// The listener's certificate chain and private key, and the setting the key came from.
-fn keystore(
-    ssl: &SslSettings<'_>,
-) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>, String), TlsConfigError> {
+/// A listener's key store as read.
+struct KeyStore {
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    /// The setting the key came from.
+    key_setting: String,
+    /// The key store file's text, or the inline key's.
+    pem: Vec<u8>,
+    /// The inline certificate chain (`ssl.keystore.certificate.chain`), if the key is inline.
+    inline_chain: Option<String>,
+}
+
+/// The listener's certificate chain and private key.
+fn keystore(ssl: &SslSettings<'_>) -> Result<KeyStore, TlsConfigError> {
     check_pem_type(ssl, "ssl.keystore.type")?;
     check_no_store_password(ssl, "ssl.keystore.password")?;
     let password = ssl.get("ssl.key.password");
     if let Some((pem, key)) = pem_source(ssl, "ssl.keystore.key", "ssl.keystore.location")? {
         // A keystore file holds the key and its chain; inline, the chain is a setting of its own.
-        let chain = if key.ends_with("ssl.keystore.key") {
+        let (chain, inline_chain) = if key.ends_with("ssl.keystore.key") {
             let chain = ssl.get("ssl.keystore.certificate.chain").ok_or_else(|| {
                 setting_error(&key, "needs ssl.keystore.certificate.chain beside it")
             })?;
-            certificates(chain.value.as_bytes(), &chain.key)?
+            (
+                certificates(chain.value.as_bytes(), &chain.key)?,
+                Some(chain.value),
+            )
         } else {
             if let Some(chain) = ssl.get("ssl.keystore.certificate.chain") {
                 return Err(setting_error(
@@ -456,10 +732,16 @@ fn keystore(
                     format!("set it with ssl.keystore.key, not with {key}"),
                 ));
             }
-            certificates(&pem, &key)?
+            (certificates(&pem, &key)?, None)
         };
         let private_key = private_key(&pem, &key, password.as_ref())?;
-        return Ok((chain, private_key, key));
+        return Ok(KeyStore {
+            chain,
+            key: private_key,
+            key_setting: key,
+            pem,
+            inline_chain,
+        });
     }
     Err(setting_error(
         "ssl.keystore.location",

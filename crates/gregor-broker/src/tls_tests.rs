@@ -393,3 +393,180 @@ async fn gregor_clients_tls_dialer_reaches_the_listener() {
     assert!(dialed.is_ok(), "dialed: {:?}", dialed.err());
     assert!(accepted.is_ok());
 }
+
+/// Writes `cert` and its key as a key store file at `path`.
+fn write_keystore(path: &std::path::Path, (cert, key): &(rcgen::Certificate, KeyPair)) {
+    std::fs::write(path, format!("{}{}", key.serialize_pem(), cert.pem())).expect("write");
+}
+
+/// The certificate a new connection to `listener` is shown.
+async fn served_to_a_new_client(listener: &TlsListener, ca: &Ca) -> CertificateDer<'static> {
+    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+    let name = ServerName::try_from("localhost").expect("name");
+    let (client, server) = tokio::join!(
+        client(ca, None).connect(name, client_io),
+        listener.accept(server_io, Some(Duration::from_secs(10)))
+    );
+    server.expect("server handshake");
+    let client = client.expect("client handshake");
+    client
+        .get_ref()
+        .1
+        .peer_certificates()
+        .expect("a certificate")[0]
+        .clone()
+}
+
+#[tokio::test]
+async fn a_reloaded_key_store_serves_new_connections_while_open_ones_keep_their_session() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = Ca::new("test-ca");
+    let path = dir.path().join("ks.pem");
+    let a = ca.issue(&[(DnType::CommonName, "broker")], false);
+    write_keystore(&path, &a);
+    let mut settings = StaticBrokerConfig::new();
+    settings
+        .set("ssl.keystore.location", &path.display().to_string())
+        .expect("set");
+    let listener = TlsListener::from_settings(&settings, "SSL").expect("valid");
+    assert_eq!(served_to_a_new_client(&listener, &ca).await, *a.0.der());
+    // The same file read again changes nothing.
+    assert!(listener
+        .reloaded(&settings, "SSL")
+        .expect("loads")
+        .is_none());
+    // A connection opened before the reload.
+    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+    let name = ServerName::try_from("localhost").expect("name");
+    let (opened, accepted) = tokio::join!(
+        client(&ca, None).connect(name, client_io),
+        listener.accept(server_io, Some(Duration::from_secs(10)))
+    );
+    let (mut old_client, (mut old_server, _)) =
+        (opened.expect("client"), accepted.expect("server"));
+    // The file at the same path now holds certificate B (same names, new key).
+    let b = ca.issue(&[(DnType::CommonName, "broker")], false);
+    write_keystore(&path, &b);
+    let replacement = listener
+        .reloaded(&settings, "SSL")
+        .expect("loads")
+        .expect("changed");
+    listener.install(replacement);
+    assert_eq!(listener.certificate(), *b.0.der());
+    assert_eq!(served_to_a_new_client(&listener, &ca).await, *b.0.der());
+    // The old connection still carries data both ways.
+    old_client.write_all(b"ping").await.expect("write");
+    let mut buf = [0u8; 4];
+    old_server.read_exact(&mut buf).await.expect("read");
+    assert_eq!(&buf, b"ping");
+    old_server.write_all(b"pong").await.expect("write");
+    old_client.read_exact(&mut buf).await.expect("read");
+    assert_eq!(&buf, b"pong");
+}
+
+#[test]
+fn a_reload_that_does_not_load_or_changes_the_names_is_refused_and_the_served_one_stays() {
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = Ca::new("test-ca");
+    let path = dir.path().join("ks.pem");
+    let a = ca.issue(&[(DnType::CommonName, "broker")], false);
+    write_keystore(&path, &a);
+    let mut settings = StaticBrokerConfig::new();
+    settings
+        .set(
+            "listener.name.ssl.ssl.keystore.location",
+            &path.display().to_string(),
+        )
+        .expect("set");
+    let listener = TlsListener::from_settings(&settings, "SSL").expect("valid");
+    let refused = |listener: &TlsListener, settings: &StaticBrokerConfig| {
+        let e = listener.reloaded(settings, "SSL").err().expect("refused");
+        assert_eq!(
+            listener.certificate(),
+            *a.0.der(),
+            "the served certificate stays"
+        );
+        e.to_string()
+    };
+    std::fs::write(&path, "not a key store").expect("write");
+    let e = refused(&listener, &settings);
+    assert!(e.contains("listener.name.ssl.ssl.keystore.location"), "{e}");
+    // B's certificate with another key.
+    let b = ca.issue(&[(DnType::CommonName, "broker")], false);
+    let other = KeyPair::generate().expect("key");
+    std::fs::write(&path, format!("{}{}", other.serialize_pem(), b.0.pem())).expect("write");
+    let e = refused(&listener, &settings);
+    assert!(e.contains("unusable key or certificate"), "{e}");
+    // Another subject: refused unless ssl.allow.dn.changes.
+    let renamed = ca.issue(&[(DnType::CommonName, "someone-else")], false);
+    write_keystore(&path, &renamed);
+    let e = refused(&listener, &settings);
+    assert!(e.contains("ssl.allow.dn.changes"), "{e}");
+    settings
+        .set("listener.name.ssl.ssl.allow.dn.changes", "true")
+        .expect("set");
+    assert!(listener
+        .reloaded(&settings, "SSL")
+        .expect("allowed")
+        .is_some());
+}
+
+#[test]
+fn other_subject_alt_names_are_refused_unless_allowed() {
+    let ca = Ca::new("test-ca");
+    let leaf = |names: Vec<String>| {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::new(names).expect("params");
+        params.distinguished_name.push(DnType::CommonName, "broker");
+        let cert = params.signed_by(&key, &ca.cert, &ca.key).expect("signed");
+        cert.der().clone()
+    };
+    let old = leaf(vec!["localhost".into(), "127.0.0.1".into()]);
+    let same = leaf(vec!["127.0.0.1".into(), "localhost".into()]);
+    let other = leaf(vec!["broker1.example.com".into()]);
+    assert!(names_compatible(&old, &same, false, false).is_ok());
+    let e = names_compatible(&old, &other, false, false).expect_err("other names");
+    assert!(e.contains("ssl.allow.san.changes"), "{e}");
+    assert!(names_compatible(&old, &other, false, true).is_ok());
+}
+
+#[tokio::test]
+async fn the_listener_set_validates_and_applies_a_nodes_dynamic_store_settings() {
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = Ca::new("test-ca");
+    let (path_a, path_b) = (dir.path().join("a.pem"), dir.path().join("b.pem"));
+    let a = ca.issue(&[(DnType::CommonName, "broker")], false);
+    let b = ca.issue(&[(DnType::CommonName, "broker")], false);
+    write_keystore(&path_a, &a);
+    write_keystore(&path_b, &b);
+    let mut settings = StaticBrokerConfig::new();
+    settings
+        .set("ssl.keystore.location", &path_a.display().to_string())
+        .expect("set");
+    let listener = TlsListener::from_settings(&settings, "SSL").expect("valid");
+    let set = ListenerTlsSet::new(&settings, [("SSL", &listener)]);
+    let key = "listener.name.ssl.ssl.keystore.location";
+    let overrides = BTreeMap::from([(key.to_string(), path_b.display().to_string())]);
+    let ssl = BTreeSet::from(["ssl".to_string()]);
+    set.validate(&overrides, &ssl).expect("B is valid");
+    assert_eq!(
+        listener.certificate(),
+        *a.0.der(),
+        "validation serves nothing"
+    );
+    let e = set
+        .validate(&overrides, &BTreeSet::from(["external".to_string()]))
+        .expect_err("no such listener");
+    assert!(e.to_string().contains("external"), "{e}");
+    set.apply(Some(&overrides));
+    assert_eq!(served_to_a_new_client(&listener, &ca).await, *b.0.der());
+    // The override removed: the static store again.
+    set.apply(None);
+    assert_eq!(listener.certificate(), *a.0.der());
+    // A store that became unusable after validation is not served; the listener keeps B.
+    set.apply(Some(&overrides));
+    std::fs::write(&path_b, "garbage").expect("write");
+    set.apply(Some(&overrides));
+    assert_eq!(listener.certificate(), *b.0.der());
+}

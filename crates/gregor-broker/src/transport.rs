@@ -3,7 +3,8 @@
 //! broker opens to another node goes through its [`Transport`]: the controller quorum's Raft
 //! and forwarding connections, the replica fetchers' connections to partition leaders, and the
 //! controller's liveness probes of brokers (replica fetchers wrap it in [`TlsTransport`] when the
-//! inter-broker listener is SSL, and in [`SaslTransport`] when it is SASL: [`inter_broker`]).
+//! inter-broker listener is SSL, and in [`SaslTransport`] when it is SASL: [`inter_broker`]; the
+//! connections to the controllers likewise per the controller listener: [`controller`]).
 //! The controller listener is bound through it too;
 //! the client listeners are bound by the caller (`server::bind_listeners`, or the simulator) and
 //! its connections are served with `connection::serve_io`.
@@ -96,8 +97,9 @@ impl Transport for TlsTransport {
 }
 
 /// A SASL login over another transport (TCP, or TLS for SASL_SSL): what replica fetchers use
-/// when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL. Each connection logs in as the
-/// broker (its JAAS `username` and `password`) before it is handed over.
+/// when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL, and every node's connections
+/// to a SASL controller listener. Each connection logs in as the node (its JAAS `username`
+/// and `password`) before it is handed over.
 pub struct SaslTransport {
     inner: SharedTransport,
     sasl: gregor_client::sasl::ClientSasl,
@@ -140,15 +142,39 @@ pub fn inter_broker(
     sasl: Option<gregor_client::sasl::ClientSasl>,
     node_id: i32,
 ) -> SharedTransport {
+    secured(base, tls, sasl, format!("gregor-replica-fetcher-{node_id}"))
+}
+
+/// How a node reaches the controllers' listener over `base` (quorum RPCs, metadata fetches,
+/// registration, heartbeats, forwarding): TLS when `tls` is set, then the node's login
+/// (`sasl.mechanism.controller.protocol`) when `sasl` is. gregor-quorum gets streams ready
+/// for its RPC frames.
+pub fn controller(
+    base: SharedTransport,
+    tls: Option<gregor_client::tls::ClientTls>,
+    sasl: Option<gregor_client::sasl::ClientSasl>,
+    node_id: i32,
+) -> SharedTransport {
+    secured(
+        base,
+        tls,
+        sasl,
+        format!("gregor-controller-client-{node_id}"),
+    )
+}
+
+fn secured(
+    base: SharedTransport,
+    tls: Option<gregor_client::tls::ClientTls>,
+    sasl: Option<gregor_client::sasl::ClientSasl>,
+    client_id: String,
+) -> SharedTransport {
     let secured = match tls {
         Some(tls) => SharedTransport(Arc::new(TlsTransport::new(base, tls))),
         None => base,
     };
     match sasl {
-        Some(sasl) => {
-            let client_id = format!("gregor-replica-fetcher-{node_id}");
-            SharedTransport(Arc::new(SaslTransport::new(secured, sasl, client_id)))
-        }
+        Some(sasl) => SharedTransport(Arc::new(SaslTransport::new(secured, sasl, client_id))),
         None => secured,
     }
 }

@@ -228,8 +228,9 @@ impl ConfigResource {
     }
 }
 
-/// `ConfigRecord`: set (`Some`) or delete (`None`) one dynamic config key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `ConfigRecord`: set (`Some`) or delete (`None`) one dynamic config key. `Debug` hides the
+/// value of a secret (`listener.name.<l>.ssl.key.password`, ...).
+#[derive(Clone, PartialEq, Eq)]
 pub struct ConfigRecord {
     /// The resource.
     pub resource: ConfigResource,
@@ -237,6 +238,22 @@ pub struct ConfigRecord {
     pub name: String,
     /// New value, `None` to delete the override.
     pub value: Option<String>,
+}
+
+impl std::fmt::Debug for ConfigRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret =
+            crate::config::defs::broker_config(&self.name).is_some_and(|d| d.is_sensitive());
+        let value = match &self.value {
+            Some(_) if secret => Some("[hidden]"),
+            v => v.as_deref(),
+        };
+        f.debug_struct("ConfigRecord")
+            .field("resource", &self.resource)
+            .field("name", &self.name)
+            .field("value", &value)
+            .finish()
+    }
 }
 
 /// One metadata record.

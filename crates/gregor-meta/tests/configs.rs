@@ -685,3 +685,162 @@ fn throttled_replica_lists_take_star_or_partition_broker_pairs() {
         }
     }
 }
+
+fn legacy(name: &str, value: Option<&str>) -> LegacyConfig {
+    LegacyConfig {
+        name: name.into(),
+        value: value.map(String::from),
+    }
+}
+
+#[test]
+fn legacy_alter_configs_replaces_the_whole_set() {
+    let mut c = Cluster::with_brokers(&[0]);
+    c.create(CreatableTopic::new("t")).unwrap();
+    let topic = ConfigResource::topic("t");
+    alter(
+        &mut c,
+        topic.clone(),
+        vec![
+            AlterableConfig::set("retention.ms", "1000"),
+            AlterableConfig::set("cleanup.policy", "compact"),
+        ],
+    )
+    .unwrap();
+    // Only compression.type listed: the two overrides above go back to their defaults.
+    let res = c.controller.alter_configs(
+        &[(
+            topic.clone(),
+            vec![legacy("compression.type", Some("gzip"))],
+        )],
+        false,
+    );
+    c.commit(&res.records);
+    assert!(res.response[0].1.is_ok(), "{:?}", res.response);
+    let now = c.image.configs(&topic).unwrap();
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_eq!(now["compression.type"], "gzip");
+    // A null value removes the key; nothing listed removes everything.
+    let res = c.controller.alter_configs(
+        &[(topic.clone(), vec![legacy("compression.type", None)])],
+        false,
+    );
+    c.commit(&res.records);
+    assert!(c.image.configs(&topic).is_none());
+}
+
+#[test]
+fn legacy_alter_configs_validates_as_incremental_does() {
+    let mut c = Cluster::with_brokers(&[0]);
+    c.create(CreatableTopic::new("t")).unwrap();
+    let topic = ConfigResource::topic("t");
+    alter(
+        &mut c,
+        topic.clone(),
+        vec![AlterableConfig::set("retention.ms", "1000")],
+    )
+    .unwrap();
+    let res = c.controller.alter_configs(
+        &[
+            (topic.clone(), vec![legacy("no.such.config", Some("1"))]),
+            (
+                ConfigResource::topic("missing"),
+                vec![legacy("retention.ms", Some("1"))],
+            ),
+        ],
+        false,
+    );
+    assert_eq!(
+        res.response[0].1.as_ref().unwrap_err().code,
+        ResponseError::InvalidConfig
+    );
+    assert_eq!(
+        res.response[1].1.as_ref().unwrap_err().code,
+        ResponseError::UnknownTopicOrPartition
+    );
+    assert!(res.records.is_empty(), "a refused resource changes nothing");
+    // validate_only writes nothing, and the old override stays.
+    let res = c.controller.alter_configs(
+        &[(topic.clone(), vec![legacy("compression.type", Some("lz4"))])],
+        true,
+    );
+    assert!(res.response[0].1.is_ok());
+    assert!(res.records.is_empty());
+    assert_eq!(c.image.configs(&topic).unwrap()["retention.ms"], "1000");
+}
+
+#[test]
+fn listener_stores_are_dynamic_per_listener_and_per_broker_and_a_reset_writes_a_record() {
+    let mut c = Cluster::with_brokers(&[0]);
+    let node = ConfigResource::broker(0);
+    let key = "listener.name.ssl.ssl.keystore.location";
+    let set_a = vec![AlterableConfig::set(key, "/a.pem")];
+    alter(&mut c, node.clone(), set_a.clone()).unwrap();
+    // Setting the same value again still writes a record (KAFKA-14136): applying it makes the
+    // broker re-read the file.
+    let again = c.controller.incremental_alter_configs(
+        &[AlterConfigsResource {
+            resource: node.clone(),
+            configs: set_a,
+        }],
+        false,
+    );
+    assert!(again.response[0].1.is_ok());
+    assert_eq!(again.records.len(), 1);
+    // A secret: set, but never shown by a record's Debug.
+    let password = AlterableConfig::set("listener.name.ssl.ssl.key.password", "key-secret");
+    let res = c.controller.incremental_alter_configs(
+        &[AlterConfigsResource {
+            resource: node.clone(),
+            configs: vec![password],
+        }],
+        false,
+    );
+    assert!(res.response[0].1.is_ok());
+    assert!(!format!("{:?}", res.records).contains("key-secret"));
+    c.commit(&res.records);
+    // Without the listener prefix, or at the cluster default: Kafka's refusals.
+    let plain = alter(
+        &mut c,
+        node.clone(),
+        vec![AlterableConfig::set("ssl.keystore.location", "/a.pem")],
+    )
+    .unwrap_err();
+    assert_eq!(plain.code, ResponseError::InvalidConfig);
+    assert!(
+        plain.message.contains("only per-listener"),
+        "{}",
+        plain.message
+    );
+    let default = alter(
+        &mut c,
+        ConfigResource::cluster_default(),
+        vec![AlterableConfig::set(key, "/a.pem")],
+    )
+    .unwrap_err();
+    assert_eq!(default.code, ResponseError::InvalidConfig);
+    assert!(default.message.contains("broker id must be specified"));
+    // Other listener settings stay read-only.
+    let auth = alter(
+        &mut c,
+        node.clone(),
+        vec![AlterableConfig::set(
+            "listener.name.ssl.ssl.client.auth",
+            "required",
+        )],
+    )
+    .unwrap_err();
+    assert_eq!(auth.code, ResponseError::InvalidConfig);
+    // Described under its own name, as a secret (no value).
+    let described = describe_configs(
+        c.controller.image(),
+        &StaticBrokerConfig::new(),
+        0,
+        &node,
+        Some(&["listener.name.ssl.ssl.key.password".to_string()]),
+    )
+    .unwrap();
+    assert_eq!(described.len(), 1);
+    assert!(described[0].sensitive && described[0].value.is_none());
+    assert_eq!(described[0].source, ConfigSource::DynamicBrokerConfig);
+}

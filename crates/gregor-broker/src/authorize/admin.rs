@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use gregor_meta::acl::{AclOperation, AclResourceType};
 use gregor_meta::MetadataImage;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as LegacyAlterConfigsResourceResponse;
 use kafka_protocol::messages::alter_partition_reassignments_response::{
     ReassignablePartitionResponse, ReassignableTopicResponse,
 };
@@ -20,13 +21,13 @@ use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
-    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteAclsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeAclsResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, DescribeLogDirsResponse,
-    DescribeUserScramCredentialsResponse, ElectLeadersResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, ListPartitionReassignmentsResponse, RequestKind, ResponseKind,
-    TopicName,
+    AlterConfigsRequest, AlterConfigsResponse, AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsResponse, CreateAclsResponse, CreatePartitionsRequest,
+    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteAclsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, DescribeAclsResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, DescribeLogDirsResponse, DescribeUserScramCredentialsResponse,
+    ElectLeadersResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsResponse, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::ResponseError;
 
@@ -72,6 +73,7 @@ pub(super) fn gate(
         RequestKind::CreatePartitions(r) => create_partitions(d, r),
         RequestKind::DescribeConfigs(r) => describe_configs(d, r),
         RequestKind::IncrementalAlterConfigs(r) => incremental_alter_configs(d, r),
+        RequestKind::AlterConfigs(r) => alter_configs(d, r),
         other => Gate::Run(other, no_fixup()),
     }
 }
@@ -439,28 +441,43 @@ fn config_refusal(
     (!d.allows(op, rt, &resource)).then_some(error)
 }
 
-/// DescribeConfigs: DESCRIBE_CONFIGS on each resource.
-fn describe_configs(d: &dyn Decide, mut r: DescribeConfigsRequest) -> Gate {
-    let mut answers = Vec::new();
+/// Splits config resources into those `d` allows `op` on, and the answers `refuse` makes for
+/// the others.
+fn split_config_resources<R, A>(
+    d: &dyn Decide,
+    op: AclOperation,
+    resources: Vec<R>,
+    key: impl Fn(&R) -> (i8, &str),
+    refuse: impl Fn(R, ResponseError) -> A,
+) -> (Vec<R>, Vec<A>) {
     let mut kept = Vec::new();
-    for res in std::mem::take(&mut r.resources) {
-        match config_refusal(
-            d,
-            AclOperation::DescribeConfigs,
-            res.resource_type,
-            &res.resource_name,
-        ) {
-            Some(e) => {
-                let mut out = DescribeConfigsResult::default();
-                out.error_code = e.code();
-                out.error_message = Some(s(e.to_string()));
-                out.resource_type = res.resource_type;
-                out.resource_name = res.resource_name;
-                answers.push(out);
-            }
+    let mut answers = Vec::new();
+    for res in resources {
+        let (resource_type, name) = key(&res);
+        match config_refusal(d, op, resource_type, name) {
+            Some(e) => answers.push(refuse(res, e)),
             None => kept.push(res),
         }
     }
+    (kept, answers)
+}
+
+/// DescribeConfigs: DESCRIBE_CONFIGS on each resource.
+fn describe_configs(d: &dyn Decide, mut r: DescribeConfigsRequest) -> Gate {
+    let (kept, answers) = split_config_resources(
+        d,
+        AclOperation::DescribeConfigs,
+        std::mem::take(&mut r.resources),
+        |res| (res.resource_type, &res.resource_name),
+        |res, e| {
+            let mut out = DescribeConfigsResult::default();
+            out.error_code = e.code();
+            out.error_message = Some(s(e.to_string()));
+            out.resource_type = res.resource_type;
+            out.resource_name = res.resource_name;
+            out
+        },
+    );
     r.resources = kept;
     let fixup = on_response(move |_, resp| match resp {
         ResponseKind::DescribeConfigs(mut resp) => {
@@ -482,26 +499,20 @@ fn describe_configs(d: &dyn Decide, mut r: DescribeConfigsRequest) -> Gate {
 
 /// IncrementalAlterConfigs: ALTER_CONFIGS on each resource.
 fn incremental_alter_configs(d: &dyn Decide, mut r: IncrementalAlterConfigsRequest) -> Gate {
-    let mut answers = Vec::new();
-    let mut kept = Vec::new();
-    for res in std::mem::take(&mut r.resources) {
-        match config_refusal(
-            d,
-            AclOperation::AlterConfigs,
-            res.resource_type,
-            &res.resource_name,
-        ) {
-            Some(e) => {
-                let mut out = AlterConfigsResourceResponse::default();
-                out.error_code = e.code();
-                out.error_message = Some(s(e.to_string()));
-                out.resource_type = res.resource_type;
-                out.resource_name = res.resource_name;
-                answers.push(out);
-            }
-            None => kept.push(res),
-        }
-    }
+    let (kept, answers) = split_config_resources(
+        d,
+        AclOperation::AlterConfigs,
+        std::mem::take(&mut r.resources),
+        |res| (res.resource_type, &res.resource_name),
+        |res, e| {
+            let mut out = AlterConfigsResourceResponse::default();
+            out.error_code = e.code();
+            out.error_message = Some(s(e.to_string()));
+            out.resource_type = res.resource_type;
+            out.resource_name = res.resource_name;
+            out
+        },
+    );
     r.resources = kept;
     let fixup = on_response(move |_, resp| match resp {
         ResponseKind::IncrementalAlterConfigs(mut resp) => {
@@ -519,4 +530,33 @@ fn incremental_alter_configs(d: &dyn Decide, mut r: IncrementalAlterConfigsReque
         empty,
         fixup,
     )
+}
+
+/// AlterConfigs (legacy): ALTER_CONFIGS on each resource, as IncrementalAlterConfigs.
+fn alter_configs(d: &dyn Decide, mut r: AlterConfigsRequest) -> Gate {
+    let (kept, answers) = split_config_resources(
+        d,
+        AclOperation::AlterConfigs,
+        std::mem::take(&mut r.resources),
+        |res| (res.resource_type, &res.resource_name),
+        |res, e| {
+            let mut out = LegacyAlterConfigsResourceResponse::default();
+            out.error_code = e.code();
+            out.error_message = Some(s(e.to_string()));
+            out.resource_type = res.resource_type;
+            out.resource_name = res.resource_name;
+            out
+        },
+    );
+    r.resources = kept;
+    let fixup = on_response(move |_, resp| match resp {
+        ResponseKind::AlterConfigs(mut resp) => {
+            resp.responses.extend(answers);
+            ResponseKind::AlterConfigs(resp)
+        }
+        other => other,
+    });
+    let empty = ResponseKind::AlterConfigs(AlterConfigsResponse::default());
+    let nothing_left = r.resources.is_empty();
+    run_unless_empty(d, nothing_left, RequestKind::AlterConfigs(r), empty, fixup)
 }

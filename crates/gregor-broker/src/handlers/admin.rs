@@ -227,7 +227,7 @@ pub async fn create_partitions(
     resp
 }
 
-fn resource(resource_type: i8, name: &str) -> Result<ConfigResource, ApiError> {
+pub(super) fn resource(resource_type: i8, name: &str) -> Result<ConfigResource, ApiError> {
     match resource_type {
         2 => Ok(ConfigResource::topic(name)),
         4 if name.is_empty() => Ok(ConfigResource::cluster_default()),

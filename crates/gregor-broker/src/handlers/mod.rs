@@ -4,11 +4,13 @@
 
 pub(crate) mod acls;
 pub(crate) mod admin;
+pub(crate) mod broker_configs;
 pub(crate) mod cluster;
 mod common;
 pub(crate) mod elect;
 pub(crate) mod fetch;
 pub(crate) mod groups;
+pub(crate) mod legacy_configs;
 pub(crate) mod log_dirs;
 pub(crate) mod offsets;
 pub(crate) mod produce;
@@ -44,6 +46,9 @@ pub async fn controller_api(
         RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
             admin::incremental_alter_configs(b.metadata, r).await,
         ),
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(legacy_configs::alter_configs(b.metadata, r).await)
+        }
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(elect::elect_leaders(b.metadata, r, v).await)
         }

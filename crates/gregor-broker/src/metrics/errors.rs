@@ -119,6 +119,7 @@ fn admin_api_codes(response: &ResponseKind, add: &mut impl FnMut(i16)) {
         ResponseKind::IncrementalAlterConfigs(r) => {
             r.responses.iter().for_each(|x| add(x.error_code))
         }
+        ResponseKind::AlterConfigs(r) => r.responses.iter().for_each(|x| add(x.error_code)),
         ResponseKind::ElectLeaders(r) => {
             add(r.error_code);
             r.replica_election_results

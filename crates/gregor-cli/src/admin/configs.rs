@@ -235,19 +235,7 @@ impl ConfigsArgs {
             };
             return Ok(Some(ConfigsAction::QuotaDescribe { target, scram_user }));
         }
-        let set = match &self.add_config {
-            Some(text) => parse_add_config(text)?,
-            None => Vec::new(),
-        };
-        let delete: Vec<String> = self
-            .delete_config
-            .iter()
-            .map(|k| k.trim().to_string())
-            .filter(|k| !k.is_empty())
-            .collect();
-        if set.is_empty() && delete.is_empty() {
-            bail!("--alter needs --add-config or --delete-config");
-        }
+        let (set, delete) = self.changes()?;
         let (quota_set, scram_set): (Vec<_>, Vec<_>) = set
             .into_iter()
             .partition(|(k, _)| !user_alone || client_quotas::is_quota_key(k));
@@ -261,6 +249,24 @@ impl ConfigsArgs {
             scram_set,
             scram_delete,
         }))
+    }
+
+    /// `--add-config` and `--delete-config` of an `--alter`: at least one change.
+    fn changes(&self) -> Result<(ConfigPairs, Vec<String>)> {
+        let set = match &self.add_config {
+            Some(text) => parse_add_config(text)?,
+            None => Vec::new(),
+        };
+        let delete: Vec<String> = self
+            .delete_config
+            .iter()
+            .map(|k| k.trim().to_string())
+            .filter(|k| !k.is_empty())
+            .collect();
+        if set.is_empty() && delete.is_empty() {
+            bail!("--alter needs --add-config or --delete-config");
+        }
+        Ok((set, delete))
     }
 
     pub fn action(&self) -> Result<ConfigsAction> {
@@ -290,19 +296,7 @@ impl ConfigsArgs {
         }
         let entity =
             entity.ok_or_else(|| anyhow!("--alter needs --entity-name or --entity-default"))?;
-        let set = match &self.add_config {
-            Some(text) => parse_add_config(text)?,
-            None => Vec::new(),
-        };
-        let delete: Vec<String> = self
-            .delete_config
-            .iter()
-            .map(|k| k.trim().to_string())
-            .filter(|k| !k.is_empty())
-            .collect();
-        if set.is_empty() && delete.is_empty() {
-            bail!("--alter needs --add-config or --delete-config");
-        }
+        let (set, delete) = self.changes()?;
         if let Some(k) = set.iter().map(|(k, _)| k).find(|k| delete.contains(k)) {
             bail!("Invalid config(s): {k} (both added and deleted)");
         }
@@ -317,7 +311,10 @@ impl ConfigsArgs {
 
 /// Parses `--add-config`: pairs separated by commas outside square brackets; brackets group
 /// a list value and are dropped (`k=[a,b]` sets `a,b`); an empty value is allowed.
-pub fn parse_add_config(text: &str) -> Result<Vec<(String, String)>> {
+/// `(key, value)` pairs, in the order given.
+type ConfigPairs = Vec<(String, String)>;
+
+pub fn parse_add_config(text: &str) -> Result<ConfigPairs> {
     let mut pairs = Vec::new();
     let mut depth = 0usize;
     let mut current = String::new();

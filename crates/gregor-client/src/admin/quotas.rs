@@ -79,6 +79,17 @@ pub fn alter_client_quotas_request(
     req
 }
 
+/// An entity as the two responses carry it (each with its own part type).
+fn entity_of<P>(parts: &[P], fields: impl Fn(&P) -> (&StrBytes, Option<&StrBytes>)) -> QuotaEntity {
+    parts
+        .iter()
+        .map(|p| {
+            let (entity_type, name) = fields(p);
+            (entity_type.to_string(), name.map(|n| n.to_string()))
+        })
+        .collect()
+}
+
 /// Each entry's outcome, in request order.
 pub fn parse_alter_client_quotas(
     resp: AlterClientQuotasResponse,
@@ -86,16 +97,7 @@ pub fn parse_alter_client_quotas(
     resp.entries
         .into_iter()
         .map(|e| {
-            let entity = e
-                .entity
-                .iter()
-                .map(|p| {
-                    (
-                        p.entity_type.to_string(),
-                        p.entity_name.as_ref().map(|n| n.to_string()),
-                    )
-                })
-                .collect();
+            let entity = entity_of(&e.entity, |p| (&p.entity_type, p.entity_name.as_ref()));
             (
                 entity,
                 KafkaError::check(e.error_code, e.error_message.as_deref()),
@@ -140,16 +142,7 @@ pub fn parse_describe_client_quotas(
         .unwrap_or_default()
         .into_iter()
         .map(|e| {
-            let entity = e
-                .entity
-                .iter()
-                .map(|p| {
-                    (
-                        p.entity_type.to_string(),
-                        p.entity_name.as_ref().map(|n| n.to_string()),
-                    )
-                })
-                .collect();
+            let entity = entity_of(&e.entity, |p| (&p.entity_type, p.entity_name.as_ref()));
             let values = e
                 .values
                 .iter()

@@ -300,6 +300,10 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "TLSv1.3 (or TLS) allows every enabled protocol; TLSv1.2 rules out TLSv1.3."),
     broker("ssl.principal.mapping.rules", String, Some("DEFAULT"), Any, false,
         "Rules mapping a client certificate's subject name to a principal name: RULE:pattern/replacement/[LU] entries and DEFAULT (the name as it is), first match wins."),
+    broker("ssl.allow.dn.changes", Boolean, Some("false"), Any, false,
+        "Whether a listener's key store reloaded by IncrementalAlterConfigs may change the certificate's subject name."),
+    broker("ssl.allow.san.changes", Boolean, Some("false"), Any, false,
+        "Whether a listener's key store reloaded by IncrementalAlterConfigs may change the certificate's subjectAltNames."),
     broker("ssl.cipher.suites", List, Some(""), Any, false, "Cipher suites; empty: rustls's defaults."),
     broker("ssl.endpoint.identification.algorithm", String, Some("https"), Any, false,
         "Whether replica fetchers check other brokers' host names against their certificates on an SSL inter-broker listener: https (the default) or empty (no check)."),
@@ -315,6 +319,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's default, GSSAPI, is refused at start-up)."),
     broker("sasl.mechanism.inter.broker.protocol", String, Some("GSSAPI"), Any, false,
         "SASL mechanism replica fetchers log in with when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL; one of the listener's enabled mechanisms."),
+    broker("sasl.mechanism.controller.protocol", String, Some("GSSAPI"), Any, false,
+        "SASL mechanism every node logs in to the controllers with when the controller listener is SASL_PLAINTEXT or SASL_SSL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default, GSSAPI, is refused)."),
     broker("sasl.jaas.config", Password, None, Any, false,
         "JAAS login module line: PlainLoginModule's user_<name>=\"<password>\" entries are PLAIN's users; username and password are the broker's own login to other brokers."),
     broker("connections.max.reauth.ms", Long, Some("0"), AtLeast(0), false,
@@ -338,6 +344,15 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Kafka's SASL server callback handler; for OAUTHBEARER only org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler (what Gregor does) is accepted."),
     broker("connection.failed.authentication.delay.ms", Int, Some("100"), AtLeast(0), false,
         "How long a failed SASL authentication waits before its answer and the close (slows down password guessing; other connections are not held up)."),
+    // Kerberos (GSSAPI) settings: Gregor has no GSSAPI, so these are kept and have no effect,
+    // as in Kafka when no listener enables GSSAPI; dynamic there too, so tools that set them
+    // (librdkafka's admin tests do) are not refused.
+    broker("sasl.kerberos.service.name", String, None, Any, true, "GSSAPI only; no effect in Gregor (no GSSAPI)."),
+    broker("sasl.kerberos.kinit.cmd", String, Some("/usr/bin/kinit"), Any, true, "GSSAPI only; no effect in Gregor (no GSSAPI)."),
+    broker("sasl.kerberos.min.time.before.relogin", Long, Some("60000"), Any, true, "GSSAPI only; no effect in Gregor (no GSSAPI)."),
+    broker("sasl.kerberos.ticket.renew.jitter", Double, Some("0.05"), Any, true, "GSSAPI only; no effect in Gregor (no GSSAPI)."),
+    broker("sasl.kerberos.ticket.renew.window.factor", Double, Some("0.8"), Any, true, "GSSAPI only; no effect in Gregor (no GSSAPI)."),
+    broker("sasl.kerberos.principal.to.local.rules", List, Some("DEFAULT"), Any, true, "GSSAPI only; no effect in Gregor (no GSSAPI)."),
     broker("log.dirs", List, None, Any, false, "Directories in which log data is kept; log.dir is used when unset."),
     broker("log.dir", String, Some("/tmp/kafka-logs"), Any, false, "The directory in which log data is kept (used when log.dirs is unset)."),
     broker("metadata.log.dir", String, None, Any, false, "Directory of the metadata log; the first log directory when unset."),
@@ -539,6 +554,32 @@ pub fn topic_config(name: &str) -> Option<&'static ConfigDef> {
 pub fn broker_config(name: &str) -> Option<&'static ConfigDef> {
     let base = listener_override_base(name).unwrap_or(name);
     BROKER_CONFIGS.iter().find(|d| d.name == base)
+}
+
+/// The `ssl.*` settings a listener's stores are read from, which IncrementalAlterConfigs may
+/// change for one broker and one listener (`listener.name.<listener>.<setting>`), reloading
+/// its stores (Kafka's dynamic SSL update, KIP-226; Kafka's `SslConfigs.RECONFIGURABLE_CONFIGS`).
+pub const DYNAMIC_LISTENER_SSL_CONFIGS: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.certificates",
+];
+
+/// The listener (lower-case) and setting of `name` when it is a per-listener override of one
+/// of [`DYNAMIC_LISTENER_SSL_CONFIGS`] (`listener.name.ssl.ssl.keystore.location`).
+pub fn dynamic_listener_ssl(name: &str) -> Option<(&str, &str)> {
+    let base = listener_override_base(name)?;
+    let listener = name.strip_prefix("listener.name.")?.split_once('.')?.0;
+    DYNAMIC_LISTENER_SSL_CONFIGS
+        .contains(&base)
+        .then_some((listener, base))
 }
 
 /// The setting a per-listener override overrides (`ssl.client.auth` for

@@ -1,6 +1,9 @@
 //! DescribeConfigs: each config's value, where it comes from, and its synonyms.
 
-use super::defs::{broker_config, ConfigDef, BROKER_CONFIGS, TOPIC_CONFIGS};
+use super::defs::{
+    broker_config, dynamic_listener_ssl, listener_override_base, ConfigDef, BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+};
 use super::resolve::{BrokerConfigView, ConfigSource, ResolvedConfig, StaticBrokerConfig};
 use super::value::ConfigType;
 use crate::error::ApiError;
@@ -53,7 +56,7 @@ pub fn describe_configs(
     keys: Option<&[String]>,
 ) -> Result<Vec<DescribedConfig>, ApiError> {
     let view = BrokerConfigView::new(image, static_config, local_broker);
-    let wanted = |d: &ConfigDef| keys.is_none_or(|k| k.iter().any(|k| k == d.name));
+    let wanted = |name: &str| keys.is_none_or(|k| k.iter().any(|k| k == name));
     match resource.resource_type {
         ConfigResourceType::Topic => describe_topic(&view, image, resource, wanted),
         // The cluster default resource lists only what is set there.
@@ -69,7 +72,7 @@ fn describe_topic(
     view: &BrokerConfigView<'_>,
     image: &MetadataImage,
     resource: &ConfigResource,
-    wanted: impl Fn(&ConfigDef) -> bool,
+    wanted: impl Fn(&str) -> bool,
 ) -> Result<Vec<DescribedConfig>, ApiError> {
     if image.topic(&resource.name).is_none() {
         return Err(ApiError::unknown_topic_or_partition(format!(
@@ -80,7 +83,7 @@ fn describe_topic(
     let overrides = image.configs(resource);
     Ok(TOPIC_CONFIGS
         .iter()
-        .filter(|d| wanted(d))
+        .filter(|d| wanted(d.name))
         .map(|d| {
             let mut synonyms = Vec::new();
             if let Some(v) = overrides.and_then(|m| m.get(d.name)) {
@@ -112,12 +115,12 @@ fn describe_topic(
 fn describe_cluster_default(
     image: &MetadataImage,
     resource: &ConfigResource,
-    wanted: impl Fn(&ConfigDef) -> bool,
+    wanted: impl Fn(&str) -> bool,
 ) -> Vec<DescribedConfig> {
     let set = image.configs(resource);
     BROKER_CONFIGS
         .iter()
-        .filter(|d| wanted(d))
+        .filter(|d| wanted(d.name))
         .filter_map(|d| {
             let v = set?.get(d.name)?;
             let e = entry(
@@ -145,7 +148,7 @@ fn describe_broker(
     view: &BrokerConfigView<'_>,
     resource: &ConfigResource,
     local_broker: BrokerId,
-    wanted: impl Fn(&ConfigDef) -> bool,
+    wanted: impl Fn(&str) -> bool,
 ) -> Result<Vec<DescribedConfig>, ApiError> {
     let id: BrokerId = resource.name.parse().map_err(|_| {
         ApiError::invalid_request("Unable to parse broker name as a base 10 number.")
@@ -157,7 +160,7 @@ fn describe_broker(
     }
     Ok(BROKER_CONFIGS
         .iter()
-        .filter(|d| wanted(d))
+        .filter(|d| wanted(d.name))
         .map(|d| {
             let mut synonyms = Vec::new();
             push_broker_synonyms(view, d.name, &mut synonyms);
@@ -171,7 +174,37 @@ fn describe_broker(
             }
             described(d, !d.dynamic, view.resolve(d.name), synonyms)
         })
+        .chain(listener_overrides(view, &wanted))
         .collect())
+}
+
+/// The per-listener settings (`listener.name.<l>.ssl.*`, ...) set for the broker, statically
+/// or dynamically, listed under their own names as Kafka lists them (secrets without a value).
+fn listener_overrides(
+    view: &BrokerConfigView<'_>,
+    wanted: impl Fn(&str) -> bool,
+) -> Vec<DescribedConfig> {
+    let dynamic = |r: ConfigResource| view.image.configs(&r).cloned().unwrap_or_default();
+    let mut names: Vec<String> = dynamic(ConfigResource::broker(view.broker_id))
+        .into_keys()
+        .chain(dynamic(ConfigResource::cluster_default()).into_keys())
+        .chain(view.static_config.explicit().keys().cloned())
+        .filter(|k| listener_override_base(k.as_str()).is_some() && wanted(k.as_str()))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let d = broker_config(&name)?;
+            let mut synonyms = Vec::new();
+            push_broker_synonyms(view, &name, &mut synonyms);
+            let read_only = !d.dynamic && dynamic_listener_ssl(&name).is_none();
+            let mut c = described(d, read_only, view.resolve(&name), synonyms);
+            c.name = name;
+            Some(c)
+        })
+        .collect()
 }
 
 fn entry(def: &ConfigDef, name: &str, value: String, source: ConfigSource) -> ConfigSynonymEntry {

@@ -9,9 +9,9 @@ mod resolve;
 pub mod value;
 
 pub use defs::{
-    broker_config, check_supported, parse_broker_config, parse_topic_config, topic_config,
-    unsupported_reason, ConfigDef, Synonym, SynonymUnit, BROKER_CONFIGS, TOPIC_CONFIGS,
-    UNSUPPORTED,
+    broker_config, check_supported, dynamic_listener_ssl, parse_broker_config, parse_topic_config,
+    topic_config, unsupported_reason, ConfigDef, Synonym, SynonymUnit, BROKER_CONFIGS,
+    DYNAMIC_LISTENER_SSL_CONFIGS, TOPIC_CONFIGS, UNSUPPORTED,
 };
 pub use describe::{describe_configs, ConfigSynonymEntry, DescribedConfig};
 pub use properties::parse_properties;

@@ -2,8 +2,9 @@
 
 use super::state::{Controller, ControllerResult};
 use crate::config::{
-    broker_config, check_supported, split_list, topic_config, validate_topic_overrides,
-    BrokerConfigView, ConfigDef, ConfigError, ConfigType,
+    broker_config, check_supported, dynamic_listener_ssl, split_list, topic_config,
+    validate_topic_overrides, BrokerConfigView, ConfigDef, ConfigError, ConfigType,
+    DYNAMIC_LISTENER_SSL_CONFIGS,
 };
 use crate::error::ApiError;
 use crate::image::MetadataImage;
@@ -82,8 +83,29 @@ fn current_value(image: &MetadataImage, resource: &ConfigResource, key: &str) ->
     image.configs(resource).and_then(|m| m.get(key)).cloned()
 }
 
+/// Kafka's rules for the listener stores' settings (`DynamicBrokerConfig.validateConfigs`):
+/// dynamic only per listener (`listener.name.<l>.ssl.keystore.location`) and per broker.
+fn check_listener_ssl_scope(resource: &ConfigResource, key: &str) -> Result<bool, ApiError> {
+    if DYNAMIC_LISTENER_SSL_CONFIGS.contains(&key) {
+        return Err(ApiError::invalid_config(format!(
+            "These security configs can be dynamically updated only per-listener using the listener prefix: [{key}]"
+        )));
+    }
+    if dynamic_listener_ssl(key).is_none() {
+        return Ok(false);
+    }
+    if resource.name.is_empty() {
+        return Err(ApiError::invalid_config(format!(
+            "Cannot update these configs at default cluster level, broker id must be specified: [{key}]"
+        )));
+    }
+    Ok(true)
+}
+
 /// The definition of a dynamically alterable topic (or broker) config.
-fn dynamic_def(is_topic: bool, key: &str) -> Result<&'static ConfigDef, ApiError> {
+fn dynamic_def(resource: &ConfigResource, key: &str) -> Result<&'static ConfigDef, ApiError> {
+    let is_topic = resource.resource_type == ConfigResourceType::Topic;
+    let listener_ssl = !is_topic && check_listener_ssl_scope(resource, key)?;
     let (def, scope) = if is_topic {
         (topic_config(key), "topic")
     } else {
@@ -98,7 +120,7 @@ fn dynamic_def(is_topic: bool, key: &str) -> Result<&'static ConfigDef, ApiError
             .to_string(),
         )
     })?;
-    if !def.dynamic {
+    if !def.dynamic && !listener_ssl {
         return Err(ApiError::invalid_config(
             ConfigError::NotDynamic {
                 key: key.to_string(),
@@ -188,12 +210,14 @@ impl Controller {
             validate_topic_overrides(&overrides, &view)
                 .map_err(|e| ApiError::invalid_config(e.to_string()))?;
         }
-        // One record per key whose override changes.
+        // One record per key whose override changes; for a broker, one per key set even to
+        // the value it has (KAFKA-14136): applying it makes the broker re-read the files its
+        // listeners' stores name.
         let mut records = Vec::new();
         for c in &r.configs {
             let before = current_value(&self.image, resource, &c.name);
             let after = overrides.get(&c.name).cloned();
-            if before != after {
+            if before != after || !is_topic {
                 records.push(MetadataRecord::Config(ConfigRecord {
                     resource: resource.clone(),
                     name: c.name.clone(),
@@ -245,11 +269,10 @@ impl Controller {
         resource: &ConfigResource,
         c: &AlterableConfig,
     ) -> Result<Option<String>, ApiError> {
-        let is_topic = resource.resource_type == ConfigResourceType::Topic;
         match c.op {
             AlterConfigOp::Delete => Ok(None),
             AlterConfigOp::Set => {
-                let def = dynamic_def(is_topic, &c.name)?;
+                let def = dynamic_def(resource, &c.name)?;
                 let v = c.value.as_deref().ok_or_else(|| {
                     ApiError::invalid_config(format!("Null value not supported for : {}", c.name))
                 })?;
@@ -257,7 +280,7 @@ impl Controller {
                 Ok(Some(v.trim().to_string()))
             }
             AlterConfigOp::Append | AlterConfigOp::Subtract => {
-                let def = dynamic_def(is_topic, &c.name)?;
+                let def = dynamic_def(resource, &c.name)?;
                 if def.ty != ConfigType::List {
                     return Err(ApiError::invalid_config(format!(
                         "Can't {} to key {} because its type is not LIST.",

@@ -11,6 +11,7 @@ mod acls;
 mod brokers;
 mod change;
 mod configs;
+mod legacy_configs;
 mod partitions;
 mod quotas;
 mod scram;
@@ -21,6 +22,7 @@ pub use acls::{describe_acls, validate_new_acl, DeleteAclsFilterResult};
 pub use brokers::{BrokerHeartbeat, BrokerHeartbeatReply, BrokerRegistrationRequest};
 pub use change::Election;
 pub use configs::{AlterConfigOp, AlterConfigsResource, AlterableConfig};
+pub use legacy_configs::LegacyConfig;
 pub use partitions::{
     AlterPartitionData, AlterPartitionRequest, ElectionType, OngoingReassignment,
     PartitionStateReply,
