@@ -60,8 +60,12 @@ fn rules() -> JwtRules {
 }
 
 fn claims() -> Value {
+    // The issuer on a line of its own: its "//" must not hide the closing braces from
+    // line-based tools that take it for a comment.
     json!({"sub": "alice", "exp": NOW + 600, "iat": NOW, "aud": ["other", "kafka"],
-        "iss": "https://issuer.example", "scope": "produce consume"})
+        "scope": "produce consume",
+        "iss": "https://issuer.example",
+    })
 }
 
 fn with(changes: Value) -> Value {
@@ -100,6 +104,9 @@ fn a_signed_token_gives_its_subject_and_expiry() {
     assert_eq!(t.principal, "svc-1");
     assert_eq!(token_key_id(&message).as_deref(), Some("ec-1"));
 }
+
+/// An issuer the rules do not expect.
+const EVIL_ISSUER: &str = "https://evil.example";
 
 #[test]
 fn each_broken_rule_is_named() {
@@ -142,7 +149,7 @@ fn each_broken_rule_is_named() {
         Err(OAuthBearerError::WrongAudience)
     );
     assert_eq!(
-        check(with(json!({"iss": "https://evil.example"}))),
+        check(with(json!({"iss": EVIL_ISSUER}))),
         Err(OAuthBearerError::WrongIssuer)
     );
     assert_eq!(
