@@ -48,6 +48,9 @@ pub struct Broker {
     pub transport: SharedTransport,
     /// The controller listener, heartbeat and controller tasks, stopped at shutdown.
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Refused controller connections are told at INFO at most every 10 s: a refused node
+    /// retries every 100 ms.
+    controller_refusals: [crate::runtime::LogEvery; 3],
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -228,6 +231,7 @@ impl Broker {
             transport: options.transport,
             metrics,
             tasks: Mutex::new(Vec::new()),
+            controller_refusals: std::array::from_fn(|_| crate::runtime::LogEvery::new(10_000)),
         }))
     }
 
@@ -875,7 +879,7 @@ async fn accept_controller_connection(
         Some(tls) => match tls.accept(stream, idle).await {
             Ok((s, p)) => (Box::new(s) as crate::transport::Stream, p),
             Err(e) => {
-                info!(%peer, error = %e, "closing controller connection: TLS handshake failed");
+                refused(broker, peer, Refusal::Tls, &e);
                 return None;
             }
         },
@@ -885,13 +889,49 @@ async fn accept_controller_connection(
         Some(setup) => match crate::controller_sasl::login(&mut stream, setup, idle).await {
             Ok(p) => (*p).clone(),
             Err(e) => {
-                info!(%peer, error = %e, "closing controller connection: SASL authentication failed");
+                refused(broker, peer, Refusal::Sasl, &e);
                 return None;
             }
         },
         None => principal,
     };
     controller_peer_authorized(broker, peer, &principal).then_some(stream)
+}
+
+/// Why a controller connection was closed; each is told at INFO at most every 10 s.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    Tls = 0,
+    Sasl = 1,
+    NotAuthorized = 2,
+}
+
+/// Logs a refused controller connection: at INFO at most every 10 s for each reason (with
+/// how many were held back), else at DEBUG.
+fn refused(
+    broker: &std::sync::Weak<Broker>,
+    peer: std::net::SocketAddr,
+    why: Refusal,
+    error: &dyn std::fmt::Display,
+) {
+    let due = broker
+        .upgrade()
+        .and_then(|b| b.controller_refusals[why as usize].due(crate::runtime::now_ms()));
+    let Some(held_back) = due else {
+        debug!(%peer, ?why, error = %error, "closing controller connection");
+        return;
+    };
+    match why {
+        Refusal::Tls => {
+            info!(%peer, error = %error, held_back, "closing controller connection: TLS handshake failed")
+        }
+        Refusal::Sasl => {
+            info!(%peer, error = %error, held_back, "closing controller connection: SASL authentication failed")
+        }
+        Refusal::NotAuthorized => {
+            info!(%peer, error = %error, held_back, "closing controller connection: principal not authorized")
+        }
+    }
 }
 
 /// Whether `principal` may speak on the controller listener: CLUSTER_ACTION on the cluster,
@@ -923,7 +963,8 @@ fn controller_peer_authorized(
         )
         .is_allowed();
     if !allowed {
-        info!(%peer, %principal, operation = "ClusterAction", resource_type = "Cluster", "closing controller connection: principal not authorized");
+        let why = format!("{principal} may not ClusterAction on the cluster");
+        refused(broker, peer, Refusal::NotAuthorized, &why);
         return false;
     }
     debug!(%peer, %principal, "controller connection authenticated");

@@ -110,3 +110,54 @@ pub fn for_each_parallel<T: Send>(items: Vec<T>, threads: usize, f: impl Fn(T) +
         }
     });
 }
+
+/// Holds back a repeated log line: [`LogEvery::due`] is `Some` at most once per interval (with
+/// how many were held back since), so a peer retrying every 100 ms is told of once, not 600
+/// times a minute. Time comes from the caller.
+#[derive(Debug)]
+pub struct LogEvery {
+    every_ms: i64,
+    /// When it last logged, and how many were held back since.
+    state: std::sync::Mutex<(Option<i64>, u64)>,
+}
+
+impl LogEvery {
+    pub const fn new(every_ms: i64) -> LogEvery {
+        LogEvery {
+            every_ms,
+            state: std::sync::Mutex::new((None, 0)),
+        }
+    }
+
+    /// Whether to log now (`now_ms`); `Some(held back since the last one)` if so.
+    pub fn due(&self, now_ms: i64) -> Option<u64> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match s.0 {
+            Some(last) if now_ms.saturating_sub(last) < self.every_ms => {
+                s.1 += 1;
+                None
+            }
+            _ => {
+                let held = s.1;
+                *s = (Some(now_ms), 0);
+                Some(held)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod log_every_tests {
+    use super::LogEvery;
+
+    #[test]
+    fn logs_once_per_interval_and_counts_what_it_held_back() {
+        let l = LogEvery::new(10_000);
+        assert_eq!(l.due(1_000), Some(0));
+        assert_eq!(l.due(1_100), None);
+        assert_eq!(l.due(10_999), None);
+        assert_eq!(l.due(11_000), Some(2));
+        assert_eq!(l.due(11_001), None);
+        assert_eq!(l.due(30_000), Some(1));
+    }
+}
