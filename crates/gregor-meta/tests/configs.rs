@@ -116,6 +116,24 @@ fn parse_errors_name_the_key_and_the_problem() {
 }
 
 #[test]
+fn static_config_debug_hides_secrets() {
+    let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"n\" password=\"s3cret-pw\";";
+    let cfg = StaticBrokerConfig::from_pairs([
+        ("num.partitions", "4"),
+        ("listener.name.sasl_ssl.plain.sasl.jaas.config", jaas),
+        ("ssl.key.password", "key-pw-1"),
+    ])
+    .unwrap();
+    let shown = format!("{cfg:?}");
+    assert!(shown.contains("\"num.partitions\": \"4\""), "{shown}");
+    assert!(
+        !shown.contains("s3cret-pw") && !shown.contains("key-pw-1"),
+        "{shown}"
+    );
+    assert!(shown.contains("[hidden]"), "{shown}");
+}
+
+#[test]
 fn static_config_rejects_unknown_and_invalid_settings() {
     let e = StaticBrokerConfig::from_pairs([("num.partitons", "3")]).unwrap_err();
     assert_eq!(e.to_string(), "Unknown broker config name: num.partitons");

@@ -59,10 +59,21 @@ pub struct ResolvedConfig {
 }
 
 /// The broker's static configuration: its properties file plus `--override`s. Only known keys
-/// with valid values get in, so a typo fails start-up instead of being ignored.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// with valid values get in, so a typo fails start-up instead of being ignored. `Debug` hides
+/// the values of secrets (JAAS lines, key and store passwords).
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct StaticBrokerConfig {
     values: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for StaticBrokerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = self.values.iter().map(|(k, v)| {
+            let secret = super::defs::broker_config(k).is_some_and(|d| d.is_sensitive());
+            (k, if secret { "[hidden]" } else { v.as_str() })
+        });
+        f.debug_map().entries(shown).finish()
+    }
 }
 
 impl StaticBrokerConfig {
