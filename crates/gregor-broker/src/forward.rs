@@ -180,9 +180,18 @@ pub async fn to_controller(
                 };
                 match attempt {
                     Ok(reply) => {
-                        b.metadata
-                            .wait_applied(reply.applied_index, APPLY_WAIT)
-                            .await;
+                        let skip_wait = match api_key {
+                            ApiKey::CreateAcls | ApiKey::DeleteAcls => {
+                                planted!(AclAckBeforeApplied)
+                            }
+                            ApiKey::AlterClientQuotas => planted!(QuotaAckBeforeApplied),
+                            _ => false,
+                        };
+                        if !skip_wait {
+                            b.metadata
+                                .wait_applied(reply.applied_index, APPLY_WAIT)
+                                .await;
+                        }
                         match ResponseKind::decode(api_key, &mut Bytes::from(reply.body), version) {
                             Ok(r) => return Some(r),
                             Err(e) => {

@@ -80,6 +80,13 @@ pub enum PlantedBug {
     /// (a topic deleted, or its replica moved away, while the broker was down): stray logs
     /// stay on disk, and come back if a topic of the same name is created.
     StrayLogsKept,
+    /// A broker answers an ACL change it forwarded as soon as the controller commits it,
+    /// without waiting for its own image to apply it: right after the acknowledgement it can
+    /// still enforce (and describe) the ACLs from before the change.
+    AclAckBeforeApplied,
+    /// The same for a forwarded AlterClientQuotas: right after the acknowledgement the broker
+    /// can still describe (and throttle by) the quotas from before the change.
+    QuotaAckBeforeApplied,
 }
 
 thread_local! {

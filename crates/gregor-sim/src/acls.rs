@@ -3,8 +3,9 @@
 //! as `gregor acls` and Kafka's admin client send CreateAcls and DeleteAcls.
 //!
 //! A node that acknowledges a change must enforce it from then on: right after each
-//! acknowledged creation or deletion, the node that answered is asked to describe the ACLs (its
-//! authorizer reads the same image), and must show the change.
+//! acknowledged creation or deletion, the binding's user asks the node that answered for the
+//! metadata of the binding's topic (allowed or refused by its authorizer), then the node is
+//! asked to describe the ACLs; both must show the change.
 //!
 //! After the faults, within a bound, every node's DescribeAcls must list the same bindings,
 //! and that set must be what the answers said: a binding whose creation was acknowledged is
@@ -19,10 +20,14 @@ use gregor_meta::acl::{AclOperation, AclPermissionType, AclResourceType, Pattern
 use gregor_meta::SplitMix64;
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
-use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, MetadataRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use crate::broker_node::ACL_USERS;
 use crate::data::{sleep_ms, Links};
 use crate::history::History;
 use crate::node::now_ms;
@@ -81,6 +86,9 @@ fn s(v: &str) -> StrBytes {
 pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
     let mut rng = SplitMix64::new(seed ^ 0xac15_ac15_ac15_ac15);
     let mut links = Links::new(nodes, "sim-acls");
+    let mut users: Vec<Links> = (0..ACL_USERS)
+        .map(|u| Links::as_user(nodes, "sim-acls-user", u))
+        .collect();
     let mut asked: BTreeMap<Binding, Asked> = BTreeMap::new();
     let mut next = 0usize;
     while !history.borrow().faults_over {
@@ -95,18 +103,22 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
             let b = deletable[rng.next_below(deletable.len())].clone();
             let o = delete(&history, &mut links, node, &b).await;
             if o == Outcome::Applied {
-                check_acknowledging_node(&history, &mut links, node, &b, false).await;
+                check_acknowledging_node(&history, &mut links, &mut users, node, &b, false).await;
             }
             if let Some(a) = asked.get_mut(&b) {
                 a.deleted = Some(o);
             }
         } else {
             let op = [AclOperation::Read, AclOperation::Write][rng.next_below(2)].code();
-            let b = (format!("acl-{next}"), format!("User:u{}", next % 3), op);
+            let b = (
+                format!("acl-{next}"),
+                format!("User:u{}", next % ACL_USERS as usize),
+                op,
+            );
             next += 1;
             let created = create(&history, &mut links, node, &b).await;
             if created == Outcome::Applied {
-                check_acknowledging_node(&history, &mut links, node, &b, true).await;
+                check_acknowledging_node(&history, &mut links, &mut users, node, &b, true).await;
             }
             asked.insert(
                 b,
@@ -194,25 +206,69 @@ async fn delete(
     outcome
 }
 
-/// Right after `node` acknowledged creating (`present`) or deleting `b`: its DescribeAcls must
-/// show the change (no answer proves nothing). Only this client changes ACLs, and each binding
-/// is created once and deleted at most once, so nothing else can have undone it since.
+/// Right after `node` acknowledged creating (`present`) or deleting `b`, it must enforce the
+/// change: the binding's user asks it for the binding's topic's metadata (its authorizer reads
+/// the image), then its DescribeAcls must show the change (no answer proves nothing). Only this
+/// client changes ACLs, each binding is created once and deleted at most once, and its topic
+/// has no other binding, so nothing else can have changed the answer since.
 async fn check_acknowledging_node(
     history: &Rc<RefCell<History>>,
     links: &mut Links,
+    users: &mut [Links],
     node: usize,
     b: &Binding,
     present: bool,
 ) {
+    let change = if present { "creation" } else { "deletion" };
+    let user = user_of(b).and_then(|u| users.get_mut(u));
+    let allowed = match user {
+        Some(u) => authorized(u, node, &b.0).await,
+        None => None,
+    };
+    let seen = allowed.map_or("no answer", |a| if a { "allowed" } else { "refused" });
+    history.borrow_mut().event(format!(
+        "acls n{node}: {}'s Metadata of {}: {seen}",
+        b.1, b.0
+    ));
+    if let Some(allowed) = allowed {
+        if allowed != present {
+            history.borrow_mut().data.acl_violations.push(Violation::new(
+                Property::WrongAnswer,
+                format!("n{node} acknowledged the {change} of {b:?} but then enforced the ACLs from before it ({seen} {}'s Metadata of {})", b.1, b.0),
+            ));
+        }
+    }
     let Some(view) = described(links, node).await else {
         return;
     };
     if view.contains(b) != present {
-        let change = if present { "creation" } else { "deletion" };
         history.borrow_mut().data.acl_violations.push(Violation::new(
             Property::WrongAnswer,
             format!("n{node} acknowledged the {change} of {b:?} but then described the ACLs from before it"),
         ));
+    }
+}
+
+/// The user index of a binding's principal (`User:u<i>`).
+fn user_of(b: &Binding) -> Option<usize> {
+    b.1.strip_prefix("User:u")?.parse().ok()
+}
+
+/// Whether `node` lets the user of `links` see `topic` (READ or WRITE imply DESCRIBE): a topic
+/// that does not exist answers UNKNOWN_TOPIC_OR_PARTITION when allowed and
+/// TOPIC_AUTHORIZATION_FAILED when not. `None`: no answer, or another one.
+async fn authorized(links: &mut Links, node: usize, topic: &str) -> Option<bool> {
+    let mut req = MetadataRequest::default();
+    req.topics = Some(vec![
+        MetadataRequestTopic::default().with_name(Some(TopicName(s(topic))))
+    ]);
+    req.allow_auto_topic_creation = false;
+    let resp = send(links, node, &req, 9).await.ok()?;
+    let code = resp.topics.first()?.error_code;
+    match ResponseError::try_from_code(code) {
+        Some(ResponseError::UnknownTopicOrPartition) => Some(true),
+        Some(ResponseError::TopicAuthorizationFailed) => Some(false),
+        _ => None,
     }
 }
 

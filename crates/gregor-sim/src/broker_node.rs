@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use gregor_broker::broker::StartOptions;
+use gregor_broker::connection::ConnectionSecurity;
+use gregor_broker::security::KafkaPrincipal;
 use gregor_broker::transport::{BoxFuture, Listener, SharedTransport, Stream, Transport};
 use gregor_broker::{Broker, BrokerConfig, BrokerOptions};
 
@@ -18,6 +20,16 @@ pub const CLIENT_PORT: u16 = 9092;
 
 pub fn client_address(node: usize) -> String {
     format!("{}:{CLIENT_PORT}", host_name(node))
+}
+
+/// The users of `--acls` (`User:u0`, ...), each with a client port of its own on every node,
+/// from this one on.
+pub const ACL_USERS: u16 = 3;
+const USER_PORT: u16 = 9192;
+
+/// The port on which every connection is `User:u<user>` (see [`serve_user`]).
+pub fn user_address(node: usize, user: u16) -> String {
+    format!("{}:{}", host_name(node), USER_PORT + user)
 }
 
 /// Broker settings of the simulated cluster: Kafka's defaults scaled down so that sessions,
@@ -166,6 +178,11 @@ async fn run_broker(ctx: NodeContext) -> turmoil::Result {
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     gregor_broker::runtime::spawn(broker.clone().run_background(shutdown.clone()));
     let limits = gregor_broker::server::request_limits(&broker);
+    for user in 0..ACL_USERS {
+        let l = turmoil::net::TcpListener::bind(("0.0.0.0", USER_PORT + user)).await?;
+        let served = serve_user(l, user, broker.clone(), limits.clone(), shutdown.clone());
+        gregor_broker::runtime::spawn(served);
+    }
     let mut id = 0u64;
     loop {
         let (stream, peer) = listener.accept().await?;
@@ -174,6 +191,38 @@ async fn run_broker(ctx: NodeContext) -> turmoil::Result {
         gregor_broker::runtime::spawn(gregor_broker::connection::serve_io(
             rd,
             wr,
+            peer,
+            id,
+            broker.clone(),
+            limits.clone(),
+            shutdown.clone(),
+        ));
+    }
+}
+
+/// Serves `listener` as the broker's PLAINTEXT listener with every connection logged in as
+/// `User:u<user>`: it stands for an authenticated listener (a TLS client certificate or a SASL
+/// login, which the simulation does not run), so `--acls` can ask what the authorizer allows a
+/// principal that is not a super user. Authorization itself is the broker's own code.
+async fn serve_user(
+    listener: turmoil::net::TcpListener,
+    user: u16,
+    broker: Arc<Broker>,
+    limits: gregor_broker::connection::RequestLimits,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let principal = Arc::new(KafkaPrincipal::user(format!("u{user}")));
+    // Connection ids apart from the anonymous listener's.
+    let mut id = (1 + u64::from(user)) << 48;
+    while let Ok((stream, peer)) = listener.accept().await {
+        let (rd, wr) = stream.into_split();
+        id += 1;
+        let mut security = ConnectionSecurity::plaintext("PLAINTEXT");
+        security.principal = principal.clone();
+        gregor_broker::runtime::spawn(gregor_broker::connection::serve_io_as(
+            rd,
+            wr,
+            security,
             peer,
             id,
             broker.clone(),

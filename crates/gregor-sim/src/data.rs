@@ -24,7 +24,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use kafka_protocol::ResponseError;
 
-use crate::broker_node::client_address;
+use crate::broker_node::{client_address, user_address};
 use crate::history::{Acked, History, HwSeen, OpRecord, Read, PARTITIONS, TOPIC};
 use crate::node::now_ms;
 use crate::ops::{Op, Reply};
@@ -39,6 +39,8 @@ pub(crate) struct Links {
     leaders: BTreeMap<i32, (i32, i32)>,
     next_metadata_node: usize,
     name: &'static str,
+    /// `--acls`: connect as `User:u<user>` (its own port) instead of `User:ANONYMOUS`.
+    user: Option<u16>,
 }
 
 impl Links {
@@ -49,6 +51,15 @@ impl Links {
             leaders: BTreeMap::new(),
             next_metadata_node: 0,
             name,
+            user: None,
+        }
+    }
+
+    /// Connections on which every request is `User:u<user>`'s.
+    pub(crate) fn as_user(nodes: usize, name: &'static str, user: u16) -> Links {
+        Links {
+            user: Some(user),
+            ..Links::new(nodes, name)
         }
     }
 
@@ -57,7 +68,10 @@ impl Links {
             self.conns[node] = None;
         }
         if self.conns[node].is_none() {
-            let addr = client_address(node);
+            let addr = match self.user {
+                Some(user) => user_address(node, user),
+                None => client_address(node),
+            };
             let stream = tokio::time::timeout(
                 REQUEST_TIMEOUT,
                 turmoil::net::TcpStream::connect(addr.as_str()),

@@ -23,6 +23,7 @@ pub fn check(d: &DataHistory) -> Vec<Violation> {
     data_liveness(d, &mut out);
     out.extend(d.topic_violations.iter().cloned());
     out.extend(d.acl_violations.iter().cloned());
+    out.extend(d.quota_violations.iter().cloned());
     crate::group_check::check(&d.group, &mut out);
     // Report a handful per property: one broken run can repeat a finding many times.
     let mut count: BTreeMap<Property, usize> = BTreeMap::new();

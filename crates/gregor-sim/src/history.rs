@@ -124,6 +124,8 @@ pub struct DataHistory {
     pub topic_violations: Vec<Violation>,
     /// `--acls` runs: ACLs that did not settle as acknowledged (`acls.rs`).
     pub acl_violations: Vec<Violation>,
+    /// `--quotas` runs: client quotas that did not settle as acknowledged (`quotas.rs`).
+    pub quota_violations: Vec<Violation>,
 }
 
 impl DataHistory {

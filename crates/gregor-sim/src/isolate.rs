@@ -59,6 +59,7 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
         (options.cascading_crashes, "--cascading-crashes"),
         (options.topic_admin, "--topic-admin"),
         (options.acls, "--acls"),
+        (options.quotas, "--quotas"),
         (options.splits, "--splits"),
         (options.bridges, "--bridges"),
         (options.overlaps, "--overlaps"),

@@ -19,6 +19,7 @@ mod node;
 mod ops;
 mod options;
 mod property;
+mod quotas;
 mod replica_logs;
 mod run;
 mod scenario;

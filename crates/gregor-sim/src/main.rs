@@ -43,7 +43,9 @@ struct Args {
     /// skip-follower-fsync, probe-fences-live, restamp-epoch, read-uncommitted,
     /// follower-forgets-producers, election-keeps-epoch, reuse-value-buffer, (with
     /// --replication --groups) stale-sync, replay-keeps-first-commit, fetch-past-commit,
-    /// drop-last-record, (with --replication --topic-admin) keep-stray-logs.
+    /// drop-last-record, (with --replication --topic-admin) keep-stray-logs, (with
+    /// --replication --acls) ack-acl-unapplied, (with --replication --quotas)
+    /// ack-quota-unapplied.
     #[arg(long)]
     plant: Option<String>,
     /// Run whole brokers replicating an RF 3 topic under producers and a consumer, instead of
@@ -100,10 +102,17 @@ struct Args {
     /// each partition.
     #[arg(long)]
     topic_admin: bool,
-    /// With --replication: create ACL bindings and delete some of them while the faults run;
-    /// after them every node must describe the same ACLs, as acknowledged.
+    /// With --replication: create ACL bindings and delete some of them while the faults run
+    /// (with the slow-disk episodes of --slow-disk); the node that acknowledged a change must
+    /// enforce it, and after them every node must describe the same ACLs, as acknowledged.
     #[arg(long)]
     acls: bool,
+    /// With --replication: set and remove users' byte-rate quotas while the faults run (with
+    /// the slow-disk episodes of --slow-disk); the node that acknowledged a change must
+    /// describe it, and after them every node must
+    /// describe the same quotas, as acknowledged.
+    #[arg(long)]
+    quotas: bool,
     /// With --replication: after the other faults, one or two splits of the cluster in two
     /// (two against three on five nodes), sometimes with the clients cut off from the smaller
     /// side.
@@ -198,6 +207,7 @@ fn sim_options(args: &Args, bug: Option<PlantedBug>, seed: u64) -> SimOptions {
         cascading_crashes: args.cascading_crashes,
         topic_admin: args.topic_admin,
         acls: args.acls,
+        quotas: args.quotas,
         splits: args.splits,
         bridges: args.bridges,
         overlaps: args.overlaps,

@@ -82,11 +82,19 @@ pub enum PlantedBug {
     /// metadata no longer gives it (a side topic deleted while it was down), so it hosts logs
     /// of a deleted topic (found by `hosted-logs-differ`).
     StrayLogsKept,
+    /// `--acls` runs: a broker acknowledges an ACL change once the controller has committed it,
+    /// before its own image applies it, so it describes (and enforces) the ACLs from before
+    /// the change it acknowledged (found by `wrong-answer`).
+    AclAckBeforeApplied,
+    /// `--quotas` runs: a broker acknowledges an AlterClientQuotas once the controller has
+    /// committed it, before its own image applies it, so it describes (and throttles by) the
+    /// quotas from before the change it acknowledged (found by `wrong-answer`).
+    QuotaAckBeforeApplied,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 21] = [
+    pub const ALL: [(&'static str, PlantedBug); 23] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
@@ -114,6 +122,8 @@ impl PlantedBug {
         ("reuse-value-buffer", PlantedBug::ReuseValueBuffer),
         ("drop-last-record", PlantedBug::DecoderDropsLastRecord),
         ("keep-stray-logs", PlantedBug::StrayLogsKept),
+        ("ack-acl-unapplied", PlantedBug::AclAckBeforeApplied),
+        ("ack-quota-unapplied", PlantedBug::QuotaAckBeforeApplied),
     ];
 
     /// The bug as gregor-quorum's or gregor-client's `simulation` feature plants it, if it
@@ -196,6 +206,9 @@ pub struct SimOptions {
     pub topic_admin: bool,
     /// Replicated runs: ACL bindings created and deleted while the faults run (see `acls.rs`).
     pub acls: bool,
+    /// Replicated runs: users' client quotas set and removed while the faults run (see
+    /// `quotas.rs`).
+    pub quotas: bool,
     /// Replicated runs: the cluster split in two, after the other faults (see
     /// [`crate::Scenario::with_splits`]).
     pub splits: bool,
@@ -205,6 +218,15 @@ pub struct SimOptions {
     /// More crashes, power losses, network and disk faults that overlap the others and each
     /// other (see [`crate::Scenario::with_overlaps`]).
     pub overlaps: bool,
+}
+
+impl SimOptions {
+    /// Whether nodes get slow-disk episodes: with `--slow-disk`, and in `--acls` and `--quotas`
+    /// runs, whose checks need a node whose metadata lags the controller's while it forwards
+    /// (its metadata log flushes late, so it applies a change after the others commit it).
+    pub fn slow_disks(&self) -> bool {
+        self.slow_disk || self.acls || self.quotas
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

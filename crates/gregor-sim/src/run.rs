@@ -785,6 +785,8 @@ fn plant_bugs(bug: Option<PlantedBug>) {
         Some(PlantedBug::FetchPastCommit) => Some(Broker::FetchPastCommit),
         Some(PlantedBug::ElectionKeepsLeaderEpoch) => Some(Broker::ElectionKeepsLeaderEpoch),
         Some(PlantedBug::StrayLogsKept) => Some(Broker::StrayLogsKept),
+        Some(PlantedBug::AclAckBeforeApplied) => Some(Broker::AclAckBeforeApplied),
+        Some(PlantedBug::QuotaAckBeforeApplied) => Some(Broker::QuotaAckBeforeApplied),
         _ => None,
     });
     if let Some(bug) = bug {
@@ -801,7 +803,7 @@ fn scenario_of(options: &SimOptions) -> Scenario {
     if options.disk_faults {
         scenario = scenario.with_disk_faults();
     }
-    if options.slow_disk {
+    if options.slow_disks() {
         scenario = scenario.with_slow_disks();
     }
     if options.clock_jumps {
@@ -831,7 +833,7 @@ fn node_disks(
 ) -> Vec<Option<Arc<gregor_log::FaultInjector>>> {
     (0..nodes)
         .map(|i| {
-            (options.power_loss || options.disk_faults || options.slow_disk).then(|| {
+            (options.power_loss || options.disk_faults || options.slow_disks()).then(|| {
                 let data_dir = root.join(host_name(i));
                 std::fs::create_dir_all(&data_dir).expect("a node's data directory");
                 gregor_log::FaultInjector::power_model(&data_dir)
@@ -883,18 +885,7 @@ fn start_client(
         ),
         Mode::Replication => sim.client(
             "client",
-            crate::traffic::run(
-                history.clone(),
-                options.seed,
-                nodes,
-                options.admin,
-                options.groups.then_some(crate::group::GroupWorkload {
-                    stalls: options.stalls,
-                    static_members: options.static_members,
-                }),
-                options.topic_admin,
-                options.acls,
-            ),
+            crate::traffic::run(history.clone(), *options, nodes),
         ),
     }
 }

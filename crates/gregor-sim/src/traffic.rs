@@ -1,5 +1,6 @@
 //! The data-plane workloads of a replicated run side by side: the data topic's producers and
-//! consumer, and, as the options ask, partition admin, a consumer group, side topics and ACLs.
+//! consumer, and, as the options ask, partition admin, a consumer group, side topics, ACLs and
+//! client quotas.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -7,18 +8,20 @@ use std::rc::Rc;
 use crate::data;
 use crate::group::GroupWorkload;
 use crate::history::History;
+use crate::options::SimOptions;
 
 /// The whole data workload: topic, producers and consumer. Sets `done` when the consumer's
 /// final pass has read every acknowledged record (or never, which the driver's bound reports).
 pub async fn run(
     history: Rc<RefCell<History>>,
-    seed: u64,
+    options: SimOptions,
     nodes: usize,
-    admin: bool,
-    group: Option<GroupWorkload>,
-    topic_admin: bool,
-    acls: bool,
 ) -> turmoil::Result {
+    let seed = options.seed;
+    let group = options.groups.then_some(GroupWorkload {
+        stalls: options.stalls,
+        static_members: options.static_members,
+    });
     data::create_topic(&history, nodes).await;
     let producers = async {
         tokio::join!(
@@ -30,7 +33,7 @@ pub async fn run(
         h.event("producers done");
     };
     let admin_ops = async {
-        if admin {
+        if options.admin {
             crate::admin::run(history.clone(), nodes, seed).await;
         }
     };
@@ -40,13 +43,18 @@ pub async fn run(
         }
     };
     let topic_ops = async {
-        if topic_admin {
+        if options.topic_admin {
             crate::topics::run(history.clone(), nodes, seed).await;
         }
     };
     let acl_ops = async {
-        if acls {
+        if options.acls {
             crate::acls::run(history.clone(), nodes, seed).await;
+        }
+    };
+    let quota_ops = async {
+        if options.quotas {
+            crate::quotas::run(history.clone(), nodes, seed).await;
         }
     };
     tokio::join!(
@@ -55,7 +63,8 @@ pub async fn run(
         admin_ops,
         group,
         topic_ops,
-        acl_ops
+        acl_ops,
+        quota_ops
     );
     let mut h = history.borrow_mut();
     // The driver's liveness check: the first `acks=all` acknowledgement after the faults.

@@ -283,7 +283,7 @@ fn replicated_regression_seeds_pass() {
         .chain([90, 50, 201].map(|seed| SimOptions { seed, ..every_flag }))
         .collect();
     let mut failures = Vec::new();
-    run_seeds_in_children(exe(), &runs, 2, |o| {
+    run_seeds_in_children(exe(), &runs, jobs(), |o| {
         let o = o.expect("the seed runs");
         if !o.passed() {
             failures.push((o.seed, o.violations));
@@ -900,7 +900,7 @@ fn replicated_seeds_with_full_disks_and_failing_fsyncs_pass() {
 fn run_all_passing(runs: &[SimOptions]) -> String {
     let mut failures = Vec::new();
     let mut traces = String::new();
-    run_seeds_in_children(exe(), runs, 2, |o| {
+    run_seeds_in_children(exe(), runs, jobs(), |o| {
         let o = o.expect("the seed runs");
         if !o.passed() {
             failures.push((o.seed, o.violations.clone()));
@@ -911,10 +911,20 @@ fn run_all_passing(runs: &[SimOptions]) -> String {
     traces
 }
 
-/// The outcomes of `runs` (two at a time, each in its own process), in order.
+/// How many seeds run at once: 2, or `GREGOR_SIM_JOBS` (1 on a machine shared with others).
+fn jobs() -> usize {
+    std::env::var("GREGOR_SIM_JOBS")
+        .ok()
+        .and_then(|j| j.parse().ok())
+        .unwrap_or(2)
+}
+
+/// The outcomes of `runs` (each in its own process, `jobs()` at a time), in order.
 fn outcomes_of(runs: &[SimOptions]) -> Vec<Outcome> {
     let mut outcomes = Vec::new();
-    run_seeds_in_children(exe(), runs, 2, |o| outcomes.push(o.expect("the seed runs")));
+    run_seeds_in_children(exe(), runs, jobs(), |o| {
+        outcomes.push(o.expect("the seed runs"))
+    });
     outcomes
 }
 
@@ -1333,3 +1343,66 @@ fn the_checker_finds_a_broker_keeping_a_deleted_topics_logs() {
 }
 
 const STRAY_LOGS_SEED: u64 = 0;
+
+/// A broker that answers an ACL change it forwarded as soon as the controller commits it,
+/// without waiting for its own image to apply it, enforces (and describes) the ACLs from before
+/// the change it just acknowledged while its metadata lags the controller's: the `--acls` probe
+/// of the acknowledging node (the binding's user's Metadata of its topic, then DescribeAcls)
+/// finds it (`wrong-answer`, and nothing else) first at seed ACL_ACK_SEED, where the answering
+/// node's slow fsyncs (the slow-disk episodes `--acls` runs with) hold its metadata log back
+/// while the other two commit; that seed passes without the bug.
+#[test]
+fn the_checker_finds_a_broker_acknowledging_an_acl_change_it_has_not_applied() {
+    let found = first_seed_reporting(
+        SimOptions {
+            mode: Mode::Replication,
+            acls: true,
+            ..SimOptions::default()
+        },
+        10,
+        PlantedBug::AclAckBeforeApplied,
+        Property::WrongAnswer,
+        &[],
+    );
+    assert!(
+        found
+            .violations
+            .iter()
+            .any(|v| v.detail.contains("enforced the ACLs from before it")),
+        "{:#?}",
+        found.violations
+    );
+    assert_eq!(found.seed, ACL_ACK_SEED, "the first of seeds 0-9");
+}
+
+const ACL_ACK_SEED: u64 = 2;
+
+/// The same bug for client quotas: a broker that answers a forwarded AlterClientQuotas once the
+/// controller commits it describes the quotas from before the change it just acknowledged while
+/// its slow fsyncs hold its metadata log back (`wrong-answer`, and nothing else), first at seed
+/// QUOTA_ACK_SEED of the `--quotas` seeds, which passes without the bug.
+#[test]
+fn the_checker_finds_a_broker_acknowledging_a_quota_change_it_has_not_applied() {
+    let found = first_seed_reporting(
+        SimOptions {
+            mode: Mode::Replication,
+            quotas: true,
+            ..SimOptions::default()
+        },
+        10,
+        PlantedBug::QuotaAckBeforeApplied,
+        Property::WrongAnswer,
+        &[],
+    );
+    assert!(
+        found
+            .violations
+            .iter()
+            .all(|v| v.detail.contains("but then described")),
+        "{:#?}",
+        found.violations
+    );
+    assert_eq!(found.seed, QUOTA_ACK_SEED, "the first of seeds 0-9");
+}
+
+const QUOTA_ACK_SEED: u64 = 1;
