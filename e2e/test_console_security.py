@@ -13,7 +13,13 @@ test's PLAINTEXT clients can make topics, groups and ACLs) serves `metrics.liste
   groups and committed offsets, a super user sees all;
 - with `metrics.listener.authentication=mtls` and required client certificates: no certificate
   and one of another CA are refused in the handshake, a good one is served as its principal;
-- mtls without an https listener stops start-up with a message.
+- mtls without an https listener stops start-up with a message;
+- a 2-node cluster, both nodes https + basic with client certificates requested and the nodes'
+  certificate principal in `super.users`: node 0's console lists the groups node 1 coordinates
+  (node 1 answers node 0's https request), an admin sees them all, alice sees only hers and
+  node 1 itself hides her the offsets she may not describe (the forwarded viewer, not node 0's
+  certificate, is judged there); a forwarded-principal header from a client that is not a node
+  (no certificate, or one whose principal is not a super user) is ignored.
 """
 
 import base64
@@ -29,8 +35,12 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
-                                   NewTopic, ResourcePatternType, ResourceType)
+                                   NewTopic, ResourcePatternType, ResourceType,
+                                   ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialUpsertion)
 
+import kwire
+from cluster import Cluster
 from conftest import Broker, free_port, wait_until
 from pki import Ca
 from test_sasl import broker_log, format_with_scram
@@ -231,3 +241,146 @@ def test_mtls_without_https_stops_start_up(tmp_path, pki):
     r = subprocess.run(b.argv(), capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert "metrics.listener.authentication=mtls needs an https://" in r.stderr + r.stdout
+
+
+# --- Two nodes: the console asks the other node over https, for the viewer -------------------
+
+NODE_PRINCIPAL = "User:CN=localhost"  # the subject of pki's broker key store
+FORWARDED = "gregor-forwarded-principal"
+OFFSETS_PARTITIONS = 6
+
+
+def https_cluster(tmp_path, pki):
+    """Two nodes whose metrics listeners are https with basic logins and requested client
+    certificates; the nodes share the `localhost` key store, whose principal is a super user."""
+    c = Cluster(tmp_path, 2, metrics=True, overrides=dict(
+        settings(pki, "basic", **{
+            "listener.name.metrics.ssl.client.auth": "requested",
+            "super.users": f"User:admin;User:ANONYMOUS;{NODE_PRINCIPAL}",
+        }),
+        **{"offsets.topic.replication.factor": "1",
+           "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)}))
+    for n in c.nodes.values():
+        plain = n.argv
+        n.argv = lambda plain=plain: [a.replace("metrics.listener=http://", "metrics.listener=https://")
+                                      for a in plain()]
+    return c.start()
+
+
+class At:
+    """`get`'s target: one node's https metrics listener."""
+
+    def __init__(self, node):
+        self.metrics_port = node.metrics_port
+
+
+def seed_cluster(c):
+    """SCRAM users admin and alice; topics a-one and b-secret; groups a-local (node 0
+    coordinates it), a-remote and b-remote (node 1 does), a- ones with offsets on a-one and
+    b-secret, b-remote on b-secret; alice may DESCRIBE topics and groups prefixed `a-`.
+    Returns the group ids by role."""
+    n0 = c.nodes[0]
+    admin = AdminClient({"bootstrap.servers": n0.bootstrap})
+    sha512 = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    upserts = [UserScramCredentialUpsertion(u, sha512, pw.encode())
+               for u, pw in (("admin", ADMIN_PW), ("alice", ALICE_PW))]
+    for f in admin.alter_user_scram_credentials(upserts).values():
+        f.result(30)
+    for f in admin.create_topics([NewTopic(t, 1, 1) for t in ("a-one", "b-secret")]).values():
+        f.result(20)
+    p = Producer({"bootstrap.servers": n0.bootstrap})
+    for t in ("a-one", "b-secret"):
+        for i in range(5):
+            p.produce(t, f"{t}-{i}".encode())
+    assert p.flush(20) == 0
+    with kwire.Conn("127.0.0.1", n0.port) as conn:  # creates __consumer_offsets
+        wait_until(lambda: kwire.find_coordinator(conn, "warm-up")[0] == 0, 30,
+                   "__consumer_offsets to have leaders")
+    _, parts = n0.metadata(["__consumer_offsets"])["topics"]["__consumer_offsets"]
+    leaders = {p: leader for p, (_, leader, _, _) in parts.items()}
+
+    def coordinated_by(node, prefix):
+        return next(g for g in (f"{prefix}-{i}" for i in range(200))
+                    if leaders[kwire.group_partition(g, OFFSETS_PARTITIONS)] == node)
+
+    groups = {"a-local": coordinated_by(0, "a-local"), "a-remote": coordinated_by(1, "a-remote"),
+              "b-remote": coordinated_by(1, "b-remote")}
+    for role, group in groups.items():
+        topics = ("a-one", "b-secret") if role.startswith("a-") else ("b-secret",)
+        consumer = Consumer({"bootstrap.servers": n0.bootstrap, "group.id": group})
+        consumer.commit(offsets=[TopicPartition(t, 0, 2) for t in topics], asynchronous=False)
+        consumer.close()
+    bindings = [AclBinding(rt, "a-", ResourcePatternType.PREFIXED, "User:alice", "*",
+                           AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+                for rt in (ResourceType.TOPIC, ResourceType.GROUP)]
+    for f in admin.create_acls(bindings).values():
+        f.result(20)
+    return groups
+
+
+def get_with(at, pki, path, headers, user=None, password=None, cert=None):
+    """`get` with extra request headers."""
+    req = urllib.request.Request(f"https://127.0.0.1:{at.metrics_port}{path}", headers=headers)
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        req.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(req, context=tls_context(pki, cert), timeout=10) as r:
+            return r.status, json.loads(r.read().decode())
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_console_reads_other_nodes_over_https_for_the_viewer(tmp_path, pki):
+    c = https_cluster(tmp_path, pki)
+    try:
+        g = seed_cluster(c)
+        viewer, owner = At(c.nodes[0]), At(c.nodes[1])
+
+        def merged(user, pw):
+            return api(viewer, pki, "/ui/api/groups", user, pw)
+
+        def ids(answer):
+            return sorted(x["group_id"] for x in answer["groups"])
+
+        everything = sorted(g.values())
+        wait_until(lambda: ids(merged("admin", ADMIN_PW)) == everything, 30,
+                   "node 0's console to list node 1's groups for admin")
+        answer = merged("admin", ADMIN_PW)
+        assert [n["ok"] for n in sorted(answer["nodes"], key=lambda n: n["node_id"])] == \
+            [True, True], answer["nodes"]
+        coordinators = {x["group_id"]: x["coordinator"] for x in answer["groups"]}
+        assert coordinators == {g["a-local"]: 0, g["a-remote"]: 1, g["b-remote"]: 1}
+
+        answer = merged("alice", ALICE_PW)
+        assert ids(answer) == sorted([g["a-local"], g["a-remote"]])
+        assert all(n["ok"] for n in answer["nodes"]), answer["nodes"]
+        # Node 1's own answer for alice: it judged her, not node 0's certificate.
+        path = f"/ui/api/group?id={g['a-remote']}"
+        mine = api(viewer, pki, path, "alice", ALICE_PW)
+        assert mine["coordinator"] == 1 and mine["via_node"] == 0
+        assert [o["topic"] for o in mine["offsets"]] == ["a-one"]
+        full = api(viewer, pki, path, "admin", ADMIN_PW)
+        assert [o["topic"] for o in full["offsets"]] == ["a-one", "b-secret"]
+        status, _, body = get(viewer, pki, f"/ui/api/group?id={g['b-remote']}", "alice", ALICE_PW)
+        assert status == 403, body
+
+        # A node's certificate is trusted to name the viewer, without the viewer's password.
+        node_cert = (pki["keystore"], pki["keystore"])
+        status, local = get_with(owner, pki, "/ui/api/groups?scope=local",
+                                 {FORWARDED: "User:alice"}, cert=node_cert)
+        assert status == 200 and ids(local) == [g["a-remote"]], local
+        # Anyone else's forwarded principal is ignored: alice stays alice.
+        for cert in (None, pki["bob"]):
+            status, local = get_with(owner, pki, "/ui/api/groups?scope=local",
+                                     {FORWARDED: "User:admin"}, "alice", ALICE_PW, cert=cert)
+            assert status == 200 and ids(local) == [g["a-remote"]], (cert, local)
+            status, _ = get_with(owner, pki, "/ui/api/groups?scope=local",
+                                 {FORWARDED: "User:admin"}, cert=cert)
+            assert status == 401, cert
+        log = "\n".join(broker_log(n.log_path) for n in c.nodes.values())
+        assert ADMIN_PW not in log and ALICE_PW not in log, "a password reached a node's log"
+        assert "forwarded principal ignored" in log
+    finally:
+        problems = c.stop()
+        assert not problems, "; ".join(problems) + "\n" + c.logs()

@@ -8,7 +8,10 @@
 //!   cached ([`high_watermarks`]); a scrape waits for a refresh at most [`SCRAPE_WAIT`];
 //! - the consoles of the other nodes, for a console that shows every group of the cluster: a
 //!   node's console address is its `metrics.listener`, which any Kafka client may read with
-//!   DescribeConfigs of that broker ([`peer`]).
+//!   DescribeConfigs of that broker ([`peer`]). An https one is reached with the TLS client of
+//!   this node's own metrics listener settings (`listener.name.metrics.ssl.*` over `ssl.*`: its
+//!   trust store checks the peer, its key store is this node's certificate when the peer asks
+//!   for one), and each request names the viewer it is made for (`metrics::auth`).
 //!
 //! The connection to the cluster is this node's own client listener, opened on first use.
 
@@ -16,19 +19,20 @@ pub mod high_watermarks;
 pub mod peer;
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use gregor_client::admin::{ConfigResource, IsolationLevel, OffsetSpec};
+use gregor_client::tls::ClientTls;
 use gregor_client::{Admin, ClientConfig, TopicPartition};
+use gregor_meta::config::StaticBrokerConfig;
 use tracing::{debug, warn};
 
 use crate::metadata::MetadataManager;
 use crate::replica::ReplicaManager;
 use crate::runtime::now_ms;
 use high_watermarks::{HighWatermarkCache, Tp};
-pub use peer::PeerError;
+pub use peer::{OnBehalf, PeerConsole, PeerError};
 
 /// The longest a scrape or a console answer waits for a refresh of remote high watermarks; the
 /// refresh goes on in the background and the next scrape uses it.
@@ -44,7 +48,9 @@ pub struct ClusterView {
     high_watermarks: Mutex<HighWatermarkCache>,
     /// Console addresses of other nodes, by node id and registration incarnation (a restarted
     /// node may listen elsewhere).
-    consoles: Mutex<HashMap<(i32, gregor_meta::Uuid), SocketAddr>>,
+    consoles: Mutex<HashMap<(i32, gregor_meta::Uuid), PeerConsole>>,
+    /// The TLS client for https consoles, made on first use (or why it cannot be).
+    peer_tls: OnceLock<Result<ClientTls, String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -60,6 +66,7 @@ impl ClusterView {
             admin: tokio::sync::OnceCell::new(),
             high_watermarks: Mutex::new(HighWatermarkCache::default()),
             consoles: Mutex::new(HashMap::new()),
+            peer_tls: OnceLock::new(),
         }
     }
 
@@ -167,15 +174,15 @@ impl ClusterView {
         &self,
         metadata: &MetadataManager,
         node: i32,
-    ) -> Result<SocketAddr, PeerError> {
+    ) -> Result<PeerConsole, PeerError> {
         let registration = metadata
             .image()
             .broker(node)
             .cloned()
             .ok_or(PeerError::NotRegistered(node))?;
         let key = (node, registration.incarnation_id);
-        if let Some(addr) = lock(&self.consoles).get(&key) {
-            return Ok(*addr);
+        if let Some(console) = lock(&self.consoles).get(&key) {
+            return Ok(*console);
         }
         let admin = self.admin().await.map_err(PeerError::Lookup)?;
         let described = tokio::time::timeout(
@@ -203,20 +210,39 @@ impl ClusterView {
         Ok(addr)
     }
 
-    /// GETs `path_and_query` from `node`'s console: its status and JSON.
+    /// GETs `path_and_query` from `node`'s console for `on_behalf`: its status and JSON.
+    /// `settings` are this node's, for the TLS client of an https console.
     pub async fn get_from(
         &self,
         metadata: &MetadataManager,
+        settings: &StaticBrokerConfig,
         node: i32,
         path_and_query: &str,
+        on_behalf: OnBehalf<'_>,
     ) -> Result<(hyper::StatusCode, serde_json::Value), PeerError> {
-        let addr = self.console_address(metadata, node).await?;
-        let answer = peer::get_json(addr, path_and_query).await;
+        let console = self.console_address(metadata, node).await?;
+        let tls = match console.https {
+            true => Some(self.peer_tls(settings)?),
+            false => None,
+        };
+        let answer = peer::get_json(console, tls, path_and_query, Some(on_behalf)).await;
         if answer.is_err() {
             // Looked up again next time: it may have restarted elsewhere.
             lock(&self.consoles).retain(|(n, _), _| *n != node);
         }
         answer
+    }
+
+    /// The client side of this node's metrics listener TLS settings, as a client of the other
+    /// nodes' metrics listeners.
+    fn peer_tls(&self, settings: &StaticBrokerConfig) -> Result<&ClientTls, PeerError> {
+        let made = self.peer_tls.get_or_init(|| {
+            crate::tls::inter_broker_client(settings, crate::metrics::auth::LISTENER_NAME)
+                .map_err(|e| {
+                    format!("listener.name.metrics.ssl.* (or ssl.*) as a client of other nodes' consoles: {e}")
+                })
+        });
+        made.as_ref().map_err(|e| PeerError::TlsSettings(e.clone()))
     }
 }
 

@@ -24,6 +24,7 @@ use bytes::Bytes;
 use hyper::StatusCode;
 
 use crate::broker_view::BrokerView;
+use crate::cluster_view::OnBehalf;
 use crate::metrics::auth::Viewer;
 
 pub use view::HostedReplica;
@@ -152,7 +153,7 @@ pub async fn answer(
         "cluster" => Page::json(&cluster(b, &visible)),
         "groups" => match scope {
             Scope::Local => Page::json(&local_groups(b, &visible).await),
-            Scope::Cluster => Page::json(&cluster_groups(b, &visible).await),
+            Scope::Cluster => Page::json(&cluster_groups(b, viewer, &visible).await),
         },
         "group" => {
             let id = match group_id_param(query) {
@@ -165,7 +166,7 @@ pub async fn answer(
                     &format!("not authorized to describe group {id:?}"),
                 );
             }
-            group(b, &id, scope, &visible).await
+            group(b, &id, scope, viewer, &visible).await
         }
         _ => Page::error(StatusCode::NOT_FOUND, &format!("no API {api:?}")),
     }
@@ -188,8 +189,12 @@ async fn local_groups(b: BrokerView<'_>, visible: &Visible<'_>) -> serde_json::V
 }
 
 /// Every live broker's groups: this node's, and each other unfenced broker's own list read from
-/// its console, merged (`merge`); then only those the principal may see.
-async fn cluster_groups(b: BrokerView<'_>, visible: &Visible<'_>) -> serde_json::Value {
+/// its console for `viewer`, merged (`merge`); then only those the principal may see.
+async fn cluster_groups(
+    b: BrokerView<'_>,
+    viewer: &Viewer,
+    visible: &Visible<'_>,
+) -> serde_json::Value {
     let node = b.config.node_id;
     let image = b.metadata.image();
     let peers: Vec<(i32, bool)> = image
@@ -200,32 +205,54 @@ async fn cluster_groups(b: BrokerView<'_>, visible: &Visible<'_>) -> serde_json:
         .collect();
     let asked = peers
         .iter()
-        .map(|&(peer, fenced)| peer_groups(b, peer, fenced));
+        .map(|&(peer, fenced)| peer_groups(b, peer, fenced, viewer));
     let (mine, mut answers) =
         tokio::join!(local_groups(b, visible), futures::future::join_all(asked));
     answers.push((node, Ok(mine)));
     let mut merged = merge::groups(node, answers);
-    // Other nodes answer for the principal they see (this node's request carries none).
+    // Other nodes answer for the forwarded viewer when they trust this node (its certificate is
+    // a super user there); a peer that does not (plain http) answers for what it sees.
     if let Some(groups) = merged["groups"].as_array_mut() {
         groups.retain(|g| g["group_id"].as_str().is_some_and(|id| (visible.group)(id)));
     }
     merged
 }
 
-/// Another node's own groups, read from its console.
-async fn peer_groups(b: BrokerView<'_>, peer: i32, fenced: bool) -> (i32, merge::NodeAnswer) {
+/// The viewer a request to another node is made for.
+fn on_behalf(viewer: &Viewer) -> OnBehalf<'_> {
+    OnBehalf {
+        principal: viewer.principal(),
+        host: viewer.host(),
+    }
+}
+
+/// Another node's own groups, read from its console for `viewer`.
+async fn peer_groups(
+    b: BrokerView<'_>,
+    peer: i32,
+    fenced: bool,
+    viewer: &Viewer,
+) -> (i32, merge::NodeAnswer) {
     if fenced {
         return (peer, Err("fenced: not asked".to_string()));
     }
+    let path = "/ui/api/groups?scope=local";
     let answer = match b
         .cluster_view
-        .get_from(b.metadata, peer, "/ui/api/groups?scope=local")
+        .get_from(
+            b.metadata,
+            &b.config.settings,
+            peer,
+            path,
+            on_behalf(viewer),
+        )
         .await
     {
         Ok((status, v)) if status.is_success() => Ok(v),
         Ok((status, v)) => Err(format!(
-            "answered {status}: {}",
-            v.get("error").and_then(|e| e.as_str()).unwrap_or("")
+            "answered {status}: {}{}",
+            v.get("error").and_then(|e| e.as_str()).unwrap_or(""),
+            refusal_hint(status)
         )),
         Err(e) => Err(e.to_string()),
     };
@@ -235,9 +262,27 @@ async fn peer_groups(b: BrokerView<'_>, peer: i32, fenced: bool) -> (i32, merge:
     (peer, answer)
 }
 
+/// What a peer's refusal of this node's request usually means.
+fn refusal_hint(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED => {
+            " (that node did not take this node as a node: its metrics listener needs \
+             ssl.client.auth=requested or required, and this node's certificate principal \
+             must be in its super.users)"
+        }
+        _ => "",
+    }
+}
+
 /// One group in full: from this node when it coordinates the group, else read from its
-/// coordinator's console (the leader of its `__consumer_offsets` partition).
-async fn group(b: BrokerView<'_>, id: &str, scope: Scope, visible: &Visible<'_>) -> Page {
+/// coordinator's console (the leader of its `__consumer_offsets` partition) for `viewer`.
+async fn group(
+    b: BrokerView<'_>,
+    id: &str,
+    scope: Scope,
+    viewer: &Viewer,
+    visible: &Visible<'_>,
+) -> Page {
     let node = b.config.node_id;
     let observed = b.groups.observe().await;
     if let Some(g) = observed.iter().find(|g| g.summary.group_id == id) {
@@ -272,11 +317,16 @@ async fn group(b: BrokerView<'_>, id: &str, scope: Scope, visible: &Visible<'_>)
             )
         }
     };
-    group_from_coordinator(b, id, coordinator).await
+    group_from_coordinator(b, id, coordinator, viewer).await
 }
 
-/// One group read from its coordinator's console (`coordinator` is another node).
-async fn group_from_coordinator(b: BrokerView<'_>, id: &str, coordinator: i32) -> Page {
+/// One group read from its coordinator's console (`coordinator` is another node) for `viewer`.
+async fn group_from_coordinator(
+    b: BrokerView<'_>,
+    id: &str,
+    coordinator: i32,
+    viewer: &Viewer,
+) -> Page {
     let node = b.config.node_id;
     let path = format!(
         "/ui/api/group?id={}&scope=local",
@@ -284,7 +334,13 @@ async fn group_from_coordinator(b: BrokerView<'_>, id: &str, coordinator: i32) -
     );
     match b
         .cluster_view
-        .get_from(b.metadata, coordinator, &path)
+        .get_from(
+            b.metadata,
+            &b.config.settings,
+            coordinator,
+            &path,
+            on_behalf(viewer),
+        )
         .await
     {
         Ok((status, mut v)) => {
@@ -296,14 +352,18 @@ async fn group_from_coordinator(b: BrokerView<'_>, id: &str, coordinator: i32) -
                     .get("error")
                     .and_then(|e| e.as_str())
                     .unwrap_or("no reason given");
-                let status = if status.is_client_error() {
+                // A peer refusing this node's own login is not the viewer's doing.
+                let status = if status.is_client_error() && status != StatusCode::UNAUTHORIZED {
                     status
                 } else {
                     StatusCode::BAD_GATEWAY
                 };
                 Page::error(
                     status,
-                    &format!("coordinator node {coordinator}: {message}"),
+                    &format!(
+                        "coordinator node {coordinator}: {message}{}",
+                        refusal_hint(status)
+                    ),
                 )
             }
         }

@@ -8,17 +8,24 @@
 //!   (the client certificate's principal).
 //! - Authorization: with `authorizer.class.name` set, `/metrics` needs DESCRIBE on the cluster
 //!   and the console shows only the topics and groups the principal may DESCRIBE ([`Viewer`]).
+//! - Requests of other nodes' consoles: a console merging the cluster's view asks the other
+//!   nodes for the viewer, naming it in [`FORWARDED_PRINCIPAL`] and [`FORWARDED_HOST`]. As a
+//!   Kafka broker trusts a forwarded principal only from another broker (KIP-590), these are
+//!   honoured only on a TLS connection whose client certificate's principal is in `super.users`
+//!   ([`forwarded`]); from anyone else they are ignored and the request is judged as usual.
 //!
-//! The header parsing and the password check are pure; `metrics/http` runs them.
+//! The header parsing, the trust decision and the password check are pure; `metrics/http` runs
+//! them.
 
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
 use gregor_meta::acl::{
-    AclOperation, AclResourceType, Authorizer, AuthorizerConfig, RequestIdentity,
-    CLUSTER_RESOURCE_NAME,
+    parse_super_users, AclOperation, AclResourceType, Authorizer, AuthorizerConfig,
+    RequestIdentity, CLUSTER_RESOURCE_NAME,
 };
 use gregor_meta::config::StaticBrokerConfig;
 use gregor_meta::MetadataImage;
@@ -32,6 +39,13 @@ use crate::tls::{ClientAuth, TlsConfigError, TlsListener};
 pub const LISTENER_NAME: &str = "metrics";
 /// Longest `Authorization` header value read; longer ones are refused before decoding.
 pub const MAX_AUTHORIZATION_BYTES: usize = 1024;
+/// The header naming the principal a node's request to another node's console is made for
+/// (`User:alice`). Never a password: the node authenticates as itself.
+pub const FORWARDED_PRINCIPAL: &str = "gregor-forwarded-principal";
+/// The header with that viewer's address, for ACLs that name a host.
+pub const FORWARDED_HOST: &str = "gregor-forwarded-host";
+/// Longest forwarded principal read.
+const MAX_FORWARDED_BYTES: usize = 512;
 
 /// `metrics.listener.authentication`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +61,9 @@ pub struct MetricsSecurity {
     pub authentication: Authentication,
     /// `connection.failed.authentication.delay.ms`: a failed login waits this long for its 401.
     pub failed_delay: Duration,
+    /// `super.users`: a client certificate with one of these principals is a node, whose
+    /// forwarded principal is honoured.
+    pub super_users: BTreeSet<String>,
 }
 
 /// Settings that cannot work together; start-up stops.
@@ -73,6 +90,7 @@ impl MetricsSecurity {
             tls: None,
             authentication: Authentication::None,
             failed_delay: Duration::ZERO,
+            super_users: BTreeSet::new(),
         }
     }
 
@@ -105,6 +123,7 @@ impl MetricsSecurity {
             tls,
             authentication,
             failed_delay: Duration::from_millis(delay_ms),
+            super_users: parse_super_users(settings.raw("super.users").unwrap_or("")),
         })
     }
 }
@@ -182,10 +201,69 @@ fn matches(mechanism: ScramMechanism, stored: &ScramCredential, password: &Passw
     }
 }
 
+/// What a request's forwarded-principal headers mean.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forwarded {
+    /// No [`FORWARDED_PRINCIPAL`]: the request is judged as usual.
+    Absent,
+    /// A node asks for this viewer (at `host`, when it said).
+    Trusted {
+        principal: KafkaPrincipal,
+        host: Option<IpAddr>,
+    },
+    /// Not from a node, or malformed: the headers are ignored, for this reason.
+    Ignored(&'static str),
+}
+
+/// Whether to honour a forwarded principal: only from a connection whose client certificate's
+/// principal (`certificate`, `User:ANONYMOUS` without one) is in `super_users`, and only a
+/// well-formed `Type:name` and IP address.
+pub fn forwarded(
+    certificate: &KafkaPrincipal,
+    super_users: &BTreeSet<String>,
+    principal: Option<&[u8]>,
+    host: Option<&[u8]>,
+) -> Forwarded {
+    let Some(principal) = principal else {
+        return Forwarded::Absent;
+    };
+    // An anonymous connection is never a node, even with User:ANONYMOUS a super user.
+    if *certificate == KafkaPrincipal::anonymous() {
+        return Forwarded::Ignored("no client certificate");
+    }
+    if !super_users.contains(&certificate.to_string()) {
+        return Forwarded::Ignored("the client certificate's principal is not in super.users");
+    }
+    let Some(principal) = parse_principal(principal) else {
+        return Forwarded::Ignored("malformed forwarded principal");
+    };
+    let host = match host.map(|h| std::str::from_utf8(h).ok()?.trim().parse::<IpAddr>().ok()) {
+        None => None,
+        Some(Some(ip)) => Some(ip),
+        Some(None) => return Forwarded::Ignored("malformed forwarded host"),
+    };
+    Forwarded::Trusted { principal, host }
+}
+
+/// `Type:name`, both non-empty, printable, at most [`MAX_FORWARDED_BYTES`].
+fn parse_principal(bytes: &[u8]) -> Option<KafkaPrincipal> {
+    if bytes.len() > MAX_FORWARDED_BYTES {
+        return None;
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    let (principal_type, name) = text.split_once(':')?;
+    let printable = |s: &str| !s.is_empty() && !s.chars().any(char::is_control);
+    (printable(principal_type) && printable(name)).then(|| KafkaPrincipal {
+        principal_type: principal_type.to_string(),
+        name: name.to_string(),
+    })
+}
+
 /// What one authenticated request may see: the authorizer's answers for its principal and
 /// address, or yes to everything without `authorizer.class.name`.
 pub struct Viewer {
     principal: KafkaPrincipal,
+    host: Option<IpAddr>,
     checker: Option<(AuthorizerConfig, Arc<MetadataImage>, IpAddr)>,
 }
 
@@ -194,6 +272,7 @@ impl Viewer {
     pub fn everything(principal: KafkaPrincipal) -> Viewer {
         Viewer {
             principal,
+            host: None,
             checker: None,
         }
     }
@@ -207,11 +286,20 @@ impl Viewer {
         image: Arc<MetadataImage>,
     ) -> Viewer {
         let checker = AuthorizerConfig::from_static(settings).map(|c| (c, image, host));
-        Viewer { principal, checker }
+        Viewer {
+            principal,
+            host: Some(host),
+            checker,
+        }
     }
 
     pub fn principal(&self) -> &KafkaPrincipal {
         &self.principal
+    }
+
+    /// The viewer's address, when known.
+    pub fn host(&self) -> Option<IpAddr> {
+        self.host
     }
 
     fn may(&self, op: AclOperation, resource_type: AclResourceType, name: &str) -> bool {
@@ -324,6 +412,66 @@ mod tests {
         assert!(verify_scram(creds, "alice", &Password::new("alice-256")));
         assert!(!verify_scram(creds, "alice", &Password::new("alice-51")));
         assert!(!verify_scram(creds, "bob", &Password::new("alice-512")));
+    }
+
+    #[test]
+    fn forwarded_principals_are_honoured_from_super_user_certificates_only() {
+        let node = KafkaPrincipal::user("CN=node,O=Acme");
+        let supers = parse_super_users("User:admin;User:ANONYMOUS;User:CN=node,O=Acme");
+        let alice = Some(&b"User:alice"[..]);
+        assert_eq!(forwarded(&node, &supers, None, None), Forwarded::Absent);
+        assert_eq!(
+            forwarded(&node, &supers, alice, Some(b" 10.1.2.3")),
+            Forwarded::Trusted {
+                principal: KafkaPrincipal::user("alice"),
+                host: Some("10.1.2.3".parse().expect("ip")),
+            }
+        );
+        assert_eq!(
+            forwarded(&node, &supers, Some(b"Group:x:y"), None),
+            Forwarded::Trusted {
+                principal: KafkaPrincipal {
+                    principal_type: "Group".into(),
+                    name: "x:y".into()
+                },
+                host: None,
+            }
+        );
+        // No certificate: never a node, even with User:ANONYMOUS a super user.
+        let anonymous = KafkaPrincipal::anonymous();
+        assert!(matches!(
+            forwarded(&anonymous, &supers, alice, None),
+            Forwarded::Ignored(_)
+        ));
+        let stranger = KafkaPrincipal::user("CN=bob");
+        assert!(matches!(
+            forwarded(&stranger, &supers, alice, None),
+            Forwarded::Ignored(_)
+        ));
+        for bad in [
+            &b"alice"[..],
+            b":alice",
+            b"User:",
+            b"User:a\nb",
+            &[0xff, b':', b'x'],
+        ] {
+            assert!(
+                matches!(
+                    forwarded(&node, &supers, Some(bad), None),
+                    Forwarded::Ignored(_)
+                ),
+                "{bad:?}"
+            );
+        }
+        let long = format!("User:{}", "x".repeat(600));
+        assert!(matches!(
+            forwarded(&node, &supers, Some(long.as_bytes()), None),
+            Forwarded::Ignored(_)
+        ));
+        assert!(matches!(
+            forwarded(&node, &supers, alice, Some(b"somewhere")),
+            Forwarded::Ignored(_)
+        ));
     }
 
     #[test]

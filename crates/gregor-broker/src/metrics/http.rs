@@ -23,9 +23,9 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
-use super::auth::{self, Authentication, MetricsSecurity, Viewer};
+use super::auth::{self, Authentication, Forwarded, MetricsSecurity, Viewer};
 use crate::broker_view::{BrokerView, Observable};
-use crate::cluster_view::peer::parse_listener;
+use crate::cluster_view::peer::parse_console;
 use crate::security::KafkaPrincipal;
 
 /// Connections served at once; more wait in the kernel's backlog.
@@ -46,10 +46,7 @@ pub fn listener_address(config: &crate::BrokerConfig) -> Result<Option<SocketAdd
         Some(gregor_meta::config::ConfigValue::String(s)) => s,
         _ => return Ok(None),
     };
-    match value.trim().strip_prefix("https://") {
-        Some(rest) => parse_listener(rest),
-        None => parse_listener(&value),
-    }
+    Ok(parse_console(&value)?.map(|console| console.addr))
 }
 
 /// The broker the listener reports on, once it has started.
@@ -232,23 +229,66 @@ fn ready(target: &Target) -> Response<Full<Bytes>> {
     }
 }
 
-/// The request's principal, as `metrics.listener.authentication` says, and what it may see;
-/// or the refusal to send. A failed login is answered after
-/// `connection.failed.authentication.delay.ms`, which only this request waits for.
+/// The request's principal, as `metrics.listener.authentication` says, or the viewer a node
+/// forwards (`auth::forwarded`), and what it may see; or the refusal to send. A failed login is
+/// answered after `connection.failed.authentication.delay.ms`, which only this request waits for.
 async fn login(
     security: &MetricsSecurity,
     client: &Client,
     req: &Request<Incoming>,
     broker: Option<&dyn Observable>,
 ) -> Result<Viewer, Response<Full<Bytes>>> {
-    let principal = match security.authentication {
-        Authentication::None => client.certificate.clone(),
+    let header = |name: &str| req.headers().get(name).map(HeaderValue::as_bytes);
+    let forwarded = auth::forwarded(
+        &client.certificate,
+        &security.super_users,
+        header(auth::FORWARDED_PRINCIPAL),
+        header(auth::FORWARDED_HOST),
+    );
+    let (principal, host) = match forwarded {
+        // The node authenticated with its certificate; the request is its viewer's.
+        Forwarded::Trusted { principal, host } => {
+            debug!(peer = %client.peer, node = %client.certificate, viewer = %principal,
+                "metrics request forwarded by a node");
+            (principal, host.unwrap_or(client.peer.ip()))
+        }
+        Forwarded::Ignored(reason) => {
+            info!(peer = %client.peer, certificate = %client.certificate, reason,
+                "forwarded principal ignored");
+            (
+                authenticate(security, client, req, broker).await?,
+                client.peer.ip(),
+            )
+        }
+        Forwarded::Absent => (
+            authenticate(security, client, req, broker).await?,
+            client.peer.ip(),
+        ),
+    };
+    Ok(match broker {
+        Some(b) => {
+            let v = b.view();
+            Viewer::new(principal, host, &v.config.settings, v.metadata.image())
+        }
+        None => Viewer::everything(principal),
+    })
+}
+
+/// The request's own principal, as `metrics.listener.authentication` says.
+async fn authenticate(
+    security: &MetricsSecurity,
+    client: &Client,
+    req: &Request<Incoming>,
+    broker: Option<&dyn Observable>,
+) -> Result<KafkaPrincipal, Response<Full<Bytes>>> {
+    match security.authentication {
+        Authentication::None => Ok(client.certificate.clone()),
         Authentication::Mtls if client.certificate != KafkaPrincipal::anonymous() => {
-            client.certificate.clone()
+            Ok(client.certificate.clone())
         }
         Authentication::Mtls => {
             info!(peer = %client.peer, "metrics listener login failed: no client certificate");
-            return Err(unauthorized(security, false).await);
+            Err(unauthorized(security, false).await)
         }
         Authentication::Basic => {
             let Some(b) = broker else {
@@ -277,21 +317,9 @@ async fn login(
                 info!(peer = %client.peer, user, "metrics listener login failed: invalid credentials");
                 return Err(unauthorized(security, true).await);
             }
-            KafkaPrincipal::user(user)
+            Ok(KafkaPrincipal::user(user))
         }
-    };
-    Ok(match broker {
-        Some(b) => {
-            let v = b.view();
-            Viewer::new(
-                principal,
-                client.peer.ip(),
-                &v.config.settings,
-                v.metadata.image(),
-            )
-        }
-        None => Viewer::everything(principal),
-    })
+    }
 }
 
 /// 401, after the failed-authentication delay; with a Basic challenge when `basic`.
