@@ -9,12 +9,21 @@ as the token's `sub`, which is the principal the ACLs see (alice is allowed, bob
 signature, audience or issuer, an expired token, `alg: none` and an unknown key id are each
 answered with the error challenge and then SASL_AUTHENTICATION_FAILED, and the broker keeps
 serving; rotating the key set by rewriting the file; `gregor topics` with OAUTHBEARER from
-`--command-config`; no token signature reaches the broker's log (at debug level)."""
+`--command-config`; no token signature reaches the broker's log (at debug level).
+
+The key set can also come from an https endpoint: a loopback HTTPS server run by the test
+(`http.server` + `ssl`, its certificate from `pki.Ca`), trusted through the OAuthBearerLoginModule
+JAAS line's `ssl.truststore.location`. Tokens signed with its keys log in; a new key id served
+there is picked up without a restart; the server going away keeps the last good keys; a server
+certificate no trusted CA signed stops start-up with a message naming the certificate problem."""
 
 import base64
 import functools
+import http.server
 import json
+import ssl
 import subprocess
+import threading
 import time
 
 import jwt
@@ -292,3 +301,137 @@ def test_gregor_admin_commands_log_in_with_a_token_file(setup):
     assert "invalid_token" in r.stderr, r.stderr
     assert time.monotonic() - t0 < 20
     assert signature(expired) not in r.stderr + r.stdout
+
+
+class JwksServer:
+    """A loopback HTTPS server answering GET /jwks with the key set last published."""
+
+    def __init__(self, ca, keys):
+        crt, key = ca.issue("jwks-server", "localhost")
+        self.gets = 0
+        self.publish(keys)
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                server.gets += 1
+                body = server.document if self.path == "/jwks" else b"{}"
+                self.send_response(200 if self.path == "/jwks" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(crt, key)
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        self.url = f"https://localhost:{self.httpd.server_address[1]}/jwks"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def publish(self, keys):
+        self.document = json.dumps({"keys": [k.jwk for k in keys]}).encode()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def https_jwks_settings(url, truststore=None):
+    settings = {
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "sasl.oauthbearer.jwks.endpoint.url": url,
+        # Only an unknown key id (rate-limited) or a failure makes the broker fetch again here.
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms": "3600000",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "100",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "500",
+        "sasl.oauthbearer.expected.audience": AUDIENCE,
+        "sasl.oauthbearer.expected.issuer": ISSUER,
+    }
+    if truststore:
+        settings["sasl.jaas.config"] = (f'{LOGIN_MODULE} required ssl.truststore.type="PEM" '
+                                        f'ssl.truststore.location="{truststore}";')
+    return settings
+
+
+@pytest.fixture
+def https_setup(tmp_path):
+    ca = Ca(tmp_path, "idp-ca")
+    keys = {"rsa": Key("rsa-1", "RS256"), "ec": Key("ec-1", "ES256")}
+    server = JwksServer(ca, keys.values())
+    b = ListenersBroker(tmp_path, https_jwks_settings(server.url, ca.pem),
+                        extra=("SASL_PLAINTEXT",), name="oauth-https")
+    b.start()
+    yield {"broker": b, "keys": keys, "server": server, "tokens": []}
+    server.stop()
+    assert b.stop() == 0, f"broker did not exit 0 on SIGTERM\n{b.log_path.read_text()[-3000:]}"
+
+
+def login(s, token):
+    s["tokens"].append(token)
+    code, _, auth, _ = raw_login(s["broker"].sasl_port, initial_response(token))
+    return code if code else (0 if auth == b"" else auth)
+
+
+@pytest.mark.timeout(120)
+def test_https_jwks_keys_log_in_and_a_new_key_id_is_picked_up(https_setup):
+    s = https_setup
+    b, server = s["broker"], s["server"]
+    assert server.gets == 1, "fetched once at start-up"
+    for key in s["keys"].values():
+        assert login(s, key.token("alice")) == 0, key.kid
+    conf = {"bootstrap.servers": f"127.0.0.1:{b.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER"}
+    token = s["keys"]["rsa"].token("alice")
+    s["tokens"].append(token)
+    conf["oauth_cb"] = lambda _c: (token, time.time() + 600, "alice", {})
+    assert len(AdminClient(conf).list_topics(timeout=20).brokers) == 1
+    # The identity provider rotates: only ec-2 is served now. A token naming ec-2 makes the
+    # broker fetch again; a later login with it succeeds, with no restart.
+    new = Key("ec-2", "ES256")
+    server.publish([new])
+    wait_until(lambda: login(s, new.token("alice")) == 0, 20, "a login with the new key id")
+    assert server.gets >= 2
+    assert login(s, s["keys"]["rsa"].token("alice")) == SASL_AUTHENTICATION_FAILED
+    log = b.log_path.read_text(errors="replace")
+    assert "OAUTHBEARER JWKS fetched" in log and "ec-2" in log
+    assert not [t for t in s["tokens"] if signature(t) in log]
+
+
+@pytest.mark.timeout(120)
+def test_the_endpoint_going_away_keeps_the_last_good_keys(https_setup):
+    s = https_setup
+    b, server = s["broker"], s["server"]
+    server.stop()
+    # An unknown key id wakes the fetcher, whose fetch now fails: logged, keys kept.
+    assert login(s, Key("rsa-9", "RS256").token("alice")) == SASL_AUTHENTICATION_FAILED
+    wait_until(lambda: "OAUTHBEARER JWKS not fetched; keeping the keys fetched before"
+               in b.log_path.read_text(errors="replace"), 20, "the failed fetch in the log")
+    for key in s["keys"].values():
+        assert login(s, key.token("alice")) == 0, key.kid
+    log = b.log_path.read_text(errors="replace")
+    assert " ERROR " not in log, log[-3000:]
+    with kwire.Conn("127.0.0.1", b.port) as c:
+        assert kwire.metadata_v1_brokers(c)[0][0] == b.node_id
+
+
+@pytest.mark.timeout(120)
+def test_an_untrusted_endpoint_certificate_stops_start_up(tmp_path):
+    idp_ca = Ca(tmp_path, "idp-ca")
+    server = JwksServer(idp_ca, [Key("rsa-1", "RS256")])
+    try:
+        # No ssl.truststore.* in the JAAS line: the system's CAs, which never signed this one.
+        b = ListenersBroker(tmp_path, https_jwks_settings(server.url),
+                            extra=("SASL_PLAINTEXT",), name="oauth-untrusted")
+        r = subprocess.run(b.argv(), capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert r.returncode != 0, r.stdout[-2000:]
+        out = r.stdout + r.stderr
+        assert "sasl.oauthbearer.jwks.endpoint.url" in out, out[-2000:]
+        assert f"fetching the key set from {server.url}" in out, out[-2000:]
+        assert "invalid peer certificate" in out and "UnknownIssuer" in out, out[-2000:]
+    finally:
+        server.stop()

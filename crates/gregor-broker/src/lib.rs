@@ -41,6 +41,7 @@ pub(crate) mod group_wire;
 pub mod groups;
 mod handlers;
 pub(crate) mod isr;
+pub(crate) mod jwks_fetch;
 pub(crate) mod log_cleaner;
 pub(crate) mod metadata;
 pub mod metrics;

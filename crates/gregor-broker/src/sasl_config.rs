@@ -6,11 +6,15 @@
 //! inter-broker listener's JAAS `username` / `password`). Errors name settings, never values.
 //!
 //! OAUTHBEARER (KIP-768) checks JWTs against the JSON Web Key Set of
-//! `sasl.oauthbearer.jwks.endpoint.url` (a file; HTTP endpoints are refused at start-up), with
-//! `sasl.oauthbearer.*` read per mechanism and listener
+//! `sasl.oauthbearer.jwks.endpoint.url` (a file, or an http(s) endpoint fetched by
+//! `jwks_fetch`), with `sasl.oauthbearer.*` read per mechanism and listener
 //! (`listener.name.<l>.oauthbearer.<key>`), per listener (`listener.name.<l>.<key>`), then
-//! broker-wide. The key set is re-read every `sasl.oauthbearer.jwks.endpoint.refresh.ms`, and
-//! at once when a token names a key id the set lacks and the file has changed since it was read.
+//! broker-wide. A file is re-read every `sasl.oauthbearer.jwks.endpoint.refresh.ms`, and at
+//! once when a token names a key id the set lacks and the file has changed since it was read;
+//! an endpoint is fetched on the same interval, with `...retry.backoff.ms` /
+//! `...retry.backoff.max.ms` after failures, and woken by an unknown key id. An https
+//! endpoint's CA comes from the OAUTHBEARER JAAS line's `ssl.truststore.*` options (as Kafka
+//! takes its JWKS client's SSL settings from the JAAS options), else the system's.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -19,9 +23,11 @@ use std::time::{Duration, SystemTime};
 use gregor_client::sasl::{ClientMechanism, ClientSasl};
 use gregor_meta::config::StaticBrokerConfig;
 use gregor_sasl::{
-    jaas_config_for, listener_jaas_key, JwkKeys, JwtRules, OAuthBearerError, PlainUsers,
-    ScramMechanism, ValidatedToken, MAX_JWKS_BYTES,
+    jaas_config_for, listener_jaas_key, parse_jaas, JwkKeys, JwtRules, OAuthBearerError,
+    PlainUsers, ScramMechanism, ValidatedToken, MAX_JWKS_BYTES,
 };
+
+use crate::jwks_fetch::{roots_from_pem, HttpJwks, JwksEndpoint, JwksSchedule};
 use tokio::time::Instant;
 
 /// A SASL mechanism a listener can accept.
@@ -266,12 +272,33 @@ struct JwksState {
     stamp: Option<(SystemTime, u64)>,
 }
 
-/// OAUTHBEARER's token checks for one listener, and its JWKS file.
+/// Where a listener's JWKS comes from.
+enum JwksSource {
+    File {
+        path: PathBuf,
+        refresh: Duration,
+        state: Mutex<JwksState>,
+    },
+    Http(HttpJwks),
+}
+
+impl std::fmt::Debug for JwksSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JwksSource::File { path, refresh, .. } => f
+                .debug_struct("File")
+                .field("path", path)
+                .field("refresh", refresh)
+                .finish_non_exhaustive(),
+            JwksSource::Http(h) => h.fmt(f),
+        }
+    }
+}
+
+/// OAUTHBEARER's token checks for one listener, and its JWKS.
 pub struct OAuthBearerValidator {
     rules: JwtRules,
-    jwks_file: PathBuf,
-    refresh: Duration,
-    state: Mutex<JwksState>,
+    source: JwksSource,
     /// The wall clock tokens' `exp`, `nbf` and `iat` are compared with (tests pin it).
     wall_clock: fn() -> SystemTime,
 }
@@ -280,8 +307,7 @@ impl std::fmt::Debug for OAuthBearerValidator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OAuthBearerValidator")
             .field("rules", &self.rules)
-            .field("jwks_file", &self.jwks_file)
-            .field("refresh", &self.refresh)
+            .field("source", &self.source)
             .finish_non_exhaustive()
     }
 }
@@ -295,8 +321,8 @@ pub struct OAuthBearerLogin {
 }
 
 impl OAuthBearerValidator {
-    /// The listener's OAUTHBEARER settings; reads the JWKS file once (a start-up error if it
-    /// cannot be read or holds no usable key).
+    /// The listener's OAUTHBEARER settings; reads the JWKS file or fetches the endpoint once (a
+    /// start-up error if that fails or the set holds no usable key).
     pub fn from_settings(
         settings: &StaticBrokerConfig,
         listener: &str,
@@ -316,9 +342,8 @@ impl OAuthBearerValidator {
         }
         let (url_key, url) = text("sasl.oauthbearer.jwks.endpoint.url");
         let url = url.filter(|u| !u.is_empty()).ok_or_else(|| {
-            error(&url_key, "OAUTHBEARER is enabled, so tokens need a JSON Web Key Set: a file:// URL or path (unsecured tokens are not accepted)")
+            error(&url_key, "OAUTHBEARER is enabled, so tokens need a JSON Web Key Set: an https:// or file:// URL or a path (unsecured tokens are not accepted)")
         })?;
-        let jwks_file = jwks_path(&url_key, &url)?;
         let number = |key: &str| {
             let (k, v) = get(key);
             v.and_then(|v| v.as_i64())
@@ -342,20 +367,18 @@ impl OAuthBearerValidator {
                 .unwrap_or_else(|| "scope".into()),
             clock_skew_seconds: number("sasl.oauthbearer.clock.skew.seconds")?,
         };
-        let refresh = Duration::from_millis(number("sasl.oauthbearer.jwks.endpoint.refresh.ms")?);
-        let (keys, stamp) = read_jwks(&jwks_file).map_err(|e| error(&url_key, e))?;
-        if keys.is_empty() {
-            return Err(error(&url_key, "the key set has no key that can verify signatures (RSA, EC P-256/P-384 or Ed25519)"));
-        }
+        let schedule = JwksSchedule {
+            refresh: Duration::from_millis(number("sasl.oauthbearer.jwks.endpoint.refresh.ms")?),
+            backoff: Duration::from_millis(number(
+                "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+            )?),
+            backoff_max: Duration::from_millis(number(
+                "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+            )?),
+        };
         Ok(OAuthBearerValidator {
             rules,
-            jwks_file,
-            refresh,
-            state: Mutex::new(JwksState {
-                keys,
-                read_at: Instant::now(),
-                stamp,
-            }),
+            source: jwks_source(settings, listener, &url_key, &url, schedule)?,
             wall_clock: SystemTime::now,
         })
     }
@@ -378,10 +401,18 @@ impl OAuthBearerValidator {
         let keys = self.current_keys(now, false);
         let token = match gregor_sasl::validate_initial_response(message, &keys, &self.rules, wall)
         {
-            Err(OAuthBearerError::UnknownKey(Some(_))) => {
-                let keys = self.current_keys(now, true);
-                gregor_sasl::validate_initial_response(message, &keys, &self.rules, wall)?
-            }
+            Err(OAuthBearerError::UnknownKey(Some(kid))) => match &self.source {
+                // The fetcher may fetch the set again; this token is refused, as Kafka's is,
+                // and the client's retry finds the new key.
+                JwksSource::Http(h) => {
+                    h.key_missing();
+                    return Err(OAuthBearerError::UnknownKey(Some(kid)));
+                }
+                JwksSource::File { .. } => {
+                    let keys = self.current_keys(now, true);
+                    gregor_sasl::validate_initial_response(message, &keys, &self.rules, wall)?
+                }
+            },
             other => other?,
         };
         let ValidatedToken {
@@ -396,25 +427,34 @@ impl OAuthBearerValidator {
         })
     }
 
-    /// The key set, re-read first when the refresh interval has passed, or on `key_missing`
-    /// when the file changed. A file that no longer reads keeps the keys last read.
+    /// The key set. A file's is re-read first when the refresh interval has passed, or on
+    /// `key_missing` when the file changed; a file that no longer reads keeps the keys last
+    /// read. An endpoint's is the fetcher's last good set.
     fn current_keys(&self, now: Instant, key_missing: bool) -> JwkKeys {
-        let mut state = match self.state.lock() {
+        let (path, refresh, state) = match &self.source {
+            JwksSource::Http(h) => return h.keys(),
+            JwksSource::File {
+                path,
+                refresh,
+                state,
+            } => (path, *refresh, state),
+        };
+        let mut state = match state.lock() {
             Ok(s) => s,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let due = now.saturating_duration_since(state.read_at) >= self.refresh;
-        let changed = key_missing && file_stamp(&self.jwks_file) != state.stamp;
+        let due = now.saturating_duration_since(state.read_at) >= refresh;
+        let changed = key_missing && file_stamp(path) != state.stamp;
         if due || changed {
             state.read_at = now;
-            match read_jwks(&self.jwks_file) {
+            match read_jwks(path) {
                 Ok((keys, stamp)) => {
-                    tracing::info!(file = %self.jwks_file.display(), keys = keys.len(), kids = ?keys.kids(), "OAUTHBEARER JWKS read");
+                    tracing::info!(file = %path.display(), keys = keys.len(), kids = ?keys.kids(), "OAUTHBEARER JWKS read");
                     state.keys = keys;
                     state.stamp = stamp;
                 }
                 Err(reason) => {
-                    tracing::warn!(file = %self.jwks_file.display(), %reason, "OAUTHBEARER JWKS not re-read; keeping the keys read before")
+                    tracing::warn!(file = %path.display(), %reason, "OAUTHBEARER JWKS not re-read; keeping the keys read before")
                 }
             }
         }
@@ -422,12 +462,92 @@ impl OAuthBearerValidator {
     }
 }
 
+/// The JWKS of `url` (named `key` in errors): a file read now, or an http(s) endpoint fetched
+/// now and then kept fresh on `schedule`.
+fn jwks_source(
+    settings: &StaticBrokerConfig,
+    listener: &str,
+    key: &str,
+    url: &str,
+    schedule: JwksSchedule,
+) -> Result<JwksSource, SaslConfigError> {
+    let lower = url.to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        let trust = jwks_truststore(settings, listener)?;
+        let endpoint = JwksEndpoint::new(url, trust).map_err(|e| error(key, e))?;
+        let jwks = HttpJwks::start(endpoint, schedule).map_err(|e| error(key, e))?;
+        return Ok(JwksSource::Http(jwks));
+    }
+    let path = jwks_path(key, url)?;
+    let (keys, stamp) = read_jwks(&path).map_err(|e| error(key, e))?;
+    if keys.is_empty() {
+        return Err(error(
+            key,
+            "the key set has no key that can verify signatures (RSA, EC P-256/P-384 or Ed25519)",
+        ));
+    }
+    Ok(JwksSource::File {
+        path,
+        refresh: schedule.refresh,
+        state: Mutex::new(JwksState {
+            keys,
+            read_at: Instant::now(),
+            stamp,
+        }),
+    })
+}
+
+/// The CA certificates an https JWKS endpoint is verified against: the `ssl.truststore.*`
+/// options of the listener's OAuthBearerLoginModule JAAS line (PEM: `ssl.truststore.location`
+/// or `ssl.truststore.certificates`), as Kafka configures its JWKS client; `None`: the system's.
+fn jwks_truststore(
+    settings: &StaticBrokerConfig,
+    listener: &str,
+) -> Result<Option<rustls::RootCertStore>, SaslConfigError> {
+    let own_key = listener_jaas_key(listener, "OAUTHBEARER");
+    let key = match settings.raw(&own_key) {
+        Some(_) => own_key,
+        None => "sasl.jaas.config".to_string(),
+    };
+    let Some(text) = jaas_config_for(listener, "OAUTHBEARER", |k| settings.raw(k)) else {
+        return Ok(None);
+    };
+    let entry = parse_jaas(text).map_err(|e| error(&key, e.to_string()))?;
+    if !entry.login_module.ends_with("OAuthBearerLoginModule") {
+        return Ok(None);
+    }
+    let option = |name: &str| entry.options.get(name).map(String::as_str);
+    if let Some(kind) = option("ssl.truststore.type") {
+        if !kind.eq_ignore_ascii_case("PEM") {
+            return Err(error(
+                &key,
+                format!(
+                    "ssl.truststore.type {kind} is not supported for the JWKS endpoint: use PEM"
+                ),
+            ));
+        }
+    }
+    let pem = match (
+        option("ssl.truststore.certificates"),
+        option("ssl.truststore.location"),
+    ) {
+        (Some(inline), _) => inline.as_bytes().to_vec(),
+        (None, Some(path)) => std::fs::read(path).map_err(|e| {
+            error(
+                &key,
+                format!("ssl.truststore.location: reading {path}: {e}"),
+            )
+        })?,
+        (None, None) => return Ok(None),
+    };
+    roots_from_pem(&pem)
+        .map(Some)
+        .map_err(|e| error(&key, format!("ssl.truststore: {e}")))
+}
+
 /// The file a `sasl.oauthbearer.jwks.endpoint.url` names.
 fn jwks_path(key: &str, url: &str) -> Result<PathBuf, SaslConfigError> {
     let lower = url.to_ascii_lowercase();
-    if lower.starts_with("http://") || lower.starts_with("https://") {
-        return Err(error(key, "only file JWKS are supported today: give a file:// URL or a path (HTTP endpoints are not fetched)"));
-    }
     let path = match lower.strip_prefix("file:") {
         Some(_) => url[5..].trim_start_matches("//"),
         None => url,
@@ -528,16 +648,34 @@ mod tests {
             e.starts_with("sasl.oauthbearer.jwks.endpoint.url:") && e.contains("unsecured"),
             "{e}"
         );
+        // Nothing listens on port 1 of loopback: the first fetch fails, and so does start-up.
         let e = refused(&[
             ("sasl.enabled.mechanisms", "OAUTHBEARER"),
             (
                 "listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url",
-                "https://idp.example/jwks",
+                "http://127.0.0.1:1/jwks",
             ),
         ]);
         assert!(
             e.starts_with(
-                "listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url: only file JWKS"
+                "listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url: fetching the key set from http://127.0.0.1:1/jwks: connecting to 127.0.0.1:1"
+            ),
+            "{e}"
+        );
+        let e = refused(&[
+            ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+            (
+                "sasl.oauthbearer.jwks.endpoint.url",
+                "https://127.0.0.1:1/jwks",
+            ),
+            (
+                "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config",
+                r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ssl.truststore.type="JKS" ssl.truststore.location="/x.jks";"#,
+            ),
+        ]);
+        assert!(
+            e.starts_with(
+                "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config: ssl.truststore.type JKS"
             ),
             "{e}"
         );

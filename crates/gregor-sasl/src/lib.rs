@@ -12,6 +12,7 @@ mod error;
 mod jaas;
 mod oauthbearer;
 pub mod oauthbearer_message;
+mod oauthbearer_refresh;
 mod plain;
 pub mod random;
 mod scram_client;
@@ -29,6 +30,7 @@ pub use oauthbearer::{
 pub use oauthbearer_message::{
     OAuthBearerInitialResponse, MAX_OAUTHBEARER_BYTES, OAUTHBEARER_FAILURE_REPLY,
 };
+pub use oauthbearer_refresh::{FetchFailureLog, JwksRefresh, JWKS_WARN_INTERVAL};
 pub use plain::{PlainMessage, PlainUsers, MAX_PLAIN_BYTES, PLAIN_LOGIN_MODULE};
 pub use scram_client::ScramClient;
 pub use scram_credential::{
