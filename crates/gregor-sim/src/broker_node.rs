@@ -178,7 +178,8 @@ async fn run_broker(ctx: NodeContext) -> turmoil::Result {
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     gregor_broker::runtime::spawn(broker.clone().run_background(shutdown.clone()));
     let limits = gregor_broker::server::request_limits(&broker);
-    for user in 0..ACL_USERS {
+    let users = if ctx.acl_users { ACL_USERS } else { 0 };
+    for user in 0..users {
         let l = turmoil::net::TcpListener::bind(("0.0.0.0", USER_PORT + user)).await?;
         let served = serve_user(l, user, broker.clone(), limits.clone(), shutdown.clone());
         gregor_broker::runtime::spawn(served);

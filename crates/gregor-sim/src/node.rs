@@ -119,6 +119,9 @@ pub struct NodeContext {
     /// How far the node's wall clock is off (`--clock-jumps`), kept across restarts as a
     /// machine keeps its clock.
     pub clock_skew: Arc<std::sync::atomic::AtomicI64>,
+    /// `--acls` runs: each broker also serves the users' ports (`broker_node::user_address`).
+    /// Other runs open none, so their schedules stay what their seeds gave before.
+    pub acl_users: bool,
 }
 
 struct NoListener;

@@ -712,6 +712,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
             registry: registry.clone(),
             faults: disks[i].clone(),
             clock_skew: clock_skews[i].clone(),
+            acl_users: options.acls,
         };
         host_node(&mut driver.sim, options.mode, i, ctx);
     }
