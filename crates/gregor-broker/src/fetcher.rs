@@ -73,6 +73,9 @@ struct FetchState {
     /// Must find its divergence point before fetching.
     truncate: bool,
     retry_at: Option<Instant>,
+    /// The fetch offset and log start offset of this round's request, read as the request is
+    /// built (see [`still_following`]).
+    position: Option<(i64, i64)>,
 }
 
 /// The fetcher of one source broker.
@@ -163,6 +166,7 @@ impl FetcherManager {
                 leader_epoch,
                 truncate: true,
                 retry_at: None,
+                position: None,
             },
         );
         fetcher.changed.notify_one();
@@ -254,6 +258,7 @@ async fn run(
             continue;
         }
         let (fetching, wait) = unthrottled(&throttles, node_id, fetching);
+        let fetching = still_following(fetching);
         if fetching.is_empty() {
             conn = Some(c);
             let _ = tokio::time::timeout(wait, fetcher.changed.notified()).await;
@@ -415,6 +420,20 @@ fn by_topic(parts: &[(Key, FetchState)]) -> Vec<(String, Vec<&FetchState>)> {
     topics
 }
 
+/// Reads each partition's fetch position as the request is built, dropping those that no
+/// longer follow in the epoch this round was planned with: the set was copied before the
+/// connection to the leader was made, which can take as long as a network fault lasts, and in
+/// that time the replica may have become a leader and appended records of its own.
+fn still_following(fetching: Vec<(Key, FetchState)>) -> Vec<(Key, FetchState)> {
+    fetching
+        .into_iter()
+        .filter_map(|(key, mut st)| {
+            st.position = Some(st.part.follower_fetch_position(st.leader_epoch)?);
+            Some((key, st))
+        })
+        .collect()
+}
+
 fn fetch_request(
     node_id: i32,
     settings: &FetchSettings,
@@ -435,17 +454,18 @@ fn fetch_request(
             t.topic = TopicName(s(&topic));
             t.partitions = states
                 .into_iter()
-                .map(|st| {
+                .filter_map(|st| {
+                    // The leader counts the offset a fetch names as on this disk: after a
+                    // failed sync, only what a sync covered is.
+                    let (fetch_offset, log_start_offset) = st.position?;
                     let mut p = FetchPartition::default();
                     p.partition = st.part.index;
                     p.current_leader_epoch = st.leader_epoch;
-                    // The leader counts the offset a fetch names as on this disk: after a
-                    // failed sync, only what a sync covered is.
-                    p.fetch_offset = st.part.log.durable_end_offset();
-                    p.log_start_offset = st.part.log.log_start_offset();
+                    p.fetch_offset = fetch_offset;
+                    p.log_start_offset = log_start_offset;
                     p.last_fetched_epoch = -1;
                     p.partition_max_bytes = settings.partition_max_bytes;
-                    p
+                    Some(p)
                 })
                 .collect();
             t

@@ -441,6 +441,21 @@ impl Partition {
         *role = new;
     }
 
+    /// Where the next fetch from the leader of `leader_epoch` starts: the durable log end
+    /// offset and the log start offset, read under the replication lock while this replica
+    /// still follows in that epoch. `None` once it leads or follows another epoch: its log
+    /// may then hold records that leader never sent (its own appends as a leader), and a fetch
+    /// naming that end would count them as replicas of the old leader's records.
+    pub(crate) fn follower_fetch_position(&self, leader_epoch: i32) -> Option<(i64, i64)> {
+        let replication = lock(&self.replication);
+        if !matches!(&*replication, Replication::Follower { leader_epoch: e, .. } if *e == leader_epoch)
+            && !planted!(FetchPositionPastEpoch)
+        {
+            return None;
+        }
+        Some((self.log.durable_end_offset(), self.log.log_start_offset()))
+    }
+
     /// Appends batches fetched from the leader of `leader_epoch` (synced before it returns, so
     /// the next fetch reports a durable log end offset), records their producers, and takes the
     /// leader's high watermark. Blocking file I/O. `Ok(false)` if the replica no longer follows

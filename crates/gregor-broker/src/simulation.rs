@@ -87,6 +87,10 @@ pub enum PlantedBug {
     /// The same for a forwarded AlterClientQuotas: right after the acknowledgement the broker
     /// can still describe (and throttle by) the quotas from before the change.
     QuotaAckBeforeApplied,
+    /// A follower names its current log end in a fetch it planned in an earlier leader epoch,
+    /// without checking that it still follows in that epoch: once it has become a leader and
+    /// appended records of its own, the old leader counts them as copies of its records.
+    FetchPositionPastEpoch,
 }
 
 thread_local! {

@@ -90,11 +90,16 @@ pub enum PlantedBug {
     /// committed it, before its own image applies it, so it describes (and throttles by) the
     /// quotas from before the change it acknowledged (found by `wrong-answer`).
     QuotaAckBeforeApplied,
+    /// Replicated runs: a follower names its current log end in a fetch it planned in an
+    /// earlier leader epoch, so a deposed leader counts a new leader's own records as copies
+    /// of its own and commits records the new leader never had (found by
+    /// `offset-holds-two-records`, seed 1328 with every flag).
+    FetchPositionPastEpoch,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 23] = [
+    pub const ALL: [(&'static str, PlantedBug); 24] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
@@ -124,6 +129,7 @@ impl PlantedBug {
         ("keep-stray-logs", PlantedBug::StrayLogsKept),
         ("ack-acl-unapplied", PlantedBug::AclAckBeforeApplied),
         ("ack-quota-unapplied", PlantedBug::QuotaAckBeforeApplied),
+        ("stale-fetch-position", PlantedBug::FetchPositionPastEpoch),
     ];
 
     /// The bug as gregor-quorum's or gregor-client's `simulation` feature plants it, if it

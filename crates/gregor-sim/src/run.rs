@@ -788,6 +788,7 @@ fn plant_bugs(bug: Option<PlantedBug>) {
         Some(PlantedBug::StrayLogsKept) => Some(Broker::StrayLogsKept),
         Some(PlantedBug::AclAckBeforeApplied) => Some(Broker::AclAckBeforeApplied),
         Some(PlantedBug::QuotaAckBeforeApplied) => Some(Broker::QuotaAckBeforeApplied),
+        Some(PlantedBug::FetchPositionPastEpoch) => Some(Broker::FetchPositionPastEpoch),
         _ => None,
     });
     if let Some(bug) = bug {

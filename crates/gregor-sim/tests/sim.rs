@@ -1406,3 +1406,55 @@ fn the_checker_finds_a_broker_acknowledging_a_quota_change_it_has_not_applied() 
 }
 
 const QUOTA_ACK_SEED: u64 = 1;
+
+/// Regression: seed 1328 with every flag read two records at one offset of p0. n0 led epoch 1
+/// with ISR [0, 2] when a held link cut it off from n2; n2 was elected in epoch 2 and appended
+/// records of its own. n2's fetcher had planned a fetch from n0 before the election and was
+/// still connecting when the link healed; it then named its log end, its own appends included,
+/// as the fetch offset of epoch 1, and n0, not yet told of epoch 2, took that for copies of its
+/// `acks=1` records and committed them to a consumer. A follower now reads its fetch position
+/// under its replication lock and only while it still follows in the fetch's epoch. Planted
+/// back (`stale-fetch-position`), the seed reports `offset-holds-two-records` (and nothing
+/// else); without it, it passes.
+#[test]
+fn a_fetch_planned_before_an_election_never_names_the_new_leaders_records() {
+    let every_flag = SimOptions {
+        seed: 1328,
+        mode: Mode::Replication,
+        power_loss: true,
+        disk_faults: true,
+        groups: true,
+        admin: true,
+        slow_disk: true,
+        clock_jumps: true,
+        cascading_crashes: true,
+        topic_admin: true,
+        splits: true,
+        bridges: true,
+        overlaps: true,
+        static_members: true,
+        stalls: true,
+        acls: true,
+        quotas: true,
+        ..SimOptions::default()
+    };
+    let planted = run_seed_in_child(
+        exe(),
+        SimOptions {
+            bug: Some(PlantedBug::FetchPositionPastEpoch),
+            ..every_flag
+        },
+    )
+    .expect("the seed runs");
+    assert!(
+        !planted.violations.is_empty()
+            && planted
+                .violations
+                .iter()
+                .all(|v| v.property == Property::OffsetHoldsTwoRecords),
+        "{:#?}",
+        planted.violations
+    );
+    let clean = run_seed_in_child(exe(), every_flag).expect("the seed runs");
+    assert!(clean.passed(), "{:#?}", clean.violations);
+}
