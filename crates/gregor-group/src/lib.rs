@@ -7,6 +7,8 @@
 //!   [`Effect`]s for the shell to carry out.
 //! * [`records`]: Kafka's `__consumer_offsets` key and value formats.
 //! * [`partition_for`]: which `__consumer_offsets` partition hosts a group.
+//! * [`txn`]: transaction states and Kafka's `__transaction_state` record formats (the
+//!   transaction coordinator's model).
 //!
 //! No I/O, no clocks, no threads: time comes in as `now_ms`, randomness from a seed.
 
@@ -20,6 +22,7 @@ mod member_id;
 mod partition;
 pub mod records;
 mod timer;
+pub mod txn;
 
 pub use api::*;
 pub use config::GroupConfig;

@@ -24,6 +24,8 @@ pub enum CodecError {
     UnexpectedNull { what: &'static str },
     #[error("{what}: {trailing} trailing bytes")]
     TrailingBytes { what: &'static str, trailing: usize },
+    #[error("{what}: unknown code {code}")]
+    UnknownCode { what: &'static str, code: i64 },
 }
 
 /// A decoded `__consumer_offsets` key.
@@ -89,7 +91,7 @@ const GROUP_METADATA_VALUE_VERSION: i16 = 3;
 // ---------------------------------------------------------------------------------------------
 // Encoding (non-flexible versions only: that is all we write).
 
-fn put_string(buf: &mut BytesMut, s: &str) {
+pub(crate) fn put_string(buf: &mut BytesMut, s: &str) {
     // Strings longer than i16::MAX cannot be represented; callers bound them (group ids, topic
     // names, metadata <= offset.metadata.max.bytes). Truncating silently would corrupt keys, so
     // the length is clamped only as a last resort and logged.
@@ -176,14 +178,14 @@ pub fn encode_group_metadata_value(value: &GroupMetadataValue) -> Bytes {
 // ---------------------------------------------------------------------------------------------
 // Decoding.
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    what: &'static str,
-    flexible: bool,
+pub(crate) struct Reader<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) what: &'static str,
+    pub(crate) flexible: bool,
 }
 
 impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8], what: &'static str) -> Self {
+    pub(crate) fn new(buf: &'a [u8], what: &'static str) -> Self {
         Reader {
             buf,
             what,
@@ -191,7 +193,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
         if self.buf.len() < n {
             return Err(CodecError::Truncated { what: self.what });
         }
@@ -200,24 +202,24 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    fn i16(&mut self) -> Result<i16, CodecError> {
+    pub(crate) fn i16(&mut self) -> Result<i16, CodecError> {
         let b = self.take(2)?;
         Ok(i16::from_be_bytes([b[0], b[1]]))
     }
 
-    fn i32(&mut self) -> Result<i32, CodecError> {
+    pub(crate) fn i32(&mut self) -> Result<i32, CodecError> {
         let b = self.take(4)?;
         Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    fn i64(&mut self) -> Result<i64, CodecError> {
+    pub(crate) fn i64(&mut self) -> Result<i64, CodecError> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(i64::from_be_bytes(a))
     }
 
-    fn uvarint(&mut self) -> Result<u64, CodecError> {
+    pub(crate) fn uvarint(&mut self) -> Result<u64, CodecError> {
         let mut value = 0u64;
         for shift in (0..35).step_by(7) {
             let b = self.take(1)?[0];
@@ -234,7 +236,7 @@ impl<'a> Reader<'a> {
 
     /// A length prefix: `int16`/`int32` in classic versions, `uvarint(n + 1)` in flexible ones.
     /// `None` is null.
-    fn length(&mut self, wide: bool) -> Result<Option<usize>, CodecError> {
+    pub(crate) fn length(&mut self, wide: bool) -> Result<Option<usize>, CodecError> {
         let n: i64 = if self.flexible {
             self.uvarint()? as i64 - 1
         } else if wide {
@@ -252,7 +254,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn nullable_string(&mut self) -> Result<Option<String>, CodecError> {
+    pub(crate) fn nullable_string(&mut self) -> Result<Option<String>, CodecError> {
         match self.length(false)? {
             None => Ok(None),
             Some(n) => {
@@ -264,25 +266,25 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn string(&mut self) -> Result<String, CodecError> {
+    pub(crate) fn string(&mut self) -> Result<String, CodecError> {
         self.nullable_string()?
             .ok_or(CodecError::UnexpectedNull { what: self.what })
     }
 
-    fn bytes(&mut self) -> Result<Bytes, CodecError> {
+    pub(crate) fn bytes(&mut self) -> Result<Bytes, CodecError> {
         match self.length(true)? {
             None => Err(CodecError::UnexpectedNull { what: self.what }),
             Some(n) => Ok(Bytes::copy_from_slice(self.take(n)?)),
         }
     }
 
-    fn array_len(&mut self) -> Result<usize, CodecError> {
+    pub(crate) fn array_len(&mut self) -> Result<usize, CodecError> {
         self.length(true)?
             .ok_or(CodecError::UnexpectedNull { what: self.what })
     }
 
     /// Skips a flexible version's tagged fields (none of them are known to us).
-    fn tagged_fields(&mut self) -> Result<(), CodecError> {
+    pub(crate) fn tagged_fields(&mut self) -> Result<(), CodecError> {
         if !self.flexible {
             return Ok(());
         }
@@ -295,7 +297,7 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    fn finish(self) -> Result<(), CodecError> {
+    pub(crate) fn finish(self) -> Result<(), CodecError> {
         if self.buf.is_empty() {
             Ok(())
         } else {
