@@ -244,6 +244,19 @@ impl TxnMetadata {
         Some(self.begin(v))
     }
 
+    /// The transactional id has been idle for `expiration_ms` (`transactional.id.expiration.ms`):
+    /// it is removed (Dead is written as a tombstone). `None` while a transaction is open or
+    /// finishing, or a change is pending.
+    pub fn prepare_expire(&mut self, now_ms: i64, expiration_ms: i64) -> Option<Transition> {
+        if self.pending.is_some()
+            || !self.state().is_idle()
+            || now_ms - self.current.last_update_timestamp_ms <= expiration_ms
+        {
+            return None;
+        }
+        Some(self.decide(TransactionState::Dead, now_ms))
+    }
+
     /// Whether the open transaction has outlived its timeout at `now_ms`.
     pub fn timed_out(&self, now_ms: i64) -> bool {
         self.state() == TransactionState::Ongoing

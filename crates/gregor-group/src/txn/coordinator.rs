@@ -1,0 +1,399 @@
+//! The transaction coordinator of one `__transaction_state` partition as a pure state machine:
+//! requests, timeouts and the shell's reports of durable writes and written markers come in
+//! with `now_ms`; effects (records to append, markers to write, responses) go out.
+//!
+//! A decision is answered once it is durable: EndTxn's PrepareCommit/PrepareAbort record, then
+//! the markers are asked for ([`TxnEffect::WriteMarkers`]) and, once the shell reports them
+//! written, the CompleteCommit/CompleteAbort record. A coordinator that loads a partition
+//! resumes the markers of every prepared decision it finds.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::metadata::{EndOutcome, ProducerIdAndEpoch, Transition, TxnError, TxnMetadata};
+use super::records::{self, TransactionLogValue};
+use super::state::TransactionState;
+use crate::api::RequestId;
+use crate::effect::{AppendToken, Record};
+
+/// Limits from the broker's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnConfig {
+    /// `transaction.max.timeout.ms`: the longest timeout a producer may ask for.
+    pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`: how long an idle transactional id is kept.
+    pub id_expiration_ms: i64,
+}
+
+impl Default for TxnConfig {
+    fn default() -> Self {
+        TxnConfig {
+            max_timeout_ms: 900_000,
+            id_expiration_ms: 604_800_000,
+        }
+    }
+}
+
+/// Why a request was refused: a change's own refusal, or one of the coordinator's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnRefusal {
+    Txn(TxnError),
+    /// The timeout is not in `1..=transaction.max.timeout.ms`.
+    InvalidTransactionTimeout,
+    /// The write of the change failed (this node may no longer lead the partition): the
+    /// producer looks the coordinator up again and retries.
+    NotCoordinator,
+}
+
+impl From<TxnError> for TxnRefusal {
+    fn from(e: TxnError) -> Self {
+        TxnRefusal::Txn(e)
+    }
+}
+
+/// The answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnReply {
+    InitProducerId(Result<ProducerIdAndEpoch, TxnRefusal>),
+    AddPartitions(Result<(), TxnRefusal>),
+    EndTxn(Result<(), TxnRefusal>),
+}
+
+/// What the coordinator asks its shell to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnEffect {
+    Respond {
+        request_id: RequestId,
+        reply: TxnReply,
+    },
+    /// Append this record to the partition; report with [`TxnCoordinator::append_completed`].
+    Append { token: AppendToken, record: Record },
+    /// Write a commit or abort marker for `producer` to each partition (WriteTxnMarkers to
+    /// their leaders, retried until each is written); report with
+    /// [`TxnCoordinator::markers_written`].
+    WriteMarkers {
+        transactional_id: String,
+        producer: ProducerIdAndEpoch,
+        commit: bool,
+        partitions: Vec<(String, i32)>,
+    },
+}
+
+/// A change written and not yet durable, and who waits for it.
+#[derive(Debug, Clone)]
+struct InFlight {
+    transactional_id: String,
+    transition: Transition,
+    waiter: Option<(RequestId, Waiter)>,
+    /// The first record of a transactional id: if it fails, the id was never known.
+    new_id: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Waiter {
+    Init,
+    AddPartitions,
+    End,
+}
+
+/// The transaction coordinator of one `__transaction_state` partition.
+#[derive(Debug, Clone, Default)]
+pub struct TxnCoordinator {
+    config: TxnConfig,
+    ids: BTreeMap<String, TxnMetadata>,
+    in_flight: BTreeMap<AppendToken, InFlight>,
+    markers_in_flight: BTreeSet<String>,
+    next_token: u64,
+}
+
+impl TxnCoordinator {
+    pub fn new(config: TxnConfig) -> TxnCoordinator {
+        TxnCoordinator {
+            config,
+            ..TxnCoordinator::default()
+        }
+    }
+
+    /// A transactional id's state, as DescribeTransactions reports it.
+    pub fn describe(&self, transactional_id: &str) -> Option<&TxnMetadata> {
+        self.ids.get(transactional_id)
+    }
+
+    /// Every transactional id this partition holds.
+    pub fn ids(&self) -> impl Iterator<Item = &TxnMetadata> {
+        self.ids.values()
+    }
+
+    /// One record of the partition, in log order, at load (`None`: a tombstone).
+    pub fn replay(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), crate::records::CodecError> {
+        let id = records::decode_key(key)?;
+        match value {
+            None => {
+                self.ids.remove(&id);
+            }
+            Some(v) => {
+                let value = records::decode_value(v)?;
+                self.ids.insert(id.clone(), TxnMetadata::loaded(&id, value));
+            }
+        }
+        Ok(())
+    }
+
+    /// The load is done: the markers of every decision that was prepared and not completed
+    /// are written again.
+    pub fn complete_load(&mut self) -> Vec<TxnEffect> {
+        let prepared: Vec<String> = self
+            .ids
+            .values()
+            .filter(|m| m.state().is_preparing())
+            .map(|m| m.transactional_id.clone())
+            .collect();
+        prepared
+            .into_iter()
+            .filter_map(|id| self.markers(&id))
+            .collect()
+    }
+
+    /// InitProducerId with a transactional id. `fresh_producer_id` is a producer id the shell
+    /// allocated, used for a new id or when the epoch has run out.
+    pub fn init_producer_id(
+        &mut self,
+        now_ms: i64,
+        request_id: RequestId,
+        transactional_id: &str,
+        timeout_ms: i32,
+        expected: Option<ProducerIdAndEpoch>,
+        fresh_producer_id: i64,
+    ) -> Vec<TxnEffect> {
+        let refuse = |e: TxnRefusal| vec![respond(request_id, TxnReply::InitProducerId(Err(e)))];
+        if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
+            return refuse(TxnRefusal::InvalidTransactionTimeout);
+        }
+        let Some(m) = self.ids.get_mut(transactional_id) else {
+            let (m, t) =
+                TxnMetadata::prepare_first(transactional_id, fresh_producer_id, timeout_ms, now_ms);
+            self.ids.insert(transactional_id.to_string(), m);
+            let e = self.write(transactional_id, t, Some((request_id, Waiter::Init)));
+            if let TxnEffect::Append { token, .. } = &e {
+                if let Some(f) = self.in_flight.get_mut(token) {
+                    f.new_id = true;
+                }
+            }
+            return vec![e];
+        };
+        if m.state() == TransactionState::Ongoing {
+            // A new producer takes the id over: the open transaction is aborted at a bumped
+            // epoch (unless a change is already being written), and this producer retries.
+            let mut out = Vec::new();
+            if let Some(t) = m.prepare_fence_and_abort(now_ms) {
+                out.push(self.write(transactional_id, t, None));
+            }
+            out.extend(refuse(TxnError::ConcurrentTransactions.into()));
+            return out;
+        }
+        match m.prepare_init(expected, timeout_ms, fresh_producer_id, now_ms) {
+            Ok(t) => vec![self.write(transactional_id, t, Some((request_id, Waiter::Init)))],
+            Err(e) => refuse(e.into()),
+        }
+    }
+
+    /// AddPartitionsToTxn (and AddOffsetsToTxn, with the group's `__consumer_offsets`
+    /// partition).
+    pub fn add_partitions(
+        &mut self,
+        now_ms: i64,
+        request_id: RequestId,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        partitions: &[(String, i32)],
+    ) -> Vec<TxnEffect> {
+        let reply = |r| vec![respond(request_id, TxnReply::AddPartitions(r))];
+        let Some(m) = self.ids.get_mut(transactional_id) else {
+            return reply(Err(TxnError::InvalidProducerIdMapping.into()));
+        };
+        match m.prepare_add_partitions(producer, partitions, now_ms) {
+            Ok(None) => reply(Ok(())),
+            Ok(Some(t)) => vec![self.write(
+                transactional_id,
+                t,
+                Some((request_id, Waiter::AddPartitions)),
+            )],
+            Err(e) => reply(Err(e.into())),
+        }
+    }
+
+    /// EndTxn.
+    pub fn end_txn(
+        &mut self,
+        now_ms: i64,
+        request_id: RequestId,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        commit: bool,
+    ) -> Vec<TxnEffect> {
+        let reply = |r| vec![respond(request_id, TxnReply::EndTxn(r))];
+        let Some(m) = self.ids.get_mut(transactional_id) else {
+            return reply(Err(TxnError::InvalidProducerIdMapping.into()));
+        };
+        match m.prepare_end(producer, commit, now_ms) {
+            Ok(EndOutcome::AlreadyDone) => reply(Ok(())),
+            Ok(EndOutcome::Prepare(t)) => {
+                vec![self.write(transactional_id, t, Some((request_id, Waiter::End)))]
+            }
+            Err(e) => reply(Err(e.into())),
+        }
+    }
+
+    /// Timeouts: open transactions past their timeout are aborted (epoch bumped), decisions
+    /// whose completion could not be written are written again, and idle ids past
+    /// `transactional.id.expiration.ms` are removed.
+    pub fn tick(&mut self, now_ms: i64) -> Vec<TxnEffect> {
+        let expiration = self.config.id_expiration_ms;
+        let mut writes = Vec::new();
+        for (id, m) in self.ids.iter_mut() {
+            let t = if m.timed_out(now_ms) {
+                m.prepare_fence_and_abort(now_ms)
+            } else if m.state().is_preparing() && !self.markers_in_flight.contains(id) {
+                m.prepare_complete(now_ms)
+            } else {
+                m.prepare_expire(now_ms, expiration)
+            };
+            if let Some(t) = t {
+                writes.push((id.clone(), t));
+            }
+        }
+        writes
+            .into_iter()
+            .map(|(id, t)| self.write(&id, t, None))
+            .collect()
+    }
+
+    /// The next moment [`TxnCoordinator::tick`] has work: the earliest transaction timeout.
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.ids
+            .values()
+            .filter(|m| m.state() == TransactionState::Ongoing)
+            .map(|m| m.current.start_timestamp_ms + i64::from(m.current.transaction_timeout_ms) + 1)
+            .min()
+    }
+
+    /// The append of `token` is durable (`ok`) or failed.
+    pub fn append_completed(&mut self, token: AppendToken, ok: bool) -> Vec<TxnEffect> {
+        let Some(f) = self.in_flight.remove(&token) else {
+            return Vec::new();
+        };
+        let Some(m) = self.ids.get_mut(&f.transactional_id) else {
+            return Vec::new();
+        };
+        if !ok {
+            m.abandon();
+            if f.new_id {
+                self.ids.remove(&f.transactional_id);
+            }
+            return f.waiter.map_or_else(Vec::new, |(r, w)| {
+                vec![respond(r, refusal(w, TxnRefusal::NotCoordinator))]
+            });
+        }
+        m.apply(&f.transition);
+        let current = m.current.clone();
+        if current.state == TransactionState::Dead {
+            self.ids.remove(&f.transactional_id);
+        }
+        let mut out: Vec<TxnEffect> = f
+            .waiter
+            .map_or_else(Vec::new, |(r, w)| vec![respond(r, success(w, &current))]);
+        if current.state.is_preparing() {
+            out.extend(self.markers(&f.transactional_id));
+        }
+        out
+    }
+
+    /// Every marker of `transactional_id`'s prepared decision is written.
+    pub fn markers_written(&mut self, now_ms: i64, transactional_id: &str) -> Vec<TxnEffect> {
+        self.markers_in_flight.remove(transactional_id);
+        let Some(m) = self.ids.get_mut(transactional_id) else {
+            return Vec::new();
+        };
+        match m.prepare_complete(now_ms) {
+            Some(t) => vec![self.write(transactional_id, t, None)],
+            None => Vec::new(),
+        }
+    }
+
+    fn markers(&mut self, transactional_id: &str) -> Option<TxnEffect> {
+        let m = self.ids.get(transactional_id)?;
+        let commit = match m.state() {
+            TransactionState::PrepareCommit => true,
+            TransactionState::PrepareAbort => false,
+            _ => return None,
+        };
+        self.markers_in_flight.insert(transactional_id.to_string());
+        Some(TxnEffect::WriteMarkers {
+            transactional_id: transactional_id.to_string(),
+            producer: ProducerIdAndEpoch {
+                producer_id: m.current.producer_id,
+                epoch: m.current.producer_epoch,
+            },
+            commit,
+            partitions: m.partitions().into_iter().collect(),
+        })
+    }
+
+    fn write(
+        &mut self,
+        transactional_id: &str,
+        transition: Transition,
+        waiter: Option<(RequestId, Waiter)>,
+    ) -> TxnEffect {
+        self.next_token += 1;
+        let token = AppendToken(self.next_token);
+        let value = match transition.value.state {
+            TransactionState::Dead => None,
+            _ => Some(records::encode_value(&transition.value)),
+        };
+        let record = Record {
+            key: records::encode_key(transactional_id),
+            value,
+        };
+        self.in_flight.insert(
+            token,
+            InFlight {
+                transactional_id: transactional_id.to_string(),
+                transition,
+                waiter,
+                new_id: false,
+            },
+        );
+        TxnEffect::Append { token, record }
+    }
+}
+
+fn respond(request_id: RequestId, reply: TxnReply) -> TxnEffect {
+    TxnEffect::Respond { request_id, reply }
+}
+
+fn refusal(w: Waiter, e: TxnRefusal) -> TxnReply {
+    match w {
+        Waiter::Init => TxnReply::InitProducerId(Err(e)),
+        Waiter::AddPartitions => TxnReply::AddPartitions(Err(e)),
+        Waiter::End => TxnReply::EndTxn(Err(e)),
+    }
+}
+
+fn success(w: Waiter, current: &TransactionLogValue) -> TxnReply {
+    match w {
+        Waiter::Init => TxnReply::InitProducerId(Ok(ProducerIdAndEpoch {
+            producer_id: current.producer_id,
+            epoch: current.producer_epoch,
+        })),
+        Waiter::AddPartitions => TxnReply::AddPartitions(Ok(())),
+        Waiter::End => TxnReply::EndTxn(Ok(())),
+    }
+}
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;

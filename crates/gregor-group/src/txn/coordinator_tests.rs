@@ -1,0 +1,341 @@
+use super::*;
+use crate::txn::records::decode_value;
+
+const TX: &str = "tx";
+
+fn coordinator() -> TxnCoordinator {
+    TxnCoordinator::new(TxnConfig {
+        max_timeout_ms: 60_000,
+        id_expiration_ms: 1_000_000,
+    })
+}
+
+/// The appends among `effects`, as (token, decoded state or None for a tombstone).
+fn appends(effects: &[TxnEffect]) -> Vec<(AppendToken, Option<TransactionLogValue>)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            TxnEffect::Append { token, record } => {
+                assert_eq!(records::decode_key(&record.key).unwrap(), TX);
+                Some((
+                    *token,
+                    record.value.as_ref().map(|v| decode_value(v).unwrap()),
+                ))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn replies(effects: &[TxnEffect]) -> Vec<(RequestId, TxnReply)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            TxnEffect::Respond { request_id, reply } => Some((*request_id, reply.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A WriteMarkers effect: for whom, commit or abort, to which partitions.
+type Markers = (ProducerIdAndEpoch, bool, Vec<(String, i32)>);
+
+fn markers(effects: &[TxnEffect]) -> Vec<Markers> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            TxnEffect::WriteMarkers {
+                producer,
+                commit,
+                partitions,
+                ..
+            } => Some((*producer, *commit, partitions.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Makes every append in `effects` durable; returns what that produced.
+fn durable(c: &mut TxnCoordinator, effects: &[TxnEffect]) -> Vec<TxnEffect> {
+    appends(effects)
+        .into_iter()
+        .flat_map(|(token, _)| c.append_completed(token, true))
+        .collect()
+}
+
+fn init(c: &mut TxnCoordinator, now: i64, request: RequestId) -> ProducerIdAndEpoch {
+    let e = c.init_producer_id(now, request, TX, 30_000, None, 7);
+    let out = durable(c, &e);
+    match replies(&out).as_slice() {
+        [(r, TxnReply::InitProducerId(Ok(p)))] if *r == request => *p,
+        other => panic!("{other:?} (from {e:?})"),
+    }
+}
+
+fn open(c: &mut TxnCoordinator, now: i64, p: ProducerIdAndEpoch, parts: &[(&str, i32)]) {
+    let parts: Vec<(String, i32)> = parts.iter().map(|(t, p)| (t.to_string(), *p)).collect();
+    let e = c.add_partitions(now, 50, TX, p, &parts);
+    let out = durable(c, &e);
+    assert_eq!(replies(&out), vec![(50, TxnReply::AddPartitions(Ok(())))]);
+}
+
+#[test]
+fn a_commit_is_answered_when_prepared_and_completed_after_its_markers() {
+    let mut c = coordinator();
+    let p = init(&mut c, 1_000, 1);
+    assert_eq!(
+        p,
+        ProducerIdAndEpoch {
+            producer_id: 7,
+            epoch: 0
+        }
+    );
+    open(&mut c, 1_100, p, &[("orders", 1), ("orders", 0)]);
+    let e = c.end_txn(1_200, 2, TX, p, true);
+    let written = appends(&e);
+    assert_eq!(written.len(), 1);
+    assert_eq!(
+        written[0].1.as_ref().unwrap().state,
+        TransactionState::PrepareCommit
+    );
+    assert!(
+        replies(&e).is_empty(),
+        "answered before the decision is durable"
+    );
+    let out = durable(&mut c, &e);
+    assert_eq!(replies(&out), vec![(2, TxnReply::EndTxn(Ok(())))]);
+    assert_eq!(
+        markers(&out),
+        vec![(p, true, vec![("orders".into(), 0), ("orders".into(), 1)])]
+    );
+    assert_eq!(
+        c.tick(1_300),
+        vec![],
+        "nothing to redo while the markers are written"
+    );
+    let e = c.markers_written(1_400, TX);
+    assert_eq!(
+        appends(&e)[0].1.as_ref().unwrap().state,
+        TransactionState::CompleteCommit
+    );
+    assert!(durable(&mut c, &e).is_empty());
+    assert_eq!(
+        c.describe(TX).unwrap().state(),
+        TransactionState::CompleteCommit
+    );
+}
+
+#[test]
+fn a_timeout_outside_the_limit_is_refused() {
+    let mut c = coordinator();
+    for t in [0, -5, 60_001] {
+        let e = c.init_producer_id(0, 9, TX, t, None, 7);
+        assert_eq!(
+            replies(&e),
+            vec![(
+                9,
+                TxnReply::InitProducerId(Err(TxnRefusal::InvalidTransactionTimeout))
+            )]
+        );
+        assert!(appends(&e).is_empty());
+    }
+    assert!(c.describe(TX).is_none());
+}
+
+#[test]
+fn a_new_producer_fences_the_old_ones_open_transaction() {
+    let mut c = coordinator();
+    let old = init(&mut c, 1_000, 1);
+    open(&mut c, 1_100, old, &[("a", 0)]);
+    let e = c.init_producer_id(1_200, 2, TX, 30_000, None, 7);
+    assert_eq!(
+        replies(&e),
+        vec![(
+            2,
+            TxnReply::InitProducerId(Err(TxnRefusal::Txn(TxnError::ConcurrentTransactions)))
+        )]
+    );
+    let abort = appends(&e)[0].1.clone().unwrap();
+    assert_eq!(
+        (abort.state, abort.producer_epoch),
+        (TransactionState::PrepareAbort, 1)
+    );
+    let out = durable(&mut c, &e);
+    let fenced_epoch = ProducerIdAndEpoch {
+        producer_id: 7,
+        epoch: 1,
+    };
+    assert_eq!(
+        markers(&out),
+        vec![(fenced_epoch, false, vec![("a".into(), 0)])]
+    );
+    // The old producer can neither commit nor add partitions now.
+    let e = c.end_txn(1_300, 3, TX, old, true);
+    assert_eq!(
+        replies(&e),
+        vec![(
+            3,
+            TxnReply::EndTxn(Err(TxnRefusal::Txn(TxnError::ProducerFenced)))
+        )]
+    );
+    // The new producer waits until the abort completes, then gets the next epoch.
+    let e = c.init_producer_id(1_300, 4, TX, 30_000, None, 7);
+    assert_eq!(
+        replies(&e),
+        vec![(
+            4,
+            TxnReply::InitProducerId(Err(TxnRefusal::Txn(TxnError::ConcurrentTransactions)))
+        )]
+    );
+    let done = c.markers_written(1_400, TX);
+    durable(&mut c, &done);
+    assert_eq!(
+        init(&mut c, 1_500, 5),
+        ProducerIdAndEpoch {
+            producer_id: 7,
+            epoch: 2
+        }
+    );
+}
+
+#[test]
+fn an_expired_transaction_is_aborted_by_tick() {
+    let mut c = coordinator();
+    let p = init(&mut c, 1_000, 1);
+    open(&mut c, 2_000, p, &[("a", 0)]);
+    assert_eq!(c.next_deadline(), Some(32_001));
+    assert!(c.tick(32_000).is_empty());
+    let e = c.tick(32_001);
+    let abort = appends(&e)[0].1.clone().unwrap();
+    assert_eq!(
+        (abort.state, abort.producer_epoch),
+        (TransactionState::PrepareAbort, 1)
+    );
+    let out = durable(&mut c, &e);
+    assert_eq!(markers(&out).len(), 1);
+    assert!(replies(&out).is_empty());
+    assert_eq!(c.next_deadline(), None);
+    let e = c.add_partitions(32_100, 6, TX, p, &[("a".into(), 1)]);
+    assert_eq!(
+        replies(&e),
+        vec![(
+            6,
+            TxnReply::AddPartitions(Err(TxnRefusal::Txn(TxnError::ProducerFenced)))
+        )]
+    );
+}
+
+#[test]
+fn a_failed_write_changes_nothing_and_tells_the_producer_to_look_again() {
+    let mut c = coordinator();
+    let e = c.init_producer_id(1_000, 1, TX, 30_000, None, 7);
+    let (token, _) = appends(&e)[0].clone();
+    let out = c.append_completed(token, false);
+    assert_eq!(
+        replies(&out),
+        vec![(1, TxnReply::InitProducerId(Err(TxnRefusal::NotCoordinator)))]
+    );
+    assert!(
+        c.describe(TX).is_none(),
+        "a first record that failed leaves the id unknown"
+    );
+    let p = init(&mut c, 1_100, 2);
+    open(&mut c, 1_200, p, &[("a", 0)]);
+    let e = c.end_txn(1_300, 3, TX, p, false);
+    let (token, _) = appends(&e)[0].clone();
+    let out = c.append_completed(token, false);
+    assert_eq!(
+        replies(&out),
+        vec![(3, TxnReply::EndTxn(Err(TxnRefusal::NotCoordinator)))]
+    );
+    assert!(markers(&out).is_empty());
+    assert_eq!(c.describe(TX).unwrap().state(), TransactionState::Ongoing);
+    // The retry goes through.
+    let e = c.end_txn(1_400, 4, TX, p, false);
+    let out = durable(&mut c, &e);
+    assert_eq!(replies(&out), vec![(4, TxnReply::EndTxn(Ok(())))]);
+    // Its completion fails to be written: the next tick writes it again.
+    let e = c.markers_written(1_500, TX);
+    let (token, _) = appends(&e)[0].clone();
+    assert!(c.append_completed(token, false).is_empty());
+    let e = c.tick(1_600);
+    assert_eq!(
+        appends(&e)[0].1.as_ref().unwrap().state,
+        TransactionState::CompleteAbort
+    );
+    durable(&mut c, &e);
+    assert_eq!(
+        c.describe(TX).unwrap().state(),
+        TransactionState::CompleteAbort
+    );
+}
+
+#[test]
+fn a_loaded_partition_resumes_the_markers_of_prepared_decisions() {
+    let mut c = coordinator();
+    let p = init(&mut c, 1_000, 1);
+    open(&mut c, 1_100, p, &[("a", 0), ("b", 3)]);
+    let e = c.end_txn(1_200, 2, TX, p, true);
+    let prepared = match &e[0] {
+        TxnEffect::Append { record, .. } => record.clone(),
+        other => panic!("{other:?}"),
+    };
+    // A new coordinator (after a failover) loads the records up to the prepared decision.
+    let mut next = coordinator();
+    next.replay(&prepared.key, prepared.value.as_deref())
+        .unwrap();
+    let resumed = next.complete_load();
+    assert_eq!(resumed.len(), 1);
+    assert_eq!(
+        markers(&resumed),
+        vec![(p, true, vec![("a".into(), 0), ("b".into(), 3)])]
+    );
+    let e = next.markers_written(2_000, TX);
+    durable(&mut next, &e);
+    assert_eq!(
+        next.describe(TX).unwrap().state(),
+        TransactionState::CompleteCommit
+    );
+    // A tombstone removes the id; a corrupt record is an error, not a panic.
+    next.replay(&prepared.key, None).unwrap();
+    assert!(next.describe(TX).is_none());
+    assert!(next.replay(&prepared.key, Some(&[0, 0, 1])).is_err());
+}
+
+#[test]
+fn an_idle_id_expires_into_a_tombstone() {
+    let mut c = coordinator();
+    init(&mut c, 1_000, 1);
+    assert!(c.tick(1_001_000).is_empty());
+    let e = c.tick(1_001_001);
+    assert_eq!(appends(&e), vec![(appends(&e)[0].0, None)]);
+    durable(&mut c, &e);
+    assert!(c.describe(TX).is_none());
+}
+
+#[test]
+fn requests_for_an_unknown_id_are_refused() {
+    let mut c = coordinator();
+    let p = ProducerIdAndEpoch {
+        producer_id: 1,
+        epoch: 0,
+    };
+    let e = c.end_txn(0, 1, TX, p, true);
+    assert_eq!(
+        replies(&e),
+        vec![(
+            1,
+            TxnReply::EndTxn(Err(TxnRefusal::Txn(TxnError::InvalidProducerIdMapping)))
+        )]
+    );
+    let e = c.add_partitions(0, 2, TX, p, &[("a".into(), 0)]);
+    assert_eq!(
+        replies(&e),
+        vec![(
+            2,
+            TxnReply::AddPartitions(Err(TxnRefusal::Txn(TxnError::InvalidProducerIdMapping)))
+        )]
+    );
+    assert!(c.append_completed(AppendToken(99), true).is_empty());
+    assert!(c.markers_written(0, TX).is_empty());
+}
