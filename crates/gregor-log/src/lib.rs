@@ -21,6 +21,7 @@ pub mod records;
 mod retire;
 mod segment;
 mod sync;
+pub mod txn;
 mod validate;
 
 pub use cleaner::{CompactionStats, RetentionStats, DEFAULT_MAP_BUDGET};
