@@ -7,16 +7,23 @@ resume. A broker whose controller password is wrong, and one logging in as a use
 CLUSTER_ACTION, never register: the controllers log why, the refused node says no voter answers
 (with the controllers' refusal, never a password), and the cluster keeps serving. A second
 cluster does the same over SASL_PLAINTEXT with PLAIN users from the controller listener's JAAS
-line."""
+line. With `listener.name.controller.connections.max.reauth.ms`, controller sessions end and
+every node moves to fresh logins on new connections without disturbing the quorum; a node whose
+password was changed loses its controller connections when their sessions end, and gets them
+back once the password is restored."""
 
+import os
 import socket
 import ssl
+import subprocess
+import time
 
 import pytest
+from confluent_kafka import Producer
 
 import kwire
 from cluster import Cluster, Node
-from conftest import wait_until
+from conftest import gregor_bin, wait_until
 from pki import Ca
 from test_controller_tls import consume, produce
 from test_sasl import broker_log, format_cluster, scram_jaas
@@ -25,7 +32,9 @@ NODE_PW = "node-Controller-Secret-4"
 BROKER_PW = "broker-Replica-Secret-6"
 ADMIN_PW = "admin-Scram-Secret-8"
 WRONG_PW = "not-the-Node-Secret-2"
-SECRETS = [NODE_PW, BROKER_PW, ADMIN_PW, WRONG_PW]
+NODE3_PW = "node3-Controller-Secret-5"
+CHANGED_PW = "node3-Changed-Secret-7"
+SECRETS = [NODE_PW, BROKER_PW, ADMIN_PW, WRONG_PW, NODE3_PW, CHANGED_PW]
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
@@ -201,6 +210,133 @@ def test_plain_logins_on_a_sasl_plaintext_controller_listener(tmp_path):
                    for v in (c.nodes[i] for i in range(3)))
         assert n0.unfenced_brokers() == [0, 1, 2]
         wrong.stop()
+    finally:
+        c.nodes.update(c.spares)
+        problems = c.stop()
+    assert not problems, problems
+    assert_no_password_logged(c)
+
+
+REAUTH_MS = 3000
+
+
+def controller_connections(node, voters):
+    """Local ports of `node`'s established TCP connections to the voters' controller
+    listeners, directly or through the harness's link proxies (its process's sockets, matched
+    in /proc/net/tcp)."""
+    c = node.cluster
+    ports = {v.controller_port for v in voters}
+    ports |= {c.proxies[(node.node_id, v.node_id)].port for v in voters
+              if (node.node_id, v.node_id) in c.proxies}
+    inodes = set()
+    fd_dir = f"/proc/{node.proc.pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            link = os.readlink(f"{fd_dir}/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:["):-1])
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+                if state == "01" and inode in inodes and int(remote.rsplit(":", 1)[1], 16) in ports:
+                    found.add(int(local.rsplit(":", 1)[1], 16))
+    return found
+
+
+def raft_vote(node):
+    """The voter's stored Raft vote (term and leader): rewritten by any election."""
+    return (node.data_dir / "__cluster_metadata-0" / "quorum-state").read_bytes()
+
+
+def set_scram_password(node, user, password):
+    r = subprocess.run([gregor_bin(), "configs", "--bootstrap-server", node.bootstrap,
+                        "--entity-type", "users", "--entity-name", user, "--alter",
+                        "--add-config", f"SCRAM-SHA-512=[iterations=4096,password={password}]"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+def test_controller_sessions_end_and_are_renewed_without_disturbing_the_quorum(tmp_path):
+    c = secured_cluster(tmp_path, {
+        "listener.security.protocol.map":
+            "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:SASL_SSL",
+        "listener.name.controller.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+        "listener.name.controller.scram-sha-512.sasl.jaas.config": scram_jaas("node", NODE_PW),
+        # Kafka's per-listener form of the setting.
+        "listener.name.controller.connections.max.reauth.ms": str(REAUTH_MS),
+        "super.users": "User:node;User:node3;User:broker;User:ANONYMOUS",
+    }, [("node", NODE_PW), ("node3", NODE3_PW), ("broker", BROKER_PW)])
+    # A broker-only node with a controller login of its own.
+    n3 = c.spares[3]
+    n3.controller_jaas = ("scram-sha-512", scram_jaas("node3", NODE3_PW))
+    lifetime = REAUTH_MS / 1000
+    try:
+        c.start()
+        c.nodes[3] = n3
+        n3.start()
+        n3.wait_ready(40)
+        voters = [c.nodes[i] for i in range(3)]
+        nodes = voters + [n3]
+        n0 = c.nodes[0]
+        wait_until(lambda: n0.unfenced_brokers() == [0, 1, 2, 3], 30, "node 3 unfenced")
+        with kwire.Conn("127.0.0.1", n0.port, timeout=35) as conn:
+            err, msg = kwire.create_topic(conn, "reauth", 1, 3, configs={"min.insync.replicas": "2"})
+        assert err == 0, msg
+        active = c.controller()
+        votes = [raft_vote(v) for v in voters]
+        before = {n.node_id: controller_connections(n, voters) for n in nodes}
+        assert all(before.values()), before
+
+        # Four lifetimes of acks=all writes and of admin requests node 3 forwards to the
+        # active controller: every one succeeds, the controller and its term stay.
+        p = Producer({"bootstrap.servers": n0.bootstrap, "acks": "all"})
+        written, created = 0, 0
+        end = time.monotonic() + 4 * lifetime + 0.5
+        while time.monotonic() < end:
+            p.produce("reauth", f"w{written}".encode())
+            assert p.flush(5) == 0, f"write {written} delivered"
+            written += 1
+            if written % 10 == 0:
+                with kwire.Conn("127.0.0.1", n3.port, timeout=10) as conn:
+                    err, msg = kwire.create_topic(conn, f"reauth-{created}", 1, 1)
+                assert err == 0, msg
+                created += 1
+            assert n0.active_controller_id() == active.node_id
+        assert created >= 3, created
+        assert [raft_vote(v) for v in voters] == votes, "no election"
+        # Every node's controller connections are new ones: the old sessions ended.
+        after = {n.node_id: controller_connections(n, voters) for n in nodes}
+        for n in nodes:
+            assert after[n.node_id] and not after[n.node_id] & before[n.node_id], \
+                (n.node_id, before[n.node_id], after[n.node_id])
+        assert n0.unfenced_brokers() == [0, 1, 2, 3]
+        del p
+
+        # Node 3's password changes to one it does not know: its fresh logins are refused,
+        # and its connections close when their sessions end.
+        set_scram_password(n0, "node3", CHANGED_PW)
+        wait_until(lambda: logged(n3, "fresh controller login refused"), 2 * lifetime + 5,
+                   "node 3 to log the refused login")
+        wait_until(lambda: not controller_connections(n3, voters), 2 * lifetime + 5,
+                   "node 3's controller connections to close")
+        assert any(logged(v, "closing controller connection: SASL authentication failed")
+                   for v in voters)
+        assert n0.active_controller_id() == active.node_id
+        assert [raft_vote(v) for v in voters] == votes, "the quorum undisturbed"
+
+        # Restored, it logs in again and its broker is unfenced.
+        set_scram_password(n0, "node3", NODE3_PW)
+        wait_until(lambda: controller_connections(n3, voters), 20, "node 3 to log in again")
+        wait_until(lambda: n0.unfenced_brokers() == [0, 1, 2, 3], 30, "node 3 unfenced again")
+        with kwire.Conn("127.0.0.1", n3.port, timeout=35) as conn:
+            err, msg = kwire.create_topic(conn, "reauth-healed", 1, 1)
+        assert err == 0, msg
     finally:
         c.nodes.update(c.spares)
         problems = c.stop()

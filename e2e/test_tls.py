@@ -144,7 +144,7 @@ def test_plaintext_client_on_the_tls_port_is_closed_and_others_are_served(tls_br
 
 def test_tls_settings_that_cannot_work_stop_start_up(pki):
     for overrides, named in [
-        ({"ssl.keystore.type": "PKCS12"}, "ssl.keystore.type"),
+        ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type"),
         ({"ssl.keystore.location": str(pki["dir"] / "missing.pem")}, "ssl.keystore.location"),
         ({"ssl.enabled.protocols": "TLSv1.1"}, "ssl.enabled.protocols"),
     ]:

@@ -195,7 +195,8 @@ impl Broker {
             replicas.clone(),
         )
         .await?;
-        // A client listener's stores reload when this node's broker configs change them.
+        // Listeners' stores, and the client side of connections to other nodes, reload when
+        // this node's broker configs change them.
         let listener_tls = handlers::broker_configs::listener_tls(&config);
         let node = gregor_meta::ConfigResource::broker(config.node_id);
         metadata.observe_broker_configs(Box::new(
@@ -262,13 +263,18 @@ impl Broker {
                             accept.clone(),
                         );
                         crate::runtime::spawn(async move {
-                            let Some(stream) =
+                            let Some((stream, session_end)) =
                                 accept_controller_connection(&broker, accept, stream, peer).await
                             else {
                                 return;
                             };
-                            gregor_quorum::rpc::serve_controller_connection(stream, handle, target)
-                                .await
+                            gregor_quorum::rpc::serve_controller_session(
+                                stream,
+                                handle,
+                                target,
+                                session_end,
+                            )
+                            .await
                         });
                     }
                     Err(e) => {
@@ -859,15 +865,16 @@ impl Broker {
 /// configured, Kafka's check of the controller-only APIs (quorum RPCs, BrokerRegistration,
 /// BrokerHeartbeat, forwarded requests): CLUSTER_ACTION on the cluster for the connection's
 /// principal (the SASL login's, else the certificate's; normally in `super.users`). A
-/// PLAINTEXT listener checks nothing. `None`: refused, and logged why.
+/// PLAINTEXT listener checks nothing. The stream and when its SASL session ends
+/// (`connections.max.reauth.ms`); `None`: refused, and logged why.
 async fn accept_controller_connection(
     broker: &std::sync::Weak<Broker>,
     accept: ControllerAccept,
     stream: crate::transport::Stream,
     peer: std::net::SocketAddr,
-) -> Option<crate::transport::Stream> {
+) -> Option<(crate::transport::Stream, Option<tokio::time::Instant>)> {
     if accept.tls.is_none() && accept.sasl.is_none() {
-        return Some(stream);
+        return Some((stream, None));
     }
     let idle = {
         let b = broker.upgrade()?;
@@ -885,17 +892,17 @@ async fn accept_controller_connection(
         },
         None => (stream, crate::security::KafkaPrincipal::anonymous()),
     };
-    let principal = match accept.sasl {
+    let (principal, session_end) = match accept.sasl {
         Some(setup) => match crate::controller_sasl::login(&mut stream, setup, idle).await {
-            Ok(p) => (*p).clone(),
+            Ok(login) => ((*login.principal).clone(), login.session_end),
             Err(e) => {
                 refused(broker, peer, Refusal::Sasl, &e);
                 return None;
             }
         },
-        None => principal,
+        None => (principal, None),
     };
-    controller_peer_authorized(broker, peer, &principal).then_some(stream)
+    controller_peer_authorized(broker, peer, &principal).then_some((stream, session_end))
 }
 
 /// Why a controller connection was closed; each is told at INFO at most every 10 s.

@@ -9,11 +9,10 @@ use std::path::PathBuf;
 use gregor_meta::config::{broker_config, check_supported, parse_properties, StaticBrokerConfig};
 
 use gregor_client::sasl::ClientSasl;
-use gregor_client::tls::ClientTls;
 
 use crate::sasl_config::SaslListener;
 use crate::security::SecurityProtocol;
-use crate::tls::TlsListener;
+use crate::tls::{PeerTls, TlsListener};
 
 /// What the command line gives.
 #[derive(Debug, Clone, Default)]
@@ -53,7 +52,8 @@ pub struct BrokerConfig {
     pub listeners: Vec<ClientListener>,
     /// TLS for the connections this broker opens to other brokers' inter-broker listeners
     /// (replication), when that listener is SSL or SASL_SSL.
-    pub inter_broker_tls: Option<ClientTls>,
+    /// Reloaded with the listener's stores (`crate::tls::ListenerTlsSet`).
+    pub inter_broker_tls: Option<PeerTls>,
     /// The SASL login of those connections, when that listener is SASL_PLAINTEXT or SASL_SSL.
     pub inter_broker_sasl: Option<ClientSasl>,
     pub data_dir: PathBuf,
@@ -358,8 +358,11 @@ struct ListenerConfig {
 pub struct ControllerTls {
     /// This node's controller listener (a controller's), serving over TLS.
     pub server: Option<TlsListener>,
-    /// The connections this node opens to the controllers (every node's).
-    pub client: Option<ClientTls>,
+    /// That listener's name (of `controller.listener.names`).
+    pub server_name: Option<String>,
+    /// The connections this node opens to the controllers (every node's); reloaded with the
+    /// listener's stores.
+    pub client: Option<PeerTls>,
     /// SASL_PLAINTEXT / SASL_SSL: what connections to this node's controller listener log in
     /// against (after TLS for SASL_SSL).
     pub server_sasl: Option<std::sync::Arc<SaslListener>>,
@@ -398,6 +401,7 @@ impl ControllerTls {
                     TlsListener::from_settings(settings, &c.name)
                         .map_err(|e| invalid(format!("listener {}: {e}", c.name)))?,
                 );
+                out.server_name = Some(c.name.clone());
             }
             if is_sasl(p) {
                 out.server_sasl = Some(std::sync::Arc::new(
@@ -732,7 +736,7 @@ fn inter_broker_client(
     settings: &StaticBrokerConfig,
     roles: &Roles,
     listeners: &ListenerConfig,
-) -> Result<(Option<ClientTls>, Option<ClientSasl>), ConfigError> {
+) -> Result<(Option<PeerTls>, Option<ClientSasl>), ConfigError> {
     let Some(l) = listeners.clients.first().filter(|_| roles.is_broker) else {
         return Ok((None, None));
     };

@@ -5,8 +5,14 @@
 //! writes the frames. Once logged in, the stream carries the quorum's RPC frames.
 //!
 //! A refused login is answered after `connection.failed.authentication.delay.ms` and closed.
-//! The session is checked once: controller connections do not re-authenticate
-//! (`connections.max.reauth.ms` applies to client listeners).
+//!
+//! With `connections.max.reauth.ms` (or `listener.name.<controller>.connections.max.reauth.ms`)
+//! set, a session ends (KIP-368): SaslAuthenticate tells the client its lifetime (the setting,
+//! or less when the credential ends sooner), and [`Login::session_end`] is when the server
+//! closes the connection, between RPC frames (`gregor_quorum::rpc::serve_controller_session`).
+//! The RPC frames that follow the login are not Kafka's, so the session cannot be renewed in
+//! band: the client logs in afresh on a new connection before the end and moves to it
+//! (`gregor_quorum::session`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,14 +72,22 @@ impl<E: Into<LoginError>> From<E> for Failure {
     }
 }
 
+/// A connection's successful login.
+#[derive(Debug, Clone)]
+pub struct Login {
+    pub principal: Arc<KafkaPrincipal>,
+    /// When its session ends; `None`: never.
+    pub session_end: Option<Instant>,
+}
+
 /// Logs in the peer of `stream`, a new connection of a SASL controller listener, with the
 /// listener's mechanisms and users in `setup`; the exchange must end within `timeout` (the
-/// refusal's delay comes after it). The principal, or why not (the refusal already answered).
+/// refusal's delay comes after it). The login, or why not (the refusal already answered).
 pub async fn login<S>(
     stream: &mut S,
     setup: SaslSetup,
     timeout: Option<Duration>,
-) -> Result<Arc<KafkaPrincipal>, LoginError>
+) -> Result<Login, LoginError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -86,7 +100,10 @@ where
         None => exchange.await,
     };
     match outcome {
-        Ok(principal) => Ok(principal),
+        Ok(principal) => Ok(Login {
+            principal,
+            session_end: session.session_end(),
+        }),
         Err(Failure::Error(e)) => Err(e),
         Err(Failure::Refused(r)) => {
             // The wait is this connection's own (its task's).
@@ -207,6 +224,10 @@ mod tests {
     }
 
     fn setup(delay: Duration) -> SaslSetup {
+        setup_with(delay, None)
+    }
+
+    fn setup_with(delay: Duration, max_reauth: Option<Duration>) -> SaslSetup {
         let jaas = r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_node="node-secret";"#;
         let credential = ScramCredential::from_password(
             ScramMechanism::Sha512,
@@ -222,7 +243,7 @@ mod tests {
                     SaslMechanism::Scram(ScramMechanism::Sha512),
                 ],
                 plain_users: Some(PlainUsers::from_jaas(jaas).expect("jaas")),
-                max_reauth: None,
+                max_reauth,
                 failed_authentication_delay: delay,
                 oauthbearer: None,
             }),
@@ -235,15 +256,20 @@ mod tests {
     async fn run(
         mechanism: &str,
         password: &str,
-    ) -> (
-        Result<Arc<KafkaPrincipal>, LoginError>,
-        std::io::Result<i64>,
-    ) {
+    ) -> (Result<Login, LoginError>, std::io::Result<i64>) {
+        run_with(mechanism, password, None).await
+    }
+
+    async fn run_with(
+        mechanism: &str,
+        password: &str,
+        max_reauth: Option<Duration>,
+    ) -> (Result<Login, LoginError>, std::io::Result<i64>) {
         let (mut client, mut server) = tokio::io::duplex(64 * 1024);
         let sasl = ClientSasl::new(mechanism, "node", Password::new(password)).expect("login");
         let serving = login(
             &mut server,
-            setup(Duration::from_millis(20)),
+            setup_with(Duration::from_millis(20), max_reauth),
             Some(Duration::from_secs(10)),
         );
         let logging_in = async {
@@ -258,12 +284,31 @@ mod tests {
     async fn plain_and_scram_logins_give_the_users_principal() {
         for mechanism in ["PLAIN", "SCRAM-SHA-512"] {
             let (served, client) = run(mechanism, "node-secret").await;
+            let served = served.expect("logged in");
             assert_eq!(
-                *served.expect("logged in"),
+                *served.principal,
                 KafkaPrincipal::user("node"),
                 "{mechanism}"
             );
+            assert_eq!(served.session_end, None, "sessions do not end");
             assert_eq!(client.expect("client logged in"), 0, "no session lifetime");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_connections_max_reauth_ms_the_session_ends_and_the_client_is_told() {
+        for mechanism in ["PLAIN", "SCRAM-SHA-512"] {
+            let before = Instant::now();
+            let (served, client) =
+                run_with(mechanism, "node-secret", Some(Duration::from_millis(3000))).await;
+            let end = served.expect("logged in").session_end.expect("it ends");
+            assert_eq!(client.expect("client logged in"), 3000, "{mechanism}");
+            // Counted from the login's last step, on this (paused) clock.
+            assert!(end >= before + Duration::from_millis(3000), "{mechanism}");
+            assert!(
+                end <= Instant::now() + Duration::from_millis(3000),
+                "{mechanism}"
+            );
         }
     }
 

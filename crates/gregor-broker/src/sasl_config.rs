@@ -152,7 +152,14 @@ impl SaslListener {
                 .and_then(|v| v.as_i64())
                 .ok_or_else(|| error(key, "has no value"))
         };
-        let reauth_ms = int("connections.max.reauth.ms")?;
+        // Kafka reads it per listener too (listener.name.<l>.connections.max.reauth.ms).
+        let reauth_ms = match listener_setting(settings, listener, "connections.max.reauth.ms") {
+            (key, Some(raw)) if key.starts_with("listener.name.") => raw
+                .trim()
+                .parse::<i64>()
+                .map_err(|_| error(&key, "is not a whole number of milliseconds"))?,
+            _ => int("connections.max.reauth.ms")?,
+        };
         let delay_ms = int("connection.failed.authentication.delay.ms")?;
         Ok(SaslListener {
             mechanisms,
@@ -623,9 +630,22 @@ mod tests {
             other.mechanisms,
             vec![SaslMechanism::Scram(ScramMechanism::Sha512)]
         );
-        // connections.max.reauth.ms is the broker's, for every listener.
+        // connections.max.reauth.ms is the broker's, for every listener...
         assert!(other.plain_users.is_none());
         assert_eq!(other.max_reauth, Some(Duration::from_secs(60)));
+        // ...unless the listener has its own (Kafka's listener prefix); 0 turns it off there.
+        let mut s = s;
+        s.set("listener.name.controller.connections.max.reauth.ms", "3000")
+            .expect("valid setting");
+        s.set("listener.name.sasl_ssl.connections.max.reauth.ms", "0")
+            .expect("valid setting");
+        let own = SaslListener::from_settings(&s, "CONTROLLER").expect("valid");
+        assert_eq!(own.max_reauth, Some(Duration::from_millis(3000)));
+        let off = SaslListener::from_settings(&s, "SASL_SSL").expect("valid");
+        assert_eq!(off.max_reauth, None);
+        assert!(s
+            .set("listener.name.controller.connections.max.reauth.ms", "-5")
+            .is_err());
     }
 
     #[test]

@@ -169,6 +169,15 @@ impl SaslSession {
         }
     }
 
+    /// When the authenticated session ends (`connections.max.reauth.ms`, or the credential's
+    /// own end); `None`: it does not, or there is no session yet.
+    pub fn session_end(&self) -> Option<Instant> {
+        match &self.state {
+            State::Authenticated(s) => s.expires_at,
+            _ => None,
+        }
+    }
+
     /// What to do with a request read at `now`.
     pub fn on_request(
         &mut self,

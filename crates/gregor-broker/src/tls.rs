@@ -3,19 +3,22 @@
 //! accepted connection, and the principal of a client certificate (its subject name in RFC 2253
 //! form, through `ssl.principal.mapping.rules`).
 //!
-//! Keystores and truststores are PEM (`ssl.keystore.type=PEM`): a file or inline text. Keys may
-//! be encrypted PKCS#8 with `ssl.key.password`. JKS and PKCS12 stores are refused with a message
-//! saying how to convert them. Error messages name settings, never their values.
+//! Keystores and truststores are PEM (`ssl.keystore.type=PEM`, the default): a file or inline
+//! text, keys possibly encrypted PKCS#8 with `ssl.key.password`; or PKCS12 files with their store
+//! passwords (read by gregor-client's loader). JKS stores are refused with a message saying how
+//! to convert them. Error messages name settings, never their values.
 //!
-//! A client listener's stores are reloaded when IncrementalAlterConfigs changes them
-//! ([`ListenerTlsSet`]): each accepted connection takes the configuration served at that moment.
+//! A listener's stores are reloaded when IncrementalAlterConfigs changes them
+//! ([`ListenerTlsSet`]): each accepted connection takes the configuration served at that moment,
+//! and each connection the node opens with a listener's settings ([`PeerTls`]) the client side
+//! of that moment.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use gregor_client::tls::ClientTls;
+use gregor_client::tls::{ClientTls, Pkcs12Error, StoreType};
 use gregor_meta::config::{broker_config, dynamic_listener_ssl, StaticBrokerConfig};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
@@ -283,6 +286,27 @@ impl TlsListener {
     }
 }
 
+/// What the connections a node opens with a listener's settings are for (named in errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerRole {
+    /// Replica fetchers, to other brokers' inter-broker listener.
+    InterBroker,
+    /// Quorum RPCs, registration, heartbeats and forwarding, to the controllers.
+    Controller,
+    /// The console's requests to other nodes' metrics listeners.
+    ConsolePeers,
+}
+
+impl PeerRole {
+    fn describe(self) -> &'static str {
+        match self {
+            PeerRole::InterBroker => "as the inter-broker listener, connecting to other brokers",
+            PeerRole::Controller => "as the controller listener, connecting to the controllers",
+            PeerRole::ConsolePeers => "as a client of other nodes' consoles",
+        }
+    }
+}
+
 /// The client side of TLS for connections this broker opens to other brokers' `listener` (the
 /// inter-broker listener, for replication): that listener's trust store verifies them, its key
 /// store is presented if they ask for a certificate, and `ssl.endpoint.identification.algorithm`
@@ -290,12 +314,8 @@ impl TlsListener {
 pub fn inter_broker_client(
     settings: &StaticBrokerConfig,
     listener: &str,
-) -> Result<ClientTls, TlsConfigError> {
-    listener_client(
-        settings,
-        listener,
-        "as the inter-broker listener, connecting to other brokers",
-    )
+) -> Result<PeerTls, TlsConfigError> {
+    PeerTls::from_settings(settings, listener, PeerRole::InterBroker)
 }
 
 /// The client side of TLS for connections this node opens to the controllers' `listener` (the
@@ -305,31 +325,25 @@ pub fn inter_broker_client(
 pub fn controller_client(
     settings: &StaticBrokerConfig,
     listener: &str,
-) -> Result<ClientTls, TlsConfigError> {
-    listener_client(
-        settings,
-        listener,
-        "as the controller listener, connecting to the controllers",
-    )
+) -> Result<PeerTls, TlsConfigError> {
+    PeerTls::from_settings(settings, listener, PeerRole::Controller)
 }
 
-/// A client of `listener`'s peers with that listener's `ssl.*` settings; `role` says, in an
-/// error, what the connections are for.
-fn listener_client(
-    settings: &StaticBrokerConfig,
-    listener: &str,
-    role: &str,
-) -> Result<ClientTls, TlsConfigError> {
+/// Kafka's client properties for `listener`'s peers from that listener's `ssl.*` settings
+/// (pure: the stores are named, not read).
+fn client_properties(settings: &StaticBrokerConfig, listener: &str) -> BTreeMap<String, String> {
     let ssl = SslSettings::of(settings, listener);
     let mut props = BTreeMap::from([("security.protocol".to_string(), "SSL".to_string())]);
     for key in [
         "ssl.truststore.type",
         "ssl.truststore.location",
         "ssl.truststore.certificates",
+        "ssl.truststore.password",
         "ssl.keystore.type",
         "ssl.keystore.location",
         "ssl.keystore.key",
         "ssl.keystore.certificate.chain",
+        "ssl.keystore.password",
         "ssl.key.password",
     ] {
         if let Some(s) = ssl.get(key) {
@@ -343,41 +357,204 @@ fn listener_client(
         .or(settings.raw(algorithm))
         .unwrap_or("https");
     props.insert(algorithm.to_string(), identification.to_string());
-    match ClientTls::from_properties(&props) {
-        Ok(Some(tls)) => Ok(tls),
-        Ok(None) => Err(setting_error("security.protocol", "SSL expected")),
-        Err(e) => Err(TlsConfigError::Listener {
-            listener: listener.to_string(),
-            reason: format!("{role}: {e}"),
-        }),
+    props
+}
+
+/// The client side of TLS to a listener's peers, taken by each new connection when it
+/// connects, and replaced whole when the listener's stores are reloaded ([`ListenerTlsSet`]):
+/// open connections keep their session. Clones share it.
+#[derive(Clone)]
+pub struct PeerTls {
+    listener: String,
+    role: PeerRole,
+    built: Arc<RwLock<Arc<PeerClient>>>,
+}
+
+impl std::fmt::Debug for PeerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerTls")
+            .field("listener", &self.listener)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
     }
 }
 
-/// The TLS of this node's client listeners, reloaded when IncrementalAlterConfigs changes the
-/// stores of one (`listener.name.<l>.ssl.keystore.location` and the other
-/// [`gregor_meta::config::DYNAMIC_LISTENER_SSL_CONFIGS`], on this node's broker resource), as Kafka's dynamic SSL
-/// update does: the node validates a change before the controller commits it
-/// ([`ListenerTlsSet::validate`]) and serves it once its metadata image has it
-/// ([`ListenerTlsSet::apply`]), re-reading the files even when the setting is set to the same
+/// A client configuration and what it was built from. It holds the key, so it is never printed.
+struct PeerClient {
+    tls: ClientTls,
+    /// The client properties and the store texts they named when read: a rebuild that finds
+    /// the same changes nothing.
+    source: (BTreeMap<String, String>, Stores),
+    /// The certificate presented to peers, if the listener has a key store.
+    leaf: Option<CertificateDer<'static>>,
+}
+
+/// A reloaded client side, checked and ready for new connections ([`PeerTls::install`]).
+pub struct PeerReplacement(PeerClient);
+
+/// The client of `listener`'s peers its settings give now, reading its stores now.
+fn peer_client(
+    settings: &StaticBrokerConfig,
+    listener: &str,
+    role: PeerRole,
+) -> Result<PeerClient, TlsConfigError> {
+    let ssl = SslSettings::of(settings, listener);
+    let props = client_properties(settings, listener);
+    let has_keystore =
+        ssl.get("ssl.keystore.location").is_some() || ssl.get("ssl.keystore.key").is_some();
+    let store = has_keystore.then(|| keystore(&ssl)).transpose()?;
+    let truststore = pem_source(
+        &ssl,
+        "ssl.truststore.certificates",
+        "ssl.truststore.location",
+    )?;
+    let tls = match ClientTls::from_properties(&props) {
+        Ok(Some(tls)) => tls,
+        Ok(None) => return Err(setting_error("security.protocol", "SSL expected")),
+        Err(e) => {
+            return Err(TlsConfigError::Listener {
+                listener: listener.to_string(),
+                reason: format!("{}: {e}", role.describe()),
+            })
+        }
+    };
+    let leaf = store.as_ref().and_then(|s| s.chain.first().cloned());
+    let stores = Stores {
+        keystore: store.as_ref().map(|s| s.pem.clone()).unwrap_or_default(),
+        chain: store.and_then(|s| s.inline_chain),
+        truststore: truststore.map(|(pem, _)| pem),
+    };
+    Ok(PeerClient {
+        tls,
+        source: (props, stores),
+        leaf,
+    })
+}
+
+impl PeerTls {
+    /// The client of `listener`'s peers, for `role`, from that listener's settings (reading
+    /// its stores now, so that a bad store stops start-up).
+    pub fn from_settings(
+        settings: &StaticBrokerConfig,
+        listener: &str,
+        role: PeerRole,
+    ) -> Result<PeerTls, TlsConfigError> {
+        let built = peer_client(settings, listener, role)?;
+        Ok(PeerTls {
+            listener: listener.to_lowercase(),
+            role,
+            built: Arc::new(RwLock::new(Arc::new(built))),
+        })
+    }
+
+    /// The configuration a connection opened now uses.
+    pub fn current(&self) -> ClientTls {
+        self.built
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .tls
+            .clone()
+    }
+
+    /// The certificate presented to peers now, if any.
+    pub fn certificate(&self) -> Option<CertificateDer<'static>> {
+        self.built
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .leaf
+            .clone()
+    }
+
+    /// The client `settings` give now, read again: `None` when it is what is used, else a
+    /// replacement that loads and, as Kafka's `SslFactory` requires of any reconfiguration,
+    /// keeps a key store if there was one (and adds none) and keeps its certificate's subject
+    /// and subjectAltNames unless `ssl.allow.dn.changes` / `ssl.allow.san.changes` allow it.
+    pub fn reloaded(
+        &self,
+        settings: &StaticBrokerConfig,
+    ) -> Result<Option<PeerReplacement>, TlsConfigError> {
+        let new = peer_client(settings, &self.listener, self.role)?;
+        let current = self
+            .built
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if new.source == current.source {
+            return Ok(None);
+        }
+        let refused = |reason: String| TlsConfigError::Listener {
+            listener: self.listener.clone(),
+            reason: format!("{}: {reason}", self.role.describe()),
+        };
+        match (&current.leaf, &new.leaf) {
+            (None, None) => {}
+            (Some(old), Some(leaf)) => {
+                let ssl = SslSettings::of(settings, &self.listener);
+                let allowed = |key: &str| {
+                    ssl.get(key)
+                        .is_some_and(|s| s.value.eq_ignore_ascii_case("true"))
+                };
+                names_compatible(
+                    old,
+                    leaf,
+                    allowed("ssl.allow.dn.changes"),
+                    allowed("ssl.allow.san.changes"),
+                )
+                .map_err(refused)?;
+            }
+            (Some(_), None) => return Err(refused("the key store cannot be removed".into())),
+            (None, Some(_)) => {
+                return Err(refused(
+                    "a key store cannot be added where none was configured at start-up".into(),
+                ))
+            }
+        }
+        Ok(Some(PeerReplacement(new)))
+    }
+
+    /// Connections opened from now on use `replacement`; open ones keep their session.
+    pub fn install(&self, replacement: PeerReplacement) {
+        *self.built.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(replacement.0);
+    }
+}
+
+/// The TLS a node's listeners serve and the client side of its connections to other nodes,
+/// reloaded when IncrementalAlterConfigs changes a listener's stores
+/// (`listener.name.<l>.ssl.keystore.location` and the other
+/// [`gregor_meta::config::DYNAMIC_LISTENER_SSL_CONFIGS`], on this node's broker resource), as
+/// Kafka's dynamic SSL update does: the client listeners, the controller listener a controller
+/// serves, and, as a client, the inter-broker listener (replica fetchers) and the controller
+/// listener (connections to the controllers). The node validates a change before the
+/// controller commits it ([`ListenerTlsSet::validate`]) and uses it once its metadata image has
+/// it ([`ListenerTlsSet::apply`]), re-reading the files even when the setting is set to the same
 /// value. New connections get the new stores; open ones keep their session.
 #[derive(Clone)]
 pub struct ListenerTlsSet {
     static_config: StaticBrokerConfig,
-    /// TLS client listeners by lower-case name.
+    /// TLS listeners this node serves, by lower-case name.
     listeners: BTreeMap<String, TlsListener>,
+    /// The client side of connections to other nodes, by the lower-case name of the listener
+    /// whose settings they use.
+    peers: Vec<(String, PeerTls)>,
 }
 
 impl ListenerTlsSet {
-    /// The set over `listeners` (name, TLS), whose static settings are `static_config`.
+    /// The set over `listeners` (name, TLS: served here) and `peers` (the client side of
+    /// connections to other nodes), whose static settings are `static_config`.
     pub fn new<'a>(
         static_config: &StaticBrokerConfig,
         listeners: impl IntoIterator<Item = (&'a str, &'a TlsListener)>,
+        peers: impl IntoIterator<Item = &'a PeerTls>,
     ) -> ListenerTlsSet {
         ListenerTlsSet {
             static_config: static_config.clone(),
             listeners: listeners
                 .into_iter()
                 .map(|(name, tls)| (name.to_lowercase(), tls.clone()))
+                .collect(),
+            peers: peers
+                .into_iter()
+                .map(|p| (p.listener.clone(), p.clone()))
                 .collect(),
         }
     }
@@ -399,10 +576,19 @@ impl ListenerTlsSet {
         Ok(settings)
     }
 
+    /// The peers' clients that use `listener`'s settings.
+    fn peers_of<'a>(&'a self, listener: &'a str) -> impl Iterator<Item = &'a PeerTls> + 'a {
+        self.peers
+            .iter()
+            .filter(move |(name, _)| name == listener)
+            .map(|(_, p)| p)
+    }
+
     /// Checks what `overrides` (this node's broker configs once a change is applied) would
-    /// serve on the listeners a change names (`touched`, lower-case): each must be a TLS
-    /// client listener of this node whose new stores load and keep the served certificate's
-    /// names (see [`TlsListener::reloaded`]). Nothing is served yet.
+    /// give the listeners a change names (`touched`, lower-case): each must be a TLS listener
+    /// this node serves or connects to others with, whose new stores load and keep the
+    /// certificate's names (see [`TlsListener::reloaded`], [`PeerTls::reloaded`]). Nothing is
+    /// used yet.
     pub fn validate(
         &self,
         overrides: &BTreeMap<String, String>,
@@ -410,21 +596,27 @@ impl ListenerTlsSet {
     ) -> Result<(), TlsConfigError> {
         let settings = self.settings(overrides)?;
         for name in touched {
-            let Some(tls) = self.listeners.get(name) else {
+            let served = self.listeners.get(name);
+            if served.is_none() && self.peers_of(name).next().is_none() {
                 return Err(TlsConfigError::Listener {
                     listener: name.clone(),
-                    reason: "this node has no SSL or SASL_SSL client listener of that name (the controller listener's stores are read at start-up only)".to_string(),
+                    reason: "this node neither serves an SSL or SASL_SSL listener of that name nor connects to other nodes with its settings (the metrics listener's stores are read at start-up only)".to_string(),
                 });
-            };
-            tls.reloaded(&settings, name)?;
+            }
+            if let Some(tls) = served {
+                tls.reloaded(&settings, name)?;
+            }
+            for peer in self.peers_of(name) {
+                peer.reloaded(&settings)?;
+            }
         }
         Ok(())
     }
 
-    /// Serves on each listener what `overrides` (this node's broker configs, just applied)
-    /// give it, re-reading its stores; a listener whose stores hold what it serves is left
-    /// alone, and one whose new stores do not load, or change the certificate's names, keeps
-    /// what it serves (logged: the change was validated when made, so the files changed
+    /// Uses on each listener and peer client what `overrides` (this node's broker configs,
+    /// just applied) give it, re-reading its stores; one whose stores hold what it uses is
+    /// left alone, and one whose new stores do not load, or change the certificate's names,
+    /// keeps what it uses (logged: the change was validated when made, so the files changed
     /// since).
     pub fn apply(&self, overrides: Option<&BTreeMap<String, String>>) {
         let empty = BTreeMap::new();
@@ -445,6 +637,18 @@ impl ListenerTlsSet {
                 }
                 Err(e) => {
                     warn!(listener = %name, error = %e, "listener keeps its certificate: its reloaded stores are unusable");
+                }
+            }
+        }
+        for (name, peer) in &self.peers {
+            match peer.reloaded(&settings) {
+                Ok(None) => {}
+                Ok(Some(replacement)) => {
+                    peer.install(replacement);
+                    info!(listener = %name, role = ?peer.role, "new connections to other nodes use the listener's reloaded key and trust stores");
+                }
+                Err(e) => {
+                    warn!(listener = %name, role = ?peer.role, error = %e, "connections to other nodes keep their certificate: the listener's reloaded stores are unusable");
                 }
             }
         }
@@ -608,21 +812,65 @@ fn client_auth(ssl: &SslSettings<'_>) -> Result<ClientAuth, TlsConfigError> {
     }
 }
 
-/// Refuses a store type other than PEM, saying how to convert.
-fn check_pem_type(ssl: &SslSettings<'_>, key: &str) -> Result<(), TlsConfigError> {
-    let Some(t) = ssl.get(key) else {
-        return Ok(());
-    };
-    if t.value.eq_ignore_ascii_case("PEM") {
-        return Ok(());
+/// The store type `key` (`ssl.keystore.type`, `ssl.truststore.type`) names: PEM or PKCS12;
+/// others (JKS) are refused, saying how to convert.
+fn store_type(ssl: &SslSettings<'_>, key: &str) -> Result<StoreType, TlsConfigError> {
+    match ssl.get(key) {
+        None => Ok(StoreType::Pem),
+        Some(t) => StoreType::parse(&t.value).map_err(|reason| setting_error(&t.key, reason)),
     }
-    Err(setting_error(
-        &t.key,
-        format!(
-            "'{}' stores are not supported (no pure-Rust reader Gregor trusts); use PEM, e.g. `openssl pkcs12 -in store.p12 -nodes` for PKCS12 or `keytool -importkeystore -deststoretype PKCS12` first for JKS",
-            t.value
-        ),
-    ))
+}
+
+/// Refuses PEM-only settings (inline stores) beside a PKCS12 store, which is a file.
+fn check_no_inline(
+    ssl: &SslSettings<'_>,
+    keys: &[&str],
+    location: &str,
+) -> Result<(), TlsConfigError> {
+    match keys.iter().find_map(|k| ssl.get(k)) {
+        Some(s) => Err(setting_error(
+            &s.key,
+            format!("is PEM; a PKCS12 store is a file, set with {location}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A PKCS12 store: the file `location_key` names, the password `password_key` names, and the
+/// settings they came from.
+fn pkcs12_source(
+    ssl: &SslSettings<'_>,
+    location_key: &str,
+    password_key: &str,
+) -> Result<Option<(Vec<u8>, String, Setting)>, TlsConfigError> {
+    let Some(location) = ssl.get(location_key) else {
+        return Ok(None);
+    };
+    let password = ssl.get(password_key).ok_or_else(|| {
+        setting_error(
+            password_key,
+            format!(
+                "a PKCS12 store ({}) is read with its password",
+                location.key
+            ),
+        )
+    })?;
+    let path = PathBuf::from(&location.value);
+    let bytes = std::fs::read(&path).map_err(|source| TlsConfigError::Read {
+        key: location.key.clone(),
+        path,
+        source,
+    })?;
+    Ok(Some((bytes, location.key, password)))
+}
+
+/// A PKCS12 loader's error, naming the password's setting when the password is the problem,
+/// else the store's.
+fn pkcs12_error(e: Pkcs12Error, store: &str, password: &Setting) -> TlsConfigError {
+    match e {
+        Pkcs12Error::WrongPassword => setting_error(&password.key, format!("for {store}: {e}")),
+        e => setting_error(store, e.to_string()),
+    }
 }
 
 /// Refuses a store password: PEM stores have none (only the key has, `ssl.key.password`).
@@ -671,14 +919,28 @@ fn truststore(
     ssl: &SslSettings<'_>,
     auth: ClientAuth,
 ) -> Result<(RootCertStore, Vec<u8>), TlsConfigError> {
-    check_pem_type(ssl, "ssl.truststore.type")?;
-    check_no_store_password(ssl, "ssl.truststore.password")?;
-    let Some((pem, key)) = pem_source(
-        ssl,
-        "ssl.truststore.certificates",
-        "ssl.truststore.location",
-    )?
-    else {
+    let pkcs12 = store_type(ssl, "ssl.truststore.type")? == StoreType::Pkcs12;
+    if pkcs12 {
+        check_no_inline(
+            ssl,
+            &["ssl.truststore.certificates"],
+            "ssl.truststore.location",
+        )?;
+    } else {
+        check_no_store_password(ssl, "ssl.truststore.password")?;
+    }
+    let source = if pkcs12 {
+        pkcs12_source(ssl, "ssl.truststore.location", "ssl.truststore.password")?
+            .map(|(bytes, key, password)| (bytes, key, Some(password)))
+    } else {
+        pem_source(
+            ssl,
+            "ssl.truststore.certificates",
+            "ssl.truststore.location",
+        )?
+        .map(|(bytes, key)| (bytes, key, None))
+    };
+    let Some((pem, key, password)) = source else {
         let mode = if auth == ClientAuth::Required {
             "required"
         } else {
@@ -689,8 +951,13 @@ fn truststore(
             format!("'{mode}' needs the CA certificates to verify clients with: set ssl.truststore.location or ssl.truststore.certificates"),
         ));
     };
+    let certs = match &password {
+        Some(password) => gregor_client::tls::pkcs12_certificates(&pem, &password.value)
+            .map_err(|e| pkcs12_error(e, &key, password))?,
+        None => certificates(&pem, &key)?,
+    };
     let mut roots = RootCertStore::empty();
-    for cert in certificates(&pem, &key)? {
+    for cert in certs {
         roots
             .add(cert)
             .map_err(|e| setting_error(&key, format!("unusable CA certificate: {e}")))?;
@@ -712,7 +979,9 @@ struct KeyStore {
 
 /// The listener's certificate chain and private key.
 fn keystore(ssl: &SslSettings<'_>) -> Result<KeyStore, TlsConfigError> {
-    check_pem_type(ssl, "ssl.keystore.type")?;
+    if store_type(ssl, "ssl.keystore.type")? == StoreType::Pkcs12 {
+        return pkcs12_keystore(ssl);
+    }
     check_no_store_password(ssl, "ssl.keystore.password")?;
     let password = ssl.get("ssl.key.password");
     if let Some((pem, key)) = pem_source(ssl, "ssl.keystore.key", "ssl.keystore.location")? {
@@ -747,6 +1016,42 @@ fn keystore(ssl: &SslSettings<'_>) -> Result<KeyStore, TlsConfigError> {
         "ssl.keystore.location",
         "an SSL listener needs its certificate and key: set ssl.keystore.location (a PEM file with the key and its certificate chain) or ssl.keystore.key with ssl.keystore.certificate.chain",
     ))
+}
+
+/// The listener's chain and key from a PKCS12 key store (`ssl.keystore.location` with
+/// `ssl.keystore.password`; `ssl.key.password`, if set, must be the same, as the store's key is
+/// read with the store's password).
+fn pkcs12_keystore(ssl: &SslSettings<'_>) -> Result<KeyStore, TlsConfigError> {
+    check_no_inline(
+        ssl,
+        &["ssl.keystore.key", "ssl.keystore.certificate.chain"],
+        "ssl.keystore.location",
+    )?;
+    let Some((store, key, password)) =
+        pkcs12_source(ssl, "ssl.keystore.location", "ssl.keystore.password")?
+    else {
+        return Err(setting_error(
+            "ssl.keystore.location",
+            "an SSL listener needs its certificate and key: with ssl.keystore.type=PKCS12, set ssl.keystore.location (and ssl.keystore.password)",
+        ));
+    };
+    if let Some(k) = ssl.get("ssl.key.password") {
+        if k.value != password.value {
+            return Err(setting_error(
+                &k.key,
+                gregor_client::tls::PKCS12_KEY_PASSWORD,
+            ));
+        }
+    }
+    let (chain, private_key) = gregor_client::tls::pkcs12_identity(&store, &password.value)
+        .map_err(|e| pkcs12_error(e, &key, &password))?;
+    Ok(KeyStore {
+        chain,
+        key: private_key,
+        key_setting: key,
+        pem: store,
+        inline_chain: None,
+    })
 }
 
 /// The private key of a PEM text (see [`gregor_client::tls::private_key`]); errors name `key`,
@@ -852,3 +1157,7 @@ fn escape(value: &str) -> String {
 #[cfg(test)]
 #[path = "tls_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "tls_pkcs12_tests.rs"]
+mod pkcs12_tests;

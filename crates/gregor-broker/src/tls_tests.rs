@@ -252,7 +252,7 @@ fn settings_that_cannot_work_are_named_without_their_values() {
         "{jks}"
     );
     let p12 = err(&[
-        ("listener.name.ssl.ssl.truststore.type", "PKCS12"),
+        ("listener.name.ssl.ssl.truststore.type", "JKS"),
         ("ssl.client.auth", "required"),
     ]);
     assert!(
@@ -545,7 +545,7 @@ async fn the_listener_set_validates_and_applies_a_nodes_dynamic_store_settings()
         .set("ssl.keystore.location", &path_a.display().to_string())
         .expect("set");
     let listener = TlsListener::from_settings(&settings, "SSL").expect("valid");
-    let set = ListenerTlsSet::new(&settings, [("SSL", &listener)]);
+    let set = ListenerTlsSet::new(&settings, [("SSL", &listener)], []);
     let key = "listener.name.ssl.ssl.keystore.location";
     let overrides = BTreeMap::from([(key.to_string(), path_b.display().to_string())]);
     let ssl = BTreeSet::from(["ssl".to_string()]);
@@ -569,4 +569,152 @@ async fn the_listener_set_validates_and_applies_a_nodes_dynamic_store_settings()
     std::fs::write(&path_b, "garbage").expect("write");
     set.apply(Some(&overrides));
     assert_eq!(listener.certificate(), *b.0.der());
+}
+
+/// Settings of a node whose CONTROLLER listener it only connects to (a broker-only node): a
+/// key store file at `keystore`, the trust store `trusted`, mTLS.
+fn peer_settings(keystore: &std::path::Path, trusted: &std::path::Path) -> StaticBrokerConfig {
+    let mut s = StaticBrokerConfig::new();
+    for (k, v) in [
+        ("listener.name.controller.ssl.keystore.location", keystore),
+        ("listener.name.controller.ssl.truststore.location", trusted),
+    ] {
+        s.set(k, &v.display().to_string()).expect("set");
+    }
+    s
+}
+
+/// The certificate `peer` presents to a new connection to `server` (which asks for one), and
+/// the client side of that connection.
+async fn presented_by(
+    peer: &PeerTls,
+    server: &TlsListener,
+) -> (
+    CertificateDer<'static>,
+    tokio_rustls::client::TlsStream<tokio::io::DuplexStream>,
+    tokio_rustls::server::TlsStream<tokio::io::DuplexStream>,
+) {
+    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+    let tls = peer.current();
+    let (client, accepted) = tokio::join!(
+        tls.connect_over("localhost:9093", client_io),
+        server.accept(server_io, Some(Duration::from_secs(10)))
+    );
+    let client = client.expect("client handshake");
+    let (server_side, _) = accepted.expect("server handshake");
+    let presented = server_side
+        .get_ref()
+        .1
+        .peer_certificates()
+        .expect("a certificate")[0]
+        .clone();
+    (presented, client, server_side)
+}
+
+#[tokio::test]
+async fn a_peer_client_presents_its_reloaded_certificate_to_new_connections_only() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("dir");
+    let (old_ca, new_ca) = (Ca::new("old-ca"), Ca::new("new-ca"));
+    let both = dir.path().join("both.pem");
+    std::fs::write(&both, format!("{}{}", old_ca.cert.pem(), new_ca.cert.pem())).expect("write");
+    // The server: any node's controller listener, trusting both CAs, asking for a certificate.
+    let server_ks = dir.path().join("server.pem");
+    write_keystore(
+        &server_ks,
+        &old_ca.issue(&[(DnType::CommonName, "node")], false),
+    );
+    let mut server_settings = peer_settings(&server_ks, &both);
+    server_settings
+        .set("ssl.client.auth", "required")
+        .expect("set");
+    let server = TlsListener::from_settings(&server_settings, "CONTROLLER").expect("server");
+    // This node: certificate A of the old CA, trusting both.
+    let (path_a, path_b) = (dir.path().join("a.pem"), dir.path().join("b.pem"));
+    let a = old_ca.issue(&[(DnType::CommonName, "node")], false);
+    let b = new_ca.issue(&[(DnType::CommonName, "node")], false);
+    write_keystore(&path_a, &a);
+    write_keystore(&path_b, &b);
+    let settings = peer_settings(&path_a, &both);
+    let peer = controller_client(&settings, "CONTROLLER").expect("valid");
+    let set = ListenerTlsSet::new(&settings, [], [&peer]);
+    let (presented, mut old_client, mut old_server) = presented_by(&peer, &server).await;
+    assert_eq!(presented, *a.0.der());
+    // Nothing changed: nothing to replace.
+    set.apply(None);
+    assert!(peer.reloaded(&settings).expect("loads").is_none());
+    // B of the new CA through this node's dynamic override, validated then applied.
+    let key = "listener.name.controller.ssl.keystore.location";
+    let overrides = BTreeMap::from([(key.to_string(), path_b.display().to_string())]);
+    let touched = BTreeSet::from(["controller".to_string()]);
+    set.validate(&overrides, &touched).expect("B is valid");
+    assert_eq!(
+        peer.certificate(),
+        Some(a.0.der().clone()),
+        "validation changes nothing"
+    );
+    set.apply(Some(&overrides));
+    assert_eq!(peer.certificate(), Some(b.0.der().clone()));
+    assert_eq!(presented_by(&peer, &server).await.0, *b.0.der());
+    // The connection opened before still carries data both ways.
+    old_client.write_all(b"ping").await.expect("write");
+    let mut buf = [0u8; 4];
+    old_server.read_exact(&mut buf).await.expect("read");
+    assert_eq!(&buf, b"ping");
+    old_server.write_all(b"pong").await.expect("write");
+    old_client.read_exact(&mut buf).await.expect("read");
+    assert_eq!(&buf, b"pong");
+    // The override removed: the static store again.
+    set.apply(None);
+    assert_eq!(presented_by(&peer, &server).await.0, *a.0.der());
+}
+
+#[test]
+fn a_peer_client_reload_is_refused_when_it_does_not_load_or_changes_the_names() {
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = Ca::new("ca");
+    let trusted = dir.path().join("ca.pem");
+    std::fs::write(&trusted, ca.cert.pem()).expect("write");
+    let path = dir.path().join("ks.pem");
+    let a = ca.issue(&[(DnType::CommonName, "node")], false);
+    write_keystore(&path, &a);
+    let mut settings = peer_settings(&path, &trusted);
+    let peer = inter_broker_client(&settings, "CONTROLLER").expect("valid");
+    let refused = |settings: &StaticBrokerConfig| {
+        let e = peer.reloaded(settings).err().expect("refused");
+        assert_eq!(peer.certificate(), Some(a.0.der().clone()), "A stays");
+        e.to_string()
+    };
+    std::fs::write(&path, "not a key store").expect("write");
+    let e = refused(&settings);
+    assert!(
+        e.contains("listener.name.controller.ssl.keystore.location"),
+        "{e}"
+    );
+    write_keystore(
+        &path,
+        &ca.issue(&[(DnType::CommonName, "someone-else")], false),
+    );
+    let e = refused(&settings);
+    assert!(e.contains("ssl.allow.dn.changes"), "{e}");
+    // Without a key store where there was one.
+    let mut removed = StaticBrokerConfig::new();
+    removed
+        .set(
+            "listener.name.controller.ssl.truststore.location",
+            &trusted.display().to_string(),
+        )
+        .expect("set");
+    let e = refused(&removed);
+    assert!(e.contains("cannot be removed"), "{e}");
+    // A name only this node's connections use is a listener of the set; another one is not.
+    let set = ListenerTlsSet::new(&settings, [], [&peer]);
+    let e = set
+        .validate(&BTreeMap::new(), &BTreeSet::from(["metrics".to_string()]))
+        .expect_err("not a listener of this node");
+    assert!(e.to_string().contains("metrics"), "{e}");
+    settings
+        .set("listener.name.controller.ssl.allow.dn.changes", "true")
+        .expect("set");
+    assert!(peer.reloaded(&settings).expect("allowed").is_some());
 }

@@ -34,6 +34,15 @@ pub trait Listener: Send + 'static {
 pub trait Transport: Send + Sync + 'static {
     fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Stream>>;
     fn bind(&self, addr: SocketAddr) -> BoxFuture<'_, io::Result<Box<dyn Listener>>>;
+
+    /// [`Transport::connect`], with how long the connection's SASL session lasts when the
+    /// server said (KIP-368's `session_lifetime_ms`, from `connections.max.reauth.ms`).
+    fn connect_session<'a>(
+        &'a self,
+        addr: &'a str,
+    ) -> BoxFuture<'a, io::Result<(Stream, Option<std::time::Duration>)>> {
+        Box::pin(async move { Ok((self.connect(addr).await?, None)) })
+    }
 }
 
 /// Plain TCP (with Nagle off: requests are small and latency matters more than packets).
@@ -73,11 +82,11 @@ impl Listener for TcpListener {
 /// SSL. Listeners are bound by the inner transport (TLS servers are `server`'s).
 pub struct TlsTransport {
     inner: SharedTransport,
-    tls: gregor_client::tls::ClientTls,
+    tls: crate::tls::PeerTls,
 }
 
 impl TlsTransport {
-    pub fn new(inner: SharedTransport, tls: gregor_client::tls::ClientTls) -> TlsTransport {
+    pub fn new(inner: SharedTransport, tls: crate::tls::PeerTls) -> TlsTransport {
         TlsTransport { inner, tls }
     }
 }
@@ -86,7 +95,8 @@ impl Transport for TlsTransport {
     fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Stream>> {
         Box::pin(async move {
             let stream = self.inner.connect(addr).await?;
-            let tls = self.tls.connect_over(addr, stream).await?;
+            // The listener's stores as they are now: they may have been reloaded.
+            let tls = self.tls.current().connect_over(addr, stream).await?;
             Ok(Box::new(tls) as Stream)
         })
     }
@@ -122,10 +132,22 @@ impl SaslTransport {
 
 impl Transport for SaslTransport {
     fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Stream>> {
+        Box::pin(async move { Ok(self.connect_session(addr).await?.0) })
+    }
+
+    fn connect_session<'a>(
+        &'a self,
+        addr: &'a str,
+    ) -> BoxFuture<'a, io::Result<(Stream, Option<std::time::Duration>)>> {
         Box::pin(async move {
             let mut stream = self.inner.connect(addr).await?;
-            gregor_client::sasl::authenticate(&mut stream, &self.sasl, &self.client_id).await?;
-            Ok(stream)
+            let lifetime_ms =
+                gregor_client::sasl::authenticate(&mut stream, &self.sasl, &self.client_id).await?;
+            let lifetime = u64::try_from(lifetime_ms)
+                .ok()
+                .filter(|ms| *ms > 0)
+                .map(std::time::Duration::from_millis);
+            Ok((stream, lifetime))
         })
     }
 
@@ -138,7 +160,7 @@ impl Transport for SaslTransport {
 /// `tls` is set (SSL, SASL_SSL), then the SASL login when `sasl` is (SASL_*).
 pub fn inter_broker(
     base: SharedTransport,
-    tls: Option<gregor_client::tls::ClientTls>,
+    tls: Option<crate::tls::PeerTls>,
     sasl: Option<gregor_client::sasl::ClientSasl>,
     node_id: i32,
 ) -> SharedTransport {
@@ -151,7 +173,7 @@ pub fn inter_broker(
 /// for its RPC frames.
 pub fn controller(
     base: SharedTransport,
-    tls: Option<gregor_client::tls::ClientTls>,
+    tls: Option<crate::tls::PeerTls>,
     sasl: Option<gregor_client::sasl::ClientSasl>,
     node_id: i32,
 ) -> SharedTransport {
@@ -165,7 +187,7 @@ pub fn controller(
 
 fn secured(
     base: SharedTransport,
-    tls: Option<gregor_client::tls::ClientTls>,
+    tls: Option<crate::tls::PeerTls>,
     sasl: Option<gregor_client::sasl::ClientSasl>,
     client_id: String,
 ) -> SharedTransport {
@@ -203,5 +225,12 @@ impl gregor_quorum::rpc::Connector for SharedTransport {
     type Stream = Stream;
     async fn connect(&self, addr: &str) -> io::Result<Stream> {
         self.0.connect(addr).await
+    }
+
+    async fn connect_session(
+        &self,
+        addr: &str,
+    ) -> io::Result<(Stream, Option<std::time::Duration>)> {
+        self.0.connect_session(addr).await
     }
 }

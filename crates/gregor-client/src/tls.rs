@@ -5,7 +5,11 @@
 //! PEM stores (`ssl.truststore.location` / `ssl.truststore.certificates`,
 //! `ssl.keystore.location` / `ssl.keystore.key` + `ssl.keystore.certificate.chain`).
 //!
-//! The PEM helpers ([`certificates`], [`private_key`]) are the broker's too.
+//! PKCS12 stores (`ssl.keystore.type` / `ssl.truststore.type` = `PKCS12`, with their passwords)
+//! are read by [`pkcs12_identity`] and [`pkcs12_certificates`]; JKS is refused.
+//!
+//! The PEM and PKCS12 helpers ([`certificates`], [`private_key`], [`pkcs12_identity`],
+//! [`pkcs12_certificates`]) are the broker's too.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -91,6 +95,127 @@ pub fn private_key(pem: &[u8], password: Option<&str>) -> Result<PrivateKeyDer<'
     )))
 }
 
+/// Why a PKCS12 store gives no key or certificates. Never carries the password.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Pkcs12Error {
+    #[error("the password does not open the PKCS12 store (wrong password, or a damaged store)")]
+    WrongPassword,
+    #[error("is not a readable PKCS12 store: {0}")]
+    Corrupt(String),
+    #[error("is protected with a scheme Gregor cannot read: {0}")]
+    Unsupported(String),
+    #[error("holds no private key (a key store holds the key and its certificate chain)")]
+    NoKey,
+    #[error("holds {0} private keys; Gregor presents one, so the key store must hold one")]
+    SeveralKeys(usize),
+    #[error("holds no certificate for its private key")]
+    NoCertificateForKey,
+    #[error("holds no certificate")]
+    NoCertificate,
+}
+
+/// The bags of a PKCS12 store, its MAC checked and its bags decrypted with `password`.
+fn open_pkcs12(store: &[u8], password: &str) -> Result<p12_keystore::Pkcs12Archive, Pkcs12Error> {
+    use p12_keystore::error::Error;
+    p12_keystore::Pkcs12Archive::from_pkcs12(store, password).map_err(|e| match e {
+        // A wrong password fails the MAC check; without a MAC, the decryption's padding.
+        Error::MacError(_) | Error::UnpadError => Pkcs12Error::WrongPassword,
+        Error::UnsupportedEncryptionScheme | Error::UnsupportedMacAlgorithm => {
+            Pkcs12Error::Unsupported(e.to_string())
+        }
+        e => Pkcs12Error::Corrupt(e.to_string()),
+    })
+}
+
+/// The certificate chain and private key of a PKCS12 key store (as keytool and
+/// `openssl pkcs12 -export` write them): its one private key, the certificate with the key's
+/// localKeyId (or the store's only certificate), then that certificate's issuers found in the
+/// store. rustls checks later that the key is the certificate's.
+pub fn pkcs12_identity(
+    store: &[u8],
+    password: &str,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), Pkcs12Error> {
+    let archive = open_pkcs12(store, password)?;
+    let key = match archive.keys.as_slice() {
+        [] => return Err(Pkcs12Error::NoKey),
+        [key] => key,
+        keys => return Err(Pkcs12Error::SeveralKeys(keys.len())),
+    };
+    let certs: Vec<&p12_keystore::Certificate> = archive.certs.iter().map(|b| &b.cert).collect();
+    let leaf = key
+        .local_key_id
+        .as_ref()
+        .and_then(|id| {
+            archive
+                .certs
+                .iter()
+                .position(|b| b.local_key_id.as_deref() == Some(id.as_ref()))
+        })
+        .or((certs.len() == 1).then_some(0))
+        .ok_or(Pkcs12Error::NoCertificateForKey)?;
+    let mut chain = vec![leaf];
+    // Each step adds a certificate not in the chain yet, so this ends within certs.len() steps.
+    while let Some(&last) = chain.last() {
+        let cert = certs[last];
+        if cert.issuer() == cert.subject() {
+            break;
+        }
+        match (0..certs.len()).find(|i| !chain.contains(i) && certs[*i].subject() == cert.issuer())
+        {
+            Some(issuer) => chain.push(issuer),
+            None => break,
+        }
+    }
+    let chain = chain
+        .into_iter()
+        .map(|i| CertificateDer::from(certs[i].as_der().to_vec()))
+        .collect();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.key.as_der().to_vec()));
+    Ok((chain, key))
+}
+
+/// The certificates of a PKCS12 trust store: every certificate it holds (a trust store holds
+/// CA certificates and no key).
+pub fn pkcs12_certificates(
+    store: &[u8],
+    password: &str,
+) -> Result<Vec<CertificateDer<'static>>, Pkcs12Error> {
+    let archive = open_pkcs12(store, password)?;
+    if archive.certs.is_empty() {
+        return Err(Pkcs12Error::NoCertificate);
+    }
+    Ok(archive
+        .certs
+        .iter()
+        .map(|b| CertificateDer::from(b.cert.as_der().to_vec()))
+        .collect())
+}
+
+/// The format of a key or trust store (`ssl.keystore.type`, `ssl.truststore.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreType {
+    Pem,
+    Pkcs12,
+}
+
+impl StoreType {
+    /// The type a `*.type` setting names; the reason it is refused otherwise (JKS has no
+    /// reader Gregor trusts; keytool converts it).
+    pub fn parse(value: &str) -> Result<StoreType, String> {
+        if value.eq_ignore_ascii_case("PEM") {
+            Ok(StoreType::Pem)
+        } else if value.eq_ignore_ascii_case("PKCS12") {
+            Ok(StoreType::Pkcs12)
+        } else if value.eq_ignore_ascii_case("JKS") {
+            Err("JKS stores are not supported: use PKCS12 or PEM (convert with `keytool -importkeystore -srckeystore store.jks -destkeystore store.p12 -deststoretype PKCS12`)".to_string())
+        } else {
+            Err(format!(
+                "'{value}' stores are not supported: use PEM or PKCS12"
+            ))
+        }
+    }
+}
+
 /// A client TLS setting that cannot work, naming it (never its value).
 #[derive(Debug, thiserror::Error)]
 #[error("{key}: {reason}")]
@@ -134,12 +259,9 @@ impl ClientTls {
                 ))
             }
         }
-        for key in ["ssl.truststore.type", "ssl.keystore.type"] {
-            if get(key).is_some_and(|t| !t.eq_ignore_ascii_case("PEM")) {
-                return Err(setting_error(key, "only PEM stores are supported"));
-            }
-        }
-        let roots = Arc::new(trusted(props)?);
+        let trust_type = store_type(props, "ssl.truststore.type")?;
+        let key_type = store_type(props, "ssl.keystore.type")?;
+        let roots = Arc::new(trusted(props, trust_type)?);
         let provider = crypto_provider();
         let verifier = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
             .build()
@@ -160,7 +282,7 @@ impl ClientTls {
             }
             _ => builder.with_webpki_verifier(verifier),
         };
-        let config = match identity(props)? {
+        let config = match identity(props, key_type)? {
             Some((chain, key, from)) => builder
                 .with_client_auth_cert(chain, key)
                 .map_err(|e| setting_error(from, format!("unusable key or certificate: {e}")))?,
@@ -224,8 +346,66 @@ impl<'a> Props<'a> {
     }
 }
 
+/// The store type a `*.type` setting names, if set.
+fn store_type(props: Props<'_>, key: &str) -> Result<Option<StoreType>, TlsSettingError> {
+    props
+        .get(key)
+        .map(|t| StoreType::parse(t).map_err(|reason| setting_error(key, reason)))
+        .transpose()
+}
+
 /// The CA certificates brokers are verified against.
-fn trusted(props: Props<'_>) -> Result<RootCertStore, TlsSettingError> {
+fn trusted(props: Props<'_>, kind: Option<StoreType>) -> Result<RootCertStore, TlsSettingError> {
+    let (certs, key) = if kind == Some(StoreType::Pkcs12) {
+        pkcs12_trusted(props)?
+    } else {
+        let (pem, key) = pem_trusted(props)?;
+        let certs = certificates(&pem).map_err(|e| setting_error(key, e.to_string()))?;
+        (certs, key)
+    };
+    let mut roots = RootCertStore::empty();
+    for cert in certs {
+        roots
+            .add(cert)
+            .map_err(|e| setting_error(key, format!("unusable CA certificate: {e}")))?;
+    }
+    Ok(roots)
+}
+
+/// The certificates of `ssl.truststore.location`, a PKCS12 trust store, and that setting.
+fn pkcs12_trusted(
+    props: Props<'_>,
+) -> Result<(Vec<CertificateDer<'static>>, &'static str), TlsSettingError> {
+    const LOCATION: &str = "ssl.truststore.location";
+    const PASSWORD: &str = "ssl.truststore.password";
+    for pem_only in ["ssl.ca.location", "ssl.truststore.certificates"] {
+        if props.get(pem_only).is_some() {
+            return Err(setting_error(
+                pem_only,
+                "is PEM; with ssl.truststore.type=PKCS12 the CAs come from ssl.truststore.location",
+            ));
+        }
+    }
+    let path = props.get(LOCATION).ok_or_else(|| {
+        setting_error(
+            LOCATION,
+            "ssl.truststore.type=PKCS12 needs the trust store file",
+        )
+    })?;
+    let password = props
+        .get(PASSWORD)
+        .ok_or_else(|| setting_error(PASSWORD, "a PKCS12 trust store is read with its password"))?;
+    let store = std::fs::read(path)
+        .map_err(|e| setting_error(LOCATION, format!("cannot read {path}: {e}")))?;
+    let certs = pkcs12_certificates(&store, password).map_err(|e| match e {
+        Pkcs12Error::WrongPassword => setting_error(PASSWORD, format!("for {LOCATION}: {e}")),
+        e => setting_error(LOCATION, e.to_string()),
+    })?;
+    Ok((certs, LOCATION))
+}
+
+/// The PEM text of the CA certificates, and the setting it came from.
+fn pem_trusted(props: Props<'_>) -> Result<(Vec<u8>, &'static str), TlsSettingError> {
     let get = |k: &str| props.get(k);
     let (pem, key) = match (
         get("ssl.ca.location").or(get("ssl.truststore.location")),
@@ -255,13 +435,7 @@ fn trusted(props: Props<'_>) -> Result<RootCertStore, TlsSettingError> {
             ))
         }
     };
-    let mut roots = RootCertStore::empty();
-    for cert in certificates(&pem).map_err(|e| setting_error(key, e.to_string()))? {
-        roots
-            .add(cert)
-            .map_err(|e| setting_error(key, format!("unusable CA certificate: {e}")))?;
-    }
-    Ok(roots)
+    Ok((pem, key))
 }
 
 /// A client certificate chain and key, and the setting the key came from.
@@ -272,8 +446,21 @@ type Identity = (
 );
 
 /// The client's certificate and key, when it has one (for `ssl.client.auth` on the broker).
-fn identity(props: Props<'_>) -> Result<Option<Identity>, TlsSettingError> {
+/// `ssl.keystore.location` is a PKCS12 store with `ssl.keystore.type=PKCS12`, or when the type
+/// is unset and `ssl.keystore.password` is set: librdkafka's keystore is always PKCS12, and a
+/// PEM store takes no store password in Kafka.
+fn identity(
+    props: Props<'_>,
+    kind: Option<StoreType>,
+) -> Result<Option<Identity>, TlsSettingError> {
     let get = |k: &str| props.get(k);
+    let pkcs12 = match kind {
+        Some(kind) => kind == StoreType::Pkcs12,
+        None => get("ssl.keystore.password").is_some(),
+    };
+    if pkcs12 && get("ssl.key.location").is_none() {
+        return pkcs12_identity_of(props);
+    }
     let read = |key: &'static str| -> Result<Option<Vec<u8>>, TlsSettingError> {
         get(key)
             .map(|path| {
@@ -324,6 +511,42 @@ fn identity(props: Props<'_>) -> Result<Option<Identity>, TlsSettingError> {
     })?;
     Ok(Some((chain, key, key_key)))
 }
+
+/// The client's chain and key from `ssl.keystore.location`, a PKCS12 key store, if set.
+fn pkcs12_identity_of(props: Props<'_>) -> Result<Option<Identity>, TlsSettingError> {
+    const LOCATION: &str = "ssl.keystore.location";
+    const PASSWORD: &str = "ssl.keystore.password";
+    for pem_only in ["ssl.keystore.key", "ssl.keystore.certificate.chain"] {
+        if props.get(pem_only).is_some() {
+            return Err(setting_error(
+                pem_only,
+                "is PEM; with ssl.keystore.type=PKCS12 the key comes from ssl.keystore.location",
+            ));
+        }
+    }
+    let Some(path) = props.get(LOCATION) else {
+        return Ok(None);
+    };
+    let password = props.get(PASSWORD).ok_or_else(|| {
+        setting_error(
+            PASSWORD,
+            "a PKCS12 key store (ssl.keystore.location) needs its password",
+        )
+    })?;
+    if props.get("ssl.key.password").is_some_and(|k| k != password) {
+        return Err(setting_error("ssl.key.password", PKCS12_KEY_PASSWORD));
+    }
+    let store = std::fs::read(path)
+        .map_err(|e| setting_error(LOCATION, format!("cannot read {path}: {e}")))?;
+    let (chain, key) = pkcs12_identity(&store, password).map_err(|e| match e {
+        Pkcs12Error::WrongPassword => setting_error(PASSWORD, format!("for {LOCATION}: {e}")),
+        e => setting_error(LOCATION, e.to_string()),
+    })?;
+    Ok(Some((chain, key, LOCATION)))
+}
+
+/// Why `ssl.key.password` is refused beside a PKCS12 key store's different password.
+pub const PKCS12_KEY_PASSWORD: &str = "differs from ssl.keystore.password: a PKCS12 key store's key is read with the store's password (keytool and openssl give both one password); leave it unset or set it to the same";
 
 /// Verifies brokers' certificates as webpki does, except their host names
 /// (`ssl.endpoint.identification.algorithm=` empty, as Kafka's clients allow).
@@ -443,3 +666,7 @@ mod tests {
         assert_eq!(certificates(b"").map(|_| ()), Err(PemError::NoCertificate));
     }
 }
+
+#[cfg(test)]
+#[path = "tls_pkcs12_tests.rs"]
+mod pkcs12_tests;

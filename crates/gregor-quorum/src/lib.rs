@@ -11,6 +11,7 @@ mod log_store;
 mod metadata_fetch;
 mod node;
 pub mod rpc;
+pub mod session;
 #[cfg(feature = "simulation")]
 pub mod simulation;
 mod state_machine;

@@ -25,7 +25,7 @@ use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tracing::debug;
+use tracing::{debug, info};
 
 pub use crate::metadata_fetch::{MetadataFetch, MetadataUpdate};
 use crate::{decode, encode, NodeId, Raft, TypeConfig, MAX_MESSAGE_BYTES};
@@ -152,7 +152,7 @@ pub async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(
     raft: Raft,
     forward: Arc<dyn ForwardHandler>,
 ) {
-    serve(stream, raft, None, forward).await
+    serve(stream, raft, None, forward, None).await
 }
 
 /// Serves one controller connection of a voter: Raft, forwarded requests and the metadata
@@ -162,8 +162,50 @@ pub async fn serve_controller_connection<S: AsyncRead + AsyncWrite + Unpin>(
     quorum: crate::QuorumHandle,
     forward: Arc<dyn ForwardHandler>,
 ) {
+    serve_controller_session(stream, quorum, forward, None).await
+}
+
+/// [`serve_controller_connection`] for a login whose session ends at `session_end`
+/// (`connections.max.reauth.ms`, KIP-368): the connection is closed then, between requests
+/// (a request being handled is answered first), and a request read after it is not served.
+pub async fn serve_controller_session<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    quorum: crate::QuorumHandle,
+    forward: Arc<dyn ForwardHandler>,
+    session_end: Option<tokio::time::Instant>,
+) {
     let raft = quorum.raft().clone();
-    serve(stream, raft, Some(quorum), forward).await
+    serve(stream, raft, Some(quorum), forward, session_end).await
+}
+
+/// The next request on a served connection, or `None` when it is to close: at a clean end of
+/// stream, on a frame that does not read, or once the session ends (`session_end`).
+pub async fn next_request<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    session_end: Option<tokio::time::Instant>,
+) -> Option<RpcRequest> {
+    let read = async {
+        match read_frame(stream).await {
+            Ok(r) => r,
+            Err(e) => {
+                debug!(error = %e, "closing controller connection");
+                None
+            }
+        }
+    };
+    let request = match session_end {
+        None => read.await,
+        Some(end) => tokio::select! {
+            r = read => r,
+            // Waiting for a request is the only place a session ends: nothing is half written.
+            _ = tokio::time::sleep_until(end) => None,
+        },
+    };
+    if !crate::session::open(session_end, tokio::time::Instant::now()) {
+        debug!("closing controller connection: its SASL session ended (connections.max.reauth.ms)");
+        return None;
+    }
+    request
 }
 
 async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
@@ -171,17 +213,10 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     raft: Raft,
     quorum: Option<crate::QuorumHandle>,
     forward: Arc<dyn ForwardHandler>,
+    session_end: Option<tokio::time::Instant>,
 ) {
     let mut heartbeats_from: Vec<i32> = Vec::new();
-    loop {
-        let request: RpcRequest = match read_frame(&mut stream).await {
-            Ok(Some(r)) => r,
-            Ok(None) => break,
-            Err(e) => {
-                debug!(error = %e, "closing controller connection");
-                break;
-            }
-        };
+    while let Some(request) = next_request(&mut stream, session_end).await {
         if let RpcRequest::Kafka {
             api_key,
             api_version,
@@ -233,6 +268,15 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
 pub trait Connector: Clone + Send + Sync + 'static {
     type Stream: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static;
     fn connect(&self, addr: &str) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+
+    /// A connection and how long its login's session lasts when the server gave a lifetime
+    /// (KIP-368's `session_lifetime_ms`; `None`: it does not end).
+    fn connect_session(
+        &self,
+        addr: &str,
+    ) -> impl Future<Output = io::Result<(Self::Stream, Option<Duration>)>> + Send {
+        async move { Ok((self.connect(addr).await?, None)) }
+    }
 }
 
 /// Plain TCP.
@@ -252,7 +296,7 @@ impl Connector for TcpConnector {
 pub struct RpcClient<C: Connector> {
     connector: C,
     addr: String,
-    stream: Option<C::Stream>,
+    stream: Option<Session<C::Stream>>,
 }
 
 impl<C: Connector> RpcClient<C> {
@@ -297,17 +341,164 @@ impl<C: Connector> RpcClient<C> {
     async fn call_on(
         connector: &C,
         addr: &str,
-        stream: &mut Option<C::Stream>,
+        stream: &mut Option<Session<C::Stream>>,
         request: &RpcRequest,
     ) -> io::Result<RpcResponse> {
-        if stream.is_none() {
-            *stream = Some(connector.connect(addr).await?);
-        }
-        let s = stream.as_mut().expect("connected just above");
-        write_frame(s, request).await?;
-        read_frame(s).await?.ok_or_else(|| {
+        Session::refresh(stream, connector, addr).await;
+        let s = match stream {
+            Some(s) => s,
+            None => stream.insert(Session::connect(connector, addr).await?),
+        };
+        write_frame(&mut s.stream, request).await?;
+        read_frame(&mut s.stream).await?.ok_or_else(|| {
             io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection")
         })
+    }
+}
+
+/// A connection to a controller listener and, when its login's session ends
+/// (`connections.max.reauth.ms`), what replaces it: a fresh login on a new connection, made
+/// in the background while this one serves (see [`crate::session`]).
+pub(crate) struct Session<S: Send + 'static> {
+    stream: S,
+    lifetime: Option<crate::session::Lifetime>,
+    /// The fresh login under way.
+    renewal: Option<Renewal<S>>,
+    /// Fresh logins refused in a row, and when to try again.
+    refused: u32,
+    retry_at: Option<tokio::time::Instant>,
+}
+
+/// A fresh login on its own task; aborted if the session it would replace is dropped first.
+struct Renewal<S: Send + 'static>(tokio::task::JoinHandle<io::Result<Session<S>>>);
+
+impl<S: Send + 'static> Drop for Renewal<S> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Refused fresh logins are told at INFO at most this often (per process).
+static REFUSED_RENEWALS: crate::session::Quiet =
+    crate::session::Quiet::new(Duration::from_secs(10));
+
+impl<S: Send + 'static> Session<S> {
+    /// A new connection, logged in; its session counted from before the login began.
+    async fn connect<C: Connector<Stream = S>>(connector: &C, addr: &str) -> io::Result<Self> {
+        let started = tokio::time::Instant::now();
+        let (stream, lasts) = connector.connect_session(addr).await?;
+        Ok(Session {
+            stream,
+            lifetime: lasts.map(|lasts| crate::session::Lifetime {
+                started,
+                lasts,
+                jitter: crate::session::jitter(),
+            }),
+            renewal: None,
+            refused: 0,
+            retry_at: None,
+        })
+    }
+
+    /// Makes `slot` hold a session fit for the next request, or nothing (a new connection is
+    /// then opened): a renewed session replaces the old one once its login is done, which
+    /// closes the old connection (idle: requests on a connection go one at a time); a
+    /// retired one without a renewal in time is dropped.
+    async fn refresh<C: Connector<Stream = S>>(slot: &mut Option<Self>, connector: &C, addr: &str) {
+        let Some(s) = slot else { return };
+        let now = tokio::time::Instant::now();
+        match crate::session::phase(s.lifetime.as_ref(), now) {
+            crate::session::Phase::Fresh => {}
+            crate::session::Phase::Renew => {
+                if let Some(renewed) = s.renewed(connector, addr, now) {
+                    *slot = Some(renewed);
+                }
+            }
+            crate::session::Phase::Retired => {
+                // A fresh login still under way is waited for rather than started again.
+                *slot = match s.renewal.take() {
+                    Some(mut r) => match (&mut r.0).await {
+                        Ok(Ok(renewed)) => Some(renewed),
+                        Ok(Err(e)) => {
+                            s.refused_renewal(addr, &e, now);
+                            None
+                        }
+                        Err(_) => None,
+                    },
+                    None => None,
+                };
+                if slot.is_none() {
+                    debug!(
+                        addr,
+                        "controller connection retired at the end of its SASL session"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The renewed session if its login is done; starts the login when none is under way.
+    fn renewed<C: Connector<Stream = S>>(
+        &mut self,
+        connector: &C,
+        addr: &str,
+        now: tokio::time::Instant,
+    ) -> Option<Self> {
+        let done = self.renewal.as_ref().is_some_and(|r| r.0.is_finished());
+        if done {
+            let mut r = self.renewal.take()?;
+            // Finished, so this does not wait.
+            match finished_output(&mut r.0) {
+                Some(Ok(Ok(renewed))) => {
+                    debug!(
+                        addr,
+                        "controller connection renewed with a fresh SASL login"
+                    );
+                    return Some(renewed);
+                }
+                Some(Ok(Err(e))) => self.refused_renewal(addr, &e, now),
+                _ => self.refused_renewal(addr, &"the login task ended", now),
+            }
+        }
+        let waiting = self.retry_at.is_some_and(|at| now < at);
+        if self.renewal.is_none() && !waiting {
+            let (connector, addr) = (connector.clone(), addr.to_string());
+            self.renewal = Some(Renewal(tokio::spawn(async move {
+                Session::connect(&connector, &addr).await
+            })));
+        }
+        None
+    }
+
+    fn refused_renewal(
+        &mut self,
+        addr: &str,
+        e: &dyn std::fmt::Display,
+        now: tokio::time::Instant,
+    ) {
+        self.refused = self.refused.saturating_add(1);
+        let retry = crate::session::retry_after(self.refused);
+        self.retry_at = Some(now + retry);
+        let left = self
+            .lifetime
+            .map(|l| l.retire_at().saturating_duration_since(now));
+        match REFUSED_RENEWALS.due(now) {
+            Some(held_back) => info!(addr, error = %e, ?retry, session_left = ?left, held_back,
+                "fresh controller login refused; retried while the current SASL session lasts"),
+            None => debug!(addr, error = %e, ?retry, "fresh controller login refused"),
+        }
+    }
+}
+
+/// The output of a finished task, without waiting.
+fn finished_output<T>(
+    handle: &mut tokio::task::JoinHandle<T>,
+) -> Option<Result<T, tokio::task::JoinError>> {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    match Pin::new(handle).poll(&mut cx) {
+        std::task::Poll::Ready(r) => Some(r),
+        std::task::Poll::Pending => None,
     }
 }
 
@@ -343,7 +534,7 @@ impl<S> PeerPool<S> {
 }
 
 type Pools<S> =
-    Arc<std::sync::Mutex<std::collections::BTreeMap<(NodeId, String), Arc<PeerPool<S>>>>>;
+    Arc<std::sync::Mutex<std::collections::BTreeMap<(NodeId, String), Arc<PeerPool<Session<S>>>>>>;
 
 /// openraft's network over [`RpcClient`]s. Each node reaches a voter at the address its own
 /// `controller.quorum.voters` gives (as Kafka's static voters work), falling back to the address
@@ -373,7 +564,7 @@ impl<C: Connector> Network<C> {
         }
     }
 
-    fn pool(&self, target: NodeId, addr: &str) -> Arc<PeerPool<C::Stream>> {
+    fn pool(&self, target: NodeId, addr: &str) -> Arc<PeerPool<Session<C::Stream>>> {
         self.pools
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -409,7 +600,7 @@ impl<C: Connector> RaftNetworkFactory<TypeConfig> for Network<C> {
 pub struct PeerConnection<C: Connector> {
     target: NodeId,
     node: BasicNode,
-    pool: Arc<PeerPool<C::Stream>>,
+    pool: Arc<PeerPool<Session<C::Stream>>>,
     client: RpcClient<C>,
 }
 

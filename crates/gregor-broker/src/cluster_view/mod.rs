@@ -237,8 +237,13 @@ impl ClusterView {
     /// nodes' metrics listeners.
     fn peer_tls(&self, settings: &StaticBrokerConfig) -> Result<&ClientTls, PeerError> {
         let made = self.peer_tls.get_or_init(|| {
-            crate::tls::inter_broker_client(settings, crate::metrics::auth::LISTENER_NAME)
-                .map_err(|e| {
+            crate::tls::PeerTls::from_settings(
+                settings,
+                crate::metrics::auth::LISTENER_NAME,
+                crate::tls::PeerRole::ConsolePeers,
+            )
+            .map(|peer| peer.current())
+            .map_err(|e| {
                     format!("listener.name.metrics.ssl.* (or ssl.*) as a client of other nodes' consoles: {e}")
                 })
         });

@@ -29,14 +29,25 @@ use crate::tls::ListenerTlsSet;
 /// Kafka's id of the BROKER config resource type.
 const BROKER: i8 = 4;
 
-/// The TLS of this node's client listeners, sharing what they serve.
+/// The TLS of this node's client listeners and controller listener, and of its connections to
+/// other brokers and to the controllers, sharing what they use.
 pub(crate) fn listener_tls(config: &BrokerConfig) -> ListenerTlsSet {
+    let security = &config.controller_tls;
+    let controller = security
+        .server_name
+        .as_deref()
+        .zip(security.server.as_ref());
     ListenerTlsSet::new(
         &config.settings,
         config
             .listeners
             .iter()
-            .filter_map(|l| Some((l.name.as_str(), l.tls.as_ref()?))),
+            .filter_map(|l| Some((l.name.as_str(), l.tls.as_ref()?)))
+            .chain(controller),
+        config
+            .inter_broker_tls
+            .iter()
+            .chain(config.controller_tls.client.iter()),
     )
 }
 

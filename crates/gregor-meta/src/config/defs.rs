@@ -271,25 +271,25 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "The listener other brokers replicate from (PLAINTEXT or SSL); by default the one named after security.inter.broker.protocol."),
     broker("security.inter.broker.protocol", String, Some("PLAINTEXT"), OneOf(SECURITY_PROTOCOLS), false,
         "Security protocol between brokers, naming the inter-broker listener; only one of this and inter.broker.listener.name may be set."),
-    // Kafka's default store type is JKS, which Gregor cannot read; PEM is the one it can.
+    // Kafka's default store type is JKS, which Gregor cannot read; PEM is its default.
     broker("ssl.keystore.type", String, Some("PEM"), Any, false,
-        "Format of the key store: PEM (JKS and PKCS12 are refused; convert them to PEM)."),
+        "Format of the key store: PEM or PKCS12 (with ssl.keystore.password); JKS is refused (convert it to PKCS12 with keytool -importkeystore)."),
     broker("ssl.keystore.location", String, None, Any, false,
-        "PEM file holding the listener's private key and its certificate chain."),
+        "The key store file: PEM with the listener's private key and its certificate chain, or a PKCS12 store holding one key and its chain."),
     broker("ssl.keystore.password", Password, None, Any, false,
-        "Store password; PEM key stores have none (set ssl.key.password for an encrypted key)."),
+        "Password of a PKCS12 key store (it opens the store and its key); PEM key stores have none (set ssl.key.password for an encrypted key)."),
     broker("ssl.keystore.certificate.chain", Password, None, Any, false,
         "The certificate chain in PEM, inline (with ssl.keystore.key)."),
     broker("ssl.keystore.key", Password, None, Any, false,
         "The private key in PEM (PKCS#8, encrypted or not), inline (with ssl.keystore.certificate.chain)."),
     broker("ssl.key.password", Password, None, Any, false,
-        "Password of an encrypted PKCS#8 private key."),
+        "Password of an encrypted PKCS#8 private key; with a PKCS12 key store, unset or the store's password."),
     broker("ssl.truststore.type", String, Some("PEM"), Any, false,
-        "Format of the trust store: PEM (JKS and PKCS12 are refused)."),
+        "Format of the trust store: PEM or PKCS12 (with ssl.truststore.password); JKS is refused (convert it to PKCS12 with keytool -importkeystore)."),
     broker("ssl.truststore.location", String, None, Any, false,
-        "PEM file of the CA certificates client certificates are verified against."),
+        "The trust store file (PEM or PKCS12): the CA certificates client certificates are verified against."),
     broker("ssl.truststore.password", Password, None, Any, false,
-        "Store password; PEM trust stores have none."),
+        "Password of a PKCS12 trust store (required to read one); PEM trust stores have none."),
     broker("ssl.truststore.certificates", Password, None, Any, false,
         "The trusted CA certificates in PEM, inline."),
     broker("ssl.client.auth", String, Some("none"), OneOf(SSL_CLIENT_AUTH), false,
@@ -600,6 +600,10 @@ pub fn listener_override_base(name: &str) -> Option<&str> {
     if base.starts_with("ssl.") || (base.starts_with("sasl.") && base != "sasl.jaas.config") {
         return Some(base);
     }
+    // A SASL listener's session lifetime (KIP-368), as Kafka reads it per listener.
+    if base == "connections.max.reauth.ms" {
+        return Some(base);
+    }
     // The JAAS line of one mechanism: `<mechanism>.sasl.jaas.config`.
     // OAUTHBEARER's validator settings and callback handler may be given per mechanism too.
     let (mechanism, rest) = base.split_once('.')?;
@@ -660,6 +664,14 @@ mod tests {
             None
         );
         assert!(broker_config("listener.name.ssl.num.partitions").is_none());
+        assert_eq!(
+            listener_override_base("listener.name.controller.connections.max.reauth.ms"),
+            Some("connections.max.reauth.ms")
+        );
+        assert!(
+            parse_broker_config("listener.name.controller.connections.max.reauth.ms", "-1")
+                .is_err()
+        );
     }
 
     #[test]
