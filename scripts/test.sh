@@ -3,7 +3,7 @@
 # it is missing (kcat, and headless Chromium for the console tests, from Debian's packages;
 # confluent-kafka, kafka-python and pytest from PyPI, pinned in e2e/requirements.txt; kafkajs
 # with npm, pinned in e2e/package-lock.json; a C/C++
-# toolchain, pkg-config and the zlib / OpenSSL / zstd headers that librdkafka's test subset is
+# toolchain, pkg-config, the openssl command and the zlib / OpenSSL / zstd headers that librdkafka's test subset is
 # built with, crates/gregor-cli/tests/librdkafka_compat.rs), then runs `cargo test --workspace`.
 # Extra arguments go to cargo test.
 set -euo pipefail
@@ -23,6 +23,8 @@ for tool in gcc g++ make; do
   command -v "$tool" >/dev/null 2>&1 || { missing+=(build-essential); break; }
 done
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+# The PKCS12 store tests (gregor-client, gregor-broker, e2e/test_pkcs12.py) make stores with it.
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 for lib in zlib:zlib1g-dev libssl:libssl-dev libzstd:libzstd-dev; do
   if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists "${lib%%:*}"; then
     missing+=("${lib#*:}")
