@@ -321,12 +321,14 @@ def test_controller_sessions_end_and_are_renewed_without_disturbing_the_quorum(t
         # Node 3's password changes to one it does not know: its fresh logins are refused,
         # and its connections close when their sessions end.
         set_scram_password(n0, "node3", CHANGED_PW)
-        wait_until(lambda: logged(n3, "fresh controller login refused"), 2 * lifetime + 5,
-                   "node 3 to log the refused login")
-        wait_until(lambda: not controller_connections(n3, voters), 2 * lifetime + 5,
+        # Node 3 renews in the background only when a call falls in the last tenth of its
+        # session; with a 3 s session and heartbeats every 2 s it often just reconnects once
+        # the session is over. Either way a voter refuses the login.
+        wait_until(lambda: any(logged(v, "closing controller connection: SASL authentication failed")
+                               for v in voters), 2 * lifetime + 10,
+                   "a voter to refuse node 3's login")
+        wait_until(lambda: not controller_connections(n3, voters), 2 * lifetime + 10,
                    "node 3's controller connections to close")
-        assert any(logged(v, "closing controller connection: SASL authentication failed")
-                   for v in voters)
         assert n0.active_controller_id() == active.node_id
         assert [raft_vote(v) for v in voters] == votes, "the quorum undisturbed"
 
