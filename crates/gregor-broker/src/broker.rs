@@ -566,7 +566,7 @@ impl Broker {
         }
         let result = self
             .metadata
-            .submit(|c| gregor_meta::ControllerResult {
+            .submit_unconfirmed(|c| gregor_meta::ControllerResult {
                 records: c.rebalance_leaders(),
                 response: (),
             })
@@ -587,7 +587,7 @@ impl Broker {
         }
         let result = self
             .metadata
-            .submit(|c| gregor_meta::ControllerResult {
+            .submit_unconfirmed(|c| gregor_meta::ControllerResult {
                 records: c.tick(now_ms()),
                 response: (),
             })

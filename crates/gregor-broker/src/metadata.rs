@@ -395,6 +395,22 @@ impl MetadataManager {
         }
     }
 
+    /// [`MetadataManager::submit`] for heartbeats and the controller's periodic checks: an
+    /// answer that writes no records is not held for a quorum round confirming this node
+    /// still leads ([`gregor_quorum::Quorum::write_unconfirmed`]).
+    pub async fn submit_unconfirmed<T>(
+        &self,
+        op: impl FnOnce(&mut Controller) -> ControllerResult<T>,
+    ) -> Result<T, MetadataError> {
+        match &self.member {
+            Member::Voter(q) => {
+                let (response, _) = q.write_unconfirmed(CONTROLLER_WRITE_TIMEOUT, op).await?;
+                Ok(response)
+            }
+            Member::Observer(_) => Err(MetadataError::NotController),
+        }
+    }
+
     /// Renews a broker's heartbeat session on this controller as the heartbeat arrives
     /// ([`gregor_meta::Controller::renew_session`]); nothing on an observer.
     pub fn renew_session(&self, broker_id: i32, broker_epoch: i64, now_ms: i64) {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use gregor_log::{Disk, FaultInjector};
 use gregor_meta::config::StaticBrokerConfig;
 use gregor_meta::{Controller, ControllerResult, MetadataImage, MetadataRecord};
-use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
 use openraft::network::RaftNetworkFactory;
 use openraft::{BasicNode, CommittedLeaderId, Membership, SnapshotPolicy};
 use tokio::sync::{mpsc, watch};
@@ -289,9 +289,36 @@ impl Quorum {
     /// quorum and applied (here and, as they learn of it, on every node) before this returns.
     /// Operations run one at a time, each against the image with every earlier one applied.
     /// Returns the response and the applied index after the write.
+    ///
+    /// An operation that writes no records (a refusal, a no-op) is answered only once a quorum
+    /// round has confirmed, after the decision, that this node still leads: a deposed leader
+    /// that has not heard of its successor would otherwise answer from an image the cluster
+    /// has moved past (an "unknown topic" for a topic the new leader created; gregor-sim's
+    /// `wrong-answer`).
     pub async fn write<T>(
         &self,
         timeout: Duration,
+        op: impl FnOnce(&mut Controller) -> ControllerResult<T>,
+    ) -> Result<(T, u64), WriteError> {
+        self.write_with(timeout, true, op).await
+    }
+
+    /// [`Quorum::write`] without the leadership confirmation for an operation that writes no
+    /// records: for broker heartbeats and the controller's periodic checks, whose no-op answers
+    /// depend on nothing another controller could have changed since this one led, and which
+    /// must not wait for a quorum round (a slow follower would delay every heartbeat).
+    pub async fn write_unconfirmed<T>(
+        &self,
+        timeout: Duration,
+        op: impl FnOnce(&mut Controller) -> ControllerResult<T>,
+    ) -> Result<(T, u64), WriteError> {
+        self.write_with(timeout, false, op).await
+    }
+
+    async fn write_with<T>(
+        &self,
+        timeout: Duration,
+        confirm: bool,
         op: impl FnOnce(&mut Controller) -> ControllerResult<T>,
     ) -> Result<(T, u64), WriteError> {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -316,6 +343,9 @@ impl Quorum {
             result
         };
         if records.is_empty() {
+            if confirm && !unconfirmed_planted() {
+                self.confirm_leadership(deadline).await?;
+            }
             return Ok((response, self.applied_index()));
         }
         let batch = MetadataBatch {
@@ -389,6 +419,31 @@ impl Quorum {
         Ok(())
     }
 
+    /// Waits until a quorum round confirms this node still leads (openraft's
+    /// `ensure_linearizable`), retrying rounds that found no quorum in time until `deadline`.
+    /// The caller holds the write lock and has applied its whole log, so nothing it decided on
+    /// can be older than what the confirmed leader has committed.
+    async fn confirm_leadership(&self, deadline: tokio::time::Instant) -> Result<(), WriteError> {
+        loop {
+            let round = tokio::time::timeout_at(deadline, self.raft.ensure_linearizable());
+            match round.await {
+                Err(_) => return Err(WriteError::Timeout),
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
+                    return Err(WriteError::NotController {
+                        leader: f.leader_id,
+                    })
+                }
+                Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))) => {
+                    // Not refuted, not confirmed: the next round may reach a quorum. A short
+                    // pause keeps a round that fails at once from spinning.
+                    tokio::time::sleep(self.heartbeat.min(Duration::from_millis(50))).await;
+                }
+                Ok(Err(RaftError::Fatal(e))) => return Err(WriteError::Unavailable(e.to_string())),
+            }
+        }
+    }
+
     /// Stops Raft, then closes the metadata log cleanly: the next start skips its recovery.
     pub async fn shutdown(&self) {
         self.snapshots.abort();
@@ -399,6 +454,18 @@ impl Quorum {
         if let Err(e) = self.log.close() {
             warn!(error = %e, "metadata log not closed cleanly");
         }
+    }
+}
+
+/// Whether the simulation planted [`crate::simulation::PlantedBug::DecideUnconfirmed`].
+fn unconfirmed_planted() -> bool {
+    #[cfg(feature = "simulation")]
+    {
+        crate::simulation::planted(crate::simulation::PlantedBug::DecideUnconfirmed)
+    }
+    #[cfg(not(feature = "simulation"))]
+    {
+        false
     }
 }
 

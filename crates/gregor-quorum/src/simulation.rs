@@ -18,6 +18,10 @@ pub enum PlantedBug {
     /// its encoding): a node that restarts from it, or installs it from its leader, counts
     /// them from 0 again, while its peers go on from where they were.
     SnapshotWithoutEpochs,
+    /// The active controller answers an operation that writes no records from its own image
+    /// without confirming it still leads: a deposed leader answers from an image the cluster
+    /// has moved past.
+    DecideUnconfirmed,
 }
 
 thread_local! {

@@ -35,6 +35,19 @@ fn is_code(r: &Result<impl Sized, String>, code: &str) -> bool {
     matches!(r, Err(c) if c == code)
 }
 
+const UNKNOWN_TOPIC: &str = "UnknownTopicOrPartition";
+
+/// A determinate "unknown topic" for a topic whose creation was acknowledged before this
+/// operation was sent (the workload is one client: operations do not overlap) and that nothing
+/// deleted since: a controller answered from an image that no longer was the cluster's, as a
+/// deposed one that decides without confirming its leadership does.
+fn stale_unknown(id: usize, what: &str, name: &str, created_by: usize) -> Violation {
+    Violation::new(
+        Property::WrongAnswer,
+        format!("op{id} {what} {name}: UnknownTopicOrPartition, but op{created_by} created it (acknowledged) and nothing deleted it"),
+    )
+}
+
 /// Checks the acknowledged operations against one node's final image.
 pub fn check_acked(ops: &[OpRecord], node: usize, image: &MetadataImage) -> Vec<Violation> {
     let mut out = Vec::new();
@@ -46,8 +59,13 @@ pub fn check_acked(ops: &[OpRecord], node: usize, image: &MetadataImage) -> Vec<
                 topics.insert(name, expect_created(rec, name, reply, &mut out));
             }
             (Op::CreatePartitions { name, count }, reply) => {
-                if let Some(Expect::Present { min, max, .. }) = topics.get_mut(name.as_str()) {
+                if let Some(Expect::Present { min, max, op, .. }) = topics.get_mut(name.as_str()) {
                     match reply {
+                        Some(Reply::Partitions(r))
+                            if is_code(r, UNKNOWN_TOPIC) && !rec.indeterminate =>
+                        {
+                            out.push(stale_unknown(rec.id, "add partitions to", name, *op));
+                        }
                         Some(Reply::Partitions(Ok(()))) => {
                             *min = (*min).max(*count);
                             *max = (*max).max(*count);
@@ -128,8 +146,14 @@ fn expect_deleted(
             }
             Expect::Absent { op: rec.id }
         }
-        Some(Reply::Deleted(r)) if is_code(r, "UnknownTopicOrPartition") && rec.indeterminate => {
+        Some(Reply::Deleted(r)) if is_code(r, UNKNOWN_TOPIC) && rec.indeterminate => {
             Expect::Absent { op: rec.id }
+        }
+        Some(Reply::Deleted(r)) if is_code(r, UNKNOWN_TOPIC) => {
+            if let Some(Expect::Present { op, .. }) = topics.get(name) {
+                out.push(stale_unknown(rec.id, "delete", name, *op));
+            }
+            topics.get(name).cloned().unwrap_or(Expect::Unknown)
         }
         Some(Reply::Deleted(Err(_))) if !rec.indeterminate => {
             topics.get(name).cloned().unwrap_or(Expect::Unknown)

@@ -42,7 +42,7 @@ struct Args {
     /// retry-timed-out-write, or (with --replication) hw-max, truncate-to-hw, isr-shrink-early,
     /// skip-follower-fsync, probe-fences-live, restamp-epoch, read-uncommitted,
     /// follower-forgets-producers, election-keeps-epoch, reuse-value-buffer,
-    /// stale-fetch-position, (with
+    /// stale-fetch-position, decide-unconfirmed, (with
     /// --replication --groups) stale-sync, replay-keeps-first-commit, fetch-past-commit,
     /// drop-last-record, (with --replication --topic-admin) keep-stray-logs, (with
     /// --replication --acls) ack-acl-unapplied, (with --replication --quotas)

@@ -151,10 +151,18 @@ impl SimForward {
         let retry = self.bug == Some(PlantedBug::RetryTimedOutWrite);
         let first = op.clone();
         let timeout = if retry { SHORT_TIMEOUT } else { WRITE_TIMEOUT };
-        let mut result = self
-            .quorum
-            .write(timeout, move |c| first.apply(c, now))
-            .await;
+        // As a broker does: heartbeats and the periodic tick are answered without a quorum
+        // round confirming the leadership; every other no-op answer waits for one.
+        let mut result = if matches!(op, Op::Heartbeat { .. } | Op::Tick) {
+            let write = self
+                .quorum
+                .write_unconfirmed(timeout, move |c| first.apply(c, now));
+            write.await
+        } else {
+            self.quorum
+                .write(timeout, move |c| first.apply(c, now))
+                .await
+        };
         if retry && matches!(result, Err(WriteError::Timeout)) {
             // Planted bug: a retry hides the timeout from the client, though the first attempt
             // may still commit; a creation that did is then refused as a duplicate.

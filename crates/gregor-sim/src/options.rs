@@ -95,11 +95,17 @@ pub enum PlantedBug {
     /// of its own and commits records the new leader never had (found by
     /// `offset-holds-two-records`, seed 1328 with every flag).
     FetchPositionPastEpoch,
+    /// The active controller answers an operation that writes no records from its own image
+    /// without a quorum round confirming it still leads (gregor-quorum's `simulation`): a
+    /// deposed leader cut off from the others acknowledges a change as a no-op that the new
+    /// leader's history never saw (found by `acked-write-lost`, seed 1467 with every flag: a
+    /// quota removal).
+    DecideUnconfirmed,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 24] = [
+    pub const ALL: [(&'static str, PlantedBug); 25] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
@@ -130,6 +136,7 @@ impl PlantedBug {
         ("ack-acl-unapplied", PlantedBug::AclAckBeforeApplied),
         ("ack-quota-unapplied", PlantedBug::QuotaAckBeforeApplied),
         ("stale-fetch-position", PlantedBug::FetchPositionPastEpoch),
+        ("decide-unconfirmed", PlantedBug::DecideUnconfirmed),
     ];
 
     /// The bug as gregor-quorum's or gregor-client's `simulation` feature plants it, if it
@@ -141,6 +148,7 @@ impl PlantedBug {
             PlantedBug::ReloadStaleSnapshot => Some(Quorum::ReloadStaleSnapshot),
             PlantedBug::CommittedIsLogEnd => Some(Quorum::CommittedIsLogEnd),
             PlantedBug::SnapshotWithoutEpochs => Some(Quorum::SnapshotWithoutEpochs),
+            PlantedBug::DecideUnconfirmed => Some(Quorum::DecideUnconfirmed),
             _ => None,
         });
         gregor_client::simulation::plant_on_this_thread(match self {

@@ -423,7 +423,11 @@ pub async fn broker_heartbeat(
     };
     let now = crate::runtime::now_ms();
     b.metadata.renew_session(hb.broker_id, hb.broker_epoch, now);
-    match b.metadata.submit(|c| c.broker_heartbeat(&hb, now)).await {
+    match b
+        .metadata
+        .submit_unconfirmed(|c| c.broker_heartbeat(&hb, now))
+        .await
+    {
         Ok(Ok(reply)) => {
             resp.is_caught_up = caught_up;
             resp.is_fenced = reply.is_fenced;
