@@ -705,7 +705,7 @@ impl Log {
         }
         disk.rename(&cleaned, &swap).at(&swap)?;
         disk.sync_dir(&self.dir)?;
-        let old = g.segments.remove(&s.base).expect("checked above");
+        let mut old = g.segments.remove(&s.base).expect("checked above");
         if seg.size == 0 {
             // The .swap goes first: a crash before the original is retired keeps it whole.
             disk.remove_file(&swap).at(&swap)?;
@@ -713,8 +713,19 @@ impl Log {
             disk.sync_dir(&self.dir)?;
             return Ok(());
         }
-        // The original's files (its stale indexes too) are retired like a deleted segment's;
-        // a crash from here on leaves the .swap, which open completes.
+        // The compacted copy keeps the original's aborted-transaction index, file and all:
+        // control batches survive compaction, so it holds every marker the entries name, and
+        // the file never leaves its name (a crash anywhere in the swap keeps it).
+        seg.txn_index = old.txn_index.take();
+        debug_assert!(
+            seg.txn_index
+                .entries()
+                .last()
+                .is_none_or(|e| e.last_offset < seg.next_offset),
+            "compaction dropped an abort marker"
+        );
+        // The original's other files (its stale indexes too) are retired like a deleted
+        // segment's; a crash from here on leaves the .swap, which open completes.
         self.retire_segment(&mut g, &old, Some(now_ms))?;
         disk.sync_dir(&self.dir)?;
         disk.rename(&swap, &old.log_path()).at(&old.log_path())?;

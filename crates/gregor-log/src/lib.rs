@@ -22,6 +22,7 @@ mod retire;
 mod segment;
 mod sync;
 pub mod txn;
+mod txn_index;
 mod validate;
 
 pub use cleaner::{CompactionStats, RetentionStats, DEFAULT_MAP_BUDGET};

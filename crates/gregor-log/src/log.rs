@@ -18,6 +18,7 @@ use crate::prepare::{prepare, Prepared};
 use crate::retire::{self, RetiredFiles};
 use crate::segment::Segment;
 use crate::sync::{GroupCommit, LogStats};
+use crate::txn::AbortedTxn;
 
 pub(crate) use crate::sync::lock;
 
@@ -285,7 +286,39 @@ impl Log {
         now_ms: i64,
     ) -> Result<(AppendInfo, DurableToken)> {
         let config = self.config();
-        let mut p = prepare(records, &config, Origin::Leader, now_ms)?;
+        let p = prepare(records, &config, Origin::Leader, now_ms)?;
+        self.append_prepared_as_leader(p, &config, leader_epoch, now_ms)
+    }
+
+    /// Appends one commit or abort marker (a control batch the broker built for a transaction
+    /// coordinator, see [`crate::txn::marker_batch`]) as the leader: validated as a copy is
+    /// (producers may not send control batches), then placed like a producer's batch. Returns
+    /// as [`Log::append_as_leader_deferred`] does.
+    pub fn append_marker_as_leader_deferred(
+        &self,
+        batch: &[u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<(AppendInfo, DurableToken)> {
+        let one_control = BatchHeader::parse(batch)
+            .is_some_and(|h| h.is_control() && h.size() == batch.len() && h.record_count == 1);
+        if !one_control {
+            return Err(LogError::InvalidRecord(
+                "a marker is exactly one control batch of one record".into(),
+            ));
+        }
+        let config = self.config();
+        let p = prepare(batch, &config, Origin::Follower, now_ms)?;
+        self.append_prepared_as_leader(p, &config, leader_epoch, now_ms)
+    }
+
+    fn append_prepared_as_leader(
+        &self,
+        mut p: Prepared<'_>,
+        config: &LogConfig,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<(AppendInfo, DurableToken)> {
         let mut g = lock(&self.inner);
         self.check_writable(&g)?;
         let mut next = g.log_end_offset();
@@ -451,6 +484,7 @@ impl Log {
         let disk = self.disk.clone();
         let a = g.active_mut();
         a.write_indexes(&disk)?;
+        a.sync_txn_index(&disk)?;
         a.release_reservation(&disk)?;
         // The old segment is synced by the next group commit (or flush), not here under the
         // lock: until then the recovery point stays below it.
@@ -696,6 +730,7 @@ impl Log {
             if seg.indexes_dirty {
                 seg.write_indexes(&disk)?;
             }
+            seg.sync_txn_index(&disk)?;
         }
         let active = g.active_mut();
         active.release_reservation(&disk)?;
@@ -720,6 +755,102 @@ impl Log {
             checkpoint::write_offset(&self.disk, &self.dir, name, value)?;
         }
         checkpoint::write_epochs(&self.disk, &self.dir, g.epochs.entries())
+    }
+}
+
+/// The aborted-transaction index (`.txnindex` per segment): the broker hands each aborted
+/// transaction's entry over when it appends (or replays at recovery) the abort marker.
+impl Log {
+    /// Appends `entry` to the aborted-transaction index of the segment holding its marker
+    /// (`entry.last_offset`). Written, not synced: see [`Log::sync_txn_indexes`]. Refused
+    /// (nothing written) when the marker lies outside the log or in no segment's batches, when
+    /// the entry is not after the last one appended, or when its span is not one.
+    pub fn append_aborted_txn(&self, entry: AbortedTxn) -> Result<()> {
+        let mut g = lock(&self.inner);
+        self.check_writable(&g)?;
+        let (start, end) = (g.log_start_offset, g.log_end_offset());
+        let at = entry.last_offset;
+        if at < start || at >= end {
+            return Err(LogError::OffsetOutOfRange {
+                offset: at,
+                log_start_offset: start,
+                log_end_offset: end,
+            });
+        }
+        if entry.first_offset < 0 || entry.first_offset > at {
+            return Err(LogError::InvalidArgument(format!(
+                "aborted transaction spans [{}, {at}]",
+                entry.first_offset
+            )));
+        }
+        let last = g
+            .segments
+            .values()
+            .rev()
+            .find_map(|s| s.txn_index.entries().last());
+        if let Some(last) = last.filter(|l| l.last_offset >= at) {
+            return Err(LogError::InvalidArgument(format!(
+                "aborted transaction ending at {at} is not after the last one, ending at {}",
+                last.last_offset
+            )));
+        }
+        let disk = self.disk.clone();
+        match g.segments.range_mut(..=at).next_back() {
+            Some((_, seg)) if at < seg.next_offset => seg.txn_index.append(entry, &disk),
+            _ => Err(LogError::InvalidArgument(format!(
+                "no batch at offset {at} for an abort marker"
+            ))),
+        }
+    }
+
+    /// Makes every aborted-transaction entry appended so far durable: syncs each index file
+    /// written since its last sync, and the directory if one of them is new. The broker calls
+    /// it before it writes a producer-state snapshot at offset X, so that the entries of every
+    /// marker below X are durable whenever that snapshot is. Under the log's lock (appends
+    /// wait): usually nothing or one small file to sync. A closed log has synced them all.
+    pub fn sync_txn_indexes(&self) -> Result<()> {
+        let mut g = lock(&self.inner);
+        if g.offline {
+            return Err(LogError::Offline(self.dir.clone()));
+        }
+        let mut new_name = false;
+        let mut failure = None;
+        for seg in g.segments.values_mut() {
+            match seg.txn_index.sync(&self.disk) {
+                Ok(new) => new_name |= new,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        if failure.is_none() && new_name {
+            match self.disk.sync_dir(&self.dir) {
+                Ok(()) => g
+                    .segments
+                    .values_mut()
+                    .for_each(|s| s.txn_index.name_synced()),
+                Err(e) => failure = Some(e),
+            }
+        }
+        // As for data: after a failed sync the page cache cannot be trusted.
+        failure.map_or(Ok(()), |e| {
+            g.offline = true;
+            Err(e)
+        })
+    }
+
+    /// Removes, durably, every aborted-transaction entry whose marker is at or after `offset`
+    /// in every segment (the broker replays its producer state from there: at recovery from
+    /// its snapshot, after a truncation).
+    pub fn truncate_aborted_txns_from(&self, offset: i64) -> Result<()> {
+        let mut g = lock(&self.inner);
+        self.check_writable(&g)?;
+        let disk = self.disk.clone();
+        for seg in g.segments.values_mut() {
+            seg.txn_index.truncate_from(offset, &disk)?;
+        }
+        Ok(())
     }
 }
 

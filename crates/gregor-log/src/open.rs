@@ -14,7 +14,7 @@ use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, Result};
 use crate::log::Checkpointed;
 use crate::log::{Inner, Log};
-use crate::segment::{file_name, parse_name, Segment, CLEANED, DELETED, SWAP};
+use crate::segment::{file_name, parse_name, Segment, CLEANED, DELETED, SWAP, TXN_INDEX};
 use crate::sync::GroupCommit;
 
 /// Read a checkpoint, treating a corrupt one as missing (recovery then does more work).
@@ -138,6 +138,7 @@ fn tidy_dir(dir: &Path, disk: &Disk) -> Result<Vec<i64>> {
                 .at(&path)?;
             disk.remove_if_exists(&dir.join(file_name(base, ".index")))?;
             disk.remove_if_exists(&dir.join(file_name(base, ".timeindex")))?;
+            // The `.txnindex` stays: compaction hands it to the compacted copy unchanged.
             bases.push(base);
         } else if let Some(base) = parse_name(name, ".log") {
             bases.push(base);
@@ -148,6 +149,7 @@ fn tidy_dir(dir: &Path, disk: &Disk) -> Result<Vec<i64>> {
     for name in &names {
         let orphan = parse_name(name, ".index")
             .or_else(|| parse_name(name, ".timeindex"))
+            .or_else(|| parse_name(name, TXN_INDEX))
             .is_some_and(|b| bases.binary_search(&b).is_err());
         if orphan {
             disk.remove_if_exists(&dir.join(name))?;
@@ -249,7 +251,7 @@ fn load_segments(
 /// Deletes the files of the segments at `bases`.
 fn remove_segment_files(dir: &Path, bases: &[i64], disk: &Disk) -> Result<()> {
     for &b in bases {
-        for s in [".log", ".index", ".timeindex"] {
+        for s in [".log", ".index", ".timeindex", TXN_INDEX] {
             disk.remove_if_exists(&dir.join(file_name(b, s)))?;
         }
     }

@@ -10,6 +10,7 @@ use crate::batch::BatchHeader;
 use crate::error::{IoContext, LogError, Result};
 use crate::log::{lock, Log};
 use crate::segment::{scan_with, Segment, Wait};
+use crate::txn::AbortedTxn;
 
 /// Whole batches read from the log, as stored (never re-encoded).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,6 +277,37 @@ impl Log {
             }
         }
         Ok((result, bound, None))
+    }
+
+    /// The aborted transactions a read_committed fetch of `[fetch_offset, upper_bound)` must
+    /// be told of: every entry of the aborted-transaction index whose last offset is
+    /// `>= fetch_offset` and whose first offset is `< upper_bound`, in index order. Pass the
+    /// offset after the batches returned as `upper_bound`. No I/O: the indexes are in memory.
+    ///
+    /// The search starts at the segment holding `fetch_offset` (an entry lives in its
+    /// marker's segment, so no earlier one can reach the range) and goes on, as Kafka's does,
+    /// until an entry whose last stable offset is `>= upper_bound` shows that no later
+    /// transaction began below the bound. A transaction that began in the range may end in a
+    /// later segment, so the scan does not stop at the bound. The answer is bounded by the
+    /// range: one entry per abort marker in it, plus one per producer whose transaction was
+    /// open across `upper_bound`.
+    pub fn aborted_transactions(&self, fetch_offset: i64, upper_bound: i64) -> Vec<AbortedTxn> {
+        let mut out = Vec::new();
+        if upper_bound <= fetch_offset {
+            return out;
+        }
+        let g = lock(&self.inner);
+        let start_key = g
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map_or(i64::MIN, |(k, _)| *k);
+        for seg in g.segments.range(start_key..).map(|(_, s)| s) {
+            if seg.txn_index.collect(fetch_offset, upper_bound, &mut out) {
+                break;
+            }
+        }
+        out
     }
 
     /// ListOffsets.

@@ -1,5 +1,6 @@
 //! One segment: `<base>.log` with its in-memory sparse indexes (written to `<base>.index` and
-//! `<base>.timeindex` when the segment is rolled or the log closed).
+//! `<base>.timeindex` when the segment is rolled or the log closed) and its aborted-transaction
+//! index (`<base>.txnindex`, see `txn_index.rs`).
 
 use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
@@ -12,6 +13,7 @@ use crate::batch::{BatchHeader, HEADER_LEN, LOG_OVERHEAD};
 use crate::disk::Disk;
 use crate::error::{IoContext, LogError, Result};
 use crate::index::{OffsetIndex, TimeIndex};
+use crate::txn_index::TxnIndex;
 use crate::validate::{self, RecordStream};
 
 /// Read granularity of validating scans (whole batches).
@@ -23,6 +25,8 @@ const HEADER_CHUNK: usize = 4096;
 pub(crate) const CLEANED: &str = ".log.cleaned";
 /// Suffix of a compacted segment ready to replace its original.
 pub(crate) const SWAP: &str = ".log.swap";
+/// Suffix of a segment's aborted-transaction index.
+pub(crate) const TXN_INDEX: &str = ".txnindex";
 /// Suffix added to a removed segment's files until `file.delete.delay.ms` has passed (Kafka's
 /// marker); a file left with it by a stop is removed when the log opens.
 pub(crate) const DELETED: &str = ".deleted";
@@ -256,6 +260,8 @@ pub(crate) struct Segment {
     pub offset_of_max_ts: i64,
     pub offset_index: OffsetIndex,
     pub time_index: TimeIndex,
+    /// The aborted transactions whose markers this segment holds.
+    pub txn_index: TxnIndex,
     bytes_since_index: u64,
     /// Max timestamp of the first batch: what `segment.ms` is measured from.
     pub rolling_ts: Option<i64>,
@@ -287,6 +293,9 @@ impl Segment {
     pub fn time_index_path(&self) -> PathBuf {
         self.dir.join(file_name(self.base, ".timeindex"))
     }
+    pub fn txn_index_path(&self) -> PathBuf {
+        self.dir.join(file_name(self.base, TXN_INDEX))
+    }
 
     fn empty(dir: &Path, base: i64, file: File, now_ms: i64, id: u64) -> Segment {
         Segment {
@@ -299,6 +308,7 @@ impl Segment {
             offset_of_max_ts: base - 1,
             offset_index: OffsetIndex::default(),
             time_index: TimeIndex::default(),
+            txn_index: TxnIndex::new(dir.join(file_name(base, TXN_INDEX))),
             bytes_since_index: 0,
             rolling_ts: None,
             created_ms: now_ms,
@@ -340,7 +350,7 @@ impl Segment {
     pub fn create(dir: &Path, base: i64, now_ms: i64, id: u64, disk: &Disk) -> Result<Segment> {
         let path = dir.join(file_name(base, ".log"));
         let file = disk.create_file(&path).at(&path)?;
-        for suffix in [".index", ".timeindex"] {
+        for suffix in [".index", ".timeindex", TXN_INDEX] {
             disk.remove_if_exists(&dir.join(file_name(base, suffix)))?;
         }
         Ok(Segment::empty(dir, base, file, now_ms, id))
@@ -349,8 +359,25 @@ impl Segment {
     /// Open an existing segment file. With `trusted`, load the index files (sanity checked) and
     /// scan only the tail after the last index entry; otherwise (or if an index is missing or
     /// corrupt) validate every batch and rebuild the indexes, truncating at the first invalid
-    /// byte. Returns the segment and whether it was truncated.
+    /// byte. Returns the segment and whether it was truncated. Its aborted-transaction index is
+    /// loaded last, against the batches that remain.
     pub fn open(
+        dir: &Path,
+        base: i64,
+        trusted: bool,
+        index_interval: u64,
+        now_ms: i64,
+        id: u64,
+        disk: &Disk,
+    ) -> Result<(Segment, bool)> {
+        let (mut seg, truncated) =
+            Segment::open_data(dir, base, trusted, index_interval, now_ms, id, disk)?;
+        let path = seg.txn_index_path();
+        seg.txn_index = TxnIndex::load(path, base, seg.next_offset, seg.size, disk)?;
+        Ok((seg, truncated))
+    }
+
+    fn open_data(
         dir: &Path,
         base: i64,
         trusted: bool,
@@ -710,8 +737,10 @@ impl Segment {
     }
 
     /// Remove every batch whose last offset is `>= offset` (Kafka truncates whole batches).
-    /// Returns whether anything was removed.
+    /// Returns whether anything was removed. Aborted-transaction entries of the removed range
+    /// go too.
     pub fn truncate_to(&mut self, offset: i64, disk: &Disk) -> Result<bool> {
+        self.txn_index.truncate_from(offset, disk)?;
         let Some((pos, _)) = self.translate(offset)? else {
             return Ok(false);
         };
@@ -731,10 +760,29 @@ impl Segment {
         Ok(true)
     }
 
+    /// The segment's files (some may not exist: indexes are written at a roll or a close, the
+    /// aborted-transaction index only for a segment with aborted transactions).
+    fn file_paths(&self) -> Vec<PathBuf> {
+        let mut paths = vec![self.log_path(), self.index_path(), self.time_index_path()];
+        if self.txn_index.owns_file() {
+            paths.push(self.txn_index_path());
+        }
+        paths
+    }
+
     /// Delete the segment's files.
     pub fn delete_files(&self, disk: &Disk) -> Result<()> {
-        for p in [self.log_path(), self.index_path(), self.time_index_path()] {
+        for p in self.file_paths() {
             disk.remove_if_exists(&p)?;
+        }
+        Ok(())
+    }
+
+    /// Makes the aborted-transaction index durable (its file, and its name when new).
+    pub fn sync_txn_index(&mut self, disk: &Disk) -> Result<()> {
+        if self.txn_index.sync(disk)? {
+            disk.sync_dir(&self.dir)?;
+            self.txn_index.name_synced();
         }
         Ok(())
     }
@@ -743,14 +791,14 @@ impl Segment {
     /// paths. Open handles (reads in flight) keep working; the segment's own names are free
     /// for a new segment at the same base offset.
     pub fn rename_for_deletion(&self, disk: &Disk) -> Result<Vec<PathBuf>> {
-        let mut renamed = Vec::with_capacity(3);
-        for p in [self.log_path(), self.index_path(), self.time_index_path()] {
+        let mut renamed = Vec::with_capacity(4);
+        for p in self.file_paths() {
             let mut to = p.clone().into_os_string();
             to.push(DELETED);
             let to = PathBuf::from(to);
             match disk.rename(&p, &to) {
                 Ok(()) => renamed.push(to),
-                // Index files exist only once written (at a roll or a close).
+                // Index files exist only once written (at a roll, a close, an abort marker).
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(LogError::io(&p, e)),
             }

@@ -36,6 +36,12 @@ impl ControlType {
 
 /// The type of a control batch (`batch` holds exactly it); `None` for a data batch.
 pub fn control_type(batch: &[u8]) -> Result<Option<ControlType>> {
+    Ok(control_record(batch)?.map(|(kind, _)| kind))
+}
+
+/// The type of a control batch and, for a commit or abort marker, the epoch of the
+/// coordinator that wrote it (-1 where its value does not say); `None` for a data batch.
+pub fn control_record(batch: &[u8]) -> Result<Option<(ControlType, i32)>> {
     let Some(h) = BatchHeader::parse(batch) else {
         return Err(LogError::CorruptMessage("short batch header".into()));
     };
@@ -43,16 +49,21 @@ pub fn control_type(batch: &[u8]) -> Result<Option<ControlType>> {
         return Ok(None);
     }
     let (_, records) = decode_batch(batch)?;
-    let key = records
-        .first()
+    let record = records.first();
+    let key = record
         .and_then(|r| r.key.as_ref())
         .filter(|k| k.len() >= 4)
         .ok_or_else(|| LogError::InvalidRecord("control record without its key".into()))?;
-    Ok(Some(match i16::from_be_bytes([key[2], key[3]]) {
+    let kind = match i16::from_be_bytes([key[2], key[3]]) {
         0 => ControlType::Abort,
         1 => ControlType::Commit,
         other => ControlType::Other(other),
-    }))
+    };
+    let coordinator_epoch = record
+        .and_then(|r| r.value.as_ref())
+        .filter(|v| v.len() >= 6)
+        .map_or(-1, |v| i32::from_be_bytes([v[2], v[3], v[4], v[5]]));
+    Ok(Some((kind, coordinator_epoch)))
 }
 
 /// A transaction marker for one partition, as WriteTxnMarkers asks for it.
@@ -238,6 +249,25 @@ impl OpenTransactions {
     pub fn last_stable_offset(&self, high_watermark: i64) -> i64 {
         self.first_unstable_offset()
             .map_or(high_watermark, |o| o.min(high_watermark))
+    }
+
+    /// Opens `producer_id`'s transaction at `first_offset` (a snapshot's open transaction);
+    /// one already open keeps its first offset.
+    pub fn begin(&mut self, producer_id: i64, first_offset: i64) {
+        if let std::collections::btree_map::Entry::Vacant(e) = self.by_producer.entry(producer_id) {
+            e.insert(first_offset);
+            self.by_offset.insert((first_offset, producer_id));
+        }
+    }
+
+    /// The number of open transactions.
+    pub fn len(&self) -> usize {
+        self.by_producer.len()
+    }
+
+    /// Whether no transaction is open.
+    pub fn is_empty(&self) -> bool {
+        self.by_producer.is_empty()
     }
 
     /// The open transaction of `producer_id`, by its first offset.

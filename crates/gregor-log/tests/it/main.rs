@@ -11,3 +11,4 @@ mod model;
 mod power;
 mod recovery;
 mod retire;
+mod txn_index;
