@@ -1093,6 +1093,31 @@ async fn route(
         | RequestKind::ListPartitionReassignments(_)
         | RequestKind::DescribeUserScramCredentials(_)
         | RequestKind::DescribeConfigs(_)) => return route_admin(b, ctx, r).await,
+        r @ (RequestKind::Produce(_)
+        | RequestKind::InitProducerId(_)
+        | RequestKind::Fetch(_)
+        | RequestKind::ListOffsets(_)
+        | RequestKind::OffsetForLeaderEpoch(_)
+        | RequestKind::DeleteRecords(_)
+        | RequestKind::WriteTxnMarkers(_)
+        | RequestKind::DescribeProducers(_)) => return route_data(b, ctx, access, r).await,
+        other => {
+            // The connection only decodes APIs listed in `api::SUPPORTED`, all routed above.
+            error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "no handler for a supported API");
+            return Reply::Close;
+        }
+    })
+}
+
+/// Routes a request of the data plane: produce, fetch, offsets and transaction markers.
+async fn route_data(
+    b: &Arc<Broker>,
+    ctx: &RequestContext,
+    access: &authorize::Access,
+    request: RequestKind,
+) -> Reply {
+    let v = ctx.api_version;
+    Reply::Respond(match request {
         RequestKind::Produce(r) => return handlers::produce::produce(b.data_plane(), r, v).await,
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(handlers::produce::init_producer_id(&b.producer_ids, &r))
@@ -1117,9 +1142,14 @@ async fn route(
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(handlers::offsets::delete_records(b.data_plane(), r).await)
         }
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(handlers::txn::write_txn_markers(b.data_plane(), r).await)
+        }
+        RequestKind::DescribeProducers(r) => ResponseKind::DescribeProducers(
+            handlers::txn::describe_producers(b.data_plane(), r).await,
+        ),
         other => {
-            // The connection only decodes APIs listed in `api::SUPPORTED`, all routed above.
-            error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "no handler for a supported API");
+            error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "not a data-plane request");
             return Reply::Close;
         }
     })

@@ -563,6 +563,9 @@ fn load(part: &Partition, config: GroupConfig) -> Result<GroupCoordinator, Respo
                 );
                 break;
             };
+            // Transaction markers are no group records (their keys would be logged as
+            // unreadable ones).
+            let recs = if h.is_control() { Vec::new() } else { recs };
             for r in recs {
                 let Some(key) = r.key else { continue };
                 if let Err(e) = coordinator.replay(&key, r.value.as_deref()) {

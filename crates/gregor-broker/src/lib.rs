@@ -42,6 +42,7 @@ pub mod groups;
 mod handlers;
 pub(crate) mod isr;
 pub(crate) mod jwks_fetch;
+pub(crate) mod last_stable;
 pub(crate) mod log_cleaner;
 pub(crate) mod metadata;
 pub mod metrics;

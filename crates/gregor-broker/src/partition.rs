@@ -1,10 +1,12 @@
 //! One hosted partition replica: its log, its role (leader or follower, leader epoch), the
-//! high watermark, idempotent-producer state, the order of its appends, and — while it leads —
-//! the replication state of its followers (`isr.rs`).
+//! high watermark, idempotent and transactional producer state and the last stable offset, the
+//! order of its appends, and — while it leads — the replication state of its followers
+//! (`isr.rs`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use gregor_log::batch::BatchHeader;
+use gregor_log::txn::{control_record, marker_batch, CompletedTxn, Marker};
 use gregor_log::{DurableToken, Log, LogError, RecordErrors};
 use gregor_meta::Uuid;
 use kafka_protocol::ResponseError;
@@ -12,6 +14,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::isr::{IsrChange, IsrProposal, LeaderState, PartitionState};
+use crate::last_stable::LastStable;
 use crate::producer_state::{parse_snapshot, snapshot_bytes, Check, ProducerStates, SNAPSHOT_FILE};
 use crate::runtime::{blocking, now_ms};
 
@@ -46,6 +49,9 @@ pub struct Partition {
     replication: Mutex<Replication>,
     /// Serialises the idempotence check with the write that follows it.
     producers: tokio::sync::Mutex<ProducerStates>,
+    /// What holds the last stable offset below the high watermark; updated under the
+    /// producer lock, read by fetches without it.
+    stability: Mutex<LastStable>,
     /// Log end offset of the last producer-state snapshot written (-1: none).
     snapshot_offset: std::sync::atomic::AtomicI64,
     /// Appends are written in the order they reached the partition.
@@ -95,8 +101,15 @@ impl Partition {
         state: &PartitionState,
         role: Role,
     ) -> Partition {
-        let (producers, snapshot_offset) = load_producers(&log, now_ms());
+        let loaded = load_producers(&log, now_ms());
         let leo = log.log_end_offset();
+        let stability = Mutex::new(LastStable::default());
+        note_loaded(&mut lock(&stability), &loaded, log.high_watermark());
+        let Loaded {
+            producers,
+            snapshot_offset,
+            ..
+        } = loaded;
         let replication = if role.is_leader {
             let durable = log.durable_end_offset();
             Replication::Leader(LeaderState::new(node_id, state.clone(), durable, now_ms()))
@@ -118,6 +131,7 @@ impl Partition {
             role: Mutex::new(role),
             replication: Mutex::new(replication),
             producers: tokio::sync::Mutex::new(producers),
+            stability,
             snapshot_offset: std::sync::atomic::AtomicI64::new(snapshot_offset),
             order: AppendOrder::new(),
         }
@@ -169,12 +183,27 @@ impl Partition {
     /// is taken here, synchronously): a producer's pipelined requests on one connection keep
     /// their order even though each runs on its own task.
     pub fn spawn_append(self: &Arc<Self>, records: bytes::Bytes) -> PendingAppend {
+        self.spawn_write(Write::Records(records))
+    }
+
+    /// Appends a transaction coordinator's commit or abort marker as leader, in turn with the
+    /// producers' appends, as [`Partition::spawn_append`] does a batch: refused with
+    /// INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED when the partition has seen a
+    /// newer producer or coordinator epoch. The producer's open transaction ends with it.
+    pub fn spawn_marker(self: &Arc<Self>, marker: Marker) -> PendingAppend {
+        self.spawn_write(Write::Marker(marker))
+    }
+
+    fn spawn_write(self: &Arc<Self>, write: Write) -> PendingAppend {
         let (written_tx, written) = tokio::sync::oneshot::channel();
         let ticket = self.order.take_ticket();
         let part = self.clone();
         let done = crate::runtime::spawn(async move {
             let turn = part.order.wait_turn(ticket).await;
-            let appended = part.append_unit(records).await;
+            let appended = match write {
+                Write::Records(records) => part.append_unit(records).await,
+                Write::Marker(marker) => part.append_marker_unit(marker).await,
+            };
             drop(turn);
             let _ = written_tx.send(());
             let (outcome, durable, end_offset, owed) = appended?;
@@ -252,6 +281,7 @@ impl Partition {
             durable,
             now,
         );
+        lock(&self.stability).set_open_first(producers.first_unstable_offset());
         drop(producers);
         let outcome = ProduceOutcome {
             base_offset: info.first_offset,
@@ -260,6 +290,86 @@ impl Partition {
             log_start_offset: info.log_start_offset,
         };
         Ok((outcome, durable, Some(info.last_offset + 1), owed))
+    }
+
+    /// [`Partition::append_unit`] for a coordinator's marker.
+    async fn append_marker_unit(
+        self: &Arc<Self>,
+        marker: Marker,
+    ) -> Result<
+        (
+            ProduceOutcome,
+            DurableToken,
+            Option<i64>,
+            std::time::Duration,
+        ),
+        ProduceError,
+    > {
+        let role = self.role();
+        if !role.is_leader {
+            return Err(ResponseError::NotLeaderOrFollower.into());
+        }
+        let batch = marker_batch(&marker).map_err(ProduceError::from_log)?;
+        let mut producers = self.producers.lock().await;
+        producers.check_marker(
+            marker.producer_id,
+            marker.producer_epoch,
+            marker.coordinator_epoch,
+        )?;
+        let part = self.clone();
+        let epoch = role.leader_epoch;
+        let now = now_ms();
+        let bytes = batch.clone();
+        let (written, owed) = crate::runtime::blocking_owing(move || {
+            let replication = lock(&part.replication);
+            match &*replication {
+                Replication::Leader(l) if l.state().leader_epoch == epoch => {}
+                _ => return Err(ResponseError::NotLeaderOrFollower.into()),
+            }
+            part.log
+                .append_marker_as_leader_deferred(&bytes, epoch, now)
+                .map_err(ProduceError::from_log)
+        })
+        .await;
+        let (info, durable) = written?;
+        self.leo.send_replace(info.last_offset + 1);
+        let mut h = BatchHeader::parse(&batch).ok_or(ResponseError::CorruptMessage)?;
+        h.base_offset = info.first_offset;
+        let ended = observe_batch(&self.log, &mut producers, &batch, &h, durable, now);
+        self.note_ended(&producers, ended.map_err(ProduceError::from_log)?);
+        drop(producers);
+        let outcome = ProduceOutcome {
+            base_offset: info.first_offset,
+            end_offset: info.last_offset + 1,
+            log_append_time: -1,
+            log_start_offset: info.log_start_offset,
+        };
+        Ok((outcome, durable, Some(info.last_offset + 1), owed))
+    }
+
+    /// The producer state changed (under its lock): the oldest open transaction, and one a
+    /// marker ended.
+    fn note_ended(&self, producers: &ProducerStates, ended: Option<CompletedTxn>) {
+        let mut stability = lock(&self.stability);
+        stability.set_open_first(producers.first_unstable_offset());
+        if let Some(c) = ended {
+            stability.completed(&c);
+        }
+    }
+
+    /// The last stable offset: read_committed consumers read no further.
+    pub fn last_stable_offset(&self, high_watermark: i64) -> i64 {
+        lock(&self.stability).last_stable_offset(high_watermark)
+    }
+
+    /// The open transactions (producer id, first offset), for tools.
+    pub async fn open_transactions(&self) -> Vec<(i64, i64)> {
+        self.producers.lock().await.open_transactions()
+    }
+
+    /// The producers this partition remembers (DescribeProducers).
+    pub async fn producers(&self) -> Vec<crate::producer_state::ProducerSummary> {
+        self.producers.lock().await.describe()
     }
 
     /// A receiver that changes whenever the log end offset moves (follower fetches wait on it).
@@ -495,7 +605,16 @@ impl Partition {
                 }
                 // Planted (simulation only): the new leader would not know the producer.
                 if !planted!(FollowerSkipsProducerState) {
-                    producers.record(&h, DurableToken::DURABLE, now);
+                    let batch = &rest[..h.size()];
+                    let ended = observe_batch(
+                        &self.log,
+                        &mut producers,
+                        batch,
+                        &h,
+                        DurableToken::DURABLE,
+                        now,
+                    )?;
+                    self.note_ended(&producers, ended);
                 }
                 rest = &rest[h.size()..];
             }
@@ -555,10 +674,15 @@ impl Partition {
     }
 
     fn reload_producers(&self, producers: &mut ProducerStates) {
-        let (states, snapshot_offset) = load_producers(&self.log, now_ms());
-        *producers = states;
+        let loaded = load_producers(&self.log, now_ms());
+        note_loaded(
+            &mut lock(&self.stability),
+            &loaded,
+            self.log.high_watermark(),
+        );
+        *producers = loaded.producers;
         self.snapshot_offset
-            .store(snapshot_offset, std::sync::atomic::Ordering::SeqCst);
+            .store(loaded.snapshot_offset, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The replica is no longer hosted: parked fetches and produces wake and find it gone.
@@ -615,6 +739,9 @@ impl Partition {
             }
             (snapshot_bytes(&producers, offset), offset)
         };
+        // Every aborted-transaction entry of a marker below `offset` is written: made durable
+        // before the snapshot that lets a restart skip replaying those markers.
+        self.log.sync_txn_indexes()?;
         self.log
             .disk()
             .write_atomic(&self.log.dir().join(SNAPSHOT_FILE), &bytes)?;
@@ -735,8 +862,10 @@ fn single_batch_header(records: &[u8]) -> Result<BatchHeader, ResponseError> {
 /// Idempotent-producer state at start-up: the partition's snapshot if it is intact and no newer
 /// than the recovered log, plus the batches after it; otherwise every batch of the log. Returns
 /// the state and the offset of the snapshot it came from (-1: none). `loaded_at_ms` is the
-/// broker's clock now: see [`replay_producers`].
-fn load_producers(log: &Log, loaded_at_ms: i64) -> (ProducerStates, i64) {
+/// broker's clock now: see [`replay_producers`]. The aborted-transaction index entries of the
+/// markers replayed are written again (the snapshot's own are durable, see
+/// [`Partition::snapshot_producers`]).
+fn load_producers(log: &Log, loaded_at_ms: i64) -> Loaded {
     let path = log.dir().join(SNAPSHOT_FILE);
     let end = log.log_end_offset();
     let snapshot = match std::fs::read(&path) {
@@ -765,8 +894,73 @@ fn load_producers(log: &Log, loaded_at_ms: i64) -> (ProducerStates, i64) {
         Some((offset, states)) => (states, offset.max(log.log_start_offset()), offset),
         None => (ProducerStates::default(), log.log_start_offset(), -1),
     };
-    replay_producers(log, from, &mut producers, loaded_at_ms);
-    (producers, snapshot_offset)
+    if let Err(e) = log.truncate_aborted_txns_from(from) {
+        warn!(dir = %log.dir().display(), error = %e, "cannot cut the aborted-transaction index back for its replay");
+    }
+    let ended = replay_producers(log, from, &mut producers, loaded_at_ms);
+    Loaded {
+        producers,
+        snapshot_offset,
+        ended,
+    }
+}
+
+/// The producer state recovered from a log.
+struct Loaded {
+    producers: ProducerStates,
+    /// The offset of the snapshot it came from (-1: none).
+    snapshot_offset: i64,
+    /// The transactions the replay saw end.
+    ended: Vec<CompletedTxn>,
+}
+
+/// The last stable offset's bounds after `loaded`: its open transactions, and those the replay
+/// saw end whose markers are not yet below `high_watermark`.
+fn note_loaded(stability: &mut LastStable, loaded: &Loaded, high_watermark: i64) {
+    stability.clear_completed();
+    stability.set_open_first(loaded.producers.first_unstable_offset());
+    for c in loaded
+        .ended
+        .iter()
+        .filter(|c| c.last_offset >= high_watermark)
+    {
+        stability.completed(c);
+    }
+}
+
+/// Takes one batch now in the log into the producer state: a data batch's producer, or the end
+/// of the transaction a marker closes, whose aborted-transaction index entry (for an abort) is
+/// written to the log. Returns the transaction that ended.
+fn observe_batch(
+    log: &Log,
+    producers: &mut ProducerStates,
+    batch: &[u8],
+    h: &BatchHeader,
+    durable: DurableToken,
+    now: i64,
+) -> Result<Option<CompletedTxn>, LogError> {
+    if !h.is_control() {
+        producers.record(h, durable, now);
+        return Ok(None);
+    }
+    let Some((kind, coordinator_epoch)) = control_record(batch)? else {
+        return Ok(None);
+    };
+    let Some(ended) = producers.record_marker(h, kind, coordinator_epoch, now) else {
+        return Ok(None);
+    };
+    if let Some(entry) = producers.aborted_entry(&ended) {
+        log.append_aborted_txn(entry)?;
+    }
+    Ok(Some(ended))
+}
+
+/// One write to a partition, in its turn.
+enum Write {
+    /// A producer's batch.
+    Records(bytes::Bytes),
+    /// A transaction coordinator's commit or abort marker.
+    Marker(Marker),
 }
 
 /// Replays the batch headers from `offset` to the log end into `producers`, as written at
@@ -775,26 +969,49 @@ fn load_producers(log: &Log, loaded_at_ms: i64) -> (ProducerStates, i64) {
 /// expired by the first `producer.id.expiration.ms` check after a restart, and a retry of its
 /// last batch written again. Appends record the broker's clock; so does a replay, which at
 /// worst keeps a producer one expiration period longer.
-fn replay_producers(log: &Log, mut offset: i64, producers: &mut ProducerStates, loaded_at_ms: i64) {
+fn replay_producers(
+    log: &Log,
+    mut offset: i64,
+    producers: &mut ProducerStates,
+    loaded_at_ms: i64,
+) -> Vec<CompletedTxn> {
     let end = log.log_end_offset();
+    let mut ended = Vec::new();
     while offset < end {
         let Ok(read) = log.read(offset, 1 << 20, None) else {
-            return;
+            return ended;
         };
-        let Some(next) = read.next_offset else { return };
+        let Some(next) = read.next_offset else {
+            return ended;
+        };
         let mut rest: &[u8] = &read.records;
         while let Some(h) = BatchHeader::parse(rest) {
             if h.size() > rest.len() {
                 break;
             }
-            producers.record(&h, DurableToken::DURABLE, loaded_at_ms);
+            let batch = &rest[..h.size()];
+            match observe_batch(
+                log,
+                producers,
+                batch,
+                &h,
+                DurableToken::DURABLE,
+                loaded_at_ms,
+            ) {
+                Ok(Some(c)) => ended.push(c),
+                Ok(None) => {}
+                Err(e) => {
+                    warn!(dir = %log.dir().display(), offset = h.base_offset, error = %e, "a transaction marker could not be replayed");
+                }
+            }
             rest = &rest[h.size()..];
         }
         if next <= offset {
-            return;
+            return ended;
         }
         offset = next;
     }
+    ended
 }
 
 /// The planted `FollowerRestampsEpoch`: `records` with every batch's partition leader epoch (12
@@ -811,6 +1028,10 @@ fn restamp_epoch(records: &[u8], epoch: i32) -> Vec<u8> {
     }
     out
 }
+
+#[cfg(test)]
+#[path = "partition_txn_tests.rs"]
+mod txn_tests;
 
 #[cfg(test)]
 mod tests {
@@ -973,7 +1194,11 @@ mod tests {
         let after = part.spawn_append(idempotent_batch(3, "after")).done;
         after.await.expect("task").expect("appended");
         let log = reopen(part);
-        let (states, snapshot_offset) = load_producers(&log, now_ms());
+        let Loaded {
+            producers: states,
+            snapshot_offset,
+            ..
+        } = load_producers(&log, now_ms());
         assert_eq!(snapshot_offset, 3);
         assert!(matches!(states.check(&planted), Check::Duplicate(_)));
         let retry_before = header_of(&idempotent_batch(2, "a"));
@@ -1001,7 +1226,7 @@ mod tests {
                 .expect("append");
         }
         let restarted_at = now_ms();
-        let (mut states, _) = load_producers(&log, restarted_at);
+        let mut states = load_producers(&log, restarted_at).producers;
         assert_eq!(states.expire(restarted_at + 1_000, 86_400_000), 0);
         assert!(matches!(
             states.check(&header_of(&old(1))),
@@ -1028,7 +1253,11 @@ mod tests {
         let path = dir.path().join(SNAPSHOT_FILE);
         for bytes in [snapshot_bytes(&fake, 5), b"garbage".to_vec()] {
             std::fs::write(&path, bytes).expect("write");
-            let (states, snapshot_offset) = load_producers(&log, now_ms());
+            let Loaded {
+                producers: states,
+                snapshot_offset,
+                ..
+            } = load_producers(&log, now_ms());
             assert_eq!(snapshot_offset, -1);
             assert!(!path.exists(), "the mismatched snapshot must be removed");
             assert!(matches!(
@@ -1095,5 +1324,41 @@ mod tests {
         part.apply_state(2, state(3));
         assert!(!part.role().is_leader, "follows node 2 in epoch 3");
         part.apply_state(1, state(2));
+    }
+
+    /// A follower names a fetch position only while it follows in the fetch's epoch: once it leads
+    /// (or follows a newer epoch), its log may hold records the old leader never sent, and a fetch
+    /// of the old epoch naming that end would count them as copies of the old leader's.
+    #[test]
+    fn a_follower_names_no_fetch_position_once_it_leads_or_follows_another_epoch() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = Log::open(dir.path(), LogConfig::default(), now_ms()).expect("open");
+        let state = |leader_epoch| PartitionState {
+            leader_epoch,
+            partition_epoch: leader_epoch,
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+        };
+        let role = Role {
+            is_leader: false,
+            leader_epoch: 1,
+        };
+        let part = Partition::new("t", 0, Uuid::nil(), 2, log, &state(1), role);
+        assert_eq!(part.follower_fetch_position(1), Some((0, 0)));
+        assert_eq!(
+            part.follower_fetch_position(2),
+            None,
+            "not the epoch it follows"
+        );
+        part.apply_state(1, state(2));
+        assert_eq!(part.follower_fetch_position(1), None, "follows epoch 2 now");
+        assert_eq!(part.follower_fetch_position(2), Some((0, 0)));
+        part.apply_state(2, state(3));
+        assert_eq!(part.follower_fetch_position(2), None, "leads epoch 3");
+        assert_eq!(
+            part.follower_fetch_position(3),
+            None,
+            "a leader fetches from nobody"
+        );
     }
 }

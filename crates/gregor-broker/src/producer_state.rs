@@ -1,7 +1,8 @@
-//! Idempotent producers: per partition, the last batches each producer id wrote, so that a
-//! retried batch is answered with its original offsets instead of being written twice, and a
-//! gap in sequence numbers is refused (Kafka's ProducerStateManager, for non-transactional
-//! producers).
+//! Idempotent and transactional producers: per partition, the last batches each producer id
+//! wrote, so that a retried batch is answered with its original offsets instead of being
+//! written twice, and a gap in sequence numbers is refused; and each producer's open
+//! transaction, which the commit or abort marker its coordinator writes ends (Kafka's
+//! ProducerStateManager).
 //!
 //! Pure bookkeeping: the partition feeds it batch headers before appending and after, with the
 //! time of the append. State is bounded: a producer id that has not written for
@@ -12,6 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use gregor_log::batch::{crc32c_of, BatchHeader};
+use gregor_log::txn::{AbortedTxn, CompletedTxn, ControlType, OpenTransactions};
 use gregor_log::DurableToken;
 use kafka_protocol::ResponseError;
 
@@ -38,6 +40,9 @@ struct ProducerEntry {
     /// Time of the producer's last write to this partition (for expiry).
     last_write_ms: i64,
     batches: VecDeque<BatchMeta>,
+    /// The epoch of the transaction coordinator whose marker came last (-1: none): a marker of
+    /// an older, deposed coordinator is refused.
+    coordinator_epoch: i32,
 }
 
 /// Outcome of checking a batch before appending it.
@@ -51,10 +56,27 @@ pub enum Check {
     Reject(ResponseError),
 }
 
+/// What DescribeProducers tells of one producer of a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerSummary {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// The last sequence written (-1: none, or only markers).
+    pub last_sequence: i32,
+    /// When it last wrote here, by the broker's clock.
+    pub last_write_ms: i64,
+    /// The epoch of the coordinator whose marker came last (-1: none).
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction (-1: none).
+    pub current_txn_start_offset: i64,
+}
+
 /// The producers of one partition.
 #[derive(Debug, Default)]
 pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
+    /// Each producer's open transaction, by its first offset (the last stable offset).
+    txns: OpenTransactions,
 }
 
 fn last_seq(h: &BatchHeader) -> i32 {
@@ -89,6 +111,10 @@ impl ProducerStates {
         if h.producer_epoch < p.epoch {
             return Check::Reject(ResponseError::InvalidProducerEpoch);
         }
+        if !h.is_transactional() && self.txns.open_since(h.producer_id).is_some() {
+            // A plain write while its transaction is open would be neither in it nor out.
+            return Check::Reject(ResponseError::InvalidTxnState);
+        }
         if h.producer_epoch > p.epoch {
             return if h.base_sequence == 0 {
                 Check::Append
@@ -112,23 +138,116 @@ impl ProducerStates {
         }
     }
 
-    /// Records a batch that was appended (header with its final offsets) at `now_ms`;
-    /// `durable` tells when it is durable.
-    pub fn record(&mut self, h: &BatchHeader, durable: DurableToken, now_ms: i64) {
-        if h.producer_id < 0 {
-            return;
+    /// Checks a commit or abort marker of `producer_id` before it is appended: an older
+    /// producer epoch than the partition has seen is INVALID_PRODUCER_EPOCH, an older
+    /// coordinator epoch TRANSACTION_COORDINATOR_FENCED.
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<(), ResponseError> {
+        let Some(p) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if producer_epoch < p.epoch {
+            return Err(ResponseError::InvalidProducerEpoch);
         }
+        if coordinator_epoch < p.coordinator_epoch {
+            return Err(ResponseError::TransactionCoordinatorFenced);
+        }
+        Ok(())
+    }
+
+    fn entry(&mut self, h: &BatchHeader, now_ms: i64) -> &mut ProducerEntry {
         if !self.producers.contains_key(&h.producer_id) && self.producers.len() >= MAX_PRODUCERS {
             self.evict_least_recent();
         }
-        let p = self
-            .producers
+        self.producers
             .entry(h.producer_id)
             .or_insert_with(|| ProducerEntry {
                 epoch: h.producer_epoch,
                 last_write_ms: now_ms,
                 batches: VecDeque::new(),
-            });
+                coordinator_epoch: -1,
+            })
+    }
+
+    /// Records an appended marker batch (header with its final offset) of type `control`,
+    /// written by the coordinator of `coordinator_epoch`: a newer producer epoch replaces the
+    /// producer's (its sequences start again), and the producer's open transaction ends, which
+    /// is returned (`None` for a retried marker: nothing was open).
+    pub fn record_marker(
+        &mut self,
+        h: &BatchHeader,
+        control: ControlType,
+        coordinator_epoch: i32,
+        now_ms: i64,
+    ) -> Option<CompletedTxn> {
+        debug_assert!(h.is_control());
+        if h.producer_id < 0 {
+            return None;
+        }
+        let p = self.entry(h, now_ms);
+        if h.producer_epoch > p.epoch {
+            p.epoch = h.producer_epoch;
+            p.batches.clear();
+        }
+        p.coordinator_epoch = p.coordinator_epoch.max(coordinator_epoch);
+        p.last_write_ms = p.last_write_ms.max(now_ms);
+        self.txns.observe(h, Some(control))
+    }
+
+    /// The aborted-transaction index entry of `c` (just returned by
+    /// [`ProducerStates::record_marker`]), if it aborted.
+    pub fn aborted_entry(&self, c: &CompletedTxn) -> Option<AbortedTxn> {
+        self.txns.aborted_entry(c)
+    }
+
+    /// The first offset of the oldest open transaction.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.txns.first_unstable_offset()
+    }
+
+    /// Every producer this partition remembers, by id (DescribeProducers).
+    pub fn describe(&self) -> Vec<ProducerSummary> {
+        let mut out: Vec<ProducerSummary> = self
+            .producers
+            .iter()
+            .map(|(pid, p)| ProducerSummary {
+                producer_id: *pid,
+                producer_epoch: p.epoch,
+                last_sequence: p.batches.back().map_or(-1, |b| b.last_seq),
+                last_write_ms: p.last_write_ms,
+                coordinator_epoch: p.coordinator_epoch,
+                current_txn_start_offset: self.txns.open_since(*pid).unwrap_or(-1),
+            })
+            .collect();
+        out.sort_unstable_by_key(|p| p.producer_id);
+        out
+    }
+
+    /// The open transactions (producer id, first offset), for tools.
+    pub fn open_transactions(&self) -> Vec<(i64, i64)> {
+        let mut open: Vec<(i64, i64)> = self
+            .producers
+            .keys()
+            .filter_map(|pid| self.txns.open_since(*pid).map(|o| (*pid, o)))
+            .collect();
+        open.sort_unstable();
+        open
+    }
+
+    /// Records a data batch that was appended (header with its final offsets) at `now_ms`;
+    /// `durable` tells when it is durable. A transactional batch opens its producer's
+    /// transaction if none is open.
+    pub fn record(&mut self, h: &BatchHeader, durable: DurableToken, now_ms: i64) {
+        debug_assert!(!h.is_control());
+        if h.producer_id < 0 {
+            return;
+        }
+        self.txns.observe(h, None);
+        let p = self.entry(h, now_ms);
         if h.producer_epoch != p.epoch {
             p.epoch = h.producer_epoch;
             p.batches.clear();
@@ -146,10 +265,14 @@ impl ProducerStates {
         }
     }
 
+    /// Drops the producer that wrote least recently, of those without an open transaction
+    /// (forgetting one would leave its transaction open, and the last stable offset, for good).
     fn evict_least_recent(&mut self) {
+        let txns = &self.txns;
         if let Some(pid) = self
             .producers
             .iter()
+            .filter(|(pid, _)| txns.open_since(**pid).is_none())
             .min_by_key(|(pid, p)| (p.last_write_ms, **pid))
             .map(|(pid, _)| *pid)
         {
@@ -162,7 +285,9 @@ impl ProducerStates {
     pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         let before = self.producers.len();
         let horizon = now_ms.saturating_sub(expiration_ms);
-        self.producers.retain(|_, p| p.last_write_ms >= horizon);
+        let txns = &self.txns;
+        self.producers
+            .retain(|pid, p| p.last_write_ms >= horizon || txns.open_since(*pid).is_some());
         before - self.producers.len()
     }
 
@@ -177,6 +302,9 @@ impl ProducerStates {
             out.extend_from_slice(&pid.to_be_bytes());
             out.extend_from_slice(&p.epoch.to_be_bytes());
             out.extend_from_slice(&p.last_write_ms.to_be_bytes());
+            out.extend_from_slice(&p.coordinator_epoch.to_be_bytes());
+            let txn_first = self.txns.open_since(*pid).unwrap_or(-1);
+            out.extend_from_slice(&txn_first.to_be_bytes());
             out.push(p.batches.len() as u8);
             for b in &p.batches {
                 out.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -190,23 +318,42 @@ impl ProducerStates {
 
     /// Decodes a snapshot made by [`ProducerStates::encode`]; `None` if it is malformed.
     /// Counts are checked against the bytes present before anything is sized by them.
-    pub fn decode(mut buf: &[u8]) -> Option<ProducerStates> {
+    #[cfg(test)]
+    pub fn decode(buf: &[u8]) -> Option<ProducerStates> {
+        Self::decode_version(buf, true)
+    }
+
+    /// [`ProducerStates::decode`] of a snapshot of format `GPS1` (`with_txns` false: written
+    /// before transactions, without coordinator epochs and open transactions) or `GPS2`.
+    fn decode_version(mut buf: &[u8], with_txns: bool) -> Option<ProducerStates> {
         fn take<const N: usize>(buf: &mut &[u8]) -> Option<[u8; N]> {
             let (head, rest) = buf.split_first_chunk::<N>()?;
             *buf = rest;
             Some(*head)
         }
-        const PRODUCER_BYTES: usize = 8 + 2 + 8 + 1;
+        let producer_bytes: usize = 8 + 2 + 8 + 1 + if with_txns { 4 + 8 } else { 0 };
         const BATCH_BYTES: usize = 4 + 4 + 8 + 8;
         let count = u32::from_be_bytes(take::<4>(&mut buf)?) as usize;
-        if count > MAX_PRODUCERS || count * PRODUCER_BYTES > buf.len() {
+        if count > MAX_PRODUCERS || count * producer_bytes > buf.len() {
             return None;
         }
         let mut producers = HashMap::with_capacity(count);
+        let mut txns = OpenTransactions::default();
         for _ in 0..count {
             let pid = i64::from_be_bytes(take::<8>(&mut buf)?);
             let epoch = i16::from_be_bytes(take::<2>(&mut buf)?);
             let last_write_ms = i64::from_be_bytes(take::<8>(&mut buf)?);
+            let (coordinator_epoch, txn_first) = if with_txns {
+                let c = i32::from_be_bytes(take::<4>(&mut buf)?);
+                (c, i64::from_be_bytes(take::<8>(&mut buf)?))
+            } else {
+                (-1, -1)
+            };
+            if txn_first >= 0 {
+                txns.begin(pid, txn_first);
+            } else if txn_first != -1 {
+                return None;
+            }
             let n = take::<1>(&mut buf)?[0] as usize;
             if n > BATCHES_KEPT || n * BATCH_BYTES > buf.len() {
                 return None;
@@ -225,19 +372,23 @@ impl ProducerStates {
                 epoch,
                 last_write_ms,
                 batches,
+                coordinator_epoch,
             };
             if producers.insert(pid, entry).is_some() {
                 return None;
             }
         }
-        buf.is_empty().then_some(ProducerStates { producers })
+        buf.is_empty().then_some(ProducerStates { producers, txns })
     }
 }
 
 /// Name of a partition's producer-state snapshot file (in the partition directory).
 pub const SNAPSHOT_FILE: &str = "producer-state.snapshot";
 
-const SNAPSHOT_MAGIC: &[u8; 4] = b"GPS1";
+/// The snapshot format written: `GPS2` holds each producer's coordinator epoch and open
+/// transaction. `GPS1` (before transactions) is still read.
+const SNAPSHOT_MAGIC: &[u8; 4] = b"GPS2";
+const SNAPSHOT_MAGIC_V1: &[u8; 4] = b"GPS1";
 
 /// A snapshot file: magic, the log offset the state is current through (every batch below it
 /// is reflected, none at or after it), a CRC32C of the offset and the state, the state.
@@ -254,7 +405,10 @@ pub fn snapshot_bytes(states: &ProducerStates, offset: i64) -> Vec<u8> {
 
 /// Reads a snapshot file's bytes; `None` if damaged in any way.
 pub fn parse_snapshot(bytes: &[u8]) -> Option<(i64, ProducerStates)> {
-    let rest = bytes.strip_prefix(SNAPSHOT_MAGIC)?;
+    let (rest, with_txns) = match bytes.strip_prefix(SNAPSHOT_MAGIC) {
+        Some(rest) => (rest, true),
+        None => (bytes.strip_prefix(SNAPSHOT_MAGIC_V1)?, false),
+    };
     let (offset, rest) = rest.split_first_chunk::<8>()?;
     let (crc, body) = rest.split_first_chunk::<4>()?;
     if crc32c_of(&[offset, body]) != u32::from_be_bytes(*crc) {
@@ -262,7 +416,7 @@ pub fn parse_snapshot(bytes: &[u8]) -> Option<(i64, ProducerStates)> {
     }
     let offset = i64::from_be_bytes(*offset);
     (offset >= 0).then_some(())?;
-    Some((offset, ProducerStates::decode(body)?))
+    Some((offset, ProducerStates::decode_version(body, with_txns)?))
 }
 
 #[cfg(test)]

@@ -32,6 +32,8 @@ pub(super) fn gate(d: &dyn Decide, request: RequestKind) -> Gate {
         RequestKind::OffsetForLeaderEpoch(r) => offset_for_leader_epoch(d, r),
         RequestKind::DeleteRecords(r) => delete_records(d, r),
         RequestKind::InitProducerId(r) => init_producer_id(d, r),
+        RequestKind::WriteTxnMarkers(r) => write_txn_markers(d, r),
+        RequestKind::DescribeProducers(r) => describe_producers(d, r),
         other => Gate::Run(other, no_fixup()),
     }
 }
@@ -284,4 +286,96 @@ fn produce(d: &dyn Decide, mut r: kafka_protocol::messages::ProduceRequest) -> G
         return Gate::Answer(fixup(d, empty));
     }
     Gate::Run(RequestKind::Produce(r), fixup)
+}
+
+/// WriteTxnMarkers is for transaction coordinators, other brokers: CLUSTER_ACTION on the
+/// cluster, else every partition of every marker is CLUSTER_AUTHORIZATION_FAILED.
+fn write_txn_markers(d: &dyn Decide, r: kafka_protocol::messages::WriteTxnMarkersRequest) -> Gate {
+    use kafka_protocol::messages::write_txn_markers_response::{
+        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+    };
+    if d.cluster(AclOperation::ClusterAction) {
+        return Gate::Run(RequestKind::WriteTxnMarkers(r), no_fixup());
+    }
+    let mut resp = kafka_protocol::messages::WriteTxnMarkersResponse::default();
+    resp.markers = r
+        .markers
+        .iter()
+        .map(|m| {
+            let mut out = WritableTxnMarkerResult::default();
+            out.producer_id = m.producer_id;
+            out.topics = m
+                .topics
+                .iter()
+                .map(|t| {
+                    let mut topic = WritableTxnMarkerTopicResult::default();
+                    topic.name = t.name.clone();
+                    topic.partitions = t
+                        .partition_indexes
+                        .iter()
+                        .map(|&i| {
+                            let mut p = WritableTxnMarkerPartitionResult::default();
+                            p.partition_index = i;
+                            p.error_code = ResponseError::ClusterAuthorizationFailed.code();
+                            p
+                        })
+                        .collect();
+                    topic
+                })
+                .collect();
+            out
+        })
+        .collect();
+    Gate::Answer(Reply::Respond(ResponseKind::WriteTxnMarkers(resp)))
+}
+
+/// DescribeProducers needs READ on each topic; the partitions of the others answer
+/// TOPIC_AUTHORIZATION_FAILED.
+fn describe_producers(
+    d: &dyn Decide,
+    mut r: kafka_protocol::messages::DescribeProducersRequest,
+) -> Gate {
+    use kafka_protocol::messages::describe_producers_response::{PartitionResponse, TopicResponse};
+    use kafka_protocol::messages::DescribeProducersResponse;
+    let (kept, refused) = split(
+        d,
+        AclOperation::Read,
+        AclResourceType::Topic,
+        std::mem::take(&mut r.topics),
+        |t| t.name.0.as_str(),
+    );
+    let answers: Vec<TopicResponse> = refused
+        .iter()
+        .map(|t| {
+            let mut out = TopicResponse::default();
+            out.name = t.name.clone();
+            out.partitions = t
+                .partition_indexes
+                .iter()
+                .map(|&i| {
+                    let mut a = PartitionResponse::default();
+                    a.partition_index = i;
+                    a.error_code = TOPIC_AUTHORIZATION_FAILED.code();
+                    a
+                })
+                .collect();
+            out
+        })
+        .collect();
+    r.topics = kept;
+    let fixup = on_response(move |_, resp| match resp {
+        ResponseKind::DescribeProducers(mut resp) => {
+            resp.topics.extend(answers);
+            ResponseKind::DescribeProducers(resp)
+        }
+        other => other,
+    });
+    let empty = ResponseKind::DescribeProducers(DescribeProducersResponse::default());
+    run_unless_empty(
+        d,
+        r.topics.is_empty(),
+        RequestKind::DescribeProducers(r),
+        empty,
+        fixup,
+    )
 }

@@ -198,7 +198,9 @@ pub fn gate(
         | RequestKind::ListOffsets(_)
         | RequestKind::OffsetForLeaderEpoch(_)
         | RequestKind::DeleteRecords(_)
-        | RequestKind::InitProducerId(_)) => data::gate(d, r),
+        | RequestKind::InitProducerId(_)
+        | RequestKind::WriteTxnMarkers(_)
+        | RequestKind::DescribeProducers(_)) => data::gate(d, r),
         r @ (RequestKind::FindCoordinator(_)
         | RequestKind::JoinGroup(_)
         | RequestKind::SyncGroup(_)

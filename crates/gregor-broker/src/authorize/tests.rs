@@ -109,6 +109,9 @@ fn names(r: &RequestKind) -> Vec<String> {
         RequestKind::FindCoordinator(r) => {
             r.coordinator_keys.iter().map(|k| k.to_string()).collect()
         }
+        RequestKind::DescribeProducers(r) => {
+            r.topics.iter().map(|t| t.name.0.to_string()).collect()
+        }
         _ => Vec::new(),
     }
 }
@@ -123,6 +126,7 @@ fn empty_like(r: &RequestKind) -> ResponseKind {
         RequestKind::DescribeConfigs(_) => ResponseKind::DescribeConfigs(Default::default()),
         RequestKind::FindCoordinator(_) => ResponseKind::FindCoordinator(Default::default()),
         RequestKind::ListGroups(_) => ResponseKind::ListGroups(Default::default()),
+        RequestKind::DescribeProducers(_) => ResponseKind::DescribeProducers(Default::default()),
         _ => ResponseKind::ApiVersions(Default::default()),
     }
 }
@@ -194,6 +198,17 @@ fn codes(r: &ResponseKind) -> Vec<(String, i16)> {
             .map(|x| named(&x.user, x.error_code))
             .collect(),
         ResponseKind::ListGroups(r) => r.groups.iter().map(|g| named(&g.group_id.0, 0)).collect(),
+        ResponseKind::WriteTxnMarkers(r) => r
+            .markers
+            .iter()
+            .flat_map(|m| &m.topics)
+            .flat_map(|t| t.partitions.iter().map(|p| named(&t.name.0, p.error_code)))
+            .collect(),
+        ResponseKind::DescribeProducers(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| named(&t.name.0, p.error_code)))
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -315,7 +330,56 @@ fn data_rows() -> Vec<Row> {
             &[(Op::IdempotentWrite, Cluster, "kafka-cluster")],
             Answer(refused(&[("", TXN_AF)])),
         ),
+        row(
+            "WriteTxnMarkers: CLUSTER_ACTION, refused for every partition",
+            ApiKey::WriteTxnMarkers,
+            1,
+            txn_markers(&["orders", "audit"]),
+            &[(Op::Write, Topic, "orders"), (Op::Write, Topic, "audit")],
+            Answer(refused(&[("orders", CAF), ("audit", CAF)])),
+        ),
+        row(
+            "WriteTxnMarkers: a broker's CLUSTER_ACTION runs it",
+            ApiKey::WriteTxnMarkers,
+            1,
+            txn_markers(&["orders"]),
+            &[(Op::ClusterAction, Cluster, "kafka-cluster")],
+            Run(run_all(&[]), refused(&[])),
+        ),
+        row(
+            "DescribeProducers: READ on each topic",
+            ApiKey::DescribeProducers,
+            0,
+            describe_producers(&["orders", "secret"]),
+            &[(Op::Read, Topic, "orders"), (Op::Describe, Topic, "secret")],
+            Run(run_all(&["orders"]), refused(&[("secret", TAF)])),
+        ),
     ]
+}
+
+fn txn_markers(topics: &[&str]) -> RequestKind {
+    let mut m = write_txn_markers_request::WritableTxnMarker::default();
+    m.topics = topics
+        .iter()
+        .map(|t| {
+            write_txn_markers_request::WritableTxnMarkerTopic::default()
+                .with_name(topic(t))
+                .with_partition_indexes(vec![0])
+        })
+        .collect();
+    RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default().with_markers(vec![m]))
+}
+
+fn describe_producers(topics: &[&str]) -> RequestKind {
+    let topics = topics
+        .iter()
+        .map(|t| {
+            describe_producers_request::TopicRequest::default()
+                .with_name(topic(t))
+                .with_partition_indexes(vec![0])
+        })
+        .collect();
+    RequestKind::DescribeProducers(DescribeProducersRequest::default().with_topics(topics))
 }
 
 fn group_rows() -> Vec<Row> {

@@ -1,4 +1,5 @@
-//! Fetch: consumers read up to the high watermark; a fetch naming a replica id (followers) reads
+//! Fetch: consumers read up to the high watermark (read_committed ones up to the last stable
+//! offset, told of the aborted transactions in what they read); a fetch naming a replica id (followers) reads
 //! to the log end, but only from a broker that is a follower replica of the partition: any other
 //! replica id is refused as Kafka refuses it (UNKNOWN_LEADER_EPOCH when the request carries the
 //! current leader epoch, NOT_LEADER_OR_FOLLOWER otherwise), so that no client can read past the
@@ -51,6 +52,8 @@ struct Target {
     current_leader_epoch: i32,
     replica_id: i32,
     reader: Reader,
+    /// A consumer's read_committed fetch (`isolation_level` 1, v4+).
+    read_committed: bool,
     part: Result<Arc<Partition>, ResponseError>,
     /// A follower's fetch of a partition this leader throttles (its bytes count toward the
     /// leader quota).
@@ -186,6 +189,9 @@ fn plan(b: DataPlane<'_>, r: &FetchRequest, version: i16, may_read: MayRead<'_>)
                 current_leader_epoch: p.current_leader_epoch,
                 replica_id,
                 reader,
+                read_committed: reader == Reader::Consumer
+                    && version >= 4
+                    && r.isolation_level == 1,
                 part,
                 throttled,
                 held: false,
@@ -622,8 +628,9 @@ fn read_into(
     let offsets = log.offsets();
     let hw = offsets.high_watermark;
     pd.high_watermark = hw;
+    let lso = part.last_stable_offset(hw);
     if version >= 4 {
-        pd.last_stable_offset = hw;
+        pd.last_stable_offset = lso;
     }
     if version >= 5 {
         pd.log_start_offset = offsets.log_start_offset;
@@ -634,8 +641,9 @@ fn read_into(
     }
     // The planted bug: consumers read up to the log end, as followers do.
     let bounded = !follower && !planted!(ConsumerReadsUncommitted);
-    let upper = if bounded { Some(hw) } else { None };
-    if bounded && t.fetch_offset >= hw {
+    let bound = if t.read_committed { lso } else { hw };
+    let upper = if bounded { Some(bound) } else { None };
+    if bounded && t.fetch_offset >= bound {
         pd.records = Some(Bytes::new());
         return Ok(None);
     }
@@ -650,6 +658,10 @@ fn read_into(
     match read {
         Ok(Some(read)) => {
             pd.records = Some(Bytes::new());
+            if t.read_committed {
+                let end = read.next_offset.unwrap_or(bound).min(bound);
+                pd.aborted_transactions = Some(aborted_in(log, t.fetch_offset, end));
+            }
             Ok(Some((read.records, read.record_count)))
         }
         Ok(None) => Err(NotCached),
@@ -658,6 +670,23 @@ fn read_into(
             Ok(None)
         }
     }
+}
+
+/// The aborted transactions a read_committed consumer must be told of in `[from, to)`.
+fn aborted_in(
+    log: &gregor_log::Log,
+    from: i64,
+    to: i64,
+) -> Vec<kafka_protocol::messages::fetch_response::AbortedTransaction> {
+    log.aborted_transactions(from, to)
+        .into_iter()
+        .map(|a| {
+            let mut t = kafka_protocol::messages::fetch_response::AbortedTransaction::default();
+            t.producer_id = kafka_protocol::messages::ProducerId(a.producer_id);
+            t.first_offset = a.first_offset;
+            t
+        })
+        .collect()
 }
 
 /// The partition `t` reads, if this replica leads it in the epoch the fetch names and the
@@ -691,4 +720,4 @@ fn readable_leader(t: &Target) -> Result<&Arc<Partition>, ResponseError> {
 
 #[cfg(test)]
 #[path = "fetch_tests.rs"]
-mod tests;
+pub(in crate::handlers) mod tests;

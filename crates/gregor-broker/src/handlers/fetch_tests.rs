@@ -16,7 +16,7 @@ use super::{answer, fetch, plan};
 use crate::connection::{Handler, Reply, RequestContext};
 use crate::{Broker, BrokerConfig, BrokerOptions};
 
-async fn start(dir: &std::path::Path) -> Arc<Broker> {
+pub(crate) async fn start(dir: &std::path::Path) -> Arc<Broker> {
     let opts = BrokerOptions {
         data_dir: Some(dir.to_path_buf()),
         ..BrokerOptions::default()
@@ -25,7 +25,12 @@ async fn start(dir: &std::path::Path) -> Arc<Broker> {
     Broker::start(config).await.expect("broker starts")
 }
 
-async fn send(b: &Arc<Broker>, api_key: ApiKey, version: i16, req: RequestKind) -> ResponseKind {
+pub(crate) async fn send(
+    b: &Arc<Broker>,
+    api_key: ApiKey,
+    version: i16,
+    req: RequestKind,
+) -> ResponseKind {
     let ctx = RequestContext {
         api_key,
         api_version: version,
@@ -44,12 +49,12 @@ async fn send(b: &Arc<Broker>, api_key: ApiKey, version: i16, req: RequestKind) 
     }
 }
 
-fn sb(s: &str) -> StrBytes {
+pub(crate) fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 
 /// Creates `name` (one partition) and returns its id.
-async fn create_topic(b: &Arc<Broker>, name: &str) -> Uuid {
+pub(crate) async fn create_topic(b: &Arc<Broker>, name: &str) -> Uuid {
     let mut t = CreatableTopic::default();
     t.name = TopicName(sb(name));
     t.num_partitions = 1;
@@ -87,7 +92,12 @@ async fn delete_topic(b: &Arc<Broker>, name: &str) {
 }
 
 /// A consumer fetch of partition 0 of `topic` (by name, or by id from v13).
-fn fetch_request(topic: &str, topic_id: Uuid, version: i16, max_wait_ms: i32) -> FetchRequest {
+pub(crate) fn fetch_request(
+    topic: &str,
+    topic_id: Uuid,
+    version: i16,
+    max_wait_ms: i32,
+) -> FetchRequest {
     let mut p = FetchPartition::default();
     p.partition = 0;
     p.fetch_offset = 0;

@@ -17,6 +17,7 @@ pub(crate) mod produce;
 pub(crate) mod quotas;
 pub(crate) mod reassign;
 pub(crate) mod scram;
+pub(crate) mod txn;
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 

@@ -23,6 +23,8 @@ use crate::runtime::blocking;
 
 pub fn list_offsets(b: DataPlane<'_>, r: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let mut resp = ListOffsetsResponse::default();
+    // read_committed (v2+): the latest offset is the last stable offset, and lookups stop there.
+    let read_committed = version >= 2 && r.isolation_level == 1;
     for t in r.topics {
         let mut tr = ListOffsetsTopicResponse::default();
         for p in &t.partitions {
@@ -45,6 +47,11 @@ pub fn list_offsets(b: DataPlane<'_>, r: ListOffsetsRequest, version: i16) -> Li
                         });
                     }
                     let hw = part.high_watermark();
+                    let hw = if read_committed {
+                        part.last_stable_offset(hw)
+                    } else {
+                        hw
+                    };
                     let spec = match p.timestamp {
                         -1 => return Ok((hw, -1, role.leader_epoch)),
                         // -2 earliest, -4 earliest local (no tiering: the same).
@@ -54,7 +61,7 @@ pub fn list_offsets(b: DataPlane<'_>, r: ListOffsetsRequest, version: i16) -> Li
                         _ => return Err(ResponseError::UnsupportedVersion),
                     };
                     match part.log.list_offset(spec) {
-                        // Consumers never see past the high watermark.
+                        // Consumers never see past the high watermark (the LSO, read_committed).
                         Ok(Some(found))
                             if found.offset < hw || matches!(spec, OffsetSpec::Earliest) =>
                         {

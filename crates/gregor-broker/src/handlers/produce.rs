@@ -132,6 +132,14 @@ fn validate(
     }
     let part = b.locate(topic, topic_id, index)?;
     let records = records.ok_or(ResponseError::InvalidRecord)?;
+    // A transactional batch opens a transaction only a coordinator's marker ends: without
+    // one, it would hold the last stable offset for good (a hanging transaction).
+    let attributes = records
+        .get(21..23)
+        .map(|a| i16::from_be_bytes([a[0], a[1]]));
+    if attributes.is_some_and(|a| a & gregor_log::batch::ATTR_TRANSACTIONAL != 0) {
+        return Err(super::transactions_unsupported().into());
+    }
     if params.version < 7 && codec_id(&records) == Some(ZSTD) {
         return Err(ResponseError::UnsupportedCompressionType.into());
     }
