@@ -9,6 +9,7 @@ mod bench_kafka;
 mod bench_replay;
 mod broker_cmd;
 mod cluster_cmd;
+mod console_consumer;
 mod group_json;
 mod lab;
 mod storage_cmd;
@@ -46,6 +47,10 @@ enum Command {
     Groups(admin::GroupsArgs),
     /// Describe or alter topic, broker and group configs (like kafka-configs.sh).
     Configs(admin::ConfigsArgs),
+    /// Print a topic's records (like kafka-console-consumer.sh; `--isolation-level
+    /// read_committed` leaves out aborted transactions).
+    #[command(alias = "console-consumer")]
+    Consume(console_consumer::ConsoleConsumerArgs),
     /// Add, remove or list ACLs (like kafka-acls.sh).
     Acls(admin::AclsArgs),
     /// Elect partition leaders, preferred or unclean (like kafka-leader-election.sh).
@@ -158,6 +163,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Topics(args) => admin::block_on(admin::run_topics(args))??,
         Command::Groups(args) => admin::block_on(admin::run_groups(args))??,
         Command::Configs(args) => admin::block_on(admin::run_configs(args))??,
+        Command::Consume(args) => admin::block_on(console_consumer::run(args))??,
         Command::Acls(args) => admin::block_on(admin::run_acls(args))??,
         Command::Elect(args) => admin::block_on(admin::run_elect(args))??,
         Command::Reassign(args) => admin::block_on(admin::run_reassign(args))??,

@@ -763,3 +763,94 @@ fn f64s(v: &Value, what: &str) -> Vec<f64> {
         })
         .collect()
 }
+
+/// Three keyed records on a one-partition topic, written with gregor-client's producer.
+fn produce_three(bootstrap: &str, topic: &str) {
+    use gregor_client::{Producer, ProducerConfig, ProducerRecord};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let producer = Producer::connect(ProducerConfig::new(bootstrap).expect("config"))
+            .await
+            .expect("producer connects");
+        for i in 0..3 {
+            let record = ProducerRecord::new(topic)
+                .key(format!("k{i}"))
+                .value(format!("v{i}"));
+            producer
+                .send(record)
+                .await
+                .expect("sent")
+                .await
+                .expect("delivered");
+        }
+        producer.close().await.expect("producer closes");
+    });
+}
+
+#[test]
+fn consume_prints_records_in_read_committed_and_refuses_a_bad_level() {
+    let err = fails(
+        &["consume", "--topic", "t", "--isolation-level", "committed"],
+        None,
+    );
+    assert!(
+        err.contains("--isolation-level") && err.contains("read_uncommitted or read_committed"),
+        "{err}"
+    );
+    let broker = BrokerProcess::start();
+    let bootstrap = format!("127.0.0.1:{}", broker.port);
+    let created = gregor(
+        &[
+            "topics",
+            "--bootstrap-server",
+            &bootstrap,
+            "--create",
+            "--topic",
+            "txt",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "1",
+        ],
+        None,
+    );
+    assert!(created.status.success(), "{created:?}");
+    produce_three(&bootstrap, "txt");
+    for level in ["read_committed", "read_uncommitted"] {
+        let out = gregor(
+            &[
+                "consume",
+                "--bootstrap-server",
+                &bootstrap,
+                "--topic",
+                "txt",
+                "--from-beginning",
+                "--max-messages",
+                "3",
+                "--timeout-ms",
+                "20000",
+                "--isolation-level",
+                level,
+                "--property",
+                "print.key=true",
+                "--property",
+                "print.offset=true",
+            ],
+            None,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{level}: {stderr}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "Offset:0\tk0\tv0\nOffset:1\tk1\tv1\nOffset:2\tk2\tv2\n",
+            "{level}"
+        );
+        assert!(
+            stderr.contains("Processed a total of 3 messages"),
+            "{stderr}"
+        );
+    }
+}

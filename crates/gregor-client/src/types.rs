@@ -1,6 +1,49 @@
-//! Small value types shared by the admin calls (and, later, the producer and consumer).
+//! Small value types shared by the admin calls, the producer and the consumer.
 
 use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// Kafka's `isolation.level`: which records a consumer reads (Fetch) and which offset counts as
+/// a partition's end (ListOffsets for the latest offset).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum IsolationLevel {
+    /// Every record up to the high watermark, aborted transactions included (Kafka's default).
+    #[default]
+    ReadUncommitted,
+    /// Up to the last stable offset, without the records of aborted transactions.
+    ReadCommitted,
+}
+
+impl IsolationLevel {
+    /// Kafka's spellings, `read_uncommitted` and `read_committed`.
+    pub fn parse(s: &str) -> Result<IsolationLevel> {
+        match s.trim() {
+            "read_uncommitted" => Ok(IsolationLevel::ReadUncommitted),
+            "read_committed" => Ok(IsolationLevel::ReadCommitted),
+            other => Err(Error::InvalidArgument(format!(
+                "invalid isolation.level '{other}': expected read_uncommitted or read_committed"
+            ))),
+        }
+    }
+
+    /// The `isolation_level` field of Fetch (v4+) and ListOffsets (v2+).
+    pub fn wire(self) -> i8 {
+        match self {
+            IsolationLevel::ReadUncommitted => 0,
+            IsolationLevel::ReadCommitted => 1,
+        }
+    }
+}
+
+impl fmt::Display for IsolationLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            IsolationLevel::ReadUncommitted => "read_uncommitted",
+            IsolationLevel::ReadCommitted => "read_committed",
+        })
+    }
+}
 
 /// A partition of a topic. Orders by topic, then partition.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -57,5 +100,20 @@ mod tests {
             group_by_topic(&tps),
             vec![("b".to_string(), vec![1, 0]), ("a".to_string(), vec![0])]
         );
+    }
+
+    #[test]
+    fn isolation_levels_parse_and_print_with_kafkas_names() {
+        for level in [
+            IsolationLevel::ReadUncommitted,
+            IsolationLevel::ReadCommitted,
+        ] {
+            assert_eq!(IsolationLevel::parse(&level.to_string()).unwrap(), level);
+        }
+        assert_eq!(IsolationLevel::default(), IsolationLevel::ReadUncommitted);
+        assert_eq!(IsolationLevel::ReadCommitted.wire(), 1);
+        assert_eq!(IsolationLevel::ReadUncommitted.wire(), 0);
+        let err = IsolationLevel::parse("committed").unwrap_err().to_string();
+        assert!(err.contains("isolation.level"), "{err}");
     }
 }

@@ -45,13 +45,8 @@ impl OffsetSpec {
     }
 }
 
-/// Which records count for the latest offset.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum IsolationLevel {
-    #[default]
-    ReadUncommitted,
-    ReadCommitted,
-}
+/// Which records count for the latest offset (defined with the consumer's other value types).
+pub use crate::types::IsolationLevel;
 
 /// One looked-up offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,10 +100,7 @@ pub fn list_offsets_request(
         .with_replica_id(BrokerId(-1))
         .with_topics(topics);
     if version >= 2 {
-        req.isolation_level = match isolation {
-            IsolationLevel::ReadUncommitted => 0,
-            IsolationLevel::ReadCommitted => 1,
-        };
+        req.isolation_level = isolation.wire();
     }
     if version >= 10 {
         req.timeout_ms = 30_000;

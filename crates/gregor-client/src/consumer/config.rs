@@ -6,6 +6,7 @@ use gregor_assign::{builtin, Assignor};
 
 use crate::client::ClientConfig;
 use crate::error::{Error, Result};
+pub use crate::types::IsolationLevel;
 
 /// `auto.offset.reset`: where to start when a partition has no committed offset (or its
 /// position is out of range).
@@ -79,6 +80,12 @@ pub struct ConsumerConfig {
     /// fails a check is not returned (the partition is fetched again after
     /// `retry.backoff.ms`).
     pub check_crcs: bool,
+    /// `isolation.level` (default `read_uncommitted`; [`IsolationLevel::parse`] takes Kafka's
+    /// spellings). `read_committed`: Fetches stop at the last stable offset and the records of
+    /// aborted transactions are dropped; ListOffsets for `auto.offset.reset=latest` answers
+    /// the last stable offset. Needs Fetch v4 and ListOffsets v2. Control records (transaction
+    /// markers) are never returned, in either level; the position moves past them.
+    pub isolation_level: IsolationLevel,
     /// `metadata.max.age.ms` (default 5 min): how often a pattern subscription looks for new
     /// matching topics.
     pub metadata_max_age: Duration,
@@ -119,6 +126,7 @@ impl ConsumerConfig {
             max_partition_fetch_bytes: 1_048_576,
             max_poll_records: 500,
             check_crcs: true,
+            isolation_level: IsolationLevel::ReadUncommitted,
             metadata_max_age: Duration::from_secs(300),
         })
     }
@@ -186,6 +194,7 @@ mod tests {
         assert_eq!(c.session_timeout, Duration::from_secs(45));
         assert_eq!(c.max_poll_interval, Duration::from_secs(300));
         assert!(c.check_crcs);
+        assert_eq!(c.isolation_level, IsolationLevel::ReadUncommitted);
         let names: Vec<String> = c
             .take_assignors()
             .unwrap()

@@ -1,5 +1,7 @@
 //! Fetch requests from positions, and fetched record batches decoded into records (with
-//! kafka-protocol's `RecordBatchDecoder`, which also decompresses). Pure.
+//! kafka-protocol's `RecordBatchDecoder`, which also decompresses). Pure. In read_committed
+//! the batches of aborted transactions are dropped as an answer is split by partition
+//! ([`super::txn_filter`]).
 
 use std::sync::Arc;
 
@@ -10,8 +12,9 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use uuid::Uuid;
 
-use crate::error::{KafkaCode, KafkaError};
-use crate::types::TopicPartition;
+use super::txn_filter::{self, AbortedTxn};
+use crate::error::{Error, KafkaCode, KafkaError, Result};
+use crate::types::{IsolationLevel, TopicPartition};
 
 /// A consumed record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,12 +64,19 @@ pub(crate) struct ByteLimits {
 
 /// A full Fetch of `targets`, without a session (session id 0, epoch -1); a
 /// [`crate::fetch_session::FetchSession`] turns it into its session's next request.
+/// read_committed needs Fetch v4, where `isolation_level` appeared.
 pub fn fetch_request(
     targets: &[FetchTarget],
     limits: FetchLimits,
     rack: Option<&str>,
+    isolation: IsolationLevel,
     version: i16,
-) -> FetchRequest {
+) -> Result<FetchRequest> {
+    if isolation == IsolationLevel::ReadCommitted && version < 4 {
+        return Err(Error::InvalidArgument(format!(
+            "isolation.level=read_committed needs Fetch v4, the broker supports v{version}"
+        )));
+    }
     let mut topics: Vec<FetchTopic> = Vec::new();
     for t in targets {
         let mut part = FetchPartition::default()
@@ -112,6 +122,9 @@ pub fn fetch_request(
     if version >= 3 {
         req.max_bytes = limits.max_bytes;
     }
+    if version >= 4 {
+        req.isolation_level = isolation.wire();
+    }
     if version >= 7 {
         req.session_id = 0;
         req.session_epoch = -1;
@@ -119,7 +132,7 @@ pub fn fetch_request(
     if version >= 11 {
         req.rack_id = StrBytes::from_string(rack.unwrap_or("").to_string());
     }
-    req
+    Ok(req)
 }
 
 /// What one partition returned.
@@ -142,8 +155,9 @@ pub struct FetchedPartition {
 pub fn parse_fetch(
     resp: FetchResponse,
     targets: &[FetchTarget],
+    isolation: IsolationLevel,
 ) -> Result<Vec<(TopicPartition, Result<FetchedPartition, KafkaError>)>, KafkaError> {
-    let raw = parse_fetch_raw(resp, targets)?;
+    let raw = parse_fetch_raw(resp, targets, isolation)?;
     Ok(raw
         .into_iter()
         .map(|(tp, result)| {
@@ -162,8 +176,11 @@ pub fn parse_fetch(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawPartition {
     pub high_watermark: i64,
+    /// The last stable offset (Fetch v4+, -1 before): where a read_committed answer ends.
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
-    /// The complete record batches received (a trailing partial batch cut off).
+    /// The complete record batches received (a trailing partial batch cut off), in
+    /// read_committed without those of aborted transactions.
     pub batches: Bytes,
     /// The offset after the last complete batch, from the batch headers (their base offset and
     /// last offset delta), `None` without a complete batch.
@@ -203,11 +220,15 @@ pub fn corrupt(tp: &TopicPartition, reason: String) -> KafkaError {
 }
 
 /// Per-partition results with the record batches left undecoded (see [`RawPartition`]); a
-/// top-level error fails the whole response.
+/// top-level error fails the whole response. In read_committed the batches of the aborted
+/// transactions each partition's answer lists are dropped (a control batch that does not
+/// decode makes the partition's result `CORRUPT_MESSAGE`); in read_uncommitted that list is
+/// ignored.
 #[allow(clippy::type_complexity)]
 pub fn parse_fetch_raw(
     resp: FetchResponse,
     targets: &[FetchTarget],
+    isolation: IsolationLevel,
 ) -> Result<Vec<(TopicPartition, Result<RawPartition, KafkaError>)>, KafkaError> {
     KafkaError::check(resp.error_code, None)?;
     let mut out = Vec::new();
@@ -225,21 +246,40 @@ pub fn parse_fetch_raw(
             if !targets.iter().any(|x| x.tp == tp) {
                 continue;
             }
-            let result = KafkaError::check(p.error_code, None).map(|()| {
+            let result = KafkaError::check(p.error_code, None).and_then(|()| {
                 let mut batches = p.records.unwrap_or_default();
+                // From the batches received: the position moves past dropped ones too.
                 let (len, next_offset) = complete_batches(&batches);
                 batches.truncate(len);
-                RawPartition {
+                if isolation == IsolationLevel::ReadCommitted {
+                    let aborted = aborted_list(p.aborted_transactions.unwrap_or_default());
+                    batches = txn_filter::drop_aborted(batches, aborted)
+                        .map_err(|reason| corrupt(&tp, reason))?;
+                }
+                Ok(RawPartition {
                     high_watermark: p.high_watermark,
+                    last_stable_offset: p.last_stable_offset,
                     log_start_offset: p.log_start_offset,
                     batches,
                     next_offset,
-                }
+                })
             });
             out.push((tp, result));
         }
     }
     Ok(out)
+}
+
+/// A partition answer's `aborted_transactions` as the filter takes them.
+fn aborted_list(
+    list: Vec<kafka_protocol::messages::fetch_response::AbortedTransaction>,
+) -> Vec<AbortedTxn> {
+    list.into_iter()
+        .map(|t| AbortedTxn {
+            producer_id: t.producer_id.0,
+            first_offset: t.first_offset,
+        })
+        .collect()
 }
 
 /// The length of the complete batches at the start of a `records` field, and the offset after
@@ -751,9 +791,139 @@ mod tests {
             partition_max_bytes: 1 << 20,
         };
         for v in FetchRequest::VERSIONS.min..=FetchRequest::VERSIONS.max {
-            let req = fetch_request(&[target(5)], limits, Some("r1"), v);
-            encode_request(&req, v, 1, "c").unwrap_or_else(|e| panic!("v{v}: {e}"));
+            for isolation in [
+                IsolationLevel::ReadUncommitted,
+                IsolationLevel::ReadCommitted,
+            ] {
+                let Ok(req) = fetch_request(&[target(5)], limits, Some("r1"), isolation, v) else {
+                    assert!(v < 4 && isolation == IsolationLevel::ReadCommitted, "v{v}");
+                    continue;
+                };
+                encode_request(&req, v, 1, "c").unwrap_or_else(|e| panic!("v{v}: {e}"));
+            }
         }
+    }
+
+    #[test]
+    fn the_request_carries_the_isolation_level_and_read_committed_needs_v4() {
+        let limits = FetchLimits {
+            max_wait_ms: 500,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            partition_max_bytes: 1 << 20,
+        };
+        for v in 4..=FetchRequest::VERSIONS.max {
+            let committed =
+                fetch_request(&[target(5)], limits, None, IsolationLevel::ReadCommitted, v)
+                    .unwrap();
+            // Through the wire and back: the field the broker reads.
+            let frame = encode_request(&committed, v, 9, "c").unwrap();
+            let decoded = decode_request_body(frame, v);
+            assert_eq!(decoded.isolation_level, 1, "v{v}");
+            let uncommitted = fetch_request(
+                &[target(5)],
+                limits,
+                None,
+                IsolationLevel::ReadUncommitted,
+                v,
+            )
+            .unwrap();
+            assert_eq!(uncommitted.isolation_level, 0, "v{v}");
+        }
+        let err = fetch_request(&[target(5)], limits, None, IsolationLevel::ReadCommitted, 3)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("read_committed needs Fetch v4"), "{err}");
+        // A fetch session's full and incremental requests keep it.
+        let mut session = crate::fetch_session::FetchSession::default();
+        for (i, offset) in [5, 9].into_iter().enumerate() {
+            let mut req = fetch_request(
+                &[target(offset)],
+                limits,
+                None,
+                IsolationLevel::ReadCommitted,
+                13,
+            )
+            .unwrap();
+            session.prepare(&mut req, 13);
+            assert_eq!(req.session_epoch, i as i32, "full, then incremental");
+            assert_eq!(req.isolation_level, 1);
+            session.on_response(&FetchResponse::default().with_session_id(77));
+        }
+    }
+
+    /// A request frame (size, header, body) decoded back into its body.
+    fn decode_request_body(frame: Bytes, version: i16) -> FetchRequest {
+        use kafka_protocol::messages::RequestHeader;
+        use kafka_protocol::protocol::{Decodable, HeaderVersion};
+        let mut buf = frame.slice(4..);
+        let header_version = FetchRequest::header_version(version);
+        RequestHeader::decode(&mut buf, header_version).unwrap();
+        FetchRequest::decode(&mut buf, version).unwrap()
+    }
+
+    /// A transactional batch (attributes bit 4) of producer `pid`, or its abort marker.
+    fn txn_batch(base: i64, pid: i64, n: usize, abort_marker: bool) -> Vec<u8> {
+        use crate::producer::wire::ProducerIdentity;
+        let recs: Vec<RecordData> = if abort_marker {
+            vec![RecordData {
+                key: Some(Bytes::from_static(&[0, 0, 0, 0])), // version 0, type 0: abort
+                value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 3])), // version 0, epoch 3
+                headers: vec![],
+                timestamp: 1,
+            }]
+        } else {
+            (0..n)
+                .map(|i| RecordData {
+                    key: None,
+                    value: Some(Bytes::from(format!("v{i}"))),
+                    headers: vec![],
+                    timestamp: 1,
+                })
+                .collect()
+        };
+        let identity = Some(ProducerIdentity {
+            producer_id: pid,
+            epoch: 0,
+        });
+        let mut b = encode_batch(&recs, identity, 0, Compression::None)
+            .unwrap()
+            .to_vec();
+        b[0..8].copy_from_slice(&base.to_be_bytes());
+        b[22] |= if abort_marker { 0x30 } else { 0x10 };
+        recrc(&mut b);
+        b
+    }
+
+    #[test]
+    fn read_committed_drops_aborted_batches_and_read_uncommitted_ignores_the_list() {
+        use kafka_protocol::messages::fetch_response::AbortedTransaction;
+        use kafka_protocol::messages::ProducerId;
+        let mut records = txn_batch(0, 7, 2, false);
+        records.extend(batch(2, 1, Compression::None));
+        records.extend(txn_batch(3, 7, 1, true));
+        let resp = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+            .with_topic(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(vec![PartitionData::default()
+                .with_partition_index(0)
+                .with_high_watermark(9)
+                .with_last_stable_offset(4)
+                .with_aborted_transactions(Some(vec![AbortedTransaction::default()
+                    .with_producer_id(ProducerId(7))
+                    .with_first_offset(0)]))
+                .with_records(Some(Bytes::from(records)))])]);
+        let frame = encode_response_frame::<FetchRequest>(&resp, 12, 1);
+        let resp = decode_response::<FetchRequest>(frame, 12).unwrap();
+        let offsets = |isolation| {
+            let parsed = parse_fetch(resp.clone(), &[target(0)], isolation).unwrap();
+            let f = parsed[0].1.clone().unwrap();
+            assert_eq!(f.next_offset, Some(4), "the marker is passed too");
+            let raw = parse_fetch_raw(resp.clone(), &[target(0)], isolation).unwrap();
+            assert_eq!(raw[0].1.as_ref().unwrap().last_stable_offset, 4);
+            f.records.iter().map(|r| r.offset).collect::<Vec<i64>>()
+        };
+        assert_eq!(offsets(IsolationLevel::ReadCommitted), vec![2]);
+        assert_eq!(offsets(IsolationLevel::ReadUncommitted), vec![0, 1, 2]);
     }
 
     #[test]
@@ -1141,6 +1311,7 @@ mod tests {
         let parsed = parse_fetch(
             decode_response::<FetchRequest>(frame, 13).unwrap(),
             &[target(0)],
+            IsolationLevel::ReadUncommitted,
         )
         .unwrap();
         let f = parsed[0].1.as_ref().unwrap();
@@ -1151,11 +1322,16 @@ mod tests {
             .with_partitions(vec![PartitionData::default()
                 .with_partition_index(0)
                 .with_error_code(1)])]);
-        let parsed = parse_fetch(err, &[target(0)]).unwrap();
+        let parsed = parse_fetch(err, &[target(0)], IsolationLevel::ReadCommitted).unwrap();
         assert_eq!(
             parsed[0].1.as_ref().unwrap_err().code,
             KafkaCode::OFFSET_OUT_OF_RANGE
         );
-        assert!(parse_fetch(FetchResponse::default().with_error_code(71), &[]).is_err());
+        assert!(parse_fetch(
+            FetchResponse::default().with_error_code(71),
+            &[],
+            IsolationLevel::ReadUncommitted
+        )
+        .is_err());
     }
 }

@@ -60,6 +60,9 @@ pub(super) struct Fetcher {
     pub(super) partition_backoff_until: HashMap<TopicPartition, u64>,
     /// Each partition's high watermark in its last answer.
     pub(super) high_watermarks: HashMap<TopicPartition, i64>,
+    /// In read_committed, each partition's last stable offset in its last answer (its high
+    /// watermark when the answer had none); empty in read_uncommitted.
+    pub(super) last_stable_offsets: HashMap<TopicPartition, i64>,
     /// Records fetched and not yet returned.
     pub(super) buffer: prefetch::Buffer,
     /// Some partition has no known leader, or a Fetch failed: refresh metadata.
@@ -90,6 +93,16 @@ impl Fetcher {
     /// Partitions were assigned: their leaders are worked out again before the next plan.
     pub(super) fn forget_leaders(&mut self) {
         self.leaders = None;
+    }
+
+    /// Where each partition's answers end: its last stable offset in read_committed
+    /// (`read_committed`), else its high watermark.
+    pub(super) fn readable_ends(&self, read_committed: bool) -> &HashMap<TopicPartition, i64> {
+        if read_committed {
+            &self.last_stable_offsets
+        } else {
+            &self.high_watermarks
+        }
     }
 
     pub(super) fn load(&self, broker: i32, now: u64, limits: ByteLimits) -> BrokerLoad {

@@ -28,7 +28,7 @@ use crate::client::{Client, Target};
 use crate::error::{KafkaCode, KafkaError};
 use crate::fetch_session::FetchSession;
 use crate::metadata::ClusterMetadata;
-use crate::types::TopicPartition;
+use crate::types::{IsolationLevel, TopicPartition};
 
 /// The consumer's fetching, for monitoring and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,6 +224,7 @@ impl Consumer {
                     rack: self.rack.clone(),
                     limits,
                     check_crcs: self.settings.check_crcs,
+                    isolation: self.settings.isolation_level,
                 },
             );
             let handle = self.fetcher.in_flight.spawn(task);
@@ -270,6 +271,7 @@ impl Consumer {
     fn plan_fetches(&self, md: &ClusterMetadata, now: u64) -> Planned {
         let fetcher = &self.fetcher;
         let limits = self.settings.byte_limits;
+        let rc = self.settings.isolation_level == IsolationLevel::ReadCommitted;
         let load = |b: i32| fetcher.load(b, now, limits);
         // This runs up to twice per `poll` over every assigned partition: each broker's load
         // (three hash lookups) is worked out once per call, not once per partition.
@@ -322,14 +324,14 @@ impl Consumer {
                 token: s.token,
             };
             if c.buffered >= limits.partition_max
-                && !prefetch::caught_up(&c, fetcher.high_watermarks.get(tp).copied())
+                && !prefetch::caught_up(&c, fetcher.readable_ends(rc).get(tp).copied())
             {
                 waiting_on.insert(leader);
             }
             candidates.push(c);
         }
         let mut fetches = prefetch::plan(candidates, load, limits);
-        hold_back_caught_up(&mut fetches, &waiting_on, &fetcher.high_watermarks);
+        hold_back_caught_up(&mut fetches, &waiting_on, fetcher.readable_ends(rc));
         Planned {
             fetches,
             leaderless,
@@ -403,11 +405,17 @@ impl Consumer {
     }
 
     /// Buffers a current partition answer's records (kept undecoded when the task did not
-    /// decode them), and notes its high watermark.
+    /// decode them), and notes its high watermark (and in read_committed its last stable
+    /// offset, where such answers end).
     fn buffer_answer(&mut self, broker: i32, tp: TopicPartition, f: Answer, asked: i64) {
         self.fetcher
             .high_watermarks
             .insert(tp.clone(), f.raw.high_watermark);
+        if self.settings.isolation_level == IsolationLevel::ReadCommitted {
+            let lso = f.raw.last_stable_offset;
+            let end = if lso >= 0 { lso } else { f.raw.high_watermark };
+            self.fetcher.last_stable_offsets.insert(tp.clone(), end);
+        }
         let Some(next_offset) = f.raw.next_offset.filter(|n| *n > asked) else {
             // Nothing complete at or after the offset yet.
             return;
@@ -484,6 +492,9 @@ struct TaskSettings {
     limits: fetch::FetchLimits,
     /// `check.crcs`, for the decoding done in the task.
     check_crcs: bool,
+    /// `isolation.level`: sent in the request, and read_committed drops the aborted
+    /// transactions' batches as the answer is split.
+    isolation: IsolationLevel,
 }
 
 /// One Fetch to `broker` in its session; splits the answer by partition here, and decodes the
@@ -500,11 +511,12 @@ async fn fetch_task(
         rack,
         limits,
         check_crcs,
+        isolation,
     } = settings;
     let sent_at = tokio::time::Instant::now();
     let sent = client
         .send_timed::<FetchRequest, _>(&Target::Broker(broker), |v| {
-            let mut req = fetch::fetch_request(&targets, limits, rack.as_deref(), v);
+            let mut req = fetch::fetch_request(&targets, limits, rack.as_deref(), isolation, v)?;
             session.prepare(&mut req, v);
             Ok(req)
         })
@@ -525,7 +537,7 @@ async fn fetch_task(
     let decode_here = tokio::runtime::Handle::current().runtime_flavor()
         != tokio::runtime::RuntimeFlavor::CurrentThread;
     let outcome = sent.map(|(resp, _)| {
-        fetch::parse_fetch_raw(resp, &targets).map(|parts| {
+        fetch::parse_fetch_raw(resp, &targets, isolation).map(|parts| {
             parts
                 .into_iter()
                 .map(|(tp, result)| {
@@ -572,19 +584,19 @@ fn leader_of(
 }
 
 /// Drops the Fetches to a broker in `waiting_on` that name only partitions already read to
-/// their high watermark. The broker would park such a Fetch for `fetch.max.wait.ms`, holding
+/// their high watermark (last stable offset in read_committed). The broker would park such a Fetch for `fetch.max.wait.ms`, holding
 /// back a partition of the same broker that still has data to read and becomes fetchable as
 /// soon as its buffer is used up: wait for that one and fetch them together.
 fn hold_back_caught_up(
     fetches: &mut Vec<PlannedFetch>,
     waiting_on: &HashSet<i32>,
-    high_watermarks: &HashMap<TopicPartition, i64>,
+    readable_ends: &HashMap<TopicPartition, i64>,
 ) {
     fetches.retain(|p| {
         !waiting_on.contains(&p.broker)
             || !p
                 .partitions
                 .iter()
-                .all(|f| prefetch::caught_up(f, high_watermarks.get(&f.tp).copied()))
+                .all(|f| prefetch::caught_up(f, readable_ends.get(&f.tp).copied()))
     });
 }

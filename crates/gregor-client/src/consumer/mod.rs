@@ -3,7 +3,8 @@
 //!
 //! The decisions live in pure modules: [`membership`] (join/sync/heartbeat state machine and
 //! the eager/cooperative revocation rules), [`leader`] (the leader's assignment),
-//! [`group_wire`] and [`fetch`] (requests and responses), `prefetch` (which partitions to
+//! [`group_wire`] and [`fetch`] (requests and responses), [`txn_filter`] (read_committed:
+//! the batches of aborted transactions), `prefetch` (which partitions to
 //! fetch from which broker, the record buffer and its byte bounds). The shell sends what they ask
 //! for: `state` holds the [`Consumer`] and its application calls (it runs the rebalance listener
 //! inside `poll` and keeps positions, with `shared` below it); `fetcher` (over `fetch_state`)
@@ -32,8 +33,9 @@ mod prefetch;
 mod rebalance;
 mod shared;
 mod state;
+pub mod txn_filter;
 
-pub use config::{AutoOffsetReset, ConsumerConfig};
+pub use config::{AutoOffsetReset, ConsumerConfig, IsolationLevel};
 pub use fetch::ConsumerRecord;
 pub use fetcher::FetchMetrics;
 pub use listener::{

@@ -3,14 +3,15 @@
 
 use super::config::AutoOffsetReset;
 use super::state::Consumer;
-use crate::admin::offsets::{IsolationLevel, OffsetSpec};
+use crate::admin::offsets::OffsetSpec;
 use crate::admin::Admin;
 use crate::error::{Error, Result};
 use crate::types::TopicPartition;
 
 impl Consumer {
     /// Looks up positions for partitions without one: the committed offset, else
-    /// `auto.offset.reset`.
+    /// `auto.offset.reset` (latest: the last stable offset in read_committed, as the
+    /// ListOffsets carries `isolation.level`).
     pub(super) async fn update_positions(&mut self) -> Result<()> {
         let missing: Vec<TopicPartition> = self
             .assigned
@@ -54,7 +55,7 @@ impl Consumer {
         let asked: Vec<(TopicPartition, OffsetSpec)> =
             reset.iter().map(|tp| (tp.clone(), spec)).collect();
         let listed = Admin::new(self.client.clone())
-            .list_offsets(&asked, IsolationLevel::ReadUncommitted)
+            .list_offsets(&asked, self.settings.isolation_level)
             .await?;
         for (tp, r) in listed {
             match r {

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::client::{Client, Target};
 use crate::error::{Error, KafkaCode, KafkaError, Result};
-use crate::types::TopicPartition;
+use crate::types::{IsolationLevel, TopicPartition};
 
 use super::config::{AutoOffsetReset, ConsumerConfig};
 use super::fetch::{self, ConsumerRecord, FetchLimits};
@@ -48,6 +48,7 @@ pub(super) struct Settings {
     pub(super) fetch_max_wait: Duration,
     pub(super) max_poll_records: usize,
     pub(super) check_crcs: bool,
+    pub(super) isolation_level: IsolationLevel,
     pub(super) metadata_max_age_ms: u64,
     pub(super) retry_backoff: Duration,
 }
@@ -78,6 +79,7 @@ impl Settings {
             fetch_max_wait: config.fetch_max_wait,
             max_poll_records: config.max_poll_records,
             check_crcs: config.check_crcs,
+            isolation_level: config.isolation_level,
             metadata_max_age_ms: millis(config.metadata_max_age),
             retry_backoff: Duration::from_millis(config.client.backoff.delay_ms(0)),
         }
