@@ -233,6 +233,13 @@ def test_group_members_lag_and_rebalance_timeline_in_a_browser(start_broker, tmp
     assert [td.text() for td in p0[:5]] == [topic, "0", "70", "120", "50"]
     assert [td.text() for td in p1[:5]] == [topic, "1", "45", "45", "0"]
     assert p0[5].text().startswith("alpha")
+    # A lag of 50 is the group's largest but far under the amber threshold: not coloured. The
+    # legend and each cell's tooltip state the rule.
+    assert p0[4].attrs["class"] == "num lag", p0[4].attrs
+    assert "lag-high" not in alpha_row.find("td", **{"class": "num lag"}).attrs["class"]
+    assert "amber from 1,000 records" in p0[4].attrs["title"]
+    legend = main.find(id="lag-legend").text()
+    assert "1,000" in legend and "100,000" in legend, legend
 
     # The timeline, newest first: the three generations, who joined and left, what moved.
     items = main.find("ol", id="timeline").find_all("li", data_status="completed")
@@ -257,7 +264,27 @@ def test_group_members_lag_and_rebalance_timeline_in_a_browser(start_broker, tmp
     t = {r["generation"]: r for r in g["timeline"]}
     assert t[3]["total_ms"] == t[3]["join_ms"] + t[3]["sync_ms"]
     assert [d["cause"] for d in t[3]["departed"]] == ["left"]
+    # The bars share one axis: the longest rebalance fills it, the others are shorter by their
+    # own duration (not each scaled to full width), and the page names the axis.
+    check_shared_axis(g, main)
     alpha.stop()
+
+
+def bar_width(r):
+    return r["bar"]["join_pct"] + r["bar"]["sync_pct"]
+
+
+def check_shared_axis(g, main):
+    done = [r for r in g["timeline"] if r["status"] == "completed"]
+    scale = g["timeline_scale"]
+    longest = max(done, key=lambda r: r["total_ms"])
+    assert scale["max_ms"] == longest["total_ms"], (scale, done)
+    assert abs(bar_width(longest) - 100) < 0.1, longest
+    for r in done:
+        if r["total_ms"] < longest["total_ms"]:
+            assert bar_width(r) < 100, (r["total_ms"], r["bar"], scale)
+    label = main.find(id="timeline-scale").text()
+    assert scale["kind"] in label and "full width" in label, label
 
 
 @pytest.mark.timeout(180)
@@ -307,6 +334,8 @@ def test_a_frozen_member_is_kicked_after_its_max_poll_interval_and_the_timeline_
         main = page(browser, port, "/group/" + group)
         browser.screenshot(f"http://127.0.0.1:{port}/ui/#/group/{group}", "kicked")
         item = main.find("ol", id="timeline").find("li", data_generation=str(kick["generation"]))
+        # The 3 s kick and the quick rebalances before it on one (log) axis.
+        check_shared_axis(api(port, "/ui/api/group?id=" + group), main)
         kicked = item.find("li", data_cause="rebalance timeout")
         assert "kicked (did not rejoin within max.poll.interval.ms)" in kicked.text()
         assert "stuck" in kicked.text()
@@ -341,8 +370,11 @@ def test_brokers_topics_and_groups_pages(start_broker, tmp_path):
     main = page(browser, port, "/brokers")
     browser.screenshot(f"http://127.0.0.1:{port}/ui/#/brokers", "brokers")
     row = main.find("table", id="brokers").find("tr", data_broker="1")
-    assert "active controller" in row.text() and "unfenced" in row.text()
+    assert "active controller" in row.text() and row.attrs["data-liveness"] == "alive"
     assert f"127.0.0.1:{b.port}" in row.text()
+    # The controller card names the node, not a number that reads as a count.
+    assert main.find(id="controller-id").text() == "node 1"
+    assert main.find(id="brokers-alive").find("b").text() == "1 of 1"
 
     main = page(browser, port, "/topics")
     browser.screenshot(f"http://127.0.0.1:{port}/ui/#/topics", "topics")
@@ -359,6 +391,10 @@ def test_brokers_topics_and_groups_pages(start_broker, tmp_path):
 
     main = page(browser, port, "/groups")
     browser.screenshot(f"http://127.0.0.1:{port}/ui/#/groups", "groups")
+    # Nothing but the page's parts: no stray text such as "null" above the table.
+    strays = [c for c in main.children if isinstance(c, str) and c.strip()]
+    assert not strays, strays
+    assert not main.find_all(id="unread-nodes")
     row = main.find("table", id="groups").find("tr", data_group="listed-group")
     cells = [td.text() for td in row.find_all("td")]
     assert cells[0] == "listed-group" and cells[1] == "Empty" and cells[5] == "6", cells
@@ -471,3 +507,157 @@ def test_under_replicated_partition_is_highlighted_and_racks_shown(cluster_facto
     row = page(browser, port, "/topics").find("section", data_topic=topic).find(
         "tr", data_partition="0")
     assert "under-replicated" not in row.attrs.get("class", "")
+
+
+def cluster_json(node):
+    return api(node.metrics_port, "/ui/api/cluster")
+
+
+def partitions_of(c, topic):
+    t = next((t for t in c["topics"] if t["name"] == topic), None)
+    if t is None:
+        raise NotYet(f"{topic} not in node {c['node_id']}'s metadata yet")
+    return t["partitions"]
+
+
+def create_assigned(node, topic, assignments):
+    deadline = time.monotonic() + 30
+    while True:
+        err, msg = node.create_topic(topic, partitions=-1, replication_factor=-1,
+                                     assignments=assignments)
+        if err == 0:
+            return
+        assert err in (7, 41) and time.monotonic() < deadline, f"CreateTopics: {err} {msg}"
+        time.sleep(0.2)
+
+
+@pytest.mark.timeout(180)
+def test_every_node_shows_the_leaders_sizes_and_a_cleanly_stopped_broker_raises_no_alarm(
+        cluster_factory, tmp_path):
+    """Three voters and a broker-only node 3, a topic with partition p on node p alone: every
+    node's Topics page shows the same sizes and offsets for every partition, its leader's (no
+    "—" for the partitions it does not host). Node 3, stopped with SIGTERM, is fenced and
+    coordinates no group: the Groups page says it was not asked, with no red banner."""
+    c = cluster_factory(3, metrics=True, brokers=1)
+    nodes = list(c.nodes.values())
+    browser = Browser(tmp_path)
+    topic = "console-spread"
+    create_assigned(nodes[0], topic, [(p, [p]) for p in range(4)])
+    counts = [7, 30, 12, 5]
+    for n in nodes:
+        wait_until(lambda: topic in n.metadata()["topics"], 20, f"{topic} on node {n.node_id}")
+    for p, count in enumerate(counts):
+        produce(nodes[0], topic, [{"partition": p, "value": b"v" * 20} for _ in range(count)])
+
+    def numbers(node):
+        parts = partitions_of(cluster_json(node), topic)
+        return [(p["partition"], p["sizes_from"], p["log_start_offset"], p["high_watermark"],
+                 p["log_end_offset"], p["size_bytes"]) for p in parts]
+
+    def agreed():
+        seen = [numbers(n) for n in nodes]
+        return seen[0] if all(s == seen[0] for s in seen) and \
+            [x[3] for x in seen[0]] == counts else None
+
+    agreed_numbers = wait_until(agreed, 30, lambda: f"every node showing the leaders' sizes: "
+                                f"{[numbers(n) for n in nodes]}")
+    for p, leader, start, hw, end, size in agreed_numbers:
+        assert (leader, start, end) == (p, 0, counts[p]) and size > 20 * counts[p], agreed_numbers
+    main = page(browser, nodes[0].metrics_port, "/topics")
+    browser.screenshot(f"http://127.0.0.1:{nodes[0].metrics_port}/ui/#/topics", "topics-cluster")
+    for row in main.find("section", data_topic=topic).find("tbody").find_all("tr"):
+        cells = [td.text() for td in row.find_all("td")]
+        p = int(row.attrs["data-partition"])
+        assert cells[7] == str(counts[p]) and cells[8] == str(counts[p]), cells
+        assert "—" not in cells[5:], cells
+
+    # A group, so that the Groups page has something to list.
+    consumer = Consumer(conf(nodes[0], {"group.id": "spread-group", "enable.auto.commit": False}))
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 1, 10)], asynchronous=False)
+    finally:
+        consumer.close()
+    assert nodes[3].stop() == 0
+    port = nodes[0].metrics_port
+
+    def node3_noted():
+        g = api(port, "/ui/api/groups")
+        n3 = next((n for n in g["nodes"] if n["node_id"] == 3), None)
+        return g if n3 and n3.get("skipped") else None
+
+    g = wait_until(node3_noted, 30, lambda: f"node 3 noted as not asked: {api(port, '/ui/api/groups')}")
+    assert all(n["ok"] for n in g["nodes"]), g["nodes"]
+    assert [x["group_id"] for x in g["groups"]] == ["spread-group"], g["groups"]
+    main = page(browser, port, "/groups")
+    browser.screenshot(f"http://127.0.0.1:{port}/ui/#/groups", "groups-node3-stopped")
+    assert not main.find_all(id="unread-nodes"), main.text()
+    assert "node 3 (fenced; it coordinates no group)" in main.find(id="skipped-nodes").text()
+
+
+@pytest.mark.timeout(180)
+def test_brokers_page_after_sigkill(cluster_factory, tmp_path):
+    """A node SIGKILLed is shown fenced once the controller fences it, with the partitions it
+    held counted under-replicated from the metadata. Then a second node is SIGKILLed: the
+    quorum has lost its majority and nothing can fence it, so the metadata keeps it unfenced;
+    the page shows it unreachable (its listener refuses connections) and the partitions it leads
+    as led by an unreachable broker."""
+    c = cluster_factory(3, metrics=True)
+    nodes = list(c.nodes.values())
+    browser = Browser(tmp_path)
+    topic = "console-kill"
+    create_assigned(nodes[0], topic, [(0, [0, 1, 2]), (1, [1, 2, 0]), (2, [2, 0, 1])])
+
+    def full_isr(node):
+        parts = partitions_of(cluster_json(node), topic)
+        return all(len(p["isr"]) == 3 and p["leader"] == p["replicas"][0] for p in parts)
+
+    for n in nodes:
+        wait_until(lambda: full_isr(n), 30, f"{topic} fully in sync on node {n.node_id}")
+    controller = c.controller()
+    first = next(n for n in nodes if n is not controller)
+    survivor = next(n for n in nodes if n is not first and n is not controller)
+    port = survivor.metrics_port
+
+    first.kill()
+
+    def fenced():
+        cj = cluster_json(survivor)
+        b = next(b for b in cj["brokers"] if b["id"] == first.node_id)
+        return cj if b["liveness"] == "fenced" and cj["summary"]["under_replicated"] == 3 else None
+
+    cj = wait_until(fenced, 20, lambda: f"node {first.node_id} fenced: {cluster_json(survivor)}")
+    assert cj["summary"]["alive"] == 2 and cj["summary"]["offline"] == 0, cj["summary"]
+    main = page(browser, port, "/brokers")
+    browser.screenshot(f"http://127.0.0.1:{port}/ui/#/brokers", "brokers-after-sigkill")
+    row = main.find("tr", data_broker=str(first.node_id))
+    assert row.attrs["data-liveness"] == "fenced" and "fenced" in row.text(), row.text()
+    assert main.find(id="brokers-alive").find("b").text() == "2 of 3"
+    assert main.find(id="under-replicated-count").find("b").text() == "3"
+    assert main.find(id="controller-id").text() == f"node {controller.node_id}"
+
+    # The controller next: one voter of three is left, no fencing can be committed.
+    controller.kill()
+
+    def unreachable():
+        cj = cluster_json(survivor)
+        b = next(b for b in cj["brokers"] if b["id"] == controller.node_id)
+        return cj if b["liveness"] == "unreachable" else None
+
+    cj = wait_until(unreachable, 20, lambda: f"node {controller.node_id} unreachable: "
+                    f"{cluster_json(survivor)}")
+    b = next(b for b in cj["brokers"] if b["id"] == controller.node_id)
+    assert not b["fenced"] and b["reachability"] == "connection refused", b
+    led = [p for p in partitions_of(cj, topic) if p["leader"] == controller.node_id]
+    assert cj["summary"]["leader_unreachable"] == len(led), (cj["summary"], led)
+    assert cj["summary"]["alive"] == 1, cj["summary"]
+    main = page(browser, port, "/brokers")
+    browser.screenshot(f"http://127.0.0.1:{port}/ui/#/brokers", "brokers-quorum-lost")
+    row = main.find("tr", data_broker=str(controller.node_id))
+    assert row.attrs["data-liveness"] == "unreachable" and "unreachable" in row.text(), row.text()
+    assert main.find(id="brokers-alive").find("b").text() == "1 of 3"
+    if led:
+        assert main.find(id="leader-unreachable-count").find("b").text() == str(len(led))
+    # The Groups page does not wait on it either: its listener refuses, so it is not asked.
+    g = api(port, "/ui/api/groups")
+    n = next(n for n in g["nodes"] if n["node_id"] == controller.node_id)
+    assert "refuses connections" in (n.get("skipped") or n.get("error") or ""), n

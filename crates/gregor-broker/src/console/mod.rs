@@ -3,9 +3,11 @@
 //! The page, its script and its style sheet are compiled into the binary (`assets/`); the script
 //! reads three JSON documents and draws them:
 //!
-//! - `/ui/api/cluster`: brokers (racks, controller, fenced), topics and partitions (leader,
-//!   replicas, ISR, under-replicated, offline) from this node's metadata image, with the sizes and
-//!   offsets of the replicas this node hosts;
+//! - `/ui/api/cluster`: brokers (racks, controller, fenced, and whether their client listener
+//!   accepts a connection now), topics and partitions (leader, replicas, ISR, under-replicated,
+//!   offline) from this node's metadata image, with each partition's sizes and offsets from its
+//!   leader (this node's replica, or the leader's `/ui/api/replicas`);
+//! - `/ui/api/replicas`: the sizes and offsets of the partitions this node leads;
 //! - `/ui/api/groups`: the groups this node coordinates;
 //! - `/ui/api/group?id=<group>`: one of them in full: members (client ids, hosts, assignments),
 //!   committed offsets and lag, and the rebalance timeline its coordinator recorded.
@@ -19,6 +21,7 @@ mod timeline;
 mod view;
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::StatusCode;
@@ -28,7 +31,7 @@ use crate::cluster_view::OnBehalf;
 use crate::metrics::auth::Viewer;
 
 pub use view::HostedReplica;
-use view::Visible;
+use view::{Reachability, Tp, Visible};
 
 /// The page, compiled in.
 const INDEX_HTML: &str = include_str!("assets/index.html");
@@ -150,7 +153,13 @@ pub async fn answer(
         group: &group_ok,
     };
     match api {
-        "cluster" => Page::json(&cluster(b, &visible)),
+        "cluster" => Page::json(&cluster(b, viewer, &visible).await),
+        "replicas" => Page::json(&view::led_replicas(
+            b.config.node_id,
+            &b.metadata.image(),
+            &hosted(b),
+            &visible,
+        )),
         "groups" => match scope {
             Scope::Local => Page::json(&local_groups(b, &visible).await),
             Scope::Cluster => Page::json(&cluster_groups(b, viewer, &visible).await),
@@ -197,18 +206,14 @@ async fn cluster_groups(
 ) -> serde_json::Value {
     let node = b.config.node_id;
     let image = b.metadata.image();
-    let peers: Vec<(i32, bool)> = image
+    let asked = image
         .brokers()
         .values()
         .filter(|r| r.id != node)
-        .map(|r| (r.id, r.fenced))
-        .collect();
-    let asked = peers
-        .iter()
-        .map(|&(peer, fenced)| peer_groups(b, peer, fenced, viewer));
+        .map(|r| peer_groups(b, r, offsets_partitions_led(&image, r.id), viewer));
     let (mine, mut answers) =
         tokio::join!(local_groups(b, visible), futures::future::join_all(asked));
-    answers.push((node, Ok(mine)));
+    answers.push((node, merge::NodeGroups::Asked(Ok(mine))));
     let mut merged = merge::groups(node, answers);
     // Other nodes answer for the forwarded viewer when they trust this node (its certificate is
     // a super user there); a peer that does not (plain http) answers for what it sees.
@@ -216,6 +221,13 @@ async fn cluster_groups(
         groups.retain(|g| g["group_id"].as_str().is_some_and(|id| (visible.group)(id)));
     }
     merged
+}
+
+/// How many `__consumer_offsets` partitions `node` leads: the groups it coordinates.
+fn offsets_partitions_led(image: &gregor_meta::MetadataImage, node: i32) -> usize {
+    image.topic(crate::groups::OFFSETS_TOPIC).map_or(0, |t| {
+        t.partitions.values().filter(|p| p.leader == node).count()
+    })
 }
 
 /// The viewer a request to another node is made for.
@@ -226,18 +238,37 @@ fn on_behalf(viewer: &Viewer) -> OnBehalf<'_> {
     }
 }
 
-/// Another node's own groups, read from its console for `viewer`.
+/// Another node's own groups, read from its console for `viewer`. A node that is down (fenced,
+/// or unfenced but its listener refuses connections) is not asked: when it leads no
+/// `__consumer_offsets` partition (stopped cleanly, or its partitions moved) no group is missing
+/// for it; when it still leads some, their groups are.
 async fn peer_groups(
     b: BrokerView<'_>,
-    peer: i32,
-    fenced: bool,
+    reg: &gregor_meta::BrokerRegistration,
+    offsets_led: usize,
     viewer: &Viewer,
-) -> (i32, merge::NodeAnswer) {
-    if fenced {
-        return (peer, Err("fenced: not asked".to_string()));
+) -> (i32, merge::NodeGroups) {
+    let peer = reg.id;
+    let down = if reg.fenced {
+        Some("fenced")
+    } else if probe(reg).await.1 == Reachability::Refused {
+        Some("its listener refuses connections")
+    } else {
+        None
+    };
+    if let Some(why) = down {
+        return (peer, merge::down_node(why, offsets_led));
     }
-    let path = "/ui/api/groups?scope=local";
-    let answer = match b
+    let answer = get_peer(b, peer, "/ui/api/groups?scope=local", viewer).await;
+    if let Err(e) = &answer {
+        tracing::warn!(node = peer, error = %e, "cannot read another node's groups for the console");
+    }
+    (peer, merge::NodeGroups::Asked(answer))
+}
+
+/// A GET of another node's console JSON for `viewer`: its answer, or why there is none.
+async fn get_peer(b: BrokerView<'_>, peer: i32, path: &str, viewer: &Viewer) -> merge::NodeAnswer {
+    match b
         .cluster_view
         .get_from(
             b.metadata,
@@ -255,11 +286,7 @@ async fn peer_groups(
             refusal_hint(status)
         )),
         Err(e) => Err(e.to_string()),
-    };
-    if let Err(e) = &answer {
-        tracing::warn!(node = peer, error = %e, "cannot read another node's groups for the console");
     }
-    (peer, answer)
 }
 
 /// What a peer's refusal of this node's request usually means.
@@ -377,9 +404,9 @@ async fn group_from_coordinator(
     }
 }
 
-fn cluster(b: BrokerView<'_>, visible: &Visible<'_>) -> serde_json::Value {
-    let hosted: HashMap<(String, i32), HostedReplica> = b
-        .replicas
+/// The replicas this node hosts, with their sizes and offsets.
+fn hosted(b: BrokerView<'_>) -> HashMap<Tp, HostedReplica> {
+    b.replicas
         .all()
         .into_iter()
         .map(|p| {
@@ -391,14 +418,101 @@ fn cluster(b: BrokerView<'_>, visible: &Visible<'_>) -> serde_json::Value {
             };
             ((p.topic.clone(), p.index), r)
         })
+        .collect()
+}
+
+/// How long the console waits for a broker's client listener to accept a connection.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Whether `reg`'s client listener accepts a TCP connection now (closed at once). A plaintext
+/// listener is preferred: probing a TLS one makes that broker log a failed handshake.
+async fn probe(reg: &gregor_meta::BrokerRegistration) -> (i32, Reachability) {
+    let plain = reg
+        .endpoints
+        .iter()
+        .find(|e| e.security_protocol == 0 || e.security_protocol == 2);
+    let Some(ep) = plain.or(reg.endpoints.first()) else {
+        return (reg.id, Reachability::NotProbed);
+    };
+    let connect = tokio::net::TcpStream::connect((ep.host.as_str(), ep.port));
+    let reach = match tokio::time::timeout(PROBE_TIMEOUT, connect).await {
+        Ok(Ok(_)) => Reachability::Accepts,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Reachability::Refused,
+        Ok(Err(_)) | Err(_) => Reachability::NoAnswer,
+    };
+    (reg.id, reach)
+}
+
+/// The longest the Topics page waits for the leaders' sizes: a frozen leader (which still
+/// accepts connections) costs only its own partitions' numbers, shown as "—".
+const SIZES_WAIT: Duration = Duration::from_millis(1500);
+
+/// The sizes and offsets of the partitions other nodes lead, read from their consoles for
+/// `viewer`; with the nodes that could not be read. Only leaders that are unfenced and whose
+/// listener accepted the probe are asked: a dead one would hold the page for the whole wait.
+async fn from_leaders(
+    b: BrokerView<'_>,
+    image: &gregor_meta::MetadataImage,
+    reachability: &HashMap<i32, Reachability>,
+    viewer: &Viewer,
+) -> (view::FromLeaders, Vec<(i32, String)>) {
+    let node = b.config.node_id;
+    let leaders: HashMap<Tp, i32> = image
+        .topics()
+        .values()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|(&i, p)| ((t.name.clone(), i), p.leader))
+        })
+        .filter(|(_, l)| *l >= 0 && *l != node && image.is_broker_active(*l))
         .collect();
+    let mut peers: Vec<i32> = leaders.values().copied().collect();
+    peers.sort_unstable();
+    peers.dedup();
+    let asked = peers.into_iter().map(|peer| async move {
+        let answer = match reachability.get(&peer) {
+            Some(Reachability::Accepts) => {
+                let get = get_peer(b, peer, "/ui/api/replicas", viewer);
+                tokio::time::timeout(SIZES_WAIT, get)
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(format!("no answer within {} ms", SIZES_WAIT.as_millis()))
+                    })
+            }
+            _ => Err("not asked: its listener does not answer".to_string()),
+        };
+        (peer, answer)
+    });
+    let answers = futures::future::join_all(asked).await;
+    merge::led_replicas(answers, &leaders)
+}
+
+/// `/ui/api/cluster`: this node's metadata, each unfenced broker's listener probed, then each
+/// partition's sizes from its leader.
+async fn cluster(b: BrokerView<'_>, viewer: &Viewer, visible: &Visible<'_>) -> serde_json::Value {
+    let node = b.config.node_id;
+    let image = b.metadata.image();
+    let probes = image
+        .brokers()
+        .values()
+        .filter(|r| r.id != node && !r.fenced)
+        .map(probe);
+    let reachability: HashMap<i32, Reachability> = futures::future::join_all(probes)
+        .await
+        .into_iter()
+        .collect();
+    let (from_leaders, unread) = from_leaders(b, &image, &reachability, viewer).await;
     view::cluster(&view::ClusterInput {
-        node_id: b.config.node_id,
+        node_id: node,
         cluster_id: b.cluster_id,
         controller: b.metadata.active_controller(),
         applied_index: b.metadata.applied_index(),
-        image: &b.metadata.image(),
-        hosted: &hosted,
+        image: &image,
+        hosted: &hosted(b),
+        from_leaders: &from_leaders,
+        reachability: &reachability,
+        unread: &unread,
         is_internal: crate::handlers::produce::is_internal_topic,
         visible,
     })

@@ -198,6 +198,81 @@ pub(super) fn timeline(consumer: bool, h: &RebalanceHistory) -> Vec<Value> {
     out
 }
 
+/// When the longest rebalance shown is more than this many times the shortest, the bars are
+/// drawn on a log scale: on a linear one the short ones would vanish.
+const LOG_SCALE_RANGE: f64 = 20.0;
+
+/// A rebalance's length on the bars' axis: its total, or for one not completed the phase it
+/// finished (join), else nothing yet.
+fn bar_ms(r: &Value) -> f64 {
+    let ms = |k: &str| r[k].as_i64().unwrap_or(0).max(0) as f64;
+    if r["total_ms"].is_i64() {
+        ms("total_ms")
+    } else {
+        ms("join_ms")
+    }
+}
+
+/// Puts every rebalance of `timeline` on one axis shared by all of them (not one per
+/// rebalance, where 1 ms and 3 s would look alike): each gets `bar` with the widths, in percent
+/// of the axis, of its join and sync phases. The axis is linear up to the longest rebalance, or
+/// logarithmic (`log10(1 + ms)`) when the range is wide; the phases split a bar's length in
+/// proportion to their durations. Returns the axis, with a label for the legend.
+pub(super) fn scale_bars(timeline: &mut [Value]) -> Value {
+    let lengths: Vec<f64> = timeline.iter().map(bar_ms).collect();
+    let max = lengths.iter().cloned().fold(0.0, f64::max);
+    let min = lengths
+        .iter()
+        .cloned()
+        .filter(|&l| l > 0.0)
+        .fold(max, f64::min);
+    let log = max > 0.0 && max / min.max(1.0) > LOG_SCALE_RANGE;
+    let axis = |ms: f64| -> f64 {
+        if max <= 0.0 {
+            0.0
+        } else if log {
+            100.0 * (1.0 + ms).log10() / (1.0 + max).log10()
+        } else {
+            100.0 * ms / max
+        }
+    };
+    for (r, &len) in timeline.iter_mut().zip(&lengths) {
+        let width = axis(len);
+        let part = |k: &str| match r[k].as_i64() {
+            Some(v) if len > 0.0 => width * (v.max(0) as f64 / len).min(1.0),
+            _ => 0.0,
+        };
+        let (join, sync) = (part("join_ms"), part("sync_ms"));
+        r["bar"] = json!({ "join_pct": round2(join), "sync_pct": round2(sync) });
+    }
+    let kind = if log { "log" } else { "linear" };
+    let label = if log {
+        format!(
+            "one logarithmic axis for all rebalances (log10 of 1 + ms): full width = {}, half width = {}",
+            duration(max),
+            duration((1.0 + max).sqrt() - 1.0)
+        )
+    } else {
+        format!(
+            "one linear axis for all rebalances: full width = {}",
+            duration(max)
+        )
+    };
+    json!({ "kind": kind, "max_ms": max as i64, "label": label })
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn duration(ms: f64) -> String {
+    if ms < 1000.0 {
+        format!("{} ms", ms as i64)
+    } else {
+        format!("{:.2} s", ms / 1000.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,5 +331,41 @@ mod tests {
         );
         assert_eq!(decode(true, b""), (Vec::new(), None));
         assert!(decode(true, b"\x00\x01\xff").1.is_some());
+    }
+
+    fn rebalance(join: i64, sync: Option<i64>) -> Value {
+        json!({ "join_ms": join, "sync_ms": sync, "total_ms": sync.map(|s| join + s) })
+    }
+
+    #[test]
+    fn bars_share_one_axis_and_a_wide_range_is_drawn_on_a_log_scale() {
+        // 1 ms and 3 s: on one log axis, not both full width.
+        let mut t = vec![rebalance(1, Some(0)), rebalance(2000, Some(1000))];
+        let scale = scale_bars(&mut t);
+        assert_eq!(scale["kind"], "log");
+        assert_eq!(scale["max_ms"], 3000);
+        assert!(scale["label"].as_str().expect("label").contains("3.00 s"));
+        let width = |r: &Value| {
+            r["bar"]["join_pct"].as_f64().expect("join")
+                + r["bar"]["sync_pct"].as_f64().expect("sync")
+        };
+        assert!((width(&t[1]) - 100.0).abs() < 0.01, "{}", t[1]);
+        assert!(width(&t[0]) < 10.0, "{}", t[0]);
+        // The phases split a bar in proportion: 2 s join, 1 s sync.
+        assert!((t[1]["bar"]["join_pct"].as_f64().expect("join") - 66.67).abs() < 0.01);
+        // A narrow range stays linear: 100 ms is half of 200 ms; an unfinished one shows its
+        // join phase.
+        let mut t = vec![
+            rebalance(100, Some(0)),
+            rebalance(150, Some(50)),
+            rebalance(20, None),
+        ];
+        let scale = scale_bars(&mut t);
+        assert_eq!(scale["kind"], "linear");
+        assert_eq!(t[0]["bar"]["join_pct"], 50.0);
+        assert_eq!(t[1]["bar"], json!({"join_pct": 75.0, "sync_pct": 25.0}));
+        assert_eq!(t[2]["bar"], json!({"join_pct": 10.0, "sync_pct": 0.0}));
+        let mut none: Vec<Value> = vec![];
+        assert_eq!(scale_bars(&mut none)["max_ms"], 0);
     }
 }

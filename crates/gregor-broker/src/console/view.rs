@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use gregor_meta::MetadataImage;
+use gregor_meta::{MetadataImage, PartitionRegistration};
 use serde_json::{json, Value};
 
 use crate::groups::GroupObservation;
@@ -34,6 +34,57 @@ impl Visible<'_> {
     }
 }
 
+/// How this node's console last found a broker's client listener, asked when the page was
+/// read: a fenced broker is not asked (the metadata already says it is down).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reachability {
+    /// The node serving the page.
+    ThisNode,
+    /// Its listener accepted a connection.
+    Accepts,
+    /// Its listener refused the connection: no process listens there.
+    Refused,
+    /// No answer in time (a frozen or cut-off process), or another connection error.
+    NoAnswer,
+    /// Not asked.
+    NotProbed,
+}
+
+impl Reachability {
+    fn name(self) -> &'static str {
+        match self {
+            Reachability::ThisNode => "this node",
+            Reachability::Accepts => "accepts connections",
+            Reachability::Refused => "connection refused",
+            Reachability::NoAnswer => "no answer",
+            Reachability::NotProbed => "not asked",
+        }
+    }
+
+    fn unreachable(self) -> bool {
+        matches!(self, Reachability::Refused | Reachability::NoAnswer)
+    }
+}
+
+/// A broker's state as the page shows it: the metadata's fencing first; an unfenced broker
+/// whose listener refuses connections or does not answer is down before the controller fences
+/// it (or when no controller can, as when the quorum lost its majority).
+fn liveness(fenced: bool, reach: Reachability) -> &'static str {
+    match (fenced, reach) {
+        (true, _) => "fenced",
+        (false, Reachability::Refused) => "unreachable",
+        (false, Reachability::NoAnswer) => "not answering",
+        (false, Reachability::NotProbed) => "unfenced",
+        (false, _) => "alive",
+    }
+}
+
+/// A topic partition.
+pub type Tp = (String, i32);
+
+/// Partitions other nodes lead, with the leader that reported their sizes and offsets.
+pub type FromLeaders = HashMap<Tp, (i32, HostedReplica)>;
+
 /// What `/ui/api/cluster` is made of.
 pub struct ClusterInput<'a> {
     pub node_id: i32,
@@ -41,33 +92,122 @@ pub struct ClusterInput<'a> {
     pub controller: Option<i32>,
     pub applied_index: u64,
     pub image: &'a MetadataImage,
-    pub hosted: &'a HashMap<(String, i32), HostedReplica>,
+    /// The replicas this node hosts.
+    pub hosted: &'a HashMap<Tp, HostedReplica>,
+    /// The partitions other nodes lead, as their leaders reported them (`merge::led_replicas`).
+    pub from_leaders: &'a FromLeaders,
+    /// What the console found of each broker's listener.
+    pub reachability: &'a HashMap<i32, Reachability>,
+    /// The peers whose partitions' sizes could not be read, and why.
+    pub unread: &'a [(i32, String)],
     pub is_internal: fn(&str) -> bool,
     pub visible: &'a Visible<'a>,
 }
 
+impl ClusterInput<'_> {
+    fn reach(&self, node: i32) -> Reachability {
+        if node == self.node_id {
+            return Reachability::ThisNode;
+        }
+        self.reachability
+            .get(&node)
+            .copied()
+            .unwrap_or(Reachability::NotProbed)
+    }
+
+    /// The sizes and offsets of a partition from its leader: this node's replica when it leads,
+    /// else what the leader reported.
+    fn leader_sizes(&self, tp: &Tp, leader: i32) -> Option<HostedReplica> {
+        if leader == self.node_id {
+            return self.hosted.get(tp).copied();
+        }
+        self.from_leaders
+            .get(tp)
+            .filter(|(node, _)| *node == leader)
+            .map(|(_, r)| *r)
+    }
+}
+
+fn broker_json(c: &ClusterInput<'_>, b: &gregor_meta::BrokerRegistration) -> Value {
+    let endpoints: Vec<Value> = b
+        .endpoints
+        .iter()
+        .map(|e| json!({ "name": e.name, "host": e.host, "port": e.port }))
+        .collect();
+    let reach = c.reach(b.id);
+    json!({
+        "id": b.id,
+        "endpoints": endpoints,
+        "rack": b.rack,
+        "fenced": b.fenced,
+        "reachability": reach.name(),
+        "liveness": liveness(b.fenced, reach),
+        "controller": c.controller == Some(b.id),
+        "this_node": b.id == c.node_id,
+    })
+}
+
+fn partition_json(
+    c: &ClusterInput<'_>,
+    topic: &str,
+    index: i32,
+    p: &PartitionRegistration,
+) -> Value {
+    let tp = (topic.to_string(), index);
+    let sizes = c.leader_sizes(&tp, p.leader);
+    let offline = p.leader < 0 || !c.image.is_broker_active(p.leader);
+    json!({
+        "partition": index,
+        "leader": p.leader,
+        "leader_epoch": p.leader_epoch,
+        "replicas": p.replicas,
+        "isr": p.isr,
+        "adding": p.adding_replicas,
+        "removing": p.removing_replicas,
+        "under_replicated": p.isr.len() < p.replicas.len(),
+        "offline": offline,
+        "leader_unreachable": !offline && c.reach(p.leader).unreachable(),
+        "hosted_here": c.hosted.contains_key(&tp),
+        "sizes_from": sizes.map(|_| p.leader),
+        "size_bytes": sizes.map(|h| h.size_bytes),
+        "log_start_offset": sizes.map(|h| h.log_start_offset),
+        "log_end_offset": sizes.map(|h| h.log_end_offset),
+        "high_watermark": sizes.map(|h| h.high_watermark),
+    })
+}
+
+/// The counts of the Brokers page: brokers by liveness; partitions (of the topics shown) by
+/// the metadata (ISR smaller than the replicas; no leader or a fenced one) and by whether their
+/// leader's listener answers.
+fn summary(brokers: &[Value], topics: &[Value]) -> Value {
+    let count_brokers = |state: &str| brokers.iter().filter(|b| b["liveness"] == state).count();
+    let parts: Vec<&Value> = topics
+        .iter()
+        .filter_map(|t| t["partitions"].as_array())
+        .flatten()
+        .collect();
+    let count_parts = |flag: &str| parts.iter().filter(|p| p[flag] == true).count();
+    json!({
+        "brokers": brokers.len(),
+        "alive": count_brokers("alive"),
+        "fenced": count_brokers("fenced"),
+        "unreachable": count_brokers("unreachable") + count_brokers("not answering"),
+        "partitions": parts.len(),
+        "under_replicated": count_parts("under_replicated"),
+        "offline": count_parts("offline"),
+        "leader_unreachable": count_parts("leader_unreachable"),
+    })
+}
+
 /// Brokers and topics as this node's metadata image has them (the topics the principal may see;
-/// brokers are shown to all, as Metadata shows them).
+/// brokers are shown to all, as Metadata shows them), with each broker's liveness and each
+/// partition's sizes and offsets from its leader.
 pub fn cluster(c: &ClusterInput<'_>) -> Value {
     let brokers: Vec<Value> = c
         .image
         .brokers()
         .values()
-        .map(|b| {
-            let endpoints: Vec<Value> = b
-                .endpoints
-                .iter()
-                .map(|e| json!({ "name": e.name, "host": e.host, "port": e.port }))
-                .collect();
-            json!({
-                "id": b.id,
-                "endpoints": endpoints,
-                "rack": b.rack,
-                "fenced": b.fenced,
-                "controller": c.controller == Some(b.id),
-                "this_node": b.id == c.node_id,
-            })
-        })
+        .map(|b| broker_json(c, b))
         .collect();
     let mut topics: Vec<Value> = c
         .image
@@ -78,26 +218,7 @@ pub fn cluster(c: &ClusterInput<'_>) -> Value {
             let partitions: Vec<Value> = t
                 .partitions
                 .iter()
-                .map(|(&index, p)| {
-                    let hosted = c.hosted.get(&(t.name.clone(), index));
-                    let offline = p.leader < 0 || !c.image.is_broker_active(p.leader);
-                    json!({
-                        "partition": index,
-                        "leader": p.leader,
-                        "leader_epoch": p.leader_epoch,
-                        "replicas": p.replicas,
-                        "isr": p.isr,
-                        "adding": p.adding_replicas,
-                        "removing": p.removing_replicas,
-                        "under_replicated": p.isr.len() < p.replicas.len(),
-                        "offline": offline,
-                        "hosted_here": hosted.is_some(),
-                        "size_bytes": hosted.map(|h| h.size_bytes),
-                        "log_start_offset": hosted.map(|h| h.log_start_offset),
-                        "log_end_offset": hosted.map(|h| h.log_end_offset),
-                        "high_watermark": hosted.map(|h| h.high_watermark),
-                    })
-                })
+                .map(|(&index, p)| partition_json(c, &t.name, index, p))
                 .collect();
             json!({
                 "name": t.name,
@@ -107,14 +228,56 @@ pub fn cluster(c: &ClusterInput<'_>) -> Value {
         })
         .collect();
     topics.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    let unread: Vec<Value> = c
+        .unread
+        .iter()
+        .map(|(node, error)| json!({ "node_id": node, "error": error }))
+        .collect();
     json!({
         "node_id": c.node_id,
         "cluster_id": c.cluster_id,
         "controller_id": c.controller,
         "applied_index": c.applied_index,
+        "summary": summary(&brokers, &topics),
         "brokers": brokers,
         "topics": topics,
+        "sizes_unread": unread,
     })
+}
+
+/// The replicas this node leads (of the topics the principal may see), with their sizes and
+/// offsets: what other nodes' consoles show for them (`/ui/api/replicas`).
+pub fn led_replicas(
+    node_id: i32,
+    image: &MetadataImage,
+    hosted: &HashMap<Tp, HostedReplica>,
+    visible: &Visible<'_>,
+) -> Value {
+    let mut replicas: Vec<Value> = hosted
+        .iter()
+        .filter(|((t, p), _)| {
+            (visible.topic)(t)
+                && image
+                    .topic(t)
+                    .and_then(|topic| topic.partitions.get(p))
+                    .is_some_and(|reg| reg.leader == node_id)
+        })
+        .map(|((t, p), r)| {
+            json!({
+                "topic": t,
+                "partition": p,
+                "size_bytes": r.size_bytes,
+                "log_start_offset": r.log_start_offset,
+                "log_end_offset": r.log_end_offset,
+                "high_watermark": r.high_watermark,
+            })
+        })
+        .collect();
+    replicas.sort_by(|a, b| {
+        (a["topic"].as_str(), a["partition"].as_i64())
+            .cmp(&(b["topic"].as_str(), b["partition"].as_i64()))
+    });
+    json!({ "node_id": node_id, "replicas": replicas })
 }
 
 /// A group's committed offset for a partition, with its lag where the high watermark is known
@@ -151,6 +314,21 @@ fn lags(
         .collect();
     out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
     out
+}
+
+/// A lag from this many records on is drawn amber on the group page.
+pub const LAG_WARN: i64 = 1_000;
+/// A lag from this many records on is drawn red.
+pub const LAG_HIGH: i64 = 100_000;
+
+/// How a lag is coloured: by fixed thresholds, so a lag of 10 never looks alarming because it
+/// happens to be the group's largest.
+fn lag_level(lag: Option<i64>) -> Option<&'static str> {
+    match lag? {
+        l if l >= LAG_HIGH => Some("high"),
+        l if l >= LAG_WARN => Some("warn"),
+        _ => Some("ok"),
+    }
 }
 
 fn lag_sum(lags: &[PartitionLag]) -> Option<i64> {
@@ -231,6 +409,7 @@ pub fn group(
                 "assignment": super::timeline::partitions_json(&partitions),
                 "assignment_error": error,
                 "lag_sum": lag,
+                "lag_level": lag_level(lag),
             })
         })
         .collect();
@@ -243,10 +422,13 @@ pub fn group(
                 "committed": l.committed,
                 "high_watermark": l.high_watermark,
                 "lag": l.lag,
+                "lag_level": lag_level(l.lag),
                 "owner": owner.get(&(l.topic.clone(), l.partition)),
             })
         })
         .collect();
+    let mut timeline = super::timeline::timeline(consumer, &g.rebalances);
+    let scale = super::timeline::scale_bars(&mut timeline);
     json!({
         "node_id": node_id,
         "coordinator": node_id,
@@ -261,13 +443,15 @@ pub fn group(
         "members": members,
         "offsets": offsets,
         "lag_sum": lag_sum(&lags),
+        "lag_thresholds": { "warn": LAG_WARN, "high": LAG_HIGH },
         "skew": skew(&per_member_lag),
         "rebalances": {
             "generations": g.rebalances.generations,
             "completed": g.rebalances.completed,
             "completed_ms_total": g.rebalances.completed_ms_total,
         },
-        "timeline": super::timeline::timeline(consumer, &g.rebalances),
+        "timeline": timeline,
+        "timeline_scale": scale,
         "timeline_capacity": gregor_group::history::RECENT_REBALANCES,
     })
 }
@@ -363,6 +547,8 @@ mod tests {
                 .expect("applied");
         }
         let hosted = HashMap::new();
+        let from_leaders = HashMap::new();
+        let reachability = HashMap::new();
         let input = |visible| ClusterInput {
             node_id: 1,
             cluster_id: "c",
@@ -370,6 +556,9 @@ mod tests {
             applied_index: 0,
             image: &image,
             hosted: &hosted,
+            from_leaders: &from_leaders,
+            reachability: &reachability,
+            unread: &[],
             is_internal: |_| false,
             visible,
         };
@@ -385,6 +574,180 @@ mod tests {
         assert_eq!(
             names(&cluster(&input(&all)), "topics", "name"),
             ["a-one", "b-two"]
+        );
+    }
+
+    /// Three brokers (1 the serving node; 3 fenced) and topic `t`: partition 0 led by 1 with
+    /// the whole ISR, 1 led by 2 with 3 out of the ISR, 2 led by 3 (fenced, so offline).
+    fn three_brokers() -> MetadataImage {
+        use gregor_meta::{
+            BrokerEndpoint, BrokerEpochRecord, MetadataRecord as R, PartitionRecord,
+            RegisterBrokerRecord, TopicRecord, Uuid,
+        };
+        let mut image = MetadataImage::new();
+        let topic_id = Uuid::new_v4();
+        let mut records = vec![];
+        for id in 1..=3 {
+            records.push(R::RegisterBroker(RegisterBrokerRecord {
+                broker_id: id,
+                incarnation_id: Uuid::new_v4(),
+                broker_epoch: 10 + i64::from(id),
+                endpoints: vec![BrokerEndpoint {
+                    name: "PLAINTEXT".into(),
+                    host: "127.0.0.1".into(),
+                    port: 9090 + id as u16,
+                    security_protocol: 0,
+                }],
+                rack: None,
+                fenced: false,
+            }));
+        }
+        records.push(R::Topic(TopicRecord {
+            name: "t".into(),
+            topic_id,
+        }));
+        for (partition, leader, isr) in [(0, 1, vec![1, 2, 3]), (1, 2, vec![1, 2]), (2, 3, vec![3])]
+        {
+            records.push(R::Partition(PartitionRecord {
+                topic_id,
+                partition,
+                replicas: vec![1, 2, 3],
+                isr,
+                removing_replicas: vec![],
+                adding_replicas: vec![],
+                leader,
+                leader_recovery_state: Default::default(),
+                leader_epoch: 0,
+                partition_epoch: 0,
+            }));
+        }
+        records.push(R::FenceBroker(BrokerEpochRecord {
+            broker_id: 3,
+            broker_epoch: 13,
+        }));
+        for r in &records {
+            image.apply(r).expect("applied");
+        }
+        image
+    }
+
+    fn replica(hw: i64) -> HostedReplica {
+        HostedReplica {
+            size_bytes: 100 * hw as u64,
+            log_start_offset: 0,
+            log_end_offset: hw,
+            high_watermark: hw,
+        }
+    }
+
+    fn cluster_of(
+        image: &MetadataImage,
+        hosted: &HashMap<Tp, HostedReplica>,
+        from_leaders: &HashMap<Tp, (i32, HostedReplica)>,
+        reachability: &HashMap<i32, Reachability>,
+    ) -> Value {
+        let all = Visible::all();
+        cluster(&ClusterInput {
+            node_id: 1,
+            cluster_id: "c",
+            controller: Some(2),
+            applied_index: 7,
+            image,
+            hosted,
+            from_leaders,
+            reachability,
+            unread: &[],
+            is_internal: |_| false,
+            visible: &all,
+        })
+    }
+
+    #[test]
+    fn brokers_show_the_metadata_s_fencing_and_whether_their_listener_answers() {
+        let image = three_brokers();
+        let reach = HashMap::from([(2, Reachability::Refused)]);
+        let c = cluster_of(&image, &HashMap::new(), &HashMap::new(), &reach);
+        let liveness: Vec<&str> = c["brokers"]
+            .as_array()
+            .expect("brokers")
+            .iter()
+            .map(|b| b["liveness"].as_str().expect("liveness"))
+            .collect();
+        // 2 is unfenced in the metadata but its process is gone (the controller has not fenced
+        // it yet, or cannot); 3 is fenced whatever its listener does.
+        assert_eq!(liveness, ["alive", "unreachable", "fenced"]);
+        assert_eq!(c["brokers"][1]["reachability"], "connection refused");
+        let s = &c["summary"];
+        assert_eq!(
+            (s["brokers"].as_i64(), s["alive"].as_i64()),
+            (Some(3), Some(1))
+        );
+        assert_eq!(
+            (s["fenced"].as_i64(), s["unreachable"].as_i64()),
+            (Some(1), Some(1))
+        );
+        // From the metadata: partition 1 and 2 have a short ISR, partition 2 a fenced leader;
+        // partition 1's leader (2) does not answer.
+        assert_eq!(s["under_replicated"], 2);
+        assert_eq!(s["offline"], 1);
+        assert_eq!(s["leader_unreachable"], 1);
+        assert_eq!(c["controller_id"], 2);
+        let no_answer = HashMap::from([(2, Reachability::NoAnswer)]);
+        let c = cluster_of(&image, &HashMap::new(), &HashMap::new(), &no_answer);
+        assert_eq!(c["brokers"][1]["liveness"], "not answering");
+        assert_eq!(c["summary"]["unreachable"], 1);
+    }
+
+    #[test]
+    fn sizes_and_offsets_come_from_each_partition_s_leader() {
+        let image = three_brokers();
+        let tp = |p: i32| ("t".to_string(), p);
+        // This node hosts every replica; its own copies of 1 and 2 are behind.
+        let hosted = HashMap::from([
+            (tp(0), replica(50)),
+            (tp(1), replica(3)),
+            (tp(2), replica(1)),
+        ]);
+        let from_leaders = HashMap::from([
+            (tp(1), (2, replica(40))),
+            // Reported by a node that does not lead partition 2: not used.
+            (tp(2), (2, replica(99))),
+        ]);
+        let reach = HashMap::from([(2, Reachability::Accepts)]);
+        let c = cluster_of(&image, &hosted, &from_leaders, &reach);
+        let parts = c["topics"][0]["partitions"].as_array().expect("partitions");
+        let hw: Vec<Value> = parts.iter().map(|p| p["high_watermark"].clone()).collect();
+        assert_eq!(hw, [json!(50), json!(40), Value::Null]);
+        assert_eq!(parts[1]["sizes_from"], 2);
+        assert_eq!(parts[1]["size_bytes"], 4000);
+        assert_eq!(parts[1]["hosted_here"], true);
+        assert_eq!(parts[2]["sizes_from"], Value::Null);
+        let led = led_replicas(1, &image, &hosted, &Visible::all());
+        assert_eq!(
+            led["replicas"],
+            json!([{"topic": "t", "partition": 0, "size_bytes": 5000, "log_start_offset": 0,
+                    "log_end_offset": 50, "high_watermark": 50}]),
+            "only the partitions this node leads"
+        );
+    }
+
+    #[test]
+    fn lag_is_coloured_by_fixed_thresholds() {
+        assert_eq!(lag_level(None), None);
+        assert_eq!(lag_level(Some(0)), Some("ok"));
+        assert_eq!(lag_level(Some(10)), Some("ok"));
+        assert_eq!(lag_level(Some(LAG_WARN - 1)), Some("ok"));
+        assert_eq!(lag_level(Some(LAG_WARN)), Some("warn"));
+        assert_eq!(lag_level(Some(LAG_HIGH)), Some("high"));
+        // A group whose only lag is 10: its largest, but not alarming.
+        let g = observation("g", &[("a", 5)]);
+        let hws = HashMap::from([(("a".to_string(), 0), 15)]);
+        let v = group(1, &g, &hws, &Visible::all());
+        assert_eq!(v["offsets"][0]["lag"], 10);
+        assert_eq!(v["offsets"][0]["lag_level"], "ok");
+        assert_eq!(
+            v["lag_thresholds"],
+            json!({"warn": LAG_WARN, "high": LAG_HIGH})
         );
     }
 

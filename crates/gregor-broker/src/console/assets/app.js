@@ -58,26 +58,53 @@ function setStatus(text, error) {
 
 // ---- pages ---------------------------------------------------------------------------------
 
+// A broker's state: the metadata's fencing, and whether its listener answered this page's probe.
+const LIVENESS = {
+  alive: ["ok", "alive"],
+  fenced: ["fenced", "fenced"],
+  unreachable: ["fenced", "unreachable"],
+  "not answering": ["under", "not answering"],
+  unfenced: ["", "unfenced"],
+};
+
+function card(value, label, attrs) {
+  return h("div", attrs, h("b", null, value), label);
+}
+
 function brokersPage(c) {
-  const rows = c.brokers.map((b) => h("tr", { "data-broker": b.id },
-    h("td", { class: "num" }, b.id),
-    h("td", { class: "mono" }, b.endpoints.map((e) => `${e.name}://${e.host}:${e.port}`).join(" ")),
-    h("td", null, b.rack || "—"),
-    h("td", null,
-      b.controller ? h("span", { class: "badge controller" }, "active controller") : null,
-      b.fenced ? h("span", { class: "badge fenced" }, "fenced") : h("span", { class: "badge ok" }, "unfenced"),
-      b.this_node ? h("span", { class: "badge" }, "serving this page") : null)));
-  const parts = c.topics.flatMap((t) => t.partitions);
+  const rows = c.brokers.map((b) => {
+    const [cls, text] = LIVENESS[b.liveness] || ["", b.liveness];
+    const why = b.fenced ? "fenced by the controller (metadata)"
+      : `unfenced in the metadata; its listener: ${b.reachability}`;
+    return h("tr", { "data-broker": b.id, "data-liveness": b.liveness },
+      h("td", { class: "num" }, b.id),
+      h("td", { class: "mono" }, b.endpoints.map((e) => `${e.name}://${e.host}:${e.port}`).join(" ")),
+      h("td", null, b.rack || "—"),
+      h("td", null,
+        b.controller ? h("span", { class: "badge controller" }, "active controller") : null,
+        h("span", { class: `badge ${cls}`, title: why }, text),
+        b.this_node ? h("span", { class: "badge" }, "serving this page") : null));
+  });
+  const s = c.summary;
+  const down = s.fenced + s.unreachable;
   return [
     h("h2", null, "Brokers"),
-    h("div", { class: "summary" },
-      h("div", null, h("b", null, c.brokers.length), "registered"),
-      h("div", null, h("b", null, c.brokers.filter((b) => b.fenced).length), "fenced"),
-      h("div", null, h("b", null, c.controller_id ?? "none"), "active controller"),
-      h("div", null, h("b", null, parts.filter((p) => p.under_replicated).length), "under-replicated partitions"),
-      h("div", null, h("b", null, parts.filter((p) => p.offline).length), "offline partitions")),
+    h("div", { class: "summary", id: "broker-summary" },
+      card(`${s.alive} of ${s.brokers}`, "brokers alive", { id: "brokers-alive", class: down ? "bad" : null }),
+      card(s.fenced, "fenced", { id: "brokers-fenced" }),
+      card(s.unreachable, "unreachable (unfenced, listener refuses or does not answer)", { id: "brokers-unreachable" }),
+      h("div", { id: "controller-card" }, "active controller",
+        h("b", { id: "controller-id" }, c.controller_id === null ? "none" : `node ${c.controller_id}`)),
+      card(s.under_replicated, "under-replicated partitions (ISR smaller than replicas)",
+        { id: "under-replicated-count", class: s.under_replicated ? "warn" : null }),
+      card(s.offline, "offline partitions (no leader, or a fenced one)",
+        { id: "offline-count", class: s.offline ? "bad" : null }),
+      card(s.leader_unreachable, "partitions whose leader is unreachable",
+        { id: "leader-unreachable-count", class: s.leader_unreachable ? "bad" : null })),
     table([["id", "num"], ["listeners"], ["rack"], ["state"]], rows, { id: "brokers" }),
-    h("p", { class: "muted" }, `Cluster ${c.cluster_id}; metadata as applied by node ${c.node_id} (index ${c.applied_index}).`),
+    h("p", { class: "muted" }, `Cluster ${c.cluster_id}; metadata as applied by node ${c.node_id} (index ${c.applied_index}). ` +
+      "A broker is alive when the metadata has it unfenced and its client listener accepted a connection from " +
+      `node ${c.node_id} just now; partition counts cover the topics shown.`),
   ];
 }
 
@@ -109,7 +136,10 @@ function topicsPage(c) {
       table([["partition", "num"], ["leader", "num"], ["replicas"], ["isr"], [""], ["size (bytes)", "num"],
         ["start offset", "num"], ["high watermark", "num"], ["end offset", "num"]], rows)));
   }
-  out.push(h("p", { class: "muted" }, `Sizes and offsets are shown for replicas hosted by node ${c.node_id}; other partitions show —.`));
+  const unread = (c.sizes_unread || []).map((n) => `node ${n.node_id} (${n.error})`);
+  out.push(h("p", { class: "muted", id: "sizes-source" },
+    `Sizes and offsets are the partition leader's: node ${c.node_id}'s own replica when it leads, else read from the leader's console. ` +
+    "— when the partition has no live leader" + (unread.length ? `, or its leader could not be read: ${unread.join("; ")}` : "") + "."));
   return out;
 }
 
@@ -124,11 +154,14 @@ function groupsPage(g) {
     h("td", { class: "num" }, x.rebalances),
     h("td", { class: "num coordinator" }, x.coordinator)));
   const unread = (g.nodes || []).filter((n) => !n.ok);
+  const skipped = (g.nodes || []).filter((n) => n.ok && n.skipped);
   return [
     h("h2", null, "Consumer groups"),
     unread.length ? h("div", { class: "error-box", id: "unread-nodes" },
       "Groups of these nodes are missing: ",
       unread.map((n) => `node ${n.node_id} (${n.error})`).join("; ")) : null,
+    skipped.length ? h("p", { class: "muted", id: "skipped-nodes" },
+      "Not asked: ", skipped.map((n) => `node ${n.node_id} (${n.skipped})`).join("; ")) : null,
     g.groups.length
       ? table([["group"], ["state"], ["protocol"], ["generation", "num"], ["members", "num"], ["lag", "num"], ["rebalances", "num"], ["coordinator", "num"]], rows, { id: "groups" })
       : h("p", { class: "muted" }, "No groups."),
@@ -140,9 +173,9 @@ function groupsPage(g) {
 }
 
 function timelineItem(r) {
-  const total = Math.max(r.total_ms ?? 0, 1);
-  const joinW = ((r.join_ms ?? 0) / total) * 100;
-  const syncW = ((r.sync_ms ?? 0) / total) * 100;
+  // Widths on the axis all rebalances of the page share (timeline_scale), computed by the broker.
+  const joinW = r.bar ? r.bar.join_pct : 0;
+  const syncW = r.bar ? r.bar.sync_pct : 0;
   const changes = [];
   for (const m of r.joined) changes.push(h("li", null, h("span", { class: "badge joined" }, "joined"), memberLabel(m)));
   for (const d of r.departed) {
@@ -173,6 +206,10 @@ function timelineItem(r) {
 }
 
 function groupPage(g) {
+  // Lag is coloured by fixed thresholds the broker sends (view.rs: LAG_WARN, LAG_HIGH).
+  const t = g.lag_thresholds;
+  const lagRule = `amber from ${num(t.warn)} records of lag, red from ${num(t.high)}`;
+  const lagCls = (level) => `num lag${level === "high" ? " lag-high" : level === "warn" ? " lag-warn" : ""}`;
   const members = g.members.map((m) => h("tr", { "data-member-id": m.member_id, "data-client-id": m.client_id },
     h("td", { class: "mono" }, m.member_id, m.member_id === g.leader ? h("span", { class: "badge" }, "leader") : null),
     h("td", { class: "client-id" }, m.client_id),
@@ -180,12 +217,11 @@ function groupPage(g) {
     h("td", null, m.group_instance_id || "—"),
     h("td", { class: "assignment" }, m.assignment_error ? h("span", { class: "muted" }, m.assignment_error) : tps(m.assignment)),
     h("td", { class: "num" }, m.assignment.length),
-    h("td", { class: "num lag" }, num(m.lag_sum))));
-  const maxLag = Math.max(0, ...g.offsets.map((o) => o.lag ?? 0));
+    h("td", { class: lagCls(m.lag_level), title: lagRule }, num(m.lag_sum))));
   const offsets = g.offsets.map((o) => h("tr", { "data-topic": o.topic, "data-partition": o.partition },
     h("td", null, o.topic), h("td", { class: "num" }, o.partition),
     h("td", { class: "num" }, num(o.committed)), h("td", { class: "num" }, num(o.high_watermark)),
-    h("td", { class: `num lag${o.lag && o.lag === maxLag ? " lag-high" : ""}` }, num(o.lag)),
+    h("td", { class: lagCls(o.lag_level), title: lagRule }, num(o.lag)),
     h("td", null, o.owner ? memberLabel(g.members.find((m) => m.member_id === o.owner)) : "—")));
   const timeline = g.timeline.slice().reverse().map(timelineItem);
   return [
@@ -205,9 +241,12 @@ function groupPage(g) {
     h("h3", null, "Committed offsets and lag"),
     g.offsets.length ? table([["topic"], ["partition", "num"], ["committed", "num"], ["high watermark", "num"], ["lag", "num"], ["owner"]], offsets, { id: "lag" })
       : h("p", { class: "muted" }, "No committed offsets."),
+    g.offsets.length ? h("p", { class: "legend", id: "lag-legend" }, h("span", null, h("i", { class: "lag-warn" }), `lag from ${num(t.warn)} records`),
+      h("span", null, h("i", { class: "lag-high" }), `lag from ${num(t.high)} records`), h("span", null, "below: not coloured")) : null,
     h("h3", null, "Rebalance timeline"),
     h("div", { class: "legend" }, h("span", null, h("i", { class: "join" }), "join phase (PreparingRebalance)"),
-      h("span", null, h("i", { class: "sync" }), "sync phase (CompletingRebalance)")),
+      h("span", null, h("i", { class: "sync" }), "sync phase (CompletingRebalance)"),
+      h("span", { id: "timeline-scale" }, `bar length: ${g.timeline_scale.label}`)),
     h("p", { class: "muted", id: "timeline-source" },
       `Recorded in memory by the coordinator, node ${g.coordinator}, since it loaded the group at ${when(g.coordinator_since_ms)}: ` +
       "the history starts there (when the coordinator moved to this node, or restarted) and is lost when it moves again. " +
@@ -244,7 +283,8 @@ async function refresh() {
   try {
     const data = await getJson(r.api);
     if (mine !== generation) return;
-    main.replaceChildren(...r.render(data));
+    // replaceChildren would show a null as the text "null": drop the pages' absent parts.
+    main.replaceChildren(...r.render(data).filter((x) => x !== null && x !== undefined && x !== false));
     main.dataset.page = r.page;
     main.dataset.loaded = "true";
     setStatus(`node ${data.via_node ?? data.node_id} · updated ${new Date().toLocaleTimeString("en-GB")}`);
