@@ -254,23 +254,12 @@ impl Partition {
             Check::Reject(e) => return Err(e.into()),
             Check::Append => {}
         }
-        let part = self.clone();
-        let epoch = role.leader_epoch;
         let now = now_ms();
-        // Written under the producer lock: a simulated slow disk's delay is waited out by the
-        // caller after the lock is let go (`runtime::blocking_owing`).
-        let (written, owed) = crate::runtime::blocking_owing(move || {
-            // Written only while still leading in this epoch (a role change waits for it).
-            let replication = lock(&part.replication);
-            match &*replication {
-                Replication::Leader(l) if l.state().leader_epoch == epoch => {}
-                _ => return Err(ResponseError::NotLeaderOrFollower.into()),
-            }
-            part.log
-                .append_as_leader_deferred(&records, epoch, now)
-                .map_err(ProduceError::from_log)
-        })
-        .await;
+        let (written, owed) = self
+            .write_leading(role.leader_epoch, move |log, epoch| {
+                log.append_as_leader_deferred(&records, epoch, now)
+            })
+            .await;
         let (info, durable) = written?;
         self.leo.send_replace(info.last_offset + 1);
         producers.record(
@@ -290,6 +279,31 @@ impl Partition {
             log_start_offset: info.log_start_offset,
         };
         Ok((outcome, durable, Some(info.last_offset + 1), owed))
+    }
+
+    /// Runs `write` on the blocking pool while this replica still leads in `epoch` (a role
+    /// change waits for it). Called under the producer lock: a simulated slow disk's delay is
+    /// waited out by the caller after the lock is let go (`runtime::blocking_owing`).
+    async fn write_leading(
+        self: &Arc<Self>,
+        epoch: i32,
+        write: impl FnOnce(&Log, i32) -> Result<(gregor_log::AppendInfo, DurableToken), LogError>
+            + Send
+            + 'static,
+    ) -> (
+        Result<(gregor_log::AppendInfo, DurableToken), ProduceError>,
+        std::time::Duration,
+    ) {
+        let part = self.clone();
+        crate::runtime::blocking_owing(move || {
+            let replication = lock(&part.replication);
+            match &*replication {
+                Replication::Leader(l) if l.state().leader_epoch == epoch => {}
+                _ => return Err(ResponseError::NotLeaderOrFollower.into()),
+            }
+            write(&part.log, epoch).map_err(ProduceError::from_log)
+        })
+        .await
     }
 
     /// [`Partition::append_unit`] for a coordinator's marker.
@@ -316,21 +330,13 @@ impl Partition {
             marker.producer_epoch,
             marker.coordinator_epoch,
         )?;
-        let part = self.clone();
-        let epoch = role.leader_epoch;
         let now = now_ms();
         let bytes = batch.clone();
-        let (written, owed) = crate::runtime::blocking_owing(move || {
-            let replication = lock(&part.replication);
-            match &*replication {
-                Replication::Leader(l) if l.state().leader_epoch == epoch => {}
-                _ => return Err(ResponseError::NotLeaderOrFollower.into()),
-            }
-            part.log
-                .append_marker_as_leader_deferred(&bytes, epoch, now)
-                .map_err(ProduceError::from_log)
-        })
-        .await;
+        let (written, owed) = self
+            .write_leading(role.leader_epoch, move |log, epoch| {
+                log.append_marker_as_leader_deferred(&bytes, epoch, now)
+            })
+            .await;
         let (info, durable) = written?;
         self.leo.send_replace(info.last_offset + 1);
         let mut h = BatchHeader::parse(&batch).ok_or(ResponseError::CorruptMessage)?;

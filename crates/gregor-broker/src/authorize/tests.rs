@@ -330,6 +330,12 @@ fn data_rows() -> Vec<Row> {
             &[(Op::IdempotentWrite, Cluster, "kafka-cluster")],
             Answer(refused(&[("", TXN_AF)])),
         ),
+    ]
+}
+
+fn txn_rows() -> Vec<Row> {
+    use Outcome::*;
+    vec![
         row(
             "WriteTxnMarkers: CLUSTER_ACTION, refused for every partition",
             ApiKey::WriteTxnMarkers,
@@ -624,6 +630,7 @@ fn cluster_rows() -> Vec<Row> {
 fn each_api_checks_what_kafka_checks() {
     let rows: Vec<Row> = data_rows()
         .into_iter()
+        .chain(txn_rows())
         .chain(group_rows())
         .chain(admin_rows())
         .chain(cluster_rows())
