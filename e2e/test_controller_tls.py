@@ -182,8 +182,13 @@ def test_nodes_without_a_trusted_authorized_certificate_cannot_join(mtls_cluster
         wait_until(lambda: logged(n, "no voter answers this node's metadata fetches"), 30,
                    f"node {n.node_id} to say it cannot reach the quorum")
         assert n.alive(), "refused, not crashed"
-    assert "alert" in untrusted.log_path.read_text().lower(), \
-        untrusted.log_path.read_text()[-2000:]
+    # Under TLS 1.3 a client finishes its handshake before the server checks its certificate:
+    # the server's alert reaches the client when it reads, but a client that is writing its
+    # first request then sees the closed connection instead (seen in CI under load). Either is
+    # the refusal; the voter's log above says why.
+    refused = ("alert", "broken pipe", "connection reset")
+    wait_until(lambda: any(r in untrusted.log_path.read_text().lower() for r in refused), 30,
+               "the untrusted node to log its refused connection")
 
     # Neither registered; the cluster goes on serving.
     n0 = c.nodes[0]
