@@ -15,21 +15,20 @@
 //! partitions and `min(offsets.topic.replication.factor, live brokers)` replicas.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures::stream::{FuturesOrdered, StreamExt};
 use gregor_group::{
     partition_for, AppendToken, Effect, GroupConfig, GroupCoordinator, Input, ListGroupsRequest,
     ListGroupsResponse, Record, Request, RequestContext, Response,
 };
-use gregor_log::records::{decode_batch, encode_batch, BatchSpec};
+use gregor_log::records::decode_batch;
 use kafka_protocol::ResponseError;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
 use crate::config::BrokerConfig;
+use crate::coordinator_shards::{appender, AppendDone, ShardTable};
 use crate::forward::ControlPlane;
 use crate::replica::Partition;
 use crate::replica::ReplicaManager;
@@ -83,44 +82,19 @@ fn observe(coordinator: &GroupCoordinator, loaded_ms: i64) -> Vec<GroupObservati
         .collect()
 }
 
-/// A finished append of a shard's records.
-type AppendDone = (AppendToken, Result<(), ResponseError>);
-
 /// Appends a shard may have queued or under way before it stops taking requests (requests wait
 /// in the bounded request channel meanwhile): the append queue stays bounded however fast
 /// clients commit.
 const MAX_PENDING_APPENDS: usize = 256;
-
-/// Appends a shard has written and waits to see committed at once (they are written in order
-/// and complete in order; waiting for one at a time would cost a replication round trip each).
-const MAX_APPENDS_IN_FLIGHT: usize = 32;
 
 /// How long a group request that found the internal topic missing waits for this node's shard of
 /// its group to load (the first requests of a new cluster; later ones get LOAD_IN_PROGRESS at
 /// once).
 const FIRST_LOAD_WAIT: Duration = Duration::from_secs(5);
 
-/// One shard's place in the table.
-struct Slot {
-    /// The leader epoch the shard was loaded for.
-    leader_epoch: i32,
-    /// The replica it was loaded from (a replica re-created under the same epoch reloads). Weak:
-    /// a stopped replica's log is closed while the slot may still be loading it.
-    partition: Weak<Partition>,
-    /// `None` while the shard loads.
-    tx: Option<mpsc::Sender<Msg>>,
-    /// Dropping the slot drops this sender, which stops the shard (or discards its load).
-    _stop: oneshot::Sender<()>,
-}
-
-/// The coordinator shards of this node, by `__consumer_offsets` partition.
+/// The group coordinator shards of this node, by `__consumer_offsets` partition.
 pub struct Groups {
-    shards: Mutex<HashMap<i32, Slot>>,
-    /// The leader epoch this node's replica of each `__consumer_offsets` partition has taken
-    /// (as leader or follower), as of the last reconcile.
-    replica_epochs: Mutex<HashMap<i32, i32>>,
-    /// Changes whenever a shard starts loading, finishes loading or stops.
-    changed: watch::Sender<u64>,
+    table: ShardTable<Msg>,
 }
 
 impl Default for Groups {
@@ -137,16 +111,10 @@ pub struct ShardSettings {
     retention_check: Duration,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Groups {
     pub fn new() -> Groups {
         Groups {
-            shards: Mutex::new(HashMap::new()),
-            replica_epochs: Mutex::new(HashMap::new()),
-            changed: watch::channel(0).0,
+            table: ShardTable::new(OFFSETS_TOPIC, "group coordinator"),
         }
     }
 
@@ -202,118 +170,26 @@ impl Groups {
 
     /// A receiver that changes whenever a shard starts loading, is loaded or stops.
     pub fn watch_shards(&self) -> watch::Receiver<u64> {
-        self.changed.subscribe()
+        self.table.watch_shards()
     }
 
     /// Partitions with a loaded shard, and with one still loading.
     pub fn shard_partitions(&self) -> (Vec<i32>, Vec<i32>) {
-        let shards = lock(&self.shards);
-        let mut loaded: Vec<i32> = Vec::new();
-        let mut loading: Vec<i32> = Vec::new();
-        for (p, slot) in shards.iter() {
-            if slot.tx.is_some() {
-                loaded.push(*p);
-            } else {
-                loading.push(*p);
-            }
-        }
-        loaded.sort_unstable();
-        loading.sort_unstable();
-        (loaded, loading)
+        self.table.shard_partitions()
     }
 
     /// Brings the shards in line with the `__consumer_offsets` partitions this node leads.
     fn reconcile(self: &Arc<Self>, replicas: &ReplicaManager, settings: &ShardSettings) {
-        let offsets_replicas: Vec<Arc<Partition>> = replicas
-            .all()
-            .into_iter()
-            .filter(|p| p.topic == OFFSETS_TOPIC)
-            .collect();
-        *lock(&self.replica_epochs) = offsets_replicas
-            .iter()
-            .map(|p| (p.index, p.role().leader_epoch))
-            .collect();
-        let led: HashMap<i32, (i32, Arc<Partition>)> = offsets_replicas
-            .into_iter()
-            .filter_map(|p| {
-                let role = p.role();
-                role.is_leader.then(|| (p.index, (role.leader_epoch, p)))
-            })
-            .collect();
-        let mut shards = lock(&self.shards);
-        let mut changed = false;
-        shards.retain(|p, slot| {
-            let keep = led.get(p).is_some_and(|(epoch, part)| {
-                *epoch == slot.leader_epoch && Weak::ptr_eq(&Arc::downgrade(part), &slot.partition)
-            });
-            if !keep {
-                info!(
-                    partition = *p,
-                    leader_epoch = slot.leader_epoch,
-                    "unloading group coordinator shard"
-                );
-                changed = true;
-            }
-            keep
+        let weak = Arc::downgrade(self);
+        self.table.reconcile(replicas, |part, epoch, stop| {
+            crate::runtime::spawn(load_and_run(
+                weak.clone(),
+                part,
+                epoch,
+                settings.clone(),
+                stop,
+            ));
         });
-        for (p, (epoch, part)) in led {
-            if shards.contains_key(&p) {
-                continue;
-            }
-            let (stop_tx, stop_rx) = oneshot::channel();
-            shards.insert(
-                p,
-                Slot {
-                    leader_epoch: epoch,
-                    partition: Arc::downgrade(&part),
-                    tx: None,
-                    _stop: stop_tx,
-                },
-            );
-            changed = true;
-            info!(
-                partition = p,
-                leader_epoch = epoch,
-                "loading group coordinator shard"
-            );
-            let weak = Arc::downgrade(self);
-            crate::runtime::spawn(load_and_run(weak, part, epoch, settings.clone(), stop_rx));
-        }
-        drop(shards);
-        if changed {
-            self.changed.send_modify(|n| *n += 1);
-        }
-    }
-
-    /// Installs a loaded shard if its slot still waits for it; returns its request channel.
-    fn install(
-        &self,
-        partition: &Arc<Partition>,
-        leader_epoch: i32,
-    ) -> Option<mpsc::Receiver<Msg>> {
-        let mut shards = lock(&self.shards);
-        let slot = shards.get_mut(&partition.index)?;
-        if slot.leader_epoch != leader_epoch
-            || !Weak::ptr_eq(&slot.partition, &Arc::downgrade(partition))
-            || slot.tx.is_some()
-        {
-            return None;
-        }
-        let (tx, rx) = mpsc::channel(1024);
-        slot.tx = Some(tx);
-        drop(shards);
-        self.changed.send_modify(|n| *n += 1);
-        Some(rx)
-    }
-
-    /// The request channel of the shard for `partition`: NOT_COORDINATOR when this node does not
-    /// lead it, COORDINATOR_LOAD_IN_PROGRESS while its shard loads.
-    fn route(&self, partition: i32) -> Result<mpsc::Sender<Msg>, ResponseError> {
-        match lock(&self.shards).get(&partition) {
-            None => Err(ResponseError::NotCoordinator),
-            Some(Slot { tx: None, .. }) => Err(ResponseError::CoordinatorLoadInProgress),
-            Some(Slot { tx: Some(tx), .. }) => Ok(tx.clone()),
-        }
     }
 
     /// Sends one request to the shard of `partition` and waits for its answer. A shard that
@@ -324,7 +200,7 @@ impl Groups {
         context: RequestContext,
         request: Request,
     ) -> Result<Response, ResponseError> {
-        let tx = self.route(partition)?;
+        let tx = self.table.route(partition)?;
         let (reply, rx) = oneshot::channel();
         let input = Input {
             request_id: 0, // assigned by the shard's task
@@ -343,7 +219,9 @@ impl Groups {
         let (loaded, _) = self.shard_partitions();
         let mut out = Vec::new();
         for p in loaded {
-            let Ok(tx) = self.route(p) else { continue };
+            let Ok(tx) = self.table.route(p) else {
+                continue;
+            };
             let (reply, rx) = oneshot::channel();
             if tx.send(Msg::Observe(reply)).await.is_err() {
                 continue;
@@ -370,26 +248,10 @@ impl Groups {
         // rather than look for another coordinator (FindCoordinator would name this node
         // again). Kafka answers a coordinator still loading the same way. A shard that stops
         // while a request waits (leadership lost) still answers NOT_COORDINATOR.
-        if !lock(&self.shards).contains_key(&p) && self.taking_over(b, p) {
+        if !self.table.hosts(p) && self.table.taking_over(&b.metadata.image(), b.node_id, p) {
             return Err(ResponseError::CoordinatorLoadInProgress);
         }
         self.call_partition(p, context, request).await
-    }
-
-    /// Whether the metadata names this node the leader of `__consumer_offsets` partition `p`
-    /// under a leader epoch its replica has not taken yet (the shard is about to load).
-    fn taking_over(&self, b: ControlPlane<'_>, p: i32) -> bool {
-        let image = b.metadata.image();
-        let Some(r) = image
-            .topic(OFFSETS_TOPIC)
-            .and_then(|t| t.partitions.get(&p))
-        else {
-            return false;
-        };
-        r.leader == b.node_id
-            && lock(&self.replica_epochs)
-                .get(&p)
-                .is_none_or(|taken| *taken < r.leader_epoch)
     }
 
     /// The partition of `group`, after creating the internal topic if needed. A request that
@@ -406,7 +268,7 @@ impl Groups {
         }
         create_offsets_topic(b).await?;
         let deadline = tokio::time::Instant::now() + FIRST_LOAD_WAIT;
-        let mut changed = self.changed.subscribe();
+        let mut changed = self.table.watch_shards();
         loop {
             changed.borrow_and_update();
             let p = Groups::partition_of(b, group);
@@ -417,7 +279,7 @@ impl Groups {
                 .and_then(|t| t.partitions.get(&p))
                 .map(|r| r.leader);
             let settled = match leader {
-                Some(l) if l == b.node_id => self.route(p).is_ok(),
+                Some(l) if l == b.node_id => self.table.route(p).is_ok(),
                 Some(_) => true,
                 None => false,
             };
@@ -615,7 +477,7 @@ async fn load_and_run(
     let Some(groups) = groups.upgrade() else {
         return;
     };
-    let Some(rx) = groups.install(&part, leader_epoch) else {
+    let Some(rx) = groups.table.install(&part, leader_epoch) else {
         return;
     };
     drop(groups);
@@ -640,6 +502,7 @@ async fn run(
     crate::runtime::spawn(appender(
         part.clone(),
         settings.commit_timeout,
+        "offsets.commit.timeout.ms",
         append_rx,
         done_tx,
     ));
@@ -726,85 +589,14 @@ fn carry_out(
     appends
 }
 
-/// Writes a shard's appends in order, several at a time, and reports each once it is committed
-/// (or has failed), in order.
-async fn appender(
-    part: Arc<Partition>,
-    commit_timeout: Duration,
-    mut rx: mpsc::UnboundedReceiver<(AppendToken, Vec<Record>)>,
-    done: mpsc::UnboundedSender<AppendDone>,
-) {
-    let mut in_flight = FuturesOrdered::new();
-    let mut open = true;
-    loop {
-        tokio::select! {
-            m = rx.recv(), if open && in_flight.len() < MAX_APPENDS_IN_FLIGHT => match m {
-                Some((token, records)) => {
-                    let committed = append(&part, records, commit_timeout);
-                    in_flight.push_back(async move { (token, committed.await) });
-                }
-                None => open = false,
-            },
-            Some(finished) = in_flight.next(), if !in_flight.is_empty() => {
-                if done.send(finished).is_err() {
-                    return;
-                }
-            }
-            else => return,
-        }
-    }
-}
-
-/// Starts appending a shard's records to its partition (the partition's write order is taken
-/// now) and returns a future that completes once they are committed: the high watermark has
-/// passed them. Bounded by `offsets.commit.timeout.ms` (REQUEST_TIMED_OUT); losing the leadership
-/// meanwhile answers NOT_LEADER_OR_FOLLOWER. The coordinator maps both as Kafka's does.
-fn append(
-    part: &Arc<Partition>,
-    records: Vec<Record>,
-    commit_timeout: Duration,
-) -> impl std::future::Future<Output = Result<(), ResponseError>> {
-    let now = now_ms();
-    let batch: Vec<gregor_log::records::Record> = records
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| gregor_log::records::Record {
-            offset: i as i64,
-            timestamp: now,
-            key: Some(r.key),
-            value: r.value,
-            headers: Vec::new(),
-        })
-        .collect();
-    let pending = encode_batch(&BatchSpec::default(), &batch)
-        .map(|bytes| part.spawn_append(Bytes::from(bytes)))
-        .map_err(|_| ResponseError::UnknownServerError);
-    let part = part.clone();
-    async move {
-        let pending = pending?;
-        let committed = async {
-            let outcome = pending
-                .done
-                .await
-                .map_err(|_| ResponseError::UnknownServerError)??;
-            part.await_high_watermark(outcome.end_offset).await
-        };
-        match tokio::time::timeout(commit_timeout, committed).await {
-            Ok(result) => result,
-            Err(_) => {
-                warn!(
-                    partition = part.index,
-                    "group records not committed within offsets.commit.timeout.ms"
-                );
-                Err(ResponseError::RequestTimedOut)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coordinator_shards::Slot;
+
+    fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 
     fn context() -> RequestContext {
         RequestContext {
@@ -822,7 +614,7 @@ mod tests {
         })
     }
 
-    fn slot(tx: Option<mpsc::Sender<Msg>>) -> (Slot, oneshot::Receiver<()>) {
+    fn slot(tx: Option<mpsc::Sender<Msg>>) -> (Slot<Msg>, oneshot::Receiver<()>) {
         let (stop, stopped) = oneshot::channel();
         let slot = Slot {
             leader_epoch: 3,
@@ -839,8 +631,8 @@ mod tests {
         let (loading, _) = slot(None);
         let (tx, mut rx) = mpsc::channel(4);
         let (loaded, _) = slot(Some(tx));
-        lock(&groups.shards).insert(1, loading);
-        lock(&groups.shards).insert(2, loaded);
+        lock(&groups.table.shards).insert(1, loading);
+        lock(&groups.table.shards).insert(2, loaded);
         // No shard: this node does not lead the partition.
         assert_eq!(
             groups.call_partition(0, context(), fetch("g")).await,
@@ -870,11 +662,11 @@ mod tests {
     async fn dropping_a_slot_stops_its_shard() {
         let groups = Groups::new();
         let (s, mut stopped) = slot(None);
-        lock(&groups.shards).insert(5, s);
+        lock(&groups.table.shards).insert(5, s);
         assert!(stopped
             .try_recv()
             .is_err_and(|e| e == oneshot::error::TryRecvError::Empty));
-        lock(&groups.shards).remove(&5);
+        lock(&groups.table.shards).remove(&5);
         assert_eq!(
             stopped.try_recv(),
             Err(oneshot::error::TryRecvError::Closed)

@@ -19,6 +19,7 @@ mod admin;
 mod common;
 mod data;
 mod groups;
+mod txn;
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -211,6 +212,9 @@ pub fn gate(
         | RequestKind::DescribeGroups(_)
         | RequestKind::ListGroups(_)
         | RequestKind::DeleteGroups(_)) => groups::gate(d, api, version, r),
+        r @ (RequestKind::AddPartitionsToTxn(_)
+        | RequestKind::AddOffsetsToTxn(_)
+        | RequestKind::EndTxn(_)) => txn::gate(d, r),
         r => admin::gate(d, image, version, r),
     }
 }

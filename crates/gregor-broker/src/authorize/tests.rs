@@ -204,6 +204,17 @@ fn codes(r: &ResponseKind) -> Vec<(String, i16)> {
             .flat_map(|m| &m.topics)
             .flat_map(|t| t.partitions.iter().map(|p| named(&t.name.0, p.error_code)))
             .collect(),
+        ResponseKind::AddPartitionsToTxn(r) => r
+            .results_by_topic_v3_and_below
+            .iter()
+            .flat_map(|t| {
+                t.results_by_partition
+                    .iter()
+                    .map(|p| named(&t.name.0, p.partition_error_code))
+            })
+            .collect(),
+        ResponseKind::AddOffsetsToTxn(r) => vec![named("", r.error_code)],
+        ResponseKind::EndTxn(r) => vec![named("", r.error_code)],
         ResponseKind::DescribeProducers(r) => r
             .topics
             .iter()
@@ -359,6 +370,87 @@ fn txn_rows() -> Vec<Row> {
             describe_producers(&["orders", "secret"]),
             &[(Op::Read, Topic, "orders"), (Op::Describe, Topic, "secret")],
             Run(run_all(&["orders"]), refused(&[("secret", TAF)])),
+        ),
+    ]
+}
+
+fn add_partitions_to_txn(id: &str, topics: &[&str]) -> RequestKind {
+    let topics = topics
+        .iter()
+        .map(|t| {
+            add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                .with_name(topic(t))
+                .with_partitions(vec![0])
+        })
+        .collect();
+    RequestKind::AddPartitionsToTxn(
+        AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(s(id)))
+            .with_v3_and_below_topics(topics),
+    )
+}
+
+fn coordinator_rows() -> Vec<Row> {
+    use Outcome::*;
+    const NOT_ATTEMPTED: i16 = 55; // OPERATION_NOT_ATTEMPTED
+    let offsets = |id: &str, group: &str| {
+        RequestKind::AddOffsetsToTxn(
+            AddOffsetsToTxnRequest::default()
+                .with_transactional_id(TransactionalId(s(id)))
+                .with_group_id(GroupId(s(group))),
+        )
+    };
+    let end = RequestKind::EndTxn(
+        EndTxnRequest::default().with_transactional_id(TransactionalId(s("tx"))),
+    );
+    vec![
+        row(
+            "AddPartitionsToTxn: WRITE on the transactional id and each topic",
+            ApiKey::AddPartitionsToTxn,
+            3,
+            add_partitions_to_txn("tx", &["orders"]),
+            &[(Op::Write, TxnId, "tx"), (Op::Write, Topic, "orders")],
+            Run(run_all(&[]), refused(&[])),
+        ),
+        row(
+            "AddPartitionsToTxn: a refused topic, the others not attempted",
+            ApiKey::AddPartitionsToTxn,
+            3,
+            add_partitions_to_txn("tx", &["orders", "secret"]),
+            &[(Op::Write, TxnId, "tx"), (Op::Write, Topic, "orders")],
+            Answer(refused(&[("orders", NOT_ATTEMPTED), ("secret", TAF)])),
+        ),
+        row(
+            "AddPartitionsToTxn: without WRITE on the transactional id",
+            ApiKey::AddPartitionsToTxn,
+            3,
+            add_partitions_to_txn("tx", &["orders"]),
+            &[(Op::Write, Topic, "orders")],
+            Answer(refused(&[("orders", TXN_AF)])),
+        ),
+        row(
+            "AddOffsetsToTxn: WRITE on the transactional id",
+            ApiKey::AddOffsetsToTxn,
+            3,
+            offsets("tx", "g"),
+            &[(Op::Read, Group, "g")],
+            Answer(refused(&[("", TXN_AF)])),
+        ),
+        row(
+            "AddOffsetsToTxn: READ on the group",
+            ApiKey::AddOffsetsToTxn,
+            3,
+            offsets("tx", "g"),
+            &[(Op::Write, TxnId, "tx")],
+            Answer(refused(&[("", GAF)])),
+        ),
+        row(
+            "EndTxn: WRITE on the transactional id",
+            ApiKey::EndTxn,
+            3,
+            end,
+            &[(Op::Describe, TxnId, "tx")],
+            Answer(refused(&[("", TXN_AF)])),
         ),
     ]
 }
@@ -631,6 +723,7 @@ fn each_api_checks_what_kafka_checks() {
     let rows: Vec<Row> = data_rows()
         .into_iter()
         .chain(txn_rows())
+        .chain(coordinator_rows())
         .chain(group_rows())
         .chain(admin_rows())
         .chain(cluster_rows())

@@ -225,6 +225,38 @@ impl TxnCoordinator {
         }
     }
 
+    /// KIP-890's verification (AddPartitionsToTxn v4 `verify_only`), asked by a partition
+    /// leader before the first transactional batch of `producer` opens a transaction there:
+    /// each partition is fine (`None`) only if it is in `producer`'s open transaction. A
+    /// produce that arrives after its transaction ended (a late retry) is refused, so it
+    /// cannot open a transaction nothing would end. Reads only: no effects.
+    pub fn verify(
+        &self,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<Option<TxnError>>, TxnError> {
+        let m = self
+            .ids
+            .get(transactional_id)
+            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        if m.current.producer_id != producer.producer_id {
+            return Err(TxnError::InvalidProducerIdMapping);
+        }
+        if m.current.producer_epoch != producer.epoch {
+            return Err(TxnError::ProducerFenced);
+        }
+        if m.state().is_preparing() {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        let open = m.state() == TransactionState::Ongoing;
+        let added = m.partitions();
+        Ok(partitions
+            .iter()
+            .map(|tp| (!(open && added.contains(tp))).then_some(TxnError::InvalidTxnState))
+            .collect())
+    }
+
     /// EndTxn.
     pub fn end_txn(
         &mut self,

@@ -339,3 +339,62 @@ fn requests_for_an_unknown_id_are_refused() {
     assert!(c.append_completed(AppendToken(99), true).is_empty());
     assert!(c.markers_written(0, TX).is_empty());
 }
+
+#[test]
+fn verification_accepts_only_partitions_of_the_open_transaction() {
+    let mut c = coordinator();
+    let tp = |t: &str, p: i32| (t.to_string(), p);
+    assert_eq!(
+        c.verify(
+            TX,
+            ProducerIdAndEpoch {
+                producer_id: 7,
+                epoch: 0
+            },
+            &[tp("a", 0)]
+        ),
+        Err(TxnError::InvalidProducerIdMapping),
+        "an unknown transactional id"
+    );
+    let p = init(&mut c, 1_000, 1);
+    assert_eq!(
+        c.verify(TX, p, &[tp("a", 0)]),
+        Ok(vec![Some(TxnError::InvalidTxnState)]),
+        "no transaction is open"
+    );
+    open(&mut c, 1_100, p, &[("a", 0)]);
+    assert_eq!(
+        c.verify(TX, p, &[tp("a", 0), tp("a", 1)]),
+        Ok(vec![None, Some(TxnError::InvalidTxnState)])
+    );
+    let old = ProducerIdAndEpoch {
+        epoch: p.epoch - 1,
+        ..p
+    };
+    assert_eq!(
+        c.verify(TX, old, &[tp("a", 0)]),
+        Err(TxnError::ProducerFenced)
+    );
+    let other = ProducerIdAndEpoch {
+        producer_id: 99,
+        ..p
+    };
+    assert_eq!(
+        c.verify(TX, other, &[tp("a", 0)]),
+        Err(TxnError::InvalidProducerIdMapping)
+    );
+    // Ended: a late produce of the committed transaction cannot open a new one.
+    let e = c.end_txn(1_200, 2, TX, p, true);
+    let _ = durable(&mut c, &e);
+    assert_eq!(
+        c.verify(TX, p, &[tp("a", 0)]),
+        Err(TxnError::ConcurrentTransactions),
+        "while the markers are written"
+    );
+    let e = c.markers_written(1_300, TX);
+    let _ = durable(&mut c, &e);
+    assert_eq!(
+        c.verify(TX, p, &[tp("a", 0)]),
+        Ok(vec![Some(TxnError::InvalidTxnState)])
+    );
+}

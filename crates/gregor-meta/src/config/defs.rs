@@ -409,6 +409,17 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("offsets.commit.timeout.ms", Int, Some("5000"), AtLeast(1), false, "How long an offset commit waits for replication."),
     broker("offsets.load.buffer.size", Int, Some("5242880"), AtLeast(1), false, "Read size when loading group state."),
     broker("offset.metadata.max.bytes", Int, Some("4096"), Any, false, "Largest metadata string of an offset commit."),
+    // Transactions.
+    broker("transaction.state.log.num.partitions", Int, Some("50"), AtLeast(1), false, "Partitions of __transaction_state."),
+    broker("transaction.state.log.replication.factor", Short, Some("3"), AtLeast(1), false,
+        "Replication factor of __transaction_state (capped by the live brokers when the topic is created)."),
+    broker("transaction.state.log.min.isr", Int, Some("2"), AtLeast(1), false,
+        "min.insync.replicas of __transaction_state (capped by its replication factor)."),
+    broker("transaction.state.log.segment.bytes", Int, Some("104857600"), AtLeast(1), false, "Segment size of __transaction_state."),
+    broker("transaction.max.timeout.ms", Int, Some("900000"), AtLeast(1), false,
+        "The longest transaction timeout a producer may ask for (INVALID_TRANSACTION_TIMEOUT beyond)."),
+    broker("transactional.id.expiration.ms", Int, Some("604800000"), AtLeast(1), false,
+        "How long an idle transactional id is kept."),
     // Idempotent producers.
     broker("producer.id.expiration.ms", Int, Some("86400000"), AtLeast(1), true,
         "How long a partition keeps the state of a producer id that has not written to it."),

@@ -1,0 +1,90 @@
+//! What the transaction coordinator's APIs need (Kafka's table): WRITE on the transactional
+//! id for AddPartitionsToTxn, AddOffsetsToTxn and EndTxn; besides, AddPartitionsToTxn needs
+//! WRITE on each topic (refused ones TOPIC_AUTHORIZATION_FAILED, the others then
+//! OPERATION_NOT_ATTEMPTED) and AddOffsetsToTxn READ on the group.
+
+use gregor_meta::acl::{AclOperation, AclResourceType};
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnResponse,
+    RequestKind, ResponseKind,
+};
+use kafka_protocol::ResponseError;
+
+use super::common::{no_fixup, Decide, Gate};
+use crate::connection::Reply;
+
+pub(super) fn gate(d: &dyn Decide, request: RequestKind) -> Gate {
+    let may_write = |id: &str| d.allows(AclOperation::Write, AclResourceType::TransactionalId, id);
+    let txn_refused = ResponseError::TransactionalIdAuthorizationFailed.code();
+    match request {
+        RequestKind::AddPartitionsToTxn(r) => add_partitions(d, r),
+        RequestKind::AddOffsetsToTxn(r) => {
+            let code = if !may_write(&r.transactional_id.0) {
+                txn_refused
+            } else if !d.allows(AclOperation::Read, AclResourceType::Group, &r.group_id.0) {
+                ResponseError::GroupAuthorizationFailed.code()
+            } else {
+                return Gate::Run(RequestKind::AddOffsetsToTxn(r), no_fixup());
+            };
+            let mut resp = AddOffsetsToTxnResponse::default();
+            resp.error_code = code;
+            Gate::Answer(Reply::Respond(ResponseKind::AddOffsetsToTxn(resp)))
+        }
+        RequestKind::EndTxn(r) => {
+            if may_write(&r.transactional_id.0) {
+                return Gate::Run(RequestKind::EndTxn(r), no_fixup());
+            }
+            let mut resp = EndTxnResponse::default();
+            resp.error_code = txn_refused;
+            Gate::Answer(Reply::Respond(ResponseKind::EndTxn(resp)))
+        }
+        other => Gate::Run(other, no_fixup()),
+    }
+}
+
+fn add_partitions(d: &dyn Decide, r: AddPartitionsToTxnRequest) -> Gate {
+    let id = r.v3_and_below_transactional_id.0.as_str();
+    let txn_ok = d.allows(AclOperation::Write, AclResourceType::TransactionalId, id);
+    let refused: Vec<bool> = r
+        .v3_and_below_topics
+        .iter()
+        .map(|t| !d.allows(AclOperation::Write, AclResourceType::Topic, &t.name.0))
+        .collect();
+    if txn_ok && !refused.contains(&true) {
+        return Gate::Run(RequestKind::AddPartitionsToTxn(r), no_fixup());
+    }
+    let code_of = |topic_refused: bool| {
+        if !txn_ok {
+            ResponseError::TransactionalIdAuthorizationFailed.code()
+        } else if topic_refused {
+            ResponseError::TopicAuthorizationFailed.code()
+        } else {
+            ResponseError::OperationNotAttempted.code()
+        }
+    };
+    let mut resp = AddPartitionsToTxnResponse::default();
+    resp.results_by_topic_v3_and_below = r
+        .v3_and_below_topics
+        .iter()
+        .zip(refused)
+        .map(|(t, topic_refused)| {
+            let mut out = AddPartitionsToTxnTopicResult::default();
+            out.name = t.name.clone();
+            out.results_by_partition = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut pr = AddPartitionsToTxnPartitionResult::default();
+                    pr.partition_index = *p;
+                    pr.partition_error_code = code_of(topic_refused);
+                    pr
+                })
+                .collect();
+            out
+        })
+        .collect();
+    Gate::Answer(Reply::Respond(ResponseKind::AddPartitionsToTxn(resp)))
+}
