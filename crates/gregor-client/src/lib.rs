@@ -45,6 +45,6 @@ pub use metadata::{
 pub use producer::{
     DeliveryFuture, Producer, ProducerConfig, ProducerMetrics, ProducerRecord, RecordMetadata,
 };
-pub use types::{IsolationLevel, TopicPartition};
+pub use types::{ConsumerGroupMetadata, IsolationLevel, TopicPartition};
 /// Topic ids are `uuid::Uuid`s.
 pub use uuid::Uuid;

@@ -117,3 +117,30 @@ mod tests {
         assert!(err.contains("isolation.level"), "{err}");
     }
 }
+
+/// A consumer's place in its group (Kafka's `ConsumerGroupMetadata`), which a transactional
+/// producer's `send_offsets_to_transaction` sends with the offsets (TxnOffsetCommit v3+) so
+/// that the group coordinator refuses the offsets of a member fenced since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupMetadata {
+    pub group_id: String,
+    /// -1 when not in a generation.
+    pub generation_id: i32,
+    /// Empty when not in a generation.
+    pub member_id: String,
+    /// `group.instance.id` of a static member.
+    pub group_instance_id: Option<String>,
+}
+
+impl ConsumerGroupMetadata {
+    /// Only a group id: the broker then checks no generation (Kafka's
+    /// `new ConsumerGroupMetadata(groupId)`).
+    pub fn new(group_id: impl Into<String>) -> ConsumerGroupMetadata {
+        ConsumerGroupMetadata {
+            group_id: group_id.into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+        }
+    }
+}

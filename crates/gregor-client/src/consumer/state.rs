@@ -258,6 +258,18 @@ impl Consumer {
         (s.m.member_id.clone(), s.m.generation)
     }
 
+    /// Kafka's `groupMetadata()`: group id, generation, member id and instance id, for a
+    /// transactional producer's `send_offsets_to_transaction`.
+    pub fn consumer_group_metadata(&self) -> crate::types::ConsumerGroupMetadata {
+        let (member_id, generation_id) = self.group_metadata();
+        crate::types::ConsumerGroupMetadata {
+            group_id: self.group_id.clone(),
+            generation_id,
+            member_id,
+            group_instance_id: self.instance_id.clone(),
+        }
+    }
+
     /// Records from the assigned partitions, at most `max.poll.records`. Joins or rejoins the
     /// group first when needed (running the listener), which may take longer than `timeout`.
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {

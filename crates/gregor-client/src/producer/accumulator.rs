@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use kafka_protocol::records::Compression as Codec;
 
-use super::wire::{encode_batch, Appended, ProducerIdentity, RecordData, BATCH_OVERHEAD};
+use super::wire::{encode_batch_as, Appended, ProducerIdentity, RecordData, BATCH_OVERHEAD};
 use crate::error::{Error, KafkaCode, KafkaError};
 use crate::types::TopicPartition;
 
@@ -53,6 +53,8 @@ pub struct AccumulatorConfig {
     pub delivery_timeout_ms: u64,
     pub idempotent: bool,
     pub compression: Codec,
+    /// Batches carry the transactional attribute (a producer with `transactional.id`).
+    pub transactional: bool,
 }
 
 #[derive(Debug)]
@@ -299,11 +301,12 @@ impl<T> Accumulator<T> {
                     state.next_sequence =
                         state.next_sequence.wrapping_add(batch.records.len() as i32) & i32::MAX;
                 }
-                match encode_batch(
+                match encode_batch_as(
                     &batch.records,
                     identity,
                     batch.base_sequence.unwrap_or(-1),
                     config.compression,
+                    config.transactional,
                 ) {
                     Ok(bytes) => {
                         batch.attempts += 1;
@@ -442,6 +445,23 @@ impl<T> Accumulator<T> {
             q.sort_by_key(|b| b.id);
             state.queue = q.into();
         }
+    }
+
+    /// Fails every batch not in flight (a transaction aborting: Kafka's producer never sends
+    /// them). Also says whether one of them already had a sequence number (it had been sent
+    /// and waited for a retry), which leaves a hole in the partition's sequence.
+    pub fn abort_undrained(&mut self, error: impl Fn() -> Error) -> (Vec<(T, Error)>, bool) {
+        let mut failed = Vec::new();
+        let mut numbered = false;
+        for state in self.partitions.values_mut() {
+            for b in state.queue.drain(..) {
+                numbered |= b.base_sequence.is_some();
+                for reply in b.replies {
+                    failed.push((reply, error()));
+                }
+            }
+        }
+        (failed, numbered)
     }
 
     /// Fails every unsent batch (closing without waiting).
@@ -586,6 +606,7 @@ mod tests {
             delivery_timeout_ms: 10_000,
             idempotent: true,
             compression: Codec::None,
+            transactional: false,
         }
     }
 
@@ -626,6 +647,41 @@ mod tests {
             base_offset: offset,
             log_append_time: -1,
         })
+    }
+
+    #[test]
+    fn transactional_batches_are_marked_and_an_abort_fails_only_unsent_ones() {
+        let mut acc = Accumulator::new(AccumulatorConfig {
+            transactional: true,
+            ..config()
+        });
+        acc.append(&tp(), rec(1), 1, 0);
+        let d = acc.drain(0, true, Some(ID), |_| true);
+        let mut bytes = d.sends[0].records.clone();
+        let info = RecordBatchDecoder::decode_batch_info(&mut bytes).unwrap();
+        assert!(info[0].transactional, "attribute bit 4 set");
+        acc.append(&tp(), rec(1), 2, 1);
+        let (dropped, numbered) =
+            acc.abort_undrained(|| Error::InvalidArgument("aborted".to_string()));
+        let replies: Vec<i32> = dropped.iter().map(|(r, _)| *r).collect();
+        assert_eq!(
+            replies,
+            vec![2],
+            "the batch in flight keeps waiting for its answer"
+        );
+        assert!(!numbered, "the dropped batch had no sequence yet");
+        assert_eq!(acc.in_flight_batches(), 1);
+        // A batch waiting for a retry was numbered: dropping it leaves a sequence hole.
+        acc.complete(
+            &tp(),
+            d.sends[0].batch_id,
+            failed(KafkaCode::REQUEST_TIMED_OUT),
+            2,
+        );
+        let (dropped, numbered) = acc.abort_undrained(|| Error::InvalidArgument("x".into()));
+        assert_eq!(dropped.len(), 1);
+        assert!(numbered);
+        assert!(acc.is_empty());
     }
 
     #[test]

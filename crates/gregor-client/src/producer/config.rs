@@ -108,6 +108,12 @@ pub struct ProducerConfig {
     /// Records accepted by `send` and not yet batched before `send` waits (bounds memory, in the
     /// role of `buffer.memory`).
     pub max_queued_records: usize,
+    /// `transactional.id` (default none): makes the producer transactional (`init_transactions`,
+    /// `begin_transaction`...); requires idempotence, and so `acks=all`.
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms` (default 60 s): how long the coordinator lets a transaction
+    /// stay open before aborting it.
+    pub transaction_timeout: Duration,
 }
 
 impl ProducerConfig {
@@ -127,6 +133,8 @@ impl ProducerConfig {
             max_request_size: 1_048_576,
             max_block: Duration::from_secs(60),
             max_queued_records: 100_000,
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
         })
     }
 
@@ -141,6 +149,28 @@ impl ProducerConfig {
         }
         if self.max_queued_records == 0 {
             return bad("max_queued_records must be at least 1".into());
+        }
+        if let Some(id) = &self.transactional_id {
+            // Kafka's ConfigException for the same combinations.
+            if id.is_empty() {
+                return bad("transactional.id must not be empty".into());
+            }
+            if !self.enable_idempotence {
+                return bad(
+                    "cannot set a transactional.id without also enabling idempotence (enable.idempotence=true)"
+                        .into(),
+                );
+            }
+            if self.acks != Acks::All {
+                return bad("transactional.id requires acks=all".into());
+            }
+            let ms = self.transaction_timeout.as_millis();
+            if ms == 0 || ms > i32::MAX as u128 {
+                return bad(format!(
+                    "transaction.timeout.ms must be between 1 and {} (got {ms})",
+                    i32::MAX
+                ));
+            }
         }
         if self.enable_idempotence {
             if self.acks != Acks::All {
@@ -195,6 +225,33 @@ mod tests {
         assert!(c.validate().is_err());
         let mut c = ProducerConfig::new("h:9092").unwrap();
         c.delivery_timeout = Duration::from_millis(10);
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn a_transactional_id_needs_idempotence_and_acks_all() {
+        let mut c = ProducerConfig::new("h:9092").unwrap();
+        c.transactional_id = Some("tx".into());
+        assert_eq!(c.transaction_timeout, Duration::from_millis(60_000));
+        c.validate().unwrap();
+        c.enable_idempotence = false;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("transactional.id") && e.contains("idempotence"),
+            "{e}"
+        );
+        c.enable_idempotence = true;
+        c.acks = Acks::Leader;
+        assert!(c.validate().unwrap_err().to_string().contains("acks=all"));
+        c.acks = Acks::All;
+        c.transaction_timeout = Duration::ZERO;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("transaction.timeout.ms"));
+        c.transaction_timeout = Duration::from_secs(60);
+        c.transactional_id = Some(String::new());
         assert!(c.validate().is_err());
     }
 

@@ -29,18 +29,27 @@ pub(super) struct LaneRequest {
     pub(super) batches: Vec<BatchToSend>,
 }
 
+/// How a lane writes its Produce requests.
+#[derive(Debug, Clone)]
+pub(super) struct LaneSettings {
+    pub(super) acks: i16,
+    pub(super) timeout_ms: i32,
+    /// `transactional.id`: carried by each request, which then goes out in at most
+    /// [`super::txn_wire::TXN_PRODUCE_MAX_VERSION`].
+    pub(super) transactional_id: Option<std::sync::Arc<str>>,
+}
+
 /// A broker's lane: submits its requests in arrival order, then waits for each response in a
 /// task of its own. Ends when the sender task drops its end.
 pub(super) async fn run_lane(
     client: Client,
     leader: i32,
-    acks: i16,
-    timeout_ms: i32,
+    settings: LaneSettings,
     mut requests: mpsc::UnboundedReceiver<LaneRequest>,
     results: mpsc::UnboundedSender<RequestResult>,
 ) {
     while let Some(LaneRequest { ids, batches }) = requests.recv().await {
-        let submitted = submit_produce(&client, leader, acks, timeout_ms, &batches).await;
+        let submitted = submit_produce(&client, leader, &settings, &batches).await;
         let results = results.clone();
         match submitted {
             Err(e) => {
@@ -80,13 +89,22 @@ enum Answer {
 async fn submit_produce(
     client: &Client,
     leader: i32,
-    acks: i16,
-    timeout_ms: i32,
+    settings: &LaneSettings,
     batches: &[BatchToSend],
 ) -> Result<Answer> {
     let conn = client.connection_for(&Target::Broker(leader)).await?;
-    let version = conn.pick_version::<ProduceRequest>()?;
-    let request = wire::produce_request(batches, acks, timeout_ms, version);
+    let acks = settings.acks;
+    let mut version = conn.pick_version::<ProduceRequest>()?;
+    if settings.transactional_id.is_some() {
+        version = version.min(super::txn_wire::TXN_PRODUCE_MAX_VERSION);
+    }
+    let request = wire::produce_request(
+        batches,
+        acks,
+        settings.timeout_ms,
+        version,
+        settings.transactional_id.as_deref(),
+    );
     if acks == 0 {
         Ok(Answer::Written(
             conn.submit_without_response(&request, version).await?,

@@ -14,6 +14,11 @@ pub mod config;
 mod lane;
 mod metrics;
 pub mod partitioner;
+pub mod txn;
+mod txn_exec;
+#[cfg(test)]
+mod txn_tests;
+pub mod txn_wire;
 pub mod wire;
 
 use std::collections::{BTreeMap, HashMap};
@@ -31,15 +36,16 @@ use tokio::time::Instant;
 
 use crate::client::{Client, Target};
 use crate::error::{Error, KafkaCode, KafkaError, Result};
-use crate::types::TopicPartition;
+use crate::types::{ConsumerGroupMetadata, TopicPartition};
 
 pub use accumulator::RecordMetadata;
 use accumulator::{Accumulator, AccumulatorConfig, Completed, IdentityReset, Outcome};
 pub use config::{Acks, Compression, ProducerConfig};
-use lane::{run_lane, LaneRequest, RequestResult};
+use lane::{run_lane, LaneRequest, LaneSettings, RequestResult};
 use metrics::Counters;
 pub use metrics::ProducerMetrics;
 use partitioner::{partition_for_key, StickyPartitioner};
+use txn::{Op, Pending, TxnError, TxnManager, TxnResponse, TxnState};
 pub use wire::ProducerIdentity;
 use wire::{BatchToSend, RecordData};
 
@@ -117,6 +123,19 @@ enum Command {
     Send(ProducerRecord, Reply),
     Flush(oneshot::Sender<()>),
     Close(oneshot::Sender<()>),
+    /// A transactional call (only with `transactional.id`).
+    Txn(TxnCall, oneshot::Sender<Result<()>>),
+    /// The answer to the transaction manager's request in flight.
+    TxnAnswer(TxnResponse),
+}
+
+/// The transactional calls, as the sender task receives them.
+enum TxnCall {
+    Init,
+    Begin,
+    SendOffsets(BTreeMap<TopicPartition, i64>, ConsumerGroupMetadata),
+    Commit,
+    Abort,
 }
 
 /// An asynchronous Kafka producer. Cheap to share behind an `Arc`; `send` takes `&self`.
@@ -127,6 +146,7 @@ pub struct Producer {
     counters: Arc<Counters>,
     max_block: Duration,
     retry_backoff: Duration,
+    transactional: bool,
 }
 
 impl Producer {
@@ -143,6 +163,14 @@ impl Producer {
             .unwrap_or(0x5eed);
         let max_block = config.max_block;
         let retry_backoff = config.retry_backoff;
+        let txn = config.transactional_id.as_ref().map(|id| {
+            TxnManager::new(
+                id.clone(),
+                i32::try_from(config.transaction_timeout.as_millis()).unwrap_or(i32::MAX),
+                millis(config.retry_backoff),
+            )
+        });
+        let transactional = txn.is_some();
         let task = SenderTask {
             client: client.clone(),
             acc: Accumulator::new(AccumulatorConfig {
@@ -154,11 +182,12 @@ impl Producer {
                 delivery_timeout_ms: millis(config.delivery_timeout),
                 idempotent: config.enable_idempotence,
                 compression: config.compression.codec(),
+                transactional,
             }),
             partitioner: StickyPartitioner::new(seed),
             identity: None,
-            reset: config
-                .enable_idempotence
+            // A transactional producer's identity comes from init_transactions.
+            reset: (config.enable_idempotence && !transactional)
                 .then_some(IdentityReset::NewProducerId),
             in_flight: HashMap::new(),
             lanes: HashMap::new(),
@@ -169,6 +198,10 @@ impl Producer {
             started: Instant::now(),
             metadata_stale: false,
             last_refresh_ms: None,
+            txn,
+            txn_waiter: None,
+            txn_request_in_flight: false,
+            commands: transactional.then(|| tx.downgrade()),
             config,
         };
         tokio::spawn(task.run(rx, results_rx));
@@ -178,6 +211,7 @@ impl Producer {
             counters,
             max_block,
             retry_backoff,
+            transactional,
         })
     }
 
@@ -218,6 +252,72 @@ impl Producer {
 
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Kafka's `initTransactions`: finds the transaction coordinator of `transactional.id`
+    /// and gets a producer id from it, which fences older producers with the same id and
+    /// ends their open transaction. Needed once before the first `begin_transaction`. On a
+    /// timeout the call goes on; calling again waits for the same call.
+    pub async fn init_transactions(&self, timeout: Duration) -> Result<()> {
+        self.txn_call(TxnCall::Init, "init_transactions", Some(timeout))
+            .await
+    }
+
+    /// Kafka's `beginTransaction`: local; records sent from now on belong to the transaction.
+    pub async fn begin_transaction(&self) -> Result<()> {
+        self.txn_call(TxnCall::Begin, "begin_transaction", None)
+            .await
+    }
+
+    /// Kafka's `sendOffsetsToTransaction`: commits `offsets` (the next offsets to consume) for
+    /// the consumer's group as part of the transaction (AddOffsetsToTxn, then TxnOffsetCommit
+    /// to the group coordinator with the consumer's generation). Waits up to `max.block.ms`.
+    pub async fn send_offsets_to_transaction(
+        &self,
+        offsets: &BTreeMap<TopicPartition, i64>,
+        group_metadata: &ConsumerGroupMetadata,
+    ) -> Result<()> {
+        let call = TxnCall::SendOffsets(offsets.clone(), group_metadata.clone());
+        self.txn_call(call, "send_offsets_to_transaction", Some(self.max_block))
+            .await
+    }
+
+    /// Kafka's `commitTransaction`: sends every record of the transaction (ignoring
+    /// `linger.ms`), waits for their answers, then ends the transaction (EndTxn). Fails with
+    /// the error if a record failed: then only `abort_transaction` is allowed.
+    pub async fn commit_transaction(&self, timeout: Duration) -> Result<()> {
+        self.txn_call(TxnCall::Commit, "commit_transaction", Some(timeout))
+            .await
+    }
+
+    /// Kafka's `abortTransaction`: records not yet sent fail, those in flight get their
+    /// answers, then the transaction ends aborted.
+    pub async fn abort_transaction(&self, timeout: Duration) -> Result<()> {
+        self.txn_call(TxnCall::Abort, "abort_transaction", Some(timeout))
+            .await
+    }
+
+    async fn txn_call(&self, call: TxnCall, what: &str, timeout: Option<Duration>) -> Result<()> {
+        if !self.transactional {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: this producer has no transactional.id"
+            )));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Txn(call, tx))
+            .await
+            .map_err(|_| closed())?;
+        let Some(timeout) = timeout else {
+            return rx.await.map_err(|_| closed())?;
+        };
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(answer) => answer.map_err(|_| closed())?,
+            Err(_) => Err(Error::Timeout {
+                what: format!("{what} (it goes on: call it again to wait for it)"),
+                after_ms: millis(timeout),
+            }),
+        }
     }
 
     /// Waits until the metadata cache knows `topic` with partitions, refreshing it every
@@ -298,6 +398,14 @@ struct SenderTask {
     started: Instant,
     metadata_stale: bool,
     last_refresh_ms: Option<u64>,
+    /// With `transactional.id`: the transaction manager (the pure core of transactions).
+    txn: Option<TxnManager>,
+    /// The caller of the transactional call in progress.
+    txn_waiter: Option<(Op, oneshot::Sender<Result<()>>)>,
+    txn_request_in_flight: bool,
+    /// For transactional requests' answers to come back as commands (no task holds it
+    /// otherwise, so the command channel still closes when the producer is dropped).
+    commands: Option<mpsc::WeakSender<Command>>,
 }
 
 impl SenderTask {
@@ -328,19 +436,28 @@ impl SenderTask {
                 }
             }
             let now = self.now();
-            let wake = match self.acc.next_wakeup() {
+            let mut wake = match self.acc.next_wakeup() {
                 Some(w) if w > now => w,
                 // Ready but blocked (no leader, broker busy, no producer id): look again after
                 // a backoff unless an answer comes first.
                 Some(_) => now + millis(self.config.retry_backoff),
                 None => now + 60_000,
             };
+            if let Some(t) = self.txn.as_ref().and_then(TxnManager::retry_at_ms) {
+                if t > now {
+                    wake = wake.min(t);
+                }
+            }
+            // Transactional answers come as commands, also while closing.
+            let commands_open = self.closing.is_none() || self.txn_request_in_flight;
             let sleep = tokio::time::sleep_until(self.started + Duration::from_millis(wake));
             tokio::select! {
-                cmd = rx.recv(), if input_open && self.closing.is_none() => match cmd {
+                cmd = rx.recv(), if input_open && commands_open => match cmd {
                     Some(Command::Send(record, reply)) => self.accept(record, reply).await,
                     Some(Command::Flush(w)) => self.flush_waiters.push(w),
                     Some(Command::Close(w)) => self.closing = Some(w),
+                    Some(Command::Txn(call, reply)) => self.on_txn_call(call, reply),
+                    Some(Command::TxnAnswer(answer)) => self.on_txn_answer(answer),
                     None => input_open = false,
                 },
                 // The task holds a sender itself, so this never ends.
@@ -354,10 +471,24 @@ impl SenderTask {
     async fn housekeeping(&mut self) {
         let now = self.now();
         let (expired, reset) = self.acc.expire(now);
+        if let Some(txn) = self.txn.as_mut() {
+            // A transaction with a record given up cannot commit.
+            if let Some((_, e)) = expired.first() {
+                txn.on_batch_failed(&KafkaError::new(
+                    KafkaCode::REQUEST_TIMED_OUT,
+                    Some(e.to_string()),
+                ));
+            }
+            txn_reset(txn, reset);
+        } else {
+            self.reset = self.reset.max(reset);
+        }
         for (reply, e) in expired {
             let _ = reply.send(Err(e));
         }
-        self.reset = self.reset.max(reset);
+        if self.txn.is_some() {
+            self.drive_txn(now);
+        }
         if self.reset.is_some() && self.acc.in_flight_batches() == 0 && !self.acc.is_empty() {
             self.renew_identity().await;
         }
@@ -481,6 +612,13 @@ impl SenderTask {
                 .partition(&record.topic, &available, num_partitions),
         };
         let tp = TopicPartition::new(record.topic, partition);
+        if let Some(txn) = self.txn.as_mut() {
+            // Refused outside a transaction; the partition joins the transaction otherwise.
+            if let Err(e) = txn.on_send(&tp) {
+                let _ = reply.send(Err(txn_error(txn.transactional_id(), e)));
+                return;
+            }
+        }
         let now = self.now();
         if self.acc.append(&tp, data, reply, now) {
             self.partitioner
@@ -521,12 +659,19 @@ impl SenderTask {
 
     fn send_ready(&mut self) {
         let now = self.now();
-        let flushing = !self.flush_waiters.is_empty() || self.closing.is_some();
+        let txn = self.txn.as_ref();
+        // Committing sends every record now, as Kafka's commitTransaction flushes.
+        let committing = txn.is_some_and(|t| t.state() == TxnState::CommittingTransaction);
+        let flushing = !self.flush_waiters.is_empty() || self.closing.is_some() || committing;
         let metadata = self.client.metadata();
         let in_flight = &self.in_flight;
         let limit = self.config.max_in_flight;
         let mut leaderless = false;
         let drained = self.acc.drain(now, flushing, self.identity, |tp| {
+            // A partition's batches wait until the coordinator has added it to the transaction.
+            if txn.is_some_and(|t| !t.may_send(tp)) {
+                return false;
+            }
             match metadata.leader_for(&tp.topic, tp.partition) {
                 Some(l) => in_flight.get(&l).copied().unwrap_or(0) < limit,
                 None => {
@@ -573,16 +718,18 @@ impl SenderTask {
             .fetch_max(*n as u64, Ordering::Relaxed);
         let client = &self.client;
         let results = &self.results;
-        let acks = self.config.acks.wire();
-        let timeout_ms =
-            i32::try_from(self.config.client.request_timeout.as_millis()).unwrap_or(i32::MAX);
+        let settings = LaneSettings {
+            acks: self.config.acks.wire(),
+            timeout_ms: i32::try_from(self.config.client.request_timeout.as_millis())
+                .unwrap_or(i32::MAX),
+            transactional_id: self.config.transactional_id.as_deref().map(Arc::from),
+        };
         let lane = self.lanes.entry(leader).or_insert_with(|| {
             let (lane, requests) = mpsc::unbounded_channel();
             tokio::spawn(run_lane(
                 client.clone(),
                 leader,
-                acks,
-                timeout_ms,
+                settings,
                 requests,
                 results.clone(),
             ));
@@ -632,7 +779,12 @@ impl SenderTask {
                 reset,
             } = self.acc.complete(&tp, batch_id, outcome, now);
             self.metadata_stale |= refresh_metadata;
-            if reset > self.reset {
+            if let Some(txn) = self.txn.as_mut() {
+                for e in delivered.iter().filter_map(|(_, r)| r.as_ref().err()) {
+                    txn.on_batch_failed(&batch_error(e));
+                }
+                txn_reset(txn, reset);
+            } else if reset > self.reset {
                 tracing::warn!(topic = %tp.topic, partition = tp.partition, ?reset, "producer identity to renew");
                 self.reset = reset;
             }
@@ -640,6 +792,169 @@ impl SenderTask {
                 let _ = reply.send(r);
             }
         }
+    }
+}
+
+/// The transactional side of the sender task: calls in, the manager's requests out (each in a
+/// task of its own, its answer coming back as a command), unsent batches failed when the
+/// transaction aborts.
+impl SenderTask {
+    fn on_txn_call(&mut self, call: TxnCall, reply: oneshot::Sender<Result<()>>) {
+        let Some(txn) = self.txn.as_mut() else {
+            let _ = reply.send(Err(Error::InvalidArgument(
+                "this producer has no transactional.id".to_string(),
+            )));
+            return;
+        };
+        let (op, started) = match call {
+            TxnCall::Init => (Op::InitTransactions, txn.init()),
+            TxnCall::Begin => {
+                let id = txn.transactional_id().to_string();
+                let _ = reply.send(txn.begin().map_err(|e| txn_error(&id, e)));
+                return;
+            }
+            TxnCall::SendOffsets(offsets, group) => {
+                (Op::SendOffsets, txn.send_offsets(offsets, group))
+            }
+            TxnCall::Commit => (Op::Commit, txn.commit()),
+            TxnCall::Abort => (Op::Abort, txn.abort()),
+        };
+        let id = txn.transactional_id().to_string();
+        match started {
+            Err(e) => {
+                let _ = reply.send(Err(txn_error(&id, e)));
+            }
+            Ok(Pending::Done(r)) => {
+                let _ = reply.send(r.map_err(|e| txn_error(&id, e)));
+            }
+            // A caller that timed out before is replaced by this one.
+            Ok(Pending::Waiting) => self.txn_waiter = Some((op, reply)),
+        }
+        let now = self.now();
+        self.drive_txn(now);
+    }
+
+    fn on_txn_answer(&mut self, answer: TxnResponse) {
+        self.txn_request_in_flight = false;
+        let now = self.now();
+        let Some(txn) = self.txn.as_mut() else {
+            return;
+        };
+        let fx = txn.on_response(now, answer);
+        let id = txn.transactional_id().to_string();
+        if let Some(identity) = fx.identity {
+            tracing::info!(
+                transactional_id = %id,
+                producer_id = identity.producer_id,
+                epoch = identity.epoch,
+                "transactional producer identity"
+            );
+            if self
+                .identity
+                .is_some_and(|old| old.producer_id == identity.producer_id)
+            {
+                self.counters.epoch_bumps.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.counters.producer_ids.fetch_add(1, Ordering::Relaxed);
+            }
+            self.identity = Some(identity);
+            self.counters.set_identity(identity);
+            // The manager asks for a new identity only with no batch in flight.
+            self.acc.reset_sequences();
+        }
+        if let Some((op, result)) = fx.completed {
+            let unclaimed = match self.txn_waiter.take() {
+                Some((waiting, reply)) if waiting == op => reply
+                    .send(result.clone().map_err(|e| txn_error(&id, e)))
+                    .err()
+                    .map(|_| result),
+                other => {
+                    self.txn_waiter = other;
+                    Some(result)
+                }
+            };
+            if let Some(result) = unclaimed {
+                txn.unclaimed(op, result);
+            }
+        }
+        self.drive_txn(now);
+    }
+
+    /// Fails unsent batches of an aborting or failed transaction, and sends the manager's
+    /// next request if one is due.
+    fn drive_txn(&mut self, now: u64) {
+        let Some(txn) = self.txn.as_mut() else {
+            return;
+        };
+        if let Some(e) = txn.drop_unsent() {
+            let id = txn.transactional_id();
+            let (failed, numbered) = self.acc.abort_undrained(|| txn_error(id, e.clone()));
+            if numbered {
+                txn.on_sequence_gap();
+            }
+            for (reply, e) in failed {
+                let _ = reply.send(Err(e));
+            }
+        }
+        if self.txn_request_in_flight {
+            return;
+        }
+        let Some(out) = txn.next_request(now, !self.acc.is_empty()) else {
+            return;
+        };
+        let Some(commands) = self.commands.as_ref().and_then(mpsc::WeakSender::upgrade) else {
+            // The producer is gone: nobody waits for the answer.
+            return;
+        };
+        tracing::debug!(transactional_id = %txn.transactional_id(), request = ?out.request.kind(), broker = ?out.broker, "transactional request");
+        self.txn_request_in_flight = true;
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            let answer = txn_exec::execute(&client, out).await;
+            // The sender task may have stopped; nobody is left to tell then.
+            let _ = commands.send(Command::TxnAnswer(answer)).await;
+        });
+    }
+}
+
+/// The accumulator asked for a new identity after a batch failure: in a transaction that is
+/// the transaction manager's decision (abort with an epoch bump, or fenced).
+fn txn_reset(txn: &mut TxnManager, reset: Option<IdentityReset>) {
+    match reset {
+        Some(IdentityReset::BumpEpoch) => txn.on_batch_failed(&KafkaError::new(
+            txn::UNKNOWN_PRODUCER_ID,
+            Some("the broker lost this producer's sequence".to_string()),
+        )),
+        Some(IdentityReset::NewProducerId) => txn.on_batch_failed(&KafkaError::new(
+            txn::INVALID_PRODUCER_EPOCH,
+            Some("the broker refused this producer's epoch".to_string()),
+        )),
+        None => {}
+    }
+}
+
+/// A record's failure as the Kafka error the transaction manager classifies.
+fn batch_error(e: &Error) -> KafkaError {
+    match e {
+        Error::Kafka { error, .. } => error.clone(),
+        other => KafkaError::new(KafkaCode::UNKNOWN_SERVER_ERROR, Some(other.to_string())),
+    }
+}
+
+/// A transaction manager's refusal or failure as the client's error.
+fn txn_error(transactional_id: &str, e: TxnError) -> Error {
+    match e {
+        TxnError::IllegalState { .. } => {
+            Error::InvalidArgument(format!("transactional.id '{transactional_id}': {e}"))
+        }
+        TxnError::Abortable(error) => Error::kafka(
+            format!("transactional.id '{transactional_id}': the transaction must be aborted"),
+            error,
+        ),
+        TxnError::Fatal(error) => Error::kafka(
+            format!("transactional.id '{transactional_id}': the producer failed for good"),
+            error,
+        ),
     }
 }
 

@@ -6,7 +6,7 @@ use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId,
-    TopicName,
+    TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
@@ -62,6 +62,17 @@ pub fn encode_batch(
     base_sequence: i32,
     compression: Codec,
 ) -> Result<Bytes> {
+    encode_batch_as(records, identity, base_sequence, compression, false)
+}
+
+/// [`encode_batch`], with the transactional attribute (bit 4) when `transactional`.
+pub fn encode_batch_as(
+    records: &[RecordData],
+    identity: Option<ProducerIdentity>,
+    base_sequence: i32,
+    compression: Codec,
+    transactional: bool,
+) -> Result<Bytes> {
     let (producer_id, producer_epoch, base_sequence) = match identity {
         Some(id) => (id.producer_id, id.epoch, base_sequence),
         None => (-1, -1, -1),
@@ -75,7 +86,7 @@ pub fn encode_batch(
                 headers.insert(StrBytes::from_string(name.clone()), value.clone());
             }
             Record {
-                transactional: false,
+                transactional,
                 control: false,
                 partition_leader_epoch: -1,
                 producer_id,
@@ -137,12 +148,14 @@ pub struct BatchToSend {
     pub records: Bytes,
 }
 
-/// A Produce request carrying `batches` (at most one per partition).
+/// A Produce request carrying `batches` (at most one per partition), with the producer's
+/// `transactional.id` when it has one.
 pub fn produce_request(
     batches: &[BatchToSend],
     acks: i16,
     timeout_ms: i32,
     version: i16,
+    transactional_id: Option<&str>,
 ) -> ProduceRequest {
     let mut topics: Vec<TopicProduceData> = Vec::new();
     for b in batches {
@@ -170,6 +183,9 @@ pub fn produce_request(
         }
     }
     ProduceRequest::default()
+        .with_transactional_id(
+            transactional_id.map(|t| TransactionalId(StrBytes::from_string(t.to_string()))),
+        )
         .with_acks(acks)
         .with_timeout_ms(timeout_ms)
         .with_topic_data(topics)
@@ -326,10 +342,42 @@ mod tests {
         };
         let batches = vec![b("t", 0), b("uu", 1), b("t", 2)];
         for v in ProduceRequest::VERSIONS.min..=ProduceRequest::VERSIONS.max {
-            let req = produce_request(&batches, -1, 30_000, v);
+            let req = produce_request(&batches, -1, 30_000, v, None);
             assert_eq!(req.topic_data.len(), 2);
             assert_eq!(req.topic_data[0].partition_data.len(), 2);
             encode_request(&req, v, 1, "c").unwrap_or_else(|e| panic!("v{v}: {e}"));
+        }
+    }
+
+    #[test]
+    fn transactional_batches_and_requests_say_so() {
+        let id = ProducerIdentity {
+            producer_id: 9,
+            epoch: 2,
+        };
+        let bytes = encode_batch_as(&[rec("a", "b")], Some(id), 4, Codec::None, true).unwrap();
+        let infos = RecordBatchDecoder::decode_batch_info(&mut bytes.clone()).unwrap();
+        assert!(infos[0].transactional, "attribute bit 4");
+        assert_eq!(infos[0].base_sequence, 4);
+        let plain = encode_batch(&[rec("a", "b")], Some(id), 4, Codec::None).unwrap();
+        let infos = RecordBatchDecoder::decode_batch_info(&mut plain.clone()).unwrap();
+        assert!(!infos[0].transactional);
+        let batches = vec![BatchToSend {
+            tp: TopicPartition::new("t", 0),
+            topic_id: Uuid::from_u128(1),
+            records: bytes,
+        }];
+        for v in 3..=ProduceRequest::VERSIONS.max {
+            let req = produce_request(&batches, -1, 1_000, v, Some("tx"));
+            assert_eq!(
+                req.transactional_id.as_ref().map(|t| t.0.as_str()),
+                Some("tx")
+            );
+            encode_request(&req, v, 1, "c").unwrap_or_else(|e| panic!("v{v}: {e}"));
+            assert_eq!(
+                produce_request(&batches, -1, 1_000, v, None).transactional_id,
+                None
+            );
         }
     }
 
