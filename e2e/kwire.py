@@ -29,6 +29,7 @@ INVALID_RECORD = 87
 UNSUPPORTED_COMPRESSION_TYPE = 76
 REQUEST_TIMED_OUT = 7
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+INVALID_TXN_STATE = 48
 MEMBER_ID_REQUIRED = 79
 NOT_COORDINATOR = 16
 COORDINATOR_LOAD_IN_PROGRESS = 14
@@ -712,9 +713,10 @@ def group_partition(group, num_partitions):
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
-def find_coordinator(conn, group):
-    """FindCoordinator v1 for a group; returns (error_code, node_id, host, port)."""
-    r = conn.request(FIND_COORDINATOR, 1, W().string(group).i8(0).done())
+def find_coordinator(conn, group, key_type=0):
+    """FindCoordinator v1 for a group (key type 1: a transactional id); returns (error_code,
+    node_id, host, port)."""
+    r = conn.request(FIND_COORDINATOR, 1, W().string(group).i8(key_type).done())
     r.i32()  # throttle
     err = r.i16()
     r.string()  # error message

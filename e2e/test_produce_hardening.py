@@ -1,12 +1,12 @@
 """Produce-path hardening, over raw sockets and with confluent-kafka: internal topics are not
 writable, InitProducerId cannot fence another producer, one v2 batch per partition, acks=0
-failures close the connection, transactions are refused at once, and a produce whose wait is cut
+failures close the connection, and a produce whose wait is cut
 short (timeout_ms 0 or 1) is still stored exactly once and becomes visible."""
 
 import time
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 from kafka.admin import KafkaAdminClient
 
 import kwire
@@ -124,29 +124,6 @@ def test_failed_acks0_produce_closes_the_connection(broker):
         assert conn.closed_within(5), "a failed acks=0 produce must close the connection"
     with kwire.Conn("127.0.0.1", broker.port) as conn:
         assert produce(conn, v, "hard-acks0", 0, batch) == (kwire.NONE, 1)
-
-
-def test_transactions_are_refused_at_once_with_a_clear_message(broker):
-    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-1"})
-    started = time.monotonic()
-    with pytest.raises(KafkaException) as info:
-        p.init_transactions(20)
-    elapsed = time.monotonic() - started
-    err = info.value.args[0]
-    assert err.fatal(), err
-    assert "transactions are not supported" in err.str(), err.str()
-    assert elapsed < 10, f"init_transactions took {elapsed:.1f}s to fail"
-    # Raw wire: InitProducerId and Produce with a transactional id are refused too.
-    v = version_for(broker, kwire.INIT_PRODUCER_ID, 0, 4)
-    with kwire.Conn("127.0.0.1", broker.port) as conn:
-        err, pid, _ = kwire.init_producer_id(conn, v, transactional_id="tx-1")
-        assert err == kwire.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and pid == -1
-    create_topic(broker, "hard-tx")
-    pv = version_for(broker, kwire.PRODUCE, 3, 9)
-    with kwire.Conn("127.0.0.1", broker.port) as conn:
-        err, _ = produce(conn, pv, "hard-tx", 0, kwire.record_batch([(b"k", b"v")]),
-                         transactional_id="tx-1")
-        assert err == kwire.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 @pytest.mark.parametrize("timeout_ms", [0, 1])

@@ -430,7 +430,6 @@ UNSUPPORTED_SETTING = re.compile(r"(\S+) is not supported yet \(([^)]*)\)")
 
 # What Gregor says when a client asks for a feature it lacks.
 FEATURE_MESSAGES = [
-    (re.compile(r"transactions are not supported by this Gregor broker"), "transactions"),
     (re.compile(r"Unable to replicate the partition 3 time"),
      "needs: three brokers (it creates topics with replication factor 3)"),
 ]

@@ -15,6 +15,14 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
+    // v0-3 from producers, v4 (`verify_only`) from partition leaders (KIP-890). Transaction
+    // version 2 (EndTxn v5, partitions added by Produce) is not offered, so producers add
+    // partitions explicitly.
+    (ApiKey::AddPartitionsToTxn, 0, 4),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 4),
+    // Flexible from v3, where the consumer's member id and generation came (KIP-447).
+    (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),

@@ -33,6 +33,11 @@ pub struct Broker {
     pub replicas: Arc<ReplicaManager>,
     pub producer_ids: ProducerIdAllocator,
     pub groups: Arc<crate::groups::Groups>,
+    /// The transaction coordinator's shards (none until transactions are used).
+    pub txns: Arc<crate::txn_shell::Transactions>,
+    /// Connections to other brokers for the requests this one sends itself (transaction
+    /// markers, KIP-890's verification).
+    pub links: Arc<crate::broker_links::BrokerLinks>,
     pub incarnation: gregor_meta::Uuid,
     pub registration_offsets: RegistrationOffsets,
     pub metrics: Arc<crate::metrics::events::BrokerMetrics>,
@@ -213,6 +218,16 @@ impl Broker {
         let incarnation = options
             .incarnation
             .unwrap_or_else(gregor_meta::Uuid::new_v4);
+        let links = Arc::new(crate::broker_links::BrokerLinks::new(
+            config.node_id,
+            crate::transport::inter_broker(
+                options.transport.clone(),
+                config.inter_broker_tls.clone(),
+                config.inter_broker_sasl.clone(),
+                config.node_id,
+            ),
+            crate::broker_links::LinkSettings::default(),
+        ));
         Ok(Arc::new(Broker {
             cluster_view,
             incarnation,
@@ -227,6 +242,8 @@ impl Broker {
             replicas,
             producer_ids,
             groups: Arc::new(crate::groups::Groups::new()),
+            txns: Arc::default(),
+            links,
             broker_epoch: AtomicI64::new(-1),
             registration_offsets: Mutex::new(std::collections::HashMap::new()),
             transport: options.transport,
@@ -303,11 +320,32 @@ impl Broker {
     /// Starts the group coordinator's shard manager: coordinator shards follow this node's
     /// `__consumer_offsets` leaderships.
     fn start_group_coordinator(self: &Arc<Self>) {
+        let txns = self.txns.clone();
+        let txn_settings = crate::txn_shell::txn_settings(&self.config);
+        let markers = Arc::new(self.marker_sender());
         let manager = self.groups.start_manager(
             self.replicas.clone(),
             crate::groups::shard_settings(&self.config),
+            move |replicas| txns.reconcile(replicas, &txn_settings, &markers),
         );
         self.add_task(manager);
+    }
+
+    /// The transaction coordinator's marker sender: to other brokers over the inter-broker
+    /// listener, as replication does.
+    fn marker_sender(self: &Arc<Self>) -> crate::txn_markers::MarkerSender {
+        let weak = Arc::downgrade(self);
+        crate::txn_markers::MarkerSender::new(
+            self.config.node_id,
+            Arc::new(move || {
+                weak.upgrade()
+                    .map(|b| b.metadata.image())
+                    .unwrap_or_default()
+            }),
+            self.replicas.clone(),
+            self.links.clone(),
+            Arc::downgrade(self) as std::sync::Weak<dyn crate::data_plane::TxnHooks>,
+        )
     }
 
     fn add_task(&self, task: tokio::task::JoinHandle<()>) {
@@ -1036,9 +1074,10 @@ async fn route(
     let v = ctx.api_version;
     Reply::Respond(match request {
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
-            handlers::groups::find_coordinator(
+            handlers::coordinator::find_coordinator(
                 b.control_plane(),
                 &b.groups,
+                &b.txns,
                 r,
                 v,
                 &ctx.listener_name,
@@ -1053,7 +1092,8 @@ async fn route(
         | RequestKind::OffsetFetch(_)
         | RequestKind::DescribeGroups(_)
         | RequestKind::ListGroups(_)
-        | RequestKind::DeleteGroups(_)) => {
+        | RequestKind::DeleteGroups(_)
+        | RequestKind::TxnOffsetCommit(_)) => {
             return handlers::groups::handle(b.control_plane(), &b.groups, ctx, r)
                 .await
                 .into()
@@ -1093,8 +1133,11 @@ async fn route(
         | RequestKind::ListPartitionReassignments(_)
         | RequestKind::DescribeUserScramCredentials(_)
         | RequestKind::DescribeConfigs(_)) => return route_admin(b, ctx, r).await,
+        r @ (RequestKind::InitProducerId(_)
+        | RequestKind::AddPartitionsToTxn(_)
+        | RequestKind::AddOffsetsToTxn(_)
+        | RequestKind::EndTxn(_)) => return route_txn(b, ctx, r).await,
         r @ (RequestKind::Produce(_)
-        | RequestKind::InitProducerId(_)
         | RequestKind::Fetch(_)
         | RequestKind::ListOffsets(_)
         | RequestKind::OffsetForLeaderEpoch(_)
@@ -1119,9 +1162,6 @@ async fn route_data(
     let v = ctx.api_version;
     Reply::Respond(match request {
         RequestKind::Produce(r) => return handlers::produce::produce(b.data_plane(), r, v).await,
-        RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(handlers::produce::init_producer_id(&b.producer_ids, &r))
-        }
         RequestKind::Fetch(r) => {
             let reader = authorize::fetch_reader(access, &r, v);
             let may_read: handlers::fetch::MayRead<'_> = if access.image().is_some() {
@@ -1150,6 +1190,35 @@ async fn route_data(
         ),
         other => {
             error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "not a data-plane request");
+            return Reply::Close;
+        }
+    })
+}
+
+/// Routes a request of the transaction coordinator (InitProducerId of an idempotent producer
+/// too: it needs no coordinator, only a fresh producer id).
+async fn route_txn(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) -> Reply {
+    use handlers::txn_coordinator as tc;
+    let v = ctx.api_version;
+    let (cp, txns) = (b.control_plane(), &b.txns);
+    Reply::Respond(match request {
+        RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
+            ResponseKind::InitProducerId(
+                tc::init_producer_id(cp, txns, &b.producer_ids, &r, v).await,
+            )
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(handlers::produce::init_producer_id(&b.producer_ids, &r))
+        }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(tc::add_partitions_any(cp, txns, r, v).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(tc::add_offsets(cp, txns, r, v).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(tc::end_txn(cp, txns, r, v).await),
+        other => {
+            error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "not a transaction request");
             return Reply::Close;
         }
     })
@@ -1317,6 +1386,7 @@ impl Broker {
             replicas: &self.replicas,
             metrics: &self.metrics,
             fetch_sessions: &self.fetch_sessions,
+            txn: self,
         }
     }
 
@@ -1332,6 +1402,33 @@ impl Broker {
             metrics: &self.metrics,
             cluster_view: &self.cluster_view,
         }
+    }
+}
+
+impl crate::data_plane::TxnHooks for Broker {
+    fn verify(
+        &self,
+        request: crate::data_plane::TxnVerifyRequest,
+    ) -> futures::future::BoxFuture<'_, Result<(), kafka_protocol::ResponseError>> {
+        Box::pin(crate::txn_verify::verify(
+            self.config.node_id,
+            &self.metadata,
+            &self.txns,
+            &self.links,
+            request,
+        ))
+    }
+
+    fn offsets_marker_written(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        commit: bool,
+    ) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(
+            self.groups
+                .complete_transaction(partition, producer_id, commit),
+        )
     }
 }
 

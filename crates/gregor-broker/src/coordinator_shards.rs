@@ -15,12 +15,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::stream::{FuturesOrdered, StreamExt};
-use gregor_group::{AppendToken, Record};
-use gregor_log::records::{encode_batch, BatchSpec};
+use gregor_group::{AppendToken, Record, TxnProducer};
+use gregor_log::batch::BatchHeader;
+use gregor_log::records::{decode_batch, encode_batch, BatchSpec};
 use kafka_protocol::ResponseError;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
+use crate::partition::PendingAppend;
 use crate::replica::{Partition, ReplicaManager};
 use crate::runtime::now_ms;
 
@@ -201,6 +203,40 @@ impl<M: Send + 'static> ShardTable<M> {
         }
     }
 
+    /// After the internal topic was created: waits, at most `wait`, until partition `p`
+    /// (from the image, as `partition_of` says) has a leader, and if it is this node, until its
+    /// shard is loaded. The first requests of a new cluster are then not bounced with
+    /// COORDINATOR_LOAD_IN_PROGRESS. Returns the partition.
+    pub async fn await_first_load(
+        &self,
+        image: impl Fn() -> std::sync::Arc<gregor_meta::MetadataImage>,
+        node_id: i32,
+        partition_of: impl Fn(&gregor_meta::MetadataImage) -> i32,
+        wait: Duration,
+    ) -> i32 {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut changed = self.watch_shards();
+        loop {
+            changed.borrow_and_update();
+            let image = image();
+            let p = partition_of(&image);
+            let leader = image
+                .topic(self.topic)
+                .and_then(|t| t.partitions.get(&p))
+                .map(|r| r.leader);
+            let settled = match leader {
+                Some(l) if l == node_id => self.route(p).is_ok(),
+                Some(_) => true,
+                None => false,
+            };
+            if settled || tokio::time::Instant::now() >= deadline {
+                return p;
+            }
+            // Shard changes wake this at once; the image's catching up is polled.
+            let _ = tokio::time::timeout(Duration::from_millis(20), changed.changed()).await;
+        }
+    }
+
     /// Whether `image` names `node_id` the leader of partition `p` under a leader epoch its
     /// replica has not taken yet (the shard is about to load).
     pub fn taking_over(&self, image: &gregor_meta::MetadataImage, node_id: i32, p: i32) -> bool {
@@ -248,6 +284,13 @@ pub async fn appender(
 /// now) and returns a future that completes once they are committed: the high watermark has
 /// passed them. Bounded by `commit_timeout`, the setting `timeout_setting` (REQUEST_TIMED_OUT); losing the leadership
 /// meanwhile answers NOT_LEADER_OR_FOLLOWER. The coordinators map both as Kafka's do.
+///
+/// Records with `transactional: Some(p)` (a TxnOffsetCommit's offsets) go in a batch that is
+/// transactional for producer `p`, with no sequence (-1) as Kafka writes a coordinator's
+/// batches, appended as the coordinator's own write: it opens `p`'s transaction in the
+/// partition, which holds its last stable offset until the marker. One append is one batch, so
+/// it may not mix transactional and plain records (the coordinators never do); such an append is
+/// refused with UNKNOWN_SERVER_ERROR.
 fn append(
     part: &Arc<Partition>,
     records: Vec<Record>,
@@ -255,6 +298,8 @@ fn append(
     timeout_setting: &'static str,
 ) -> impl std::future::Future<Output = Result<(), ResponseError>> {
     let now = now_ms();
+    let transactional = records.first().and_then(|r| r.transactional);
+    let mixed = records.iter().any(|r| r.transactional != transactional);
     let batch: Vec<gregor_log::records::Record> = records
         .into_iter()
         .enumerate()
@@ -266,9 +311,16 @@ fn append(
             headers: Vec::new(),
         })
         .collect();
-    let pending = encode_batch(&BatchSpec::default(), &batch)
-        .map(|bytes| part.spawn_append(Bytes::from(bytes)))
-        .map_err(|_| ResponseError::UnknownServerError);
+    let pending = if mixed {
+        warn!(
+            topic = %part.topic,
+            partition = part.index,
+            "coordinator append mixes transactional and plain records; refused"
+        );
+        Err(ResponseError::UnknownServerError)
+    } else {
+        spawn_batch(part, transactional, &batch)
+    };
     let part = part.clone();
     async move {
         let pending = pending?;
@@ -291,4 +343,66 @@ fn append(
             }
         }
     }
+}
+
+/// Encodes the records as one batch (transactional for `transactional`'s producer, if given) and
+/// starts appending it.
+fn spawn_batch(
+    part: &Arc<Partition>,
+    transactional: Option<TxnProducer>,
+    batch: &[gregor_log::records::Record],
+) -> Result<PendingAppend, ResponseError> {
+    let spec = match transactional {
+        None => BatchSpec::default(),
+        Some(p) => BatchSpec {
+            transactional: true,
+            producer_id: p.producer_id,
+            producer_epoch: p.producer_epoch,
+            base_sequence: -1,
+            ..BatchSpec::default()
+        },
+    };
+    let bytes = encode_batch(&spec, batch).map_err(|_| ResponseError::UnknownServerError)?;
+    Ok(match transactional {
+        None => part.spawn_append(Bytes::from(bytes)),
+        Some(_) => part.spawn_coordinator_append(Bytes::from(bytes)),
+    })
+}
+
+/// Reads `part`'s log from its start to its end, batch by batch, for a shard's load (blocking
+/// file work): `each` gets each batch's header, bytes and records. An unreadable batch ends
+/// its read (`what` names the log in the warning); the next read starts after it.
+pub fn for_each_batch(
+    part: &Partition,
+    what: &str,
+    mut each: impl FnMut(&BatchHeader, &[u8], Vec<gregor_log::records::Record>),
+) -> Result<(), ResponseError> {
+    let mut offset = part.log.log_start_offset();
+    let end = part.log.log_end_offset();
+    while offset < end {
+        let read = part
+            .log
+            .read(offset, 1 << 20, Some(end))
+            .map_err(|_| ResponseError::CoordinatorLoadInProgress)?;
+        let Some(next) = read.next_offset else { break };
+        let mut rest: &[u8] = &read.records;
+        while !rest.is_empty() {
+            let Ok((h, records)) = decode_batch(rest) else {
+                warn!(
+                    partition = part.index,
+                    offset,
+                    log = what,
+                    "skipping an unreadable batch"
+                );
+                break;
+            };
+            each(&h, &rest[..h.size()], records);
+            rest = &rest[h.size()..];
+        }
+        if next <= offset {
+            break;
+        }
+        offset = next;
+    }
+    Ok(())
 }

@@ -21,6 +21,38 @@ pub struct DataPlane<'a> {
     pub replicas: &'a ReplicaManager,
     pub metrics: &'a crate::metrics::events::BrokerMetrics,
     pub fetch_sessions: &'a std::sync::Mutex<crate::fetch_session::FetchSessionCache>,
+    /// The transaction coordinators' side of a partition's writes.
+    pub txn: &'a dyn TxnHooks,
+}
+
+/// A transactional producer's first batch to a partition, to verify with its coordinator.
+#[derive(Debug, Clone)]
+pub struct TxnVerifyRequest {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub topic: String,
+    pub partition: i32,
+}
+
+/// What a partition's writes need of the coordinators.
+pub trait TxnHooks: Send + Sync {
+    /// KIP-890's verification: `Ok` when the partition is in the producer's open transaction,
+    /// else the error for the Produce answer.
+    fn verify(
+        &self,
+        request: TxnVerifyRequest,
+    ) -> futures::future::BoxFuture<'_, Result<(), ResponseError>>;
+
+    /// A marker of `producer_id` is in the ISR of `__consumer_offsets` partition `partition`:
+    /// the group coordinator's pending transactional offsets of the producer become visible
+    /// (commit) or are dropped.
+    fn offsets_marker_written(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        commit: bool,
+    ) -> futures::future::BoxFuture<'_, ()>;
 }
 
 impl DataPlane<'_> {

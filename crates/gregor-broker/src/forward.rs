@@ -314,6 +314,40 @@ pub async fn create_topics_internal(
     }
 }
 
+/// Creates one of the coordinators' internal topics (`__consumer_offsets`,
+/// `__transaction_state`): COORDINATOR_NOT_AVAILABLE if the controller cannot. A topic another
+/// request created meanwhile is fine.
+pub async fn create_internal_topic(
+    b: ControlPlane<'_>,
+    topic: gregor_meta::CreatableTopic,
+) -> Result<(), kafka_protocol::ResponseError> {
+    use kafka_protocol::ResponseError;
+    let (name, partitions, rf) = (
+        topic.name.clone(),
+        topic.num_partitions,
+        topic.replication_factor,
+    );
+    let request = gregor_meta::CreateTopicsRequest {
+        topics: vec![topic],
+        validate_only: false,
+    };
+    let results = create_topics_internal(b, &request)
+        .await
+        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
+    match results.into_iter().next().map(|(_, result)| result) {
+        Some(Ok(_)) => {
+            tracing::info!(topic = %name, partitions, replication_factor = rf, "created internal topic");
+            Ok(())
+        }
+        Some(Err(e)) if e.code == ResponseError::TopicAlreadyExists => Ok(()),
+        Some(Err(e)) => {
+            tracing::warn!(topic = %name, code = ?e.code, message = %e.message, "cannot create internal topic");
+            Err(ResponseError::CoordinatorNotAvailable)
+        }
+        None => Err(ResponseError::CoordinatorNotAvailable),
+    }
+}
+
 /// How long one liveness probe of a broker's client listener may take.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 

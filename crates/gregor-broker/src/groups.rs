@@ -14,15 +14,16 @@
 //! The internal topic is created on first use, as Kafka does, with `offsets.topic.num.partitions`
 //! partitions and `min(offsets.topic.replication.factor, live brokers)` replicas.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use gregor_group::{
     partition_for, AppendToken, Effect, GroupConfig, GroupCoordinator, Input, ListGroupsRequest,
     ListGroupsResponse, Record, Request, RequestContext, Response,
 };
-use gregor_log::records::decode_batch;
+use gregor_log::batch::BatchHeader;
+use gregor_log::txn::{control_type, ControlType};
 use kafka_protocol::ResponseError;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
@@ -43,6 +44,9 @@ enum Msg {
     Request(Box<Input>, oneshot::Sender<Response>),
     /// A read-only look at every group of the shard (metrics, the console).
     Observe(oneshot::Sender<Vec<GroupObservation>>),
+    /// A transaction marker of this producer (`commit`, else abort) was appended to the
+    /// shard's partition.
+    TxnMarker { producer_id: i64, commit: bool },
 }
 
 /// One group as its coordinator shard sees it.
@@ -92,9 +96,22 @@ const MAX_PENDING_APPENDS: usize = 256;
 /// once).
 const FIRST_LOAD_WAIT: Duration = Duration::from_secs(5);
 
+/// Producers a loading shard must still hear the marker of, at most (one entry per producer;
+/// a partition's producer state holds at most as many).
+const MAX_EARLY_MARKERS: usize = crate::producer_state::MAX_PRODUCERS;
+
 /// The group coordinator shards of this node, by `__consumer_offsets` partition.
 pub struct Groups {
     table: ShardTable<Msg>,
+    /// Markers appended to a partition while its shard loads, by partition: producer id ->
+    /// commit of the first one. The load may have read the log before them; the shard applies
+    /// them once installed. Only the first marker of a producer matters: while a shard loads it
+    /// writes nothing, so no offsets can become pending for a producer after its marker.
+    early_markers: Mutex<BTreeMap<i32, BTreeMap<i64, bool>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Default for Groups {
@@ -115,6 +132,7 @@ impl Groups {
     pub fn new() -> Groups {
         Groups {
             table: ShardTable::new(OFFSETS_TOPIC, "group coordinator"),
+            early_markers: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -146,11 +164,14 @@ impl Groups {
         partition_for(group, Groups::num_partitions(b))
     }
 
-    /// Starts the task that loads and unloads shards as this node's leaderships change.
+    /// Starts the task that loads and unloads shards as this node's leaderships change;
+    /// `also` runs after each pass (the transaction coordinator's shards follow the same
+    /// changes on the same task).
     pub fn start_manager(
         self: &Arc<Self>,
         replicas: Arc<ReplicaManager>,
         settings: ShardSettings,
+        also: impl Fn(&ReplicaManager) + Send + 'static,
     ) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(self);
         let mut roles = replicas.watch_roles();
@@ -161,6 +182,7 @@ impl Groups {
                     Some(groups) => groups.reconcile(&replicas, &settings),
                     None => return,
                 }
+                also(&replicas);
                 if roles.changed().await.is_err() {
                     return;
                 }
@@ -211,6 +233,39 @@ impl Groups {
             .await
             .map_err(|_| ResponseError::NotCoordinator)?;
         rx.await.map_err(|_| ResponseError::NotCoordinator)
+    }
+
+    /// A transaction marker of `producer_id` (`commit`, else abort) was appended to
+    /// `__consumer_offsets` partition `partition`: the shard of that partition makes the
+    /// offsets the transaction committed visible, or drops them. Call it after each marker
+    /// appended to the partition as its leader, in marker order. Waits only for room in the
+    /// shard's request queue, so anything the caller does next (the producer's next
+    /// transaction) reaches the shard after the marker. A partition without a shard here needs
+    /// nothing: the shard that loads it replays the marker from the log.
+    pub async fn complete_transaction(&self, partition: i32, producer_id: i64, commit: bool) {
+        let tx = {
+            let mut early = lock(&self.early_markers);
+            match self.table.route(partition) {
+                Ok(tx) => tx,
+                Err(ResponseError::CoordinatorLoadInProgress) => {
+                    let markers = early.entry(partition).or_default();
+                    if markers.len() < MAX_EARLY_MARKERS {
+                        markers.entry(producer_id).or_insert(commit);
+                    } else {
+                        warn!(partition, producer_id, "too many markers while the group coordinator shard loads; this one is dropped");
+                    }
+                    return;
+                }
+                Err(_) => return,
+            }
+        };
+        // A shard that stops meanwhile is no longer this node's to tell.
+        let _ = tx
+            .send(Msg::TxnMarker {
+                producer_id,
+                commit,
+            })
+            .await;
     }
 
     /// Every group of every loaded shard of this node (a shard that unloads meanwhile is
@@ -267,28 +322,15 @@ impl Groups {
             return Ok(Groups::partition_of(b, group));
         }
         create_offsets_topic(b).await?;
-        let deadline = tokio::time::Instant::now() + FIRST_LOAD_WAIT;
-        let mut changed = self.table.watch_shards();
-        loop {
-            changed.borrow_and_update();
-            let p = Groups::partition_of(b, group);
-            let leader = b
-                .metadata
-                .image()
-                .topic(OFFSETS_TOPIC)
-                .and_then(|t| t.partitions.get(&p))
-                .map(|r| r.leader);
-            let settled = match leader {
-                Some(l) if l == b.node_id => self.table.route(p).is_ok(),
-                Some(_) => true,
-                None => false,
-            };
-            if settled || tokio::time::Instant::now() >= deadline {
-                return Ok(p);
-            }
-            // Shard changes wake this at once; the image's catching up is polled.
-            let _ = tokio::time::timeout(Duration::from_millis(20), changed.changed()).await;
-        }
+        Ok(self
+            .table
+            .await_first_load(
+                || b.metadata.image(),
+                b.node_id,
+                |image| Groups::partition_in(image, b.config, group),
+                FIRST_LOAD_WAIT,
+            )
+            .await)
     }
 
     /// Makes sure the internal topic exists and answers the partition of `group`
@@ -350,29 +392,7 @@ async fn create_offsets_topic(b: ControlPlane<'_>) -> Result<(), ResponseError> 
             "segment.bytes",
             &b.config.int("offsets.topic.segment.bytes").to_string(),
         );
-    let request = gregor_meta::CreateTopicsRequest {
-        topics: vec![topic],
-        validate_only: false,
-    };
-    let results = crate::forward::create_topics_internal(b, &request)
-        .await
-        .map_err(|_| ResponseError::CoordinatorNotAvailable)?;
-    match results.into_iter().next().map(|(_, result)| result) {
-        Some(Ok(_)) => {
-            info!(
-                partitions,
-                replication_factor = rf,
-                "created {OFFSETS_TOPIC}"
-            );
-            Ok(())
-        }
-        Some(Err(e)) if e.code == ResponseError::TopicAlreadyExists => Ok(()),
-        Some(Err(e)) => {
-            warn!(code = ?e.code, message = %e.message, "cannot create {OFFSETS_TOPIC}");
-            Err(ResponseError::CoordinatorNotAvailable)
-        }
-        None => Err(ResponseError::CoordinatorNotAvailable),
-    }
+    crate::forward::create_internal_topic(b, topic).await
 }
 
 /// The shard settings from the broker's static configuration.
@@ -408,40 +428,10 @@ pub fn shard_settings(config: &BrokerConfig) -> ShardSettings {
 fn load(part: &Partition, config: GroupConfig) -> Result<GroupCoordinator, ResponseError> {
     let mut coordinator = GroupCoordinator::new(config, uuid::Uuid::new_v4().as_u64_pair().0);
     let mut records = 0usize;
-    let mut offset = part.log.log_start_offset();
     let end = part.log.log_end_offset();
-    while offset < end {
-        let read = part
-            .log
-            .read(offset, 1 << 20, Some(end))
-            .map_err(|_| ResponseError::CoordinatorLoadInProgress)?;
-        let Some(next) = read.next_offset else { break };
-        let mut rest: &[u8] = &read.records;
-        while !rest.is_empty() {
-            let Ok((h, recs)) = decode_batch(rest) else {
-                warn!(
-                    partition = part.index,
-                    offset, "skipping unreadable group record batch"
-                );
-                break;
-            };
-            // Transaction markers are no group records (their keys would be logged as
-            // unreadable ones).
-            let recs = if h.is_control() { Vec::new() } else { recs };
-            for r in recs {
-                let Some(key) = r.key else { continue };
-                if let Err(e) = coordinator.replay(&key, r.value.as_deref()) {
-                    warn!(partition = part.index, offset = r.offset, error = %e, "skipping unreadable group record");
-                }
-                records += 1;
-            }
-            rest = &rest[h.size()..];
-        }
-        if next <= offset {
-            break;
-        }
-        offset = next;
-    }
+    crate::coordinator_shards::for_each_batch(part, "group metadata", |h, batch, recs| {
+        records += replay_batch(&mut coordinator, part.index, h, batch, recs);
+    })?;
     info!(
         partition = part.index,
         records,
@@ -449,6 +439,44 @@ fn load(part: &Partition, config: GroupConfig) -> Result<GroupCoordinator, Respo
         "group coordinator shard loaded"
     );
     Ok(coordinator)
+}
+
+/// Replays one batch of the log (`batch`: its bytes, `recs`: its records) into the coordinator;
+/// returns how many records it applied. A transactional batch's offsets are pending for its
+/// producer until that producer's marker (a control batch) replays; a marker of a producer with
+/// nothing pending changes nothing.
+fn replay_batch(
+    coordinator: &mut GroupCoordinator,
+    partition: i32,
+    h: &BatchHeader,
+    batch: &[u8],
+    recs: Vec<gregor_log::records::Record>,
+) -> usize {
+    if h.is_control() {
+        match control_type(batch) {
+            Ok(Some(ControlType::Commit)) => coordinator.replay_marker(h.producer_id, true),
+            Ok(Some(ControlType::Abort)) => coordinator.replay_marker(h.producer_id, false),
+            Ok(_) => {}
+            Err(e) => {
+                warn!(partition, offset = h.base_offset, error = %e, "skipping unreadable control batch")
+            }
+        }
+        return 0;
+    }
+    let mut applied = 0;
+    for r in recs {
+        let Some(key) = r.key else { continue };
+        let replayed = if h.is_transactional() {
+            coordinator.replay_transactional(h.producer_id, &key, r.value.as_deref())
+        } else {
+            coordinator.replay(&key, r.value.as_deref())
+        };
+        if let Err(e) = replayed {
+            warn!(partition, offset = r.offset, error = %e, "skipping unreadable group record");
+        }
+        applied += 1;
+    }
+    applied
 }
 
 /// Loads a shard and, if its slot still wants it, runs it until it is stopped.
@@ -461,12 +489,16 @@ async fn load_and_run(
 ) {
     let config = settings.group.clone();
     let loading = part.clone();
+    // Markers from an earlier load of this partition are in the log this load reads.
+    if let Some(groups) = groups.upgrade() {
+        lock(&groups.early_markers).remove(&part.index);
+    }
     let loaded = tokio::select! {
         r = blocking(move || load(&loading, config)) => r,
         // Unloaded while loading.
         _ = &mut stop => return,
     };
-    let coordinator = match loaded {
+    let mut coordinator = match loaded {
         Ok(c) => c,
         Err(e) => {
             // The slot stays loading (COORDINATOR_LOAD_IN_PROGRESS) until the next role change.
@@ -477,10 +509,20 @@ async fn load_and_run(
     let Some(groups) = groups.upgrade() else {
         return;
     };
-    let Some(rx) = groups.table.install(&part, leader_epoch) else {
+    // Installed and the early markers taken under one lock: a marker after this goes to the
+    // shard's queue (`complete_transaction`).
+    let (rx, early) = {
+        let mut early = lock(&groups.early_markers);
+        let rx = groups.table.install(&part, leader_epoch);
+        (rx, early.remove(&part.index))
+    };
+    let Some(rx) = rx else {
         return;
     };
     drop(groups);
+    for (producer_id, commit) in early.into_iter().flatten() {
+        coordinator.replay_marker(producer_id, commit);
+    }
     run(part, settings, coordinator, rx, stop).await;
 }
 
@@ -535,21 +577,10 @@ async fn run(
                 info!(partition = part.index, "group coordinator shard unloaded");
                 return;
             }
-            m = rx.recv(), if pending < MAX_PENDING_APPENDS => {
-                let (input, reply) = match m {
-                    Some(Msg::Request(input, reply)) => (input, reply),
-                    Some(Msg::Observe(reply)) => {
-                        let _ = reply.send(observe(&coordinator, loaded_ms));
-                        continue;
-                    }
-                    None => return,
-                };
-                let mut input = *input;
-                input.request_id = next_id;
-                waiting.insert(next_id, reply);
-                next_id += 1;
-                coordinator.handle(now_ms(), input)
-            }
+            m = rx.recv(), if pending < MAX_PENDING_APPENDS => match m {
+                Some(msg) => on_msg(&mut coordinator, msg, &mut waiting, &mut next_id, loaded_ms),
+                None => return,
+            },
             Some((token, result)) = done_rx.recv() => {
                 pending -= 1;
                 coordinator.append_completed(now_ms(), token, result)
@@ -558,6 +589,34 @@ async fn run(
             _ = expiry.tick() => coordinator.expire_offsets(now_ms()),
         };
         pending += carry_out(effects, &mut waiting, &append_tx);
+    }
+}
+
+/// One message to a shard's task: what the coordinator makes of it (a request gets the next
+/// request id, its answer is awaited in `waiting`).
+fn on_msg(
+    coordinator: &mut GroupCoordinator,
+    msg: Msg,
+    waiting: &mut HashMap<u64, oneshot::Sender<Response>>,
+    next_id: &mut u64,
+    loaded_ms: i64,
+) -> Vec<Effect> {
+    match msg {
+        Msg::Request(input, reply) => {
+            let mut input = *input;
+            input.request_id = *next_id;
+            waiting.insert(*next_id, reply);
+            *next_id += 1;
+            coordinator.handle(now_ms(), input)
+        }
+        Msg::Observe(reply) => {
+            let _ = reply.send(observe(coordinator, loaded_ms));
+            Vec::new()
+        }
+        Msg::TxnMarker {
+            producer_id,
+            commit,
+        } => coordinator.complete_transaction(now_ms(), producer_id, commit),
     }
 }
 
@@ -656,6 +715,34 @@ mod tests {
         };
         let (answer, ()) = tokio::join!(call, shard);
         assert_eq!(answer, Err(ResponseError::NotCoordinator));
+    }
+
+    #[tokio::test]
+    async fn markers_reach_a_loaded_shard_and_wait_for_a_loading_one() {
+        let groups = Groups::new();
+        let (loading, _) = slot(None);
+        let (tx, mut rx) = mpsc::channel(4);
+        let (loaded, _) = slot(Some(tx));
+        lock(&groups.table.shards).insert(1, loading);
+        lock(&groups.table.shards).insert(2, loaded);
+        groups.complete_transaction(2, 7, true).await;
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(Msg::TxnMarker {
+                producer_id: 7,
+                commit: true
+            })
+        ));
+        // Loading: kept for the shard (a producer's first marker counts); not hosted: nothing.
+        groups.complete_transaction(1, 7, true).await;
+        groups.complete_transaction(1, 7, false).await;
+        groups.complete_transaction(1, 8, false).await;
+        groups.complete_transaction(0, 9, true).await;
+        let early = lock(&groups.early_markers).clone();
+        assert_eq!(
+            early,
+            BTreeMap::from([(1, BTreeMap::from([(7, true), (8, false)]))])
+        );
     }
 
     #[tokio::test]

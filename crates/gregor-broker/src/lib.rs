@@ -22,6 +22,7 @@ pub mod api;
 pub(crate) mod authorize;
 pub mod bootstrap;
 pub mod broker;
+pub(crate) mod broker_links;
 pub(crate) mod broker_view;
 pub(crate) mod client_quota;
 pub mod cluster_id;
@@ -64,6 +65,9 @@ pub mod simulation;
 pub(crate) mod tcp_info;
 pub mod tls;
 pub mod transport;
+pub(crate) mod txn_markers;
+pub(crate) mod txn_shell;
+pub(crate) mod txn_verify;
 pub(crate) mod zero_copy;
 
 pub use broker::Broker;

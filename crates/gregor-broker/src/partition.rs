@@ -56,6 +56,10 @@ pub struct Partition {
     snapshot_offset: std::sync::atomic::AtomicI64,
     /// Appends are written in the order they reached the partition.
     order: AppendOrder,
+    /// Clients' transactional batches, from their arrival to their write, verification
+    /// included (KIP-890): a producer's pipelined batches keep their order even when the first
+    /// waits for its coordinator.
+    txn_order: AppendOrder,
     /// The high watermark, for parked consumer fetches and acks=all produces to wait on (also
     /// touched when the role changes, so that waiters notice).
     hw: watch::Sender<i64>,
@@ -134,6 +138,7 @@ impl Partition {
             stability,
             snapshot_offset: std::sync::atomic::AtomicI64::new(snapshot_offset),
             order: AppendOrder::new(),
+            txn_order: AppendOrder::new(),
         }
     }
 
@@ -186,6 +191,36 @@ impl Partition {
         self.spawn_write(Write::Records(records))
     }
 
+    /// [`Partition::spawn_append`] for a batch a coordinator writes itself (Kafka's
+    /// `AppendOrigin.COORDINATOR`): a group coordinator's transactional offset commit carries
+    /// its producer's id and epoch but no sequence (-1), so the epoch is fenced and the
+    /// producer's transaction opens, but no sequence or duplicate is checked.
+    pub fn spawn_coordinator_append(self: &Arc<Self>, records: bytes::Bytes) -> PendingAppend {
+        self.spawn_write(Write::CoordinatorRecords(records))
+    }
+
+    /// [`Partition::spawn_append`] for a client's transactional batch (KIP-890). One that would
+    /// open its producer's transaction here fails with [`ProduceError::Unverified`] unless it
+    /// carries `guard`, that error's guard, after the coordinator verified the transaction.
+    pub fn spawn_txn_append(
+        self: &Arc<Self>,
+        records: bytes::Bytes,
+        guard: Option<u64>,
+    ) -> PendingAppend {
+        self.spawn_write(Write::Verified(records, guard))
+    }
+
+    /// A ticket in the order of clients' transactional batches, taken when one arrives.
+    pub fn txn_ticket(&self) -> u64 {
+        self.txn_order.take_ticket()
+    }
+
+    /// Waits until the transactional batch of `ticket` may start its append (and its
+    /// verification, if it needs one); the next one waits until the turn is dropped.
+    pub async fn txn_turn(&self, ticket: u64) -> Turn<'_> {
+        self.txn_order.wait_turn(ticket).await
+    }
+
     /// Appends a transaction coordinator's commit or abort marker as leader, in turn with the
     /// producers' appends, as [`Partition::spawn_append`] does a batch: refused with
     /// INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED when the partition has seen a
@@ -201,11 +236,21 @@ impl Partition {
         let done = crate::runtime::spawn(async move {
             let turn = part.order.wait_turn(ticket).await;
             let appended = match write {
-                Write::Records(records) => part.append_unit(records).await,
+                Write::Records(records) => part.append_unit(records, Origin::Client).await,
+                Write::CoordinatorRecords(records) => {
+                    part.append_unit(records, Origin::Coordinator).await
+                }
+                Write::Verified(records, guard) => {
+                    part.append_unit(records, Origin::Verified(guard)).await
+                }
                 Write::Marker(marker) => part.append_marker_unit(marker).await,
             };
             drop(turn);
-            let _ = written_tx.send(());
+            let unverified = match &appended {
+                Err(ProduceError::Unverified(guard)) => Some(*guard),
+                _ => None,
+            };
+            let _ = written_tx.send(unverified);
             let (outcome, durable, end_offset, owed) = appended?;
             crate::runtime::wait_simulated_disk(owed).await;
             let log = part.log.clone();
@@ -223,9 +268,11 @@ impl Partition {
     /// Check, write and record under the producer-state lock. Returns the answer, when it may
     /// be given, and the offset after the written batch (`None` for a duplicate, whose
     /// original's own task moves the high watermark), and what a simulated slow disk owes.
+    /// `origin` decides how the batch is checked.
     async fn append_unit(
         self: &Arc<Self>,
         records: bytes::Bytes,
+        origin: Origin,
     ) -> Result<
         (
             ProduceOutcome,
@@ -241,7 +288,12 @@ impl Partition {
         }
         let header = single_batch_header(&records)?;
         let mut producers = self.producers.lock().await;
-        match producers.check(&header) {
+        let check = match origin {
+            Origin::Client => producers.check(&header),
+            Origin::Coordinator => producers.check_coordinator(&header),
+            Origin::Verified(guard) => producers.check_verified(&header, guard),
+        };
+        match check {
             Check::Duplicate(b) => {
                 let outcome = ProduceOutcome {
                     base_offset: b.first_offset,
@@ -252,6 +304,10 @@ impl Partition {
                 return Ok((outcome, b.durable, None, std::time::Duration::ZERO));
             }
             Check::Reject(e) => return Err(e.into()),
+            Check::Unverified => {
+                let guard = producers.verification_guard(header.producer_id);
+                return Err(ProduceError::Unverified(guard));
+            }
             Check::Append => {}
         }
         let now = now_ms();
@@ -765,7 +821,7 @@ struct AppendOrder {
 }
 
 /// The turn of one ticket: the next ticket is served when it is dropped (also on a panic).
-struct Turn<'a>(&'a AppendOrder);
+pub struct Turn<'a>(&'a AppendOrder);
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
@@ -796,8 +852,9 @@ impl AppendOrder {
 
 /// A produce under way on its own task (see [`Partition::spawn_append`]).
 pub struct PendingAppend {
-    /// Fires once the batch is written and remembered (or refused).
-    pub written: tokio::sync::oneshot::Receiver<()>,
+    /// Fires once the batch is written and remembered (or refused); with the guard of a
+    /// transactional batch refused as [`ProduceError::Unverified`].
+    pub written: tokio::sync::oneshot::Receiver<Option<u64>>,
     /// The answer, once the batch is durable.
     pub done: tokio::task::JoinHandle<Result<ProduceOutcome, ProduceError>>,
 }
@@ -812,6 +869,10 @@ pub enum ProduceError {
     /// lists them, KIP-467).
     #[error("{0}")]
     Records(RecordErrors),
+    /// A transactional batch that would open its producer's transaction here: verify it with
+    /// the coordinator, then append again with this guard (KIP-890).
+    #[error("transaction not verified")]
+    Unverified(u64),
 }
 
 impl ProduceError {
@@ -829,6 +890,7 @@ impl ProduceError {
             ProduceError::Code(e) => *e,
             ProduceError::Records(r) => ResponseError::try_from_code(r.kafka_error_code())
                 .unwrap_or(ResponseError::InvalidRecord),
+            ProduceError::Unverified(_) => ResponseError::InvalidTxnState,
         }
     }
 }
@@ -961,10 +1023,25 @@ fn observe_batch(
     Ok(Some(ended))
 }
 
+/// Who wrote a batch, which decides how it is checked.
+#[derive(Debug, Clone, Copy)]
+enum Origin {
+    /// A producer: sequences checked.
+    Client,
+    /// A coordinator's own batch: no sequence to check.
+    Coordinator,
+    /// A transactional producer's batch, with its verification's guard.
+    Verified(Option<u64>),
+}
+
 /// One write to a partition, in its turn.
 enum Write {
     /// A producer's batch.
     Records(bytes::Bytes),
+    /// A batch a coordinator writes itself (no sequence).
+    CoordinatorRecords(bytes::Bytes),
+    /// A client's transactional batch, with its verification's guard (KIP-890).
+    Verified(bytes::Bytes, Option<u64>),
     /// A transaction coordinator's commit or abort marker.
     Marker(Marker),
 }

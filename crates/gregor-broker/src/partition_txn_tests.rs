@@ -252,3 +252,51 @@ fn a_follower_tracks_transactions_from_the_batches_it_copies() {
     assert!(follower.log.aborted_transactions(0, 2).is_empty());
     assert_eq!(follower.last_stable_offset(2), 0);
 }
+
+async fn txn_append(
+    part: &Arc<Partition>,
+    records: bytes::Bytes,
+    guard: Option<u64>,
+) -> Result<ProduceOutcome, ProduceError> {
+    part.spawn_txn_append(records, guard)
+        .done
+        .await
+        .expect("task")
+}
+
+#[tokio::test]
+async fn a_client_batch_opens_a_transaction_only_with_a_verification_no_marker_ended() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let part = leader(dir.path());
+    // The first batch of a transaction needs the coordinator's word: nothing is written.
+    let Err(ProduceError::Unverified(guard)) = txn_append(&part, batch(7, 0, 2, true), None).await
+    else {
+        panic!("an unverified batch must not open a transaction");
+    };
+    assert_eq!(part.log.log_end_offset(), 0);
+    // Verified: written, and the transaction is open.
+    txn_append(&part, batch(7, 0, 2, true), Some(guard))
+        .await
+        .expect("verified batch"); // 0-1
+    assert_eq!(part.open_transactions().await, vec![(7, 0)]);
+    // Inside the open transaction, no verification.
+    txn_append(&part, batch(7, 2, 1, true), None)
+        .await
+        .expect("next batch"); // 2
+    end(&part, marker(7, 0, 1, true)).await.expect("commit"); // 3
+
+    // A verification raced the end of its transaction: the marker voids its guard, so the late
+    // batch cannot open a transaction no coordinator knows of.
+    let Err(ProduceError::Unverified(stale)) = txn_append(&part, batch(7, 3, 1, true), None).await
+    else {
+        panic!("no transaction is open");
+    };
+    end(&part, marker(7, 0, 1, false)).await.expect("abort"); // 4
+    let late = txn_append(&part, batch(7, 3, 1, true), Some(stale)).await;
+    assert_eq!(
+        late.map_err(|e| e.response_error()).unwrap_err(),
+        ResponseError::InvalidTxnState
+    );
+    assert!(part.open_transactions().await.is_empty());
+    assert_eq!(lso(&part), part.log.log_end_offset());
+}

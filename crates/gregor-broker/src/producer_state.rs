@@ -10,7 +10,7 @@
 //! one when a partition holds [`MAX_PRODUCERS`] ids. Snapshots ([`ProducerStates::encode`]) let
 //! a restart replay only the log written after them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use gregor_log::batch::{crc32c_of, BatchHeader};
 use gregor_log::txn::{AbortedTxn, CompletedTxn, ControlType, OpenTransactions};
@@ -54,6 +54,9 @@ pub enum Check {
     Duplicate(BatchMeta),
     /// Refused with this error.
     Reject(ResponseError),
+    /// A client's transactional batch would open its producer's transaction here: the
+    /// coordinator must verify it first (KIP-890).
+    Unverified,
 }
 
 /// What DescribeProducers tells of one producer of a partition.
@@ -77,6 +80,13 @@ pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
     /// Each producer's open transaction, by its first offset (the last stable offset).
     txns: OpenTransactions,
+    /// KIP-890: producers whose first transactional batch is being verified with their
+    /// coordinator, and the guard each verification holds. A marker of the producer drops its
+    /// guard, so a verification that raced the end of its transaction cannot open a new one.
+    /// Kept in memory only: a restart makes the producer verify again. A BTreeMap: no hash
+    /// keys drawn per partition (gregor-sim seeds them per thread).
+    verifying: BTreeMap<i64, u64>,
+    next_guard: u64,
 }
 
 fn last_seq(h: &BatchHeader) -> i32 {
@@ -97,6 +107,32 @@ impl ProducerStates {
     #[cfg(test)]
     pub fn producer_count(&self) -> usize {
         self.producers.len()
+    }
+
+    /// Starts (or joins) the verification of `producer_id`'s transaction: the guard its batch
+    /// must carry to [`ProducerStates::check_verified`] once the coordinator agrees.
+    pub fn verification_guard(&mut self, producer_id: i64) -> u64 {
+        let next = &mut self.next_guard;
+        *self.verifying.entry(producer_id).or_insert_with(|| {
+            *next += 1;
+            *next
+        })
+    }
+
+    /// [`ProducerStates::check`] for a client's transactional batch. One that would open its
+    /// producer's transaction needs a verification: without a guard it is
+    /// [`Check::Unverified`]; with one, the guard must be the producer's current one, which no
+    /// marker ended since (else INVALID_TXN_STATE: a late retry of an ended transaction).
+    pub fn check_verified(&self, h: &BatchHeader, guard: Option<u64>) -> Check {
+        let opens = h.is_transactional()
+            && h.producer_id >= 0
+            && self.txns.open_since(h.producer_id).is_none();
+        match guard {
+            _ if !opens => self.check(h),
+            None => Check::Unverified,
+            Some(g) if self.verifying.get(&h.producer_id) == Some(&g) => self.check(h),
+            Some(_) => Check::Reject(ResponseError::InvalidTxnState),
+        }
     }
 
     /// Checks one batch header (before offsets are assigned).
@@ -133,6 +169,19 @@ impl ProducerStates {
         match p.batches.back() {
             Some(b) if next_seq(b.last_seq) != h.base_sequence => {
                 Check::Reject(ResponseError::OutOfOrderSequenceNumber)
+            }
+            _ => Check::Append,
+        }
+    }
+
+    /// Checks a batch a coordinator writes itself (a group coordinator's transactional offset
+    /// commit), as Kafka checks a coordinator-origin append: an older producer epoch than the
+    /// partition has seen is INVALID_PRODUCER_EPOCH (a fenced producer's commit), but the
+    /// batch carries no sequence (-1), so there is none to check and no duplicate to find.
+    pub fn check_coordinator(&self, h: &BatchHeader) -> Check {
+        match self.producers.get(&h.producer_id) {
+            Some(p) if h.producer_id >= 0 && h.producer_epoch < p.epoch => {
+                Check::Reject(ResponseError::InvalidProducerEpoch)
             }
             _ => Check::Append,
         }
@@ -195,6 +244,7 @@ impl ProducerStates {
         }
         p.coordinator_epoch = p.coordinator_epoch.max(coordinator_epoch);
         p.last_write_ms = p.last_write_ms.max(now_ms);
+        self.verifying.remove(&h.producer_id);
         self.txns.observe(h, Some(control))
     }
 
@@ -247,12 +297,20 @@ impl ProducerStates {
             return;
         }
         self.txns.observe(h, None);
+        if h.is_transactional() {
+            // Its transaction is open now: the verification is used up.
+            self.verifying.remove(&h.producer_id);
+        }
         let p = self.entry(h, now_ms);
         if h.producer_epoch != p.epoch {
             p.epoch = h.producer_epoch;
             p.batches.clear();
         }
         p.last_write_ms = p.last_write_ms.max(now_ms);
+        if h.base_sequence < 0 {
+            // A coordinator's batch (no sequence): nothing a retry could be matched against.
+            return;
+        }
         p.batches.push_back(BatchMeta {
             first_seq: h.base_sequence,
             last_seq: last_seq(h),
@@ -378,7 +436,11 @@ impl ProducerStates {
                 return None;
             }
         }
-        buf.is_empty().then_some(ProducerStates { producers, txns })
+        buf.is_empty().then_some(ProducerStates {
+            producers,
+            txns,
+            ..ProducerStates::default()
+        })
     }
 }
 
@@ -455,6 +517,35 @@ mod tests {
             other => panic!("expected duplicate, got {other:?}"),
         }
         assert_eq!(s.check(&header(7, 0, 3, 1, -1)), Check::Append);
+    }
+
+    #[test]
+    fn a_coordinators_batches_open_the_transaction_and_fence_only_by_epoch() {
+        let mut s = ProducerStates::default();
+        // Transactional, no sequence: two commits of the same producer are both written.
+        let mut h = header(7, 2, -1, 2, 10);
+        h.attributes = 0x10;
+        assert_eq!(s.check_coordinator(&h), Check::Append);
+        s.record(&h, D, 0);
+        assert_eq!(s.open_transactions(), vec![(7, 10)]);
+        let again = BatchHeader {
+            base_offset: 12,
+            ..h
+        };
+        assert_eq!(s.check_coordinator(&again), Check::Append);
+        s.record(&again, D, 0);
+        assert_eq!(s.describe()[0].last_sequence, -1);
+        // A newer epoch is taken; an older one is a fenced producer's.
+        let newer = BatchHeader {
+            producer_epoch: 3,
+            ..again
+        };
+        assert_eq!(s.check_coordinator(&newer), Check::Append);
+        s.record(&newer, D, 0);
+        assert_eq!(
+            s.check_coordinator(&h),
+            Check::Reject(ResponseError::InvalidProducerEpoch)
+        );
     }
 
     #[test]

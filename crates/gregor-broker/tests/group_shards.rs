@@ -307,3 +307,130 @@ async fn committed_offsets_are_reloaded_after_a_restart() {
     assert_eq!(fetch(&b, "g", "t").await, (0, 5));
     b.shutdown().await;
 }
+
+/// A TxnOffsetCommit of `offset` for `topic`-0, straight to the group's shard (producer epoch
+/// 0, no group metadata, as a v0-v2 client sends it): the partition's error.
+async fn txn_commit(
+    b: &Arc<Broker>,
+    group: &str,
+    topic: &str,
+    producer_id: i64,
+    offset: i64,
+) -> Option<ResponseError> {
+    use gregor_group::{OffsetCommitPartition, OffsetCommitTopic, Request, Response};
+    let req = gregor_group::TxnOffsetCommitRequest {
+        transactional_id: format!("tx-{producer_id}"),
+        group_id: group.into(),
+        producer_id,
+        producer_epoch: 0,
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        topics: vec![OffsetCommitTopic {
+            name: topic.into(),
+            partitions: vec![OffsetCommitPartition {
+                partition_index: 0,
+                committed_offset: offset,
+                committed_leader_epoch: -1,
+                committed_metadata: None,
+            }],
+        }],
+    };
+    let ctx = gregor_group::RequestContext {
+        client_id: "test".into(),
+        client_host: "/127.0.0.1".into(),
+        api_version: 3,
+    };
+    let answer = b
+        .groups
+        .call(b.control_plane(), group, ctx, Request::TxnOffsetCommit(req))
+        .await;
+    match answer {
+        Ok(Response::TxnOffsetCommit(r)) => r.topics[0].partitions[0].error,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Appends the marker of `producer_id`'s transaction to `__consumer_offsets` partition `p` and
+/// tells the group shards, as the transaction coordinator's marker path does.
+async fn marker(b: &Arc<Broker>, p: i32, producer_id: i64, commit: bool) {
+    let part = b.replicas.get(OFFSETS_TOPIC, p).expect("partition hosted");
+    let written = part.spawn_marker(gregor_log::txn::Marker {
+        producer_id,
+        producer_epoch: 0,
+        coordinator_epoch: 0,
+        commit,
+        timestamp: 0,
+    });
+    written
+        .done
+        .await
+        .expect("marker task")
+        .expect("marker appended");
+    b.groups.complete_transaction(p, producer_id, commit).await;
+}
+
+/// OffsetFetch v7 of `topic`-0: the partition's error and offset.
+async fn fetch_v7(b: &Arc<Broker>, group: &str, topic: &str, require_stable: bool) -> (i16, i64) {
+    let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
+    t.name = TopicName(sb(topic));
+    t.partition_indexes = vec![0];
+    let mut r = OffsetFetchRequest::default();
+    r.group_id = GroupId(sb(group));
+    r.topics = Some(vec![t]);
+    r.require_stable = require_stable;
+    match send(b, ApiKey::OffsetFetch, 7, RequestKind::OffsetFetch(r)).await {
+        ResponseKind::OffsetFetch(r) => {
+            assert_eq!(r.error_code, 0, "{r:?}");
+            let p = &r.topics[0].partitions[0];
+            (p.error_code, p.committed_offset)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactional_offsets_are_visible_only_after_their_commit_marker() {
+    const UNSTABLE: i16 = 88; // UNSTABLE_OFFSET_COMMIT
+    let dir = tempfile::tempdir().expect("tempdir");
+    let b = start(dir.path()).await;
+    let g = "txn-group";
+    assert_eq!(find_coordinator(&b, g).await.error_code, 0);
+    wait_shards(&b, |loaded, _| loaded.len() == PARTITIONS as usize).await;
+    create_topic(&b, "t").await;
+    create_topic(&b, "u").await;
+    let p = Groups::partition_of(b.control_plane(), g);
+    let part = b.replicas.get(OFFSETS_TOPIC, p).expect("hosted");
+    assert_eq!(commit(&b, g, "t", 5).await, 0);
+
+    // Two commits of one transaction (batches without sequences): pending, and the
+    // partition's last stable offset stays at the transaction's first batch.
+    assert_eq!(txn_commit(&b, g, "t", 1000, 9).await, None);
+    assert_eq!(txn_commit(&b, g, "t", 1000, 10).await, None);
+    assert_eq!(fetch_v7(&b, g, "t", true).await, (UNSTABLE, -1));
+    assert_eq!(fetch_v7(&b, g, "t", false).await, (0, 5));
+    assert!(part.last_stable_offset(part.high_watermark()) < part.high_watermark());
+    marker(&b, p, 1000, true).await;
+    assert_eq!(fetch_v7(&b, g, "t", true).await, (0, 10));
+
+    // An aborted transaction's offset is dropped.
+    assert_eq!(txn_commit(&b, g, "t", 2000, 20).await, None);
+    marker(&b, p, 2000, false).await;
+    assert_eq!(fetch_v7(&b, g, "t", true).await, (0, 10));
+
+    // One left open, one committed and one aborted after it; all as the log replays them.
+    assert_eq!(txn_commit(&b, g, "t", 3000, 30).await, None);
+    assert_eq!(txn_commit(&b, g, "u", 4000, 40).await, None);
+    marker(&b, p, 4000, false).await;
+    b.shutdown().await;
+    drop((b, part));
+
+    let b = start(dir.path()).await;
+    wait_shards(&b, |loaded, _| loaded.len() == PARTITIONS as usize).await;
+    assert_eq!(fetch_v7(&b, g, "t", true).await, (UNSTABLE, -1));
+    assert_eq!(fetch_v7(&b, g, "t", false).await, (0, 10));
+    assert_eq!(fetch_v7(&b, g, "u", false).await, (0, -1));
+    marker(&b, p, 3000, true).await;
+    assert_eq!(fetch_v7(&b, g, "t", true).await, (0, 30));
+    b.shutdown().await;
+}

@@ -1,7 +1,6 @@
-//! The transactional producer against a real Gregor broker (`target/debug/gregor`). Today's
-//! broker has no transaction coordinator and refuses transactional producers; this checks that
-//! the producer reports that refusal at once, clearly, instead of retrying until its timeout.
-//! The full end-to-end transaction test comes with the broker's coordinator.
+//! The transactional producer and the read_committed consumer against a real Gregor broker
+//! process (`target/debug/gregor`): committed transactions are read, aborted ones skipped, and
+//! a second producer with the same transactional id fences the first.
 //!
 //! Build the broker first when running alone: `cargo build -p gregor-cli`.
 
@@ -10,14 +9,18 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gregor_client::admin::{CreateTopicsOptions, NewTopic};
+use gregor_client::consumer::AutoOffsetReset;
 use gregor_client::producer::ProducerConfig;
-use gregor_client::{Admin, ClientConfig, KafkaCode, Producer, ProducerRecord};
+use gregor_client::{
+    Admin, ClientConfig, Consumer, ConsumerConfig, IsolationLevel, KafkaCode, Producer,
+    ProducerRecord,
+};
 
 mod common;
 use common::gregor_binary;
 
-/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the code the broker refuses transactions with.
-const REFUSED: KafkaCode = KafkaCode(53);
+/// PRODUCER_FENCED and INVALID_PRODUCER_EPOCH: a fenced producer's errors.
+const FENCED: [KafkaCode; 2] = [KafkaCode(90), KafkaCode(47)];
 
 /// A broker process, killed when the test ends.
 struct Broker {
@@ -58,60 +61,137 @@ impl Drop for Broker {
     }
 }
 
-#[tokio::test]
-async fn init_transactions_reports_the_brokers_refusal_at_once() {
-    let broker = Broker::start();
-    let mut admin_config = ClientConfig::new(&format!("127.0.0.1:{}", broker.port)).unwrap();
-    admin_config.connect_timeout = Duration::from_secs(20);
-    let admin = Admin::connect(admin_config)
+impl Broker {
+    fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    async fn create_topic(&self, name: &str, partitions: i32) {
+        let mut config = ClientConfig::new(&self.bootstrap()).unwrap();
+        config.connect_timeout = Duration::from_secs(20);
+        let admin = Admin::connect(config).await.expect("broker reachable");
+        let topic = NewTopic {
+            name: name.into(),
+            num_partitions: Some(partitions),
+            replication_factor: Some(1),
+            ..Default::default()
+        };
+        let created = admin
+            .create_topics(vec![topic], CreateTopicsOptions::default())
+            .await
+            .unwrap();
+        assert!(created[0].1.is_ok(), "{created:?}");
+    }
+
+    async fn producer(&self, transactional_id: &str) -> Producer {
+        let mut config = ProducerConfig::new(&self.bootstrap()).unwrap();
+        config.client.connect_timeout = Duration::from_secs(20);
+        config.transactional_id = Some(transactional_id.into());
+        let producer = Producer::connect(config).await.expect("broker reachable");
+        producer
+            .init_transactions(Duration::from_secs(30))
+            .await
+            .expect("init_transactions");
+        producer
+    }
+
+    /// Every value of `topic` a consumer with `isolation` reads within a few seconds.
+    async fn read(&self, topic: &str, isolation: IsolationLevel, expect: usize) -> Vec<String> {
+        let mut config = ConsumerConfig::new(&self.bootstrap(), &format!("read-{topic}")).unwrap();
+        config.client.connect_timeout = Duration::from_secs(20);
+        config.auto_offset_reset = AutoOffsetReset::Earliest;
+        config.enable_auto_commit = false;
+        config.isolation_level = isolation;
+        config.fetch_max_wait = Duration::from_millis(100);
+        let mut c = Consumer::new(config).await.unwrap();
+        c.subscribe(&[topic]).await.unwrap();
+        let mut values = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // Past `expect`, a little longer: anything more would be wrong.
+        let mut extra = None;
+        while Instant::now() < deadline && extra.is_none_or(|until| Instant::now() < until) {
+            for r in c.poll(Duration::from_millis(200)).await.unwrap() {
+                values.push(String::from_utf8_lossy(r.value.as_deref().unwrap_or(b"")).into());
+            }
+            if values.len() >= expect && extra.is_none() {
+                extra = Some(Instant::now() + Duration::from_secs(1));
+            }
+        }
+        c.close().await.unwrap();
+        values.sort();
+        values
+    }
+}
+
+async fn send(producer: &Producer, topic: &str, value: &str) {
+    let delivery = producer
+        .send(ProducerRecord::new(topic).value(value.to_string()))
         .await
-        .expect("broker reachable");
-    let topic = NewTopic {
-        name: "t".into(),
-        num_partitions: Some(1),
-        replication_factor: Some(1),
-        ..Default::default()
-    };
-    let created = admin
-        .create_topics(vec![topic], CreateTopicsOptions::default())
+        .expect("queued");
+    delivery.await.expect("delivered");
+}
+
+#[tokio::test]
+async fn committed_transactions_are_read_and_aborted_ones_skipped() {
+    let broker = Broker::start();
+    broker.create_topic("t", 2).await;
+    let producer = broker.producer("txn-basic").await;
+    producer.begin_transaction().await.unwrap();
+    for v in ["c1", "c2", "c3"] {
+        send(&producer, "t", v).await;
+    }
+    producer
+        .commit_transaction(Duration::from_secs(30))
         .await
         .unwrap();
-    assert!(created[0].1.is_ok(), "{created:?}");
-    let mut config = ProducerConfig::new(&format!("127.0.0.1:{}", broker.port)).unwrap();
-    config.client.connect_timeout = Duration::from_secs(20);
-    config.transactional_id = Some("txn-refused".into());
-    let producer = Producer::connect(config).await.expect("broker reachable");
-
-    let started = Instant::now();
-    let err = producer
-        .init_transactions(Duration::from_secs(30))
+    producer.begin_transaction().await.unwrap();
+    for v in ["a1", "a2"] {
+        send(&producer, "t", v).await;
+    }
+    producer
+        .abort_transaction(Duration::from_secs(30))
         .await
-        .expect_err("this broker refuses transactional producers");
-    let took = started.elapsed();
-    assert_eq!(err.kafka_code(), Some(REFUSED), "{err}");
-    assert!(
-        err.to_string().contains("transactions are not supported"),
-        "the broker's message reaches the caller: {err}"
-    );
-    assert!(
-        took < Duration::from_secs(5),
-        "refused at once, not retried: {took:?}"
-    );
-
-    // The failure is fatal: every later transactional call reports it, and so does a send.
-    let again = producer.begin_transaction().await.unwrap_err();
-    assert_eq!(again.kafka_code(), Some(REFUSED), "{again}");
-    let delivery = producer
-        .send(ProducerRecord::new("t").value("v"))
+        .unwrap();
+    producer.begin_transaction().await.unwrap();
+    send(&producer, "t", "c4").await;
+    producer
+        .commit_transaction(Duration::from_secs(30))
         .await
-        .expect("the topic exists");
-    let e = delivery.await.unwrap_err();
-    assert_eq!(e.kafka_code(), Some(REFUSED), "{e}");
-    // A second init_transactions after the failure does not start over.
-    let init = producer
-        .init_transactions(Duration::from_secs(1))
-        .await
-        .unwrap_err();
-    assert_eq!(init.kafka_code(), Some(REFUSED), "{init}");
+        .unwrap();
     producer.close().await.unwrap();
+
+    let committed = broker.read("t", IsolationLevel::ReadCommitted, 4).await;
+    assert_eq!(committed, ["c1", "c2", "c3", "c4"]);
+    let all = broker.read("t", IsolationLevel::ReadUncommitted, 6).await;
+    assert_eq!(all, ["a1", "a2", "c1", "c2", "c3", "c4"]);
+}
+
+#[tokio::test]
+async fn a_second_producer_with_the_same_transactional_id_fences_the_first() {
+    let broker = Broker::start();
+    broker.create_topic("f", 1).await;
+    let zombie = broker.producer("txn-fence").await;
+    zombie.begin_transaction().await.unwrap();
+    send(&zombie, "f", "zombie").await;
+    // Its InitProducerId aborts the zombie's open transaction and bumps the epoch.
+    let fresh = broker.producer("txn-fence").await;
+    let err = zombie
+        .commit_transaction(Duration::from_secs(30))
+        .await
+        .expect_err("the zombie is fenced");
+    assert!(
+        err.kafka_code().is_some_and(|c| FENCED.contains(&c)),
+        "{err}"
+    );
+    fresh.begin_transaction().await.unwrap();
+    send(&fresh, "f", "fresh").await;
+    fresh
+        .commit_transaction(Duration::from_secs(30))
+        .await
+        .unwrap();
+    fresh.close().await.unwrap();
+    assert_eq!(
+        broker.read("f", IsolationLevel::ReadCommitted, 1).await,
+        ["fresh"]
+    );
 }

@@ -39,6 +39,7 @@ pub enum Request {
     DescribeGroups(DescribeGroupsRequest),
     ListGroups(ListGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +53,7 @@ pub enum Response {
     DescribeGroups(DescribeGroupsResponse),
     ListGroups(ListGroupsResponse),
     DeleteGroups(DeleteGroupsResponse),
+    TxnOffsetCommit(TxnOffsetCommitResponse),
 }
 
 /// The numeric Kafka error code of an optional error (0 for none).
@@ -223,12 +225,39 @@ pub struct OffsetCommitResponsePartition {
     pub error: Option<ResponseError>,
 }
 
+/// TxnOffsetCommit (v3 fields; the shell fills older versions with generation -1, an empty
+/// member id and no instance id): offsets committed inside a transaction, visible once its
+/// commit marker is.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TxnOffsetCommitRequest {
+    pub transactional_id: String,
+    pub group_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// -1 when the producer does not send its consumer's group metadata (before v3, or KIP-447
+    /// unused): then no member or generation is checked.
+    pub generation_id: i32,
+    /// Empty when unknown.
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    /// The same fields as OffsetCommit's partitions.
+    pub topics: Vec<OffsetCommitTopic>,
+}
+
+/// Per-partition errors, as OffsetCommit's.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TxnOffsetCommitResponse {
+    pub topics: Vec<OffsetCommitResponseTopic>,
+}
+
 /// One group of an OffsetFetch request (v8+ carries several; the shell splits them).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct OffsetFetchRequest {
     pub group_id: String,
     /// `None` fetches every committed offset of the group.
     pub topics: Option<Vec<OffsetFetchTopic>>,
+    /// v7+: a partition with an offset in an open transaction is answered with
+    /// UNSTABLE_OFFSET_COMMIT (the client retries) instead of its last visible offset.
     pub require_stable: bool,
 }
 

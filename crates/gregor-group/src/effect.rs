@@ -14,6 +14,30 @@ pub struct AppendToken(pub u64);
 pub struct Record {
     pub key: Bytes,
     pub value: Option<Bytes>,
+    /// `Some` for the offsets of a TxnOffsetCommit: the batch is transactional for this
+    /// producer (Kafka's transactional attribute, producer id and epoch), so the commit marker
+    /// of its transaction covers it. Every record of one [`Effect::Append`] carries the same
+    /// value. (It sits on the record, not on the append, so shells that match
+    /// `Effect::Append { token, records }` keep compiling.)
+    pub transactional: Option<TxnProducer>,
+}
+
+impl Record {
+    /// A record of a plain (non-transactional) batch.
+    pub fn plain(key: Bytes, value: Option<Bytes>) -> Record {
+        Record {
+            key,
+            value,
+            transactional: None,
+        }
+    }
+}
+
+/// The producer a transactional batch is written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TxnProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
 }
 
 #[derive(Debug, Clone, PartialEq)]

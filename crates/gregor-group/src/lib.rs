@@ -29,7 +29,7 @@ pub use config::GroupConfig;
 pub use coordinator::{
     CommittedOffset, GroupCoordinator, GroupSummary, MemberSummary, ReplayError,
 };
-pub use effect::{AppendToken, Effect, Record};
+pub use effect::{AppendToken, Effect, Record, TxnProducer};
 pub use group::GroupState;
 pub use history::{Departure, DepartureCause, MemberRef, RebalanceHistory, RebalanceRecord};
 pub use member_id::UuidSource;

@@ -214,7 +214,8 @@ pub fn gate(
         | RequestKind::DeleteGroups(_)) => groups::gate(d, api, version, r),
         r @ (RequestKind::AddPartitionsToTxn(_)
         | RequestKind::AddOffsetsToTxn(_)
-        | RequestKind::EndTxn(_)) => txn::gate(d, r),
+        | RequestKind::EndTxn(_)
+        | RequestKind::TxnOffsetCommit(_)) => txn::gate(d, r),
         r => admin::gate(d, image, version, r),
     }
 }

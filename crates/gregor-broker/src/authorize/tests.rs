@@ -100,6 +100,7 @@ fn names(r: &RequestKind) -> Vec<String> {
         RequestKind::CreateTopics(r) => r.topics.iter().map(|t| t.name.0.to_string()).collect(),
         RequestKind::DeleteTopics(r) => r.topic_names.iter().map(|t| t.0.to_string()).collect(),
         RequestKind::OffsetCommit(r) => r.topics.iter().map(|t| t.name.0.to_string()).collect(),
+        RequestKind::TxnOffsetCommit(r) => r.topics.iter().map(|t| t.name.0.to_string()).collect(),
         RequestKind::DescribeGroups(r) => r.groups.iter().map(|g| g.0.to_string()).collect(),
         RequestKind::DescribeConfigs(r) => r
             .resources
@@ -122,6 +123,7 @@ fn empty_like(r: &RequestKind) -> ResponseKind {
         RequestKind::CreateTopics(_) => ResponseKind::CreateTopics(Default::default()),
         RequestKind::DeleteTopics(_) => ResponseKind::DeleteTopics(Default::default()),
         RequestKind::OffsetCommit(_) => ResponseKind::OffsetCommit(Default::default()),
+        RequestKind::TxnOffsetCommit(_) => ResponseKind::TxnOffsetCommit(Default::default()),
         RequestKind::DescribeGroups(_) => ResponseKind::DescribeGroups(Default::default()),
         RequestKind::DescribeConfigs(_) => ResponseKind::DescribeConfigs(Default::default()),
         RequestKind::FindCoordinator(_) => ResponseKind::FindCoordinator(Default::default()),
@@ -214,6 +216,11 @@ fn codes(r: &ResponseKind) -> Vec<(String, i16)> {
             })
             .collect(),
         ResponseKind::AddOffsetsToTxn(r) => vec![named("", r.error_code)],
+        ResponseKind::TxnOffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| named(&t.name.0, p.error_code)))
+            .collect(),
         ResponseKind::EndTxn(r) => vec![named("", r.error_code)],
         ResponseKind::DescribeProducers(r) => r
             .topics
@@ -403,6 +410,27 @@ fn coordinator_rows() -> Vec<Row> {
     let end = RequestKind::EndTxn(
         EndTxnRequest::default().with_transactional_id(TransactionalId(s("tx"))),
     );
+    let txn_commit = |topics: &[&str]| {
+        let topics = topics
+            .iter()
+            .map(|t| {
+                txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                    .with_name(topic(t))
+                    .with_partitions(vec![Default::default()])
+            })
+            .collect();
+        RequestKind::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(s("tx")))
+                .with_group_id(GroupId(s("g")))
+                .with_topics(topics),
+        )
+    };
+    let committer = [
+        (Op::Write, TxnId, "tx"),
+        (Op::Read, Group, "g"),
+        (Op::Read, Topic, "b"),
+    ];
     vec![
         row(
             "AddPartitionsToTxn: WRITE on the transactional id and each topic",
@@ -443,6 +471,30 @@ fn coordinator_rows() -> Vec<Row> {
             offsets("tx", "g"),
             &[(Op::Write, TxnId, "tx")],
             Answer(refused(&[("", GAF)])),
+        ),
+        row(
+            "TxnOffsetCommit: WRITE on the transactional id, READ on the group and each topic",
+            ApiKey::TxnOffsetCommit,
+            3,
+            txn_commit(&["a", "b"]),
+            &committer,
+            Run(run_all(&["b"]), refused(&[("a", TAF)])),
+        ),
+        row(
+            "TxnOffsetCommit: without WRITE on the transactional id, every partition refused",
+            ApiKey::TxnOffsetCommit,
+            3,
+            txn_commit(&["b"]),
+            &committer[1..],
+            Answer(refused(&[("b", TXN_AF)])),
+        ),
+        row(
+            "TxnOffsetCommit: without READ on the group, every partition refused",
+            ApiKey::TxnOffsetCommit,
+            0,
+            txn_commit(&["b"]),
+            &[committer[0], committer[2]],
+            Answer(refused(&[("b", GAF)])),
         ),
         row(
             "EndTxn: WRITE on the transactional id",

@@ -1,19 +1,26 @@
 //! What the transaction coordinator's APIs need (Kafka's table): WRITE on the transactional
 //! id for AddPartitionsToTxn, AddOffsetsToTxn and EndTxn; besides, AddPartitionsToTxn needs
 //! WRITE on each topic (refused ones TOPIC_AUTHORIZATION_FAILED, the others then
-//! OPERATION_NOT_ATTEMPTED) and AddOffsetsToTxn READ on the group.
+//! OPERATION_NOT_ATTEMPTED) and AddOffsetsToTxn READ on the group. TxnOffsetCommit needs WRITE
+//! on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition), READ
+//! on the group (else GROUP_AUTHORIZATION_FAILED on every partition) and READ on each topic
+//! (refused ones TOPIC_AUTHORIZATION_FAILED, the others run).
 
 use gregor_meta::acl::{AclOperation, AclResourceType};
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{
     AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnResponse,
-    RequestKind, ResponseKind,
+    RequestKind, ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::ResponseError;
 
-use super::common::{no_fixup, Decide, Gate};
+use super::common::{no_fixup, on_response, run_unless_empty, split, Decide, Gate};
 use crate::connection::Reply;
 
 pub(super) fn gate(d: &dyn Decide, request: RequestKind) -> Gate {
@@ -41,8 +48,76 @@ pub(super) fn gate(d: &dyn Decide, request: RequestKind) -> Gate {
             resp.error_code = txn_refused;
             Gate::Answer(Reply::Respond(ResponseKind::EndTxn(resp)))
         }
+        RequestKind::TxnOffsetCommit(r) => txn_offset_commit(d, r),
         other => Gate::Run(other, no_fixup()),
     }
+}
+
+/// Every partition of `topics` answered `error`.
+fn txn_commit_refusals(
+    topics: &[TxnOffsetCommitRequestTopic],
+    error: ResponseError,
+) -> Vec<TxnOffsetCommitResponseTopic> {
+    topics
+        .iter()
+        .map(|t| {
+            let mut out = TxnOffsetCommitResponseTopic::default();
+            out.name = t.name.clone();
+            out.partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut a = TxnOffsetCommitResponsePartition::default();
+                    a.partition_index = p.partition_index;
+                    a.error_code = error.code();
+                    a
+                })
+                .collect();
+            out
+        })
+        .collect()
+}
+
+/// TxnOffsetCommit: WRITE on the transactional id, READ on the group, READ on each topic.
+fn txn_offset_commit(d: &dyn Decide, mut r: TxnOffsetCommitRequest) -> Gate {
+    let whole = if !d.allows(
+        AclOperation::Write,
+        AclResourceType::TransactionalId,
+        &r.transactional_id.0,
+    ) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !d.allows(AclOperation::Read, AclResourceType::Group, &r.group_id.0) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
+    if let Some(error) = whole {
+        let mut resp = TxnOffsetCommitResponse::default();
+        resp.topics = txn_commit_refusals(&r.topics, error);
+        return Gate::Answer(Reply::Respond(ResponseKind::TxnOffsetCommit(resp)));
+    }
+    let topics = std::mem::take(&mut r.topics);
+    let (kept, refused) = split(d, AclOperation::Read, AclResourceType::Topic, topics, |t| {
+        t.name.0.as_str()
+    });
+    let answers = txn_commit_refusals(&refused, ResponseError::TopicAuthorizationFailed);
+    r.topics = kept;
+    let fixup = on_response(move |_, resp| match resp {
+        ResponseKind::TxnOffsetCommit(mut resp) => {
+            resp.topics.extend(answers);
+            ResponseKind::TxnOffsetCommit(resp)
+        }
+        other => other,
+    });
+    let empty = ResponseKind::TxnOffsetCommit(TxnOffsetCommitResponse::default());
+    let nothing_left = r.topics.is_empty();
+    run_unless_empty(
+        d,
+        nothing_left,
+        RequestKind::TxnOffsetCommit(r),
+        empty,
+        fixup,
+    )
 }
 
 fn add_partitions(d: &dyn Decide, r: AddPartitionsToTxnRequest) -> Gate {

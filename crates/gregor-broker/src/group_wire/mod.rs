@@ -42,6 +42,11 @@
 //! * ListGroups: send [`list_groups_request`] to every coordinator partition this broker leads.
 //!   Partitions still loading answer [`list_groups_loading`]; merge with [`list_groups_response`].
 //!
+//! TxnOffsetCommit (v0-v4; v3 adds KIP-447's group metadata and is flexible): as OffsetCommit,
+//! with [`txn_offset_commit_request`] (turned into an OffsetCommit's topics for
+//! [`split_unknown_partitions`]) and [`txn_offset_commit_response`]. Not in
+//! [`GROUP_API_VERSIONS`]: `api` advertises it with the transaction coordinator's APIs.
+//!
 //! Coordinator-level errors (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 //! COORDINATOR_LOAD_IN_PROGRESS) for a whole request: [`error_response`].
 //!
@@ -81,7 +86,7 @@ pub const GROUP_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
 ];
 
-/// Answers any of the nine group requests with `error` everywhere it can be reported: the
+/// Answers any of the nine group requests (and TxnOffsetCommit) with `error` everywhere it can be reported: the
 /// whole-request error, or every group or partition the request names. `None` when `request` is
 /// not a group request or does not match `api`.
 ///
@@ -114,6 +119,16 @@ pub fn error_response(
         (ApiKey::OffsetCommit, RequestKind::OffsetCommit(r)) => {
             let response = commit_error(&offset_commit_request(r, version), error);
             ResponseKind::OffsetCommit(offset_commit_response(response, None, version))
+        }
+        (ApiKey::TxnOffsetCommit, RequestKind::TxnOffsetCommit(r)) => {
+            let commit = g::OffsetCommitRequest {
+                topics: txn_offset_commit_request(r, version).topics,
+                ..Default::default()
+            };
+            let response = g::TxnOffsetCommitResponse {
+                topics: commit_error(&commit, error).topics,
+            };
+            ResponseKind::TxnOffsetCommit(txn_offset_commit_response(response, None, version))
         }
         (ApiKey::OffsetFetch, RequestKind::OffsetFetch(r)) => {
             let groups = offsets::fetch_groups(r, version)

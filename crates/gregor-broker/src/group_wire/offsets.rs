@@ -1,4 +1,4 @@
-//! OffsetCommit and OffsetFetch.
+//! OffsetCommit, TxnOffsetCommit and OffsetFetch.
 
 use gregor_group::api as g;
 use kafka_protocol::messages::offset_commit_response::{
@@ -8,8 +8,12 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{
     OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::ResponseError;
 
@@ -138,6 +142,90 @@ pub(super) fn commit_error(
             })
             .collect(),
     }
+}
+
+/// TxnOffsetCommit v0-v4. Before v3 a request carries no group metadata (KIP-447): generation
+/// -1, no member id, no instance id, so the coordinator checks no member; the leader epoch
+/// exists from v2.
+pub fn txn_offset_commit_request(
+    req: &TxnOffsetCommitRequest,
+    version: i16,
+) -> g::TxnOffsetCommitRequest {
+    let v3 = version >= 3;
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| g::OffsetCommitTopic {
+            name: string(&t.name),
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| g::OffsetCommitPartition {
+                    partition_index: p.partition_index,
+                    committed_offset: p.committed_offset,
+                    committed_leader_epoch: if version >= 2 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    },
+                    committed_metadata: opt_string(&p.committed_metadata),
+                })
+                .collect(),
+        })
+        .collect();
+    g::TxnOffsetCommitRequest {
+        transactional_id: string(&req.transactional_id),
+        group_id: string(&req.group_id),
+        producer_id: req.producer_id.0,
+        producer_epoch: req.producer_epoch,
+        generation_id: if v3 { req.generation_id } else { -1 },
+        member_id: if v3 {
+            string(&req.member_id)
+        } else {
+            String::new()
+        },
+        group_instance_id: opt_string(&req.group_instance_id).filter(|_| v3),
+        topics,
+    }
+}
+
+/// The coordinator's answer to a TxnOffsetCommit, plus the partitions rejected before it (see
+/// [`split_unknown_partitions`]), as [`offset_commit_response`] merges them. Before v3 a client
+/// knows no member or generation errors, and its request carried none for the coordinator to
+/// check, so none can arise; they are passed on unchanged.
+pub fn txn_offset_commit_response(
+    resp: g::TxnOffsetCommitResponse,
+    rejected: Option<g::OffsetCommitResponse>,
+    version: i16,
+) -> TxnOffsetCommitResponse {
+    let merged = offset_commit_response(
+        g::OffsetCommitResponse {
+            topics: resp.topics,
+        },
+        rejected,
+        version,
+    );
+    let mut out = TxnOffsetCommitResponse::default();
+    out.topics = merged
+        .topics
+        .into_iter()
+        .map(|t| {
+            let mut topic = TxnOffsetCommitResponseTopic::default();
+            topic.name = t.name;
+            topic.partitions = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let mut out = TxnOffsetCommitResponsePartition::default();
+                    out.partition_index = p.partition_index;
+                    out.error_code = p.error_code;
+                    out
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    out
 }
 
 /// One coordinator request per group: v0-v7 name one group, v8+ a list (kept in order, one
@@ -597,5 +685,125 @@ mod tests {
             ResponseError::NotCoordinator.code()
         );
         assert!(wire.groups[1].topics.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod txn_tests {
+    use super::*;
+    use crate::group_wire::wire_check::{assert_roundtrip, roundtrip};
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{
+        ApiKey, GroupId, ProducerId, RequestKind, ResponseKind, TransactionalId,
+    };
+    use kafka_protocol::protocol::StrBytes;
+
+    fn sb(s: &'static str) -> StrBytes {
+        StrBytes::from_static_str(s)
+    }
+
+    fn wire(version: i16) -> TxnOffsetCommitRequest {
+        let mut p = TxnOffsetCommitRequestPartition::default();
+        p.partition_index = 1;
+        p.committed_offset = 42;
+        p.committed_metadata = Some(sb("meta"));
+        if version >= 2 {
+            p.committed_leader_epoch = 7;
+        }
+        let mut t = TxnOffsetCommitRequestTopic::default();
+        t.name = TopicName(sb("t"));
+        t.partitions = vec![p];
+        let mut r = TxnOffsetCommitRequest::default();
+        r.transactional_id = TransactionalId(sb("tx"));
+        r.group_id = GroupId(sb("g"));
+        r.producer_id = ProducerId(1000);
+        r.producer_epoch = 3;
+        if version >= 3 {
+            r.generation_id = 5;
+            r.member_id = sb("m-1");
+            r.group_instance_id = Some(sb("i-1"));
+        }
+        r.topics = vec![t];
+        r
+    }
+
+    #[test]
+    fn txn_offset_commit_request_by_version() {
+        for version in 0..=4 {
+            let req = txn_offset_commit_request(&roundtrip(&wire(version), version), version);
+            assert_eq!(
+                (req.transactional_id.as_str(), req.group_id.as_str()),
+                ("tx", "g")
+            );
+            assert_eq!((req.producer_id, req.producer_epoch), (1000, 3));
+            let v3 = version >= 3;
+            assert_eq!(req.generation_id, if v3 { 5 } else { -1 });
+            assert_eq!(req.member_id, if v3 { "m-1" } else { "" });
+            assert_eq!(req.group_instance_id.is_some(), v3);
+            let p = &req.topics[0].partitions[0];
+            assert_eq!((p.partition_index, p.committed_offset), (1, 42));
+            assert_eq!(p.committed_leader_epoch, if version >= 2 { 7 } else { -1 });
+            assert_eq!(p.committed_metadata.as_deref(), Some("meta"));
+        }
+    }
+
+    #[test]
+    fn txn_offset_commit_response_merges_rejected_partitions_at_every_version() {
+        let answered = g::TxnOffsetCommitResponse {
+            topics: vec![g::OffsetCommitResponseTopic {
+                name: "t".into(),
+                partitions: vec![g::OffsetCommitResponsePartition {
+                    partition_index: 0,
+                    error: None,
+                }],
+            }],
+        };
+        let (_, rejected) = split_unknown_partitions(
+            g::OffsetCommitRequest {
+                topics: vec![g::OffsetCommitTopic {
+                    name: "t".into(),
+                    partitions: vec![g::OffsetCommitPartition {
+                        partition_index: 9,
+                        ..Default::default()
+                    }],
+                }],
+                ..Default::default()
+            },
+            |_, p| p != 9,
+        );
+        for version in 0..=4 {
+            let resp =
+                txn_offset_commit_response(answered.clone(), Some(rejected.clone()), version);
+            let resp = assert_roundtrip(&resp, version);
+            let codes: Vec<(i32, i16)> = resp.topics[0]
+                .partitions
+                .iter()
+                .map(|p| (p.partition_index, p.error_code))
+                .collect();
+            assert_eq!(
+                codes,
+                vec![(0, 0), (9, ResponseError::UnknownTopicOrPartition.code())]
+            );
+        }
+    }
+
+    #[test]
+    fn txn_offset_commit_error_response_names_every_partition() {
+        let request = RequestKind::TxnOffsetCommit(wire(3));
+        let Some(ResponseKind::TxnOffsetCommit(resp)) = crate::group_wire::error_response(
+            ApiKey::TxnOffsetCommit,
+            3,
+            &request,
+            ResponseError::NotCoordinator,
+        ) else {
+            panic!("a TxnOffsetCommit answer");
+        };
+        let p = &resp.topics[0].partitions[0];
+        assert_eq!(
+            (p.partition_index, p.error_code),
+            (1, ResponseError::NotCoordinator.code())
+        );
     }
 }

@@ -1,103 +1,18 @@
-//! FindCoordinator and the nine classic group APIs: wire conversion (`group_wire`) around the
+//! The nine classic group APIs and TxnOffsetCommit: wire conversion (`group_wire`) around the
 //! coordinator shell (`groups`).
 
 use gregor_group::{Request, RequestContext as GroupContext, Response};
-use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
-    FindCoordinatorResponse, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
-    OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind, SyncGroupRequest,
+    ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest,
+    LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind,
+    SyncGroupRequest, TxnOffsetCommitRequest,
 };
 use kafka_protocol::ResponseError;
 
-use super::s;
 use crate::connection::RequestContext;
 use crate::forward::ControlPlane;
 use crate::group_wire as w;
-use crate::groups::{Groups, OFFSETS_TOPIC};
-
-pub async fn find_coordinator(
-    b: ControlPlane<'_>,
-    groups: &Groups,
-    r: FindCoordinatorRequest,
-    version: i16,
-    listener: &str,
-) -> FindCoordinatorResponse {
-    let keys: Vec<String> = if version >= 4 {
-        r.coordinator_keys.iter().map(|k| k.to_string()).collect()
-    } else {
-        vec![r.key.to_string()]
-    };
-    let mut resp = FindCoordinatorResponse::default();
-    let mut answers = Vec::new();
-    for key in keys {
-        let mut c = Coordinator::default();
-        c.key = s(key.clone());
-        c.node_id = BrokerId(-1);
-        c.port = -1;
-        if r.key_type != 0 {
-            c.error_code = super::transactions_unsupported().code();
-            c.error_message = Some(s(super::TRANSACTIONS_UNSUPPORTED));
-            answers.push(c);
-            continue;
-        }
-        let outcome = if key.is_empty() {
-            Err(ResponseError::InvalidRequest)
-        } else {
-            match groups.coordinator_partition(b, &key).await {
-                Ok(p) => coordinator_of(b, p, listener),
-                Err(e) => Err(e),
-            }
-        };
-        match outcome {
-            Ok((node, host, port)) => {
-                c.node_id = BrokerId(node);
-                c.host = s(host);
-                c.port = port;
-            }
-            Err(e) => {
-                c.error_code = e.code();
-                c.error_message = Some(s(e.to_string()));
-            }
-        }
-        answers.push(c);
-    }
-    if version >= 4 {
-        resp.coordinators = answers;
-    } else if let Some(c) = answers.pop() {
-        resp.error_code = c.error_code;
-        if version >= 1 {
-            resp.error_message = c.error_message;
-        }
-        resp.node_id = c.node_id;
-        resp.host = c.host;
-        resp.port = c.port;
-    }
-    resp
-}
-
-/// The leader of `__consumer_offsets` partition `p` and its endpoint on `listener` (the one the
-/// client asked on), from the metadata image: COORDINATOR_NOT_AVAILABLE while it has no leader,
-/// the leader is not a live broker, or it has no such listener.
-fn coordinator_of(
-    b: ControlPlane<'_>,
-    p: i32,
-    listener: &str,
-) -> Result<(i32, String, i32), ResponseError> {
-    let image = b.metadata.image();
-    let leader = image
-        .topic(OFFSETS_TOPIC)
-        .and_then(|t| t.partitions.get(&p))
-        .map(|r| r.leader)
-        .filter(|l| *l >= 0)
-        .ok_or(ResponseError::CoordinatorNotAvailable)?;
-    let endpoint = image
-        .broker(leader)
-        .filter(|br| !br.fenced)
-        .and_then(|br| br.endpoints.iter().find(|e| e.name == listener))
-        .ok_or(ResponseError::CoordinatorNotAvailable)?;
-    Ok((leader, endpoint.host.clone(), i32::from(endpoint.port)))
-}
+use crate::groups::Groups;
 
 fn context(ctx: &RequestContext) -> GroupContext {
     GroupContext {
@@ -145,6 +60,7 @@ pub async fn handle(
             Ok(ResponseKind::ListGroups(w::list_groups_response(parts, v)))
         }
         RequestKind::DeleteGroups(r) => Ok(g.delete_groups(r).await),
+        RequestKind::TxnOffsetCommit(r) => g.txn_offset_commit(r).await,
         _ => Err(ResponseError::UnknownServerError),
     };
     match out {
@@ -229,6 +145,42 @@ impl GroupApi<'_> {
                 Some(rejected),
                 v,
             ))),
+            _ => Err(ResponseError::UnknownServerError),
+        }
+    }
+
+    /// Commits a transaction's offsets of partitions that exist (the others are answered
+    /// UNKNOWN_TOPIC_OR_PARTITION without reaching the coordinator); they stay invisible to
+    /// OffsetFetch until the transaction's marker.
+    async fn txn_offset_commit(
+        &self,
+        r: &TxnOffsetCommitRequest,
+    ) -> Result<ResponseKind, ResponseError> {
+        let v = self.v;
+        let image = self.b.metadata.image();
+        let exists = |t: &str, p: i32| {
+            image
+                .topic(t)
+                .is_some_and(|t| t.partitions.contains_key(&p))
+        };
+        let mut req = w::txn_offset_commit_request(r, v);
+        let commit = gregor_group::OffsetCommitRequest {
+            topics: std::mem::take(&mut req.topics),
+            ..Default::default()
+        };
+        let (kept, rejected) = w::split_unknown_partitions(commit, exists);
+        req.topics = kept.topics;
+        if req.topics.is_empty() {
+            let resp = w::txn_offset_commit_response(Default::default(), Some(rejected), v);
+            return Ok(ResponseKind::TxnOffsetCommit(resp));
+        }
+        match self
+            .call(&r.group_id, Request::TxnOffsetCommit(req))
+            .await?
+        {
+            Response::TxnOffsetCommit(x) => Ok(ResponseKind::TxnOffsetCommit(
+                w::txn_offset_commit_response(x, Some(rejected), v),
+            )),
             _ => Err(ResponseError::UnknownServerError),
         }
     }

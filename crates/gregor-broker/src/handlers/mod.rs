@@ -7,6 +7,7 @@ pub(crate) mod admin;
 pub(crate) mod broker_configs;
 pub(crate) mod cluster;
 mod common;
+pub(crate) mod coordinator;
 pub(crate) mod elect;
 pub(crate) mod fetch;
 pub(crate) mod groups;
@@ -18,11 +19,12 @@ pub(crate) mod quotas;
 pub(crate) mod reassign;
 pub(crate) mod scram;
 pub(crate) mod txn;
+pub(crate) mod txn_coordinator;
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 
 use crate::forward::ControlPlane;
-pub(crate) use common::{s, transactions_unsupported, TRANSACTIONS_UNSUPPORTED};
+pub(crate) use common::s;
 // Topics the broker creates for itself: a control-plane service the handlers use too.
 pub(crate) use crate::forward::create_topics_internal;
 

@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use crate::connection::Reply;
-use crate::data_plane::DataPlane;
+use crate::data_plane::{DataPlane, TxnVerifyRequest};
 use crate::partition::{Partition, ProduceError, ProduceOutcome};
 use crate::producer_ids::ProducerIdAllocator;
 
@@ -44,7 +44,6 @@ struct ProduceParams {
     /// Bounds only the wait for durability and replication (as in Kafka); the append itself
     /// always completes (see `Partition::spawn_append`).
     timeout: Duration,
-    transactional: bool,
     version: i16,
 }
 
@@ -52,16 +51,16 @@ pub async fn produce(b: DataPlane<'_>, r: ProduceRequest, version: i16) -> Reply
     let params = ProduceParams {
         acks: r.acks,
         timeout: Duration::from_millis(r.timeout_ms.max(0) as u64),
-        transactional: r.transactional_id.is_some(),
         version,
     };
+    let txn_id = r.transactional_id.as_ref().map(|t| t.0.as_str());
     // Every partition's append starts (takes its place in the partition's order) at the first
     // poll, in request order, before any of them is awaited: pipelined requests of one
     // connection are written in the order they arrived.
     let topics = join_all(
         r.topic_data
             .into_iter()
-            .map(|t| produce_topic(b, params, t)),
+            .map(|t| produce_topic(b, params, txn_id, t)),
     )
     .await;
     if params.acks == 0 {
@@ -82,6 +81,7 @@ pub async fn produce(b: DataPlane<'_>, r: ProduceRequest, version: i16) -> Reply
 async fn produce_topic(
     b: DataPlane<'_>,
     params: ProduceParams,
+    txn_id: Option<&str>,
     t: TopicProduceData,
 ) -> TopicProduceResponse {
     let name = t.name.0.to_string();
@@ -89,7 +89,7 @@ async fn produce_topic(
     let parts = t
         .partition_data
         .into_iter()
-        .map(|p| produce_partition(b, params, &name, topic_id, p));
+        .map(|p| produce_partition(b, params, txn_id, &name, topic_id, p));
     let mut tr = TopicProduceResponse::default();
     tr.partition_responses = join_all(parts).await;
     tr.name = t.name;
@@ -101,15 +101,68 @@ async fn produce_topic(
 async fn produce_partition(
     b: DataPlane<'_>,
     params: ProduceParams,
+    txn_id: Option<&str>,
     topic: &str,
     topic_id: Uuid,
     p: PartitionProduceData,
 ) -> PartitionProduceResponse {
     let result = match validate(b, params, topic, topic_id, p.index, p.records) {
-        Ok((part, records)) => append(b, &part, records, params.acks, params.timeout).await,
+        Ok((part, records)) => match transactional_producer(&records) {
+            Some(producer) => {
+                append_transactional(b, params, &part, records, txn_id, producer).await
+            }
+            None => append(b, &part, records, params).await,
+        },
         Err(e) => Err(e),
     };
-    answer(p.index, result, params.version, params.transactional, topic)
+    answer(p.index, result, params.version, topic)
+}
+
+/// The producer id and epoch of a transactional batch.
+fn transactional_producer(records: &[u8]) -> Option<(i64, i16)> {
+    let header = gregor_log::batch::BatchHeader::parse(records)?;
+    header
+        .is_transactional()
+        .then_some((header.producer_id, header.producer_epoch))
+}
+
+/// A transactional batch: appended at once into its producer's open transaction; the first
+/// of a transaction here is verified with the coordinator first (KIP-890), so a late retry of
+/// an ended transaction cannot open one no marker would end. The partition's transactional
+/// batches go through verification one at a time, in arrival order: a producer's pipelined
+/// batches are not reordered while the first waits for its coordinator.
+async fn append_transactional(
+    b: DataPlane<'_>,
+    params: ProduceParams,
+    part: &Arc<Partition>,
+    records: Bytes,
+    txn_id: Option<&str>,
+    (producer_id, producer_epoch): (i64, i16),
+) -> Result<ProduceOutcome, ProduceError> {
+    let ticket = part.txn_ticket();
+    let turn = part.txn_turn(ticket).await;
+    enough_in_sync(b, part, params)?;
+    let size = records.len();
+    let first = part.spawn_txn_append(records.clone(), None);
+    let Ok(Some(guard)) = first.written.await else {
+        drop(turn);
+        return finish(b, part, size, first.done, params).await;
+    };
+    // Without its transactional id the coordinator cannot be asked.
+    let id = txn_id.ok_or(ResponseError::InvalidTxnState)?;
+    b.txn
+        .verify(TxnVerifyRequest {
+            transactional_id: id.to_string(),
+            producer_id,
+            producer_epoch,
+            topic: part.topic.clone(),
+            partition: part.index,
+        })
+        .await?;
+    let verified = part.spawn_txn_append(records, Some(guard));
+    let _ = verified.written.await;
+    drop(turn);
+    finish(b, part, size, verified.done, params).await
 }
 
 /// The partition a batch may be appended to, or why the request cannot write it there.
@@ -124,22 +177,11 @@ fn validate(
     if !matches!(params.acks, -1..=1) {
         return Err(ResponseError::InvalidRequiredAcks.into());
     }
-    if params.transactional {
-        return Err(super::transactions_unsupported().into());
-    }
     if is_internal_topic(topic) {
         return Err(ResponseError::InvalidTopicException.into());
     }
     let part = b.locate(topic, topic_id, index)?;
     let records = records.ok_or(ResponseError::InvalidRecord)?;
-    // A transactional batch opens a transaction only a coordinator's marker ends: without
-    // one, it would hold the last stable offset for good (a hanging transaction).
-    let attributes = records
-        .get(21..23)
-        .map(|a| i16::from_be_bytes([a[0], a[1]]));
-    if attributes.is_some_and(|a| a & gregor_log::batch::ATTR_TRANSACTIONAL != 0) {
-        return Err(super::transactions_unsupported().into());
-    }
     if params.version < 7 && codec_id(&records) == Some(ZSTD) {
         return Err(ResponseError::UnsupportedCompressionType.into());
     }
@@ -152,18 +194,39 @@ async fn append(
     b: DataPlane<'_>,
     part: &Arc<Partition>,
     records: Bytes,
-    acks: i16,
-    timeout: Duration,
+    params: ProduceParams,
 ) -> Result<ProduceOutcome, ProduceError> {
-    if acks == -1 && !b.enough_in_sync(&part.topic, part.index) {
-        return Err(ResponseError::NotEnoughReplicas.into());
-    }
+    enough_in_sync(b, part, params)?;
     let size = records.len();
     let pending = part.spawn_append(records);
     // The write itself is never cut short; a dropped connection leaves it to finish on its task.
     let _ = pending.written.await;
+    finish(b, part, size, pending.done, params).await
+}
+
+/// `acks=all` needs the partition's ISR at `min.insync.replicas` before the append.
+fn enough_in_sync(
+    b: DataPlane<'_>,
+    part: &Partition,
+    params: ProduceParams,
+) -> Result<(), ProduceError> {
+    if params.acks == -1 && !b.enough_in_sync(&part.topic, part.index) {
+        return Err(ResponseError::NotEnoughReplicas.into());
+    }
+    Ok(())
+}
+
+/// Waits for a written batch as `acks` asks (`size`: its bytes, for the metrics).
+async fn finish(
+    b: DataPlane<'_>,
+    part: &Arc<Partition>,
+    size: usize,
+    done: tokio::task::JoinHandle<Result<ProduceOutcome, ProduceError>>,
+    params: ProduceParams,
+) -> Result<ProduceOutcome, ProduceError> {
+    let (acks, timeout) = (params.acks, params.timeout);
     let done = async {
-        pending.done.await.unwrap_or_else(|e| {
+        done.await.unwrap_or_else(|e| {
             tracing::error!(topic = %part.topic, partition = part.index, error = %e, "append task failed");
             Err(ResponseError::UnknownServerError.into())
         })
@@ -200,7 +263,6 @@ fn answer(
     index: i32,
     result: Result<ProduceOutcome, ProduceError>,
     version: i16,
-    transactional: bool,
     topic: &str,
 ) -> PartitionProduceResponse {
     let mut out = PartitionProduceResponse::default();
@@ -220,11 +282,10 @@ fn answer(
             out.error_code = e.response_error().code();
             if version >= 8 {
                 out.error_message = match &e {
-                    _ if transactional => Some(super::s(super::TRANSACTIONS_UNSUPPORTED)),
                     ProduceError::Code(ResponseError::InvalidTopicException) => {
                         Some(super::s(format!("Cannot append to internal topic {topic}")))
                     }
-                    ProduceError::Code(_) => None,
+                    ProduceError::Code(_) | ProduceError::Unverified(_) => None,
                     ProduceError::Records(r) => Some(super::s(r.to_string())),
                 };
                 if let ProduceError::Records(r) = &e {
@@ -250,6 +311,8 @@ fn record_errors(r: &RecordErrors) -> Vec<BatchIndexAndErrorMessage> {
         .collect()
 }
 
+/// InitProducerId of an idempotent producer (one with a transactional id goes to its
+/// transaction coordinator).
 pub fn init_producer_id(
     producer_ids: &ProducerIdAllocator,
     r: &InitProducerIdRequest,
@@ -257,10 +320,10 @@ pub fn init_producer_id(
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
-    if r.transactional_id.is_some() {
-        resp.error_code = super::transactions_unsupported().code();
-        return resp;
-    }
+    debug_assert!(
+        r.transactional_id.is_none(),
+        "routed to the transaction coordinator"
+    );
     // Without a transactional id every request gets a fresh producer id, whatever id and
     // epoch it names (as Kafka does): bumping the epoch of a named id would let any client
     // fence another producer. Idempotent producers bump their epoch locally (KIP-360).
@@ -299,7 +362,7 @@ mod tests {
             (1, RecordProblem::NoKeyOnCompactedTopic),
             (3, RecordProblem::NoKeyOnCompactedTopic),
         ]);
-        let out = answer(2, Err(e), 8, false, "t");
+        let out = answer(2, Err(e), 8, "t");
         assert_eq!((out.index, out.error_code, out.base_offset), (2, 87, -1));
         let listed: Vec<_> = out
             .record_errors
@@ -332,7 +395,7 @@ mod tests {
                 },
             ),
         ]);
-        let out = answer(0, Err(e), 13, false, "t");
+        let out = answer(0, Err(e), 13, "t");
         assert_eq!(out.error_code, ResponseError::InvalidTimestamp.code());
         assert_eq!(out.record_errors[1].batch_index, 5);
         assert_eq!(
@@ -344,18 +407,12 @@ mod tests {
     #[test]
     fn before_v8_only_the_error_code_is_answered() {
         let e = refused(&[(1, RecordProblem::NoKeyOnCompactedTopic)]);
-        let out = answer(0, Err(e), 7, false, "t");
+        let out = answer(0, Err(e), 7, "t");
         assert_eq!(out.error_code, 87);
         assert!(out.record_errors.is_empty());
         assert_eq!(out.error_message, None);
         // Other errors carry no record list in any version.
-        let out = answer(
-            0,
-            Err(ResponseError::NotLeaderOrFollower.into()),
-            8,
-            false,
-            "t",
-        );
+        let out = answer(0, Err(ResponseError::NotLeaderOrFollower.into()), 8, "t");
         assert_eq!(out.error_code, ResponseError::NotLeaderOrFollower.code());
         assert!(out.record_errors.is_empty());
         assert_eq!(out.error_message, None);

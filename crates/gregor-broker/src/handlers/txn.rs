@@ -4,9 +4,6 @@
 //! the ISR holds it, as an `acks=all` produce is: the coordinator completes the transaction
 //! only when every marker is committed.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use futures::future::join_all;
 use gregor_log::txn::Marker;
 use kafka_protocol::messages::write_txn_markers_request::WritableTxnMarker;
@@ -17,10 +14,6 @@ use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use kafka_protocol::ResponseError;
 
 use crate::data_plane::DataPlane;
-use crate::replica::Partition;
-
-/// How long a marker waits for the ISR (Kafka bounds it by `request.timeout.ms`, 30 s).
-const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Answers a WriteTxnMarkers: every marker's partitions, each with its own error.
 pub async fn write_txn_markers(
@@ -65,7 +58,7 @@ async fn write_one(
 ) -> WritableTxnMarkerPartitionResult {
     let result = match checked(marker) {
         Ok(()) => match b.locate(topic, gregor_meta::Uuid::nil(), index) {
-            Ok(part) => append(&part, marker).await,
+            Ok(part) => crate::txn_markers::append_marker(&part, marker, Some(b.txn)).await,
             Err(e) => Err(e),
         },
         Err(e) => Err(e),
@@ -85,22 +78,6 @@ fn checked(marker: Marker) -> Result<(), ResponseError> {
         return Err(ResponseError::InvalidProducerEpoch);
     }
     Ok(())
-}
-
-async fn append(part: &Arc<Partition>, marker: Marker) -> Result<(), ResponseError> {
-    let pending = part.spawn_marker(marker);
-    let _ = pending.written.await;
-    let replicated = async {
-        let outcome = pending.done.await.unwrap_or_else(|e| {
-            tracing::error!(topic = %part.topic, partition = part.index, error = %e, "marker task failed");
-            Err(ResponseError::UnknownServerError.into())
-        })?;
-        part.await_high_watermark(outcome.end_offset).await?;
-        Ok(())
-    };
-    tokio::time::timeout(MARKER_TIMEOUT, replicated)
-        .await
-        .unwrap_or(Err(ResponseError::RequestTimedOut))
 }
 
 /// Answers a DescribeProducers: the producers each partition led here remembers, with their

@@ -240,10 +240,11 @@ async fn describe_producers_lists_each_producer_and_its_open_transaction() {
     assert_eq!(seen, vec![(7, 2, -1, 0), (8, 0, 2, -1), (9, 1, -1, -1)]);
 }
 
-/// Without a transaction coordinator nothing could end a transaction a produced batch opens:
-/// Produce refuses transactional batches, and the last stable offset never hangs.
+/// A transactional batch no coordinator knows of (no transactional id to ask with, or none in
+/// an open transaction) must not open one: nothing would end it and the last stable offset
+/// would hang (KIP-890). Produce answers INVALID_TXN_STATE and writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn produce_refuses_transactional_batches_without_a_coordinator() {
+async fn produce_refuses_a_transactional_batch_no_coordinator_verifies() {
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     let tmp = tempfile::tempdir().expect("temp dir");
     let b = start(tmp.path()).await;
@@ -258,15 +259,16 @@ async fn produce_refuses_transactional_batches_without_a_coordinator() {
     r.acks = -1;
     r.timeout_ms = 10_000;
     r.topic_data = vec![t];
-    match send(&b, ApiKey::Produce, 9, RequestKind::Produce(r)).await {
-        ResponseKind::Produce(resp) => {
-            let p = &resp.responses[0].partition_responses[0];
-            assert_eq!(
-                p.error_code,
-                ResponseError::TransactionalIdAuthorizationFailed.code()
-            );
+    for transactional_id in [None, Some("never-initialized")] {
+        let mut r = r.clone();
+        r.transactional_id = transactional_id.map(|t| TransactionalId(sb(t)));
+        match send(&b, ApiKey::Produce, 9, RequestKind::Produce(r)).await {
+            ResponseKind::Produce(resp) => {
+                let p = &resp.responses[0].partition_responses[0];
+                assert_eq!(p.error_code, ResponseError::InvalidTxnState.code());
+            }
+            other => panic!("{other:?}"),
         }
-        other => panic!("{other:?}"),
     }
     let part = b.replicas.get("tx", 0).expect("hosted");
     assert_eq!(part.log.log_end_offset(), 0);

@@ -118,8 +118,13 @@ impl GroupCoordinator {
                         }
                     }
                 }
+                // Offsets of open transactions go too (a tombstone removes them, as in Kafka),
+                // so a later commit marker cannot bring them back.
+                partitions.extend(self.offsets.pending_partitions(&id));
+                partitions.extend(self.txn_commits_in_flight(&id));
                 records.extend(partitions.iter().map(|(t, p)| offset_tombstone(&id, t, *p)));
                 records.push(Record {
+                    transactional: None,
                     key: records::encode_key(&RecordKey::GroupMetadata { group: id.clone() }),
                     value: None,
                 });

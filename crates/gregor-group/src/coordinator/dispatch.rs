@@ -87,6 +87,7 @@ impl GroupCoordinator {
                 });
             }
             Request::DeleteGroups(r) => self.delete_groups(now_ms, request_id, r, &mut out),
+            Request::TxnOffsetCommit(r) => self.txn_offset_commit(now_ms, request_id, r, &mut out),
         }
         out
     }
@@ -150,6 +151,9 @@ impl GroupCoordinator {
                 response,
             } => self
                 .offset_commit_appended(request_id, &group_id, offsets, response, result, &mut out),
+            PendingAppend::TxnOffsetCommit(commit) => {
+                self.txn_offset_commit_appended(commit, result, &mut out)
+            }
             PendingAppend::DeleteGroups {
                 request_id,
                 group_ids,
@@ -172,6 +176,28 @@ impl GroupCoordinator {
             }
         }
         out
+    }
+
+    /// A transaction marker of `producer_id` (a control batch: `commit` or abort) is durable in
+    /// this partition: the offsets that producer's transaction committed, in every group,
+    /// become visible (commit; a plain commit of the same partition appended after them stays)
+    /// or are dropped (abort). Call it for every marker written to the partition while it
+    /// leads; at load, use [`replay_marker`](Self::replay_marker) instead.
+    pub fn complete_transaction(
+        &mut self,
+        now_ms: i64,
+        producer_id: i64,
+        commit: bool,
+    ) -> Vec<Effect> {
+        let mut out = Vec::new();
+        self.fire_timers(now_ms, &mut out);
+        self.apply_txn_marker(producer_id, commit);
+        out
+    }
+
+    /// Producers with transactional offsets waiting for their marker, ascending.
+    pub fn pending_transactions(&self) -> Vec<i64> {
+        self.offsets.pending_producers()
     }
 
     /// Appends handed out and not yet completed.

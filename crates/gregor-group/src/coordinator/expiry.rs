@@ -10,7 +10,8 @@
 //!
 //! Expired offsets are removed at once and tombstoned in `__consumer_offsets`; an Empty group
 //! left with no offsets (and nobody about to join) is removed and tombstoned too. Offsets with a
-//! commit still in flight are kept.
+//! commit still in flight are kept, and so are offsets of partitions that an open transaction
+//! holds an offset of; a group with such offsets is not removed.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -41,6 +42,18 @@ impl GroupCoordinator {
                 );
             }
         }
+        // Offsets of open transactions never expire, and a visible offset whose partition has
+        // one is kept too: its tombstone would also remove the pending offset (Kafka skips
+        // partitions with pending transactional offsets as well).
+        for pending in self.appends.pending.values() {
+            if let PendingAppend::TxnOffsetCommit(c) = pending {
+                in_flight.extend(
+                    c.offsets
+                        .iter()
+                        .map(|(t, p, _)| (c.group_id.clone(), t.clone(), *p)),
+                );
+            }
+        }
         for group_id in self.offsets.group_ids() {
             let Some(rule) = self
                 .groups
@@ -59,6 +72,7 @@ impl GroupCoordinator {
                     }
                     let base = rule.since.unwrap_or(o.commit_timestamp_ms);
                     !in_flight.contains(&(group_id.clone(), t.clone(), *p))
+                        && !self.offsets.has_pending(&group_id, t, *p)
                         && now_ms.saturating_sub(base) >= retention
                 })
                 .map(|(t, p, _)| (t, p))
@@ -76,12 +90,14 @@ impl GroupCoordinator {
             let group_in_flight = in_flight.iter().any(|(g, _, _)| *g == group_id);
             let remove_group = self.offsets.partitions(&group_id).is_empty()
                 && !group_in_flight
+                && !self.offsets.group_has_pending(&group_id)
                 && self
                     .groups
                     .get(&group_id)
                     .is_some_and(|g| g.is(GroupState::Empty) && g.pending_join_members.is_empty());
             if remove_group {
                 records.push(Record {
+                    transactional: None,
                     key: records::encode_key(&RecordKey::GroupMetadata {
                         group: group_id.clone(),
                     }),

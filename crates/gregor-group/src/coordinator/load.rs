@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 
+use super::offset_store::CommittedOffset;
 use super::rebalance::{self, join_error, sync_error};
 use super::state::{Cx, GroupCoordinator, PendingAppend};
 use crate::api::*;
@@ -50,7 +51,7 @@ impl GroupCoordinator {
                         &group,
                         topic,
                         partition,
-                        super::offset_store::CommittedOffset {
+                        CommittedOffset {
                             offset: v.offset,
                             leader_epoch: v.leader_epoch,
                             metadata: v.metadata,
@@ -78,6 +79,59 @@ impl GroupCoordinator {
             }
         }
         Ok(())
+    }
+
+    /// Applies one record of a transactional batch of `producer_id`, in log order, while loading.
+    /// An offset commit is pending for that producer, invisible to OffsetFetch, until its
+    /// marker replays ([`replay_marker`](Self::replay_marker)); a tombstone takes back that
+    /// producer's pending offset. Other records apply as [`replay`](Self::replay) applies them.
+    pub fn replay_transactional(
+        &mut self,
+        producer_id: i64,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), ReplayError> {
+        let RecordKey::OffsetCommit {
+            group,
+            topic,
+            partition,
+        } = records::decode_key(key)?
+        else {
+            return self.replay(key, value);
+        };
+        match value {
+            Some(bytes) => {
+                let v = records::decode_offset_commit_value(bytes)?;
+                // As for a plain commit: offsets without group metadata make a simple group.
+                if !self.groups.contains_key(&group) {
+                    let g = Group::new(group.clone(), v.commit_timestamp);
+                    self.groups.insert(group.clone(), g);
+                }
+                self.offsets.put_pending(
+                    producer_id,
+                    &group,
+                    topic,
+                    partition,
+                    CommittedOffset {
+                        offset: v.offset,
+                        leader_epoch: v.leader_epoch,
+                        metadata: v.metadata,
+                        commit_timestamp_ms: v.commit_timestamp,
+                    },
+                );
+            }
+            None => self
+                .offsets
+                .remove_pending(producer_id, &group, &topic, partition),
+        }
+        Ok(())
+    }
+
+    /// Applies a control batch (a transaction marker: `commit` or abort) of `producer_id`, in
+    /// log order, while loading: as [`complete_transaction`](Self::complete_transaction) does
+    /// live. A producer whose marker never replays keeps its offsets pending.
+    pub fn replay_marker(&mut self, producer_id: i64, commit: bool) {
+        self.offsets.complete(producer_id, commit);
     }
 
     /// Ends loading (Kafka's `onLoaded`): every loaded member's session starts now; a group above
@@ -158,6 +212,12 @@ impl GroupCoordinator {
                         }
                     }
                     (request_id, Response::OffsetCommit(response))
+                }
+                PendingAppend::TxnOffsetCommit(mut c) => {
+                    for p in c.response.topics.iter_mut().flat_map(|t| &mut t.partitions) {
+                        p.error = Some(not_coordinator);
+                    }
+                    (c.request_id, Response::TxnOffsetCommit(c.response))
                 }
                 PendingAppend::DeleteGroups {
                     request_id,

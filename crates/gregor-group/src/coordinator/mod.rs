@@ -3,7 +3,7 @@
 //!
 //! Layers, bottom up: `offset_store` and `state` (the coordinator's data and shared context),
 //! the request handlers (`rebalance`, then `join`, `membership`, `offsets`, `admin`, `expiry`,
-//! `load`), and `dispatch` (the public entry points that route to them).
+//! `load`, `txn_offsets`), and `dispatch` (the public entry points that route to them).
 
 mod admin;
 mod dispatch;
@@ -15,6 +15,7 @@ mod offset_store;
 mod offsets;
 mod rebalance;
 mod state;
+mod txn_offsets;
 
 pub use dispatch::{GroupSummary, MemberSummary};
 pub use load::ReplayError;

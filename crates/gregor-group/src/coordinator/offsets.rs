@@ -5,7 +5,7 @@ use super::join::validate_member_generation;
 use super::offset_store::CommittedOffset;
 use super::state::{Cx, GroupCoordinator, PendingAppend};
 use crate::api::*;
-use crate::effect::{Effect, Record};
+use crate::effect::{Effect, Record, TxnProducer};
 use crate::group::{Group, GroupState};
 use crate::records::{self, OffsetCommitValue, RecordKey};
 
@@ -16,6 +16,7 @@ pub(crate) fn offset_commit_record(
     offset: &CommittedOffset,
 ) -> Record {
     Record {
+        transactional: None,
         key: records::encode_key(&RecordKey::OffsetCommit {
             group: group.to_string(),
             topic: topic.to_string(),
@@ -33,6 +34,7 @@ pub(crate) fn offset_commit_record(
 
 pub(crate) fn offset_tombstone(group: &str, topic: &str, partition: i32) -> Record {
     Record {
+        transactional: None,
         key: records::encode_key(&RecordKey::OffsetCommit {
             group: group.to_string(),
             topic: topic.to_string(),
@@ -94,21 +96,34 @@ fn java_length(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
-/// One OffsetCommit's outcome before it is durable: the per-partition answer, the records to
-/// append and the offsets they commit.
-struct CommitBatch {
-    response: OffsetCommitResponse,
-    records: Vec<Record>,
-    offsets: Vec<(String, i32, CommittedOffset)>,
+/// One OffsetCommit's (or TxnOffsetCommit's) outcome before it is durable: the per-partition
+/// answer, the records to append and the offsets they commit.
+pub(crate) struct CommitBatch {
+    pub response: OffsetCommitResponse,
+    pub records: Vec<Record>,
+    pub offsets: Vec<(String, i32, CommittedOffset)>,
+}
+
+/// What a commit writes: whose offsets, by whom (for the log), and whether the batch is
+/// transactional.
+pub(crate) struct CommitSpec<'a> {
+    pub group_id: &'a str,
+    pub member_id: &'a str,
+    pub topics: &'a [OffsetCommitTopic],
+    pub transactional: Option<TxnProducer>,
 }
 
 /// Every partition with metadata within `metadata_max_bytes` is committed at `now`; the others
 /// fail with `OFFSET_METADATA_TOO_LARGE`.
-fn commit_batch(now: i64, req: &OffsetCommitRequest, metadata_max_bytes: usize) -> CommitBatch {
+pub(crate) fn commit_batch(
+    now: i64,
+    spec: CommitSpec<'_>,
+    metadata_max_bytes: usize,
+) -> CommitBatch {
     let mut response = OffsetCommitResponse::default();
     let mut records = Vec::new();
     let mut offsets = Vec::new();
-    for topic in &req.topics {
+    for topic in spec.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             let metadata = p.committed_metadata.clone().unwrap_or_default();
@@ -121,13 +136,11 @@ fn commit_batch(now: i64, req: &OffsetCommitRequest, metadata_max_bytes: usize) 
                     metadata,
                     commit_timestamp_ms: now,
                 };
-                tracing::debug!(group = %req.group_id, topic = %topic.name, partition = p.partition_index, offset = p.committed_offset, epoch = p.committed_leader_epoch, member = %req.member_id, "committing offset");
-                records.push(offset_commit_record(
-                    &req.group_id,
-                    &topic.name,
-                    p.partition_index,
-                    &offset,
-                ));
+                tracing::debug!(group = %spec.group_id, topic = %topic.name, partition = p.partition_index, offset = p.committed_offset, epoch = p.committed_leader_epoch, member = %spec.member_id, transactional = spec.transactional.is_some(), "committing offset");
+                let mut record =
+                    offset_commit_record(spec.group_id, &topic.name, p.partition_index, &offset);
+                record.transactional = spec.transactional;
+                records.push(record);
                 offsets.push((topic.name.clone(), p.partition_index, offset));
                 None
             };
@@ -192,7 +205,16 @@ impl GroupCoordinator {
             response,
             records,
             offsets,
-        } = commit_batch(now, &req, self.config.offset_metadata_max_bytes);
+        } = commit_batch(
+            now,
+            CommitSpec {
+                group_id: &req.group_id,
+                member_id: &req.member_id,
+                topics: &req.topics,
+                transactional: None,
+            },
+            self.config.offset_metadata_max_bytes,
+        );
         if records.is_empty() {
             return reply(out, response);
         }
@@ -275,11 +297,19 @@ impl GroupCoordinator {
             .groups
             .get(&req.group_id)
             .is_some_and(|g| !g.is(GroupState::Dead));
+        let in_flight = self.txn_commits_in_flight(&req.group_id);
+        // require_stable (v7+): an offset an open transaction may still change is not given out.
+        let unstable = |topic: &str, partition: i32| {
+            req.require_stable
+                && (self.offsets.has_pending(&req.group_id, topic, partition)
+                    || in_flight.contains(&(topic.to_string(), partition)))
+        };
         let lookup = |topic: &str, partition: i32| -> OffsetFetchResponsePartition {
+            let error = unstable(topic, partition).then_some(ResponseError::UnstableOffsetCommit);
             match self
                 .offsets
                 .get(&req.group_id, topic, partition)
-                .filter(|_| known)
+                .filter(|_| known && error.is_none())
             {
                 Some(o) => OffsetFetchResponsePartition {
                     partition_index: partition,
@@ -294,7 +324,7 @@ impl GroupCoordinator {
                     committed_offset: -1,
                     committed_leader_epoch: -1,
                     metadata: String::new(),
-                    error: None,
+                    error,
                 },
             }
         };
@@ -310,26 +340,7 @@ impl GroupCoordinator {
                         .collect(),
                 })
                 .collect(),
-            None if known => {
-                let mut topics: Vec<OffsetFetchResponseTopic> = Vec::new();
-                for (topic, partition, o) in self.offsets.all(&req.group_id) {
-                    if topics.last().is_none_or(|t| t.name != topic) {
-                        topics.push(OffsetFetchResponseTopic {
-                            name: topic.clone(),
-                            partitions: Vec::new(),
-                        });
-                    }
-                    let last = topics.last_mut().expect("pushed above");
-                    last.partitions.push(OffsetFetchResponsePartition {
-                        partition_index: partition,
-                        committed_offset: o.offset,
-                        committed_leader_epoch: o.leader_epoch,
-                        metadata: o.metadata,
-                        error: None,
-                    });
-                }
-                topics
-            }
+            None if known => self.fetch_all(&req.group_id, &unstable),
             None => Vec::new(),
         };
         OffsetFetchResponse {
@@ -337,5 +348,33 @@ impl GroupCoordinator {
             error: None,
             topics,
         }
+    }
+
+    /// Every visible offset of a group; a partition `unstable` names is answered with
+    /// UNSTABLE_OFFSET_COMMIT instead.
+    fn fetch_all(
+        &self,
+        group_id: &str,
+        unstable: &dyn Fn(&str, i32) -> bool,
+    ) -> Vec<OffsetFetchResponseTopic> {
+        let mut topics: Vec<OffsetFetchResponseTopic> = Vec::new();
+        for (topic, partition, o) in self.offsets.all(group_id) {
+            if topics.last().is_none_or(|t| t.name != topic) {
+                topics.push(OffsetFetchResponseTopic {
+                    name: topic.clone(),
+                    partitions: Vec::new(),
+                });
+            }
+            let stable = !unstable(&topic, partition);
+            let last = topics.last_mut().expect("pushed above");
+            last.partitions.push(OffsetFetchResponsePartition {
+                partition_index: partition,
+                committed_offset: if stable { o.offset } else { -1 },
+                committed_leader_epoch: if stable { o.leader_epoch } else { -1 },
+                metadata: if stable { o.metadata } else { String::new() },
+                error: (!stable).then_some(ResponseError::UnstableOffsetCommit),
+            });
+        }
+        topics
     }
 }

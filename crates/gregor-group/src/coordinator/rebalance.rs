@@ -72,6 +72,7 @@ pub(crate) fn group_metadata_record(
     assignment: Option<&HashMap<String, Bytes>>,
 ) -> Record {
     Record {
+        transactional: None,
         key: records::encode_key(&RecordKey::GroupMetadata {
             group: g.group_id.clone(),
         }),
@@ -370,6 +371,7 @@ fn generation_record(g: &Group) -> Record {
         ..group_metadata_value(g, Some(&HashMap::new()))
     };
     Record {
+        transactional: None,
         key: records::encode_key(&RecordKey::GroupMetadata {
             group: g.group_id.clone(),
         }),

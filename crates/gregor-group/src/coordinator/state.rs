@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::offset_store::{CommittedOffset, Offsets};
 use crate::api::*;
 use crate::config::GroupConfig;
-use crate::effect::{AppendToken, Effect, Record};
+use crate::effect::{AppendToken, Effect, Record, TxnProducer};
 use crate::group::Group;
 use crate::member_id::UuidSource;
 use crate::timer::{TimerAction, TimerKey, Timers};
@@ -48,6 +48,19 @@ pub(crate) struct StaticRejoin {
     pub(super) old_session_timeout_ms: i32,
 }
 
+/// A TxnOffsetCommit being written: on success its offsets are pending for the producer (or,
+/// if the transaction's marker came meanwhile, made visible or dropped at once).
+#[derive(Debug)]
+pub(crate) struct TxnCommit {
+    pub(super) request_id: RequestId,
+    pub(super) group_id: String,
+    pub(super) producer: TxnProducer,
+    pub(super) offsets: Vec<(String, i32, CommittedOffset)>,
+    pub(super) response: TxnOffsetCommitResponse,
+    /// The transaction's marker (true: commit) arrived while the records were in flight.
+    pub(super) decided: Option<bool>,
+}
+
 /// What to do when an append completes.
 #[derive(Debug)]
 pub(crate) enum PendingAppend {
@@ -69,6 +82,8 @@ pub(crate) enum PendingAppend {
         offsets: Vec<(String, i32, CommittedOffset)>,
         response: OffsetCommitResponse,
     },
+    /// Offsets of a transaction, then the TxnOffsetCommit response.
+    TxnOffsetCommit(TxnCommit),
     /// Groups (already Dead) to remove with their offsets, and the DeleteGroups response.
     DeleteGroups {
         request_id: RequestId,

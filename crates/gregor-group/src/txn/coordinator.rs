@@ -386,10 +386,7 @@ impl TxnCoordinator {
             TransactionState::Dead => None,
             _ => Some(records::encode_value(&transition.value)),
         };
-        let record = Record {
-            key: records::encode_key(transactional_id),
-            value,
-        };
+        let record = Record::plain(records::encode_key(transactional_id), value);
         self.in_flight.insert(
             token,
             InFlight {
