@@ -206,6 +206,8 @@ fn codes(r: &ResponseKind) -> Vec<(String, i16)> {
             .flat_map(|m| &m.topics)
             .flat_map(|t| t.partitions.iter().map(|p| named(&t.name.0, p.error_code)))
             .collect(),
+        // v4's refusal is the whole request's.
+        ResponseKind::AddPartitionsToTxn(r) if r.error_code != 0 => vec![named("", r.error_code)],
         ResponseKind::AddPartitionsToTxn(r) => r
             .results_by_topic_v3_and_below
             .iter()
@@ -410,27 +412,6 @@ fn coordinator_rows() -> Vec<Row> {
     let end = RequestKind::EndTxn(
         EndTxnRequest::default().with_transactional_id(TransactionalId(s("tx"))),
     );
-    let txn_commit = |topics: &[&str]| {
-        let topics = topics
-            .iter()
-            .map(|t| {
-                txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
-                    .with_name(topic(t))
-                    .with_partitions(vec![Default::default()])
-            })
-            .collect();
-        RequestKind::TxnOffsetCommit(
-            TxnOffsetCommitRequest::default()
-                .with_transactional_id(TransactionalId(s("tx")))
-                .with_group_id(GroupId(s("g")))
-                .with_topics(topics),
-        )
-    };
-    let committer = [
-        (Op::Write, TxnId, "tx"),
-        (Op::Read, Group, "g"),
-        (Op::Read, Topic, "b"),
-    ];
     vec![
         row(
             "AddPartitionsToTxn: WRITE on the transactional id and each topic",
@@ -473,6 +454,50 @@ fn coordinator_rows() -> Vec<Row> {
             Answer(refused(&[("", GAF)])),
         ),
         row(
+            "AddPartitionsToTxn v4 (a leader's verification): CLUSTER_ACTION",
+            ApiKey::AddPartitionsToTxn,
+            4,
+            verify_only("tx", "orders"),
+            &[(Op::Write, TxnId, "tx"), (Op::Write, Topic, "orders")],
+            Answer(refused(&[("", CAF)])),
+        ),
+        row(
+            "EndTxn: WRITE on the transactional id",
+            ApiKey::EndTxn,
+            3,
+            end,
+            &[(Op::Describe, TxnId, "tx")],
+            Answer(refused(&[("", TXN_AF)])),
+        ),
+    ]
+}
+
+/// TxnOffsetCommit's rows of [`coordinator_rows`].
+fn txn_offset_commit_rows() -> Vec<Row> {
+    use Outcome::*;
+    let txn_commit = |topics: &[&str]| {
+        let topics = topics
+            .iter()
+            .map(|t| {
+                txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                    .with_name(topic(t))
+                    .with_partitions(vec![Default::default()])
+            })
+            .collect();
+        RequestKind::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(s("tx")))
+                .with_group_id(GroupId(s("g")))
+                .with_topics(topics),
+        )
+    };
+    let committer = [
+        (Op::Write, TxnId, "tx"),
+        (Op::Read, Group, "g"),
+        (Op::Read, Topic, "b"),
+    ];
+    vec![
+        row(
             "TxnOffsetCommit: WRITE on the transactional id, READ on the group and each topic",
             ApiKey::TxnOffsetCommit,
             3,
@@ -496,15 +521,23 @@ fn coordinator_rows() -> Vec<Row> {
             &[committer[0], committer[2]],
             Answer(refused(&[("b", GAF)])),
         ),
-        row(
-            "EndTxn: WRITE on the transactional id",
-            ApiKey::EndTxn,
-            3,
-            end,
-            &[(Op::Describe, TxnId, "tx")],
-            Answer(refused(&[("", TXN_AF)])),
-        ),
     ]
+}
+
+fn verify_only(id: &str, t: &str) -> RequestKind {
+    use kafka_protocol::messages::add_partitions_to_txn_request::{
+        AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+    };
+    let topic = AddPartitionsToTxnTopic::default()
+        .with_name(topic(t))
+        .with_partitions(vec![0]);
+    let txn = AddPartitionsToTxnTransaction::default()
+        .with_transactional_id(TransactionalId(s(id)))
+        .with_verify_only(true)
+        .with_topics(vec![topic]);
+    RequestKind::AddPartitionsToTxn(
+        AddPartitionsToTxnRequest::default().with_transactions(vec![txn]),
+    )
 }
 
 fn txn_markers(topics: &[&str]) -> RequestKind {
@@ -776,6 +809,7 @@ fn each_api_checks_what_kafka_checks() {
         .into_iter()
         .chain(txn_rows())
         .chain(coordinator_rows())
+        .chain(txn_offset_commit_rows())
         .chain(group_rows())
         .chain(admin_rows())
         .chain(cluster_rows())

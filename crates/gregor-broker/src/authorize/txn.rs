@@ -121,6 +121,16 @@ fn txn_offset_commit(d: &dyn Decide, mut r: TxnOffsetCommitRequest) -> Gate {
 }
 
 fn add_partitions(d: &dyn Decide, r: AddPartitionsToTxnRequest) -> Gate {
+    // v4 (transactions, not the v3 fields) comes from partition leaders verifying a
+    // transaction (KIP-890): CLUSTER_ACTION on the cluster, as WriteTxnMarkers.
+    if !r.transactions.is_empty() {
+        if d.cluster(AclOperation::ClusterAction) {
+            return Gate::Run(RequestKind::AddPartitionsToTxn(r), no_fixup());
+        }
+        let mut resp = AddPartitionsToTxnResponse::default();
+        resp.error_code = ResponseError::ClusterAuthorizationFailed.code();
+        return Gate::Answer(Reply::Respond(ResponseKind::AddPartitionsToTxn(resp)));
+    }
     let id = r.v3_and_below_transactional_id.0.as_str();
     let txn_ok = d.allows(AclOperation::Write, AclResourceType::TransactionalId, id);
     let refused: Vec<bool> = r
