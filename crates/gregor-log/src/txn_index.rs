@@ -207,6 +207,13 @@ pub(crate) fn valid_prefix(
                 "last offset {} outside the segment [{base}, {next_offset})",
                 e.last_offset
             )),
+            // An abort marker comes after its transaction's first record: an entry whose
+            // first offset is its marker's is no entry the log wrote (a zero-filled tail a power
+            // loss left, for one).
+            Some(e) if e.first_offset >= e.last_offset => Some(format!(
+                "first offset {} not before its marker at {}",
+                e.first_offset, e.last_offset
+            )),
             Some(e)
                 if entries
                     .last()
