@@ -29,7 +29,7 @@ pub async fn find_coordinator(
     } else {
         vec![r.key.to_string()]
     };
-    let mut answers = Vec::with_capacity(keys.len());
+    let mut answers = Vec::new();
     for key in keys {
         let outcome = locate(b, groups, txns, r.key_type, &key, listener).await;
         answers.push(coordinator(key, outcome));
