@@ -1,22 +1,24 @@
 """Compaction in a running broker, seen through a real client (confluent-kafka): a compacted
 topic ends up with the last value of every key, tombstones disappear after
 delete.retention.ms, and offsets are kept; the segments compaction replaces wait out
-file.delete.delay.ms as `.deleted` files."""
+file.delete.delay.ms as `.deleted` files. With transactions, aborted records go and never
+shadow committed ones, and nothing of an open transaction is compacted."""
 
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 from clients import admin, conf, create_topic, produce, result, watermarks
 from conftest import wait_until
 
 
-def read_all(broker, topic):
+def read_all(broker, topic, isolation="read_committed"):
     """Every record of partition 0 from the start up to the high watermark."""
     _, high = watermarks(broker, topic, 0)
-    c = Consumer(conf(broker, {"group.id": "e2e-compaction", "enable.auto.commit": False}))
+    c = Consumer(conf(broker, {"group.id": "e2e-compaction", "enable.auto.commit": False,
+                               "isolation.level": isolation}))
     try:
         c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         out = []
@@ -125,3 +127,64 @@ def test_replaced_segments_wait_out_file_delete_delay_ms(start_broker):
     waited = time.monotonic() - seen
     # Seen within a poll of their renaming: they stayed most of the 4 s, and went soon after.
     assert 3.0 <= waited <= 4.0 + 5.0, waited
+
+
+def fill(b, topic, tag, n=60):
+    """Plain records with keys of their own, to roll 1 KiB segments past what came before."""
+    produce(b, topic, [{"partition": 0, "key": f"{tag}{i}".encode(), "value": b"x" * 40}
+                       for i in range(n)], extra={"linger.ms": 0, "batch.num.messages": 5})
+
+
+def txn_values(records, prefix):
+    return {k: v for _, k, v in records if v is not None and v.startswith(prefix)}
+
+
+@pytest.mark.timeout(120)
+def test_compaction_drops_aborted_records_and_leaves_open_transactions_alone(start_broker):
+    b = start_broker(overrides={"log.cleaner.backoff.ms": "500"})
+    create_topic(b, "cmp-txn", partitions=1, config={
+        "cleanup.policy": "compact",
+        "segment.bytes": "1024",
+        "min.cleanable.dirty.ratio": "0.01",
+    })
+    p = Producer(conf(b, {"transactional.id": "cmp-txn", "linger.ms": 0,
+                          "batch.num.messages": 5}))
+    p.init_transactions(15)
+    keys = [f"k{i:02}".encode() for i in range(20)]
+
+    def txn(prefix, end):
+        p.begin_transaction()
+        for k in keys if prefix != "open" else keys[:5]:
+            p.produce("cmp-txn", key=k, value=f"{prefix}-{k.decode()}".encode() * 4, partition=0)
+        p.flush(15)
+        if end is not None:
+            end(15)
+
+    txn("committed", p.commit_transaction)
+    txn("aborted", p.abort_transaction)
+    fill(b, "cmp-txn", "f")
+    txn("open", None)  # later records of five keys, in a transaction that may yet abort
+    fill(b, "cmp-txn", "g")
+
+    committed = {k: f"committed-{k.decode()}".encode() * 4 for k in keys}
+
+    def settled():
+        records = read_all(b, "cmp-txn", "read_uncommitted")
+        return records if not txn_values(records, b"aborted") else None
+
+    records = wait_until(settled, 60, lambda: "compaction to drop the aborted records", interval=0.5)
+    # The open transaction's records shadow nothing yet: every committed value is still there.
+    assert txn_values(records, b"committed") == committed
+    assert len(txn_values(records, b"open")) == 5
+    # It aborts: its records go too, and the committed values stay for good.
+    p.abort_transaction(15)
+    fill(b, "cmp-txn", "h")
+
+    def settled_again():
+        records = read_all(b, "cmp-txn", "read_uncommitted")
+        return records if not txn_values(records, b"open") else None
+
+    records = wait_until(settled_again, 60, lambda: "compaction to drop the second abort",
+                         interval=0.5)
+    assert txn_values(records, b"committed") == committed
+    assert txn_values(records, b"aborted") == {}

@@ -114,7 +114,9 @@ impl<B: Fn() -> i64> LogCleaner<B> {
         crate::runtime::blocking(move || {
             let mut cleaned = false;
             for p in parts {
-                match p.log.compact_within(now_ms(), map_budget) {
+                // Below the last stable offset only: an open transaction may yet abort.
+                let stable = p.last_stable_offset(p.high_watermark());
+                match p.log.compact_below(now_ms(), map_budget, stable) {
                     Ok(stats) => cleaned |= stats.cleaned(),
                     Err(e) => {
                         warn!(topic = %p.topic, partition = p.index, error = %e, "compaction failed")

@@ -1,7 +1,8 @@
 //! Cleanup: retention (`retention.ms`, `retention.bytes`, log start offset) and compaction
 //! (`cleanup.policy=compact`). Both work on whole non-active segments below the high
-//! watermark; compaction does its reading and writing without holding the log's lock and only
-//! takes it to swap a cleaned segment in.
+//! watermark (and, for compaction, below the last stable offset; see `cleaner_txn.rs` for what
+//! it does with transactions); compaction does its reading and writing without holding the
+//! log's lock and only takes it to swap a cleaned segment in.
 
 use std::collections::HashMap;
 use std::fs;
@@ -13,6 +14,7 @@ use tracing::info;
 use crate::batch::write_varint;
 use crate::batch::BatchHeader;
 use crate::checkpoint;
+use crate::cleaner_txn::{MarkerFate, TxnCleaning};
 use crate::config::LogConfig;
 use crate::disk::Disk;
 use crate::error::{IoContext, LogError, Result};
@@ -45,6 +47,11 @@ pub struct CompactionStats {
     pub records_kept: u64,
     /// Tombstones dropped because their delete horizon passed.
     pub tombstones_dropped: u64,
+    /// Records of aborted transactions dropped.
+    pub aborted_records_dropped: u64,
+    /// Commit markers dropped: their transaction had no record left, and their delete horizon
+    /// passed.
+    pub markers_dropped: u64,
     /// Bytes before and after in the rewritten segments.
     pub bytes_before: u64,
     /// Bytes after.
@@ -110,9 +117,15 @@ fn for_each_batch(
 
 /// Adds the keys of a segment snapshot to `last` (key -> last offset), reading it batch by
 /// batch and record by record, and counts the map's new bytes.
-fn map_keys(s: &Snapshot, last: &mut HashMap<Bytes, i64>, map_bytes: &mut usize) -> Result<()> {
+fn map_keys(
+    s: &Snapshot,
+    txns: &TxnCleaning,
+    last: &mut HashMap<Bytes, i64>,
+    map_bytes: &mut usize,
+) -> Result<()> {
     for_each_batch(s, |_, h, b| {
-        if h.is_control() {
+        // An aborted record never shadows a committed one.
+        if h.is_control() || txns.is_aborted(h) {
             return Ok(());
         }
         let mut stream = RecordStream::new(h, b, STORED.cap)?;
@@ -146,6 +159,7 @@ struct Cleanable {
     snaps: Vec<Snapshot>,
     ckpt: Option<checkpoint::CleanerCheckpoint>,
     log_start: i64,
+    txns: TxnCleaning,
 }
 
 /// Whether compaction runs: a kept tombstone's delete horizon has passed, the oldest dirty
@@ -183,6 +197,7 @@ fn compaction_due(
 /// bound, not an exact limit), and the end of the mapped range.
 fn map_dirty_keys(
     snaps: &[Snapshot],
+    txns: &TxnCleaning,
     first_dirty: i64,
     map_budget: usize,
 ) -> Result<(HashMap<Bytes, i64>, i64)> {
@@ -193,7 +208,7 @@ fn map_dirty_keys(
         if map_bytes > map_budget {
             break;
         }
-        map_keys(s, &mut last, &mut map_bytes)?;
+        map_keys(s, txns, &mut last, &mut map_bytes)?;
         end = s.next_offset;
     }
     Ok((last, end))
@@ -232,7 +247,8 @@ fn record_ts(h: &BatchHeader, r: &RecordView<'_>) -> i64 {
 }
 
 /// Applies the compaction rules to one (non-control) batch: `None` when it stays byte for
-/// byte, else its replacement (empty when nothing of it is kept). A key the map does not know
+/// byte, else its replacement (empty when nothing of it is kept); and whether it keeps any
+/// record. A key the map does not know
 /// is below the first dirty offset, where keys are already unique: it stays. Keyless records
 /// have no place in a compacted log. Tombstones get a delete horizon on their first cleaning
 /// and go on the first cleaning after it. Records are streamed twice (decide, then rewrite),
@@ -243,7 +259,7 @@ fn keep_rules(
     ctx: &RewriteContext<'_>,
     stats: &mut CompactionStats,
     earliest_horizon: &mut Option<i64>,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<(Option<Vec<u8>>, bool)> {
     let t = tally(h, b, ctx)?;
     stats.records_read += t.read;
     stats.records_kept += t.kept;
@@ -253,18 +269,64 @@ fn keep_rules(
             .unwrap_or(ctx.now_ms + ctx.delete_retention_ms)
     });
     if let Some(t) = horizon {
-        *earliest_horizon = Some(earliest_horizon.map_or(t, |e| e.min(t)));
+        note_horizon(earliest_horizon, t);
     }
     let needs_horizon = t.tombstones > 0 && h.delete_horizon().is_none();
     if t.kept == t.read && !needs_horizon {
-        return Ok(None);
+        return Ok((None, t.kept > 0));
     }
     let Some(first_ts) = t.first_kept_ts else {
-        return Ok(Some(Vec::new()));
+        return Ok((Some(Vec::new()), false));
     };
     // Offsets deltas stay (same base offset); timestamp deltas move to the new base timestamp.
     let base_ts = horizon.unwrap_or(first_ts);
-    rebuild(h, b, ctx, base_ts, horizon, t.kept).map(Some)
+    let kept = |r: &RecordView<'_>| !matches!(fate(h, r, ctx), Fate::Drop | Fate::DropTombstone);
+    let new = rebuild(h, b, kept, base_ts, horizon)?;
+    Ok((Some(new), true))
+}
+
+fn note_horizon(earliest: &mut Option<i64>, t: i64) {
+    *earliest = Some(earliest.map_or(t, |e| e.min(t)));
+}
+
+/// A batch's replacement under the transaction rules, or `None` when it goes through the keep
+/// rules as any batch does: an aborted transaction's batch goes whole; a commit marker whose
+/// transaction has no record left gets a delete horizon, then goes.
+fn txn_rules(
+    h: &BatchHeader,
+    b: &[u8],
+    ctx: &RewriteContext<'_>,
+    txns: &mut TxnCleaning,
+    stats: &mut CompactionStats,
+    earliest_horizon: &mut Option<i64>,
+) -> Result<Option<Option<Vec<u8>>>> {
+    if txns.is_aborted(h) {
+        let n = u64::try_from(h.record_count).unwrap_or(0);
+        stats.records_read += n;
+        stats.aborted_records_dropped += n;
+        return Ok(Some(Some(Vec::new())));
+    }
+    if !h.is_control() {
+        return Ok(None);
+    }
+    Ok(Some(
+        match txns.marker_fate(h, b, ctx.now_ms, ctx.delete_retention_ms)? {
+            MarkerFate::Keep => {
+                if let Some(d) = h.delete_horizon() {
+                    note_horizon(earliest_horizon, d);
+                }
+                None
+            }
+            MarkerFate::Drop => {
+                stats.markers_dropped += 1;
+                Some(Vec::new())
+            }
+            MarkerFate::SetHorizon(d) => {
+                note_horizon(earliest_horizon, d);
+                Some(rebuild(h, b, |_| true, d, Some(d))?)
+            }
+        },
+    ))
 }
 
 /// What the keep rules make of one batch's records (first of the two streams).
@@ -303,24 +365,26 @@ fn tally(h: &BatchHeader, b: &[u8], ctx: &RewriteContext<'_>) -> Result<Tally> {
     Ok(t)
 }
 
-/// The batch `h` rebuilt with the `kept` records the keep rules keep (second stream), timestamp
-/// deltas relative to `base_ts`, and the delete `horizon` if it holds tombstones.
+/// The batch `h` rebuilt with the records `keep` keeps (second stream), timestamp deltas
+/// relative to `base_ts`, and the delete `horizon` if it holds tombstones (or is a marker due to
+/// go).
 fn rebuild(
     h: &BatchHeader,
     b: &[u8],
-    ctx: &RewriteContext<'_>,
+    keep: impl Fn(&RecordView<'_>) -> bool,
     base_ts: i64,
     horizon: Option<i64>,
-    kept: u64,
 ) -> Result<Vec<u8>> {
     let mut raw = Vec::new();
     let mut body = Vec::new();
     let mut max_ts = -1i64;
+    let mut kept = 0u64;
     let mut stream = RecordStream::new(h, b, STORED.cap)?;
     while let Some(r) = stream.next_record()? {
-        if matches!(fate(h, &r, ctx), Fate::Drop | Fate::DropTombstone) {
+        if !keep(&r) {
             continue;
         }
+        kept += 1;
         let ts = record_ts(h, &r);
         max_ts = max_ts.max(ts);
         body.clear();
@@ -341,7 +405,7 @@ fn rebuild(
         log_append_time: h.is_log_append_time(),
         max_timestamp: None,
         transactional: h.is_transactional(),
-        control: false,
+        control: h.is_control(),
         delete_horizon: horizon,
         producer_id: h.producer_id,
         producer_epoch: h.producer_epoch,
@@ -535,13 +599,26 @@ impl Log {
     /// `max.compaction.lag.ms` old; segments younger than `min.compaction.lag.ms` wait. Runs
     /// beside appends and reads.
     pub fn compact_within(&self, now_ms: i64, map_budget: usize) -> Result<CompactionStats> {
+        self.compact_below(now_ms, map_budget, i64::MAX)
+    }
+
+    /// [`Log::compact_within`] that looks at no segment reaching `last_stable_offset`: records
+    /// of a transaction still open (which may yet abort) neither shadow nor are shadowed. The
+    /// partition passes its last stable offset.
+    pub fn compact_below(
+        &self,
+        now_ms: i64,
+        map_budget: usize,
+        last_stable_offset: i64,
+    ) -> Result<CompactionStats> {
         let _m = lock(&self.maintenance);
         let Cleanable {
             cfg,
             snaps,
             ckpt,
             log_start,
-        } = self.cleanable(now_ms)?;
+            mut txns,
+        } = self.cleanable(now_ms, last_stable_offset)?;
         let first_dirty = ckpt
             .map_or(log_start, |c| c.first_dirty_offset)
             .max(log_start);
@@ -558,7 +635,7 @@ impl Log {
         }
         // Everything compaction reads is durable before anything it supersedes is dropped.
         self.sync_rolled()?;
-        let (last, end) = map_dirty_keys(&snaps, first_dirty, map_budget)?;
+        let (last, end) = map_dirty_keys(&snaps, &txns, first_dirty, map_budget)?;
         // Pass 2: rewrite each segment up to the end of the mapped range that loses something.
         // Below the first dirty offset keys are already unique: a key the map does not know
         // stays.
@@ -570,7 +647,9 @@ impl Log {
         };
         for s in snaps.iter().filter(|s| s.next_offset <= end) {
             stats.segments_cleaned += 1;
-            let Some(cleaned) = self.rewrite(s, &ctx, &mut stats, &mut earliest_horizon)? else {
+            let Some(cleaned) =
+                self.rewrite(s, &ctx, &mut txns, &mut stats, &mut earliest_horizon)?
+            else {
                 continue;
             };
             stats.segments_rewritten += 1;
@@ -597,18 +676,19 @@ impl Log {
     /// Under the log's lock: the configuration, the cleaner checkpoint, the log start offset
     /// and snapshots of the cleanable segments: the non-active segments below the high
     /// watermark whose newest record is at least `min.compaction.lag.ms` old, a prefix of the
-    /// log.
-    fn cleanable(&self, now_ms: i64) -> Result<Cleanable> {
+    /// log; and the aborted transactions of the whole log below that bound.
+    fn cleanable(&self, now_ms: i64, last_stable_offset: i64) -> Result<Cleanable> {
         let g = lock(&self.inner);
         self.check_not_closed(&g)?;
         let active = g.active().base;
         let lag = g.config.min_compaction_lag_ms;
+        let bound = g.high_watermark.min(last_stable_offset);
         let snaps: Vec<Snapshot> = g
             .segments
             .values()
             .take_while(|s| {
                 s.base != active
-                    && s.next_offset <= g.high_watermark
+                    && s.next_offset <= bound
                     && (lag == 0 || s.max_ts < 0 || s.max_ts <= now_ms.saturating_sub(lag))
             })
             .map(|s| Snapshot {
@@ -621,8 +701,16 @@ impl Log {
                 path: s.log_path(),
             })
             .collect();
+        // Only transactions with data in the snapshots matter.
+        let snap_end = snaps.last().map_or(i64::MIN, |s| s.next_offset);
+        let aborted = g
+            .segments
+            .values()
+            .flat_map(|s| s.txn_index.entries().iter().copied())
+            .filter(|e| e.first_offset < snap_end);
         Ok(Cleanable {
             cfg: g.config.clone(),
+            txns: TxnCleaning::new(aborted, bound),
             snaps,
             ckpt: g.cleaner,
             log_start: g.log_start_offset,
@@ -637,16 +725,20 @@ impl Log {
         &self,
         s: &Snapshot,
         ctx: &RewriteContext<'_>,
+        txns: &mut TxnCleaning,
         stats: &mut CompactionStats,
         earliest_horizon: &mut Option<i64>,
     ) -> Result<Option<Cleaned>> {
         let path = self.dir.join(file_name(s.base, CLEANED));
         let mut out: Option<CleanedWriter> = None;
         let streamed = for_each_batch(s, |pos, h, b| {
-            let rewritten = if h.is_control() {
-                None
-            } else {
-                keep_rules(h, b, ctx, stats, earliest_horizon)?
+            let rewritten = match txn_rules(h, b, ctx, txns, stats, earliest_horizon)? {
+                Some(decided) => decided,
+                None => {
+                    let (new, kept_any) = keep_rules(h, b, ctx, stats, earliest_horizon)?;
+                    txns.data_seen(h, kept_any);
+                    new
+                }
             };
             match (&mut out, rewritten) {
                 (None, None) => Ok(()),

@@ -5,6 +5,7 @@ pub mod batch;
 pub mod bench;
 pub mod checkpoint;
 mod cleaner;
+mod cleaner_txn;
 pub mod codec;
 pub mod config;
 mod disk;

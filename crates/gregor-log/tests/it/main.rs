@@ -4,6 +4,7 @@ mod append;
 mod cleanup;
 mod close;
 mod common;
+mod compact_txn;
 mod faults;
 mod hostile;
 mod hostile_props;

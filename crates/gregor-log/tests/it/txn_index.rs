@@ -15,15 +15,15 @@ use proptest::prelude::*;
 use crate::common::*;
 
 /// A log written as a partition with transactions writes it.
-struct Txns {
-    log: Log,
+pub(crate) struct Txns {
+    pub(crate) log: Log,
     open: OpenTransactions,
     /// Every entry handed to the log, in order.
-    aborted: Vec<AbortedTxn>,
+    pub(crate) aborted: Vec<AbortedTxn>,
 }
 
 impl Txns {
-    fn new(log: Log) -> Txns {
+    pub(crate) fn new(log: Log) -> Txns {
         Txns {
             log,
             open: OpenTransactions::default(),
@@ -31,7 +31,7 @@ impl Txns {
         }
     }
 
-    fn append(&mut self, batch: Vec<u8>) -> BatchHeader {
+    pub(crate) fn append(&mut self, batch: Vec<u8>) -> BatchHeader {
         let h = BatchHeader::parse(&batch).expect("header");
         self.log.append_as_follower(&batch, NOW).expect("append");
         let control = control_type(&batch).expect("control type");
@@ -45,7 +45,7 @@ impl Txns {
     }
 
     /// `n` keyed records of `pid` (transactional unless `pid` is -1) at the log end.
-    fn data(&mut self, pid: i64, n: i64) -> BatchHeader {
+    pub(crate) fn data(&mut self, pid: i64, n: i64) -> BatchHeader {
         let base = self.log.log_end_offset();
         let spec = BatchSpec {
             base_offset: base,
@@ -69,7 +69,7 @@ impl Txns {
     }
 
     /// The commit or abort marker of `pid` at the log end.
-    fn end(&mut self, pid: i64, commit: bool) -> i64 {
+    pub(crate) fn end(&mut self, pid: i64, commit: bool) -> i64 {
         let mut b = marker_batch(&Marker {
             producer_id: pid,
             producer_epoch: 0,
@@ -84,7 +84,7 @@ impl Txns {
         at
     }
 
-    fn everything(&self) -> Vec<AbortedTxn> {
+    pub(crate) fn everything(&self) -> Vec<AbortedTxn> {
         self.log.aborted_transactions(0, i64::MAX)
     }
 }
