@@ -72,7 +72,7 @@ pub(crate) async fn create_topic(b: &Arc<Broker>, name: &str) -> Uuid {
 }
 
 /// Deletes `name` and waits until this node no longer hosts its partition.
-async fn delete_topic(b: &Arc<Broker>, name: &str) {
+pub(crate) async fn delete_topic(b: &Arc<Broker>, name: &str) {
     let mut t = DeleteTopicState::default();
     t.name = Some(TopicName(sb(name)));
     let mut r = DeleteTopicsRequest::default();

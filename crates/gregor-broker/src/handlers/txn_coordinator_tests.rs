@@ -10,7 +10,7 @@ use kafka_protocol::messages::add_partitions_to_txn_request::{
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
-use crate::handlers::fetch::tests::{create_topic, sb, send, start};
+use crate::handlers::fetch::tests::{create_topic, delete_topic, sb, send, start};
 use crate::Broker;
 
 async fn init(b: &Arc<Broker>, id: &str) -> (i64, i16) {
@@ -28,15 +28,30 @@ async fn init(b: &Arc<Broker>, id: &str) -> (i64, i16) {
     }
 }
 
-async fn add(b: &Arc<Broker>, id: &str, (pid, epoch): (i64, i16), topic: &str) -> i16 {
-    let mut t = AddPartitionsToTxnTopic::default();
-    t.name = TopicName(sb(topic));
-    t.partitions = vec![0];
+async fn add(b: &Arc<Broker>, id: &str, producer: (i64, i16), topic: &str) -> i16 {
+    add_many(b, id, producer, &[topic]).await[0]
+}
+
+/// AddPartitionsToTxn v3 of partition 0 of each of `topics`; the codes in order.
+async fn add_many(
+    b: &Arc<Broker>,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    topics: &[&str],
+) -> Vec<i16> {
     let mut r = AddPartitionsToTxnRequest::default();
     r.v3_and_below_transactional_id = TransactionalId(sb(id));
     r.v3_and_below_producer_id = ProducerId(pid);
     r.v3_and_below_producer_epoch = epoch;
-    r.v3_and_below_topics = vec![t];
+    r.v3_and_below_topics = topics
+        .iter()
+        .map(|name| {
+            let mut t = AddPartitionsToTxnTopic::default();
+            t.name = TopicName(sb(name));
+            t.partitions = vec![0];
+            t
+        })
+        .collect();
     match send(
         b,
         ApiKey::AddPartitionsToTxn,
@@ -46,8 +61,45 @@ async fn add(b: &Arc<Broker>, id: &str, (pid, epoch): (i64, i16), topic: &str) -
     .await
     {
         ResponseKind::AddPartitionsToTxn(resp) => {
-            resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+            let code = |name: &str| {
+                let t = resp
+                    .results_by_topic_v3_and_below
+                    .iter()
+                    .find(|t| t.name.0.as_str() == name);
+                t.expect("every topic answered").results_by_partition[0].partition_error_code
+            };
+            topics.iter().map(|t| code(t)).collect()
         }
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn end(
+    b: &Arc<Broker>,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    commit: bool,
+    version: i16,
+) -> i16 {
+    let mut r = EndTxnRequest::default();
+    r.transactional_id = TransactionalId(sb(id));
+    r.producer_id = ProducerId(pid);
+    r.producer_epoch = epoch;
+    r.committed = commit;
+    match send(b, ApiKey::EndTxn, version, RequestKind::EndTxn(r)).await {
+        ResponseKind::EndTxn(resp) => resp.error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn init_with_timeout(b: &Arc<Broker>, id: &str, timeout_ms: i32) -> i16 {
+    let mut r = InitProducerIdRequest::default();
+    r.transactional_id = Some(TransactionalId(sb(id)));
+    r.transaction_timeout_ms = timeout_ms;
+    r.producer_id = ProducerId(-1);
+    r.producer_epoch = -1;
+    match send(b, ApiKey::InitProducerId, 4, RequestKind::InitProducerId(r)).await {
+        ResponseKind::InitProducerId(resp) => resp.error_code,
         other => panic!("{other:?}"),
     }
 }
@@ -116,4 +168,47 @@ async fn a_leader_verifies_that_a_partition_is_in_the_producers_open_transaction
     // An unknown transactional id has no transaction.
     let unknown = verify(&b, "nobody", producer, &["in"], true).await;
     assert_eq!(unknown, [ResponseError::InvalidProducerIdMapping.code()]);
+}
+
+/// Requests a buggy or stale producer could send: each gets Kafka's error, nothing changes,
+/// and the coordinator keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_transaction_requests_get_kafkas_errors_and_change_nothing() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let b = start(tmp.path()).await;
+    create_topic(&b, "kept").await;
+    create_topic(&b, "gone").await;
+    delete_topic(&b, "gone").await;
+    let timeout = ResponseError::InvalidTransactionTimeout.code();
+    assert_eq!(init_with_timeout(&b, "tx", i32::MAX).await, timeout);
+    assert_eq!(init_with_timeout(&b, "tx", 0).await, timeout);
+    let unknown_id = ResponseError::InvalidProducerIdMapping.code();
+    assert_eq!(
+        end(&b, "never-initialized", (7, 0), true, 3).await,
+        unknown_id
+    );
+    let zombie = init(&b, "tx").await;
+    let producer = init(&b, "tx").await;
+    assert_eq!(producer, (zombie.0, zombie.1 + 1));
+    // EndTxn with no transaction open.
+    let invalid = ResponseError::InvalidTxnState.code();
+    assert_eq!(end(&b, "tx", producer, true, 3).await, invalid);
+    // A deleted and a never-created topic: nothing is added, the rest is not attempted.
+    let codes = add_many(&b, "tx", producer, &["kept", "gone", "never"]).await;
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    let skipped = ResponseError::OperationNotAttempted.code();
+    assert_eq!(codes, [skipped, unknown, unknown]);
+    assert_eq!(
+        end(&b, "tx", producer, false, 3).await,
+        invalid,
+        "nothing was opened"
+    );
+    // A zombie's EndTxn: fenced, in the words its version knows.
+    assert_eq!(add(&b, "tx", producer, "kept").await, 0);
+    let fenced = ResponseError::ProducerFenced.code();
+    assert_eq!(end(&b, "tx", zombie, true, 3).await, fenced);
+    let old_fenced = ResponseError::InvalidProducerEpoch.code();
+    assert_eq!(end(&b, "tx", zombie, true, 1).await, old_fenced);
+    // The transaction is intact and ends as its producer says.
+    assert_eq!(end(&b, "tx", producer, true, 3).await, 0);
 }
