@@ -1,8 +1,9 @@
 """Transactions with librdkafka (confluent-kafka) on real processes: commit and abort as
 read_committed and read_uncommitted consumers see them, fencing of a zombie producer, the
 coordinator's abort of an abandoned transaction at its timeout, KIP-890's refusal of a
-transactional batch outside any transaction, and a 3-node cluster whose transaction
-coordinator is SIGKILLed in the middle of a stream of transactions."""
+transactional batch outside any transaction, and a 3-node cluster in which the node of the
+transaction coordinator, of the group coordinator or of an output partition's leader is
+SIGKILLed in the middle of a stream of transactions."""
 
 import json
 import pathlib
@@ -238,59 +239,113 @@ def coordinator_of(nodes, txn_id):
     raise AssertionError(f"no coordinator for {txn_id}")
 
 
-def run_transaction(p, topic, i, partitions):
-    """One transaction writing `t{i}-{p}` to each partition; True if it committed, False if it
-    had to be aborted. Retriable failures are retried as librdkafka documents."""
+def run_transaction(p, topic, i, partitions, offsets=None, group=None):
+    """One transaction writing `t{i}-{p}` to each partition (and, with `offsets`, committing
+    them for `group` in it); True if it committed, False if it had to be aborted. Retriable
+    failures are retried as librdkafka documents."""
     p.begin_transaction()
     for part in range(partitions):
         p.produce(topic, value=f"t{i}-{part}", partition=part)
+    if offsets is not None:
+        p.send_offsets_to_transaction(offsets, group, 30)
+    return finish(p)
+
+
+def finish(p):
     while True:
         try:
-            p.commit_transaction(30)
+            p.commit_transaction(60)
             return True
         except KafkaException as e:
             err = e.args[0]
             if err.retriable():
                 continue
             if err.txn_requires_abort():
-                p.abort_transaction(30)
+                p.abort_transaction(60)
                 return False
             raise
 
 
+def group_coordinator_of(nodes, group):
+    for n in nodes:
+        try:
+            with kwire.Conn("127.0.0.1", n.port) as conn:
+                err, node, _, _ = kwire.find_coordinator(conn, group)
+            if err == 0:
+                return node
+        except OSError:
+            continue
+    raise AssertionError(f"no coordinator for {group}")
+
+
+def leaders(node, topic):
+    with kwire.Conn("127.0.0.1", node.port) as conn:
+        md = kwire.metadata_v1(conn, [topic])
+    return {p: leader for p, (_, leader, _, _) in md["topics"][topic][1].items()}
+
+
+def victim(kind, nodes, txn_coordinator, group):
+    """The node to SIGKILL: the transaction coordinator's, the group coordinator's (a group
+    whose coordinator is elsewhere is picked), or the leader of an output partition led by
+    neither coordinator."""
+    if kind == "transaction-coordinator":
+        return txn_coordinator, group
+    if kind == "group-coordinator":
+        for i in range(200):
+            g = f"{group}-{i}"
+            node = group_coordinator_of(nodes, g)
+            if node != txn_coordinator:
+                return node, g
+        raise AssertionError("every group's coordinator is the transaction coordinator")
+    group_node = group_coordinator_of(nodes, group)
+    led = leaders(nodes[0], "eos")
+    others = [n for n in led.values() if n not in (txn_coordinator, group_node)]
+    return (others or list(led.values()))[0], group
+
+
 @pytest.mark.timeout(240)
-def test_transactions_survive_a_sigkilled_coordinator_exactly_once(cluster_factory):
+@pytest.mark.parametrize("kind", ["transaction-coordinator", "group-coordinator",
+                                  "partition-leader"])
+def test_transactions_survive_a_sigkilled_node_exactly_once(cluster_factory, kind):
+    """A stream of transactions, each writing three partitions and committing an input offset
+    for a group; the node of the transaction coordinator, of the group coordinator or of an
+    output partition's leader is SIGKILLed between a transaction's records and its commit.
+    read_committed sees every committed transaction once and nothing else, and the group's
+    offset is the last committed transaction's."""
     c = cluster_factory(3)
     nodes = list(c.nodes.values())
     create(nodes[0], "eos", partitions=3, rf=3, configs={"min.insync.replicas": "2"})
+    create(nodes[0], "eos-in", partitions=1, rf=3)
     wait_isr(nodes, "eos", [0, 1, 2])
     servers = bootstrap(nodes)
     p = txn_producer(servers, "tx-eos")
-    coordinator = coordinator_of(nodes, "tx-eos")
+    txn_coordinator = coordinator_of(nodes, "tx-eos")
+    target, group = victim(kind, nodes, txn_coordinator, "eos-g")
+    member = Consumer({"bootstrap.servers": servers, "group.id": group})
+    meta = member.consumer_group_metadata()
+    member.close()
+
+    def offsets(i):
+        return [TopicPartition("eos-in", 0, i + 1)]
+
     outcomes = {}
     for i in range(20):
-        outcomes[i] = run_transaction(p, "eos", i, 3)
-    # SIGKILL the coordinator's node between a transaction's records and its commit.
-    killed = c.nodes[coordinator]
+        outcomes[i] = run_transaction(p, "eos", i, 3, offsets(i), meta)
+    killed = c.nodes[target]
     p.begin_transaction()
     for part in range(3):
         p.produce("eos", value=f"t20-{part}", partition=part)
+    p.send_offsets_to_transaction(offsets(20), meta, 30)
     p.flush(30)
     killed.kill()
     started = time.monotonic()
-    try:
-        p.commit_transaction(60)
-        outcomes[20] = True
-    except KafkaException as e:
-        if not e.args[0].txn_requires_abort():
-            raise
-        p.abort_transaction(60)
-        outcomes[20] = False
+    outcomes[20] = finish(p)
     recovered = time.monotonic() - started
     for i in range(21, 40):
-        outcomes[i] = run_transaction(p, "eos", i, 3)
+        outcomes[i] = run_transaction(p, "eos", i, 3, offsets(i), meta)
     survivors = [n for n in nodes if n is not killed]
-    assert coordinator_of(survivors, "tx-eos") != coordinator
+    if kind == "transaction-coordinator":
+        assert coordinator_of(survivors, "tx-eos") != target
     got = read_all(bootstrap(survivors), "eos", [0, 1, 2], "read_committed", timeout=60)
     expected = [f"t{i}-{part}" for i, ok in outcomes.items() if ok for part in range(3)]
     assert len(got) == len(set(got)), "a committed record was read twice"
@@ -299,6 +354,14 @@ def test_transactions_survive_a_sigkilled_coordinator_exactly_once(cluster_facto
         f"unexpected {sorted(set(got) - set(expected))[:5]}")
     # A transaction caught by the kill may have to abort; the stream goes on committing.
     assert sum(outcomes.values()) >= 30, outcomes
-    print(f"commit across the coordinator's SIGKILL took {recovered:.2f}s")
+    last = max(i for i, ok in outcomes.items() if ok)
+    reader = Consumer({"bootstrap.servers": bootstrap(survivors), "group.id": group,
+                       "isolation.level": "read_committed"})
+    try:
+        committed = reader.committed([TopicPartition("eos-in", 0)], timeout=30)
+    finally:
+        reader.close()
+    assert committed[0].offset == last + 1, (committed, outcomes)
+    print(f"{kind}: commit across the SIGKILL took {recovered:.2f}s")
     killed.start()
     killed.wait_ready()
