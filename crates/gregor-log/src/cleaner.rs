@@ -20,6 +20,7 @@ use crate::disk::Disk;
 use crate::error::{IoContext, LogError, Result};
 use crate::log::{lock, Log};
 use crate::records::{self, BatchSpec};
+use crate::txn::AbortedTxn;
 use crate::segment::{file_name, scan, ScanEnd, Segment, CLEANED, SWAP};
 use crate::validate::{RecordStream, RecordView, STORED};
 
@@ -424,6 +425,8 @@ fn rebuild(
 struct Cleaned {
     file: fs::File,
     len: u64,
+    /// Offsets of the abort markers it no longer holds.
+    dropped_aborts: Vec<i64>,
 }
 
 /// Writes `.log.cleaned` through the log's `Disk` (so fault injection sees it), buffered.
@@ -495,6 +498,7 @@ impl CleanedWriter {
         Ok(Cleaned {
             file: self.file,
             len: self.written,
+            dropped_aborts: Vec::new(),
         })
     }
 }
@@ -751,11 +755,12 @@ impl Log {
                 (Some(w), Some(new)) => w.write(&new),
             }
         });
+        let dropped_aborts = txns.take_dropped_aborts();
         let finished = streamed.and_then(|()| out.map(CleanedWriter::finish).transpose());
         if finished.is_err() {
             let _ = self.disk.remove_file(&path);
         }
-        finished
+        finished.map(|c| c.map(|c| Cleaned { dropped_aborts, ..c }))
     }
 
     /// Replace segment `s` with its cleaned copy (already written and synced as
@@ -774,6 +779,7 @@ impl Log {
         let cleaned = self.dir.join(file_name(s.base, CLEANED));
         let swap = self.dir.join(file_name(s.base, SWAP));
         let file = cleaned_copy.file;
+        let cleaned_copy_dropped = cleaned_copy.dropped_aborts;
         // Validate and index the new file before taking the lock.
         let mut seg = Segment::from_file(
             &self.dir,
@@ -805,17 +811,21 @@ impl Log {
             disk.sync_dir(&self.dir)?;
             return Ok(());
         }
-        // The compacted copy keeps the original's aborted-transaction index, file and all:
-        // control batches survive compaction, so it holds every marker the entries name, and
-        // the file never leaves its name (a crash anywhere in the swap keeps it).
-        seg.txn_index = old.txn_index.take();
-        debug_assert!(
-            seg.txn_index
-                .entries()
-                .last()
-                .is_none_or(|e| e.last_offset < seg.next_offset),
-            "compaction dropped an abort marker"
-        );
+        // While it holds every abort marker, the compacted copy keeps the original's
+        // aborted-transaction index, file and all, and the file never leaves its name (a crash
+        // anywhere in the swap keeps it). Otherwise the original's goes with its other files and
+        // a new one holds the entries whose markers stay: a crash before it is written loses
+        // only entries of this (cleaned) segment, whose aborted records are gone already.
+        let kept_entries: Vec<AbortedTxn> = old
+            .txn_index
+            .entries()
+            .iter()
+            .filter(|e| !cleaned_copy_dropped.contains(&e.last_offset))
+            .copied()
+            .collect();
+        if cleaned_copy_dropped.is_empty() {
+            seg.txn_index = old.txn_index.take();
+        }
         // The original's other files (its stale indexes too) are retired like a deleted
         // segment's; a crash from here on leaves the .swap, which open completes.
         self.retire_segment(&mut g, &old, Some(now_ms))?;
@@ -823,6 +833,22 @@ impl Log {
         disk.rename(&swap, &old.log_path()).at(&old.log_path())?;
         disk.sync_dir(&self.dir)?;
         seg.write_indexes(disk)?;
+        if !cleaned_copy_dropped.is_empty() {
+            for e in kept_entries {
+                seg.txn_index.append(e, disk)?;
+            }
+            if seg.txn_index.sync(disk)? {
+                disk.sync_dir(&self.dir)?;
+                seg.txn_index.name_synced();
+            }
+        }
+        debug_assert!(
+            seg.txn_index
+                .entries()
+                .last()
+                .is_none_or(|e| e.last_offset < seg.next_offset),
+            "an aborted-transaction index entry past its segment"
+        );
         g.segments.insert(s.base, seg);
         Ok(())
     }

@@ -3,9 +3,10 @@
 //!   (which may yet abort) shadows an earlier one of its key;
 //! - records of aborted transactions are dropped and never mapped, so that an aborted record
 //!   never shadows a committed one;
-//! - a commit marker whose transaction has no record left gets a delete horizon, and goes on the
-//!   first cleaning after it (as a tombstone does). Abort markers stay: the aborted-transaction
-//!   index names them, and its entries are checked against the segment's batches when it loads.
+//! - a marker whose transaction has no record left (an abort marker's never has, once cleaned)
+//!   gets a delete horizon, and goes on the first cleaning after it, as a tombstone does. A
+//!   dropped abort marker's entry leaves the segment's aborted-transaction index with it: by
+//!   then no record of its transaction is left for a read_committed consumer to skip.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,8 @@ pub(crate) struct TxnCleaning {
     /// Producers whose current transaction (its data since the producer's last marker) still
     /// holds a record after the keep rules.
     holding: BTreeMap<i64, bool>,
+    /// Offsets of the abort markers dropped in the segment being cleaned.
+    dropped_aborts: Vec<i64>,
 }
 
 /// What the keep rules make of a control batch.
@@ -47,6 +50,7 @@ impl TxnCleaning {
         TxnCleaning {
             aborted,
             holding: BTreeMap::new(),
+            dropped_aborts: Vec::new(),
         }
     }
 
@@ -70,7 +74,9 @@ impl TxnCleaning {
     }
 
     /// The fate of control batch `batch` (header `h`) at `now_ms`; a new horizon is `now_ms +
-    /// delete_retention_ms`. Ends its producer's transaction in the tracking either way.
+    /// delete_retention_ms`. Ends its producer's transaction in the tracking either way. An
+    /// aborted transaction's records are dropped before its marker is seen (never
+    /// [`TxnCleaning::data_seen`]), so its marker is empty, unless the index lacked its entry.
     pub(crate) fn marker_fate(
         &mut self,
         h: &BatchHeader,
@@ -82,15 +88,24 @@ impl TxnCleaning {
         if !matches!(kind, Some(ControlType::Commit | ControlType::Abort)) {
             return Ok(MarkerFate::Keep);
         }
-        let holding = self.holding.remove(&h.producer_id).unwrap_or(false);
-        if kind != Some(ControlType::Commit) || holding {
+        if self.holding.remove(&h.producer_id).unwrap_or(false) {
             return Ok(MarkerFate::Keep);
         }
         Ok(match h.delete_horizon() {
-            Some(d) if now_ms >= d => MarkerFate::Drop,
+            Some(d) if now_ms >= d => {
+                if kind == Some(ControlType::Abort) {
+                    self.dropped_aborts.push(h.base_offset);
+                }
+                MarkerFate::Drop
+            }
             Some(_) => MarkerFate::Keep,
             None => MarkerFate::SetHorizon(now_ms.saturating_add(delete_retention_ms)),
         })
+    }
+
+    /// The offsets of the abort markers dropped since the last call (one segment's).
+    pub(crate) fn take_dropped_aborts(&mut self) -> Vec<i64> {
+        std::mem::take(&mut self.dropped_aborts)
     }
 }
 
@@ -179,9 +194,16 @@ mod tests {
     }
 
     #[test]
-    fn abort_markers_stay() {
+    fn an_abort_marker_goes_like_a_commit_marker_and_is_reported() {
         let mut t = TxnCleaning::default();
         let (h, b) = marker(7, false);
+        assert_eq!(
+            t.marker_fate(&h, &b, 100, 0).expect("fate"),
+            MarkerFate::SetHorizon(100)
+        );
+        assert!(t.take_dropped_aborts().is_empty());
+        // Records the index did not name as aborted were kept: the marker stays.
+        t.data_seen(&data(7, 0), true);
         assert_eq!(t.marker_fate(&h, &b, 100, 0).expect("fate"), MarkerFate::Keep);
     }
 }

@@ -75,3 +75,20 @@ pub fn values(recs: &[Record]) -> Vec<String> {
         .map(|r| String::from_utf8_lossy(r.value.as_deref().unwrap_or(b"<null>")).into_owned())
         .collect()
 }
+
+/// Every batch of the log with its records, in order.
+pub fn batches(log: &Log) -> Vec<(BatchHeader, Vec<Record>)> {
+    let mut out = Vec::new();
+    let mut at = log.log_start_offset();
+    while at < log.log_end_offset() {
+        let r = log.read(at, 1 << 20, None).expect("read");
+        let Some(next) = r.next_offset else { break };
+        for b in split_batches(&r.records) {
+            let h = BatchHeader::parse(b).expect("header");
+            let (_, recs) = decode_batch(b).expect("decode");
+            out.push((h, recs));
+        }
+        at = next;
+    }
+    out
+}

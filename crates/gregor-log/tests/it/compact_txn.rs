@@ -1,10 +1,8 @@
 //! Compaction of a log with transactions: aborted records never shadow committed ones and are
-//! dropped; nothing at or past the last stable offset is looked at; a commit marker whose
-//! records are all superseded gets a delete horizon and then goes; abort markers and the
-//! aborted-transaction index stay.
+//! dropped; nothing at or past the last stable offset is looked at; a marker whose records are
+//! all gone gets a delete horizon and then goes, an abort marker's index entry with it.
 
-use gregor_log::batch::BatchHeader;
-use gregor_log::records::{decode_batch, Record};
+use gregor_log::records::Record;
 use gregor_log::{CleanupPolicy, Log, LogConfig, DEFAULT_MAP_BUDGET};
 
 use crate::common::*;
@@ -27,23 +25,6 @@ fn filler(t: &mut Txns, n: usize, tag: &str) {
     let at = t.log.log_end_offset();
     b[0..8].copy_from_slice(&at.to_be_bytes());
     t.append(b);
-}
-
-/// Every batch of the log with its records, in order.
-fn batches(log: &Log) -> Vec<(BatchHeader, Vec<Record>)> {
-    let mut out = Vec::new();
-    let mut at = log.log_start_offset();
-    while at < log.log_end_offset() {
-        let r = log.read(at, 1 << 20, None).expect("read");
-        let Some(next) = r.next_offset else { break };
-        for b in split_batches(&r.records) {
-            let h = BatchHeader::parse(b).expect("header");
-            let (_, recs) = decode_batch(b).expect("decode");
-            out.push((h, recs));
-        }
-        at = next;
-    }
-    out
 }
 
 /// The data records of producer `pid` (-1: plain records) still in the log.
@@ -87,8 +68,9 @@ fn an_aborted_record_never_shadows_a_committed_one_and_is_dropped() {
     assert!(records_of(&t.log, 2).is_empty(), "aborted records stay");
     let committed = records_of(&t.log, 1);
     assert_eq!(committed.len(), 4, "committed records shadowed by aborted ones");
-    // The abort marker stays, and the index with it, across a reopen.
-    assert!(markers(&t.log).contains(&(2, false, None)));
+    // The abort marker stays until its delete horizon, and the index with it, across a reopen.
+    let horizon = NOW + compacted_config().delete_retention_ms;
+    assert!(markers(&t.log).contains(&(2, false, Some(horizon))));
     drop(t.log);
     let log = open(dir.path(), compacted_config());
     assert_eq!(log.aborted_transactions(0, i64::MAX), t.aborted);
@@ -120,7 +102,7 @@ fn nothing_at_or_past_the_last_stable_offset_is_compacted() {
 }
 
 #[test]
-fn a_superseded_commit_marker_gets_a_horizon_then_goes() {
+fn a_marker_with_no_record_left_gets_a_horizon_then_goes_with_its_index_entry() {
     let dir = tempfile::tempdir().expect("tmp");
     let cfg = compacted_config();
     let mut t = Txns::new(open(dir.path(), cfg.clone()));
@@ -131,7 +113,10 @@ fn a_superseded_commit_marker_gets_a_horizon_then_goes() {
     t.data(-1, 4); // supersedes every record of producers 1 and 3 (the same keys)
     t.data(4, 2); // key-0, key-1 once more, committed: their marker stays
     t.end(4, true);
+    t.data(5, 3);
+    t.end(5, false);
     seal(&mut t);
+    assert_eq!(t.everything(), t.aborted);
     let st = t.log.compact(NOW).expect("compact");
     assert_eq!(st.markers_dropped, 0, "{st:?}");
     assert!(records_of(&t.log, 1).is_empty());
@@ -140,14 +125,18 @@ fn a_superseded_commit_marker_gets_a_horizon_then_goes() {
     assert!(m.contains(&(1, true, Some(horizon))), "{m:?}");
     assert!(m.contains(&(3, true, Some(horizon))), "{m:?}");
     assert!(m.contains(&(4, true, None)), "{m:?}");
+    assert!(m.contains(&(5, false, Some(horizon))), "{m:?}");
+    assert_eq!(t.everything(), t.aborted, "the entry lives as long as its marker");
     // Before the horizon nothing more goes; after it, the empty markers do.
     let st = t.log.compact(horizon - 1).expect("compact");
     assert_eq!(st.markers_dropped, 0, "{st:?}");
     let st = t.log.compact(horizon).expect("compact");
-    assert_eq!(st.markers_dropped, 2, "{st:?}");
+    assert_eq!(st.markers_dropped, 3, "{st:?}");
     assert_eq!(markers(&t.log), vec![(4, true, None)]);
     assert_eq!(records_of(&t.log, 4).len(), 2);
+    assert!(t.everything().is_empty(), "{:?}", t.everything());
     drop(t.log);
     let log = open(dir.path(), cfg);
     assert_eq!(markers(&log), vec![(4, true, None)]);
+    assert!(log.aborted_transactions(0, i64::MAX).is_empty());
 }

@@ -490,6 +490,9 @@ enum Step {
     Plain(i64),
     Sync,
     Compact,
+    /// Compaction after every delete horizon it set has passed: markers with no record left go,
+    /// and abort markers take their index entries with them.
+    CompactLater,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -499,13 +502,16 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (1i64..5).prop_map(Step::Plain),
         1 => Just(Step::Sync),
         1 => Just(Step::Compact),
+        1 => Just(Step::CompactLater),
     ]
 }
 
 /// Runs `steps` on a log under the power model until the power is cut after `crash_after`
-/// disk operations (or the steps end), then reboots: the log must open, hold every entry
-/// appended before the last successful `sync_txn_indexes` (its markers were synced by their
-/// appends), and otherwise only a prefix of what was appended, whole.
+/// disk operations (or the steps end), then reboots: the log must open; its entries must be
+/// entries appended, in order; every entry appended before the last successful
+/// `sync_txn_indexes` (its markers were synced by their appends) must stay unless compaction
+/// removed every record it covers (an entry not synced may go with its records left: the
+/// broker's replay of its producer state rebuilds it).
 fn power_run(
     steps: &[Step],
     crash_after: Option<u64>,
@@ -541,6 +547,11 @@ fn power_run(
                 t.log.set_high_watermark(t.log.log_end_offset());
                 t.log.compact(NOW).expect("compact");
             }
+            Step::CompactLater => {
+                t.log.set_high_watermark(t.log.log_end_offset());
+                let later = NOW + 2 * t.log.config().delete_retention_ms;
+                t.log.compact(later).expect("compact");
+            }
         });
         if !done {
             prop_assert!(faults.is_dead(), "{s:?} failed with the power on");
@@ -552,11 +563,25 @@ fn power_run(
     faults.power_loss(torn).expect("power loss");
     let log = Log::open_with_faults(&dir, cfg, NOW, faults.clone()).expect("reopen");
     let got = log.aborted_transactions(0, i64::MAX);
+    let mut rest = appended.iter();
     prop_assert!(
-        got.len() >= durable,
-        "synced entries lost: {got:?} of {appended:?}"
+        got.iter().all(|e| rest.any(|a| a == e)),
+        "entries that were not appended, or out of order: {got:?} of {appended:?}"
     );
-    prop_assert_eq!(&got[..], &appended[..got.len().min(appended.len())]);
+    let all = batches(&log);
+    let covers = |e: &AbortedTxn, h: &BatchHeader| {
+        h.is_transactional()
+            && !h.is_control()
+            && e.producer_id == h.producer_id
+            && e.first_offset <= h.base_offset
+            && h.base_offset < e.last_offset
+    };
+    for e in appended[..durable].iter().filter(|e| !got.contains(e)) {
+        prop_assert!(
+            !all.iter().any(|(h, _)| covers(e, h)),
+            "a synced entry lost while records it covers stay: {e:?}"
+        );
+    }
     prop_assert!(got.iter().all(|e| e.last_offset < log.log_end_offset()));
     prop_assert!(faults.untracked_paths().is_empty());
     Ok(())
