@@ -25,6 +25,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeProducers, 0, 0),
+    // KIP-664's transaction admin; ListTransactions v1 adds the duration filter (KIP-994).
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),

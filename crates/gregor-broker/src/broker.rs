@@ -1136,7 +1136,9 @@ async fn route(
         r @ (RequestKind::InitProducerId(_)
         | RequestKind::AddPartitionsToTxn(_)
         | RequestKind::AddOffsetsToTxn(_)
-        | RequestKind::EndTxn(_)) => return route_txn(b, ctx, r).await,
+        | RequestKind::EndTxn(_)
+        | RequestKind::DescribeTransactions(_)
+        | RequestKind::ListTransactions(_)) => return route_txn(b, ctx, r).await,
         r @ (RequestKind::Produce(_)
         | RequestKind::Fetch(_)
         | RequestKind::ListOffsets(_)
@@ -1217,6 +1219,12 @@ async fn route_txn(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) 
             ResponseKind::AddOffsetsToTxn(tc::add_offsets(cp, txns, r, v).await)
         }
         RequestKind::EndTxn(r) => ResponseKind::EndTxn(tc::end_txn(cp, txns, r, v).await),
+        RequestKind::DescribeTransactions(r) => ResponseKind::DescribeTransactions(
+            handlers::txn_admin::describe_transactions(cp, txns, r).await,
+        ),
+        RequestKind::ListTransactions(r) => ResponseKind::ListTransactions(
+            handlers::txn_admin::list_transactions(cp, txns, r, v).await,
+        ),
         other => {
             error!(api = ?ctx.api_key, request = ?std::mem::discriminant(&other), "not a transaction request");
             return Reply::Close;

@@ -86,6 +86,9 @@ pub enum TxnMsg {
     Call(TxnCall, oneshot::Sender<TxnReply>),
     /// KIP-890's verification: reads only, answered at once.
     Verify(Verification, oneshot::Sender<VerifyAnswer>),
+    /// DescribeTransactions and ListTransactions (KIP-664): a read of the shard's state,
+    /// answered at once.
+    Read(Box<dyn FnOnce(&TxnCoordinator) + Send>),
 }
 
 /// A partition leader's question: are these partitions in the producer's open transaction?
@@ -198,6 +201,35 @@ impl Transactions {
     ) -> Result<VerifyAnswer, ResponseError> {
         self.ask(image, node_id, p, |reply| TxnMsg::Verify(v, reply))
             .await
+    }
+
+    /// Reads the state of the shard of partition `p` of the internal topic, hosted here:
+    /// NOT_COORDINATOR when it is not, COORDINATOR_LOAD_IN_PROGRESS while it loads. Never
+    /// creates the internal topic (nor this node's shard table).
+    pub async fn read<T: Send + 'static>(
+        &self,
+        image: &gregor_meta::MetadataImage,
+        node_id: i32,
+        p: i32,
+        f: impl FnOnce(&TxnCoordinator) -> T + Send + 'static,
+    ) -> Result<T, ResponseError> {
+        if self.table.get().is_none() {
+            return Err(ResponseError::NotCoordinator);
+        }
+        self.ask(image, node_id, p, |reply| {
+            TxnMsg::Read(Box::new(move |c| {
+                let _ = reply.send(f(c));
+            }))
+        })
+        .await
+    }
+
+    /// Partitions of the internal topic with a loaded shard here, and with one still loading.
+    pub fn shard_partitions(&self) -> (Vec<i32>, Vec<i32>) {
+        match self.table.get() {
+            Some(t) => t.shard_partitions(),
+            None => (Vec::new(), Vec::new()),
+        }
     }
 
     async fn ask<T>(
@@ -334,6 +366,19 @@ async fn load_and_run(
     shard.run(settings, coordinator, rx, stop).await;
 }
 
+/// Answers a message that only reads the shard's state (KIP-890's verification, KIP-664's
+/// describe and list), at once.
+fn answer_read(coordinator: &TxnCoordinator, msg: TxnMsg) {
+    match msg {
+        TxnMsg::Verify(v, reply) => {
+            let _ = reply.send(coordinator.verify(&v.transactional_id, v.producer, &v.partitions));
+        }
+        TxnMsg::Read(read) => read(coordinator),
+        // A change goes through the shard's `handle`, never here.
+        TxnMsg::Call(..) => {}
+    }
+}
+
 /// A running shard's shell state.
 struct Shard {
     part: Arc<Partition>,
@@ -399,8 +444,8 @@ impl Shard {
                 }
                 m = rx.recv(), if pending < MAX_PENDING_APPENDS => match m {
                     Some(TxnMsg::Call(call, reply)) => self.handle(&mut coordinator, call, reply),
-                    Some(TxnMsg::Verify(v, reply)) => {
-                        let _ = reply.send(coordinator.verify(&v.transactional_id, v.producer, &v.partitions));
+                    Some(read_only) => {
+                        answer_read(&coordinator, read_only);
                         Vec::new()
                     }
                     None => return,

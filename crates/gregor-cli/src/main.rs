@@ -58,6 +58,8 @@ enum Command {
     /// Generate, execute, verify, cancel or list partition reassignments (like
     /// kafka-reassign-partitions.sh).
     Reassign(admin::ReassignArgs),
+    /// List, describe and abort transactions, find hanging ones (like kafka-transactions.sh).
+    Transactions(admin::TransactionsArgs),
     /// Format a data directory with a cluster id, or print a new one (like kafka-storage.sh).
     Storage(storage_cmd::StorageArgs),
     /// Compute a group's partition assignment from a JSON description and print it as JSON.
@@ -167,6 +169,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Acls(args) => admin::block_on(admin::run_acls(args))??,
         Command::Elect(args) => admin::block_on(admin::run_elect(args))??,
         Command::Reassign(args) => admin::block_on(admin::run_reassign(args))??,
+        Command::Transactions(args) => admin::block_on(admin::run_transactions(args))??,
         Command::Storage(args) => storage_cmd::run(args)?,
         Command::Assign { input, strategy } => {
             let text = assign_cmd::read_input(&input)?;

@@ -215,7 +215,9 @@ pub fn gate(
         r @ (RequestKind::AddPartitionsToTxn(_)
         | RequestKind::AddOffsetsToTxn(_)
         | RequestKind::EndTxn(_)
-        | RequestKind::TxnOffsetCommit(_)) => txn::gate(d, r),
+        | RequestKind::TxnOffsetCommit(_)
+        | RequestKind::DescribeTransactions(_)
+        | RequestKind::ListTransactions(_)) => txn::gate(d, r),
         r => admin::gate(d, image, version, r),
     }
 }

@@ -113,6 +113,11 @@ fn names(r: &RequestKind) -> Vec<String> {
         RequestKind::DescribeProducers(r) => {
             r.topics.iter().map(|t| t.name.0.to_string()).collect()
         }
+        RequestKind::DescribeTransactions(r) => r
+            .transactional_ids
+            .iter()
+            .map(|t| t.0.to_string())
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -129,6 +134,10 @@ fn empty_like(r: &RequestKind) -> ResponseKind {
         RequestKind::FindCoordinator(_) => ResponseKind::FindCoordinator(Default::default()),
         RequestKind::ListGroups(_) => ResponseKind::ListGroups(Default::default()),
         RequestKind::DescribeProducers(_) => ResponseKind::DescribeProducers(Default::default()),
+        RequestKind::DescribeTransactions(_) => {
+            ResponseKind::DescribeTransactions(Default::default())
+        }
+        RequestKind::ListTransactions(_) => ResponseKind::ListTransactions(Default::default()),
         _ => ResponseKind::ApiVersions(Default::default()),
     }
 }
@@ -228,6 +237,16 @@ fn codes(r: &ResponseKind) -> Vec<(String, i16)> {
             .topics
             .iter()
             .flat_map(|t| t.partitions.iter().map(|p| named(&t.name.0, p.error_code)))
+            .collect(),
+        ResponseKind::DescribeTransactions(r) => r
+            .transaction_states
+            .iter()
+            .map(|t| named(&t.transactional_id.0, t.error_code))
+            .collect(),
+        ResponseKind::ListTransactions(r) => r
+            .transaction_states
+            .iter()
+            .map(|t| named(&t.transactional_id.0, r.error_code))
             .collect(),
         _ => Vec::new(),
     }
@@ -399,6 +418,13 @@ fn add_partitions_to_txn(id: &str, topics: &[&str]) -> RequestKind {
     )
 }
 
+fn describe_txns(ids: &[&str]) -> RequestKind {
+    RequestKind::DescribeTransactions(
+        DescribeTransactionsRequest::default()
+            .with_transactional_ids(ids.iter().map(|id| TransactionalId(s(*id))).collect()),
+    )
+}
+
 fn coordinator_rows() -> Vec<Row> {
     use Outcome::*;
     const NOT_ATTEMPTED: i16 = 55; // OPERATION_NOT_ATTEMPTED
@@ -460,6 +486,30 @@ fn coordinator_rows() -> Vec<Row> {
             verify_only("tx", "orders"),
             &[(Op::Write, TxnId, "tx"), (Op::Write, Topic, "orders")],
             Answer(refused(&[("", CAF)])),
+        ),
+        row(
+            "DescribeTransactions: DESCRIBE on each transactional id",
+            ApiKey::DescribeTransactions,
+            0,
+            describe_txns(&["tx", "secret"]),
+            &[(Op::Describe, TxnId, "tx")],
+            Run(run_all(&["tx"]), refused(&[("secret", TXN_AF)])),
+        ),
+        row(
+            "DescribeTransactions: without DESCRIBE on the transactional id",
+            ApiKey::DescribeTransactions,
+            0,
+            describe_txns(&["tx"]),
+            &[(Op::Read, TxnId, "tx")],
+            Answer(refused(&[("tx", TXN_AF)])),
+        ),
+        row(
+            "ListTransactions: runs for anyone, its answer filtered",
+            ApiKey::ListTransactions,
+            1,
+            RequestKind::ListTransactions(Default::default()),
+            &[],
+            Run(run_all(&[]), refused(&[])),
         ),
         row(
             "EndTxn: WRITE on the transactional id",
@@ -988,4 +1038,55 @@ fn offset_fetch_hides_offsets_of_topics_it_may_not_describe() {
         fetch(Some(vec!["a", "b"])),
         [("a".to_string(), 42, 0), ("b".to_string(), -1, TAF)]
     );
+}
+
+/// KIP-664's answers show only what the principal may DESCRIBE: ListTransactions its ids,
+/// DescribeTransactions the topics of a description.
+#[test]
+fn transaction_admin_answers_show_only_what_may_be_described() {
+    let d = grants(&[(Op::Describe, TxnId, "mine"), (Op::Describe, Topic, "seen")]);
+    let image = MetadataImage::default();
+    let listed = |id: &str| {
+        list_transactions_response::TransactionState::default()
+            .with_transactional_id(TransactionalId(s(id)))
+    };
+    let all = ListTransactionsResponse::default()
+        .with_transaction_states(vec![listed("mine"), listed("theirs")]);
+    let list = RequestKind::ListTransactions(Default::default());
+    let Gate::Run(_, fixup) = gate(&d, &image, ApiKey::ListTransactions, 1, list) else {
+        panic!("ListTransactions runs");
+    };
+    match fixup(&d, Reply::Respond(ResponseKind::ListTransactions(all))) {
+        Reply::Respond(r) => assert_eq!(codes(&r), refused(&[("mine", 0)])),
+        other => panic!("{other:?}"),
+    }
+
+    let topic_data = |t: &str| {
+        describe_transactions_response::TopicData::default()
+            .with_topic(topic(t))
+            .with_partitions(vec![0])
+    };
+    let described = DescribeTransactionsResponse::default().with_transaction_states(vec![
+        describe_transactions_response::TransactionState::default()
+            .with_transactional_id(TransactionalId(s("mine")))
+            .with_topics(vec![topic_data("seen"), topic_data("hidden")]),
+    ]);
+    let req = describe_txns(&["mine"]);
+    let Gate::Run(_, fixup) = gate(&d, &image, ApiKey::DescribeTransactions, 0, req) else {
+        panic!("DescribeTransactions runs");
+    };
+    match fixup(
+        &d,
+        Reply::Respond(ResponseKind::DescribeTransactions(described)),
+    ) {
+        Reply::Respond(ResponseKind::DescribeTransactions(r)) => {
+            let topics: Vec<&str> = r.transaction_states[0]
+                .topics
+                .iter()
+                .map(|t| t.topic.0.as_str())
+                .collect();
+            assert_eq!(topics, ["seen"]);
+        }
+        other => panic!("{other:?}"),
+    }
 }

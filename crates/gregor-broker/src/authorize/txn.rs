@@ -5,18 +5,24 @@
 //! on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition), READ
 //! on the group (else GROUP_AUTHORIZATION_FAILED on every partition) and READ on each topic
 //! (refused ones TOPIC_AUTHORIZATION_FAILED, the others run).
+//!
+//! KIP-664's admin APIs: DescribeTransactions needs DESCRIBE on each transactional id (else
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it) and leaves out of a description the topics
+//! the principal may not DESCRIBE; ListTransactions lists only the ids it may DESCRIBE.
 
 use gregor_meta::acl::{AclOperation, AclResourceType};
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
+use kafka_protocol::messages::describe_transactions_response::TransactionState as DescribedTxn;
 use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{
-    AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnResponse,
-    RequestKind, ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+    DescribeTransactionsRequest, DescribeTransactionsResponse, EndTxnResponse, RequestKind,
+    ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::ResponseError;
 
@@ -49,6 +55,8 @@ pub(super) fn gate(d: &dyn Decide, request: RequestKind) -> Gate {
             Gate::Answer(Reply::Respond(ResponseKind::EndTxn(resp)))
         }
         RequestKind::TxnOffsetCommit(r) => txn_offset_commit(d, r),
+        RequestKind::DescribeTransactions(r) => describe_transactions(d, r),
+        r @ RequestKind::ListTransactions(_) => Gate::Run(r, on_response(list_visible)),
         other => Gate::Run(other, no_fixup()),
     }
 }
@@ -172,4 +180,68 @@ fn add_partitions(d: &dyn Decide, r: AddPartitionsToTxnRequest) -> Gate {
         })
         .collect();
     Gate::Answer(Reply::Respond(ResponseKind::AddPartitionsToTxn(resp)))
+}
+
+/// DescribeTransactions: the ids it may DESCRIBE run; the others are answered
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Descriptions keep only the topics it may DESCRIBE.
+fn describe_transactions(d: &dyn Decide, mut r: DescribeTransactionsRequest) -> Gate {
+    let ids = std::mem::take(&mut r.transactional_ids);
+    let (kept, refused) = split(
+        d,
+        AclOperation::Describe,
+        AclResourceType::TransactionalId,
+        ids,
+        |id| id.0.as_str(),
+    );
+    r.transactional_ids = kept;
+    let answers: Vec<DescribedTxn> = refused
+        .into_iter()
+        .map(|id| {
+            let mut t = DescribedTxn::default();
+            t.transactional_id = id;
+            t.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+            t.transaction_start_time_ms = -1;
+            t.producer_id = kafka_protocol::messages::ProducerId(-1);
+            t.producer_epoch = -1;
+            t
+        })
+        .collect();
+    let fixup = on_response(move |d, resp| match resp {
+        ResponseKind::DescribeTransactions(mut resp) => {
+            for t in &mut resp.transaction_states {
+                t.topics.retain(|tp| {
+                    d.allows(AclOperation::Describe, AclResourceType::Topic, &tp.topic.0)
+                });
+            }
+            resp.transaction_states.extend(answers);
+            ResponseKind::DescribeTransactions(resp)
+        }
+        other => other,
+    });
+    let empty = ResponseKind::DescribeTransactions(DescribeTransactionsResponse::default());
+    let nothing_left = r.transactional_ids.is_empty();
+    run_unless_empty(
+        d,
+        nothing_left,
+        RequestKind::DescribeTransactions(r),
+        empty,
+        fixup,
+    )
+}
+
+/// ListTransactions: only the transactional ids it may DESCRIBE (quietly: a filter, no error).
+fn list_visible(d: &dyn Decide, resp: ResponseKind) -> ResponseKind {
+    match resp {
+        ResponseKind::ListTransactions(mut resp) => {
+            resp.transaction_states.retain(|t| {
+                d.allows_quietly(
+                    AclOperation::Describe,
+                    AclResourceType::TransactionalId,
+                    &t.transactional_id.0,
+                )
+            });
+            ResponseKind::ListTransactions(resp)
+        }
+        other => other,
+    }
 }

@@ -19,6 +19,7 @@ pub(crate) mod quotas;
 pub(crate) mod reassign;
 pub(crate) mod scram;
 pub(crate) mod txn;
+pub(crate) mod txn_admin;
 pub(crate) mod txn_coordinator;
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};

@@ -1,8 +1,9 @@
 //! The admin commands — `gregor topics`, `gregor groups`, `gregor configs`, `gregor acls`,
-//! `gregor elect`, `gregor reassign` —
+//! `gregor elect`, `gregor reassign`, `gregor transactions` —
 //! over the Kafka protocol through gregor-client, so they work against Gregor and Apache Kafka
 //! alike. Options and output follow kafka-topics.sh, kafka-consumer-groups.sh, kafka-configs.sh,
-//! kafka-acls.sh, kafka-leader-election.sh and kafka-reassign-partitions.sh.
+//! kafka-acls.sh, kafka-leader-election.sh, kafka-reassign-partitions.sh and
+//! kafka-transactions.sh.
 //!
 //! Argument checking and output formatting are plain functions over fixed data; the `run_*`
 //! functions only fetch, call them and print.
@@ -22,6 +23,7 @@ mod reassign_throttle;
 mod reset;
 mod scram_users;
 mod topics;
+mod transactions;
 
 pub use acls::{run_acls, AclsArgs};
 pub use common::{apply_command_config, block_on};
@@ -30,3 +32,4 @@ pub use elect::{run_elect, ElectArgs};
 pub use groups::{run_groups, GroupsArgs};
 pub use reassign::{run_reassign, ReassignArgs};
 pub use topics::{run_topics, TopicsArgs};
+pub use transactions::{run_transactions, TransactionsArgs};

@@ -12,6 +12,7 @@ pub mod offsets;
 pub mod quotas;
 pub mod reassign;
 pub mod topics;
+pub mod transactions;
 
 mod base;
 
@@ -26,3 +27,6 @@ pub use offsets::{IsolationLevel, ListedOffset, OffsetSpec};
 pub use quotas::{QuotaAlteration, QuotaEntity, QuotaMatch};
 pub use reassign::{ElectionType, OngoingReassignment};
 pub use topics::{CreateTopicsOptions, CreatedTopic, NewPartitions, NewTopic, TopicListing};
+pub use transactions::{
+    AbortSpec, ListTransactionsFilter, ProducerState, TransactionDescription, TransactionListing,
+};
