@@ -273,7 +273,12 @@ async fn eos_pipeline_instance() {
 /// Starts [`eos_pipeline_instance`] against `broker`; its stdout lines go to the channel.
 fn pipeline_instance(broker: &Broker) -> (Child, std::sync::mpsc::Receiver<String>) {
     let mut child = Command::new(std::env::current_exe().expect("this test binary"))
-        .args(["--ignored", "--exact", "eos_pipeline_instance", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "eos_pipeline_instance",
+            "--nocapture",
+        ])
         .env(PIPELINE_ENV, broker.bootstrap())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -352,7 +357,9 @@ async fn an_exactly_once_pipeline_survives_a_sigkilled_instance() {
     let mut committed = 0;
     while committed < 100 {
         let left = deadline.saturating_duration_since(Instant::now());
-        let line = lines.recv_timeout(left).expect("the first instance commits 100 records");
+        let line = lines
+            .recv_timeout(left)
+            .expect("the first instance commits 100 records");
         if let Some(n) = line.strip_prefix("committed ") {
             committed = n.parse().expect("a count");
         }
