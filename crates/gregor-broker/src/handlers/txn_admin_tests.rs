@@ -8,22 +8,8 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
 use crate::handlers::fetch::tests::{create_topic, sb, send, start};
+use crate::handlers::txn_coordinator::tests::init;
 use crate::Broker;
-
-async fn init(b: &Arc<Broker>, id: &str) -> (i64, i16) {
-    let mut r = InitProducerIdRequest::default();
-    r.transactional_id = Some(TransactionalId(sb(id)));
-    r.transaction_timeout_ms = 60_000;
-    r.producer_id = ProducerId(-1);
-    r.producer_epoch = -1;
-    match send(b, ApiKey::InitProducerId, 4, RequestKind::InitProducerId(r)).await {
-        ResponseKind::InitProducerId(resp) => {
-            assert_eq!(resp.error_code, 0, "{resp:?}");
-            (resp.producer_id.0, resp.producer_epoch)
-        }
-        other => panic!("{other:?}"),
-    }
-}
 
 async fn add(b: &Arc<Broker>, id: &str, (pid, epoch): (i64, i16), topic: &str, parts: &[i32]) {
     let mut t = AddPartitionsToTxnTopic::default();

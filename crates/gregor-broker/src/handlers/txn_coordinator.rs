@@ -300,4 +300,4 @@ pub async fn end_txn(
 
 #[cfg(test)]
 #[path = "txn_coordinator_tests.rs"]
-mod tests;
+pub(crate) mod tests;

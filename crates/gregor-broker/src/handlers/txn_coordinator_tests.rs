@@ -13,7 +13,8 @@ use kafka_protocol::ResponseError;
 use crate::handlers::fetch::tests::{create_topic, delete_topic, sb, send, start};
 use crate::Broker;
 
-async fn init(b: &Arc<Broker>, id: &str) -> (i64, i16) {
+/// InitProducerId for `id`; its producer id and epoch.
+pub(crate) async fn init(b: &Arc<Broker>, id: &str) -> (i64, i16) {
     let mut r = InitProducerIdRequest::default();
     r.transactional_id = Some(TransactionalId(sb(id)));
     r.transaction_timeout_ms = 60_000;
