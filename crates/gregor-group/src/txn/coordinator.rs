@@ -103,7 +103,13 @@ pub struct TxnCoordinator {
     in_flight: BTreeMap<AppendToken, InFlight>,
     markers_in_flight: BTreeSet<String>,
     next_token: u64,
+    /// When [`TxnCoordinator::tick`] last ran: a completion it must write again waits
+    /// [`COMPLETION_RETRY_BACKOFF_MS`] from there, so failing writes are not retried in a loop.
+    last_tick_ms: Option<i64>,
 }
+
+/// How long a decision whose completion record failed to be written waits before the next try.
+pub const COMPLETION_RETRY_BACKOFF_MS: i64 = 200;
 
 impl TxnCoordinator {
     pub fn new(config: TxnConfig) -> TxnCoordinator {
@@ -283,6 +289,7 @@ impl TxnCoordinator {
     /// whose completion could not be written are written again, and idle ids past
     /// `transactional.id.expiration.ms` are removed.
     pub fn tick(&mut self, now_ms: i64) -> Vec<TxnEffect> {
+        self.last_tick_ms = Some(now_ms);
         let expiration = self.config.id_expiration_ms;
         let mut writes = Vec::new();
         for (id, m) in self.ids.iter_mut() {
@@ -303,13 +310,37 @@ impl TxnCoordinator {
             .collect()
     }
 
-    /// The next moment [`TxnCoordinator::tick`] has work: the earliest transaction timeout.
+    /// The next moment [`TxnCoordinator::tick`] has work: the earliest transaction timeout, the
+    /// retry of a completion that failed to be written, or an idle id's expiry; never sooner
+    /// than [`COMPLETION_RETRY_BACKOFF_MS`] after the last tick, so that a write that keeps
+    /// failing is not retried in a loop. An id with a write in flight has none: its answer
+    /// comes first (and the caller asks again then).
     pub fn next_deadline(&self) -> Option<i64> {
+        let retry = self
+            .last_tick_ms
+            .map_or(0, |t| t.saturating_add(COMPLETION_RETRY_BACKOFF_MS));
+        let expiration = self.config.id_expiration_ms;
         self.ids
-            .values()
-            .filter(|m| m.state() == TransactionState::Ongoing)
-            .map(|m| m.current.start_timestamp_ms + i64::from(m.current.transaction_timeout_ms) + 1)
+            .iter()
+            .filter(|(_, m)| !m.is_pending())
+            .filter_map(|(id, m)| match m.state() {
+                TransactionState::Ongoing => Some(
+                    m.current
+                        .start_timestamp_ms
+                        .saturating_add(i64::from(m.current.transaction_timeout_ms))
+                        .saturating_add(1),
+                ),
+                s if s.is_preparing() => (!self.markers_in_flight.contains(id)).then_some(retry),
+                s if s.is_idle() => Some(
+                    m.current
+                        .last_update_timestamp_ms
+                        .saturating_add(expiration)
+                        .saturating_add(1),
+                ),
+                _ => None,
+            })
             .min()
+            .map(|at| at.max(retry))
     }
 
     /// The append of `token` is durable (`ok`) or failed.

@@ -398,3 +398,59 @@ fn verification_accepts_only_partitions_of_the_open_transaction() {
         Ok(vec![Some(TxnError::InvalidTxnState)])
     );
 }
+
+#[test]
+fn no_deadline_while_a_write_is_in_flight_so_the_shell_never_spins() {
+    let mut c = coordinator();
+    let p = init(&mut c, 1_000, 1);
+    open(&mut c, 2_000, p, &[("a", 0)]);
+    // The timeout's abort is being written: nothing is due until its answer.
+    let e = c.tick(32_001);
+    assert_eq!(appends(&e).len(), 1);
+    assert_eq!(c.next_deadline(), None);
+    // It failed: the abort is due again, not before the retry backoff.
+    let (token, _) = appends(&e)[0].clone();
+    assert!(c.append_completed(token, false).is_empty());
+    assert_eq!(
+        c.next_deadline(),
+        Some(32_001 + COMPLETION_RETRY_BACKOFF_MS)
+    );
+    assert!(c.tick(32_001 + COMPLETION_RETRY_BACKOFF_MS).len() == 1);
+}
+
+#[test]
+fn a_completion_that_failed_is_due_again_without_any_open_transaction() {
+    let mut c = coordinator();
+    let p = init(&mut c, 1_000, 1);
+    open(&mut c, 1_200, p, &[("a", 0)]);
+    let e = c.end_txn(1_300, 3, TX, p, true);
+    durable(&mut c, &e);
+    assert_eq!(c.next_deadline(), None, "markers in flight");
+    let e = c.markers_written(1_500, TX);
+    let (token, _) = appends(&e)[0].clone();
+    assert!(c.append_completed(token, false).is_empty());
+    // Nothing else would tick: the completion's retry is a deadline of its own.
+    let due = c.next_deadline().expect("a retry is due");
+    let e = c.tick(due);
+    assert_eq!(
+        appends(&e)[0].1.as_ref().unwrap().state,
+        TransactionState::CompleteCommit
+    );
+    durable(&mut c, &e);
+    assert_eq!(
+        c.describe(TX).unwrap().state(),
+        TransactionState::CompleteCommit
+    );
+}
+
+#[test]
+fn an_idle_ids_expiry_is_a_deadline() {
+    let mut c = coordinator();
+    init(&mut c, 1_000, 1);
+    assert_eq!(c.next_deadline(), Some(1_000 + 1_000_000 + 1));
+    let e = c.tick(1_000 + 1_000_000 + 1);
+    assert_eq!(appends(&e), vec![(appends(&e)[0].0, None)], "a tombstone");
+    durable(&mut c, &e);
+    assert!(c.describe(TX).is_none());
+    assert_eq!(c.next_deadline(), None);
+}
