@@ -321,7 +321,8 @@ impl Broker {
     /// `__consumer_offsets` leaderships.
     fn start_group_coordinator(self: &Arc<Self>) {
         let txns = self.txns.clone();
-        let txn_settings = crate::txn_shell::txn_settings(&self.config);
+        let txn_settings =
+            crate::txn_shell::txn_settings(&self.config).with_metrics(self.metrics.txn_metrics());
         let markers = Arc::new(self.marker_sender());
         let manager = self.groups.start_manager(
             self.replicas.clone(),
@@ -1406,6 +1407,7 @@ impl Broker {
             metadata: &self.metadata,
             replicas: &self.replicas,
             groups: &self.groups,
+            txns: &self.txns,
             fetch_sessions: &self.fetch_sessions,
             metrics: &self.metrics,
             cluster_view: &self.cluster_view,

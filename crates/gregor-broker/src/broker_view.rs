@@ -11,6 +11,7 @@ use crate::groups::Groups;
 use crate::metadata::MetadataManager;
 use crate::metrics::events::BrokerMetrics;
 use crate::replica::ReplicaManager;
+use crate::txn_shell::Transactions;
 
 /// The parts of a broker observability reads; cheap to copy.
 #[derive(Clone, Copy)]
@@ -20,6 +21,8 @@ pub struct BrokerView<'a> {
     pub metadata: &'a MetadataManager,
     pub replicas: &'a ReplicaManager,
     pub groups: &'a Groups,
+    /// The transaction coordinator's shards on this node.
+    pub txns: &'a Transactions,
     pub fetch_sessions: &'a Mutex<FetchSessionCache>,
     pub metrics: &'a BrokerMetrics,
     pub cluster_view: &'a Arc<ClusterView>,

@@ -6,6 +6,10 @@
 //!
 //! Pure: the partition tells it the oldest open transaction after every append and each
 //! transaction a marker ended; readers ask with the current high watermark.
+//!
+//! It also remembers since when the LSO has been held at one offset below the high watermark
+//! ([`LsoStall`]), fed the time by the partition whenever the high watermark moves and by the
+//! metrics scrape: a transaction left open (a hanging one) shows as a stall that only grows.
 
 use std::collections::VecDeque;
 
@@ -19,6 +23,36 @@ pub struct LastStable {
     /// Ended transactions whose marker may still be above the high watermark: (marker
     /// offset, first offset), in marker order.
     unreplicated: VecDeque<(i64, i64)>,
+    stall: LsoStall,
+}
+
+/// Since when the last stable offset has trailed the high watermark at the same offset.
+///
+/// The clock starts when the high watermark is seen above the LSO and restarts whenever the
+/// LSO moves (the oldest unstable transaction ended and the next one now holds it), so it
+/// measures how long one transaction has held read_committed consumers back, never the sum of
+/// a stream of short ones that keep the LSO just below the high watermark.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LsoStall {
+    /// (the LSO held, since when in ms); `None` while the LSO equals the high watermark.
+    held: Option<(i64, i64)>,
+}
+
+impl LsoStall {
+    /// The LSO is `lso` under `high_watermark` at `now_ms`.
+    pub fn observe(&mut self, lso: i64, high_watermark: i64, now_ms: i64) {
+        self.held = match self.held {
+            _ if lso >= high_watermark => None,
+            Some((held, since)) if held == lso => Some((held, since.min(now_ms))),
+            _ => Some((lso, now_ms)),
+        };
+    }
+
+    /// How long the LSO has trailed the high watermark at its current offset, as of `now_ms`
+    /// (0 when it does not trail it).
+    pub fn stalled_ms(&self, now_ms: i64) -> i64 {
+        self.held.map_or(0, |(_, since)| (now_ms - since).max(0))
+    }
 }
 
 impl LastStable {
@@ -39,6 +73,14 @@ impl LastStable {
     /// Forgets the ended transactions (after a truncation, whose replay tells them again).
     pub fn clear_completed(&mut self) {
         self.unreplicated.clear();
+    }
+
+    /// The last stable offset under `high_watermark` at `now_ms`, remembering since when it
+    /// has trailed it; with how long that is (ms).
+    pub fn observe(&mut self, high_watermark: i64, now_ms: i64) -> (i64, i64) {
+        let lso = self.last_stable_offset(high_watermark);
+        self.stall.observe(lso, high_watermark, now_ms);
+        (lso, self.stall.stalled_ms(now_ms))
     }
 
     /// The last stable offset under `high_watermark`.
@@ -98,5 +140,62 @@ mod tests {
         assert_eq!(s.last_stable_offset(12), 2);
         s.clear_completed();
         assert_eq!(s.last_stable_offset(12), 11);
+    }
+
+    #[test]
+    fn a_stall_is_timed_from_when_the_high_watermark_passed_the_lso() {
+        let mut s = LastStable::default();
+        assert_eq!(s.observe(10, 1_000), (10, 0), "no transaction: no stall");
+        s.set_open_first(Some(10));
+        assert_eq!(
+            s.observe(10, 2_000),
+            (10, 0),
+            "the HW has not passed it yet"
+        );
+        assert_eq!(s.observe(12, 5_000), (10, 0), "the stall starts now");
+        assert_eq!(s.observe(15, 65_000), (10, 60_000));
+        assert_eq!(s.observe(15, 65_001), (10, 60_001), "past a minute");
+        // The transaction ends; its marker (offset 15) must pass the HW first.
+        s.set_open_first(None);
+        s.completed(&ended(10, 15));
+        assert_eq!(
+            s.observe(15, 66_000),
+            (10, 61_000),
+            "marker not yet committed"
+        );
+        assert_eq!(
+            s.observe(16, 67_000),
+            (16, 0),
+            "stable again: the clock stops"
+        );
+        assert_eq!(s.observe(16, 200_000), (16, 0));
+    }
+
+    #[test]
+    fn a_new_transaction_holding_the_lso_restarts_the_clock() {
+        let mut s = LastStable::default();
+        s.set_open_first(Some(3));
+        assert_eq!(s.observe(8, 0), (3, 0));
+        assert_eq!(s.observe(8, 50_000), (3, 50_000));
+        // The oldest ends and a later one (opened at 6) now holds the LSO below the HW.
+        s.set_open_first(Some(6));
+        s.completed(&ended(3, 7));
+        assert_eq!(s.observe(9, 55_000), (6, 0), "a moved LSO is a new stall");
+        assert_eq!(s.observe(9, 70_000), (6, 15_000));
+    }
+
+    #[test]
+    fn a_stall_never_counts_backwards_in_time() {
+        let mut t = LsoStall::default();
+        t.observe(5, 9, 1_000);
+        assert_eq!(
+            t.stalled_ms(500),
+            0,
+            "a clock read before the start is no stall"
+        );
+        t.observe(5, 9, 400);
+        assert_eq!(t.stalled_ms(1_000), 600, "the earliest sighting wins");
+        t.observe(9, 9, 2_000);
+        assert_eq!(t.stalled_ms(10_000), 0);
     }
 }

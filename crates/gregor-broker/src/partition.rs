@@ -173,6 +173,8 @@ impl Partition {
     fn advance_hw(&self, offset: i64) {
         if offset > self.log.high_watermark() {
             let hw = self.log.set_high_watermark(offset);
+            // An LSO stall is timed from the moment the high watermark passes the LSO.
+            lock(&self.stability).observe(hw, now_ms());
             self.hw.send_replace(hw);
         }
     }
@@ -422,6 +424,12 @@ impl Partition {
     /// The last stable offset: read_committed consumers read no further.
     pub fn last_stable_offset(&self, high_watermark: i64) -> i64 {
         lock(&self.stability).last_stable_offset(high_watermark)
+    }
+
+    /// The last stable offset now, and how long (ms) it has trailed the high watermark at that
+    /// offset (the metrics' hanging-transaction signal).
+    pub fn last_stable_stall(&self, now_ms: i64) -> (i64, i64) {
+        lock(&self.stability).observe(self.high_watermark(), now_ms)
     }
 
     /// The open transactions (producer id, first offset), for tools.

@@ -27,6 +27,7 @@ use tracing::{info, warn};
 use crate::config::BrokerConfig;
 use crate::coordinator_shards::{appender, AppendDone, ShardTable};
 use crate::forward::ControlPlane;
+use crate::metrics::events::{txn_reason, TxnDecisions, TxnMetrics};
 use crate::replica::{Partition, ReplicaManager};
 use crate::runtime::{blocking, now_ms};
 use crate::txn_markers::{MarkerError, MarkerRequest, MarkerSender};
@@ -107,6 +108,15 @@ pub type VerifyAnswer = Result<Vec<Option<TxnError>>, TxnError>;
 pub struct TxnSettings {
     config: TxnConfig,
     commit_timeout: Duration,
+    metrics: TxnMetrics,
+}
+
+impl TxnSettings {
+    /// The shards count their decisions and time their markers in `metrics`.
+    pub fn with_metrics(mut self, metrics: TxnMetrics) -> TxnSettings {
+        self.metrics = metrics;
+        self
+    }
 }
 
 /// The settings from the broker's static configuration.
@@ -118,6 +128,7 @@ pub fn txn_settings(config: &BrokerConfig) -> TxnSettings {
         },
         // The same bound as a group's offset commit: the append waits for the ISR.
         commit_timeout: Duration::from_millis(config.int("offsets.commit.timeout.ms").max(1) as u64),
+        metrics: TxnMetrics::default(),
     }
 }
 
@@ -362,6 +373,8 @@ async fn load_and_run(
         markers,
         waiting: HashMap::new(),
         next_id: 1,
+        decisions: TxnDecisions::default(),
+        metrics: settings.metrics.clone(),
     };
     shard.run(settings, coordinator, rx, stop).await;
 }
@@ -386,6 +399,9 @@ struct Shard {
     markers: Arc<MarkerSender>,
     waiting: HashMap<u64, oneshot::Sender<TxnReply>>,
     next_id: u64,
+    /// Which queued appends are decisions, for `gregor_transactions_ended_total`.
+    decisions: TxnDecisions,
+    metrics: TxnMetrics,
 }
 
 /// What a shard's effects queue.
@@ -452,7 +468,7 @@ impl Shard {
                 },
                 Some((token, result)) = done_rx.recv() => {
                     pending -= 1;
-                    coordinator.append_completed(token, result.is_ok())
+                    self.append_completed(&mut coordinator, token, result.is_ok())
                 }
                 Some(written) = markers_rx.recv() => match written {
                     Ok(id) => coordinator.markers_written(now_ms(), &id),
@@ -463,10 +479,29 @@ impl Shard {
                         Vec::new()
                     }
                 },
-                _ = sleep => coordinator.tick(now_ms()),
+                _ = sleep => self.tick(&mut coordinator),
             };
             pending += self.carry_out(effects, &queues, &cancel);
         }
+    }
+
+    /// An append is durable (or failed); a decision it made durable is counted.
+    fn append_completed(
+        &mut self,
+        coordinator: &mut TxnCoordinator,
+        token: AppendToken,
+        ok: bool,
+    ) -> Vec<TxnEffect> {
+        let effects = coordinator.append_completed(token, ok);
+        self.decisions.completed(token, &effects, &self.metrics);
+        effects
+    }
+
+    /// Timeouts: the aborts they decide are the coordinator's own.
+    fn tick(&mut self, coordinator: &mut TxnCoordinator) -> Vec<TxnEffect> {
+        let effects = coordinator.tick(now_ms());
+        self.decisions.queued(txn_reason::TIMEOUT, &effects);
+        effects
     }
 
     fn handle(
@@ -479,7 +514,13 @@ impl Shard {
         self.next_id += 1;
         self.waiting.insert(id, reply);
         let now = now_ms();
-        match call {
+        // A decision an InitProducerId makes aborts the open transaction it fences.
+        let reason = match &call {
+            TxnCall::Init { .. } => Some(txn_reason::FENCED),
+            TxnCall::End { .. } => Some(txn_reason::END_TXN),
+            TxnCall::AddPartitions { .. } => None,
+        };
+        let effects = match call {
             TxnCall::Init {
                 transactional_id,
                 timeout_ms,
@@ -503,7 +544,11 @@ impl Shard {
                 producer,
                 commit,
             } => coordinator.end_txn(now, id, &transactional_id, producer, commit),
+        };
+        if let Some(reason) = reason {
+            self.decisions.queued(reason, &effects);
         }
+        effects
     }
 
     /// Carries out effects; returns how many appends it queued.
@@ -542,8 +587,12 @@ impl Shard {
                     let sender = self.markers.clone();
                     let done = queues.markers_done.clone();
                     let cancel = cancel.clone();
+                    let (metrics, decided_ms) = (self.metrics.clone(), now_ms());
                     crate::runtime::spawn(async move {
                         let result = sender.send(&request, cancel).await;
+                        if result.is_ok() {
+                            metrics.markers_written(now_ms() - decided_ms);
+                        }
                         let _ = done.send(result.map(|()| transactional_id));
                     });
                 }

@@ -144,8 +144,13 @@ fn replica_line(v: &Value) -> Option<(Tp, HostedReplica)> {
         log_start_offset: int("log_start_offset")?,
         log_end_offset: int("log_end_offset")?,
         high_watermark: int("high_watermark")?,
+        // A node without transactions support in its console sends none.
+        last_stable_offset: int("last_stable_offset"),
     };
-    let ordered = r.log_start_offset <= r.high_watermark && r.high_watermark <= r.log_end_offset;
+    let ordered = r.log_start_offset <= r.high_watermark
+        && r.high_watermark <= r.log_end_offset
+        && r.last_stable_offset
+            .is_none_or(|lso| lso <= r.high_watermark);
     ordered.then_some(((topic, partition), r))
 }
 

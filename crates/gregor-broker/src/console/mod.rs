@@ -10,7 +10,9 @@
 //! - `/ui/api/replicas`: the sizes and offsets of the partitions this node leads;
 //! - `/ui/api/groups`: the groups this node coordinates;
 //! - `/ui/api/group?id=<group>`: one of them in full: members (client ids, hosts, assignments),
-//!   committed offsets and lag, and the rebalance timeline its coordinator recorded.
+//!   committed offsets and lag, and the rebalance timeline its coordinator recorded;
+//! - `/ui/api/transactions`: the open transactions of this node's transaction coordinator
+//!   shards (DescribeTransactions' view of them).
 //!
 //! It shows nothing a Kafka client could not ask for (Metadata, DescribeCluster, DescribeLogDirs,
 //! DescribeGroups, OffsetFetch) and changes nothing. This module is the imperative shell: it
@@ -148,9 +150,12 @@ pub async fn answer(
     };
     let topic = |t: &str| viewer.may_describe_topic(t);
     let group_ok = |g: &str| viewer.may_describe_group(g);
+    let txn_ok = |id: &str| viewer.may_describe_transactional_id(id);
     let visible = Visible {
         topic: &topic,
         group: &group_ok,
+        transactional_id: &txn_ok,
+        cluster: viewer.may_describe_cluster(),
     };
     match api {
         "cluster" => Page::json(&cluster(b, viewer, &visible).await),
@@ -164,6 +169,16 @@ pub async fn answer(
             Scope::Local => Page::json(&local_groups(b, &visible).await),
             Scope::Cluster => Page::json(&cluster_groups(b, viewer, &visible).await),
         },
+        "transactions" => {
+            let observed = crate::metrics::txns::coordinator(b, view::MAX_OPEN_TXNS).await;
+            let now = crate::runtime::now_ms();
+            Page::json(&view::transactions(
+                b.config.node_id,
+                &observed,
+                now,
+                &visible,
+            ))
+        }
         "group" => {
             let id = match group_id_param(query) {
                 Ok(id) => id,
@@ -415,6 +430,7 @@ fn hosted(b: BrokerView<'_>) -> HashMap<Tp, HostedReplica> {
                 log_start_offset: p.log.log_start_offset(),
                 log_end_offset: p.log.log_end_offset(),
                 high_watermark: p.high_watermark(),
+                last_stable_offset: Some(p.last_stable_offset(p.high_watermark())),
             };
             ((p.topic.clone(), p.index), r)
         })

@@ -6,6 +6,7 @@ use gregor_meta::{MetadataImage, PartitionRegistration};
 use serde_json::{json, Value};
 
 use crate::groups::GroupObservation;
+use crate::metrics::txns::CoordinatorTxns;
 
 /// Sizes and offsets of a replica this node hosts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +15,17 @@ pub struct HostedReplica {
     pub log_start_offset: i64,
     pub log_end_offset: i64,
     pub high_watermark: i64,
+    /// The last stable offset (`None` from a node that does not report it).
+    pub last_stable_offset: Option<i64>,
+}
+
+impl HostedReplica {
+    /// How far the last stable offset trails the high watermark (Kafka's
+    /// `LastStableOffsetLag`), where it is known.
+    fn lso_lag(&self) -> Option<i64> {
+        self.last_stable_offset
+            .map(|lso| (self.high_watermark - lso).max(0))
+    }
 }
 
 /// What the principal asking may see: with an authorizer, the topics and groups it may DESCRIBE
@@ -21,6 +33,9 @@ pub struct HostedReplica {
 pub struct Visible<'a> {
     pub topic: &'a (dyn Fn(&str) -> bool + Sync),
     pub group: &'a (dyn Fn(&str) -> bool + Sync),
+    pub transactional_id: &'a (dyn Fn(&str) -> bool + Sync),
+    /// DESCRIBE on the cluster (what `/metrics` needs): counts over everything.
+    pub cluster: bool,
 }
 
 #[cfg(test)]
@@ -30,6 +45,8 @@ impl Visible<'_> {
         Visible {
             topic: &|_| true,
             group: &|_| true,
+            transactional_id: &|_| true,
+            cluster: true,
         }
     }
 }
@@ -173,6 +190,8 @@ fn partition_json(
         "log_start_offset": sizes.map(|h| h.log_start_offset),
         "log_end_offset": sizes.map(|h| h.log_end_offset),
         "high_watermark": sizes.map(|h| h.high_watermark),
+        "last_stable_offset": sizes.and_then(|h| h.last_stable_offset),
+        "lso_lag": sizes.and_then(|h| h.lso_lag()),
     })
 }
 
@@ -270,6 +289,7 @@ pub fn led_replicas(
                 "log_start_offset": r.log_start_offset,
                 "log_end_offset": r.log_end_offset,
                 "high_watermark": r.high_watermark,
+                "last_stable_offset": r.last_stable_offset,
             })
         })
         .collect();
@@ -456,6 +476,62 @@ pub fn group(
     })
 }
 
+/// The most open transactions `/ui/api/transactions` lists (the oldest first).
+pub const MAX_OPEN_TXNS: usize = 100;
+
+/// The open transactions of this node's coordinator shards (those whose transactional id the
+/// principal may DESCRIBE, with the partitions of the topics it may, as DescribeTransactions
+/// answers), oldest first; the counts per state only for a principal that may DESCRIBE the
+/// cluster, as `/metrics` shows them.
+pub fn transactions(
+    node_id: i32,
+    c: &CoordinatorTxns,
+    now_ms: i64,
+    visible: &Visible<'_>,
+) -> Value {
+    let listed: Vec<Value> = c
+        .open
+        .iter()
+        .filter(|t| (visible.transactional_id)(&t.transactional_id))
+        .map(|t| {
+            let partitions: Vec<Value> = t
+                .partitions
+                .iter()
+                .filter(|(topic, _)| (visible.topic)(topic))
+                .map(|(topic, partition)| json!({ "topic": topic, "partition": partition }))
+                .collect();
+            let started = (t.started_ms >= 0).then_some(t.started_ms);
+            json!({
+                "transactional_id": t.transactional_id,
+                "producer_id": t.producer_id,
+                "producer_epoch": t.producer_epoch,
+                "state": t.state.name(),
+                "partitions": partitions,
+                "started_ms": started,
+                "age_ms": started.map(|s| (now_ms - s).max(0)),
+                "last_update_ms": t.last_update_ms,
+                "timeout_ms": t.timeout_ms,
+                "coordinator_partition": t.coordinator_partition,
+            })
+        })
+        .collect();
+    let states: serde_json::Map<String, Value> = c
+        .by_state
+        .iter()
+        .map(|(state, n)| (state.name().to_string(), json!(n)))
+        .collect();
+    json!({
+        "node_id": node_id,
+        "shards": c.shards,
+        "loading": c.loading,
+        "states": visible.cluster.then_some(states),
+        "open_total": visible.cluster.then_some(c.open_total),
+        "truncated": c.open_total > c.open.len(),
+        "max_listed": MAX_OPEN_TXNS,
+        "transactions": listed,
+    })
+}
+
 /// How unevenly the lag falls on the members that own partitions: the largest member's lag over
 /// the mean (1 is even); `None` without lag or without at least two such members.
 fn skew(per_member: &[Option<i64>]) -> Option<f64> {
@@ -519,6 +595,8 @@ mod tests {
         let only_a = Visible {
             topic: &|t| t.starts_with("a-"),
             group: &|g| g.starts_with("a-"),
+            transactional_id: &|_| true,
+            cluster: true,
         };
         let list = groups(1, &observed, &hws, &only_a);
         assert_eq!(names(&list, "groups", "group_id"), ["a-orders"]);
@@ -565,6 +643,8 @@ mod tests {
         let only_a = Visible {
             topic: &|t| t.starts_with("a-"),
             group: &|_| false,
+            transactional_id: &|_| true,
+            cluster: true,
         };
         assert_eq!(
             names(&cluster(&input(&only_a)), "topics", "name"),
@@ -637,6 +717,7 @@ mod tests {
             log_start_offset: 0,
             log_end_offset: hw,
             high_watermark: hw,
+            last_stable_offset: Some(hw),
         }
     }
 
@@ -726,9 +807,107 @@ mod tests {
         assert_eq!(
             led["replicas"],
             json!([{"topic": "t", "partition": 0, "size_bytes": 5000, "log_start_offset": 0,
-                    "log_end_offset": 50, "high_watermark": 50}]),
+                    "log_end_offset": 50, "high_watermark": 50, "last_stable_offset": 50}]),
             "only the partitions this node leads"
         );
+    }
+
+    #[test]
+    fn each_partition_shows_its_leader_s_last_stable_offset_and_its_lag() {
+        let image = three_brokers();
+        let tp = |p: i32| ("t".to_string(), p);
+        let held = HostedReplica {
+            last_stable_offset: Some(32),
+            ..replica(40)
+        };
+        let old_peer = HostedReplica {
+            last_stable_offset: None,
+            ..replica(7)
+        };
+        let hosted = HashMap::from([(tp(0), replica(50))]);
+        let from_leaders = HashMap::from([(tp(1), (2, held)), (tp(2), (3, old_peer))]);
+        let image_reach = HashMap::from([(2, Reachability::Accepts)]);
+        let c = cluster_of(&image, &hosted, &from_leaders, &image_reach);
+        let parts = c["topics"][0]["partitions"].as_array().expect("partitions");
+        let col = |k: &str| -> Vec<Value> { parts.iter().map(|p| p[k].clone()).collect() };
+        assert_eq!(
+            col("last_stable_offset"),
+            [json!(50), json!(32), Value::Null]
+        );
+        assert_eq!(
+            col("lso_lag"),
+            [json!(0), json!(8), Value::Null],
+            "the lag where the leader reported an LSO"
+        );
+    }
+
+    fn open_txn(id: &str, started_ms: i64, topics: &[&str]) -> crate::metrics::txns::OpenTxn {
+        crate::metrics::txns::OpenTxn {
+            transactional_id: id.to_string(),
+            producer_id: 4000,
+            producer_epoch: 2,
+            state: gregor_group::txn::TransactionState::Ongoing,
+            partitions: topics.iter().map(|t| (t.to_string(), 0)).collect(),
+            started_ms,
+            last_update_ms: started_ms + 5,
+            timeout_ms: 60_000,
+            coordinator_partition: 3,
+        }
+    }
+
+    #[test]
+    fn open_transactions_list_what_the_principal_may_describe() {
+        use gregor_group::txn::TransactionState;
+        let c = CoordinatorTxns {
+            by_state: std::collections::BTreeMap::from([
+                (TransactionState::Ongoing, 2),
+                (TransactionState::Empty, 5),
+            ]),
+            open: vec![
+                open_txn("a-tx", 1_000, &["a-in", "b-out"]),
+                open_txn("b-tx", 2_000, &["a-in"]),
+            ],
+            open_total: 3,
+            shards: vec![3],
+            loading: vec![],
+        };
+        let all = transactions(1, &c, 61_000, &Visible::all());
+        assert_eq!(
+            names(&all, "transactions", "transactional_id"),
+            ["a-tx", "b-tx"]
+        );
+        let t = &all["transactions"][0];
+        assert_eq!(t["state"], "Ongoing");
+        assert_eq!(
+            (t["producer_id"].as_i64(), t["producer_epoch"].as_i64()),
+            (Some(4000), Some(2))
+        );
+        assert_eq!(t["age_ms"], 60_000);
+        assert_eq!(
+            t["partitions"],
+            json!([{"topic": "a-in", "partition": 0}, {"topic": "b-out", "partition": 0}])
+        );
+        assert_eq!(all["states"]["Empty"], 5);
+        assert_eq!(all["open_total"], 3);
+        assert_eq!(all["truncated"], true, "three open, two listed");
+        let only_a = Visible {
+            topic: &|t| t.starts_with("a-"),
+            group: &|_| true,
+            transactional_id: &|id| id.starts_with("a-"),
+            cluster: false,
+        };
+        let some = transactions(1, &c, 61_000, &only_a);
+        assert_eq!(names(&some, "transactions", "transactional_id"), ["a-tx"]);
+        assert_eq!(
+            some["transactions"][0]["partitions"],
+            json!([{"topic": "a-in", "partition": 0}])
+        );
+        assert_eq!(
+            some["states"],
+            Value::Null,
+            "counts need DESCRIBE on the cluster"
+        );
+        assert_eq!(some["open_total"], Value::Null);
     }
 
     #[test]

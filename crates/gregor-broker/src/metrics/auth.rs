@@ -332,6 +332,10 @@ impl Viewer {
     pub fn may_describe_group(&self, group: &str) -> bool {
         self.may(AclOperation::Describe, AclResourceType::Group, group)
     }
+
+    pub fn may_describe_transactional_id(&self, id: &str) -> bool {
+        self.may(AclOperation::Describe, AclResourceType::TransactionalId, id)
+    }
 }
 
 #[cfg(test)]

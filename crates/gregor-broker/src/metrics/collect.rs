@@ -1,6 +1,8 @@
 //! Gauges read from the broker's state at scrape time: partitions and replication health from
 //! the metadata image and the hosted replicas, log sizes, connections, the controller, and the
-//! groups of this node's coordinator shards with their consumer lag.
+//! groups of this node's coordinator shards with their consumer lag, and transactions: the
+//! coordinator shards' transactional ids, each led partition's open transactions and last
+//! stable offset.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, AtomicU64};
@@ -15,6 +17,7 @@ use prometheus_client::registry::Registry;
 
 use crate::broker_view::BrokerView;
 use crate::groups::GroupObservation;
+use crate::metrics::txns;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PartitionLabels {
@@ -93,6 +96,7 @@ async fn registry(b: BrokerView<'_>) -> Registry {
     let mut r = Registry::default();
     broker_state(b, &mut r);
     groups(b, &mut r).await;
+    transactions(b, &mut r).await;
     r
 }
 
@@ -554,4 +558,56 @@ async fn first_unconsumed_timestamp(
     let read = crate::runtime::blocking(move || part.log.read(offset, 1, Some(hw))).await;
     let header = read.ok()?.records.get(27..35)?.try_into().ok()?;
     Some(i64::from_be_bytes(header))
+}
+
+/// Transactions: the transactional ids of this node's coordinator shards by state, and per
+/// partition led here its open transactions and how far and how long its last stable offset
+/// trails the high watermark.
+async fn transactions(b: BrokerView<'_>, r: &mut Registry) {
+    let by_state = family::<StateLabels>(
+        r,
+        "gregor_transactional_ids",
+        "Transactional ids of the transaction coordinator shards on this broker, per state (Ongoing, PrepareCommit, PrepareAbort... as ListTransactions names them)",
+    );
+    // The counts only: the open transactions themselves are the console's.
+    let coordinator = txns::coordinator(b, 0).await;
+    for state in gregor_group::txn::TransactionState::ALL {
+        let n = coordinator.by_state.get(&state).copied().unwrap_or(0);
+        by_state
+            .get_or_create(&StateLabels {
+                state: state.name(),
+            })
+            .set(n);
+    }
+    let open = family::<PartitionLabels>(
+        r,
+        "gregor_partition_open_transactions",
+        "Producers with a transaction open in a partition this broker leads",
+    );
+    let lag = family::<PartitionLabels>(
+        r,
+        "gregor_partition_last_stable_offset_lag_offsets",
+        "High watermark minus last stable offset of a partition this broker leads: what read_committed consumers cannot read yet (Kafka LastStableOffsetLag)",
+    );
+    let stalled_for = registered::<Family<PartitionLabels, FloatGauge>>(
+        r,
+        "gregor_partition_last_stable_offset_stalled_seconds",
+        "How long the last stable offset of a partition this broker leads has trailed its high watermark at the same offset (0 when it does not trail it)",
+    );
+    let mut stalled = 0;
+    for p in txns::led_partitions(b, crate::runtime::now_ms()).await {
+        let labels = partition_labels(&p.topic, p.partition);
+        open.get_or_create(&labels).set(p.open_transactions as i64);
+        lag.get_or_create(&labels).set(p.lag());
+        stalled_for
+            .get_or_create(&labels)
+            .set(p.stalled_ms as f64 / 1000.0);
+        stalled += i64::from(p.stalled());
+    }
+    gauge(
+        r,
+        "gregor_last_stable_offset_stalled_partitions",
+        "Partitions this broker leads whose last stable offset has trailed the high watermark at the same offset for more than 60 s (a hanging transaction, or markers not written)",
+        stalled,
+    );
 }

@@ -3,9 +3,12 @@
 //! registry they are encoded from at scrape time. The services and the replica manager update
 //! them; only the scrape (`metrics::collect`) reads them.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use gregor_group::txn::TxnEffect;
+use gregor_group::AppendToken;
 use kafka_protocol::messages::ApiKey;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -45,6 +48,15 @@ pub struct PurgatoryLabels {
 pub struct SendfileLabels {
     /// `worker` (every page was in the page cache) or `blocking_pool`.
     pub thread: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TxnEndLabels {
+    /// `commit` or `abort`.
+    pub outcome: &'static str,
+    /// Who ended it: `end_txn` (the producer), `timeout` (`transaction.timeout.ms` passed) or
+    /// `fenced` (InitProducerId of a newer producer with the same transactional id).
+    pub reason: &'static str,
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -218,6 +230,148 @@ fn register_sendfile(r: &mut Registry) -> SendfileCounters {
     }
 }
 
+/// Why a transaction coordinator wrote a decision, for `gregor_transactions_ended_total`.
+pub mod txn_reason {
+    pub const END_TXN: &str = "end_txn";
+    pub const TIMEOUT: &str = "timeout";
+    pub const FENCED: &str = "fenced";
+}
+
+/// The outcomes and reasons of `gregor_transactions_ended_total`, in the order of
+/// [`TxnEnded`]'s counters.
+const TXN_ENDINGS: [(&str, &str); 4] = [
+    ("commit", txn_reason::END_TXN),
+    ("abort", txn_reason::END_TXN),
+    ("abort", txn_reason::TIMEOUT),
+    ("abort", txn_reason::FENCED),
+];
+
+/// `gregor_transactions_ended_total`: one counter per (outcome, reason), a fixed set. Not a
+/// `Family`: that holds a hash map, whose random keys, drawn at every broker start, would move
+/// the simulator's schedules.
+#[derive(Clone, Debug, Default)]
+pub struct TxnEnded {
+    counters: [Counter; 4],
+}
+
+impl TxnEnded {
+    fn get(&self, outcome: &str, reason: &str) -> Option<&Counter> {
+        let i = TXN_ENDINGS
+            .iter()
+            .position(|(o, r)| *o == outcome && *r == reason)?;
+        self.counters.get(i)
+    }
+}
+
+impl prometheus_client::encoding::EncodeMetric for TxnEnded {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        for ((outcome, reason), c) in TXN_ENDINGS.iter().zip(&self.counters) {
+            let labels = TxnEndLabels { outcome, reason };
+            c.encode(encoder.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Counter
+    }
+}
+
+/// The transaction coordinator's event metrics, shared by its shards (cheap clones of shared
+/// atomics; the default one is registered nowhere, for tests and tools).
+#[derive(Clone, Debug)]
+pub struct TxnMetrics {
+    ended: TxnEnded,
+    marker_latency: Histogram,
+}
+
+fn marker_histogram() -> Histogram {
+    // 1 ms .. ~65 s: a local marker takes an fsync, a remote one a round trip and the ISR, a
+    // leader election pushes it to seconds.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+impl Default for TxnMetrics {
+    fn default() -> Self {
+        TxnMetrics {
+            ended: TxnEnded::default(),
+            marker_latency: marker_histogram(),
+        }
+    }
+}
+
+impl TxnMetrics {
+    fn register(r: &mut Registry) -> TxnMetrics {
+        let ended = registered(
+            r,
+            "gregor_transactions_ended",
+            "Transactions this node's coordinator decided to commit or abort (the decision durable in __transaction_state), by outcome and reason: end_txn (EndTxn), timeout (transaction.timeout.ms) or fenced (a newer producer's InitProducerId)",
+            // Every series exists from the start, zero until it happens.
+            TxnEnded::default(),
+        );
+        let marker_latency = registered(
+            r,
+            "gregor_transaction_marker_latency_seconds",
+            "From a coordinator's decision being durable (PrepareCommit or PrepareAbort) to its marker being written in every partition of the transaction",
+            marker_histogram(),
+        );
+        TxnMetrics {
+            ended,
+            marker_latency,
+        }
+    }
+
+    /// A decision to commit or abort became durable.
+    pub fn ended(&self, commit: bool, reason: &'static str) {
+        let outcome = if commit { "commit" } else { "abort" };
+        debug_assert!(self.ended.get(outcome, reason).is_some(), "{outcome} {reason}");
+        if let Some(c) = self.ended.get(outcome, reason) {
+            c.inc();
+        }
+    }
+
+    /// Every marker of a decision was written `took_ms` after it became durable.
+    pub fn markers_written(&self, took_ms: i64) {
+        self.marker_latency.observe(took_ms.max(0) as f64 / 1000.0);
+    }
+}
+
+/// Which of a coordinator shard's appends are decisions, and why each was made: the shard
+/// tags its appends as it queues them and, when one is durable, the coordinator's answer says
+/// whether it was a PrepareCommit/PrepareAbort (it asks for markers). Pure bookkeeping;
+/// holds at most the shard's pending appends.
+#[derive(Debug, Default)]
+pub struct TxnDecisions {
+    reasons: BTreeMap<AppendToken, &'static str>,
+}
+
+impl TxnDecisions {
+    /// `effects` came of a request or timeout whose decision would be for `reason`.
+    pub fn queued(&mut self, reason: &'static str, effects: &[TxnEffect]) {
+        for e in effects {
+            if let TxnEffect::Append { token, .. } = e {
+                self.reasons.insert(*token, reason);
+            }
+        }
+    }
+
+    /// The append of `token` completed and the coordinator answered `effects`: counts the
+    /// decision it made durable, if it was one.
+    pub fn completed(&mut self, token: AppendToken, effects: &[TxnEffect], metrics: &TxnMetrics) {
+        let Some(reason) = self.reasons.remove(&token) else {
+            return;
+        };
+        for e in effects {
+            if let TxnEffect::WriteMarkers { commit, .. } = e {
+                metrics.ended(*commit, reason);
+            }
+        }
+    }
+}
+
 /// The broker's event metrics and the registry they are encoded from.
 pub struct BrokerMetrics {
     registry: Registry,
@@ -227,6 +381,7 @@ pub struct BrokerMetrics {
     sendfile: SendfileCounters,
     latency_capped: Counter,
     flushes: LogFlushMetrics,
+    txns: TxnMetrics,
     /// The client listener's connection counts, once it serves.
     connections: Mutex<Weak<ConnectionQuotas>>,
 }
@@ -258,6 +413,7 @@ impl BrokerMetrics {
             Counter::default(),
         );
         let flushes = LogFlushMetrics::register(&mut r);
+        let txns = TxnMetrics::register(&mut r);
         BrokerMetrics {
             registry: r,
             topics,
@@ -266,6 +422,7 @@ impl BrokerMetrics {
             sendfile,
             latency_capped,
             flushes,
+            txns,
             connections: Mutex::new(Weak::new()),
         }
     }
@@ -280,6 +437,11 @@ impl BrokerMetrics {
                 m.flushes.group_commit.observe(appends as f64);
             }
         })));
+    }
+
+    /// The transaction coordinator's metrics, for its shards.
+    pub fn txn_metrics(&self) -> TxnMetrics {
+        self.txns.clone()
     }
 
     /// The counters connections add their `sendfile` bytes to.
@@ -461,5 +623,78 @@ mod tests {
         drop(a);
         drop(b);
         assert_eq!(gauge(), 0);
+    }
+
+    fn append(token: u64) -> TxnEffect {
+        TxnEffect::Append {
+            token: AppendToken(token),
+            record: gregor_group::Record {
+                key: bytes::Bytes::from_static(b"k"),
+                value: None,
+                transactional: None,
+            },
+        }
+    }
+
+    fn markers(commit: bool) -> TxnEffect {
+        TxnEffect::WriteMarkers {
+            transactional_id: "tx".to_string(),
+            producer: gregor_group::txn::ProducerIdAndEpoch {
+                producer_id: 1,
+                epoch: 0,
+            },
+            commit,
+            partitions: vec![("t".to_string(), 0)],
+        }
+    }
+
+    fn encoded(m: &BrokerMetrics) -> String {
+        let mut out = String::new();
+        m.encode_events(&mut out).expect("encoded");
+        out
+    }
+
+    #[test]
+    fn decisions_count_once_durable_with_the_reason_they_were_made_for() {
+        let m = BrokerMetrics::new();
+        let metrics = m.txn_metrics();
+        let mut d = TxnDecisions::default();
+        d.queued(txn_reason::END_TXN, &[append(1)]);
+        d.queued(txn_reason::TIMEOUT, &[append(2), append(3)]);
+        d.queued(txn_reason::FENCED, &[append(4)]);
+        // An AddPartitionsToTxn-like completion (no markers) is no decision.
+        d.completed(AppendToken(1), &[], &metrics);
+        d.completed(AppendToken(2), &[markers(false)], &metrics);
+        // A completion nobody tagged (a shard's load resuming a decision) is not counted again.
+        d.completed(AppendToken(9), &[markers(true)], &metrics);
+        d.completed(AppendToken(4), &[markers(false)], &metrics);
+        let text = encoded(&m);
+        let count = |labels: &str| {
+            let line = format!("gregor_transactions_ended_total{{{labels}}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(line.as_str()))
+                .map(str::to_string)
+        };
+        assert_eq!(
+            count(r#"outcome="commit",reason="end_txn""#).as_deref(),
+            Some("0")
+        );
+        assert_eq!(
+            count(r#"outcome="abort",reason="timeout""#).as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            count(r#"outcome="abort",reason="fenced""#).as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            count(r#"outcome="abort",reason="end_txn""#).as_deref(),
+            Some("0")
+        );
+        // Token 3 is still pending; 1, 2 and 4 are forgotten.
+        assert_eq!(d.reasons.len(), 1);
+        metrics.markers_written(12);
+        assert!(text.contains("gregor_transaction_marker_latency_seconds_count 0"));
+        assert!(encoded(&m).contains("gregor_transaction_marker_latency_seconds_count 1"));
     }
 }

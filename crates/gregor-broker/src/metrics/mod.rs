@@ -4,7 +4,7 @@
 //! Two kinds of metric: counters and histograms updated where things happen (bytes in and out,
 //! requests, ISR changes, fsyncs), held in `events::BrokerMetrics`; and gauges read from the broker's
 //! state when Prometheus scrapes (`collect`): partitions, replication health, log sizes,
-//! connections, groups and consumer lag. Nothing is computed between scrapes for the second
+//! connections, groups and consumer lag, transactions (`txns` reads them for the console too). Nothing is computed between scrapes for the second
 //! kind, so it costs nothing on the request path. docs/metrics.md lists every metric.
 
 pub mod auth;
@@ -12,3 +12,4 @@ mod collect;
 pub(crate) mod errors;
 pub(crate) mod events;
 pub mod http;
+pub(crate) mod txns;

@@ -1,7 +1,7 @@
 // Gregor's read-only console. Plain DOM, no framework: every string from the broker goes into the
 // page as text (textContent), never as HTML, since group, client and topic names are chosen by
 // clients. Pages are selected by the URL fragment (#/brokers, #/topics, #/groups,
-// #/group/<id>) and refreshed every REFRESH_MS from the JSON under /ui/api/.
+// #/group/<id>, #/transactions) and refreshed every REFRESH_MS from the JSON under /ui/api/.
 "use strict";
 
 const REFRESH_MS = 2000;
@@ -129,18 +129,50 @@ function topicsPage(c) {
       h("td", { class: "num" }, num(p.size_bytes)),
       h("td", { class: "num" }, num(p.log_start_offset)),
       h("td", { class: "num" }, num(p.high_watermark)),
-      h("td", { class: "num" }, num(p.log_end_offset))));
+      h("td", { class: "num" }, num(p.log_end_offset)),
+      h("td", { class: "num" }, num(p.last_stable_offset)),
+      // Only where read_committed consumers are held back: a 0 would be noise on every row.
+      h("td", { class: "num lso-lag" }, p.lso_lag ? h("span", { class: "lag-warn" }, num(p.lso_lag)) : "")));
     out.push(h("section", { class: "card", "data-topic": t.name },
       h("h3", null, t.name, " ", t.internal ? h("span", { class: "badge" }, "internal") : null,
         under ? h("span", { class: "badge under" }, `${under} under-replicated`) : null),
       table([["partition", "num"], ["leader", "num"], ["replicas"], ["isr"], [""], ["size (bytes)", "num"],
-        ["start offset", "num"], ["high watermark", "num"], ["end offset", "num"]], rows)));
+        ["start offset", "num"], ["high watermark", "num"], ["end offset", "num"],
+        ["last stable offset", "num"], ["LSO lag", "num"]], rows)));
   }
   const unread = (c.sizes_unread || []).map((n) => `node ${n.node_id} (${n.error})`);
   out.push(h("p", { class: "muted", id: "sizes-source" },
     `Sizes and offsets are the partition leader's: node ${c.node_id}'s own replica when it leads, else read from the leader's console. ` +
-    "— when the partition has no live leader" + (unread.length ? `, or its leader could not be read: ${unread.join("; ")}` : "") + "."));
+    "— when the partition has no live leader" + (unread.length ? `, or its leader could not be read: ${unread.join("; ")}` : "") + ". " +
+    "LSO lag = high watermark − last stable offset: records read_committed consumers cannot read yet, held by an open transaction."));
   return out;
+}
+
+function transactionsPage(t) {
+  const rows = t.transactions.map((x) => h("tr", { "data-transactional-id": x.transactional_id, "data-state": x.state },
+    h("td", null, x.transactional_id),
+    h("td", { class: "num" }, `${x.producer_id} / ${x.producer_epoch}`),
+    h("td", null, h("span", { class: `badge txn-${x.state}` }, x.state)),
+    h("td", null, tps(x.partitions)),
+    h("td", { class: "num" }, ms(x.age_ms)),
+    h("td", { class: "num" }, ms(x.timeout_ms)),
+    h("td", { class: "num" }, x.coordinator_partition)));
+  const states = t.states ? Object.entries(t.states).map(([s, n]) => `${s} ${n}`).join(", ") : null;
+  return [
+    h("h2", null, "Open transactions"),
+    t.loading.length ? h("p", { class: "muted", id: "txn-loading" },
+      `Coordinator shards still loading: __transaction_state partitions ${ids(t.loading)}.`) : null,
+    t.transactions.length
+      ? table([["transactional id"], ["producer id / epoch", "num"], ["state"], ["partitions"], ["age", "num"],
+        ["timeout", "num"], ["__transaction_state partition", "num"]], rows, { id: "transactions" })
+      : h("p", { class: "muted" }, "No open transactions."),
+    t.truncated ? h("p", { class: "muted", id: "txn-truncated" },
+      `Only the ${t.max_listed} oldest are listed` + (t.open_total !== null ? ` of ${t.open_total}.` : ".")) : null,
+    states ? h("p", { class: "muted", id: "txn-states" }, `Transactional ids by state: ${states}.`) : null,
+    h("p", { class: "muted" }, `Transactions whose coordinator is node ${t.node_id} (the leader of their ` +
+      `__transaction_state partition: ${t.shards.length ? ids(t.shards) : "none"}), oldest first; ` +
+      "as DescribeTransactions reports them. Open the console of another node for its own."),
+  ];
 }
 
 function groupsPage(g) {
@@ -271,6 +303,7 @@ function route() {
   }
   if (hash === "#/topics") return { page: "topics", api: "/ui/api/cluster", render: topicsPage };
   if (hash === "#/groups") return { page: "groups", api: "/ui/api/groups", render: groupsPage };
+  if (hash === "#/transactions") return { page: "transactions", api: "/ui/api/transactions", render: transactionsPage };
   return { page: "brokers", api: "/ui/api/cluster", render: brokersPage };
 }
 
