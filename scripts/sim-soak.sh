@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 seeds=${1:-10000}
 from=${2:-0}
-flags=${FLAGS:---power-loss --disk-faults --groups --admin --slow-disk --clock-jumps --cascading-crashes --topic-admin --splits --bridges --overlaps --static-members --stalls --acls --quotas}
+flags=${FLAGS:---power-loss --disk-faults --groups --admin --slow-disk --clock-jumps --cascading-crashes --topic-admin --splits --bridges --overlaps --static-members --stalls --acls --quotas --transactions}
 jobs=${JOBS:-$(nproc)}
 # PROFILE=dev reuses the test build (slower seeds, no release build to wait for).
 profile=${PROFILE:-release}

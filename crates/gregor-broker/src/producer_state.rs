@@ -128,11 +128,18 @@ impl ProducerStates {
             && h.producer_id >= 0
             && self.txns.open_since(h.producer_id).is_none();
         match guard {
-            _ if !opens => self.check(h),
+            _ if !opens || (planted!(TxnFencedProduce) && self.older_epoch(h)) => self.check(h),
             None => Check::Unverified,
             Some(g) if self.verifying.get(&h.producer_id) == Some(&g) => self.check(h),
             Some(_) => Check::Reject(ResponseError::InvalidTxnState),
         }
+    }
+
+    /// Whether `h` is of an older epoch than its producer's (the planted `TxnFencedProduce`).
+    fn older_epoch(&self, h: &BatchHeader) -> bool {
+        self.producers
+            .get(&h.producer_id)
+            .is_some_and(|p| h.producer_epoch < p.epoch)
     }
 
     /// Checks one batch header (before offsets are assigned).
@@ -144,7 +151,7 @@ impl ProducerStates {
             // An unknown producer (new, or its state expired): accept it.
             return Check::Append;
         };
-        if h.producer_epoch < p.epoch {
+        if h.producer_epoch < p.epoch && !planted!(TxnFencedProduce) {
             return Check::Reject(ResponseError::InvalidProducerEpoch);
         }
         if !h.is_transactional() && self.txns.open_since(h.producer_id).is_some() {

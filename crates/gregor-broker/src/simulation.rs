@@ -91,6 +91,13 @@ pub enum PlantedBug {
     /// without checking that it still follows in that epoch: once it has become a leader and
     /// appended records of its own, the old leader counts them as copies of its records.
     FetchPositionPastEpoch,
+    /// A read_committed fetch leaves out the aborted transactions of the records it returns:
+    /// the consumer takes an aborted transaction's records for committed ones.
+    TxnAbortVisible,
+    /// A partition leader accepts a transactional batch of an older producer epoch than it has
+    /// seen (and does not ask the coordinator to verify it): a fenced producer's late write
+    /// lands in the log.
+    TxnFencedProduce,
 }
 
 thread_local! {

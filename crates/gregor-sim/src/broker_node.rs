@@ -52,6 +52,9 @@ pub const BROKER_OVERRIDES: &[&str] = &[
     // allowed everything.
     "authorizer.class.name=gregor.authorizer.StandardAuthorizer",
     "super.users=User:ANONYMOUS",
+    // Transactions (`--transactions`): a small __transaction_state (read only when it is
+    // created, which only transactional runs do).
+    "transaction.state.log.num.partitions=2",
 ];
 
 /// turmoil's simulated TCP as the broker's transport.

@@ -41,6 +41,8 @@ pub(crate) struct Links {
     name: &'static str,
     /// `--acls`: connect as `User:u<user>` (its own port) instead of `User:ANONYMOUS`.
     user: Option<u16>,
+    /// The topic whose leaders Metadata is asked for.
+    topic: &'static str,
 }
 
 impl Links {
@@ -52,6 +54,15 @@ impl Links {
             next_metadata_node: 0,
             name,
             user: None,
+            topic: TOPIC,
+        }
+    }
+
+    /// Connections following the leaders of `topic` instead of the data topic's.
+    pub(crate) fn for_topic(nodes: usize, name: &'static str, topic: &'static str) -> Links {
+        Links {
+            topic,
+            ..Links::new(nodes, name)
         }
     }
 
@@ -98,12 +109,12 @@ impl Links {
     }
 
     /// Asks the next node for the topic's leaders.
-    async fn refresh(&mut self) {
+    pub(crate) async fn refresh(&mut self) {
         let node = self.next_metadata_node % self.nodes;
         self.next_metadata_node += 1;
         let mut req = MetadataRequest::default();
         let mut t = MetadataRequestTopic::default();
-        t.name = Some(TopicName(StrBytes::from_static_str(TOPIC)));
+        t.name = Some(TopicName(StrBytes::from_static_str(self.topic)));
         req.topics = Some(vec![t]);
         let Some(c) = self.conn(node).await else {
             return;
@@ -126,7 +137,7 @@ impl Links {
         }
     }
 
-    fn leader(&self, partition: i32) -> Option<(usize, i32)> {
+    pub(crate) fn leader(&self, partition: i32) -> Option<(usize, i32)> {
         self.leaders.get(&partition).and_then(|&(l, e)| {
             usize::try_from(l)
                 .ok()

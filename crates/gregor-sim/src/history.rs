@@ -126,6 +126,9 @@ pub struct DataHistory {
     pub acl_violations: Vec<Violation>,
     /// `--quotas` runs: client quotas that did not settle as acknowledged (`quotas.rs`).
     pub quota_violations: Vec<Violation>,
+    /// `--transactions` runs: what the transactional producers were told and what the
+    /// read_committed consumer read (`txn.rs`).
+    pub txn: TxnHistory,
 }
 
 impl DataHistory {
@@ -192,4 +195,51 @@ pub struct GroupHistory {
     pub done_at: Option<u64>,
     /// Why the group did not get there within the bound, if it did not.
     pub stuck: Option<String>,
+}
+
+/// The topic the transactional producers write (`--transactions`): the data topic's readers
+/// assume no transactions, so they keep their own.
+pub const TXN_TOPIC: &str = "txns";
+pub const TXN_PARTITIONS: i32 = 3;
+
+/// How a transaction ended, as far as its producer can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnOutcome {
+    /// EndTxn commit acknowledged: every record visible, once.
+    Committed,
+    /// EndTxn abort acknowledged, or the transaction never asked to commit (its producer
+    /// re-initialised, which aborts it, or was fenced): no record visible.
+    Aborted,
+    /// EndTxn commit sent but never answered (or refused after an attempt whose answer was
+    /// lost): all or nothing.
+    Unknown,
+}
+
+/// One transaction of one producer incarnation.
+#[derive(Debug, Clone)]
+pub struct TxnRecord {
+    /// The incarnation, e.g. "t1.2" (transactional id 1, its second client).
+    pub client: String,
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// Every value a Produce of this transaction carried (answered or not), with its partition.
+    pub values: Vec<(i32, String)>,
+    pub outcome: TxnOutcome,
+}
+
+/// What the transactional workload saw.
+#[derive(Debug, Default)]
+pub struct TxnHistory {
+    pub txns: Vec<TxnRecord>,
+    /// Values a fenced incarnation sent after a newer one of its transactional id had
+    /// initialised, with the client: none may be visible.
+    pub fenced_values: Vec<(String, String)>,
+    /// A fenced incarnation's acknowledged Produce or EndTxn (each must be refused).
+    pub fenced_acks: Vec<String>,
+    /// The read_committed consumer's final pass: (partition, offset, value).
+    pub committed_reads: Vec<(i32, i64, String)>,
+    /// Why the partitions' last stable offsets did not reach their high watermarks in time.
+    pub lso_stuck: Option<String>,
+    /// Whether the final read_committed pass ran to the end of every partition.
+    pub read_done: bool,
 }

@@ -60,6 +60,7 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
         (options.topic_admin, "--topic-admin"),
         (options.acls, "--acls"),
         (options.quotas, "--quotas"),
+        (options.transactions, "--transactions"),
         (options.splits, "--splits"),
         (options.bridges, "--bridges"),
         (options.overlaps, "--overlaps"),

@@ -27,6 +27,9 @@ mod side_records;
 mod side_view;
 mod topics;
 mod traffic;
+mod txn;
+mod txn_check;
+mod txn_read;
 mod workload;
 
 pub use isolate::{child_args, run_seed_in_child, run_seeds_in_children, ChildError};

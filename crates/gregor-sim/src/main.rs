@@ -128,6 +128,12 @@ struct Args {
     /// overlap the other faults and each other.
     #[arg(long)]
     overlaps: bool,
+    /// With --replication: two transactional producers (commits, aborts, a client that
+    /// crashes and is fenced by its successor) on a topic of their own, then a read_committed
+    /// consumer; no aborted or fenced record may be visible, every committed one must be, once,
+    /// and every partition's last stable offset must reach its high watermark.
+    #[arg(long)]
+    transactions: bool,
     /// Seeds run at the same time, each in a process of its own (default: the number of CPUs).
     #[arg(long)]
     jobs: Option<usize>,
@@ -212,6 +218,7 @@ fn sim_options(args: &Args, bug: Option<PlantedBug>, seed: u64) -> SimOptions {
         splits: args.splits,
         bridges: args.bridges,
         overlaps: args.overlaps,
+        transactions: args.transactions,
     }
 }
 

@@ -101,11 +101,18 @@ pub enum PlantedBug {
     /// leader's history never saw (found by `acked-write-lost`, seed 1467 with every flag: a
     /// quota removal).
     DecideUnconfirmed,
+    /// `--transactions` runs: a read_committed fetch leaves out the aborted-transactions list,
+    /// so the consumer reads aborted records (found by `txn-aborted-visible`).
+    TxnAbortVisible,
+    /// `--transactions` runs: a partition leader accepts (without verifying it with the
+    /// coordinator) a transactional batch of an older producer epoch, so a fenced zombie's
+    /// write lands (found by `txn-fenced-accepted`).
+    TxnFencedProduce,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 25] = [
+    pub const ALL: [(&'static str, PlantedBug); 27] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
@@ -137,6 +144,8 @@ impl PlantedBug {
         ("ack-quota-unapplied", PlantedBug::QuotaAckBeforeApplied),
         ("stale-fetch-position", PlantedBug::FetchPositionPastEpoch),
         ("decide-unconfirmed", PlantedBug::DecideUnconfirmed),
+        ("txn-abort-visible", PlantedBug::TxnAbortVisible),
+        ("txn-fenced-produce", PlantedBug::TxnFencedProduce),
     ];
 
     /// The bug as gregor-quorum's or gregor-client's `simulation` feature plants it, if it
@@ -232,6 +241,9 @@ pub struct SimOptions {
     /// More crashes, power losses, network and disk faults that overlap the others and each
     /// other (see [`crate::Scenario::with_overlaps`]).
     pub overlaps: bool,
+    /// Replicated runs: transactional producers and a read_committed consumer on a topic of
+    /// their own (see `txn.rs`).
+    pub transactions: bool,
 }
 
 impl SimOptions {

@@ -65,6 +65,19 @@ pub enum Property {
     /// Replicated runs: at the end, an in-sync follower's log is not its leader's, byte for
     /// byte, below the leader's high watermark (`replica_logs.rs`).
     ReplicaLogsDiverge,
+    /// `--transactions` runs: a record of an aborted (or fenced) transaction is visible to a
+    /// read_committed consumer.
+    TxnAbortedVisible,
+    /// `--transactions` runs: a record of an acknowledged commit is not visible to a
+    /// read_committed consumer exactly once.
+    TxnCommittedLost,
+    /// `--transactions` runs: a transaction of unknown outcome is visible in part.
+    TxnNotAtomic,
+    /// `--transactions` runs: a write or EndTxn of a fenced producer epoch was accepted.
+    TxnFencedAccepted,
+    /// `--transactions` runs: after the faults, a partition's last stable offset did not reach
+    /// its high watermark (a hanging transaction).
+    LsoStuck,
 }
 
 impl fmt::Display for Property {
@@ -93,6 +106,11 @@ impl fmt::Display for Property {
             Property::TwoOwnersInGeneration => "two-owners-in-generation",
             Property::CommittedOffsetWentBack => "committed-offset-went-back",
             Property::GroupSkippedRecords => "group-skipped-records",
+            Property::TxnAbortedVisible => "txn-aborted-visible",
+            Property::TxnCommittedLost => "txn-committed-lost",
+            Property::TxnNotAtomic => "txn-not-atomic",
+            Property::TxnFencedAccepted => "txn-fenced-accepted",
+            Property::LsoStuck => "lso-stuck",
         };
         f.write_str(s)
     }

@@ -789,6 +789,8 @@ fn plant_bugs(bug: Option<PlantedBug>) {
         Some(PlantedBug::AclAckBeforeApplied) => Some(Broker::AclAckBeforeApplied),
         Some(PlantedBug::QuotaAckBeforeApplied) => Some(Broker::QuotaAckBeforeApplied),
         Some(PlantedBug::FetchPositionPastEpoch) => Some(Broker::FetchPositionPastEpoch),
+        Some(PlantedBug::TxnAbortVisible) => Some(Broker::TxnAbortVisible),
+        Some(PlantedBug::TxnFencedProduce) => Some(Broker::TxnFencedProduce),
         _ => None,
     });
     if let Some(bug) = bug {
@@ -931,6 +933,9 @@ fn check_end(
     if options.mode == Mode::Replication {
         violations.extend(crate::data_check::check(&history.borrow().data));
         violations.extend(crate::fence_check::check(&driver.observer.health));
+        if options.transactions {
+            violations.extend(crate::txn_check::check(&history.borrow().data.txn));
+        }
     }
 }
 

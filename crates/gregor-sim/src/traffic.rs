@@ -62,14 +62,22 @@ pub async fn run(
     let security_ops = async {
         tokio::join!(acl_ops, quota_ops);
     };
-    tokio::join!(
-        producers,
-        data::consume(history.clone(), nodes),
-        admin_ops,
-        group,
-        topic_ops,
-        security_ops
-    );
+    let workloads = async {
+        tokio::join!(
+            producers,
+            data::consume(history.clone(), nodes),
+            admin_ops,
+            group,
+            topic_ops,
+            security_ops
+        );
+    };
+    // Outside the join above, whose order of polling every other run's schedule depends on.
+    if options.transactions {
+        tokio::join!(workloads, crate::txn::run(history.clone(), nodes, seed));
+    } else {
+        workloads.await;
+    }
     let mut h = history.borrow_mut();
     // The driver's liveness check: the first `acks=all` acknowledgement after the faults.
     h.final_write = Some((0, h.data.first_ack_after_faults));

@@ -658,7 +658,7 @@ fn read_into(
     match read {
         Ok(Some(read)) => {
             pd.records = Some(Bytes::new());
-            if t.read_committed {
+            if t.read_committed && !planted!(TxnAbortVisible) {
                 let end = read.next_offset.unwrap_or(bound).min(bound);
                 pd.aborted_transactions = Some(aborted_in(log, t.fetch_offset, end));
             }
