@@ -20,8 +20,8 @@ use crate::disk::Disk;
 use crate::error::{IoContext, LogError, Result};
 use crate::log::{lock, Log};
 use crate::records::{self, BatchSpec};
-use crate::txn::AbortedTxn;
 use crate::segment::{file_name, scan, ScanEnd, Segment, CLEANED, SWAP};
+use crate::txn::AbortedTxn;
 use crate::validate::{RecordStream, RecordView, STORED};
 
 /// What a retention pass removed.
@@ -760,7 +760,12 @@ impl Log {
         if finished.is_err() {
             let _ = self.disk.remove_file(&path);
         }
-        finished.map(|c| c.map(|c| Cleaned { dropped_aborts, ..c }))
+        finished.map(|c| {
+            c.map(|c| Cleaned {
+                dropped_aborts,
+                ..c
+            })
+        })
     }
 
     /// Replace segment `s` with its cleaned copy (already written and synced as

@@ -180,7 +180,10 @@ mod tests {
         t.data_seen(&data(7, 0), true);
         t.data_seen(&data(7, 1), false);
         let (h, b) = marker(7, true);
-        assert_eq!(t.marker_fate(&h, &b, 100, 50).expect("fate"), MarkerFate::Keep);
+        assert_eq!(
+            t.marker_fate(&h, &b, 100, 50).expect("fate"),
+            MarkerFate::Keep
+        );
         t.data_seen(&data(7, 3), false);
         assert_eq!(
             t.marker_fate(&h, &b, 100, 50).expect("fate"),
@@ -204,6 +207,9 @@ mod tests {
         assert!(t.take_dropped_aborts().is_empty());
         // Records the index did not name as aborted were kept: the marker stays.
         t.data_seen(&data(7, 0), true);
-        assert_eq!(t.marker_fate(&h, &b, 100, 0).expect("fate"), MarkerFate::Keep);
+        assert_eq!(
+            t.marker_fate(&h, &b, 100, 0).expect("fate"),
+            MarkerFate::Keep
+        );
     }
 }

@@ -209,6 +209,14 @@ fn codes(r: &ResponseKind) -> Vec<(String, i16)> {
             .map(|x| named(&x.user, x.error_code))
             .collect(),
         ResponseKind::ListGroups(r) => r.groups.iter().map(|g| named(&g.group_id.0, 0)).collect(),
+        r => txn_codes(r),
+    }
+}
+
+/// [`codes`] for the transaction APIs.
+fn txn_codes(r: &ResponseKind) -> Vec<(String, i16)> {
+    let named = |n: &str, c: i16| (n.to_string(), c);
+    match r {
         ResponseKind::WriteTxnMarkers(r) => r
             .markers
             .iter()

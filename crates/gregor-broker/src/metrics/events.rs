@@ -327,7 +327,10 @@ impl TxnMetrics {
     /// A decision to commit or abort became durable.
     pub fn ended(&self, commit: bool, reason: &'static str) {
         let outcome = if commit { "commit" } else { "abort" };
-        debug_assert!(self.ended.get(outcome, reason).is_some(), "{outcome} {reason}");
+        debug_assert!(
+            self.ended.get(outcome, reason).is_some(),
+            "{outcome} {reason}"
+        );
         if let Some(c) = self.ended.get(outcome, reason) {
             c.inc();
         }

@@ -67,7 +67,11 @@ fn an_aborted_record_never_shadows_a_committed_one_and_is_dropped() {
     assert_eq!(st.aborted_records_dropped, 4, "{st:?}");
     assert!(records_of(&t.log, 2).is_empty(), "aborted records stay");
     let committed = records_of(&t.log, 1);
-    assert_eq!(committed.len(), 4, "committed records shadowed by aborted ones");
+    assert_eq!(
+        committed.len(),
+        4,
+        "committed records shadowed by aborted ones"
+    );
     // The abort marker stays until its delete horizon, and the index with it, across a reopen.
     let horizon = NOW + compacted_config().delete_retention_ms;
     assert!(markers(&t.log).contains(&(2, false, Some(horizon))));
@@ -90,7 +94,11 @@ fn nothing_at_or_past_the_last_stable_offset_is_compacted() {
         .compact_below(NOW, DEFAULT_MAP_BUDGET, open_at)
         .expect("compact");
     assert!(st.cleaned_up_to <= open_at, "{st:?}");
-    assert_eq!(records_of(&t.log, 1).len(), 4, "shadowed by an open transaction");
+    assert_eq!(
+        records_of(&t.log, 1).len(),
+        4,
+        "shadowed by an open transaction"
+    );
     assert_eq!(records_of(&t.log, 2).len(), 4);
     // It aborts: the committed records stay for good, the aborted ones go.
     t.end(2, false);
@@ -126,7 +134,11 @@ fn a_marker_with_no_record_left_gets_a_horizon_then_goes_with_its_index_entry() 
     assert!(m.contains(&(3, true, Some(horizon))), "{m:?}");
     assert!(m.contains(&(4, true, None)), "{m:?}");
     assert!(m.contains(&(5, false, Some(horizon))), "{m:?}");
-    assert_eq!(t.everything(), t.aborted, "the entry lives as long as its marker");
+    assert_eq!(
+        t.everything(),
+        t.aborted,
+        "the entry lives as long as its marker"
+    );
     // Before the horizon nothing more goes; after it, the empty markers do.
     let st = t.log.compact(horizon - 1).expect("compact");
     assert_eq!(st.markers_dropped, 0, "{st:?}");

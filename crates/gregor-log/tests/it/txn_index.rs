@@ -485,8 +485,14 @@ fn compaction_keeps_the_entries_of_the_segments_it_rewrites() {
 /// One step of [`power_run`].
 #[derive(Debug, Clone)]
 enum Step {
-    Data { pid: i64, n: i64 },
-    End { pid: i64, commit: bool },
+    Data {
+        pid: i64,
+        n: i64,
+    },
+    End {
+        pid: i64,
+        commit: bool,
+    },
     Plain(i64),
     Sync,
     Compact,
