@@ -138,11 +138,21 @@ def max_in_span(events, span=SPAN):
     return most
 
 
+# A sample that expires frees its bytes at once, so the sampled rate acts as a bucket of SPAN
+# seconds of quota: any L seconds may carry QUOTA * (L + SPAN), plus what one throttled request
+# overdraws. (CI once saw 1.77 MB in an 11 s span: a first burst late in one sample, the next at
+# that sample's expiry.) Unthrottled, the client sends tens of MB in the run.
+OVERDRAW = 64 * 1024
+
+
 def assert_within_quota(events, seconds):
-    """The events keep to QUOTA over every sample span, and were not starved."""
+    """The events keep to QUOTA as Kafka's sampled rate bounds it, and were not starved."""
     most = max_in_span(events)
-    assert most <= 1.6 * SPAN * QUOTA, f"{most} bytes in one {SPAN} s span, quota {QUOTA} B/s"
+    assert most <= 2 * SPAN * QUOTA + OVERDRAW, \
+        f"{most} bytes in one {SPAN} s span, quota {QUOTA} B/s"
     total = sum(n for _, n in events)
+    assert total <= (seconds + SPAN) * QUOTA + OVERDRAW, \
+        f"{total} bytes in {seconds} s, quota {QUOTA} B/s"
     assert total >= 0.4 * seconds * QUOTA, f"{total} bytes in {seconds} s, quota {QUOTA} B/s"
 
 
