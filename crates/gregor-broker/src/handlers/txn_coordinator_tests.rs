@@ -87,10 +87,28 @@ async fn end(
     r.producer_id = ProducerId(pid);
     r.producer_epoch = epoch;
     r.committed = commit;
-    match send(b, ApiKey::EndTxn, version, RequestKind::EndTxn(r)).await {
-        ResponseKind::EndTxn(resp) => resp.error_code,
-        other => panic!("{other:?}"),
+    until_loaded(|| async {
+        match send(b, ApiKey::EndTxn, version, RequestKind::EndTxn(r.clone())).await {
+            ResponseKind::EndTxn(resp) => resp.error_code,
+            other => panic!("{other:?}"),
+        }
+    })
+    .await
+}
+
+/// The code `call` answers once the id's coordinator shard has loaded: the first request of
+/// the internal topic creates it, and a shard other than that request's own may still be
+/// loading (COORDINATOR_LOAD_IN_PROGRESS, which clients retry).
+async fn until_loaded<F: std::future::Future<Output = i16>>(call: impl Fn() -> F) -> i16 {
+    let loading = ResponseError::CoordinatorLoadInProgress.code();
+    for _ in 0..500 {
+        let code = call().await;
+        if code != loading {
+            return code;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+    panic!("the coordinator shard never loaded");
 }
 
 async fn init_with_timeout(b: &Arc<Broker>, id: &str, timeout_ms: i32) -> i16 {
@@ -99,10 +117,14 @@ async fn init_with_timeout(b: &Arc<Broker>, id: &str, timeout_ms: i32) -> i16 {
     r.transaction_timeout_ms = timeout_ms;
     r.producer_id = ProducerId(-1);
     r.producer_epoch = -1;
-    match send(b, ApiKey::InitProducerId, 4, RequestKind::InitProducerId(r)).await {
-        ResponseKind::InitProducerId(resp) => resp.error_code,
-        other => panic!("{other:?}"),
-    }
+    until_loaded(|| async {
+        let req = RequestKind::InitProducerId(r.clone());
+        match send(b, ApiKey::InitProducerId, 4, req).await {
+            ResponseKind::InitProducerId(resp) => resp.error_code,
+            other => panic!("{other:?}"),
+        }
+    })
+    .await
 }
 
 /// Verifies partition 0 of each of `topics`; the codes in order.
