@@ -336,11 +336,16 @@ async fn serve_conn<R, W, H>(
     let mut last_active = Instant::now();
     // Reading stops until then: a client quota's throttle (KIP-219).
     let mut muted_until = Instant::now();
-    // Far enough never to fire when idle connections are kept.
+    // Once throttled, one request at a time, as Kafka serves every connection: pipelined
+    // requests would each be admitted before the first one's throttle mutes the connection,
+    // overdrawing the quota by a whole client queue per throttle.
+    let mut in_flight = MAX_IN_FLIGHT;
+    // Far enough never to fire when idle connections are kept. A muted connection is not idle:
+    // its silence counts from the end of the mute.
     let idle_after = idle.unwrap_or(Duration::from_secs(100 * 365 * 86_400));
     while reading || !pending.is_empty() {
         tokio::select! {
-            incoming = rx.recv(), if reading && pending.len() < MAX_IN_FLIGHT && muted_until <= Instant::now() => {
+            incoming = rx.recv(), if reading && pending.len() < in_flight && muted_until <= Instant::now() => {
                 last_active = Instant::now();
                 match incoming {
                     Some(incoming) => {
@@ -356,10 +361,11 @@ async fn serve_conn<R, W, H>(
                 }
                 if let Some(t) = pipeline.handler.throttle_after_response(connection_id) {
                     muted_until = muted_until.max(Instant::now() + t);
+                    in_flight = 1;
                 }
             }
             _ = tokio::time::sleep_until(muted_until), if muted_until > Instant::now() => {}
-            _ = tokio::time::sleep_until(last_active + idle_after), if idle.is_some() && pending.is_empty() => {
+            _ = tokio::time::sleep_until(last_active.max(muted_until) + idle_after), if idle.is_some() && pending.is_empty() => {
                 info!(%peer, connection_id, idle_ms = idle_after.as_millis() as u64, "closing idle connection (connections.max.idle.ms)");
                 break;
             }
@@ -747,6 +753,68 @@ mod tests {
         assert_eq!(
             response_correlation(&mut client).await.expect("answered"),
             1
+        );
+    }
+
+    /// [`Gated`] whose every response carries a quota throttle of one second.
+    struct Throttling(Arc<Gated>);
+
+    impl Handler for Throttling {
+        async fn handle(self: Arc<Self>, ctx: RequestContext, request: RequestKind) -> Reply {
+            self.0.clone().handle(ctx, request).await
+        }
+
+        fn throttle_after_response(&self, _connection_id: u64) -> Option<Duration> {
+            Some(Duration::from_secs(1))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_connection_is_muted_then_served_one_request_at_a_time() {
+        let gated = Arc::new(Gated {
+            gate: Semaphore::new(0),
+            handled: AtomicUsize::new(0),
+        });
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        let (rd, wr) = tokio::io::split(server);
+        let (_shutdown, rx) = watch::channel(false);
+        let limits = RequestLimits::new(1 << 20, 1_000, 10, -1);
+        let handler = Arc::new(Throttling(gated.clone()));
+        let peer: SocketAddr = "127.0.0.1:40000".parse().expect("addr");
+        crate::runtime::spawn(serve_io(rd, wr, peer, 7, handler, limits, rx));
+        let frames: Vec<u8> = (1..=5).flat_map(api_versions_frame).collect();
+        client.write_all(&frames).await.expect("write");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            gated.handled.load(Ordering::SeqCst),
+            5,
+            "pipelined until throttled"
+        );
+        gated.gate.add_permits(5);
+        for id in 1..=5 {
+            assert_eq!(response_correlation(&mut client).await.expect("answer"), id);
+        }
+        let frames: Vec<u8> = (6..=8).flat_map(api_versions_frame).collect();
+        client.write_all(&frames).await.expect("write");
+        tokio::time::sleep(Duration::from_millis(990)).await;
+        assert_eq!(
+            gated.handled.load(Ordering::SeqCst),
+            5,
+            "muted for the throttle"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            gated.handled.load(Ordering::SeqCst),
+            6,
+            "then one request at a time"
+        );
+        gated.gate.add_permits(3);
+        assert_eq!(response_correlation(&mut client).await.expect("answer"), 6);
+        let answered = Instant::now();
+        assert_eq!(response_correlation(&mut client).await.expect("answer"), 7);
+        assert!(
+            Instant::now() - answered >= Duration::from_secs(1),
+            "muted between them"
         );
     }
 
