@@ -15,12 +15,13 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
-    // v0-3 from producers, v4 (`verify_only`) from partition leaders (KIP-890). Transaction
-    // version 2 (EndTxn v5, partitions added by Produce) is not offered, so producers add
-    // partitions explicitly.
+    // v0-3 from producers, v4 (`verify_only`) from partition leaders (KIP-890). Partitions
+    // added by Produce (transaction version 2) are not offered and the `transaction.version`
+    // feature is not finalized, so producers add partitions explicitly.
     (ApiKey::AddPartitionsToTxn, 0, 4),
     (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::EndTxn, 0, 4),
+    // v5: the decision bumps the epoch and the answer names it (KIP-890 part 2).
+    (ApiKey::EndTxn, 0, 5),
     // Flexible from v3, where the consumer's member id and generation came (KIP-447).
     (ApiKey::TxnOffsetCommit, 0, 4),
     (ApiKey::WriteTxnMarkers, 1, 1),

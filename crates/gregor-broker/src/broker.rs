@@ -1219,7 +1219,9 @@ async fn route_txn(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind) 
         RequestKind::AddOffsetsToTxn(r) => {
             ResponseKind::AddOffsetsToTxn(tc::add_offsets(cp, txns, r, v).await)
         }
-        RequestKind::EndTxn(r) => ResponseKind::EndTxn(tc::end_txn(cp, txns, r, v).await),
+        RequestKind::EndTxn(r) => {
+            ResponseKind::EndTxn(tc::end_txn(cp, txns, &b.producer_ids, r, v).await)
+        }
         RequestKind::DescribeTransactions(r) => ResponseKind::DescribeTransactions(
             handlers::txn_admin::describe_transactions(cp, txns, r).await,
         ),

@@ -58,11 +58,13 @@ pub enum TxnCall {
         producer: ProducerIdAndEpoch,
         partitions: Vec<(String, i32)>,
     },
-    /// EndTxn.
+    /// EndTxn. `version2`: v5+ (transaction version 2, the decision bumps the epoch), with
+    /// the producer id to move to if the epoch has run out (-1 if it cannot have).
     End {
         transactional_id: String,
         producer: ProducerIdAndEpoch,
         commit: bool,
+        version2: Option<i64>,
     },
 }
 
@@ -543,7 +545,14 @@ impl Shard {
                 transactional_id,
                 producer,
                 commit,
+                version2: None,
             } => coordinator.end_txn(now, id, &transactional_id, producer, commit),
+            TxnCall::End {
+                transactional_id,
+                producer,
+                commit,
+                version2: Some(fresh),
+            } => coordinator.end_txn_v2(now, id, &transactional_id, producer, commit, fresh),
         };
         if let Some(reason) = reason {
             self.decisions.queued(reason, &effects);

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use gregor_group::txn::metadata::MAX_PRODUCER_EPOCH;
 use gregor_group::txn::{ProducerIdAndEpoch, TxnError, TxnRefusal, TxnReply};
 
 use crate::forward::ControlPlane;
@@ -274,12 +275,31 @@ pub async fn add_offsets(
 }
 
 /// EndTxn: commit or abort; answered once the decision is durable (the markers follow).
+/// v5+ is transaction version 2 (KIP-890 part 2): the decision bumps the epoch and the answer
+/// names the producer id and epoch of the producer's next transaction.
 pub async fn end_txn(
     b: ControlPlane<'_>,
     txns: &Transactions,
+    producer_ids: &ProducerIdAllocator,
     r: EndTxnRequest,
     version: i16,
 ) -> EndTxnResponse {
+    let mut resp = EndTxnResponse::default();
+    resp.producer_id = ProducerId(-1);
+    resp.producer_epoch = -1;
+    // Only a producer at the last epoch can need a new id; retries name an older epoch.
+    let version2 = match version >= 5 {
+        false => None,
+        true if r.producer_epoch < MAX_PRODUCER_EPOCH => Some(-1),
+        true => match producer_ids.next() {
+            Ok(pid) => Some(pid),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot allocate a producer id");
+                resp.error_code = ResponseError::CoordinatorNotAvailable.code();
+                return resp;
+            }
+        },
+    };
     let call = TxnCall::End {
         transactional_id: r.transactional_id.0.to_string(),
         producer: ProducerIdAndEpoch {
@@ -287,14 +307,21 @@ pub async fn end_txn(
             epoch: r.producer_epoch,
         },
         commit: r.committed,
+        version2,
     };
-    let mut resp = EndTxnResponse::default();
-    resp.error_code = match txns.call(b, call).await {
-        Ok(TxnReply::EndTxn(Ok(()))) => 0,
-        Ok(TxnReply::EndTxn(Err(e))) => for_version(refusal_code(e), 2, version).code(),
-        Ok(_) => ResponseError::UnknownServerError.code(),
-        Err(e) => e.code(),
-    };
+    match txns.call(b, call).await {
+        Ok(TxnReply::EndTxn(Ok(next))) => {
+            if version >= 5 {
+                resp.producer_id = ProducerId(next.producer_id);
+                resp.producer_epoch = next.epoch;
+            }
+        }
+        Ok(TxnReply::EndTxn(Err(e))) => {
+            resp.error_code = for_version(refusal_code(e), 2, version).code()
+        }
+        Ok(_) => resp.error_code = ResponseError::UnknownServerError.code(),
+        Err(e) => resp.error_code = e.code(),
+    }
     resp
 }
 

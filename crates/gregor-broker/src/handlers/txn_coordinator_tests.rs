@@ -235,3 +235,79 @@ async fn bad_transaction_requests_get_kafkas_errors_and_change_nothing() {
     // The transaction is intact and ends as its producer says.
     assert_eq!(end(&b, "tx", producer, true, 3).await, 0);
 }
+
+/// EndTxn v5 and its answer: the producer id and epoch to go on with.
+async fn end_v5(
+    b: &Arc<Broker>,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    commit: bool,
+) -> EndTxnResponse {
+    let mut r = EndTxnRequest::default();
+    r.transactional_id = TransactionalId(sb(id));
+    r.producer_id = ProducerId(pid);
+    r.producer_epoch = epoch;
+    r.committed = commit;
+    for _ in 0..500 {
+        match send(b, ApiKey::EndTxn, 5, RequestKind::EndTxn(r.clone())).await {
+            ResponseKind::EndTxn(resp)
+                if resp.error_code != ResponseError::CoordinatorLoadInProgress.code()
+                    && resp.error_code != ResponseError::ConcurrentTransactions.code() =>
+            {
+                return resp
+            }
+            ResponseKind::EndTxn(_) => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    panic!("EndTxn v5 never answered");
+}
+
+/// AddPartitionsToTxn once the last decision's markers are written.
+async fn add_when_free(b: &Arc<Broker>, id: &str, producer: (i64, i16)) -> i16 {
+    for _ in 0..500 {
+        let code = add(b, id, producer, "in").await;
+        if code != ResponseError::ConcurrentTransactions.code() {
+            return code;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the markers were never written");
+}
+
+/// Transaction version 2 (KIP-890 part 2): every decision bumps the epoch, the answer names
+/// it, a retry whose answer was lost is answered alike, and the old epoch is fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_txn_v5_bumps_the_epoch_and_answers_a_lost_retry_alike() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let b = start(tmp.path()).await;
+    create_topic(&b, "in").await;
+    let p0 = init(&b, "tx2").await;
+    assert_eq!(add(&b, "tx2", p0, "in").await, 0);
+    let resp = end_v5(&b, "tx2", p0, true).await;
+    assert_eq!(resp.error_code, 0, "{resp:?}");
+    let p1 = (resp.producer_id.0, resp.producer_epoch);
+    assert_eq!(p1, (p0.0, p0.1 + 1));
+    let retry = end_v5(&b, "tx2", p0, true).await;
+    assert_eq!(
+        (retry.error_code, retry.producer_id.0, retry.producer_epoch),
+        (0, p1.0, p1.1)
+    );
+    // The old epoch can no longer open a transaction; the new one can, and its abort bumps.
+    let fenced = ResponseError::ProducerFenced.code();
+    assert_eq!(add_when_free(&b, "tx2", p0).await, fenced);
+    assert_eq!(add_when_free(&b, "tx2", p1).await, 0);
+    let resp = end_v5(&b, "tx2", p1, false).await;
+    assert_eq!((resp.error_code, resp.producer_epoch), (0, p1.1 + 1));
+    // v4 keeps the epoch and names no producer.
+    let p2 = (resp.producer_id.0, resp.producer_epoch);
+    assert_eq!(add_when_free(&b, "tx2", p2).await, 0);
+    assert_eq!(end(&b, "tx2", p2, true, 4).await, 0);
+    assert_eq!(
+        add_when_free(&b, "tx2", p2).await,
+        0,
+        "same epoch after a v4 commit"
+    );
+}

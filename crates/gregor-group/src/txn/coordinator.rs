@@ -9,7 +9,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::metadata::{EndOutcome, ProducerIdAndEpoch, Transition, TxnError, TxnMetadata};
+use super::metadata::{
+    EndOutcome, ProducerIdAndEpoch, Transition, TxnError, TxnMetadata, MAX_PRODUCER_EPOCH,
+};
 use super::records::{self, TransactionLogValue};
 use super::state::TransactionState;
 use crate::api::RequestId;
@@ -55,7 +57,9 @@ impl From<TxnError> for TxnRefusal {
 pub enum TxnReply {
     InitProducerId(Result<ProducerIdAndEpoch, TxnRefusal>),
     AddPartitions(Result<(), TxnRefusal>),
-    EndTxn(Result<(), TxnRefusal>),
+    /// The identity the producer goes on with: after a transaction version 2 decision, the
+    /// bumped epoch (or a new producer id); otherwise the one it has.
+    EndTxn(Result<ProducerIdAndEpoch, TxnRefusal>),
 }
 
 /// What the coordinator asks its shell to do.
@@ -263,7 +267,7 @@ impl TxnCoordinator {
             .collect())
     }
 
-    /// EndTxn.
+    /// EndTxn v0-4.
     pub fn end_txn(
         &mut self,
         now_ms: i64,
@@ -272,12 +276,58 @@ impl TxnCoordinator {
         producer: ProducerIdAndEpoch,
         commit: bool,
     ) -> Vec<TxnEffect> {
+        self.end(now_ms, request_id, transactional_id, producer, commit, None)
+    }
+
+    /// EndTxn v5+, transaction version 2 (KIP-890 part 2): the decision bumps the epoch;
+    /// `fresh_producer_id` is the producer's next id if the epoch has run out.
+    pub fn end_txn_v2(
+        &mut self,
+        now_ms: i64,
+        request_id: RequestId,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        commit: bool,
+        fresh_producer_id: i64,
+    ) -> Vec<TxnEffect> {
+        let fresh = Some(fresh_producer_id);
+        self.end(
+            now_ms,
+            request_id,
+            transactional_id,
+            producer,
+            commit,
+            fresh,
+        )
+    }
+
+    /// Whether the next EndTxn v5 of `transactional_id` would need a fresh producer id (its
+    /// epoch has run out), so the shell allocates one only then.
+    pub fn needs_fresh_producer_id(&self, transactional_id: &str) -> bool {
+        self.ids
+            .get(transactional_id)
+            .is_some_and(|m| m.current.producer_epoch >= MAX_PRODUCER_EPOCH)
+    }
+
+    fn end(
+        &mut self,
+        now_ms: i64,
+        request_id: RequestId,
+        transactional_id: &str,
+        producer: ProducerIdAndEpoch,
+        commit: bool,
+        version2_fresh_id: Option<i64>,
+    ) -> Vec<TxnEffect> {
         let reply = |r| vec![respond(request_id, TxnReply::EndTxn(r))];
         let Some(m) = self.ids.get_mut(transactional_id) else {
             return reply(Err(TxnError::InvalidProducerIdMapping.into()));
         };
-        match m.prepare_end(producer, commit, now_ms) {
-            Ok(EndOutcome::AlreadyDone) => reply(Ok(())),
+        let outcome = match version2_fresh_id {
+            None => m.prepare_end(producer, commit, now_ms),
+            Some(fresh) => m.prepare_end_v2(producer, commit, fresh, now_ms),
+        };
+        match outcome {
+            Ok(EndOutcome::AlreadyDone) => reply(Ok(m.next_identity())),
             Ok(EndOutcome::Prepare(t)) => {
                 vec![self.write(transactional_id, t, Some((request_id, Waiter::End)))]
             }
@@ -450,7 +500,7 @@ fn success(w: Waiter, current: &TransactionLogValue) -> TxnReply {
             epoch: current.producer_epoch,
         })),
         Waiter::AddPartitions => TxnReply::AddPartitions(Ok(())),
-        Waiter::End => TxnReply::EndTxn(Ok(())),
+        Waiter::End => TxnReply::EndTxn(Ok(super::metadata::next_identity(current))),
     }
 }
 

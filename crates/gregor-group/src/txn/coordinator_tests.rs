@@ -103,7 +103,11 @@ fn a_commit_is_answered_when_prepared_and_completed_after_its_markers() {
         "answered before the decision is durable"
     );
     let out = durable(&mut c, &e);
-    assert_eq!(replies(&out), vec![(2, TxnReply::EndTxn(Ok(())))]);
+    assert_eq!(
+        replies(&out),
+        vec![(2, TxnReply::EndTxn(Ok(p)))],
+        "v0-4: no bump"
+    );
     assert_eq!(
         markers(&out),
         vec![(p, true, vec![("orders".into(), 0), ("orders".into(), 1)])]
@@ -253,7 +257,7 @@ fn a_failed_write_changes_nothing_and_tells_the_producer_to_look_again() {
     // The retry goes through.
     let e = c.end_txn(1_400, 4, TX, p, false);
     let out = durable(&mut c, &e);
-    assert_eq!(replies(&out), vec![(4, TxnReply::EndTxn(Ok(())))]);
+    assert_eq!(replies(&out), vec![(4, TxnReply::EndTxn(Ok(p)))]);
     // Its completion fails to be written: the next tick writes it again.
     let e = c.markers_written(1_500, TX);
     let (token, _) = appends(&e)[0].clone();
@@ -453,4 +457,147 @@ fn an_idle_ids_expiry_is_a_deadline() {
     durable(&mut c, &e);
     assert!(c.describe(TX).is_none());
     assert_eq!(c.next_deadline(), None);
+}
+
+/// An EndTxn v5 and its durable decision; the reply.
+fn end_v2(
+    c: &mut TxnCoordinator,
+    now: i64,
+    request: RequestId,
+    p: ProducerIdAndEpoch,
+    commit: bool,
+) -> (Vec<TxnEffect>, TxnReply) {
+    let e = c.end_txn_v2(now, request, TX, p, commit, 900);
+    let out = if appends(&e).is_empty() {
+        e
+    } else {
+        durable(c, &e)
+    };
+    let reply = match replies(&out).as_slice() {
+        [(r, reply)] if *r == request => reply.clone(),
+        other => panic!("{other:?}"),
+    };
+    (out, reply)
+}
+
+fn complete(c: &mut TxnCoordinator, now: i64) {
+    let e = c.markers_written(now, TX);
+    durable(c, &e);
+}
+
+#[test]
+fn version_2_bumps_the_epoch_at_every_decision_and_answers_retries_alike() {
+    let mut c = coordinator();
+    let p0 = init(&mut c, 1_000, 1);
+    open(&mut c, 1_100, p0, &[("orders", 0)]);
+    let (out, reply) = end_v2(&mut c, 1_200, 2, p0, true);
+    let p1 = ProducerIdAndEpoch {
+        producer_id: 7,
+        epoch: 1,
+    };
+    assert_eq!(reply, TxnReply::EndTxn(Ok(p1)));
+    // The markers carry the bumped epoch: the partitions fence what came before it.
+    assert_eq!(markers(&out), vec![(p1, true, vec![("orders".into(), 0)])]);
+    let v = c.describe(TX).unwrap();
+    assert_eq!(v.current.client_transaction_version, 2);
+    // A retry while the markers are written waits; after them it is answered as the first.
+    let (_, reply) = end_v2(&mut c, 1_250, 3, p0, true);
+    assert_eq!(
+        reply,
+        TxnReply::EndTxn(Err(TxnError::ConcurrentTransactions.into()))
+    );
+    complete(&mut c, 1_300);
+    let (_, reply) = end_v2(&mut c, 1_400, 4, p0, true);
+    assert_eq!(reply, TxnReply::EndTxn(Ok(p1)));
+    // A retry that names the other decision, or an older epoch, is refused.
+    let (_, reply) = end_v2(&mut c, 1_400, 5, p0, false);
+    assert_eq!(
+        reply,
+        TxnReply::EndTxn(Err(TxnError::ProducerFenced.into()))
+    );
+    let stale = ProducerIdAndEpoch {
+        producer_id: 7,
+        epoch: -1,
+    };
+    let (_, reply) = end_v2(&mut c, 1_400, 6, stale, true);
+    assert_eq!(
+        reply,
+        TxnReply::EndTxn(Err(TxnError::ProducerFenced.into()))
+    );
+    // The next transaction runs at the bumped epoch; the old one can no longer add to it.
+    let e = c.add_partitions(1_500, 7, TX, p0, &[("orders".into(), 1)]);
+    assert_eq!(
+        replies(&e),
+        vec![(
+            7,
+            TxnReply::AddPartitions(Err(TxnError::ProducerFenced.into()))
+        )]
+    );
+    open(&mut c, 1_500, p1, &[("orders", 1)]);
+    let (_, reply) = end_v2(&mut c, 1_600, 8, p1, false);
+    let p2 = ProducerIdAndEpoch {
+        producer_id: 7,
+        epoch: 2,
+    };
+    assert_eq!(reply, TxnReply::EndTxn(Ok(p2)));
+}
+
+#[test]
+fn version_2_abort_with_nothing_open_still_bumps_the_epoch() {
+    let mut c = coordinator();
+    let p0 = init(&mut c, 1_000, 1);
+    let (_, reply) = end_v2(&mut c, 1_100, 2, p0, true);
+    assert_eq!(
+        reply,
+        TxnReply::EndTxn(Err(TxnError::InvalidTxnState.into())),
+        "a commit of nothing"
+    );
+    let (out, reply) = end_v2(&mut c, 1_100, 3, p0, false);
+    let p1 = ProducerIdAndEpoch {
+        producer_id: 7,
+        epoch: 1,
+    };
+    assert_eq!(reply, TxnReply::EndTxn(Ok(p1)));
+    assert_eq!(markers(&out), vec![(p1, false, vec![])]);
+    complete(&mut c, 1_200);
+    assert_eq!(
+        c.describe(TX).unwrap().state(),
+        TransactionState::CompleteAbort
+    );
+}
+
+#[test]
+fn version_2_moves_to_a_fresh_producer_id_when_the_epoch_runs_out() {
+    let mut c = coordinator();
+    let p0 = init(&mut c, 1_000, 1);
+    // Run the epoch up to its last value through the log, as a long-lived producer would.
+    let mut v = c.describe(TX).unwrap().current.clone();
+    v.producer_epoch = MAX_PRODUCER_EPOCH;
+    let value = records::encode_value(&v);
+    c.replay(&records::encode_key(TX), Some(&value)).unwrap();
+    let last = ProducerIdAndEpoch {
+        producer_id: p0.producer_id,
+        epoch: MAX_PRODUCER_EPOCH,
+    };
+    assert!(c.needs_fresh_producer_id(TX));
+    open(&mut c, 1_100, last, &[("orders", 0)]);
+    let (out, reply) = end_v2(&mut c, 1_200, 2, last, true);
+    let moved = ProducerIdAndEpoch {
+        producer_id: 900,
+        epoch: 0,
+    };
+    assert_eq!(reply, TxnReply::EndTxn(Ok(moved)));
+    // The markers are the old producer's: its records are the ones they end.
+    assert_eq!(
+        markers(&out),
+        vec![(last, true, vec![("orders".into(), 0)])]
+    );
+    complete(&mut c, 1_300);
+    let v = &c.describe(TX).unwrap().current;
+    assert_eq!((v.producer_id, v.producer_epoch), (900, 0));
+    assert_eq!((v.previous_producer_id, v.next_producer_id), (7, -1));
+    // The retry with the exhausted identity is answered as the first.
+    let (_, reply) = end_v2(&mut c, 1_400, 3, last, true);
+    assert_eq!(reply, TxnReply::EndTxn(Ok(moved)));
+    open(&mut c, 1_500, moved, &[("orders", 1)]);
 }

@@ -211,6 +211,81 @@ impl TxnMetadata {
         }
     }
 
+    /// EndTxn v5+ (KIP-890 part 2, transaction version 2). The decision bumps the epoch, so
+    /// that nothing the producer sent in this transaction can land in its next one, and the
+    /// producer carries on with the identity the answer names ([`TxnMetadata::next_identity`]);
+    /// once the epoch is exhausted the decision names `fresh_producer_id` instead, taken at
+    /// completion. A retry whose answer was lost names the identity from before the bump and
+    /// is answered as the first was. An abort with nothing open bumps the epoch too: such a
+    /// producer cannot know whether a leader added a partition for it.
+    pub fn prepare_end_v2(
+        &mut self,
+        producer: ProducerIdAndEpoch,
+        commit: bool,
+        fresh_producer_id: i64,
+        now_ms: i64,
+    ) -> Result<EndOutcome, TxnError> {
+        use TransactionState::*;
+        let retry = self.is_retry_after_bump(producer);
+        if !retry {
+            self.check_producer(producer)?;
+        }
+        self.check_free()?;
+        let target = if commit { PrepareCommit } else { PrepareAbort };
+        match (self.state(), commit) {
+            (PrepareCommit, true) | (PrepareAbort, false) => Err(TxnError::ConcurrentTransactions),
+            (CompleteCommit, true) | (CompleteAbort, false) if retry => Ok(EndOutcome::AlreadyDone),
+            _ if retry => Err(TxnError::ProducerFenced),
+            (Ongoing, _) | (Empty | CompleteCommit | CompleteAbort, false) => {
+                let t = self.decide_bumped(target, fresh_producer_id, now_ms);
+                Ok(EndOutcome::Prepare(t))
+            }
+            _ => Err(TxnError::InvalidTxnState),
+        }
+    }
+
+    /// The identity the producer uses after the current decision: the bumped epoch, or the
+    /// fresh producer id at epoch 0 once the epoch ran out.
+    pub fn next_identity(&self) -> ProducerIdAndEpoch {
+        next_identity(&self.current)
+    }
+
+    /// Whether `p` is the identity from before the last decision's bump (its answer was lost).
+    fn is_retry_after_bump(&self, p: ProducerIdAndEpoch) -> bool {
+        let v = &self.current;
+        let bumped = p.producer_id == v.producer_id
+            && p.epoch >= 0
+            && p.epoch.checked_add(1) == Some(v.producer_epoch);
+        let moved = p.producer_id == v.previous_producer_id
+            && v.previous_producer_id >= 0
+            && p.epoch == MAX_PRODUCER_EPOCH
+            && v.producer_epoch == 0;
+        bumped || moved
+    }
+
+    fn decide_bumped(
+        &mut self,
+        target: TransactionState,
+        fresh_producer_id: i64,
+        now_ms: i64,
+    ) -> Transition {
+        let mut v = self.current.clone();
+        if v.state != TransactionState::Ongoing {
+            v.start_timestamp_ms = now_ms;
+        }
+        v.state = target;
+        v.last_update_timestamp_ms = now_ms;
+        v.client_transaction_version = 2;
+        if v.producer_epoch >= MAX_PRODUCER_EPOCH {
+            // Without one (the shell's mistake) the producer stays at its last epoch.
+            debug_assert!(fresh_producer_id >= 0, "no producer id to move to");
+            v.next_producer_id = fresh_producer_id;
+        } else {
+            v.producer_epoch += 1;
+        }
+        self.begin(v)
+    }
+
     /// The coordinator aborts the open transaction itself (it outlived its timeout, or a new
     /// producer is taking the transactional id over), bumping the epoch so that the producer
     /// that opened it can no longer write in it or end it. `None` if nothing is open or a
@@ -241,6 +316,13 @@ impl TxnMetadata {
         v.state = done;
         v.partitions.clear();
         v.last_update_timestamp_ms = now_ms;
+        if v.next_producer_id >= 0 {
+            // The epoch ran out at the decision: the producer moves to the id it was given.
+            v.previous_producer_id = v.producer_id;
+            v.producer_id = v.next_producer_id;
+            v.producer_epoch = 0;
+            v.next_producer_id = -1;
+        }
         Some(self.begin(v))
     }
 
@@ -317,6 +399,20 @@ impl TxnMetadata {
     fn begin(&mut self, value: TransactionLogValue) -> Transition {
         self.pending = Some(value.clone());
         Transition { value }
+    }
+}
+
+/// [`TxnMetadata::next_identity`] of a stored state.
+pub fn next_identity(v: &TransactionLogValue) -> ProducerIdAndEpoch {
+    match v.next_producer_id {
+        next if next >= 0 => ProducerIdAndEpoch {
+            producer_id: next,
+            epoch: 0,
+        },
+        _ => ProducerIdAndEpoch {
+            producer_id: v.producer_id,
+            epoch: v.producer_epoch,
+        },
     }
 }
 

@@ -80,7 +80,12 @@ impl TransactionState {
             Empty | Dead => matches!(previous, Empty | CompleteCommit | CompleteAbort),
             Ongoing => matches!(previous, Ongoing | Empty | CompleteCommit | CompleteAbort),
             PrepareCommit | PrepareEpochFence => previous == Ongoing,
-            PrepareAbort => matches!(previous, Ongoing | PrepareEpochFence),
+            // From an idle state only with transaction version 2: an abort with nothing open
+            // still bumps the epoch (`TxnMetadata::prepare_end_v2`).
+            PrepareAbort => matches!(
+                previous,
+                Ongoing | PrepareEpochFence | Empty | CompleteCommit | CompleteAbort
+            ),
             CompleteCommit => previous == PrepareCommit,
             CompleteAbort => previous == PrepareAbort,
         }
