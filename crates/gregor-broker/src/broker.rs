@@ -1093,12 +1093,12 @@ async fn route(
         | RequestKind::OffsetFetch(_)
         | RequestKind::DescribeGroups(_)
         | RequestKind::ListGroups(_)
-        | RequestKind::DeleteGroups(_)
-        | RequestKind::TxnOffsetCommit(_)) => {
+        | RequestKind::DeleteGroups(_)) => {
             return handlers::groups::handle(b.control_plane(), &b.groups, ctx, r)
                 .await
                 .into()
         }
+        RequestKind::TxnOffsetCommit(r) => return b.txn_offset_commit(ctx, r).await,
         RequestKind::ApiVersions(r) => {
             ResponseKind::ApiVersions(handlers::cluster::api_versions(&r, v))
         }
@@ -1362,6 +1362,36 @@ impl Handler for Broker {
 }
 
 impl Broker {
+    /// TxnOffsetCommit. From v5 (transaction version 2) the producer did not add the group's
+    /// offsets partition with AddOffsetsToTxn, so its transaction coordinator adds it first.
+    async fn txn_offset_commit(
+        &self,
+        ctx: &RequestContext,
+        r: kafka_protocol::messages::TxnOffsetCommitRequest,
+    ) -> Reply {
+        if ctx.api_version >= 5 {
+            let added = crate::data_plane::TxnVerifyRequest {
+                transactional_id: r.transactional_id.0.to_string(),
+                producer_id: r.producer_id.0,
+                producer_epoch: r.producer_epoch,
+                topic: crate::groups::OFFSETS_TOPIC.to_string(),
+                partition: crate::groups::Groups::partition_of(self.control_plane(), &r.group_id.0),
+                add: true,
+            };
+            let (node, links) = (self.config.node_id, &self.links);
+            let added =
+                crate::txn_verify::ask_coordinator(node, &self.metadata, &self.txns, links, added);
+            if let Err(e) = added.await {
+                let request = RequestKind::TxnOffsetCommit(r);
+                return handlers::groups::refuse(ctx, &request, e).into();
+            }
+        }
+        let request = RequestKind::TxnOffsetCommit(r);
+        handlers::groups::handle(self.control_plane(), &self.groups, ctx, request)
+            .await
+            .into()
+    }
+
     /// A broker config's value now: dynamic per-broker override, dynamic cluster default,
     /// static setting, default (for settings that may change at run time).
     pub fn dynamic_i64(&self, key: &str) -> i64 {

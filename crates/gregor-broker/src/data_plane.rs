@@ -33,6 +33,10 @@ pub struct TxnVerifyRequest {
     pub producer_epoch: i16,
     pub topic: String,
     pub partition: i32,
+    /// Transaction version 2 (Produce v12+, TxnOffsetCommit v5+): the producer did not add
+    /// the partition itself, so the coordinator adds it (opening a transaction if none is)
+    /// rather than only checking it.
+    pub add: bool,
 }
 
 /// What a partition's writes need of the coordinators.

@@ -204,6 +204,19 @@ impl Transactions {
         .await
     }
 
+    /// A call to the shard of partition `p` of the internal topic, hosted here (a partition
+    /// leader adding a partition for a transaction-version-2 producer).
+    pub async fn call_here(
+        &self,
+        image: &gregor_meta::MetadataImage,
+        node_id: i32,
+        p: i32,
+        call: TxnCall,
+    ) -> Result<TxnReply, ResponseError> {
+        self.ask(image, node_id, p, |reply| TxnMsg::Call(call, reply))
+            .await
+    }
+
     /// Verifies with the shard of partition `p` of the internal topic, hosted here.
     pub async fn verify(
         &self,

@@ -6,10 +6,12 @@
 //! for good).
 //!
 //! The coordinator is this node's own shard, or another broker asked with AddPartitionsToTxn v4
-//! (`verify_only`) over the inter-broker listener.
+//! (`verify_only`) over the inter-broker listener. For a transaction-version-2 producer, which
+//! does not add partitions itself, the leader asks the coordinator to add the partition
+//! instead (`verify_only` false), which opens the transaction if none is.
 
 use gregor_group::partition_for;
-use gregor_group::txn::{ProducerIdAndEpoch, TxnError};
+use gregor_group::txn::{ProducerIdAndEpoch, TxnError, TxnRefusal, TxnReply};
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
@@ -23,13 +25,27 @@ use tracing::debug;
 use crate::broker_links::BrokerLinks;
 use crate::data_plane::TxnVerifyRequest;
 use crate::metadata::MetadataManager;
-use crate::txn_shell::{Transactions, Verification, TXN_TOPIC};
+use crate::txn_shell::{Transactions, TxnCall, Verification, TXN_TOPIC};
 
 /// The inter-broker form of AddPartitionsToTxn.
 pub const VERIFY_VERSION: i16 = 4;
 
-/// Verifies `r` with its coordinator.
+/// Verifies `r` with its coordinator (or has it add the partition); the error as a Produce
+/// answer gives it.
 pub async fn verify(
+    node_id: i32,
+    metadata: &MetadataManager,
+    txns: &Transactions,
+    links: &BrokerLinks,
+    r: TxnVerifyRequest,
+) -> Result<(), ResponseError> {
+    ask_coordinator(node_id, metadata, txns, links, r)
+        .await
+        .map_err(for_produce)
+}
+
+/// [`verify`] with the coordinator's own error code (TxnOffsetCommit's answer).
+pub async fn ask_coordinator(
     node_id: i32,
     metadata: &MetadataManager,
     txns: &Transactions,
@@ -45,6 +61,8 @@ pub async fn verify(
     let leader = topic.partitions.get(&p).map_or(-1, |s| s.leader);
     let answer = if leader < 0 {
         Err(ResponseError::CoordinatorNotAvailable)
+    } else if leader == node_id && r.add {
+        add_here(&image, node_id, txns, p, &r).await
     } else if leader == node_id {
         let v = Verification {
             transactional_id: r.transactional_id.clone(),
@@ -73,7 +91,31 @@ pub async fn verify(
             }
         }
     };
-    answer.map_err(for_produce)
+    answer
+}
+
+/// Adds `r`'s partition to its producer's transaction at this node's own coordinator shard.
+async fn add_here(
+    image: &gregor_meta::MetadataImage,
+    node_id: i32,
+    txns: &Transactions,
+    p: i32,
+    r: &TxnVerifyRequest,
+) -> Result<(), ResponseError> {
+    let call = TxnCall::AddPartitions {
+        transactional_id: r.transactional_id.clone(),
+        producer: ProducerIdAndEpoch {
+            producer_id: r.producer_id,
+            epoch: r.producer_epoch,
+        },
+        partitions: vec![(r.topic.clone(), r.partition)],
+    };
+    match txns.call_here(image, node_id, p, call).await? {
+        TxnReply::AddPartitions(Ok(())) => Ok(()),
+        TxnReply::AddPartitions(Err(TxnRefusal::Txn(e))) => Err(txn_code(e)),
+        TxnReply::AddPartitions(Err(_)) => Err(ResponseError::NotCoordinator),
+        _ => Err(ResponseError::UnknownServerError),
+    }
 }
 
 /// The coordinator's refusal as Kafka's error code.
@@ -109,7 +151,7 @@ fn verify_request(r: &TxnVerifyRequest) -> AddPartitionsToTxnRequest {
     t.transactional_id = TransactionalId(StrBytes::from_string(r.transactional_id.clone()));
     t.producer_id = ProducerId(r.producer_id);
     t.producer_epoch = r.producer_epoch;
-    t.verify_only = true;
+    t.verify_only = !r.add;
     t.topics = vec![topic];
     let mut req = AddPartitionsToTxnRequest::default();
     req.transactions = vec![t];

@@ -31,6 +31,15 @@ fn fail(
     w::error_response(api, version, request, e)
 }
 
+/// The answer refusing `request` with `e` for every part of it.
+pub fn refuse(
+    ctx: &RequestContext,
+    request: &RequestKind,
+    e: ResponseError,
+) -> Option<ResponseKind> {
+    fail(ctx.api_key, ctx.api_version, request, e)
+}
+
 /// Handles a group API request.
 pub async fn handle(
     b: ControlPlane<'_>,

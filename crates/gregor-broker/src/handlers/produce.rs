@@ -157,6 +157,7 @@ async fn append_transactional(
             producer_epoch,
             topic: part.topic.clone(),
             partition: part.index,
+            add: params.version >= 12,
         })
         .await?;
     let verified = part.spawn_txn_append(records, Some(guard));

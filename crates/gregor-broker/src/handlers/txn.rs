@@ -142,4 +142,4 @@ async fn describe_partition(
 
 #[cfg(test)]
 #[path = "txn_tests.rs"]
-mod tests;
+pub(crate) mod tests;

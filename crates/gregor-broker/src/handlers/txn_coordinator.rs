@@ -103,9 +103,9 @@ pub async fn add_partitions_any(
     }
 }
 
-/// AddPartitionsToTxn v4 with `verify_only`: each transaction's partitions, checked against its
-/// open transaction without changing it. Adding partitions this way (transaction version 2)
-/// is not offered: INVALID_REQUEST.
+/// AddPartitionsToTxn v4+ from partition leaders, per transaction: with `verify_only`, its
+/// partitions checked against its open transaction without changing it; without, added to it
+/// (for a transaction-version-2 producer, which does not add partitions itself).
 async fn verify_only(
     b: ControlPlane<'_>,
     txns: &Transactions,
@@ -119,17 +119,28 @@ async fn verify_only(
             .iter()
             .flat_map(|tp| tp.partitions.iter().map(|p| (tp.name.0.to_string(), *p)))
             .collect();
+        let id = t.transactional_id.0.to_string();
+        let producer = ProducerIdAndEpoch {
+            producer_id: t.producer_id.0,
+            epoch: t.producer_epoch,
+        };
         let answer: Result<Vec<Option<TxnError>>, ResponseError> = if !t.verify_only {
-            Err(ResponseError::InvalidRequest)
+            let call = TxnCall::AddPartitions {
+                transactional_id: id,
+                producer,
+                partitions: partitions.clone(),
+            };
+            match txns.call(b, call).await {
+                Ok(TxnReply::AddPartitions(Ok(()))) => Ok(vec![None; partitions.len()]),
+                Ok(TxnReply::AddPartitions(Err(e))) => Err(refusal_code(e)),
+                Ok(_) => Err(ResponseError::UnknownServerError),
+                Err(e) => Err(e),
+            }
         } else {
-            let id = t.transactional_id.0.to_string();
             let p = Transactions::partition_of(b, &id);
             let v = Verification {
                 transactional_id: id,
-                producer: ProducerIdAndEpoch {
-                    producer_id: t.producer_id.0,
-                    epoch: t.producer_epoch,
-                },
+                producer,
                 partitions: partitions.clone(),
             };
             match txns.verify(&image, b.node_id, p, v).await {

@@ -183,11 +183,16 @@ async fn a_leader_verifies_that_a_partition_is_in_the_producers_open_transaction
     let in_txn = verify(&b, "tx", producer, &["in", "out"], true).await;
     let invalid = ResponseError::InvalidTxnState.code();
     assert_eq!(in_txn, [0, invalid]);
-    // The zombie's epoch is fenced; adding through v4 is not offered.
+    // The zombie's epoch is fenced, for adding too. Without `verify_only` (a leader adding
+    // a partition for a transaction-version-2 producer) the partition joins the transaction.
     let fenced = ResponseError::ProducerFenced.code();
     assert_eq!(verify(&b, "tx", first, &["in"], true).await, [fenced]);
-    let refused = verify(&b, "tx", producer, &["in"], false).await;
-    assert_eq!(refused, [ResponseError::InvalidRequest.code()]);
+    assert_eq!(verify(&b, "tx", first, &["out"], false).await, [fenced]);
+    assert_eq!(verify(&b, "tx", producer, &["out"], false).await, [0]);
+    assert_eq!(
+        verify(&b, "tx", producer, &["in", "out"], true).await,
+        [0, 0]
+    );
     // An unknown transactional id has no transaction.
     let unknown = verify(&b, "nobody", producer, &["in"], true).await;
     assert_eq!(unknown, [ResponseError::InvalidProducerIdMapping.code()]);
@@ -310,4 +315,116 @@ async fn end_txn_v5_bumps_the_epoch_and_answers_a_lost_retry_alike() {
         0,
         "same epoch after a v4 commit"
     );
+}
+
+/// Produce v12 (transaction version 2: no AddPartitionsToTxn before it) of one transactional
+/// record to partition 0 of `topic`; the partition's error code.
+async fn produce_v12(b: &Arc<Broker>, id: &str, (pid, epoch): (i64, i16), seq: i32) -> i16 {
+    use gregor_log::records::{encode_batch, BatchSpec, Record};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    let spec = BatchSpec {
+        producer_id: pid,
+        producer_epoch: epoch,
+        base_sequence: seq,
+        transactional: true,
+        ..BatchSpec::default()
+    };
+    let record = Record {
+        offset: 0,
+        timestamp: crate::runtime::now_ms(),
+        key: None,
+        value: Some(bytes::Bytes::from(format!("{epoch}-{seq}"))),
+        headers: Vec::new(),
+    };
+    let mut part = PartitionProduceData::default();
+    part.records = Some(bytes::Bytes::from(
+        encode_batch(&spec, &[record]).expect("encode"),
+    ));
+    let mut t = TopicProduceData::default();
+    t.name = TopicName(sb("in"));
+    t.partition_data = vec![part];
+    let mut r = ProduceRequest::default();
+    r.transactional_id = Some(TransactionalId(sb(id)));
+    r.acks = -1;
+    r.timeout_ms = 10_000;
+    r.topic_data = vec![t];
+    match send(b, ApiKey::Produce, 12, RequestKind::Produce(r)).await {
+        ResponseKind::Produce(resp) => resp.responses[0].partition_responses[0].error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// TxnOffsetCommit v5 (no AddOffsetsToTxn before it) of offset `offset` of `in`-0 for group
+/// `g`; the partition's error code.
+async fn txn_offset_commit_v5(b: &Arc<Broker>, id: &str, (pid, epoch): (i64, i16)) -> i16 {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    let mut p = TxnOffsetCommitRequestPartition::default();
+    p.committed_offset = 42;
+    let mut t = TxnOffsetCommitRequestTopic::default();
+    t.name = TopicName(sb("in"));
+    t.partitions = vec![p];
+    let mut r = TxnOffsetCommitRequest::default();
+    r.transactional_id = TransactionalId(sb(id));
+    r.group_id = GroupId(sb("g"));
+    r.producer_id = ProducerId(pid);
+    r.producer_epoch = epoch;
+    r.generation_id = -1;
+    r.topics = vec![t];
+    for _ in 0..500 {
+        match send(
+            b,
+            ApiKey::TxnOffsetCommit,
+            5,
+            RequestKind::TxnOffsetCommit(r.clone()),
+        )
+        .await
+        {
+            ResponseKind::TxnOffsetCommit(resp) => {
+                let code = resp.topics[0].partitions[0].error_code;
+                if code != ResponseError::CoordinatorLoadInProgress.code() {
+                    return code;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    panic!("the group coordinator never loaded");
+}
+
+/// Transaction version 2 end to end on one broker: Produce v12 and TxnOffsetCommit v5 add
+/// their partitions themselves, EndTxn v5 commits at a bumped epoch, after which the old
+/// epoch cannot write to the partition, and the new one opens the next transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_v12_and_txn_offset_commit_v5_add_their_partitions() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let b = start(tmp.path()).await;
+    create_topic(&b, "in").await;
+    let p0 = init(&b, "tv2").await;
+    assert_eq!(
+        produce_v12(&b, "tv2", p0, 0).await,
+        0,
+        "added by the leader"
+    );
+    assert_eq!(txn_offset_commit_v5(&b, "tv2", p0).await, 0);
+    let latest = crate::handlers::txn::tests::latest;
+    assert_eq!(
+        latest(&b, "in", 1).await,
+        0,
+        "the open transaction holds the LSO"
+    );
+    let resp = end_v5(&b, "tv2", p0, true).await;
+    assert_eq!(resp.error_code, 0, "{resp:?}");
+    let p1 = (resp.producer_id.0, resp.producer_epoch);
+    // Once the markers are written the LSO passes the record and its marker.
+    assert_eq!(add_when_free(&b, "tv2", p1).await, 0);
+    assert_eq!(latest(&b, "in", 1).await, 2);
+    // A late batch of the ended transaction cannot open another: the marker bumped the epoch.
+    let stale = produce_v12(&b, "tv2", p0, 1).await;
+    assert_eq!(stale, ResponseError::InvalidProducerEpoch.code());
+    assert_eq!(produce_v12(&b, "tv2", p1, 0).await, 0);
+    let resp = end_v5(&b, "tv2", p1, false).await;
+    assert_eq!((resp.error_code, resp.producer_epoch), (0, p1.1 + 1));
 }

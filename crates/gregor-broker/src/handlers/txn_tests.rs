@@ -108,7 +108,7 @@ async fn fetch_all(
     (reply.response.responses[0].partitions[0].clone(), bases)
 }
 
-async fn latest(b: &Arc<Broker>, topic: &str, isolation_level: i8) -> i64 {
+pub(crate) async fn latest(b: &Arc<Broker>, topic: &str, isolation_level: i8) -> i64 {
     let mut p = ListOffsetsPartition::default();
     p.partition_index = 0;
     p.timestamp = -1;
