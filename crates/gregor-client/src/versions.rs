@@ -1,7 +1,7 @@
 //! API version negotiation: each request goes out in the highest version both this client
 //! and the broker support (the broker's range comes from its ApiVersions response).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
@@ -57,6 +57,8 @@ pub fn api_name(key: i16) -> &'static str {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrokerVersions {
     ranges: HashMap<i16, (i16, i16)>,
+    /// The cluster's finalized feature levels the broker reported (KIP-584), by name.
+    finalized: BTreeMap<String, i16>,
 }
 
 impl BrokerVersions {
@@ -67,7 +69,17 @@ impl BrokerVersions {
                 .iter()
                 .map(|k| (k.api_key, (k.min_version, k.max_version)))
                 .collect(),
+            finalized: response
+                .finalized_features
+                .iter()
+                .map(|f| (f.name.to_string(), f.max_version_level))
+                .collect(),
         }
+    }
+
+    /// The finalized level of `feature` (0 when the broker reports none, as Kafka reads it).
+    pub fn finalized_level(&self, feature: &str) -> i16 {
+        self.finalized.get(feature).copied().unwrap_or(0)
     }
 
     /// The broker's range for an API key, if it supports the API at all.

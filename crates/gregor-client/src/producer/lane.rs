@@ -27,6 +27,9 @@ pub(super) type RequestResult = (
 pub(super) struct LaneRequest {
     pub(super) ids: Vec<(u64, TopicPartition)>,
     pub(super) batches: Vec<BatchToSend>,
+    /// The batches belong to a transaction of transaction version 2: Produce v12+, whose
+    /// leaders add the partitions.
+    pub(super) txn_version2: bool,
 }
 
 /// How a lane writes its Produce requests.
@@ -35,7 +38,7 @@ pub(super) struct LaneSettings {
     pub(super) acks: i16,
     pub(super) timeout_ms: i32,
     /// `transactional.id`: carried by each request, which then goes out in at most
-    /// [`super::txn_wire::TXN_PRODUCE_MAX_VERSION`].
+    /// [`super::txn_wire::TXN_PRODUCE_MAX_VERSION`] (at least v12 with transaction version 2).
     pub(super) transactional_id: Option<std::sync::Arc<str>>,
 }
 
@@ -48,8 +51,13 @@ pub(super) async fn run_lane(
     mut requests: mpsc::UnboundedReceiver<LaneRequest>,
     results: mpsc::UnboundedSender<RequestResult>,
 ) {
-    while let Some(LaneRequest { ids, batches }) = requests.recv().await {
-        let submitted = submit_produce(&client, leader, &settings, &batches).await;
+    while let Some(LaneRequest {
+        ids,
+        batches,
+        txn_version2,
+    }) = requests.recv().await
+    {
+        let submitted = submit_produce(&client, leader, &settings, &batches, txn_version2).await;
         let results = results.clone();
         match submitted {
             Err(e) => {
@@ -91,11 +99,12 @@ async fn submit_produce(
     leader: i32,
     settings: &LaneSettings,
     batches: &[BatchToSend],
+    txn_version2: bool,
 ) -> Result<Answer> {
     let conn = client.connection_for(&Target::Broker(leader)).await?;
     let acks = settings.acks;
     let mut version = conn.pick_version::<ProduceRequest>()?;
-    if settings.transactional_id.is_some() {
+    if settings.transactional_id.is_some() && !txn_version2 {
         version = version.min(super::txn_wire::TXN_PRODUCE_MAX_VERSION);
     }
     let request = wire::produce_request(

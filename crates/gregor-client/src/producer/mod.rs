@@ -735,7 +735,13 @@ impl SenderTask {
             ));
             lane
         });
-        if let Err(mpsc::error::SendError(request)) = lane.send(LaneRequest { ids, batches }) {
+        let txn_version2 = self.txn.as_ref().is_some_and(TxnManager::version2);
+        let request = LaneRequest {
+            ids,
+            batches,
+            txn_version2,
+        };
+        if let Err(mpsc::error::SendError(request)) = lane.send(request) {
             // The lane task is gone (it only ends with this task, or by panicking): answer
             // for it so the batches are retried on a new lane.
             self.lanes.remove(&leader);

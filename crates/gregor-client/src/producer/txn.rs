@@ -199,17 +199,21 @@ pub enum TxnRequest {
         identity: ProducerIdentity,
         group_id: String,
     },
-    /// To the group coordinator (`coordinator`).
+    /// To the group coordinator (`coordinator`). `version2`: v5, with no AddOffsetsToTxn
+    /// before it.
     TxnOffsetCommit {
         transactional_id: String,
         identity: ProducerIdentity,
         group: ConsumerGroupMetadata,
         offsets: BTreeMap<TopicPartition, i64>,
+        version2: bool,
     },
+    /// `version2`: v5, which bumps the epoch and names it.
     EndTxn {
         transactional_id: String,
         identity: ProducerIdentity,
         commit: bool,
+        version2: bool,
     },
 }
 
@@ -237,14 +241,25 @@ pub struct Outgoing {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TxnResponse {
     Coordinator(Result<i32, KafkaError>),
-    /// `bump_supported`: the broker took InitProducerId v3+ (KIP-360 epoch bumps).
-    ProducerId(Result<ProducerIdentity, KafkaError>, bool),
+    /// With what the coordinator's broker offers.
+    ProducerId(Result<ProducerIdentity, KafkaError>, Offered),
     PartitionsAdded(Vec<(TopicPartition, Result<(), KafkaError>)>),
     OffsetsAdded(Result<(), KafkaError>),
     OffsetsCommitted(Vec<(TopicPartition, Result<(), KafkaError>)>),
-    Ended(Result<(), KafkaError>),
+    /// With transaction version 2, the identity of the producer's next transaction.
+    Ended(Result<Option<ProducerIdentity>, KafkaError>),
     /// No answer (connection lost, request timeout): the coordinator is looked up again.
     NoResponse(String),
+}
+
+/// What the transaction coordinator's broker offers, learnt with InitProducerId.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Offered {
+    /// InitProducerId v3+: KIP-360 epoch bumps.
+    pub epoch_bump: bool,
+    /// Transaction version 2 (KIP-890 part 2), finalized and served: the brokers add the
+    /// partitions and EndTxn bumps the epoch.
+    pub version2: bool,
 }
 
 /// What an input produced for the shell to do.
@@ -276,6 +291,10 @@ pub struct TxnManager {
     coordinator: Option<i32>,
     group_coordinators: BTreeMap<String, i32>,
     bump_supported: bool,
+    /// Transaction version 2 offered by the coordinator's broker, and in use by the current
+    /// transaction (decided when it begins).
+    version2_offered: bool,
+    version2: bool,
     epoch_bump_required: bool,
     last_error: Option<TxnError>,
     /// Partitions the coordinator knows are in the transaction: their batches may go.
@@ -332,6 +351,8 @@ impl TxnManager {
             coordinator: None,
             group_coordinators: BTreeMap::new(),
             bump_supported: false,
+            version2_offered: false,
+            version2: false,
             epoch_bump_required: false,
             last_error: None,
             in_txn: BTreeSet::new(),
@@ -352,6 +373,12 @@ impl TxnManager {
 
     pub fn identity(&self) -> Option<ProducerIdentity> {
         self.identity
+    }
+
+    /// Whether the current transaction uses transaction version 2: its Produce requests go
+    /// in v12+, which has the leaders add their partitions.
+    pub fn version2(&self) -> bool {
+        self.version2
     }
 
     pub fn transactional_id(&self) -> &str {
@@ -422,6 +449,7 @@ impl TxnManager {
             TxnState::Ready if self.op.is_none() => {
                 self.state = TxnState::InTransaction;
                 self.unclaimed = None;
+                self.version2 = self.version2_offered;
                 Ok(())
             }
             TxnState::FatalError | TxnState::AbortableError => Err(self.stored_error()),
@@ -436,6 +464,12 @@ impl TxnManager {
     /// is added to the transaction (AddPartitionsToTxn) unless it already is.
     pub fn on_send(&mut self, tp: &TopicPartition) -> Result<(), TxnError> {
         match self.state {
+            // Version 2: the leader adds the partition with the first batch.
+            TxnState::InTransaction if self.version2 => {
+                self.in_txn.insert(tp.clone());
+                self.txn_started = true;
+                Ok(())
+            }
             TxnState::InTransaction => {
                 if !self.in_txn.contains(tp) && !self.adding.contains(tp) {
                     self.new_partitions.insert(tp.clone());
@@ -479,7 +513,11 @@ impl TxnManager {
         group: ConsumerGroupMetadata,
     ) -> Result<Pending, TxnError> {
         let start = self.start(Op::SendOffsets, &[TxnState::InTransaction])?;
-        if start == Start::New {
+        if start == Start::New && self.version2 {
+            // The group coordinator has the offsets partition added (TxnOffsetCommit v5).
+            self.txn_started = true;
+            self.steps.push_back(Step::TxnOffsetCommit(group, offsets));
+        } else if start == Start::New {
             self.steps.push_back(Step::AddOffsets(group, offsets));
         }
         Ok(start.pending())
@@ -687,11 +725,13 @@ impl TxnManager {
                 identity,
                 group,
                 offsets,
+                version2: self.version2,
             },
             Step::EndTxn { commit } => TxnRequest::EndTxn {
                 transactional_id,
                 identity,
                 commit,
+                version2: self.version2,
             },
         };
         Outgoing { broker, request }
@@ -712,9 +752,10 @@ impl TxnManager {
                 Ok(())
             }
             TxnResponse::Coordinator(r) => self.on_coordinator(now, &sent.request, r),
-            TxnResponse::ProducerId(r, bump_supported) => {
+            TxnResponse::ProducerId(r, offered) => {
                 if r.is_ok() {
-                    self.bump_supported = bump_supported;
+                    self.bump_supported = offered.epoch_bump;
+                    self.version2_offered = offered.version2;
                 }
                 self.on_producer_id(now, &sent.request, r, &mut fx)
             }
@@ -723,7 +764,7 @@ impl TxnManager {
             TxnResponse::OffsetsCommitted(parts) => {
                 self.on_offsets_committed(now, &sent.request, parts)
             }
-            TxnResponse::Ended(r) => self.on_ended(now, &sent.request, r),
+            TxnResponse::Ended(r) => self.on_ended(now, &sent.request, r, &mut fx),
         };
         if let Err(e) = result {
             self.fail(classify(kind, e.code), e);
@@ -917,10 +958,16 @@ impl TxnManager {
         &mut self,
         now: u64,
         request: &TxnRequest,
-        r: Result<(), KafkaError>,
+        r: Result<Option<ProducerIdentity>, KafkaError>,
+        fx: &mut Effects,
     ) -> Result<(), KafkaError> {
         match r {
-            Ok(()) => {
+            Ok(next) => {
+                // Version 2: the decision bumped the epoch (or moved to a new producer id).
+                if let Some(next) = next.filter(|n| Some(*n) != self.identity) {
+                    self.identity = Some(next);
+                    fx.identity = Some(next);
+                }
                 self.steps.pop_front();
                 self.in_txn.clear();
                 self.txn_started = false;

@@ -8,7 +8,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Request, VersionRange};
 
-use super::txn::{Outgoing, TxnRequest, TxnResponse};
+use super::txn::{Offered, Outgoing, TxnRequest, TxnResponse};
 use super::txn_wire as w;
 use crate::client::{Client, Target};
 use crate::error::{Error, KafkaCode, KafkaError, Result};
@@ -58,7 +58,11 @@ async fn send(client: &Client, target: &Target, request: &TxnRequest) -> Result<
             )
             .await?;
             // v3+ takes the current producer id and epoch: KIP-360 bumps are possible.
-            TxnResponse::ProducerId(w::parse_init_producer_id(r), v >= 3)
+            let offered = Offered {
+                epoch_bump: v >= 3,
+                version2: w::offers_version2(client.connection_for(target).await?.versions()),
+            };
+            TxnResponse::ProducerId(w::parse_init_producer_id(r), offered)
         }
         TxnRequest::AddPartitions {
             transactional_id,
@@ -91,11 +95,16 @@ async fn send(client: &Client, target: &Target, request: &TxnRequest) -> Result<
             identity,
             group,
             offsets,
+            version2,
         } => {
+            let range = match version2 {
+                true => w::TXN_OFFSET_COMMIT_V2_VERSIONS,
+                false => w::TXN_OFFSET_COMMIT_VERSIONS,
+            };
             let (_, r) = send_in::<TxnOffsetCommitRequest>(
                 client,
                 target,
-                w::TXN_OFFSET_COMMIT_VERSIONS,
+                range,
                 |v| w::txn_offset_commit_request(transactional_id, *identity, group, offsets, v),
             )
             .await?;
@@ -105,12 +114,17 @@ async fn send(client: &Client, target: &Target, request: &TxnRequest) -> Result<
             transactional_id,
             identity,
             commit,
+            version2,
         } => {
-            let (_, r) = send_in::<EndTxnRequest>(client, target, w::END_TXN_VERSIONS, |_| {
+            let range = match version2 {
+                true => w::END_TXN_V2_VERSIONS,
+                false => w::END_TXN_VERSIONS,
+            };
+            let (v, r) = send_in::<EndTxnRequest>(client, target, range, |_| {
                 w::end_txn_request(transactional_id, *identity, *commit)
             })
             .await?;
-            TxnResponse::Ended(w::parse_end_txn(r))
+            TxnResponse::Ended(w::parse_end_txn(r, v))
         }
     })
 }
@@ -164,7 +178,9 @@ async fn failed(client: &Client, request: &TxnRequest, e: Error) -> TxnResponse 
 pub(super) fn as_answer(request: &TxnRequest, error: KafkaError) -> TxnResponse {
     match request {
         TxnRequest::FindCoordinator { .. } => TxnResponse::Coordinator(Err(error)),
-        TxnRequest::InitProducerId { .. } => TxnResponse::ProducerId(Err(error), false),
+        TxnRequest::InitProducerId { .. } => {
+            TxnResponse::ProducerId(Err(error), Offered::default())
+        }
         TxnRequest::AddPartitions { partitions, .. } => TxnResponse::PartitionsAdded(
             partitions
                 .iter()

@@ -15,6 +15,13 @@ const ID: ProducerIdentity = ProducerIdentity {
 const COORDINATOR: i32 = 2;
 const BACKOFF: u64 = 100;
 
+fn offered(epoch_bump: bool) -> Offered {
+    Offered {
+        epoch_bump,
+        version2: false,
+    }
+}
+
 fn tp(t: &str, p: i32) -> TopicPartition {
     TopicPartition::new(t, p)
 }
@@ -65,7 +72,7 @@ fn ready_with(bump: bool) -> TxnManager {
             }
         }
     );
-    let fx = m.on_response(0, TxnResponse::ProducerId(Ok(ID), bump));
+    let fx = m.on_response(0, TxnResponse::ProducerId(Ok(ID), offered(bump)));
     assert_eq!(fx.identity, Some(ID));
     assert_eq!(fx.completed, Some((Op::InitTransactions, Ok(()))));
     assert_eq!(m.state(), TxnState::Ready);
@@ -285,7 +292,7 @@ fn not_coordinator_finds_the_coordinator_again() {
     ));
     m.on_response(2 * BACKOFF, TxnResponse::Coordinator(Ok(5)));
     next(&mut m, 2 * BACKOFF);
-    let fx = m.on_response(2 * BACKOFF, TxnResponse::Ended(Ok(())));
+    let fx = m.on_response(2 * BACKOFF, TxnResponse::Ended(Ok(None)));
     assert_eq!(fx.completed, Some((Op::Commit, Ok(()))));
 }
 
@@ -302,11 +309,12 @@ fn commit_waits_for_every_batch_then_ends_the_transaction() {
             request: TxnRequest::EndTxn {
                 transactional_id: "tx".into(),
                 identity: ID,
-                commit: true
+                commit: true,
+                version2: false,
             }
         }
     );
-    let fx = m.on_response(0, TxnResponse::Ended(Ok(())));
+    let fx = m.on_response(0, TxnResponse::Ended(Ok(None)));
     assert_eq!(fx.completed, Some((Op::Commit, Ok(()))));
     assert_eq!(m.state(), TxnState::Ready);
     // The next transaction adds its partitions again.
@@ -391,6 +399,7 @@ fn offsets_go_to_the_transaction_then_to_the_group_coordinator() {
                 identity: ID,
                 group: group(),
                 offsets,
+                version2: false,
             }
         }
     );
@@ -489,7 +498,7 @@ fn init_against_a_broker_without_transactions_fails_at_once() {
     next(&mut m, 0);
     m.on_response(0, TxnResponse::Coordinator(Ok(1)));
     next(&mut m, 0);
-    let fx = m.on_response(0, TxnResponse::ProducerId(Err(err(53)), true));
+    let fx = m.on_response(0, TxnResponse::ProducerId(Err(err(53)), offered(true)));
     assert_eq!(
         fx.completed,
         Some((Op::InitTransactions, Err(TxnError::Fatal(err(53)))))
@@ -506,13 +515,13 @@ fn init_retries_a_busy_coordinator_and_a_late_caller_gets_the_result() {
     next(&mut m, BACKOFF);
     m.on_response(BACKOFF, TxnResponse::Coordinator(Ok(1)));
     next(&mut m, BACKOFF);
-    m.on_response(BACKOFF, TxnResponse::ProducerId(Err(err(51)), true)); // CONCURRENT_TRANSACTIONS
+    m.on_response(BACKOFF, TxnResponse::ProducerId(Err(err(51)), offered(true))); // CONCURRENT_TRANSACTIONS
     assert_eq!(m.state(), TxnState::Initializing);
     // The caller timed out and calls again: it joins the call in progress.
     assert_eq!(m.init(), Ok(Pending::Waiting));
     let again = next(&mut m, 2 * BACKOFF);
     assert!(matches!(again.request, TxnRequest::InitProducerId { .. }));
-    let fx = m.on_response(2 * BACKOFF, TxnResponse::ProducerId(Ok(ID), true));
+    let fx = m.on_response(2 * BACKOFF, TxnResponse::ProducerId(Ok(ID), offered(true)));
     let done = fx.completed.expect("init completes");
     // Nobody waited: the next init_transactions gets the result instead of a refusal.
     m.unclaimed(done.0, done.1);
@@ -555,7 +564,7 @@ fn a_failed_batch_makes_the_transaction_abortable_and_abort_recovers() {
         next(&mut m, 0).request,
         TxnRequest::EndTxn { commit: false, .. }
     ));
-    let fx = m.on_response(0, TxnResponse::Ended(Ok(())));
+    let fx = m.on_response(0, TxnResponse::Ended(Ok(None)));
     assert_eq!(fx.completed, Some((Op::Abort, Ok(()))));
     assert_eq!(fx.identity, None, "no bump needed");
     assert_eq!(m.state(), TxnState::Ready);
@@ -573,7 +582,7 @@ fn a_lost_sequence_is_aborted_then_the_epoch_bumped() {
         next(&mut m, 0).request,
         TxnRequest::EndTxn { commit: false, .. }
     ));
-    assert_eq!(m.on_response(0, TxnResponse::Ended(Ok(()))).completed, None);
+    assert_eq!(m.on_response(0, TxnResponse::Ended(Ok(None))).completed, None);
     assert_eq!(m.state(), TxnState::AbortingTransaction);
     assert_eq!(
         next(&mut m, 0),
@@ -590,7 +599,7 @@ fn a_lost_sequence_is_aborted_then_the_epoch_bumped() {
         producer_id: ID.producer_id,
         epoch: ID.epoch + 1,
     };
-    let fx = m.on_response(0, TxnResponse::ProducerId(Ok(bumped), true));
+    let fx = m.on_response(0, TxnResponse::ProducerId(Ok(bumped), offered(true)));
     assert_eq!(
         fx.identity,
         Some(bumped),
@@ -733,4 +742,78 @@ fn error_codes_are_classified_as_kafka_does() {
         Class::Fatal,
         "unknown: fatal"
     );
+}
+
+/// A manager past init_transactions whose coordinator offers transaction version 2.
+fn ready_v2() -> TxnManager {
+    let mut m = new();
+    m.init().unwrap();
+    next(&mut m, 0);
+    m.on_response(0, TxnResponse::Coordinator(Ok(COORDINATOR)));
+    next(&mut m, 0);
+    let offered = Offered {
+        epoch_bump: true,
+        version2: true,
+    };
+    m.on_response(0, TxnResponse::ProducerId(Ok(ID), offered));
+    assert_eq!(m.state(), TxnState::Ready);
+    m
+}
+
+#[test]
+fn version_2_adds_nothing_itself_and_goes_on_with_the_epoch_endtxn_names() {
+    let mut m = ready_v2();
+    assert!(!m.version2(), "decided when a transaction begins");
+    m.begin().unwrap();
+    assert!(m.version2());
+    // Batches go at once (Produce v12: the leader adds the partition); no AddPartitionsToTxn.
+    m.on_send(&tp("out", 0)).unwrap();
+    assert!(m.may_send(&tp("out", 0)));
+    assert_eq!(m.next_request(0, false), None);
+    // Offsets go straight to the group coordinator (TxnOffsetCommit v5).
+    let offsets: BTreeMap<TopicPartition, i64> = [(tp("in", 0), 10)].into();
+    m.send_offsets(offsets.clone(), group()).unwrap();
+    assert!(matches!(
+        next(&mut m, 0).request,
+        TxnRequest::FindCoordinator {
+            key_type: KEY_TYPE_GROUP,
+            ..
+        }
+    ));
+    m.on_response(0, TxnResponse::Coordinator(Ok(9)));
+    let commit = next(&mut m, 0);
+    assert!(
+        matches!(
+            commit.request,
+            TxnRequest::TxnOffsetCommit { version2: true, .. }
+        ),
+        "{commit:?}"
+    );
+    let fx = m.on_response(0, TxnResponse::OffsetsCommitted(vec![(tp("in", 0), Ok(()))]));
+    assert_eq!(fx.completed, Some((Op::SendOffsets, Ok(()))));
+    assert_eq!(m.commit(), Ok(Pending::Waiting));
+    let end = next(&mut m, 0);
+    assert!(
+        matches!(
+            end.request,
+            TxnRequest::EndTxn {
+                commit: true,
+                version2: true,
+                identity: ID,
+                ..
+            }
+        ),
+        "{end:?}"
+    );
+    let bumped = ProducerIdentity {
+        producer_id: ID.producer_id,
+        epoch: ID.epoch + 1,
+    };
+    let fx = m.on_response(0, TxnResponse::Ended(Ok(Some(bumped))));
+    assert_eq!(fx.identity, Some(bumped), "sequences restart at the new epoch");
+    assert_eq!(fx.completed, Some((Op::Commit, Ok(()))));
+    assert_eq!(m.identity(), Some(bumped));
+    // An abort with nothing sent needs no EndTxn.
+    m.begin().unwrap();
+    assert_eq!(m.abort(), Ok(Pending::Done(Ok(()))));
 }

@@ -33,6 +33,23 @@ pub const ADD_OFFSETS_VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 /// Produce v12+ lets a transaction-version-2 broker add partitions implicitly; a
 /// transactional producer of version 1 sends at most v11, as Kafka's producer does.
 pub const TXN_PRODUCE_MAX_VERSION: i16 = 11;
+/// Transaction version 2 (KIP-890 part 2): EndTxn v5 bumps the epoch and names it,
+/// TxnOffsetCommit v5 and Produce v12 have their partitions added by the brokers.
+pub const END_TXN_V2_VERSIONS: VersionRange = VersionRange { min: 5, max: 5 };
+pub const TXN_OFFSET_COMMIT_V2_VERSIONS: VersionRange = VersionRange { min: 5, max: 5 };
+pub const TXN_PRODUCE_V2_MIN_VERSION: i16 = 12;
+
+/// Whether a broker offers transaction version 2: the cluster finalized `transaction.version`
+/// at 2 or more, and the broker serves the request versions it needs (Kafka's producer checks
+/// the same).
+pub fn offers_version2(v: &crate::versions::BrokerVersions) -> bool {
+    use kafka_protocol::messages::ApiKey;
+    let serves = |key: ApiKey, min: i16| v.range(key as i16).is_some_and(|r| r.max >= min);
+    v.finalized_level("transaction.version") >= 2
+        && serves(ApiKey::Produce, TXN_PRODUCE_V2_MIN_VERSION)
+        && serves(ApiKey::EndTxn, END_TXN_V2_VERSIONS.min)
+        && serves(ApiKey::TxnOffsetCommit, TXN_OFFSET_COMMIT_V2_VERSIONS.min)
+}
 /// The key type only exists from v1.
 pub const FIND_COORDINATOR_VERSIONS: VersionRange = VersionRange { min: 1, max: 6 };
 
@@ -233,8 +250,16 @@ pub fn end_txn_request(
         .with_committed(commit)
 }
 
-pub fn parse_end_txn(resp: EndTxnResponse) -> Result<(), KafkaError> {
-    KafkaError::check(resp.error_code, None)
+/// EndTxn's answer; from v5, the producer id and epoch the producer goes on with.
+pub fn parse_end_txn(
+    resp: EndTxnResponse,
+    version: i16,
+) -> Result<Option<ProducerIdentity>, KafkaError> {
+    KafkaError::check(resp.error_code, None)?;
+    Ok((version >= 5).then_some(ProducerIdentity {
+        producer_id: resp.producer_id.0,
+        epoch: resp.producer_epoch,
+    }))
 }
 
 #[cfg(test)]
@@ -388,7 +413,7 @@ mod tests {
             }
         }
         assert_eq!(
-            parse_end_txn(EndTxnResponse::default().with_error_code(90))
+            parse_end_txn(EndTxnResponse::default().with_error_code(90), 4)
                 .unwrap_err()
                 .code,
             KafkaCode(90)
