@@ -101,12 +101,9 @@ async fn send(client: &Client, target: &Target, request: &TxnRequest) -> Result<
                 true => w::TXN_OFFSET_COMMIT_V2_VERSIONS,
                 false => w::TXN_OFFSET_COMMIT_VERSIONS,
             };
-            let (_, r) = send_in::<TxnOffsetCommitRequest>(
-                client,
-                target,
-                range,
-                |v| w::txn_offset_commit_request(transactional_id, *identity, group, offsets, v),
-            )
+            let (_, r) = send_in::<TxnOffsetCommitRequest>(client, target, range, |v| {
+                w::txn_offset_commit_request(transactional_id, *identity, group, offsets, v)
+            })
             .await?;
             TxnResponse::OffsetsCommitted(w::parse_txn_offset_commit(r))
         }

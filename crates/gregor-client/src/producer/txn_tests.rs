@@ -515,7 +515,10 @@ fn init_retries_a_busy_coordinator_and_a_late_caller_gets_the_result() {
     next(&mut m, BACKOFF);
     m.on_response(BACKOFF, TxnResponse::Coordinator(Ok(1)));
     next(&mut m, BACKOFF);
-    m.on_response(BACKOFF, TxnResponse::ProducerId(Err(err(51)), offered(true))); // CONCURRENT_TRANSACTIONS
+    m.on_response(
+        BACKOFF,
+        TxnResponse::ProducerId(Err(err(51)), offered(true)),
+    ); // CONCURRENT_TRANSACTIONS
     assert_eq!(m.state(), TxnState::Initializing);
     // The caller timed out and calls again: it joins the call in progress.
     assert_eq!(m.init(), Ok(Pending::Waiting));
@@ -582,7 +585,10 @@ fn a_lost_sequence_is_aborted_then_the_epoch_bumped() {
         next(&mut m, 0).request,
         TxnRequest::EndTxn { commit: false, .. }
     ));
-    assert_eq!(m.on_response(0, TxnResponse::Ended(Ok(None))).completed, None);
+    assert_eq!(
+        m.on_response(0, TxnResponse::Ended(Ok(None))).completed,
+        None
+    );
     assert_eq!(m.state(), TxnState::AbortingTransaction);
     assert_eq!(
         next(&mut m, 0),
@@ -789,7 +795,10 @@ fn version_2_adds_nothing_itself_and_goes_on_with_the_epoch_endtxn_names() {
         ),
         "{commit:?}"
     );
-    let fx = m.on_response(0, TxnResponse::OffsetsCommitted(vec![(tp("in", 0), Ok(()))]));
+    let fx = m.on_response(
+        0,
+        TxnResponse::OffsetsCommitted(vec![(tp("in", 0), Ok(()))]),
+    );
     assert_eq!(fx.completed, Some((Op::SendOffsets, Ok(()))));
     assert_eq!(m.commit(), Ok(Pending::Waiting));
     let end = next(&mut m, 0);
@@ -810,7 +819,11 @@ fn version_2_adds_nothing_itself_and_goes_on_with_the_epoch_endtxn_names() {
         epoch: ID.epoch + 1,
     };
     let fx = m.on_response(0, TxnResponse::Ended(Ok(Some(bumped))));
-    assert_eq!(fx.identity, Some(bumped), "sequences restart at the new epoch");
+    assert_eq!(
+        fx.identity,
+        Some(bumped),
+        "sequences restart at the new epoch"
+    );
     assert_eq!(fx.completed, Some((Op::Commit, Ok(()))));
     assert_eq!(m.identity(), Some(bumped));
     // An abort with nothing sent needs no EndTxn.
