@@ -412,6 +412,8 @@ pub fn shard_settings(config: &BrokerConfig) -> ShardSettings {
         planted_replay_keeps_first_commit: planted!(ReplayKeepsFirstCommit),
         #[cfg(feature = "simulation")]
         planted_fetch_past_commit: planted!(FetchPastCommit),
+        #[cfg(feature = "simulation")]
+        planted_txn_offsets_early: planted!(TxnOffsetsEarly),
         ..GroupConfig::default()
     };
     ShardSettings {

@@ -98,6 +98,14 @@ pub enum PlantedBug {
     /// seen (and does not ask the coordinator to verify it): a fenced producer's late write
     /// lands in the log.
     TxnFencedProduce,
+    /// The group coordinator makes a TxnOffsetCommit's offsets visible once they are durable,
+    /// as if committed, instead of pending until the transaction's marker.
+    TxnOffsetsEarly,
+    /// The transaction coordinator sends a decision's markers as soon as it appends its
+    /// PrepareCommit/PrepareAbort, before that record is durable: a coordinator that fails
+    /// over meanwhile leaves some partitions committed and the rest to a successor that
+    /// never saw the decision.
+    TxnMarkerBeforePrepare,
 }
 
 thread_local! {
@@ -121,6 +129,53 @@ pub fn plant_on_this_thread(bug: Option<PlantedBug>) {
 /// in a build without this module).
 pub(crate) fn planted(bug: PlantedBug) -> bool {
     installed() && PLANTED.with(|p| p.get()) == Some(bug)
+}
+
+/// `TxnMarkerBeforePrepare`, when planted: each append of a PrepareCommit/PrepareAbort among
+/// `effects` is followed at once by its markers (the coordinator asks for them again once the
+/// record is durable).
+pub(crate) fn markers_before_prepare(
+    effects: Vec<gregor_group::txn::TxnEffect>,
+) -> Vec<gregor_group::txn::TxnEffect> {
+    use gregor_group::txn::{records, ProducerIdAndEpoch, TransactionState, TxnEffect};
+    if !planted(PlantedBug::TxnMarkerBeforePrepare) {
+        return effects;
+    }
+    let mut out = Vec::with_capacity(effects.len());
+    for e in effects {
+        let early = match &e {
+            TxnEffect::Append { record, .. } => record
+                .value
+                .as_ref()
+                .and_then(|v| records::decode_value(v).ok())
+                .filter(|v| {
+                    matches!(
+                        v.state,
+                        TransactionState::PrepareCommit | TransactionState::PrepareAbort
+                    )
+                })
+                .and_then(|v| {
+                    let id = records::decode_key(&record.key).ok()?;
+                    Some(TxnEffect::WriteMarkers {
+                        transactional_id: id,
+                        producer: ProducerIdAndEpoch {
+                            producer_id: v.producer_id,
+                            epoch: v.producer_epoch,
+                        },
+                        commit: v.state == TransactionState::PrepareCommit,
+                        partitions: v
+                            .partitions
+                            .iter()
+                            .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.clone(), p)))
+                            .collect(),
+                    })
+                }),
+            _ => None,
+        };
+        out.push(e);
+        out.extend(early);
+    }
+    out
 }
 
 tokio::task_local! {

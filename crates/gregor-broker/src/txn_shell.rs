@@ -580,6 +580,8 @@ impl Shard {
         queues: &Queues,
         cancel: &watch::Receiver<bool>,
     ) -> usize {
+        #[cfg(feature = "simulation")]
+        let effects = crate::simulation::markers_before_prepare(effects);
         let mut appends = 0;
         for e in effects {
             match e {

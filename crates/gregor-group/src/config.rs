@@ -36,6 +36,10 @@ pub struct GroupConfig {
     /// read), so a member that resumes from it skips a record.
     #[cfg(feature = "simulation")]
     pub planted_fetch_past_commit: bool,
+    /// A planted bug (set as `planted_stale_sync` is): a TxnOffsetCommit's offsets are
+    /// visible as soon as they are durable, as if committed, not pending until the marker.
+    #[cfg(feature = "simulation")]
+    pub planted_txn_offsets_early: bool,
 }
 
 impl Default for GroupConfig {
@@ -54,6 +58,8 @@ impl Default for GroupConfig {
             planted_replay_keeps_first_commit: false,
             #[cfg(feature = "simulation")]
             planted_fetch_past_commit: false,
+            #[cfg(feature = "simulation")]
+            planted_txn_offsets_early: false,
         }
     }
 }
@@ -83,6 +89,14 @@ impl GroupConfig {
     }
     #[cfg(not(feature = "simulation"))]
     pub(crate) const fn fetch_past_commit_planted(&self) -> bool {
+        false
+    }
+    #[cfg(feature = "simulation")]
+    pub(crate) fn txn_offsets_early_planted(&self) -> bool {
+        self.planted_txn_offsets_early
+    }
+    #[cfg(not(feature = "simulation"))]
+    pub(crate) const fn txn_offsets_early_planted(&self) -> bool {
         false
     }
 }

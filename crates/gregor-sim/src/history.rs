@@ -1,7 +1,7 @@
 //! The records of a run: what the clients and the driver saw, shared by the workloads that
 //! write them, the driver and the checkers that read them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::node::now_ms;
 use crate::ops::{Op, Reply};
@@ -225,6 +225,22 @@ pub struct TxnRecord {
     /// Every value a Produce of this transaction carried (answered or not), with its partition.
     pub values: Vec<(i32, String)>,
     pub outcome: TxnOutcome,
+    /// The consumer offset this transaction committed with TxnOffsetCommit (acknowledged),
+    /// with its group; `None` if it committed none.
+    pub offset: Option<(String, i64)>,
+}
+
+/// An OffsetFetch of a group made while a transaction that committed an offset to it was
+/// still open (`txn_offsets.rs`): it must not give out the pending offset.
+#[derive(Debug, Clone)]
+pub struct OffsetProbe {
+    pub client: String,
+    pub group: String,
+    /// The open transaction's offset.
+    pub pending: i64,
+    pub require_stable: bool,
+    /// The committed offset answered, or the error code (`None`: no answer).
+    pub answer: Option<Result<i64, i16>>,
 }
 
 /// What the transactional workload saw.
@@ -242,4 +258,9 @@ pub struct TxnHistory {
     pub lso_stuck: Option<String>,
     /// Whether the final read_committed pass ran to the end of every partition.
     pub read_done: bool,
+    /// OffsetFetches made while a transaction's offset was pending.
+    pub offset_probes: Vec<OffsetProbe>,
+    /// Each group's committed offset read (stable) after the producers were done; -1 for
+    /// none. A group missing was not read.
+    pub final_offsets: BTreeMap<String, i64>,
 }

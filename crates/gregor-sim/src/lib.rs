@@ -29,6 +29,7 @@ mod topics;
 mod traffic;
 mod txn;
 mod txn_check;
+mod txn_offsets;
 mod txn_read;
 mod workload;
 

@@ -46,7 +46,8 @@ struct Args {
     /// --replication --groups) stale-sync, replay-keeps-first-commit, fetch-past-commit,
     /// drop-last-record, (with --replication --topic-admin) keep-stray-logs, (with
     /// --replication --acls) ack-acl-unapplied, (with --replication --quotas)
-    /// ack-quota-unapplied.
+    /// ack-quota-unapplied, (with --replication --transactions) txn-abort-visible,
+    /// txn-fenced-produce, txn-offsets-early, txn-marker-before-prepare.
     #[arg(long)]
     plant: Option<String>,
     /// Run whole brokers replicating an RF 3 topic under producers and a consumer, instead of

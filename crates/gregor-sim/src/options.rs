@@ -108,11 +108,18 @@ pub enum PlantedBug {
     /// coordinator) a transactional batch of an older producer epoch, so a fenced zombie's
     /// write lands (found by `txn-fenced-accepted`).
     TxnFencedProduce,
+    /// `--transactions` runs: the group coordinator makes a TxnOffsetCommit's offsets visible
+    /// at once, before the transaction's marker (found by `txn-offsets-early`).
+    TxnOffsetsEarly,
+    /// `--transactions` runs: the transaction coordinator sends a decision's markers before
+    /// its PrepareCommit/PrepareAbort record is durable, so a failover can leave a transaction
+    /// half committed (found by `txn-not-atomic` and its neighbours).
+    TxnMarkerBeforePrepare,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 27] = [
+    pub const ALL: [(&'static str, PlantedBug); 29] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
@@ -146,6 +153,11 @@ impl PlantedBug {
         ("decide-unconfirmed", PlantedBug::DecideUnconfirmed),
         ("txn-abort-visible", PlantedBug::TxnAbortVisible),
         ("txn-fenced-produce", PlantedBug::TxnFencedProduce),
+        ("txn-offsets-early", PlantedBug::TxnOffsetsEarly),
+        (
+            "txn-marker-before-prepare",
+            PlantedBug::TxnMarkerBeforePrepare,
+        ),
     ];
 
     /// The bug as gregor-quorum's or gregor-client's `simulation` feature plants it, if it

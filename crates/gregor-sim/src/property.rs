@@ -78,6 +78,13 @@ pub enum Property {
     /// `--transactions` runs: after the faults, a partition's last stable offset did not reach
     /// its high watermark (a hanging transaction).
     LsoStuck,
+    /// `--transactions` runs: an OffsetFetch gave out a consumer offset committed in a
+    /// transaction that was still open (before its marker).
+    TxnOffsetsEarly,
+    /// `--transactions` runs: after the faults, a group's committed offset is not the one of
+    /// its last committed transaction (or of a later one of unknown outcome): an aborted
+    /// transaction's offset, or a committed one lost.
+    TxnOffsetsLost,
 }
 
 impl fmt::Display for Property {
@@ -111,6 +118,8 @@ impl fmt::Display for Property {
             Property::TxnNotAtomic => "txn-not-atomic",
             Property::TxnFencedAccepted => "txn-fenced-accepted",
             Property::LsoStuck => "lso-stuck",
+            Property::TxnOffsetsEarly => "txn-offsets-early",
+            Property::TxnOffsetsLost => "txn-offsets-lost",
         };
         f.write_str(s)
     }

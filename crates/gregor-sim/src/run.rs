@@ -61,6 +61,15 @@ const TICK_MS: u64 = 5;
 /// After the faults stop, a write must be acknowledged within this much simulated time, and
 /// every node must have applied it within the same bound after that.
 pub const LIVENESS_BOUND_MS: u64 = 10_000;
+/// How long after the faults the workload may take to finish: an operation that started
+/// under faults is given up after 20 s.
+const WORKLOAD_BOUND_MS: u64 = LIVENESS_BOUND_MS + 25_000;
+/// `--transactions` runs: one inter-broker request timeout (35 s) more. A cut link drops what
+/// it carries on an established simulated TCP connection, which no retransmission recovers,
+/// so a WriteTxnMarkers sent into a cut waits out the marker sender's request timeout (as
+/// Kafka's marker channel waits `request.timeout.ms` on a black-holed connection) before the
+/// transactional id stops answering CONCURRENT_TRANSACTIONS.
+const TXN_MARKER_TIMEOUT_MS: u64 = 35_000;
 
 /// What the driver saw of each node's Raft state during the run.
 struct Observer {
@@ -322,6 +331,8 @@ struct Driver<'a> {
     topic_admin: bool,
     /// Replicated runs: compare the replicas' logs at the end.
     replicated: bool,
+    /// How long after the faults the workload may take to finish.
+    workload_bound_ms: u64,
     /// Which links the faults under way cut or hold.
     links: LinkTable,
     /// Per node: the faults under way that want it down (crashes, power losses); it boots
@@ -431,9 +442,7 @@ impl Driver<'_> {
                 break;
             }
             if let Some(end) = faults_end {
-                // The workload may be mid-way through an operation that started under faults;
-                // it gives up on one after 20 s.
-                if now > end + LIVENESS_BOUND_MS + 25_000 {
+                if now > end + self.workload_bound_ms {
                     violations.push(Violation::new(
                         Property::Liveness,
                         format!(
@@ -698,6 +707,12 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
         power_cuts: 0,
         topic_admin: options.topic_admin,
         replicated: options.mode == Mode::Replication,
+        workload_bound_ms: WORKLOAD_BOUND_MS
+            + if options.transactions {
+                TXN_MARKER_TIMEOUT_MS
+            } else {
+                0
+            },
         links: LinkTable::default(),
         down: vec![0; scenario.nodes],
         disk_faults: vec![0; scenario.nodes],
@@ -791,6 +806,8 @@ fn plant_bugs(bug: Option<PlantedBug>) {
         Some(PlantedBug::FetchPositionPastEpoch) => Some(Broker::FetchPositionPastEpoch),
         Some(PlantedBug::TxnAbortVisible) => Some(Broker::TxnAbortVisible),
         Some(PlantedBug::TxnFencedProduce) => Some(Broker::TxnFencedProduce),
+        Some(PlantedBug::TxnOffsetsEarly) => Some(Broker::TxnOffsetsEarly),
+        Some(PlantedBug::TxnMarkerBeforePrepare) => Some(Broker::TxnMarkerBeforePrepare),
         _ => None,
     });
     if let Some(bug) = bug {

@@ -3,8 +3,9 @@
 //! as the seed draws, under the faults; a client sometimes "crashes" mid-transaction and its
 //! successor re-initialises the same transactional id, after which the old incarnation (a
 //! zombie) tries one more Produce and an EndTxn commit, which must both be refused. Then a
-//! read_committed consumer reads every partition to its end (`txn_read.rs`). Everything the
-//! clients were told is recorded for `txn_check.rs`.
+//! read_committed consumer reads every partition to its end (`txn_read.rs`). Some transactions
+//! also commit a consumer offset (`txn_offsets.rs`). Everything the clients were told is
+//! recorded for `txn_check.rs`.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -17,8 +18,9 @@ use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnT
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, CreateTopicsRequest, EndTxnRequest, FindCoordinatorRequest,
-    InitProducerIdRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, CreateTopicsRequest, EndTxnRequest,
+    FindCoordinatorRequest, GroupId, InitProducerIdRequest, ProduceRequest, ProducerId, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
@@ -27,6 +29,7 @@ use kafka_protocol::ResponseError;
 use crate::data::{sleep_ms, Links};
 use crate::history::{History, TxnOutcome, TxnRecord, TXN_PARTITIONS, TXN_TOPIC};
 use crate::node::now_ms;
+use crate::txn_offsets::{group_of, read_final, GroupClient};
 
 /// The transaction timeout the producers ask for: a transaction left open (by a client that
 /// gave up on it) is aborted by its coordinator well within the run's bounds.
@@ -46,7 +49,8 @@ pub(crate) async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) 
         client(history.clone(), nodes, seed, 1)
     );
     history.borrow_mut().event("transactional producers done");
-    crate::txn_read::read_committed(history, nodes).await;
+    crate::txn_read::read_committed(history.clone(), nodes).await;
+    read_final(&history, nodes, &[group_of(0), group_of(1)]).await;
 }
 
 /// Creates the `txns` topic (RF 3, min.insync.replicas=2), retrying through any node until
@@ -107,6 +111,8 @@ pub(crate) struct TxnClient {
     coordinator: Option<usize>,
     identity: Option<ProducerIdentity>,
     sequences: BTreeMap<i32, i32>,
+    /// The coordinator of the group this transactional id commits offsets to.
+    group: GroupClient,
 }
 
 /// One transactional id's producer: transactions until one commits after the faults.
@@ -147,16 +153,19 @@ impl TxnClient {
         k: u64,
         incarnation: u32,
     ) -> TxnClient {
+        let mut rng = SplitMix64::new(rng.next_u64());
+        let group = GroupClient::new(history, nodes, group_of(k), rng.next_u64());
         TxnClient {
             history: history.clone(),
             nodes,
-            rng: SplitMix64::new(rng.next_u64()),
+            rng,
             txn_id: format!("sim-txn-{k}"),
             name: format!("t{k}.{incarnation}"),
             links: Links::for_topic(nodes, "sim-txn-producer", TXN_TOPIC),
             coordinator: None,
             identity: None,
             sequences: BTreeMap::new(),
+            group,
         }
     }
 
@@ -166,8 +175,9 @@ impl TxnClient {
             .event(format!("{} {msg}", self.name));
     }
 
-    /// One transaction: AddPartitionsToTxn for 2-3 partitions, a batch to each, EndTxn. With
-    /// `crash`, the client stops before EndTxn and is returned as the zombie.
+    /// One transaction: AddPartitionsToTxn for 2-3 partitions, a batch to each, in one of two
+    /// a consumer offset (AddOffsetsToTxn, TxnOffsetCommit), EndTxn. With `crash`, the client
+    /// stops before EndTxn and is returned as the zombie.
     async fn transaction(
         &mut self,
         counter: &mut u64,
@@ -188,7 +198,9 @@ impl TxnClient {
             epoch: identity.epoch,
             values: Vec::new(),
             outcome: TxnOutcome::Aborted,
+            offset: None,
         };
+        let with_offset = self.rng.next_below(2) == 0;
         let mut all_written = self.add_partitions(&partitions).await;
         for &p in &partitions {
             if !all_written {
@@ -197,6 +209,13 @@ impl TxnClient {
             let values = next_values(&mut self.rng, counter, &self.name, p);
             rec.values.extend(values.iter().map(|v| (p, v.clone())));
             all_written = self.produce(p, &values).await;
+        }
+        if all_written && with_offset {
+            // Unique to this transaction, and growing with every one.
+            *counter += 1;
+            let offset = *counter as i64;
+            rec.offset = Some((self.group.group.clone(), offset));
+            all_written = self.commit_offset(offset).await;
         }
         if crash && all_written {
             self.event("crashes mid-transaction".into());
@@ -230,6 +249,7 @@ impl TxnClient {
             coordinator: None,
             identity: None,
             sequences: BTreeMap::new(),
+            group: GroupClient::new(&self.history, self.nodes, self.group.group.clone(), 0),
         }
     }
 
@@ -378,6 +398,15 @@ impl TxnClient {
                     .unwrap_or(resp.error_code);
                 Some(code)
             }
+            CoordRequest::AddOffsets => {
+                let id = identity?;
+                let mut r = AddOffsetsToTxnRequest::default();
+                r.transactional_id = txn_id;
+                r.producer_id = ProducerId(id.producer_id);
+                r.producer_epoch = id.epoch;
+                r.group_id = GroupId(StrBytes::from_string(self.group.group.clone()));
+                Some(conn.send(&r, 3).await.ok()?.error_code)
+            }
             CoordRequest::End(commit) => {
                 let id = identity?;
                 let mut r = EndTxnRequest::default();
@@ -404,6 +433,25 @@ impl TxnClient {
             }
             sleep_ms(100).await;
         }
+    }
+
+    /// AddOffsetsToTxn, then TxnOffsetCommit of `offset`: whether the offset is in the
+    /// transaction. Then, while it is still open, what OffsetFetch tells of the group.
+    async fn commit_offset(&mut self, offset: i64) -> bool {
+        let Some(identity) = self.identity else {
+            return false;
+        };
+        if !matches!(
+            self.ask_coordinator(&CoordRequest::AddOffsets).await,
+            Answer::Done
+        ) {
+            return false;
+        }
+        if !self.group.commit(&self.txn_id, identity, offset).await {
+            return false;
+        }
+        self.group.probe(&self.name, offset).await;
+        true
     }
 
     /// AddPartitionsToTxn: whether the partitions are in the transaction.
@@ -483,6 +531,7 @@ impl TxnClient {
 enum CoordRequest {
     Init,
     Add(Vec<i32>),
+    AddOffsets,
     End(bool),
 }
 

@@ -1,9 +1,10 @@
 //! `--transactions`: what the transactional producers were told against what the
-//! read_committed consumer read at the end (`txn.rs`, `txn_read.rs`).
+//! read_committed consumer read at the end (`txn.rs`, `txn_read.rs`), and what OffsetFetch
+//! said of the offsets the transactions committed (`txn_offsets.rs`).
 
 use std::collections::BTreeMap;
 
-use crate::history::{TxnHistory, TxnOutcome};
+use crate::history::{TxnHistory, TxnOutcome, TxnRecord};
 use crate::property::{Property, Violation};
 
 /// Examples named in one violation's detail.
@@ -79,6 +80,7 @@ pub fn check(t: &TxnHistory) -> Vec<Violation> {
     for ack in &t.fenced_acks {
         report(Property::TxnFencedAccepted, ack.clone());
     }
+    check_offsets(t, &mut report);
     if let Some(stuck) = &t.lso_stuck {
         report(
             Property::LsoStuck,
@@ -95,6 +97,53 @@ pub fn check(t: &TxnHistory) -> Vec<Violation> {
         .collect()
 }
 
+/// `txn-offsets-early`: no OffsetFetch made while a transaction's offset was pending gave it
+/// out. `txn-offsets-lost`: each group's final committed offset is its last committed
+/// transaction's (none before any), or that of a transaction of unknown outcome after it.
+fn check_offsets(t: &TxnHistory, report: &mut impl FnMut(Property, String)) {
+    for p in &t.offset_probes {
+        if p.answer == Some(Ok(p.pending)) {
+            report(
+                Property::TxnOffsetsEarly,
+                format!(
+                    "OffsetFetch of {} (require_stable {}) answered {}, pending in {}'s open transaction",
+                    p.group, p.require_stable, p.pending, p.client
+                ),
+            );
+        }
+    }
+    for (group, &read) in &t.final_offsets {
+        let txns: Vec<(&TxnRecord, i64)> = t
+            .txns
+            .iter()
+            .filter_map(|x| match &x.offset {
+                Some((g, o)) if g == group => Some((x, *o)),
+                _ => None,
+            })
+            .collect();
+        let last = txns
+            .iter()
+            .rposition(|(x, _)| x.outcome == TxnOutcome::Committed);
+        let expected = last.map_or(-1, |i| txns[i].1);
+        let after = last.map_or(0, |i| i + 1);
+        let allowed = read == expected
+            || txns[after..]
+                .iter()
+                .any(|(x, o)| x.outcome == TxnOutcome::Unknown && *o == read);
+        if allowed {
+            continue;
+        }
+        let by = txns.iter().find(|(_, o)| *o == read).map_or_else(
+            || "no transaction".to_string(),
+            |(x, _)| format!("{} ({:?})", x.client, x.outcome),
+        );
+        report(
+            Property::TxnOffsetsLost,
+            format!("{group}: committed offset {read} (written by {by}), expected {expected}"),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +156,7 @@ mod tests {
             epoch: 0,
             values: values.iter().map(|v| (0, v.to_string())).collect(),
             outcome,
+            offset: None,
         }
     }
 
@@ -165,5 +215,54 @@ mod tests {
             ..TxnHistory::default()
         };
         assert_eq!(properties(&stuck), vec![Property::LsoStuck]);
+    }
+
+    fn with_offset(outcome: TxnOutcome, offset: i64) -> TxnRecord {
+        TxnRecord {
+            offset: Some(("g".into(), offset)),
+            ..txn("t0.1", &[], outcome)
+        }
+    }
+
+    fn offsets(txns: Vec<TxnRecord>, read: i64) -> TxnHistory {
+        let mut t = history(txns, &[]);
+        t.final_offsets.insert("g".into(), read);
+        t
+    }
+
+    #[test]
+    fn a_group_ends_at_its_last_committed_offset() {
+        let committed = || with_offset(TxnOutcome::Committed, 1);
+        let txns = |last| vec![committed(), with_offset(TxnOutcome::Aborted, 2), last];
+        // The last commit, or a later transaction of unknown outcome.
+        let unknown = || with_offset(TxnOutcome::Unknown, 3);
+        assert!(check(&offsets(txns(unknown()), 1)).is_empty());
+        assert!(check(&offsets(txns(unknown()), 3)).is_empty());
+        assert!(check(&offsets(vec![], -1)).is_empty());
+        // An aborted transaction's offset, a commit lost, one never committed.
+        let lost = vec![Property::TxnOffsetsLost];
+        assert_eq!(properties(&offsets(txns(unknown()), 2)), lost);
+        let later = with_offset(TxnOutcome::Committed, 4);
+        assert_eq!(properties(&offsets(txns(later.clone()), 1)), lost);
+        assert_eq!(properties(&offsets(txns(later), 3)), lost);
+        assert_eq!(properties(&offsets(vec![committed()], -1)), lost);
+    }
+
+    #[test]
+    fn a_pending_offset_fetched_is_early() {
+        let mut t = history(Vec::new(), &[]);
+        let probe = |answer| crate::history::OffsetProbe {
+            client: "t0.1".into(),
+            group: "g".into(),
+            pending: 7,
+            require_stable: true,
+            answer,
+        };
+        t.offset_probes.push(probe(Some(Ok(5))));
+        t.offset_probes.push(probe(Some(Err(88))));
+        t.offset_probes.push(probe(None));
+        assert!(check(&t).is_empty());
+        t.offset_probes.push(probe(Some(Ok(7))));
+        assert_eq!(properties(&t), vec![Property::TxnOffsetsEarly]);
     }
 }

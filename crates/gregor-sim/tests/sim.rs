@@ -1513,7 +1513,9 @@ fn txn_options() -> SimOptions {
 /// abort transactions of 2-3 partitions, a client crashes and its successor fences it, and a
 /// read_committed consumer then reads every partition to its end. No aborted or fenced record
 /// is visible, every committed one is, once, a transaction of unknown outcome is all or
-/// nothing, and every last stable offset reaches its high watermark.
+/// nothing, and every last stable offset reaches its high watermark. Some transactions commit
+/// a consumer offset too: none is visible before its marker, and each group ends at its last
+/// committed one.
 #[test]
 fn transactions_under_faults_keep_their_guarantees() {
     let runs: Vec<SimOptions> = (0..TXN_SEEDS)
@@ -1528,6 +1530,8 @@ fn transactions_under_faults_keep_their_guarantees() {
         "transaction Committed",
         "transaction Aborted",
         "crashes mid-transaction",
+        "OffsetFetch (require_stable true)",
+        "final committed offset",
     ] {
         assert!(traces.contains(what), "no {what:?} in {TXN_SEEDS} seeds");
     }
@@ -1589,4 +1593,52 @@ fn the_checker_finds_a_leader_accepting_a_fenced_producers_write() {
     );
 }
 
-const TXN_FENCED_PRODUCE_SEED: u64 = 2;
+const TXN_FENCED_PRODUCE_SEED: u64 = 0;
+
+/// A group coordinator that makes a TxnOffsetCommit's offsets visible once they are durable,
+/// instead of pending until the transaction's marker, gives them to an OffsetFetch while the
+/// transaction is open (`txn-offsets-early`; at later seeds also `txn-offsets-lost`, an aborted
+/// transaction's offset left as the group's committed one): first at seed
+/// TXN_OFFSETS_EARLY_SEED of the `--transactions` seeds, which passes without the bug.
+#[test]
+fn the_checker_finds_transactional_offsets_visible_before_the_marker() {
+    let found = first_seed_reporting(
+        txn_options(),
+        3,
+        PlantedBug::TxnOffsetsEarly,
+        Property::TxnOffsetsEarly,
+        &[Property::TxnOffsetsLost],
+    );
+    assert_eq!(found.seed, TXN_OFFSETS_EARLY_SEED, "the first of seeds 0-2");
+}
+
+const TXN_OFFSETS_EARLY_SEED: u64 = 0;
+
+/// A transaction coordinator that sends a decision's markers before its PrepareCommit is
+/// durable: isolated, it commits some partitions while its successor, which never saw the
+/// decision, times the transaction out and aborts the rest (`txn-not-atomic`): first at seed
+/// TXN_MARKER_BEFORE_PREPARE_SEED of the `--transactions --power-loss` seeds, which passes
+/// without the bug.
+#[test]
+fn the_checker_finds_markers_sent_before_the_decision_is_durable() {
+    let found = first_seed_reporting(
+        SimOptions {
+            power_loss: true,
+            ..txn_options()
+        },
+        3,
+        PlantedBug::TxnMarkerBeforePrepare,
+        Property::TxnNotAtomic,
+        &[
+            Property::TxnCommittedLost,
+            Property::TxnAbortedVisible,
+            Property::LsoStuck,
+        ],
+    );
+    assert_eq!(
+        found.seed, TXN_MARKER_BEFORE_PREPARE_SEED,
+        "the first of seeds 0-2"
+    );
+}
+
+const TXN_MARKER_BEFORE_PREPARE_SEED: u64 = 1;

@@ -168,6 +168,10 @@ impl GroupCoordinator {
             Ok(()) => {
                 for (topic, partition, offset) in offsets {
                     match decided {
+                        // Planted (simulation only): visible before the marker.
+                        None if self.config.txn_offsets_early_planted() => {
+                            self.offsets.put(group_id, topic, partition, offset)
+                        }
                         None => self.offsets.put_pending(
                             producer.producer_id,
                             group_id,
