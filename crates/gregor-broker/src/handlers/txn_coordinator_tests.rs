@@ -237,6 +237,12 @@ async fn bad_transaction_requests_get_kafkas_errors_and_change_nothing() {
     assert_eq!(end(&b, "tx", zombie, true, 3).await, fenced);
     let old_fenced = ResponseError::InvalidProducerEpoch.code();
     assert_eq!(end(&b, "tx", zombie, true, 1).await, old_fenced);
+    // Epochs past the last one, or negative, name no producer: fenced, nothing bumped.
+    for epoch in [i16::MAX, i16::MAX - 1, -1, i16::MIN] {
+        let resp = end_v5(&b, "tx", (producer.0, epoch), true).await;
+        assert_eq!(resp.error_code, fenced, "epoch {epoch}");
+        assert_eq!((resp.producer_id.0, resp.producer_epoch), (-1, -1));
+    }
     // The transaction is intact and ends as its producer says.
     assert_eq!(end(&b, "tx", producer, true, 3).await, 0);
 }

@@ -97,33 +97,34 @@ async fn send(client: &Client, target: &Target, request: &TxnRequest) -> Result<
             offsets,
             version2,
         } => {
-            let range = match version2 {
-                true => w::TXN_OFFSET_COMMIT_V2_VERSIONS,
-                false => w::TXN_OFFSET_COMMIT_VERSIONS,
-            };
+            let range = w::txn_offset_commit_versions(*version2);
             let (_, r) = send_in::<TxnOffsetCommitRequest>(client, target, range, |v| {
                 w::txn_offset_commit_request(transactional_id, *identity, group, offsets, v)
             })
             .await?;
             TxnResponse::OffsetsCommitted(w::parse_txn_offset_commit(r))
         }
-        TxnRequest::EndTxn {
-            transactional_id,
-            identity,
-            commit,
-            version2,
-        } => {
-            let range = match version2 {
-                true => w::END_TXN_V2_VERSIONS,
-                false => w::END_TXN_VERSIONS,
-            };
-            let (v, r) = send_in::<EndTxnRequest>(client, target, range, |_| {
-                w::end_txn_request(transactional_id, *identity, *commit)
-            })
-            .await?;
-            TxnResponse::Ended(w::parse_end_txn(r, v))
-        }
+        TxnRequest::EndTxn { .. } => end_txn(client, target, request).await?,
     })
+}
+
+/// EndTxn; v5 with transaction version 2, whose answer names the producer's next epoch.
+async fn end_txn(client: &Client, target: &Target, request: &TxnRequest) -> Result<TxnResponse> {
+    let TxnRequest::EndTxn {
+        transactional_id,
+        identity,
+        commit,
+        version2,
+    } = request
+    else {
+        return Err(Error::InvalidArgument("not an EndTxn".to_string()));
+    };
+    let range = w::end_txn_versions(*version2);
+    let (v, r) = send_in::<EndTxnRequest>(client, target, range, |_| {
+        w::end_txn_request(transactional_id, *identity, *commit)
+    })
+    .await?;
+    Ok(TxnResponse::Ended(w::parse_end_txn(r, v)))
 }
 
 /// One request in the highest version both the broker and `range` allow.

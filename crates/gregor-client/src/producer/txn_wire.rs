@@ -39,6 +39,24 @@ pub const END_TXN_V2_VERSIONS: VersionRange = VersionRange { min: 5, max: 5 };
 pub const TXN_OFFSET_COMMIT_V2_VERSIONS: VersionRange = VersionRange { min: 5, max: 5 };
 pub const TXN_PRODUCE_V2_MIN_VERSION: i16 = 12;
 
+/// The EndTxn versions for a transaction of version 2 or not.
+pub fn end_txn_versions(version2: bool) -> VersionRange {
+    if version2 {
+        END_TXN_V2_VERSIONS
+    } else {
+        END_TXN_VERSIONS
+    }
+}
+
+/// The TxnOffsetCommit versions for a transaction of version 2 or not.
+pub fn txn_offset_commit_versions(version2: bool) -> VersionRange {
+    if version2 {
+        TXN_OFFSET_COMMIT_V2_VERSIONS
+    } else {
+        TXN_OFFSET_COMMIT_VERSIONS
+    }
+}
+
 /// Whether a broker offers transaction version 2: the cluster finalized `transaction.version`
 /// at 2 or more, and the broker serves the request versions it needs (Kafka's producer checks
 /// the same).
