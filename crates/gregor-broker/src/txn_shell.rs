@@ -377,6 +377,13 @@ async fn load_and_run(
             return;
         }
     };
+    // The planted bugs live on the simulation's thread, not the blocking load's.
+    #[cfg(feature = "simulation")]
+    let coordinator = {
+        let mut c = coordinator;
+        c.plant_v2_markers_unbumped(planted!(TxnV2MarkersUnbumped));
+        c
+    };
     let Some(txns) = txns.upgrade() else { return };
     let Some(rx) = txns.table().install(&part, leader_epoch) else {
         return;
@@ -558,14 +565,8 @@ impl Shard {
                 transactional_id,
                 producer,
                 commit,
-                version2: None,
-            } => coordinator.end_txn(now, id, &transactional_id, producer, commit),
-            TxnCall::End {
-                transactional_id,
-                producer,
-                commit,
-                version2: Some(fresh),
-            } => coordinator.end_txn_v2(now, id, &transactional_id, producer, commit, fresh),
+                version2,
+            } => coordinator.end_txn(now, id, &transactional_id, producer, commit, version2),
         };
         if let Some(reason) = reason {
             self.decisions.queued(reason, &effects);

@@ -9,9 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::metadata::{
-    EndOutcome, ProducerIdAndEpoch, Transition, TxnError, TxnMetadata, MAX_PRODUCER_EPOCH,
-};
+use super::metadata::{EndOutcome, ProducerIdAndEpoch, Transition, TxnError, TxnMetadata};
 use super::records::{self, TransactionLogValue};
 use super::state::TransactionState;
 use crate::api::RequestId;
@@ -110,6 +108,11 @@ pub struct TxnCoordinator {
     /// When [`TxnCoordinator::tick`] last ran: a completion it must write again waits
     /// [`COMPLETION_RETRY_BACKOFF_MS`] from there, so failing writes are not retried in a loop.
     last_tick_ms: Option<i64>,
+    /// A planted bug, for the deterministic simulator to show its checker finds it (set only
+    /// in a simulation that planted it): a transaction-version-2 decision's markers carry the
+    /// epoch the producer ended it with, not the bumped one, so partitions do not fence it.
+    #[cfg(feature = "simulation")]
+    planted_v2_markers_unbumped: bool,
 }
 
 /// How long a decision whose completion record failed to be written waits before the next try.
@@ -121,6 +124,21 @@ impl TxnCoordinator {
             config,
             ..TxnCoordinator::default()
         }
+    }
+
+    /// Plants (or not) the `planted_v2_markers_unbumped` bug.
+    #[cfg(feature = "simulation")]
+    pub fn plant_v2_markers_unbumped(&mut self, on: bool) {
+        self.planted_v2_markers_unbumped = on;
+    }
+
+    #[cfg(feature = "simulation")]
+    fn v2_markers_unbumped_planted(&self) -> bool {
+        self.planted_v2_markers_unbumped
+    }
+    #[cfg(not(feature = "simulation"))]
+    const fn v2_markers_unbumped_planted(&self) -> bool {
+        false
     }
 
     /// A transactional id's state, as DescribeTransactions reports it.
@@ -267,7 +285,8 @@ impl TxnCoordinator {
             .collect())
     }
 
-    /// EndTxn v0-4.
+    /// EndTxn. `version2` for v5+ (transaction version 2, KIP-890 part 2): the decision bumps
+    /// the epoch, and the value is the producer id to move to if the epoch has run out.
     pub fn end_txn(
         &mut self,
         now_ms: i64,
@@ -275,54 +294,13 @@ impl TxnCoordinator {
         transactional_id: &str,
         producer: ProducerIdAndEpoch,
         commit: bool,
-    ) -> Vec<TxnEffect> {
-        self.end(now_ms, request_id, transactional_id, producer, commit, None)
-    }
-
-    /// EndTxn v5+, transaction version 2 (KIP-890 part 2): the decision bumps the epoch;
-    /// `fresh_producer_id` is the producer's next id if the epoch has run out.
-    pub fn end_txn_v2(
-        &mut self,
-        now_ms: i64,
-        request_id: RequestId,
-        transactional_id: &str,
-        producer: ProducerIdAndEpoch,
-        commit: bool,
-        fresh_producer_id: i64,
-    ) -> Vec<TxnEffect> {
-        let fresh = Some(fresh_producer_id);
-        self.end(
-            now_ms,
-            request_id,
-            transactional_id,
-            producer,
-            commit,
-            fresh,
-        )
-    }
-
-    /// Whether the next EndTxn v5 of `transactional_id` would need a fresh producer id (its
-    /// epoch has run out), so the shell allocates one only then.
-    pub fn needs_fresh_producer_id(&self, transactional_id: &str) -> bool {
-        self.ids
-            .get(transactional_id)
-            .is_some_and(|m| m.current.producer_epoch >= MAX_PRODUCER_EPOCH)
-    }
-
-    fn end(
-        &mut self,
-        now_ms: i64,
-        request_id: RequestId,
-        transactional_id: &str,
-        producer: ProducerIdAndEpoch,
-        commit: bool,
-        version2_fresh_id: Option<i64>,
+        version2: Option<i64>,
     ) -> Vec<TxnEffect> {
         let reply = |r| vec![respond(request_id, TxnReply::EndTxn(r))];
         let Some(m) = self.ids.get_mut(transactional_id) else {
             return reply(Err(TxnError::InvalidProducerIdMapping.into()));
         };
-        let outcome = match version2_fresh_id {
+        let outcome = match version2 {
             None => m.prepare_end(producer, commit, now_ms),
             Some(fresh) => m.prepare_end_v2(producer, commit, fresh, now_ms),
         };
@@ -443,12 +421,17 @@ impl TxnCoordinator {
             TransactionState::PrepareAbort => false,
             _ => return None,
         };
+        let v = &m.current;
+        let unbumped = self.v2_markers_unbumped_planted()
+            && v.client_transaction_version == 2
+            && v.next_producer_id < 0
+            && v.producer_epoch > 0;
         self.markers_in_flight.insert(transactional_id.to_string());
         Some(TxnEffect::WriteMarkers {
             transactional_id: transactional_id.to_string(),
             producer: ProducerIdAndEpoch {
                 producer_id: m.current.producer_id,
-                epoch: m.current.producer_epoch,
+                epoch: m.current.producer_epoch - i16::from(unbumped),
             },
             commit,
             partitions: m.partitions().into_iter().collect(),

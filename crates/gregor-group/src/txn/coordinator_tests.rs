@@ -1,4 +1,5 @@
 use super::*;
+use crate::txn::metadata::MAX_PRODUCER_EPOCH;
 use crate::txn::records::decode_value;
 
 const TX: &str = "tx";
@@ -91,7 +92,7 @@ fn a_commit_is_answered_when_prepared_and_completed_after_its_markers() {
         }
     );
     open(&mut c, 1_100, p, &[("orders", 1), ("orders", 0)]);
-    let e = c.end_txn(1_200, 2, TX, p, true);
+    let e = c.end_txn(1_200, 2, TX, p, true, None);
     let written = appends(&e);
     assert_eq!(written.len(), 1);
     assert_eq!(
@@ -174,7 +175,7 @@ fn a_new_producer_fences_the_old_ones_open_transaction() {
         vec![(fenced_epoch, false, vec![("a".into(), 0)])]
     );
     // The old producer can neither commit nor add partitions now.
-    let e = c.end_txn(1_300, 3, TX, old, true);
+    let e = c.end_txn(1_300, 3, TX, old, true, None);
     assert_eq!(
         replies(&e),
         vec![(
@@ -245,7 +246,7 @@ fn a_failed_write_changes_nothing_and_tells_the_producer_to_look_again() {
     );
     let p = init(&mut c, 1_100, 2);
     open(&mut c, 1_200, p, &[("a", 0)]);
-    let e = c.end_txn(1_300, 3, TX, p, false);
+    let e = c.end_txn(1_300, 3, TX, p, false, None);
     let (token, _) = appends(&e)[0].clone();
     let out = c.append_completed(token, false);
     assert_eq!(
@@ -255,7 +256,7 @@ fn a_failed_write_changes_nothing_and_tells_the_producer_to_look_again() {
     assert!(markers(&out).is_empty());
     assert_eq!(c.describe(TX).unwrap().state(), TransactionState::Ongoing);
     // The retry goes through.
-    let e = c.end_txn(1_400, 4, TX, p, false);
+    let e = c.end_txn(1_400, 4, TX, p, false, None);
     let out = durable(&mut c, &e);
     assert_eq!(replies(&out), vec![(4, TxnReply::EndTxn(Ok(p)))]);
     // Its completion fails to be written: the next tick writes it again.
@@ -279,7 +280,7 @@ fn a_loaded_partition_resumes_the_markers_of_prepared_decisions() {
     let mut c = coordinator();
     let p = init(&mut c, 1_000, 1);
     open(&mut c, 1_100, p, &[("a", 0), ("b", 3)]);
-    let e = c.end_txn(1_200, 2, TX, p, true);
+    let e = c.end_txn(1_200, 2, TX, p, true, None);
     let prepared = match &e[0] {
         TxnEffect::Append { record, .. } => record.clone(),
         other => panic!("{other:?}"),
@@ -324,7 +325,7 @@ fn requests_for_an_unknown_id_are_refused() {
         producer_id: 1,
         epoch: 0,
     };
-    let e = c.end_txn(0, 1, TX, p, true);
+    let e = c.end_txn(0, 1, TX, p, true, None);
     assert_eq!(
         replies(&e),
         vec![(
@@ -388,7 +389,7 @@ fn verification_accepts_only_partitions_of_the_open_transaction() {
         Err(TxnError::InvalidProducerIdMapping)
     );
     // Ended: a late produce of the committed transaction cannot open a new one.
-    let e = c.end_txn(1_200, 2, TX, p, true);
+    let e = c.end_txn(1_200, 2, TX, p, true, None);
     let _ = durable(&mut c, &e);
     assert_eq!(
         c.verify(TX, p, &[tp("a", 0)]),
@@ -427,7 +428,7 @@ fn a_completion_that_failed_is_due_again_without_any_open_transaction() {
     let mut c = coordinator();
     let p = init(&mut c, 1_000, 1);
     open(&mut c, 1_200, p, &[("a", 0)]);
-    let e = c.end_txn(1_300, 3, TX, p, true);
+    let e = c.end_txn(1_300, 3, TX, p, true, None);
     durable(&mut c, &e);
     assert_eq!(c.next_deadline(), None, "markers in flight");
     let e = c.markers_written(1_500, TX);
@@ -467,7 +468,7 @@ fn end_v2(
     p: ProducerIdAndEpoch,
     commit: bool,
 ) -> (Vec<TxnEffect>, TxnReply) {
-    let e = c.end_txn_v2(now, request, TX, p, commit, 900);
+    let e = c.end_txn(now, request, TX, p, commit, Some(900));
     let out = if appends(&e).is_empty() {
         e
     } else {
@@ -579,7 +580,6 @@ fn version_2_moves_to_a_fresh_producer_id_when_the_epoch_runs_out() {
         producer_id: p0.producer_id,
         epoch: MAX_PRODUCER_EPOCH,
     };
-    assert!(c.needs_fresh_producer_id(TX));
     open(&mut c, 1_100, last, &[("orders", 0)]);
     let (out, reply) = end_v2(&mut c, 1_200, 2, last, true);
     let moved = ProducerIdAndEpoch {
