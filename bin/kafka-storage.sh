@@ -3,6 +3,7 @@
 #   kafka-storage.sh random-uuid
 #   kafka-storage.sh format -t CLUSTER_ID -c server.properties [--ignore-formatted] [--standalone]
 #                           [--add-scram 'SCRAM-SHA-512=[name=admin,password=...]']...
+#                           [--feature transaction.version=N]
 #   kafka-storage.sh info -c server.properties
 # A Gregor data directory needs no format step (the broker gives a new one a cluster id on first
 # start); formatting first fixes the cluster id beforehand, as with Kafka. See docs/cli.md.
@@ -17,9 +18,6 @@ case "$sub" in
   format)
     for flag in --release-version -r; do
       kafka_tool_unsupported "$flag" "a Gregor data directory has no metadata.version to choose"
-    done
-    for flag in --feature -f; do
-      kafka_tool_unsupported "$flag" "Gregor has no feature levels to set"
     done
     for flag in --initial-controllers -I --no-initial-controllers -N; do
       kafka_tool_unsupported "$flag" "Gregor's controller quorum is controller.quorum.voters in the config"

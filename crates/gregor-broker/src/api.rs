@@ -15,15 +15,16 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
-    // v0-3 from producers, v4 (`verify_only`) from partition leaders (KIP-890). Partitions
-    // added by Produce (transaction version 2) are not offered and the `transaction.version`
-    // feature is not finalized, so producers add partitions explicitly.
+    // v0-3 from producers, v4 (`verify_only`) from partition leaders (KIP-890). A producer
+    // adds partitions itself only while `transaction.version` is below 2 (ApiVersions'
+    // finalized features); at 2, Produce v12 and TxnOffsetCommit v5 add them.
     (ApiKey::AddPartitionsToTxn, 0, 4),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     // v5: the decision bumps the epoch and the answer names it (KIP-890 part 2).
     (ApiKey::EndTxn, 0, 5),
     // Flexible from v3, where the consumer's member id and generation came (KIP-447).
-    (ApiKey::TxnOffsetCommit, 0, 4),
+    // v5: the partition is added to the transaction by the commit (KIP-890 part 2).
+    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeProducers, 0, 0),
     // KIP-664's transaction admin; ListTransactions v1 adds the duration filter (KIP-994).
@@ -47,6 +48,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
+    // KIP-584's feature levels (`transaction.version`); v2 answers only a top-level error.
+    (ApiKey::UpdateFeatures, 0, 2),
     // Answered by the connection (`sasl_session`), never by a handler. SaslHandshake v0 is
     // listed as Kafka lists it (librdkafka before 2.10 requires it, then speaks v1) but
     // refused when sent: its tokens would come without Kafka headers.

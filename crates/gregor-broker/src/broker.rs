@@ -1100,7 +1100,7 @@ async fn route(
         }
         RequestKind::TxnOffsetCommit(r) => return b.txn_offset_commit(ctx, r).await,
         RequestKind::ApiVersions(r) => {
-            ResponseKind::ApiVersions(handlers::cluster::api_versions(&r, v))
+            ResponseKind::ApiVersions(handlers::cluster::api_versions(&r, v, &b.metadata))
         }
         RequestKind::Metadata(r) => {
             let listener = &ctx.listener_name;
@@ -1126,6 +1126,7 @@ async fn route(
         | RequestKind::AlterPartitionReassignments(_)
         | RequestKind::AlterUserScramCredentials(_)
         | RequestKind::AlterClientQuotas(_)
+        | RequestKind::UpdateFeatures(_)
         | RequestKind::DescribeClientQuotas(_)
         | RequestKind::CreateAcls(_)
         | RequestKind::DeleteAcls(_)
@@ -1255,7 +1256,8 @@ async fn route_admin(b: &Arc<Broker>, ctx: &RequestContext, request: RequestKind
         | RequestKind::ElectLeaders(_)
         | RequestKind::AlterPartitionReassignments(_)
         | RequestKind::AlterUserScramCredentials(_)
-        | RequestKind::AlterClientQuotas(_)) => {
+        | RequestKind::AlterClientQuotas(_)
+        | RequestKind::UpdateFeatures(_)) => {
             match crate::forward::to_controller(b.control_plane(), ctx.api_key, v, r).await {
                 Some(response) => response,
                 None => return Reply::Close,

@@ -108,6 +108,7 @@ pub fn is_controller_api(key: ApiKey) -> bool {
             | ApiKey::DeleteAcls
             | ApiKey::AlterUserScramCredentials
             | ApiKey::AlterClientQuotas
+            | ApiKey::UpdateFeatures
             | ApiKey::BrokerRegistration
             | ApiKey::BrokerHeartbeat
             | ApiKey::AlterPartition

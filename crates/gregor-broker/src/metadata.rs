@@ -258,9 +258,12 @@ impl MetadataManager {
             ))
         };
         if let Member::Voter(q) = &member {
-            // What `gregor storage format --add-scram` left for a new metadata log (KIP-900).
+            // What `gregor storage format` left for a new metadata log (KIP-900 SCRAM credentials,
+            // feature levels).
             let bootstrap = crate::bootstrap::read(data_dir)
                 .map_err(|e| MetadataError::Unavailable(e.to_string()))?;
+            // A new cluster starts at the latest feature levels, as Kafka 4.x formats one.
+            let bootstrap = gregor_meta::with_bootstrap_features(bootstrap);
             q.update_volatile(|c| c.set_bootstrap_records(bootstrap));
         }
         Ok(MetadataManager {

@@ -60,6 +60,8 @@ enum Command {
     Reassign(admin::ReassignArgs),
     /// List, describe and abort transactions, find hanging ones (like kafka-transactions.sh).
     Transactions(admin::TransactionsArgs),
+    /// Describe, upgrade, downgrade or disable feature levels (like kafka-features.sh).
+    Features(admin::FeaturesArgs),
     /// Format a data directory with a cluster id, or print a new one (like kafka-storage.sh).
     Storage(storage_cmd::StorageArgs),
     /// Compute a group's partition assignment from a JSON description and print it as JSON.
@@ -170,6 +172,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Elect(args) => admin::block_on(admin::run_elect(args))??,
         Command::Reassign(args) => admin::block_on(admin::run_reassign(args))??,
         Command::Transactions(args) => admin::block_on(admin::run_transactions(args))??,
+        Command::Features(args) => admin::block_on(admin::run_features(args))??,
         Command::Storage(args) => storage_cmd::run(args)?,
         Command::Assign { input, strategy } => {
             let text = assign_cmd::read_input(&input)?;

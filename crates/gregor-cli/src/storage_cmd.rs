@@ -57,6 +57,10 @@ pub struct FormatArgs {
         value_name = "MECHANISM=[name=...,password=...]"
     )]
     pub add_scram: Vec<String>,
+    /// A feature level the new cluster starts at, as kafka-storage.sh takes it:
+    /// `transaction.version=N` (0-2; 2 when not given). Repeatable, one per feature.
+    #[arg(short = 'f', long = "feature", value_name = "FEATURE=LEVEL")]
+    pub features: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -74,7 +78,8 @@ pub fn run(args: StorageArgs) -> Result<()> {
         }
         StorageCommand::Format(args) => {
             let config = load(&args.config, &args.overrides, Some(&args.cluster_id))?;
-            let bootstrap = scram_bootstrap_records(&args.add_scram)?;
+            let mut bootstrap = feature_bootstrap_records(&args.features)?;
+            bootstrap.extend(scram_bootstrap_records(&args.add_scram)?);
             let out = format(
                 &config,
                 &args.cluster_id,
@@ -250,6 +255,47 @@ fn scram_bootstrap_records(values: &[String]) -> Result<Vec<gregor_meta::Metadat
         .collect()
 }
 
+/// The bootstrap records of every `--feature NAME=LEVEL` (a level within what the brokers
+/// support; level 0 is kept so that the broker does not add the feature's default level).
+fn feature_bootstrap_records(values: &[String]) -> Result<Vec<gregor_meta::MetadataRecord>> {
+    let mut out: Vec<gregor_meta::MetadataRecord> = Vec::new();
+    for v in values {
+        let (name, level) = v
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--feature {v}: expected FEATURE=LEVEL"))?;
+        let (name, level) = (name.trim(), level.trim());
+        let supported = gregor_meta::features::supported_feature(name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--feature {v}: unknown feature {name} (Gregor has transaction.version)"
+            )
+        })?;
+        let level: i16 = level
+            .parse()
+            .ok()
+            .filter(|l| (supported.min_version..=supported.max_version).contains(l))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--feature {v}: {name} takes a level from {} to {}",
+                    supported.min_version,
+                    supported.max_version
+                )
+            })?;
+        if out
+            .iter()
+            .any(|r| matches!(r, gregor_meta::MetadataRecord::FeatureLevel(f) if f.name == name))
+        {
+            anyhow::bail!("--feature {name} is given more than once");
+        }
+        out.push(gregor_meta::MetadataRecord::FeatureLevel(
+            gregor_meta::FeatureLevelRecord {
+                name: name.to_string(),
+                level,
+            },
+        ));
+    }
+    Ok(out)
+}
+
 /// What `gregor storage info` prints for `data_dir`.
 pub fn info(data_dir: &Path) -> Result<String> {
     Ok(match recorded_cluster_id(data_dir)? {
@@ -318,6 +364,33 @@ mod tests {
             format!("{other:#}").contains("belongs to cluster"),
             "{other:#}"
         );
+    }
+
+    #[test]
+    fn feature_flags_become_bootstrap_records_within_the_supported_levels() {
+        let records = feature_bootstrap_records(&["transaction.version=0".into()]).expect("ok");
+        assert_eq!(
+            records,
+            vec![gregor_meta::MetadataRecord::FeatureLevel(
+                gregor_meta::FeatureLevelRecord {
+                    name: "transaction.version".into(),
+                    level: 0,
+                }
+            )]
+        );
+        for bad in [
+            "transaction.version=3",
+            "transaction.version",
+            "no.such.feature=1",
+            "transaction.version=x",
+        ] {
+            assert!(feature_bootstrap_records(&[bad.into()]).is_err(), "{bad}");
+        }
+        let twice = [
+            "transaction.version=1".into(),
+            "transaction.version=2".into(),
+        ];
+        assert!(feature_bootstrap_records(&twice).is_err());
     }
 
     #[test]

@@ -854,3 +854,90 @@ fn consume_prints_records_in_read_committed_and_refuses_a_bad_level() {
         );
     }
 }
+
+/// `gregor features` (kafka-features.sh) against a broker process: a new cluster is at
+/// transaction.version 2; downgrades, dry runs and disabling change it (or not); a bad
+/// feature name or level fails with Kafka's line and a non-zero exit.
+#[test]
+fn features_describe_upgrade_downgrade_and_refusals() {
+    let broker = BrokerProcess::start();
+    let bootstrap = format!("127.0.0.1:{}", broker.port);
+    let run = |args: &[&str]| {
+        let mut all = vec!["features", "--bootstrap-server", bootstrap.as_str()];
+        all.extend_from_slice(args);
+        let out = gregor(&all, None);
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        (out.status.success(), stdout, stderr)
+    };
+    let level = |expected: &str| {
+        let (ok, stdout, stderr) = run(&["describe"]);
+        assert!(ok, "{stderr}");
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("Feature: transaction.version\t"))
+            .unwrap_or_else(|| panic!("no transaction.version line in {stdout}"));
+        assert!(
+            line.starts_with(
+                "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\t"
+            ),
+            "{line}"
+        );
+        assert!(
+            line.contains(&format!("\tFinalizedVersionLevel: {expected}\tEpoch: ")),
+            "{line}"
+        );
+    };
+    level("2");
+    let (ok, stdout, _) = run(&["upgrade", "--feature", "transaction.version=2"]);
+    assert!(ok);
+    assert_eq!(stdout.trim(), "transaction.version was upgraded to 2.");
+    let (ok, stdout, _) = run(&["downgrade", "--feature", "transaction.version=1"]);
+    assert!(ok);
+    assert_eq!(stdout.trim(), "transaction.version was downgraded to 1.");
+    level("1");
+    let (ok, stdout, _) = run(&[
+        "downgrade",
+        "--feature",
+        "transaction.version=0",
+        "--unsafe",
+        "--dry-run",
+    ]);
+    assert!(ok);
+    assert_eq!(stdout.trim(), "transaction.version can be downgraded to 0.");
+    level("1");
+    // An upgrade that is a downgrade, a level beyond the brokers', a feature that is not one.
+    for (args, line) in [
+        (
+            ["upgrade", "--feature", "transaction.version=0"],
+            "Could not upgrade transaction.version to 0. Invalid update version 0",
+        ),
+        (
+            ["upgrade", "--feature", "transaction.version=3"],
+            "Could not upgrade transaction.version to 3. Invalid update version 3",
+        ),
+        (
+            ["upgrade", "--feature", "no.such.feature=1"],
+            "Could not upgrade no.such.feature to 1. Invalid update version 1",
+        ),
+    ] {
+        let (ok, stdout, stderr) = run(&args);
+        assert!(!ok, "{args:?} should fail");
+        assert!(stdout.starts_with(line), "{args:?}: {stdout}");
+        assert!(
+            stderr.contains("1 out of 1 operation(s) failed."),
+            "{stderr}"
+        );
+    }
+    let (ok, _, stderr) = run(&["upgrade", "--feature", "transaction.version=two"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("unable to parse two as a short"),
+        "{stderr}"
+    );
+    level("1");
+    let (ok, stdout, _) = run(&["disable", "--feature", "transaction.version"]);
+    assert!(ok);
+    assert_eq!(stdout.trim(), "transaction.version was disabled.");
+    level("0");
+}

@@ -26,6 +26,7 @@ const REMOVE_ACCESS_CONTROL_ENTRY: u8 = 10;
 const USER_SCRAM_CREDENTIAL: u8 = 11;
 const REMOVE_USER_SCRAM_CREDENTIAL: u8 = 12;
 const CLIENT_QUOTA: u8 = 13;
+const FEATURE_LEVEL: u8 = 14;
 
 /// Version written for every record type today.
 const V0: u8 = 0;
@@ -117,6 +118,11 @@ impl MetadataRecord {
                 w.0.push(r.mechanism.type_id() as u8);
             }
             MetadataRecord::ClientQuota(r) => w.client_quota(r),
+            MetadataRecord::FeatureLevel(r) => {
+                w.header(FEATURE_LEVEL);
+                w.str(&r.name);
+                w.i32(i32::from(r.level));
+            }
         }
         w.0
     }
@@ -130,6 +136,7 @@ impl MetadataRecord {
             && !is_acl_record(record_type)
             && !is_scram_record(record_type)
             && record_type != CLIENT_QUOTA
+            && record_type != FEATURE_LEVEL
         {
             return Err(DecodeError::UnknownType(record_type));
         }
@@ -181,6 +188,7 @@ impl MetadataRecord {
                 })
             }
             CLIENT_QUOTA => MetadataRecord::ClientQuota(r.client_quota()?),
+            FEATURE_LEVEL => MetadataRecord::FeatureLevel(r.feature_level()?),
             _ => unreachable!("record type range checked above"),
         };
         if !r.0.is_empty() {
@@ -636,5 +644,18 @@ impl Reader<'_> {
             value: QuotaValue(value),
             remove: self.bool("quota remove")?,
         })
+    }
+}
+
+// Feature levels: name, level (a varint that must fit Kafka's int16).
+impl Reader<'_> {
+    fn feature_level(&mut self) -> Result<FeatureLevelRecord, DecodeError> {
+        let name = self.string("feature name")?;
+        let level = self.i32("feature level")?;
+        let level = i16::try_from(level).map_err(|_| DecodeError::Invalid {
+            field: "feature level",
+            detail: format!("{level} does not fit in 16 bits"),
+        })?;
+        Ok(FeatureLevelRecord { name, level })
     }
 }

@@ -5,6 +5,7 @@
 use crate::acl::index::AclIndex;
 use crate::delta::{MetadataDelta, PartitionDelta};
 use crate::error::ImageError;
+use crate::features::FinalizedFeatures;
 use crate::quota::ClientQuotas;
 use crate::record::*;
 pub use crate::registration::PartitionRegistration;
@@ -64,6 +65,7 @@ pub struct MetadataImage {
     acls: AclIndex,
     scram: ScramCredentials,
     client_quotas: ClientQuotas,
+    features: FinalizedFeatures,
 }
 
 impl MetadataImage {
@@ -161,6 +163,11 @@ impl MetadataImage {
         &self.client_quotas
     }
 
+    /// The finalized feature levels (KIP-584).
+    pub fn finalized_features(&self) -> &FinalizedFeatures {
+        &self.features
+    }
+
     /// The next broker epoch the controller hands out: above every registered epoch.
     pub fn next_broker_epoch(&self) -> i64 {
         self.brokers.values().map(|b| b.epoch).max().unwrap_or(0) + 1
@@ -204,6 +211,7 @@ impl MetadataImage {
                 self.client_quotas.apply(r)?;
                 d.changed_client_quotas.insert(r.entity.clone());
             }
+            MetadataRecord::FeatureLevel(r) => self.features.apply(r)?,
         }
         Ok(delta)
     }
@@ -488,6 +496,7 @@ impl MetadataImage {
                 .to_records()
                 .map(MetadataRecord::ClientQuota),
         );
+        out.extend(self.features.to_records().map(MetadataRecord::FeatureLevel));
         out
     }
 }

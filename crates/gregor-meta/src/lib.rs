@@ -13,6 +13,7 @@ mod controller;
 mod delta;
 mod describe;
 mod error;
+pub mod features;
 mod image;
 mod image_diff;
 pub mod placement;

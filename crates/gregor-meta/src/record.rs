@@ -4,6 +4,7 @@
 //! (`metadata/src/main/resources/common/metadata/*Record.json`).
 
 pub use crate::acl::types::{AccessControlEntryRecord, RemoveAccessControlEntryRecord};
+pub use crate::features::FeatureLevelRecord;
 pub use crate::quota::ClientQuotaRecord;
 pub use crate::scram::{RemoveUserScramCredentialRecord, UserScramCredentialRecord};
 use crate::types::BrokerId;
@@ -287,4 +288,6 @@ pub enum MetadataRecord {
     RemoveUserScramCredential(RemoveUserScramCredentialRecord),
     /// A client quota of one entity was set or removed.
     ClientQuota(ClientQuotaRecord),
+    /// A feature was finalized at a level (level 0: no longer finalized).
+    FeatureLevel(FeatureLevelRecord),
 }

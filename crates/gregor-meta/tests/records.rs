@@ -71,7 +71,40 @@ fn samples() -> Vec<MetadataRecord> {
             name: "min.insync.replicas".into(),
             value: None,
         }),
+        MetadataRecord::FeatureLevel(FeatureLevelRecord {
+            name: "transaction.version".into(),
+            level: 2,
+        }),
     ]
+}
+
+#[test]
+fn feature_levels_apply_snapshot_and_refuse_bad_bytes() {
+    let level = |level| {
+        MetadataRecord::FeatureLevel(FeatureLevelRecord {
+            name: features::TRANSACTION_VERSION.into(),
+            level,
+        })
+    };
+    let image = MetadataImage::from_records(&[level(1), level(2)]).unwrap();
+    assert_eq!(
+        image
+            .finalized_features()
+            .level(features::TRANSACTION_VERSION),
+        2
+    );
+    assert_eq!(image.to_records(), vec![level(2)]);
+    assert_eq!(
+        MetadataImage::from_records(&image.to_records()).unwrap(),
+        image
+    );
+    let cleared = MetadataImage::from_records(&[level(2), level(0)]).unwrap();
+    assert_eq!(cleared, MetadataImage::default());
+    // A level that does not fit Kafka's int16 is a decode error, not a truncation.
+    let mut bytes = level(2).encode();
+    bytes.truncate(bytes.len() - 1);
+    bytes.extend_from_slice(&[0x80, 0x80, 0x04]);
+    assert!(MetadataRecord::decode(&bytes).is_err());
 }
 
 #[test]

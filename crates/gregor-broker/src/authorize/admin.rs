@@ -50,7 +50,8 @@ pub(super) fn gate(
         | RequestKind::AlterPartitionReassignments(_)
         | RequestKind::CreateAcls(_)
         | RequestKind::DeleteAcls(_)
-        | RequestKind::AlterUserScramCredentials(_) => Some(AclOperation::Alter),
+        | RequestKind::AlterUserScramCredentials(_)
+        | RequestKind::UpdateFeatures(_) => Some(AclOperation::Alter),
         // Kafka: quotas are cluster configs.
         RequestKind::AlterClientQuotas(_) => Some(AclOperation::AlterConfigs),
         RequestKind::DescribeClientQuotas(_) => Some(AclOperation::DescribeConfigs),
@@ -132,6 +133,9 @@ fn cluster_refusal(request: RequestKind, version: i16) -> ResponseKind {
             let refusal = gregor_meta::ApiError::new(e, CLUSTER_AUTHORIZATION_FAILED.to_string());
             ResponseKind::AlterClientQuotas(crate::handlers::quotas::refuse_alter(&r, &refusal))
         }
+        RequestKind::UpdateFeatures(r) => ResponseKind::UpdateFeatures(
+            crate::handlers::features::refuse_unauthorized(&r, version),
+        ),
         RequestKind::DescribeClientQuotas(_) => {
             let mut resp = kafka_protocol::messages::DescribeClientQuotasResponse::default();
             resp.error_code = e.code();

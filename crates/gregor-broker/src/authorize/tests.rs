@@ -197,6 +197,7 @@ fn codes(r: &ResponseKind) -> Vec<(String, i16)> {
         ResponseKind::DescribeLogDirs(r) => vec![named("", r.error_code)],
         ResponseKind::DescribeAcls(r) => vec![named("", r.error_code)],
         ResponseKind::DescribeUserScramCredentials(r) => vec![named("", r.error_code)],
+        ResponseKind::UpdateFeatures(r) => vec![named("", r.error_code)],
         ResponseKind::CreateAcls(r) => r.results.iter().map(|x| named("", x.error_code)).collect(),
         ResponseKind::DeleteAcls(r) => r
             .filter_results
@@ -809,6 +810,12 @@ fn cluster_rows() -> Vec<Row> {
             "AlterPartitionReassignments: ALTER on the cluster",
             ApiKey::AlterPartitionReassignments,
             RequestKind::AlterPartitionReassignments(Default::default()),
+            Op::Alter,
+        ),
+        cluster_api(
+            "UpdateFeatures: ALTER on the cluster",
+            ApiKey::UpdateFeatures,
+            RequestKind::UpdateFeatures(Default::default()),
             Op::Alter,
         ),
         cluster_api(

@@ -22,9 +22,18 @@ use crate::metadata::MetadataManager;
 /// Kafka's "authorized operations not requested" marker.
 pub const OPS_NOT_REQUESTED: i32 = i32::MIN;
 
-pub fn api_versions(_r: &ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
+/// ApiVersions: the APIs, and (v3+) the features with their finalized levels.
+pub fn api_versions(
+    _r: &ApiVersionsRequest,
+    version: i16,
+    metadata: &MetadataManager,
+) -> ApiVersionsResponse {
     let mut resp = ApiVersionsResponse::default();
     resp.api_keys = crate::api::api_versions();
+    // The offset first: the image read after it is at least that new.
+    let offset = i64::try_from(metadata.applied_index()).unwrap_or(i64::MAX);
+    let image = metadata.image();
+    super::features::fill_api_versions(&mut resp, version, &image, offset);
     resp
 }
 

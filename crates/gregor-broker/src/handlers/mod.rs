@@ -9,6 +9,7 @@ pub(crate) mod cluster;
 mod common;
 pub(crate) mod coordinator;
 pub(crate) mod elect;
+pub(crate) mod features;
 pub(crate) mod fetch;
 pub(crate) mod groups;
 pub(crate) mod legacy_configs;
@@ -70,6 +71,9 @@ pub async fn controller_api(
         ),
         RequestKind::AlterClientQuotas(r) => {
             ResponseKind::AlterClientQuotas(quotas::alter_client_quotas(b.metadata, r).await)
+        }
+        RequestKind::UpdateFeatures(r) => {
+            ResponseKind::UpdateFeatures(features::update_features(b.metadata, r, v).await)
         }
         RequestKind::BrokerRegistration(r) => {
             ResponseKind::BrokerRegistration(cluster::broker_registration(b, r).await)

@@ -11,6 +11,7 @@ mod acls;
 mod brokers;
 mod change;
 mod configs;
+mod features;
 mod legacy_configs;
 mod partitions;
 mod quotas;
@@ -22,6 +23,7 @@ pub use acls::{describe_acls, validate_new_acl, DeleteAclsFilterResult};
 pub use brokers::{BrokerHeartbeat, BrokerHeartbeatReply, BrokerRegistrationRequest};
 pub use change::Election;
 pub use configs::{AlterConfigOp, AlterConfigsResource, AlterableConfig};
+pub use features::{with_bootstrap_features, FeatureUpdate, FeatureUpgradeType};
 pub use legacy_configs::LegacyConfig;
 pub use partitions::{
     AlterPartitionData, AlterPartitionRequest, ElectionType, OngoingReassignment,
