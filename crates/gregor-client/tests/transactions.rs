@@ -199,6 +199,45 @@ async fn a_second_producer_with_the_same_transactional_id_fences_the_first() {
     );
 }
 
+/// A new cluster finalizes transaction.version 2 (KIP-890 part 2): the producer adds no
+/// partitions itself, and each commit or abort bumps its epoch (EndTxn v5 answers it), which
+/// its next transaction's batches carry; the records read as before.
+#[tokio::test]
+async fn transaction_version_2_bumps_the_epoch_at_every_transaction() {
+    let broker = Broker::start();
+    broker.create_topic("v2", 2).await;
+    let producer = broker.producer("txn-v2").await;
+    let first = producer.metrics().identity.expect("initialised");
+    for (i, commit) in [true, false, true].into_iter().enumerate() {
+        producer.begin_transaction().await.unwrap();
+        for p in 0..2 {
+            let value = format!("{}{i}-{p}", if commit { "c" } else { "a" });
+            let record = ProducerRecord::new("v2").partition(p).value(value);
+            producer
+                .send(record)
+                .await
+                .expect("queued")
+                .await
+                .expect("delivered");
+        }
+        let ended = match commit {
+            true => producer.commit_transaction(Duration::from_secs(30)).await,
+            false => producer.abort_transaction(Duration::from_secs(30)).await,
+        };
+        ended.unwrap();
+    }
+    let metrics = producer.metrics();
+    let now = metrics.identity.expect("initialised");
+    assert_eq!(
+        (now.producer_id, now.epoch),
+        (first.producer_id, first.epoch + 3)
+    );
+    assert_eq!(metrics.epoch_bumps, 3);
+    producer.close().await.unwrap();
+    let committed = broker.read("v2", IsolationLevel::ReadCommitted, 4).await;
+    assert_eq!(committed, ["c0-0", "c0-1", "c2-0", "c2-1"]);
+}
+
 /// Set in the environment of [`eos_pipeline_instance`]'s process: the bootstrap address.
 const PIPELINE_ENV: &str = "GREGOR_EOS_PIPELINE_BOOTSTRAP";
 const PIPELINE_IN: &str = "eos-in";
