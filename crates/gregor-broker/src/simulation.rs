@@ -106,6 +106,10 @@ pub enum PlantedBug {
     /// over meanwhile leaves some partitions committed and the rest to a successor that
     /// never saw the decision.
     TxnMarkerBeforePrepare,
+    /// The transaction coordinator takes any EndTxn v5 from the epoch before the bump for a
+    /// retry of its last decision and acknowledges it, without checking that the decision is
+    /// the one asked for and that no later transaction is open (KIP-890 part 2).
+    TxnV2AnyRetry,
 }
 
 thread_local! {

@@ -381,7 +381,7 @@ async fn load_and_run(
     #[cfg(feature = "simulation")]
     let coordinator = {
         let mut c = coordinator;
-        c.plant_v2_markers_unbumped(planted!(TxnV2MarkersUnbumped));
+        c.plant_v2_any_retry(planted!(TxnV2AnyRetry));
         c
     };
     let Some(txns) = txns.upgrade() else { return };

@@ -228,6 +228,10 @@ pub struct TxnRecord {
     /// The consumer offset this transaction committed with TxnOffsetCommit (acknowledged),
     /// with its group; `None` if it committed none.
     pub offset: Option<(String, i64)>,
+    /// The transaction version its producer spoke (1, or 2: KIP-890 part 2).
+    pub version: u8,
+    /// Version 2: the producer id and epoch EndTxn v5 answered for the next transaction.
+    pub next_identity: Option<(i64, i16)>,
 }
 
 /// An OffsetFetch of a group made while a transaction that committed an offset to it was
@@ -252,6 +256,10 @@ pub struct TxnHistory {
     pub fenced_values: Vec<(String, String)>,
     /// A fenced incarnation's acknowledged Produce or EndTxn (each must be refused).
     pub fenced_acks: Vec<String>,
+    /// Late retries of a version-2 transaction's batch (sent after it ended and its marker
+    /// was written) or EndTxn (once the next was open) that were acknowledged (each must be
+    /// refused).
+    pub late_retry_acks: Vec<String>,
     /// The read_committed consumer's final pass: (partition, offset, value).
     pub committed_reads: Vec<(i32, i64, String)>,
     /// Why the partitions' last stable offsets did not reach their high watermarks in time.

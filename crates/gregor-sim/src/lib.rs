@@ -31,6 +31,7 @@ mod txn;
 mod txn_check;
 mod txn_offsets;
 mod txn_read;
+mod txn_v2;
 mod workload;
 
 pub use isolate::{child_args, run_seed_in_child, run_seeds_in_children, ChildError};

@@ -115,11 +115,15 @@ pub enum PlantedBug {
     /// its PrepareCommit/PrepareAbort record is durable, so a failover can leave a transaction
     /// half committed (found by `txn-not-atomic` and its neighbours).
     TxnMarkerBeforePrepare,
+    /// `--transactions` runs: the transaction coordinator acknowledges any EndTxn v5 from the
+    /// epoch before the bump as a retry of its last decision, even once the next transaction
+    /// is open (found by `txn-late-retry-accepted`).
+    TxnV2AnyRetry,
 }
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 29] = [
+    pub const ALL: [(&'static str, PlantedBug); 30] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
@@ -158,6 +162,7 @@ impl PlantedBug {
             "txn-marker-before-prepare",
             PlantedBug::TxnMarkerBeforePrepare,
         ),
+        ("txn-v2-any-retry", PlantedBug::TxnV2AnyRetry),
     ];
 
     /// The bug as gregor-quorum's or gregor-client's `simulation` feature plants it, if it

@@ -85,6 +85,10 @@ pub enum Property {
     /// its last committed transaction (or of a later one of unknown outcome): an aborted
     /// transaction's offset, or a committed one lost.
     TxnOffsetsLost,
+    /// `--transactions` runs: a transaction-version-2 batch sent again after its transaction
+    /// ended and its partition's marker was written (old epoch, same sequence), or a late copy
+    /// of its EndTxn once the next transaction was open, was acknowledged.
+    TxnLateRetryAccepted,
 }
 
 impl fmt::Display for Property {
@@ -120,6 +124,7 @@ impl fmt::Display for Property {
             Property::LsoStuck => "lso-stuck",
             Property::TxnOffsetsEarly => "txn-offsets-early",
             Property::TxnOffsetsLost => "txn-offsets-lost",
+            Property::TxnLateRetryAccepted => "txn-late-retry-accepted",
         };
         f.write_str(s)
     }

@@ -808,6 +808,7 @@ fn plant_bugs(bug: Option<PlantedBug>) {
         Some(PlantedBug::TxnFencedProduce) => Some(Broker::TxnFencedProduce),
         Some(PlantedBug::TxnOffsetsEarly) => Some(Broker::TxnOffsetsEarly),
         Some(PlantedBug::TxnMarkerBeforePrepare) => Some(Broker::TxnMarkerBeforePrepare),
+        Some(PlantedBug::TxnV2AnyRetry) => Some(Broker::TxnV2AnyRetry),
         _ => None,
     });
     if let Some(bug) = bug {

@@ -4,7 +4,8 @@
 //! successor re-initialises the same transactional id, after which the old incarnation (a
 //! zombie) tries one more Produce and an EndTxn commit, which must both be refused. Then a
 //! read_committed consumer reads every partition to its end (`txn_read.rs`). Some transactions
-//! also commit a consumer offset (`txn_offsets.rs`). Everything the clients were told is
+//! also commit a consumer offset (`txn_offsets.rs`). `sim-txn-1` speaks transaction version 2
+//! (KIP-890 part 2, `txn_v2.rs`); `sim-txn-0` version 1. Everything the clients were told is
 //! recorded for `txn_check.rs`.
 
 use std::cell::RefCell;
@@ -31,6 +32,17 @@ use crate::history::{History, TxnOutcome, TxnRecord, TXN_PARTITIONS, TXN_TOPIC};
 use crate::node::now_ms;
 use crate::txn_offsets::{group_of, read_final, GroupClient};
 
+/// A version-2 transaction's batch as it was acknowledged (for its late retry, `txn_v2.rs`).
+#[derive(Debug, Clone)]
+pub(crate) struct SentBatch {
+    pub(crate) p: i32,
+    pub(crate) values: Vec<String>,
+    pub(crate) identity: ProducerIdentity,
+    pub(crate) sequence: i32,
+    /// Where the leader appended it: the marker is written once the last stable offset is past.
+    pub(crate) base_offset: i64,
+}
+
 /// The transaction timeout the producers ask for: a transaction left open (by a client that
 /// gave up on it) is aborted by its coordinator well within the run's bounds.
 const TXN_TIMEOUT_MS: i32 = 5_000;
@@ -40,6 +52,10 @@ const TXN_TIMEOUT_MS: i32 = 5_000;
 const WALL_CLOCK_EPOCH_MS: i64 = 1_700_000_000_000;
 /// Attempts of one coordinator request before the client takes its outcome as unknown.
 const ATTEMPTS: usize = 30;
+/// Version 2: retries of an EndTxn whose answer was lost, before the outcome is unknown.
+const END_RETRIES: usize = 3;
+/// Version 2: retries of a batch the leader could not yet add to the transaction.
+const PRODUCE_RETRIES: usize = 10;
 
 /// The transactional workload: the topic, both producers, then the read_committed pass.
 pub(crate) async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64) {
@@ -101,18 +117,28 @@ enum Answer {
 
 /// One incarnation of a transactional producer.
 pub(crate) struct TxnClient {
-    history: Rc<RefCell<History>>,
+    pub(crate) history: Rc<RefCell<History>>,
     nodes: usize,
-    rng: SplitMix64,
+    pub(crate) rng: SplitMix64,
     txn_id: String,
     /// e.g. "t1.2": transactional id 1, its second incarnation.
-    name: String,
-    links: Links,
+    pub(crate) name: String,
+    pub(crate) links: Links,
     coordinator: Option<usize>,
     identity: Option<ProducerIdentity>,
     sequences: BTreeMap<i32, i32>,
     /// The coordinator of the group this transactional id commits offsets to.
     group: GroupClient,
+    /// Transaction version 2: Produce v12 and TxnOffsetCommit v5 add their partitions, and
+    /// EndTxn v5 names the identity of the next transaction.
+    pub(crate) version2: bool,
+    /// Version 2: the current transaction's acknowledged batches, for a late retry.
+    pub(crate) sent: Vec<SentBatch>,
+    /// Version 2: the identity the last acknowledged EndTxn v5 named.
+    next_identity: Option<ProducerIdentity>,
+    /// Version 2: an ended transaction's EndTxn (identity, commit) to deliver again late,
+    /// once the next transaction is open.
+    pub(crate) late_end: Option<(ProducerIdentity, bool)>,
 }
 
 /// One transactional id's producer: transactions until one commits after the faults.
@@ -166,18 +192,23 @@ impl TxnClient {
             identity: None,
             sequences: BTreeMap::new(),
             group,
+            version2: k == 1,
+            sent: Vec::new(),
+            next_identity: None,
+            late_end: None,
         }
     }
 
-    fn event(&self, msg: String) {
+    pub(crate) fn event(&self, msg: String) {
         self.history
             .borrow_mut()
             .event(format!("{} {msg}", self.name));
     }
 
     /// One transaction: AddPartitionsToTxn for 2-3 partitions, a batch to each, in one of two
-    /// a consumer offset (AddOffsetsToTxn, TxnOffsetCommit), EndTxn. With `crash`, the client
-    /// stops before EndTxn and is returned as the zombie.
+    /// a consumer offset (AddOffsetsToTxn, TxnOffsetCommit), EndTxn; version 2 without
+    /// AddPartitionsToTxn and AddOffsetsToTxn. With `crash`, the client stops before EndTxn and
+    /// is returned as the zombie.
     async fn transaction(
         &mut self,
         counter: &mut u64,
@@ -199,9 +230,13 @@ impl TxnClient {
             values: Vec::new(),
             outcome: TxnOutcome::Aborted,
             offset: None,
+            version: if self.version2 { 2 } else { 1 },
+            next_identity: None,
         };
         let with_offset = self.rng.next_below(2) == 0;
-        let mut all_written = self.add_partitions(&partitions).await;
+        self.sent.clear();
+        // Version 2: each partition's leader adds it when the first batch arrives.
+        let mut all_written = self.version2 || self.add_partitions(&partitions).await;
         for &p in &partitions {
             if !all_written {
                 break;
@@ -209,6 +244,9 @@ impl TxnClient {
             let values = next_values(&mut self.rng, counter, &self.name, p);
             rec.values.extend(values.iter().map(|v| (p, v.clone())));
             all_written = self.produce(p, &values).await;
+        }
+        if all_written {
+            self.send_late_end().await;
         }
         if all_written && with_offset {
             // Unique to this transaction, and growing with every one.
@@ -232,9 +270,28 @@ impl TxnClient {
             TxnOutcome::Aborted
         };
         let outcome = rec.outcome;
+        self.ended(rec).await;
+        (outcome, None)
+    }
+
+    /// Records the ended transaction; for version 2, with the identity EndTxn v5 named, and
+    /// sometimes its late retries.
+    async fn ended(&mut self, mut rec: TxnRecord) {
+        let outcome = rec.outcome;
+        let ended = ProducerIdentity {
+            producer_id: rec.producer_id,
+            epoch: rec.epoch,
+        };
+        rec.next_identity = self
+            .next_identity
+            .take()
+            .map(|id| (id.producer_id, id.epoch));
         self.event(format!("transaction {outcome:?}: {:?}", rec.values));
         self.history.borrow_mut().data.txn.txns.push(rec);
-        (outcome, None)
+        if self.version2 && outcome != TxnOutcome::Unknown && self.identity.is_some() {
+            self.late_retry(ended, outcome == TxnOutcome::Committed)
+                .await;
+        }
     }
 
     /// A placeholder left in the crashed client's place (the caller replaces it).
@@ -250,6 +307,10 @@ impl TxnClient {
             identity: None,
             sequences: BTreeMap::new(),
             group: GroupClient::new(&self.history, self.nodes, self.group.group.clone(), 0),
+            version2: self.version2,
+            sent: Vec::new(),
+            next_identity: None,
+            late_end: None,
         }
     }
 
@@ -408,13 +469,17 @@ impl TxnClient {
                 Some(conn.send(&r, 3).await.ok()?.error_code)
             }
             CoordRequest::End(commit) => {
-                let id = identity?;
-                let mut r = EndTxnRequest::default();
-                r.transactional_id = txn_id;
-                r.producer_id = ProducerId(id.producer_id);
-                r.producer_epoch = id.epoch;
-                r.committed = *commit;
-                Some(conn.send(&r, 3).await.ok()?.error_code)
+                let r = end_txn_request(txn_id, identity?, *commit);
+                let version = if self.version2 { 5 } else { 3 };
+                let resp = conn.send(&r, version).await.ok()?;
+                if resp.error_code == 0 && self.version2 {
+                    self.ended_v2(resp.producer_id.0, resp.producer_epoch);
+                }
+                Some(resp.error_code)
+            }
+            CoordRequest::EndAs(id, commit) => {
+                let r = end_txn_request(txn_id, *id, *commit);
+                Some(conn.send(&r, 5).await.ok()?.error_code)
             }
         }
     }
@@ -441,13 +506,21 @@ impl TxnClient {
         let Some(identity) = self.identity else {
             return false;
         };
-        if !matches!(
-            self.ask_coordinator(&CoordRequest::AddOffsets).await,
-            Answer::Done
-        ) {
+        // Version 2: the group coordinator's broker adds the offsets partition itself.
+        if !self.version2
+            && !matches!(
+                self.ask_coordinator(&CoordRequest::AddOffsets).await,
+                Answer::Done
+            )
+        {
             return false;
         }
-        if !self.group.commit(&self.txn_id, identity, offset).await {
+        let version = if self.version2 { 5 } else { 3 };
+        if !self
+            .group
+            .commit(&self.txn_id, identity, offset, version)
+            .await
+        {
             return false;
         }
         self.group.probe(&self.name, offset).await;
@@ -466,7 +539,16 @@ impl TxnClient {
     /// EndTxn, and what the producer can tell of the outcome. Anything but an acknowledgement
     /// re-initialises the producer, which ends the transaction either way.
     async fn end_txn(&mut self, commit: bool) -> TxnOutcome {
-        let answer = self.end_txn_request(commit).await;
+        let mut answer = self.end_txn_request(commit).await;
+        // Version 2: as a real client, retry with the identity the transaction was sent with
+        // (the coordinator answers a retry of a decision it made as it answered the first).
+        for _ in 0..END_RETRIES {
+            if !self.version2 || !matches!(answer, Answer::Lost) {
+                break;
+            }
+            self.event("retries EndTxn v5 after a lost answer".into());
+            answer = self.end_txn_request(commit).await;
+        }
         match (answer, commit) {
             (Answer::Done, true) => TxnOutcome::Committed,
             (Answer::Done, false) => TxnOutcome::Aborted,
@@ -487,34 +569,65 @@ impl TxnClient {
         self.ask_coordinator(&CoordRequest::End(commit)).await
     }
 
+    /// Version 2: the late copy of the last transaction's EndTxn, delivered while the next is
+    /// open (as a request on a connection the client gave up on may be read late). It is
+    /// from the epoch before the bump and asks for a decision already made: it must be
+    /// refused, not taken for a retry of that decision.
+    async fn send_late_end(&mut self) {
+        let Some((id, commit)) = self.late_end.take() else {
+            return;
+        };
+        let what = format!(
+            "late EndTxn (commit {commit}) producer {} epoch {}",
+            id.producer_id, id.epoch
+        );
+        match self.ask_coordinator(&CoordRequest::EndAs(id, commit)).await {
+            Answer::Done => {
+                self.event(format!("{what}: acknowledged"));
+                let msg = format!(
+                    "{} {what} acknowledged while its next transaction was open",
+                    self.name
+                );
+                self.history.borrow_mut().data.txn.late_retry_acks.push(msg);
+            }
+            Answer::Refused => self.event(format!("{what}: refused")),
+            Answer::Lost => self.event(format!("{what}: no answer")),
+        }
+    }
+
     /// One transactional batch of `values` to partition `p`'s leader: whether it was
     /// acknowledged (its sequence moves on).
     async fn produce(&mut self, p: i32, values: &[String]) -> bool {
         let Some(identity) = self.identity else {
             return false;
         };
-        if self.links.leader(p).is_none() {
-            self.links.refresh().await;
+        let sequence = *self.sequences.get(&p).unwrap_or(&0);
+        let mut answer = self.send_batch(p, values, identity, sequence).await;
+        // Version 2: the leader answers NOT_ENOUGH_REPLICAS while the coordinator cannot add
+        // the partition yet (the last transaction's markers are still being written); a
+        // client retries the batch as it is.
+        let busy = ResponseError::NotEnoughReplicas.code();
+        for _ in 0..PRODUCE_RETRIES {
+            if !self.version2 || !matches!(answer, Some((_, Some(c), _)) if c == busy) {
+                break;
+            }
+            sleep_ms(50 + self.rng.next_below(50) as u64).await;
+            answer = self.send_batch(p, values, identity, sequence).await;
         }
-        let Some((leader, _)) = self.links.leader(p) else {
+        let Some((leader, code, base_offset)) = answer else {
             return false;
         };
-        let seq = *self.sequences.get(&p).unwrap_or(&0);
-        let Some(req) = produce_request(&self.txn_id, p, values, identity, seq) else {
-            return false;
-        };
-        let answer = match self.links.conn(leader).await {
-            Some(c) => c.send(&req, 9).await.ok(),
-            None => None,
-        };
-        let code = answer.as_ref().and_then(|r| {
-            r.responses
-                .first()
-                .and_then(|t| t.partition_responses.first())
-                .map(|p| p.error_code)
-        });
         if code == Some(0) {
-            self.sequences.insert(p, seq + values.len() as i32);
+            self.sequences.insert(p, sequence + values.len() as i32);
+            if self.version2 {
+                self.sent.push(SentBatch {
+                    p,
+                    values: values.to_vec(),
+                    identity,
+                    sequence,
+                    base_offset,
+                });
+            }
             return true;
         }
         self.event(format!("produce p{p} n{leader}: {code:?}"));
@@ -526,6 +639,52 @@ impl TxnClient {
     }
 }
 
+impl TxnClient {
+    /// Sends one transactional batch to partition `p`'s leader (Produce v12 for version 2, v9
+    /// otherwise): the leader, the error code (`None` without an answer) and the base offset.
+    pub(crate) async fn send_batch(
+        &mut self,
+        p: i32,
+        values: &[String],
+        identity: ProducerIdentity,
+        sequence: i32,
+    ) -> Option<(usize, Option<i16>, i64)> {
+        if self.links.leader(p).is_none() {
+            self.links.refresh().await;
+        }
+        let (leader, _) = self.links.leader(p)?;
+        let req = produce_request(&self.txn_id, p, values, identity, sequence)?;
+        let version = if self.version2 { 12 } else { 9 };
+        let answer = match self.links.conn(leader).await {
+            Some(c) => c.send(&req, version).await.ok(),
+            None => None,
+        };
+        let part = answer.as_ref().and_then(|r| {
+            r.responses
+                .first()
+                .and_then(|t| t.partition_responses.first())
+        });
+        let code = part.map(|p| p.error_code);
+        Some((leader, code, part.map_or(-1, |p| p.base_offset)))
+    }
+
+    /// An EndTxn v5 acknowledged: the identity of the next transaction, whose sequences start
+    /// at 0 again (without a valid one, the producer initialises again).
+    fn ended_v2(&mut self, producer_id: i64, epoch: i16) {
+        let next =
+            (producer_id >= 0 && epoch >= 0).then_some(ProducerIdentity { producer_id, epoch });
+        self.identity = next;
+        self.next_identity = next;
+        self.sequences.clear();
+        if let Some(id) = next {
+            self.event(format!(
+                "EndTxn v5 answered producer {} epoch {}",
+                id.producer_id, id.epoch
+            ));
+        }
+    }
+}
+
 /// A request to the transaction coordinator.
 #[derive(Debug)]
 enum CoordRequest {
@@ -533,6 +692,19 @@ enum CoordRequest {
     Add(Vec<i32>),
     AddOffsets,
     End(bool),
+    /// Version 2: an EndTxn (commit or not) sent with an identity other than the producer's
+    /// own, as a late copy of an earlier one.
+    EndAs(ProducerIdentity, bool),
+}
+
+/// EndTxn of `id`'s transaction: commit or abort.
+fn end_txn_request(txn_id: TransactionalId, id: ProducerIdentity, commit: bool) -> EndTxnRequest {
+    let mut r = EndTxnRequest::default();
+    r.transactional_id = txn_id;
+    r.producer_id = ProducerId(id.producer_id);
+    r.producer_epoch = id.epoch;
+    r.committed = commit;
+    r
 }
 
 /// A transactional Produce of one batch of `values` to partition `p` of the `txns` topic.

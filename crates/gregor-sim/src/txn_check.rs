@@ -20,9 +20,12 @@ pub fn check(t: &TxnHistory) -> Vec<Violation> {
     let mut found: BTreeMap<Property, Vec<String>> = BTreeMap::new();
     let mut report = |p: Property, detail: String| found.entry(p).or_default().push(detail);
     for txn in &t.txns {
+        let next = txn
+            .next_identity
+            .map_or(String::new(), |(id, e)| format!(", then {id}/{e}"));
         let what = format!(
-            "{} (producer {} epoch {})",
-            txn.client, txn.producer_id, txn.epoch
+            "{} (producer {} epoch {}, version {}{next})",
+            txn.client, txn.producer_id, txn.epoch, txn.version
         );
         let visible: Vec<&str> = txn
             .values
@@ -79,6 +82,9 @@ pub fn check(t: &TxnHistory) -> Vec<Violation> {
     }
     for ack in &t.fenced_acks {
         report(Property::TxnFencedAccepted, ack.clone());
+    }
+    for ack in &t.late_retry_acks {
+        report(Property::TxnLateRetryAccepted, ack.clone());
     }
     check_offsets(t, &mut report);
     if let Some(stuck) = &t.lso_stuck {
@@ -157,6 +163,8 @@ mod tests {
             values: values.iter().map(|v| (0, v.to_string())).collect(),
             outcome,
             offset: None,
+            version: 1,
+            next_identity: None,
         }
     }
 
@@ -215,6 +223,10 @@ mod tests {
             ..TxnHistory::default()
         };
         assert_eq!(properties(&stuck), vec![Property::LsoStuck]);
+        let mut late = history(Vec::new(), &[]);
+        late.late_retry_acks
+            .push("t1.1 late retry acknowledged".into());
+        assert_eq!(properties(&late), vec![Property::TxnLateRetryAccepted]);
     }
 
     fn with_offset(outcome: TxnOutcome, offset: i64) -> TxnRecord {

@@ -104,13 +104,15 @@ impl GroupClient {
         Some(id)
     }
 
-    /// TxnOffsetCommit of `offset` in the transaction of `identity`: whether it was
-    /// acknowledged. Anything else leaves the transaction to be aborted.
+    /// TxnOffsetCommit (v3, or v5 for transaction version 2, which adds the offsets partition
+    /// itself) of `offset` in the transaction of `identity`: whether it was acknowledged.
+    /// Anything else leaves the transaction to be aborted.
     pub(crate) async fn commit(
         &mut self,
         txn_id: &str,
         identity: ProducerIdentity,
         offset: i64,
+        version: i16,
     ) -> bool {
         let mut req = TxnOffsetCommitRequest::default();
         req.transactional_id = TransactionalId(StrBytes::from_string(txn_id.to_string()));
@@ -132,7 +134,7 @@ impl GroupClient {
                 continue;
             };
             let code = match self.links.conn(node).await {
-                Some(c) => c.send(&req, 3).await.ok().map(|r| {
+                Some(c) => c.send(&req, version).await.ok().map(|r| {
                     r.topics
                         .iter()
                         .flat_map(|t| t.partitions.iter())

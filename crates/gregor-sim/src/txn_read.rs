@@ -205,7 +205,7 @@ fn decode(mut bytes: Bytes) -> Vec<Record> {
 }
 
 /// A read_committed fetch (isolation_level 1) of partition `p` at `offset`.
-fn fetch_request(p: i32, epoch: i32, offset: i64) -> FetchRequest {
+pub(crate) fn fetch_request(p: i32, epoch: i32, offset: i64) -> FetchRequest {
     let mut req = FetchRequest::default();
     req.replica_id = BrokerId(-1);
     req.max_wait_ms = 100;

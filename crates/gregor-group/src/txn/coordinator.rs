@@ -109,10 +109,11 @@ pub struct TxnCoordinator {
     /// [`COMPLETION_RETRY_BACKOFF_MS`] from there, so failing writes are not retried in a loop.
     last_tick_ms: Option<i64>,
     /// A planted bug, for the deterministic simulator to show its checker finds it (set only
-    /// in a simulation that planted it): a transaction-version-2 decision's markers carry the
-    /// epoch the producer ended it with, not the bumped one, so partitions do not fence it.
+    /// in a simulation that planted it): an EndTxn v5 from the epoch before the bump is taken
+    /// for a retry of the last decision and acknowledged whatever the transactional id's state
+    /// (another decision, or the next transaction open).
     #[cfg(feature = "simulation")]
-    planted_v2_markers_unbumped: bool,
+    planted_v2_any_retry: bool,
 }
 
 /// How long a decision whose completion record failed to be written waits before the next try.
@@ -126,18 +127,18 @@ impl TxnCoordinator {
         }
     }
 
-    /// Plants (or not) the `planted_v2_markers_unbumped` bug.
+    /// Plants (or not) the `planted_v2_any_retry` bug.
     #[cfg(feature = "simulation")]
-    pub fn plant_v2_markers_unbumped(&mut self, on: bool) {
-        self.planted_v2_markers_unbumped = on;
+    pub fn plant_v2_any_retry(&mut self, on: bool) {
+        self.planted_v2_any_retry = on;
     }
 
     #[cfg(feature = "simulation")]
-    fn v2_markers_unbumped_planted(&self) -> bool {
-        self.planted_v2_markers_unbumped
+    fn v2_any_retry_planted(&self) -> bool {
+        self.planted_v2_any_retry
     }
     #[cfg(not(feature = "simulation"))]
-    const fn v2_markers_unbumped_planted(&self) -> bool {
+    const fn v2_any_retry_planted(&self) -> bool {
         false
     }
 
@@ -297,11 +298,13 @@ impl TxnCoordinator {
         version2: Option<i64>,
     ) -> Vec<TxnEffect> {
         let reply = |r| vec![respond(request_id, TxnReply::EndTxn(r))];
+        let any_retry = self.v2_any_retry_planted();
         let Some(m) = self.ids.get_mut(transactional_id) else {
             return reply(Err(TxnError::InvalidProducerIdMapping.into()));
         };
         let outcome = match version2 {
             None => m.prepare_end(producer, commit, now_ms),
+            Some(_) if any_retry && m.is_retry_after_bump(producer) => Ok(EndOutcome::AlreadyDone),
             Some(fresh) => m.prepare_end_v2(producer, commit, fresh, now_ms),
         };
         match outcome {
@@ -421,17 +424,12 @@ impl TxnCoordinator {
             TransactionState::PrepareAbort => false,
             _ => return None,
         };
-        let v = &m.current;
-        let unbumped = self.v2_markers_unbumped_planted()
-            && v.client_transaction_version == 2
-            && v.next_producer_id < 0
-            && v.producer_epoch > 0;
         self.markers_in_flight.insert(transactional_id.to_string());
         Some(TxnEffect::WriteMarkers {
             transactional_id: transactional_id.to_string(),
             producer: ProducerIdAndEpoch {
                 producer_id: m.current.producer_id,
-                epoch: m.current.producer_epoch - i16::from(unbumped),
+                epoch: m.current.producer_epoch,
             },
             commit,
             partitions: m.partitions().into_iter().collect(),

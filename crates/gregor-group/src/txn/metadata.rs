@@ -251,7 +251,7 @@ impl TxnMetadata {
     }
 
     /// Whether `p` is the identity from before the last decision's bump (its answer was lost).
-    fn is_retry_after_bump(&self, p: ProducerIdAndEpoch) -> bool {
+    pub(crate) fn is_retry_after_bump(&self, p: ProducerIdAndEpoch) -> bool {
         let v = &self.current;
         let bumped = p.producer_id == v.producer_id
             && p.epoch >= 0
