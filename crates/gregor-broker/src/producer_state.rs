@@ -123,16 +123,32 @@ impl ProducerStates {
     /// producer's transaction needs a verification: without a guard it is
     /// [`Check::Unverified`]; with one, the guard must be the producer's current one, which no
     /// marker ended since (else INVALID_TXN_STATE: a late retry of an ended transaction).
+    ///
+    /// A batch of a newer epoch than the producer's open transaction here is its next
+    /// transaction (transaction version 2 bumps the epoch at each EndTxn) arriving before this
+    /// partition has the last one's marker: joining the open transaction would end these
+    /// records with that marker. It waits for the marker: NOT_ENOUGH_REPLICAS, which every
+    /// producer retries.
     pub fn check_verified(&self, h: &BatchHeader, guard: Option<u64>) -> Check {
-        let opens = h.is_transactional()
-            && h.producer_id >= 0
-            && self.txns.open_since(h.producer_id).is_none();
+        let txn = h.is_transactional() && h.producer_id >= 0;
+        let open = self.txns.open_since(h.producer_id).is_some();
+        if txn && open && self.newer_epoch(h) {
+            return Check::Reject(ResponseError::NotEnoughReplicas);
+        }
+        let opens = txn && !open;
         match guard {
             _ if !opens || (planted!(TxnFencedProduce) && self.older_epoch(h)) => self.check(h),
             None => Check::Unverified,
             Some(g) if self.verifying.get(&h.producer_id) == Some(&g) => self.check(h),
             Some(_) => Check::Reject(ResponseError::InvalidTxnState),
         }
+    }
+
+    /// Whether `h` is of a newer epoch than its producer's.
+    fn newer_epoch(&self, h: &BatchHeader) -> bool {
+        self.producers
+            .get(&h.producer_id)
+            .is_some_and(|p| h.producer_epoch > p.epoch)
     }
 
     /// Whether `h` is of an older epoch than its producer's (the planted `TxnFencedProduce`).
@@ -510,6 +526,41 @@ mod tests {
             base_sequence: seq,
             record_count: count,
         }
+    }
+
+    #[test]
+    fn the_next_epochs_batch_waits_for_the_open_transactions_marker() {
+        let mut s = ProducerStates::default();
+        let mut first = header(7, 6, 0, 2, 10);
+        first.attributes = 0x10;
+        let g = s.verification_guard(7);
+        assert_eq!(s.check_verified(&first, Some(g)), Check::Append);
+        s.record(&first, D, 0);
+        // Epoch 7 (the bump of the EndTxn that ends epoch 6's transaction) before the marker.
+        let next = BatchHeader {
+            producer_epoch: 7,
+            base_sequence: 0,
+            base_offset: -1,
+            ..first
+        };
+        let wait = Check::Reject(ResponseError::NotEnoughReplicas);
+        assert_eq!(s.check_verified(&next, None), wait);
+        let g = s.verification_guard(7);
+        assert_eq!(s.check_verified(&next, Some(g)), wait, "verified or not");
+        // Its own epoch's batches still join it.
+        let more = BatchHeader {
+            base_sequence: 2,
+            base_offset: -1,
+            ..first
+        };
+        assert_eq!(s.check_verified(&more, None), Check::Append);
+        // Once the marker (at the bumped epoch) is here, the next transaction is verified.
+        let mut marker = header(7, 7, -1, 1, 12);
+        marker.attributes = 0x30;
+        s.record_marker(&marker, ControlType::Commit, 0, 0);
+        assert_eq!(s.check_verified(&next, None), Check::Unverified);
+        let g = s.verification_guard(7);
+        assert_eq!(s.check_verified(&next, Some(g)), Check::Append);
     }
 
     #[test]
