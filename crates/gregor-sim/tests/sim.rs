@@ -1599,22 +1599,25 @@ fn the_checker_finds_a_read_committed_fetch_without_its_aborted_transactions() {
 const TXN_ABORT_VISIBLE_SEED: u64 = 0;
 
 /// A partition leader that accepts a transactional batch of an older producer epoch (without
-/// asking the coordinator to verify it) lets a crashed client's zombie write after its
-/// successor fenced it (`txn-fenced-accepted`; its records then hang the partition or join the
-/// successor's commit): first at seed TXN_FENCED_PRODUCE_SEED of the `--transactions` seeds,
-/// which passes without the bug.
+/// asking the coordinator to verify it) takes a version-2 batch's late retry after its marker
+/// (`txn-late-retry-accepted`) and a crashed client's zombie write after its successor fenced
+/// it (`txn-fenced-accepted`); their records then hang the partition: first at seed
+/// TXN_FENCED_PRODUCE_SEED of the `--transactions` seeds, which passes without the bug.
 #[test]
 fn the_checker_finds_a_leader_accepting_a_fenced_producers_write() {
     let found = first_seed_reporting(
         txn_options(),
         10,
         PlantedBug::TxnFencedProduce,
-        Property::TxnFencedAccepted,
-        // The same leader also takes a version-2 batch's late retry after its marker.
+        // The older epoch the leader takes first is a version-2 batch's late retry after its
+        // marker. It opens a transaction no coordinator knows, which then holds the last
+        // stable offset, and the producer's next batches wait for its marker (liveness).
+        Property::TxnLateRetryAccepted,
         &[
+            Property::TxnFencedAccepted,
             Property::LsoStuck,
+            Property::Liveness,
             Property::TxnAbortedVisible,
-            Property::TxnLateRetryAccepted,
         ],
     );
     assert_eq!(
