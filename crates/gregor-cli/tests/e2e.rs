@@ -6,9 +6,9 @@
 //! Extra pytest arguments go in pytest's own `PYTEST_ADDOPTS` (shell-quoted), e.g.
 //! `PYTEST_ADDOPTS='-m "not slow"' cargo test -p gregor-cli --test e2e`.
 //!
-//! The interoperability tests also run Gregor's own client, as the example binary
-//! `gregor_member` of gregor-client (`GREGOR_MEMBER_BIN`, next to the `gregor` binary in
-//! `<target dir>/debug/examples/`). `cargo test --workspace` builds every package's examples
+//! The interoperability and transaction tests also run Gregor's own client, as the example
+//! binaries `gregor_member` and `eos_pipeline` of gregor-client (`GREGOR_MEMBER_BIN`,
+//! `GREGOR_EOS_PIPELINE_BIN`, next to the `gregor` binary in `<target dir>/debug/examples/`). `cargo test --workspace` builds every package's examples
 //! before running any test; with `-p gregor-cli`, build it first:
 //! `cargo build -p gregor-client --examples`.
 //!
@@ -19,9 +19,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `<target dir>/<profile>/examples/gregor_member`, beside the `gregor` binary cargo built.
-fn gregor_member_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("GREGOR_MEMBER_BIN") {
+/// `<target dir>/<profile>/examples/<name>`, beside the `gregor` binary cargo built, unless
+/// `env` names another path.
+fn example_bin(name: &str, env: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
         return PathBuf::from(p);
     }
     let gregor = Path::new(env!("CARGO_BIN_EXE_gregor"));
@@ -30,7 +31,7 @@ fn gregor_member_bin() -> PathBuf {
         .expect("cargo puts binaries in <target dir>/<profile>/");
     profile_dir
         .join("examples")
-        .join(format!("gregor_member{}", std::env::consts::EXE_SUFFIX))
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
 }
 
 /// `<target dir>/<profile>/gregor-faultfs`, beside the `gregor` binary cargo built.
@@ -48,13 +49,16 @@ fn gregor_faultfs_bin() -> PathBuf {
 #[test]
 fn real_clients_end_to_end() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let member = gregor_member_bin();
-    assert!(
-        member.is_file(),
-        "gregor-client's example binary is missing at {}: run `cargo build -p gregor-client \
-         --examples` (cargo test --workspace builds it) or set GREGOR_MEMBER_BIN",
-        member.display()
-    );
+    let member = example_bin("gregor_member", "GREGOR_MEMBER_BIN");
+    let pipeline = example_bin("eos_pipeline", "GREGOR_EOS_PIPELINE_BIN");
+    for bin in [&member, &pipeline] {
+        assert!(
+            bin.is_file(),
+            "gregor-client's example binary is missing at {}: run `cargo build -p \
+             gregor-client --examples` (cargo test --workspace builds it)",
+            bin.display()
+        );
+    }
     let faultfs = gregor_faultfs_bin();
     assert!(
         faultfs.is_file(),
@@ -67,6 +71,7 @@ fn real_clients_end_to_end() {
         .args(["-m", "pytest", "-q", "-x", "e2e"])
         .env("GREGOR_BIN", env!("CARGO_BIN_EXE_gregor"))
         .env("GREGOR_MEMBER_BIN", &member)
+        .env("GREGOR_EOS_PIPELINE_BIN", &pipeline)
         .env("GREGOR_FAULTFS_BIN", &faultfs)
         // Output goes straight to the terminal, streamed while the suite runs.
         .env("PYTHONUNBUFFERED", "1");

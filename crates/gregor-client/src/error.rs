@@ -168,6 +168,23 @@ pub enum Error {
     /// now, and a commit it made could move their offsets back.
     #[error("offset commit cannot be completed: {0}")]
     CommitFailed(String),
+    /// A transactional producer's call failed. With `requires_abort` the application calls
+    /// `abort_transaction` and goes on with a new transaction (librdkafka's
+    /// `txn_requires_abort`); without it the producer cannot go on (fenced by a newer
+    /// instance, or a fatal error) and must be closed.
+    #[error("transactional.id '{transactional_id}': {}: {error}", transaction_verdict(*requires_abort))]
+    Transaction {
+        transactional_id: String,
+        requires_abort: bool,
+        error: KafkaError,
+    },
+}
+
+fn transaction_verdict(requires_abort: bool) -> &'static str {
+    match requires_abort {
+        true => "the transaction must be aborted",
+        false => "the producer failed for good",
+    }
 }
 
 impl Error {
@@ -181,9 +198,20 @@ impl Error {
     /// The Kafka error code, when the broker sent one.
     pub fn kafka_code(&self) -> Option<KafkaCode> {
         match self {
-            Error::Kafka { error, .. } => Some(error.code),
+            Error::Kafka { error, .. } | Error::Transaction { error, .. } => Some(error.code),
             _ => None,
         }
+    }
+
+    /// Whether a transactional call failed in a way `abort_transaction` recovers from.
+    pub fn txn_requires_abort(&self) -> bool {
+        matches!(
+            self,
+            Error::Transaction {
+                requires_abort: true,
+                ..
+            }
+        )
     }
 }
 

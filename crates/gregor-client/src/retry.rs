@@ -57,6 +57,7 @@ pub fn action(error: &Error) -> RetryAction {
         | Error::Protocol { .. }
         | Error::InvalidArgument(_)
         | Error::CommitFailed(_)
+        | Error::Transaction { .. }
         | Error::Authentication { .. } => RetryAction::Fail,
     }
 }

@@ -510,13 +510,18 @@ impl Consumer {
         }
     }
 
-    /// The committed offsets of `partitions` (`None` where nothing is committed).
+    /// The committed offsets of `partitions` (`None` where nothing is committed). A
+    /// read_committed consumer asks for stable offsets only (KIP-447): while a transaction
+    /// that commits offsets of these partitions is still open, the coordinator answers
+    /// UNSTABLE_OFFSET_COMMIT and the fetch is retried, so that a new instance of an
+    /// exactly-once pipeline never resumes from offsets that transaction is about to move.
     pub async fn committed(
         &self,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, Option<i64>>> {
         let target = Target::Coordinator(self.group_id.clone());
         let group = self.group_id.clone();
+        let require_stable = self.settings.isolation_level == IsolationLevel::ReadCommitted;
         let found = self
             .group_client
             .retry("OffsetFetch", || async {
@@ -526,7 +531,7 @@ impl Consumer {
                         crate::admin::groups::offset_fetch_request(
                             &group,
                             Some(partitions),
-                            false,
+                            require_stable,
                             v,
                         )
                     })

@@ -942,7 +942,7 @@ fn txn_reset(txn: &mut TxnManager, reset: Option<IdentityReset>) {
 /// A record's failure as the Kafka error the transaction manager classifies.
 fn batch_error(e: &Error) -> KafkaError {
     match e {
-        Error::Kafka { error, .. } => error.clone(),
+        Error::Kafka { error, .. } | Error::Transaction { error, .. } => error.clone(),
         other => KafkaError::new(KafkaCode::UNKNOWN_SERVER_ERROR, Some(other.to_string())),
     }
 }
@@ -953,14 +953,16 @@ fn txn_error(transactional_id: &str, e: TxnError) -> Error {
         TxnError::IllegalState { .. } => {
             Error::InvalidArgument(format!("transactional.id '{transactional_id}': {e}"))
         }
-        TxnError::Abortable(error) => Error::kafka(
-            format!("transactional.id '{transactional_id}': the transaction must be aborted"),
+        TxnError::Abortable(error) => Error::Transaction {
+            transactional_id: transactional_id.to_string(),
+            requires_abort: true,
             error,
-        ),
-        TxnError::Fatal(error) => Error::kafka(
-            format!("transactional.id '{transactional_id}': the producer failed for good"),
+        },
+        TxnError::Fatal(error) => Error::Transaction {
+            transactional_id: transactional_id.to_string(),
+            requires_abort: false,
             error,
-        ),
+        },
     }
 }
 
