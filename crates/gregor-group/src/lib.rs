@@ -14,6 +14,7 @@
 
 pub mod api;
 mod config;
+pub mod consumer;
 mod coordinator;
 mod effect;
 mod group;

@@ -1,0 +1,489 @@
+//! ConsumerGroupHeartbeat (KIP-848) on one group: joining, leaving, epoch fencing, static
+//! members, subscription changes, the target assignment and the member's reconciliation.
+//! Pure: the cluster's topics come in through [`TopicsView`], time as `now_ms`, new member ids
+//! from the caller.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::model::{
+    Assignment, ConsumerGroup, ConsumerMember, MemberState, TopicMetadata, JOIN_EPOCH, LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+};
+use super::reconcile::reconcile;
+use super::target::{compute_target, ServerAssignor};
+
+/// The coordinator's settings for consumer groups (Kafka's names).
+#[derive(Debug, Clone)]
+pub struct ConsumerGroupConfig {
+    /// `group.consumer.session.timeout.ms`.
+    pub session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`.
+    pub heartbeat_interval_ms: i32,
+    /// `group.consumer.max.size`.
+    pub max_size: usize,
+    /// `group.consumer.assignors`: the first is the default.
+    pub assignors: Vec<ServerAssignor>,
+}
+
+impl Default for ConsumerGroupConfig {
+    fn default() -> Self {
+        ConsumerGroupConfig {
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 5_000,
+            max_size: i32::MAX as usize,
+            assignors: vec![ServerAssignor::Uniform, ServerAssignor::Range],
+        }
+    }
+}
+
+/// The cluster's topics as the coordinator sees them.
+pub trait TopicsView {
+    fn topic(&self, name: &str) -> Option<TopicMetadata>;
+    /// Every topic name, for regular-expression subscriptions.
+    fn names(&self) -> Vec<String>;
+}
+
+/// A ConsumerGroupHeartbeat request, decoded.
+#[derive(Debug, Clone, Default)]
+pub struct HeartbeatRequest {
+    pub version: i16,
+    pub group_id: String,
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    /// -1 when unchanged.
+    pub rebalance_timeout_ms: i32,
+    /// `None` when unchanged.
+    pub subscribed_topic_names: Option<Vec<String>>,
+    pub subscribed_topic_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    /// What the member owns, `None` when unchanged.
+    pub owned: Option<Assignment>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+/// The answer to a heartbeat that succeeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatReply {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub heartbeat_interval_ms: i32,
+    /// The member's assignment, sent when it changed or the member's report differs from it.
+    pub assignment: Option<Assignment>,
+}
+
+/// What the coordinator must do with the member's timers after a heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevocationTimer {
+    /// The member now has partitions to revoke: it must within its rebalance timeout.
+    Start { at_ms: i64 },
+    /// Nothing changed.
+    Keep,
+    /// Nothing to revoke any more.
+    Cancel,
+}
+
+/// The outcome of a heartbeat: the reply and the member's deadlines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatOutcome {
+    pub reply: HeartbeatReply,
+    /// When the member's session ends without another heartbeat (`None`: it left).
+    pub session_deadline_ms: Option<i64>,
+    pub revocation: RevocationTimer,
+}
+
+/// A refusal, with Kafka's code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeartbeatError {
+    #[error("INVALID_REQUEST: {0}")]
+    InvalidRequest(String),
+    #[error("UNKNOWN_MEMBER_ID: member {0} is not in the group")]
+    UnknownMemberId(String),
+    #[error("FENCED_MEMBER_EPOCH: member epoch {got}, the group has {current}")]
+    FencedMemberEpoch { got: i32, current: i32 },
+    #[error("UNRELEASED_INSTANCE_ID: instance {0} is still held by another member")]
+    UnreleasedInstanceId(String),
+    #[error("UNSUPPORTED_ASSIGNOR: {0}")]
+    UnsupportedAssignor(String),
+    #[error("INVALID_REGULAR_EXPRESSION: {0}")]
+    InvalidRegularExpression(String),
+    #[error("GROUP_MAX_SIZE_REACHED: the group has {0} members")]
+    GroupMaxSizeReached(usize),
+}
+
+impl HeartbeatError {
+    /// Kafka's error code.
+    pub fn code(&self) -> i16 {
+        match self {
+            HeartbeatError::InvalidRequest(_) => 42,
+            HeartbeatError::UnknownMemberId(_) => 25,
+            HeartbeatError::FencedMemberEpoch { .. } => 110,
+            HeartbeatError::UnreleasedInstanceId(_) => 111,
+            HeartbeatError::UnsupportedAssignor(_) => 112,
+            HeartbeatError::InvalidRegularExpression(_) => 128,
+            HeartbeatError::GroupMaxSizeReached(_) => 81,
+        }
+    }
+}
+
+/// Handles one heartbeat of `group`. `new_member_id` is called for a version-0 join without
+/// a member id.
+pub fn heartbeat(
+    group: &mut ConsumerGroup,
+    cfg: &ConsumerGroupConfig,
+    topics: &dyn TopicsView,
+    req: &HeartbeatRequest,
+    now_ms: i64,
+    new_member_id: impl FnOnce() -> String,
+) -> Result<HeartbeatOutcome, HeartbeatError> {
+    validate(req, cfg)?;
+    if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
+        return leave(group, cfg, req, now_ms);
+    }
+    let (before, mut member) = member_for(group, cfg, req, new_member_id)?;
+    let changed = update_member(&mut member, req);
+    let mut bump = before.is_none() || changed;
+    group.put_member(member.clone());
+    let subscribed = resolve_subscriptions(group, topics)?;
+    let metadata = subscribed_metadata(&subscribed, topics);
+    if metadata != group.subscribed_topics {
+        group.subscribed_topics = metadata;
+        bump = true;
+    }
+    if bump {
+        group.group_epoch += 1;
+    }
+    if group.group_epoch > group.target_epoch {
+        let assignor = pick_assignor(group, cfg);
+        group.target = compute_target(group, assignor, &subscribed, &group.subscribed_topics)
+            .map_err(|e| HeartbeatError::InvalidRequest(e.to_string()))?;
+        group.target_epoch = group.group_epoch;
+    }
+    let target = group
+        .target
+        .get(&member.member_id)
+        .cloned()
+        .unwrap_or_default();
+    let me = member.member_id.clone();
+    let next = reconcile(
+        &member,
+        &target,
+        group.target_epoch,
+        req.owned.as_ref(),
+        |t, p| group.held_by_other(&me, t, p).is_some(),
+    );
+    group.put_member(next.clone());
+    Ok(outcome(cfg, req, before.as_ref(), &next, now_ms))
+}
+
+fn outcome(
+    cfg: &ConsumerGroupConfig,
+    req: &HeartbeatRequest,
+    before: Option<&ConsumerMember>,
+    next: &ConsumerMember,
+    now_ms: i64,
+) -> HeartbeatOutcome {
+    let changed = before.is_none_or(|b| b.assigned != next.assigned);
+    let differs = req.owned.as_ref().is_some_and(|o| *o != next.assigned);
+    let was_revoking = before.is_some_and(|b| b.state == MemberState::UnrevokedPartitions);
+    let revocation = match (was_revoking, next.state == MemberState::UnrevokedPartitions) {
+        (false, true) => RevocationTimer::Start {
+            at_ms: now_ms + i64::from(next.subscription.rebalance_timeout_ms),
+        },
+        (true, false) => RevocationTimer::Cancel,
+        _ => RevocationTimer::Keep,
+    };
+    HeartbeatOutcome {
+        reply: HeartbeatReply {
+            member_id: next.member_id.clone(),
+            member_epoch: next.member_epoch,
+            heartbeat_interval_ms: cfg.heartbeat_interval_ms,
+            assignment: (changed || differs).then(|| next.assigned.clone()),
+        },
+        session_deadline_ms: Some(now_ms + i64::from(cfg.session_timeout_ms)),
+        revocation,
+    }
+}
+
+fn validate(req: &HeartbeatRequest, cfg: &ConsumerGroupConfig) -> Result<(), HeartbeatError> {
+    let invalid = |m: &str| Err(HeartbeatError::InvalidRequest(m.to_string()));
+    if req.group_id.is_empty() {
+        return invalid("GroupId can't be empty.");
+    }
+    if req.version >= 1 && req.member_id.is_empty() {
+        return invalid("MemberId can't be empty.");
+    }
+    if req.instance_id.as_deref() == Some("") {
+        return invalid("InstanceId can't be empty.");
+    }
+    if req.rack_id.as_deref() == Some("") {
+        return invalid("RackId can't be empty.");
+    }
+    match req.member_epoch {
+        JOIN_EPOCH => {
+            if req.rebalance_timeout_ms <= 0 {
+                return invalid("RebalanceTimeoutMs must be provided in first request.");
+            }
+            if req.owned.as_ref().is_none_or(|o| !o.is_empty()) {
+                return invalid("TopicPartitions must be empty when (re-)joining.");
+            }
+            if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+                return invalid(
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                );
+            }
+        }
+        STATIC_LEAVE_EPOCH if req.instance_id.is_none() => {
+            return invalid("InstanceId can't be null when leaving with epoch -2.");
+        }
+        e if e < STATIC_LEAVE_EPOCH => return invalid("MemberEpoch is invalid."),
+        _ => {}
+    }
+    if let Some(name) = &req.server_assignor {
+        if !ServerAssignor::parse(name).is_some_and(|a| cfg.assignors.contains(&a)) {
+            return Err(HeartbeatError::UnsupportedAssignor(format!(
+                "assignor {name} is not one of group.consumer.assignors"
+            )));
+        }
+    }
+    if let Some(re) = &req.subscribed_topic_regex {
+        if let Err(e) = regex::Regex::new(&format!("^(?:{re})$")) {
+            return Err(HeartbeatError::InvalidRegularExpression(e.to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// The member a heartbeat is about (before this heartbeat, if it existed) and its copy to
+/// update; checks the epoch and the static-member rules.
+fn member_for(
+    group: &mut ConsumerGroup,
+    cfg: &ConsumerGroupConfig,
+    req: &HeartbeatRequest,
+    new_member_id: impl FnOnce() -> String,
+) -> Result<(Option<ConsumerMember>, ConsumerMember), HeartbeatError> {
+    if req.member_epoch != JOIN_EPOCH {
+        let m = group
+            .members
+            .get(&req.member_id)
+            .ok_or_else(|| HeartbeatError::UnknownMemberId(req.member_id.clone()))?;
+        check_epoch(m, req)?;
+        return Ok((Some(m.clone()), m.clone()));
+    }
+    let member_id = match req.member_id.is_empty() {
+        true => new_member_id(),
+        false => req.member_id.clone(),
+    };
+    if let Some(instance) = &req.instance_id {
+        if let Some(old_id) = group.static_member(instance).map(str::to_string) {
+            return take_over(group, &old_id, member_id, instance);
+        }
+    }
+    if group.members.contains_key(&member_id) {
+        // A fenced member rejoining: it has given up everything it held.
+        group.remove_member(&member_id);
+    } else if group.members.len() >= cfg.max_size {
+        return Err(HeartbeatError::GroupMaxSizeReached(group.members.len()));
+    }
+    Ok((
+        None,
+        ConsumerMember::new(member_id, req.instance_id.clone()),
+    ))
+}
+
+/// A static member rejoining under a new member id: it takes the place, and the assignment,
+/// of the one that left for now (epoch -2). One still active keeps the instance id.
+fn take_over(
+    group: &mut ConsumerGroup,
+    old_id: &str,
+    member_id: String,
+    instance: &str,
+) -> Result<(Option<ConsumerMember>, ConsumerMember), HeartbeatError> {
+    let Some(old) = group.members.get(old_id) else {
+        return Err(HeartbeatError::UnknownMemberId(old_id.to_string()));
+    };
+    if old.member_epoch != STATIC_LEAVE_EPOCH && old_id != member_id {
+        return Err(HeartbeatError::UnreleasedInstanceId(instance.to_string()));
+    }
+    let target = group.target.remove(old_id);
+    let mut old = group.remove_member(old_id).expect("present above");
+    // What it had to revoke is gone with the process that held it.
+    old.pending_revocation = Assignment::new();
+    let mut new = old.clone();
+    new.member_id = member_id;
+    new.member_epoch = JOIN_EPOCH;
+    new.previous_member_epoch = JOIN_EPOCH;
+    new.state = MemberState::Stable;
+    if let Some(t) = target {
+        group.target.insert(new.member_id.clone(), t);
+    }
+    Ok((Some(old), new))
+}
+
+fn check_epoch(m: &ConsumerMember, req: &HeartbeatRequest) -> Result<(), HeartbeatError> {
+    let fenced = || HeartbeatError::FencedMemberEpoch {
+        got: req.member_epoch,
+        current: m.member_epoch,
+    };
+    if req.member_epoch > m.member_epoch {
+        return Err(fenced());
+    }
+    if req.member_epoch < m.member_epoch {
+        // The answer that bumped the epoch may have been lost: the member then still reports
+        // its previous epoch, owning no more than it is assigned now.
+        let lost_answer = req.member_epoch == m.previous_member_epoch
+            && req
+                .owned
+                .as_ref()
+                .is_some_and(|o| is_subset(o, &m.assigned));
+        if !lost_answer {
+            return Err(fenced());
+        }
+    }
+    Ok(())
+}
+
+fn is_subset(a: &Assignment, of: &Assignment) -> bool {
+    a.iter()
+        .all(|(t, ps)| of.get(t).is_some_and(|o| ps.is_subset(o)) || ps.is_empty())
+}
+
+/// Applies the heartbeat's changed fields; true if the group needs a new target.
+fn update_member(m: &mut ConsumerMember, req: &HeartbeatRequest) -> bool {
+    let before = m.subscription.clone();
+    if let Some(names) = &req.subscribed_topic_names {
+        m.subscription.topic_names = names.iter().cloned().collect();
+    }
+    if req.subscribed_topic_regex.is_some() {
+        m.subscription.topic_regex = req.subscribed_topic_regex.clone().filter(|r| !r.is_empty());
+    }
+    if req.server_assignor.is_some() {
+        m.subscription.server_assignor = req.server_assignor.clone();
+    }
+    if req.rack_id.is_some() {
+        m.subscription.rack = req.rack_id.clone();
+    }
+    if req.rebalance_timeout_ms > 0 {
+        m.subscription.rebalance_timeout_ms = req.rebalance_timeout_ms;
+    }
+    m.client_id = req.client_id.clone();
+    m.client_host = req.client_host.clone();
+    let s = &m.subscription;
+    s.topic_names != before.topic_names
+        || s.topic_regex != before.topic_regex
+        || s.server_assignor != before.server_assignor
+        || s.rack != before.rack
+}
+
+/// Each member's subscribed topics that exist, its list and its regex resolved.
+fn resolve_subscriptions(
+    group: &ConsumerGroup,
+    topics: &dyn TopicsView,
+) -> Result<BTreeMap<String, Vec<String>>, HeartbeatError> {
+    let needs_names = group
+        .members
+        .values()
+        .any(|m| m.subscription.topic_regex.is_some());
+    let all = if needs_names {
+        topics.names()
+    } else {
+        Vec::new()
+    };
+    let mut out = BTreeMap::new();
+    for m in group.members.values() {
+        let mut names: BTreeSet<String> = m.subscription.topic_names.clone();
+        if let Some(re) = &m.subscription.topic_regex {
+            let re = regex::Regex::new(&format!("^(?:{re})$"))
+                .map_err(|e| HeartbeatError::InvalidRegularExpression(e.to_string()))?;
+            names.extend(all.iter().filter(|n| re.is_match(n)).cloned());
+        }
+        let existing = names.into_iter().filter(|n| topics.topic(n).is_some());
+        out.insert(m.member_id.clone(), existing.collect());
+    }
+    Ok(out)
+}
+
+fn subscribed_metadata(
+    subscribed: &BTreeMap<String, Vec<String>>,
+    topics: &dyn TopicsView,
+) -> BTreeMap<String, TopicMetadata> {
+    let names: BTreeSet<&String> = subscribed.values().flatten().collect();
+    names
+        .into_iter()
+        .filter_map(|n| topics.topic(n).map(|t| (n.clone(), t)))
+        .collect()
+}
+
+/// The assignor the members ask for most (ties to the configured order), else the default.
+fn pick_assignor(group: &ConsumerGroup, cfg: &ConsumerGroupConfig) -> ServerAssignor {
+    let mut votes: BTreeMap<usize, usize> = BTreeMap::new();
+    for m in group.members.values() {
+        let asked = m
+            .subscription
+            .server_assignor
+            .as_deref()
+            .and_then(ServerAssignor::parse);
+        if let Some(i) = asked.and_then(|a| cfg.assignors.iter().position(|c| *c == a)) {
+            *votes.entry(i).or_default() += 1;
+        }
+    }
+    let best = votes
+        .iter()
+        .max_by_key(|(i, n)| (**n, std::cmp::Reverse(**i)));
+    match best {
+        Some((i, _)) => cfg.assignors[*i],
+        None => cfg
+            .assignors
+            .first()
+            .copied()
+            .unwrap_or(ServerAssignor::Uniform),
+    }
+}
+
+/// A member leaving: a dynamic one for good (its partitions are free at once, and the group
+/// gets a new target); a static one for now (epoch -2), keeping its partitions until its
+/// session ends or its instance rejoins.
+fn leave(
+    group: &mut ConsumerGroup,
+    cfg: &ConsumerGroupConfig,
+    req: &HeartbeatRequest,
+    now_ms: i64,
+) -> Result<HeartbeatOutcome, HeartbeatError> {
+    let id = match &req.instance_id {
+        Some(instance) => group.static_member(instance).map(str::to_string),
+        None => Some(req.member_id.clone()),
+    };
+    let id = id
+        .filter(|id| group.members.contains_key(id))
+        .ok_or_else(|| HeartbeatError::UnknownMemberId(req.member_id.clone()))?;
+    let mut session_deadline_ms = None;
+    if req.member_epoch == STATIC_LEAVE_EPOCH {
+        let mut m = group.members[&id].clone();
+        m.member_epoch = STATIC_LEAVE_EPOCH;
+        group.put_member(m);
+        // It is removed if it does not come back within its session.
+        session_deadline_ms = Some(now_ms + i64::from(cfg.session_timeout_ms));
+    } else {
+        remove_member(group, &id);
+    }
+    Ok(HeartbeatOutcome {
+        reply: HeartbeatReply {
+            member_id: id,
+            member_epoch: req.member_epoch,
+            heartbeat_interval_ms: 0,
+            assignment: None,
+        },
+        session_deadline_ms,
+        revocation: RevocationTimer::Cancel,
+    })
+}
+
+/// Removes a member whose session ended, who left, or who did not revoke in time; the group
+/// needs a new target.
+pub fn remove_member(group: &mut ConsumerGroup, member_id: &str) -> Option<ConsumerMember> {
+    let m = group.remove_member(member_id)?;
+    group.group_epoch += 1;
+    Some(m)
+}

@@ -1,0 +1,12 @@
+//! KIP-848 consumer groups (`group.protocol=consumer`): the group's data (`model`), a member's
+//! reconciliation toward its target (`reconcile`), the server-side assignors (`target`) and
+//! ConsumerGroupHeartbeat (`heartbeat`). Pure, like the classic coordinator; not yet driven by
+//! it.
+
+pub mod heartbeat;
+pub mod model;
+pub mod reconcile;
+pub mod target;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,235 @@
+//! The data of a KIP-848 consumer group (`group.protocol=consumer`): members with epochs, the
+//! target assignment, and who holds each partition. Pure data with the few rules that keep it
+//! consistent; the heartbeat logic is in `consumer/heartbeat`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A topic id (Kafka's topic UUID) as one number; the shell converts from the wire's UUID.
+pub type TopicUuid = u128;
+
+/// Partitions by topic id. Empty sets are never stored, so two equal assignments compare
+/// equal.
+pub type Assignment = BTreeMap<TopicUuid, BTreeSet<i32>>;
+
+/// The member epoch a member sends to join, and the ones it sends to leave (KIP-848).
+pub const JOIN_EPOCH: i32 = 0;
+pub const LEAVE_EPOCH: i32 = -1;
+pub const STATIC_LEAVE_EPOCH: i32 = -2;
+
+/// Where a member is in reaching its target assignment (Kafka's `MemberState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    /// It holds its target assignment at the target epoch.
+    Stable,
+    /// It must first give up `pending_revocation`; its epoch stays until it has.
+    UnrevokedPartitions,
+    /// It is at the target epoch but some partitions of its target are still held by others.
+    UnreleasedPartitions,
+}
+
+impl MemberState {
+    pub fn name(self) -> &'static str {
+        match self {
+            MemberState::Stable => "STABLE",
+            MemberState::UnrevokedPartitions => "UNREVOKED_PARTITIONS",
+            MemberState::UnreleasedPartitions => "UNRELEASED_PARTITIONS",
+        }
+    }
+}
+
+/// What a member asked for, as its heartbeats last set it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Subscription {
+    pub topic_names: BTreeSet<String>,
+    /// A regular expression (RE2 syntax) matched against whole topic names.
+    pub topic_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    pub rack: Option<String>,
+    pub rebalance_timeout_ms: i32,
+}
+
+/// One member of a consumer group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscription: Subscription,
+    /// The member's epoch, or `STATIC_LEAVE_EPOCH` for a static member that left for now.
+    pub member_epoch: i32,
+    /// The epoch before the last bump: a heartbeat whose answer was lost may carry it.
+    pub previous_member_epoch: i32,
+    pub state: MemberState,
+    /// What the member owns (or is allowed to own) now.
+    pub assigned: Assignment,
+    /// What the member must give up before it moves to the target epoch.
+    pub pending_revocation: Assignment,
+}
+
+impl ConsumerMember {
+    pub fn new(member_id: String, instance_id: Option<String>) -> ConsumerMember {
+        ConsumerMember {
+            member_id,
+            instance_id,
+            client_id: String::new(),
+            client_host: String::new(),
+            subscription: Subscription::default(),
+            member_epoch: JOIN_EPOCH,
+            previous_member_epoch: JOIN_EPOCH,
+            state: MemberState::Stable,
+            assigned: Assignment::new(),
+            pending_revocation: Assignment::new(),
+        }
+    }
+}
+
+/// A consumer group's state as Kafka reports it (ConsumerGroupDescribe, ListGroups).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumerGroupState {
+    Empty,
+    /// The group epoch is ahead of the target assignment's.
+    Assigning,
+    /// Some member has not reached the target assignment.
+    Reconciling,
+    Stable,
+}
+
+impl ConsumerGroupState {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConsumerGroupState::Empty => "Empty",
+            ConsumerGroupState::Assigning => "Assigning",
+            ConsumerGroupState::Reconciling => "Reconciling",
+            ConsumerGroupState::Stable => "Stable",
+        }
+    }
+}
+
+/// A subscribed topic as the group last saw it in the cluster's metadata: a change of its
+/// id or partition count bumps the group epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicMetadata {
+    pub id: TopicUuid,
+    pub name: String,
+    pub partitions: i32,
+    /// The racks of each partition's replicas, for rack-aware assignment.
+    pub replica_racks: Vec<Vec<String>>,
+}
+
+/// A KIP-848 consumer group.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerGroup {
+    pub group_id: String,
+    /// Bumped whenever a new target assignment is needed.
+    pub group_epoch: i32,
+    /// The group epoch the target assignment was computed for.
+    pub target_epoch: i32,
+    pub members: BTreeMap<String, ConsumerMember>,
+    /// Each member's target assignment.
+    pub target: BTreeMap<String, Assignment>,
+    /// The subscribed topics' metadata the target was computed from, by name.
+    pub subscribed_topics: BTreeMap<String, TopicMetadata>,
+    /// Who holds each partition (assigned or pending revocation), with that member's epoch.
+    pub(crate) holders: BTreeMap<(TopicUuid, i32), (String, i32)>,
+    /// Static members by `group.instance.id`.
+    pub(crate) static_members: BTreeMap<String, String>,
+}
+
+impl ConsumerGroup {
+    pub fn new(group_id: &str) -> ConsumerGroup {
+        ConsumerGroup {
+            group_id: group_id.to_string(),
+            ..ConsumerGroup::default()
+        }
+    }
+
+    pub fn state(&self) -> ConsumerGroupState {
+        if self.members.is_empty() {
+            ConsumerGroupState::Empty
+        } else if self.group_epoch > self.target_epoch {
+            ConsumerGroupState::Assigning
+        } else if self
+            .members
+            .values()
+            .any(|m| m.state != MemberState::Stable || m.member_epoch != self.target_epoch)
+        {
+            ConsumerGroupState::Reconciling
+        } else {
+            ConsumerGroupState::Stable
+        }
+    }
+
+    /// The epoch of the member holding a partition, if another member than `me` holds it.
+    pub fn held_by_other(&self, me: &str, topic: TopicUuid, partition: i32) -> Option<i32> {
+        match self.holders.get(&(topic, partition)) {
+            Some((member, epoch)) if member != me => Some(*epoch),
+            _ => None,
+        }
+    }
+
+    /// Replaces a member (or adds it), keeping the holder and static-member indexes in step.
+    pub fn put_member(&mut self, member: ConsumerMember) {
+        if let Some(old) = self.members.remove(&member.member_id) {
+            self.release(&old);
+        }
+        for (topic, partition) in
+            partitions(&member.assigned).chain(partitions(&member.pending_revocation))
+        {
+            let previous = self.holders.insert(
+                (topic, partition),
+                (member.member_id.clone(), member.member_epoch),
+            );
+            debug_assert!(
+                previous.is_none(),
+                "partition {partition} of topic {topic} given to two members"
+            );
+        }
+        if let Some(instance) = &member.instance_id {
+            self.static_members
+                .insert(instance.clone(), member.member_id.clone());
+        }
+        self.members.insert(member.member_id.clone(), member);
+    }
+
+    /// Removes a member; its partitions are free for others at once.
+    pub fn remove_member(&mut self, member_id: &str) -> Option<ConsumerMember> {
+        let old = self.members.remove(member_id)?;
+        self.release(&old);
+        self.target.remove(member_id);
+        Some(old)
+    }
+
+    fn release(&mut self, m: &ConsumerMember) {
+        for tp in partitions(&m.assigned).chain(partitions(&m.pending_revocation)) {
+            if self
+                .holders
+                .get(&tp)
+                .is_some_and(|(id, _)| *id == m.member_id)
+            {
+                self.holders.remove(&tp);
+            }
+        }
+        if let Some(instance) = &m.instance_id {
+            if self.static_members.get(instance) == Some(&m.member_id) {
+                self.static_members.remove(instance);
+            }
+        }
+    }
+
+    /// The member id of the static member with `instance_id`.
+    pub fn static_member(&self, instance_id: &str) -> Option<&str> {
+        self.static_members.get(instance_id).map(String::as_str)
+    }
+}
+
+/// Every (topic, partition) of an assignment.
+pub fn partitions(a: &Assignment) -> impl Iterator<Item = (TopicUuid, i32)> + '_ {
+    a.iter()
+        .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+}
+
+/// The number of partitions in an assignment.
+pub fn count(a: &Assignment) -> usize {
+    a.values().map(BTreeSet::len).sum()
+}
