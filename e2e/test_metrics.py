@@ -471,3 +471,135 @@ def test_bad_http_input_leaves_the_broker_serving(start_broker):
     topic = create_topic(b, "after-bad-http")
     produce(b, topic, [{"value": b"ok"}])
     assert len(consume(b, topic, [0], 1)) == 1
+
+
+def test_process_build_disk_raft_and_request_size_families(start_broker):
+    """Every family a stock Prometheus or Kafka dashboard looks for besides Gregor's own: the
+    standard process_* series, build info, the data directory's disk, the quorum, and requests
+    by Kafka's request name with their sizes and queue time."""
+    b = metrics_broker(start_broker)
+    started = time.time()
+    topic = create_topic(b, "sized")
+    produce(b, topic, [{"value": b"x" * 1000} for _ in range(50)])
+    assert len(consume(b, topic, [0], 50)) == 50
+    s = scrape(b.metrics_port)
+
+    assert value(s, "process_cpu_seconds_total") > 0
+    assert value(s, "process_resident_memory_bytes") > 1 << 20
+    open_fds, max_fds = value(s, "process_open_fds"), value(s, "process_max_fds")
+    assert 0 < open_fds <= max_fds
+    # The broker process started within this test, not at boot or in the future.
+    assert started - 120 < value(s, "process_start_time_seconds") <= time.time() + 1
+    (build,) = [ls for n, ls, v in s if n == "gregor_build_info" and v == 1]
+    assert re.fullmatch(r"[0-9a-f]{40}|unknown", build["commit"]), build
+    assert re.fullmatch(r"\d+\.\d+\.\d+.*", build["version"]), build
+
+    (disk,) = [ls for n, ls, v in s if n == "gregor_log_dir_free_bytes"]
+    assert disk["log_dir"].startswith(str(b.data_dir)), (disk, b.data_dir)
+    free = value(s, "gregor_log_dir_free_bytes")
+    assert 0 < free <= value(s, "gregor_log_dir_total_bytes", log_dir=disk["log_dir"])
+
+    assert value(s, "gregor_raft_current_leader") == b.node_id
+    assert value(s, "gregor_raft_current_epoch") >= 1
+    assert value(s, "gregor_controller_preferred_replica_imbalance") == 0
+
+    # A single node has no followers: its fetches are all consumers'.
+    assert value(s, "gregor_fetch_requests_total", request="FetchConsumer") >= 1
+    assert value(s, "gregor_fetch_requests_total", request="FetchFollower") is None
+    assert value(s, "gregor_fetch_requests_total") == value(s, "gregor_requests_total", api="Fetch")
+    assert value(s, "gregor_fetch_request_duration_seconds_count", request="FetchConsumer") >= 1
+    produces = value(s, "gregor_requests_total", api="Produce")
+    assert value(s, "gregor_request_size_bytes_count", request="Produce") == produces
+    assert value(s, "gregor_response_size_bytes_count", request="Produce") == produces
+    assert value(s, "gregor_request_queue_time_seconds_count", request="Produce") == produces
+    # 50 KB of values went in, and out to the consumer.
+    assert value(s, "gregor_request_size_bytes_sum", request="Produce") > 50_000
+    assert value(s, "gregor_response_size_bytes_sum", request="FetchConsumer") > 50_000
+    assert value(s, "gregor_request_size_bytes_count", request="Metadata") >= 1
+
+
+def partition_topics(samples, name):
+    return {ls["topic"] for n, ls, v in samples if n == name}
+
+
+def test_per_partition_series_leave_internal_topics_out_by_default(start_broker):
+    b = metrics_broker(start_broker)
+    topic = create_topic(b, "visible")
+    produce(b, topic, [{"value": b"v"}])
+    # A group's commit creates __consumer_offsets on this broker.
+    c = Consumer(conf(b, {"group.id": "g-default", "auto.offset.reset": "earliest"}))
+    try:
+        c.assign([TopicPartition(topic, 0, 1)])
+        c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        c.close()
+    s = scrape(b.metrics_port)
+    assert partition_topics(s, "gregor_log_size_bytes") == {topic}
+    assert partition_topics(s, "gregor_consumer_group_committed_offset") == {topic}
+    # The counts still cover the internal topic's partitions.
+    assert value(s, "gregor_partitions") > 1
+
+
+def test_per_partition_series_follow_metrics_partition_topics(start_broker):
+    b = metrics_broker(start_broker, **{"metrics.partition.topics": "kept-.*|__consumer_offsets"})
+    for t in ("kept-a", "dropped"):
+        create_topic(b, t)
+        produce(b, t, [{"value": b"v"}])
+    c = Consumer(conf(b, {"group.id": "g-filter"}))
+    try:
+        offsets = [TopicPartition(t, 0, 1) for t in ("kept-a", "dropped")]
+        c.commit(offsets=offsets, asynchronous=False)
+    finally:
+        c.close()
+    s = scrape(b.metrics_port)
+    assert partition_topics(s, "gregor_log_end_offset") == {"kept-a", "__consumer_offsets"}
+    assert partition_topics(s, "gregor_partition_under_replicated") == \
+        {"kept-a", "__consumer_offsets"}
+    assert partition_topics(s, "gregor_consumer_group_committed_offset") == {"kept-a"}
+    # The group's total lag counts every partition it committed, shown or not.
+    assert value(s, "gregor_consumer_group_lag_sum_offsets", group="g-filter") == 0
+    assert value(s, "gregor_leader_partitions") == value(s, "gregor_partitions")
+
+
+def test_an_invalid_metrics_partition_topics_stops_start_up(tmp_path):
+    from conftest import Broker
+    b = Broker(tmp_path, overrides={"metrics.listener": f"http://127.0.0.1:{free_port()}",
+                                    "metrics.partition.topics": "orders("})
+    p = subprocess.run(b.argv(), capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0
+    assert "metrics.partition.topics" in p.stderr + p.stdout
+
+
+@pytest.mark.timeout(150)
+def test_fetches_split_into_consumer_and_follower_on_a_cluster(cluster_factory):
+    c = cluster_factory(3, metrics=True)
+    nodes = list(c.nodes.values())
+    topic = "split"
+    deadline = time.monotonic() + 30
+    while True:
+        err, msg = nodes[0].create_topic(topic, partitions=1, replication_factor=3)
+        if err == 0:
+            break
+        assert err in (7, 41), f"CreateTopics {topic}: {err} {msg}"
+        assert time.monotonic() < deadline, f"CreateTopics {topic} kept failing: {err} {msg}"
+        time.sleep(0.2)
+
+    def leader():
+        _, parts = nodes[0].metadata([topic])["topics"][topic]
+        _, leader, replicas, isr = parts[0]
+        return (leader,) if leader >= 0 and len(isr) == 3 else None
+
+    (lead_id,) = wait_until(leader, 20, "a leader for the topic")
+    lead = c.nodes[lead_id]
+    produce(lead, topic, [{"value": b"f" * 100} for _ in range(20)])
+    assert len(consume(lead, topic, [0], 20)) == 20
+
+    s = cluster_scrape(lead)
+    # Both followers fetch from the leader continuously; the consumer fetched from it too.
+    assert value(s, "gregor_fetch_requests_total", request="FetchFollower") >= 2
+    assert value(s, "gregor_fetch_requests_total", request="FetchConsumer") >= 1
+    assert value(s, "gregor_fetch_request_duration_seconds_count", request="FetchFollower") >= 2
+    # The followers copied the 20 records (2 KB) each.
+    assert value(s, "gregor_response_size_bytes_sum", request="FetchFollower") > 2 * 20 * 100
+    assert value(s, "gregor_request_size_bytes_count", request="FetchFollower") >= 2
+    assert value(s, "gregor_request_queue_time_seconds_count", request="FetchFollower") >= 2

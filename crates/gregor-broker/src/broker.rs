@@ -1349,11 +1349,21 @@ impl Handler for Broker {
     async fn handle(self: Arc<Self>, ctx: RequestContext, request: RequestKind) -> Reply {
         let started = std::time::Instant::now();
         let used = handlers::quotas::QuotaUse::of(&request);
+        let follower = crate::connection::from_follower(&request);
         let mut reply = dispatch(&self, &ctx, request).await;
         let (quotas, elapsed) = (&self.client_quotas, started.elapsed());
         handlers::quotas::account(quotas, &self.metadata, &ctx, used, elapsed, &mut reply);
-        self.metrics.request_done(ctx.api_key, started, &reply);
+        self.metrics
+            .request_done(ctx.api_key, follower, started, &reply);
         reply
+    }
+
+    fn request_taken(&self, api_key: ApiKey, follower: bool, bytes: usize, queued: Duration) {
+        self.metrics.request_taken(api_key, follower, bytes, queued);
+    }
+
+    fn response_written(&self, api_key: ApiKey, follower: bool, bytes: usize) {
+        self.metrics.response_written(api_key, follower, bytes);
     }
 
     fn throttle_after_response(&self, connection_id: u64) -> Option<Duration> {

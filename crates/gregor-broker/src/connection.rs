@@ -15,6 +15,10 @@
 //! pushes back on the clients. A connection with nothing in flight that sends no request for
 //! `connections.max.idle.ms` is closed.
 //!
+//! Each request's frame size and queue time (waiting for the budgets, then, once read, for a
+//! handler) and each response's size go to the handler (`Handler::request_taken`, `response_written`): the
+//! broker's request metrics.
+//!
 //! On a SASL listener each request read goes first through the connection's SASL state
 //! (`sasl_session`), in order: the exchange's own requests are answered there, a refusal is
 //! answered after its delay and closes the connection, and every other request runs as the
@@ -187,10 +191,37 @@ pub trait Handler: Send + Sync + 'static {
     fn throttle_after_response(&self, _connection_id: u64) -> Option<Duration> {
         None
     }
+
+    /// A request is taken from the connection's queue: its frame was `bytes` long (with the
+    /// size field) and it waited `queued` in all for the budgets and then, once read, for a
+    /// handler (Kafka's request queue time); `follower` for a Fetch from a follower replica
+    /// ([`from_follower`]).
+    fn request_taken(&self, _api_key: ApiKey, _follower: bool, _bytes: usize, _queued: Duration) {}
+
+    /// A response frame of `bytes` (with the size field) was written for a request of
+    /// `api_key`.
+    fn response_written(&self, _api_key: ApiKey, _follower: bool, _bytes: usize) {}
+}
+
+/// Whether `request` is a Fetch from a follower replica (a replica id of 0 or more, in the
+/// field of its version), which Kafka's request metrics count as FetchFollower.
+pub fn from_follower(request: &RequestKind) -> bool {
+    match request {
+        RequestKind::Fetch(r) => r.replica_id.0 >= 0 || r.replica_state.replica_id.0 >= 0,
+        _ => false,
+    }
+}
+
+/// When a request was read and how long it waited for the request budgets before its body
+/// was read: its queue time, until a handler takes it, is both.
+struct Arrival {
+    bytes: usize,
+    admitted_after: Duration,
+    read_at: Instant,
 }
 
 enum Incoming {
-    Request(Box<crate::frame::Request>, Permits),
+    Request(Box<crate::frame::Request>, Permits, Arrival),
     /// An ApiVersions request at a version we do not support: answered with v0 and the
     /// versions we do (KIP-511).
     UnsupportedApiVersions {
@@ -290,8 +321,9 @@ pub async fn serve_io_as<R, W, H>(
 }
 
 /// A request's answer once its handler is done: the API key, version and correlation id its
-/// response frame is encoded with, and the reply.
-type Done = (ApiKey, i16, i32, Reply);
+/// response frame is encoded with, the reply, and whether the request was a follower's Fetch
+/// (for the response's metrics).
+type Done = (ApiKey, i16, i32, Reply, bool);
 
 /// A request being handled; the connection writes the answers in the order they were pushed.
 type PendingReply = Pin<Box<dyn Future<Output = Done> + Send>>;
@@ -356,8 +388,11 @@ async fn serve_conn<R, W, H>(
             }
             Some(done) = pending.next(), if !pending.is_empty() => {
                 last_active = Instant::now();
-                if !writer.write_reply(done).await {
-                    break;
+                let (api_key, follower) = (done.0, done.4);
+                match writer.write_reply(done).await {
+                    None => break,
+                    Some(0) => {}
+                    Some(n) => pipeline.handler.response_written(api_key, follower, n),
                 }
                 if let Some(t) = pipeline.handler.throttle_after_response(connection_id) {
                     muted_until = muted_until.max(Instant::now() + t);
@@ -412,7 +447,9 @@ async fn read_request<R: AsyncRead + Unpin>(
     };
     // The budgets are taken before the body is allocated: under pressure the connection stops
     // reading and TCP pushes back.
+    let waiting = Instant::now();
     let permits = limits.admit(size).await?;
+    let admitted_after = waiting.elapsed();
     let frame = match read_frame_body(rd, size).await {
         Ok(f) => f,
         Err(e) => {
@@ -420,8 +457,13 @@ async fn read_request<R: AsyncRead + Unpin>(
             return None;
         }
     };
+    let arrival = Arrival {
+        bytes: size + 4,
+        admitted_after,
+        read_at: Instant::now(),
+    };
     match decode_request(frame) {
-        Ok(r) => Some(Incoming::Request(Box::new(r), permits)),
+        Ok(r) => Some(Incoming::Request(Box::new(r), permits, arrival)),
         Err(FrameError::UnsupportedVersion {
             api: ApiKey::ApiVersions,
             correlation_id,
@@ -459,18 +501,28 @@ impl<H: Handler> Pipeline<H> {
         zero_copy: Option<&ZeroCopy>,
         pending: &mut FuturesOrdered<PendingReply>,
     ) {
-        let (req, mut permits) = match incoming {
-            Incoming::Request(req, permits) => (req, permits),
+        let (req, mut permits, arrival) = match incoming {
+            Incoming::Request(req, permits, arrival) => (req, permits, arrival),
             Incoming::UnsupportedApiVersions { correlation_id } => {
                 let mut r = ApiVersionsResponse::default();
                 r.error_code = kafka_protocol::ResponseError::UnsupportedVersion.code();
                 r.api_keys = api::api_versions();
                 let reply = Reply::Respond(ResponseKind::ApiVersions(r));
-                pending.push_back(ready((ApiKey::ApiVersions, 0, correlation_id, reply)));
+                pending.push_back(ready((
+                    ApiKey::ApiVersions,
+                    0,
+                    correlation_id,
+                    reply,
+                    false,
+                )));
                 return;
             }
         };
-        let principal = match self.authenticate(&req) {
+        let follower = from_follower(&req.body);
+        let queued = arrival.admitted_after + arrival.read_at.elapsed();
+        self.handler
+            .request_taken(req.api_key, follower, arrival.bytes, queued);
+        let principal = match self.authenticate(&req, follower) {
             Ok(principal) => principal,
             Err(answers) => {
                 answers.into_iter().for_each(|a| pending.push_back(a));
@@ -507,7 +559,7 @@ impl<H: Handler> Pipeline<H> {
         pending.push_back(Box::pin(async move {
             let response = h.handle(ctx, req.body).await;
             drop(permits);
-            (api_key, version, correlation_id, response)
+            (api_key, version, correlation_id, response, follower)
         }));
     }
 
@@ -516,6 +568,7 @@ impl<H: Handler> Pipeline<H> {
     fn authenticate(
         &mut self,
         req: &crate::frame::Request,
+        follower: bool,
     ) -> Result<Arc<KafkaPrincipal>, Vec<PendingReply>> {
         let (api_key, version) = (req.api_key, req.header.request_api_version);
         let correlation_id = req.header.correlation_id;
@@ -526,6 +579,7 @@ impl<H: Handler> Pipeline<H> {
                     version,
                     correlation_id,
                     Reply::Respond(r),
+                    follower,
                 ))]),
                 None => Ok(self.security.principal.clone()),
             };
@@ -537,6 +591,7 @@ impl<H: Handler> Pipeline<H> {
                 version,
                 correlation_id,
                 Reply::Respond(r),
+                follower,
             ))]),
             SaslStep::Close {
                 response,
@@ -548,11 +603,11 @@ impl<H: Handler> Pipeline<H> {
                 // The wait is this connection's own: other connections are served meanwhile.
                 let answer: PendingReply = Box::pin(async move {
                     tokio::time::sleep(delay).await;
-                    (api_key, version, correlation_id, reply)
+                    (api_key, version, correlation_id, reply, follower)
                 });
                 Err(vec![
                     answer,
-                    ready((api_key, version, correlation_id, Reply::Close)),
+                    ready((api_key, version, correlation_id, Reply::Close, follower)),
                 ])
             }
         }
@@ -572,50 +627,58 @@ struct ResponseWriter<W> {
 }
 
 impl<W: AsyncWrite + Unpin + Send> ResponseWriter<W> {
-    /// Writes one request's answer; whether the connection stays open.
-    async fn write_reply(&mut self, (api_key, version, correlation_id, reply): Done) -> bool {
+    /// Writes one request's answer: the bytes written (0 for no response), or `None` when the
+    /// connection closes.
+    async fn write_reply(
+        &mut self,
+        (api_key, version, correlation_id, reply, _): Done,
+    ) -> Option<usize> {
         let (peer, connection_id) = (self.peer, self.connection_id);
         let response = match reply {
             Reply::Respond(r) => r,
             Reply::Fetch(f) => return self.write_fetch(api_key, version, correlation_id, &f).await,
-            Reply::Nothing => return true,
+            Reply::Nothing => return Some(0),
             Reply::Close => {
                 debug!(%peer, connection_id, api = ?api_key, "closing connection after a failed request without response");
-                return false;
+                return None;
             }
         };
         match encode_response(api_key, version, correlation_id, &response) {
-            Ok(bytes) => match write(&mut self.wr, bytes).await {
-                Ok(()) => true,
-                Err(e) => {
-                    debug!(%peer, connection_id, error = %e, "write failed");
-                    false
+            Ok(bytes) => {
+                let n = bytes.len();
+                match write(&mut self.wr, bytes).await {
+                    Ok(()) => Some(n),
+                    Err(e) => {
+                        debug!(%peer, connection_id, error = %e, "write failed");
+                        None
+                    }
                 }
-            },
+            }
             Err(e) => {
                 warn!(%peer, connection_id, api = ?api_key, version, error = %e, "closing connection");
-                false
+                None
             }
         }
     }
 
-    /// Writes a fetch response, its record bytes from the segment files; whether the
-    /// connection stays open.
+    /// Writes a fetch response, its record bytes from the segment files: the bytes written, or
+    /// `None` when the connection closes.
     async fn write_fetch(
         &mut self,
         api_key: ApiKey,
         version: i16,
         correlation_id: i32,
         reply: &crate::fetch_frame::FetchReply,
-    ) -> bool {
+    ) -> Option<usize> {
         let (peer, connection_id) = (self.peer, self.connection_id);
         let chunks = match crate::fetch_frame::frame(version, correlation_id, reply) {
             Ok(c) => c,
             Err(e) => {
                 warn!(%peer, connection_id, api = ?api_key, version, error = %e, "closing connection");
-                return false;
+                return None;
             }
         };
+        let size = chunks.iter().map(crate::fetch_frame::Chunk::len).sum();
         let written = match &self.zero_copy {
             Some(z) => z.write(chunks).await,
             None => {
@@ -625,7 +688,7 @@ impl<W: AsyncWrite + Unpin + Send> ResponseWriter<W> {
                     .map(|buf| self.copy_buf = buf)
             }
         };
-        let Err(e) = written else { return true };
+        let Err(e) = written else { return Some(size) };
         // A segment truncated under the fetch ends here too: the frame cannot be finished, so
         // the connection closes.
         if peer_went_away(&e) {
@@ -633,7 +696,7 @@ impl<W: AsyncWrite + Unpin + Send> ResponseWriter<W> {
         } else {
             warn!(%peer, connection_id, error = %e, "fetch response write failed; closing connection");
         }
-        false
+        None
     }
 }
 

@@ -17,7 +17,8 @@ use prometheus_client::registry::Registry;
 
 use crate::broker_view::BrokerView;
 use crate::groups::GroupObservation;
-use crate::metrics::txns;
+use crate::metrics::partitions::PartitionFilter;
+use crate::metrics::{process, txns};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PartitionLabels {
@@ -94,10 +95,54 @@ pub(super) async fn render(b: BrokerView<'_>) -> String {
 /// A registry holding the state read now.
 async fn registry(b: BrokerView<'_>) -> Registry {
     let mut r = Registry::default();
+    host_state(b, &mut r).await;
     broker_state(b, &mut r);
     groups(b, &mut r).await;
     transactions(b, &mut r).await;
     r
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LogDirLabels {
+    log_dir: String,
+}
+
+/// The process (`/proc/self`), the build, and the data directory's file system.
+async fn host_state(b: BrokerView<'_>, r: &mut Registry) {
+    let dir = b.replicas.data_dir().to_path_buf();
+    // statvfs can wait on a slow file system: off the async workers, with the /proc reads.
+    let (sample, space) = crate::runtime::blocking(move || {
+        let sample = process::sample(&process::RealProc, process::ticks_per_second());
+        let space = gregor_log::Disk::real().space(&dir);
+        (sample, (std::path::absolute(&dir).unwrap_or(dir), space))
+    })
+    .await;
+    process::register(r, &sample);
+    let (dir, space) = space;
+    match space {
+        Ok((total, usable)) => {
+            let labels = LogDirLabels {
+                log_dir: dir.display().to_string(),
+            };
+            let free = family::<LogDirLabels>(
+                r,
+                "gregor_log_dir_free_bytes",
+                "Bytes still usable by the broker on the file system of a log directory (DescribeLogDirs' usable_bytes)",
+            );
+            free.get_or_create(&labels)
+                .set(i64::try_from(usable).unwrap_or(i64::MAX));
+            let size = family::<LogDirLabels>(
+                r,
+                "gregor_log_dir_total_bytes",
+                "Size of the file system of a log directory (DescribeLogDirs' total_bytes)",
+            );
+            size.get_or_create(&labels)
+                .set(i64::try_from(total).unwrap_or(i64::MAX));
+        }
+        Err(e) => {
+            tracing::debug!(dir = %dir.display(), error = %e, "cannot read the log directory's disk space");
+        }
+    }
 }
 
 fn broker_state(b: BrokerView<'_>, r: &mut Registry) {
@@ -119,18 +164,27 @@ fn controller_gauges(b: BrokerView<'_>, image: &MetadataImage, r: &mut Registry)
     );
     // Cluster-wide counts come from the active controller only, as in Kafka, so that summing
     // over the brokers counts each once.
-    let (offline, fenced, registered) = if active {
-        let offline = image
-            .topics()
-            .values()
-            .flat_map(|t| t.partitions.values())
+    let (offline, fenced, registered, imbalance) = if active {
+        let partitions = || image.topics().values().flat_map(|t| t.partitions.values());
+        let offline = partitions()
             .filter(|p| p.leader < 0 || !image.is_broker_active(p.leader))
             .count();
+        // Led by another replica than the first of its list, the preferred one (offline
+        // partitions included, as in Kafka).
+        let imbalance = partitions()
+            .filter(|p| p.replicas.first() != Some(&p.leader))
+            .count();
         let fenced = image.brokers().values().filter(|x| x.fenced).count();
-        (offline, fenced, image.brokers().len())
+        (offline, fenced, image.brokers().len(), imbalance)
     } else {
-        (0, 0, 0)
+        (0, 0, 0, 0)
     };
+    gauge(
+        r,
+        "gregor_controller_preferred_replica_imbalance",
+        "Partitions whose leader is not their preferred (first) replica, reported by the active controller (Kafka PreferredReplicaImbalanceCount)",
+        imbalance as i64,
+    );
     gauge(
         r,
         "gregor_controller_offline_partitions",
@@ -155,6 +209,26 @@ fn controller_gauges(b: BrokerView<'_>, image: &MetadataImage, r: &mut Registry)
         "Metadata log entries this node has applied",
         i64::try_from(b.metadata.applied_index()).unwrap_or(i64::MAX),
     );
+    raft_gauges(b, r);
+}
+
+/// The metadata quorum as this node sees it: the leader (the active controller) everywhere,
+/// the term on the voters, which take part in it.
+fn raft_gauges(b: BrokerView<'_>, r: &mut Registry) {
+    gauge(
+        r,
+        "gregor_raft_current_leader",
+        "Node id of the metadata quorum's leader, the active controller, as this node knows it; -1 when none is known (Kafka raft-metrics current-leader)",
+        b.metadata.active_controller().map_or(-1, i64::from),
+    );
+    if let Some(q) = b.metadata.quorum() {
+        gauge(
+            r,
+            "gregor_raft_current_epoch",
+            "The metadata quorum's Raft term as this voter knows it (Kafka raft-metrics current-epoch)",
+            i64::try_from(q.term()).unwrap_or(i64::MAX),
+        );
+    }
 }
 
 /// Fetch sessions held and client connections open.
@@ -254,23 +328,28 @@ struct LeaderCounts {
 fn partition_gauges(b: BrokerView<'_>, image: &MetadataImage, r: &mut Registry) {
     let families = PartitionFamilies::register(r);
     let view = BrokerConfigView::new(image, &b.config.settings, b.node_id());
+    let filter = partition_filter(b);
     let mut counts = LeaderCounts::default();
     for p in b.replicas.all() {
         counts.hosted += 1;
+        // Left out of the per-partition series (metrics.partition.topics), still counted.
+        let series = filter.includes(&p.topic);
         let labels = partition_labels(&p.topic, p.index);
-        families
-            .size
-            .get_or_create(&labels)
-            .set(i64::try_from(p.log.size_bytes()).unwrap_or(i64::MAX));
-        families
-            .leo
-            .get_or_create(&labels)
-            .set(p.log.log_end_offset());
-        families
-            .lso
-            .get_or_create(&labels)
-            .set(p.log.log_start_offset());
-        families.hw.get_or_create(&labels).set(p.high_watermark());
+        if series {
+            families
+                .size
+                .get_or_create(&labels)
+                .set(i64::try_from(p.log.size_bytes()).unwrap_or(i64::MAX));
+            families
+                .leo
+                .get_or_create(&labels)
+                .set(p.log.log_end_offset());
+            families
+                .lso
+                .get_or_create(&labels)
+                .set(p.log.log_start_offset());
+            families.hw.get_or_create(&labels).set(p.high_watermark());
+        }
         let Some(reg) = image
             .topic(&p.topic)
             .and_then(|t| t.partitions.get(&p.index))
@@ -278,31 +357,43 @@ fn partition_gauges(b: BrokerView<'_>, image: &MetadataImage, r: &mut Registry) 
             continue;
         };
         if reg.leader != b.node_id() {
-            families
-                .follower_lag
-                .get_or_create(&labels)
-                .set(p.offset_lag());
+            if series {
+                families
+                    .follower_lag
+                    .get_or_create(&labels)
+                    .set(p.offset_lag());
+            }
             continue;
         }
         counts.leaders += 1;
         let is_under = reg.isr.len() < reg.replicas.len();
-        families
-            .under
-            .get_or_create(&labels)
-            .set(i64::from(is_under));
         counts.under += i64::from(is_under);
         let min_isr = view
             .topic_value(&p.topic, "min.insync.replicas")
             .and_then(|v| v.value.as_i64())
             .unwrap_or(1);
         let is_under_min = (reg.isr.len() as i64) < min_isr;
-        families
-            .under_min
-            .get_or_create(&labels)
-            .set(i64::from(is_under_min));
         counts.under_min += i64::from(is_under_min);
+        if series {
+            families
+                .under
+                .get_or_create(&labels)
+                .set(i64::from(is_under));
+            families
+                .under_min
+                .get_or_create(&labels)
+                .set(i64::from(is_under_min));
+        }
     }
     leader_count_gauges(&counts, r);
+}
+
+/// `metrics.partition.topics` of this broker (validated at start-up with the listener).
+fn partition_filter(b: BrokerView<'_>) -> PartitionFilter {
+    PartitionFilter::from_settings(&b.config.settings).unwrap_or_else(|e| {
+        tracing::debug!(error = %e, "default per-partition series");
+        PartitionFilter::default()
+    })
 }
 
 fn leader_count_gauges(counts: &LeaderCounts, r: &mut Registry) {
@@ -483,29 +574,37 @@ impl LagFamilies {
         }
     }
 
-    /// One group's committed offsets and lag, against the leaders' high watermarks `hws`.
+    /// One group's committed offsets and lag, against the leaders' high watermarks `hws`;
+    /// per partition of the topics `filter` includes.
     async fn record(
         &self,
         b: BrokerView<'_>,
         g: &GroupObservation,
         hws: &HashMap<(String, i32), i64>,
+        filter: &PartitionFilter,
         now_ms: i64,
     ) {
         let group = &g.summary.group_id;
         let mut sum = None::<i64>;
         for (topic, partition, offset) in &g.offsets {
+            let series = filter.includes(topic);
             let labels = GroupPartitionLabels {
                 group: group.clone(),
                 topic: topic.clone(),
                 partition: partition.to_string(),
             };
-            self.committed.get_or_create(&labels).set(*offset);
+            if series {
+                self.committed.get_or_create(&labels).set(*offset);
+            }
             let Some(&hw) = hws.get(&(topic.clone(), *partition)) else {
                 continue;
             };
             let l = (hw - offset).max(0);
-            self.lag.get_or_create(&labels).set(l);
             *sum.get_or_insert(0) += l;
+            if !series {
+                continue;
+            }
+            self.lag.get_or_create(&labels).set(l);
             if l > 0 {
                 if let Some(ts) = first_unconsumed_timestamp(b, topic, *partition, *offset).await {
                     let age = (now_ms - ts).max(0) as f64 / 1000.0;
@@ -537,9 +636,10 @@ async fn groups(b: BrokerView<'_>, r: &mut Registry) {
         .cluster_view
         .high_watermarks(b.metadata, b.replicas, wanted)
         .await;
+    let filter = partition_filter(b);
     for g in &observed {
         families.record(g);
-        lags.record(b, g, &hws, now_ms).await;
+        lags.record(b, g, &hws, &filter, now_ms).await;
     }
 }
 
@@ -595,14 +695,18 @@ async fn transactions(b: BrokerView<'_>, r: &mut Registry) {
         "How long the last stable offset of a partition this broker leads has trailed its high watermark at the same offset (0 when it does not trail it)",
     );
     let mut stalled = 0;
+    let filter = partition_filter(b);
     for p in txns::led_partitions(b, crate::runtime::now_ms()).await {
+        stalled += i64::from(p.stalled());
+        if !filter.includes(&p.topic) {
+            continue;
+        }
         let labels = partition_labels(&p.topic, p.partition);
         open.get_or_create(&labels).set(p.open_transactions as i64);
         lag.get_or_create(&labels).set(p.lag());
         stalled_for
             .get_or_create(&labels)
             .set(p.stalled_ms as f64 / 1000.0);
-        stalled += i64::from(p.stalled());
     }
     gauge(
         r,

@@ -32,6 +32,24 @@ pub struct ApiLabels {
     pub api: String,
 }
 
+/// A request as Kafka's request metrics name it (the `request` label of its JMX names): the
+/// API's name, but a Fetch is `FetchConsumer` or `FetchFollower`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub request: String,
+}
+
+impl RequestLabels {
+    pub fn new(api: ApiKey, follower: bool) -> RequestLabels {
+        let request = match (api, follower) {
+            (ApiKey::Fetch, true) => "FetchFollower".to_string(),
+            (ApiKey::Fetch, false) => "FetchConsumer".to_string(),
+            (api, _) => format!("{api:?}"),
+        };
+        RequestLabels { request }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ApiErrorLabels {
     pub api: String,
@@ -66,6 +84,17 @@ fn request_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_25, 2.0, 19))
 }
 
+fn queue_histogram() -> Histogram {
+    // 10 µs .. ~42 s: a request is usually taken at once; it waits behind the connection's
+    // in-flight limit, a quota's mute or the broker-wide budgets.
+    Histogram::new(exponential_buckets(0.000_01, 2.0, 23))
+}
+
+fn size_histogram() -> Histogram {
+    // 64 B .. 64 MiB, by fours.
+    Histogram::new(exponential_buckets(64.0, 4.0, 11))
+}
+
 /// Per-topic byte and record counters (Kafka's BrokerTopicMetrics).
 struct TopicCounters {
     bytes_in: Family<TopicLabels, Counter>,
@@ -81,6 +110,12 @@ struct RequestMetrics {
     request_errors: Family<ApiErrorLabels, Counter>,
     request_duration: HistogramFamily<ApiLabels>,
     purgatory: Family<PurgatoryLabels, Gauge>,
+    /// By Kafka's request name: Fetch split into consumer and follower fetches.
+    fetch_requests: Family<RequestLabels, Counter>,
+    fetch_duration: HistogramFamily<RequestLabels>,
+    queue_time: HistogramFamily<RequestLabels>,
+    request_bytes: HistogramFamily<RequestLabels>,
+    response_bytes: HistogramFamily<RequestLabels>,
 }
 
 /// The durability path's fdatasyncs: their duration and the appends each made durable.
@@ -162,6 +197,36 @@ impl RequestMetrics {
                 "gregor_purgatory_size",
                 "Requests parked: produce (acks=all waiting for the high watermark) and fetch (waiting for min_bytes)",
                 Family::default(),
+            ),
+            fetch_requests: registered(
+                r,
+                "gregor_fetch_requests",
+                "Fetch requests handled, by request: FetchConsumer or FetchFollower (Kafka RequestsPerSec of those requests)",
+                Family::default(),
+            ),
+            fetch_duration: registered(
+                r,
+                "gregor_fetch_request_duration_seconds",
+                "gregor_request_duration_seconds of Fetch requests, by request: FetchConsumer or FetchFollower",
+                Family::new_with_constructor(request_histogram),
+            ),
+            queue_time: registered(
+                r,
+                "gregor_request_queue_time_seconds",
+                "Time a request waited between being read (or for the request budgets before its body was read) and a handler taking it, per request (Kafka RequestQueueTimeMs)",
+                Family::new_with_constructor(queue_histogram),
+            ),
+            request_bytes: registered(
+                r,
+                "gregor_request_size_bytes",
+                "Size of each request frame, per request (Kafka RequestBytes)",
+                Family::new_with_constructor(size_histogram),
+            ),
+            response_bytes: registered(
+                r,
+                "gregor_response_size_bytes",
+                "Size of each response frame written, record bytes included, per request",
+                Family::new_with_constructor(size_histogram),
             ),
         }
     }
@@ -468,16 +533,26 @@ impl BrokerMetrics {
             .map(|q| q.open())
     }
 
-    /// A request was answered (or not, for `acks=0`) after `started`.
-    pub fn request_done(&self, api: ApiKey, started: Instant, reply: &Reply) {
+    /// A request was answered (or not, for `acks=0`) after `started`; `follower` for a Fetch
+    /// from a follower replica.
+    pub fn request_done(&self, api: ApiKey, follower: bool, started: Instant, reply: &Reply) {
         let labels = ApiLabels {
             api: format!("{api:?}"),
         };
+        let took = started.elapsed().as_secs_f64();
         self.requests
             .request_duration
             .get_or_create(&labels)
-            .observe(started.elapsed().as_secs_f64());
+            .observe(took);
         self.requests.requests.get_or_create(&labels).inc();
+        if api == ApiKey::Fetch {
+            let split = RequestLabels::new(api, follower);
+            self.requests
+                .fetch_duration
+                .get_or_create(&split)
+                .observe(took);
+            self.requests.fetch_requests.get_or_create(&split).inc();
+        }
         match reply {
             Reply::Respond(response) => {
                 self.count_errors(&labels.api, super::errors::error_codes(response))
@@ -487,6 +562,27 @@ impl BrokerMetrics {
             }
             Reply::Nothing | Reply::Close => {}
         }
+    }
+
+    /// A handler took a request of `bytes` that waited `queued` for it.
+    pub fn request_taken(&self, api: ApiKey, follower: bool, bytes: usize, queued: Duration) {
+        let labels = RequestLabels::new(api, follower);
+        self.requests
+            .queue_time
+            .get_or_create(&labels)
+            .observe(queued.as_secs_f64());
+        self.requests
+            .request_bytes
+            .get_or_create(&labels)
+            .observe(bytes as f64);
+    }
+
+    /// A response of `bytes` was written.
+    pub fn response_written(&self, api: ApiKey, follower: bool, bytes: usize) {
+        self.requests
+            .response_bytes
+            .get_or_create(&RequestLabels::new(api, follower))
+            .observe(bytes as f64);
     }
 
     fn count_errors(&self, api: &str, codes: Vec<i16>) {
@@ -655,6 +751,37 @@ mod tests {
         let mut out = String::new();
         m.encode_events(&mut out).expect("encoded");
         out
+    }
+
+    #[test]
+    fn fetches_split_into_consumer_and_follower_and_keep_the_api_series() {
+        let m = BrokerMetrics::new();
+        let started = Instant::now();
+        let reply = Reply::Nothing;
+        m.request_done(ApiKey::Fetch, false, started, &reply);
+        m.request_done(ApiKey::Fetch, true, started, &reply);
+        m.request_done(ApiKey::Fetch, true, started, &reply);
+        m.request_done(ApiKey::Produce, false, started, &reply);
+        m.request_taken(ApiKey::Fetch, true, 120, Duration::from_micros(30));
+        m.request_taken(ApiKey::Metadata, false, 40, Duration::ZERO);
+        m.response_written(ApiKey::Fetch, false, 5000);
+        let text = encoded(&m);
+        for line in [
+            r#"gregor_requests_total{api="Fetch"} 3"#,
+            r#"gregor_requests_total{api="Produce"} 1"#,
+            r#"gregor_fetch_requests_total{request="FetchConsumer"} 1"#,
+            r#"gregor_fetch_requests_total{request="FetchFollower"} 2"#,
+            r#"gregor_fetch_request_duration_seconds_count{request="FetchFollower"} 2"#,
+            r#"gregor_request_queue_time_seconds_count{request="FetchFollower"} 1"#,
+            r#"gregor_request_size_bytes_sum{request="FetchFollower"} 120.0"#,
+            r#"gregor_request_size_bytes_bucket{le="64.0",request="Metadata"} 1"#,
+            r#"gregor_response_size_bytes_sum{request="FetchConsumer"} 5000.0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        // A Produce is never split, whatever the flag says.
+        assert!(!text.contains(r#"gregor_fetch_requests_total{request="Produce"}"#));
+        assert_eq!(RequestLabels::new(ApiKey::Produce, true).request, "Produce");
     }
 
     #[test]

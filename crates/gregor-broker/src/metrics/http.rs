@@ -40,12 +40,14 @@ pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(120);
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// `metrics.listener` as a socket address: `http://HOST:PORT`, `https://HOST:PORT` (or
-/// `HOST:PORT`); `None` when unset or empty.
+/// `HOST:PORT`); `None` when unset or empty. An invalid `metrics.partition.topics` is an
+/// error too, so that start-up stops on it rather than each scrape.
 pub fn listener_address(config: &crate::BrokerConfig) -> Result<Option<SocketAddr>, String> {
     let value = match config.settings.get("metrics.listener") {
         Some(gregor_meta::config::ConfigValue::String(s)) => s,
         _ => return Ok(None),
     };
+    super::partitions::PartitionFilter::from_settings(&config.settings)?;
     Ok(parse_console(&value)?.map(|console| console.addr))
 }
 

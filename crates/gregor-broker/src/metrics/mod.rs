@@ -12,4 +12,6 @@ mod collect;
 pub(crate) mod errors;
 pub(crate) mod events;
 pub mod http;
+pub mod partitions;
+pub mod process;
 pub(crate) mod txns;

@@ -430,6 +430,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Address of the HTTP listener serving /metrics (Prometheus), /healthz, /readyz and the console, as http://IP:PORT or https://IP:PORT (TLS from listener.name.metrics.ssl.* or ssl.*); empty (the default): off."),
     broker("metrics.listener.authentication", String, Some("none"), OneOf(METRICS_AUTHENTICATION), false,
         "Who may read /metrics and /ui on metrics.listener: none (anyone who reaches it), basic (HTTP Basic with a SCRAM user of the metadata log), mtls (the client certificate's principal)."),
+    broker("metrics.partition.topics", String, Some(""), Any, false,
+        "Topics whose partitions get per-partition series on /metrics: a regular expression matching whole topic names; empty (the default): every topic but the internal ones (__ names)."),
     broker("socket.request.max.bytes", Int, Some("104857600"), AtLeast(1), false, "Largest request accepted; larger ones close the connection."),
     // Gregor leaves the socket buffers to the kernel by default (Kafka's 100 KiB turns off
     // Linux's buffer autotuning).
