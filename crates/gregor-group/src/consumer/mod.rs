@@ -6,6 +6,7 @@
 pub mod heartbeat;
 pub mod model;
 pub mod reconcile;
+pub mod records;
 pub mod target;
 
 #[cfg(test)]

@@ -170,26 +170,27 @@ impl ConsumerGroup {
 
     /// Replaces a member (or adds it), keeping the holder and static-member indexes in step.
     pub fn put_member(&mut self, member: ConsumerMember) {
+        let conflicts = self.put_member_unchecked(member);
+        debug_assert!(conflicts == 0, "a partition given to two members");
+    }
+
+    /// As [`put_member`](Self::put_member), for records being loaded, which come from a file:
+    /// a partition another member still holds moves to this one. Returns how many did.
+    pub fn put_member_unchecked(&mut self, member: ConsumerMember) -> usize {
         if let Some(old) = self.members.remove(&member.member_id) {
             self.release(&old);
         }
-        for (topic, partition) in
-            partitions(&member.assigned).chain(partitions(&member.pending_revocation))
-        {
-            let previous = self.holders.insert(
-                (topic, partition),
-                (member.member_id.clone(), member.member_epoch),
-            );
-            debug_assert!(
-                previous.is_none(),
-                "partition {partition} of topic {topic} given to two members"
-            );
+        let mut conflicts = 0;
+        for tp in partitions(&member.assigned).chain(partitions(&member.pending_revocation)) {
+            let holder = (member.member_id.clone(), member.member_epoch);
+            conflicts += usize::from(self.holders.insert(tp, holder).is_some());
         }
         if let Some(instance) = &member.instance_id {
             self.static_members
                 .insert(instance.clone(), member.member_id.clone());
         }
         self.members.insert(member.member_id.clone(), member);
+        conflicts
     }
 
     /// Removes a member; its partitions are free for others at once.
