@@ -40,6 +40,7 @@ pub enum Request {
     ListGroups(ListGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
     TxnOffsetCommit(TxnOffsetCommitRequest),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +55,7 @@ pub enum Response {
     ListGroups(ListGroupsResponse),
     DeleteGroups(DeleteGroupsResponse),
     TxnOffsetCommit(TxnOffsetCommitResponse),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
 }
 
 /// The numeric Kafka error code of an optional error (0 for none).
@@ -361,4 +363,44 @@ pub struct DeleteGroupsResponse {
 pub struct DeletableGroupResult {
     pub group_id: String,
     pub error: Option<ResponseError>,
+}
+
+/// A topic id (Kafka's topic UUID) as one number; the shell converts from the wire's UUID.
+pub type TopicUuid = u128;
+
+/// Partitions by topic id (KIP-848 assignments). Empty sets are never stored, so two equal
+/// assignments compare equal.
+pub type Assignment = std::collections::BTreeMap<TopicUuid, std::collections::BTreeSet<i32>>;
+
+/// A ConsumerGroupHeartbeat request (KIP-848), decoded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConsumerGroupHeartbeatRequest {
+    pub version: i16,
+    pub group_id: String,
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    /// -1 when unchanged.
+    pub rebalance_timeout_ms: i32,
+    /// `None` when unchanged.
+    pub subscribed_topic_names: Option<Vec<String>>,
+    pub subscribed_topic_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    /// What the member owns, `None` when unchanged.
+    pub owned: Option<Assignment>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+/// The answer to a ConsumerGroupHeartbeat.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConsumerGroupHeartbeatResponse {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub member_id: Option<String>,
+    pub member_epoch: i32,
+    pub heartbeat_interval_ms: i32,
+    /// Sent when the member's assignment changed, or it reported another one.
+    pub assignment: Option<Assignment>,
 }

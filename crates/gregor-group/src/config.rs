@@ -25,6 +25,8 @@ pub struct GroupConfig {
     /// whose SyncGroup arrives before the leader's assignment is answered at once with its
     /// assignment of the previous generation, so two members can own a partition in one
     /// generation.
+    /// KIP-848 consumer groups' settings.
+    pub consumer: ConsumerGroupConfig,
     #[cfg(feature = "simulation")]
     pub planted_stale_sync: bool,
     /// A planted bug (set as `planted_stale_sync` is): loading a `__consumer_offsets`
@@ -52,6 +54,7 @@ impl Default for GroupConfig {
             new_member_join_timeout_ms: 300_000,
             offset_metadata_max_bytes: 4_096,
             offsets_retention_ms: 10_080 * 60_000,
+            consumer: ConsumerGroupConfig::default(),
             #[cfg(feature = "simulation")]
             planted_stale_sync: false,
             #[cfg(feature = "simulation")]
@@ -98,5 +101,29 @@ impl GroupConfig {
     #[cfg(not(feature = "simulation"))]
     pub(crate) const fn txn_offsets_early_planted(&self) -> bool {
         false
+    }
+}
+
+/// The coordinator's settings for KIP-848 consumer groups (Kafka's names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupConfig {
+    /// `group.consumer.session.timeout.ms`.
+    pub session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`.
+    pub heartbeat_interval_ms: i32,
+    /// `group.consumer.max.size`.
+    pub max_size: usize,
+    /// `group.consumer.assignors`, by name: the first is the default.
+    pub assignors: Vec<String>,
+}
+
+impl Default for ConsumerGroupConfig {
+    fn default() -> Self {
+        ConsumerGroupConfig {
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 5_000,
+            max_size: i32::MAX as usize,
+            assignors: vec!["uniform".to_string(), "range".to_string()],
+        }
     }
 }

@@ -13,6 +13,10 @@ pub(crate) enum TimerKey {
     Join { group: String },
     /// The end of a group's sync phase.
     Sync { group: String },
+    /// A KIP-848 consumer group member's session.
+    ConsumerSession { group: String, member: String },
+    /// The deadline of a KIP-848 member's revocation (its rebalance timeout).
+    ConsumerRevocation { group: String, member: String },
 }
 
 /// What to do when the deadline passes.

@@ -12,56 +12,16 @@ use super::model::{
 use super::reconcile::reconcile;
 use super::target::{compute_target, ServerAssignor};
 
-/// The coordinator's settings for consumer groups (Kafka's names).
-#[derive(Debug, Clone)]
-pub struct ConsumerGroupConfig {
-    /// `group.consumer.session.timeout.ms`.
-    pub session_timeout_ms: i32,
-    /// `group.consumer.heartbeat.interval.ms`.
-    pub heartbeat_interval_ms: i32,
-    /// `group.consumer.max.size`.
-    pub max_size: usize,
-    /// `group.consumer.assignors`: the first is the default.
-    pub assignors: Vec<ServerAssignor>,
-}
+pub use crate::config::ConsumerGroupConfig;
 
-impl Default for ConsumerGroupConfig {
-    fn default() -> Self {
-        ConsumerGroupConfig {
-            session_timeout_ms: 45_000,
-            heartbeat_interval_ms: 5_000,
-            max_size: i32::MAX as usize,
-            assignors: vec![ServerAssignor::Uniform, ServerAssignor::Range],
-        }
-    }
-}
+/// A ConsumerGroupHeartbeat request, as the coordinator's API carries it.
+pub type HeartbeatRequest = crate::api::ConsumerGroupHeartbeatRequest;
 
 /// The cluster's topics as the coordinator sees them.
 pub trait TopicsView {
     fn topic(&self, name: &str) -> Option<TopicMetadata>;
     /// Every topic name, for regular-expression subscriptions.
     fn names(&self) -> Vec<String>;
-}
-
-/// A ConsumerGroupHeartbeat request, decoded.
-#[derive(Debug, Clone, Default)]
-pub struct HeartbeatRequest {
-    pub version: i16,
-    pub group_id: String,
-    pub member_id: String,
-    pub member_epoch: i32,
-    pub instance_id: Option<String>,
-    pub rack_id: Option<String>,
-    /// -1 when unchanged.
-    pub rebalance_timeout_ms: i32,
-    /// `None` when unchanged.
-    pub subscribed_topic_names: Option<Vec<String>>,
-    pub subscribed_topic_regex: Option<String>,
-    pub server_assignor: Option<String>,
-    /// What the member owns, `None` when unchanged.
-    pub owned: Option<Assignment>,
-    pub client_id: String,
-    pub client_host: String,
 }
 
 /// The answer to a heartbeat that succeeded.
@@ -242,7 +202,7 @@ fn validate(req: &HeartbeatRequest, cfg: &ConsumerGroupConfig) -> Result<(), Hea
         _ => {}
     }
     if let Some(name) = &req.server_assignor {
-        if !ServerAssignor::parse(name).is_some_and(|a| cfg.assignors.contains(&a)) {
+        if ServerAssignor::parse(name).is_none() || !cfg.assignors.contains(name) {
             return Err(HeartbeatError::UnsupportedAssignor(format!(
                 "assignor {name} is not one of group.consumer.assignors"
             )));
@@ -420,26 +380,20 @@ fn subscribed_metadata(
 fn pick_assignor(group: &ConsumerGroup, cfg: &ConsumerGroupConfig) -> ServerAssignor {
     let mut votes: BTreeMap<usize, usize> = BTreeMap::new();
     for m in group.members.values() {
-        let asked = m
-            .subscription
-            .server_assignor
-            .as_deref()
-            .and_then(ServerAssignor::parse);
-        if let Some(i) = asked.and_then(|a| cfg.assignors.iter().position(|c| *c == a)) {
+        let asked = m.subscription.server_assignor.as_deref();
+        if let Some(i) = asked.and_then(|a| cfg.assignors.iter().position(|c| c == a)) {
             *votes.entry(i).or_default() += 1;
         }
     }
     let best = votes
         .iter()
         .max_by_key(|(i, n)| (**n, std::cmp::Reverse(**i)));
-    match best {
-        Some((i, _)) => cfg.assignors[*i],
-        None => cfg
-            .assignors
-            .first()
-            .copied()
-            .unwrap_or(ServerAssignor::Uniform),
-    }
+    let name = match best {
+        Some((i, _)) => cfg.assignors.get(*i),
+        None => cfg.assignors.first(),
+    };
+    name.and_then(|n| ServerAssignor::parse(n))
+        .unwrap_or(ServerAssignor::Uniform)
 }
 
 /// A member leaving: a dynamic one for good (its partitions are free at once, and the group

@@ -4,12 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A topic id (Kafka's topic UUID) as one number; the shell converts from the wire's UUID.
-pub type TopicUuid = u128;
-
-/// Partitions by topic id. Empty sets are never stored, so two equal assignments compare
-/// equal.
-pub type Assignment = BTreeMap<TopicUuid, BTreeSet<i32>>;
+pub use crate::api::{Assignment, TopicUuid};
 
 /// The member epoch a member sends to join, and the ones it sends to leave (KIP-848).
 pub const JOIN_EPOCH: i32 = 0;

@@ -88,6 +88,9 @@ impl GroupCoordinator {
             }
             Request::DeleteGroups(r) => self.delete_groups(now_ms, request_id, r, &mut out),
             Request::TxnOffsetCommit(r) => self.txn_offset_commit(now_ms, request_id, r, &mut out),
+            Request::ConsumerGroupHeartbeat(r) => {
+                self.consumer_group_heartbeat(now_ms, request_id, &context, r, &mut out)
+            }
         }
         out
     }
@@ -167,6 +170,11 @@ impl GroupCoordinator {
                     tracing::warn!(group = %group_id, %error, "failed to write empty group metadata");
                 }
             }
+            PendingAppend::ConsumerGroup {
+                group_id,
+                request_id,
+                response,
+            } => self.consumer_group_appended(group_id, request_id, response, result, &mut out),
             PendingAppend::ExpiredOffsets { group_id } => {
                 if let Err(error) = result {
                     // The offsets are gone from memory; a reload finds them in the log and
@@ -276,6 +284,12 @@ impl GroupCoordinator {
                 TimerKey::Heartbeat { group, .. }
                 | TimerKey::Join { group }
                 | TimerKey::Sync { group } => group.clone(),
+                TimerKey::ConsumerSession { group, member }
+                | TimerKey::ConsumerRevocation { group, member } => {
+                    let (group, member) = (group.clone(), member.clone());
+                    self.expire_consumer_member(at, &group, &member, out);
+                    continue;
+                }
             };
             let Some(group) = self.groups.get_mut(&group_id) else {
                 continue;
@@ -302,6 +316,7 @@ impl GroupCoordinator {
                     rebalance::expire_pending_sync(group, &mut cx, generation)
                 }
                 (TimerKey::Sync { .. }, _) => {}
+                (TimerKey::ConsumerSession { .. } | TimerKey::ConsumerRevocation { .. }, _) => {}
             }
         }
     }

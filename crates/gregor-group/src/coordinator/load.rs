@@ -6,6 +6,7 @@ use super::offset_store::CommittedOffset;
 use super::rebalance::{self, join_error, sync_error};
 use super::state::{Cx, GroupCoordinator, PendingAppend};
 use crate::api::*;
+use crate::consumer::records::{self as consumer_records, ConsumerKey, ConsumerValue};
 use crate::effect::Effect;
 use crate::group::{Group, GroupState, Member};
 use crate::records::{self, CodecError, RecordKey};
@@ -71,12 +72,16 @@ impl GroupCoordinator {
                     self.groups.insert(group, g);
                 }
             },
-            RecordKey::Other { version } => {
-                tracing::debug!(
+            RecordKey::Other { version } => match ConsumerKey::decode(key)? {
+                Some(k) => {
+                    let v = value.map(|b| ConsumerValue::decode(&k, b)).transpose()?;
+                    consumer_records::replay(&mut self.consumer_groups, &k, v.as_ref());
+                }
+                None => tracing::debug!(
                     version,
                     "skipping a record this coordinator does not handle"
-                );
-            }
+                ),
+            },
         }
         Ok(())
     }
@@ -138,6 +143,7 @@ impl GroupCoordinator {
     /// `group.max.size` (the setting may have shrunk) rebalances.
     pub fn complete_load(&mut self, now_ms: i64) -> Vec<Effect> {
         let mut out = Vec::new();
+        self.start_consumer_sessions(now_ms);
         let mut ids: Vec<String> = self.groups.keys().cloned().collect();
         ids.sort();
         for id in ids {
@@ -231,7 +237,19 @@ impl GroupCoordinator {
                 }
                 // A static rejoin's and a new generation's JoinGroups are parked on their members
                 // and were answered above.
-                PendingAppend::StaticRejoin(_)
+                PendingAppend::ConsumerGroup {
+                    request_id: Some(request_id),
+                    ..
+                } => {
+                    let code = not_coordinator.code();
+                    let response = ConsumerGroupHeartbeatResponse {
+                        error_code: code,
+                        ..Default::default()
+                    };
+                    (request_id, Response::ConsumerGroupHeartbeat(response))
+                }
+                PendingAppend::ConsumerGroup { .. }
+                | PendingAppend::StaticRejoin(_)
                 | PendingAppend::Generation { .. }
                 | PendingAppend::Sync { .. }
                 | PendingAppend::GroupMetadata { .. }
@@ -243,6 +261,8 @@ impl GroupCoordinator {
             });
         }
         self.groups.clear();
+        self.consumer_groups.clear();
+        self.consumer_dirty.clear();
         self.offsets.clear();
         self.timers.clear();
         out

@@ -3,9 +3,10 @@
 //!
 //! Layers, bottom up: `offset_store` and `state` (the coordinator's data and shared context),
 //! the request handlers (`rebalance`, then `join`, `membership`, `offsets`, `admin`, `expiry`,
-//! `load`, `txn_offsets`), and `dispatch` (the public entry points that route to them).
+//! `load`, `txn_offsets`, `consumer` for KIP-848 groups), and `dispatch` (the public entry points that route to them).
 
 mod admin;
+mod consumer;
 mod dispatch;
 mod expiry;
 mod join;

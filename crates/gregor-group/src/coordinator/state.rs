@@ -2,13 +2,14 @@
 //! and appends in flight, the context the rebalance logic runs in, and what each pending append
 //! completes. The handlers (join, membership, offsets, ...) continue `impl GroupCoordinator`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
 
 use super::offset_store::{CommittedOffset, Offsets};
 use crate::api::*;
 use crate::config::GroupConfig;
+use crate::consumer::model::{ConsumerGroup, TopicMetadata};
 use crate::effect::{AppendToken, Effect, Record, TxnProducer};
 use crate::group::Group;
 use crate::member_id::UuidSource;
@@ -29,6 +30,12 @@ pub struct GroupCoordinator {
     pub(super) timers: Timers,
     pub(super) uuids: UuidSource,
     pub(super) appends: Appends,
+    /// KIP-848 consumer groups, beside the classic ones (a group id is one or the other).
+    pub(super) consumer_groups: BTreeMap<String, ConsumerGroup>,
+    /// The cluster's topics as the shell last reported them (`update_topics`).
+    pub(super) topics: BTreeMap<String, TopicMetadata>,
+    /// Consumer groups whose last write failed: their next one writes them whole.
+    pub(super) consumer_dirty: BTreeSet<String>,
 }
 
 /// A static member's JoinGroup waiting for the record of its new member id.
@@ -94,6 +101,12 @@ pub(crate) enum PendingAppend {
     GroupMetadata { group_id: String },
     /// Tombstones of expired offsets (and maybe their group); nothing waits on them.
     ExpiredOffsets { group_id: String },
+    /// A consumer group's records (KIP-848); the heartbeat's answer, if one waits on them.
+    ConsumerGroup {
+        group_id: String,
+        request_id: Option<RequestId>,
+        response: ConsumerGroupHeartbeatResponse,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -172,6 +185,9 @@ impl GroupCoordinator {
             timers: Timers::default(),
             uuids: UuidSource::new(seed),
             appends: Appends::default(),
+            consumer_groups: BTreeMap::new(),
+            topics: BTreeMap::new(),
+            consumer_dirty: BTreeSet::new(),
         }
     }
 

@@ -1,0 +1,307 @@
+//! KIP-848 consumer groups on the coordinator: ConsumerGroupHeartbeat, the members' session and
+//! revocation deadlines, and the records that make each change durable before its answer goes
+//! out. The group logic itself is in `crate::consumer`.
+
+use std::collections::BTreeMap;
+
+use super::state::{GroupCoordinator, PendingAppend};
+use crate::api::*;
+use crate::consumer::heartbeat::{heartbeat, remove_member, RevocationTimer, TopicsView};
+use crate::consumer::model::{ConsumerGroup, TopicMetadata};
+use crate::consumer::records::{group_records, ConsumerKey, ConsumerValue};
+use crate::effect::{Effect, Record};
+use crate::records;
+use crate::timer::{TimerAction, TimerKey};
+
+struct Topics<'a>(&'a BTreeMap<String, TopicMetadata>);
+
+impl TopicsView for Topics<'_> {
+    fn topic(&self, name: &str) -> Option<TopicMetadata> {
+        self.0.get(name).cloned()
+    }
+    fn names(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
+}
+
+fn session_key(group: &str, member: &str) -> TimerKey {
+    TimerKey::ConsumerSession {
+        group: group.to_string(),
+        member: member.to_string(),
+    }
+}
+
+fn revocation_key(group: &str, member: &str) -> TimerKey {
+    TimerKey::ConsumerRevocation {
+        group: group.to_string(),
+        member: member.to_string(),
+    }
+}
+
+fn error_response(code: i16, message: Option<String>) -> ConsumerGroupHeartbeatResponse {
+    ConsumerGroupHeartbeatResponse {
+        error_code: code,
+        error_message: message,
+        ..Default::default()
+    }
+}
+
+impl GroupCoordinator {
+    /// The cluster's topics, after each metadata change: a consumer group whose subscribed
+    /// topics changed gets a new target assignment at its next heartbeat.
+    pub fn update_topics(&mut self, topics: BTreeMap<String, TopicMetadata>) {
+        self.topics = topics;
+    }
+
+    /// A KIP-848 consumer group, for tooling and tests.
+    pub fn consumer_group(&self, group_id: &str) -> Option<&ConsumerGroup> {
+        self.consumer_groups.get(group_id)
+    }
+
+    pub(super) fn consumer_group_heartbeat(
+        &mut self,
+        now_ms: i64,
+        request_id: RequestId,
+        context: &RequestContext,
+        mut req: ConsumerGroupHeartbeatRequest,
+        out: &mut Vec<Effect>,
+    ) {
+        let respond = |out: &mut Vec<Effect>, r| {
+            out.push(Effect::Respond {
+                request_id,
+                response: Response::ConsumerGroupHeartbeat(r),
+            })
+        };
+        if let Some(classic) = self.groups.get(&req.group_id) {
+            // An empty classic group becomes a consumer group (its offsets stay); one with
+            // members does not.
+            if !classic.members.is_empty() || req.member_epoch != 0 {
+                let message = format!("Group {} is not a consumer group.", req.group_id);
+                let code = ResponseError::GroupIdNotFound.code();
+                return respond(out, error_response(code, Some(message)));
+            }
+            self.groups.remove(&req.group_id);
+            let key = records::encode_key(&records::RecordKey::GroupMetadata {
+                group: req.group_id.clone(),
+            });
+            let then = PendingAppend::GroupMetadata {
+                group_id: req.group_id.clone(),
+            };
+            let mut cx = Self::cx(
+                now_ms,
+                &self.config,
+                &mut self.timers,
+                &mut self.appends,
+                out,
+            );
+            cx.append(vec![Record::plain(key, None)], then);
+        }
+        req.version = context.api_version;
+        req.client_id = context.client_id.clone();
+        req.client_host = context.client_host.clone();
+        let before = self.consumer_groups.get(&req.group_id).cloned();
+        let group = self
+            .consumer_groups
+            .entry(req.group_id.clone())
+            .or_insert_with(|| ConsumerGroup::new(&req.group_id));
+        let uuids = &mut self.uuids;
+        let topics = Topics(&self.topics);
+        let result = heartbeat(group, &self.config.consumer, &topics, &req, now_ms, || {
+            uuids.next_uuid()
+        });
+        let outcome = match result {
+            Ok(o) => o,
+            Err(e) => {
+                if before.is_none() {
+                    self.consumer_groups.remove(&req.group_id);
+                }
+                return respond(out, error_response(e.code(), Some(e.to_string())));
+            }
+        };
+        let reply = outcome.reply.clone();
+        let id = reply.member_id.clone();
+        match outcome.session_deadline_ms {
+            Some(at) => {
+                self.timers
+                    .schedule(session_key(&req.group_id, &id), at, TimerAction::Heartbeat)
+            }
+            None => self.timers.cancel(&session_key(&req.group_id, &id)),
+        }
+        match outcome.revocation {
+            RevocationTimer::Start { at_ms } => self.timers.schedule(
+                revocation_key(&req.group_id, &id),
+                at_ms,
+                TimerAction::Heartbeat,
+            ),
+            RevocationTimer::Cancel => self.timers.cancel(&revocation_key(&req.group_id, &id)),
+            RevocationTimer::Keep => {}
+        }
+        let response = ConsumerGroupHeartbeatResponse {
+            member_id: Some(reply.member_id),
+            member_epoch: reply.member_epoch,
+            heartbeat_interval_ms: reply.heartbeat_interval_ms,
+            assignment: reply.assignment,
+            ..Default::default()
+        };
+        self.write_consumer_group(
+            now_ms,
+            &req.group_id,
+            before,
+            Some((request_id, response)),
+            out,
+        );
+    }
+
+    /// Writes what changed in a consumer group since `before` (the whole group when an earlier
+    /// write failed), then answers `answer`, or answers at once when nothing changed.
+    fn write_consumer_group(
+        &mut self,
+        now_ms: i64,
+        group_id: &str,
+        before: Option<ConsumerGroup>,
+        answer: Option<(RequestId, ConsumerGroupHeartbeatResponse)>,
+        out: &mut Vec<Effect>,
+    ) {
+        let after = self.consumer_groups.get(group_id);
+        let before = match self.consumer_dirty.remove(group_id) {
+            true => None,
+            false => before,
+        };
+        let records = changes(group_id, before.as_ref(), after);
+        if let Some(b) = &before {
+            for m in b
+                .members
+                .keys()
+                .filter(|m| after.is_none_or(|a| !a.members.contains_key(*m)))
+            {
+                self.timers.cancel(&session_key(group_id, m));
+                self.timers.cancel(&revocation_key(group_id, m));
+            }
+        }
+        let (request_id, response) = match answer {
+            Some((r, resp)) => (Some(r), resp),
+            None => (None, ConsumerGroupHeartbeatResponse::default()),
+        };
+        if records.is_empty() {
+            if let Some(request_id) = request_id {
+                out.push(Effect::Respond {
+                    request_id,
+                    response: Response::ConsumerGroupHeartbeat(response),
+                });
+            }
+            return;
+        }
+        let mut cx = Self::cx(
+            now_ms,
+            &self.config,
+            &mut self.timers,
+            &mut self.appends,
+            out,
+        );
+        let then = PendingAppend::ConsumerGroup {
+            group_id: group_id.to_string(),
+            request_id,
+            response,
+        };
+        cx.append(records, then);
+    }
+
+    /// A member's session or revocation deadline passed: it is fenced out of its group.
+    pub(super) fn expire_consumer_member(
+        &mut self,
+        at_ms: i64,
+        group_id: &str,
+        member_id: &str,
+        out: &mut Vec<Effect>,
+    ) {
+        let Some(group) = self.consumer_groups.get_mut(group_id) else {
+            return;
+        };
+        let before = group.clone();
+        if remove_member(group, member_id).is_none() {
+            return;
+        }
+        tracing::info!(group = %group_id, member = %member_id, "consumer group member fenced: session or revocation deadline passed");
+        self.write_consumer_group(at_ms, group_id, Some(before), None, out);
+    }
+
+    /// The records of a consumer group are durable (or failed): the heartbeat's answer goes
+    /// out; after a failure the group is written whole with its next change.
+    pub(super) fn consumer_group_appended(
+        &mut self,
+        group_id: String,
+        request_id: Option<RequestId>,
+        response: ConsumerGroupHeartbeatResponse,
+        result: Result<(), ResponseError>,
+        out: &mut Vec<Effect>,
+    ) {
+        let response = match result {
+            Ok(()) => response,
+            Err(e) => {
+                tracing::warn!(group = %group_id, error = %e, "failed to write consumer group records");
+                self.consumer_dirty.insert(group_id);
+                error_response(e.code(), None)
+            }
+        };
+        if let Some(request_id) = request_id {
+            out.push(Effect::Respond {
+                request_id,
+                response: Response::ConsumerGroupHeartbeat(response),
+            });
+        }
+    }
+
+    /// After loading: every consumer group member's session starts now.
+    pub(super) fn start_consumer_sessions(&mut self, now_ms: i64) {
+        let session = i64::from(self.config.consumer.session_timeout_ms);
+        for (id, g) in &self.consumer_groups {
+            for m in g.members.keys() {
+                self.timers
+                    .schedule(session_key(id, m), now_ms + session, TimerAction::Heartbeat);
+            }
+        }
+    }
+}
+
+/// The records that take a group from `before` to `after` (`None`: the group as a whole).
+fn changes(
+    group_id: &str,
+    before: Option<&ConsumerGroup>,
+    after: Option<&ConsumerGroup>,
+) -> Vec<Record> {
+    let old: BTreeMap<ConsumerKey, ConsumerValue> = before
+        .map(|b| group_records(b).into_iter().collect())
+        .unwrap_or_default();
+    let new: Vec<(ConsumerKey, ConsumerValue)> = after.map(group_records).unwrap_or_default();
+    let mut out = Vec::new();
+    // Tombstones first: a member's current assignment, target and metadata; the group last.
+    let gone = |k: &&ConsumerKey| !new.iter().any(|(n, _)| n == *k);
+    let mut removed: Vec<&ConsumerKey> = old.keys().filter(gone).collect();
+    removed.sort_by_key(|k| std::cmp::Reverse(tombstone_rank(k)));
+    for k in removed {
+        out.push(Record::plain(k.encode(), None));
+    }
+    for (k, v) in &new {
+        if old.get(k) != Some(v) {
+            out.push(Record::plain(k.encode(), Some(v.encode())));
+        }
+    }
+    debug_assert!(out.iter().all(
+        |r| ConsumerKey::decode(&r.key).is_ok_and(|k| k.is_some_and(|k| k.group() == group_id))
+    ));
+    out
+}
+
+fn tombstone_rank(k: &ConsumerKey) -> u8 {
+    match k {
+        ConsumerKey::CurrentMemberAssignment { .. } => 4,
+        ConsumerKey::TargetAssignmentMember { .. } => 3,
+        ConsumerKey::MemberMetadata { .. } => 2,
+        ConsumerKey::TargetAssignmentMetadata { .. } => 1,
+        ConsumerKey::GroupMetadata { .. } => 0,
+    }
+}
+
+#[cfg(test)]
+#[path = "consumer_tests.rs"]
+mod tests;

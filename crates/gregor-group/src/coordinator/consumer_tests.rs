@@ -1,0 +1,209 @@
+//! The coordinator driving KIP-848 groups: answers wait for their records, deadlines fence
+//! members, and a reload from the written records gives the same group.
+
+use std::collections::BTreeMap;
+
+use crate::api::*;
+use crate::consumer::model::{ConsumerGroupState, TopicMetadata};
+use crate::effect::{AppendToken, Effect, Record};
+use crate::{GroupConfig, GroupCoordinator};
+
+fn topics() -> BTreeMap<String, TopicMetadata> {
+    let t = TopicMetadata {
+        id: 7,
+        name: "t".into(),
+        partitions: 4,
+        replica_racks: Vec::new(),
+    };
+    BTreeMap::from([("t".to_string(), t)])
+}
+
+fn join(member: &str) -> Request {
+    Request::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest {
+        group_id: "g".into(),
+        member_id: member.into(),
+        rebalance_timeout_ms: 10_000,
+        subscribed_topic_names: Some(vec!["t".into()]),
+        owned: Some(Assignment::new()),
+        ..Default::default()
+    })
+}
+
+fn input(id: u64, request: Request) -> Input {
+    let context = RequestContext {
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        api_version: 1,
+    };
+    Input {
+        request_id: id,
+        context,
+        request,
+    }
+}
+
+struct H {
+    c: GroupCoordinator,
+    log: Vec<Record>,
+}
+
+impl H {
+    fn new() -> H {
+        let mut c = GroupCoordinator::new(GroupConfig::default(), 1);
+        c.update_topics(topics());
+        H { c, log: Vec::new() }
+    }
+
+    /// Completes every append at once (appending its records to the log), returning the answers.
+    fn settle(&mut self, now: i64, mut effects: Vec<Effect>) -> Vec<(u64, Response)> {
+        let mut answers = Vec::new();
+        while let Some(e) = effects.pop() {
+            match e {
+                Effect::Respond {
+                    request_id,
+                    response,
+                } => answers.push((request_id, response)),
+                Effect::Append { token, records } => {
+                    self.log.extend(records);
+                    effects.extend(self.c.append_completed(now, token, Ok(())));
+                }
+            }
+        }
+        answers
+    }
+}
+
+fn heartbeat_of(answers: &[(u64, Response)], id: u64) -> ConsumerGroupHeartbeatResponse {
+    answers
+        .iter()
+        .find_map(|(i, r)| match r {
+            Response::ConsumerGroupHeartbeat(h) if *i == id => Some(h.clone()),
+            _ => None,
+        })
+        .expect("an answer")
+}
+
+#[test]
+fn a_join_is_answered_once_its_records_are_durable() {
+    let mut h = H::new();
+    let effects = h.c.handle(0, input(1, join("a")));
+    let [Effect::Append { token, records }] = effects.as_slice() else {
+        panic!("one append and no answer yet: {effects:?}");
+    };
+    assert_eq!(
+        records.len(),
+        5,
+        "member, group epoch, target member and epoch, current assignment"
+    );
+    let answers = h.c.append_completed(0, *token, Ok(()));
+    let Effect::Respond {
+        response: Response::ConsumerGroupHeartbeat(r),
+        ..
+    } = &answers[0]
+    else {
+        panic!("{answers:?}");
+    };
+    assert_eq!((r.error_code, r.member_epoch), (0, 1));
+    assert_eq!(r.assignment.as_ref().map(|a| a[&7].len()), Some(4));
+}
+
+#[test]
+fn a_failed_write_fails_the_heartbeat_and_the_next_write_is_whole() {
+    let mut h = H::new();
+    let effects = h.c.handle(0, input(1, join("a")));
+    let Effect::Append { token, .. } = &effects[0] else {
+        panic!()
+    };
+    let answers =
+        h.c.append_completed(0, *token, Err(ResponseError::NotLeaderOrFollower));
+    let Effect::Respond {
+        response: Response::ConsumerGroupHeartbeat(r),
+        ..
+    } = &answers[0]
+    else {
+        panic!("{answers:?}");
+    };
+    assert_eq!(r.error_code, ResponseError::NotCoordinator.code());
+    let effects = h.c.handle(1, input(2, join("b")));
+    let Effect::Append { records, .. } = &effects[0] else {
+        panic!("{effects:?}")
+    };
+    // Both members' metadata, whole, though only b is new.
+    assert!(records.len() >= 8, "{}", records.len());
+}
+
+#[test]
+fn a_silent_member_is_fenced_at_its_session_and_the_group_reloads_from_the_log() {
+    let mut h = H::new();
+    let e = h.c.handle(0, input(1, join("a")));
+    h.settle(0, e);
+    let e = h.c.handle(0, input(2, join("b")));
+    let answers = h.settle(0, e);
+    assert_eq!(heartbeat_of(&answers, 2).member_epoch, 2);
+    // Only b heartbeats; a's session (45 s) ends.
+    for t in (5_000..=50_000).step_by(5_000) {
+        let req = Request::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest {
+            group_id: "g".into(),
+            member_id: "b".into(),
+            member_epoch: 2,
+            rebalance_timeout_ms: -1,
+            ..Default::default()
+        });
+        let e = h.c.handle(t, input(t as u64, req));
+        h.settle(t, e);
+    }
+    let g = h.c.consumer_group("g").expect("group");
+    assert!(!g.members.contains_key("a"));
+    assert_eq!(g.members["b"].assigned[&7].len(), 4);
+    assert_eq!(g.state(), ConsumerGroupState::Stable);
+    let mut loaded = GroupCoordinator::new(GroupConfig::default(), 2);
+    for r in &h.log {
+        loaded.replay(&r.key, r.value.as_deref()).expect("replays");
+    }
+    loaded.complete_load(60_000);
+    let back = loaded.consumer_group("g").expect("reloaded");
+    assert_eq!(back.members, g.members);
+    assert_eq!(
+        (back.group_epoch, back.target_epoch),
+        (g.group_epoch, g.target_epoch)
+    );
+    assert_eq!(back.target, g.target);
+    // The loaded member's session runs from the load.
+    assert!(loaded.tick(60_000 + 44_000).is_empty());
+    assert!(!loaded.tick(60_000 + 45_000).is_empty());
+}
+
+#[test]
+fn unload_answers_waiting_heartbeats_and_a_refused_heartbeat_creates_no_group() {
+    let mut h = H::new();
+    let effects = h.c.handle(0, input(1, join("a")));
+    assert!(matches!(
+        effects[0],
+        Effect::Append {
+            token: AppendToken(_),
+            ..
+        }
+    ));
+    let answers = h.c.unload();
+    let Effect::Respond {
+        response: Response::ConsumerGroupHeartbeat(r),
+        ..
+    } = &answers[0]
+    else {
+        panic!("{answers:?}");
+    };
+    assert_eq!(r.error_code, ResponseError::NotCoordinator.code());
+    assert!(h.c.consumer_group("g").is_none());
+    let unknown = Request::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest {
+        group_id: "g".into(),
+        member_id: "x".into(),
+        member_epoch: 3,
+        ..Default::default()
+    });
+    let answers = h.c.handle(0, input(2, unknown));
+    assert_eq!(heartbeat_of(&h.settle(0, answers), 2).error_code, 25);
+    assert!(
+        h.c.consumer_group("g").is_none(),
+        "a refused heartbeat creates no group"
+    );
+}
