@@ -190,7 +190,10 @@ fn replay_rejects_corrupt_records_and_skips_foreign_ones() {
     ));
     // KIP-848 records load into consumer groups; a truncated one is refused.
     assert!(c.replay(&[0, 3, 0, 1, b'g'], Some(&[0, 0])).is_err());
-    assert_eq!(c.replay(&[0, 3, 0, 1, b'g'], Some(&[0, 0, 0, 0, 0, 5, 0])), Ok(()));
+    assert_eq!(
+        c.replay(&[0, 3, 0, 1, b'g'], Some(&[0, 0, 0, 0, 0, 5, 0])),
+        Ok(())
+    );
     assert_eq!(c.consumer_group("g").map(|g| g.group_epoch), Some(5));
     // Record types of other group kinds (share groups: 10 and up) are skipped.
     assert_eq!(c.replay(&[0, 11, 0, 1, b's'], Some(&[0, 0])), Ok(()));

@@ -251,6 +251,26 @@ impl GroupCoordinator {
         }
     }
 
+    /// A consumer group's checks of an OffsetCommit (`None`: not a consumer group). Outside
+    /// the group (epoch -1) only an empty group takes commits; a member commits at its
+    /// current epoch (STALE_MEMBER_EPOCH otherwise), with OffsetCommit v9 or later.
+    pub(super) fn validate_consumer_commit(
+        &self,
+        ctx: &RequestContext,
+        req: &OffsetCommitRequest,
+    ) -> Option<Result<(), ResponseError>> {
+        let g = self.consumer_groups.get(&req.group_id)?;
+        if req.generation_id < 0 && g.members.is_empty() {
+            return Some(Ok(()));
+        }
+        Some(match g.members.get(&req.member_id) {
+            None => Err(ResponseError::UnknownMemberId),
+            Some(_) if ctx.api_version < 9 => Err(ResponseError::UnsupportedVersion),
+            Some(m) if m.member_epoch != req.generation_id => Err(ResponseError::StaleMemberEpoch),
+            Some(_) => Ok(()),
+        })
+    }
+
     /// After loading: every consumer group member's session starts now.
     pub(super) fn start_consumer_sessions(&mut self, now_ms: i64) {
         let session = i64::from(self.config.consumer.session_timeout_ms);

@@ -207,3 +207,69 @@ fn unload_answers_waiting_heartbeats_and_a_refused_heartbeat_creates_no_group() 
         "a refused heartbeat creates no group"
     );
 }
+
+fn commit(member: &str, epoch: i32) -> Request {
+    Request::OffsetCommit(OffsetCommitRequest {
+        group_id: "g".into(),
+        generation_id: epoch,
+        member_id: member.into(),
+        group_instance_id: None,
+        topics: vec![OffsetCommitTopic {
+            name: "t".into(),
+            partitions: vec![OffsetCommitPartition {
+                partition_index: 0,
+                committed_offset: 42,
+                ..Default::default()
+            }],
+        }],
+    })
+}
+
+/// An OffsetCommit v9 (the first that carries member epochs).
+fn v9(id: u64, request: Request) -> Input {
+    let mut i = input(id, request);
+    i.context.api_version = 9;
+    i
+}
+
+fn commit_error(answers: &[(u64, Response)], id: u64) -> Option<ResponseError> {
+    answers.iter().find_map(|(i, r)| match r {
+        Response::OffsetCommit(c) if *i == id => Some(c.topics[0].partitions[0].error),
+        _ => None,
+    })?
+}
+
+#[test]
+fn members_commit_at_their_epoch_and_outsiders_only_to_an_empty_group() {
+    let mut h = H::new();
+    let e = h.c.handle(0, input(1, join("a")));
+    h.settle(0, e);
+    let e = h.c.handle(0, v9(2, commit("a", 1)));
+    assert_eq!(commit_error(&h.settle(0, e), 2), None);
+    assert_eq!(
+        h.c.committed_offset("g", "t", 0).map(|o| o.offset),
+        Some(42)
+    );
+    let e = h.c.handle(0, v9(3, commit("a", 0)));
+    assert_eq!(
+        commit_error(&h.settle(0, e), 3),
+        Some(ResponseError::StaleMemberEpoch)
+    );
+    let e = h.c.handle(0, v9(4, commit("zz", 1)));
+    assert_eq!(
+        commit_error(&h.settle(0, e), 4),
+        Some(ResponseError::UnknownMemberId)
+    );
+    let e = h.c.handle(0, v9(5, commit("", -1)));
+    assert_eq!(
+        commit_error(&h.settle(0, e), 5),
+        Some(ResponseError::UnknownMemberId)
+    );
+    let mut old = input(6, commit("a", 1));
+    old.context.api_version = 8;
+    let e = h.c.handle(0, old);
+    assert_eq!(
+        commit_error(&h.settle(0, e), 6),
+        Some(ResponseError::UnsupportedVersion)
+    );
+}

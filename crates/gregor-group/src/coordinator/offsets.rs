@@ -176,31 +176,13 @@ impl GroupCoordinator {
                 response: Response::OffsetCommit(response),
             })
         };
-        if let Err(error) = self.commit_group(now, ctx, &req) {
+        let checked = match self.validate_consumer_commit(ctx, &req) {
+            Some(checked) => checked,
+            None => self.validate_classic_commit(now, ctx, &req, out),
+        };
+        if let Err(error) = checked {
             return reply(out, commit_error_response(&req, error));
         }
-        let g = self
-            .groups
-            .get(&req.group_id)
-            .expect("present or just created");
-        if let Err(error) = validate_offset_commit(g, &req) {
-            return reply(out, commit_error_response(&req, error));
-        }
-        // In the classic protocol a commit also keeps the member's session alive.
-        if g.is(GroupState::Stable) || g.is(GroupState::PreparingRebalance) {
-            if let Some(m) = g.member(&req.member_id) {
-                let session = m.session_timeout_ms;
-                let mut cx = Cx {
-                    now,
-                    config: &self.config,
-                    timers: &mut self.timers,
-                    appends: &mut self.appends,
-                    out,
-                };
-                cx.schedule_heartbeat(&req.group_id, &req.member_id, session);
-            }
-        }
-
         let CommitBatch {
             response,
             records,
@@ -234,6 +216,37 @@ impl GroupCoordinator {
                 response,
             },
         );
+    }
+
+    /// A classic (or simple) group's checks of a commit; a commit of a member also keeps its
+    /// session alive, as in Kafka's classic protocol.
+    fn validate_classic_commit(
+        &mut self,
+        now: i64,
+        ctx: &RequestContext,
+        req: &OffsetCommitRequest,
+        out: &mut Vec<Effect>,
+    ) -> Result<(), ResponseError> {
+        self.commit_group(now, ctx, req)?;
+        let g = self
+            .groups
+            .get(&req.group_id)
+            .expect("present or just created");
+        validate_offset_commit(g, req)?;
+        if g.is(GroupState::Stable) || g.is(GroupState::PreparingRebalance) {
+            if let Some(m) = g.member(&req.member_id) {
+                let session = m.session_timeout_ms;
+                let mut cx = Cx {
+                    now,
+                    config: &self.config,
+                    timers: &mut self.timers,
+                    appends: &mut self.appends,
+                    out,
+                };
+                cx.schedule_heartbeat(&req.group_id, &req.member_id, session);
+            }
+        }
+        Ok(())
     }
 
     /// The group a commit goes to: an existing one, or (for a commit outside any generation)
@@ -296,7 +309,8 @@ impl GroupCoordinator {
         let known = self
             .groups
             .get(&req.group_id)
-            .is_some_and(|g| !g.is(GroupState::Dead));
+            .is_some_and(|g| !g.is(GroupState::Dead))
+            || self.consumer_groups.contains_key(&req.group_id);
         let in_flight = self.txn_commits_in_flight(&req.group_id);
         // require_stable (v7+): an offset an open transaction may still change is not given out.
         let unstable = |topic: &str, partition: i32| {
