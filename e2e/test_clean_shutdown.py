@@ -82,8 +82,8 @@ def fully_replicated(node, topic, partitions):
 
 @pytest.mark.timeout(240)
 def test_sigterm_leaves_every_log_clean_on_every_node(cluster_factory, monkeypatch):
-    # The "log opened" lines are INFO: the broker's default filter shows them.
-    monkeypatch.delenv("RUST_LOG", raising=False)
+    # The "log opened" lines are DEBUG (one per partition): ask for them.
+    monkeypatch.setenv("RUST_LOG", "info,openraft=warn,gregor_log::open=debug")
     c = cluster_factory(3)
     nodes = list(c.nodes.values())
     err, msg = nodes[0].create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3)

@@ -21,7 +21,7 @@ use kafka_protocol::messages::{
     AlterPartitionRequest, AlterPartitionResponse, ApiKey, BrokerId, RequestKind, ResponseKind,
 };
 use kafka_protocol::ResponseError;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::forward::ControlPlane;
 use crate::isr::IsrProposal;
@@ -150,6 +150,7 @@ fn settle(
     batch: Vec<(Arc<Partition>, IsrProposal)>,
 ) -> Vec<(Arc<Partition>, IsrProposal)> {
     let mut unsettled = Vec::new();
+    let mut committed = 0usize;
     for (part, p) in batch {
         let answer = response.and_then(|r| {
             r.topics
@@ -167,7 +168,8 @@ fn settle(
         match code {
             None => {
                 // (Counted where the committed change is applied: `ReplicaManager::apply`.)
-                info!(topic = %part.topic, partition = part.index, isr = ?p.isr, "ISR change committed")
+                committed += 1;
+                debug!(topic = %part.topic, partition = part.index, isr = ?p.isr, "ISR change committed")
             }
             Some(e) => {
                 warn!(topic = %part.topic, partition = part.index, isr = ?p.isr, error = ?e, "ISR change refused")
@@ -176,6 +178,9 @@ fn settle(
         // The forwarding waited until this node applied what the controller committed: a
         // committed change has reached the leader already; otherwise it may propose again.
         part.isr_proposal_done(p.partition_epoch);
+    }
+    if committed > 0 {
+        info!(partitions = committed, "ISR changes committed");
     }
     unsettled
 }

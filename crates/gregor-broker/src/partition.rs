@@ -11,7 +11,7 @@ use gregor_log::{DurableToken, Log, LogError, RecordErrors};
 use gregor_meta::Uuid;
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{debug, warn};
 
 use crate::isr::{IsrChange, IsrProposal, LeaderState, PartitionState};
 use crate::last_stable::LastStable;
@@ -76,6 +76,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// What applying a committed partition state did to this replica.
 pub(crate) struct AppliedState {
+    /// It became the leader (a new epoch, or it followed before).
+    pub became_leader: bool,
     /// It became a follower of a new leader or epoch: the fetcher must find where its log
     /// diverges before fetching.
     pub became_follower: bool,
@@ -544,6 +546,7 @@ impl Partition {
         let is_leader = leader == self.node_id;
         let epoch = state.leader_epoch;
         let mut replication = lock(&self.replication);
+        let mut became_leader = false;
         let (became_follower, hw, isr_change) = match (&mut *replication, is_leader) {
             (Replication::Leader(l), true) if l.state().leader_epoch == epoch => {
                 // The ISR or the replica set changed; a smaller ISR can move the high watermark.
@@ -567,7 +570,8 @@ impl Partition {
                 let l = LeaderState::new(self.node_id, state, durable, now);
                 let hw = self.leader_hw(&l);
                 *replication = Replication::Leader(l);
-                info!(topic = %self.topic, partition = self.index, epoch, "became leader");
+                debug!(topic = %self.topic, partition = self.index, epoch, "became leader");
+                became_leader = true;
                 (false, Some(hw), None)
             }
             (
@@ -585,7 +589,7 @@ impl Partition {
                     leader_epoch: epoch,
                     in_sync: state.isr.contains(&self.node_id),
                 };
-                info!(topic = %self.topic, partition = self.index, epoch, leader, "became follower");
+                debug!(topic = %self.topic, partition = self.index, epoch, leader, "became follower");
                 (true, None, None)
             }
         };
@@ -601,6 +605,7 @@ impl Partition {
         self.hw.send_modify(|_| {});
         self.leo.send_modify(|_| {});
         AppliedState {
+            became_leader,
             became_follower,
             isr_change,
         }

@@ -13,7 +13,7 @@ use gregor_meta::{
     NO_LEADER,
 };
 use tokio::sync::{mpsc, watch};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::fetcher::FetcherManager;
 use crate::isr::{IsrProposal, PartitionState};
@@ -205,7 +205,7 @@ impl ReplicaManager {
 
     /// Queues an ISR change for the controller (see `alter_partition.rs`).
     pub fn propose_isr(&self, part: &Arc<Partition>, proposal: IsrProposal) {
-        info!(topic = %part.topic, partition = part.index, isr = ?proposal.isr, partition_epoch = proposal.partition_epoch, "proposing an ISR change");
+        debug!(topic = %part.topic, partition = part.index, isr = ?proposal.isr, partition_epoch = proposal.partition_epoch, "proposing an ISR change");
         if self
             .isr_proposals
             .send((part.clone(), proposal.clone()))
@@ -280,6 +280,11 @@ impl ReplicaManager {
             }
         });
         let opened = opened.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let mut summary = RoleSummary {
+            opened: opened.len(),
+            stopped: changes.stopped.len(),
+            ..RoleSummary::default()
+        };
         for p in changes.leaders.iter().chain(&changes.followers) {
             let key = (p.topic.clone(), p.id.partition);
             let Some(part) = self.get(&p.topic, p.id.partition) else {
@@ -287,6 +292,7 @@ impl ReplicaManager {
             };
             let reg = &p.registration;
             let applied = part.apply_state(reg.leader, partition_state(reg));
+            summary.count(&applied);
             if let Some(change) = applied.isr_change {
                 self.isr_changes.count(change);
             }
@@ -302,6 +308,7 @@ impl ReplicaManager {
         {
             self.roles_changed.send_modify(|n| *n += 1);
         }
+        summary.log(self.node_id);
     }
 
     /// Stops hosting the replica of topic id `id` (a replica of another topic of the same name
@@ -332,7 +339,7 @@ impl ReplicaManager {
             if let Err(e) = self.disk.remove_dir_all(&dir) {
                 warn!(dir = %dir.display(), error = %e, "cannot delete partition directory");
             } else {
-                info!(topic, partition = id.partition, "deleted partition");
+                debug!(topic, partition = id.partition, "deleted partition");
             }
         }
     }
@@ -445,7 +452,7 @@ impl ReplicaManager {
             is_leader: reg.leader == self.node_id,
             leader_epoch: reg.leader_epoch,
         };
-        info!(
+        debug!(
             topic,
             partition = index,
             node = self.node_id,
@@ -482,6 +489,7 @@ impl ReplicaManager {
             .unwrap_or_else(PoisonError::into_inner)
             .drain()
             .collect();
+        let logs = parts.len();
         for_each_parallel(parts, threads, |p| {
             let (topic, index) = (p.topic.as_str(), p.index);
             if let Err(e) = p.log.close() {
@@ -492,6 +500,7 @@ impl ReplicaManager {
                 warn!(topic, partition = index, error = %e, "cannot write the producer-state snapshot");
             }
         });
+        info!(logs, "partition logs closed");
     }
 }
 
@@ -569,4 +578,67 @@ pub fn log_config(view: &BrokerConfigView<'_>, topic: &str) -> LogConfig {
         }
     };
     c
+}
+
+/// What one metadata delta did to this node's replicas, told in one line: each partition's
+/// change is at DEBUG (a restart or a failover changes dozens at once).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct RoleSummary {
+    opened: usize,
+    stopped: usize,
+    leader: usize,
+    follower: usize,
+}
+
+impl RoleSummary {
+    fn count(&mut self, applied: &crate::partition::AppliedState) {
+        self.leader += usize::from(applied.became_leader);
+        self.follower += usize::from(applied.became_follower);
+    }
+
+    fn is_quiet(&self) -> bool {
+        *self == RoleSummary::default()
+    }
+
+    fn log(&self, node: i32) {
+        if !self.is_quiet() {
+            info!(
+                node,
+                became_leader = self.leader,
+                became_follower = self.follower,
+                opened = self.opened,
+                stopped = self.stopped,
+                "partition roles changed: became leader of {}, follower of {}",
+                self.leader,
+                self.follower
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod role_summary_tests {
+    use super::*;
+    use crate::partition::AppliedState;
+
+    fn applied(leader: bool, follower: bool) -> AppliedState {
+        AppliedState {
+            became_leader: leader,
+            became_follower: follower,
+            isr_change: None,
+        }
+    }
+
+    #[test]
+    fn counts_role_changes_only() {
+        let mut s = RoleSummary::default();
+        assert!(s.is_quiet());
+        s.count(&applied(false, false));
+        assert!(s.is_quiet(), "a partition whose role stayed is not told");
+        s.count(&applied(true, false));
+        s.count(&applied(false, true));
+        s.count(&applied(false, true));
+        assert_eq!((s.leader, s.follower), (1, 2));
+        assert!(!s.is_quiet());
+    }
 }

@@ -12,7 +12,9 @@ pub struct BrokerArgs {
     /// (security protocols from listener.security.protocol.map).
     #[arg(long)]
     pub listeners: Option<String>,
-    /// Roles of this node (process.roles); every node is broker,controller today.
+    /// Roles of this node (process.roles): broker, controller, or broker,controller (the
+    /// default: a combined node). A controller-only node serves the quorum on its CONTROLLER
+    /// listener and no clients; a broker-only node needs --controller-quorum-voters.
     #[arg(long)]
     pub process_roles: Option<String>,
     /// The controller quorum (controller.quorum.voters), e.g. 0@127.0.0.1:9093,1@127.0.0.1:9095.
@@ -40,18 +42,17 @@ pub struct BrokerArgs {
     /// Any setting, as key=value (repeatable; applied last).
     #[arg(long = "override", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// Log format on stderr: text, or json (one object per line, for log shippers). Default:
+    /// $GREGOR_LOG_FORMAT, else text. RUST_LOG sets the filter.
+    #[arg(long, value_enum)]
+    pub log_format: Option<crate::broker_log::LogFormat>,
 }
 
 pub fn run(args: BrokerArgs) -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            // openraft's own INFO lines narrate every election step; Gregor logs the outcomes.
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,openraft=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let env = std::env::var(crate::broker_log::FORMAT_ENV).ok();
+    let format =
+        crate::broker_log::choose(args.log_format, env.as_deref()).map_err(anyhow::Error::msg)?;
+    crate::broker_log::init(format);
     let config = broker_config(args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

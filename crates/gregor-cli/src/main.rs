@@ -8,6 +8,7 @@ mod bench_consume;
 mod bench_kafka;
 mod bench_replay;
 mod broker_cmd;
+mod broker_log;
 mod cluster_cmd;
 mod console_consumer;
 mod group_json;

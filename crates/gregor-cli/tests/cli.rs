@@ -941,3 +941,76 @@ fn features_describe_upgrade_downgrade_and_refusals() {
     assert_eq!(stdout.trim(), "transaction.version was disabled.");
     level("0");
 }
+
+/// A tool pointed at a controller listener says so at once instead of timing out: the
+/// listener answers the client's ApiVersions with ApiVersions alone.
+#[test]
+fn a_tool_on_a_controller_listener_says_so() {
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("free port")
+            .local_addr()
+            .expect("addr")
+            .port()
+    };
+    let (port, controller) = (free(), free());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let child = Command::new(env!("CARGO_BIN_EXE_gregor"))
+        .args([
+            "broker",
+            "--node-id",
+            "0",
+            "--listeners",
+            &format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}"),
+            "--controller-quorum-voters",
+            &format!("0@127.0.0.1:{controller}"),
+            "--data-dir",
+            dir.path().to_str().expect("utf-8"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("broker starts");
+    let broker = BrokerProcess {
+        child,
+        port,
+        _dir: dir,
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", broker.port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "broker did not listen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let started = std::time::Instant::now();
+    let err = fails(
+        &[
+            "topics",
+            "--list",
+            "--bootstrap-server",
+            &format!("127.0.0.1:{controller}"),
+        ],
+        None,
+    );
+    assert!(
+        err.contains("is a controller listener") && err.contains("use a broker listener"),
+        "{err}"
+    );
+    // Not the 10 s connect timeout a closed connection used to cost.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{err}"
+    );
+    let listed = gregor(
+        &[
+            "topics",
+            "--list",
+            "--bootstrap-server",
+            &format!("127.0.0.1:{}", broker.port),
+        ],
+        None,
+    );
+    assert!(listed.status.success(), "{listed:?}");
+}

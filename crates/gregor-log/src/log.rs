@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tracing::{debug, info};
+use tracing::debug;
 
 use crate::batch::{self, BatchHeader, Origin};
 use crate::checkpoint;
@@ -581,7 +581,7 @@ impl Log {
             checkpoint::RECOVERY_POINT,
             g.recovery_point,
         )?;
-        info!(dir = %self.dir.display(), offset, leo = g.log_end_offset(), "truncated log");
+        debug!(dir = %self.dir.display(), offset, leo = g.log_end_offset(), "truncated log");
         Ok(true)
     }
 
@@ -741,7 +741,7 @@ impl Log {
         disk.write_atomic(&self.dir.join(checkpoint::CLEAN_SHUTDOWN), b"0\n")?;
         g.marker_written = true;
         retire::delete_all(&mut g.retired, &disk);
-        info!(dir = %self.dir.display(), leo = g.log_end_offset(), "log closed cleanly");
+        debug!(dir = %self.dir.display(), leo = g.log_end_offset(), "log closed cleanly");
         Ok(())
     }
 

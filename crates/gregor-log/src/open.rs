@@ -5,7 +5,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use tracing::{info, warn};
+use tracing::{debug, warn};
 
 use crate::checkpoint;
 use crate::config::LogConfig;
@@ -86,7 +86,7 @@ impl Log {
         }
         disk.sync_dir(dir)?;
         let offsets = reconcile_checkpoints(dir, &disk, &ckpt, &loaded.segments)?;
-        info!(dir = %dir.display(), clean, segments = loaded.segments.len(), recovered = loaded.recovered.len(), lso = offsets.log_start_offset, leo = offsets.log_end_offset, hw = offsets.high_watermark, "log opened");
+        debug!(dir = %dir.display(), clean, segments = loaded.segments.len(), recovered = loaded.recovered.len(), lso = offsets.log_start_offset, leo = offsets.log_end_offset, hw = offsets.high_watermark, "log opened");
         let inner = Inner {
             config,
             segments: loaded.segments,

@@ -7,9 +7,11 @@
 mod durable;
 mod error;
 mod follower;
+mod kafka_probe;
 mod log_store;
 mod metadata_fetch;
 mod node;
+mod peer_health;
 pub mod rpc;
 pub mod session;
 #[cfg(feature = "simulation")]

@@ -25,7 +25,7 @@ use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 pub use crate::metadata_fetch::{MetadataFetch, MetadataUpdate};
 use crate::{decode, encode, NodeId, Raft, TypeConfig, MAX_MESSAGE_BYTES};
@@ -125,6 +125,16 @@ pub async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(
 pub async fn read_frame<R: AsyncRead + Unpin, T: serde::de::DeserializeOwned>(
     r: &mut R,
 ) -> io::Result<Option<T>> {
+    let Some(buf) = read_raw_frame(r).await? else {
+        return Ok(None);
+    };
+    decode(&buf)
+        .map(Some)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Reads one frame's bytes; `Ok(None)` at a clean end of stream.
+async fn read_raw_frame<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<Option<Vec<u8>>> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len).await {
         Ok(_) => {}
@@ -140,9 +150,7 @@ pub async fn read_frame<R: AsyncRead + Unpin, T: serde::de::DeserializeOwned>(
     }
     let mut buf = vec![0u8; len as usize];
     r.read_exact(&mut buf).await?;
-    decode(&buf)
-        .map(Some)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    Ok(Some(buf))
 }
 
 /// Serves one controller connection until it closes or sends something unreadable (no
@@ -180,16 +188,32 @@ pub async fn serve_controller_session<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// The next request on a served connection, or `None` when it is to close: at a clean end of
 /// stream, on a frame that does not read, or once the session ends (`session_end`).
-pub async fn next_request<S: AsyncRead + Unpin>(
+pub async fn next_request<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     session_end: Option<tokio::time::Instant>,
 ) -> Option<RpcRequest> {
     let read = async {
-        match read_frame(stream).await {
-            Ok(r) => r,
-            Err(e) => {
+        loop {
+            let buf = match read_raw_frame(stream).await {
+                Ok(buf) => buf?,
+                Err(e) => {
+                    debug!(error = %e, "closing controller connection");
+                    return None;
+                }
+            };
+            let e = match decode(&buf) {
+                Ok(request) => return Some(request),
+                Err(e) => e,
+            };
+            // A Kafka client on the wrong listener: answer its ApiVersions so that it can say
+            // so (see kafka_probe); its next request, not a controller RPC either, closes.
+            let Some(answer) = crate::kafka_probe::api_versions_answer(&buf) else {
                 debug!(error = %e, "closing controller connection");
-                None
+                return None;
+            };
+            debug!("a Kafka client's ApiVersions on the controller listener");
+            if stream.write_all(&answer).await.is_err() || stream.flush().await.is_err() {
+                return None;
             }
         }
     };
@@ -508,6 +532,8 @@ fn finished_output<T>(
 /// behind used up ephemeral ports.
 struct PeerPool<S> {
     idle: std::sync::Mutex<Vec<S>>,
+    /// Whether the peer answers, for one line when it goes and one when it is back.
+    health: std::sync::Mutex<crate::peer_health::PeerHealth>,
 }
 
 /// Idle connections kept per peer: enough for the replication stream plus the leadership checks
@@ -572,6 +598,7 @@ impl<C: Connector> Network<C> {
             .or_insert_with(|| {
                 Arc::new(PeerPool {
                     idle: Default::default(),
+                    health: Default::default(),
                 })
             })
             .clone()
@@ -625,11 +652,56 @@ impl<C: Connector> PeerConnection<C> {
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             result = self.client.call(&request, remaining).await;
         }
+        self.observe(&result);
         let response = result?;
         if let Some(stream) = self.client.stream.take() {
             self.pool.put(stream);
         }
         Ok(response)
+    }
+
+    /// Tells the operator when the peer stops answering and when it is back (openraft's own
+    /// per-attempt lines are filtered out by the broker's default log filter).
+    fn observe<T>(&self, result: &io::Result<T>) {
+        use crate::peer_health::Change;
+        let now = tokio::time::Instant::now();
+        let change = {
+            let mut health = self
+                .pool
+                .health
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match result {
+                Ok(_) => health.answered(now),
+                Err(e) => health.failed(now, e.kind() == io::ErrorKind::TimedOut),
+            }
+        };
+        let (voter, addr) = (self.target, self.client.addr.as_str());
+        let error = result.as_ref().err().map(|e| e.to_string());
+        match change {
+            None => {}
+            Some(Change::Down {
+                ever_answered: true,
+            }) => warn!(voter, addr, error, "controller peer unreachable"),
+            Some(Change::Down {
+                ever_answered: false,
+            }) => info!(voter, addr, error, "controller peer not reachable yet"),
+            Some(Change::StillDown { down_for, failures }) => info!(
+                voter,
+                addr,
+                error,
+                down_secs = down_for.as_secs(),
+                failures,
+                "controller peer still unreachable"
+            ),
+            Some(Change::Back { down_for, failures }) => info!(
+                voter,
+                addr,
+                down_ms = down_for.as_millis() as u64,
+                failures,
+                "controller peer reachable again"
+            ),
+        }
     }
 
     /// openraft backs a replication stream off for [`PeerConnection::backoff`] after an

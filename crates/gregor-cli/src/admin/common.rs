@@ -11,6 +11,23 @@ use gregor_client::sasl::ClientSasl;
 use gregor_client::tls::ClientTls;
 use gregor_client::{Admin, ClientConfig};
 
+/// A connection failure in the operator's terms. A controller listener answers a client's
+/// ApiVersions with ApiVersions alone (no Metadata): the address is a controller listener.
+pub fn explain_connect_error(e: gregor_client::Error) -> anyhow::Error {
+    match &e {
+        gregor_client::Error::UnsupportedVersion {
+            api: "Metadata",
+            broker,
+            broker_versions,
+            ..
+        } if broker_versions == "none" => anyhow!(
+            "{broker} is a controller listener (it serves the controller quorum, not clients); \
+             use a broker listener (an address of the broker's listeners other than CONTROLLER)"
+        ),
+        _ => anyhow::Error::new(e),
+    }
+}
+
 /// Connection options, named as in Kafka's tools.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConnectionArgs {
@@ -49,7 +66,9 @@ impl ConnectionArgs {
     }
 
     pub async fn connect(&self) -> Result<Admin> {
-        Ok(Admin::connect(self.client_config()?).await?)
+        Admin::connect(self.client_config()?)
+            .await
+            .map_err(explain_connect_error)
     }
 
     /// The server-side timeout sent in admin requests, within the client's own.

@@ -480,7 +480,7 @@ pub async fn run_configs(mut args: ConfigsArgs) -> Result<()> {
                 .await?
             {
                 if let Err(e) = result {
-                    bail!("{} '{entity}': {e}", entity_type.singular());
+                    return Err(entity_error(entity_type, &entity, &e));
                 }
             }
             if entity.is_empty() {
@@ -519,14 +519,31 @@ async fn describe(
         })
         .collect();
     for (resource, result) in admin.describe_configs(&resources, true, false).await? {
-        let entries =
-            result.map_err(|e| anyhow!("{} '{}': {e}", entity_type.singular(), resource.name))?;
+        let entries = result.map_err(|e| entity_error(entity_type, &resource.name, &e))?;
         print!(
             "{}",
             format_entity_configs(entity_type, &resource.name, all, &entries)
         );
     }
     Ok(())
+}
+
+/// An entity's refusal in the operator's terms. A cluster that does not serve group configs
+/// (the GROUP resource type, 32, of Kafka 4.0) refuses it with INVALID_REQUEST: say what that
+/// means rather than echo the code.
+fn entity_error(
+    entity_type: EntityType,
+    entity: &str,
+    e: &gregor_client::KafkaError,
+) -> anyhow::Error {
+    if entity_type == EntityType::Groups && e.code == gregor_client::KafkaCode::INVALID_REQUEST {
+        return anyhow!(
+            "group '{entity}': this cluster does not serve group configs (config resource type \
+             GROUP); a group's settings come from the broker configs group.* \
+             (gregor configs --describe --entity-type brokers --all)"
+        );
+    }
+    anyhow!("{} '{entity}': {e}", entity_type.singular())
 }
 
 /// Every config `--delete-config` names is set on the entity itself.
@@ -542,7 +559,7 @@ async fn check_deletable(
         .await?;
     let entries = match current.into_iter().next() {
         Some((_, Ok(entries))) => entries,
-        Some((_, Err(e))) => bail!("{} '{entity}': {e}", entity_type.singular()),
+        Some((_, Err(e))) => return Err(entity_error(entity_type, entity, &e)),
         None => Vec::new(),
     };
     let wanted = dynamic_source(entity_type, entity);
@@ -588,6 +605,23 @@ async fn all_entities(admin: &Admin, entity_type: EntityType) -> Result<Vec<Stri
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_cluster_without_group_configs_is_named_as_such() {
+        use gregor_client::{KafkaCode, KafkaError};
+        let refused = KafkaError::new(
+            KafkaCode::INVALID_REQUEST,
+            Some("unsupported resource type 32".into()),
+        );
+        let told = super::entity_error(super::EntityType::Groups, "g1", &refused).to_string();
+        assert!(told.contains("does not serve group configs"), "{told}");
+        // The same code for a topic is the broker's own message.
+        let told = super::entity_error(super::EntityType::Topics, "t", &refused).to_string();
+        assert!(told.starts_with("topic 't': INVALID_REQUEST"), "{told}");
+        let other = KafkaError::new(KafkaCode(29), None);
+        let told = super::entity_error(super::EntityType::Groups, "g1", &other).to_string();
+        assert!(told.starts_with("group 'g1': "), "{told}");
+    }
+
     use super::*;
     use clap::Parser;
     use gregor_client::admin::ConfigSynonym;

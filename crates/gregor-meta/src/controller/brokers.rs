@@ -50,6 +50,10 @@ pub struct BrokerHeartbeatReply {
     pub should_shut_down: bool,
 }
 
+/// The last heartbeat of a session ended because the broker's process is gone: long past
+/// any timeout, and told apart from a lapsed session when it is fenced.
+const ENDED_BY_PROBE_MS: i64 = i64::MIN / 2;
+
 impl Controller {
     fn session_timeout_ms(&self) -> i64 {
         self.config_view().i64("broker.session.timeout.ms")
@@ -278,20 +282,25 @@ impl Controller {
                 heard: false,
             });
             if now_ms - s.last_heartbeat_ms > timeout {
-                expired.push((b.id, b.epoch));
+                expired.push((b.id, b.epoch, s.last_heartbeat_ms == ENDED_BY_PROBE_MS));
             }
         }
         if expired.is_empty() {
             return Vec::new();
         }
         let mut staging = Staging::new(&self.image);
-        for (id, epoch) in expired {
-            tracing::warn!(
-                broker = id,
-                epoch,
-                timeout_ms = timeout,
-                "broker session expired; fencing"
-            );
+        for (id, epoch, probed) in expired {
+            if probed {
+                // The probe that found the process gone has told the operator already.
+                tracing::info!(broker = id, epoch, "fencing a broker whose process is gone");
+            } else {
+                tracing::warn!(
+                    broker = id,
+                    epoch,
+                    timeout_ms = timeout,
+                    "broker session expired; fencing"
+                );
+            }
             if self.fence(&mut staging, id, epoch).is_err() {
                 return Vec::new();
             }
@@ -306,7 +315,7 @@ impl Controller {
             self.sessions.insert(
                 id,
                 BrokerSession {
-                    last_heartbeat_ms: i64::MIN / 2,
+                    last_heartbeat_ms: ENDED_BY_PROBE_MS,
                     shutting_down: false,
                     heard: false,
                 },

@@ -123,16 +123,32 @@ impl Controller {
         }
         let mut staging = Staging::new(&self.image);
         let mut out = Vec::with_capacity(request.partitions.len());
+        let mut accepted = 0usize;
         for d in &request.partitions {
             let id = TopicIdPartition {
                 topic_id: d.topic_id,
                 partition: d.partition,
             };
+            let before = staging.records.len();
             let r = self.alter_one(&mut staging, request.broker_id, d);
-            if let Err(e) = &r {
-                tracing::info!(broker = request.broker_id, topic_id = %d.topic_id, partition = d.partition, code = ?e.code, message = %e.message, "AlterPartition rejected");
+            match &r {
+                Err(e) => {
+                    let topic = self.image.topic_by_id(d.topic_id).map(|t| t.name.as_str());
+                    tracing::info!(broker = request.broker_id, topic, topic_id = %d.topic_id, partition = d.partition, code = ?e.code, message = %e.message, "AlterPartition rejected");
+                }
+                Ok(_) if staging.records.len() > before => accepted += 1,
+                Ok(_) => {}
             }
             out.push((id, r));
+        }
+        // One line per request; each partition's change is at DEBUG (a restarted replica
+        // rejoins the ISR of every partition it hosts at once).
+        if accepted > 0 {
+            tracing::info!(
+                broker = request.broker_id,
+                partitions = accepted,
+                "AlterPartition: ISR changes accepted"
+            );
         }
         ControllerResult::new(staging.records, Ok(out))
     }
@@ -170,7 +186,7 @@ impl Controller {
         let leader_moved = matches!(change.leader, LeaderChange::To(l) if l != broker);
         let (topic_id, partition) = (topic.id, d.partition);
         let epochs_before = (part.leader_epoch, part.partition_epoch);
-        tracing::info!(broker, %topic_id, partition, isr = ?d.new_isr, "AlterPartition accepted");
+        tracing::debug!(broker, topic = %topic.name, %topic_id, partition, isr = ?d.new_isr, "AlterPartition accepted");
         staging.push(MetadataRecord::PartitionChange(change))?;
         let after = staging
             .image
