@@ -18,7 +18,7 @@ use prometheus_client::registry::Registry;
 use crate::broker_view::BrokerView;
 use crate::groups::GroupObservation;
 use crate::metrics::partitions::PartitionFilter;
-use crate::metrics::{process, txns};
+use crate::metrics::{kafka_names, process, txns};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PartitionLabels {
@@ -85,6 +85,13 @@ pub(super) async fn render(b: BrokerView<'_>) -> String {
         .metrics
         .encode_events(&mut out)
         .and_then(|()| prometheus_client::encoding::text::encode_registry(&mut out, &state))
+        .map(|()| {
+            // metrics.naming=kafka: the same values again under Kafka's names.
+            if kafka_names::enabled(&b.config.settings) {
+                let kafka = kafka_names::render(&out);
+                out.push_str(&kafka);
+            }
+        })
         .and_then(|()| prometheus_client::encoding::text::encode_eof(&mut out));
     if let Err(e) = encoded {
         tracing::warn!(error = %e, "cannot encode metrics");

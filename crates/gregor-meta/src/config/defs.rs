@@ -142,6 +142,7 @@ const SECURITY_PROTOCOLS: &[&str] = &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SAS
 const SSL_CLIENT_AUTH: &[&str] = &["required", "requested", "none"];
 /// `metrics.listener.authentication`.
 const METRICS_AUTHENTICATION: &[&str] = &["none", "basic", "mtls"];
+const METRICS_NAMING: &[&str] = &["gregor", "kafka"];
 const PROCESS_ROLES: &[&str] = &["broker", "controller"];
 /// `authorizer.class.name`: none, Gregor's authorizer, or the Kafka name of the same thing.
 const AUTHORIZER_CLASSES: &[&str] = &[
@@ -432,6 +433,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Who may read /metrics and /ui on metrics.listener: none (anyone who reaches it), basic (HTTP Basic with a SCRAM user of the metadata log), mtls (the client certificate's principal)."),
     broker("metrics.partition.topics", String, Some(""), Any, false,
         "Topics whose partitions get per-partition series on /metrics: a regular expression matching whole topic names; empty (the default): every topic but the internal ones (__ names)."),
+    broker("metrics.naming", String, Some("gregor"), OneOf(METRICS_NAMING), false,
+        "Names on /metrics: gregor (the default: Gregor's own) or kafka (Gregor's own and, beside them, the names the Prometheus JMX exporter gives Kafka's broker metrics)."),
     broker("socket.request.max.bytes", Int, Some("104857600"), AtLeast(1), false, "Largest request accepted; larger ones close the connection."),
     // Gregor leaves the socket buffers to the kernel by default (Kafka's 100 KiB turns off
     // Linux's buffer autotuning).
