@@ -42,10 +42,20 @@ def gregor_bin():
     return path
 
 
+_HANDED_OUT = set()
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now and never handed out before in this run: the kernel may offer a port
+    it just gave again, so two calls in a row (a broker's listener and its metrics listener)
+    could otherwise get the same one."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 class NotYet(Exception):
