@@ -12,13 +12,19 @@
 //! - `/ui/api/group?id=<group>`: one of them in full: members (client ids, hosts, assignments),
 //!   committed offsets and lag, and the rebalance timeline its coordinator recorded;
 //! - `/ui/api/transactions`: the open transactions of this node's transaction coordinator
-//!   shards (DescribeTransactions' view of them).
+//!   shards (DescribeTransactions' view of them);
+//! - `/ui/api/messages?topic=&partition=...`: one page of a partition's records, read from its
+//!   leader's log as a read_committed Fetch reads it (`messages`, `browse`), for a viewer that
+//!   may READ the topic.
 //!
 //! It shows nothing a Kafka client could not ask for (Metadata, DescribeCluster, DescribeLogDirs,
-//! DescribeGroups, OffsetFetch) and changes nothing. This module is the imperative shell: it
-//! reads the broker's state; `view` and `timeline` turn it into JSON and are pure.
+//! DescribeGroups, OffsetFetch, ListOffsets, Fetch) and changes nothing. This module is the
+//! imperative shell: it reads the broker's state; `view`, `timeline` and `browse` turn it into
+//! JSON and are pure.
 
+mod browse;
 mod merge;
+mod messages;
 mod timeline;
 mod view;
 
@@ -192,7 +198,26 @@ pub async fn answer(
             }
             group(b, &id, scope, viewer, &visible).await
         }
+        "messages" => browse_messages(b, viewer, query, scope).await,
         _ => Page::error(StatusCode::NOT_FOUND, &format!("no API {api:?}")),
+    }
+}
+
+/// `/ui/api/messages`: the query checked (400 with the reason), then one page of records.
+async fn browse_messages(
+    b: BrokerView<'_>,
+    viewer: &Viewer,
+    query: Option<&str>,
+    scope: Scope,
+) -> Page {
+    let get = |name: &str| param(query, name).map_err(|e| e.to_string());
+    let q = match browse::parse(&get) {
+        Ok(q) => q,
+        Err(e) => return Page::error(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    match messages::messages(b, viewer, q, scope == Scope::Local).await {
+        Ok(v) => Page::json(&v),
+        Err((status, message)) => Page::error(status, &message),
     }
 }
 

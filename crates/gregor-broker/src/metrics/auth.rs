@@ -329,6 +329,11 @@ impl Viewer {
         self.may(AclOperation::Describe, AclResourceType::Topic, topic)
     }
 
+    /// READ on a topic: what the console's message browser needs, as Fetch does.
+    pub fn may_read_topic(&self, topic: &str) -> bool {
+        self.may(AclOperation::Read, AclResourceType::Topic, topic)
+    }
+
     pub fn may_describe_group(&self, group: &str) -> bool {
         self.may(AclOperation::Describe, AclResourceType::Group, group)
     }

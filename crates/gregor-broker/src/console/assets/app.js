@@ -1,7 +1,8 @@
 // Gregor's read-only console. Plain DOM, no framework: every string from the broker goes into the
 // page as text (textContent), never as HTML, since group, client and topic names are chosen by
 // clients. Pages are selected by the URL fragment (#/brokers, #/topics, #/groups,
-// #/group/<id>, #/transactions) and refreshed every REFRESH_MS from the JSON under /ui/api/.
+// #/group/<id>, #/transactions, #/messages?topic=...) and refreshed every REFRESH_MS from the
+// JSON under /ui/api/ (the Messages page only when asked: it reads records).
 "use strict";
 
 const REFRESH_MS = 2000;
@@ -108,42 +109,160 @@ function brokersPage(c) {
   ];
 }
 
-function topicsPage(c) {
-  const out = [h("h2", null, "Topics")];
-  if (!c.topics.length) out.push(h("p", { class: "muted" }, "No topics."));
-  for (const t of c.topics) {
-    const under = t.partitions.filter((p) => p.under_replicated).length;
-    const rows = t.partitions.map((p) => h("tr", {
-      class: p.offline ? "offline" : p.under_replicated ? "under-replicated" : null,
-      "data-partition": p.partition,
-    },
-      h("td", { class: "num" }, p.partition),
-      h("td", { class: "num" }, p.leader >= 0 ? p.leader : "none"),
-      h("td", null, ids(p.replicas)),
-      h("td", null, ids(p.isr)),
-      h("td", null,
-        p.offline ? h("span", { class: "badge offline" }, "offline") : null,
-        p.under_replicated ? h("span", { class: "badge under" }, "under-replicated") : null,
-        p.adding.length ? h("span", { class: "badge" }, `adding ${ids(p.adding)}`) : null,
-        p.removing.length ? h("span", { class: "badge" }, `removing ${ids(p.removing)}`) : null),
-      h("td", { class: "num" }, num(p.size_bytes)),
-      h("td", { class: "num" }, num(p.log_start_offset)),
-      h("td", { class: "num" }, num(p.high_watermark)),
-      h("td", { class: "num" }, num(p.log_end_offset)),
-      h("td", { class: "num" }, num(p.last_stable_offset)),
-      // Only where read_committed consumers are held back: a 0 would be noise on every row.
-      h("td", { class: "num lso-lag" }, p.lso_lag ? h("span", { class: "lag-warn" }, num(p.lso_lag)) : "")));
-    out.push(h("section", { class: "card", "data-topic": t.name },
-      h("h3", null, t.name, " ", t.internal ? h("span", { class: "badge" }, "internal") : null,
-        under ? h("span", { class: "badge under" }, `${under} under-replicated`) : null),
-      table([["partition", "num"], ["leader", "num"], ["replicas"], ["isr"], [""], ["size (bytes)", "num"],
-        ["start offset", "num"], ["high watermark", "num"], ["end offset", "num"],
-        ["last stable offset", "num"], ["LSO lag", "num"]], rows)));
+// Sizes in binary units, the exact byte count in the cell's title.
+function bytes(v) {
+  if (v === null || v === undefined) return "—";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let x = Number(v);
+  let i = 0;
+  while (x >= 1024 && i < units.length - 1) { x /= 1024; i += 1; }
+  return i === 0 ? `${x} B` : `${x.toFixed(x < 10 ? 2 : 1)} ${units[i]}`;
+}
+
+function sizeCell(v, attrs) {
+  return h("td", { class: "num", title: v === null || v === undefined ? null : `${num(v)} bytes`, ...attrs }, bytes(v));
+}
+
+// A topic's numbers over its partitions; sizes only where the leader's are known.
+function topicStats(t) {
+  const sizes = t.partitions.map((p) => p.size_bytes).filter((s) => s !== null && s !== undefined);
+  const total = sizes.reduce((a, b) => a + b, 0);
+  const largest = sizes.length ? Math.max(...sizes) : null;
+  const mean = sizes.length ? total / sizes.length : 0;
+  const records = t.partitions.every((p) => p.high_watermark !== null && p.log_start_offset !== null)
+    ? t.partitions.reduce((a, p) => a + (p.high_watermark - p.log_start_offset), 0) : null;
+  return {
+    size: sizes.length ? total : null,
+    largest,
+    // Partition skew: the largest partition over the mean; 1 when they are even.
+    skew: mean > 0 ? largest / mean : null,
+    records,
+    rf: t.partitions.length ? Math.max(...t.partitions.map((p) => p.replicas.length)) : 0,
+    under: t.partitions.filter((p) => p.under_replicated).length,
+    offline: t.partitions.filter((p) => p.offline).length,
+  };
+}
+
+// The Topics page's state lives in its URL (#/topics?q=...&internal=1&open=<topic>), so that a
+// refresh keeps it and a link shows the same view.
+function topicsState() {
+  const p = hashParams();
+  return { q: p.get("q") || "", internal: p.get("internal") === "1", open: new Set(p.getAll("open")) };
+}
+
+function setTopicsState(s) {
+  const p = new URLSearchParams();
+  if (s.q) p.set("q", s.q);
+  if (s.internal) p.set("internal", "1");
+  for (const o of s.open) p.append("open", o);
+  const qs = p.toString();
+  history.replaceState(null, "", `#/topics${qs ? `?${qs}` : ""}`);
+}
+
+// Shows the topics the search and the internal switch let through, in place (no redraw, so the
+// search box keeps its focus).
+function applyTopicFilter() {
+  const s = topicsState();
+  const needle = s.q.toLowerCase();
+  let shown = 0;
+  let total = 0;
+  for (const el of document.querySelectorAll("#main [data-topic][data-internal]")) {
+    const ok = (s.internal || el.dataset.internal !== "true") && el.dataset.topic.toLowerCase().includes(needle);
+    el.hidden = !ok;
+    if (el.tagName === "TR") { total += 1; if (ok) shown += 1; }
   }
+  const count = document.getElementById("topics-shown");
+  if (count) count.textContent = `${shown} of ${total} topics shown`;
+}
+
+function topicControls(s) {
+  const search = h("input", { type: "search", id: "topic-search", placeholder: "search topics", value: s.q, "aria-label": "search topics" });
+  search.addEventListener("input", () => { setTopicsState({ ...topicsState(), q: search.value }); applyTopicFilter(); });
+  const internal = h("input", { type: "checkbox", id: "show-internal", checked: s.internal });
+  internal.addEventListener("change", () => { setTopicsState({ ...topicsState(), internal: internal.checked }); applyTopicFilter(); });
+  return h("div", { class: "controls" }, search,
+    h("label", null, internal, " show internal topics"), h("span", { class: "muted", id: "topics-shown" }));
+}
+
+function openTopic(name) {
+  const s = topicsState();
+  s.open.add(name);
+  setTopicsState(s);
+  const d = document.querySelector(`#main section[data-topic="${CSS.escape(name)}"] details`);
+  if (d) { d.open = true; d.scrollIntoView(); }
+}
+
+function topicsOverview(c) {
+  const rows = c.topics.map((t) => {
+    const st = topicStats(t);
+    const skewed = st.skew !== null && t.partitions.length > 1 && st.skew >= 2;
+    const name = h("a", { href: "#", class: "topic-name" }, t.name);
+    name.addEventListener("click", (e) => { e.preventDefault(); openTopic(t.name); });
+    return h("tr", { "data-topic": t.name, "data-internal": String(t.internal), class: st.offline ? "offline" : st.under ? "under-replicated" : null },
+      h("td", null, name, " ", t.internal ? h("span", { class: "badge" }, "internal") : null),
+      h("td", { class: "num" }, t.partitions.length),
+      h("td", { class: "num" }, st.rf),
+      sizeCell(st.size, { "data-bytes": st.size }),
+      sizeCell(st.largest),
+      h("td", { class: `num skew${skewed ? " lag-warn" : ""}`, title: "largest partition's size / mean partition size" },
+        st.skew === null ? "—" : `${st.skew.toFixed(2)}×`),
+      h("td", { class: "num" }, num(st.records)),
+      h("td", { class: "num" }, st.under || ""),
+      h("td", { class: "num" }, st.offline || ""),
+      h("td", null, h("a", { href: messagesHref({ topic: t.name, partition: 0, newest: "true" }) }, "messages")));
+  });
+  return table([["topic"], ["partitions", "num"], ["replication", "num"], ["size", "num"], ["largest partition", "num"],
+    ["skew", "num"], ["offsets", "num"], ["under-replicated", "num"], ["offline", "num"], [""]], rows, { id: "topics-overview" });
+}
+
+function topicDetails(t, open) {
+  const under = t.partitions.filter((p) => p.under_replicated).length;
+  const rows = t.partitions.map((p) => h("tr", {
+    class: p.offline ? "offline" : p.under_replicated ? "under-replicated" : null,
+    "data-partition": p.partition,
+  },
+    h("td", { class: "num" }, p.partition),
+    h("td", { class: "num" }, p.leader >= 0 ? p.leader : "none"),
+    h("td", null, ids(p.replicas)),
+    h("td", null, ids(p.isr)),
+    h("td", null,
+      p.offline ? h("span", { class: "badge offline" }, "offline") : null,
+      p.under_replicated ? h("span", { class: "badge under" }, "under-replicated") : null,
+      p.adding.length ? h("span", { class: "badge" }, `adding ${ids(p.adding)}`) : null,
+      p.removing.length ? h("span", { class: "badge" }, `removing ${ids(p.removing)}`) : null),
+    sizeCell(p.size_bytes),
+    h("td", { class: "num" }, num(p.log_start_offset)),
+    h("td", { class: "num" }, num(p.high_watermark)),
+    h("td", { class: "num" }, num(p.log_end_offset)),
+    h("td", { class: "num" }, num(p.last_stable_offset)),
+    // Only where read_committed consumers are held back: a 0 would be noise on every row.
+    h("td", { class: "num lso-lag" }, p.lso_lag ? h("span", { class: "lag-warn" }, num(p.lso_lag)) : ""),
+    h("td", null, h("a", { href: messagesHref({ topic: t.name, partition: p.partition, newest: "true" }) }, "messages"))));
+  const details = h("details", { open },
+    h("summary", null, h("h3", null, t.name, " ", t.internal ? h("span", { class: "badge" }, "internal") : null,
+      under ? h("span", { class: "badge under" }, `${under} under-replicated`) : null)),
+    table([["partition", "num"], ["leader", "num"], ["replicas"], ["isr"], [""], ["size", "num"],
+      ["start offset", "num"], ["high watermark", "num"], ["end offset", "num"],
+      ["last stable offset", "num"], ["LSO lag", "num"], [""]], rows));
+  details.addEventListener("toggle", () => {
+    const s = topicsState();
+    if (details.open) s.open.add(t.name); else s.open.delete(t.name);
+    setTopicsState(s);
+  });
+  return h("section", { class: "card", "data-topic": t.name, "data-internal": String(t.internal) }, details);
+}
+
+function topicsPage(c) {
+  const s = topicsState();
+  const out = [h("h2", null, "Topics"), topicControls(s)];
+  if (!c.topics.length) out.push(h("p", { class: "muted" }, "No topics."));
+  else out.push(topicsOverview(c), h("p", { class: "muted" }, "Click a topic for its partitions."));
+  for (const t of c.topics) out.push(topicDetails(t, s.open.has(t.name)));
   const unread = (c.sizes_unread || []).map((n) => `node ${n.node_id} (${n.error})`);
   out.push(h("p", { class: "muted", id: "sizes-source" },
     `Sizes and offsets are the partition leader's: node ${c.node_id}'s own replica when it leads, else read from the leader's console. ` +
     "— when the partition has no live leader" + (unread.length ? `, or its leader could not be read: ${unread.join("; ")}` : "") + ". " +
+    "Offsets = high watermark − start offset, summed over the partitions (transaction markers and aborted records included). Skew = the largest partition's size over the mean (amber from 2×). " +
     "LSO lag = high watermark − last stable offset: records read_committed consumers cannot read yet, held by an open transaction."));
   return out;
 }
@@ -291,6 +410,164 @@ function groupPage(g) {
   ];
 }
 
+// ---- messages ------------------------------------------------------------------------------
+
+// The query after "#/<page>?" in the URL.
+function hashParams() {
+  const i = location.hash.indexOf("?");
+  return new URLSearchParams(i < 0 ? "" : location.hash.slice(i + 1));
+}
+
+function messagesHref(params) {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") p.set(k, v);
+  return `#/messages?${p.toString()}`;
+}
+
+// The browse parameters the Messages page keeps in its URL and passes to /ui/api/messages.
+const BROWSE_KEYS = ["topic", "partition", "offset", "timestamp", "newest", "limit", "filter", "filter_on", "decode", "isolation"];
+
+function browseParams() {
+  const p = hashParams();
+  const out = {};
+  for (const k of BROWSE_KEYS) if (p.has(k)) out[k] = p.get(k);
+  return out;
+}
+
+// The cluster (for the pickers), then the page of records when a topic is picked. A refusal of
+// the records (a bad offset, no READ permission) is shown under the form, which stays usable.
+async function loadMessages() {
+  const cluster = await getJson("/ui/api/cluster");
+  const params = browseParams();
+  let messages = null;
+  let error = null;
+  if (params.topic !== undefined) {
+    const qs = new URLSearchParams(params).toString();
+    try { messages = await getJson(`/ui/api/messages?${qs}`); } catch (e) { error = e.message; }
+  }
+  return { node_id: cluster.node_id, via_node: messages?.via_node, cluster, params, messages, error };
+}
+
+function select(id, options, value) {
+  return h("select", { id, name: id }, options.map(([v, label]) =>
+    h("option", { value: v, selected: String(v) === String(value) }, label)));
+}
+
+function seekOf(params) {
+  if (params.offset !== undefined) return ["offset", params.offset];
+  if (params.timestamp !== undefined) return ["timestamp", params.timestamp];
+  if (params.newest !== undefined) return ["newest", ""];
+  return ["earliest", ""];
+}
+
+// A timestamp typed as milliseconds or as a date the browser parses (ISO 8601).
+function timestampMs(text) {
+  if (/^\d+$/.test(text.trim())) return text.trim();
+  const t = Date.parse(text);
+  return Number.isNaN(t) ? text : String(t);
+}
+
+function browseForm(d) {
+  const p = d.params;
+  const topics = d.cluster.topics;
+  const topic = p.topic ?? (topics[0] && topics[0].name);
+  const partitionsOf = (name) => (topics.find((t) => t.name === name)?.partitions || []).map((x) => [x.partition, x.partition]);
+  const topicSel = select("topic", topics.map((t) => [t.name, t.internal ? `${t.name} (internal)` : t.name]), topic);
+  const partSel = select("partition", partitionsOf(topic), p.partition ?? 0);
+  topicSel.addEventListener("change", () => partSel.replaceChildren(...partitionsOf(topicSel.value).map(([v]) => h("option", { value: v }, v))));
+  const [mode, value] = seekOf(p);
+  const seekSel = select("seek", [["earliest", "from the start"], ["offset", "from offset"], ["timestamp", "from time"], ["newest", "newest"]], mode);
+  const seekVal = h("input", { id: "seek-value", value, placeholder: "offset, or ms / 2026-01-31T12:00:00Z", size: 28 });
+  const limit = h("input", { id: "limit", type: "number", min: 1, max: 500, value: p.limit ?? 50 });
+  const filter = h("input", { id: "filter", type: "search", value: p.filter ?? "", placeholder: "substring", maxlength: 128 });
+  const filterOn = select("filter_on", [["any", "key, value or header"], ["key", "key"], ["value", "value"], ["header", "header"]], p.filter_on ?? "any");
+  const decode = select("decode", [["utf8", "UTF-8"], ["json", "JSON"], ["hex", "hex"]], p.decode ?? "utf8");
+  const isolation = select("isolation", [["read_committed", "read_committed"], ["read_uncommitted", "read_uncommitted (aborted flagged)"]], p.isolation ?? "read_committed");
+  const form = h("form", { id: "browse-form", class: "controls" },
+    h("label", null, "topic ", topicSel), h("label", null, "partition ", partSel),
+    h("label", null, "seek ", seekSel), seekVal, h("label", null, "limit ", limit),
+    h("label", null, "filter ", filter), h("label", null, "in ", filterOn),
+    h("label", null, "decode ", decode), h("label", null, "isolation ", isolation),
+    h("button", { type: "submit" }, "Show"));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const q = { topic: topicSel.value, partition: partSel.value, limit: limit.value, filter: filter.value,
+      filter_on: filterOn.value, decode: decode.value, isolation: isolation.value };
+    if (seekSel.value === "offset") q.offset = seekVal.value.trim();
+    if (seekSel.value === "timestamp") q.timestamp = timestampMs(seekVal.value);
+    if (seekSel.value === "newest") q.newest = "true";
+    location.hash = messagesHref(q);
+  });
+  return form;
+}
+
+// A key, value or header value as the broker decoded it.
+function field(v, cls) {
+  if (v === null || v === undefined) return h("span", { class: "muted" }, "null");
+  const note = [v.note, v.truncated ? `cut: ${num(v.bytes)} bytes in all` : null].filter(Boolean).join("; ");
+  return h("span", { class: `field ${cls}`, "data-encoding": v.encoding, title: note || `${num(v.bytes)} bytes` },
+    v.encoding === "json" ? h("pre", null, v.text) : v.text,
+    v.truncated ? h("span", { class: "muted" }, " …") : null,
+    v.note ? h("span", { class: "badge" }, v.encoding) : null);
+}
+
+function messageRow(r) {
+  return h("tr", { "data-offset": r.offset, class: r.aborted ? "aborted" : null },
+    h("td", { class: "num" }, r.offset),
+    h("td", { class: "mono", title: r.timestamp_type }, when(r.timestamp)),
+    h("td", { class: "key" }, field(r.key, "key")),
+    h("td", { class: "headers" }, r.headers.length ? h("ul", null, r.headers.map((x) =>
+      h("li", { "data-header": x.key }, h("b", null, x.key), ": ", field(x.value, "header-value")))) : "—"),
+    h("td", { class: "value" }, field(r.value, "value")),
+    h("td", null, r.aborted ? h("span", { class: "badge fenced" }, "aborted transaction") : null,
+      r.transactional ? h("span", { class: "badge" }, "transactional") : null));
+}
+
+function pager(m, params) {
+  const base = { ...params };
+  delete base.offset; delete base.timestamp; delete base.newest;
+  const prevStart = Math.max(m.log_start_offset, m.start_offset - m.limit);
+  const prev = m.start_offset > m.log_start_offset
+    ? h("a", { id: "page-prev", href: messagesHref({ ...base, offset: prevStart }) }, `← previous (from offset ${prevStart})`)
+    : h("span", { class: "muted", id: "page-prev" }, "← previous");
+  const next = m.more
+    ? h("a", { id: "page-next", href: messagesHref({ ...base, offset: m.next_offset }) }, `next (from offset ${m.next_offset}) →`)
+    : h("span", { class: "muted", id: "page-next" }, `next → (nothing readable past offset ${m.next_offset} yet)`);
+  return h("div", { class: "pager" }, prev, " ", next);
+}
+
+function messagesResult(m, params) {
+  const s = m.skipped;
+  const stopped = { limit: "the page is full", "answer budget": "the page reached its size budget",
+    "scan budget": "this read examined its budget of log bytes" }[m.stopped_by];
+  return [
+    h("p", { id: "browse-summary" },
+      `${m.topic}-${m.partition} from offset ${m.start_offset}: ${m.records.length} record(s) shown` +
+      (m.filter ? ` matching "${m.filter}" (${m.filter_on})` : "") +
+      `; log start ${num(m.log_start_offset)}, high watermark ${num(m.high_watermark)}, last stable offset ${num(m.last_stable_offset)}; ` +
+      `read ${m.isolation} up to ${num(m.end_offset)}` + (stopped ? `; stopped because ${stopped}.` : ".")),
+    h("p", { class: "muted", id: "browse-skipped" },
+      `Passed over: ${s.control_batches} transaction marker batch(es), ${s.aborted_records} record(s) of aborted transactions, ` +
+      `${s.filtered_out} record(s) not matching the filter. Read from node ${m.leader}'s log` +
+      (m.via_node !== undefined ? ` by node ${m.via_node}.` : ".")),
+    pager(m, params),
+    m.records.length ? table([["offset", "num"], ["timestamp"], ["key"], ["headers"], ["value"], [""]],
+      m.records.map(messageRow), { id: "messages" }) : h("p", { class: "muted", id: "no-messages" }, "No records on this page."),
+    pager(m, params),
+  ];
+}
+
+function messagesPage(d) {
+  const out = [h("h2", null, "Messages"), browseForm(d)];
+  if (d.error) out.push(h("div", { class: "error-box", id: "browse-error" }, d.error));
+  else if (d.messages) out.push(...messagesResult(d.messages, d.params));
+  else out.push(h("p", { class: "muted" }, "Pick a topic and partition."));
+  out.push(h("p", { class: "muted" }, "Records are read from the partition leader's log as a consumer's Fetch reads them: " +
+    "read_committed stops at the last stable offset and leaves out aborted transactions; transaction markers are never shown. " +
+    "This page does not refresh by itself: press Show."));
+  return out;
+}
+
 // ---- routing -------------------------------------------------------------------------------
 
 function route() {
@@ -301,25 +578,34 @@ function route() {
     try { id = decodeURIComponent(m[1]); } catch { id = m[1]; }
     return { page: "groups", api: `/ui/api/group?id=${encodeURIComponent(id)}`, render: groupPage };
   }
-  if (hash === "#/topics") return { page: "topics", api: "/ui/api/cluster", render: topicsPage };
+  if (hash === "#/topics" || hash.startsWith("#/topics?")) return { page: "topics", api: "/ui/api/cluster", render: topicsPage };
+  if (hash === "#/messages" || hash.startsWith("#/messages?")) return { page: "messages", load: loadMessages, render: messagesPage, auto: false };
   if (hash === "#/groups") return { page: "groups", api: "/ui/api/groups", render: groupsPage };
   if (hash === "#/transactions") return { page: "transactions", api: "/ui/api/transactions", render: transactionsPage };
   return { page: "brokers", api: "/ui/api/cluster", render: brokersPage };
 }
 
-async function refresh() {
+// `timed`: the periodic redraw, which waits while someone types in the page's controls.
+async function refresh(timed) {
   clearTimeout(timer);
   const mine = ++generation;
   const r = route();
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("current", a.dataset.page === r.page);
   const main = document.getElementById("main");
   try {
-    const data = await getJson(r.api);
+    const data = r.load ? await r.load() : await getJson(r.api);
     if (mine !== generation) return;
+    // Someone is typing in the page's controls: keep them, draw at the next tick.
+    const typing = main.contains(document.activeElement) && document.activeElement.matches("input, select");
+    if (timed && typing && main.dataset.page === r.page) {
+      if (!document.hidden) timer = setTimeout(() => refresh(true), REFRESH_MS);
+      return;
+    }
     // replaceChildren would show a null as the text "null": drop the pages' absent parts.
     main.replaceChildren(...r.render(data).filter((x) => x !== null && x !== undefined && x !== false));
     main.dataset.page = r.page;
     main.dataset.loaded = "true";
+    if (r.page === "topics") applyTopicFilter();
     setStatus(`node ${data.via_node ?? data.node_id} · updated ${new Date().toLocaleTimeString("en-GB")}`);
   } catch (e) {
     if (mine !== generation) return;
@@ -327,9 +613,9 @@ async function refresh() {
     main.dataset.loaded = "error";
     setStatus("cannot reach the broker", true);
   }
-  if (!document.hidden) timer = setTimeout(refresh, REFRESH_MS);
+  if (!document.hidden && r.auto !== false) timer = setTimeout(() => refresh(true), REFRESH_MS);
 }
 
-window.addEventListener("hashchange", refresh);
-document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(); });
+window.addEventListener("hashchange", () => refresh());
+document.addEventListener("visibilitychange", () => { if (!document.hidden && route().auto !== false) refresh(true); });
 refresh();
