@@ -152,6 +152,11 @@ class ConfluentMember:
             **{k: v for k, v in GROUP_TIMINGS.items()},
             **(extra or {}),
         }
+        if self.conf.get("group.protocol") == "consumer":
+            # KIP-848: the broker assigns and sets the timings; librdkafka refuses these.
+            for k in ("partition.assignment.strategy", "session.timeout.ms",
+                      "heartbeat.interval.ms"):
+                self.conf.pop(k, None)
         self.member_id = None
         self.errors = []  # errors poll() returned, judged by stop()
         self.stalled = False  # stall() was called: "max poll interval exceeded" is expected

@@ -15,13 +15,19 @@ def emit(kind, parts):
 
 def run_confluent(a):
     from confluent_kafka import Consumer
-    c = Consumer({
+    conf = {
         "bootstrap.servers": a.bootstrap, "broker.address.family": "v4", "group.id": a.group,
-        "client.id": a.name, "partition.assignment.strategy": a.strategy,
-        "session.timeout.ms": a.session_ms, "heartbeat.interval.ms": a.heartbeat_ms,
-        "enable.auto.commit": False,
+        "client.id": a.name, "enable.auto.commit": False,
         **({"max.poll.interval.ms": a.max_poll_ms} if a.max_poll_ms else {}),
-    })
+    }
+    if a.lib == "confluent-consumer":
+        # KIP-848: the broker assigns (`--strategy` names its server-side assignor) and sets
+        # the session and heartbeat timings.
+        conf.update({"group.protocol": "consumer", "group.remote.assignor": a.strategy})
+    else:
+        conf.update({"partition.assignment.strategy": a.strategy,
+                     "session.timeout.ms": a.session_ms, "heartbeat.interval.ms": a.heartbeat_ms})
+    c = Consumer(conf)
     c.subscribe([a.topic], on_assign=lambda c, p: emit("assign", p),
                 on_revoke=lambda c, p: emit("revoke", p), on_lost=lambda c, p: emit("lost", p))
     deadline = time.monotonic() + a.max_seconds
@@ -61,7 +67,7 @@ def main():
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--group", required=True)
     ap.add_argument("--topic", required=True)
-    ap.add_argument("--lib", choices=["confluent", "kafka-python"], required=True)
+    ap.add_argument("--lib", choices=["confluent", "confluent-consumer", "kafka-python"], required=True)
     ap.add_argument("--strategy", required=True)
     ap.add_argument("--name", required=True)
     ap.add_argument("--session-ms", type=int, required=True)
@@ -70,7 +76,7 @@ def main():
                     help="max.poll.interval.ms: the rebalance timeout the member sends")
     ap.add_argument("--max-seconds", type=float, default=60)
     a = ap.parse_args()
-    (run_confluent if a.lib == "confluent" else run_kafka_python)(a)
+    (run_kafka_python if a.lib == "kafka-python" else run_confluent)(a)
     return 0
 
 

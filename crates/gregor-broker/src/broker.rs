@@ -1093,7 +1093,9 @@ async fn route(
         | RequestKind::OffsetFetch(_)
         | RequestKind::DescribeGroups(_)
         | RequestKind::ListGroups(_)
-        | RequestKind::DeleteGroups(_)) => {
+        | RequestKind::DeleteGroups(_)
+        | RequestKind::ConsumerGroupHeartbeat(_)
+        | RequestKind::ConsumerGroupDescribe(_)) => {
             return handlers::groups::handle(b.control_plane(), &b.groups, ctx, r)
                 .await
                 .into()

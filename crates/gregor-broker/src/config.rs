@@ -295,6 +295,39 @@ fn node_id(settings: &mut StaticBrokerConfig) -> Result<i32, ConfigError> {
     Ok(node_id)
 }
 
+/// KIP-848's settings lie within their bounds, and a member heartbeats within its session.
+fn consumer_group_bounds(settings: &StaticBrokerConfig) -> Result<(), ConfigError> {
+    let int = |k: &str| settings.get(k).and_then(|v| v.as_i64()).unwrap_or(0);
+    for what in ["session.timeout.ms", "heartbeat.interval.ms"] {
+        let (key, min_key, max_key) = (
+            format!("group.consumer.{what}"),
+            format!("group.consumer.min.{what}"),
+            format!("group.consumer.max.{what}"),
+        );
+        let (v, min, max) = (int(&key), int(&min_key), int(&max_key));
+        if min > max {
+            return Err(invalid(format!(
+                "{min_key} ({min}) must not exceed {max_key} ({max})"
+            )));
+        }
+        if v < min || v > max {
+            return Err(invalid(format!(
+                "{key} ({v}) must lie within {min_key} ({min}) and {max_key} ({max})"
+            )));
+        }
+    }
+    let (beat, session) = (
+        int("group.consumer.heartbeat.interval.ms"),
+        int("group.consumer.session.timeout.ms"),
+    );
+    if beat >= session {
+        return Err(invalid(format!(
+            "group.consumer.heartbeat.interval.ms ({beat}) must be below group.consumer.session.timeout.ms ({session})"
+        )));
+    }
+    Ok(())
+}
+
 /// `process.roles` and `controller.listener.names`.
 struct Roles {
     roles: Vec<String>,
@@ -798,6 +831,7 @@ impl BrokerConfig {
     pub fn from_options(opts: &BrokerOptions) -> Result<BrokerConfig, ConfigError> {
         let mut settings = settings_from(&option_pairs(opts)?)?;
         let node_id = node_id(&mut settings)?;
+        consumer_group_bounds(&settings)?;
         let roles = Roles::of(&settings);
         let listeners = ListenerConfig::of(&settings, &roles)?;
         let voters = quorum_voters(&settings, node_id, &roles, &listeners)?;

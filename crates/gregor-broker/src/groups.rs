@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use gregor_group::consumer::model::TopicMetadata;
 use gregor_group::{
     partition_for, AppendToken, Effect, GroupConfig, GroupCoordinator, Input, ListGroupsRequest,
     ListGroupsResponse, Record, Request, RequestContext, Response,
@@ -47,7 +48,12 @@ enum Msg {
     /// A transaction marker of this producer (`commit`, else abort) was appended to the
     /// shard's partition.
     TxnMarker { producer_id: i64, commit: bool },
+    /// The cluster's topics for consumer groups' assignors, ahead of a request that needs them.
+    Topics(Arc<ConsumerTopics>),
 }
+
+/// The cluster's topics by name, as KIP-848 assignors see them.
+pub type ConsumerTopics = BTreeMap<String, TopicMetadata>;
 
 /// One group as its coordinator shard sees it.
 #[derive(Debug, Clone)]
@@ -108,6 +114,9 @@ pub struct Groups {
     /// them once installed. Only the first marker of a producer matters: while a shard loads it
     /// writes nothing, so no offsets can become pending for a producer after its marker.
     early_markers: Mutex<BTreeMap<i32, BTreeMap<i64, bool>>>,
+    /// The topics of the last metadata image a consumer group heartbeat saw, built once per
+    /// image.
+    topics: Mutex<Option<(Arc<gregor_meta::MetadataImage>, Arc<ConsumerTopics>)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -133,6 +142,7 @@ impl Groups {
         Groups {
             table: ShardTable::new(OFFSETS_TOPIC, "group coordinator"),
             early_markers: Mutex::new(BTreeMap::new()),
+            topics: Mutex::new(None),
         }
     }
 
@@ -233,6 +243,37 @@ impl Groups {
             .await
             .map_err(|_| ResponseError::NotCoordinator)?;
         rx.await.map_err(|_| ResponseError::NotCoordinator)
+    }
+
+    /// The topics of `image` for consumer groups (built once per image).
+    pub fn consumer_topics(&self, image: &Arc<gregor_meta::MetadataImage>) -> Arc<ConsumerTopics> {
+        let mut cache = lock(&self.topics);
+        if let Some((seen, topics)) = cache.as_ref() {
+            if Arc::ptr_eq(seen, image) {
+                return topics.clone();
+            }
+        }
+        let topics = Arc::new(crate::group_wire::consumer_topics(image));
+        *cache = Some((image.clone(), topics.clone()));
+        topics
+    }
+
+    /// [`Groups::call`] for a request that needs the cluster's topics: they reach the shard
+    /// first, on the same queue.
+    pub async fn call_with_topics(
+        &self,
+        b: ControlPlane<'_>,
+        group: &str,
+        context: RequestContext,
+        request: Request,
+        topics: Arc<ConsumerTopics>,
+    ) -> Result<Response, ResponseError> {
+        let p = self.ensure_topic_for(b, group).await?;
+        if let Ok(tx) = self.table.route(p) {
+            // A shard gone meanwhile answers the request NOT_COORDINATOR below.
+            let _ = tx.send(Msg::Topics(topics)).await;
+        }
+        self.call(b, group, context, request).await
     }
 
     /// A transaction marker of `producer_id` (`commit`, else abort) was appended to
@@ -406,6 +447,7 @@ pub fn shard_settings(config: &BrokerConfig) -> ShardSettings {
         offsets_retention_ms: config
             .int("offsets.retention.minutes")
             .saturating_mul(60_000),
+        consumer: consumer_settings(config),
         #[cfg(feature = "simulation")]
         planted_stale_sync: planted!(StaleSyncAssignment),
         #[cfg(feature = "simulation")]
@@ -422,6 +464,22 @@ pub fn shard_settings(config: &BrokerConfig) -> ShardSettings {
         retention_check: Duration::from_millis(
             config.int("offsets.retention.check.interval.ms").max(1) as u64,
         ),
+    }
+}
+
+/// KIP-848 groups' settings (bounds checked when the configuration was read).
+fn consumer_settings(config: &BrokerConfig) -> gregor_group::ConsumerGroupConfig {
+    let assignors = config
+        .settings
+        .get("group.consumer.assignors")
+        .and_then(|v| v.as_list().map(<[String]>::to_vec))
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| vec!["uniform".to_string()]);
+    gregor_group::ConsumerGroupConfig {
+        session_timeout_ms: config.int("group.consumer.session.timeout.ms") as i32,
+        heartbeat_interval_ms: config.int("group.consumer.heartbeat.interval.ms") as i32,
+        max_size: config.int("group.consumer.max.size").max(1) as usize,
+        assignors,
     }
 }
 
@@ -619,6 +677,10 @@ fn on_msg(
             producer_id,
             commit,
         } => coordinator.complete_transaction(now_ms(), producer_id, commit),
+        Msg::Topics(topics) => {
+            coordinator.update_topics(topics);
+            Vec::new()
+        }
     }
 }
 

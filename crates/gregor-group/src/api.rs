@@ -41,6 +41,7 @@ pub enum Request {
     DeleteGroups(DeleteGroupsRequest),
     TxnOffsetCommit(TxnOffsetCommitRequest),
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
+    ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -56,6 +57,7 @@ pub enum Response {
     DeleteGroups(DeleteGroupsResponse),
     TxnOffsetCommit(TxnOffsetCommitResponse),
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
+    ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
 }
 
 /// The numeric Kafka error code of an optional error (0 for none).
@@ -345,7 +347,7 @@ pub struct ListedGroup {
     pub group_id: String,
     pub protocol_type: String,
     pub group_state: String,
-    /// Always `classic` here.
+    /// `classic` or `consumer` (KIP-848).
     pub group_type: String,
 }
 
@@ -403,4 +405,42 @@ pub struct ConsumerGroupHeartbeatResponse {
     pub heartbeat_interval_ms: i32,
     /// Sent when the member's assignment changed, or it reported another one.
     pub assignment: Option<Assignment>,
+}
+
+/// ConsumerGroupDescribe (KIP-848): groups of one coordinator.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConsumerGroupDescribeRequest {
+    pub group_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConsumerGroupDescribeResponse {
+    pub groups: Vec<DescribedConsumerGroup>,
+}
+
+/// One consumer group as ConsumerGroupDescribe shows it; topics by id (the shell names them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DescribedConsumerGroup {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub group_id: String,
+    pub group_state: String,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor_name: String,
+    pub members: Vec<DescribedConsumerMember>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DescribedConsumerMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub member_epoch: i32,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
+    pub assignment: Assignment,
+    pub target_assignment: Assignment,
 }

@@ -26,7 +26,7 @@ mod timer;
 pub mod txn;
 
 pub use api::*;
-pub use config::GroupConfig;
+pub use config::{ConsumerGroupConfig, GroupConfig};
 pub use coordinator::{
     CommittedOffset, GroupCoordinator, GroupSummary, MemberSummary, ReplayError,
 };

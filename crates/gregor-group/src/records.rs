@@ -285,14 +285,22 @@ impl<'a> Reader<'a> {
 
     /// Skips a flexible version's tagged fields (none of them are known to us).
     pub(crate) fn tagged_fields(&mut self) -> Result<(), CodecError> {
+        self.tagged_fields_each(|_, _| {})
+    }
+
+    /// Reads the tagged fields, handing each (tag, bytes) to `on`.
+    pub(crate) fn tagged_fields_each(
+        &mut self,
+        mut on: impl FnMut(u64, &'a [u8]),
+    ) -> Result<(), CodecError> {
         if !self.flexible {
             return Ok(());
         }
         let count = self.uvarint()?;
         for _ in 0..count {
-            let _tag = self.uvarint()?;
+            let tag = self.uvarint()?;
             let size = self.uvarint()?;
-            self.take(usize::try_from(size).unwrap_or(usize::MAX))?;
+            on(tag, self.take(usize::try_from(size).unwrap_or(usize::MAX))?);
         }
         Ok(())
     }

@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 /// (the epoch bump at every decision, partitions added by Produce and TxnOffsetCommit).
 pub const TRANSACTION_VERSION: &str = "transaction.version";
 
+/// `group.version` (KIP-848): 1 enables the consumer group protocol (ConsumerGroupHeartbeat).
+pub const GROUP_VERSION: &str = "group.version";
+
 /// A feature the brokers support: its range of levels, and the level a new cluster starts at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SupportedFeature {
@@ -24,12 +27,20 @@ pub struct SupportedFeature {
 }
 
 /// Every feature Gregor's brokers support.
-pub const SUPPORTED_FEATURES: &[SupportedFeature] = &[SupportedFeature {
-    name: TRANSACTION_VERSION,
-    min_version: 0,
-    max_version: 2,
-    bootstrap_level: 2,
-}];
+pub const SUPPORTED_FEATURES: &[SupportedFeature] = &[
+    SupportedFeature {
+        name: GROUP_VERSION,
+        min_version: 0,
+        max_version: 1,
+        bootstrap_level: 1,
+    },
+    SupportedFeature {
+        name: TRANSACTION_VERSION,
+        min_version: 0,
+        max_version: 2,
+        bootstrap_level: 2,
+    },
+];
 
 /// A supported feature by name.
 pub fn supported_feature(name: &str) -> Option<&'static SupportedFeature> {

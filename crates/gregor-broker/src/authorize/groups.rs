@@ -1,11 +1,13 @@
 //! FindCoordinator (DESCRIBE on the group or transactional id) and the group APIs: READ on the
-//! group to join, sync, heartbeat, leave or commit (and READ on each committed topic), DESCRIBE
-//! to fetch offsets (of the topics it may DESCRIBE) or describe it, DELETE to delete it;
-//! ListGroups lists the groups it may DESCRIBE, or all with DESCRIBE on the cluster.
+//! group to join, sync, heartbeat (classic or KIP-848), leave or commit (and READ on each committed
+//! topic, DESCRIBE on each topic a KIP-848 member subscribes to by name), DESCRIBE to fetch
+//! offsets (of the topics it may DESCRIBE) or describe it, DELETE to delete it; ListGroups lists
+//! the groups it may DESCRIBE, or all with DESCRIBE on the cluster.
 
 use std::collections::BTreeSet;
 
 use gregor_meta::acl::{AclOperation, AclResourceType, CLUSTER_RESOURCE_NAME};
+use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup as ConsumerDescribedGroup;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -17,6 +19,10 @@ use kafka_protocol::messages::{
     ApiKey, BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
     DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, OffsetCommitRequest,
     OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, RequestKind, ResponseKind,
+};
+use kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
 };
 use kafka_protocol::ResponseError;
 
@@ -35,6 +41,7 @@ pub(super) fn gate(d: &dyn Decide, api: ApiKey, version: i16, request: RequestKi
         RequestKind::Heartbeat(r) => Some(group_read(&r.group_id)),
         RequestKind::LeaveGroup(r) => Some(group_read(&r.group_id)),
         RequestKind::OffsetCommit(r) => Some(group_read(&r.group_id)),
+        RequestKind::ConsumerGroupHeartbeat(r) => Some(group_read(&r.group_id)),
         RequestKind::OffsetFetch(r) if version < 8 => {
             Some(d.allows(AclOperation::Describe, AclResourceType::Group, &r.group_id))
         }
@@ -49,6 +56,8 @@ pub(super) fn gate(d: &dyn Decide, api: ApiKey, version: i16, request: RequestKi
         RequestKind::OffsetCommit(r) => offset_commit(d, r),
         RequestKind::OffsetFetch(r) => offset_fetch(d, r, version),
         RequestKind::DescribeGroups(r) => describe_groups(d, r),
+        RequestKind::ConsumerGroupHeartbeat(r) => consumer_group_heartbeat(d, r),
+        RequestKind::ConsumerGroupDescribe(r) => consumer_group_describe(d, r),
         RequestKind::DeleteGroups(r) => delete_groups(d, r),
         r @ RequestKind::ListGroups(_) => Gate::Run(r, on_response(list_groups_visible)),
         other => Gate::Run(other, no_fixup()),
@@ -279,6 +288,69 @@ fn describe_groups(d: &dyn Decide, mut r: DescribeGroupsRequest) -> Gate {
         empty,
         fixup,
     )
+}
+
+/// ConsumerGroupHeartbeat (after READ on the group): DESCRIBE on every topic named in the
+/// subscription, else TOPIC_AUTHORIZATION_FAILED naming them, as Kafka answers.
+fn consumer_group_heartbeat(d: &dyn Decide, r: ConsumerGroupHeartbeatRequest) -> Gate {
+    let refused: Vec<&str> = r
+        .subscribed_topic_names
+        .iter()
+        .flatten()
+        .map(|t| t.0.as_str())
+        .filter(|t| !d.allows(AclOperation::Describe, AclResourceType::Topic, t))
+        .collect();
+    if refused.is_empty() {
+        return Gate::Run(RequestKind::ConsumerGroupHeartbeat(r), no_fixup());
+    }
+    let mut out = ConsumerGroupHeartbeatResponse::default();
+    out.error_code = ResponseError::TopicAuthorizationFailed.code();
+    out.error_message = Some(s(format!(
+        "The member is not authorized to describe topics {}.",
+        refused.join(", ")
+    )));
+    Gate::Answer(Reply::Respond(ResponseKind::ConsumerGroupHeartbeat(out)))
+}
+
+/// ConsumerGroupDescribe: DESCRIBE on each group; KIP-430's authorized operations when asked.
+fn consumer_group_describe(d: &dyn Decide, mut r: ConsumerGroupDescribeRequest) -> Gate {
+    let with_operations = r.include_authorized_operations;
+    let groups = std::mem::take(&mut r.group_ids);
+    let (kept, refused) = split(
+        d,
+        AclOperation::Describe,
+        AclResourceType::Group,
+        groups,
+        |g| g.0.as_str(),
+    );
+    let answers: Vec<ConsumerDescribedGroup> = refused
+        .into_iter()
+        .map(|g| {
+            let mut out = ConsumerDescribedGroup::default();
+            out.group_id = g;
+            out.error_code = GROUP_AUTHORIZATION_FAILED.code();
+            out.authorized_operations = i32::MIN;
+            out
+        })
+        .collect();
+    r.group_ids = kept;
+    let fixup = on_response(move |d, resp| match resp {
+        ResponseKind::ConsumerGroupDescribe(mut resp) => {
+            if with_operations {
+                for g in resp.groups.iter_mut().filter(|g| g.error_code == 0) {
+                    g.authorized_operations =
+                        d.authorized_operations(AclResourceType::Group, &g.group_id.0);
+                }
+            }
+            resp.groups.extend(answers);
+            ResponseKind::ConsumerGroupDescribe(resp)
+        }
+        other => other,
+    });
+    let empty = ResponseKind::ConsumerGroupDescribe(ConsumerGroupDescribeResponse::default());
+    let nothing_left = r.group_ids.is_empty();
+    let request = RequestKind::ConsumerGroupDescribe(r);
+    run_unless_empty(d, nothing_left, request, empty, fixup)
 }
 
 /// DeleteGroups: DELETE on each group.

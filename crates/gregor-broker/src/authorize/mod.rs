@@ -211,7 +211,9 @@ pub fn gate(
         | RequestKind::OffsetFetch(_)
         | RequestKind::DescribeGroups(_)
         | RequestKind::ListGroups(_)
-        | RequestKind::DeleteGroups(_)) => groups::gate(d, api, version, r),
+        | RequestKind::DeleteGroups(_)
+        | RequestKind::ConsumerGroupHeartbeat(_)
+        | RequestKind::ConsumerGroupDescribe(_)) => groups::gate(d, api, version, r),
         r @ (RequestKind::AddPartitionsToTxn(_)
         | RequestKind::AddOffsetsToTxn(_)
         | RequestKind::EndTxn(_)

@@ -249,7 +249,7 @@ pub fn delete_groups_response(
 }
 
 /// Groups ids by hosting partition, partitions in order of first appearance.
-fn by_partition(ids: Vec<String>, num_partitions: i32) -> Vec<(i32, Vec<String>)> {
+pub(super) fn by_partition(ids: Vec<String>, num_partitions: i32) -> Vec<(i32, Vec<String>)> {
     let mut parts: Vec<(i32, Vec<String>)> = Vec::new();
     for id in ids {
         let p = partition_for(&id, num_partitions);

@@ -57,11 +57,13 @@
 //! only decode up to v9 (v10 identifies topics by id, KIP-848), so Gregor advertises v9 for both.
 
 mod admin;
+mod consumer;
 mod convert;
 mod membership;
 mod offsets;
 
 pub use admin::*;
+pub use consumer::*;
 pub use membership::*;
 pub use offsets::*;
 
@@ -84,6 +86,9 @@ pub const GROUP_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
+    // KIP-848; refused with UNSUPPORTED_VERSION while `group.version` is below 1.
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 /// Answers any of the nine group requests (and TxnOffsetCommit) with `error` everywhere it can be reported: the
@@ -151,6 +156,24 @@ pub fn error_response(
         (ApiKey::DeleteGroups, RequestKind::DeleteGroups(r)) => {
             let parts = vec![delete_groups_error(&delete_groups_request(r), error)];
             ResponseKind::DeleteGroups(delete_groups_response(parts, version))
+        }
+        (ApiKey::ConsumerGroupHeartbeat, RequestKind::ConsumerGroupHeartbeat(_)) => {
+            ResponseKind::ConsumerGroupHeartbeat(consumer_group_heartbeat_error(error))
+        }
+        (ApiKey::ConsumerGroupDescribe, RequestKind::ConsumerGroupDescribe(r)) => {
+            let mut resp = kafka_protocol::messages::ConsumerGroupDescribeResponse::default();
+            resp.groups = r
+                .group_ids
+                .iter()
+                .map(|id| {
+                    let mut d = kafka_protocol::messages::consumer_group_describe_response::DescribedGroup::default();
+                    d.group_id = id.clone();
+                    d.error_code = error.code();
+                    d.authorized_operations = i32::MIN;
+                    d
+                })
+                .collect();
+            ResponseKind::ConsumerGroupDescribe(resp)
         }
         _ => return None,
     };

@@ -2,10 +2,12 @@
 //! coordinator shell (`groups`).
 
 use gregor_group::{Request, RequestContext as GroupContext, Response};
+use gregor_meta::features::GROUP_VERSION;
 use kafka_protocol::messages::{
-    ApiKey, DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest,
-    LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind,
-    SyncGroupRequest, TxnOffsetCommitRequest,
+    ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, DeleteGroupsRequest,
+    DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind, SyncGroupRequest,
+    TxnOffsetCommitRequest,
 };
 use kafka_protocol::ResponseError;
 
@@ -70,6 +72,8 @@ pub async fn handle(
         }
         RequestKind::DeleteGroups(r) => Ok(g.delete_groups(r).await),
         RequestKind::TxnOffsetCommit(r) => g.txn_offset_commit(r).await,
+        RequestKind::ConsumerGroupHeartbeat(r) => g.consumer_group_heartbeat(r).await,
+        RequestKind::ConsumerGroupDescribe(r) => Ok(g.consumer_group_describe(r).await),
         _ => Err(ResponseError::UnknownServerError),
     };
     match out {
@@ -247,5 +251,50 @@ impl GroupApi<'_> {
             );
         }
         ResponseKind::DeleteGroups(w::delete_groups_response(parts, self.v))
+    }
+
+    /// A KIP-848 heartbeat, with the cluster's topics as this node's metadata shows them now.
+    /// Refused while the cluster's `group.version` is below 1, as Kafka refuses it.
+    async fn consumer_group_heartbeat(
+        &self,
+        r: &ConsumerGroupHeartbeatRequest,
+    ) -> Result<ResponseKind, ResponseError> {
+        let image = self.b.metadata.image();
+        if image.finalized_features().level(GROUP_VERSION) < 1 {
+            return Err(ResponseError::UnsupportedVersion);
+        }
+        let topics = self.groups.consumer_topics(&image);
+        let req = Request::ConsumerGroupHeartbeat(w::consumer_group_heartbeat_request(r, self.v));
+        let context = self.gctx.clone();
+        match self
+            .groups
+            .call_with_topics(self.b, &r.group_id, context, req, topics)
+            .await?
+        {
+            Response::ConsumerGroupHeartbeat(x) => Ok(ResponseKind::ConsumerGroupHeartbeat(
+                w::consumer_group_heartbeat_response(x),
+            )),
+            _ => Err(ResponseError::UnknownServerError),
+        }
+    }
+
+    /// Describes KIP-848 groups, asking each `__consumer_offsets` partition's shard for its own.
+    async fn consumer_group_describe(&self, r: &ConsumerGroupDescribeRequest) -> ResponseKind {
+        let n = Groups::num_partitions(self.b);
+        let mut parts = Vec::new();
+        for (p, part) in w::consumer_group_describe_split(r, n) {
+            let req = Request::ConsumerGroupDescribe(part.clone());
+            parts.push(
+                match self.groups.call_partition(p, self.gctx.clone(), req).await {
+                    Ok(Response::ConsumerGroupDescribe(x)) => x,
+                    Ok(_) => {
+                        w::consumer_group_describe_error(&part, ResponseError::UnknownServerError)
+                    }
+                    Err(e) => w::consumer_group_describe_error(&part, e),
+                },
+            );
+        }
+        let image = self.b.metadata.image();
+        ResponseKind::ConsumerGroupDescribe(w::consumer_group_describe_response(r, parts, &image))
     }
 }

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::{
-    Assignment, ConsumerGroup, ConsumerMember, MemberState, TopicMetadata, JOIN_EPOCH, LEAVE_EPOCH,
-    STATIC_LEAVE_EPOCH,
+    metadata_hash, Assignment, ConsumerGroup, ConsumerMember, MemberState, TopicMetadata,
+    JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH,
 };
 use super::reconcile::reconcile;
 use super::target::{compute_target, ServerAssignor};
@@ -108,10 +108,13 @@ pub fn heartbeat(
     group.put_member(member.clone());
     let subscribed = resolve_subscriptions(group, topics)?;
     let metadata = subscribed_metadata(&subscribed, topics);
-    if metadata != group.subscribed_topics {
-        group.subscribed_topics = metadata;
+    // By digest: a reloaded group knows only that of the metadata its target was computed from.
+    let hash = metadata_hash(&metadata);
+    if hash != group.metadata_hash {
         bump = true;
     }
+    group.metadata_hash = hash;
+    group.subscribed_topics = metadata;
     if bump {
         group.group_epoch += 1;
     }
@@ -377,7 +380,7 @@ fn subscribed_metadata(
 }
 
 /// The assignor the members ask for most (ties to the configured order), else the default.
-fn pick_assignor(group: &ConsumerGroup, cfg: &ConsumerGroupConfig) -> ServerAssignor {
+pub fn pick_assignor(group: &ConsumerGroup, cfg: &ConsumerGroupConfig) -> ServerAssignor {
     let mut votes: BTreeMap<usize, usize> = BTreeMap::new();
     for m in group.members.values() {
         let asked = m.subscription.server_assignor.as_deref();

@@ -112,6 +112,39 @@ pub struct TopicMetadata {
     pub replica_racks: Vec<Vec<String>>,
 }
 
+/// The digest of subscribed topics' metadata (FNV-1a over ids, names, partition counts and
+/// racks): stable across processes and versions, 0 for no topics.
+pub fn metadata_hash(topics: &BTreeMap<String, TopicMetadata>) -> i64 {
+    if topics.is_empty() {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for t in topics.values() {
+        eat(&t.id.to_be_bytes());
+        eat(t.name.as_bytes());
+        eat(&[0]);
+        eat(&t.partitions.to_be_bytes());
+        for racks in &t.replica_racks {
+            for r in racks {
+                eat(r.as_bytes());
+                eat(&[0]);
+            }
+            eat(&[1]);
+        }
+    }
+    // 0 stays "no topics".
+    match h as i64 {
+        0 => 1,
+        x => x,
+    }
+}
+
 /// A KIP-848 consumer group.
 #[derive(Debug, Clone, Default)]
 pub struct ConsumerGroup {
@@ -125,6 +158,10 @@ pub struct ConsumerGroup {
     pub target: BTreeMap<String, Assignment>,
     /// The subscribed topics' metadata the target was computed from, by name.
     pub subscribed_topics: BTreeMap<String, TopicMetadata>,
+    /// A digest of `subscribed_topics`, written with the group epoch: a reloaded group, whose
+    /// `subscribed_topics` start empty, compares it to tell a real change (a new target) from
+    /// none.
+    pub metadata_hash: i64,
     /// Who holds each partition (assigned or pending revocation), with that member's epoch.
     pub(crate) holders: BTreeMap<(TopicUuid, i32), (String, i32)>,
     /// Static members by `group.instance.id`.

@@ -31,9 +31,15 @@ pub enum ConsumerKey {
 /// A consumer group record's value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConsumerValue {
-    GroupMetadata { epoch: i32 },
+    /// `metadata_hash`: tagged field 0, as Kafka 4.1 writes it (0: not written).
+    GroupMetadata {
+        epoch: i32,
+        metadata_hash: i64,
+    },
     MemberMetadata(MemberMetadata),
-    TargetAssignmentMetadata { assignment_epoch: i32 },
+    TargetAssignmentMetadata {
+        assignment_epoch: i32,
+    },
     TargetAssignmentMember(Assignment),
     CurrentMemberAssignment(CurrentAssignment),
 }
@@ -164,7 +170,18 @@ impl ConsumerValue {
         let mut buf = BytesMut::new();
         buf.put_i16(0);
         match self {
-            ConsumerValue::GroupMetadata { epoch } => buf.put_i32(*epoch),
+            ConsumerValue::GroupMetadata {
+                epoch,
+                metadata_hash,
+            } => {
+                buf.put_i32(*epoch);
+                if *metadata_hash != 0 {
+                    // One tagged field: tag 0, 8 bytes.
+                    buf.put_slice(&[1, 0, 8]);
+                    buf.put_i64(*metadata_hash);
+                    return buf.freeze();
+                }
+            }
             ConsumerValue::TargetAssignmentMetadata { assignment_epoch } => {
                 buf.put_i32(*assignment_epoch)
             }
@@ -194,7 +211,20 @@ impl ConsumerValue {
         }
         r.flexible = true;
         let value = match key {
-            ConsumerKey::GroupMetadata { .. } => ConsumerValue::GroupMetadata { epoch: r.i32()? },
+            ConsumerKey::GroupMetadata { .. } => {
+                let epoch = r.i32()?;
+                let mut metadata_hash = 0;
+                r.tagged_fields_each(|tag, b| {
+                    if let (0, Ok(b)) = (tag, <[u8; 8]>::try_from(b)) {
+                        metadata_hash = i64::from_be_bytes(b);
+                    }
+                })?;
+                r.finish()?;
+                return Ok(ConsumerValue::GroupMetadata {
+                    epoch,
+                    metadata_hash,
+                });
+            }
             ConsumerKey::TargetAssignmentMetadata { .. } => {
                 ConsumerValue::TargetAssignmentMetadata {
                     assignment_epoch: r.i32()?,
@@ -339,6 +369,7 @@ pub fn group_records(group: &ConsumerGroup) -> Vec<(ConsumerKey, ConsumerValue)>
         ConsumerKey::GroupMetadata { group: g() },
         ConsumerValue::GroupMetadata {
             epoch: group.group_epoch,
+            metadata_hash: group.metadata_hash,
         },
     ));
     for (member, a) in &group.target {
@@ -387,8 +418,15 @@ pub fn replay(
         (ConsumerKey::GroupMetadata { group: id }, None) => {
             groups.remove(id);
         }
-        (ConsumerKey::GroupMetadata { .. }, Some(ConsumerValue::GroupMetadata { epoch })) => {
-            group.group_epoch = *epoch
+        (
+            ConsumerKey::GroupMetadata { .. },
+            Some(ConsumerValue::GroupMetadata {
+                epoch,
+                metadata_hash,
+            }),
+        ) => {
+            group.group_epoch = *epoch;
+            group.metadata_hash = *metadata_hash;
         }
         (
             ConsumerKey::TargetAssignmentMetadata { .. },

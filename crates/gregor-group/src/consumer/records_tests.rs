@@ -14,9 +14,27 @@ fn keys_and_a_group_epoch_have_kafkas_bytes() {
     assert_eq!(ConsumerKey::decode(&key.encode()).unwrap(), Some(key));
     let key = ConsumerKey::GroupMetadata { group: "g".into() };
     assert_eq!(key.encode().as_ref(), &[0, 3, 0, 1, b'g']);
-    let value = ConsumerValue::GroupMetadata { epoch: 5 };
+    let value = ConsumerValue::GroupMetadata {
+        epoch: 5,
+        metadata_hash: 0,
+    };
     // Version 0, the epoch, an empty tagged-field section.
     assert_eq!(value.encode().as_ref(), &[0, 0, 0, 0, 0, 5, 0]);
+    // With the metadata hash: tagged field 0, 8 bytes (Kafka 4.1's MetadataHash).
+    let value = ConsumerValue::GroupMetadata {
+        epoch: 5,
+        metadata_hash: 0x0102_0304_0506_0708,
+    };
+    let bytes = [0, 0, 0, 0, 0, 5, 1, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8];
+    assert_eq!(value.encode().as_ref(), &bytes);
+    assert_eq!(ConsumerValue::decode(&key, &bytes).unwrap(), value);
+    // Another tag is skipped.
+    let other = [0, 0, 0, 0, 0, 5, 1, 3, 2, 9, 9];
+    let plain = ConsumerValue::GroupMetadata {
+        epoch: 5,
+        metadata_hash: 0,
+    };
+    assert_eq!(ConsumerValue::decode(&key, &other).unwrap(), plain);
     // Classic keys are not consumer group records.
     assert_eq!(ConsumerKey::decode(&[0, 2, 0, 1, b'g']).unwrap(), None);
 }

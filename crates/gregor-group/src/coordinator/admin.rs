@@ -2,8 +2,9 @@
 
 use std::collections::BTreeSet;
 
+use super::consumer_admin::CONSUMER_TYPE;
 use super::offsets::offset_tombstone;
-use super::state::{Cx, GroupCoordinator, PendingAppend};
+use super::state::{DeletingGroups, GroupCoordinator, PendingAppend};
 use crate::api::*;
 use crate::effect::{Effect, Record};
 use crate::group::GroupState;
@@ -61,25 +62,32 @@ impl GroupCoordinator {
             .iter()
             .map(|s| s.trim().to_lowercase())
             .collect();
-        let types_ok = req.types_filter.is_empty()
-            || req
-                .types_filter
-                .iter()
-                .any(|t| t.trim().eq_ignore_ascii_case("classic"));
-        if !types_ok {
-            return ListGroupsResponse::default();
+        let wants = |kind: &str| {
+            req.types_filter.is_empty()
+                || req
+                    .types_filter
+                    .iter()
+                    .any(|t| t.trim().eq_ignore_ascii_case(kind))
+        };
+        let mut groups: Vec<ListedGroup> = Vec::new();
+        if wants("classic") {
+            groups.extend(
+                self.groups
+                    .values()
+                    .filter(|g| {
+                        states.is_empty() || states.contains(&g.state.name().to_lowercase())
+                    })
+                    .map(|g| ListedGroup {
+                        group_id: g.group_id.clone(),
+                        protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                        group_state: g.state.name().to_string(),
+                        group_type: "classic".to_string(),
+                    }),
+            );
         }
-        let mut groups: Vec<ListedGroup> = self
-            .groups
-            .values()
-            .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
-            .map(|g| ListedGroup {
-                group_id: g.group_id.clone(),
-                protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                group_state: g.state.name().to_string(),
-                group_type: "classic".to_string(),
-            })
-            .collect();
+        if wants(CONSUMER_TYPE) {
+            groups.extend(self.list_consumer_groups(&states));
+        }
         groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         ListGroupsResponse {
             error: None,
@@ -97,47 +105,28 @@ impl GroupCoordinator {
         let mut response = DeleteGroupsResponse::default();
         let mut records = Vec::new();
         let mut deleting = Vec::new();
+        let mut consumer_groups = Vec::new();
         for id in req.group_ids {
-            let error = match self.groups.get(&id).map(|g| g.state) {
-                None | Some(GroupState::Dead) => Some(ResponseError::GroupIdNotFound),
-                Some(GroupState::Empty) => None,
-                Some(_) => Some(ResponseError::NonEmptyGroup),
+            let error = match (
+                self.groups.get(&id).map(|g| g.state),
+                self.consumer_group_deletable(&id),
+            ) {
+                (_, Some(e)) => e,
+                (None | Some(GroupState::Dead), None) => Some(ResponseError::GroupIdNotFound),
+                (Some(GroupState::Empty), None) => None,
+                (Some(_), None) => Some(ResponseError::NonEmptyGroup),
             };
             if error.is_none() && !deleting.contains(&id) {
-                // Tombstones for every committed offset, and for commits still in flight: their
-                // records precede these in the log, so they must be deleted too.
-                let mut partitions: BTreeSet<(String, i32)> =
-                    self.offsets.partitions(&id).into_iter().collect();
-                for pending in self.appends.pending.values() {
-                    if let PendingAppend::OffsetCommit {
-                        group_id, offsets, ..
-                    } = pending
-                    {
-                        if *group_id == id {
-                            partitions.extend(offsets.iter().map(|(t, p, _)| (t.clone(), *p)));
-                        }
-                    }
+                let offsets = self.offset_tombstones(&id);
+                tracing::info!(group = %id, offsets = offsets.len(), "deleting group");
+                records.extend(offsets);
+                if let Some((g, tombstones)) = self.take_consumer_group(&id) {
+                    records.extend(tombstones);
+                    consumer_groups.push(g);
                 }
-                // Offsets of open transactions go too (a tombstone removes them, as in Kafka),
-                // so a later commit marker cannot bring them back.
-                partitions.extend(self.offsets.pending_partitions(&id));
-                partitions.extend(self.txn_commits_in_flight(&id));
-                records.extend(partitions.iter().map(|(t, p)| offset_tombstone(&id, t, *p)));
-                records.push(Record {
-                    transactional: None,
-                    key: records::encode_key(&RecordKey::GroupMetadata { group: id.clone() }),
-                    value: None,
-                });
-                if let Some(g) = self.groups.get_mut(&id) {
-                    // Dead until the tombstones are durable: joins and commits are refused
-                    // meanwhile, as Kafka refuses them for a group being removed.
-                    g.transition_to(GroupState::Dead, now);
-                    for member in g.pending_join_members.drain() {
-                        self.timers
-                            .cancel(&super::state::heartbeat_key(&id, &member));
-                    }
-                }
-                tracing::info!(group = %id, offsets = partitions.len(), "deleting group");
+                // For a consumer group too: its offsets replay as a simple group's, which
+                // this ends.
+                records.push(self.kill_classic_group(now, &id));
                 deleting.push(id.clone());
             }
             response.results.push(DeletableGroupResult {
@@ -152,32 +141,78 @@ impl GroupCoordinator {
             });
             return;
         }
-        let mut cx = Cx {
-            now,
-            config: &self.config,
-            timers: &mut self.timers,
-            appends: &mut self.appends,
-            out,
-        };
-        cx.append(
-            records,
-            PendingAppend::DeleteGroups {
-                request_id,
-                group_ids: deleting,
-                response,
-            },
-        );
+        let then = PendingAppend::DeleteGroups(DeletingGroups {
+            request_id,
+            group_ids: deleting,
+            consumer_groups,
+            response,
+        });
+        Self::cx(now, &self.config, &mut self.timers, &mut self.appends, out).append(records, then);
+    }
+
+    /// Tombstones for every committed offset of a group being deleted, and for commits still
+    /// in flight: their records precede these in the log, so they must be deleted too.
+    fn offset_tombstones(&self, id: &str) -> Vec<Record> {
+        let mut partitions: BTreeSet<(String, i32)> =
+            self.offsets.partitions(id).into_iter().collect();
+        for pending in self.appends.pending.values() {
+            if let PendingAppend::OffsetCommit {
+                group_id, offsets, ..
+            } = pending
+            {
+                if group_id == id {
+                    partitions.extend(offsets.iter().map(|(t, p, _)| (t.clone(), *p)));
+                }
+            }
+        }
+        // Offsets of open transactions go too (a tombstone removes them, as in Kafka), so a
+        // later commit marker cannot bring them back.
+        partitions.extend(self.offsets.pending_partitions(id));
+        partitions.extend(self.txn_commits_in_flight(id));
+        partitions
+            .iter()
+            .map(|(t, p)| offset_tombstone(id, t, *p))
+            .collect()
+    }
+
+    /// A classic group being deleted is Dead until its tombstones are durable: joins and
+    /// commits are refused meanwhile, as Kafka refuses them for a group being removed. Returns
+    /// the group's tombstone.
+    fn kill_classic_group(&mut self, now: i64, id: &str) -> Record {
+        if let Some(g) = self.groups.get_mut(id) {
+            g.transition_to(GroupState::Dead, now);
+            for member in g.pending_join_members.drain() {
+                self.timers
+                    .cancel(&super::state::heartbeat_key(id, &member));
+            }
+        }
+        Record {
+            transactional: None,
+            key: records::encode_key(&RecordKey::GroupMetadata {
+                group: id.to_string(),
+            }),
+            value: None,
+        }
     }
 
     pub(super) fn delete_groups_appended(
         &mut self,
         now: i64,
-        request_id: RequestId,
-        group_ids: Vec<String>,
-        mut response: DeleteGroupsResponse,
+        deleting: DeletingGroups,
         result: Result<(), ResponseError>,
         out: &mut Vec<Effect>,
     ) {
+        let DeletingGroups {
+            request_id,
+            group_ids,
+            consumer_groups,
+            mut response,
+        } = deleting;
+        if result.is_err() {
+            for g in consumer_groups {
+                self.restore_consumer_group(g);
+            }
+        }
         for id in &group_ids {
             let dead = self.groups.get(id).is_some_and(|g| g.is(GroupState::Dead));
             match result {

@@ -3,6 +3,7 @@
 //! out. The group logic itself is in `crate::consumer`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::state::{GroupCoordinator, PendingAppend};
 use crate::api::*;
@@ -49,8 +50,8 @@ fn error_response(code: i16, message: Option<String>) -> ConsumerGroupHeartbeatR
 impl GroupCoordinator {
     /// The cluster's topics, after each metadata change: a consumer group whose subscribed
     /// topics changed gets a new target assignment at its next heartbeat.
-    pub fn update_topics(&mut self, topics: BTreeMap<String, TopicMetadata>) {
-        self.topics = topics;
+    pub fn update_topics(&mut self, topics: impl Into<Arc<BTreeMap<String, TopicMetadata>>>) {
+        self.topics = topics.into();
     }
 
     /// A KIP-848 consumer group, for tooling and tests.
@@ -284,7 +285,7 @@ impl GroupCoordinator {
 }
 
 /// The records that take a group from `before` to `after` (`None`: the group as a whole).
-fn changes(
+pub(super) fn changes(
     group_id: &str,
     before: Option<&ConsumerGroup>,
     after: Option<&ConsumerGroup>,

@@ -273,3 +273,172 @@ fn members_commit_at_their_epoch_and_outsiders_only_to_an_empty_group() {
         Some(ResponseError::UnsupportedVersion)
     );
 }
+
+/// Replays `log` into a fresh coordinator and completes the load.
+fn reload(log: &[Record]) -> GroupCoordinator {
+    let mut loaded = GroupCoordinator::new(GroupConfig::default(), 3);
+    loaded.update_topics(topics());
+    for r in log {
+        loaded.replay(&r.key, r.value.as_deref()).expect("replays");
+    }
+    loaded.complete_load(1_000);
+    loaded
+}
+
+fn listed(c: &mut GroupCoordinator, types: &[&str]) -> Vec<(String, String, String)> {
+    let req = ListGroupsRequest {
+        states_filter: Vec::new(),
+        types_filter: types.iter().map(|t| t.to_string()).collect(),
+    };
+    match &c.handle(0, input(90, Request::ListGroups(req)))[..] {
+        [Effect::Respond {
+            response: Response::ListGroups(r),
+            ..
+        }] => r
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    g.group_id.clone(),
+                    g.group_type.clone(),
+                    g.group_state.clone(),
+                )
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_reloaded_consumer_group_with_offsets_is_not_also_a_simple_group() {
+    let mut h = H::new();
+    let e = h.c.handle(0, input(1, join("a")));
+    h.settle(0, e);
+    let e = h.c.handle(0, v9(2, commit("a", 1)));
+    h.settle(0, e);
+    let mut loaded = reload(&h.log);
+    assert_eq!(
+        loaded.committed_offset("g", "t", 0).map(|o| o.offset),
+        Some(42)
+    );
+    let consumer = (
+        "g".to_string(),
+        "consumer".to_string(),
+        "Stable".to_string(),
+    );
+    assert_eq!(listed(&mut loaded, &[]), vec![consumer.clone()]);
+    assert_eq!(listed(&mut loaded, &["Consumer"]), vec![consumer]);
+    assert!(listed(&mut loaded, &["classic"]).is_empty());
+    // The member heartbeats on at its epoch after the reload.
+    let req = Request::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest {
+        group_id: "g".into(),
+        member_id: "a".into(),
+        member_epoch: 1,
+        rebalance_timeout_ms: -1,
+        ..Default::default()
+    });
+    let e = loaded.handle(2_000, input(3, req));
+    let mut h2 = H {
+        c: loaded,
+        log: Vec::new(),
+    };
+    let answer = heartbeat_of(&h2.settle(2_000, e), 3);
+    // The same topics after the reload: no new group epoch (the metadata hash came back).
+    assert_eq!((answer.error_code, answer.member_epoch), (0, 1));
+    assert_eq!(h2.c.consumer_group("g").map(|g| g.group_epoch), Some(1));
+}
+
+fn describe(c: &mut GroupCoordinator, ids: &[&str]) -> Vec<DescribedConsumerGroup> {
+    let req = ConsumerGroupDescribeRequest {
+        group_ids: ids.iter().map(|s| s.to_string()).collect(),
+    };
+    match &c.handle(0, input(91, Request::ConsumerGroupDescribe(req)))[..] {
+        [Effect::Respond {
+            response: Response::ConsumerGroupDescribe(r),
+            ..
+        }] => r.groups.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn describe_shows_epochs_members_and_assignments_and_refuses_other_groups() {
+    let mut h = H::new();
+    for (i, m) in ["a", "b"].iter().enumerate() {
+        let e = h.c.handle(0, input(i as u64 + 1, join(m)));
+        h.settle(0, e);
+    }
+    let [g, missing] = &describe(&mut h.c, &["g", "nope"])[..] else {
+        panic!()
+    };
+    assert_eq!((g.error_code, g.group_epoch, g.assignment_epoch), (0, 2, 2));
+    assert_eq!(g.assignor_name, "uniform");
+    assert_eq!(g.members.len(), 2);
+    let a = &g.members[0];
+    assert_eq!((a.member_id.as_str(), a.client_id.as_str()), ("a", "c"));
+    assert_eq!(a.subscribed_topic_names, vec!["t".to_string()]);
+    assert_eq!(a.target_assignment[&7].len(), 2, "{a:?}");
+    assert_eq!(missing.error_code, ResponseError::GroupIdNotFound.code());
+    assert_eq!(
+        missing.error_message.as_deref(),
+        Some("Group nope not found.")
+    );
+}
+
+fn delete(h: &mut H, id: u64, group: &str, fail: bool) -> Option<ResponseError> {
+    let req = Request::DeleteGroups(DeleteGroupsRequest {
+        group_ids: vec![group.to_string()],
+    });
+    let mut effects = h.c.handle(0, input(id, req));
+    if fail {
+        let Some(Effect::Append { token, .. }) = effects.pop() else {
+            panic!("a write")
+        };
+        effects =
+            h.c.append_completed(0, token, Err(ResponseError::NotLeaderOrFollower));
+    }
+    match &h.settle(0, effects)[..] {
+        [(_, Response::DeleteGroups(r))] => r.results[0].error,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn only_an_empty_consumer_group_is_deleted_and_a_failed_delete_keeps_it() {
+    let mut h = H::new();
+    let e = h.c.handle(0, input(1, join("a")));
+    h.settle(0, e);
+    let e = h.c.handle(0, v9(2, commit("a", 1)));
+    h.settle(0, e);
+    assert_eq!(
+        delete(&mut h, 3, "g", false),
+        Some(ResponseError::NonEmptyGroup)
+    );
+    let leave = Request::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest {
+        group_id: "g".into(),
+        member_id: "a".into(),
+        member_epoch: -1,
+        rebalance_timeout_ms: -1,
+        ..Default::default()
+    });
+    let e = h.c.handle(0, input(4, leave));
+    h.settle(0, e);
+    assert_eq!(
+        delete(&mut h, 5, "g", true),
+        Some(ResponseError::NotCoordinator)
+    );
+    assert!(
+        h.c.consumer_group("g").is_some(),
+        "a failed delete leaves the group"
+    );
+    assert_eq!(delete(&mut h, 6, "g", false), None);
+    assert!(h.c.consumer_group("g").is_none());
+    assert_eq!(h.c.committed_offset("g", "t", 0), None);
+    let mut loaded = reload(&h.log);
+    assert!(
+        loaded.consumer_group("g").is_none(),
+        "the tombstones delete it on reload"
+    );
+    assert!(listed(&mut loaded, &[]).is_empty());
+    assert_eq!(loaded.committed_offset("g", "t", 0), None);
+}

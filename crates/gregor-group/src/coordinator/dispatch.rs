@@ -91,6 +91,10 @@ impl GroupCoordinator {
             Request::ConsumerGroupHeartbeat(r) => {
                 self.consumer_group_heartbeat(now_ms, request_id, &context, r, &mut out)
             }
+            Request::ConsumerGroupDescribe(r) => out.push(Effect::Respond {
+                request_id,
+                response: Response::ConsumerGroupDescribe(self.consumer_group_describe(&r)),
+            }),
         }
         out
     }
@@ -157,12 +161,9 @@ impl GroupCoordinator {
             PendingAppend::TxnOffsetCommit(commit) => {
                 self.txn_offset_commit_appended(commit, result, &mut out)
             }
-            PendingAppend::DeleteGroups {
-                request_id,
-                group_ids,
-                response,
-            } => self
-                .delete_groups_appended(now_ms, request_id, group_ids, response, result, &mut out),
+            PendingAppend::DeleteGroups(d) => {
+                self.delete_groups_appended(now_ms, d, result, &mut out)
+            }
             PendingAppend::GroupMetadata { group_id } => {
                 if let Err(error) = result {
                     // Nothing waits on it; the previous generation in the log has no live members

@@ -143,6 +143,10 @@ impl GroupCoordinator {
     /// `group.max.size` (the setting may have shrunk) rebalances.
     pub fn complete_load(&mut self, now_ms: i64) -> Vec<Effect> {
         let mut out = Vec::new();
+        // A consumer group's offsets replay as a simple group's: the consumer group owns them.
+        let consumer_groups = &self.consumer_groups;
+        self.groups
+            .retain(|id, g| !(g.members.is_empty() && consumer_groups.contains_key(id)));
         self.start_consumer_sessions(now_ms);
         let mut ids: Vec<String> = self.groups.keys().cloned().collect();
         ids.sort();
@@ -225,15 +229,11 @@ impl GroupCoordinator {
                     }
                     (c.request_id, Response::TxnOffsetCommit(c.response))
                 }
-                PendingAppend::DeleteGroups {
-                    request_id,
-                    mut response,
-                    ..
-                } => {
-                    for r in &mut response.results {
+                PendingAppend::DeleteGroups(mut d) => {
+                    for r in &mut d.response.results {
                         r.error.get_or_insert(not_coordinator);
                     }
-                    (request_id, Response::DeleteGroups(response))
+                    (d.request_id, Response::DeleteGroups(d.response))
                 }
                 // A static rejoin's and a new generation's JoinGroups are parked on their members
                 // and were answered above.

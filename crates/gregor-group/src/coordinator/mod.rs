@@ -7,6 +7,7 @@
 
 mod admin;
 mod consumer;
+mod consumer_admin;
 mod dispatch;
 mod expiry;
 mod join;

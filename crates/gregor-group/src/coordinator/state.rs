@@ -33,7 +33,7 @@ pub struct GroupCoordinator {
     /// KIP-848 consumer groups, beside the classic ones (a group id is one or the other).
     pub(super) consumer_groups: BTreeMap<String, ConsumerGroup>,
     /// The cluster's topics as the shell last reported them (`update_topics`).
-    pub(super) topics: BTreeMap<String, TopicMetadata>,
+    pub(super) topics: std::sync::Arc<BTreeMap<String, TopicMetadata>>,
     /// Consumer groups whose last write failed: their next one writes them whole.
     pub(super) consumer_dirty: BTreeSet<String>,
 }
@@ -92,11 +92,7 @@ pub(crate) enum PendingAppend {
     /// Offsets of a transaction, then the TxnOffsetCommit response.
     TxnOffsetCommit(TxnCommit),
     /// Groups (already Dead) to remove with their offsets, and the DeleteGroups response.
-    DeleteGroups {
-        request_id: RequestId,
-        group_ids: Vec<String>,
-        response: DeleteGroupsResponse,
-    },
+    DeleteGroups(DeletingGroups),
     /// Metadata of a group that became Empty; nothing waits on it.
     GroupMetadata { group_id: String },
     /// Tombstones of expired offsets (and maybe their group); nothing waits on them.
@@ -107,6 +103,16 @@ pub(crate) enum PendingAppend {
         request_id: Option<RequestId>,
         response: ConsumerGroupHeartbeatResponse,
     },
+}
+
+/// A DeleteGroups waiting for its tombstones.
+#[derive(Debug, Clone)]
+pub(crate) struct DeletingGroups {
+    pub request_id: RequestId,
+    pub group_ids: Vec<String>,
+    /// Consumer groups removed at the request: back if the write fails.
+    pub consumer_groups: Vec<crate::consumer::model::ConsumerGroup>,
+    pub response: DeleteGroupsResponse,
 }
 
 #[derive(Debug, Default)]
@@ -186,7 +192,7 @@ impl GroupCoordinator {
             uuids: UuidSource::new(seed),
             appends: Appends::default(),
             consumer_groups: BTreeMap::new(),
-            topics: BTreeMap::new(),
+            topics: Default::default(),
             consumer_dirty: BTreeSet::new(),
         }
     }

@@ -144,6 +144,8 @@ const SSL_CLIENT_AUTH: &[&str] = &["required", "requested", "none"];
 const METRICS_AUTHENTICATION: &[&str] = &["none", "basic", "mtls"];
 const METRICS_NAMING: &[&str] = &["gregor", "kafka"];
 const PROCESS_ROLES: &[&str] = &["broker", "controller"];
+/// `group.consumer.assignors`: the server-side assignors of KIP-848 groups.
+const CONSUMER_ASSIGNORS: &[&str] = &["uniform", "range"];
 /// `authorizer.class.name`: none, Gregor's authorizer, or the Kafka name of the same thing.
 const AUTHORIZER_CLASSES: &[&str] = &[
     "",
@@ -401,6 +403,22 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     broker("group.min.session.timeout.ms", Int, Some("6000"), AtLeast(0), false, "Smallest session timeout a member may ask for."),
     broker("group.max.session.timeout.ms", Int, Some("1800000"), AtLeast(0), false, "Largest session timeout a member may ask for."),
     broker("group.max.size", Int, Some(INT_MAX), AtLeast(1), false, "Maximum members of one consumer group."),
+    broker("group.consumer.session.timeout.ms", Int, Some("45000"), AtLeast(1), false,
+        "Session timeout of consumer-protocol (KIP-848) group members."),
+    broker("group.consumer.min.session.timeout.ms", Int, Some("45000"), AtLeast(1), false,
+        "Smallest allowed group.consumer.session.timeout.ms."),
+    broker("group.consumer.max.session.timeout.ms", Int, Some("60000"), AtLeast(1), false,
+        "Largest allowed group.consumer.session.timeout.ms."),
+    broker("group.consumer.heartbeat.interval.ms", Int, Some("5000"), AtLeast(1), false,
+        "How often consumer-protocol members heartbeat."),
+    broker("group.consumer.min.heartbeat.interval.ms", Int, Some("5000"), AtLeast(1), false,
+        "Smallest allowed group.consumer.heartbeat.interval.ms."),
+    broker("group.consumer.max.heartbeat.interval.ms", Int, Some("15000"), AtLeast(1), false,
+        "Largest allowed group.consumer.heartbeat.interval.ms."),
+    broker("group.consumer.max.size", Int, Some(INT_MAX), AtLeast(1), false,
+        "Maximum members of one consumer-protocol group."),
+    broker("group.consumer.assignors", List, Some("uniform,range"), ListOf(CONSUMER_ASSIGNORS), false,
+        "Server-side assignors of consumer-protocol groups; the first is the default."),
     broker("offsets.topic.num.partitions", Int, Some("50"), AtLeast(1), false, "Partitions of __consumer_offsets."),
     broker("offsets.topic.replication.factor", Short, Some("3"), AtLeast(1), false,
         "Replication factor of __consumer_offsets (capped by the live brokers when the topic is created)."),

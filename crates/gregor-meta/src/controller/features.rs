@@ -174,7 +174,7 @@ pub fn with_bootstrap_features(mut records: Vec<MetadataRecord>) -> Vec<Metadata
 mod tests {
     use super::*;
     use crate::config::StaticBrokerConfig;
-    use crate::features::TRANSACTION_VERSION;
+    use crate::features::{GROUP_VERSION, TRANSACTION_VERSION};
 
     fn update(level: i16, upgrade_type: FeatureUpgradeType) -> FeatureUpdate {
         FeatureUpdate {
@@ -247,14 +247,25 @@ mod tests {
 
     #[test]
     fn bootstrap_features_default_to_the_latest_levels_unless_formatted() {
-        let rec = |level| {
+        let feature = |name: &str, level| {
             MetadataRecord::FeatureLevel(FeatureLevelRecord {
-                name: TRANSACTION_VERSION.into(),
+                name: name.into(),
                 level,
             })
         };
-        assert_eq!(with_bootstrap_features(Vec::new()), vec![rec(2)]);
-        assert_eq!(with_bootstrap_features(vec![rec(1)]), vec![rec(1)]);
-        assert_eq!(with_bootstrap_features(vec![rec(0)]), Vec::new());
+        let rec = |level| feature(TRANSACTION_VERSION, level);
+        let group = feature(GROUP_VERSION, 1);
+        assert_eq!(
+            with_bootstrap_features(Vec::new()),
+            vec![group.clone(), rec(2)]
+        );
+        assert_eq!(
+            with_bootstrap_features(vec![rec(1)]),
+            vec![group.clone(), rec(1)]
+        );
+        assert_eq!(with_bootstrap_features(vec![rec(0)]), vec![group]);
+        // A cluster formatted without the consumer group protocol keeps it off.
+        let off = feature(GROUP_VERSION, 0);
+        assert_eq!(with_bootstrap_features(vec![off]), vec![rec(2)]);
     }
 }
