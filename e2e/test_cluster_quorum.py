@@ -339,10 +339,11 @@ def test_gregor_cluster_up_starts_streams_and_stops_a_cluster(tmp_path):
 
     from conftest import free_port, gregor_bin
 
-    # Six consecutive free ports are not guaranteed; pick a base whose six ports are free now.
+    # Nine consecutive free ports (clients, quorum, metrics) are not guaranteed; pick a base
+    # whose nine ports are free now.
     while True:
         base = free_port()
-        if base + 5 < 65536 and all(_port_free(base + i) for i in range(6)):
+        if base + 8 < 65536 and all(_port_free(base + i) for i in range(9)):
             break
     proc = subprocess.Popen(
         [gregor_bin(), "cluster", "up", "--nodes", "3", "--base-port", str(base),

@@ -237,7 +237,7 @@ def test_kafka_reassign_partitions_and_leader_election(broker, tmp_path):
     out = tool("kafka-reassign-partitions.sh", "--bootstrap-server", bs,
                "--reassignment-json-file", str(plan), "--execute").stdout
     assert "Successfully started partition reassignments for tools-re-0,tools-re-1" in out, out
-    wait_until(lambda: "Reassignment of partition tools-re-1 is complete." in tool(
+    wait_until(lambda: "Reassignment of partition tools-re-1 is completed." in tool(
         "kafka-reassign-partitions.sh", "--bootstrap-server", bs, "--reassignment-json-file",
         str(plan), "--verify").stdout, 20, "the reassignment to be complete")
 

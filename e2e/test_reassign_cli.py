@@ -5,6 +5,7 @@ through a plan, and a reassignment held in progress by a paused target broker, l
 cancelled."""
 
 import json
+import re
 import subprocess
 
 from conftest import gregor_bin, wait_until
@@ -41,7 +42,7 @@ def verify_until_complete(node, path, partitions, timeout=60):
     def complete():
         outputs.append(reassign(node, "--verify", "--reassignment-json-file", str(path)).stdout)
         lines = outputs[-1].splitlines()
-        return all(f"Reassignment of partition {tp} is complete." in lines for tp in partitions)
+        return all(f"Reassignment of partition {tp} is completed." in lines for tp in partitions)
     wait_until(complete, timeout, f"--verify to report {partitions} complete", interval=0.3)
     bad = [o for o in outputs if not o.startswith("Status of partition reassignment:\n")]
     assert not bad, bad[:3]
@@ -169,18 +170,31 @@ def test_a_reassignment_held_by_a_paused_broker_is_listed_and_cancelled(cluster_
         out = reassign(ctrl, "--execute", "--reassignment-json-file", str(plan), check=False)
         assert out.returncode != 0
         assert "Cannot execute because there is an existing partition assignment." in out.stderr
-        out = reassign(ctrl, "--cancel", "--reassignment-json-file", str(plan))
-        assert out.stdout == "Successfully cancelled partition reassignment for held-0\n", \
+        out = reassign(ctrl, "--cancel", "--reassignment-json-file", str(plan),
+                       "--preserve-throttles")
+        assert out.stdout == "Successfully cancelled partition reassignment for: held-0\n", \
             out.stdout
         assert reassign(ctrl, "--list").stdout == "No partition reassignments found.\n"
+        # Without --preserve-throttles, --cancel clears the throttles as Kafka's tool does.
         out = reassign(ctrl, "--cancel", "--reassignment-json-file", str(plan))
-        assert out.stdout == "None of the specified partition reassignments are active.\n"
+        lines = out.stdout.splitlines()
+        assert lines[0] == "None of the specified partition reassignments are active.", out.stdout
+        assert re.fullmatch(r"Clearing broker-level throttles on brokers? [\d,]+", lines[1]), \
+            out.stdout
+        assert lines[2:] == ["Clearing topic-level throttles on topic held"], out.stdout
     finally:
         target.resume()
     wait_until(lambda: describe(ctrl, "held") == [
         f"\tTopic: held\tPartition: 0\tLeader: {h}\tReplicas: {h}\tIsr: {h}"], 30,
         "back on its first broker")
     assert [v for _, v in consume_all([home], "held", expect=20)] == [f"h{i}" for i in range(20)]
+    # The cancelled target deleted its replica while its fetcher may still have been writing:
+    # the writes were refused (the log closed first), with no I/O error about a checkpoint's
+    # temporary file in the deleted directory.
+    for n in c.nodes.values():
+        text = n.log_path.read_text(errors="replace")
+        assert "leader-epoch-checkpoint.tmp" not in text, text[-3000:]
+        assert "cannot append fetched batches" not in text, text[-3000:]
 
 
 def test_bad_plans_and_flags_get_one_line_errors(cluster_factory, tmp_path):

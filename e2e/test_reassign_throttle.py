@@ -75,7 +75,7 @@ def test_a_throttled_reassignment_stays_under_its_rate_and_verify_clears_the_thr
     more = []
     while True:
         out = reassign(n0, "--verify", "--reassignment-json-file", str(plan))
-        if "Reassignment of partition big-0 is complete." in out.stdout.splitlines():
+        if "Reassignment of partition big-0 is completed." in out.stdout.splitlines():
             elapsed = time.monotonic() - started
             break
         for line in out.stdout.splitlines():
@@ -136,7 +136,7 @@ def start_slow_move(node, plan):
         # e.g. "  moving-0: replica 1 has 1999750 of 3358101 bytes (...)"
         copied = [int(m.group(1)) for m in
                   re.finditer(r"moving-0: replica \d+ has (\d+) of", outs[-1])]
-        return any(copied) or "moving-0 is complete." in outs[-1]
+        return any(copied) or "moving-0 is completed." in outs[-1]
     wait_until(copying_or_done, 20, "the new replica to start copying", interval=0.1)
     assert "Reassignment of partition moving-0 is still in progress." in outs[-1], outs[-1]
 
@@ -144,7 +144,7 @@ def start_slow_move(node, plan):
 def wait_move_complete(node, plan, after):
     def complete():
         out = reassign(node, "--verify", "--reassignment-json-file", str(plan))
-        return "Reassignment of partition moving-0 is complete." in out.stdout.splitlines()
+        return "Reassignment of partition moving-0 is completed." in out.stdout.splitlines()
     wait_until(complete, 90, f"the reassignment to complete after the {after}", interval=0.5)
 
 

@@ -556,6 +556,10 @@ fn out_of_range(part: &Partition, epoch: i32, leader_start: i64) -> Outcome {
                 info!(topic = %part.topic, partition = part.index, from = end, to = leader_start, "behind the leader's log start: log restarted there");
                 Outcome::Progress { truncated: false }
             }
+            Err(e @ gregor_log::LogError::Closed(_)) => {
+                debug!(topic = %part.topic, partition = part.index, error = %e, "restart of a closed log");
+                Outcome::Retry(METADATA_RACE_BACKOFF)
+            }
             Err(e) => {
                 warn!(topic = %part.topic, partition = part.index, error = %e, "cannot restart the log at the leader's log start");
                 Outcome::Retry(Duration::ZERO)
@@ -671,6 +675,11 @@ fn truncate_to_divergence(
             Outcome::Progress { truncated: true }
         }
         Ok(None) => Outcome::Retry(METADATA_RACE_BACKOFF),
+        // The replica was stopped meanwhile (as for an append): nothing is wrong.
+        Err(e @ gregor_log::LogError::Closed(_)) => {
+            debug!(topic = %part.topic, partition = part.index, error = %e, "truncation of a closed log");
+            Outcome::Retry(METADATA_RACE_BACKOFF)
+        }
         Err(e) => {
             warn!(topic = %part.topic, partition = part.index, error = %e, "cannot truncate");
             Outcome::Retry(Duration::ZERO)

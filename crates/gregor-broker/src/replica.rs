@@ -334,6 +334,11 @@ impl ReplicaManager {
         // Wake parked fetches and produces so they notice the partition is gone.
         part.stopped();
         if delete {
+            // Closed before the directory goes: a fetch, produce or checkpoint still holding the
+            // partition finishes its write first (it holds the log's locks), and later ones get
+            // LogError::Closed, not an I/O error about a checkpoint's `.tmp` in a directory
+            // that is gone.
+            part.log.close_for_deletion();
             let dir = part.log.dir().to_path_buf();
             drop(part);
             if let Err(e) = self.disk.remove_dir_all(&dir) {

@@ -745,6 +745,20 @@ impl Log {
         Ok(())
     }
 
+    /// Refuses every later change to the files, writing nothing (no sync, no checkpoints, no
+    /// clean-shutdown marker), for a log whose directory is about to be deleted (a replica
+    /// reassigned away, a deleted topic). A write in progress holds the locks this takes, so
+    /// it finishes first: once this returns, no writer is half-way through a file in the
+    /// directory (a checkpoint's `.tmp` about to be renamed), and every later one gets
+    /// [`LogError::Closed`] instead of an I/O error about a file that went with the directory.
+    pub fn close_for_deletion(&self) {
+        let _m = lock(&self.maintenance);
+        let mut g = lock(&self.inner);
+        g.closed = true;
+        // Their files go with the directory.
+        g.retired.clear();
+    }
+
     /// Every checkpoint file, each written atomically (file and directory synced).
     fn write_final_checkpoints(&self, g: &Inner) -> Result<()> {
         for (name, value) in [

@@ -112,6 +112,7 @@ pub enum ReassignAction {
     },
     Cancel {
         file: PathBuf,
+        preserve_throttles: bool,
     },
     List,
 }
@@ -264,7 +265,10 @@ impl ReassignArgs {
                 file: file(),
                 preserve_throttles: self.preserve_throttles,
             },
-            "--cancel" => ReassignAction::Cancel { file: file() },
+            "--cancel" => ReassignAction::Cancel {
+                file: file(),
+                preserve_throttles: self.preserve_throttles,
+            },
             _ => ReassignAction::List,
         })
     }
@@ -332,7 +336,7 @@ pub fn format_verify(states: &BTreeMap<TopicPartition, PartitionState>) -> Strin
     for (tp, state) in states {
         match state {
             PartitionState::Complete => {
-                out.push_str(&format!("Reassignment of partition {tp} is complete.\n"))
+                out.push_str(&format!("Reassignment of partition {tp} is completed.\n"))
             }
             PartitionState::InProgress {
                 target,
@@ -499,9 +503,11 @@ pub async fn run_reassign(args: ReassignArgs) -> Result<()> {
             let plan = plan.expect("parsed for --verify");
             verify(&admin, &plan, preserve_throttles, timeout_ms).await?;
         }
-        ReassignAction::Cancel { .. } => {
+        ReassignAction::Cancel {
+            preserve_throttles, ..
+        } => {
             let plan = plan.expect("parsed for --cancel");
-            cancel(&admin, &plan, timeout_ms).await?;
+            cancel(&admin, &plan, preserve_throttles, timeout_ms).await?;
         }
         ReassignAction::List => {
             let ongoing = admin.list_partition_reassignments(None, timeout_ms).await?;
@@ -518,7 +524,7 @@ fn read_plan(action: &ReassignAction) -> Result<Option<Assignment>> {
             parse_reassignment_to_execute(&read(file)?)
                 .with_context(|| format!("in {}", file.display()))?,
         ),
-        ReassignAction::Verify { file, .. } | ReassignAction::Cancel { file } => Some(
+        ReassignAction::Verify { file, .. } | ReassignAction::Cancel { file, .. } => Some(
             parse_reassignment(&read(file)?).with_context(|| format!("in {}", file.display()))?,
         ),
         _ => None,
@@ -661,15 +667,8 @@ async fn verify(
         .values()
         .all(|s| !matches!(s, PartitionState::InProgress { .. }));
     if done && !preserve_throttles {
-        let brokers: Vec<i32> = admin
-            .describe_cluster()
-            .await?
-            .brokers
-            .iter()
-            .map(|b| b.id)
-            .collect();
         println!();
-        clear_throttles(admin, &brokers, &topics_of(plan)).await?;
+        clear_plan_throttles(admin, plan).await?;
     }
     Ok(())
 }
@@ -698,8 +697,14 @@ async fn print_progress(admin: &Admin, states: &BTreeMap<TopicPartition, Partiti
     }
 }
 
-/// `--cancel`: cancels the plan's partitions that are still being reassigned.
-async fn cancel(admin: &Admin, plan: &Assignment, timeout_ms: i32) -> Result<()> {
+/// `--cancel`: cancels the plan's partitions that are still being reassigned and, as Kafka's
+/// tool does, clears the replication throttles unless they are preserved.
+async fn cancel(
+    admin: &Admin,
+    plan: &Assignment,
+    preserve_throttles: bool,
+    timeout_ms: i32,
+) -> Result<()> {
     let parts: Vec<TopicPartition> = plan.keys().cloned().collect();
     let active: Vec<TopicPartition> = admin
         .list_partition_reassignments(Some(&parts), timeout_ms)
@@ -710,23 +715,52 @@ async fn cancel(admin: &Admin, plan: &Assignment, timeout_ms: i32) -> Result<()>
         .collect();
     if active.is_empty() {
         println!("None of the specified partition reassignments are active.");
-        return Ok(());
-    }
-    let changes: BTreeMap<TopicPartition, Option<Vec<i32>>> =
-        active.iter().map(|tp| (tp.clone(), None)).collect();
-    let failures = failures(
-        admin
-            .alter_partition_reassignments(&changes, timeout_ms)
-            .await?,
-    );
-    if !failures.is_empty() {
-        bail!(
-            "Error cancelling partition reassignment(s) for:\n{}",
-            failures.join("\n")
+    } else {
+        let changes: BTreeMap<TopicPartition, Option<Vec<i32>>> =
+            active.iter().map(|tp| (tp.clone(), None)).collect();
+        let failures = failures(
+            admin
+                .alter_partition_reassignments(&changes, timeout_ms)
+                .await?,
         );
+        if !failures.is_empty() {
+            bail!(
+                "Error cancelling partition reassignment{} for:\n{}",
+                if failures.len() == 1 { "" } else { "s" },
+                failures.join("\n")
+            );
+        }
+        println!("{}", cancelled_line(&active));
     }
-    println!("Successfully cancelled {}", reassignments_for(&active));
+    if !preserve_throttles {
+        clear_plan_throttles(admin, plan).await?;
+    }
     Ok(())
+}
+
+/// `--cancel`'s success line, as Kafka's tool prints it (with a colon, unlike `--execute`'s).
+fn cancelled_line(parts: &[TopicPartition]) -> String {
+    format!(
+        "Successfully cancelled partition reassignment{} for: {}",
+        if parts.len() == 1 { "" } else { "s" },
+        parts
+            .iter()
+            .map(|tp| tp.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    )
+}
+
+/// Clears the replication throttles from every broker and the plan's topics.
+async fn clear_plan_throttles(admin: &Admin, plan: &Assignment) -> Result<()> {
+    let brokers: Vec<i32> = admin
+        .describe_cluster()
+        .await?
+        .brokers
+        .iter()
+        .map(|b| b.id)
+        .collect();
+    clear_throttles(admin, &brokers, &topics_of(plan)).await
 }
 
 /// "t-0: ERROR_NAME (code): message" per failed partition, sorted.
@@ -838,7 +872,8 @@ mod tests {
             ])
             .unwrap(),
             ReassignAction::Cancel {
-                file: "r.json".into()
+                file: "r.json".into(),
+                preserve_throttles: true,
             }
         );
         assert_eq!(parse(&["--list"]).unwrap(), ReassignAction::List);
@@ -1082,10 +1117,10 @@ mod tests {
             format_verify(&states),
             "Status of partition reassignment:\n\
              There is no active reassignment of partition gone-0, and the partition does not exist (UNKNOWN_TOPIC_OR_PARTITION).\n\
-             Reassignment of partition tp_re_01-0 is complete.\n\
+             Reassignment of partition tp_re_01-0 is completed.\n\
              Reassignment of partition tp_re_01-3 is still in progress.\n  \
              tp_re_01-3: target replicas 1; in sync: none; catching up: 1; removing: 0; leader: 0\n\
-             Reassignment of partition tp_re_01-4 is complete.\n\
+             Reassignment of partition tp_re_01-4 is completed.\n\
              There is no active reassignment of partition tp_re_02-0, but replica set is 0 rather than 0,1.\n"
         );
         // Replica order matters, as in Kafka: 1,0 is not 0,1 (the preferred leader differs).
@@ -1158,6 +1193,22 @@ mod tests {
         assert_eq!(
             failures(results),
             vec!["t-0: INVALID_REPLICA_ASSIGNMENT (39): Replica 9 is not a registered broker."]
+        );
+    }
+
+    #[test]
+    fn cancel_and_start_lines_are_kafkas() {
+        assert_eq!(
+            cancelled_line(&[tp("held", 0)]),
+            "Successfully cancelled partition reassignment for: held-0"
+        );
+        assert_eq!(
+            cancelled_line(&[tp("a", 0), tp("a", 1)]),
+            "Successfully cancelled partition reassignments for: a-0,a-1"
+        );
+        assert_eq!(
+            reassignments_for(&[tp("a", 0), tp("a", 1)]),
+            "partition reassignments for a-0,a-1"
         );
     }
 }

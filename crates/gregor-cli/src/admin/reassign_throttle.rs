@@ -130,10 +130,7 @@ pub async fn clear_throttles(
             })
             .collect()
     };
-    println!(
-        "Clearing broker-level throttles on brokers {}",
-        join(brokers)
-    );
+    println!("{}", clearing_brokers_line(brokers));
     let changes: Vec<(ConfigResource, Vec<AlterConfigOp>)> = brokers
         .iter()
         .map(|&b| {
@@ -144,9 +141,7 @@ pub async fn clear_throttles(
         })
         .collect();
     check(admin.incremental_alter_configs(&changes, false).await?)?;
-    for topic in topics {
-        println!("Clearing topic-level throttles on topic {topic}");
-    }
+    println!("{}", clearing_topics_line(topics));
     let changes: Vec<(ConfigResource, Vec<AlterConfigOp>)> = topics
         .iter()
         .map(|t| {
@@ -157,6 +152,24 @@ pub async fn clear_throttles(
         })
         .collect();
     check(admin.incremental_alter_configs(&changes, false).await?)
+}
+
+/// Kafka's tool's line for the brokers whose throttles it clears.
+fn clearing_brokers_line(brokers: &[i32]) -> String {
+    format!(
+        "Clearing broker-level throttles on broker{} {}",
+        if brokers.len() == 1 { "" } else { "s" },
+        join(brokers)
+    )
+}
+
+/// Kafka's tool's line for the topics whose throttles it clears: one line, comma-separated.
+fn clearing_topics_line(topics: &BTreeSet<String>) -> String {
+    format!(
+        "Clearing topic-level throttles on topic{} {}",
+        if topics.len() == 1 { "" } else { "s" },
+        topics.iter().cloned().collect::<Vec<_>>().join(",")
+    )
 }
 
 /// How far one replica being added has come: its bytes against the leader's, and the offsets
@@ -329,6 +342,28 @@ mod tests {
         assert_eq!(
             format_progress(&tp("t", 0), &silent),
             "  t-0: replica 2: its broker did not answer DescribeLogDirs\n"
+        );
+    }
+
+    #[test]
+    fn clearing_lines_are_kafkas() {
+        assert_eq!(
+            clearing_brokers_line(&[0, 1, 2]),
+            "Clearing broker-level throttles on brokers 0,1,2"
+        );
+        assert_eq!(
+            clearing_brokers_line(&[3]),
+            "Clearing broker-level throttles on broker 3"
+        );
+        let one: BTreeSet<String> = ["big".to_string()].into();
+        assert_eq!(
+            clearing_topics_line(&one),
+            "Clearing topic-level throttles on topic big"
+        );
+        let two: BTreeSet<String> = ["a".to_string(), "b".to_string()].into();
+        assert_eq!(
+            clearing_topics_line(&two),
+            "Clearing topic-level throttles on topics a,b"
         );
     }
 }

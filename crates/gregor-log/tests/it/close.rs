@@ -172,3 +172,47 @@ fn close_is_refused_for_an_offline_log_and_leaves_no_marker() {
     assert!(matches!(log.close(), Err(LogError::Offline(_))));
     assert!(!dir.path().join(MARKER).exists());
 }
+
+#[test]
+fn a_log_closed_for_deletion_refuses_writes_instead_of_failing_on_its_missing_directory() {
+    let parent = tempfile::tempdir().expect("tmp");
+    let dir = parent.path().join("t-0");
+    let log = Arc::new(open(&dir, small_config()));
+    log.append_as_leader(&batch(3, "kept", NOW), 1, NOW)
+        .expect("append");
+    let fetcher = Arc::clone(&log);
+    // A replica reassigned away: the log is closed for deletion, then its directory goes,
+    // while a fetcher still holds the log.
+    log.close_for_deletion();
+    assert!(
+        !dir.join(MARKER).exists(),
+        "a log about to be deleted writes no clean-shutdown marker"
+    );
+    fs::remove_dir_all(&dir).expect("delete the partition directory");
+
+    // A new leader epoch would write leader-epoch-checkpoint(.tmp) into the missing directory.
+    closed(fetcher.assign_epoch_at_end(7), "new leader epoch");
+    let follower = gregor_log::records::simple_batch(
+        gregor_log::batch::Codec::None,
+        NOW,
+        &[(Some(b"k".as_slice()), Some(b"v".as_slice()))],
+    )
+    .expect("encode");
+    closed(
+        fetcher.append_as_follower(&follower, NOW),
+        "follower append",
+    );
+    closed(fetcher.truncate_to(1), "truncation");
+    fetcher
+        .checkpoint()
+        .expect("a checkpoint of a log closed for deletion does nothing");
+    assert_eq!(
+        fetcher
+            .delete_retired_files(i64::MAX)
+            .expect("nothing queued"),
+        0
+    );
+    assert!(!dir.exists(), "nothing wrote into the deleted directory");
+    // Reads go on for whoever still holds it.
+    assert_eq!(read_all(&fetcher).len(), 3);
+}
