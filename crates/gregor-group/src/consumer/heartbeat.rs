@@ -4,6 +4,7 @@
 //! from the caller.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::model::{
     metadata_hash, Assignment, ConsumerGroup, ConsumerMember, MemberState, TopicMetadata,
@@ -120,8 +121,10 @@ pub fn heartbeat(
     }
     if group.group_epoch > group.target_epoch {
         let assignor = pick_assignor(group, cfg);
-        group.target = compute_target(group, assignor, &subscribed, &group.subscribed_topics)
-            .map_err(|e| HeartbeatError::InvalidRequest(e.to_string()))?;
+        group.target = Arc::new(
+            compute_target(group, assignor, &subscribed, &group.subscribed_topics)
+                .map_err(|e| HeartbeatError::InvalidRequest(e.to_string()))?,
+        );
         group.target_epoch = group.group_epoch;
     }
     let target = group
@@ -270,7 +273,7 @@ fn take_over(
     if old.member_epoch != STATIC_LEAVE_EPOCH && old_id != member_id {
         return Err(HeartbeatError::UnreleasedInstanceId(instance.to_string()));
     }
-    let target = group.target.remove(old_id);
+    let target = Arc::make_mut(&mut group.target).remove(old_id);
     let mut old = group.remove_member(old_id).expect("present above");
     // What it had to revoke is gone with the process that held it.
     old.pending_revocation = Assignment::new();
@@ -280,7 +283,7 @@ fn take_over(
     new.previous_member_epoch = JOIN_EPOCH;
     new.state = MemberState::Stable;
     if let Some(t) = target {
-        group.target.insert(new.member_id.clone(), t);
+        Arc::make_mut(&mut group.target).insert(new.member_id.clone(), t);
     }
     Ok((Some(old), new))
 }

@@ -3,6 +3,7 @@
 //! ConsumerGroupHeartbeat (`heartbeat`). Pure, like the classic coordinator; not yet driven by
 //! it.
 
+pub mod delta;
 pub mod heartbeat;
 pub mod model;
 pub mod reconcile;

@@ -3,6 +3,7 @@
 //! consistent; the heartbeat logic is in `consumer/heartbeat`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 pub use crate::api::{Assignment, TopicUuid};
 
@@ -154,8 +155,8 @@ pub struct ConsumerGroup {
     /// The group epoch the target assignment was computed for.
     pub target_epoch: i32,
     pub members: BTreeMap<String, ConsumerMember>,
-    /// Each member's target assignment.
-    pub target: BTreeMap<String, Assignment>,
+    /// Each member's target assignment; shared, so a change can keep the one it replaced.
+    pub target: Arc<BTreeMap<String, Assignment>>,
     /// The subscribed topics' metadata the target was computed from, by name.
     pub subscribed_topics: BTreeMap<String, TopicMetadata>,
     /// A digest of `subscribed_topics`, written with the group epoch: a reloaded group, whose
@@ -229,7 +230,9 @@ impl ConsumerGroup {
     pub fn remove_member(&mut self, member_id: &str) -> Option<ConsumerMember> {
         let old = self.members.remove(member_id)?;
         self.release(&old);
-        self.target.remove(member_id);
+        if self.target.contains_key(member_id) {
+            Arc::make_mut(&mut self.target).remove(member_id);
+        }
         Some(old)
     }
 

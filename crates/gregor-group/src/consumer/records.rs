@@ -8,6 +8,8 @@
 #[path = "records_tests.rs"]
 mod tests;
 
+use std::sync::Arc;
+
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::model::{Assignment, ConsumerGroup, ConsumerMember, MemberState, Subscription};
@@ -345,63 +347,89 @@ fn read_assignment(r: &mut Reader<'_>) -> Result<Assignment, CodecError> {
     Ok(a)
 }
 
-/// Every record that describes `group` whole, as a compaction would leave them: the group epoch,
-/// each member's metadata, target and current assignment, and the target's epoch.
-pub fn group_records(group: &ConsumerGroup) -> Vec<(ConsumerKey, ConsumerValue)> {
-    let g = || group.group_id.clone();
-    let mut out = Vec::new();
-    for m in group.members.values() {
-        let member = || m.member_id.clone();
-        out.push((
-            ConsumerKey::MemberMetadata {
-                group: g(),
-                member: member(),
-            },
-            ConsumerValue::MemberMetadata(MemberMetadata {
-                instance_id: m.instance_id.clone(),
-                client_id: m.client_id.clone(),
-                client_host: m.client_host.clone(),
-                subscription: m.subscription.clone(),
-            }),
-        ));
-    }
-    out.push((
-        ConsumerKey::GroupMetadata { group: g() },
+/// A member's metadata record.
+pub fn member_metadata_record(group_id: &str, m: &ConsumerMember) -> (ConsumerKey, ConsumerValue) {
+    (
+        ConsumerKey::MemberMetadata {
+            group: group_id.to_string(),
+            member: m.member_id.clone(),
+        },
+        ConsumerValue::MemberMetadata(MemberMetadata {
+            instance_id: m.instance_id.clone(),
+            client_id: m.client_id.clone(),
+            client_host: m.client_host.clone(),
+            subscription: m.subscription.clone(),
+        }),
+    )
+}
+
+/// A member's current assignment record.
+pub fn current_record(group_id: &str, m: &ConsumerMember) -> (ConsumerKey, ConsumerValue) {
+    (
+        ConsumerKey::CurrentMemberAssignment {
+            group: group_id.to_string(),
+            member: m.member_id.clone(),
+        },
+        ConsumerValue::CurrentMemberAssignment(CurrentAssignment {
+            member_epoch: m.member_epoch,
+            previous_member_epoch: m.previous_member_epoch,
+            state: m.state,
+            assigned: m.assigned.clone(),
+            pending_revocation: m.pending_revocation.clone(),
+        }),
+    )
+}
+
+/// A member's target assignment record.
+pub fn target_record(group_id: &str, member: &str, a: &Assignment) -> (ConsumerKey, ConsumerValue) {
+    (
+        ConsumerKey::TargetAssignmentMember {
+            group: group_id.to_string(),
+            member: member.to_string(),
+        },
+        ConsumerValue::TargetAssignmentMember(a.clone()),
+    )
+}
+
+/// The group's epoch record.
+pub fn group_metadata_record(group: &ConsumerGroup) -> (ConsumerKey, ConsumerValue) {
+    (
+        ConsumerKey::GroupMetadata {
+            group: group.group_id.clone(),
+        },
         ConsumerValue::GroupMetadata {
             epoch: group.group_epoch,
             metadata_hash: group.metadata_hash,
         },
-    ));
-    for (member, a) in &group.target {
-        out.push((
-            ConsumerKey::TargetAssignmentMember {
-                group: g(),
-                member: member.clone(),
-            },
-            ConsumerValue::TargetAssignmentMember(a.clone()),
-        ));
-    }
-    out.push((
-        ConsumerKey::TargetAssignmentMetadata { group: g() },
+    )
+}
+
+/// The target assignment's epoch record.
+pub fn target_metadata_record(group: &ConsumerGroup) -> (ConsumerKey, ConsumerValue) {
+    (
+        ConsumerKey::TargetAssignmentMetadata {
+            group: group.group_id.clone(),
+        },
         ConsumerValue::TargetAssignmentMetadata {
             assignment_epoch: group.target_epoch,
         },
-    ));
-    for m in group.members.values() {
-        out.push((
-            ConsumerKey::CurrentMemberAssignment {
-                group: g(),
-                member: m.member_id.clone(),
-            },
-            ConsumerValue::CurrentMemberAssignment(CurrentAssignment {
-                member_epoch: m.member_epoch,
-                previous_member_epoch: m.previous_member_epoch,
-                state: m.state,
-                assigned: m.assigned.clone(),
-                pending_revocation: m.pending_revocation.clone(),
-            }),
-        ));
-    }
+    )
+}
+
+/// Every record that describes `group` whole, as a compaction would leave them: each member's
+/// metadata, the group epoch, each member's target, the target's epoch and each member's current
+/// assignment (the order a whole write uses).
+pub fn group_records(group: &ConsumerGroup) -> Vec<(ConsumerKey, ConsumerValue)> {
+    let id = group.group_id.as_str();
+    let mut out: Vec<_> = group
+        .members
+        .values()
+        .map(|m| member_metadata_record(id, m))
+        .collect();
+    out.push(group_metadata_record(group));
+    out.extend(group.target.iter().map(|(m, a)| target_record(id, m, a)));
+    out.push(target_metadata_record(group));
+    out.extend(group.members.values().map(|m| current_record(id, m)));
     out
 }
 
@@ -436,10 +464,10 @@ pub fn replay(
             ConsumerKey::TargetAssignmentMember { member, .. },
             Some(ConsumerValue::TargetAssignmentMember(a)),
         ) => {
-            group.target.insert(member.clone(), a.clone());
+            Arc::make_mut(&mut group.target).insert(member.clone(), a.clone());
         }
         (ConsumerKey::TargetAssignmentMember { member, .. }, None) => {
-            group.target.remove(member);
+            Arc::make_mut(&mut group.target).remove(member);
         }
         (ConsumerKey::MemberMetadata { member, .. }, Some(ConsumerValue::MemberMetadata(meta))) => {
             let mut m =
@@ -457,7 +485,7 @@ pub fn replay(
             group.remove_member(member);
             // The target member record has its own tombstone.
             if let Some(t) = target {
-                group.target.insert(member.clone(), t);
+                Arc::make_mut(&mut group.target).insert(member.clone(), t);
             }
         }
         (

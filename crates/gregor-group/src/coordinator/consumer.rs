@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::state::{GroupCoordinator, PendingAppend};
 use crate::api::*;
+use crate::consumer::delta::{self, Before};
 use crate::consumer::heartbeat::{heartbeat, remove_member, RevocationTimer, TopicsView};
 use crate::consumer::model::{ConsumerGroup, TopicMetadata};
 use crate::consumer::records::{group_records, ConsumerKey, ConsumerValue};
@@ -73,34 +74,21 @@ impl GroupCoordinator {
                 response: Response::ConsumerGroupHeartbeat(r),
             })
         };
-        if let Some(classic) = self.groups.get(&req.group_id) {
-            // An empty classic group becomes a consumer group (its offsets stay); one with
-            // members does not.
-            if !classic.members.is_empty() || req.member_epoch != 0 {
-                let message = format!("Group {} is not a consumer group.", req.group_id);
-                let code = ResponseError::GroupIdNotFound.code();
-                return respond(out, error_response(code, Some(message)));
-            }
-            self.groups.remove(&req.group_id);
-            let key = records::encode_key(&records::RecordKey::GroupMetadata {
-                group: req.group_id.clone(),
-            });
-            let then = PendingAppend::GroupMetadata {
-                group_id: req.group_id.clone(),
-            };
-            let mut cx = Self::cx(
-                now_ms,
-                &self.config,
-                &mut self.timers,
-                &mut self.appends,
-                out,
-            );
-            cx.append(vec![Record::plain(key, None)], then);
+        if let Err(message) = self.take_empty_classic(now_ms, &req, out) {
+            let code = ResponseError::GroupIdNotFound.code();
+            return respond(out, error_response(code, Some(message)));
         }
         req.version = context.api_version;
         req.client_id = context.client_id.clone();
         req.client_host = context.client_host.clone();
-        let before = self.consumer_groups.get(&req.group_id).cloned();
+        let existing = self.consumer_groups.get(&req.group_id);
+        let created = existing.is_none();
+        let before = existing.map(|g| {
+            // The static member a join may replace is touched too.
+            let replaced = req.instance_id.as_deref().and_then(|i| g.static_member(i));
+            let touched = [Some(req.member_id.as_str()), replaced];
+            (Before::of(g, touched.into_iter().flatten()), debug_copy(g))
+        });
         let group = self
             .consumer_groups
             .entry(req.group_id.clone())
@@ -113,7 +101,7 @@ impl GroupCoordinator {
         let outcome = match result {
             Ok(o) => o,
             Err(e) => {
-                if before.is_none() {
+                if created {
                     self.consumer_groups.remove(&req.group_id);
                 }
                 return respond(out, error_response(e.code(), Some(e.to_string())));
@@ -144,6 +132,13 @@ impl GroupCoordinator {
             assignment: reply.assignment,
             ..Default::default()
         };
+        // A version-0 join named its member only now.
+        let before = before.map(|(mut b, full)| {
+            if let Some(g) = self.consumer_groups.get(&req.group_id) {
+                b.also(g, &id);
+            }
+            (b, full)
+        });
         self.write_consumer_group(
             now_ms,
             &req.group_id,
@@ -153,32 +148,73 @@ impl GroupCoordinator {
         );
     }
 
-    /// Writes what changed in a consumer group since `before` (the whole group when an earlier
-    /// write failed), then answers `answer`, or answers at once when nothing changed.
+    /// An empty classic group of the heartbeat's id becomes a consumer group (its offsets stay:
+    /// a tombstone ends the classic record); one with members, or a heartbeat that is no join,
+    /// is refused with the message returned.
+    fn take_empty_classic(
+        &mut self,
+        now_ms: i64,
+        req: &ConsumerGroupHeartbeatRequest,
+        out: &mut Vec<Effect>,
+    ) -> Result<(), String> {
+        let Some(classic) = self.groups.get(&req.group_id) else {
+            return Ok(());
+        };
+        if !classic.members.is_empty() || req.member_epoch != 0 {
+            return Err(format!("Group {} is not a consumer group.", req.group_id));
+        }
+        self.groups.remove(&req.group_id);
+        let key = records::encode_key(&records::RecordKey::GroupMetadata {
+            group: req.group_id.clone(),
+        });
+        let then = PendingAppend::GroupMetadata {
+            group_id: req.group_id.clone(),
+        };
+        let mut cx = Self::cx(
+            now_ms,
+            &self.config,
+            &mut self.timers,
+            &mut self.appends,
+            out,
+        );
+        cx.append(vec![Record::plain(key, None)], then);
+        Ok(())
+    }
+
+    /// Writes what changed in a consumer group since `before` (the whole group when it is new
+    /// or an earlier write failed), then answers `answer`, or answers at once when nothing
+    /// changed.
     fn write_consumer_group(
         &mut self,
         now_ms: i64,
         group_id: &str,
-        before: Option<ConsumerGroup>,
+        before: Option<(Before, Option<ConsumerGroup>)>,
         answer: Option<(RequestId, ConsumerGroupHeartbeatResponse)>,
         out: &mut Vec<Effect>,
     ) {
         let after = self.consumer_groups.get(group_id);
-        let before = match self.consumer_dirty.remove(group_id) {
-            true => None,
-            false => before,
-        };
-        let records = changes(group_id, before.as_ref(), after);
-        if let Some(b) = &before {
-            for m in b
-                .members
-                .keys()
-                .filter(|m| after.is_none_or(|a| !a.members.contains_key(*m)))
-            {
-                self.timers.cancel(&session_key(group_id, m));
-                self.timers.cancel(&revocation_key(group_id, m));
+        let dirty = self.consumer_dirty.remove(group_id);
+        let records = match (&before, after) {
+            (Some((b, full)), Some(a)) if !dirty => {
+                for m in b.removed(a) {
+                    self.timers.cancel(&session_key(group_id, m));
+                    self.timers.cancel(&revocation_key(group_id, m));
+                }
+                let records: Vec<Record> = delta::changes(b, a)
+                    .into_iter()
+                    .map(|(k, v)| Record::plain(k.encode(), v.map(|v| v.encode())))
+                    .collect();
+                debug_assert!(
+                    full.as_ref().is_none_or(|f| same_records(
+                        &records,
+                        &changes(group_id, Some(f), Some(a))
+                    )),
+                    "the scoped records of {group_id} differ from the whole diff"
+                );
+                records
             }
-        }
+            _ => changes(group_id, None, after),
+        };
         let (request_id, response) = match answer {
             Some((r, resp)) => (Some(r), resp),
             None => (None, ConsumerGroupHeartbeatResponse::default()),
@@ -218,7 +254,7 @@ impl GroupCoordinator {
         let Some(group) = self.consumer_groups.get_mut(group_id) else {
             return;
         };
-        let before = group.clone();
+        let before = (Before::of(group, [member_id]), debug_copy(group));
         if remove_member(group, member_id).is_none() {
             return;
         }
@@ -311,6 +347,22 @@ pub(super) fn changes(
         |r| ConsumerKey::decode(&r.key).is_ok_and(|k| k.is_some_and(|k| k.group() == group_id))
     ));
     out
+}
+
+/// A whole copy of the group, kept in debug builds only to check the scoped records against the
+/// whole diff.
+fn debug_copy(g: &ConsumerGroup) -> Option<ConsumerGroup> {
+    cfg!(debug_assertions).then(|| g.clone())
+}
+
+/// Whether two record lists write the same keys and values (in any order).
+fn same_records(a: &[Record], b: &[Record]) -> bool {
+    let set = |r: &[Record]| {
+        r.iter()
+            .map(|r| (r.key.clone(), r.value.clone()))
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    a.len() == b.len() && set(a) == set(b)
 }
 
 fn tombstone_rank(k: &ConsumerKey) -> u8 {
