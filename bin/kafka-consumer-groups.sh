@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kafka-consumer-groups.sh for Gregor: runs `gregor groups` with Kafka's flags
-# (--bootstrap-server, --list [--state], --describe --group G [--members [--verbose] | --offsets
-# | --state], --all-groups, --reset-offsets --group G --topic T[:P,...] | --all-topics
+# (--bootstrap-server, --list [--state] [--type], --describe --group G [--members [--verbose] |
+# --offsets | --state [--verbose]], --all-groups, --reset-offsets --group G --topic T[:P,...] | --all-topics
 # --to-earliest | --to-latest | --to-current | --to-offset N | --shift-by N | --to-datetime D |
 # --by-duration D --dry-run | --execute, --delete --group G). See docs/cli.md.
 set -euo pipefail

@@ -49,6 +49,7 @@ pub fn api_name(key: i16) -> &'static str {
         Ok(ApiKey::AlterPartitionReassignments) => "AlterPartitionReassignments",
         Ok(ApiKey::ListPartitionReassignments) => "ListPartitionReassignments",
         Ok(ApiKey::DescribeCluster) => "DescribeCluster",
+        Ok(ApiKey::ConsumerGroupDescribe) => "ConsumerGroupDescribe",
         _ => "API",
     }
 }

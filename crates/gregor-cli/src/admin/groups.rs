@@ -1,12 +1,15 @@
-//! `gregor groups`: what `kafka-consumer-groups.sh` does for classic consumer groups, with its
-//! options and table formats (`--describe --members --verbose` as in Kafka 4, seed 004).
+//! `gregor groups`: what `kafka-consumer-groups.sh` does for consumer groups of both protocols
+//! (classic and KIP-848), with its options and table formats (`--describe --members --verbose`
+//! of a classic group as in seed 004; a consumer group's epochs and target assignments and
+//! `--list --type` as Kafka 4's tool prints them).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{anyhow, bail, Result};
 use clap::ArgGroup;
 use gregor_client::admin::groups::is_missing_group;
-use gregor_client::admin::{GroupDescription, IsolationLevel, OffsetSpec};
+use gregor_client::admin::groups::GroupType;
+use gregor_client::admin::{GroupDescription, GroupListing, IsolationLevel, OffsetSpec};
 use gregor_client::{Admin, TopicPartition};
 
 use super::common::{pad, width, ConnectionArgs};
@@ -14,6 +17,8 @@ use super::datetime::{parse_datetime, parse_duration};
 use super::reset::{
     format_reset_plan, parse_topic_arg, plan_reset, ResetInputs, ResetSpec, TopicScope,
 };
+pub use consumer_view::assignment_text;
+use consumer_view::{format_group_table, format_state_verbose, member_epoch_columns, parse_types};
 
 /// List, describe, reset the offsets of, or delete consumer groups.
 #[derive(Debug, Clone, clap::Args)]
@@ -52,7 +57,9 @@ pub struct GroupsArgs {
     /// With --describe: the members and their partition counts.
     #[arg(long)]
     pub members: bool,
-    /// With --describe --members: each member's partitions too.
+    /// With --describe --members: each member's partitions too (and a consumer group's member
+    /// epochs and target assignments). With --describe --state: the group and target
+    /// assignment epochs.
     #[arg(long)]
     pub verbose: bool,
     /// With --describe: offsets and lag per partition (the default view).
@@ -62,6 +69,10 @@ pub struct GroupsArgs {
     /// STATE column, optionally only the given states (comma-separated).
     #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "STATES")]
     pub state: Option<String>,
+    /// With --list: a TYPE column (classic or consumer), optionally only the given types
+    /// (comma-separated).
+    #[arg(long = "type", num_args = 0..=1, default_missing_value = "", value_name = "TYPES")]
+    pub group_type: Option<String>,
     /// With --reset-offsets: a topic, or topic:partition,partition (repeatable).
     #[arg(long)]
     pub topic: Vec<String>,
@@ -110,15 +121,17 @@ pub enum GroupSelection {
 pub enum DescribeView {
     Offsets,
     Members { verbose: bool },
-    State,
+    State { verbose: bool },
 }
 
 /// A validated `gregor groups` invocation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GroupsAction {
-    /// `states`: `None` prints ids only; `Some` prints a STATE column, filtered when non-empty.
+    /// `states`, `types`: `Some` prints a STATE or TYPE column, filtered when non-empty; with
+    /// neither, ids only.
     List {
         states: Option<Vec<String>>,
+        types: Option<Vec<String>>,
     },
     Describe {
         groups: GroupSelection,
@@ -199,12 +212,16 @@ impl GroupsArgs {
         if self.state.is_some() && !(self.describe || self.list) {
             bail!("--state can only be used with --describe or --list");
         }
+        if self.group_type.is_some() && !self.list {
+            bail!("--type can only be used with --list");
+        }
         if self.list {
             if self.all_groups || !self.group.is_empty() {
                 bail!("--list takes no --group");
             }
             return Ok(GroupsAction::List {
                 states: self.state.as_deref().map(parse_states).transpose()?,
+                types: self.group_type.as_deref().map(parse_types).transpose()?,
             });
         }
         if self.describe {
@@ -224,8 +241,8 @@ impl GroupsArgs {
         if views.iter().filter(|v| **v).count() > 1 {
             bail!("--members, --offsets and --state cannot be combined");
         }
-        if self.verbose && !self.members {
-            bail!("--verbose needs --members");
+        if self.verbose && !(self.members || self.state.is_some()) {
+            bail!("--verbose needs --members or --state");
         }
         if self.state.as_deref().is_some_and(|s| !s.is_empty()) {
             bail!("--describe --state takes no value");
@@ -235,7 +252,9 @@ impl GroupsArgs {
                 verbose: self.verbose,
             }
         } else if self.state.is_some() {
-            DescribeView::State
+            DescribeView::State {
+                verbose: self.verbose,
+            }
         } else {
             DescribeView::Offsets
         };
@@ -402,30 +421,6 @@ pub fn format_offset_rows(rows: &[OffsetRow]) -> String {
     out
 }
 
-/// A member's partitions as Kafka 4 prints them: `topic:0,1;other:2` (partition numbers and
-/// topics sorted as text), `-` when none.
-pub fn assignment_text(assignment: &[TopicPartition]) -> String {
-    if assignment.is_empty() {
-        return "-".to_string();
-    }
-    let mut by_topic: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for tp in assignment {
-        by_topic
-            .entry(&tp.topic)
-            .or_default()
-            .push(tp.partition.to_string());
-    }
-    let mut parts: Vec<String> = by_topic
-        .into_iter()
-        .map(|(topic, mut ps)| {
-            ps.sort();
-            format!("{topic}:{}", ps.join(","))
-        })
-        .collect();
-    parts.sort();
-    parts.join(";")
-}
-
 /// The members view as kafka-consumer-groups.sh prints it (seed 004).
 pub fn format_members(group: &GroupDescription, verbose: bool) -> String {
     let members = &group.members;
@@ -469,6 +464,7 @@ pub fn format_members(group: &GroupDescription, verbose: bool) -> String {
             )
         }
     };
+    let (tail_header, tails) = member_tails(group, verbose);
     let mut out = String::from("\n");
     out.push_str(&line(
         "GROUP",
@@ -478,11 +474,9 @@ pub fn format_members(group: &GroupDescription, verbose: bool) -> String {
         "CLIENT-ID",
         "#PARTITIONS",
     ));
-    if verbose {
-        out.push_str("CURRENT-ASSIGNMENT");
-    }
+    out.push_str(&tail_header);
     out.push('\n');
-    for m in members {
+    for (m, tail) in members.iter().zip(&tails) {
         out.push_str(&line(
             &group.group_id,
             &m.member_id,
@@ -491,12 +485,27 @@ pub fn format_members(group: &GroupDescription, verbose: bool) -> String {
             &m.client_id,
             &m.assignment.len().to_string(),
         ));
-        if verbose {
-            out.push_str(&assignment_text(&m.assignment));
-        }
+        out.push_str(tail);
         out.push('\n');
     }
     out
+}
+
+/// What `--verbose` adds after `#PARTITIONS`: a classic group's assignments, or a consumer
+/// group's epochs with its current and target assignments; the header's and each member's.
+fn member_tails(group: &GroupDescription, verbose: bool) -> (String, Vec<String>) {
+    match (verbose, group.group_type) {
+        (false, _) => (String::new(), vec![String::new(); group.members.len()]),
+        (true, GroupType::Consumer) => member_epoch_columns(group),
+        (true, GroupType::Classic) => (
+            "CURRENT-ASSIGNMENT".to_string(),
+            group
+                .members
+                .iter()
+                .map(|m| assignment_text(&m.assignment))
+                .collect(),
+        ),
+    }
 }
 
 /// The state view as kafka-consumer-groups.sh prints it.
@@ -534,16 +543,6 @@ pub fn format_state(group: &GroupDescription) -> String {
     out
 }
 
-/// `--list --state`: group ids with their states.
-pub fn format_group_states(groups: &[(String, String)]) -> String {
-    let w = width(15, groups.iter().map(|(g, _)| g.as_str())) + 10;
-    let mut out = format!("{} {}\n", pad("GROUP", w), pad("STATE", 20));
-    for (g, s) in groups {
-        out.push_str(&format!("{} {}\n", pad(g, w), pad(s, 20)));
-    }
-    out
-}
-
 /// What Kafka prints to standard error about a group's state before its tables.
 pub fn state_notice(group: &GroupDescription) -> Option<String> {
     match group.state.as_str() {
@@ -564,23 +563,26 @@ pub fn state_notice(group: &GroupDescription) -> Option<String> {
 async fn selected_groups(admin: &Admin, selection: &GroupSelection) -> Result<Vec<String>> {
     Ok(match selection {
         GroupSelection::Named(g) => g.clone(),
-        GroupSelection::All => consumer_groups(admin, &[])
+        GroupSelection::All => consumer_groups(admin, &[], &[])
             .await?
             .into_iter()
-            .map(|(g, _)| g)
+            .map(|g| g.group_id)
             .collect(),
     })
 }
 
-/// Consumer groups (protocol type `consumer`, or empty for groups that only commit offsets),
-/// sorted, with their states where the broker reports them.
-async fn consumer_groups(admin: &Admin, states: &[String]) -> Result<Vec<(String, String)>> {
+/// Consumer groups of either protocol (protocol type `consumer`, or empty for groups that
+/// only commit offsets), sorted, with their states and types where the broker reports them.
+async fn consumer_groups(
+    admin: &Admin,
+    states: &[String],
+    types: &[String],
+) -> Result<Vec<GroupListing>> {
     Ok(admin
-        .list_groups(states, &[])
+        .list_groups(states, types)
         .await?
         .into_iter()
         .filter(|g| g.protocol_type.is_empty() || g.protocol_type == "consumer")
-        .map(|g| (g.group_id, g.state.unwrap_or_else(|| "Unknown".to_string())))
         .collect())
 }
 
@@ -616,17 +618,24 @@ pub async fn run_groups(args: GroupsArgs) -> Result<()> {
     let action = args.action()?;
     let admin = args.connection.connect().await?;
     match action {
-        GroupsAction::List { states: None } => {
-            for (g, _) in consumer_groups(&admin, &[]).await? {
-                println!("{g}");
+        GroupsAction::List {
+            states: None,
+            types: None,
+        } => {
+            for g in consumer_groups(&admin, &[], &[]).await? {
+                println!("{}", g.group_id);
             }
         }
-        GroupsAction::List {
-            states: Some(states),
-        } => {
+        GroupsAction::List { states, types } => {
+            let groups = consumer_groups(
+                &admin,
+                states.as_deref().unwrap_or_default(),
+                types.as_deref().unwrap_or_default(),
+            )
+            .await?;
             print!(
                 "{}",
-                format_group_states(&consumer_groups(&admin, &states).await?)
+                format_group_table(&groups, types.is_some(), states.is_some())
             );
         }
         GroupsAction::Describe { groups, view } => describe_groups(&admin, &groups, view).await?,
@@ -710,7 +719,8 @@ async fn describe_view(admin: &Admin, name: &str, view: DescribeView) -> Result<
         eprintln!("{notice}");
     }
     Ok(match view {
-        DescribeView::State => format_state(&group),
+        DescribeView::State { verbose: false } => format_state(&group),
+        DescribeView::State { verbose: true } => format_state_verbose(&group),
         DescribeView::Members { verbose } => format_members(&group, verbose),
         DescribeView::Offsets => {
             let committed: BTreeMap<TopicPartition, i64> = admin
@@ -835,6 +845,8 @@ async fn reset_inputs(
     }
     Ok(inputs)
 }
+
+mod consumer_view;
 
 #[cfg(test)]
 mod tests;

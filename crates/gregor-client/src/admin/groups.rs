@@ -1,4 +1,5 @@
-//! Consumer groups: list, describe, committed offsets (fetch and alter), delete.
+//! Consumer groups: list, describe (ConsumerGroupDescribe for KIP-848 consumer groups,
+//! DescribeGroups for classic ones), committed offsets (fetch and alter), delete.
 
 use std::collections::BTreeMap;
 
@@ -10,9 +11,9 @@ use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
 };
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    GroupId, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse,
-    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+    ConsumerGroupDescribeRequest, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, GroupId, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -21,6 +22,14 @@ use crate::client::Target;
 use crate::error::{Error, KafkaCode, KafkaError, Result};
 use crate::metadata::BrokerNode;
 use crate::types::{group_by_topic, TopicPartition};
+
+mod consumer;
+mod model;
+
+pub use consumer::{
+    classic_candidates, consumer_group_describe_request, parse_consumer_group_describe,
+};
+pub use model::{GroupDescription, GroupType, MemberDescription};
 
 /// A group as ListGroups reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,36 +41,6 @@ pub struct GroupListing {
     pub state: Option<String>,
     /// `classic` or `consumer`, from ListGroups v5.
     pub group_type: Option<String>,
-}
-
-/// A group member.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberDescription {
-    pub member_id: String,
-    pub group_instance_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    /// The member's partitions, decoded from its consumer-protocol assignment.
-    pub assignment: Vec<TopicPartition>,
-    /// Why the assignment bytes could not be decoded, if they could not (a non-consumer
-    /// protocol type, or corrupt bytes).
-    pub assignment_error: Option<String>,
-    pub metadata: Bytes,
-    pub raw_assignment: Bytes,
-}
-
-/// A group as DescribeGroups reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupDescription {
-    pub group_id: String,
-    /// Kafka's state name: `Empty`, `PreparingRebalance`, `CompletingRebalance`, `Stable`,
-    /// `Dead`.
-    pub state: String,
-    pub protocol_type: String,
-    /// The selected assignor (`range`, `cooperative-sticky`...), empty while none is chosen.
-    pub protocol: String,
-    pub members: Vec<MemberDescription>,
-    pub coordinator: BrokerNode,
 }
 
 /// A committed offset.
@@ -179,19 +158,24 @@ pub fn parse_describe_groups(
                             let (assignment, assignment_error) =
                                 decode_member_assignment(&protocol_type, &m.member_assignment);
                             MemberDescription {
-                                member_id: m.member_id.to_string(),
                                 group_instance_id: m.group_instance_id.map(|s| s.to_string()),
-                                client_id: m.client_id.to_string(),
-                                client_host: m.client_host.to_string(),
                                 assignment,
                                 assignment_error,
                                 metadata: m.member_metadata,
                                 raw_assignment: m.member_assignment,
+                                ..MemberDescription::new(
+                                    m.member_id.to_string(),
+                                    m.client_id.to_string(),
+                                    m.client_host.to_string(),
+                                )
                             }
                         })
                         .collect(),
                     protocol_type,
                     coordinator: coordinator.clone(),
+                    group_type: GroupType::Classic,
+                    group_epoch: None,
+                    assignment_epoch: None,
                 }
             });
             (id, result)
@@ -430,18 +414,42 @@ impl Admin {
         Ok(all.into_values().collect())
     }
 
-    /// Describes one group at its coordinator.
+    /// Describes one group at its coordinator: ConsumerGroupDescribe first when the
+    /// coordinator supports it, DescribeGroups when it does not or when the group is not a
+    /// consumer group (`GROUP_ID_NOT_FOUND`), as Kafka's admin does.
     pub async fn describe_group(&self, group: &str) -> Result<GroupDescription> {
         let keys = vec![group.to_string()];
         let results = retry_entities(&self.client, "DescribeGroups", keys, |pending| async move {
             let coordinator = self.client.find_coordinator(group).await?;
+            let target = Target::Coordinator(group.to_string());
+            let mut results = match self
+                .client
+                .send::<ConsumerGroupDescribeRequest, _>(&target, |_| {
+                    Ok(consumer_group_describe_request(&pending))
+                })
+                .await
+            {
+                Ok((_, resp)) => parse_consumer_group_describe(resp, &coordinator),
+                Err(Error::UnsupportedVersion { .. }) => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            let classic: Vec<String> = if results.is_empty() {
+                pending
+            } else {
+                classic_candidates(&results)
+            };
+            if classic.is_empty() {
+                return Ok(results);
+            }
+            results.retain(|(g, _)| !classic.contains(g));
             let (_, resp) = self
                 .client
-                .send::<DescribeGroupsRequest, _>(&Target::Coordinator(group.to_string()), |_| {
-                    Ok(describe_groups_request(&pending))
+                .send::<DescribeGroupsRequest, _>(&target, |_| {
+                    Ok(describe_groups_request(&classic))
                 })
                 .await?;
-            Ok(parse_describe_groups(resp, &coordinator))
+            results.extend(parse_describe_groups(resp, &coordinator));
+            Ok(results)
         })
         .await?;
         single(group, results)

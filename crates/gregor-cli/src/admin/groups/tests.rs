@@ -1,5 +1,6 @@
 use super::*;
 use clap::Parser;
+use consumer_view::{format_group_table, format_state_verbose, parse_types};
 use gregor_client::admin::MemberDescription;
 use gregor_client::BrokerNode;
 
@@ -16,17 +17,11 @@ fn parse(args: &[&str]) -> Result<GroupsAction> {
 
 fn member(id: &str, client: &str, partitions: &[i32]) -> MemberDescription {
     MemberDescription {
-        member_id: id.into(),
-        group_instance_id: None,
-        client_id: client.into(),
-        client_host: "/172.17.0.1".into(),
         assignment: partitions
             .iter()
             .map(|p| TopicPartition::new("b1.offsets.demo", *p))
             .collect(),
-        assignment_error: None,
-        metadata: Default::default(),
-        raw_assignment: Default::default(),
+        ..MemberDescription::new(id.into(), client.into(), "/172.17.0.1".into())
     }
 }
 
@@ -43,6 +38,9 @@ fn seed_group(members: Vec<MemberDescription>) -> GroupDescription {
             port: 9092,
             rack: None,
         },
+        group_type: GroupType::Classic,
+        group_epoch: None,
+        assignment_epoch: None,
     }
 }
 
@@ -225,9 +223,22 @@ fn state_notices_go_with_empty_and_rebalancing_groups() {
     );
 }
 
+fn listing(id: &str, state: &str, group_type: &str) -> GroupListing {
+    GroupListing {
+        group_id: id.into(),
+        protocol_type: "consumer".into(),
+        state: Some(state.into()),
+        group_type: Some(group_type.into()),
+    }
+}
+
 #[test]
 fn list_with_states_table() {
-    let text = format_group_states(&[("b1.rebal.group".into(), "Stable".into())]);
+    let text = format_group_table(
+        &[listing("b1.rebal.group", "Stable", "classic")],
+        false,
+        true,
+    );
     assert_eq!(
         text,
         format!(
@@ -249,12 +260,37 @@ fn list_with_states_table() {
 fn argument_parsing() {
     assert_eq!(
         parse(&["--list"]).unwrap(),
-        GroupsAction::List { states: None }
+        GroupsAction::List {
+            states: None,
+            types: None
+        }
     );
     assert_eq!(
         parse(&["--list", "--state"]).unwrap(),
         GroupsAction::List {
-            states: Some(vec![])
+            states: Some(vec![]),
+            types: None
+        }
+    );
+    assert_eq!(
+        parse(&["--list", "--type", "Consumer,classic", "--state", "stable"]).unwrap(),
+        GroupsAction::List {
+            states: Some(vec!["Stable".into()]),
+            types: Some(vec!["consumer".into(), "classic".into()])
+        }
+    );
+    assert_eq!(
+        parse(&["--list", "--type"]).unwrap(),
+        GroupsAction::List {
+            states: None,
+            types: Some(vec![])
+        }
+    );
+    assert_eq!(
+        parse(&["--describe", "--group", "g", "--state", "--verbose"]).unwrap(),
+        GroupsAction::Describe {
+            groups: GroupSelection::Named(vec!["g".into()]),
+            view: DescribeView::State { verbose: true }
         }
     );
     assert_eq!(
@@ -268,7 +304,7 @@ fn argument_parsing() {
         parse(&["--describe", "--all-groups", "--state"]).unwrap(),
         GroupsAction::Describe {
             groups: GroupSelection::All,
-            view: DescribeView::State
+            view: DescribeView::State { verbose: false }
         }
     );
     assert_eq!(
@@ -312,7 +348,10 @@ fn argument_parsing() {
 fn bad_arguments_are_refused() {
     let err = |args: &[&str]| format!("{:#}", parse(args).unwrap_err());
     assert!(err(&["--describe"]).contains("--describe needs --group or --all-groups"));
-    assert!(err(&["--describe", "--group", "g", "--verbose"]).contains("--verbose needs --members"));
+    assert!(err(&["--describe", "--group", "g", "--verbose"])
+        .contains("--verbose needs --members or --state"));
+    assert!(err(&["--list", "--type", "share"]).contains("Invalid types list 'share'"));
+    assert!(err(&["--describe", "--group", "g", "--type"]).contains("only be used with --list"));
     assert!(
         err(&["--describe", "--group", "g", "--members", "--state"]).contains("cannot be combined")
     );
@@ -364,4 +403,226 @@ fn bad_arguments_are_refused() {
     assert!(err(&["--delete", "--group", "g", "--all-groups"])
         .contains("cannot be used with --all-groups"));
     assert!(err(&["--group", "g"]).contains("required"));
+}
+
+fn consumer_group(members: Vec<MemberDescription>) -> GroupDescription {
+    GroupDescription {
+        group_id: "cg".into(),
+        group_type: GroupType::Consumer,
+        state: "Reconciling".into(),
+        protocol: "uniform".into(),
+        group_epoch: Some(7),
+        assignment_epoch: Some(6),
+        ..seed_group(members)
+    }
+}
+
+fn consumer_member(
+    id: &str,
+    epoch: i32,
+    current: &[(&str, i32)],
+    target: &[(&str, i32)],
+) -> MemberDescription {
+    let tps = |v: &[(&str, i32)]| -> Vec<TopicPartition> {
+        v.iter().map(|(t, p)| TopicPartition::new(*t, *p)).collect()
+    };
+    MemberDescription {
+        assignment: tps(current),
+        target_assignment: Some(tps(target)),
+        member_epoch: Some(epoch),
+        ..MemberDescription::new(id.into(), "rdkafka".into(), "/127.0.0.1".into())
+    }
+}
+
+#[test]
+fn consumer_group_members_verbose_has_epochs_and_target_assignments() {
+    let g = consumer_group(vec![
+        consumer_member("m-1", 5, &[("t", 1), ("t", 0)], &[("t", 0)]),
+        consumer_member("m-2", 6, &[], &[("t", 1)]),
+    ]);
+    let row = |cols: [&str; 9]| {
+        format!(
+            "{:<15} {:<15} {:<15} {:<15} {:<15} {:<15} {:<20} {:<15} {:<20}\n",
+            cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8]
+        )
+    };
+    let expected = [
+        "\n".to_string(),
+        row([
+            "GROUP",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+            "#PARTITIONS",
+            "CURRENT-EPOCH",
+            "CURRENT-ASSIGNMENT",
+            "TARGET-EPOCH",
+            "TARGET-ASSIGNMENT",
+        ]),
+        row([
+            "cg",
+            "m-1",
+            "/127.0.0.1",
+            "rdkafka",
+            "2",
+            "5",
+            "t:0,1",
+            "6",
+            "t:0",
+        ]),
+        row([
+            "cg",
+            "m-2",
+            "/127.0.0.1",
+            "rdkafka",
+            "0",
+            "6",
+            "-",
+            "6",
+            "t:1",
+        ]),
+    ]
+    .concat();
+    assert_eq!(format_members(&g, true), expected);
+    // Without --verbose a consumer group's table is the classic one.
+    let plain = format_members(&g, false);
+    assert!(
+        plain.lines().nth(1).unwrap().ends_with("#PARTITIONS     "),
+        "{plain:?}"
+    );
+    assert!(!plain.contains("EPOCH"));
+}
+
+#[test]
+fn consumer_group_assignment_columns_widen_to_their_longest_value() {
+    let long = "a-topic-with-a-long-name";
+    let g = consumer_group(vec![consumer_member(
+        "m-1",
+        3,
+        &[(long, 0), (long, 1), ("b", 2)],
+        &[],
+    )]);
+    let current = format!("{long}:0,1;b:2");
+    let text = format_members(&g, true);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[1],
+        format!(
+            "{:<15} {:<15} {:<15} {:<15} {:<15} {:<15} {:<w$} {:<15} {:<20}",
+            "GROUP",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+            "#PARTITIONS",
+            "CURRENT-EPOCH",
+            "CURRENT-ASSIGNMENT",
+            "TARGET-EPOCH",
+            "TARGET-ASSIGNMENT",
+            w = current.len()
+        )
+    );
+    assert_eq!(
+        lines[2],
+        format!(
+            "{:<15} {:<15} {:<15} {:<15} {:<15} {:<15} {current} {:<15} {:<20}",
+            "cg", "m-1", "/127.0.0.1", "rdkafka", "3", "3", "6", "-"
+        )
+    );
+}
+
+#[test]
+fn state_verbose_shows_group_and_assignment_epochs() {
+    let g = consumer_group(vec![consumer_member("m-1", 7, &[], &[])]);
+    let line = |cols: [&str; 7]| {
+        format!(
+            "\n{:<15} {:<25} {:<20} {:<20} {:<15} {:<25} {}",
+            cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6]
+        )
+    };
+    let expected = line([
+        "GROUP",
+        "COORDINATOR (ID)",
+        "ASSIGNMENT-STRATEGY",
+        "STATE",
+        "GROUP-EPOCH",
+        "TARGET-ASSIGNMENT-EPOCH",
+        "#MEMBERS",
+    ]) + &line([
+        "cg",
+        "127.0.0.1:9092  (1)",
+        "uniform",
+        "Reconciling",
+        "7",
+        "6",
+        "1",
+    ]) + "\n";
+    assert_eq!(format_state_verbose(&g), expected);
+    // A classic group has no epochs; an assignor not yet chosen is `-`.
+    let mut classic = seed_group(vec![]);
+    classic.protocol.clear();
+    let text = format_state_verbose(&classic);
+    let last = line([
+        "b1.rebal.group",
+        "127.0.0.1:9092  (1)",
+        "-",
+        "Stable",
+        "-",
+        "-",
+        "0",
+    ]) + "\n";
+    assert!(text.ends_with(&last), "{text:?}");
+}
+
+#[test]
+fn consumer_group_offsets_rows_follow_current_assignments() {
+    let g = consumer_group(vec![
+        consumer_member("m-1", 5, &[("t", 0)], &[("t", 0), ("t", 1)]),
+        consumer_member("m-2", 5, &[("t", 1)], &[]),
+    ]);
+    let tp = |p| TopicPartition::new("t", p);
+    let committed: BTreeMap<TopicPartition, i64> = [(tp(0), 3), (tp(1), 4)].into_iter().collect();
+    let log_end: BTreeMap<TopicPartition, i64> = [(tp(0), 5), (tp(1), 4)].into_iter().collect();
+    let owners: Vec<(i32, Option<i64>, String)> = offset_rows(&g, &committed, &log_end)
+        .into_iter()
+        .map(|r| (r.partition.unwrap(), r.lag, r.consumer_id.unwrap()))
+        .collect();
+    assert_eq!(
+        owners,
+        vec![
+            (0, Some(2), "m-1".to_string()),
+            (1, Some(0), "m-2".to_string())
+        ]
+    );
+}
+
+#[test]
+fn list_with_types_table() {
+    let groups = [
+        listing("cg", "Stable", "consumer"),
+        listing("a-much-longer-group-id", "Empty", "classic"),
+        GroupListing {
+            group_type: None,
+            state: None,
+            ..listing("old", "", "")
+        },
+    ];
+    let w = "a-much-longer-group-id".len() + 10;
+    assert_eq!(
+        format_group_table(&groups, true, true),
+        format!(
+            "{:<w$} {:<20} {:<20}\n{:<w$} {:<20} {:<20}\n{:<w$} {:<20} {:<20}\n{:<w$} {:<20} {:<20}\n",
+            "GROUP", "TYPE", "STATE",
+            "cg", "Consumer", "Stable",
+            "a-much-longer-group-id", "Classic", "Empty",
+            "old", "Unknown", "Unknown",
+        )
+    );
+    assert_eq!(
+        format_group_table(&groups[..1], true, false),
+        format!(
+            "{:<25} {:<20}\n{:<25} {:<20}\n",
+            "GROUP", "TYPE", "cg", "Consumer"
+        )
+    );
+    assert_eq!(parse_types("CONSUMER").unwrap(), vec!["consumer"]);
 }

@@ -1,6 +1,7 @@
 use super::*;
 use crate::codec::{decode_response, encode_request, encode_response_frame};
 use gregor_assign::protocol::{encode_assignment, Assignment};
+use kafka_protocol::messages::consumer_group_describe_response as cgd;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
@@ -11,6 +12,7 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
+use kafka_protocol::messages::ConsumerGroupDescribeResponse;
 use kafka_protocol::protocol::{Decodable, Message};
 
 fn coordinator() -> BrokerNode {
@@ -113,6 +115,9 @@ fn describe_groups_decodes_member_assignments() {
     assert!(g.members[1].assignment_error.is_some());
     assert_eq!(g.members[1].group_instance_id.as_deref(), Some("static-b"));
     assert_eq!(g.coordinator.id, 1);
+    assert_eq!(g.group_type, GroupType::Classic);
+    assert_eq!((g.group_epoch, g.members[0].member_epoch), (None, None));
+    assert_eq!(g.members[0].target_assignment, None);
     assert_eq!(
         parsed[1].1.as_ref().unwrap_err().code,
         KafkaCode::GROUP_ID_NOT_FOUND
@@ -131,6 +136,9 @@ fn missing_group_is_dead_or_group_id_not_found() {
         protocol: String::new(),
         members: vec![],
         coordinator: coordinator(),
+        group_type: GroupType::Classic,
+        group_epoch: None,
+        assignment_epoch: None,
     };
     assert!(is_missing_group(&Ok(dead.clone())));
     let empty = GroupDescription {
@@ -275,4 +283,85 @@ fn delete_groups_per_group() {
     let e = single("b", got.clone()).unwrap_err();
     assert_eq!(e.to_string(), "group 'b': NON_EMPTY_GROUP (68)");
     assert!(single("c", got).is_err());
+}
+
+fn cgd_assignment(topics: &[(&'static str, &[i32])]) -> cgd::Assignment {
+    cgd::Assignment::default().with_topic_partitions(
+        topics
+            .iter()
+            .map(|(t, ps)| {
+                cgd::TopicPartitions::default()
+                    .with_topic_name(topic_name(t))
+                    .with_partitions(ps.to_vec())
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn consumer_group_describe_reads_epochs_and_both_assignments() {
+    let resp = ConsumerGroupDescribeResponse::default().with_groups(vec![
+        cgd::DescribedGroup::default()
+            .with_group_id(group_id("cg"))
+            .with_group_state(StrBytes::from_static_str("Reconciling"))
+            .with_group_epoch(7)
+            .with_assignment_epoch(7)
+            .with_assignor_name(StrBytes::from_static_str("uniform"))
+            .with_members(vec![cgd::Member::default()
+                .with_member_id(StrBytes::from_static_str("m-1"))
+                .with_instance_id(Some(StrBytes::from_static_str("i-1")))
+                .with_rack_id(Some(StrBytes::from_static_str("r1")))
+                .with_member_epoch(6)
+                .with_client_id(StrBytes::from_static_str("rdkafka"))
+                .with_client_host(StrBytes::from_static_str("/127.0.0.1"))
+                .with_subscribed_topic_names(vec![topic_name("b"), topic_name("a")])
+                .with_subscribed_topic_regex(Some(StrBytes::from_static_str("")))
+                .with_assignment(cgd_assignment(&[("b", &[1]), ("a", &[2, 0])]))
+                .with_target_assignment(cgd_assignment(&[("a", &[0])]))]),
+        cgd::DescribedGroup::default()
+            .with_group_id(group_id("classic"))
+            .with_error_code(69)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Group classic is not a consumer group.",
+            ))),
+    ]);
+    for v in 0..=1 {
+        let frame = encode_response_frame::<ConsumerGroupDescribeRequest>(&resp, v, 1);
+        let parsed = parse_consumer_group_describe(
+            decode_response::<ConsumerGroupDescribeRequest>(frame, v).unwrap(),
+            &coordinator(),
+        );
+        let g = parsed[0].1.as_ref().unwrap();
+        assert_eq!(g.group_type, GroupType::Consumer);
+        assert_eq!(
+            (
+                g.state.as_str(),
+                g.protocol.as_str(),
+                g.protocol_type.as_str()
+            ),
+            ("Reconciling", "uniform", "consumer")
+        );
+        assert_eq!((g.group_epoch, g.assignment_epoch), (Some(7), Some(7)));
+        let m = &g.members[0];
+        assert_eq!(m.member_epoch, Some(6));
+        assert_eq!(m.group_instance_id.as_deref(), Some("i-1"));
+        assert_eq!(m.rack.as_deref(), Some("r1"));
+        assert_eq!(m.subscribed_topic_names, vec!["b", "a"]);
+        // An empty pattern is no pattern.
+        assert_eq!(m.subscribed_topic_regex, None);
+        assert_eq!(
+            m.assignment,
+            vec![
+                TopicPartition::new("a", 0),
+                TopicPartition::new("a", 2),
+                TopicPartition::new("b", 1)
+            ]
+        );
+        assert_eq!(m.target_assignment, Some(vec![TopicPartition::new("a", 0)]));
+        // The group that is not a consumer group goes to DescribeGroups.
+        assert_eq!(classic_candidates(&parsed), vec!["classic".to_string()]);
+        encode_request(&consumer_group_describe_request(&["cg".into()]), v, 1, "c").unwrap();
+    }
+    let denied = vec![("g".to_string(), Err(KafkaError::new(KafkaCode(30), None)))];
+    assert!(classic_candidates(&denied).is_empty());
 }
