@@ -278,7 +278,7 @@ class Gregor:
         if self.cluster:
             # The same ports on a restart: the nodes' quorum addresses are in their data.
             if not self.ports:
-                base = free_base_port(6)
+                base = free_base_port(9)  # clients, quorum, metrics: 3 per node
                 self.ports = [base, base + 2, base + 4]
             base = self.ports[0]
             return [self.gregor, "cluster", "up", "--nodes", "3", "--racks", "3",
@@ -504,6 +504,7 @@ def cmd_run(args):
               for k in ("pass", "fail", "skip")}
     doc = {
         "topology": args.topology,
+        "group_protocol": args.group_protocol,
         "librdkafka": args.version,
         "date": datetime.date.today().isoformat(),
         "gregor": subprocess.run([args.gregor, "--version"], capture_output=True,
@@ -554,6 +555,8 @@ def run_scenario(args, scenario, numbers, workdir, results):
             "KAFKA_PATH": str(Path(args.repo).resolve()),
             "GREGOR_BIN": args.gregor,
             "TEST_SCENARIO": "default" if scenario == "sasl" else scenario,
+            # librdkafka's suite sets `group.protocol` on its consumers from this.
+            "TEST_CONSUMER_GROUP_PROTOCOL": args.group_protocol,
             "LD_LIBRARY_PATH": ":".join([str(Path(args.librdkafka) / "src"),
                                          str(Path(args.librdkafka) / "src-cpp")]
                                         + ([os.environ["LD_LIBRARY_PATH"]]
@@ -827,6 +830,8 @@ def main():
     r.add_argument("--topology", choices=["single", "cluster"], default="single")
     r.add_argument("--tests", help="test numbers, comma-separated")
     r.add_argument("--subset", action="store_true", help="the fast CI subset")
+    r.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+                   help="the consumers' group.protocol (consumer: KIP-848)")
     r.add_argument("--time-limit", type=int, default=300, help="seconds per test number")
     r.add_argument("--results", help="write the results as JSON here")
     r.add_argument("--merge", action="store_true",
