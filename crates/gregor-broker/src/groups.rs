@@ -49,11 +49,19 @@ enum Msg {
     /// shard's partition.
     TxnMarker { producer_id: i64, commit: bool },
     /// The cluster's topics for consumer groups' assignors, ahead of a request that needs them.
-    Topics(Arc<ConsumerTopics>),
+    Topics(ConsumerView),
 }
 
 /// The cluster's topics by name, as KIP-848 assignors see them.
 pub type ConsumerTopics = BTreeMap<String, TopicMetadata>;
+
+/// What consumer group heartbeats need of a metadata image: the cluster's topics and each
+/// group's own settings. Both are kept (the same `Arc`s) across images that change neither.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerView {
+    pub topics: Arc<ConsumerTopics>,
+    pub overrides: Arc<gregor_group::GroupOverridesMap>,
+}
 
 /// One group as its coordinator shard sees it.
 #[derive(Debug, Clone)]
@@ -116,7 +124,16 @@ pub struct Groups {
     early_markers: Mutex<BTreeMap<i32, BTreeMap<i64, bool>>>,
     /// The topics of the last metadata image a consumer group heartbeat saw, built once per
     /// image.
-    topics: Mutex<Option<(Arc<gregor_meta::MetadataImage>, Arc<ConsumerTopics>)>>,
+    topics: Mutex<Option<(Arc<gregor_meta::MetadataImage>, ConsumerView)>>,
+}
+
+/// `old` if it holds the same as `new`, else `new` in a new `Arc`.
+fn keep_if_same<T: PartialEq>(old: Arc<T>, new: T) -> Arc<T> {
+    if *old == new {
+        old
+    } else {
+        Arc::new(new)
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -246,16 +263,23 @@ impl Groups {
     }
 
     /// The topics of `image` for consumer groups (built once per image).
-    pub fn consumer_topics(&self, image: &Arc<gregor_meta::MetadataImage>) -> Arc<ConsumerTopics> {
+    pub fn consumer_view(&self, image: &Arc<gregor_meta::MetadataImage>) -> ConsumerView {
         let mut cache = lock(&self.topics);
-        if let Some((seen, topics)) = cache.as_ref() {
+        if let Some((seen, view)) = cache.as_ref() {
             if Arc::ptr_eq(seen, image) {
-                return topics.clone();
+                return view.clone();
             }
         }
-        let topics = Arc::new(crate::group_wire::consumer_topics(image));
-        *cache = Some((image.clone(), topics.clone()));
-        topics
+        let old = cache.take().map(|(_, v)| v).unwrap_or_default();
+        let topics = crate::group_wire::consumer_topics(image);
+        let overrides = crate::group_wire::group_overrides(image);
+        // Most images change neither: the shards then keep their resolved subscriptions.
+        let view = ConsumerView {
+            topics: keep_if_same(old.topics, topics),
+            overrides: keep_if_same(old.overrides, overrides),
+        };
+        *cache = Some((image.clone(), view.clone()));
+        view
     }
 
     /// [`Groups::call`] for a request that needs the cluster's topics: they reach the shard
@@ -266,7 +290,7 @@ impl Groups {
         group: &str,
         context: RequestContext,
         request: Request,
-        topics: Arc<ConsumerTopics>,
+        topics: ConsumerView,
     ) -> Result<Response, ResponseError> {
         let p = self.ensure_topic_for(b, group).await?;
         if let Ok(tx) = self.table.route(p) {
@@ -677,8 +701,9 @@ fn on_msg(
             producer_id,
             commit,
         } => coordinator.complete_transaction(now_ms(), producer_id, commit),
-        Msg::Topics(topics) => {
-            coordinator.update_topics(topics);
+        Msg::Topics(view) => {
+            coordinator.update_topics(view.topics);
+            coordinator.update_group_overrides(view.overrides);
             Vec::new()
         }
     }

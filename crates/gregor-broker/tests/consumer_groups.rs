@@ -187,3 +187,52 @@ async fn a_member_joins_is_described_and_bad_heartbeats_get_kafkas_errors() {
     assert_eq!(code, ResponseError::UnsupportedVersion.code());
     b.shutdown().await;
 }
+
+async fn alter_group_config(b: &Arc<Broker>, group: &str, key: &str, value: &str) -> i16 {
+    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let mut c = AlterableConfig::default();
+    c.name = sb(key);
+    c.config_operation = 0;
+    c.value = Some(sb(value));
+    let mut res = AlterConfigsResource::default();
+    res.resource_type = 32;
+    res.resource_name = sb(group);
+    res.configs = vec![c];
+    let mut r = IncrementalAlterConfigsRequest::default();
+    r.resources = vec![res];
+    let req = RequestKind::IncrementalAlterConfigs(r);
+    match send(b, ApiKey::IncrementalAlterConfigs, 1, req).await {
+        ResponseKind::IncrementalAlterConfigs(r) => r.responses[0].error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A group's own `consumer.heartbeat.interval.ms` (its GROUP config resource) is what its
+/// members are told; other groups keep the broker's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_config_sets_its_members_heartbeat_interval() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let b = start(dir.path(), &["offsets.topic.num.partitions=1".into()]).await;
+    create_topic(&b, "orders").await;
+    let code = alter_group_config(&b, GROUP, "consumer.heartbeat.interval.ms", "7000").await;
+    assert_eq!(code, 0);
+    let bad = alter_group_config(&b, GROUP, "consumer.heartbeat.interval.ms", "999999").await;
+    assert_eq!(bad, ResponseError::InvalidConfig.code());
+    // The change reaches this broker's metadata image shortly after it is committed.
+    let mut interval = 0;
+    for attempt in 0..100 {
+        let mut r = join(&format!("m{attempt}"));
+        r.group_id = GroupId(sb(GROUP));
+        let answer = heartbeat_loaded(&b, r).await;
+        assert_eq!(answer.error_code, 0, "{answer:?}");
+        interval = answer.heartbeat_interval_ms;
+        if interval == 7000 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(interval, 7000);
+    let mut other = join("x");
+    other.group_id = GroupId(sb("other-group"));
+    assert_eq!(heartbeat_loaded(&b, other).await.heartbeat_interval_ms, 5000);
+}

@@ -160,13 +160,16 @@ fn report(label: &str, members: usize, partitions: usize, r: &Run) {
     println!(
         "{label}: {members} members, {partitions} partitions: Stable after {} heartbeats \
          ({} rounds after the joins), {:.0} ms wall, {:.0} ms CPU ({:.0} ms in the joins); CPU \
-         per heartbeat mean {:.3} ms, max {:.2} ms; {} records written",
+         per heartbeat mean {:.3} ms (joins {:.3} ms, others {:.3} ms), max {:.2} ms; {} \
+         records written",
         r.heartbeats,
         r.rounds,
         r.wall_ms,
         r.cpu_ms,
         r.join_cpu_ms,
         r.cpu_ms / r.heartbeats as f64,
+        r.join_cpu_ms / members as f64,
+        (r.cpu_ms - r.join_cpu_ms) / (r.heartbeats as f64 - members as f64).max(1.0),
         r.max_cpu_ms,
         r.records
     );

@@ -117,6 +117,38 @@ pub struct ConsumerGroupConfig {
     pub assignors: Vec<String>,
 }
 
+/// One consumer group's own settings (its GROUP config resource), overriding the broker's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupOverrides {
+    /// `consumer.session.timeout.ms`.
+    pub session_timeout_ms: Option<i32>,
+    /// `consumer.heartbeat.interval.ms`.
+    pub heartbeat_interval_ms: Option<i32>,
+}
+
+/// Every group's overrides, by group id.
+pub type GroupOverridesMap = std::collections::BTreeMap<String, GroupOverrides>;
+
+impl ConsumerGroupConfig {
+    /// The settings of group `group`: these, with the group's overrides applied.
+    pub fn for_group<'a>(
+        &'a self,
+        overrides: &GroupOverridesMap,
+        group: &str,
+    ) -> std::borrow::Cow<'a, ConsumerGroupConfig> {
+        match overrides.get(group) {
+            None => std::borrow::Cow::Borrowed(self),
+            Some(o) => {
+                let mut c = self.clone();
+                c.session_timeout_ms = o.session_timeout_ms.unwrap_or(c.session_timeout_ms);
+                c.heartbeat_interval_ms =
+                    o.heartbeat_interval_ms.unwrap_or(c.heartbeat_interval_ms);
+                std::borrow::Cow::Owned(c)
+            }
+        }
+    }
+}
+
 impl Default for ConsumerGroupConfig {
     fn default() -> Self {
         ConsumerGroupConfig {

@@ -26,7 +26,7 @@ mod timer;
 pub mod txn;
 
 pub use api::*;
-pub use config::{ConsumerGroupConfig, GroupConfig};
+pub use config::{ConsumerGroupConfig, GroupConfig, GroupOverrides, GroupOverridesMap};
 pub use coordinator::{
     CommittedOffset, GroupCoordinator, GroupSummary, MemberSummary, ReplayError,
 };

@@ -403,6 +403,11 @@ impl MetadataImage {
                     )));
                 }
             }
+            ConfigResourceType::Group => {
+                if r.resource.name.is_empty() {
+                    return Err(ImageError::Invalid("group config without a group".into()));
+                }
+            }
         }
         match &r.value {
             Some(v) => {
@@ -474,7 +479,8 @@ impl MetadataImage {
             }
         }
         for (resource, cfg) in &self.configs {
-            if resource.resource_type == ConfigResourceType::Broker {
+            // Topic configs went out with their topics.
+            if resource.resource_type != ConfigResourceType::Topic {
                 push_configs(&mut out, resource, cfg);
             }
         }

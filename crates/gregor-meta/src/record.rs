@@ -173,6 +173,8 @@ pub enum ConfigResourceType {
     Topic,
     /// `BROKER` (4); name `""` is the cluster-wide default, otherwise a broker id.
     Broker,
+    /// `GROUP` (32): a consumer group's settings (KIP-848), whether or not the group exists.
+    Group,
 }
 
 impl ConfigResourceType {
@@ -181,6 +183,7 @@ impl ConfigResourceType {
         match self {
             ConfigResourceType::Topic => 2,
             ConfigResourceType::Broker => 4,
+            ConfigResourceType::Group => 32,
         }
     }
 
@@ -189,6 +192,7 @@ impl ConfigResourceType {
         match v {
             2 => Some(ConfigResourceType::Topic),
             4 => Some(ConfigResourceType::Broker),
+            32 => Some(ConfigResourceType::Group),
             _ => None,
         }
     }
@@ -217,6 +221,14 @@ impl ConfigResource {
         ConfigResource {
             resource_type: ConfigResourceType::Broker,
             name: broker_id.to_string(),
+        }
+    }
+
+    /// A consumer group resource.
+    pub fn group(name: impl Into<String>) -> Self {
+        ConfigResource {
+            resource_type: ConfigResourceType::Group,
+            name: name.into(),
         }
     }
 

@@ -7,7 +7,11 @@ use gregor_meta::*;
 
 #[test]
 fn every_default_parses_and_validates() {
-    for d in TOPIC_CONFIGS.iter().chain(BROKER_CONFIGS) {
+    for d in TOPIC_CONFIGS
+        .iter()
+        .chain(BROKER_CONFIGS)
+        .chain(GROUP_CONFIGS)
+    {
         if let Some(default) = d.default {
             d.parse(default)
                 .unwrap_or_else(|e| panic!("{}: {e}", d.name));
@@ -861,4 +865,99 @@ fn listener_stores_are_dynamic_per_listener_and_per_broker_and_a_reset_writes_a_
     assert_eq!(described.len(), 1);
     assert!(described[0].sensitive && described[0].value.is_none());
     assert_eq!(described[0].source, ConfigSource::DynamicBrokerConfig);
+}
+
+#[test]
+fn group_configs_are_checked_against_the_broker_bounds_and_described() {
+    let mut c = Cluster::new(&[
+        ("node.id", "0"),
+        ("group.consumer.max.session.timeout.ms", "90000"),
+    ]);
+    c.add_broker(0, None);
+    // The group need not exist.
+    let g = ConfigResource::group("orders");
+    alter(
+        &mut c,
+        g.clone(),
+        vec![AlterableConfig::set("consumer.session.timeout.ms", "50000")],
+    )
+    .unwrap();
+    assert_eq!(
+        c.image.configs(&g).unwrap()["consumer.session.timeout.ms"],
+        "50000"
+    );
+    let refused = |c: &mut Cluster, key: &str, v: &str| {
+        alter(c, g.clone(), vec![AlterableConfig::set(key, v)]).unwrap_err()
+    };
+    // Below group.consumer.min.session.timeout.ms (45000), above the max, not below the
+    // heartbeat interval, unknown: INVALID_CONFIG naming the rule.
+    for (key, v, says) in [
+        (
+            "consumer.session.timeout.ms",
+            "1000",
+            "greater than or equal",
+        ),
+        ("consumer.session.timeout.ms", "95000", "less than or equal"),
+        (
+            "consumer.heartbeat.interval.ms",
+            "16000",
+            "less than or equal",
+        ),
+        (
+            "consumer.heartbeat.interval.ms",
+            "x",
+            "consumer.heartbeat.interval.ms",
+        ),
+        ("session.timeout.ms", "50000", "Unknown group config"),
+    ] {
+        let e = refused(&mut c, key, v);
+        assert_eq!(
+            e.code,
+            kafka_protocol::ResponseError::InvalidConfig,
+            "{key}={v}"
+        );
+        assert!(e.message.contains(says), "{key}={v}: {}", e.message);
+    }
+    assert_eq!(
+        c.image.configs(&g).unwrap().len(),
+        1,
+        "a refused change leaves the group's configs alone"
+    );
+    let empty = alter(&mut c, ConfigResource::group(""), vec![]).unwrap_err();
+    assert_eq!(empty.code, kafka_protocol::ResponseError::InvalidRequest);
+
+    let described = c.controller.describe_configs(&g, None).unwrap();
+    let get = |name: &str| described.iter().find(|d| d.name == name).unwrap().clone();
+    let session = get("consumer.session.timeout.ms");
+    assert_eq!(
+        (session.value.as_deref(), session.source),
+        (Some("50000"), ConfigSource::GroupConfig)
+    );
+    assert_eq!(session.synonyms[0].source, ConfigSource::GroupConfig);
+    let beat = get("consumer.heartbeat.interval.ms");
+    assert_eq!(
+        (beat.value.as_deref(), beat.source),
+        (Some("5000"), ConfigSource::DefaultConfig)
+    );
+    // Another group, never configured, reads the broker's settings.
+    let other = c
+        .controller
+        .describe_configs(&ConfigResource::group("other"), None)
+        .unwrap();
+    assert_eq!(other.len(), 2);
+    assert!(other.iter().all(|d| d.source != ConfigSource::GroupConfig));
+
+    // Group configs survive a snapshot.
+    let records = c.image.to_records();
+    assert!(records.iter().any(|r| matches!(
+        r,
+        MetadataRecord::Config(ConfigRecord { resource, .. }) if *resource == g
+    )));
+    alter(
+        &mut c,
+        g.clone(),
+        vec![AlterableConfig::delete("consumer.session.timeout.ms")],
+    )
+    .unwrap();
+    assert!(c.image.configs(&g).is_none());
 }

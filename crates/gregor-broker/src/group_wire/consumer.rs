@@ -47,6 +47,24 @@ pub fn consumer_topics(image: &MetadataImage) -> BTreeMap<String, TopicMetadata>
         .collect()
 }
 
+/// Each group's own settings (its GROUP config resource), as the image holds them. Values were
+/// checked when they were set; one that does not parse is left out.
+pub fn group_overrides(image: &MetadataImage) -> gregor_group::GroupOverridesMap {
+    let int = |m: &BTreeMap<String, String>, k: &str| m.get(k).and_then(|v| v.parse().ok());
+    image
+        .all_configs()
+        .iter()
+        .filter(|(r, _)| r.resource_type == gregor_meta::ConfigResourceType::Group)
+        .map(|(r, m)| {
+            let o = gregor_group::GroupOverrides {
+                session_timeout_ms: int(m, "consumer.session.timeout.ms"),
+                heartbeat_interval_ms: int(m, "consumer.heartbeat.interval.ms"),
+            };
+            (r.name.clone(), o)
+        })
+        .collect()
+}
+
 fn assignment_from_wire<'a>(
     parts: impl IntoIterator<Item = (&'a Uuid, &'a Vec<i32>)>,
 ) -> g::Assignment {

@@ -239,6 +239,7 @@ pub(super) fn resource(resource_type: i8, name: &str) -> Result<ConfigResource, 
                 )
             },
         )?)),
+        32 => Ok(ConfigResource::group(name)),
         other => Err(ApiError::new(
             ResponseError::InvalidRequest,
             format!("unsupported resource type {other}"),

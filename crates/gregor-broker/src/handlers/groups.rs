@@ -263,7 +263,7 @@ impl GroupApi<'_> {
         if image.finalized_features().level(GROUP_VERSION) < 1 {
             return Err(ResponseError::UnsupportedVersion);
         }
-        let topics = self.groups.consumer_topics(&image);
+        let topics = self.groups.consumer_view(&image);
         let req = Request::ConsumerGroupHeartbeat(w::consumer_group_heartbeat_request(r, self.v));
         let context = self.gctx.clone();
         match self

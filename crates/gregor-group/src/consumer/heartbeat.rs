@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::model::{
-    metadata_hash, Assignment, ConsumerGroup, ConsumerMember, MemberState, TopicMetadata,
+    metadata_hash, Assignment, ConsumerGroup, ConsumerMember, MemberState, Resolved, TopicMetadata,
     JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH,
 };
 use super::reconcile::reconcile;
@@ -23,6 +23,9 @@ pub trait TopicsView {
     fn topic(&self, name: &str) -> Option<TopicMetadata>;
     /// Every topic name, for regular-expression subscriptions.
     fn names(&self) -> Vec<String>;
+    /// Changes whenever the topics do (a counter or a digest): groups resolve their
+    /// subscriptions again only then.
+    fn version(&self) -> u64;
 }
 
 /// The answer to a heartbeat that succeeded.
@@ -107,20 +110,13 @@ pub fn heartbeat(
     let changed = update_member(&mut member, req);
     let mut bump = before.is_none() || changed;
     group.put_member(member.clone());
-    let subscribed = resolve_subscriptions(group, topics)?;
-    let metadata = subscribed_metadata(&subscribed, topics);
-    // By digest: a reloaded group knows only that of the metadata its target was computed from.
-    let hash = metadata_hash(&metadata);
-    if hash != group.metadata_hash {
-        bump = true;
-    }
-    group.metadata_hash = hash;
-    group.subscribed_topics = metadata;
+    bump |= refresh_subscribed(group, topics);
     if bump {
         group.group_epoch += 1;
     }
     if group.group_epoch > group.target_epoch {
         let assignor = pick_assignor(group, cfg);
+        let subscribed = member_topics(group);
         group.target = Arc::new(
             compute_target(group, assignor, &subscribed, &group.subscribed_topics)
                 .map_err(|e| HeartbeatError::InvalidRequest(e.to_string()))?,
@@ -343,42 +339,82 @@ fn update_member(m: &mut ConsumerMember, req: &HeartbeatRequest) -> bool {
         || s.rack != before.rack
 }
 
-/// Each member's subscribed topics that exist, its list and its regex resolved.
-fn resolve_subscriptions(
-    group: &ConsumerGroup,
-    topics: &dyn TopicsView,
-) -> Result<BTreeMap<String, Vec<String>>, HeartbeatError> {
-    let needs_names = group
-        .members
-        .values()
-        .any(|m| m.subscription.topic_regex.is_some());
-    let all = if needs_names {
-        topics.names()
-    } else {
-        Vec::new()
-    };
-    let mut out = BTreeMap::new();
-    for m in group.members.values() {
-        let mut names: BTreeSet<String> = m.subscription.topic_names.clone();
-        if let Some(re) = &m.subscription.topic_regex {
-            let re = regex::Regex::new(&format!("^(?:{re})$"))
-                .map_err(|e| HeartbeatError::InvalidRegularExpression(e.to_string()))?;
-            names.extend(all.iter().filter(|n| re.is_match(n)).cloned());
-        }
-        let existing = names.into_iter().filter(|n| topics.topic(n).is_some());
-        out.insert(m.member_id.clone(), existing.collect());
+/// Resolves the group's subscriptions again if they or the cluster's topics changed since
+/// the last time; true if the subscribed topics' metadata changed (a new target is needed).
+/// Costs the group's distinct subscriptions, not its members.
+fn refresh_subscribed(group: &mut ConsumerGroup, topics: &dyn TopicsView) -> bool {
+    let against = (topics.version(), group.subscriptions.generation);
+    if group.resolved.against == Some(against) {
+        return false;
     }
-    Ok(out)
-}
-
-fn subscribed_metadata(
-    subscribed: &BTreeMap<String, Vec<String>>,
-    topics: &dyn TopicsView,
-) -> BTreeMap<String, TopicMetadata> {
-    let names: BTreeSet<&String> = subscribed.values().flatten().collect();
-    names
+    let regex_topics = resolve_regexes(group.subscriptions.regexes.keys(), topics);
+    let names: BTreeSet<&String> = group
+        .subscriptions
+        .names
+        .keys()
+        .chain(regex_topics.values().flatten())
+        .collect();
+    let metadata: BTreeMap<String, TopicMetadata> = names
         .into_iter()
         .filter_map(|n| topics.topic(n).map(|t| (n.clone(), t)))
+        .collect();
+    // By digest: a reloaded group knows only that of the metadata its target was computed from.
+    let hash = metadata_hash(&metadata);
+    let changed = hash != group.metadata_hash;
+    group.metadata_hash = hash;
+    group.subscribed_topics = metadata;
+    group.resolved = Resolved {
+        against: Some(against),
+        regex_topics,
+    };
+    changed
+}
+
+/// The topic names each regex matches in full. A regex that does not compile (only a record
+/// from an older version could hold one: requests are checked) matches nothing.
+fn resolve_regexes<'a>(
+    regexes: impl ExactSizeIterator<Item = &'a String>,
+    topics: &dyn TopicsView,
+) -> BTreeMap<String, BTreeSet<String>> {
+    if regexes.len() == 0 {
+        return BTreeMap::new();
+    }
+    let all = topics.names();
+    regexes
+        .map(|re| {
+            let matched = match regex::Regex::new(&format!("^(?:{re})$")) {
+                Ok(compiled) => all
+                    .iter()
+                    .filter(|n| compiled.is_match(n))
+                    .cloned()
+                    .collect(),
+                Err(_) => BTreeSet::new(),
+            };
+            (re.clone(), matched)
+        })
+        .collect()
+}
+
+/// Each member's subscribed topics that exist: its list and its regex, as last resolved.
+fn member_topics(group: &ConsumerGroup) -> BTreeMap<String, Vec<String>> {
+    let none = BTreeSet::new();
+    group
+        .members
+        .values()
+        .map(|m| {
+            let s = &m.subscription;
+            let by_regex = s
+                .topic_regex
+                .as_ref()
+                .and_then(|re| group.resolved.regex_topics.get(re))
+                .unwrap_or(&none);
+            let names: BTreeSet<&String> = s.topic_names.iter().chain(by_regex).collect();
+            let existing = names
+                .into_iter()
+                .filter(|n| group.subscribed_topics.contains_key(*n))
+                .cloned();
+            (m.member_id.clone(), existing.collect())
+        })
         .collect()
 }
 

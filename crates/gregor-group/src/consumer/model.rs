@@ -167,6 +167,84 @@ pub struct ConsumerGroup {
     pub(crate) holders: BTreeMap<(TopicUuid, i32), (String, i32)>,
     /// Static members by `group.instance.id`.
     pub(crate) static_members: BTreeMap<String, String>,
+    /// How many members subscribe to each topic name and each regex, kept by
+    /// `put_member`/`remove_member`, so a heartbeat need not visit every member.
+    pub(crate) subscriptions: SubscriptionIndex,
+    /// The subscriptions last resolved against the cluster's topics (derived, not written).
+    pub(crate) resolved: Resolved,
+}
+
+/// The regexes of a group resolved to topic names, and what they were resolved against.
+#[derive(Debug, Clone, Default)]
+pub struct Resolved {
+    /// The topics view's version and the subscription index's generation (`None`: never).
+    pub against: Option<(u64, u64)>,
+    pub regex_topics: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// The distinct subscriptions of a group's members, with how many members hold each.
+#[derive(Debug, Clone, Default)]
+pub struct SubscriptionIndex {
+    pub names: BTreeMap<String, usize>,
+    pub regexes: BTreeMap<String, usize>,
+    /// Bumped when a name or regex appears or disappears: the subscribed topics must be
+    /// resolved again.
+    pub generation: u64,
+}
+
+impl SubscriptionIndex {
+    fn add(&mut self, s: &Subscription) {
+        let mut grew = false;
+        for n in &s.topic_names {
+            grew |= bump(&mut self.names, n);
+        }
+        if let Some(re) = &s.topic_regex {
+            grew |= bump(&mut self.regexes, re);
+        }
+        self.generation += u64::from(grew);
+    }
+
+    fn remove(&mut self, s: &Subscription) {
+        let mut shrank = false;
+        for n in &s.topic_names {
+            shrank |= drop_one(&mut self.names, n);
+        }
+        if let Some(re) = &s.topic_regex {
+            shrank |= drop_one(&mut self.regexes, re);
+        }
+        self.generation += u64::from(shrank);
+    }
+}
+
+/// Counts one more holder of `key`; true if it is new.
+fn bump(counts: &mut BTreeMap<String, usize>, key: &str) -> bool {
+    match counts.get_mut(key) {
+        Some(n) => {
+            *n += 1;
+            false
+        }
+        None => {
+            counts.insert(key.to_string(), 1);
+            true
+        }
+    }
+}
+
+/// Counts one holder of `key` less; true if it was the last.
+fn drop_one(counts: &mut BTreeMap<String, usize>, key: &str) -> bool {
+    let Some(n) = counts.get_mut(key) else {
+        debug_assert!(
+            false,
+            "a subscription counted out that was never counted in"
+        );
+        return false;
+    };
+    *n -= 1;
+    if *n == 0 {
+        counts.remove(key);
+        return true;
+    }
+    false
 }
 
 impl ConsumerGroup {
@@ -210,6 +288,9 @@ impl ConsumerGroup {
     /// As [`put_member`](Self::put_member), for records being loaded, which come from a file:
     /// a partition another member still holds moves to this one. Returns how many did.
     pub fn put_member_unchecked(&mut self, member: ConsumerMember) -> usize {
+        // Counted in before the old copy is counted out: an unchanged subscription then
+        // leaves the index's generation alone.
+        self.subscriptions.add(&member.subscription);
         if let Some(old) = self.members.remove(&member.member_id) {
             self.release(&old);
         }
@@ -237,6 +318,7 @@ impl ConsumerGroup {
     }
 
     fn release(&mut self, m: &ConsumerMember) {
+        self.subscriptions.remove(&m.subscription);
         for tp in partitions(&m.assigned).chain(partitions(&m.pending_revocation)) {
             if self
                 .holders

@@ -98,6 +98,9 @@ impl TopicsView for OneTopic {
     fn names(&self) -> Vec<String> {
         vec!["t".into()]
     }
+    fn version(&self) -> u64 {
+        1
+    }
 }
 
 #[test]

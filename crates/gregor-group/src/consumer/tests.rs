@@ -42,6 +42,9 @@ impl TopicsView for Topics {
     fn names(&self) -> Vec<String> {
         self.0.keys().cloned().collect()
     }
+    fn version(&self) -> u64 {
+        super::model::metadata_hash(&self.0) as u64
+    }
 }
 
 fn join(member: &str) -> HeartbeatRequest {
@@ -370,7 +373,16 @@ fn run_step(
     let cfg = ConsumerGroupConfig::default();
     match s {
         Step::Join(i) if !clients.contains_key(&i) => {
-            let out = heartbeat(g, &cfg, topics, &join(&name(i)), 0, String::new).unwrap();
+            // Even members subscribe by regex, odd ones by name: both mean topic t.
+            let req = match i % 2 {
+                0 => HeartbeatRequest {
+                    subscribed_topic_names: None,
+                    subscribed_topic_regex: Some("t".into()),
+                    ..join(&name(i))
+                },
+                _ => join(&name(i)),
+            };
+            let out = heartbeat(g, &cfg, topics, &req, 0, String::new).unwrap();
             apply(clients, i, &out.reply);
         }
         Step::Beat(i) if clients.contains_key(&i) => {
@@ -397,6 +409,30 @@ fn run_step(
     }
 }
 
+type Counts = (BTreeMap<String, usize>, BTreeMap<String, usize>);
+
+/// The group's subscription index.
+fn counted(g: &ConsumerGroup) -> Counts {
+    (
+        g.subscriptions.names.clone(),
+        g.subscriptions.regexes.clone(),
+    )
+}
+
+/// The subscription index, counted again from every member.
+fn recounted(g: &ConsumerGroup) -> Counts {
+    let mut out = Counts::default();
+    for m in g.members.values() {
+        for n in &m.subscription.topic_names {
+            *out.0.entry(n.clone()).or_default() += 1;
+        }
+        if let Some(re) = &m.subscription.topic_regex {
+            *out.1.entry(re.clone()).or_default() += 1;
+        }
+    }
+    out
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -409,6 +445,7 @@ proptest! {
         let mut clients: BTreeMap<u8, Client> = BTreeMap::new();
         for s in steps {
             run_step(&mut g, &mut topics, &mut clients, s);
+            prop_assert_eq!(counted(&g), recounted(&g));
             let mut seen = BTreeSet::new();
             for c in clients.values() {
                 for p in parts(&c.owned) {
@@ -428,4 +465,29 @@ proptest! {
             prop_assert_eq!(owned as i32, topics.0["t"].partitions);
         }
     }
+}
+
+#[test]
+fn steady_heartbeats_do_not_resolve_subscriptions_again() {
+    let topics = Topics::new(&[("t", T, 4)]);
+    let mut g = ConsumerGroup::new("g");
+    let req = HeartbeatRequest {
+        subscribed_topic_names: None,
+        subscribed_topic_regex: Some("t".into()),
+        ..join("a")
+    };
+    let a = hb(&mut g, &topics, req).reply;
+    let resolved = g.resolved.against;
+    let generation = g.subscriptions.generation;
+    hb(
+        &mut g,
+        &topics,
+        beat("a", a.member_epoch, a.assignment.clone()),
+    );
+    assert_eq!(g.subscriptions.generation, generation);
+    assert_eq!(g.resolved.against, resolved);
+    // A second member with another subscription makes the group resolve again.
+    hb(&mut g, &topics, join("b"));
+    assert_ne!(g.subscriptions.generation, generation);
+    assert_ne!(g.resolved.against, resolved);
 }

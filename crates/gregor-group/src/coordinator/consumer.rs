@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::state::{GroupCoordinator, PendingAppend};
 use crate::api::*;
+use crate::config::GroupOverridesMap;
 use crate::consumer::delta::{self, Before};
 use crate::consumer::heartbeat::{heartbeat, remove_member, RevocationTimer, TopicsView};
 use crate::consumer::model::{ConsumerGroup, TopicMetadata};
@@ -15,7 +16,7 @@ use crate::effect::{Effect, Record};
 use crate::records;
 use crate::timer::{TimerAction, TimerKey};
 
-struct Topics<'a>(&'a BTreeMap<String, TopicMetadata>);
+struct Topics<'a>(&'a BTreeMap<String, TopicMetadata>, u64);
 
 impl TopicsView for Topics<'_> {
     fn topic(&self, name: &str) -> Option<TopicMetadata> {
@@ -23,6 +24,9 @@ impl TopicsView for Topics<'_> {
     }
     fn names(&self) -> Vec<String> {
         self.0.keys().cloned().collect()
+    }
+    fn version(&self) -> u64 {
+        self.1
     }
 }
 
@@ -52,7 +56,17 @@ impl GroupCoordinator {
     /// The cluster's topics, after each metadata change: a consumer group whose subscribed
     /// topics changed gets a new target assignment at its next heartbeat.
     pub fn update_topics(&mut self, topics: impl Into<Arc<BTreeMap<String, TopicMetadata>>>) {
-        self.topics = topics.into();
+        let topics = topics.into();
+        if !Arc::ptr_eq(&self.topics, &topics) && *self.topics != *topics {
+            self.topics_version += 1;
+        }
+        self.topics = topics;
+    }
+
+    /// Each consumer group's own settings, after each metadata change; a heartbeat uses its
+    /// group's from then on.
+    pub fn update_group_overrides(&mut self, overrides: Arc<GroupOverridesMap>) {
+        self.group_overrides = overrides;
     }
 
     /// A KIP-848 consumer group, for tooling and tests.
@@ -94,10 +108,12 @@ impl GroupCoordinator {
             .entry(req.group_id.clone())
             .or_insert_with(|| ConsumerGroup::new(&req.group_id));
         let uuids = &mut self.uuids;
-        let topics = Topics(&self.topics);
-        let result = heartbeat(group, &self.config.consumer, &topics, &req, now_ms, || {
-            uuids.next_uuid()
-        });
+        let topics = Topics(&self.topics, self.topics_version);
+        let cfg = self
+            .config
+            .consumer
+            .for_group(&self.group_overrides, &req.group_id);
+        let result = heartbeat(group, &cfg, &topics, &req, now_ms, || uuids.next_uuid());
         let outcome = match result {
             Ok(o) => o,
             Err(e) => {
@@ -310,8 +326,9 @@ impl GroupCoordinator {
 
     /// After loading: every consumer group member's session starts now.
     pub(super) fn start_consumer_sessions(&mut self, now_ms: i64) {
-        let session = i64::from(self.config.consumer.session_timeout_ms);
         for (id, g) in &self.consumer_groups {
+            let cfg = self.config.consumer.for_group(&self.group_overrides, id);
+            let session = i64::from(cfg.session_timeout_ms);
             for m in g.members.keys() {
                 self.timers
                     .schedule(session_key(id, m), now_ms + session, TimerAction::Heartbeat);

@@ -34,6 +34,10 @@ pub struct GroupCoordinator {
     pub(super) consumer_groups: BTreeMap<String, ConsumerGroup>,
     /// The cluster's topics as the shell last reported them (`update_topics`).
     pub(super) topics: std::sync::Arc<BTreeMap<String, TopicMetadata>>,
+    /// Bumped when `topics` changes, so groups resolve their subscriptions only then.
+    pub(super) topics_version: u64,
+    /// Each group's own settings (GROUP config resources), as the shell last reported them.
+    pub(super) group_overrides: std::sync::Arc<crate::config::GroupOverridesMap>,
     /// Consumer groups whose last write failed: their next one writes them whole.
     pub(super) consumer_dirty: BTreeSet<String>,
 }
@@ -193,6 +197,8 @@ impl GroupCoordinator {
             appends: Appends::default(),
             consumer_groups: BTreeMap::new(),
             topics: Default::default(),
+            topics_version: 0,
+            group_overrides: Default::default(),
             consumer_dirty: BTreeSet::new(),
         }
     }

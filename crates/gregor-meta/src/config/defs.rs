@@ -533,6 +533,23 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Threads that open (and recover) and close partition logs at start-up and shutdown. Gregor's default is 16 (Kafka's 2): the work is fsyncs, which the file system batches when they run concurrently."),
 ];
 
+/// Group-level configs (KIP-848's group configs, resource type GROUP): a consumer group's
+/// override of the broker's `group.consumer.*` setting, within that setting's bounds.
+#[rustfmt::skip]
+pub static GROUP_CONFIGS: &[ConfigDef] = &[
+    topic("consumer.heartbeat.interval.ms", Int, Some("5000"), AtLeast(1),
+        &[same("group.consumer.heartbeat.interval.ms")],
+        "The heartbeat interval given to the members of a consumer group."),
+    topic("consumer.session.timeout.ms", Int, Some("45000"), AtLeast(1),
+        &[same("group.consumer.session.timeout.ms")],
+        "The timeout to detect client failures when using the consumer group protocol."),
+];
+
+/// The group config named `name`.
+pub fn group_config(name: &str) -> Option<&'static ConfigDef> {
+    GROUP_CONFIGS.iter().find(|d| d.name == name)
+}
+
 /// Settings whose feature Gregor does not have yet, with the reason. They keep Kafka's name,
 /// default and documentation, but any value other than the default is refused (at start-up, in
 /// CreateTopics and in IncrementalAlterConfigs) naming the setting, rather than accepted and

@@ -2,7 +2,7 @@
 
 use super::defs::{
     broker_config, dynamic_listener_ssl, listener_override_base, ConfigDef, BROKER_CONFIGS,
-    TOPIC_CONFIGS,
+    GROUP_CONFIGS, TOPIC_CONFIGS,
 };
 use super::resolve::{BrokerConfigView, ConfigSource, ResolvedConfig, StaticBrokerConfig};
 use super::value::ConfigType;
@@ -64,7 +64,44 @@ pub fn describe_configs(
             Ok(describe_cluster_default(image, resource, wanted))
         }
         ConfigResourceType::Broker => describe_broker(&view, resource, local_broker, wanted),
+        ConfigResourceType::Group => describe_group(&view, resource, wanted),
     }
+}
+
+/// A group's configs, whether or not the group exists (as Kafka answers): its override, the
+/// broker setting it overrides, the default.
+fn describe_group(
+    view: &BrokerConfigView<'_>,
+    resource: &ConfigResource,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Vec<DescribedConfig>, ApiError> {
+    if resource.name.is_empty() {
+        return Err(ApiError::invalid_request("Group name must not be empty."));
+    }
+    let overrides = view.image.configs(resource);
+    Ok(GROUP_CONFIGS
+        .iter()
+        .filter(|d| wanted(d.name))
+        .map(|d| {
+            let mut synonyms = Vec::new();
+            if let Some(v) = overrides.and_then(|m| m.get(d.name)) {
+                synonyms.push(entry(d, d.name, v.clone(), ConfigSource::GroupConfig));
+            }
+            for syn in d.synonyms {
+                push_broker_synonyms(view, syn.name, &mut synonyms);
+            }
+            if let Some(default) = d.default {
+                synonyms.push(entry(
+                    d,
+                    d.name,
+                    default.to_string(),
+                    ConfigSource::DefaultConfig,
+                ));
+            }
+            let resolved = view.group_value(&resource.name, d.name);
+            described(d, false, resolved, synonyms)
+        })
+        .collect())
 }
 
 /// A topic's configs: its override, the broker synonyms, the default.

@@ -2,7 +2,8 @@
 //! broker's effective value is resolved from dynamic overrides, static values and defaults.
 
 use super::defs::{
-    broker_config, parse_broker_config, parse_topic_config, topic_config, ConfigDef, TOPIC_CONFIGS,
+    broker_config, group_config, parse_broker_config, parse_topic_config, topic_config, ConfigDef,
+    TOPIC_CONFIGS,
 };
 use super::value::{ConfigError, ConfigValue};
 use crate::image::MetadataImage;
@@ -23,6 +24,8 @@ pub enum ConfigSource {
     StaticBrokerConfig,
     /// The built-in default (5).
     DefaultConfig,
+    /// A group override (8).
+    GroupConfig,
 }
 
 impl ConfigSource {
@@ -34,6 +37,7 @@ impl ConfigSource {
             ConfigSource::DynamicDefaultBrokerConfig => 3,
             ConfigSource::StaticBrokerConfig => 4,
             ConfigSource::DefaultConfig => 5,
+            ConfigSource::GroupConfig => 8,
         }
     }
 
@@ -45,6 +49,7 @@ impl ConfigSource {
             ConfigSource::DynamicDefaultBrokerConfig => "DYNAMIC_DEFAULT_BROKER_CONFIG",
             ConfigSource::StaticBrokerConfig => "STATIC_BROKER_CONFIG",
             ConfigSource::DefaultConfig => "DEFAULT_CONFIG",
+            ConfigSource::GroupConfig => "GROUP_CONFIG",
         }
     }
 }
@@ -224,7 +229,23 @@ impl<'a> BrokerConfigView<'a> {
         self.topic_default(def)
     }
 
-    /// The broker-side default of a topic config (ignoring topic overrides).
+    /// A group config's value: the group's override, else the broker's setting.
+    pub fn group_value(&self, group: &str, key: &str) -> Option<ResolvedConfig> {
+        let def = group_config(key)?;
+        let set = self.image.configs(&ConfigResource::group(group));
+        if let Some(value) = set
+            .and_then(|m| m.get(key))
+            .and_then(|raw| def.parse(raw).ok())
+        {
+            return Some(ResolvedConfig {
+                value,
+                source: ConfigSource::GroupConfig,
+            });
+        }
+        self.topic_default(def)
+    }
+
+    /// The broker-side default of a topic (or group) config, ignoring its overrides.
     pub fn topic_default(&self, def: &ConfigDef) -> Option<ResolvedConfig> {
         for syn in def.synonyms {
             if let Some((raw, source)) = self.explicit(syn.name) {
@@ -278,6 +299,61 @@ pub fn validate_topic_overrides(
         return Err(ConfigError::Conflict(format!(
             "conflict topic config setting min.compaction.lag.ms ({min_lag}) > max.compaction.lag.ms ({max_lag})"
         )));
+    }
+    Ok(())
+}
+
+/// Validate a complete set of group overrides: every key known and valid, each within the
+/// broker's bounds for it (`group.consumer.min.*`/`max.*`), and the heartbeat interval below
+/// the session timeout.
+pub fn validate_group_overrides(
+    overrides: &BTreeMap<String, String>,
+    view: &BrokerConfigView<'_>,
+) -> Result<(), ConfigError> {
+    let mut effective = BTreeMap::new();
+    for def in super::defs::GROUP_CONFIGS {
+        let value = match overrides.get(def.name) {
+            Some(raw) => def.parse(raw)?,
+            None => match view.topic_default(def) {
+                Some(r) => r.value,
+                None => continue,
+            },
+        };
+        effective.insert(def.name, value.as_i64().unwrap_or_default());
+    }
+    if let Some(k) = overrides.keys().find(|k| group_config(k).is_none()) {
+        return Err(ConfigError::Unknown {
+            scope: "group",
+            key: k.clone(),
+        });
+    }
+    for (key, what) in [
+        ("consumer.session.timeout.ms", "session.timeout.ms"),
+        ("consumer.heartbeat.interval.ms", "heartbeat.interval.ms"),
+    ] {
+        let Some(v) = effective.get(key).copied() else {
+            continue;
+        };
+        let bound = |b: &str| {
+            view.resolve(&format!("group.consumer.{b}.{what}"))
+                .and_then(|r| r.value.as_i64())
+        };
+        if bound("min").is_some_and(|min| v < min) {
+            return Err(ConfigError::Conflict(format!(
+                "{key} must be greater than or equal to group.consumer.min.{what}"
+            )));
+        }
+        if bound("max").is_some_and(|max| v > max) {
+            return Err(ConfigError::Conflict(format!(
+                "{key} must be less than or equal to group.consumer.max.{what}"
+            )));
+        }
+    }
+    let get = |k: &str| effective.get(k).copied().unwrap_or_default();
+    if get("consumer.heartbeat.interval.ms") >= get("consumer.session.timeout.ms") {
+        return Err(ConfigError::Conflict(
+            "consumer.heartbeat.interval.ms must be less than consumer.session.timeout.ms".into(),
+        ));
     }
     Ok(())
 }

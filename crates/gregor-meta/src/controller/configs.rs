@@ -2,9 +2,9 @@
 
 use super::state::{Controller, ControllerResult};
 use crate::config::{
-    broker_config, check_supported, dynamic_listener_ssl, split_list, topic_config,
-    validate_topic_overrides, BrokerConfigView, ConfigDef, ConfigError, ConfigType,
-    DYNAMIC_LISTENER_SSL_CONFIGS,
+    broker_config, check_supported, dynamic_listener_ssl, group_config, split_list, topic_config,
+    validate_group_overrides, validate_topic_overrides, BrokerConfigView, ConfigDef, ConfigError,
+    ConfigType, DYNAMIC_LISTENER_SSL_CONFIGS,
 };
 use crate::error::ApiError;
 use crate::image::MetadataImage;
@@ -104,12 +104,12 @@ fn check_listener_ssl_scope(resource: &ConfigResource, key: &str) -> Result<bool
 
 /// The definition of a dynamically alterable topic (or broker) config.
 fn dynamic_def(resource: &ConfigResource, key: &str) -> Result<&'static ConfigDef, ApiError> {
-    let is_topic = resource.resource_type == ConfigResourceType::Topic;
-    let listener_ssl = !is_topic && check_listener_ssl_scope(resource, key)?;
-    let (def, scope) = if is_topic {
-        (topic_config(key), "topic")
-    } else {
-        (broker_config(key), "broker")
+    let is_broker = resource.resource_type == ConfigResourceType::Broker;
+    let listener_ssl = is_broker && check_listener_ssl_scope(resource, key)?;
+    let (def, scope) = match resource.resource_type {
+        ConfigResourceType::Topic => (topic_config(key), "topic"),
+        ConfigResourceType::Broker => (broker_config(key), "broker"),
+        ConfigResourceType::Group => (group_config(key), "group"),
     };
     let def = def.ok_or_else(|| {
         ApiError::invalid_config(
@@ -192,7 +192,7 @@ impl Controller {
                 )));
             }
         }
-        let is_topic = resource.resource_type == ConfigResourceType::Topic;
+        let is_broker = resource.resource_type == ConfigResourceType::Broker;
         let mut overrides: BTreeMap<String, String> =
             self.image.configs(resource).cloned().unwrap_or_default();
         for c in &r.configs {
@@ -205,11 +205,13 @@ impl Controller {
                 }
             }
         }
-        if is_topic {
-            let view = self.config_view();
-            validate_topic_overrides(&overrides, &view)
-                .map_err(|e| ApiError::invalid_config(e.to_string()))?;
-        }
+        let view = self.config_view();
+        let valid = match resource.resource_type {
+            ConfigResourceType::Topic => validate_topic_overrides(&overrides, &view),
+            ConfigResourceType::Group => validate_group_overrides(&overrides, &view),
+            ConfigResourceType::Broker => Ok(()),
+        };
+        valid.map_err(|e| ApiError::invalid_config(e.to_string()))?;
         // One record per key whose override changes; for a broker, one per key set even to
         // the value it has (KAFKA-14136): applying it makes the broker re-read the files its
         // listeners' stores name.
@@ -217,7 +219,7 @@ impl Controller {
         for c in &r.configs {
             let before = current_value(&self.image, resource, &c.name);
             let after = overrides.get(&c.name).cloned();
-            if before != after || !is_topic {
+            if before != after || is_broker {
                 records.push(MetadataRecord::Config(ConfigRecord {
                     resource: resource.clone(),
                     name: c.name.clone(),
@@ -247,6 +249,10 @@ impl Controller {
                     )));
                 }
             }
+            ConfigResourceType::Group if resource.name.is_empty() => {
+                return Err(ApiError::invalid_request("Group name must not be empty."));
+            }
+            ConfigResourceType::Group => {}
             ConfigResourceType::Broker => {
                 if !resource.name.is_empty() {
                     let id: i64 = resource.name.parse().map_err(|_| {
@@ -317,6 +323,7 @@ impl Controller {
         let view = self.config_view();
         let value = match resource.resource_type {
             ConfigResourceType::Topic => view.topic_value(&resource.name, def.name),
+            ConfigResourceType::Group => view.group_value(&resource.name, def.name),
             ConfigResourceType::Broker => {
                 let id = resource.name.parse().unwrap_or(self.node_id);
                 BrokerConfigView::new(&self.image, &self.static_config, id).resolve(def.name)
