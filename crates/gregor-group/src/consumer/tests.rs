@@ -111,6 +111,9 @@ fn a_partition_moves_only_after_its_previous_holder_revoked_it() {
     assert_eq!(b.member_epoch, 2);
     assert_eq!(b.assignment, Some(Assignment::new()));
     assert_eq!(g.members["b"].state, MemberState::UnreleasedPartitions);
+    // While it waits, b heartbeats 20 times as often (5000 ms / 20), to take its partitions
+    // soon after a releases them.
+    assert_eq!(b.heartbeat_interval_ms, 250);
     // a is told to revoke two partitions and keeps epoch 1 meanwhile.
     let out = hb(&mut g, &topics, beat("a", 1, Some(a_owned.clone())));
     assert_eq!(out.reply.member_epoch, 1);
@@ -137,6 +140,7 @@ fn a_partition_moves_only_after_its_previous_holder_revoked_it() {
     let b = hb(&mut g, &topics, beat("b", 2, Some(Assignment::new()))).reply;
     let got = parts(b.assignment.as_ref().unwrap());
     assert_eq!(got.len(), 2);
+    assert_eq!(b.heartbeat_interval_ms, 5000, "back to the group's interval");
     assert!(got.is_disjoint(&parts(&kept)));
     assert_eq!(g.state(), ConsumerGroupState::Stable);
 }
