@@ -39,6 +39,7 @@ pub enum Request {
     DescribeGroups(DescribeGroupsRequest),
     ListGroups(ListGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
+    OffsetDelete(OffsetDeleteRequest),
     TxnOffsetCommit(TxnOffsetCommitRequest),
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
@@ -55,6 +56,7 @@ pub enum Response {
     DescribeGroups(DescribeGroupsResponse),
     ListGroups(ListGroupsResponse),
     DeleteGroups(DeleteGroupsResponse),
+    OffsetDelete(OffsetDeleteResponse),
     TxnOffsetCommit(TxnOffsetCommitResponse),
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
     ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
@@ -350,6 +352,25 @@ pub struct ListedGroup {
     /// `classic` or `consumer` (KIP-848).
     pub group_type: String,
 }
+
+/// OffsetDelete (KIP-496): a group's committed offsets of some partitions, removed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OffsetDeleteRequest {
+    pub group_id: String,
+    /// Topic name -> partitions.
+    pub topics: Vec<(String, Vec<i32>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OffsetDeleteResponse {
+    /// For the whole request (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, NOT_COORDINATOR, ...).
+    pub error: Option<ResponseError>,
+    /// Per topic and partition (GROUP_SUBSCRIBED_TO_TOPIC).
+    pub topics: Vec<(String, PartitionErrors)>,
+}
+
+/// Each partition's error (`None`: done).
+pub type PartitionErrors = Vec<(i32, Option<ResponseError>)>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DeleteGroupsRequest {

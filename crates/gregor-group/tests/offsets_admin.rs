@@ -433,3 +433,95 @@ fn delete_covers_commits_still_in_flight() {
     assert!(h.c.committed_offset(GROUP, "t", 5).is_none());
     assert!(h.c.group(GROUP).is_none());
 }
+
+fn offset_delete(h: &mut H, group: &str, topics: &[(&str, &[i32])]) -> u64 {
+    h.send(Request::OffsetDelete(OffsetDeleteRequest {
+        group_id: group.into(),
+        topics: topics
+            .iter()
+            .map(|(t, ps)| (t.to_string(), ps.to_vec()))
+            .collect(),
+    }))
+}
+
+fn offset_delete_resp(h: &H, id: u64) -> OffsetDeleteResponse {
+    match h.responses.get(&id) {
+        Some(Response::OffsetDelete(r)) => r.clone(),
+        other => panic!("expected an OffsetDelete response, got {other:?}"),
+    }
+}
+
+fn committed(h: &mut H, topic: &str, partition: i32) -> i64 {
+    h.fetch(Some(&[(topic, &[partition])])).topics[0].partitions[0].committed_offset
+}
+
+#[test]
+fn offset_delete_removes_offsets_durably_and_refuses_unknown_groups() {
+    let mut h = H::new();
+    h.commit("", -1, &[("t", 0, 10), ("t", 1, 11), ("u", 0, 5)]);
+    let before = h.log.len();
+    // Partition 5 has no offset: nothing to write for it, and no error.
+    let id = offset_delete(&mut h, GROUP, &[("t", &[0, 5])]);
+    let r = offset_delete_resp(&h, id);
+    assert_eq!(r.error, None);
+    assert_eq!(
+        r.topics,
+        vec![("t".to_string(), vec![(0, None), (5, None)])]
+    );
+    assert_eq!(h.log.len(), before + 1, "one tombstone");
+    assert!(h.log.last().unwrap().value.is_none());
+    assert_eq!(committed(&mut h, "t", 0), -1);
+    assert_eq!(committed(&mut h, "t", 1), 11);
+
+    let id = offset_delete(&mut h, "nobody", &[("t", &[0])]);
+    assert_eq!(
+        offset_delete_resp(&h, id).error,
+        Some(ResponseError::GroupIdNotFound)
+    );
+
+    // A failed write answers its error and keeps the offset.
+    h.auto_append = false;
+    let id = offset_delete(&mut h, GROUP, &[("u", &[0])]);
+    assert!(!h.answered(id));
+    h.complete_append(Err(ResponseError::NotLeaderOrFollower));
+    // Mapped as every coordinator write failure is: the client looks for the coordinator.
+    assert_eq!(
+        offset_delete_resp(&h, id).error,
+        Some(ResponseError::NotCoordinator)
+    );
+    h.auto_append = true;
+    assert_eq!(committed(&mut h, "u", 0), 5);
+}
+
+#[test]
+fn offset_delete_keeps_the_offsets_of_topics_the_group_consumes() {
+    let mut h = H::new();
+    let sub = gregor_assign::protocol::Subscription {
+        topics: vec!["t".into()],
+        ..Default::default()
+    };
+    let meta = gregor_assign::protocol::encode_subscription(&sub, 0).unwrap();
+    let protocols: &[(&str, &[u8])] = &[("range", &meta)];
+    let (member, join) = h.new_member(protocols);
+    h.advance(i64::from(h.c.config().initial_rebalance_delay_ms) * 2);
+    let generation = h.join_resp(join).generation_id;
+    h.sync(&member, generation, &[(member.as_str(), b"a")]);
+    assert_eq!(h.state(), GroupState::Stable);
+    h.commit(&member, generation, &[("t", 0, 7), ("old", 0, 3)]);
+
+    let id = offset_delete(&mut h, GROUP, &[("t", &[0]), ("old", &[0])]);
+    let r = offset_delete_resp(&h, id);
+    assert_eq!(r.error, None);
+    assert_eq!(
+        r.topics,
+        vec![
+            (
+                "t".to_string(),
+                vec![(0, Some(ResponseError::GroupSubscribedToTopic))]
+            ),
+            ("old".to_string(), vec![(0, None)]),
+        ]
+    );
+    assert_eq!(committed(&mut h, "t", 0), 7);
+    assert_eq!(committed(&mut h, "old", 0), -1);
+}

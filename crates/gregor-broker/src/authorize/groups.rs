@@ -14,6 +14,9 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
 use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseGroup;
 use kafka_protocol::messages::{
     ApiKey, BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
@@ -22,7 +25,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupHeartbeatResponse, OffsetDeleteRequest, OffsetDeleteResponse,
 };
 use kafka_protocol::ResponseError;
 
@@ -38,6 +41,9 @@ pub(super) fn gate(d: &dyn Decide, api: ApiKey, version: i16, request: RequestKi
         RequestKind::FindCoordinator(_) => None,
         RequestKind::JoinGroup(r) => Some(group_read(&r.group_id)),
         RequestKind::SyncGroup(r) => Some(group_read(&r.group_id)),
+        RequestKind::OffsetDelete(r) => {
+            Some(d.allows(AclOperation::Delete, AclResourceType::Group, &r.group_id))
+        }
         RequestKind::Heartbeat(r) => Some(group_read(&r.group_id)),
         RequestKind::LeaveGroup(r) => Some(group_read(&r.group_id)),
         RequestKind::OffsetCommit(r) => Some(group_read(&r.group_id)),
@@ -59,6 +65,7 @@ pub(super) fn gate(d: &dyn Decide, api: ApiKey, version: i16, request: RequestKi
         RequestKind::ConsumerGroupHeartbeat(r) => consumer_group_heartbeat(d, r),
         RequestKind::ConsumerGroupDescribe(r) => consumer_group_describe(d, r),
         RequestKind::DeleteGroups(r) => delete_groups(d, r),
+        RequestKind::OffsetDelete(r) => offset_delete(d, r),
         r @ RequestKind::ListGroups(_) => Gate::Run(r, on_response(list_groups_visible)),
         other => Gate::Run(other, no_fixup()),
     }
@@ -153,6 +160,44 @@ fn offset_commit(d: &dyn Decide, mut r: OffsetCommitRequest) -> Gate {
     let empty = ResponseKind::OffsetCommit(OffsetCommitResponse::default());
     let nothing_left = r.topics.is_empty();
     run_unless_empty(d, nothing_left, RequestKind::OffsetCommit(r), empty, fixup)
+}
+
+/// OffsetDelete: (DELETE on the group, checked already) READ on each topic, else its
+/// partitions are answered TOPIC_AUTHORIZATION_FAILED.
+fn offset_delete(d: &dyn Decide, mut r: OffsetDeleteRequest) -> Gate {
+    let topics = std::mem::take(&mut r.topics);
+    let (kept, refused) = split(d, AclOperation::Read, AclResourceType::Topic, topics, |t| {
+        t.name.0.as_str()
+    });
+    let answers: Vec<OffsetDeleteResponseTopic> = refused
+        .iter()
+        .map(|t| {
+            let mut out = OffsetDeleteResponseTopic::default();
+            out.name = t.name.clone();
+            out.partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut a = OffsetDeleteResponsePartition::default();
+                    a.partition_index = p.partition_index;
+                    a.error_code = ResponseError::TopicAuthorizationFailed.code();
+                    a
+                })
+                .collect();
+            out
+        })
+        .collect();
+    r.topics = kept;
+    let fixup = on_response(move |_, resp| match resp {
+        ResponseKind::OffsetDelete(mut resp) => {
+            resp.topics.extend(answers);
+            ResponseKind::OffsetDelete(resp)
+        }
+        other => other,
+    });
+    let empty = ResponseKind::OffsetDelete(OffsetDeleteResponse::default());
+    let nothing_left = r.topics.is_empty();
+    run_unless_empty(d, nothing_left, RequestKind::OffsetDelete(r), empty, fixup)
 }
 
 /// OffsetFetch: DESCRIBE on each group (v8+: per group; before, checked already), and the

@@ -212,6 +212,7 @@ pub fn gate(
         | RequestKind::DescribeGroups(_)
         | RequestKind::ListGroups(_)
         | RequestKind::DeleteGroups(_)
+        | RequestKind::OffsetDelete(_)
         | RequestKind::ConsumerGroupHeartbeat(_)
         | RequestKind::ConsumerGroupDescribe(_)) => groups::gate(d, api, version, r),
         r @ (RequestKind::AddPartitionsToTxn(_)

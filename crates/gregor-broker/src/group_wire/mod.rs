@@ -60,11 +60,13 @@ mod admin;
 mod consumer;
 mod convert;
 mod membership;
+mod offset_delete;
 mod offsets;
 
 pub use admin::*;
 pub use consumer::*;
 pub use membership::*;
+pub use offset_delete::*;
 pub use offsets::*;
 
 use membership::{join_error, sync_error};
@@ -86,6 +88,7 @@ pub const GROUP_API_VERSIONS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
     // KIP-848; refused with UNSUPPORTED_VERSION while `group.version` is below 1.
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
@@ -156,6 +159,9 @@ pub fn error_response(
         (ApiKey::DeleteGroups, RequestKind::DeleteGroups(r)) => {
             let parts = vec![delete_groups_error(&delete_groups_request(r), error)];
             ResponseKind::DeleteGroups(delete_groups_response(parts, version))
+        }
+        (ApiKey::OffsetDelete, RequestKind::OffsetDelete(_)) => {
+            ResponseKind::OffsetDelete(offset_delete_error(error))
         }
         (ApiKey::ConsumerGroupHeartbeat, RequestKind::ConsumerGroupHeartbeat(_)) => {
             ResponseKind::ConsumerGroupHeartbeat(consumer_group_heartbeat_error(error))
@@ -273,6 +279,10 @@ mod tests {
             (
                 ApiKey::DeleteGroups,
                 RequestKind::DeleteGroups(Default::default()),
+            ),
+            (
+                ApiKey::OffsetDelete,
+                RequestKind::OffsetDelete(Default::default()),
             ),
         ];
         for (api, request) in &requests {

@@ -6,8 +6,8 @@ use gregor_meta::features::GROUP_VERSION;
 use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, DeleteGroupsRequest,
     DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
-    OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind, SyncGroupRequest,
-    TxnOffsetCommitRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, RequestKind, ResponseKind,
+    SyncGroupRequest, TxnOffsetCommitRequest,
 };
 use kafka_protocol::ResponseError;
 
@@ -71,6 +71,7 @@ pub async fn handle(
             Ok(ResponseKind::ListGroups(w::list_groups_response(parts, v)))
         }
         RequestKind::DeleteGroups(r) => Ok(g.delete_groups(r).await),
+        RequestKind::OffsetDelete(r) => g.offset_delete(r).await,
         RequestKind::TxnOffsetCommit(r) => g.txn_offset_commit(r).await,
         RequestKind::ConsumerGroupHeartbeat(r) => g.consumer_group_heartbeat(r).await,
         RequestKind::ConsumerGroupDescribe(r) => Ok(g.consumer_group_describe(r).await),
@@ -234,6 +235,33 @@ impl GroupApi<'_> {
             );
         }
         ResponseKind::DescribeGroups(w::describe_groups_response(r, parts, self.v))
+    }
+
+    /// OffsetDelete: partitions of topics the cluster does not have are answered
+    /// UNKNOWN_TOPIC_OR_PARTITION here; the group's coordinator deletes the rest.
+    async fn offset_delete(&self, r: &OffsetDeleteRequest) -> Result<ResponseKind, ResponseError> {
+        let mut req = w::offset_delete_request(r);
+        let image = self.b.metadata.image();
+        let (known, unknown): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics)
+            .into_iter()
+            .partition(|(t, _)| image.topic(t).is_some());
+        req.topics = known;
+        let group = req.group_id.clone();
+        let mut answer = match self.call(&group, Request::OffsetDelete(req)).await? {
+            Response::OffsetDelete(x) => x,
+            _ => return Err(ResponseError::UnknownServerError),
+        };
+        if answer.error.is_none() {
+            let missing = Some(ResponseError::UnknownTopicOrPartition);
+            answer.topics.extend(
+                unknown
+                    .into_iter()
+                    .map(|(t, ps)| (t, ps.into_iter().map(|p| (p, missing)).collect())),
+            );
+        }
+        Ok(ResponseKind::OffsetDelete(w::offset_delete_response(
+            answer,
+        )))
     }
 
     /// Deletes the groups, asking each `__consumer_offsets` partition's shard for its own.

@@ -87,6 +87,7 @@ impl GroupCoordinator {
                 });
             }
             Request::DeleteGroups(r) => self.delete_groups(now_ms, request_id, r, &mut out),
+            Request::OffsetDelete(r) => self.offset_delete(now_ms, request_id, r, &mut out),
             Request::TxnOffsetCommit(r) => self.txn_offset_commit(now_ms, request_id, r, &mut out),
             Request::ConsumerGroupHeartbeat(r) => {
                 self.consumer_group_heartbeat(now_ms, request_id, &context, r, &mut out)
@@ -164,6 +165,14 @@ impl GroupCoordinator {
             PendingAppend::DeleteGroups(d) => {
                 self.delete_groups_appended(now_ms, d, result, &mut out)
             }
+            PendingAppend::OffsetDelete {
+                request_id,
+                group_id,
+                partitions,
+                response,
+            } => self.offset_delete_appended(
+                request_id, &group_id, partitions, response, result, &mut out,
+            ),
             PendingAppend::GroupMetadata { group_id } => {
                 if let Err(error) = result {
                     // Nothing waits on it; the previous generation in the log has no live members

@@ -235,6 +235,13 @@ impl GroupCoordinator {
                     }
                     (d.request_id, Response::DeleteGroups(d.response))
                 }
+                PendingAppend::OffsetDelete { request_id, .. } => {
+                    let response = OffsetDeleteResponse {
+                        error: Some(not_coordinator),
+                        topics: Vec::new(),
+                    };
+                    (request_id, Response::OffsetDelete(response))
+                }
                 // A static rejoin's and a new generation's JoinGroups are parked on their members
                 // and were answered above.
                 PendingAppend::ConsumerGroup {

@@ -13,6 +13,7 @@ mod expiry;
 mod join;
 mod load;
 mod membership;
+mod offset_delete;
 mod offset_store;
 mod offsets;
 mod rebalance;

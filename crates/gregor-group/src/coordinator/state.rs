@@ -97,6 +97,13 @@ pub(crate) enum PendingAppend {
     TxnOffsetCommit(TxnCommit),
     /// Groups (already Dead) to remove with their offsets, and the DeleteGroups response.
     DeleteGroups(DeletingGroups),
+    /// Offsets to remove once their tombstones are durable, and the OffsetDelete response.
+    OffsetDelete {
+        request_id: RequestId,
+        group_id: String,
+        partitions: Vec<(String, i32)>,
+        response: OffsetDeleteResponse,
+    },
     /// Metadata of a group that became Empty; nothing waits on it.
     GroupMetadata { group_id: String },
     /// Tombstones of expired offsets (and maybe their group); nothing waits on them.
