@@ -234,5 +234,8 @@ async fn a_group_config_sets_its_members_heartbeat_interval() {
     assert_eq!(interval, 7000);
     let mut other = join("x");
     other.group_id = GroupId(sb("other-group"));
-    assert_eq!(heartbeat_loaded(&b, other).await.heartbeat_interval_ms, 5000);
+    assert_eq!(
+        heartbeat_loaded(&b, other).await.heartbeat_interval_ms,
+        5000
+    );
 }

@@ -140,7 +140,10 @@ fn a_partition_moves_only_after_its_previous_holder_revoked_it() {
     let b = hb(&mut g, &topics, beat("b", 2, Some(Assignment::new()))).reply;
     let got = parts(b.assignment.as_ref().unwrap());
     assert_eq!(got.len(), 2);
-    assert_eq!(b.heartbeat_interval_ms, 5000, "back to the group's interval");
+    assert_eq!(
+        b.heartbeat_interval_ms, 5000,
+        "back to the group's interval"
+    );
     assert!(got.is_disjoint(&parts(&kept)));
     assert_eq!(g.state(), ConsumerGroupState::Stable);
 }
