@@ -603,3 +603,94 @@ def test_fetches_split_into_consumer_and_follower_on_a_cluster(cluster_factory):
     assert value(s, "gregor_response_size_bytes_sum", request="FetchFollower") > 2 * 20 * 100
     assert value(s, "gregor_request_size_bytes_count", request="FetchFollower") >= 2
     assert value(s, "gregor_request_queue_time_seconds_count", request="FetchFollower") >= 2
+
+
+def test_raft_commit_latency_and_log_cleaner_progress_with_kafka_names(start_broker):
+    """A single node leads the quorum: its writes' commit latency is a histogram (and Kafka's
+    raft-metrics commit-latency-avg); the log cleaner compacting a topic reports the bytes it
+    read and wrote, how dirty the log was and when it last ran, under Gregor's and Kafka's
+    names."""
+    b = metrics_broker(start_broker, **{"metrics.naming": "kafka",
+                                         "log.cleaner.backoff.ms": "200"})
+    create_topic(b, "cleaned", config={"cleanup.policy": "compact", "segment.bytes": "1024",
+                                       "min.cleanable.dirty.ratio": "0.01"})
+    messages = [{"partition": 0, "key": f"k{k}".encode(), "value": f"r{r}".encode() * 20}
+                for r in range(10) for k in range(10)]
+    produce(b, "cleaned", messages, extra={"linger.ms": 0, "batch.num.messages": 5})
+
+    def compacted():
+        s = cluster_scrape(b)
+        return (value(s, "gregor_log_cleaner_read_bytes_total") or 0) > 0 and s
+
+    s = wait_until(compacted, 30, "the cleaner to compact the topic")
+    read = value(s, "gregor_log_cleaner_read_bytes_total")
+    written = value(s, "gregor_log_cleaner_written_bytes_total")
+    assert 0 < written < read, (written, read)
+    recopy = value(s, "gregor_log_cleaner_recopy_ratio")
+    assert 0 < recopy < 1, recopy
+    assert 0 <= value(s, "gregor_log_cleaner_max_dirty_ratio") <= 1
+    since = value(s, "gregor_log_cleaner_time_since_last_run_seconds")
+    assert 0 <= since < 30, since
+    assert value(s, "kafka_log_logcleaner_cleaner_recopy_percent") == pytest.approx(recopy * 100)
+    assert value(s, "kafka_log_logcleanermanager_max_dirty_percent") == \
+        pytest.approx(value(s, "gregor_log_cleaner_max_dirty_ratio") * 100)
+    assert value(s, "kafka_log_logcleanermanager_time_since_last_run_ms") == \
+        pytest.approx(since * 1000)
+
+    # Topic creation and the broker's registration were writes this node committed as leader.
+    commits = value(s, "gregor_raft_commit_latency_seconds_count")
+    assert commits >= 2, commits
+    total = value(s, "gregor_raft_commit_latency_seconds_sum")
+    assert 0 < total < 60 * commits
+    assert value(s, "kafka_server_raft_metrics_commit_latency_avg") == \
+        pytest.approx(total / commits * 1000)
+    assert value(s, "kafka_server_raft_metrics_current_leader") == b.node_id
+    assert value(s, "kafka_server_raft_metrics_current_epoch") == value(s, "gregor_raft_current_epoch")
+    assert value(s, "gregor_controller_leader_elections_total") == 0
+    assert value(s, "kafka_controller_controllerstats_uncleanleaderelections_total") == 0
+
+
+@pytest.mark.timeout(150)
+def test_leader_elections_are_counted_clean_and_unclean(cluster_factory):
+    """Two partitions led by the same broker: one with the active controller in its ISR, one
+    (unclean.leader.election.enable) whose other replica has fallen out of the ISR. The leader
+    SIGKILLed, the first moves to the controller (a clean election), the second to the replica
+    outside the ISR (an unclean one); every node counts both, under both namings."""
+    c = cluster_factory(3, metrics=True, overrides={"replica.lag.time.max.ms": "1500",
+                                                    "metrics.naming": "kafka"})
+    nodes = list(c.nodes.values())
+    ctrl = c.controller()
+    lead, other = [n for n in nodes if n is not ctrl]
+    before = {n.node_id: value(cluster_scrape(n), "gregor_controller_leader_elections_total")
+              for n in (ctrl, other)}
+    for name, replicas, configs in (
+            ("clean-move", [lead.node_id, ctrl.node_id], {}),
+            ("unclean-move", [lead.node_id, other.node_id],
+             {"unclean.leader.election.enable": "true"})):
+        err, msg = kwire_create(ctrl, name, replicas, configs)
+        assert err == 0, (name, err, msg)
+    for name in ("clean-move", "unclean-move"):
+        wait_until(lambda: value(cluster_scrape(lead), "gregor_partition_under_replicated",
+                                 topic=name, partition=0) == 0, 20, f"{name} fully in sync")
+    produce(lead, "unclean-move", [{"partition": 0, "value": b"v"}])
+
+    other.pause()
+    try:
+        wait_until(lambda: value(cluster_scrape(lead), "gregor_partition_under_replicated",
+                                 topic="unclean-move", partition=0) == 1, 20,
+                   "the paused replica out of the ISR")
+        lead.kill()
+    finally:
+        other.resume()
+
+    def counted(node):
+        s = cluster_scrape(node)
+        elections = value(s, "gregor_controller_leader_elections_total") - before[node.node_id]
+        return elections >= 2 and value(s, "gregor_controller_unclean_leader_elections_total") == 1
+
+    wait_until(lambda: counted(ctrl), 30, "one clean and one unclean election")
+    wait_until(lambda: counted(other), 30, "the other node to count them too")
+    s = cluster_scrape(ctrl)
+    assert value(s, "kafka_controller_controllerstats_leaderelectionrateandtimems_count") == \
+        value(s, "gregor_controller_leader_elections_total")
+    assert value(s, "kafka_controller_controllerstats_uncleanleaderelections_total") == 1

@@ -669,6 +669,7 @@ impl Broker {
                 self.replicas.clone(),
                 &self.config,
                 backoff_ms,
+                self.metrics.log_cleaner().clone(),
             );
             crate::runtime::spawn(cleaner.run(shutdown.clone()));
         }
@@ -1094,6 +1095,7 @@ async fn route(
         | RequestKind::DescribeGroups(_)
         | RequestKind::ListGroups(_)
         | RequestKind::DeleteGroups(_)
+        | RequestKind::OffsetDelete(_)
         | RequestKind::ConsumerGroupHeartbeat(_)
         | RequestKind::ConsumerGroupDescribe(_)) => {
             return handlers::groups::handle(b.control_plane(), &b.groups, ctx, r)

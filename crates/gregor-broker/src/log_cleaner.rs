@@ -14,6 +14,7 @@ use std::time::Duration;
 use tracing::{debug, warn};
 
 use crate::config::BrokerConfig;
+use crate::metrics::cleaner::{CleanerPass, LogCleanerMetrics};
 use crate::replica::ReplicaManager;
 use crate::runtime::now_ms;
 
@@ -64,16 +65,24 @@ pub struct LogCleaner<B> {
     map_budget: usize,
     /// `log.cleaner.backoff.ms` now (a dynamic setting).
     backoff_ms: B,
+    /// Where each pass's progress goes.
+    metrics: LogCleanerMetrics,
 }
 
 impl<B: Fn() -> i64> LogCleaner<B> {
-    pub fn new(replicas: Arc<ReplicaManager>, config: &BrokerConfig, backoff_ms: B) -> Self {
+    pub fn new(
+        replicas: Arc<ReplicaManager>,
+        config: &BrokerConfig,
+        backoff_ms: B,
+        metrics: LogCleanerMetrics,
+    ) -> Self {
         let map_budget = usize::try_from(config.int("log.cleaner.dedupe.buffer.size"))
             .unwrap_or(gregor_log::DEFAULT_MAP_BUDGET);
         LogCleaner {
             replicas,
             map_budget,
             backoff_ms,
+            metrics,
         }
     }
 
@@ -87,7 +96,8 @@ impl<B: Fn() -> i64> LogCleaner<B> {
                 _ = tokio::time::sleep(schedule.wait(now_ms())) => {}
                 _ = shutdown.changed() => return,
             }
-            let cleaned = self.clean_logs().await;
+            let (cleaned, pass) = self.clean_logs().await;
+            self.metrics.record(&pass, now_ms());
             let backoff_ms = (self.backoff_ms)();
             schedule.after_pass(now_ms(), cleaned, backoff_ms);
             debug!(
@@ -98,9 +108,9 @@ impl<B: Fn() -> i64> LogCleaner<B> {
         }
     }
 
-    /// One pass of the cleaner over the hosted logs that have rolled segments to look at;
-    /// whether it compacted anything.
-    async fn clean_logs(&self) -> bool {
+    /// One pass of the cleaner over the hosted logs that have rolled segments to look at:
+    /// whether it compacted anything, and what it did.
+    async fn clean_logs(&self) -> (bool, CleanerPass) {
         let parts: Vec<_> = self
             .replicas
             .all()
@@ -108,22 +118,26 @@ impl<B: Fn() -> i64> LogCleaner<B> {
             .filter(|p| p.log.has_cleanable_segments())
             .collect();
         if parts.is_empty() {
-            return false;
+            return (false, CleanerPass::default());
         }
         let map_budget = self.map_budget;
         crate::runtime::blocking(move || {
             let mut cleaned = false;
+            let mut pass = CleanerPass::default();
             for p in parts {
                 // Below the last stable offset only: an open transaction may yet abort.
                 let stable = p.last_stable_offset(p.high_watermark());
                 match p.log.compact_below(now_ms(), map_budget, stable) {
-                    Ok(stats) => cleaned |= stats.cleaned(),
+                    Ok(stats) => {
+                        cleaned |= stats.cleaned();
+                        pass.add(&stats);
+                    }
                     Err(e) => {
                         warn!(topic = %p.topic, partition = p.index, error = %e, "compaction failed")
                     }
                 }
             }
-            cleaned
+            (cleaned, pass)
         })
         .await
     }

@@ -18,6 +18,7 @@ use gregor_quorum::{
     ApplyListener, FollowerConfig, MetadataFollower, NodeId, Quorum, QuorumConfig, QuorumError,
     WriteError,
 };
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::recent_fencing::RecentFencing;
@@ -88,6 +89,32 @@ struct ReplicaApplier {
     /// Told of every applied change to this node's broker configs or the cluster default,
     /// a value set again included (see [`MetadataManager::observe_broker_configs`]).
     broker_config_observer: std::sync::OnceLock<BrokerConfigObserver>,
+    /// Leader elections committed since this node caught up (the history it replays at
+    /// start-up is not counted, as a restarted Kafka controller's counters start at zero).
+    elections: ElectionCounters,
+}
+
+/// Leader elections this node applied, clean and unclean.
+#[derive(Default)]
+struct ElectionCounters {
+    clean: std::sync::atomic::AtomicU64,
+    unclean: std::sync::atomic::AtomicU64,
+}
+
+impl ElectionCounters {
+    fn add(&self, e: gregor_meta::LeaderElections) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.clean.fetch_add(e.clean, Relaxed);
+        self.unclean.fetch_add(e.unclean, Relaxed);
+    }
+
+    fn read(&self) -> gregor_meta::LeaderElections {
+        use std::sync::atomic::Ordering::Relaxed;
+        gregor_meta::LeaderElections {
+            clean: self.clean.load(Relaxed),
+            unclean: self.unclean.load(Relaxed),
+        }
+    }
 }
 
 /// What [`MetadataManager::observe_broker_configs`] calls, with this node's config view.
@@ -149,6 +176,7 @@ impl ApplyListener for ReplicaApplier {
             return;
         }
         drop(catching_up);
+        self.elections.add(delta.leader_elections());
         self.apply_now(controller, delta);
     }
 }
@@ -192,6 +220,13 @@ pub struct MetadataManager {
     applier: Arc<ReplicaApplier>,
     /// Fenced brokers Metadata still lists for a moment (see `recent_fencing.rs`).
     recent_fencing: Mutex<RecentFencing>,
+    /// How long this voter's writes took to commit while it led (empty elsewhere).
+    commit_latency: Histogram,
+}
+
+/// 0.25 ms .. ~16 s: a commit takes a quorum round trip and an fsync on a majority.
+fn commit_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_25, 2.0, 17))
 }
 
 impl MetadataManager {
@@ -227,6 +262,7 @@ impl MetadataManager {
             replicas,
             catching_up: Mutex::new(Some(MetadataDelta::default())),
             broker_config_observer: std::sync::OnceLock::new(),
+            elections: ElectionCounters::default(),
         });
         let transport = settings.transport;
         let range = settings.election_timeout_range_ms;
@@ -257,7 +293,10 @@ impl MetadataManager {
                 applier.clone(),
             ))
         };
+        let commit_latency = commit_histogram();
         if let Member::Voter(q) = &member {
+            let observed = commit_latency.clone();
+            q.observe_commits(Box::new(move |d| observed.observe(d.as_secs_f64())));
             // What `gregor storage format` left for a new metadata log (KIP-900 SCRAM credentials,
             // feature levels).
             let bootstrap = crate::bootstrap::read(data_dir)
@@ -275,11 +314,22 @@ impl MetadataManager {
             transport,
             applier,
             recent_fencing: Mutex::new(RecentFencing::default()),
+            commit_latency,
         })
     }
 
     pub fn node_id(&self) -> i32 {
         self.node_id
+    }
+
+    /// Leader elections applied since this node caught up with the metadata log.
+    pub fn leader_elections(&self) -> gregor_meta::LeaderElections {
+        self.applier.elections.read()
+    }
+
+    /// The commit latency of this voter's writes (Kafka's raft-metrics commit-latency).
+    pub fn commit_latency(&self) -> &Histogram {
+        &self.commit_latency
     }
 
     /// This node has caught up with the metadata log (its image holds the registration it made

@@ -14,7 +14,8 @@ pub struct BrokerArgs {
     pub listeners: Option<String>,
     /// Roles of this node (process.roles): broker, controller, or broker,controller (the
     /// default: a combined node). A controller-only node serves the quorum on its CONTROLLER
-    /// listener and no clients; a broker-only node needs --controller-quorum-voters.
+    /// listener and no clients; a broker-only node serves clients and does not vote. Either
+    /// alone needs --controller-quorum-voters.
     #[arg(long)]
     pub process_roles: Option<String>,
     /// The controller quorum (controller.quorum.voters), e.g. 0@127.0.0.1:9093,1@127.0.0.1:9095.

@@ -995,7 +995,8 @@ fn a_tool_on_a_controller_listener_says_so() {
         None,
     );
     assert!(
-        err.contains("is a controller listener") && err.contains("use a broker listener"),
+        err.contains("is a controller listener")
+            && err.contains("point --bootstrap-server at a broker listener"),
         "{err}"
     );
     // Not the 10 s connect timeout a closed connection used to cost.
@@ -1013,4 +1014,29 @@ fn a_tool_on_a_controller_listener_says_so() {
         None,
     );
     assert!(listed.status.success(), "{listed:?}");
+}
+
+/// `broker --help` describes each node's roles as configured, not every node as both.
+#[test]
+fn broker_help_describes_the_process_roles() {
+    let out = gregor(&["broker", "--help"], None);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        help.contains("Roles of this node (process.roles): broker, controller, or broker,controller (the default: a combined node)"),
+        "{help}"
+    );
+    assert!(
+        help.contains(
+            "A controller-only node serves the quorum on its CONTROLLER listener and no clients"
+        ),
+        "{help}"
+    );
+    assert!(
+        help.contains("Either alone needs --controller-quorum-voters"),
+        "{help}"
+    );
 }

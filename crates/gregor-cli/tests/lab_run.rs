@@ -351,3 +351,100 @@ fn live_runs_reject_bad_input_with_one_line() {
     assert!(err.contains("cannot reach"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(15));
 }
+
+fn listed(args: &[&str]) -> Vec<String> {
+    let out = gregor(args);
+    assert!(
+        out.status.success(),
+        "gregor {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A run deletes the topic and groups it created and says so; `--keep` keeps them. The run
+/// takes `--bootstrap-server` like every tool, and still `--bootstrap`.
+#[test]
+fn live_runs_clean_up_unless_kept() {
+    let broker = Broker::start();
+    let bootstrap = broker.bootstrap();
+    let topics = || listed(&["topics", "--list", "--bootstrap-server", &bootstrap]);
+    let groups = || listed(&["groups", "--list", "--bootstrap-server", &bootstrap]);
+    let run = |flag: &str, extra: &[&str]| {
+        let mut args = vec![
+            "lab",
+            "run",
+            flag,
+            &bootstrap,
+            "--scenario",
+            "seed-004-join",
+            "--strategies",
+            "range,sticky",
+            "--scale",
+            "0.1",
+        ];
+        args.extend_from_slice(extra);
+        gregor(&args)
+    };
+
+    let out = run("--bootstrap-server", &["--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let cleanup = &report["cleanup"];
+    assert_eq!(cleanup["kept"], false, "{cleanup}");
+    assert_eq!(cleanup["failures"], serde_json::json!({}), "{cleanup}");
+    let topic = report["topic"].as_str().expect("topic").to_string();
+    assert_eq!(cleanup["topic"], topic.as_str());
+    let created: Vec<String> = ["range", "sticky"]
+        .iter()
+        .map(|s| {
+            strategy(&report, s)["group"]
+                .as_str()
+                .expect("group")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(cleanup["groups"], serde_json::json!(created), "{cleanup}");
+    assert!(!topics().contains(&topic), "{topic} left behind");
+    let left = groups();
+    assert!(created.iter().all(|g| !left.contains(g)), "{left:?}");
+
+    let out = run("--bootstrap", &["--keep"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let kept = text
+        .lines()
+        .find(|l| l.starts_with("kept (--keep): topic lab-seed-004-join-"))
+        .unwrap_or_else(|| panic!("no kept line in {text}"));
+    let topic = kept
+        .split_whitespace()
+        .nth(3)
+        .expect("topic name")
+        .to_string();
+    assert!(
+        kept.contains(" and groups lab-seed-004-join-range-"),
+        "{kept}"
+    );
+    assert!(
+        topics().contains(&topic),
+        "{topic} was deleted despite --keep"
+    );
+    assert_eq!(
+        groups()
+            .iter()
+            .filter(|g| g.starts_with("lab-seed-004-join-"))
+            .count(),
+        2
+    );
+}

@@ -468,7 +468,11 @@ impl Client {
                 Ok(c) => return Ok(c),
                 Err(e) => {
                     tracing::debug!(%addr, error = %e, "broker unreachable");
-                    last_error = Some(e);
+                    // A controller listener among the addresses is what to report: trying
+                    // again will not help, unlike a broker that is down.
+                    if !matches!(last_error, Some(Error::ControllerListener { .. })) {
+                        last_error = Some(e);
+                    }
                 }
             }
         }
@@ -492,6 +496,11 @@ impl Client {
             config.request_timeout,
         )
         .await?;
+        if conn.versions().range(MetadataRequest::KEY).is_none() {
+            return Err(Error::ControllerListener {
+                addr: addr.to_string(),
+            });
+        }
         let conn = Arc::new(conn);
         connections.insert(addr.to_string(), conn.clone());
         Ok(conn)
@@ -536,6 +545,61 @@ mod tests {
             let e = parse_bootstrap_servers(bad).unwrap_err();
             assert!(matches!(e, Error::InvalidArgument(_)), "{bad}: {e}");
         }
+    }
+
+    /// A peer that answers ApiVersions as a controller listener does (ApiVersions alone), and
+    /// every further connection the same way.
+    async fn controller_listener() -> String {
+        use bytes::{BufMut, BytesMut};
+        use kafka_protocol::messages::api_versions_response::ApiVersion;
+        use kafka_protocol::messages::ApiVersionsResponse;
+        use kafka_protocol::protocol::Encodable;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let size = socket.read_i32().await.unwrap();
+                let mut frame = vec![0u8; size as usize];
+                socket.read_exact(&mut frame).await.unwrap();
+                let version = i16::from_be_bytes([frame[2], frame[3]]);
+                let mut response = ApiVersionsResponse::default();
+                let mut key = ApiVersion::default();
+                key.api_key = 18;
+                key.max_version = 4;
+                response.api_keys.push(key);
+                let mut body = BytesMut::new();
+                body.put_slice(&frame[4..8]);
+                response.encode(&mut body, version).unwrap();
+                socket.write_i32(body.len() as i32).await.unwrap();
+                socket.write_all(&body).await.unwrap();
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_controller_listener_is_named_at_once() {
+        let addr = controller_listener().await;
+        let mut config = ClientConfig::new(&addr).unwrap();
+        config.connect_timeout = Duration::from_secs(30);
+        let err = Client::connect(config).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::ControllerListener { addr: a } if *a == addr),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("is a controller listener"),
+            "{err}"
+        );
+        // Listed before a broker that is down, it is still what the client reports.
+        let down = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let down_addr = down.local_addr().unwrap().to_string();
+        drop(down);
+        let mut config = ClientConfig::new(&format!("{addr},{down_addr}")).unwrap();
+        config.connect_timeout = Duration::from_secs(30);
+        let err = Client::connect(config).await.unwrap_err();
+        assert!(matches!(err, Error::ControllerListener { .. }), "{err}");
     }
 
     // Paused time: the backoff pauses advance the clock instead of sleeping.

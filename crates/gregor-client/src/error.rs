@@ -130,6 +130,14 @@ pub enum Error {
     /// would not help.
     #[error("cannot connect to {addr}: {reason}")]
     Authentication { addr: String, reason: String },
+    /// The address is a controller listener (KRaft's CONTROLLER): it answers ApiVersions but
+    /// lists no client API (no Metadata), so no client can bootstrap from it. Kafka's
+    /// controllers answer the same way.
+    #[error(
+        "{addr} is a controller listener (it serves the controller quorum, not clients); \
+         bootstrap from a broker listener"
+    )]
+    ControllerListener { addr: String },
     /// A TCP connection could not be established.
     #[error("cannot connect to {addr}: {source}")]
     Connect {

@@ -58,7 +58,8 @@ pub fn action(error: &Error) -> RetryAction {
         | Error::InvalidArgument(_)
         | Error::CommitFailed(_)
         | Error::Transaction { .. }
-        | Error::Authentication { .. } => RetryAction::Fail,
+        | Error::Authentication { .. }
+        | Error::ControllerListener { .. } => RetryAction::Fail,
     }
 }
 

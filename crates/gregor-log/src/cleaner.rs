@@ -61,6 +61,10 @@ pub struct CompactionStats {
     pub skipped: bool,
     /// Offsets below this are compacted now (the new first dirty offset).
     pub cleaned_up_to: i64,
+    /// Bytes of the cleanable segments not yet compacted, before the pass.
+    pub dirty_bytes: u64,
+    /// Bytes of the cleanable segments (compacted or not), before the pass.
+    pub cleanable_bytes: u64,
 }
 
 impl CompactionStats {
@@ -633,6 +637,12 @@ impl Log {
         if !cfg.cleanup_policy.compact || snaps.is_empty() {
             return Ok(stats);
         }
+        stats.cleanable_bytes = snaps.iter().map(|s| s.size).sum();
+        stats.dirty_bytes = snaps
+            .iter()
+            .filter(|s| s.next_offset > first_dirty)
+            .map(|s| s.size)
+            .sum();
         if !compaction_due(&cfg, &snaps, ckpt, first_dirty, now_ms) {
             stats.skipped = true;
             return Ok(stats);

@@ -39,7 +39,36 @@ pub struct MetadataDelta {
     pub changed_client_quotas: BTreeSet<ClientQuotaEntity>,
 }
 
+/// Leader elections a delta holds: a partition that existed before got another live leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LeaderElections {
+    /// Leaders chosen from the ISR (failover, preferred or reassignment elections).
+    pub clean: u64,
+    /// Leaders chosen from outside the ISR (KIP-704's recovering state).
+    pub unclean: u64,
+}
+
 impl MetadataDelta {
+    /// The leader elections in this delta (of a single commit: a merged delta counts at most
+    /// one per partition).
+    pub fn leader_elections(&self) -> LeaderElections {
+        let mut out = LeaderElections::default();
+        for change in self.changed_partitions.values() {
+            let (Some(before), Some(after)) = (&change.before, &change.after) else {
+                continue;
+            };
+            if after.leader < 0 || after.leader == before.leader {
+                continue;
+            }
+            if after.leader_recovery_state == crate::record::LeaderRecoveryState::Recovering {
+                out.unclean += 1;
+            } else {
+                out.clean += 1;
+            }
+        }
+        out
+    }
+
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
         self.created_topics.is_empty()
@@ -163,4 +192,94 @@ pub struct LocalReplicaChanges {
     pub followers: Vec<LocalPartition>,
     /// Replicas to stop.
     pub stopped: Vec<StoppedReplica>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::LeaderRecoveryState;
+
+    fn part(leader: BrokerId, recovery: LeaderRecoveryState) -> PartitionRegistration {
+        PartitionRegistration {
+            replicas: vec![1, 2, 3],
+            isr: vec![leader],
+            removing_replicas: vec![],
+            adding_replicas: vec![],
+            leader,
+            leader_recovery_state: recovery,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        }
+    }
+
+    fn change(
+        delta: &mut MetadataDelta,
+        partition: i32,
+        before: Option<PartitionRegistration>,
+        after: Option<PartitionRegistration>,
+    ) {
+        let id = TopicIdPartition {
+            topic_id: Uuid::nil(),
+            partition,
+        };
+        let topic = "t".to_string();
+        delta.changed_partitions.insert(
+            id,
+            PartitionDelta {
+                topic,
+                before,
+                after,
+            },
+        );
+    }
+
+    #[test]
+    fn elections_are_new_live_leaders_of_existing_partitions() {
+        use LeaderRecoveryState::{Recovered, Recovering};
+        let mut d = MetadataDelta::default();
+        // Failover to another ISR member, and an unclean election.
+        change(
+            &mut d,
+            0,
+            Some(part(1, Recovered)),
+            Some(part(2, Recovered)),
+        );
+        change(
+            &mut d,
+            1,
+            Some(part(1, Recovered)),
+            Some(part(3, Recovering)),
+        );
+        // Not elections: a new partition, a leader lost, a same leader (ISR change), a deletion.
+        change(&mut d, 2, None, Some(part(1, Recovered)));
+        change(
+            &mut d,
+            3,
+            Some(part(1, Recovered)),
+            Some(part(-1, Recovered)),
+        );
+        change(
+            &mut d,
+            4,
+            Some(part(2, Recovering)),
+            Some(part(2, Recovered)),
+        );
+        change(&mut d, 5, Some(part(2, Recovered)), None);
+        assert_eq!(
+            d.leader_elections(),
+            LeaderElections {
+                clean: 1,
+                unclean: 1
+            }
+        );
+        // An offline partition that gets a leader back is an election too.
+        let mut d = MetadataDelta::default();
+        change(
+            &mut d,
+            0,
+            Some(part(-1, Recovered)),
+            Some(part(2, Recovered)),
+        );
+        assert_eq!(d.leader_elections().clean, 1);
+    }
 }

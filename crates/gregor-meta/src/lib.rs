@@ -27,7 +27,8 @@ mod types;
 
 pub use controller::*;
 pub use delta::{
-    LocalPartition, LocalReplicaChanges, MetadataDelta, PartitionDelta, StoppedReplica,
+    LeaderElections, LocalPartition, LocalReplicaChanges, MetadataDelta, PartitionDelta,
+    StoppedReplica,
 };
 pub use describe::{
     describe_topic, describe_topics, kafka_uuid_string, PartitionDescription, TopicDescription,

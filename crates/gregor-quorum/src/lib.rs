@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 pub use error::QuorumError;
 pub use follower::{FollowerConfig, MetadataFollower};
 pub use log_store::LogStore;
-pub use node::{open_storage, Quorum, QuorumConfig, QuorumHandle, WriteError};
+pub use node::{open_storage, CommitObserver, Quorum, QuorumConfig, QuorumHandle, WriteError};
 pub use state_machine::{ApplyListener, StateMachineStore};
 
 /// openraft's node id: Kafka's `node.id` (non-negative).

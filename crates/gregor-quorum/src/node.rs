@@ -76,7 +76,12 @@ pub struct Quorum {
     /// reason to think it gone (see [`Quorum::leader_unheard`]).
     heartbeat: Duration,
     snapshots: tokio::task::JoinHandle<()>,
+    /// Told how long each committed write took (see [`Quorum::observe_commits`]).
+    commit_observer: std::sync::OnceLock<CommitObserver>,
 }
+
+/// What [`Quorum::observe_commits`] calls with a write's commit latency.
+pub type CommitObserver = Box<dyn Fn(Duration) + Send + Sync>;
 
 impl Quorum {
     /// Opens the metadata log and state, converts a pre-quorum log, starts Raft and joins (or
@@ -146,6 +151,7 @@ impl Quorum {
             write_lock: tokio::sync::Mutex::new(0),
             heartbeat: Duration::from_millis(config.heartbeat_interval_ms.max(1)),
             snapshots,
+            commit_observer: std::sync::OnceLock::new(),
         };
         quorum.join(&config, members).await?;
         Ok(quorum)
@@ -245,6 +251,12 @@ impl Quorum {
             .membership()
             .get_node(&id)
             .map(|n| n.addr.clone())
+    }
+
+    /// Calls `observe` with the time each write of records took from being handed to Raft
+    /// until committed and applied here (Kafka's raft-metrics commit latency). Set once.
+    pub fn observe_commits(&self, observe: CommitObserver) {
+        let _ = self.commit_observer.set(observe);
     }
 
     /// The current Raft term as this node knows it.
@@ -351,9 +363,15 @@ impl Quorum {
         let batch = MetadataBatch {
             records: records.iter().map(MetadataRecord::encode).collect(),
         };
+        let handed = tokio::time::Instant::now();
         match tokio::time::timeout_at(deadline, self.raft.client_write(batch)).await {
             Err(_) => Err(WriteError::Timeout),
-            Ok(Ok(r)) => Ok((response, r.log_id.index + 1)),
+            Ok(Ok(r)) => {
+                if let Some(observe) = self.commit_observer.get() {
+                    observe(handed.elapsed());
+                }
+                Ok((response, r.log_id.index + 1))
+            }
             Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
                 Err(WriteError::NotController {
                     leader: f.leader_id,

@@ -156,6 +156,7 @@ fn broker_state(b: BrokerView<'_>, r: &mut Registry) {
     let image = b.metadata.image();
     controller_gauges(b, &image, r);
     session_gauges(b, r);
+    cleaner_gauges(b, r);
     partition_gauges(b, &image, r);
 }
 
@@ -235,6 +236,38 @@ fn raft_gauges(b: BrokerView<'_>, r: &mut Registry) {
             "The metadata quorum's Raft term as this voter knows it (Kafka raft-metrics current-epoch)",
             i64::try_from(q.term()).unwrap_or(i64::MAX),
         );
+        r.register(
+            "gregor_raft_commit_latency_seconds",
+            "Time from a controller write handed to Raft until it was committed and applied, on this voter while it led (Kafka raft-metrics commit-latency)",
+            b.metadata.commit_latency().clone(),
+        );
+    }
+    let elections = b.metadata.leader_elections();
+    registered::<Counter>(
+        r,
+        "gregor_controller_leader_elections",
+        "Partition leader elections (a partition got another live leader: failover, preferred, reassignment or unclean) this node applied from the metadata log since it started; every node counts each one (Kafka LeaderElectionRateAndTimeMs count)",
+    )
+    .inc_by(elections.clean + elections.unclean);
+    registered::<Counter>(
+        r,
+        "gregor_controller_unclean_leader_elections",
+        "Of those, leaders chosen from outside the ISR (Kafka UncleanLeaderElectionsPerSec)",
+    )
+    .inc_by(elections.unclean);
+}
+
+/// How long ago the log cleaner last looked at the logs (none before its first pass, or
+/// with log.cleaner.enable=false).
+fn cleaner_gauges(b: BrokerView<'_>, r: &mut Registry) {
+    if let Some(last) = b.metrics.log_cleaner().last_run_ms() {
+        let since = crate::runtime::now_ms().saturating_sub(last).max(0);
+        registered::<FloatGauge>(
+            r,
+            "gregor_log_cleaner_time_since_last_run_seconds",
+            "Time since the log cleaner's last pass over the logs ended (Kafka time-since-last-run-ms)",
+        )
+        .set(since as f64 / 1000.0);
     }
 }
 

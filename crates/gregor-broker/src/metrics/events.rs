@@ -20,6 +20,7 @@ use prometheus_client::registry::Registry;
 use crate::connection::Reply;
 use crate::connection_quotas::ConnectionQuotas;
 use crate::isr::IsrChange;
+use crate::metrics::cleaner::LogCleanerMetrics;
 use crate::zero_copy::SendfileCounters;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -450,6 +451,7 @@ pub struct BrokerMetrics {
     latency_capped: Counter,
     flushes: LogFlushMetrics,
     txns: TxnMetrics,
+    cleaner: LogCleanerMetrics,
     /// The client listener's connection counts, once it serves.
     connections: Mutex<Weak<ConnectionQuotas>>,
 }
@@ -482,6 +484,7 @@ impl BrokerMetrics {
         );
         let flushes = LogFlushMetrics::register(&mut r);
         let txns = TxnMetrics::register(&mut r);
+        let cleaner = LogCleanerMetrics::register(&mut r);
         BrokerMetrics {
             registry: r,
             topics,
@@ -491,6 +494,7 @@ impl BrokerMetrics {
             latency_capped,
             flushes,
             txns,
+            cleaner,
             connections: Mutex::new(Weak::new()),
         }
     }
@@ -505,6 +509,11 @@ impl BrokerMetrics {
                 m.flushes.group_commit.observe(appends as f64);
             }
         })));
+    }
+
+    /// The log cleaner's progress: recorded by the cleaner, read by the scrape.
+    pub fn log_cleaner(&self) -> &LogCleanerMetrics {
+        &self.cleaner
     }
 
     /// The transaction coordinator's metrics, for its shards.

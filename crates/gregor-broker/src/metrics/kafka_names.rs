@@ -157,6 +157,8 @@ struct Rename {
     labels: &'static [LabelMap],
     /// Only samples whose label has (or, with `false`, has not) this value.
     only: Option<(&'static str, &'static str, bool)>,
+    /// Multiplies the value (ratio -> percent, seconds -> ms).
+    scale: f64,
 }
 
 fn same(v: &str) -> String {
@@ -182,6 +184,7 @@ const fn gauge(from: &'static str, to: &'static str, help: &'static str) -> Rena
         help,
         labels: &[],
         only: None,
+        scale: 1.0,
     }
 }
 
@@ -219,6 +222,13 @@ const RENAMES: &[Rename] = &[
     per_partition("gregor_log_size_bytes", "kafka_log_log_size", "Bytes of a hosted partition's segments (gregor_log_size_bytes)"),
     per_partition("gregor_log_end_offset", "kafka_log_log_logendoffset", "Log end offset of a hosted partition (gregor_log_end_offset)"),
     per_partition("gregor_log_start_offset", "kafka_log_log_logstartoffset", "Log start offset of a hosted partition (gregor_log_start_offset)"),
+    Rename { kind: "unknown", ..gauge("gregor_controller_leader_elections_total", "kafka_controller_controllerstats_leaderelectionrateandtimems_count", "Partition leader elections applied since start (gregor_controller_leader_elections_total)") },
+    Rename { kind: "counter", ..gauge("gregor_controller_unclean_leader_elections_total", "kafka_controller_controllerstats_uncleanleaderelections", "Unclean leader elections applied since start (gregor_controller_unclean_leader_elections_total)") },
+    gauge("gregor_raft_current_leader", "kafka_server_raft_metrics_current_leader", "The metadata quorum's leader as this node knows it, -1 when none (gregor_raft_current_leader)"),
+    gauge("gregor_raft_current_epoch", "kafka_server_raft_metrics_current_epoch", "The metadata quorum's term on this voter (gregor_raft_current_epoch)"),
+    Rename { scale: 100.0, ..gauge("gregor_log_cleaner_max_dirty_ratio", "kafka_log_logcleanermanager_max_dirty_percent", "Dirty percent of the dirtiest compacted log at the cleaner's last pass (gregor_log_cleaner_max_dirty_ratio)") },
+    Rename { scale: 100.0, ..gauge("gregor_log_cleaner_recopy_ratio", "kafka_log_logcleaner_cleaner_recopy_percent", "Bytes written over bytes read by the cleaner's last compacting pass, in percent (gregor_log_cleaner_recopy_ratio)") },
+    Rename { scale: 1000.0, ..gauge("gregor_log_cleaner_time_since_last_run_seconds", "kafka_log_logcleanermanager_time_since_last_run_ms", "Milliseconds since the cleaner's last pass (gregor_log_cleaner_time_since_last_run_seconds)") },
     Rename { labels: &[("group", "consumergroup", same), TOPIC, PARTITION], ..gauge("gregor_consumer_group_lag_offsets", "kafka_consumergroup_lag", "A group's lag on a partition, from its coordinator (gregor_consumer_group_lag_offsets)") },
     Rename { labels: &[("group", "consumergroup", same), TOPIC, PARTITION], ..gauge("gregor_consumer_group_committed_offset", "kafka_consumergroup_current_offset", "A group's committed offset, from its coordinator (gregor_consumer_group_committed_offset)") },
 ];
@@ -325,6 +335,12 @@ pub fn render(gregor: &str) -> String {
     for s in SUMMARIES {
         summary(&samples, s, &mut out);
     }
+    average(
+        &samples,
+        "gregor_raft_commit_latency_seconds",
+        "kafka_server_raft_metrics_commit_latency_avg",
+        &mut out,
+    );
     out.encode()
 }
 
@@ -337,7 +353,28 @@ fn rename(e: &[Sample<'_>], r: &Rename, out: &mut Out) {
             .iter()
             .filter_map(|(from, to, spell)| s.label(from).map(|v| (to.to_string(), spell(v))))
             .collect();
-        f.samples.push((suffix, labels, s.value));
+        f.samples.push((suffix, labels, s.value * r.scale));
+    }
+}
+
+/// A histogram's mean in ms since start, as Kafka's `*-avg` gauges (whose window is shorter);
+/// nothing before the first observation.
+fn average(e: &[Sample<'_>], from: &str, to: &'static str, out: &mut Out) {
+    let value = |suffix: &str| {
+        e.iter()
+            .find(|s| s.name.strip_prefix(from) == Some(suffix))
+            .map(|s| s.value)
+    };
+    if let (Some(count), Some(total)) = (value("_count"), value("_sum")) {
+        if count > 0.0 {
+            out.family(
+                to,
+                "gauge",
+                "Mean Raft commit latency in ms since start (gregor_raft_commit_latency_seconds)",
+            )
+            .samples
+            .push(("", Vec::new(), total / count * 1000.0));
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 //! `metrics.naming=kafka`, `kafka_names` adds the JMX exporter's Kafka names for the same values.
 
 pub mod auth;
+pub(crate) mod cleaner;
 mod collect;
 pub(crate) mod errors;
 pub(crate) mod events;

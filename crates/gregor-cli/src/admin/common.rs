@@ -11,18 +11,14 @@ use gregor_client::sasl::ClientSasl;
 use gregor_client::tls::ClientTls;
 use gregor_client::{Admin, ClientConfig};
 
-/// A connection failure in the operator's terms. A controller listener answers a client's
-/// ApiVersions with ApiVersions alone (no Metadata): the address is a controller listener.
+/// A connection failure in the operator's terms: the client names a controller listener
+/// (one that answers ApiVersions without Metadata); say which option to change.
 pub fn explain_connect_error(e: gregor_client::Error) -> anyhow::Error {
     match &e {
-        gregor_client::Error::UnsupportedVersion {
-            api: "Metadata",
-            broker,
-            broker_versions,
-            ..
-        } if broker_versions == "none" => anyhow!(
-            "{broker} is a controller listener (it serves the controller quorum, not clients); \
-             use a broker listener (an address of the broker's listeners other than CONTROLLER)"
+        gregor_client::Error::ControllerListener { addr } => anyhow!(
+            "{addr} is a controller listener (it serves the controller quorum, not clients); \
+             point --bootstrap-server at a broker listener (one of the node's listeners other \
+             than CONTROLLER)"
         ),
         _ => anyhow::Error::new(e),
     }

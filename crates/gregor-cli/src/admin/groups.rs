@@ -15,7 +15,8 @@ use gregor_client::{Admin, TopicPartition};
 use super::common::{pad, width, ConnectionArgs};
 use super::datetime::{parse_datetime, parse_duration};
 use super::reset::{
-    format_reset_plan, parse_topic_arg, plan_reset, ResetInputs, ResetSpec, TopicScope,
+    format_reset_csv, format_reset_plan, parse_reset_csv, parse_topic_arg, plan_reset, ResetFile,
+    ResetInputs, ResetSpec, TopicScope,
 };
 pub use consumer_view::assignment_text;
 use consumer_view::{format_group_table, format_state_verbose, member_epoch_columns, parse_types};
@@ -31,7 +32,7 @@ use consumer_view::{format_group_table, format_state_verbose, member_epoch_colum
 #[command(group(
     ArgGroup::new("reset_spec")
         .multiple(false)
-        .args(["to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime", "by_duration"])
+        .args(["to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime", "by_duration", "from_file"])
 ))]
 pub struct GroupsArgs {
     #[command(flatten)]
@@ -101,6 +102,14 @@ pub struct GroupsArgs {
     /// Reset to the first offset at or after now minus a duration, PnDTnHnMnS (e.g. PT30M).
     #[arg(long, value_name = "DURATION")]
     pub by_duration: Option<String>,
+    /// Reset to the offsets of a CSV file as --export prints it: topic,partition,offset lines
+    /// (one --group) or group,topic,partition,offset lines; the partitions come from the file.
+    #[arg(long, value_name = "FILE")]
+    pub from_file: Option<std::path::PathBuf>,
+    /// Print the plan as CSV (topic,partition,offset; group first with several groups) instead
+    /// of the table, for --from-file.
+    #[arg(long)]
+    pub export: bool,
     /// Show the new offsets without committing them (the default).
     #[arg(long, conflicts_with = "execute")]
     pub dry_run: bool,
@@ -139,10 +148,14 @@ pub enum GroupsAction {
     },
     Reset {
         groups: GroupSelection,
-        /// `None` for --all-topics.
+        /// `None` for --all-topics (and --from-file).
         topics: Option<Vec<TopicScope>>,
         spec: ResetSpec,
         execute: bool,
+        /// `--from-file`: the CSV plan to read.
+        from_file: Option<std::path::PathBuf>,
+        /// `--export`: CSV out instead of the table.
+        export: bool,
     },
     Delete {
         groups: GroupSelection,
@@ -199,12 +212,14 @@ impl GroupsArgs {
             || self.shift_by.is_some()
             || self.to_datetime.is_some()
             || self.by_duration.is_some()
+            || self.from_file.is_some()
+            || self.export
             || self.dry_run
             || self.execute
             || self.all_topics
             || !self.topic.is_empty();
         if reset_options && !self.reset_offsets {
-            bail!("--topic, --all-topics, --to-*, --shift-by, --dry-run and --execute can only be used with --reset-offsets");
+            bail!("--topic, --all-topics, --to-*, --shift-by, --by-duration, --from-file, --export, --dry-run and --execute can only be used with --reset-offsets");
         }
         if (self.members || self.offsets || self.verbose) && !self.describe {
             bail!("--members, --offsets and --verbose can only be used with --describe");
@@ -280,10 +295,18 @@ impl GroupsArgs {
             ResetSpec::ToDatetime(parse_datetime(dt)?)
         } else if let Some(d) = &self.by_duration {
             ResetSpec::ToDatetime(crate::wall_clock::now_ms().saturating_sub(parse_duration(d)?))
+        } else if self.from_file.is_some() {
+            ResetSpec::FromFile
         } else {
-            bail!("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime, --by-duration");
+            bail!("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime, --by-duration, --from-file");
         };
         let topics = match (self.all_topics, self.topic.is_empty()) {
+            (false, true) if spec == ResetSpec::FromFile => None,
+            _ if spec == ResetSpec::FromFile => {
+                bail!(
+                    "--from-file takes the partitions from the file: drop --topic and --all-topics"
+                )
+            }
             (true, true) => None,
             (true, false) => bail!("--topic cannot be used with --all-topics"),
             (false, true) => {
@@ -301,6 +324,8 @@ impl GroupsArgs {
             topics,
             spec,
             execute: self.execute,
+            from_file: self.from_file.clone(),
+            export: self.export,
         })
     }
 }
@@ -644,13 +669,34 @@ pub async fn run_groups(args: GroupsArgs) -> Result<()> {
             topics,
             spec,
             execute,
+            from_file,
+            export,
         } => {
             if !execute && !args.dry_run {
                 eprintln!("WARN: No action will be performed as the --execute option is missing. Add --dry-run to keep this behaviour explicitly.");
             }
-            for name in selected_groups(&admin, &groups).await? {
-                let plan = reset_group(&admin, &name, topics.as_deref(), spec, execute).await?;
-                print!("{}", format_reset_plan(&name, &plan));
+            let file = match &from_file {
+                Some(path) => Some(read_reset_file(path, &groups)?),
+                None => None,
+            };
+            let reset = Reset {
+                topics: topics.as_deref(),
+                spec,
+                execute,
+                file: file.as_ref(),
+            };
+            let names = selected_groups(&admin, &groups).await?;
+            let mut plans = Vec::new();
+            for name in &names {
+                let plan = reset_group(&admin, name, &reset).await?;
+                if !export {
+                    print!("{}", format_reset_plan(name, &plan));
+                }
+                plans.push((name.clone(), plan));
+            }
+            if export {
+                let one_group = matches!(&groups, GroupSelection::Named(g) if g.len() == 1);
+                print!("{}", format_reset_csv(&plans, !one_group));
             }
         }
         GroupsAction::Delete { groups } => delete_groups(&admin, &groups).await?,
@@ -748,13 +794,37 @@ async fn describe_view(admin: &Admin, name: &str, view: DescribeView) -> Result<
     })
 }
 
+/// What `--reset-offsets` does to each group.
+struct Reset<'a> {
+    /// `None`: every partition with a committed offset (or the file's, with `file`).
+    topics: Option<&'a [TopicScope]>,
+    spec: ResetSpec,
+    execute: bool,
+    file: Option<&'a ResetFile>,
+}
+
+/// Reads a `--from-file` plan for the selected groups.
+fn read_reset_file(path: &std::path::Path, groups: &GroupSelection) -> Result<ResetFile> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow!("cannot read the reset plan {}: {e}", path.display()))?;
+    let named = match groups {
+        GroupSelection::Named(g) => g.as_slice(),
+        GroupSelection::All => &[],
+    };
+    parse_reset_csv(&text, named).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
 async fn reset_group(
     admin: &Admin,
     name: &str,
-    topics: Option<&[TopicScope]>,
-    spec: ResetSpec,
-    execute: bool,
+    reset: &Reset<'_>,
 ) -> Result<BTreeMap<TopicPartition, i64>> {
+    let Reset {
+        topics,
+        spec,
+        execute,
+        file,
+    } = *reset;
     let result = admin.describe_group(name).await;
     if !is_missing_group(&result) {
         let group = result?;
@@ -771,11 +841,21 @@ async fn reset_group(
         .into_iter()
         .map(|(tp, c)| (tp, c.offset))
         .collect();
+    let requested = match file.map(|f| f.get(name)) {
+        None => BTreeMap::new(),
+        Some(Some(offsets)) => offsets.clone(),
+        Some(None) => {
+            eprintln!("Error: No reset plan for group {name} found");
+            return Ok(BTreeMap::new());
+        }
+    };
     let partitions: Vec<TopicPartition> = match topics {
+        None if file.is_some() => requested.keys().cloned().collect(),
         None => committed.keys().cloned().collect(),
         Some(topics) => scope_partitions(admin, topics).await?,
     };
-    let inputs = reset_inputs(admin, &partitions, spec, committed).await?;
+    let mut inputs = reset_inputs(admin, &partitions, spec, committed).await?;
+    inputs.requested = requested;
     let plan = plan_reset(&partitions, spec, &inputs)?;
     for w in &plan.warnings {
         eprintln!("{w}");

@@ -21,6 +21,9 @@ pub enum ResetSpec {
     /// The first offset at or after a timestamp (milliseconds); the log end where no record
     /// is that recent.
     ToDatetime(i64),
+    /// The offsets of a `--from-file` CSV ([`ResetInputs::requested`]), kept within each
+    /// partition's log.
+    FromFile,
 }
 
 /// The offsets a plan is computed from, per partition. Missing entries mean the lookup failed.
@@ -31,6 +34,8 @@ pub struct ResetInputs {
     pub log_end: BTreeMap<TopicPartition, i64>,
     /// ListOffsets by timestamp: -1 where no record is at or after the timestamp.
     pub by_timestamp: BTreeMap<TopicPartition, i64>,
+    /// `--from-file`: the offsets the file asks for this group.
+    pub requested: BTreeMap<TopicPartition, i64>,
 }
 
 /// The new offset of each partition, and the warnings Kafka prints along the way.
@@ -45,7 +50,10 @@ impl ResetSpec {
     pub fn needs_log_start(self) -> bool {
         matches!(
             self,
-            ResetSpec::ToEarliest | ResetSpec::ToOffset(_) | ResetSpec::ShiftBy(_)
+            ResetSpec::ToEarliest
+                | ResetSpec::ToOffset(_)
+                | ResetSpec::ShiftBy(_)
+                | ResetSpec::FromFile
         )
     }
 
@@ -117,6 +125,10 @@ pub fn plan_reset(
                 }
                 None => bail!("Error getting offset by timestamp of topic partition: {tp}"),
             },
+            ResetSpec::FromFile => {
+                let requested = lookup(&inputs.requested, tp, "requested")?;
+                clamp(tp, requested, inputs, &mut plan.warnings)?
+            }
         };
         plan.offsets.insert(tp.clone(), offset);
     }
@@ -145,6 +157,77 @@ pub fn format_reset_plan(group: &str, offsets: &BTreeMap<TopicPartition, i64>) -
         }
     }
     out.push('\n');
+    out
+}
+
+/// A `--from-file` reset plan: the offsets per group, per partition.
+pub type ResetFile = BTreeMap<String, BTreeMap<TopicPartition, i64>>;
+
+/// Parses a `--from-file` CSV as `--export` writes it: `topic,partition,offset` lines for the
+/// one group of `groups`, or `group,topic,partition,offset` lines (any number of groups).
+/// Empty lines are skipped.
+pub fn parse_reset_csv(text: &str, groups: &[String]) -> Result<ResetFile> {
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty())
+        .collect();
+    let Some((_, first)) = lines.first() else {
+        bail!("the reset plan file is empty");
+    };
+    let with_group = match first.split(',').count() {
+        3 if groups.len() == 1 => false,
+        3 => bail!("a reset plan of topic,partition,offset lines needs exactly one --group; with several groups use group,topic,partition,offset lines"),
+        4 => true,
+        _ => bail!("invalid reset plan line 1 '{first}': expected topic,partition,offset or group,topic,partition,offset"),
+    };
+    let mut plan = ResetFile::new();
+    for (n, line) in lines {
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let (group, rest) = match (with_group, fields.as_slice()) {
+            (true, [g, rest @ ..]) if rest.len() == 3 => (g.to_string(), rest),
+            (false, rest) if rest.len() == 3 => (groups[0].clone(), rest),
+            _ => bail!(
+                "invalid reset plan line {n} '{line}': expected {}",
+                if with_group {
+                    "group,topic,partition,offset"
+                } else {
+                    "topic,partition,offset"
+                }
+            ),
+        };
+        let [topic, partition, offset] = rest else {
+            bail!("invalid reset plan line {n} '{line}'");
+        };
+        let partition = partition.parse::<i32>().ok().filter(|p| *p >= 0);
+        let offset = offset.parse::<i64>().ok();
+        let (Some(partition), Some(offset), false) = (partition, offset, topic.is_empty()) else {
+            bail!("invalid reset plan line {n} '{line}': expected a topic, a partition number and an offset");
+        };
+        plan.entry(group)
+            .or_default()
+            .insert(TopicPartition::new(topic.to_string(), partition), offset);
+    }
+    Ok(plan)
+}
+
+/// `--export`: the plans as CSV, `topic,partition,offset` lines for one group's plan, or with
+/// the group first (`group,topic,partition,offset`) when several groups were asked for, as
+/// kafka-consumer-groups.sh prints them and `--from-file` reads them.
+pub fn format_reset_csv(
+    plans: &[(String, BTreeMap<TopicPartition, i64>)],
+    with_group: bool,
+) -> String {
+    let mut out = String::new();
+    for (group, offsets) in plans {
+        for (tp, offset) in offsets {
+            if with_group {
+                out.push_str(&format!("{group},"));
+            }
+            out.push_str(&format!("{},{},{offset}\n", tp.topic, tp.partition));
+        }
+    }
     out
 }
 
@@ -193,6 +276,7 @@ mod tests {
             log_start: [(tp(0), 5), (tp(1), 5), (tp(2), 0)].into_iter().collect(),
             log_end: [(tp(0), 50), (tp(1), 20), (tp(2), 7)].into_iter().collect(),
             by_timestamp: [(tp(0), 45), (tp(1), -1), (tp(2), 3)].into_iter().collect(),
+            requested: BTreeMap::new(),
         }
     }
 
@@ -278,6 +362,63 @@ mod tests {
         );
         assert_eq!(text, expected);
         assert_eq!(format_reset_plan("g", &BTreeMap::new()), "\n");
+    }
+
+    #[test]
+    fn from_file_offsets_are_kept_within_the_log() {
+        let mut i = inputs();
+        i.requested = [(tp(0), 7), (tp(1), 99), (tp(2), -3)].into_iter().collect();
+        let p = plan_reset(&[tp(0), tp(1), tp(2)], ResetSpec::FromFile, &i).unwrap();
+        assert_eq!(offsets(&p), vec![7, 20, 0]);
+        assert_eq!(p.warnings.len(), 2);
+        let e = plan_reset(&[tp(0)], ResetSpec::FromFile, &inputs()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Error getting requested offset of topic partition: b1.offsets.demo-0"
+        );
+    }
+
+    #[test]
+    fn exported_csv_reads_back() {
+        let one: BTreeMap<TopicPartition, i64> = [(tp(1), 5), (tp(0), 12)].into_iter().collect();
+        let plans = vec![
+            ("g1".to_string(), one.clone()),
+            ("g2".to_string(), one.clone()),
+        ];
+        let single = format_reset_csv(&plans[..1], false);
+        assert_eq!(single, "b1.offsets.demo,0,12\nb1.offsets.demo,1,5\n");
+        let file = parse_reset_csv(&single, &["g1".to_string()]).unwrap();
+        assert_eq!(
+            file,
+            [("g1".to_string(), one.clone())].into_iter().collect()
+        );
+        let both = format_reset_csv(&plans, true);
+        assert!(both.starts_with("g1,b1.offsets.demo,0,12\ng1,b1.offsets.demo,1,5\ng2,"));
+        let file = parse_reset_csv(&both, &[]).unwrap();
+        assert_eq!(file.len(), 2);
+        assert_eq!(file["g2"], one);
+        // Blank lines and spaces around fields are tolerated.
+        let file = parse_reset_csv("\n t , 0 , 4 \n\n", &["g".to_string()]).unwrap();
+        assert_eq!(file["g"][&TopicPartition::new("t", 0)], 4);
+    }
+
+    #[test]
+    fn bad_reset_files_name_the_line() {
+        let g = ["g".to_string()];
+        let err =
+            |text: &str, groups: &[String]| parse_reset_csv(text, groups).unwrap_err().to_string();
+        assert_eq!(err("", &g), "the reset plan file is empty");
+        assert!(err("t,0,1", &[]).contains("needs exactly one --group"));
+        assert!(err("t,0", &g).starts_with("invalid reset plan line 1 't,0'"));
+        assert_eq!(
+            err("t,0,1\nt,x,2", &g),
+            "invalid reset plan line 2 't,x,2': expected a topic, a partition number and an offset"
+        );
+        assert!(
+            err("t,0,1\ng,t,1,2", &g).contains("line 2 'g,t,1,2': expected topic,partition,offset")
+        );
+        assert!(err("g,t,-1,2", &g).contains("line 1"));
+        assert!(err("g,,1,2", &g).contains("line 1"));
     }
 
     #[test]

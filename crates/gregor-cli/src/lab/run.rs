@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use gregor_client::admin::{CreateTopicsOptions, NewTopic};
 use gregor_client::consumer::RebalanceKind;
-use gregor_client::{Admin, ClientConfig, Consumer, ConsumerConfig, RecordingListener};
+use gregor_client::{Admin, ClientConfig, Consumer, ConsumerConfig, KafkaCode, RecordingListener};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -77,9 +77,9 @@ pub struct Stall {
 /// `gregor lab run` arguments.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// A broker to run against (host:port[,host:port...]).
-    #[arg(long)]
-    pub bootstrap: String,
+    /// The broker(s) to run against: HOST:PORT[,HOST:PORT...].
+    #[arg(long, alias = "bootstrap", value_name = "HOST:PORT")]
+    pub bootstrap_server: String,
     /// A bundled live scenario (seed-002, seed-004-join, seed-004-stall) or a scenario file.
     #[arg(long, default_value = "seed-002")]
     pub scenario: String,
@@ -97,6 +97,9 @@ pub struct RunArgs {
     /// One JSON document for scripts.
     #[arg(long)]
     pub json: bool,
+    /// Keep the run's topic and consumer groups (by default they are deleted at the end).
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// Loads a bundled live scenario by name, or a scenario file, and checks it.
@@ -285,6 +288,19 @@ pub struct LiveReport {
     pub partitions: i32,
     pub scale: f64,
     pub strategies: Vec<LiveStrategy>,
+    pub cleanup: Cleanup,
+}
+
+/// What became of the topic and groups a run created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cleanup {
+    /// `--keep`: nothing was deleted.
+    pub kept: bool,
+    pub topic: String,
+    /// The groups that existed at the end (a group no member joined is not listed).
+    pub groups: Vec<String>,
+    /// What could not be deleted (topic or group name) and why; the rest was.
+    pub failures: BTreeMap<String, String>,
 }
 
 /// Folds the callbacks (`timeline`, sorted) into the per-step table. A partition's owner is the
@@ -372,18 +388,55 @@ struct Plan {
     stall: Option<(Duration, Duration)>,
 }
 
-/// Runs the scenario against the broker, every strategy side by side.
+/// Runs the scenario against the broker, every strategy side by side, then deletes the run's
+/// topic and groups unless `--keep` says otherwise (also when the run failed).
 pub async fn run(args: &RunArgs, scenario: &LiveScenario) -> Result<LiveReport> {
     check_args(args)?;
-    let scale = args.scale;
     let client = lab_client(args, scenario)?;
     let admin = Admin::connect(client.clone())
         .await
-        .map_err(|e| anyhow::anyhow!("cannot reach {}: {e}", args.bootstrap))?;
+        .with_context(|| format!("cannot reach {}", args.bootstrap_server))?;
     let stamp = crate::wall_clock::now_ms();
     let topic = format!("lab-{}-{stamp}", sanitize(&scenario.name));
     create_topic(&admin, &topic, scenario.partitions).await?;
+    let played = play(args, scenario, client, stamp, topic.clone()).await;
+    let groups: Vec<String> = args
+        .strategies
+        .iter()
+        .map(|s| group_name(scenario, s, stamp))
+        .collect();
+    let cleanup = if args.keep {
+        Cleanup {
+            kept: true,
+            topic,
+            groups,
+            failures: BTreeMap::new(),
+        }
+    } else {
+        clean_up(&admin, topic, &groups).await
+    };
+    match played {
+        Ok(mut report) => {
+            report.cleanup = cleanup;
+            Ok(report)
+        }
+        Err(e) => {
+            eprint!("{}", cleanup_text(&cleanup));
+            Err(e)
+        }
+    }
+}
 
+/// The scenario played on `topic`: members started, watched and closed; the report without
+/// its cleanup.
+async fn play(
+    args: &RunArgs,
+    scenario: &LiveScenario,
+    client: ClientConfig,
+    stamp: i64,
+    topic: String,
+) -> Result<LiveReport> {
+    let scale = args.scale;
     let defs = steps(scenario, scale);
     let last = defs.last().map(|d| d.at_ms).unwrap_or(0);
     let end_ms = last + scaled(scenario.settle_ms, scale);
@@ -414,17 +467,96 @@ pub async fn run(args: &RunArgs, scenario: &LiveScenario) -> Result<LiveReport> 
         });
     }
     for c in finished {
-        // Best effort: the run is over and the results are read.
+        // Best effort: the run is over and the results are read. A member that fails to
+        // leave keeps its group from being deleted, which the cleanup reports.
         let _ = tokio::time::timeout(Duration::from_secs(5), c.close()).await;
     }
     Ok(LiveReport {
         scenario: scenario.name.clone(),
         description: scenario.description.clone(),
-        topic: launch.topic,
+        topic: launch.topic.clone(),
         partitions: scenario.partitions,
         scale,
         strategies,
+        cleanup: Cleanup {
+            kept: true,
+            topic: launch.topic,
+            groups: Vec::new(),
+            failures: BTreeMap::new(),
+        },
     })
+}
+
+/// Deletes the run's groups (those that exist) and then its topic.
+async fn clean_up(admin: &Admin, topic: String, groups: &[String]) -> Cleanup {
+    let mut cleanup = Cleanup {
+        kept: false,
+        topic,
+        groups: Vec::new(),
+        failures: BTreeMap::new(),
+    };
+    for (group, result) in admin.delete_groups(groups).await {
+        match result {
+            Ok(()) => cleanup.groups.push(group),
+            // No member ever joined it: there is nothing to delete.
+            Err(e) if e.kafka_code() == Some(KafkaCode::GROUP_ID_NOT_FOUND) => {}
+            Err(e) => {
+                cleanup.failures.insert(group.clone(), e.to_string());
+                cleanup.groups.push(group);
+            }
+        }
+    }
+    let topics = [cleanup.topic.clone()];
+    let failure = match admin.delete_topics(&topics, 30_000).await {
+        Ok(results) => results
+            .into_iter()
+            .find_map(|(_, r)| r.err().map(|e| e.to_string())),
+        Err(e) => Some(e.to_string()),
+    };
+    if let Some(reason) = failure {
+        cleanup.failures.insert(cleanup.topic.clone(), reason);
+    }
+    cleanup
+}
+
+/// What the run did with its topic and groups, one line each way.
+pub fn cleanup_text(c: &Cleanup) -> String {
+    let names = |pick: &dyn Fn(&str) -> bool| -> String {
+        let mut parts = Vec::new();
+        if pick(&c.topic) {
+            parts.push(format!("topic {}", c.topic));
+        }
+        let groups: Vec<&str> = c
+            .groups
+            .iter()
+            .map(String::as_str)
+            .filter(|g| pick(g))
+            .collect();
+        if !groups.is_empty() {
+            parts.push(format!("groups {}", groups.join(", ")));
+        }
+        parts.join(" and ")
+    };
+    if c.kept {
+        return format!("\nkept (--keep): {}\n", names(&|_| true));
+    }
+    let mut out = String::new();
+    let removed = names(&|n| !c.failures.contains_key(n));
+    if !removed.is_empty() {
+        let _ = writeln!(out, "\nremoved {removed} (--keep keeps them)");
+    }
+    for (name, reason) in &c.failures {
+        let how = if *name == c.topic {
+            format!("gregor topics --delete --topic {name}")
+        } else {
+            format!("gregor groups --delete --group {name}")
+        };
+        let _ = writeln!(
+            out,
+            "could not remove {name}: {reason} (remove it with `{how}`)"
+        );
+    }
+    out
 }
 
 /// `--scale` in (0, 100] and `--strategies` naming built-in strategies, each once.
@@ -447,8 +579,8 @@ fn check_args(args: &RunArgs) -> Result<()> {
 
 /// The client settings every member and the lab's admin share.
 fn lab_client(args: &RunArgs, scenario: &LiveScenario) -> Result<ClientConfig> {
-    let mut client = ClientConfig::new(&args.bootstrap)
-        .map_err(|e| anyhow::anyhow!("--bootstrap {}: {e}", args.bootstrap))?;
+    let mut client = ClientConfig::new(&args.bootstrap_server)
+        .map_err(|e| anyhow::anyhow!("--bootstrap-server {}: {e}", args.bootstrap_server))?;
     client.client_id = "gregor-lab".into();
     client.connect_timeout = Duration::from_secs(5);
     client.api_timeout = Duration::from_secs(20);
@@ -503,6 +635,11 @@ fn plans(scenario: &LiveScenario, scale: f64) -> Vec<Plan> {
 type MemberTasks = JoinSet<Result<Option<Consumer>>>;
 type Listeners = Vec<(String, String, RecordingListener)>;
 
+/// The group of one strategy's members in the run started at `stamp`.
+fn group_name(scenario: &LiveScenario, strategy: &str, stamp: i64) -> String {
+    format!("lab-{}-{strategy}-{stamp}", sanitize(&scenario.name))
+}
+
 /// What every member task of a run shares.
 struct Launch<'a> {
     args: &'a RunArgs,
@@ -518,11 +655,7 @@ struct Launch<'a> {
 impl Launch<'_> {
     /// The group of one strategy's members.
     fn group(&self, strategy: &str) -> String {
-        format!(
-            "lab-{}-{strategy}-{}",
-            sanitize(&self.scenario.name),
-            self.stamp
-        )
+        group_name(self.scenario, strategy, self.stamp)
     }
 
     /// Starts every member of every strategy, each with a recording listener.
@@ -557,7 +690,7 @@ impl Launch<'_> {
     /// One member's consumer settings: the scenario's timeouts, scaled, and one strategy.
     fn member_config(&self, group: &str, name: &str, strategy: &str) -> Result<ConsumerConfig> {
         let (scenario, scale) = (self.scenario, self.args.scale);
-        let mut config = ConsumerConfig::new(&self.args.bootstrap, group)?;
+        let mut config = ConsumerConfig::new(&self.args.bootstrap_server, group)?;
         config.client = self.client.clone();
         // The member id starts with the client id, so the leader orders members A, B, C.
         config.client.client_id = name.to_string();
@@ -786,6 +919,7 @@ pub fn render_text(r: &LiveReport) -> String {
             );
         }
     }
+    out.push_str(&cleanup_text(&r.cleanup));
     out
 }
 
@@ -896,5 +1030,43 @@ mod tests {
         let mut s = load_live("seed-002").unwrap();
         s.members[0].leave_ms = Some(0);
         assert!(validate(&s).is_err());
+    }
+
+    #[test]
+    fn cleanup_says_what_was_removed_kept_or_left() {
+        let mut c = Cleanup {
+            kept: false,
+            topic: "lab-x-1".into(),
+            groups: vec!["lab-x-range-1".into(), "lab-x-sticky-1".into()],
+            failures: BTreeMap::new(),
+        };
+        assert_eq!(
+            cleanup_text(&c),
+            "\nremoved topic lab-x-1 and groups lab-x-range-1, lab-x-sticky-1 (--keep keeps them)\n"
+        );
+        c.failures
+            .insert("lab-x-sticky-1".into(), "NON_EMPTY_GROUP (68)".into());
+        assert_eq!(
+            cleanup_text(&c),
+            "\nremoved topic lab-x-1 and groups lab-x-range-1 (--keep keeps them)\n\
+             could not remove lab-x-sticky-1: NON_EMPTY_GROUP (68) \
+             (remove it with `gregor groups --delete --group lab-x-sticky-1`)\n"
+        );
+        c.failures.insert("lab-x-1".into(), "timed out".into());
+        c.failures
+            .insert("lab-x-range-1".into(), "timed out".into());
+        let text = cleanup_text(&c);
+        assert!(!text.contains("removed"), "{text}");
+        assert!(
+            text.contains("`gregor topics --delete --topic lab-x-1`"),
+            "{text}"
+        );
+        c.kept = true;
+        assert_eq!(
+            cleanup_text(&c),
+            "\nkept (--keep): topic lab-x-1 and groups lab-x-range-1, lab-x-sticky-1\n"
+        );
+        c.groups.clear();
+        assert_eq!(cleanup_text(&c), "\nkept (--keep): topic lab-x-1\n");
     }
 }

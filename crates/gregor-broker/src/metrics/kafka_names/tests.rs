@@ -213,3 +213,54 @@ fn the_quantile_of_an_empty_histogram_is_unknown() {
     };
     assert_eq!(quantile(&h, 0.5), Some(5.0));
 }
+
+/// The controller's elections, the quorum and the log cleaner under Kafka's names: counts
+/// kept, ratios as percents, seconds as ms, the commit latency's mean.
+#[test]
+fn elections_raft_and_cleaner_names_are_scaled_as_kafka_spells_them() {
+    let gregor = r#"# TYPE gregor_controller_leader_elections counter
+gregor_controller_leader_elections_total 5
+# TYPE gregor_controller_unclean_leader_elections counter
+gregor_controller_unclean_leader_elections_total 1
+# TYPE gregor_raft_current_leader gauge
+gregor_raft_current_leader 2
+# TYPE gregor_raft_commit_latency_seconds histogram
+gregor_raft_commit_latency_seconds_sum 0.5
+gregor_raft_commit_latency_seconds_count 4
+gregor_raft_commit_latency_seconds_bucket{le="+Inf"} 4
+# TYPE gregor_log_cleaner_recopy_ratio gauge
+gregor_log_cleaner_recopy_ratio 0.25
+# TYPE gregor_log_cleaner_time_since_last_run_seconds gauge
+gregor_log_cleaner_time_since_last_run_seconds 1.5
+"#;
+    let text: &'static str = Box::leak(render(gregor).into_boxed_str());
+    let s = parse(text);
+    let one = |name: &str| find(&s, name, &[]);
+    assert_eq!(
+        one("kafka_controller_controllerstats_leaderelectionrateandtimems_count"),
+        Some(5.0)
+    );
+    assert_eq!(
+        one("kafka_controller_controllerstats_uncleanleaderelections_total"),
+        Some(1.0)
+    );
+    assert_eq!(one("kafka_server_raft_metrics_current_leader"), Some(2.0));
+    assert_eq!(
+        one("kafka_server_raft_metrics_commit_latency_avg"),
+        Some(125.0)
+    );
+    assert_eq!(
+        one("kafka_log_logcleaner_cleaner_recopy_percent"),
+        Some(25.0)
+    );
+    assert_eq!(
+        one("kafka_log_logcleanermanager_time_since_last_run_ms"),
+        Some(1500.0)
+    );
+    // Nothing for what the scrape did not carry, and no mean before the first commit.
+    assert_eq!(one("kafka_log_logcleanermanager_max_dirty_percent"), None);
+    let none = render(
+        "gregor_raft_commit_latency_seconds_sum 0\ngregor_raft_commit_latency_seconds_count 0\n",
+    );
+    assert!(!none.contains("commit_latency_avg"), "{none}");
+}

@@ -323,7 +323,29 @@ fn argument_parsing() {
             groups: GroupSelection::Named(vec!["g".into()]),
             topics: Some(vec![("t".into(), Some(vec![0, 1]))]),
             spec: ResetSpec::ShiftBy(-2),
-            execute: true
+            execute: true,
+            from_file: None,
+            export: false,
+        }
+    );
+    assert_eq!(
+        parse(&[
+            "--reset-offsets",
+            "--group",
+            "g",
+            "--from-file",
+            "plan.csv",
+            "--export",
+            "--execute"
+        ])
+        .unwrap(),
+        GroupsAction::Reset {
+            groups: GroupSelection::Named(vec!["g".into()]),
+            topics: None,
+            spec: ResetSpec::FromFile,
+            execute: true,
+            from_file: Some("plan.csv".into()),
+            export: true,
         }
     );
     let GroupsAction::Reset { spec, execute, .. } = parse(&[
@@ -399,6 +421,27 @@ fn bad_arguments_are_refused() {
     ])
     .contains("cannot be used with"));
     assert!(err(&["--list", "--to-earliest"]).contains("only be used with --reset-offsets"));
+    assert!(err(&["--list", "--export"]).contains("only be used with --reset-offsets"));
+    assert!(err(&[
+        "--reset-offsets",
+        "--group",
+        "g",
+        "--topic",
+        "t",
+        "--from-file",
+        "plan.csv"
+    ])
+    .contains("--from-file takes the partitions from the file"));
+    assert!(err(&[
+        "--reset-offsets",
+        "--group",
+        "g",
+        "--all-topics",
+        "--from-file",
+        "plan.csv",
+        "--to-earliest"
+    ])
+    .contains("cannot be used with"));
     assert!(err(&["--list", "--state", "Bogus"]).contains("Invalid state list"));
     assert!(err(&["--delete", "--group", "g", "--all-groups"])
         .contains("cannot be used with --all-groups"));
