@@ -3,12 +3,15 @@
 //! * [`range`], [`roundrobin`]: Kafka's results exactly, including the rack-aware range branch.
 //! * [`sticky`] (`sticky` and `cooperative-sticky`): balanced, sticky, rack-aware, with the
 //!   cooperative protocol's withholding of partitions that change owner.
+//! * [`load`]: a server-side assignor for the group coordinator that balances measured load
+//!   (bytes in, backlog), sticky, with each move explained.
 //! * [`selection`]: how the coordinator picks the group's protocol from the members' lists.
 //! * [`protocol`]: `ConsumerProtocolSubscription` / `ConsumerProtocolAssignment` and the sticky
 //!   assignors' user data, byte-compatible with Kafka clients.
 //!
 //! Everything here is pure: no I/O, no clocks.
 
+pub mod load;
 pub mod model;
 pub mod protocol;
 pub mod range;

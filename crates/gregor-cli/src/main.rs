@@ -110,6 +110,9 @@ enum Command {
 enum LabCommand {
     /// Play the scenario with real consumers against a broker, one group per strategy.
     Run(lab::run::RunArgs),
+    /// The broker's server-side assignors (uniform, range) and the load-aware `load` side by
+    /// side on membership and byte-rate changes (seed-002-skew, hot-partitions, or a file).
+    Load(lab::load_lab::LoadArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -187,6 +190,10 @@ fn run(cli: Cli) -> Result<()> {
             live: Some(LabCommand::Run(args)),
             ..
         } => run_lab_live(&args)?,
+        Command::Lab {
+            live: Some(LabCommand::Load(args)),
+            ..
+        } => print!("{}", lab::load_lab::main(&args)?),
         Command::Lab {
             live: None,
             scenario,
