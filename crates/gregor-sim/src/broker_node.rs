@@ -46,6 +46,12 @@ pub const BROKER_OVERRIDES: &[&str] = &[
     // __consumer_offsets.
     "group.min.session.timeout.ms=1000",
     "group.initial.rebalance.delay.ms=300",
+    // KIP-848 consumer groups (`--group-protocol consumer`): the same 3 s sessions, 500 ms
+    // heartbeats.
+    "group.consumer.session.timeout.ms=3000",
+    "group.consumer.min.session.timeout.ms=1000",
+    "group.consumer.heartbeat.interval.ms=500",
+    "group.consumer.min.heartbeat.interval.ms=500",
     "offsets.topic.num.partitions=2",
     "offsets.commit.timeout.ms=2000",
     // ACLs (`--acls`): the ACL APIs need an authorizer; the anonymous simulated clients stay

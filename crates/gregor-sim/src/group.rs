@@ -4,7 +4,9 @@
 //! strategies while the faults run. Members come and go: each incarnation lives a random while,
 //! then leaves the group (LeaveGroup) or vanishes (its heartbeats stop and its session expires),
 //! and a new one joins. What each member owned in which generation, what it read and which
-//! commits were acknowledged go to the checker (`group_check.rs`).
+//! commits were acknowledged go to the checker (`group_check.rs`). With `--group-protocol
+//! consumer` the members use KIP-848 (`group.protocol=consumer`) with the coordinator's
+//! `uniform` or `range` assignor drawn per seed; a "generation" is then the member epoch.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,7 +14,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use gregor_client::connection::{DialedStream, Dialer};
-use gregor_client::consumer::AutoOffsetReset;
+use gregor_client::consumer::{AutoOffsetReset, GroupProtocol};
 use gregor_client::{Consumer, ConsumerConfig, ConsumerRecord, TopicPartition};
 use gregor_meta::SplitMix64;
 
@@ -40,6 +42,10 @@ pub const GROUP_CATCH_UP_MS: u64 = 60_000;
 /// The strategies a seed draws from (every member of a run uses the same one).
 pub const STRATEGIES: [&str; 4] = ["range", "roundrobin", "sticky", "cooperative-sticky"];
 
+/// The coordinator's assignors a `--group-protocol consumer` seed draws from
+/// (`group.remote.assignor`, the same for every member).
+pub const REMOTE_ASSIGNORS: [&str; 2] = ["uniform", "range"];
+
 /// What the group workload does besides consuming (`--stalls`, `--static-members`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GroupWorkload {
@@ -49,6 +55,9 @@ pub struct GroupWorkload {
     /// Every member has a `group.instance.id` ("sim-m0", ...), kept by each of its
     /// incarnations.
     pub static_members: bool,
+    /// The members use `group.protocol=consumer` (KIP-848); their generations are member
+    /// epochs.
+    pub consumer_protocol: bool,
 }
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
@@ -85,6 +94,7 @@ fn sim_dialer() -> Dialer {
 fn consumer_config(
     nodes: usize,
     strategy: &str,
+    consumer_protocol: bool,
     label: &str,
     rng: &mut SplitMix64,
 ) -> ConsumerConfig {
@@ -100,7 +110,13 @@ fn consumer_config(
     c.session_timeout = Duration::from_millis(3_000);
     c.heartbeat_interval = Duration::from_millis(500);
     c.max_poll_interval = Duration::from_millis(10_000);
-    c.partition_assignment_strategy = vec![strategy.to_string()];
+    if consumer_protocol {
+        // The coordinator assigns, with its heartbeat interval and session timeout.
+        c.group_protocol = GroupProtocol::Consumer;
+        c.group_remote_assignor = Some(strategy.to_string());
+    } else {
+        c.partition_assignment_strategy = vec![strategy.to_string()];
+    }
     c.enable_auto_commit = false;
     c.auto_offset_reset = AutoOffsetReset::Earliest;
     c.fetch_max_wait = Duration::from_millis(200);
@@ -226,7 +242,13 @@ async fn member(
 impl Member {
     /// A new incarnation's consumer, subscribed to the data topic.
     async fn start(&mut self, label: String) -> Option<Incarnation> {
-        let mut config = consumer_config(self.nodes, self.strategy, &label, &mut self.rng);
+        let mut config = consumer_config(
+            self.nodes,
+            self.strategy,
+            self.workload.consumer_protocol,
+            &label,
+            &mut self.rng,
+        );
         if self.workload.static_members {
             config.group_instance_id = Some(format!("sim-m{}", self.index));
         }
@@ -451,18 +473,28 @@ impl Member {
 /// The group workload: `members` consumers with one strategy, drawn from the seed.
 pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64, workload: GroupWorkload) {
     let mut rng = SplitMix64::new(seed ^ 0x0067_7209);
-    let strategy = STRATEGIES[rng.next_below(STRATEGIES.len())];
+    let strategy = match workload.consumer_protocol {
+        true => REMOTE_ASSIGNORS[rng.next_below(REMOTE_ASSIGNORS.len())],
+        false => STRATEGIES[rng.next_below(STRATEGIES.len())],
+    };
     let members = 2 + rng.next_below(2);
     {
         let mut h = history.borrow_mut();
         h.data.group.strategy = strategy.to_string();
         h.data.group.static_members = workload.static_members;
+        h.data.group.consumer_protocol = workload.consumer_protocol;
         let kind = if workload.static_members {
             "static members"
         } else {
             "members"
         };
-        h.event(format!("group {GROUP}: {members} {kind}, {strategy}"));
+        let protocol = match workload.consumer_protocol {
+            true => "group.protocol=consumer, group.remote.assignor=",
+            false => "",
+        };
+        h.event(format!(
+            "group {GROUP}: {members} {kind}, {protocol}{strategy}"
+        ));
     }
     let tasks: Vec<_> = (0..members)
         .map(|i| member(history.clone(), nodes, i, strategy, seed, workload))

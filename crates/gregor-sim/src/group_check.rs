@@ -8,6 +8,9 @@ use crate::property::{Property, Violation};
 
 pub fn check(g: &GroupHistory, out: &mut Vec<Violation>) {
     two_owners(g, out);
+    if g.consumer_protocol {
+        epochs_forward(g, out);
+    }
     commits_forward(g, out);
     nothing_skipped(g, out);
     if let Some(detail) = &g.stuck {
@@ -71,6 +74,28 @@ fn two_owners(g: &GroupHistory, out: &mut Vec<Violation>) {
                 ),
             ));
         }
+    }
+}
+
+/// `group.protocol=consumer`: an incarnation's member epoch never goes back while it is in
+/// the group (-1, outside it, is skipped: a member fenced or past its poll interval joins
+/// again at the group's current epoch, never below what it had). With [`two_owners`], which
+/// then keys ownership by member epoch, a partition has one owner per epoch.
+fn epochs_forward(g: &GroupHistory, out: &mut Vec<Violation>) {
+    let mut last: BTreeMap<&str, (i32, u64)> = BTreeMap::new();
+    for o in g.owned.iter().filter(|o| o.generation > 0) {
+        if let Some(&(epoch, at)) = last.get(o.consumer.as_str()) {
+            if o.generation < epoch {
+                out.push(Violation::new(
+                    Property::MemberEpochWentBack,
+                    format!(
+                        "{}: member epoch {epoch} at {at} ms, then {} at {} ms",
+                        o.consumer, o.generation, o.at_ms
+                    ),
+                ));
+            }
+        }
+        last.insert(&o.consumer, (o.generation, o.at_ms));
     }
 }
 
@@ -158,6 +183,28 @@ mod tests {
         let mut out = Vec::new();
         two_owners(&g, &mut out);
         out.into_iter().map(|v| v.detail).collect()
+    }
+
+    #[test]
+    fn a_member_epoch_going_back_within_an_incarnation_is_a_violation() {
+        let g = GroupHistory {
+            consumer_protocol: true,
+            owned: vec![
+                owned("m0.1", "a", 4, 0, 100),
+                owned("m0.1", "a", -1, 0, 200),
+                owned("m0.1", "a", 6, 0, 300),
+                owned("m1.1", "b", 2, 1, 350),
+                owned("m0.1", "a", 5, 0, 400),
+            ],
+            ..GroupHistory::default()
+        };
+        let mut out = Vec::new();
+        epochs_forward(&g, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(
+            out[0].detail.contains("epoch 6 at 300 ms, then 5"),
+            "{out:?}"
+        );
     }
 
     #[test]

@@ -187,6 +187,8 @@ pub struct GroupHistory {
     /// Static members: an incarnation may take its predecessor's place, and assignment, in
     /// the same generation (its member id replaces the other's at the coordinator).
     pub static_members: bool,
+    /// `group.protocol=consumer`: the generations recorded are member epochs.
+    pub consumer_protocol: bool,
     pub owned: Vec<Owned>,
     pub reads: Vec<GroupRead>,
     /// In the order the acknowledgements arrived.

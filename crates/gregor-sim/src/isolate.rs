@@ -71,6 +71,10 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
             .filter(|(on, _)| *on)
             .map(|(_, flag)| flag.to_string()),
     );
+    if options.consumer_protocol {
+        args.push("--group-protocol".into());
+        args.push("consumer".into());
+    }
     if let Some(bug) = options.bug {
         args.push("--plant".into());
         args.push(bug.name().into());

@@ -80,6 +80,11 @@ struct Args {
     /// rebalance; checked like every other group.
     #[arg(long)]
     static_members: bool,
+    /// With --groups: the group protocol of the members, classic (JoinGroup/SyncGroup, a
+    /// strategy drawn per seed) or consumer (KIP-848's ConsumerGroupHeartbeat, the
+    /// coordinator's uniform or range assignor drawn per seed, and member epochs checked).
+    #[arg(long, default_value = "classic", value_parser = ["classic", "consumer"])]
+    group_protocol: String,
     /// With --replication: after the other faults, one or two episodes of a full disk or
     /// failing fsyncs on one node, which is then restarted on the repaired disk (keeping only
     /// what it synced).
@@ -209,6 +214,7 @@ fn sim_options(args: &Args, bug: Option<PlantedBug>, seed: u64) -> SimOptions {
         groups: args.groups,
         stalls: args.stalls,
         static_members: args.static_members,
+        consumer_protocol: args.group_protocol == "consumer",
         disk_faults: args.disk_faults,
         slow_disk: args.slow_disk,
         clock_jumps: args.clock_jumps,

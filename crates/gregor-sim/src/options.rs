@@ -230,6 +230,10 @@ pub struct SimOptions {
     /// Replicated runs with `groups`: every member has a `group.instance.id`, which each of
     /// its incarnations keeps (see `group.rs`).
     pub static_members: bool,
+    /// Replicated runs with `groups`: the members use `group.protocol=consumer` (KIP-848)
+    /// with the coordinator's `uniform` or `range` assignor instead of the classic protocol
+    /// (`--group-protocol consumer`; see `group.rs`).
+    pub consumer_protocol: bool,
     /// Replicated runs: full disks and failing fsyncs (see [`crate::Scenario::with_disk_faults`]).
     pub disk_faults: bool,
     /// Replicated runs: slow fsyncs on one node at a time, overlapping the other faults (see

@@ -56,6 +56,9 @@ pub enum Property {
     CommittedOffsetWentBack,
     /// `--groups` runs: an offset below a committed one was never given to any member.
     GroupSkippedRecords,
+    /// `--groups --group-protocol consumer` runs: a member incarnation saw its member epoch
+    /// go back.
+    MemberEpochWentBack,
     /// `--topic-admin` runs: after the faults, a node's open side-topic logs are not the ones
     /// its metadata assigns it (a deleted topic's log left, an added partition's missing).
     HostedLogsDiffer,
@@ -117,6 +120,7 @@ impl fmt::Display for Property {
             Property::TwoOwnersInGeneration => "two-owners-in-generation",
             Property::CommittedOffsetWentBack => "committed-offset-went-back",
             Property::GroupSkippedRecords => "group-skipped-records",
+            Property::MemberEpochWentBack => "member-epoch-went-back",
             Property::TxnAbortedVisible => "txn-aborted-visible",
             Property::TxnCommittedLost => "txn-committed-lost",
             Property::TxnNotAtomic => "txn-not-atomic",

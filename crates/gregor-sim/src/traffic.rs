@@ -21,6 +21,7 @@ pub async fn run(
     let group = options.groups.then_some(GroupWorkload {
         stalls: options.stalls,
         static_members: options.static_members,
+        consumer_protocol: options.consumer_protocol,
     });
     data::create_topic(&history, nodes).await;
     let producers = async {

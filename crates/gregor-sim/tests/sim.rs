@@ -1086,6 +1086,32 @@ fn static_members_under_faults_keep_their_guarantees() {
     );
 }
 
+/// KIP-848 consumer groups (`--group-protocol consumer`): the members heartbeat with
+/// ConsumerGroupHeartbeat and reconcile the coordinator's `uniform` or `range` assignment
+/// while the faults move the coordinator, with stalls (odd seeds), static members (seed 2) and
+/// power losses (seed 3). Every group property holds, member epochs never go back, and a
+/// partition moves from one member to another through a revocation.
+#[test]
+fn consumer_protocol_groups_under_faults_keep_their_guarantees() {
+    let runs: Vec<SimOptions> = (0..4)
+        .map(|seed| SimOptions {
+            seed,
+            mode: Mode::Replication,
+            groups: true,
+            consumer_protocol: true,
+            stalls: seed % 2 == 1,
+            static_members: seed == 2,
+            power_loss: seed == 3,
+            ..SimOptions::default()
+        })
+        .collect();
+    let traces = run_all_passing(&runs);
+    assert!(
+        traces.contains("group.protocol=consumer"),
+        "the members did not use the consumer protocol"
+    );
+}
+
 /// Overlapping faults (`--overlaps`): crashes, power losses (odd seeds), isolation, one-way
 /// partitions, pauses, held links and disk faults (every fourth seed) that overlap the rest of
 /// the schedule and each other. A link two faults cut stays cut until both heal, and a node two

@@ -31,6 +31,29 @@ impl AutoOffsetReset {
     }
 }
 
+/// `group.protocol`: how the consumer takes part in its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupProtocol {
+    /// JoinGroup / SyncGroup / Heartbeat, with the assignment computed by the group's leader.
+    Classic,
+    /// KIP-848: ConsumerGroupHeartbeat, with the assignment computed by the coordinator and
+    /// reconciled incrementally by each member.
+    Consumer,
+}
+
+impl GroupProtocol {
+    /// Kafka's spellings, in any case.
+    pub fn parse(s: &str) -> Result<GroupProtocol> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "classic" => Ok(GroupProtocol::Classic),
+            "consumer" => Ok(GroupProtocol::Consumer),
+            _ => Err(Error::InvalidArgument(format!(
+                "invalid group.protocol '{s}': expected classic or consumer"
+            ))),
+        }
+    }
+}
+
 /// Consumer settings.
 pub struct ConsumerConfig {
     /// Connection settings (`bootstrap.servers`, `client.id`, `request.timeout.ms`...).
@@ -89,6 +112,14 @@ pub struct ConsumerConfig {
     /// `metadata.max.age.ms` (default 5 min): how often a pattern subscription looks for new
     /// matching topics.
     pub metadata_max_age: Duration,
+    /// `group.protocol` (default classic). With `consumer` the coordinator assigns the
+    /// partitions: `partition.assignment.strategy`, `session.timeout.ms` and the custom
+    /// assignors are not used, and `heartbeat.interval.ms` only until the coordinator names
+    /// its interval.
+    pub group_protocol: GroupProtocol,
+    /// `group.remote.assignor` (group.protocol=consumer): the coordinator's assignor to ask
+    /// for (`uniform`, `range`); `None` leaves the choice to the coordinator.
+    pub group_remote_assignor: Option<String>,
 }
 
 impl std::fmt::Debug for ConsumerConfig {
@@ -128,6 +159,8 @@ impl ConsumerConfig {
             check_crcs: true,
             isolation_level: IsolationLevel::ReadUncommitted,
             metadata_max_age: Duration::from_secs(300),
+            group_protocol: GroupProtocol::Classic,
+            group_remote_assignor: None,
         })
     }
 
@@ -163,6 +196,13 @@ impl ConsumerConfig {
         }
         if self.group_instance_id.as_deref() == Some("") {
             return bad("group.instance.id must not be empty".into());
+        }
+        if self.group_remote_assignor.as_deref() == Some("") {
+            return bad("group.remote.assignor must not be empty".into());
+        }
+        if self.group_protocol == GroupProtocol::Consumer {
+            // The coordinator assigns: no client-side strategy is used.
+            return Ok(Vec::new());
         }
         if self.partition_assignment_strategy.is_empty() {
             return bad("partition.assignment.strategy must name at least one strategy".into());
@@ -242,5 +282,25 @@ mod tests {
             AutoOffsetReset::None
         );
         assert!(AutoOffsetReset::parse("smallest").is_err());
+    }
+
+    #[test]
+    fn group_protocol_parses_in_any_case() {
+        assert_eq!(
+            GroupProtocol::parse("CONSUMER").unwrap(),
+            GroupProtocol::Consumer
+        );
+        assert_eq!(
+            GroupProtocol::parse(" Classic ").unwrap(),
+            GroupProtocol::Classic
+        );
+        assert!(GroupProtocol::parse("eager").is_err());
+        let mut c = ConsumerConfig::new("h:9092", "g").unwrap();
+        assert_eq!(c.group_protocol, GroupProtocol::Classic);
+        c.group_protocol = GroupProtocol::Consumer;
+        c.partition_assignment_strategy = vec!["fair".into()];
+        assert!(c.take_assignors().unwrap().is_empty());
+        c.group_remote_assignor = Some(String::new());
+        assert!(c.take_assignors().is_err());
     }
 }

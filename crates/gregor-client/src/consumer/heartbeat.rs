@@ -23,6 +23,8 @@ pub(super) struct HeartbeatTask {
     pub(super) wake_app: Arc<Notify>,
     pub(super) started: Instant,
     pub(super) session_timeout: Duration,
+    /// Counts heartbeat answers, for commits waiting for a newer member epoch.
+    pub(super) answers: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// Sends heartbeats while the member is stable and enforces `max.poll.interval.ms`.

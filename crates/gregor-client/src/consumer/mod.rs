@@ -1,5 +1,7 @@
-//! The consumer: group membership with client-side assignment (classic protocol), fetching
-//! from positions, offset commits, and a rebalance listener.
+//! The consumer: group membership with client-side assignment (classic protocol) or with the
+//! coordinator assigning (KIP-848, `group.protocol=consumer`: [`membership_848`], its
+//! heartbeat task `heartbeat_848` and the reconciliation in `group_848`), fetching from
+//! positions, offset commits, and a rebalance listener.
 //!
 //! The decisions live in pure modules: [`membership`] (join/sync/heartbeat state machine and
 //! the eager/cooperative revocation rules), [`leader`] (the leader's assignment),
@@ -23,11 +25,15 @@ pub mod fetch;
 mod fetch_state;
 mod fetch_window;
 mod fetcher;
+mod group_848;
 pub mod group_wire;
+pub mod group_wire_848;
 mod heartbeat;
+mod heartbeat_848;
 pub mod leader;
 pub mod listener;
 pub mod membership;
+pub mod membership_848;
 mod positions;
 mod prefetch;
 mod rebalance;
@@ -35,7 +41,7 @@ mod shared;
 mod state;
 pub mod txn_filter;
 
-pub use config::{AutoOffsetReset, ConsumerConfig, IsolationLevel};
+pub use config::{AutoOffsetReset, ConsumerConfig, GroupProtocol, IsolationLevel};
 pub use fetch::ConsumerRecord;
 pub use fetcher::FetchMetrics;
 pub use listener::{

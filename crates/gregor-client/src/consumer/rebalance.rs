@@ -24,6 +24,9 @@ use crate::types::TopicPartition;
 impl Consumer {
     /// Joins (or rejoins) until the member is in a stable generation, running the listener.
     pub(super) async fn ensure_active_group(&mut self) -> Result<()> {
+        if self.group_protocol == super::config::GroupProtocol::Consumer {
+            return self.ensure_active_group_848().await;
+        }
         loop {
             let (lost, needs_join, fatal) = {
                 let mut s = lock(&self.shared);
@@ -61,7 +64,7 @@ impl Consumer {
 
     /// With auto-commit, the positions of partitions about to be revoked are committed first
     /// so their next owner resumes there. Best effort, as in Kafka.
-    async fn commit_before_revoke(&mut self, revoke: &[TopicPartition]) {
+    pub(super) async fn commit_before_revoke(&mut self, revoke: &[TopicPartition]) {
         if !self.settings.enable_auto_commit {
             return;
         }

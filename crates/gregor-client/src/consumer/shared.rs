@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::membership::Membership;
+use super::membership_848::ConsumerMembership;
 
 #[derive(Debug, Clone)]
 pub(super) struct PartitionState {
@@ -43,8 +44,21 @@ impl PartitionState {
 
 /// State shared with the heartbeat task.
 pub(super) struct Shared {
+    /// The classic protocol's membership.
     pub(super) m: Membership,
+    /// `group.protocol=consumer`: the KIP-848 membership, used instead of `m`.
+    pub(super) cg: Option<ConsumerMembership>,
     pub(super) closed: bool,
+}
+
+impl Shared {
+    /// The member id and generation (the member epoch under KIP-848; -1 outside the group).
+    pub(super) fn identity(&self) -> (String, i32) {
+        match &self.cg {
+            Some(cg) => (cg.member_id.clone(), cg.commit_epoch().unwrap_or(-1)),
+            None => (self.m.member_id.clone(), self.m.generation),
+        }
+    }
 }
 
 pub(super) fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {

@@ -17,13 +17,15 @@ use crate::client::{Client, Target};
 use crate::error::{Error, KafkaCode, KafkaError, Result};
 use crate::types::{IsolationLevel, TopicPartition};
 
-use super::config::{AutoOffsetReset, ConsumerConfig};
+use super::config::{AutoOffsetReset, ConsumerConfig, GroupProtocol};
 use super::fetch::{self, ConsumerRecord, FetchLimits};
 use super::fetch_state::{byte_limits, Fetcher};
 use super::group_wire::{self, MemberIdentityRef};
 use super::heartbeat::{heartbeat_loop, HeartbeatTask};
+use super::heartbeat_848::heartbeat_loop_848;
 use super::listener::{RebalanceContext, RebalanceKind, RebalanceListener};
 use super::membership::{common_protocol, MemberState, Membership, Timing};
+use super::membership_848::{ConsumerMembership, Subscription};
 use super::shared::{lock, millis, ms_i32, PartitionState, Shared};
 
 /// What the consumer is subscribed to.
@@ -113,6 +115,12 @@ pub struct Consumer {
     /// As the group's leader: the partition count of every topic it last assigned, to notice
     /// partitions added since (then the group rebalances, as with Kafka's consumer).
     pub(super) assigned_partition_counts: Option<BTreeMap<String, usize>>,
+    pub(super) group_protocol: GroupProtocol,
+    /// Counts heartbeat answers (group.protocol=consumer): a commit refused for a stale member
+    /// epoch waits for the next one.
+    pub(super) answers: tokio::sync::watch::Receiver<u64>,
+    /// Topic names by id, for the assignments of group.protocol=consumer.
+    pub(super) topic_names: BTreeMap<uuid::Uuid, String>,
 }
 
 impl std::fmt::Debug for Consumer {
@@ -148,11 +156,14 @@ impl Consumer {
         let started = Instant::now();
         let shared = Arc::new(Mutex::new(Shared {
             m: Membership::new(config.group_instance_id.is_some(), timing, 0),
+            cg: (config.group_protocol == GroupProtocol::Consumer)
+                .then(|| ConsumerMembership::new(new_member_id(), settings_848(&config), 0)),
             closed: false,
         }));
         let wake_heartbeat = Arc::new(Notify::new());
         let wake_app = Arc::new(Notify::new());
-        let heartbeat_task = tokio::spawn(heartbeat_loop(HeartbeatTask {
+        let (answers_tx, answers) = tokio::sync::watch::channel(0u64);
+        let task = HeartbeatTask {
             shared: shared.clone(),
             client: group_client.clone(),
             group_id: config.group_id.clone(),
@@ -161,7 +172,12 @@ impl Consumer {
             wake_app: wake_app.clone(),
             started,
             session_timeout: config.session_timeout,
-        }));
+            answers: Arc::new(answers_tx),
+        };
+        let heartbeat_task = match config.group_protocol {
+            GroupProtocol::Classic => tokio::spawn(heartbeat_loop(task)),
+            GroupProtocol::Consumer => tokio::spawn(heartbeat_loop_848(task)),
+        };
         let settings = Settings::new(&config);
         Ok(Consumer {
             client,
@@ -185,6 +201,9 @@ impl Consumer {
             last_auto_commit_ms: 0,
             last_metadata_ms: None,
             assigned_partition_counts: None,
+            group_protocol: config.group_protocol,
+            answers,
+            topic_names: BTreeMap::new(),
         })
     }
 
@@ -208,10 +227,14 @@ impl Consumer {
             }
             set.insert(t.to_string());
         }
+        let mut s = lock(&self.shared);
+        if let Some(cg) = s.cg.as_mut() {
+            cg.subscribe(Subscription::Topics(set.iter().cloned().collect()));
+        }
+        s.m.request_rejoin("the subscription changed");
+        drop(s);
         self.subscription = SubscriptionKind::Topics(set);
-        lock(&self.shared)
-            .m
-            .request_rejoin("the subscription changed");
+        self.wake_heartbeat.notify_one();
         Ok(())
     }
 
@@ -223,9 +246,14 @@ impl Consumer {
             .map_err(|e| Error::InvalidArgument(format!("invalid pattern '{pattern}': {e}")))?;
         self.subscription = SubscriptionKind::Pattern(re);
         self.last_metadata_ms = None;
-        lock(&self.shared)
-            .m
-            .request_rejoin("the subscription changed");
+        let mut s = lock(&self.shared);
+        if let Some(cg) = s.cg.as_mut() {
+            // The coordinator resolves it (KIP-848), matching whole names too.
+            cg.subscribe(Subscription::Regex(pattern.to_string()));
+        }
+        s.m.request_rejoin("the subscription changed");
+        drop(s);
+        self.wake_heartbeat.notify_one();
         Ok(())
     }
 
@@ -254,8 +282,7 @@ impl Consumer {
 
     /// The member id and generation (`""` and -1 outside a generation).
     pub fn group_metadata(&self) -> (String, i32) {
-        let s = lock(&self.shared);
-        (s.m.member_id.clone(), s.m.generation)
+        lock(&self.shared).identity()
     }
 
     /// Kafka's `groupMetadata()`: group id, generation, member id and instance id, for a
@@ -281,7 +308,9 @@ impl Consumer {
         let deadline = self.now() + millis(timeout);
         loop {
             let now = self.now();
-            lock(&self.shared).m.on_poll(now);
+            if self.on_poll(now) {
+                self.wake_heartbeat.notify_one();
+            }
             self.maybe_auto_commit(now);
             self.maybe_refresh_metadata().await?;
             self.ensure_active_group().await?;
@@ -316,8 +345,15 @@ impl Consumer {
     }
 
     pub(super) fn context(&self) -> RebalanceContext {
-        let s = lock(&self.shared);
-        RebalanceContext::now(s.m.generation, &s.m.member_id)
+        let (member_id, generation) = lock(&self.shared).identity();
+        RebalanceContext::now(generation, &member_id)
+    }
+
+    /// Records the poll; true when the heartbeat task has something new to do.
+    fn on_poll(&self, now: u64) -> bool {
+        let mut s = lock(&self.shared);
+        s.m.on_poll(now);
+        s.cg.as_mut().is_some_and(|cg| cg.on_poll(now))
     }
 
     pub(super) fn call_listener(&mut self, kind: RebalanceKind, partitions: &[TopicPartition]) {
@@ -358,7 +394,9 @@ impl Consumer {
     /// rebalance.
     pub(super) async fn maybe_refresh_metadata(&mut self) -> Result<()> {
         let pattern = matches!(self.subscription, SubscriptionKind::Pattern(_));
-        if !pattern && self.assigned_partition_counts.is_none() {
+        // Under KIP-848 the coordinator resolves patterns and notices new partitions.
+        let cg = self.group_protocol == GroupProtocol::Consumer;
+        if cg || (!pattern && self.assigned_partition_counts.is_none()) {
             return Ok(());
         }
         let now = self.now();
@@ -443,6 +481,21 @@ impl Consumer {
     }
 
     pub(super) fn commit_job(
+        &self,
+        offsets: BTreeMap<TopicPartition, i64>,
+    ) -> impl std::future::Future<Output = Result<()>> + Send + 'static {
+        let job_848 = (self.group_protocol == GroupProtocol::Consumer)
+            .then(|| self.commit_job_848(offsets.clone()));
+        let classic = self.commit_job_classic(offsets);
+        async move {
+            match job_848 {
+                Some(job) => job.await,
+                None => classic.await,
+            }
+        }
+    }
+
+    fn commit_job_classic(
         &self,
         offsets: BTreeMap<TopicPartition, i64>,
     ) -> impl std::future::Future<Output = Result<()>> + Send + 'static {
@@ -615,6 +668,9 @@ impl Consumer {
     }
 
     pub(super) async fn leave(&mut self, reason: &str) {
+        if self.group_protocol == GroupProtocol::Consumer {
+            return self.leave_848().await;
+        }
         let (member_id, generation) = {
             let s = lock(&self.shared);
             (s.m.member_id.clone(), s.m.generation)
@@ -655,6 +711,22 @@ impl Consumer {
             }
         }
         lock(&self.shared).m.left();
+    }
+}
+
+/// A member id of this client's making (KIP-1082), in Kafka's spelling of a random UUID.
+fn new_member_id() -> String {
+    crate::metadata::kafka_uuid_string(&uuid::Uuid::from_u128(fastrand::u128(..)))
+}
+
+fn settings_848(config: &ConsumerConfig) -> super::membership_848::Settings848 {
+    super::membership_848::Settings848 {
+        instance_id: config.group_instance_id.clone(),
+        rack_id: config.client_rack.clone(),
+        server_assignor: config.group_remote_assignor.clone(),
+        max_poll_interval_ms: millis(config.max_poll_interval),
+        heartbeat_interval_ms: millis(config.heartbeat_interval),
+        retry_backoff_ms: config.client.backoff.delay_ms(0),
     }
 }
 
