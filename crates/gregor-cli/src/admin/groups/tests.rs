@@ -307,6 +307,10 @@ fn argument_parsing() {
             view: DescribeView::State { verbose: false }
         }
     );
+}
+
+#[test]
+fn reset_offsets_argument_parsing() {
     assert_eq!(
         parse(&[
             "--reset-offsets",
