@@ -78,30 +78,16 @@ fn describe_group(
     if resource.name.is_empty() {
         return Err(ApiError::invalid_request("Group name must not be empty."));
     }
-    let overrides = view.image.configs(resource);
-    Ok(GROUP_CONFIGS
-        .iter()
-        .filter(|d| wanted(d.name))
-        .map(|d| {
-            let mut synonyms = Vec::new();
-            if let Some(v) = overrides.and_then(|m| m.get(d.name)) {
-                synonyms.push(entry(d, d.name, v.clone(), ConfigSource::GroupConfig));
-            }
-            for syn in d.synonyms {
-                push_broker_synonyms(view, syn.name, &mut synonyms);
-            }
-            if let Some(default) = d.default {
-                synonyms.push(entry(
-                    d,
-                    d.name,
-                    default.to_string(),
-                    ConfigSource::DefaultConfig,
-                ));
-            }
-            let resolved = view.group_value(&resource.name, d.name);
-            described(d, false, resolved, synonyms)
-        })
-        .collect())
+    let resolve = |key: &str| view.group_value(&resource.name, key);
+    let source = ConfigSource::GroupConfig;
+    Ok(describe_overridable(
+        view,
+        GROUP_CONFIGS,
+        resource,
+        source,
+        resolve,
+        wanted,
+    ))
 }
 
 /// A topic's configs: its override, the broker synonyms, the default.
@@ -117,35 +103,47 @@ fn describe_topic(
             resource.name
         )));
     }
-    let overrides = image.configs(resource);
-    Ok(TOPIC_CONFIGS
-        .iter()
+    let resolve = |key: &str| view.topic_value(&resource.name, key);
+    let source = ConfigSource::DynamicTopicConfig;
+    Ok(describe_overridable(
+        view,
+        TOPIC_CONFIGS,
+        resource,
+        source,
+        resolve,
+        wanted,
+    ))
+}
+
+/// The configs `defs` of a resource that overrides broker settings (a topic, a group): each
+/// with its synonyms, the resource's own value (`source`) first, then the broker's, then the
+/// default; `resolve` gives the value in effect.
+fn describe_overridable(
+    view: &BrokerConfigView<'_>,
+    defs: &'static [ConfigDef],
+    resource: &ConfigResource,
+    source: ConfigSource,
+    resolve: impl Fn(&str) -> Option<ResolvedConfig>,
+    wanted: impl Fn(&str) -> bool,
+) -> Vec<DescribedConfig> {
+    let overrides = view.image.configs(resource);
+    defs.iter()
         .filter(|d| wanted(d.name))
         .map(|d| {
             let mut synonyms = Vec::new();
             if let Some(v) = overrides.and_then(|m| m.get(d.name)) {
-                synonyms.push(entry(
-                    d,
-                    d.name,
-                    v.clone(),
-                    ConfigSource::DynamicTopicConfig,
-                ));
+                synonyms.push(entry(d, d.name, v.clone(), source));
             }
             for syn in d.synonyms {
                 push_broker_synonyms(view, syn.name, &mut synonyms);
             }
             if let Some(default) = d.default {
-                synonyms.push(entry(
-                    d,
-                    d.name,
-                    default.to_string(),
-                    ConfigSource::DefaultConfig,
-                ));
+                let e = entry(d, d.name, default.to_string(), ConfigSource::DefaultConfig);
+                synonyms.push(e);
             }
-            let resolved = view.topic_value(&resource.name, d.name);
-            described(d, false, resolved, synonyms)
+            described(d, false, resolve(d.name), synonyms)
         })
-        .collect())
+        .collect()
 }
 
 /// The cluster-wide broker defaults that are set.
