@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# kafka-configs.sh for Gregor: runs `gregor configs` with Kafka's flags (--bootstrap-server,
+# kafka-configs.sh for Gregor: runs `gregor configs` with Kafka's flags (--bootstrap-server, or
+# --bootstrap-controller for broker configs,
 # --describe / --alter, --entity-type topics|brokers|groups|users|clients --entity-name X / --entity-default,
 # --topic / --broker / --broker-defaults / --group, --add-config k=v,... --delete-config k,...,
 # --all). See docs/cli.md.
@@ -8,7 +9,6 @@ set -euo pipefail
 . "$(dirname "$(readlink -f "$0")")/lib/kafka-tool.sh"
 KAFKA_TOOL_ARGS=("$@")
 kafka_tool_unsupported --zookeeper "Gregor has no ZooKeeper: use --bootstrap-server HOST:PORT"
-kafka_tool_unsupported --bootstrap-controller "Gregor's tools talk to brokers: use --bootstrap-server HOST:PORT"
 kafka_tool_unsupported --add-config-file "give the settings with --add-config k=v,k2=v2"
 for flag in --user --client --user-defaults --client-defaults; do
   kafka_tool_unsupported "$flag" "name the entity with --entity-type users|clients and --entity-name NAME (or --entity-default)"

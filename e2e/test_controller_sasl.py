@@ -10,7 +10,8 @@ cluster does the same over SASL_PLAINTEXT with PLAIN users from the controller l
 line. With `listener.name.controller.connections.max.reauth.ms`, controller sessions end and
 every node moves to fresh logins on new connections without disturbing the quorum; a node whose
 password was changed loses its controller connections when their sessions end, and gets them
-back once the password is restored."""
+back once the password is restored. An admin tool logs in on the controller listener
+(`--bootstrap-controller`, KIP-919) and is authorized per request."""
 
 import os
 import socket
@@ -143,6 +144,42 @@ def test_quorum_over_sasl_ssl_survives_the_active_controller_dying(scram_cluster
     active.wait_ready(40)
     wait_until(lambda: n0.unfenced_brokers() == [0, 1, 2], 30, "the killed node back")
     produce(active, "ctl-sasl-after", ["c"])
+
+
+def controller_configs(c, node, user, password, *args):
+    """`gregor configs --bootstrap-controller` on `node`'s SASL_SSL controller listener."""
+    props = c.ca.dir / f"{user}-controller.properties"
+    props.write_text(f"security.protocol=SASL_SSL\nssl.ca.location={c.ca.pem}\n"
+                     f"sasl.mechanism=SCRAM-SHA-512\nsasl.username={user}\n"
+                     f"sasl.password={password}\n")
+    return subprocess.run([gregor_bin(), "configs", "--bootstrap-controller",
+                           f"127.0.0.1:{node.controller_port}", "--command-config", str(props),
+                           "--timeout-ms", "15000", "--entity-type", "brokers",
+                           "--entity-name", str(node.node_id), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_an_admin_tool_logs_in_on_a_sasl_ssl_controller_listener(scram_cluster):
+    """KIP-919 over SASL_SSL: the login's ApiVersions lists what the listener serves, so a
+    tool logged in as a node describes and changes configs there; a user without ALTER_CONFIGS
+    on the cluster is refused per request, a wrong password at the login."""
+    c = scram_cluster
+    n1 = c.nodes[1]
+    out = controller_configs(c, n1, "node", NODE_PW, "--describe", "--all")
+    assert out.returncode == 0, out.stderr
+    assert "sasl.mechanism.controller.protocol=SCRAM-SHA-512" in out.stdout, out.stdout
+    out = controller_configs(c, n1, "node", NODE_PW, "--alter", "--add-config",
+                             "log.retention.ms=3600000")
+    assert out.returncode == 0, out.stderr
+    out = controller_configs(c, n1, "node", NODE_PW, "--describe")
+    assert "log.retention.ms=3600000" in out.stdout, out.stdout
+    out = controller_configs(c, n1, "admin", ADMIN_PW, "--alter", "--add-config",
+                             "log.retention.ms=7200000")
+    assert out.returncode != 0 and "authoriz" in out.stderr.lower(), out.stderr
+    out = controller_configs(c, n1, "node", WRONG_PW, "--describe")
+    assert out.returncode != 0 and "authentication" in out.stderr.lower(), out.stderr
+    assert WRONG_PW not in out.stderr
+    produce(c.nodes[0], "after-admin", ["x"])
 
 
 def test_nodes_with_a_wrong_or_unauthorized_controller_login_cannot_join(scram_cluster):

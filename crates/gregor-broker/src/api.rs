@@ -84,9 +84,43 @@ pub fn api_versions() -> Vec<ApiVersion> {
         .collect()
 }
 
+/// The APIs a controller listener serves to Kafka clients (KIP-919's `bootstrap.controllers`):
+/// the login, DescribeCluster for the controllers' endpoints, and a node's configs, which is
+/// what a controller-only node's certificate rotation needs.
+pub const CONTROLLER_LISTENER_APIS: &[ApiKey] = &[
+    ApiKey::ApiVersions,
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
+    ApiKey::DescribeCluster,
+    ApiKey::DescribeConfigs,
+    ApiKey::IncrementalAlterConfigs,
+];
+
+/// [`api_versions`] of the controller listener's APIs.
+pub fn controller_listener_api_versions() -> Vec<ApiVersion> {
+    api_versions()
+        .into_iter()
+        .filter(|v| {
+            CONTROLLER_LISTENER_APIS
+                .iter()
+                .any(|k| *k as i16 == v.api_key)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_controller_listener_advertises_each_of_its_apis_with_their_versions() {
+        let listed = controller_listener_api_versions();
+        assert_eq!(listed.len(), CONTROLLER_LISTENER_APIS.len());
+        for v in listed {
+            let key = ApiKey::try_from(v.api_key).expect("a known key");
+            assert_eq!(supported(key), Some((v.min_version, v.max_version)));
+        }
+    }
 
     #[test]
     fn group_apis_are_advertised_and_accepted() {

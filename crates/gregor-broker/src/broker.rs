@@ -214,6 +214,7 @@ impl Broker {
         let cluster_view = Arc::new(crate::cluster_view::ClusterView::new(
             config.node_id,
             bootstrap_address(&config),
+            config.metrics_tls.peers.clone(),
         ));
         let incarnation = options
             .incarnation
@@ -280,18 +281,12 @@ impl Broker {
                             accept.clone(),
                         );
                         crate::runtime::spawn(async move {
-                            let Some((stream, session_end)) =
+                            let Some(login) =
                                 accept_controller_connection(&broker, accept, stream, peer).await
                             else {
                                 return;
                             };
-                            gregor_quorum::rpc::serve_controller_session(
-                                stream,
-                                handle,
-                                target,
-                                session_end,
-                            )
-                            .await
+                            serve_controller_peer(broker, handle, target, login, peer).await
                         });
                     }
                     Err(e) => {
@@ -874,6 +869,12 @@ impl crate::sasl_session::ScramCredentialSource for ControllerCredentials {
 }
 
 impl Broker {
+    /// Whether `listener` is the controller listener this node serves.
+    fn serves_controller_listener(&self, listener: &str) -> bool {
+        let served = self.config.controller_tls.server_name.as_deref();
+        served.is_some_and(|name| name.eq_ignore_ascii_case(listener))
+    }
+
     /// How the controller listener's connections are accepted (see [`ControllerAccept`]).
     fn controller_accept(self: &Arc<Self>) -> ControllerAccept {
         let security = &self.config.controller_tls;
@@ -900,21 +901,32 @@ impl Broker {
     }
 }
 
+/// A controller connection past TLS and the SASL login.
+struct ControllerLogin {
+    stream: crate::transport::Stream,
+    /// The SASL login's, else the certificate's, else `User:ANONYMOUS`.
+    principal: crate::security::KafkaPrincipal,
+    /// When the SASL session ends (`connections.max.reauth.ms`).
+    session_end: Option<tokio::time::Instant>,
+    /// Whether the listener has TLS or SASL (a PLAINTEXT one checks nothing).
+    secured: bool,
+}
+
 /// A new connection to the controller listener: TLS and the SASL login as the listener's
-/// protocol says, each bounded by `connections.max.idle.ms`, then, with an authorizer
-/// configured, Kafka's check of the controller-only APIs (quorum RPCs, BrokerRegistration,
-/// BrokerHeartbeat, forwarded requests): CLUSTER_ACTION on the cluster for the connection's
-/// principal (the SASL login's, else the certificate's; normally in `super.users`). A
-/// PLAINTEXT listener checks nothing. The stream and when its SASL session ends
-/// (`connections.max.reauth.ms`); `None`: refused, and logged why.
+/// protocol says, each bounded by `connections.max.idle.ms`. `None`: refused, and logged why.
 async fn accept_controller_connection(
     broker: &std::sync::Weak<Broker>,
     accept: ControllerAccept,
     stream: crate::transport::Stream,
     peer: std::net::SocketAddr,
-) -> Option<(crate::transport::Stream, Option<tokio::time::Instant>)> {
+) -> Option<ControllerLogin> {
     if accept.tls.is_none() && accept.sasl.is_none() {
-        return Some((stream, None));
+        return Some(ControllerLogin {
+            stream,
+            principal: crate::security::KafkaPrincipal::anonymous(),
+            session_end: None,
+            secured: false,
+        });
     }
     let idle = {
         let b = broker.upgrade()?;
@@ -942,7 +954,115 @@ async fn accept_controller_connection(
         },
         None => (principal, None),
     };
-    controller_peer_authorized(broker, peer, &principal).then_some((stream, session_end))
+    Some(ControllerLogin {
+        stream,
+        principal,
+        session_end,
+        secured: true,
+    })
+}
+
+/// A controller connection past its login: the quorum's RPCs from another node, or an admin
+/// tool's Kafka requests (KIP-919; see `controller_kafka`). With an authorizer configured and
+/// a TLS or SASL listener, RPCs (quorum, BrokerRegistration, BrokerHeartbeat, forwarded
+/// requests) need Kafka's check of the controller-only APIs: CLUSTER_ACTION on the cluster for
+/// the connection's principal (normally in `super.users`); a Kafka client's requests are each
+/// authorized as on a client listener.
+async fn serve_controller_peer(
+    broker: std::sync::Weak<Broker>,
+    quorum: gregor_quorum::QuorumHandle,
+    target: Arc<ForwardTarget>,
+    login: ControllerLogin,
+    peer: std::net::SocketAddr,
+) {
+    use crate::controller_kafka::{first_frame, FirstFrame};
+    let max = usize::try_from(gregor_quorum::MAX_MESSAGE_BYTES).unwrap_or(usize::MAX);
+    let is_rpc =
+        |frame: &[u8]| gregor_quorum::decode::<gregor_quorum::rpc::RpcRequest>(frame).is_ok();
+    let Some((kind, stream)) = first_frame(login.stream, max, is_rpc).await else {
+        return;
+    };
+    match kind {
+        FirstFrame::Rpc => {
+            if login.secured && !controller_peer_authorized(&broker, peer, &login.principal) {
+                return;
+            }
+            let session_end = login.session_end;
+            gregor_quorum::rpc::serve_controller_session(stream, quorum, target, session_end).await
+        }
+        FirstFrame::Kafka => {
+            let Some(b) = broker.upgrade() else {
+                return;
+            };
+            serve_controller_clients(b, stream, login.principal, login.session_end, peer).await
+        }
+    }
+}
+
+/// An admin tool's Kafka requests on the controller listener, as `principal`, until it closes,
+/// its SASL session ends (`session_end`; no re-authentication there) or the node stops.
+async fn serve_controller_clients<S>(
+    b: Arc<Broker>,
+    stream: S,
+    principal: crate::security::KafkaPrincipal,
+    session_end: Option<tokio::time::Instant>,
+    peer: std::net::SocketAddr,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    // Apart from the client listeners' ids (`server`), which count from 0.
+    static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 62);
+    let id = IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let security = &b.config.controller_tls;
+    let security = crate::connection::ConnectionSecurity {
+        listener_name: security
+            .server_name
+            .as_deref()
+            .unwrap_or("CONTROLLER")
+            .into(),
+        security_protocol: security
+            .server_protocol
+            .unwrap_or(crate::security::SecurityProtocol::Plaintext),
+        principal: Arc::new(principal),
+        sasl: None,
+    };
+    debug!(%peer, connection_id = id, principal = %security.principal, "a Kafka client on the controller listener");
+    let limits = crate::connection::RequestLimits::of(&b.config);
+    let (ended, end) = tokio::sync::watch::channel(false);
+    if let Some(at) = session_end {
+        let ended = ended.clone();
+        crate::runtime::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            let _ = ended.send(true);
+        });
+    }
+    let (rd, wr) = tokio::io::split(stream);
+    let handler = Arc::new(ControllerListenerClients(b));
+    crate::connection::serve_io_as(rd, wr, security, peer, id, handler, limits, end).await;
+    drop(ended);
+}
+
+/// What Kafka clients on the controller listener may ask (`api::CONTROLLER_LISTENER_APIS`);
+/// anything else closes the connection, as Kafka's controllers refuse an API their listener
+/// does not serve.
+struct ControllerListenerClients(Arc<Broker>);
+
+impl Handler for ControllerListenerClients {
+    async fn handle(self: Arc<Self>, ctx: RequestContext, request: RequestKind) -> Reply {
+        if !crate::api::CONTROLLER_LISTENER_APIS.contains(&ctx.api_key) {
+            debug!(api = ?ctx.api_key, "closing a Kafka client's controller connection: not an API of the controller listener");
+            return Reply::Close;
+        }
+        match request {
+            RequestKind::ApiVersions(r) => {
+                let b = &self.0;
+                let mut resp = handlers::cluster::api_versions(&r, ctx.api_version, &b.metadata);
+                resp.api_keys = crate::api::controller_listener_api_versions();
+                Reply::Respond(ResponseKind::ApiVersions(resp))
+            }
+            r => dispatch(&self.0, &ctx, r).await,
+        }
+    }
 }
 
 /// Why a controller connection was closed; each is told at INFO at most every 10 s.
@@ -1113,11 +1233,15 @@ async fn route(
             )
         }
         RequestKind::DescribeCluster(r) => {
+            let controllers = b
+                .serves_controller_listener(&ctx.listener_name)
+                .then_some(&b.config.voters);
             ResponseKind::DescribeCluster(handlers::cluster::describe_cluster(
                 b.control_plane(),
                 &r,
                 v,
                 &ctx.listener_name,
+                controllers,
                 access,
             ))
         }

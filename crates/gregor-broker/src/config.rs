@@ -76,6 +76,50 @@ pub struct BrokerConfig {
     pub is_controller: bool,
     /// `--cluster-id`.
     pub cluster_id: Option<String>,
+    /// TLS of an https `metrics.listener`; reloaded with the listener stores.
+    pub metrics_tls: MetricsTls,
+}
+
+/// The name of the metrics listener in `listener.name.<name>.ssl.*` settings.
+pub const METRICS_LISTENER_NAME: &str = "metrics";
+
+/// Whether a `metrics.listener` value asks for TLS.
+pub fn is_https(value: &str) -> bool {
+    value.trim().starts_with("https://")
+}
+
+/// An https `metrics.listener`'s TLS, built at start-up from `listener.name.metrics.ssl.*` (over
+/// `ssl.*`) and shared with the reload of listener stores (`crate::tls::ListenerTlsSet`), so
+/// that an IncrementalAlterConfigs of those settings reaches the listener and the console's
+/// client without a restart.
+#[derive(Debug, Clone, Default)]
+pub struct MetricsTls {
+    /// What the listener serves; a bad store stops start-up.
+    pub server: Option<TlsListener>,
+    /// The same settings as a client of the other nodes' consoles. `None` when they do not
+    /// make a client: the console then says why when it needs one.
+    pub peers: Option<PeerTls>,
+}
+
+impl MetricsTls {
+    /// From the settings: nothing unless `metrics.listener` is an https URL.
+    pub fn of(settings: &StaticBrokerConfig) -> Result<MetricsTls, ConfigError> {
+        if !settings.raw("metrics.listener").is_some_and(is_https) {
+            return Ok(MetricsTls::default());
+        }
+        let server = TlsListener::from_settings(settings, METRICS_LISTENER_NAME)
+            .map_err(|e| invalid(format!("metrics.listener: {e}")))?;
+        let peers = PeerTls::from_settings(
+            settings,
+            METRICS_LISTENER_NAME,
+            crate::tls::PeerRole::ConsolePeers,
+        )
+        .ok();
+        Ok(MetricsTls {
+            server: Some(server),
+            peers,
+        })
+    }
 }
 
 /// One `listeners` entry.
@@ -391,8 +435,10 @@ struct ListenerConfig {
 pub struct ControllerTls {
     /// This node's controller listener (a controller's), serving over TLS.
     pub server: Option<TlsListener>,
-    /// That listener's name (of `controller.listener.names`).
+    /// The controller listener this node serves (of `controller.listener.names`), TLS or not.
     pub server_name: Option<String>,
+    /// Its protocol.
+    pub server_protocol: Option<SecurityProtocol>,
     /// The connections this node opens to the controllers (every node's); reloaded with the
     /// listener's stores.
     pub client: Option<PeerTls>,
@@ -429,12 +475,13 @@ impl ControllerTls {
         let mut out = ControllerTls::default();
         if let Some(c) = controller {
             let p = protocol(&c.name);
+            out.server_name = Some(c.name.clone());
+            out.server_protocol = Some(p);
             if p.uses_tls() {
                 out.server = Some(
                     TlsListener::from_settings(settings, &c.name)
                         .map_err(|e| invalid(format!("listener {}: {e}", c.name)))?,
                 );
-                out.server_name = Some(c.name.clone());
             }
             if is_sasl(p) {
                 out.server_sasl = Some(std::sync::Arc::new(
@@ -843,6 +890,7 @@ impl BrokerConfig {
             check_cluster_id(id)?;
         }
         let data_dir = data_dir(&settings)?;
+        let metrics_tls = MetricsTls::of(&settings)?;
         let connection_overrides = parse_connection_overrides(
             settings
                 .raw("max.connections.per.ip.overrides")
@@ -866,6 +914,7 @@ impl BrokerConfig {
             is_broker: roles.is_broker,
             is_controller: roles.is_controller,
             cluster_id: opts.cluster_id.clone(),
+            metrics_tls,
         })
     }
 

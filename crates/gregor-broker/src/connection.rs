@@ -63,6 +63,16 @@ pub struct RequestLimits {
 }
 
 impl RequestLimits {
+    /// The limits every connection shares, from the broker's settings.
+    pub fn of(c: &crate::config::BrokerConfig) -> RequestLimits {
+        RequestLimits::new(
+            usize::try_from(c.int("socket.request.max.bytes").max(1)).unwrap_or(usize::MAX),
+            c.int("connections.max.idle.ms"),
+            usize::try_from(c.int("queued.max.requests")).unwrap_or(1),
+            c.int("queued.max.request.bytes"),
+        )
+    }
+
     /// Limits from the settings' values (`idle_ms` < 0: never; `request_bytes` < 0: no budget).
     pub fn new(
         max_request_bytes: usize,

@@ -31,13 +31,6 @@ use crate::security::KafkaPrincipal;
 /// token, the largest, is at most 64 KiB).
 const MAX_LOGIN_FRAME_BYTES: usize = 128 * 1024;
 
-/// The APIs a controller listener serves before the login ends.
-const LOGIN_APIS: [ApiKey; 3] = [
-    ApiKey::ApiVersions,
-    ApiKey::SaslHandshake,
-    ApiKey::SaslAuthenticate,
-];
-
 /// Why a connection did not log in.
 #[derive(Debug, thiserror::Error)]
 pub enum LoginError {
@@ -197,13 +190,11 @@ async fn write<S: AsyncWrite + Unpin>(stream: &mut S, frame: &[u8]) -> Result<()
         .map_err(|e| LoginError::Frame(FrameError::Io(e)))
 }
 
-/// ApiVersions before the login: the login's own APIs.
+/// ApiVersions before the login: the controller listener's APIs (the login's, and those an
+/// admin tool may send once logged in), as a client decides its versions from this answer.
 fn login_api_versions() -> ApiVersionsResponse {
     let mut r = ApiVersionsResponse::default();
-    r.api_keys = crate::api::api_versions()
-        .into_iter()
-        .filter(|v| LOGIN_APIS.iter().any(|k| *k as i16 == v.api_key))
-        .collect();
+    r.api_keys = crate::api::controller_listener_api_versions();
     r
 }
 

@@ -31,6 +31,7 @@ pub(crate) mod config;
 pub mod connection;
 pub(crate) mod connection_quotas;
 pub(crate) mod console;
+pub(crate) mod controller_kafka;
 pub(crate) mod controller_sasl;
 pub(crate) mod coordinator_shards;
 pub(crate) mod data_plane;

@@ -242,11 +242,5 @@ pub fn bind_listener(config: &BrokerConfig, addr: SocketAddr) -> std::io::Result
 
 /// The request limits every connection shares, from the broker's settings.
 pub fn request_limits(broker: &Broker) -> RequestLimits {
-    let c = &broker.config;
-    RequestLimits::new(
-        usize::try_from(c.int("socket.request.max.bytes").max(1)).unwrap_or(usize::MAX),
-        c.int("connections.max.idle.ms"),
-        usize::try_from(c.int("queued.max.requests")).unwrap_or(1),
-        c.int("queued.max.request.bytes"),
-    )
+    RequestLimits::of(&broker.config)
 }

@@ -600,7 +600,7 @@ impl ListenerTlsSet {
             if served.is_none() && self.peers_of(name).next().is_none() {
                 return Err(TlsConfigError::Listener {
                     listener: name.clone(),
-                    reason: "this node neither serves an SSL or SASL_SSL listener of that name nor connects to other nodes with its settings (the metrics listener's stores are read at start-up only)".to_string(),
+                    reason: "this node neither serves an SSL or SASL_SSL listener of that name nor connects to other nodes with its settings".to_string(),
                 });
             }
             if let Some(tls) = served {

@@ -135,7 +135,10 @@ async fn serve_metrics(
     else {
         return Ok(None);
     };
-    let security = gregor_broker::metrics::auth::MetricsSecurity::from_settings(&config.settings)?;
+    let security = gregor_broker::metrics::auth::MetricsSecurity::from_settings(
+        &config.settings,
+        config.metrics_tls.server.clone(),
+    )?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on metrics.listener {addr}"))?;

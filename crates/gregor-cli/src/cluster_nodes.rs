@@ -206,7 +206,7 @@ pub async fn active_controller(addr: &str, timeout: Duration) -> Option<i32> {
     let ask = async {
         let conn = connect(addr, timeout).await?;
         let version = conn.pick_version::<DescribeClusterRequest>().ok()?;
-        let request = gregor_client::admin::cluster::describe_cluster_request(version);
+        let request = gregor_client::admin::cluster::describe_cluster_request(version, false);
         let response = conn.send(&request, version).await.ok()?;
         Some(response.controller_id.0)
     };

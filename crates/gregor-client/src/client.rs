@@ -34,6 +34,10 @@ pub struct ClientConfig {
     pub backoff: Backoff,
     /// Opens connections instead of TCP when set (the deterministic simulator's network).
     pub dialer: Option<Dialer>,
+    /// Kafka's `bootstrap.controllers` (KIP-919): the bootstrap servers are controller
+    /// listeners, and the cluster is the controllers DescribeCluster names there. Only what
+    /// controllers serve works: DescribeCluster and a node's configs.
+    pub bootstrap_controllers: bool,
 }
 
 impl ClientConfig {
@@ -48,6 +52,7 @@ impl ClientConfig {
             api_timeout: Duration::from_secs(60),
             backoff: Backoff::default(),
             dialer: None,
+            bootstrap_controllers: false,
         })
     }
 }
@@ -193,10 +198,15 @@ impl Client {
     /// The cache keeps brokers and controller from the answer, and replaces the topics it names
     /// (all of them when every topic was asked for).
     pub async fn refresh_metadata(&self, topics: Option<&[String]>) -> Result<ClusterMetadata> {
-        let (_, resp) = self
-            .send::<MetadataRequest, _>(&Target::Any, |v| Ok(metadata_request(topics, v)))
-            .await?;
-        let fresh = parse_metadata(resp).map_err(|e| Error::kafka("Metadata", e))?;
+        let fresh = match self.inner.config.bootstrap_controllers {
+            true => self.controllers().await?,
+            false => {
+                let (_, resp) = self
+                    .send::<MetadataRequest, _>(&Target::Any, |v| Ok(metadata_request(topics, v)))
+                    .await?;
+                parse_metadata(resp).map_err(|e| Error::kafka("Metadata", e))?
+            }
+        };
         let mut cache = self
             .inner
             .metadata
@@ -221,6 +231,31 @@ impl Client {
         merged.topics.sort_by(|a, b| a.name.cmp(&b.name));
         *cache = Arc::new(merged);
         Ok(fresh)
+    }
+
+    /// With `bootstrap.controllers`: the controllers as DescribeCluster names them, as the
+    /// cluster's nodes (no topics).
+    async fn controllers(&self) -> Result<ClusterMetadata> {
+        use crate::metadata::{describe_cluster_request, parse_describe_cluster};
+        use kafka_protocol::messages::DescribeClusterRequest;
+        let (_, resp) = self
+            .send::<DescribeClusterRequest, _>(&Target::Any, |v| {
+                if v < 1 {
+                    return Err(Error::InvalidArgument(
+                        "the controller does not serve DescribeCluster v1 (KIP-919)".into(),
+                    ));
+                }
+                Ok(describe_cluster_request(v, true))
+            })
+            .await?;
+        let described =
+            parse_describe_cluster(resp).map_err(|e| Error::kafka("DescribeCluster", e))?;
+        Ok(ClusterMetadata {
+            cluster_id: described.cluster_id,
+            controller_id: described.controller_id,
+            brokers: described.brokers,
+            topics: Vec::new(),
+        })
     }
 
     /// The coordinator of `group`, from the cache or FindCoordinator.
@@ -496,7 +531,7 @@ impl Client {
             config.request_timeout,
         )
         .await?;
-        if conn.versions().range(MetadataRequest::KEY).is_none() {
+        if !config.bootstrap_controllers && conn.versions().range(MetadataRequest::KEY).is_none() {
             return Err(Error::ControllerListener {
                 addr: addr.to_string(),
             });

@@ -4,7 +4,9 @@
 //! refreshes it when leadership errors say it is stale.
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{
+    DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
@@ -190,6 +192,48 @@ pub fn kafka_uuid_string(id: &Uuid) -> String {
         }
     }
     out
+}
+
+/// The cluster's identity and brokers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterDescription {
+    pub cluster_id: Option<String>,
+    pub controller_id: Option<i32>,
+    /// Sorted by id.
+    pub brokers: Vec<BrokerNode>,
+}
+
+/// DescribeCluster of the brokers, or (`controllers`, v1+) of the controllers (KIP-919).
+pub fn describe_cluster_request(version: i16, controllers: bool) -> DescribeClusterRequest {
+    let mut req = DescribeClusterRequest::default();
+    if version >= 1 {
+        // Kafka's endpoint types: 1 brokers, 2 controllers.
+        req.endpoint_type = if controllers { 2 } else { 1 };
+    }
+    req
+}
+
+/// The cluster a DescribeCluster response describes.
+pub fn parse_describe_cluster(
+    resp: DescribeClusterResponse,
+) -> Result<ClusterDescription, KafkaError> {
+    KafkaError::check(resp.error_code, resp.error_message.as_deref())?;
+    let mut brokers: Vec<BrokerNode> = resp
+        .brokers
+        .into_iter()
+        .map(|b| BrokerNode {
+            id: b.broker_id.0,
+            host: b.host.to_string(),
+            port: b.port,
+            rack: b.rack.map(|r| r.to_string()),
+        })
+        .collect();
+    brokers.sort_by_key(|b| b.id);
+    Ok(ClusterDescription {
+        cluster_id: Some(resp.cluster_id.to_string()).filter(|c| !c.is_empty()),
+        controller_id: (resp.controller_id.0 >= 0).then_some(resp.controller_id.0),
+        brokers,
+    })
 }
 
 #[cfg(test)]

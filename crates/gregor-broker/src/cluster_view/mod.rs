@@ -31,6 +31,7 @@ use tracing::{debug, warn};
 use crate::metadata::MetadataManager;
 use crate::replica::ReplicaManager;
 use crate::runtime::now_ms;
+use crate::tls::PeerTls;
 use high_watermarks::{HighWatermarkCache, Tp};
 pub use peer::{OnBehalf, PeerConsole, PeerError};
 
@@ -49,7 +50,10 @@ pub struct ClusterView {
     /// Console addresses of other nodes, by node id and registration incarnation (a restarted
     /// node may listen elsewhere).
     consoles: Mutex<HashMap<(i32, gregor_meta::Uuid), PeerConsole>>,
-    /// The TLS client for https consoles, made on first use (or why it cannot be).
+    /// The TLS client for https consoles: this node's https metrics listener's, reloaded with
+    /// its stores (`BrokerConfig::metrics_tls`)...
+    reloaded_tls: Option<PeerTls>,
+    /// ... else made from the settings on first use (or why it cannot be).
     peer_tls: OnceLock<Result<ClientTls, String>>,
 }
 
@@ -58,11 +62,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl ClusterView {
-    /// A view reaching the cluster through `bootstrap` (this node's client listener).
-    pub fn new(node_id: i32, bootstrap: String) -> ClusterView {
+    /// A view reaching the cluster through `bootstrap` (this node's client listener), and the
+    /// https consoles of other nodes with `console_tls` when it is set.
+    pub fn new(node_id: i32, bootstrap: String, console_tls: Option<PeerTls>) -> ClusterView {
         ClusterView {
             node_id,
             bootstrap,
+            reloaded_tls: console_tls,
             admin: tokio::sync::OnceCell::new(),
             high_watermarks: Mutex::new(HighWatermarkCache::default()),
             consoles: Mutex::new(HashMap::new()),
@@ -225,7 +231,7 @@ impl ClusterView {
             true => Some(self.peer_tls(settings)?),
             false => None,
         };
-        let answer = peer::get_json(console, tls, path_and_query, Some(on_behalf)).await;
+        let answer = peer::get_json(console, tls.as_ref(), path_and_query, Some(on_behalf)).await;
         if answer.is_err() {
             // Looked up again next time: it may have restarted elsewhere.
             lock(&self.consoles).retain(|(n, _), _| *n != node);
@@ -235,7 +241,10 @@ impl ClusterView {
 
     /// The client side of this node's metrics listener TLS settings, as a client of the other
     /// nodes' metrics listeners.
-    fn peer_tls(&self, settings: &StaticBrokerConfig) -> Result<&ClientTls, PeerError> {
+    fn peer_tls(&self, settings: &StaticBrokerConfig) -> Result<ClientTls, PeerError> {
+        if let Some(tls) = &self.reloaded_tls {
+            return Ok(tls.current());
+        }
         let made = self.peer_tls.get_or_init(|| {
             crate::tls::PeerTls::from_settings(
                 settings,
@@ -247,7 +256,7 @@ impl ClusterView {
                     format!("listener.name.metrics.ssl.* (or ssl.*) as a client of other nodes' consoles: {e}")
                 })
         });
-        made.as_ref().map_err(|e| PeerError::TlsSettings(e.clone()))
+        made.clone().map_err(PeerError::TlsSettings)
     }
 }
 

@@ -22,17 +22,18 @@ use gregor_meta::config::dynamic_listener_ssl;
 use gregor_meta::{ApiError, ConfigResource};
 
 use super::s;
-use crate::config::BrokerConfig;
+use crate::config::{BrokerConfig, METRICS_LISTENER_NAME};
 use crate::forward::ControlPlane;
 use crate::tls::ListenerTlsSet;
 
 /// Kafka's id of the BROKER config resource type.
 const BROKER: i8 = 4;
 
-/// The TLS of this node's client listeners and controller listener, and of its connections to
-/// other brokers and to the controllers, sharing what they use.
+/// The TLS of this node's client listeners, controller listener and https metrics listener, and
+/// of its connections to other brokers, to the controllers and to other nodes' consoles,
+/// sharing what they use.
 pub(crate) fn listener_tls(config: &BrokerConfig) -> ListenerTlsSet {
-    let security = &config.controller_tls;
+    let (security, metrics) = (&config.controller_tls, &config.metrics_tls);
     let controller = security
         .server_name
         .as_deref()
@@ -43,11 +44,13 @@ pub(crate) fn listener_tls(config: &BrokerConfig) -> ListenerTlsSet {
             .listeners
             .iter()
             .filter_map(|l| Some((l.name.as_str(), l.tls.as_ref()?)))
-            .chain(controller),
+            .chain(controller)
+            .chain(metrics.server.as_ref().map(|t| (METRICS_LISTENER_NAME, t))),
         config
             .inter_broker_tls
             .iter()
-            .chain(config.controller_tls.client.iter()),
+            .chain(config.controller_tls.client.iter())
+            .chain(metrics.peers.iter()),
     )
 }
 

@@ -1,6 +1,8 @@
 //! ApiVersions, Metadata, DescribeCluster, and the broker-to-controller BrokerRegistration and
 //! BrokerHeartbeat (handled on the active controller).
 
+use std::collections::BTreeMap;
+
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -325,14 +327,81 @@ fn active_controller_id(metadata: &MetadataManager, image: &gregor_meta::Metadat
     }
 }
 
-/// DescribeCluster, with the brokers' endpoints on `listener` (the client's); KIP-430's
-/// cluster authorized operations when asked.
+/// Kafka's DescribeCluster endpoint types (KIP-919).
+const BROKER_ENDPOINTS: i8 = 1;
+const CONTROLLER_ENDPOINTS: i8 = 2;
+
+/// DescribeCluster, with the brokers' endpoints on `listener` (the client's); on a controller
+/// listener (`controllers`: the quorum's voters, id to `host:port`), the controllers'
+/// endpoints instead, as KIP-919 answers `bootstrap.controllers` clients. KIP-430's cluster
+/// authorized operations when asked.
 pub fn describe_cluster(
     b: ControlPlane<'_>,
     r: &DescribeClusterRequest,
     version: i16,
     listener: &str,
+    controllers: Option<&BTreeMap<u64, String>>,
     d: &dyn Decide,
+) -> DescribeClusterResponse {
+    let asked = if version >= 1 {
+        r.endpoint_type
+    } else {
+        BROKER_ENDPOINTS
+    };
+    let mut resp = match controllers {
+        Some(voters) => describe_controllers(b, voters),
+        None => describe_brokers(b, r, version, listener),
+    };
+    let served = match controllers {
+        Some(_) => CONTROLLER_ENDPOINTS,
+        None => BROKER_ENDPOINTS,
+    };
+    if asked != served {
+        resp.brokers.clear();
+        resp.error_code = ResponseError::UnsupportedEndpointType.code();
+        resp.error_message = Some(s(format!(
+            "this listener serves endpoint type {served}, not {asked}"
+        )));
+    }
+    if version >= 1 {
+        resp.endpoint_type = served;
+    }
+    resp.cluster_authorized_operations =
+        crate::authorize::describe_cluster_operations(d, r.include_cluster_authorized_operations);
+    resp
+}
+
+/// The controllers, from `controller.quorum.voters`, and the active one.
+fn describe_controllers(
+    b: ControlPlane<'_>,
+    voters: &BTreeMap<u64, String>,
+) -> DescribeClusterResponse {
+    let mut resp = DescribeClusterResponse::default();
+    resp.cluster_id = s(b.cluster_id);
+    resp.controller_id = BrokerId(b.metadata.active_controller().unwrap_or(-1));
+    resp.brokers = voters
+        .iter()
+        .filter_map(|(id, address)| {
+            let (host, port) = address.rsplit_once(':')?;
+            let mut d = DescribeClusterBroker::default();
+            d.broker_id = BrokerId(i32::try_from(*id).ok()?);
+            d.host = s(host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string());
+            d.port = port.parse().ok()?;
+            Some(d)
+        })
+        .collect();
+    resp
+}
+
+/// The brokers with an endpoint on `listener`.
+fn describe_brokers(
+    b: ControlPlane<'_>,
+    r: &DescribeClusterRequest,
+    version: i16,
+    listener: &str,
 ) -> DescribeClusterResponse {
     let image = b.metadata.image();
     let mut resp = DescribeClusterResponse::default();
@@ -355,12 +424,6 @@ pub fn describe_cluster(
             Some(d)
         })
         .collect();
-    if version >= 1 && r.endpoint_type != 1 {
-        // Only broker endpoints exist here.
-        resp.error_code = ResponseError::UnsupportedEndpointType.code();
-    }
-    resp.cluster_authorized_operations =
-        crate::authorize::describe_cluster_operations(d, r.include_cluster_authorized_operations);
     resp
 }
 

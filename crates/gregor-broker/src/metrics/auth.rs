@@ -33,10 +33,10 @@ use gregor_meta::ScramCredentials;
 use gregor_sasl::{ct_eq, Password, ScramCredential, ScramMechanism, MIN_ITERATIONS};
 
 use crate::security::KafkaPrincipal;
-use crate::tls::{ClientAuth, TlsConfigError, TlsListener};
+use crate::tls::{ClientAuth, TlsListener};
 
 /// The name the metrics listener's `listener.name.<name>.ssl.*` overrides use.
-pub const LISTENER_NAME: &str = "metrics";
+pub const LISTENER_NAME: &str = crate::config::METRICS_LISTENER_NAME;
 /// Longest `Authorization` header value read; longer ones are refused before decoding.
 pub const MAX_AUTHORIZATION_BYTES: usize = 1024;
 /// The header naming the principal a node's request to another node's console is made for
@@ -69,8 +69,6 @@ pub struct MetricsSecurity {
 /// Settings that cannot work together; start-up stops.
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsSecurityError {
-    #[error("metrics.listener: {0}")]
-    Tls(#[from] TlsConfigError),
     #[error(
         "metrics.listener.authentication=mtls needs an https:// metrics.listener whose \
          ssl.client.auth (listener.name.metrics.ssl.client.auth) is required or requested"
@@ -78,10 +76,7 @@ pub enum MetricsSecurityError {
     MtlsWithoutClientCertificates,
 }
 
-/// Whether a `metrics.listener` value asks for TLS.
-pub fn is_https(value: &str) -> bool {
-    value.trim().starts_with("https://")
-}
+pub use crate::config::is_https;
 
 impl MetricsSecurity {
     /// No TLS, no authentication (tests, and `metrics.listener.authentication=none` over http).
@@ -94,14 +89,17 @@ impl MetricsSecurity {
         }
     }
 
-    /// From the settings; reads the key and trust stores now, so that a bad one stops start-up.
+    /// From the settings and `tls`, the listener's TLS built with the node's configuration
+    /// (`BrokerConfig::metrics_tls`, shared with the reload of listener stores).
     pub fn from_settings(
         settings: &StaticBrokerConfig,
+        tls: Option<TlsListener>,
     ) -> Result<MetricsSecurity, MetricsSecurityError> {
-        let tls = match settings.raw("metrics.listener") {
-            Some(v) if is_https(v) => Some(TlsListener::from_settings(settings, LISTENER_NAME)?),
-            _ => None,
-        };
+        debug_assert_eq!(
+            tls.is_some(),
+            settings.raw("metrics.listener").is_some_and(is_https),
+            "an https metrics.listener has its TLS, and only it"
+        );
         let authentication = match settings.raw("metrics.listener.authentication") {
             Some("basic") => Authentication::Basic,
             Some("mtls") => Authentication::Mtls,
@@ -327,6 +325,20 @@ impl Viewer {
 
     pub fn may_describe_topic(&self, topic: &str) -> bool {
         self.may(AclOperation::Describe, AclResourceType::Topic, topic)
+    }
+
+    /// DESCRIBE_CONFIGS on the cluster: what DescribeConfigs of a BROKER resource needs.
+    pub fn may_describe_cluster_configs(&self) -> bool {
+        self.may(
+            AclOperation::DescribeConfigs,
+            AclResourceType::Cluster,
+            CLUSTER_RESOURCE_NAME,
+        )
+    }
+
+    /// DESCRIBE_CONFIGS on a topic: what DescribeConfigs of a TOPIC resource needs.
+    pub fn may_describe_topic_configs(&self, topic: &str) -> bool {
+        self.may(AclOperation::DescribeConfigs, AclResourceType::Topic, topic)
     }
 
     /// READ on a topic: what the console's message browser needs, as Fetch does.

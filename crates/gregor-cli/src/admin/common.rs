@@ -67,6 +67,16 @@ impl ConnectionArgs {
             .map_err(explain_connect_error)
     }
 
+    /// Connects to the controller listeners `bootstrap` (KIP-919's `bootstrap.controllers`),
+    /// with these options' timeouts and `--command-config`.
+    pub async fn connect_controllers(&self, bootstrap: &str) -> Result<Admin> {
+        let mut args = self.clone();
+        args.bootstrap_server = bootstrap.to_string();
+        let mut config = args.client_config().context("--bootstrap-controller")?;
+        config.bootstrap_controllers = true;
+        Ok(Admin::connect(config).await?)
+    }
+
     /// The server-side timeout sent in admin requests, within the client's own.
     pub fn request_timeout_ms(&self) -> i32 {
         i32::try_from(self.timeout_ms).unwrap_or(i32::MAX)

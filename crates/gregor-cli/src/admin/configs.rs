@@ -24,6 +24,11 @@ use super::scram_users;
 pub struct ConfigsArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,
+    /// Connect to these controller listeners instead of a broker (KIP-919): HOST:PORT[,...].
+    /// Only broker configs are served there, of any node; a controller-only node's own
+    /// listener certificates are changed this way.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "bootstrap_server")]
+    pub bootstrap_controller: Option<String>,
     /// Show configs (the dynamic ones; all with --all).
     #[arg(long)]
     pub describe: bool,
@@ -407,11 +412,32 @@ pub fn format_entity_configs(
     out
 }
 
+/// The cluster through `--bootstrap-server`, or a controller listener for broker configs.
+async fn connect(args: &ConfigsArgs, action: &ConfigsAction) -> Result<Admin> {
+    let Some(controllers) = &args.bootstrap_controller else {
+        return args.connection.connect().await;
+    };
+    let brokers = matches!(
+        action,
+        ConfigsAction::Describe {
+            entity_type: EntityType::Brokers,
+            ..
+        } | ConfigsAction::Alter {
+            entity_type: EntityType::Brokers,
+            ..
+        }
+    );
+    if !brokers {
+        bail!("--bootstrap-controller serves broker configs only (--entity-type brokers)");
+    }
+    args.connection.connect_controllers(controllers).await
+}
+
 /// Runs `gregor configs`.
 pub async fn run_configs(mut args: ConfigsArgs) -> Result<()> {
     args.argv = std::env::args().collect();
     let action = args.action()?;
-    let admin = args.connection.connect().await?;
+    let admin = connect(&args, &action).await?;
     match action {
         ConfigsAction::QuotaDescribe { target, scram_user } => {
             client_quotas::describe(&admin, &target).await?;

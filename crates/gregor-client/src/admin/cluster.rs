@@ -1,51 +1,11 @@
 //! DescribeCluster: cluster id, controller and brokers (from Metadata on brokers without it).
 
-use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
+use kafka_protocol::messages::DescribeClusterRequest;
 
 use super::base::Admin;
-use crate::error::{Error, KafkaError, Result};
-use crate::metadata::BrokerNode;
+use crate::error::{Error, Result};
 
-/// The cluster's identity and brokers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterDescription {
-    pub cluster_id: Option<String>,
-    pub controller_id: Option<i32>,
-    /// Sorted by id.
-    pub brokers: Vec<BrokerNode>,
-}
-
-/// A DescribeCluster request for broker endpoints.
-pub fn describe_cluster_request(version: i16) -> DescribeClusterRequest {
-    let mut req = DescribeClusterRequest::default();
-    if version >= 1 {
-        // 1 = brokers (2 would be controllers, KIP-919).
-        req.endpoint_type = 1;
-    }
-    req
-}
-
-pub fn parse_describe_cluster(
-    resp: DescribeClusterResponse,
-) -> Result<ClusterDescription, KafkaError> {
-    KafkaError::check(resp.error_code, resp.error_message.as_deref())?;
-    let mut brokers: Vec<BrokerNode> = resp
-        .brokers
-        .into_iter()
-        .map(|b| BrokerNode {
-            id: b.broker_id.0,
-            host: b.host.to_string(),
-            port: b.port,
-            rack: b.rack.map(|r| r.to_string()),
-        })
-        .collect();
-    brokers.sort_by_key(|b| b.id);
-    Ok(ClusterDescription {
-        cluster_id: Some(resp.cluster_id.to_string()).filter(|c| !c.is_empty()),
-        controller_id: (resp.controller_id.0 >= 0).then_some(resp.controller_id.0),
-        brokers,
-    })
-}
+pub use crate::metadata::{describe_cluster_request, parse_describe_cluster, ClusterDescription};
 
 impl Admin {
     /// The cluster id, controller and brokers; DescribeCluster where the broker has it,
@@ -56,7 +16,10 @@ impl Admin {
                 let sent = self
                     .client
                     .send::<DescribeClusterRequest, _>(&crate::client::Target::Any, |v| {
-                        Ok(describe_cluster_request(v))
+                        Ok(describe_cluster_request(
+                            v,
+                            self.client.config().bootstrap_controllers,
+                        ))
                     })
                     .await;
                 match sent {
@@ -89,7 +52,7 @@ mod tests {
     #[test]
     fn request_in_every_version_and_response_parsed() {
         for v in DescribeClusterRequest::VERSIONS.min..=DescribeClusterRequest::VERSIONS.max {
-            encode_request(&describe_cluster_request(v), v, 1, "c")
+            encode_request(&describe_cluster_request(v, false), v, 1, "c")
                 .unwrap_or_else(|e| panic!("v{v}: {e}"));
         }
         let resp = DescribeClusterResponse::default()
