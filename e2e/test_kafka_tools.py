@@ -214,10 +214,10 @@ def test_kafka_consumer_groups_list_describe_reset_delete(broker):
          "tools-g", "--topic", "tools-grp", "--by-duration", "PT1H", "--execute")
     assert committed(broker, "tools-g", "tools-grp", 2) == {0: 0, 1: 0}
 
-    unsupported = tool("kafka-consumer-groups.sh", "--bootstrap-server", bs, "--delete-offsets",
-                       "--group", "tools-g", "--topic", "tools-grp", check=False)
-    assert unsupported.returncode != 0
-    assert "--delete-offsets is not supported" in unsupported.stderr, unsupported.stderr
+    deleted = tool("kafka-consumer-groups.sh", "--bootstrap-server", bs, "--delete-offsets",
+                   "--group", "tools-g", "--topic", "tools-grp:1").stdout
+    assert "Request succeed for deleting offsets" in deleted, deleted
+    assert committed(broker, "tools-g", "tools-grp", 2) == {0: 0, 1: -1001}
 
     tool("kafka-consumer-groups.sh", "--bootstrap-server", bs, "--delete", "--group", "tools-g")
     assert "tools-g" not in tool("kafka-consumer-groups.sh", "--bootstrap-server", bs,

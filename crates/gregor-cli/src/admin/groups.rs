@@ -1,7 +1,7 @@
 //! `gregor groups`: what `kafka-consumer-groups.sh` does for consumer groups of both protocols
 //! (classic and KIP-848), with its options and table formats (`--describe --members --verbose`
 //! of a classic group as in seed 004; a consumer group's epochs and target assignments and
-//! `--list --type` as Kafka 4's tool prints them).
+//! `--list --type` as Kafka 4's tool prints them; `--delete-offsets` with OffsetDelete).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,14 +20,15 @@ use super::reset::{
 };
 pub use consumer_view::assignment_text;
 use consumer_view::{format_group_table, format_state_verbose, member_epoch_columns, parse_types};
+use delete_offsets::delete_offsets;
 
-/// List, describe, reset the offsets of, or delete consumer groups.
+/// List, describe, reset or delete the offsets of, or delete consumer groups.
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(
     ArgGroup::new("action")
         .required(true)
         .multiple(false)
-        .args(["list", "describe", "reset_offsets", "delete"])
+        .args(["list", "describe", "reset_offsets", "delete", "delete_offsets"])
 ))]
 #[command(group(
     ArgGroup::new("reset_spec")
@@ -49,6 +50,10 @@ pub struct GroupsArgs {
     /// Delete groups (they must have no active members).
     #[arg(long)]
     pub delete: bool,
+    /// Delete one group's committed offsets of the --topic partitions (OffsetDelete); refused
+    /// for topics the group's members are subscribed to.
+    #[arg(long)]
+    pub delete_offsets: bool,
     /// The group (repeatable).
     #[arg(long)]
     pub group: Vec<String>,
@@ -74,7 +79,8 @@ pub struct GroupsArgs {
     /// (comma-separated).
     #[arg(long = "type", num_args = 0..=1, default_missing_value = "", value_name = "TYPES")]
     pub group_type: Option<String>,
-    /// With --reset-offsets: a topic, or topic:partition,partition (repeatable).
+    /// With --reset-offsets or --delete-offsets: a topic, or topic:partition,partition
+    /// (repeatable).
     #[arg(long)]
     pub topic: Vec<String>,
     /// With --reset-offsets: every topic the group has committed offsets for.
@@ -160,6 +166,12 @@ pub enum GroupsAction {
     Delete {
         groups: GroupSelection,
     },
+    /// `--delete-offsets`: `topics` are the `--topic` scopes (a topic alone: all its
+    /// partitions).
+    DeleteOffsets {
+        group: String,
+        topics: Vec<TopicScope>,
+    },
 }
 
 /// Kafka's consumer group states, for `--list --state` filters.
@@ -216,10 +228,13 @@ impl GroupsArgs {
             || self.export
             || self.dry_run
             || self.execute
-            || self.all_topics
-            || !self.topic.is_empty();
+            || self.all_topics;
         if reset_options && !self.reset_offsets {
-            bail!("--topic, --all-topics, --to-*, --shift-by, --by-duration, --from-file, --export, --dry-run and --execute can only be used with --reset-offsets");
+            bail!("--all-topics, --to-*, --shift-by, --by-duration, --from-file, --export, --dry-run and --execute can only be used with --reset-offsets");
+        }
+        let topic_allowed = self.reset_offsets || self.delete_offsets;
+        if !self.topic.is_empty() && !topic_allowed {
+            bail!("--topic can only be used with --reset-offsets or --delete-offsets");
         }
         if (self.members || self.offsets || self.verbose) && !self.describe {
             bail!("--members, --offsets and --verbose can only be used with --describe");
@@ -244,6 +259,9 @@ impl GroupsArgs {
         }
         if self.reset_offsets {
             return self.reset_action();
+        }
+        if self.delete_offsets {
+            return self.delete_offsets_action();
         }
         Ok(GroupsAction::Delete {
             groups: self.selection("--delete")?,
@@ -277,6 +295,23 @@ impl GroupsArgs {
             groups: self.selection("--describe")?,
             view,
         })
+    }
+
+    /// `--delete-offsets`: exactly one group, and the partitions to clear.
+    fn delete_offsets_action(&self) -> Result<GroupsAction> {
+        let group = match (self.all_groups, self.group.as_slice()) {
+            (false, [g]) => g.clone(),
+            _ => bail!("--delete-offsets takes exactly one --group (and no --all-groups)"),
+        };
+        if self.topic.is_empty() {
+            bail!("--delete-offsets needs --topic T or --topic T:P,P (repeatable)");
+        }
+        let topics = self
+            .topic
+            .iter()
+            .map(|t| parse_topic_arg(t))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(GroupsAction::DeleteOffsets { group, topics })
     }
 
     /// `--reset-offsets`, its spec and scope.
@@ -700,6 +735,9 @@ pub async fn run_groups(args: GroupsArgs) -> Result<()> {
             }
         }
         GroupsAction::Delete { groups } => delete_groups(&admin, &groups).await?,
+        GroupsAction::DeleteOffsets { group, topics } => {
+            delete_offsets(&admin, &group, &topics).await?
+        }
     }
     Ok(())
 }
@@ -927,6 +965,7 @@ async fn reset_inputs(
 }
 
 mod consumer_view;
+mod delete_offsets;
 
 #[cfg(test)]
 mod tests;

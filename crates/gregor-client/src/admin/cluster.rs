@@ -47,6 +47,7 @@ mod tests {
     use crate::codec::{decode_response, encode_request, encode_response_frame};
     use crate::error::KafkaCode;
     use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+    use kafka_protocol::messages::DescribeClusterResponse;
     use kafka_protocol::protocol::{Message, StrBytes};
 
     #[test]

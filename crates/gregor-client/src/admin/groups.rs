@@ -1,5 +1,5 @@
 //! Consumer groups: list, describe (ConsumerGroupDescribe for KIP-848 consumer groups,
-//! DescribeGroups for classic ones), committed offsets (fetch and alter), delete.
+//! DescribeGroups for classic ones), committed offsets (fetch, alter and delete), delete.
 
 use std::collections::BTreeMap;
 
@@ -25,11 +25,13 @@ use crate::types::{group_by_topic, TopicPartition};
 
 mod consumer;
 mod model;
+mod offset_delete;
 
 pub use consumer::{
     classic_candidates, consumer_group_describe_request, parse_consumer_group_describe,
 };
 pub use model::{GroupDescription, GroupType, MemberDescription};
+pub use offset_delete::{offset_delete_request, parse_offset_delete, DeletedOffsets};
 
 /// A group as ListGroups reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,7 +21,9 @@ pub use cluster::ClusterDescription;
 pub use configs::{
     AlterConfigOp, ConfigEntry, ConfigResource, ConfigResourceType, ConfigSource, ConfigSynonym,
 };
-pub use groups::{CommittedOffset, GroupDescription, GroupListing, MemberDescription};
+pub use groups::{
+    CommittedOffset, DeletedOffsets, GroupDescription, GroupListing, MemberDescription,
+};
 pub use log_dirs::{LogDirDescription, ReplicaLogInfo};
 pub use offsets::{IsolationLevel, ListedOffset, OffsetSpec};
 pub use quotas::{QuotaAlteration, QuotaEntity, QuotaMatch};

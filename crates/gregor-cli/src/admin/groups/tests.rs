@@ -452,6 +452,57 @@ fn bad_arguments_are_refused() {
     assert!(err(&["--group", "g"]).contains("required"));
 }
 
+#[test]
+fn delete_offsets_argument_parsing() {
+    assert_eq!(
+        parse(&[
+            "--delete-offsets",
+            "--group",
+            "g",
+            "--topic",
+            "t",
+            "--topic",
+            "u:0,2"
+        ])
+        .unwrap(),
+        GroupsAction::DeleteOffsets {
+            group: "g".into(),
+            topics: vec![("t".into(), None), ("u".into(), Some(vec![0, 2]))],
+        }
+    );
+    let err = |args: &[&str]| format!("{:#}", parse(args).unwrap_err());
+    assert!(err(&["--delete-offsets", "--group", "g"]).contains("needs --topic"));
+    assert!(err(&["--delete-offsets", "--topic", "t"]).contains("exactly one --group"));
+    assert!(err(&[
+        "--delete-offsets",
+        "--group",
+        "g",
+        "--group",
+        "h",
+        "--topic",
+        "t"
+    ])
+    .contains("exactly one --group"));
+    assert!(
+        err(&["--delete-offsets", "--all-groups", "--topic", "t"]).contains("exactly one --group")
+    );
+    assert!(err(&["--delete-offsets", "--group", "g", "--topic", "t:x"])
+        .contains("Invalid partition 'x'"));
+    assert!(err(&["--delete-offsets", "--group", "g", "--all-topics"])
+        .contains("only be used with --reset-offsets"));
+    assert!(err(&[
+        "--delete-offsets",
+        "--delete",
+        "--group",
+        "g",
+        "--topic",
+        "t"
+    ])
+    .contains("cannot be used with"));
+    assert!(err(&["--delete", "--group", "g", "--topic", "t"])
+        .contains("--topic can only be used with --reset-offsets or --delete-offsets"));
+}
+
 fn consumer_group(members: Vec<MemberDescription>) -> GroupDescription {
     GroupDescription {
         group_id: "cg".into(),
