@@ -480,6 +480,8 @@ pub fn shard_settings(config: &BrokerConfig) -> ShardSettings {
         planted_fetch_past_commit: planted!(FetchPastCommit),
         #[cfg(feature = "simulation")]
         planted_txn_offsets_early: planted!(TxnOffsetsEarly),
+        #[cfg(feature = "simulation")]
+        planted_consumer_replay_first_epoch: planted!(ConsumerReplayKeepsFirstEpoch),
         ..GroupConfig::default()
     };
     ShardSettings {

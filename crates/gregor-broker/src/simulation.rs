@@ -70,6 +70,10 @@ pub enum PlantedBug {
     /// each group's partition instead of the last (as if compaction had left one record per
     /// key): after the coordinator moves, members resume from an old offset.
     ReplayKeepsFirstCommit,
+    /// A group coordinator loading a `__consumer_offsets` partition keeps the first group
+    /// epoch and target epoch of each consumer group (KIP-848) instead of the last: after the
+    /// coordinator moves, the next target takes its members' epochs back.
+    ConsumerReplayKeepsFirstEpoch,
     /// The group coordinator answers OffsetFetch with the offset after the committed one
     /// (taking a commit for the last record consumed): a member resuming from it skips one.
     FetchPastCommit,

@@ -20,13 +20,13 @@ pub struct GroupConfig {
     /// `offsets.retention.minutes` in milliseconds: how long the offsets of a group nobody
     /// consumes with are kept.
     pub offsets_retention_ms: i64,
+    /// KIP-848 consumer groups' settings.
+    pub consumer: ConsumerGroupConfig,
     /// A planted bug, for the deterministic simulator to show its checker finds it (the broker
     /// sets it only in a simulation that planted it, never in the broker binary): a follower
     /// whose SyncGroup arrives before the leader's assignment is answered at once with its
     /// assignment of the previous generation, so two members can own a partition in one
     /// generation.
-    /// KIP-848 consumer groups' settings.
-    pub consumer: ConsumerGroupConfig,
     #[cfg(feature = "simulation")]
     pub planted_stale_sync: bool,
     /// A planted bug (set as `planted_stale_sync` is): loading a `__consumer_offsets`
@@ -42,6 +42,12 @@ pub struct GroupConfig {
     /// visible as soon as they are durable, as if committed, not pending until the marker.
     #[cfg(feature = "simulation")]
     pub planted_txn_offsets_early: bool,
+    /// A planted bug (set as `planted_stale_sync` is): loading a `__consumer_offsets`
+    /// partition keeps the first group epoch and target assignment epoch of each consumer
+    /// group (KIP-848) instead of the last, so the next target after the coordinator moves
+    /// takes its members' epochs back.
+    #[cfg(feature = "simulation")]
+    pub planted_consumer_replay_first_epoch: bool,
 }
 
 impl Default for GroupConfig {
@@ -63,6 +69,8 @@ impl Default for GroupConfig {
             planted_fetch_past_commit: false,
             #[cfg(feature = "simulation")]
             planted_txn_offsets_early: false,
+            #[cfg(feature = "simulation")]
+            planted_consumer_replay_first_epoch: false,
         }
     }
 }
@@ -100,6 +108,14 @@ impl GroupConfig {
     }
     #[cfg(not(feature = "simulation"))]
     pub(crate) const fn txn_offsets_early_planted(&self) -> bool {
+        false
+    }
+    #[cfg(feature = "simulation")]
+    pub(crate) fn consumer_replay_first_epoch_planted(&self) -> bool {
+        self.planted_consumer_replay_first_epoch
+    }
+    #[cfg(not(feature = "simulation"))]
+    pub(crate) const fn consumer_replay_first_epoch_planted(&self) -> bool {
         false
     }
 }

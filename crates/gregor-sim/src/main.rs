@@ -44,7 +44,8 @@ struct Args {
     /// follower-forgets-producers, election-keeps-epoch, reuse-value-buffer,
     /// stale-fetch-position, decide-unconfirmed, (with
     /// --replication --groups) stale-sync, replay-keeps-first-commit, fetch-past-commit,
-    /// drop-last-record, (with --replication --topic-admin) keep-stray-logs, (with
+    /// drop-last-record, (with --replication --groups --group-protocol consumer)
+    /// consumer-replay-first-epoch, (with --replication --topic-admin) keep-stray-logs, (with
     /// --replication --acls) ack-acl-unapplied, (with --replication --quotas)
     /// ack-quota-unapplied, (with --replication --transactions) txn-abort-visible,
     /// txn-fenced-produce, txn-offsets-early, txn-marker-before-prepare.

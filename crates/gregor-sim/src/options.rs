@@ -47,6 +47,11 @@ pub enum PlantedBug {
     /// first commit of each group's partition instead of the last, so after the coordinator
     /// moves members resume from an old offset (found by `committed-offset-went-back`).
     ReplayKeepsFirstCommit,
+    /// `--groups --group-protocol consumer` runs: a group coordinator loading a
+    /// `__consumer_offsets` partition keeps each consumer group's first group epoch and target
+    /// epoch instead of the last, so after the coordinator moves the next target takes the
+    /// members' epochs back (found by `member-epoch-went-back`).
+    ConsumerReplayKeepsFirstEpoch,
     /// `--groups` runs: the group coordinator answers OffsetFetch with the offset after the
     /// committed one, so a member resuming from it skips a record (found by
     /// `group-skipped-records`).
@@ -123,7 +128,7 @@ pub enum PlantedBug {
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 30] = [
+    pub const ALL: [(&'static str, PlantedBug); 31] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
@@ -141,6 +146,10 @@ impl PlantedBug {
         (
             "replay-keeps-first-commit",
             PlantedBug::ReplayKeepsFirstCommit,
+        ),
+        (
+            "consumer-replay-first-epoch",
+            PlantedBug::ConsumerReplayKeepsFirstEpoch,
         ),
         ("fetch-past-commit", PlantedBug::FetchPastCommit),
         ("election-keeps-epoch", PlantedBug::ElectionKeepsLeaderEpoch),

@@ -799,6 +799,9 @@ fn plant_bugs(bug: Option<PlantedBug>) {
         Some(PlantedBug::FollowerForgetsProducers) => Some(Broker::FollowerSkipsProducerState),
         Some(PlantedBug::ReplayKeepsFirstCommit) => Some(Broker::ReplayKeepsFirstCommit),
         Some(PlantedBug::FetchPastCommit) => Some(Broker::FetchPastCommit),
+        Some(PlantedBug::ConsumerReplayKeepsFirstEpoch) => {
+            Some(Broker::ConsumerReplayKeepsFirstEpoch)
+        }
         Some(PlantedBug::ElectionKeepsLeaderEpoch) => Some(Broker::ElectionKeepsLeaderEpoch),
         Some(PlantedBug::StrayLogsKept) => Some(Broker::StrayLogsKept),
         Some(PlantedBug::AclAckBeforeApplied) => Some(Broker::AclAckBeforeApplied),

@@ -702,6 +702,33 @@ fn the_checker_finds_a_coordinator_that_loads_old_commits() {
 
 const REPLAY_FIRST_SEED: u64 = 6;
 
+/// A group coordinator that, loading its `__consumer_offsets` partition, keeps each KIP-848
+/// consumer group's first group epoch and target epoch instead of the last computes, once it
+/// has moved, a target below its members' epochs: a member's epoch goes back
+/// (`member-epoch-went-back`; what it reads in the reused epoch then looks like a gap in it,
+/// `read-gap`). First at seed CONSUMER_REPLAY_FIRST_EPOCH_SEED of the `--groups
+/// --group-protocol consumer` seeds, which passes without the bug.
+#[test]
+fn the_checker_finds_a_coordinator_that_loads_old_member_epochs() {
+    let base = SimOptions {
+        consumer_protocol: true,
+        ..group_options()
+    };
+    let found = first_seed_reporting(
+        base,
+        10,
+        PlantedBug::ConsumerReplayKeepsFirstEpoch,
+        Property::MemberEpochWentBack,
+        &[Property::ReadGap],
+    );
+    assert_eq!(
+        found.seed, CONSUMER_REPLAY_FIRST_EPOCH_SEED,
+        "the first of seeds 0-9"
+    );
+}
+
+const CONSUMER_REPLAY_FIRST_EPOCH_SEED: u64 = 8;
+
 /// A group coordinator that answers OffsetFetch with the offset after the committed one (a
 /// commit taken for the last record consumed, not the next to read): every member that resumes
 /// from a commit skips a record, which no member is then ever given (`group-skipped-records`).

@@ -75,6 +75,9 @@ impl GroupCoordinator {
             RecordKey::Other { version } => match ConsumerKey::decode(key)? {
                 Some(k) => {
                     let v = value.map(|b| ConsumerValue::decode(&k, b)).transpose()?;
+                    if self.keeps_first_epoch(&k, v.is_some()) {
+                        return Ok(());
+                    }
                     consumer_records::replay(&mut self.consumer_groups, &k, v.as_ref());
                 }
                 None => tracing::debug!(
@@ -84,6 +87,22 @@ impl GroupCoordinator {
             },
         }
         Ok(())
+    }
+
+    /// Planted (simulation only): a consumer group's later group epoch or target epoch record
+    /// does not replace the first one loaded.
+    fn keeps_first_epoch(&self, key: &ConsumerKey, is_value: bool) -> bool {
+        let epoch_record = matches!(
+            key,
+            ConsumerKey::GroupMetadata { .. } | ConsumerKey::TargetAssignmentMetadata { .. }
+        );
+        self.config.consumer_replay_first_epoch_planted()
+            && epoch_record
+            && is_value
+            && self
+                .consumer_groups
+                .get(key.group())
+                .is_some_and(|g| g.group_epoch > 0)
     }
 
     /// Applies one record of a transactional batch of `producer_id`, in log order, while loading.
