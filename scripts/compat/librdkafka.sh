@@ -8,7 +8,9 @@
 # Takes librdkafka's source from the rdkafka-sys crate (through cargo, into cargo's own cache;
 # nothing is added to the workspace), builds the library and its test runner once under
 # target/compat/, starts Gregor itself on free loopback ports (one `gregor broker`, or
-# `gregor cluster up --nodes 3 --racks 3` with --cluster) and runs the suite's broker-facing
+# `gregor cluster up --nodes 3 --racks 3` with --cluster; for the SASL tests 0135 and 0142 a
+# Gregor with a SASL_PLAINTEXT listener: one `gregor broker`, or three `gregor broker`
+# processes with --cluster) and runs the suite's broker-facing
 # tests one test number at a time, each under a time limit (scripts/compat/librdkafka_suite.py
 # plans, runs and judges them).
 #

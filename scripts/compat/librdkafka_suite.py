@@ -3,7 +3,8 @@
 plans, runs and judges the tests, and writes docs/compatibility.md. The shell script fetches and
 builds librdkafka and calls this with the paths; run it through the script.
 
-  run     start Gregor (one node, or `gregor cluster up` with --cluster), run the chosen tests
+  run     start Gregor (one node, or `gregor cluster up` with --cluster; for the SASL tests a
+          SASL Gregor: one node, or three `gregor broker` processes), run the chosen tests
           one test number at a time under a time limit, write the results as JSON
   report  write docs/compatibility.md from the single-node and cluster results
 
@@ -158,9 +159,10 @@ SCENARIOS = {
 }
 
 # Tests that need the cluster to take SASL logins (they skip themselves on a PLAINTEXT
-# listener): on a single node they run in the default scenario against a Gregor of their own
-# whose test.conf logs in with SCRAM-SHA-512 on a SASL_PLAINTEXT listener (the Gregor class).
-# `gregor cluster up` has no SASL listener, so on a cluster they run (and skip) in `default`.
+# listener): they run in the `sasl` scenario, against a Gregor of their own whose test.conf logs
+# in with SCRAM-SHA-512 on a SASL_PLAINTEXT listener: one `gregor broker` (the Gregor class) or,
+# on a cluster, three `gregor broker` processes (SaslCluster: `gregor cluster up` has no SASL
+# listener).
 SASL_TESTS = {"0135", "0142"}
 SASL_USER, SASL_PASSWORD = "rdkafka", "rdkafka-test-secret"
 SASL_SETTINGS = [
@@ -230,6 +232,26 @@ def metadata_ok(port, want_brokers):
         return False
 
 
+def format_with_scram(gregor, props, text, standalone):
+    """`gregor storage format --add-scram` of the tests' user, before the first start (the
+    PLAIN user is in the listener's JAAS setting); `text` is the node's properties."""
+    props.write_text(text)
+    argv = [gregor, "storage", "format", "-c", str(props), "-t", "librdkafkaCompatTest000"]
+    if standalone:
+        argv.append("--standalone")
+    for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        argv += ["--add-scram", f"{mech}=[name={SASL_USER},password={SASL_PASSWORD}]"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise SystemExit(f"gregor storage format failed: {r.stderr.strip()}")
+
+
+def sasl_login_settings():
+    """test.conf's SCRAM-SHA-512 login on a SASL_PLAINTEXT listener."""
+    return [("security.protocol", "SASL_PLAINTEXT"), ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", SASL_USER), ("sasl.password", SASL_PASSWORD)]
+
+
 class Gregor:
     """Gregor for the run: one `gregor broker`, or `gregor cluster up` with three nodes."""
 
@@ -257,21 +279,7 @@ class Gregor:
         """test.conf's login settings beside bootstrap.servers."""
         if not self.sasl:
             return []
-        return [("security.protocol", "SASL_PLAINTEXT"), ("sasl.mechanism", "SCRAM-SHA-512"),
-                ("sasl.username", SASL_USER), ("sasl.password", SASL_PASSWORD)]
-
-    def format_with_scram(self, data):
-        """`gregor storage format --add-scram` of the tests' user, before the first start (the
-        PLAIN user is in the listener's JAAS setting)."""
-        props = self.workdir / "format.properties"
-        props.write_text(f"node.id=1\nlog.dirs={data}\n")
-        argv = [self.gregor, "storage", "format", "-c", str(props), "-t",
-                "librdkafkaCompatTest000", "--standalone"]
-        for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-            argv += ["--add-scram", f"{mech}=[name={SASL_USER},password={SASL_PASSWORD}]"]
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        if r.returncode != 0:
-            raise SystemExit(f"gregor storage format failed: {r.stderr.strip()}")
+        return sasl_login_settings()
 
     def argv(self):
         if self.cluster:
@@ -299,7 +307,8 @@ class Gregor:
     def start(self):
         self.starts += 1
         if self.sasl and not (self.workdir / "data").exists():
-            self.format_with_scram(self.workdir / "data")
+            format_with_scram(self.gregor, self.workdir / "format.properties",
+                              f"node.id=1\nlog.dirs={self.workdir / 'data'}\n", standalone=True)
         argv = self.argv()
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== start #{self.starts}: {' '.join(argv)}\n".encode())
@@ -330,6 +339,94 @@ class Gregor:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(5)
+
+
+class SaslCluster:
+    """Three `gregor broker` processes (broker and controller each, as `gregor cluster up --nodes
+    3 --racks 3` starts them) with a SASL_PLAINTEXT listener beside PLAINTEXT, every node
+    formatted with the SCRAM user before its first start."""
+
+    NODES = 3
+
+    def __init__(self, gregor, workdir):
+        self.gregor = gregor
+        self.workdir = Path(workdir)
+        base = free_base_port(3 * self.NODES)  # clients, quorum, SASL clients: 3 per node
+        self.nodes = [{"client": base + 3 * i, "controller": base + 3 * i + 1,
+                       "sasl": base + 3 * i + 2} for i in range(self.NODES)]
+        self.ports = [n["client"] for n in self.nodes]
+        self.voters = ",".join(f"{i}@127.0.0.1:{n['controller']}"
+                               for i, n in enumerate(self.nodes))
+        self.procs = []
+        self.log_path = self.workdir / "gregor-node-*.log"
+        self.starts = 0
+
+    @property
+    def bootstrap(self):
+        return ",".join(f"127.0.0.1:{n['sasl']}" for n in self.nodes)
+
+    def client_settings(self):
+        return sasl_login_settings()
+
+    def listeners(self, i, sasl=True):
+        n = self.nodes[i]
+        plain = f"PLAINTEXT://127.0.0.1:{n['client']},CONTROLLER://127.0.0.1:{n['controller']}"
+        return plain + (f",SASL_PLAINTEXT://127.0.0.1:{n['sasl']}" if sasl else "")
+
+    def argv(self, i):
+        overrides = ["num.partitions=4", "default.replication.factor=3", *SASL_SETTINGS]
+        return [self.gregor, "broker", "--node-id", str(i), "--listeners", self.listeners(i),
+                "--controller-quorum-voters", self.voters,
+                "--data-dir", str(self.workdir / "data" / f"node-{i}"), "--rack", f"rack-{i}",
+                *[a for o in overrides for a in ("--override", o)]]
+
+    def format(self):
+        for i in range(self.NODES):
+            format_with_scram(
+                self.gregor, self.workdir / f"format-{i}.properties",
+                f"node.id={i}\nlog.dirs={self.workdir / 'data' / f'node-{i}'}\n"
+                f"process.roles=broker,controller\ncontroller.quorum.voters={self.voters}\n"
+                f"listeners={self.listeners(i, sasl=False)}\n", standalone=False)
+
+    def start(self):
+        """Starts every node (a restart stops the ones still running first)."""
+        self.stop()
+        self.starts += 1
+        if not (self.workdir / "data").exists():
+            self.format()
+        self.procs = []
+        for i in range(self.NODES):
+            argv = self.argv(i)
+            with open(self.workdir / f"gregor-node-{i}.log", "ab") as log:
+                log.write(f"\n===== start #{self.starts}: {' '.join(argv)}\n".encode())
+                log.flush()
+                self.procs.append(subprocess.Popen(
+                    argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, cwd=self.workdir,
+                    start_new_session=True))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if not self.alive():
+                self.stop()
+                raise SystemExit(f"a Gregor node exited at start-up; logs: {self.log_path}")
+            if all(metadata_ok(p, self.NODES) for p in self.ports):
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise SystemExit(f"Gregor did not answer Metadata within 60 s; logs: {self.log_path}")
+
+    def alive(self):
+        return bool(self.procs) and all(p.poll() is None for p in self.procs)
+
+    def stop(self):
+        running = [p for p in self.procs if p.poll() is None]
+        for p in running:
+            p.send_signal(signal.SIGTERM)
+        for p in running:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(5)
 
 
 def run_number(runner_dir, number, env, limit, out_path, quick=True):
@@ -476,7 +573,7 @@ def cmd_run(args):
             results[t["name"]] = {"result": "skip", "reason": reason, "seconds": 0.0, "ran": False}
         else:
             scenario = scenario_of(t)
-            if scenario == "default" and t["number"] in SASL_TESTS and args.topology == "single":
+            if scenario == "default" and t["number"] in SASL_TESTS:
                 scenario = "sasl"
             to_run.setdefault(scenario, {}).setdefault(t["number"], []).append(t["name"])
 
@@ -539,8 +636,12 @@ def cmd_run(args):
 def run_scenario(args, scenario, numbers, workdir, results):
     """Runs the test numbers of one librdkafka scenario against a Gregor of its own."""
     runner_dir = Path(args.librdkafka) / "tests"
-    gregor = Gregor(args.gregor, workdir, args.topology == "cluster", SCENARIOS[scenario],
-                    sasl=scenario == "sasl")
+    cluster = args.topology == "cluster"
+    if cluster and scenario == "sasl":
+        gregor = SaslCluster(args.gregor, workdir)
+    else:
+        gregor = Gregor(args.gregor, workdir, cluster, SCENARIOS[scenario],
+                        sasl=scenario == "sasl")
     try:
         gregor.start()
         conf = workdir / "test.conf"
@@ -734,13 +835,15 @@ def cmd_report(args):
         "its brokers (`authorizer.class.name=org.apache.kafka.metadata.authorizer."
         "StandardAuthorizer`, `allow.everyone.if.no.acl.found=true`), so the ACL tests (0081's "
         "ACL sub-tests, 0109, 0115, 0119, which add ACLs with `$KAFKA_PATH/bin/kafka-acls.sh`) "
-        "run. On a single node the tests that need SASL logins ("
-        + ", ".join(sorted(SASL_TESTS)) + ") run against a third Gregor with a SASL_PLAINTEXT "
-        "listener (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; a SCRAM user made with `gregor "
-        "storage format --add-scram`; `connections.max.reauth.ms=10000`), their `test.conf` "
-        "logging in with SCRAM-SHA-512; librdkafka here is built with OpenSSL, so with SCRAM "
-        "and OAUTHBEARER (`--disable-sasl` only leaves out Cyrus SASL, i.e. GSSAPI). "
-        "`gregor cluster up` has no SASL listener: on three nodes these tests skip themselves.\n")
+        "run. The tests that need SASL logins (" + ", ".join(sorted(SASL_TESTS)) + ") run "
+        "against a third Gregor with a SASL_PLAINTEXT listener beside PLAINTEXT (PLAIN, "
+        "SCRAM-SHA-256 and SCRAM-SHA-512; a SCRAM user made with `gregor storage format "
+        "--add-scram` on every node before its first start; `connections.max.reauth.ms=10000`), "
+        "their `test.conf` logging in with SCRAM-SHA-512: on three nodes that Gregor is three "
+        "`gregor broker` processes started by the script as `gregor cluster up --nodes 3 "
+        "--racks 3` starts its nodes, with the SASL listener added (`gregor cluster up` has "
+        "none). librdkafka here is built with OpenSSL, so with SCRAM and OAUTHBEARER "
+        "(`--disable-sasl` only leaves out Cyrus SASL, i.e. GSSAPI).\n")
     out.append(f"- librdkafka: **{some['librdkafka']}**")
     for topo, label in (("single", "Single node (`gregor broker --override num.partitions=4`)"),
                         ("cluster", "Three nodes (`gregor cluster up --nodes 3 --racks 3`, "
