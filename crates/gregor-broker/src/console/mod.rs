@@ -1,7 +1,7 @@
 //! The read-only web console, served under `/ui` on the `metrics.listener` HTTP listener.
 //!
 //! The page, its script and its style sheet are compiled into the binary (`assets/`); the script
-//! reads three JSON documents and draws them:
+//! reads these JSON documents and draws them:
 //!
 //! - `/ui/api/cluster`: brokers (racks, controller, fenced, and whether their client listener
 //!   accepts a connection now), topics and partitions (leader, replicas, ISR, under-replicated,
@@ -15,7 +15,11 @@
 //!   shards (DescribeTransactions' view of them);
 //! - `/ui/api/messages?topic=&partition=...`: one page of a partition's records, read from its
 //!   leader's log as a read_committed Fetch reads it (`messages`, `browse`), for a viewer that
-//!   may READ the topic.
+//!   may READ the topic;
+//! - `/ui/api/broker?id=<n>`, `/ui/api/topic-configs?topic=<t>`: a node's version, uptime, disk
+//!   space and configs (from that node), a topic's configs (`node`, `node_view`);
+//! - `/ui/api/charts`: the last hour of this node's rates, lag and latencies, sampled in memory
+//!   by [`keep_charts`] (`charts`, pure).
 //!
 //! It shows nothing a Kafka client could not ask for (Metadata, DescribeCluster, DescribeLogDirs,
 //! DescribeGroups, OffsetFetch, ListOffsets, Fetch) and changes nothing. This module is the
@@ -23,18 +27,22 @@
 //! JSON and are pure.
 
 mod browse;
+mod charts;
 mod merge;
 mod messages;
+mod node;
+mod node_view;
 mod timeline;
 mod view;
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::StatusCode;
 
-use crate::broker_view::BrokerView;
+use crate::broker_view::{BrokerView, Observable};
 use crate::cluster_view::OnBehalf;
 use crate::metrics::auth::Viewer;
 
@@ -129,10 +137,111 @@ fn asset(path: &str) -> Option<Page> {
     ))
 }
 
+/// The charts over time this node keeps (`charts`), fed by [`keep_charts`].
+#[derive(Debug, Default)]
+pub struct Charts(Mutex<charts::Sampler>);
+
+impl Charts {
+    fn sampler(&self) -> std::sync::MutexGuard<'_, charts::Sampler> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How often the charts' timer looks whether a sample is due.
+const CHARTS_TICK: Duration = Duration::from_secs(1);
+
+/// Feeds `charts` from the running broker (`broker()`, `None` while it starts) whenever a
+/// sample is due; runs until dropped.
+pub async fn keep_charts(charts: &Charts, broker: impl Fn() -> Option<Arc<dyn Observable>>) {
+    let mut tick = tokio::time::interval(CHARTS_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if !charts.sampler().due(crate::runtime::now_ms()) {
+            continue;
+        }
+        let Some(b) = broker() else { continue };
+        let reading = chart_reading(b.view()).await;
+        charts.sampler().record(crate::runtime::now_ms(), &reading);
+    }
+}
+
+/// What the charts sample: the event counters of this node and the lag of the groups it
+/// coordinates (as the Groups page computes it), for the topics that exist.
+async fn chart_reading(b: BrokerView<'_>) -> charts::Reading {
+    let mut text = String::new();
+    if let Err(e) = b.metrics.encode_events(&mut text) {
+        tracing::debug!(error = %e, "cannot encode the event metrics for the console's charts");
+    }
+    let mut reading = {
+        let image = b.metadata.image();
+        charts::parse_events(&text, &|t| image.topic(t).is_some())
+    };
+    let everything = |_: &str| true;
+    let visible = Visible {
+        topic: &everything,
+        group: &everything,
+        transactional_id: &everything,
+        cluster: true,
+    };
+    let groups = local_groups(b, &visible).await;
+    reading.group_lag = groups["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| Some((g["group_id"].as_str()?.to_string(), g["lag_sum"].as_f64()?)))
+        .collect();
+    reading
+}
+
+/// `/ui/api/charts`: this node's charts (`scope=local`, or no `node`), else node `node`'s read
+/// from its console for `viewer`; with the registered brokers, to pick another.
+async fn charts_page(
+    b: BrokerView<'_>,
+    charts: &Charts,
+    viewer: &Viewer,
+    query: Option<&str>,
+    scope: Scope,
+) -> Page {
+    let node = b.config.node_id;
+    let asked = match broker_id_param(query, "node") {
+        Ok(id) => id.unwrap_or(node),
+        Err(e) => return Page::error(StatusCode::BAD_REQUEST, &e),
+    };
+    if asked != node && b.metadata.image().broker(asked).is_none() {
+        let message = format!("broker {asked} is not registered in the cluster metadata");
+        return Page::error(StatusCode::NOT_FOUND, &message);
+    }
+    let mut v = if asked == node || scope == Scope::Local {
+        let may_see = |subject: charts::Subject, name: &str| match subject {
+            charts::Subject::Topic => viewer.may_describe_topic(name),
+            charts::Subject::Group => viewer.may_describe_group(name),
+            charts::Subject::Cluster => viewer.may_describe_cluster(),
+        };
+        let now = crate::runtime::now_ms();
+        charts.sampler().to_json(node, now, &may_see)
+    } else {
+        match get_peer(b, asked, "/ui/api/charts?scope=local", viewer).await {
+            Ok(mut v) => {
+                v["via_node"] = serde_json::json!(node);
+                v
+            }
+            Err(e) => {
+                let message = format!("node {asked}'s console did not answer: {e}");
+                return Page::error(StatusCode::BAD_GATEWAY, &message);
+            }
+        }
+    };
+    let brokers: Vec<i32> = b.metadata.image().brokers().keys().copied().collect();
+    v["brokers"] = serde_json::json!(brokers);
+    Page::json(&v)
+}
+
 /// Answers a GET of `path` (with its `query`, undecoded) under `/ui` for `viewer`, who sees the
 /// topics and groups it may DESCRIBE; `broker` is `None` while the broker is starting.
 pub async fn answer(
     broker: Option<BrokerView<'_>>,
+    charts: &Charts,
     viewer: &Viewer,
     path: &str,
     query: Option<&str>,
@@ -199,6 +308,16 @@ pub async fn answer(
             group(b, &id, scope, viewer, &visible).await
         }
         "messages" => browse_messages(b, viewer, query, scope).await,
+        "charts" => charts_page(b, charts, viewer, query, scope).await,
+        "broker" => match broker_id_param(query, "id") {
+            Ok(id) => answered(node::broker(b, viewer, id, scope == Scope::Local).await),
+            Err(e) => Page::error(StatusCode::BAD_REQUEST, &e),
+        },
+        "topic-configs" => match one_param(query, "topic") {
+            Ok(Some(topic)) => answered(node::topic_configs(b, viewer, &topic).await),
+            Ok(None) => Page::error(StatusCode::BAD_REQUEST, "missing parameter topic"),
+            Err(e) => Page::error(StatusCode::BAD_REQUEST, &e),
+        },
         _ => Page::error(StatusCode::NOT_FOUND, &format!("no API {api:?}")),
     }
 }
@@ -218,6 +337,40 @@ async fn browse_messages(
     match messages::messages(b, viewer, q, scope == Scope::Local).await {
         Ok(v) => Page::json(&v),
         Err((status, message)) => Page::error(status, &message),
+    }
+}
+
+/// A shell's answer as a page.
+fn answered(answer: Result<serde_json::Value, (StatusCode, String)>) -> Page {
+    match answer {
+        Ok(v) => Page::json(&v),
+        Err((status, message)) => Page::error(status, &message),
+    }
+}
+
+/// Parameter `name`, given at most once.
+fn one_param(query: Option<&str>, name: &str) -> Result<Option<String>, String> {
+    let mut found = param(query, name).map_err(|e| e.to_string())?;
+    if found.len() > 1 {
+        return Err(format!("parameter {name} given more than once"));
+    }
+    Ok(found.pop())
+}
+
+/// Parameter `name` as a broker id (`id` of `/ui/api/broker`, `node` of `/ui/api/charts`):
+/// `None` when absent, meaning this node.
+fn broker_id_param(query: Option<&str>, name: &str) -> Result<Option<i32>, String> {
+    match one_param(query, name)? {
+        None => Ok(None),
+        Some(id) => id
+            .parse::<i32>()
+            .ok()
+            .filter(|id| *id >= 0)
+            .map(Some)
+            .ok_or_else(|| {
+                let shown: String = id.chars().take(32).collect();
+                format!("parameter {name} must be a broker id (a number), not {shown:?}")
+            }),
     }
 }
 
@@ -693,6 +846,21 @@ mod tests {
     }
 
     #[test]
+    fn broker_ids_are_numbers() {
+        assert_eq!(broker_id_param(None, "id"), Ok(None));
+        assert_eq!(broker_id_param(Some("id=3&scope=local"), "id"), Ok(Some(3)));
+        assert!(broker_id_param(Some("id=x"), "id").is_err_and(|e| e.contains("broker id")));
+        assert!(broker_id_param(Some("node=-1"), "node").is_err());
+        assert!(
+            broker_id_param(Some("id=1&id=2"), "id").is_err_and(|e| e.contains("more than once"))
+        );
+        assert_eq!(
+            one_param(Some("topic=a%20b"), "topic"),
+            Ok(Some("a b".into()))
+        );
+    }
+
+    #[test]
     fn scopes() {
         assert_eq!(scope_param(None), Ok(Scope::Cluster));
         assert_eq!(scope_param(Some("id=x")), Ok(Scope::Cluster));
@@ -737,7 +905,8 @@ mod tests {
     #[tokio::test]
     async fn assets_are_served_and_the_api_waits_for_the_broker() {
         let v = Viewer::everything(crate::security::KafkaPrincipal::anonymous());
-        let answer = |path, query| answer(None, &v, path, query);
+        let charts = Charts::default();
+        let answer = |path, query| answer(None, &charts, &v, path, query);
         let index = answer("/ui", None).await;
         assert_eq!(index.status, StatusCode::OK);
         assert!(index.content_type.starts_with("text/html"));

@@ -51,10 +51,11 @@ pub fn listener_address(config: &crate::BrokerConfig) -> Result<Option<SocketAdd
     Ok(parse_console(&value)?.map(|console| console.addr))
 }
 
-/// The broker the listener reports on, once it has started.
+/// The broker the listener reports on, once it has started, and the console's charts of it.
 #[derive(Default)]
 pub struct Target {
     broker: OnceLock<Weak<dyn Observable>>,
+    charts: crate::console::Charts,
 }
 
 impl Target {
@@ -77,6 +78,16 @@ impl Target {
 /// Serves the listener until the task is dropped, with the TLS and authentication `security`
 /// describes.
 pub async fn serve(listener: TcpListener, target: Arc<Target>, security: Arc<MetricsSecurity>) {
+    // The console's charts are sampled while the listener serves, and stop with it.
+    let charts = crate::console::keep_charts(&target.charts, || target.get());
+    tokio::select! {
+        () = accept(listener, target.clone(), security) => {}
+        () = charts => {}
+    }
+}
+
+/// Accepts the listener's connections, each served on its own task.
+async fn accept(listener: TcpListener, target: Arc<Target>, security: Arc<MetricsSecurity>) {
     if let Ok(addr) = listener.local_addr() {
         info!(address = %addr, tls = security.tls.is_some(), authentication = ?security.authentication,
             "metrics listener serving /metrics, /healthz, /readyz, /ui");
@@ -195,7 +206,8 @@ async fn answer(
     };
     if crate::console::owns(path) {
         let view = broker.as_deref().map(Observable::view);
-        let page = crate::console::answer(view, &viewer, path, req.uri().query()).await;
+        let page =
+            crate::console::answer(view, &target.charts, &viewer, path, req.uri().query()).await;
         return console_response(page);
     }
     match broker {

@@ -78,7 +78,7 @@ function brokersPage(c) {
     const why = b.fenced ? "fenced by the controller (metadata)"
       : `unfenced in the metadata; its listener: ${b.reachability}`;
     return h("tr", { "data-broker": b.id, "data-liveness": b.liveness },
-      h("td", { class: "num" }, b.id),
+      h("td", { class: "num" }, h("a", { href: `#/broker/${b.id}`, class: "broker-link" }, b.id)),
       h("td", { class: "mono" }, b.endpoints.map((e) => `${e.name}://${e.host}:${e.port}`).join(" ")),
       h("td", null, b.rack || "—"),
       h("td", null,
@@ -105,7 +105,54 @@ function brokersPage(c) {
     table([["id", "num"], ["listeners"], ["rack"], ["state"]], rows, { id: "brokers" }),
     h("p", { class: "muted" }, `Cluster ${c.cluster_id}; metadata as applied by node ${c.node_id} (index ${c.applied_index}). ` +
       "A broker is alive when the metadata has it unfenced and its client listener accepted a connection from " +
-      `node ${c.node_id} just now; partition counts cover the topics shown.`),
+      `node ${c.node_id} just now; partition counts cover the topics shown. ` +
+      "Click a broker's id for its version, uptime, disk space and configs."),
+  ];
+}
+
+const duration = (v) => {
+  if (v === null || v === undefined) return "—";
+  const s = Math.floor(v / 1000);
+  const d = Math.floor(s / 86400), hh = Math.floor((s % 86400) / 3600), mm = Math.floor((s % 3600) / 60);
+  return d ? `${d}d ${hh}h ${mm}m` : hh ? `${hh}h ${mm}m` : mm ? `${mm}m ${s % 60}s` : `${s % 60}s`;
+};
+
+// Configs as DescribeConfigs answers them: effective value and source; a sensitive value is
+// never sent by the broker. Values set anywhere but the built-in default are marked.
+function configsTable(configs, id) {
+  const rows = configs.map((c) => h("tr", { "data-config": c.name, "data-source": c.source, class: c.source === "DEFAULT_CONFIG" ? null : "set" },
+    h("td", { class: "mono" }, c.name),
+    h("td", { class: "mono config-value" }, c.sensitive ? h("span", { class: "muted" }, "(sensitive, hidden)") : c.value ?? "null"),
+    h("td", null, h("span", { class: `badge source-${c.source}` }, c.source)),
+    h("td", null, c.read_only ? "read-only" : "dynamic")));
+  return table([["config"], ["value"], ["source"], [""]], rows, { id, class: "configs" });
+}
+
+// One broker: read by the node serving the page from that broker's own console.
+function brokerPage(d) {
+  const dirs = (d.log_dirs || []).map((x) => h("tr", { "data-log-dir": x.path },
+    h("td", { class: "mono" }, x.path),
+    x.error ? h("td", { colspan: 4, class: "bad" }, x.error) : [
+      sizeCell(x.free_bytes, { class: "num free" }), sizeCell(x.used_bytes), sizeCell(x.total_bytes, { class: "num total" }),
+      h("td", { class: "num" }, x.total_bytes ? `${((100 * x.used_bytes) / x.total_bytes).toFixed(1)} %` : "—")]));
+  const set = (d.configs || []).filter((c) => c.source !== "DEFAULT_CONFIG").length;
+  return [
+    h("h2", null, "Broker ", h("span", { id: "broker-id" }, d.broker_id)),
+    h("div", { class: "summary", id: "broker-facts" },
+      h("div", null, h("b", { id: "broker-version" }, d.version), "version"),
+      h("div", null, h("b", { id: "broker-commit", class: "mono", title: d.commit }, d.commit.slice(0, 12)), "commit"),
+      h("div", null, h("b", { id: "broker-uptime", "data-ms": d.uptime_ms }, duration(d.uptime_ms)), `up since ${when(d.started_ms)}`)),
+    h("h3", null, "Disk space per data directory"),
+    d.log_dirs ? table([["directory"], ["free", "num"], ["used", "num"], ["total", "num"], ["used %", "num"]], dirs, { id: "log-dirs" })
+      : h("p", { class: "muted", id: "log-dirs-error" }, d.log_dirs_error),
+    h("h3", null, "Configs"),
+    d.configs ? [h("p", { class: "muted" }, `${d.configs.length} configs, ${set} set other than by default. ` +
+      "Sources: STATIC_BROKER_CONFIG (the properties file or --override), DYNAMIC_BROKER_CONFIG (set for this broker), " +
+      "DYNAMIC_DEFAULT_BROKER_CONFIG (set for all brokers), DEFAULT_CONFIG (built in)."), configsTable(d.configs, "broker-configs")]
+      : h("p", { class: "muted", id: "configs-error" }, d.configs_error),
+    h("p", { class: "muted" }, `Version and commit are gregor_build_info's, the start process_start_time_seconds', ` +
+      "the disk space gregor_log_dir_free_bytes' and gregor_log_dir_total_bytes'; configs as DescribeConfigs of the BROKER resource answers them on that node." +
+      (d.via_node !== undefined ? ` Read by node ${d.via_node} from node ${d.broker_id}'s console.` : "")),
   ];
 }
 
@@ -215,7 +262,21 @@ function topicsOverview(c) {
     ["skew", "num"], ["offsets", "num"], ["under-replicated", "num"], ["offline", "num"], [""]], rows, { id: "topics-overview" });
 }
 
-function topicDetails(t, open) {
+// A topic's configs, read for its open details (`configs`: the answer, or undefined before it).
+function topicConfigs(name, configs) {
+  if (!configs) return null;
+  if (configs.error) return h("p", { class: "muted topic-configs-error" }, `Configs: ${configs.error}`);
+  const set = configs.configs.filter((c) => c.source !== "DEFAULT_CONFIG");
+  const d = h("details", { class: "topic-configs", "data-topic-configs": name, open: openConfigs.has(name) },
+    h("summary", null, `Configs (${set.length} set: ${set.map((c) => c.name).join(", ") || "none"})`),
+    configsTable(configs.configs, null));
+  // Kept open across the page's redraws.
+  d.addEventListener("toggle", () => { if (d.open) openConfigs.add(name); else openConfigs.delete(name); });
+  return d;
+}
+const openConfigs = new Set();
+
+function topicDetails(t, open, configs) {
   const under = t.partitions.filter((p) => p.under_replicated).length;
   const rows = t.partitions.map((p) => h("tr", {
     class: p.offline ? "offline" : p.under_replicated ? "under-replicated" : null,
@@ -243,11 +304,14 @@ function topicDetails(t, open) {
       under ? h("span", { class: "badge under" }, `${under} under-replicated`) : null)),
     table([["partition", "num"], ["leader", "num"], ["replicas"], ["isr"], [""], ["size", "num"],
       ["start offset", "num"], ["high watermark", "num"], ["end offset", "num"],
-      ["last stable offset", "num"], ["LSO lag", "num"], [""]], rows));
+      ["last stable offset", "num"], ["LSO lag", "num"], [""]], rows),
+    topicConfigs(t.name, configs));
   details.addEventListener("toggle", () => {
     const s = topicsState();
+    const was = s.open.has(t.name);
     if (details.open) s.open.add(t.name); else s.open.delete(t.name);
     setTopicsState(s);
+    if (details.open && !was && !configs) refresh(); // its configs are read for open topics only
   });
   return h("section", { class: "card", "data-topic": t.name, "data-internal": String(t.internal) }, details);
 }
@@ -257,7 +321,7 @@ function topicsPage(c) {
   const out = [h("h2", null, "Topics"), topicControls(s)];
   if (!c.topics.length) out.push(h("p", { class: "muted" }, "No topics."));
   else out.push(topicsOverview(c), h("p", { class: "muted" }, "Click a topic for its partitions."));
-  for (const t of c.topics) out.push(topicDetails(t, s.open.has(t.name)));
+  for (const t of c.topics) out.push(topicDetails(t, s.open.has(t.name), (c.topic_configs || {})[t.name]));
   const unread = (c.sizes_unread || []).map((n) => `node ${n.node_id} (${n.error})`);
   out.push(h("p", { class: "muted", id: "sizes-source" },
     `Sizes and offsets are the partition leader's: node ${c.node_id}'s own replica when it leads, else read from the leader's console. ` +
@@ -568,7 +632,98 @@ function messagesPage(d) {
   return out;
 }
 
+// ---- charts --------------------------------------------------------------------------------
+
+// Drawn here as SVG (no charting library): each chart spans the last hour the node keeps, its
+// y axis from 0 to the largest value shown. Colours are SVG attributes, which the page's CSP
+// allows (inline style attributes it would not).
+const SVG_NS = "http://www.w3.org/2000/svg";
+const PALETTE = ["#2957c4", "#e0a030", "#107c41", "#b42318", "#7a4cc2", "#0b8a94", "#c2410c", "#475467"];
+
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+  for (const c of children.flat()) if (c) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return el;
+}
+
+// Short numbers for axis labels: 1.5k, 2.3M.
+function shortNum(v) {
+  const a = Math.abs(v);
+  if (a >= 1e9) return `${(v / 1e9).toFixed(1)}G`;
+  if (a >= 1e6) return `${(v / 1e6).toFixed(1)}M`;
+  if (a >= 1e3) return `${(v / 1e3).toFixed(1)}k`;
+  return a >= 10 || v === 0 ? String(Math.round(v)) : v.toFixed(2);
+}
+
+function chartSvg(c, now, windowMs) {
+  const W = 640, H = 200, L = 48, R = 10, T = 10, B = 24;
+  const x = (t) => L + ((t - (now - windowMs)) / windowMs) * (W - L - R);
+  const values = c.series.flatMap((s) => s.points.map((p) => p[1]));
+  const max = values.length ? Math.max(...values) : 0;
+  const top = max > 0 ? max * 1.1 : 1;
+  const y = (v) => T + (1 - v / top) * (H - T - B);
+  const grid = [0, 0.5, 1].map((f) => {
+    const v = top * f;
+    return [svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: "#d9dde5" }),
+      svg("text", { x: L - 4, y: y(v) + 4, "text-anchor": "end", "font-size": 10, fill: "#667085" }, shortNum(v))];
+  });
+  const ticks = [60, 45, 30, 15, 0].map((m) => svg("text", { x: x(now - m * 60000), y: H - 6, "text-anchor": "middle", "font-size": 10, fill: "#667085" },
+    m ? `-${m} min` : "now"));
+  const lines = c.series.map((s, i) => {
+    const color = PALETTE[i % PALETTE.length];
+    const pts = s.points.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" ");
+    return s.points.length === 1
+      ? svg("circle", { cx: x(s.points[0][0]), cy: y(s.points[0][1]), r: 2.5, fill: color, "data-series": s.name })
+      : svg("polyline", { points: pts, fill: "none", stroke: color, "stroke-width": 1.5, "data-series": s.name });
+  });
+  return svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": c.title }, grid, ticks, lines);
+}
+
+function chartCard(c, d) {
+  const legend = c.series.map((s, i) => {
+    const last = s.points.length ? s.points[s.points.length - 1][1] : null;
+    return h("li", { "data-series": s.name, "data-points": s.points.length },
+      h("i", { class: `swatch c${i % PALETTE.length}` }), s.name, " ",
+      h("span", { class: "muted" }, last === null ? "—" : `${shortNum(last)} ${c.unit}`));
+  });
+  return h("section", { class: "card chart", "data-chart": c.id },
+    h("h3", null, c.title, " ", h("span", { class: "muted" }, `(${c.unit})`)),
+    c.series.length ? chartSvg(c, d.now_ms, d.window_ms) : h("p", { class: "muted" }, "Nothing sampled yet."),
+    legend.length ? h("ul", { class: "chart-legend" }, legend) : null,
+    c.refused ? h("p", { class: "muted refused" }, `${c.refused} more series not kept (at most ${d.max_series} per chart).`) : null);
+}
+
+function chartsPage(d) {
+  const node = d.node_id;
+  const pick = h("div", { class: "controls", id: "chart-nodes" }, "Node: ",
+    (d.brokers || []).map((id) => id === node ? h("b", null, `node ${id}`)
+      : h("a", { href: `#/charts?node=${id}` }, `node ${id}`)));
+  return [
+    h("h2", null, "Charts of node ", h("span", { id: "charts-node" }, node)),
+    pick,
+    h("p", { class: "muted", id: "charts-source" },
+      `What node ${node} saw in the last hour, sampled every ${d.sample_every_ms / 1000} s and kept in its memory ` +
+      `(lost when it restarts): bytes in to the partitions it leads and out to consumers, the lag of the groups it ` +
+      `coordinates, its request latency (including time parked in purgatory, as Fetch's wait) and the ISR changes of the partitions it leads. ` +
+      `At most ${d.max_series} series per chart.` + (d.last_sample_ms ? ` Last sample ${when(d.last_sample_ms)}.` : " No sample yet.") +
+      (d.via_node !== undefined ? ` Read by node ${d.via_node} from node ${node}'s console.` : "")),
+    d.charts.map((c) => chartCard(c, d)),
+  ];
+}
+
 // ---- routing -------------------------------------------------------------------------------
+
+// The Topics page: the cluster, and the configs of the open topics (at most MAX_OPEN_CONFIGS,
+// each its own request).
+const MAX_OPEN_CONFIGS = 10;
+async function loadTopics() {
+  const open = [...topicsState().open].slice(0, MAX_OPEN_CONFIGS);
+  const [c, ...configs] = await Promise.all([getJson("/ui/api/cluster"),
+    ...open.map((t) => getJson(`/ui/api/topic-configs?topic=${encodeURIComponent(t)}`).catch((e) => ({ error: e.message })))]);
+  c.topic_configs = Object.fromEntries(open.map((t, i) => [t, configs[i]]));
+  return c;
+}
 
 function route() {
   const hash = location.hash || "#/brokers";
@@ -578,8 +733,14 @@ function route() {
     try { id = decodeURIComponent(m[1]); } catch { id = m[1]; }
     return { page: "groups", api: `/ui/api/group?id=${encodeURIComponent(id)}`, render: groupPage };
   }
-  if (hash === "#/topics" || hash.startsWith("#/topics?")) return { page: "topics", api: "/ui/api/cluster", render: topicsPage };
+  const b = hash.match(/^#\/broker\/(\d+)$/);
+  if (b) return { page: "brokers", api: `/ui/api/broker?id=${b[1]}`, render: brokerPage };
+  if (hash === "#/topics" || hash.startsWith("#/topics?")) return { page: "topics", load: loadTopics, render: topicsPage };
   if (hash === "#/messages" || hash.startsWith("#/messages?")) return { page: "messages", load: loadMessages, render: messagesPage, auto: false };
+  if (hash === "#/charts" || hash.startsWith("#/charts?")) {
+    const n = hashParams().get("node");
+    return { page: "charts", api: `/ui/api/charts${n && /^\d+$/.test(n) ? `?node=${n}` : ""}`, render: chartsPage };
+  }
   if (hash === "#/groups") return { page: "groups", api: "/ui/api/groups", render: groupsPage };
   if (hash === "#/transactions") return { page: "transactions", api: "/ui/api/transactions", render: transactionsPage };
   return { page: "brokers", api: "/ui/api/cluster", render: brokersPage };
@@ -601,8 +762,9 @@ async function refresh(timed) {
       if (!document.hidden) timer = setTimeout(() => refresh(true), REFRESH_MS);
       return;
     }
-    // replaceChildren would show a null as the text "null": drop the pages' absent parts.
-    main.replaceChildren(...r.render(data).filter((x) => x !== null && x !== undefined && x !== false));
+    // replaceChildren would show a null as the text "null": drop the pages' absent parts (a
+    // page may give a group of parts as an array).
+    main.replaceChildren(...r.render(data).flat().filter((x) => x !== null && x !== undefined && x !== false));
     main.dataset.page = r.page;
     main.dataset.loaded = "true";
     if (r.page === "topics") applyTopicFilter();
