@@ -284,6 +284,31 @@ pub fn encode_param(value: &str) -> String {
     out
 }
 
+/// A peer console's answer as node `via` relays it to its viewer: the JSON marked with
+/// `via_node`, or the peer's refusal named after `who`. A peer refusing this node's own login,
+/// or failing, is a bad gateway, not the viewer's doing.
+pub fn relayed(
+    status: StatusCode,
+    mut v: serde_json::Value,
+    via: i32,
+    who: &str,
+) -> Result<serde_json::Value, (StatusCode, String)> {
+    if status.is_success() {
+        v["via_node"] = serde_json::json!(via);
+        return Ok(v);
+    }
+    let message = v
+        .get("error")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("no reason given");
+    let status = if status.is_client_error() && status != StatusCode::UNAUTHORIZED {
+        status
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
+    Err((status, format!("{who}: {message}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

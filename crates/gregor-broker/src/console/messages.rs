@@ -115,22 +115,8 @@ async fn from_leader(b: BrokerView<'_>, q: &BrowseQuery, leader: i32, viewer: &V
         .get_from(b.metadata, &b.config.settings, leader, &path, on_behalf)
         .await;
     match got {
-        Ok((status, mut v)) if status.is_success() => {
-            v["via_node"] = serde_json::json!(node);
-            Ok(v)
-        }
         Ok((status, v)) => {
-            let message = v
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("no reason given");
-            // A leader refusing this node's own login is not the viewer's doing.
-            let status = if status.is_client_error() && status != StatusCode::UNAUTHORIZED {
-                status
-            } else {
-                StatusCode::BAD_GATEWAY
-            };
-            Err((status, format!("leader node {leader}: {message}")))
+            crate::cluster_view::peer::relayed(status, v, node, &format!("leader node {leader}"))
         }
         Err(e) => {
             // The viewer gets the reason in the answer; a script polling would repeat it here.

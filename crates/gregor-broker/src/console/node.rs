@@ -114,22 +114,8 @@ async fn from_peer(b: BrokerView<'_>, viewer: &Viewer, id: i32) -> Answer {
         ));
     };
     match got {
-        Ok((status, mut v)) if status.is_success() => {
-            v["via_node"] = serde_json::json!(node);
-            Ok(v)
-        }
         Ok((status, v)) => {
-            let message = v
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("no reason given");
-            // A peer refusing this node's own login is not the viewer's doing.
-            let status = if status.is_client_error() && status != StatusCode::UNAUTHORIZED {
-                status
-            } else {
-                StatusCode::BAD_GATEWAY
-            };
-            Err((status, format!("node {id}: {message}")))
+            crate::cluster_view::peer::relayed(status, v, node, &format!("node {id}"))
         }
         Err(e) => {
             tracing::debug!(node = id, error = %e, "cannot read a node's details from its console");
