@@ -163,6 +163,10 @@ SCENARIOS = {
 # in with SCRAM-SHA-512 on a SASL_PLAINTEXT listener: one `gregor broker` (the Gregor class) or,
 # on a cluster, three `gregor broker` processes (SaslCluster: `gregor cluster up` has no SASL
 # listener).
+# The tests' own timeouts are multiplied by this, as librdkafka's CI does (its `CI` variable
+# adds 2 to the default multiplier of 1).
+TIMEOUT_MULTIPLIER = 3
+
 SASL_TESTS = {"0135", "0142"}
 SASL_USER, SASL_PASSWORD = "rdkafka", "rdkafka-test-secret"
 SASL_SETTINGS = [
@@ -645,8 +649,11 @@ def run_scenario(args, scenario, numbers, workdir, results):
     try:
         gregor.start()
         conf = workdir / "test.conf"
-        conf.write_text(f"bootstrap.servers={gregor.bootstrap}\n" + "".join(
-            f"{k}={v}\n" for k, v in gregor.client_settings()))
+        # librdkafka's own CI runs its tests with their timeouts tripled (`CI` set adds 2 to
+        # the multiplier of 1); the same budget here, without the rest of what `CI` changes.
+        conf.write_text(f"bootstrap.servers={gregor.bootstrap}\n"
+                        f"test.timeout.multiplier={TIMEOUT_MULTIPLIER}\n" + "".join(
+                            f"{k}={v}\n" for k, v in gregor.client_settings()))
         env = dict(os.environ)
         env.update({
             "TEST_KAFKA_VERSION": "4.0.0",
@@ -825,7 +832,9 @@ def cmd_report(args):
         "and runs every broker-facing test of the suite, one test number at a time "
         "(`TESTS=<number> ./test-runner -p1 -Q -E -L`, `TEST_KAFKA_VERSION=4.0.0`, "
         "`KAFKA_PATH` = this checkout, so the tests that shell out to "
-        "`$KAFKA_PATH/bin/kafka-topics.sh` run Gregor's tools), each under a time limit of "
+        "`$KAFKA_PATH/bin/kafka-topics.sh` run Gregor's tools, and "
+        f"`test.timeout.multiplier={TIMEOUT_MULTIPLIER}` in `test.conf`, the budget librdkafka's "
+        "own CI gives its tests), each under a time limit of "
         f"{args.time_limit} s. Quick mode (`-Q`) skips every sub-test not marked quick: a test "
         "that it leaves with nothing to do (a pass in no time with no sub-test run, or a skip "
         "\"due to quick mode\") is run again without `-Q`, and that result is the one shown. "
