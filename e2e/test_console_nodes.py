@@ -192,6 +192,9 @@ def test_charts_over_time_in_a_browser(start_broker, tmp_path):
     # 50 records of 1,000 value bytes in one sample's interval.
     assert sum(p[1] for p in points(d, "bytes_in", topic)) * 10 >= 50_000 * 0.9
     assert points(d, "group_lag", "charted-group")[-1][1] == 30
+    # Time lag: the age of record 20, the oldest the group has not consumed (node 1 leads it).
+    time_lag = points(d, "group_time_lag", "charted-group")
+    assert time_lag and 0 < time_lag[-1][1] < 120_000, time_lag
     assert points(d, "request_latency", "Produce")
     assert {s["name"] for s in chart(d, "isr_changes")["series"]} == {"shrinks", "expands"}
 

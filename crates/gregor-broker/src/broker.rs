@@ -1618,4 +1618,12 @@ impl crate::broker_view::Observable for Broker {
     fn view(&self) -> crate::broker_view::BrokerView<'_> {
         Broker::view(self)
     }
+
+    fn request(
+        self: Arc<Self>,
+        ctx: RequestContext,
+        request: RequestKind,
+    ) -> futures::future::BoxFuture<'static, Reply> {
+        Box::pin(Handler::handle(self, ctx, request))
+    }
 }

@@ -4,8 +4,11 @@
 
 use std::sync::{Arc, Mutex};
 
+use kafka_protocol::messages::RequestKind;
+
 use crate::cluster_view::ClusterView;
 use crate::config::BrokerConfig;
+use crate::connection::{Reply, RequestContext};
 use crate::fetch_session::FetchSessionCache;
 use crate::groups::Groups;
 use crate::metadata::MetadataManager;
@@ -40,4 +43,12 @@ impl BrokerView<'_> {
 pub trait Observable: Send + Sync {
     /// The view of this broker now.
     fn view(&self) -> BrokerView<'_>;
+
+    /// Runs one Kafka request as a client's request runs: the authorizer's gate for
+    /// `ctx.principal`, then its handler (the console's actions, `console/act`).
+    fn request(
+        self: Arc<Self>,
+        ctx: RequestContext,
+        request: RequestKind,
+    ) -> futures::future::BoxFuture<'static, Reply>;
 }

@@ -27,6 +27,9 @@ pub enum Chart {
     BytesOut,
     /// The lag of the groups this node coordinates, in records.
     GroupLag,
+    /// The time lag of the groups this node coordinates: the age of the oldest record they have
+    /// not consumed, over the partitions this node leads, in milliseconds.
+    GroupTimeLag,
     /// The mean time to answer a request, per request type, in milliseconds.
     RequestLatency,
     /// ISR shrinks and expansions of the partitions this node leads, per sample.
@@ -42,10 +45,11 @@ pub enum Subject {
 }
 
 impl Chart {
-    const ALL: [Chart; 5] = [
+    const ALL: [Chart; 6] = [
         Chart::BytesIn,
         Chart::BytesOut,
         Chart::GroupLag,
+        Chart::GroupTimeLag,
         Chart::RequestLatency,
         Chart::IsrChanges,
     ];
@@ -64,6 +68,12 @@ impl Chart {
                 "group_lag",
                 "Consumer lag per group",
                 "records",
+                Subject::Group,
+            ),
+            Chart::GroupTimeLag => (
+                "group_time_lag",
+                "Time lag per group (age of the oldest unconsumed record)",
+                "ms",
                 Subject::Group,
             ),
             Chart::RequestLatency => (
@@ -93,6 +103,10 @@ pub struct Reading {
     pub isr_expands: Option<f64>,
     /// Per group this node coordinates: its lag, when every partition's is known.
     pub group_lag: Vec<(String, f64)>,
+    /// Per group this node coordinates, over its partitions this node leads: the timestamp
+    /// (ms) of the oldest record it has not consumed, `None` when it has consumed them all.
+    /// Groups without such a partition are not listed.
+    pub group_oldest_unconsumed: Vec<(String, Option<i64>)>,
 }
 
 /// The series `reading` holds, by chart.
@@ -117,6 +131,10 @@ fn read_keys(reading: &Reading) -> HashSet<(Chart, String)> {
         Chart::GroupLag,
         &mut reading.group_lag.iter().map(|x| &x.0),
     ));
+    keys.extend(names(
+        Chart::GroupTimeLag,
+        &mut reading.group_oldest_unconsumed.iter().map(|x| &x.0),
+    ));
     let isr = [
         ("shrinks", reading.isr_shrinks),
         ("expands", reading.isr_expands),
@@ -127,6 +145,39 @@ fn read_keys(reading: &Reading) -> HashSet<(Chart, String)> {
         }
     }
     keys
+}
+
+/// The age at `now_ms` of the oldest unconsumed record (written at `oldest`); 0 when there is
+/// none, or when its timestamp is ahead of this node's clock.
+pub fn time_lag(now_ms: i64, oldest: Option<i64>) -> i64 {
+    oldest.map_or(0, |t| now_ms.saturating_sub(t).max(0))
+}
+
+/// What one partition says of a group's oldest unconsumed record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unconsumed {
+    /// The committed offset is at the high watermark.
+    CaughtUp,
+    /// The timestamp of the record at the committed offset.
+    Since(i64),
+    /// The record could not be read.
+    Unknown,
+}
+
+/// A group's oldest unconsumed record over its partitions: the earliest timestamp among them,
+/// `Some(None)` when it has consumed everything, `None` when no partition could tell.
+pub fn oldest_unconsumed(partitions: &[Unconsumed]) -> Option<Option<i64>> {
+    let oldest = partitions
+        .iter()
+        .filter_map(|u| match u {
+            Unconsumed::Since(t) => Some(*t),
+            _ => None,
+        })
+        .min();
+    if oldest.is_some() {
+        return Some(oldest);
+    }
+    partitions.contains(&Unconsumed::CaughtUp).then_some(None)
 }
 
 /// A series' points, oldest first; at most [`POINTS`].
@@ -209,6 +260,16 @@ impl Sampler {
         for (name, lag) in &reading.group_lag {
             if self.admit(Chart::GroupLag, name) {
                 self.push(Chart::GroupLag, name, now_ms, *lag);
+            }
+        }
+        for (name, oldest) in &reading.group_oldest_unconsumed {
+            if self.admit(Chart::GroupTimeLag, name) {
+                self.push(
+                    Chart::GroupTimeLag,
+                    name,
+                    now_ms,
+                    time_lag(now_ms, *oldest) as f64,
+                );
             }
         }
         self.age_out(now_ms, &read_keys(reading));
@@ -334,90 +395,6 @@ impl Sampler {
             "charts": charts,
         })
     }
-}
-
-/// The counters of the broker's event metrics (their OpenMetrics text, as `/metrics` shows
-/// them) that the charts use: bytes in and out of the topics `topic` lets through (those that
-/// exist), request latencies and ISR changes. Group lag is the shell's to add.
-pub fn parse_events(text: &str, topic: &dyn Fn(&str) -> bool) -> Reading {
-    let mut r = Reading::default();
-    let mut latency: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((name, labels, value)) = sample_line(line) else {
-            continue;
-        };
-        let label = |key: &str| {
-            labels
-                .iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.clone())
-        };
-        match name {
-            "gregor_topic_bytes_in_total" | "gregor_topic_bytes_out_total" => {
-                let Some(t) = label("topic").filter(|t| topic(t)) else {
-                    continue;
-                };
-                match name {
-                    "gregor_topic_bytes_in_total" => r.bytes_in.push((t, value)),
-                    _ => r.bytes_out.push((t, value)),
-                }
-            }
-            "gregor_request_duration_seconds_sum" | "gregor_request_duration_seconds_count" => {
-                let Some(api) = label("api") else { continue };
-                let entry = latency.entry(api).or_default();
-                match name {
-                    "gregor_request_duration_seconds_sum" => entry.0 = value,
-                    _ => entry.1 = value,
-                }
-            }
-            "gregor_isr_shrinks_total" => r.isr_shrinks = Some(value),
-            "gregor_isr_expands_total" => r.isr_expands = Some(value),
-            _ => {}
-        }
-    }
-    r.request_seconds = latency.into_iter().map(|(a, (s, c))| (a, s, c)).collect();
-    r
-}
-
-/// One line of the text: the metric's name, its labels (unescaped) and its value.
-type Sample<'a> = (&'a str, Vec<(String, String)>, f64);
-
-/// `name{k="v",...} value [timestamp]`.
-fn sample_line(line: &str) -> Option<Sample<'_>> {
-    let end = line.find(['{', ' '])?;
-    let name = &line[..end];
-    let mut rest = &line[end..];
-    let mut labels = Vec::new();
-    if let Some(after) = rest.strip_prefix('{') {
-        let mut chars = after.char_indices();
-        loop {
-            let (start, c) = chars.next()?;
-            if c == '}' {
-                rest = &after[start + 1..];
-                break;
-            }
-            if c == ',' {
-                continue;
-            }
-            let eq = after[start..].find("=\"")? + start;
-            let key = after[start..eq].to_string();
-            while chars.next()?.0 < eq + 1 {}
-            let mut value = String::new();
-            loop {
-                match chars.next()?.1 {
-                    '"' => break,
-                    '\\' => match chars.next()?.1 {
-                        'n' => value.push('\n'),
-                        other => value.push(other),
-                    },
-                    other => value.push(other),
-                }
-            }
-            labels.push((key, value));
-        }
-    }
-    let value = rest.split_whitespace().next()?.parse().ok()?;
-    Some((name, labels, value))
 }
 
 #[cfg(test)]

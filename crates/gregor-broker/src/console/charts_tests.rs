@@ -181,28 +181,40 @@ fn a_viewer_sees_only_the_series_it_may() {
 }
 
 #[test]
-fn the_event_metrics_text_is_read() {
-    let text = "# TYPE gregor_topic_bytes_in counter\n\
-        gregor_topic_bytes_in_total{topic=\"orders\"} 1200\n\
-        gregor_topic_bytes_in_total{topic=\"we\\\"ird,\\\\\"} 7\n\
-        gregor_topic_bytes_in_total{topic=\"deleted\"} 9\n\
-        gregor_topic_bytes_out_total{topic=\"orders\"} 300\n\
-        gregor_request_duration_seconds_sum{api=\"Produce\"} 0.25\n\
-        gregor_request_duration_seconds_count{api=\"Produce\"} 10\n\
-        gregor_request_duration_seconds_bucket{le=\"0.001\",api=\"Produce\"} 3\n\
-        gregor_isr_shrinks_total 2\n\
-        gregor_isr_expands_total 1\n\
-        gregor_requests_total{api=\"Produce\"} 10\n\
-        # EOF\n";
-    let r = parse_events(text, &|t| t != "deleted");
+fn time_lag_is_the_age_of_the_oldest_unconsumed_record() {
+    use Unconsumed::{CaughtUp, Since, Unknown};
+    assert_eq!(oldest_unconsumed(&[CaughtUp, CaughtUp]), Some(None));
     assert_eq!(
-        r.bytes_in,
-        vec![("orders".into(), 1200.0), ("we\"ird,\\".into(), 7.0)]
+        oldest_unconsumed(&[CaughtUp, Since(5_000), Since(3_000), Unknown]),
+        Some(Some(3_000))
     );
-    assert_eq!(r.bytes_out, vec![("orders".into(), 300.0)]);
-    assert_eq!(r.request_seconds, vec![("Produce".into(), 0.25, 10.0)]);
-    assert_eq!((r.isr_shrinks, r.isr_expands), (Some(2.0), Some(1.0)));
-    assert!(r.group_lag.is_empty());
-    assert_eq!(sample_line("broken{topic=\"x} 1"), None);
-    assert_eq!(sample_line("no_value"), None);
+    assert_eq!(oldest_unconsumed(&[Unknown]), None);
+    assert_eq!(oldest_unconsumed(&[]), None);
+    assert_eq!(time_lag(10_000, Some(3_000)), 7_000);
+    assert_eq!(time_lag(10_000, None), 0);
+    assert_eq!(
+        time_lag(10_000, Some(12_000)),
+        0,
+        "a record from the future is not late"
+    );
+
+    let mut s = Sampler::default();
+    let r = |oldest: Option<i64>| Reading {
+        group_oldest_unconsumed: vec![("g".into(), oldest)],
+        ..Reading::default()
+    };
+    s.record(100_000, &r(Some(40_000)));
+    s.record(110_000, &r(Some(40_000))); // nothing consumed: ten seconds older
+    s.record(120_000, &r(None)); // caught up
+    let v = s.to_json(1, 120_000, &all);
+    assert_eq!(
+        series(&v, "group_time_lag", "g").expect("series"),
+        &vec![
+            json!([100_000.0, 60_000.0]),
+            json!([110_000.0, 70_000.0]),
+            json!([120_000.0, 0.0])
+        ]
+    );
+    let hidden = s.to_json(1, 120_000, &|subject, _| subject != Subject::Group);
+    assert!(series(&hidden, "group_time_lag", "g").is_none());
 }

@@ -18,20 +18,27 @@
 //!   may READ the topic;
 //! - `/ui/api/broker?id=<n>`, `/ui/api/topic-configs?topic=<t>`: a node's version, uptime, disk
 //!   space and configs (from that node), a topic's configs (`node`, `node_view`);
-//! - `/ui/api/charts`: the last hour of this node's rates, lag and latencies, sampled in memory
-//!   by [`keep_charts`] (`charts`, pure).
+//! - `/ui/api/charts`: the last hour of this node's rates, lag, time lag and latencies, sampled
+//!   in memory by [`keep_charts`] (`charts`, pure; `time_lag` reads the records it needs);
+//! - `/ui/api/actions`: whether the actions are on; with `console.actions.enable`, a POST under
+//!   `/ui/api/actions/` creates or deletes a topic, resets an empty group's offsets or elects
+//!   preferred leaders as the viewer's own Kafka requests (`act`, `actions`).
 //!
 //! It shows nothing a Kafka client could not ask for (Metadata, DescribeCluster, DescribeLogDirs,
-//! DescribeGroups, OffsetFetch, ListOffsets, Fetch) and changes nothing. This module is the
+//! DescribeGroups, OffsetFetch, ListOffsets, Fetch) and changes nothing but through the
+//! actions. This module is the
 //! imperative shell: it reads the broker's state; `view`, `timeline` and `browse` turn it into
 //! JSON and are pure.
 
+mod act;
+pub mod actions;
 mod browse;
 mod charts;
 mod merge;
 mod messages;
 mod node;
 mod node_view;
+mod time_lag;
 mod timeline;
 mod view;
 
@@ -74,7 +81,7 @@ impl Page {
     }
 
     /// A JSON error: `{"error": "..."}`.
-    fn error(status: StatusCode, message: &str) -> Page {
+    pub fn error(status: StatusCode, message: &str) -> Page {
         let body = serde_json::json!({ "error": message }).to_string();
         Page::new(status, JSON, body)
     }
@@ -137,6 +144,19 @@ fn asset(path: &str) -> Option<Page> {
     ))
 }
 
+/// Answers a POST of a console action (`act`) for `viewer`; `broker` is `None` while the
+/// broker is starting.
+pub async fn act(
+    broker: Option<Arc<dyn Observable>>,
+    viewer: &Viewer,
+    path: &str,
+    origin: &actions::Origin<'_>,
+    body: &[u8],
+) -> Page {
+    let (status, v) = act::act(broker, viewer, path, origin, body).await;
+    Page::new(status, JSON, v.to_string())
+}
+
 /// The charts over time this node keeps (`charts`), fed by [`keep_charts`].
 #[derive(Debug, Default)]
 pub struct Charts(Mutex<charts::Sampler>);
@@ -166,17 +186,33 @@ pub async fn keep_charts(charts: &Charts, broker: impl Fn() -> Option<Arc<dyn Ob
     }
 }
 
-/// What the charts sample: the event counters of this node and the lag of the groups it
-/// coordinates (as the Groups page computes it), for the topics that exist.
+/// What the charts sample: this node's event counters, read through their narrow view
+/// (`ChartCounters`) for the topics that exist and every API, and the lag and time lag of the
+/// groups it coordinates (the lag as the Groups page computes it).
 async fn chart_reading(b: BrokerView<'_>) -> charts::Reading {
-    let mut text = String::new();
-    if let Err(e) = b.metrics.encode_events(&mut text) {
-        tracing::debug!(error = %e, "cannot encode the event metrics for the console's charts");
+    let counters = b.metrics.chart_counters();
+    let mut reading = charts::Reading::default();
+    for t in b.metadata.image().topics().values() {
+        let (bytes_in, bytes_out) = counters.topic_bytes(&t.name);
+        if let Some(v) = bytes_in {
+            reading.bytes_in.push((t.name.clone(), v as f64));
+        }
+        if let Some(v) = bytes_out {
+            reading.bytes_out.push((t.name.clone(), v as f64));
+        }
     }
-    let mut reading = {
-        let image = b.metadata.image();
-        charts::parse_events(&text, &|t| image.topic(t).is_some())
-    };
+    for v in crate::api::api_versions() {
+        let Ok(api) = kafka_protocol::messages::ApiKey::try_from(v.api_key) else {
+            continue;
+        };
+        if let Some((seconds, count)) = counters.request_seconds(api) {
+            let name = format!("{api:?}");
+            reading.request_seconds.push((name, seconds, count as f64));
+        }
+    }
+    let (shrinks, expands) = counters.isr_changes();
+    reading.isr_shrinks = Some(shrinks as f64);
+    reading.isr_expands = Some(expands as f64);
     let everything = |_: &str| true;
     let visible = Visible {
         topic: &everything,
@@ -184,7 +220,10 @@ async fn chart_reading(b: BrokerView<'_>) -> charts::Reading {
         transactional_id: &everything,
         cluster: true,
     };
-    let groups = local_groups(b, &visible).await;
+    let observed = b.groups.observe().await;
+    let hws = high_watermarks(b, &observed).await;
+    let groups = view::groups(b.config.node_id, &observed, &hws, &visible);
+    reading.group_oldest_unconsumed = time_lag::oldest_unconsumed(b, &observed).await;
     reading.group_lag = groups["groups"]
         .as_array()
         .into_iter()
@@ -309,6 +348,7 @@ pub async fn answer(
         }
         "messages" => browse_messages(b, viewer, query, scope).await,
         "charts" => charts_page(b, charts, viewer, query, scope).await,
+        "actions" => Page::json(&act::status(b)),
         "broker" => match broker_id_param(query, "id") {
             Ok(id) => answered(node::broker(b, viewer, id, scope == Scope::Local).await),
             Err(e) => Page::error(StatusCode::BAD_REQUEST, &e),

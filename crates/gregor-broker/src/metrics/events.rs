@@ -4,6 +4,7 @@
 //! them; only the scrape (`metrics::collect`) reads them.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -110,6 +111,9 @@ struct RequestMetrics {
     requests: Family<ApiLabels, Counter>,
     request_errors: Family<ApiErrorLabels, Counter>,
     request_duration: HistogramFamily<ApiLabels>,
+    /// The sum of `request_duration`, which the histogram keeps to itself outside its encoding:
+    /// for the console's charts, not registered.
+    request_seconds: Family<ApiLabels, Counter<f64, AtomicU64>>,
     purgatory: Family<PurgatoryLabels, Gauge>,
     /// By Kafka's request name: Fetch split into consumer and follower fetches.
     fetch_requests: Family<RequestLabels, Counter>,
@@ -193,6 +197,7 @@ impl RequestMetrics {
                 "Time from a request's decoding to its response being ready, per API (includes time parked in purgatory)",
                 Family::new_with_constructor(request_histogram),
             ),
+            request_seconds: Family::default(),
             purgatory: registered(
                 r,
                 "gregor_purgatory_size",
@@ -553,6 +558,10 @@ impl BrokerMetrics {
             .request_duration
             .get_or_create(&labels)
             .observe(took);
+        self.requests
+            .request_seconds
+            .get_or_create(&labels)
+            .inc_by(took);
         self.requests.requests.get_or_create(&labels).inc();
         if api == ApiKey::Fetch {
             let split = RequestLabels::new(api, follower);
@@ -686,6 +695,49 @@ impl BrokerMetrics {
     }
 }
 
+/// What the console's charts read of the event metrics: the counters themselves, by topic and
+/// API, never their text.
+#[derive(Clone, Copy)]
+pub struct ChartCounters<'a>(&'a BrokerMetrics);
+
+impl BrokerMetrics {
+    /// The counters the console's charts sample.
+    pub fn chart_counters(&self) -> ChartCounters<'_> {
+        ChartCounters(self)
+    }
+}
+
+impl ChartCounters<'_> {
+    /// Bytes produced to `topic` and fetched from it by consumers since start; `None` for a
+    /// counter that has not counted yet (`/metrics` shows one from its first event too).
+    pub fn topic_bytes(&self, topic: &str) -> (Option<u64>, Option<u64>) {
+        let labels = TopicLabels {
+            topic: topic.to_string(),
+        };
+        let t = &self.0.topics;
+        let read = |f: &Family<TopicLabels, Counter>| f.get(&labels).map(|c| c.get());
+        (read(&t.bytes_in), read(&t.bytes_out))
+    }
+
+    /// Seconds spent answering requests of `api` and how many were answered, since start;
+    /// `None` before the first.
+    pub fn request_seconds(&self, api: ApiKey) -> Option<(f64, u64)> {
+        let labels = ApiLabels {
+            api: format!("{api:?}"),
+        };
+        let r = &self.0.requests;
+        let seconds = r.request_seconds.get(&labels)?.get();
+        let count = r.requests.get(&labels)?.get();
+        Some((seconds, count))
+    }
+
+    /// ISR shrinks and expansions of the partitions this node leads, since start.
+    pub fn isr_changes(&self) -> (u64, u64) {
+        let c = &self.0.isr_changes;
+        (c.shrinks.get(), c.expands.get())
+    }
+}
+
 /// Counts committed ISR changes of partitions this broker leads (shared with the replica
 /// manager, which applies them).
 #[derive(Clone, Debug, Default)]
@@ -715,6 +767,28 @@ impl Drop for Parked {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_charts_read_the_counters_themselves() {
+        let m = BrokerMetrics::new();
+        let c = m.chart_counters();
+        assert_eq!(c.topic_bytes("orders"), (None, None));
+        assert_eq!(c.request_seconds(ApiKey::Produce), None);
+        m.produced("orders", 100, 2);
+        m.produced("orders", 50, 1);
+        m.fetched("orders", 30, 1, false);
+        m.fetched("orders", 500, 3, true); // a follower's: not a consumer's bytes out
+        assert_eq!(c.topic_bytes("orders"), (Some(150), Some(30)));
+        assert_eq!(c.topic_bytes("other"), (None, None));
+        let started = Instant::now();
+        m.request_done(ApiKey::Produce, false, started, &Reply::Nothing);
+        m.request_done(ApiKey::Produce, false, started, &Reply::Nothing);
+        let (seconds, count) = c.request_seconds(ApiKey::Produce).expect("counted");
+        assert_eq!(count, 2);
+        assert!(seconds >= 0.0);
+        m.isr_change_counters().count(IsrChange::Shrink);
+        assert_eq!(c.isr_changes(), (1, 0));
+    }
 
     #[test]
     fn parked_requests_leave_the_gauge_when_done() {

@@ -1,7 +1,7 @@
 //! The HTTP listener of `metrics.listener`: `/metrics` (OpenMetrics text, which Prometheus
 //! scrapes), `/healthz` (the process serves), `/readyz` (registered, unfenced, with an active
-//! controller known) and the web console under `/ui` (`crate::console`). Read-only, GET and HEAD
-//! only.
+//! controller known) and the web console under `/ui` (`crate::console`). GET and HEAD only, but
+//! for the console's actions (POST under `/ui/api/actions/`, off unless `console.actions.enable`).
 //!
 //! It is bound before the broker starts, so `/healthz` answers during start-up and `/readyz`
 //! says why the broker is not ready yet. Its resources are bounded whatever peers send: at most
@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -26,6 +26,7 @@ use tracing::{debug, info, warn};
 use super::auth::{self, Authentication, Forwarded, MetricsSecurity, Viewer};
 use crate::broker_view::{BrokerView, Observable};
 use crate::cluster_view::peer::parse_console;
+use crate::console::actions;
 use crate::security::KafkaPrincipal;
 
 /// Connections served at once; more wait in the kernel's backlog.
@@ -36,6 +37,9 @@ pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a connection stays open (Prometheus opens a new one when it needs to).
 pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The console's action endpoints, POST only.
+const ACTIONS: &str = actions::PREFIX;
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -145,7 +149,12 @@ where
     let peer = client.peer;
     let service = hyper::service::service_fn(move |req| {
         let (target, security, client) = (target.clone(), security.clone(), client.clone());
-        async move { Ok::<_, Infallible>(answer(&target, &security, &client, &req).await) }
+        async move {
+            if req.method() == Method::POST && req.uri().path().starts_with(ACTIONS) {
+                return Ok::<_, Infallible>(action(&target, &security, &client, req).await);
+            }
+            Ok::<_, Infallible>(answer(&target, &security, &client, &req).await)
+        }
     });
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -175,6 +184,15 @@ async fn answer(
     client: &Client,
     req: &Request<Incoming>,
 ) -> Response<Full<Bytes>> {
+    if req.uri().path().starts_with(ACTIONS) {
+        let mut r = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "console actions are POST only\n",
+        );
+        r.headers_mut()
+            .insert(hyper::header::ALLOW, HeaderValue::from_static("POST"));
+        return r;
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
         r.headers_mut()
@@ -228,6 +246,54 @@ async fn answer(
             r
         }
     }
+}
+
+/// A POST of a console action: the Host checked as for every console request, the login, then
+/// a body of at most `MAX_BODY_BYTES` read within [`HEAD_TIMEOUT`].
+async fn action(
+    target: &Target,
+    security: &MetricsSecurity,
+    client: &Client,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let header = |name: &str| -> Option<String> {
+        let value = req.headers().get(name)?;
+        Some(value.to_str().unwrap_or("").to_string())
+    };
+    if !crate::console::host_allowed(header("host").as_deref()) {
+        return console_response(crate::console::host_refused());
+    }
+    let broker = target.get();
+    let viewer = match login(security, client, &req, broker.as_deref()).await {
+        Ok(viewer) => viewer,
+        Err(refusal) => return refusal,
+    };
+    let path = req.uri().path().to_string();
+    let (host, from, marker, content_type) = (
+        header("host"),
+        header("origin"),
+        header(actions::MARKER_HEADER),
+        header("content-type"),
+    );
+    let limited = http_body_util::Limited::new(req.into_body(), actions::MAX_BODY_BYTES);
+    let body = match tokio::time::timeout(HEAD_TIMEOUT, limited.collect()).await {
+        Ok(Ok(body)) => body.to_bytes(),
+        Ok(Err(_)) | Err(_) => {
+            let page = crate::console::Page::error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "an action's body must be JSON of at most 16 KiB, sent within 10 s",
+            );
+            return console_response(page);
+        }
+    };
+    let origin = actions::Origin {
+        origin: from.as_deref(),
+        host: host.as_deref(),
+        marker: marker.as_deref(),
+        content_type: content_type.as_deref(),
+    };
+    let page = crate::console::act(broker, &viewer, &path, &origin, &body).await;
+    console_response(page)
 }
 
 fn ready(target: &Target) -> Response<Full<Bytes>> {

@@ -144,6 +144,8 @@ const SSL_CLIENT_AUTH: &[&str] = &["required", "requested", "none"];
 const METRICS_AUTHENTICATION: &[&str] = &["none", "basic", "mtls"];
 const METRICS_NAMING: &[&str] = &["gregor", "kafka"];
 const PROCESS_ROLES: &[&str] = &["broker", "controller"];
+/// `group.consumer.migration.policy`: the online conversions between group protocols.
+const MIGRATION_POLICIES: &[&str] = &["disabled", "upgrade", "downgrade", "bidirectional"];
 /// `group.consumer.assignors`: the server-side assignors of KIP-848 groups.
 const CONSUMER_ASSIGNORS: &[&str] = &["uniform", "range"];
 /// `authorizer.class.name`: none, Gregor's authorizer, or the Kafka name of the same thing.
@@ -419,6 +421,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Maximum members of one consumer-protocol group."),
     broker("group.consumer.assignors", List, Some("uniform,range"), ListOf(CONSUMER_ASSIGNORS), false,
         "Server-side assignors of consumer-protocol groups; the first is the default."),
+    broker("group.consumer.migration.policy", String, Some("bidirectional"), OneOf(MIGRATION_POLICIES), false,
+        "Online conversion between the classic and consumer group protocols: disabled, upgrade, downgrade or bidirectional."),
     broker("offsets.topic.num.partitions", Int, Some("50"), AtLeast(1), false, "Partitions of __consumer_offsets."),
     broker("offsets.topic.replication.factor", Short, Some("3"), AtLeast(1), false,
         "Replication factor of __consumer_offsets (capped by the live brokers when the topic is created)."),
@@ -449,6 +453,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Address of the HTTP listener serving /metrics (Prometheus), /healthz, /readyz and the console, as http://IP:PORT or https://IP:PORT (TLS from listener.name.metrics.ssl.* or ssl.*); empty (the default): off."),
     broker("metrics.listener.authentication", String, Some("none"), OneOf(METRICS_AUTHENTICATION), false,
         "Who may read /metrics and /ui on metrics.listener: none (anyone who reaches it), basic (HTTP Basic with a SCRAM user of the metadata log), mtls (the client certificate's principal)."),
+    broker("console.actions.enable", Boolean, Some("false"), Any, false,
+        "Whether the console on metrics.listener may create and delete topics, reset the offsets of empty groups and elect preferred leaders, each as the viewer's own Kafka request (ACLs apply); false (the default): read-only."),
     broker("metrics.partition.topics", String, Some(""), Any, false,
         "Topics whose partitions get per-partition series on /metrics: a regular expression matching whole topic names; empty (the default): every topic but the internal ones (__ names)."),
     broker("metrics.naming", String, Some("gregor"), OneOf(METRICS_NAMING), false,

@@ -1,4 +1,4 @@
-// Gregor's read-only console. Plain DOM, no framework: every string from the broker goes into the
+// Gregor's console, read-only unless the broker's console.actions.enable is set. Plain DOM, no framework: every string from the broker goes into the
 // page as text (textContent), never as HTML, since group, client and topic names are chosen by
 // clients. Pages are selected by the URL fragment (#/brokers, #/topics, #/groups,
 // #/group/<id>, #/transactions, #/messages?topic=...) and refreshed every REFRESH_MS from the
@@ -55,6 +55,79 @@ function setStatus(text, error) {
   const s = document.getElementById("status");
   s.textContent = text;
   s.className = error ? "error" : "";
+}
+
+// ---- actions (console.actions.enable) --------------------------------------------------------
+
+// Whether the serving node's console may act; the page shows no action controls otherwise.
+const actionsStatus = () => getJson("/ui/api/actions").catch(() => ({ enabled: false }));
+
+// POSTs an action as JSON with the header only this page's script sends (the broker refuses
+// cross-site requests without it), then shows Kafka's answer and redraws the page.
+async function postAction(name, body) {
+  const box = document.getElementById("action-result");
+  box.hidden = false;
+  box.className = "";
+  box.textContent = `${name}: sent…`;
+  try {
+    const r = await fetch(`/ui/api/actions/${name}`, {
+      method: "POST", cache: "no-store",
+      headers: { "Content-Type": "application/json", "X-Gregor-Console": "1" },
+      body: JSON.stringify(body),
+    });
+    const v = JSON.parse(await r.text());
+    const lines = v.results ? v.results.map((x) => `${JSON.stringify(x.resource)}: ${x.error}` +
+      (x.error_code ? ` (code ${x.error_code})` : "") + (x.message ? ` — ${x.message}` : "")) : [v.error];
+    box.className = v.ok ? "ok" : "error";
+    box.textContent = `${name} as ${v.principal || "?"}: ${v.ok ? "done" : "failed"}. ${lines.join("; ")}`;
+  } catch (e) {
+    box.className = "error";
+    box.textContent = `${name}: ${e.message}`;
+  }
+  refresh();
+}
+
+function actionButton(id, label, onClick, attrs) {
+  const b = h("button", { type: "button", id, class: "action", ...attrs }, label);
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+function topicActions() {
+  const name = h("input", { id: "new-topic-name", placeholder: "topic name", "aria-label": "topic name" });
+  const parts = h("input", { id: "new-topic-partitions", type: "number", min: 1, value: 1, "aria-label": "partitions" });
+  const rf = h("input", { id: "new-topic-replication", type: "number", min: 1, value: 1, "aria-label": "replication factor" });
+  const create = actionButton("create-topic", "Create topic", () => postAction("create-topic",
+    { topic: name.value, partitions: Number(parts.value), replication_factor: Number(rf.value) }));
+  const elect = actionButton("elect-all", "Elect preferred leaders (all partitions)",
+    () => postAction("elect-leaders", {}));
+  return h("section", { class: "card actions", id: "topic-actions" }, h("h3", null, "Actions"),
+    h("div", { class: "controls" }, name, " partitions ", parts, " replication factor ", rf, create), elect);
+}
+
+function oneTopicActions(t) {
+  if (t.internal) return null;
+  const del = actionButton(null, "Delete topic", () => {
+    if (confirm(`Delete topic ${t.name} and all its records?`)) postAction("delete-topic", { topic: t.name });
+  }, { "data-action": "delete-topic" });
+  const elect = actionButton(null, "Elect preferred leaders", () => postAction("elect-leaders", { topic: t.name }),
+    { "data-action": "elect-leaders" });
+  return h("div", { class: "controls actions" }, del, " ", elect);
+}
+
+function resetActions(g) {
+  const topics = [...new Set(g.offsets.map((o) => o.topic))];
+  const topic = h("input", { id: "reset-topic", value: topics[0] || "", placeholder: "topic", "aria-label": "topic" });
+  const to = select("reset-to", [["earliest", "earliest"], ["latest", "latest"], ["offset", "an offset"]], "earliest");
+  const offset = h("input", { id: "reset-offset", type: "number", min: 0, placeholder: "offset", "aria-label": "offset" });
+  const go = actionButton("reset-offsets", "Reset offsets", () => {
+    const body = { group: g.group_id, topic: topic.value, to: to.value };
+    if (to.value === "offset") body.offset = Number(offset.value);
+    postAction("reset-offsets", body);
+  });
+  return h("section", { class: "card actions", id: "group-actions" }, h("h3", null, "Reset offsets"),
+    h("div", { class: "controls" }, "topic ", topic, " to ", to, " ", offset, go),
+    h("p", { class: "muted" }, "Only an empty group (no members) can be reset, as kafka-consumer-groups.sh refuses a live one."));
 }
 
 // ---- pages ---------------------------------------------------------------------------------
@@ -321,7 +394,12 @@ function topicsPage(c) {
   const out = [h("h2", null, "Topics"), topicControls(s)];
   if (!c.topics.length) out.push(h("p", { class: "muted" }, "No topics."));
   else out.push(topicsOverview(c), h("p", { class: "muted" }, "Click a topic for its partitions."));
-  for (const t of c.topics) out.push(topicDetails(t, s.open.has(t.name), (c.topic_configs || {})[t.name]));
+  if (c.actions && c.actions.enabled) out.splice(2, 0, topicActions());
+  for (const t of c.topics) {
+    const section = topicDetails(t, s.open.has(t.name), (c.topic_configs || {})[t.name]);
+    if (c.actions && c.actions.enabled) section.querySelector("details").append(oneTopicActions(t) || "");
+    out.push(section);
+  }
   const unread = (c.sizes_unread || []).map((n) => `node ${n.node_id} (${n.error})`);
   out.push(h("p", { class: "muted", id: "sizes-source" },
     `Sizes and offsets are the partition leader's: node ${c.node_id}'s own replica when it leads, else read from the leader's console. ` +
@@ -450,6 +528,7 @@ function groupPage(g) {
       h("div", null, h("b", null, g.skew === null ? "—" : g.skew.toFixed(2)), "lag skew (max/mean per member)"),
       h("div", null, h("b", null, g.rebalances.generations), "rebalances"),
       h("div", null, h("b", { id: "group-coordinator" }, g.coordinator), "coordinator node")),
+    g.actions && g.actions.enabled ? resetActions(g) : null,
     h("h3", null, "Members"),
     g.members.length ? table([["member id"], ["client id"], ["host"], ["instance id"], ["assignment"], ["partitions", "num"], ["lag", "num"]], members, { id: "members" })
       : h("p", { class: "muted" }, "No members."),
@@ -705,7 +784,7 @@ function chartsPage(d) {
     h("p", { class: "muted", id: "charts-source" },
       `What node ${node} saw in the last hour, sampled every ${d.sample_every_ms / 1000} s and kept in its memory ` +
       `(lost when it restarts): bytes in to the partitions it leads and out to consumers, the lag of the groups it ` +
-      `coordinates, its request latency (including time parked in purgatory, as Fetch's wait) and the ISR changes of the partitions it leads. ` +
+      `coordinates and their time lag (the age of the oldest record they have not consumed, over the partitions node ${node} leads), its request latency (including time parked in purgatory, as Fetch's wait) and the ISR changes of the partitions it leads. ` +
       `At most ${d.max_series} series per chart.` + (d.last_sample_ms ? ` Last sample ${when(d.last_sample_ms)}.` : " No sample yet.") +
       (d.via_node !== undefined ? ` Read by node ${d.via_node} from node ${node}'s console.` : "")),
     d.charts.map((c) => chartCard(c, d)),
@@ -719,9 +798,10 @@ function chartsPage(d) {
 const MAX_OPEN_CONFIGS = 10;
 async function loadTopics() {
   const open = [...topicsState().open].slice(0, MAX_OPEN_CONFIGS);
-  const [c, ...configs] = await Promise.all([getJson("/ui/api/cluster"),
+  const [c, actions, ...configs] = await Promise.all([getJson("/ui/api/cluster"), actionsStatus(),
     ...open.map((t) => getJson(`/ui/api/topic-configs?topic=${encodeURIComponent(t)}`).catch((e) => ({ error: e.message })))]);
   c.topic_configs = Object.fromEntries(open.map((t, i) => [t, configs[i]]));
+  c.actions = actions;
   return c;
 }
 
@@ -731,7 +811,12 @@ function route() {
   if (m) {
     let id;
     try { id = decodeURIComponent(m[1]); } catch { id = m[1]; }
-    return { page: "groups", api: `/ui/api/group?id=${encodeURIComponent(id)}`, render: groupPage };
+    const load = async () => {
+      const [g, actions] = await Promise.all([getJson(`/ui/api/group?id=${encodeURIComponent(id)}`), actionsStatus()]);
+      g.actions = actions;
+      return g;
+    };
+    return { page: "groups", load, render: groupPage };
   }
   const b = hash.match(/^#\/broker\/(\d+)$/);
   if (b) return { page: "brokers", api: `/ui/api/broker?id=${b[1]}`, render: brokerPage };
