@@ -211,3 +211,45 @@ def test_no_commit_is_lost_and_no_member_fenced_across_a_coordinator_sigkill(clu
     for _, m in members:
         m.close()
     print(f"all records committed {recovered:.2f}s after the coordinator's SIGKILL")
+
+
+@pytest.mark.timeout(120)
+def test_metrics_show_a_consumer_groups_epochs_reconciliations_and_lag(start_broker):
+    from test_metrics import metrics_broker, scrape, value
+    broker = metrics_broker(start_broker, **FAST_GROUPS)
+    topic, n, group = "kip848-metrics", 4, "kip848-metrics"
+    create_topic(broker, topic, n)
+    produce(broker, topic, [{"partition": i % n, "value": b"x"} for i in range(40)])
+    # Offsets committed first (a simple commit); the members never commit.
+    c = Consumer(conf(broker, {"group.id": group, "enable.auto.commit": False}))
+    c.commit(offsets=[TopicPartition(topic, p, 3) for p in range(n)], asynchronous=False)
+    c.close()
+    tl = Timeline()
+    a = ConfluentMember(broker, tl, "A", group, [topic], "range", extra=CONSUMER).start()
+    wait_for_owners(tl, lambda s: set(s.get("A", ())) == universe(topic, n), 30, "A owns all")
+    b = ConfluentMember(broker, tl, "B", group, [topic], "range", extra=CONSUMER).start()
+    wait_for_owners(tl, lambda s: partition_of(s, ["A", "B"], universe(topic, n)) and
+                    shares(s, ["A", "B"]) == [2, 2], 30, "A and B share")
+
+    def settled():
+        s = scrape(broker.metrics_port)
+        return (value(s, "gregor_consumer_groups", state="Stable") == 1 and
+                value(s, "gregor_consumer_group_members", group=group) == 2 and
+                # B's join: A gives up two partitions, then B takes them (A's own join took
+                # everything at once, with nothing to reconcile).
+                value(s, "gregor_consumer_group_reconciliations_total", group=group) >= 1, s)[0]
+    wait_until(settled, 20, "the group's series settle")
+    s = scrape(broker.metrics_port)
+    epoch = value(s, "gregor_consumer_group_epoch", group=group)
+    assert epoch >= 2 and value(s, "gregor_consumer_group_target_assignment_epoch",
+                                group=group) == epoch
+    assert value(s, "gregor_consumer_group_classic_members", group=group) == 0
+    assert value(s, "gregor_consumer_group_target_assignments_total", group=group) >= 2
+    assert value(s, "gregor_consumer_group_assignment_seconds_total", group=group) > 0
+    assert value(s, "gregor_consumer_group_last_reconciliation_seconds", group=group) >= 0
+    # Lag, as for a classic group: 10 records per partition, 3 committed.
+    assert value(s, "gregor_consumer_group_lag_sum_offsets", group=group) == 4 * 7
+    # The classic groups' series do not count it.
+    assert value(s, "gregor_group_members", group=group) is None
+    a.stop()
+    b.stop()

@@ -44,7 +44,7 @@ enum Msg {
     /// A request, with where its answer goes.
     Request(Box<Input>, oneshot::Sender<Response>),
     /// A read-only look at every group of the shard (metrics, the console).
-    Observe(oneshot::Sender<Vec<GroupObservation>>),
+    Observe(oneshot::Sender<ShardObservation>),
     /// A transaction marker of this producer (`commit`, else abort) was appended to the
     /// shard's partition.
     TxnMarker { producer_id: i64, commit: bool },
@@ -75,7 +75,69 @@ pub struct GroupObservation {
     pub coordinator_since_ms: i64,
 }
 
-fn observe(coordinator: &GroupCoordinator, loaded_ms: i64) -> Vec<GroupObservation> {
+/// One KIP-848 consumer group as its coordinator shard sees it.
+#[derive(Debug, Clone)]
+pub struct ConsumerGroupObservation {
+    pub group_id: String,
+    /// Kafka's name of its state (Empty, Assigning, Reconciling, Stable).
+    pub state: &'static str,
+    pub group_epoch: i32,
+    pub target_epoch: i32,
+    pub members: usize,
+    /// Members speaking the classic protocol (a migration under way).
+    pub classic_members: usize,
+    pub stats: gregor_group::consumer::model::ConsumerGroupStats,
+    /// Time spent computing its target assignments, in this shard's requests that computed one.
+    pub assignment: AssignmentTimes,
+    /// Committed offsets: topic, partition, offset.
+    pub offsets: Vec<(String, i32, i64)>,
+}
+
+/// How long one consumer group's target assignments took to compute.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AssignmentTimes {
+    pub count: u64,
+    pub seconds_total: f64,
+    pub last_seconds: f64,
+}
+
+/// Every group of one shard.
+#[derive(Debug, Default)]
+pub struct ShardObservation {
+    pub classic: Vec<GroupObservation>,
+    pub consumer: Vec<ConsumerGroupObservation>,
+}
+
+fn observe(shell: &ShardShell, coordinator: &GroupCoordinator) -> ShardObservation {
+    let consumer = coordinator
+        .consumer_groups()
+        .map(|g| ConsumerGroupObservation {
+            group_id: g.group_id.clone(),
+            state: g.state().name(),
+            group_epoch: g.group_epoch,
+            target_epoch: g.target_epoch,
+            members: g.members.len(),
+            classic_members: g.members.values().filter(|m| m.classic.is_some()).count(),
+            stats: g.stats.clone(),
+            assignment: shell
+                .assignment
+                .get(&g.group_id)
+                .copied()
+                .unwrap_or_default(),
+            offsets: coordinator
+                .committed_offsets(&g.group_id)
+                .into_iter()
+                .map(|(t, p, o)| (t, p, o.offset))
+                .collect(),
+        })
+        .collect();
+    ShardObservation {
+        classic: observe_classic(coordinator, shell.loaded_ms),
+        consumer,
+    }
+}
+
+fn observe_classic(coordinator: &GroupCoordinator, loaded_ms: i64) -> Vec<GroupObservation> {
     coordinator
         .group_ids()
         .into_iter()
@@ -336,8 +398,17 @@ impl Groups {
     /// Every group of every loaded shard of this node (a shard that unloads meanwhile is
     /// skipped: its groups are no longer this node's).
     pub async fn observe(&self) -> Vec<GroupObservation> {
+        self.observe_all().await.classic
+    }
+
+    /// Every KIP-848 consumer group this node coordinates.
+    pub async fn observe_consumer(&self) -> Vec<ConsumerGroupObservation> {
+        self.observe_all().await.consumer
+    }
+
+    async fn observe_all(&self) -> ShardObservation {
         let (loaded, _) = self.shard_partitions();
-        let mut out = Vec::new();
+        let mut out = ShardObservation::default();
         for p in loaded {
             let Ok(tx) = self.table.route(p) else {
                 continue;
@@ -347,7 +418,8 @@ impl Groups {
                 continue;
             }
             if let Ok(groups) = rx.await {
-                out.extend(groups);
+                out.classic.extend(groups.classic);
+                out.consumer.extend(groups.consumer);
             }
         }
         out
@@ -482,6 +554,8 @@ pub fn shard_settings(config: &BrokerConfig) -> ShardSettings {
         planted_txn_offsets_early: planted!(TxnOffsetsEarly),
         #[cfg(feature = "simulation")]
         planted_consumer_replay_first_epoch: planted!(ConsumerReplayKeepsFirstEpoch),
+        #[cfg(feature = "simulation")]
+        planted_upgrade_drops_assignment: planted!(UpgradeDropsAssignment),
         ..GroupConfig::default()
     };
     ShardSettings {
@@ -506,6 +580,11 @@ fn consumer_settings(config: &BrokerConfig) -> gregor_group::ConsumerGroupConfig
         heartbeat_interval_ms: config.int("group.consumer.heartbeat.interval.ms") as i32,
         max_size: config.int("group.consumer.max.size").max(1) as usize,
         assignors,
+        migration_policy: config
+            .settings
+            .get("group.consumer.migration.policy")
+            .and_then(|v| v.as_str().and_then(gregor_group::MigrationPolicy::parse))
+            .unwrap_or_default(),
     }
 }
 
@@ -621,8 +700,12 @@ async fn run(
     mut rx: mpsc::Receiver<Msg>,
     mut stop: oneshot::Receiver<()>,
 ) {
-    let mut waiting: HashMap<u64, oneshot::Sender<Response>> = HashMap::new();
-    let mut next_id: u64 = 1;
+    let mut shell = ShardShell {
+        waiting: HashMap::new(),
+        next_id: 1,
+        loaded_ms: now_ms(),
+        assignment: HashMap::new(),
+    };
     // Appends are written in the order they are queued, as the coordinator requires. The queue
     // is bounded by `pending`: no request is taken while MAX_PENDING_APPENDS are outstanding.
     let (append_tx, append_rx) = mpsc::unbounded_channel::<(AppendToken, Vec<Record>)>();
@@ -635,9 +718,8 @@ async fn run(
         done_tx,
     ));
     let mut pending = 0usize;
-    let loaded_ms = now_ms();
-    let effects = coordinator.complete_load(loaded_ms);
-    pending += carry_out(effects, &mut waiting, &append_tx);
+    let effects = coordinator.complete_load(shell.loaded_ms);
+    pending += carry_out(effects, &mut shell.waiting, &append_tx);
     // Offset expiry runs every offsets.retention.check.interval.ms (first after one interval).
     let check = settings.retention_check;
     let mut expiry = tokio::time::interval_at(tokio::time::Instant::now() + check, check);
@@ -656,7 +738,7 @@ async fn run(
         let effects = tokio::select! {
             _ = &mut stop => {
                 let effects = coordinator.unload();
-                carry_out(effects, &mut waiting, &append_tx);
+                carry_out(effects, &mut shell.waiting, &append_tx);
                 // Requests still queued are dropped unanswered: their callers answer
                 // NOT_COORDINATOR.
                 rx.close();
@@ -664,7 +746,7 @@ async fn run(
                 return;
             }
             m = rx.recv(), if pending < MAX_PENDING_APPENDS => match m {
-                Some(msg) => on_msg(&mut coordinator, msg, &mut waiting, &mut next_id, loaded_ms),
+                Some(msg) => on_msg(&mut coordinator, msg, &mut shell),
                 None => return,
             },
             Some((token, result)) = done_rx.recv() => {
@@ -674,29 +756,68 @@ async fn run(
             _ = sleep => coordinator.tick(now_ms()),
             _ = expiry.tick() => coordinator.expire_offsets(now_ms()),
         };
-        pending += carry_out(effects, &mut waiting, &append_tx);
+        pending += carry_out(effects, &mut shell.waiting, &append_tx);
     }
+}
+
+/// A shard task's own state around its coordinator.
+struct ShardShell {
+    /// Requests waiting for their answer, by request id.
+    waiting: HashMap<u64, oneshot::Sender<Response>>,
+    next_id: u64,
+    /// When the shard loaded its partition.
+    loaded_ms: i64,
+    /// Per consumer group: the time its target assignments took (measured here: the
+    /// coordinator reads no clock).
+    assignment: HashMap<String, AssignmentTimes>,
+}
+
+/// The consumer group a request may compute a target assignment of.
+fn consumer_group_of(request: &Request) -> Option<&str> {
+    match request {
+        Request::ConsumerGroupHeartbeat(r) => Some(&r.group_id),
+        Request::JoinGroup(r) => Some(&r.group_id),
+        Request::Heartbeat(r) => Some(&r.group_id),
+        _ => None,
+    }
+}
+
+/// Handles a request, timing it when it computed a consumer group's target assignment.
+fn handle_timed(
+    coordinator: &mut GroupCoordinator,
+    input: Input,
+    shell: &mut ShardShell,
+) -> Vec<Effect> {
+    let Some(group) = consumer_group_of(&input.request).map(str::to_string) else {
+        return coordinator.handle(now_ms(), input);
+    };
+    let targets = |c: &GroupCoordinator| c.consumer_group(&group).map_or(0, |g| g.stats.targets);
+    let before = targets(coordinator);
+    let started = tokio::time::Instant::now();
+    let effects = coordinator.handle(now_ms(), input);
+    if targets(coordinator) > before {
+        let took = started.elapsed().as_secs_f64();
+        let t = shell.assignment.entry(group).or_default();
+        t.count += 1;
+        t.seconds_total += took;
+        t.last_seconds = took;
+    }
+    effects
 }
 
 /// One message to a shard's task: what the coordinator makes of it (a request gets the next
 /// request id, its answer is awaited in `waiting`).
-fn on_msg(
-    coordinator: &mut GroupCoordinator,
-    msg: Msg,
-    waiting: &mut HashMap<u64, oneshot::Sender<Response>>,
-    next_id: &mut u64,
-    loaded_ms: i64,
-) -> Vec<Effect> {
+fn on_msg(coordinator: &mut GroupCoordinator, msg: Msg, shell: &mut ShardShell) -> Vec<Effect> {
     match msg {
         Msg::Request(input, reply) => {
             let mut input = *input;
-            input.request_id = *next_id;
-            waiting.insert(*next_id, reply);
-            *next_id += 1;
-            coordinator.handle(now_ms(), input)
+            input.request_id = shell.next_id;
+            shell.waiting.insert(shell.next_id, reply);
+            shell.next_id += 1;
+            handle_timed(coordinator, input, shell)
         }
         Msg::Observe(reply) => {
-            let _ = reply.send(observe(coordinator, loaded_ms));
+            let _ = reply.send(observe(shell, coordinator));
             Vec::new()
         }
         Msg::TxnMarker {

@@ -74,6 +74,10 @@ pub enum PlantedBug {
     /// epoch and target epoch of each consumer group (KIP-848) instead of the last: after the
     /// coordinator moves, the next target takes its members' epochs back.
     ConsumerReplayKeepsFirstEpoch,
+    /// A classic group upgraded to a consumer group (KIP-848's migration) forgets what its
+    /// classic members own: their partitions go to the joining member while they still
+    /// consume them.
+    UpgradeDropsAssignment,
     /// The group coordinator answers OffsetFetch with the offset after the committed one
     /// (taking a commit for the last record consumed): a member resuming from it skips one.
     FetchPastCommit,

@@ -48,6 +48,11 @@ pub struct GroupConfig {
     /// takes its members' epochs back.
     #[cfg(feature = "simulation")]
     pub planted_consumer_replay_first_epoch: bool,
+    /// A planted bug (set as `planted_stale_sync` is): a classic group upgraded to a consumer
+    /// group keeps none of its classic members' partitions, so they go to the joining member
+    /// while their owners still consume them.
+    #[cfg(feature = "simulation")]
+    pub planted_upgrade_drops_assignment: bool,
 }
 
 impl Default for GroupConfig {
@@ -71,6 +76,8 @@ impl Default for GroupConfig {
             planted_txn_offsets_early: false,
             #[cfg(feature = "simulation")]
             planted_consumer_replay_first_epoch: false,
+            #[cfg(feature = "simulation")]
+            planted_upgrade_drops_assignment: false,
         }
     }
 }
@@ -118,6 +125,14 @@ impl GroupConfig {
     pub(crate) const fn consumer_replay_first_epoch_planted(&self) -> bool {
         false
     }
+    #[cfg(feature = "simulation")]
+    pub(crate) fn upgrade_drops_assignment_planted(&self) -> bool {
+        self.planted_upgrade_drops_assignment
+    }
+    #[cfg(not(feature = "simulation"))]
+    pub(crate) const fn upgrade_drops_assignment_planted(&self) -> bool {
+        false
+    }
 }
 
 /// The coordinator's settings for KIP-848 consumer groups (Kafka's names).
@@ -131,6 +146,50 @@ pub struct ConsumerGroupConfig {
     pub max_size: usize,
     /// `group.consumer.assignors`, by name: the first is the default.
     pub assignors: Vec<String>,
+    /// `group.consumer.migration.policy`.
+    pub migration_policy: MigrationPolicy,
+}
+
+/// `group.consumer.migration.policy`: which online conversions between the group protocols
+/// the coordinator makes (KIP-848's migration).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MigrationPolicy {
+    /// Neither: a classic group with members refuses consumer-protocol members.
+    Disabled,
+    /// A classic group becomes a consumer group when a consumer-protocol member joins.
+    Upgrade,
+    /// A consumer group whose last consumer-protocol member leaves becomes a classic group.
+    Downgrade,
+    /// Both (Kafka's default).
+    #[default]
+    Bidirectional,
+}
+
+impl MigrationPolicy {
+    /// The policy named by the setting's value (case-insensitive, as Kafka reads it).
+    pub fn parse(value: &str) -> Option<MigrationPolicy> {
+        match value.to_ascii_lowercase().as_str() {
+            "disabled" => Some(MigrationPolicy::Disabled),
+            "upgrade" => Some(MigrationPolicy::Upgrade),
+            "downgrade" => Some(MigrationPolicy::Downgrade),
+            "bidirectional" => Some(MigrationPolicy::Bidirectional),
+            _ => None,
+        }
+    }
+
+    pub fn upgrades(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Upgrade | MigrationPolicy::Bidirectional
+        )
+    }
+
+    pub fn downgrades(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Downgrade | MigrationPolicy::Bidirectional
+        )
+    }
 }
 
 /// One consumer group's own settings (its GROUP config resource), overriding the broker's.
@@ -172,6 +231,7 @@ impl Default for ConsumerGroupConfig {
             heartbeat_interval_ms: 5_000,
             max_size: i32::MAX as usize,
             assignors: vec!["uniform".to_string(), "range".to_string()],
+            migration_policy: MigrationPolicy::default(),
         }
     }
 }

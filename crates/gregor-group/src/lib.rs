@@ -26,7 +26,9 @@ mod timer;
 pub mod txn;
 
 pub use api::*;
-pub use config::{ConsumerGroupConfig, GroupConfig, GroupOverrides, GroupOverridesMap};
+pub use config::{
+    ConsumerGroupConfig, GroupConfig, GroupOverrides, GroupOverridesMap, MigrationPolicy,
+};
 pub use coordinator::{
     CommittedOffset, GroupCoordinator, GroupSummary, MemberSummary, ReplayError,
 };

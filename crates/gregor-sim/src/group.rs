@@ -58,7 +58,14 @@ pub struct GroupWorkload {
     /// The members use `group.protocol=consumer` (KIP-848); their generations are member
     /// epochs.
     pub consumer_protocol: bool,
+    /// Each incarnation speaks the classic protocol or the consumer protocol, drawn as it
+    /// starts: the group migrates online between them (KIP-848's upgrade and downgrade), its
+    /// classic members inside a consumer group in between.
+    pub mixed_protocols: bool,
 }
+
+/// The coordinator's assignor of the consumer-protocol incarnations of a mixed group.
+const MIXED_REMOTE_ASSIGNOR: &str = "uniform";
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -242,10 +249,16 @@ async fn member(
 impl Member {
     /// A new incarnation's consumer, subscribed to the data topic.
     async fn start(&mut self, label: String) -> Option<Incarnation> {
+        let consumer_protocol = self.workload.consumer_protocol
+            || (self.workload.mixed_protocols && self.rng.next_below(2) == 0);
+        let strategy = match (consumer_protocol, self.workload.mixed_protocols) {
+            (true, true) => MIXED_REMOTE_ASSIGNOR,
+            _ => self.strategy,
+        };
         let mut config = consumer_config(
             self.nodes,
-            self.strategy,
-            self.workload.consumer_protocol,
+            strategy,
+            consumer_protocol,
             &label,
             &mut self.rng,
         );
@@ -483,14 +496,18 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64, workloa
         h.data.group.strategy = strategy.to_string();
         h.data.group.static_members = workload.static_members;
         h.data.group.consumer_protocol = workload.consumer_protocol;
+        h.data.group.mixed_protocols = workload.mixed_protocols;
         let kind = if workload.static_members {
             "static members"
         } else {
             "members"
         };
-        let protocol = match workload.consumer_protocol {
-            true => "group.protocol=consumer, group.remote.assignor=",
-            false => "",
+        let protocol = match (workload.consumer_protocol, workload.mixed_protocols) {
+            (true, _) => "group.protocol=consumer, group.remote.assignor=",
+            (false, true) => {
+                "group.protocol classic or consumer (uniform) per incarnation, classic "
+            }
+            (false, false) => "",
         };
         h.event(format!(
             "group {GROUP}: {members} {kind}, {protocol}{strategy}"

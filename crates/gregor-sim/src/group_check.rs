@@ -8,7 +8,8 @@ use crate::property::{Property, Violation};
 
 pub fn check(g: &GroupHistory, out: &mut Vec<Violation>) {
     two_owners(g, out);
-    if g.consumer_protocol {
+    // In a mixed group a classic member's generation is its member epoch too.
+    if g.consumer_protocol || g.mixed_protocols {
         epochs_forward(g, out);
     }
     commits_forward(g, out);

@@ -189,6 +189,8 @@ pub struct GroupHistory {
     pub static_members: bool,
     /// `group.protocol=consumer`: the generations recorded are member epochs.
     pub consumer_protocol: bool,
+    /// `--group-protocol mixed`: classic and consumer-protocol incarnations share the group.
+    pub mixed_protocols: bool,
     pub owned: Vec<Owned>,
     pub reads: Vec<GroupRead>,
     /// In the order the acknowledgements arrived.

@@ -71,9 +71,14 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
             .filter(|(on, _)| *on)
             .map(|(_, flag)| flag.to_string()),
     );
-    if options.consumer_protocol {
+    if options.consumer_protocol || options.mixed_protocols {
         args.push("--group-protocol".into());
-        args.push("consumer".into());
+        let protocol = if options.mixed_protocols {
+            "mixed"
+        } else {
+            "consumer"
+        };
+        args.push(protocol.into());
     }
     if let Some(bug) = options.bug {
         args.push("--plant".into());

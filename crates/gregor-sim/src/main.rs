@@ -45,7 +45,8 @@ struct Args {
     /// stale-fetch-position, decide-unconfirmed, (with
     /// --replication --groups) stale-sync, replay-keeps-first-commit, fetch-past-commit,
     /// drop-last-record, (with --replication --groups --group-protocol consumer)
-    /// consumer-replay-first-epoch, (with --replication --topic-admin) keep-stray-logs, (with
+    /// consumer-replay-first-epoch, (with --replication --groups --group-protocol mixed)
+    /// upgrade-drops-assignment, (with --replication --topic-admin) keep-stray-logs, (with
     /// --replication --acls) ack-acl-unapplied, (with --replication --quotas)
     /// ack-quota-unapplied, (with --replication --transactions) txn-abort-visible,
     /// txn-fenced-produce, txn-offsets-early, txn-marker-before-prepare.
@@ -84,7 +85,9 @@ struct Args {
     /// With --groups: the group protocol of the members, classic (JoinGroup/SyncGroup, a
     /// strategy drawn per seed) or consumer (KIP-848's ConsumerGroupHeartbeat, the
     /// coordinator's uniform or range assignor drawn per seed, and member epochs checked).
-    #[arg(long, default_value = "classic", value_parser = ["classic", "consumer"])]
+    /// Or mixed: each incarnation draws classic or consumer, so the group migrates online
+    /// between the protocols.
+    #[arg(long, default_value = "classic", value_parser = ["classic", "consumer", "mixed"])]
     group_protocol: String,
     /// With --replication: after the other faults, one or two episodes of a full disk or
     /// failing fsyncs on one node, which is then restarted on the repaired disk (keeping only
@@ -216,6 +219,7 @@ fn sim_options(args: &Args, bug: Option<PlantedBug>, seed: u64) -> SimOptions {
         stalls: args.stalls,
         static_members: args.static_members,
         consumer_protocol: args.group_protocol == "consumer",
+        mixed_protocols: args.group_protocol == "mixed",
         disk_faults: args.disk_faults,
         slow_disk: args.slow_disk,
         clock_jumps: args.clock_jumps,

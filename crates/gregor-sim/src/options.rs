@@ -52,6 +52,11 @@ pub enum PlantedBug {
     /// epoch instead of the last, so after the coordinator moves the next target takes the
     /// members' epochs back (found by `member-epoch-went-back`).
     ConsumerReplayKeepsFirstEpoch,
+    /// `--groups --group-protocol mixed` runs: a classic group upgraded to a consumer group
+    /// forgets what its classic members own, so the coordinator gives their partitions to the
+    /// consumer-protocol member at once, and both commit them (found by
+    /// `committed-offset-went-back`).
+    UpgradeDropsAssignment,
     /// `--groups` runs: the group coordinator answers OffsetFetch with the offset after the
     /// committed one, so a member resuming from it skips a record (found by
     /// `group-skipped-records`).
@@ -128,7 +133,7 @@ pub enum PlantedBug {
 
 impl PlantedBug {
     /// Every bug, by its command-line name.
-    pub const ALL: [(&'static str, PlantedBug); 31] = [
+    pub const ALL: [(&'static str, PlantedBug); 32] = [
         ("ack-uncommitted", PlantedBug::AckUncommitted),
         ("forget-vote", PlantedBug::ForgetVote),
         ("hw-max", PlantedBug::HighWatermarkMax),
@@ -150,6 +155,10 @@ impl PlantedBug {
         (
             "consumer-replay-first-epoch",
             PlantedBug::ConsumerReplayKeepsFirstEpoch,
+        ),
+        (
+            "upgrade-drops-assignment",
+            PlantedBug::UpgradeDropsAssignment,
         ),
         ("fetch-past-commit", PlantedBug::FetchPastCommit),
         ("election-keeps-epoch", PlantedBug::ElectionKeepsLeaderEpoch),
@@ -243,6 +252,9 @@ pub struct SimOptions {
     /// with the coordinator's `uniform` or `range` assignor instead of the classic protocol
     /// (`--group-protocol consumer`; see `group.rs`).
     pub consumer_protocol: bool,
+    /// Replicated runs with `groups`: each member incarnation draws the classic or the consumer
+    /// protocol, so the group is upgraded and downgraded online (`--group-protocol mixed`).
+    pub mixed_protocols: bool,
     /// Replicated runs: full disks and failing fsyncs (see [`crate::Scenario::with_disk_faults`]).
     pub disk_faults: bool,
     /// Replicated runs: slow fsyncs on one node at a time, overlapping the other faults (see

@@ -802,6 +802,7 @@ fn plant_bugs(bug: Option<PlantedBug>) {
         Some(PlantedBug::ConsumerReplayKeepsFirstEpoch) => {
             Some(Broker::ConsumerReplayKeepsFirstEpoch)
         }
+        Some(PlantedBug::UpgradeDropsAssignment) => Some(Broker::UpgradeDropsAssignment),
         Some(PlantedBug::ElectionKeepsLeaderEpoch) => Some(Broker::ElectionKeepsLeaderEpoch),
         Some(PlantedBug::StrayLogsKept) => Some(Broker::StrayLogsKept),
         Some(PlantedBug::AclAckBeforeApplied) => Some(Broker::AclAckBeforeApplied),

@@ -22,6 +22,7 @@ pub async fn run(
         stalls: options.stalls,
         static_members: options.static_members,
         consumer_protocol: options.consumer_protocol,
+        mixed_protocols: options.mixed_protocols,
     });
     data::create_topic(&history, nodes).await;
     let producers = async {

@@ -729,6 +729,32 @@ fn the_checker_finds_a_coordinator_that_loads_old_member_epochs() {
 
 const CONSUMER_REPLAY_FIRST_EPOCH_SEED: u64 = 8;
 
+/// A classic group upgraded to a consumer group that forgets what its classic members own
+/// (KIP-848's online migration, `--group-protocol mixed`) gives their partitions to the
+/// consumer-protocol member that joined while they still consume them: both commit the same
+/// partition, and its committed offset goes back (`committed-offset-went-back`). First at seed
+/// UPGRADE_DROPS_ASSIGNMENT_SEED of the mixed seeds, which passes without the bug.
+#[test]
+fn the_checker_finds_an_upgrade_that_forgets_the_classic_members_partitions() {
+    let base = SimOptions {
+        mixed_protocols: true,
+        ..group_options()
+    };
+    let found = first_seed_reporting(
+        base,
+        10,
+        PlantedBug::UpgradeDropsAssignment,
+        Property::CommittedOffsetWentBack,
+        &[],
+    );
+    assert_eq!(
+        found.seed, UPGRADE_DROPS_ASSIGNMENT_SEED,
+        "the first of seeds 0-9"
+    );
+}
+
+const UPGRADE_DROPS_ASSIGNMENT_SEED: u64 = 0;
+
 /// A group coordinator that answers OffsetFetch with the offset after the committed one (a
 /// commit taken for the last record consumed, not the next to read): every member that resumes
 /// from a commit skips a record, which no member is then ever given (`group-skipped-records`).
@@ -1136,6 +1162,30 @@ fn consumer_protocol_groups_under_faults_keep_their_guarantees() {
     assert!(
         traces.contains("group.protocol=consumer"),
         "the members did not use the consumer protocol"
+    );
+}
+
+/// Groups whose member incarnations each draw the classic or the consumer protocol
+/// (`--group-protocol mixed`), under the replication faults, with stalls (odd seeds) and power
+/// losses (seed 3): the group is upgraded to a consumer group and downgraded back online while
+/// the coordinator moves, and every group property holds, member epochs included.
+#[test]
+fn groups_migrating_between_protocols_under_faults_keep_their_guarantees() {
+    let runs: Vec<SimOptions> = (0..4)
+        .map(|seed| SimOptions {
+            seed,
+            mode: Mode::Replication,
+            groups: true,
+            mixed_protocols: true,
+            stalls: seed % 2 == 1,
+            power_loss: seed == 3,
+            ..SimOptions::default()
+        })
+        .collect();
+    let traces = run_all_passing(&runs);
+    assert!(
+        traces.contains("classic or consumer"),
+        "the members did not draw their protocols"
     );
 }
 

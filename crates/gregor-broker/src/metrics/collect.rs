@@ -619,14 +619,13 @@ impl LagFamilies {
     async fn record(
         &self,
         b: BrokerView<'_>,
-        g: &GroupObservation,
+        (group, offsets): (&String, &[(String, i32, i64)]),
         hws: &HashMap<(String, i32), i64>,
         filter: &PartitionFilter,
         now_ms: i64,
     ) {
-        let group = &g.summary.group_id;
         let mut sum = None::<i64>;
-        for (topic, partition, offset) in &g.offsets {
+        for (topic, partition, offset) in offsets {
             let series = filter.includes(topic);
             let labels = GroupPartitionLabels {
                 group: group.clone(),
@@ -664,13 +663,17 @@ impl LagFamilies {
 
 async fn groups(b: BrokerView<'_>, r: &mut Registry) {
     let observed = b.groups.observe().await;
+    let consumer = b.groups.observe_consumer().await;
     let families = GroupFamilies::register(r);
+    let consumer_families = ConsumerGroupFamilies::register(r);
     let lags = LagFamilies::register(r, b.cluster_view.high_watermark_failures());
     let now_ms = crate::runtime::now_ms();
     // One look per partition however many groups commit to it.
     let wanted: HashSet<(String, i32)> = observed
         .iter()
-        .flat_map(|g| g.offsets.iter().map(|(t, p, _)| (t.clone(), *p)))
+        .map(|g| &g.offsets)
+        .chain(consumer.iter().map(|g| &g.offsets))
+        .flat_map(|o| o.iter().map(|(t, p, _)| (t.clone(), *p)))
         .collect();
     let hws = b
         .cluster_view
@@ -679,7 +682,94 @@ async fn groups(b: BrokerView<'_>, r: &mut Registry) {
     let filter = partition_filter(b);
     for g in &observed {
         families.record(g);
-        lags.record(b, g, &hws, &filter, now_ms).await;
+        let of = (&g.summary.group_id, g.offsets.as_slice());
+        lags.record(b, of, &hws, &filter, now_ms).await;
+    }
+    for g in &consumer {
+        consumer_families.record(g);
+        lags.record(
+            b,
+            (&g.group_id, g.offsets.as_slice()),
+            &hws,
+            &filter,
+            now_ms,
+        )
+        .await;
+    }
+}
+
+/// The KIP-848 consumer groups' series: epochs, members, and how their rebalances went.
+struct ConsumerGroupFamilies {
+    by_state: Family<StateLabels, Gauge>,
+    epoch: Family<GroupLabels, Gauge>,
+    target_epoch: Family<GroupLabels, Gauge>,
+    members: Family<GroupLabels, Gauge>,
+    classic_members: Family<GroupLabels, Gauge>,
+    reconciliations: Family<GroupLabels, Counter>,
+    reconciliation_seconds: Family<GroupLabels, Counter<f64, AtomicU64>>,
+    last_reconciliation: Family<GroupLabels, FloatGauge>,
+    assignments: Family<GroupLabels, Counter>,
+    assignment_seconds: Family<GroupLabels, Counter<f64, AtomicU64>>,
+}
+
+impl ConsumerGroupFamilies {
+    fn register(r: &mut Registry) -> ConsumerGroupFamilies {
+        let by_state = family::<StateLabels>(
+            r,
+            "gregor_consumer_groups",
+            "KIP-848 consumer groups coordinated by this broker, per state (Empty, Assigning, Reconciling, Stable)",
+        );
+        for state in ["Empty", "Assigning", "Reconciling", "Stable"] {
+            drop(by_state.get_or_create(&StateLabels { state }));
+        }
+        let g = |r: &mut Registry, name, help| family::<GroupLabels>(r, name, help);
+        ConsumerGroupFamilies {
+            by_state,
+            epoch: g(r, "gregor_consumer_group_epoch", "A consumer group's group epoch"),
+            target_epoch: g(r, "gregor_consumer_group_target_assignment_epoch", "The group epoch a consumer group's target assignment was computed for"),
+            members: g(r, "gregor_consumer_group_members", "Members of a consumer group"),
+            classic_members: g(r, "gregor_consumer_group_classic_members", "Members of a consumer group that speak the classic protocol (a migration under way)"),
+            reconciliations: registered(r, "gregor_consumer_group_reconciliations", "Reconciliations of a consumer group that finished (every member at its target), since this coordinator loaded the group"),
+            reconciliation_seconds: registered(r, "gregor_consumer_group_reconciliation_seconds", "Total duration of a consumer group's finished reconciliations, from the first change to every member holding its target"),
+            last_reconciliation: registered(r, "gregor_consumer_group_last_reconciliation_seconds", "Duration of a consumer group's last finished reconciliation"),
+            assignments: registered(r, "gregor_consumer_group_target_assignments", "Target assignments computed for a consumer group, since this coordinator loaded it"),
+            assignment_seconds: registered(r, "gregor_consumer_group_assignment_seconds", "Total time the coordinator spent in requests that computed a consumer group's target assignment"),
+        }
+    }
+
+    fn record(&self, g: &crate::groups::ConsumerGroupObservation) {
+        self.by_state
+            .get_or_create(&StateLabels { state: g.state })
+            .inc();
+        let labels = GroupLabels {
+            group: g.group_id.clone(),
+        };
+        self.epoch
+            .get_or_create(&labels)
+            .set(i64::from(g.group_epoch));
+        self.target_epoch
+            .get_or_create(&labels)
+            .set(i64::from(g.target_epoch));
+        self.members.get_or_create(&labels).set(g.members as i64);
+        self.classic_members
+            .get_or_create(&labels)
+            .set(g.classic_members as i64);
+        let s = &g.stats;
+        self.reconciliations
+            .get_or_create(&labels)
+            .inc_by(s.reconciliations);
+        self.reconciliation_seconds
+            .get_or_create(&labels)
+            .inc_by(s.reconciliation_ms_total as f64 / 1000.0);
+        if let Some(ms) = s.last_reconciliation_ms {
+            self.last_reconciliation
+                .get_or_create(&labels)
+                .set(ms as f64 / 1000.0);
+        }
+        self.assignments.get_or_create(&labels).inc_by(s.targets);
+        self.assignment_seconds
+            .get_or_create(&labels)
+            .inc_by(g.assignment.seconds_total);
     }
 }
 

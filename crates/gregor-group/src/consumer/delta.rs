@@ -52,6 +52,11 @@ impl Before {
         }
     }
 
+    /// The target epoch before the change.
+    pub fn target_epoch(&self) -> i32 {
+        self.target_epoch
+    }
+
     /// The touched members `after` no longer has.
     pub fn removed<'a>(&'a self, after: &'a ConsumerGroup) -> impl Iterator<Item = &'a str> + 'a {
         self.members

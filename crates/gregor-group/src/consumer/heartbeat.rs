@@ -108,21 +108,10 @@ pub fn heartbeat(
     }
     let (before, mut member) = member_for(group, cfg, req, new_member_id)?;
     let changed = update_member(&mut member, req);
-    let mut bump = before.is_none() || changed;
+    let bump = before.is_none() || changed;
     group.put_member(member.clone());
-    bump |= refresh_subscribed(group, topics);
-    if bump {
-        group.group_epoch += 1;
-    }
-    if group.group_epoch > group.target_epoch {
-        let assignor = pick_assignor(group, cfg);
-        let subscribed = member_topics(group);
-        group.target = Arc::new(
-            compute_target(group, assignor, &subscribed, &group.subscribed_topics)
-                .map_err(|e| HeartbeatError::InvalidRequest(e.to_string()))?,
-        );
-        group.target_epoch = group.group_epoch;
-    }
+    let deferred = new_regex(group, before.as_ref(), &member);
+    refresh_target(group, cfg, topics, bump, deferred.as_deref())?;
     let target = group
         .target
         .get(&member.member_id)
@@ -138,6 +127,40 @@ pub fn heartbeat(
     );
     group.put_member(next.clone());
     Ok(outcome(cfg, req, before.as_ref(), &next, now_ms))
+}
+
+/// Brings the group's target assignment up to date: a new group epoch when `bump` says a
+/// member's subscription changed or the subscribed topics did, then a target for it.
+pub fn update_target(
+    group: &mut ConsumerGroup,
+    cfg: &ConsumerGroupConfig,
+    topics: &dyn TopicsView,
+    bump: bool,
+) -> Result<(), HeartbeatError> {
+    refresh_target(group, cfg, topics, bump, None)
+}
+
+/// [`update_target`], leaving the regex `deferred` unresolved until the group's next heartbeat.
+fn refresh_target(
+    group: &mut ConsumerGroup,
+    cfg: &ConsumerGroupConfig,
+    topics: &dyn TopicsView,
+    bump: bool,
+    deferred: Option<&str>,
+) -> Result<(), HeartbeatError> {
+    if refresh_subscribed(group, topics, deferred) || bump {
+        group.group_epoch += 1;
+    }
+    if group.group_epoch > group.target_epoch {
+        let assignor = pick_assignor(group, cfg);
+        let subscribed = member_topics(group);
+        group.target = Arc::new(
+            compute_target(group, assignor, &subscribed, &group.subscribed_topics)
+                .map_err(|e| HeartbeatError::InvalidRequest(e.to_string()))?,
+        );
+        group.target_epoch = group.group_epoch;
+    }
+    Ok(())
 }
 
 fn outcome(
@@ -358,15 +381,45 @@ fn update_member(m: &mut ConsumerMember, req: &HeartbeatRequest) -> bool {
         || s.rack != before.rack
 }
 
+/// A regex this heartbeat brings to the group (no other member subscribes to it). Kafka resolves
+/// a new regex off the heartbeat's path, so the member gets its literal topics first and the
+/// regex's at a later heartbeat (librdkafka's tests expect that order); Gregor resolves it at the
+/// group's next heartbeat, which is as soon as a member can learn of it either way.
+fn new_regex(
+    group: &ConsumerGroup,
+    before: Option<&ConsumerMember>,
+    member: &ConsumerMember,
+) -> Option<String> {
+    let re = member.subscription.topic_regex.as_ref()?;
+    let had = before.and_then(|b| b.subscription.topic_regex.as_ref());
+    let only_user = group.subscriptions.regexes.get(re) == Some(&1);
+    (had != Some(re) && only_user).then(|| re.clone())
+}
+
 /// Resolves the group's subscriptions again if they or the cluster's topics changed since
-/// the last time; true if the subscribed topics' metadata changed (a new target is needed).
+/// the last time (all but the regex `deferred`, which matches nothing until the next time); true
+/// if the subscribed topics' metadata or a regex's topics changed (a new target is needed).
 /// Costs the group's distinct subscriptions, not its members.
-fn refresh_subscribed(group: &mut ConsumerGroup, topics: &dyn TopicsView) -> bool {
+fn refresh_subscribed(
+    group: &mut ConsumerGroup,
+    topics: &dyn TopicsView,
+    deferred: Option<&str>,
+) -> bool {
     let against = (topics.version(), group.subscriptions.generation);
     if group.resolved.against == Some(against) {
         return false;
     }
-    let regex_topics = resolve_regexes(group.subscriptions.regexes.keys(), topics);
+    let mut regex_topics = resolve_regexes(
+        group
+            .subscriptions
+            .regexes
+            .keys()
+            .filter(|re| Some(re.as_str()) != deferred),
+        topics,
+    );
+    if let Some(re) = deferred {
+        regex_topics.insert(re.to_string(), BTreeSet::new());
+    }
     let names: BTreeSet<&String> = group
         .subscriptions
         .names
@@ -379,11 +432,20 @@ fn refresh_subscribed(group: &mut ConsumerGroup, topics: &dyn TopicsView) -> boo
         .collect();
     // By digest: a reloaded group knows only that of the metadata its target was computed from.
     let hash = metadata_hash(&metadata);
-    let changed = hash != group.metadata_hash;
+    // A regex that now matches other topics, which others may subscribe to by name (same hash).
+    let regexes_moved = regex_topics.iter().any(|(re, ts)| {
+        group
+            .resolved
+            .regex_topics
+            .get(re)
+            .is_some_and(|old| old != ts)
+    });
+    let changed = hash != group.metadata_hash || regexes_moved;
     group.metadata_hash = hash;
     group.subscribed_topics = metadata;
     group.resolved = Resolved {
-        against: Some(against),
+        // A deferred regex makes the next heartbeat resolve again.
+        against: deferred.is_none().then_some(against),
         regex_topics,
     };
     changed
@@ -392,10 +454,11 @@ fn refresh_subscribed(group: &mut ConsumerGroup, topics: &dyn TopicsView) -> boo
 /// The topic names each regex matches in full. A regex that does not compile (only a record
 /// from an older version could hold one: requests are checked) matches nothing.
 fn resolve_regexes<'a>(
-    regexes: impl ExactSizeIterator<Item = &'a String>,
+    regexes: impl Iterator<Item = &'a String>,
     topics: &dyn TopicsView,
 ) -> BTreeMap<String, BTreeSet<String>> {
-    if regexes.len() == 0 {
+    let mut regexes = regexes.peekable();
+    if regexes.peek().is_none() {
         return BTreeMap::new();
     }
     let all = topics.names();

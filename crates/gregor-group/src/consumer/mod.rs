@@ -1,8 +1,9 @@
 //! KIP-848 consumer groups (`group.protocol=consumer`): the group's data (`model`), a member's
 //! reconciliation toward its target (`reconcile`), the server-side assignors (`target`) and
-//! ConsumerGroupHeartbeat (`heartbeat`). Pure, like the classic coordinator; not yet driven by
-//! it.
+//! ConsumerGroupHeartbeat (`heartbeat`), and classic members inside a consumer group during a
+//! migration (`classic`). Pure, like the classic coordinator, which drives them.
 
+pub mod classic;
 pub mod delta;
 pub mod heartbeat;
 pub mod model;

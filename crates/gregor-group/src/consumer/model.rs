@@ -44,6 +44,15 @@ pub struct Subscription {
     pub rebalance_timeout_ms: i32,
 }
 
+/// What a member that speaks the classic protocol (JoinGroup/SyncGroup) inside a consumer group
+/// joined with: its session timeout and its protocols with their metadata (subscriptions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicMemberMetadata {
+    pub session_timeout_ms: i32,
+    /// (protocol name, metadata), in the member's order of preference.
+    pub supported_protocols: Vec<(String, bytes::Bytes)>,
+}
+
 /// One member of a consumer group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerMember {
@@ -61,6 +70,8 @@ pub struct ConsumerMember {
     pub assigned: Assignment,
     /// What the member must give up before it moves to the target epoch.
     pub pending_revocation: Assignment,
+    /// Set for a member that speaks the classic protocol (a group being migrated).
+    pub classic: Option<ClassicMemberMetadata>,
 }
 
 impl ConsumerMember {
@@ -76,6 +87,7 @@ impl ConsumerMember {
             state: MemberState::Stable,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
+            classic: None,
         }
     }
 }
@@ -172,6 +184,45 @@ pub struct ConsumerGroup {
     pub(crate) subscriptions: SubscriptionIndex,
     /// The subscriptions last resolved against the cluster's topics (derived, not written).
     pub(crate) resolved: Resolved,
+    /// How its rebalances went since this coordinator loaded it (kept in memory only).
+    pub stats: ConsumerGroupStats,
+}
+
+/// A consumer group's rebalances as its coordinator saw them, for metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConsumerGroupStats {
+    /// Target assignments computed (one per new group epoch that needed one).
+    pub targets: u64,
+    /// Reconciliations finished: from a member's first step off the target (a new target, a
+    /// member joining) to every member holding its target at the target epoch.
+    pub reconciliations: u64,
+    pub reconciliation_ms_total: u64,
+    pub last_reconciliation_ms: Option<u64>,
+    /// When the reconciliation under way started.
+    pub reconciling_since_ms: Option<i64>,
+}
+
+impl ConsumerGroupStats {
+    /// Notes the group's state after a change at `now_ms`: a reconciliation starts when the
+    /// group leaves Stable and ends when it is Stable (or Empty) again.
+    pub fn note(&mut self, state: ConsumerGroupState, target_moved: bool, now_ms: i64) {
+        self.targets += u64::from(target_moved);
+        let settled = matches!(
+            state,
+            ConsumerGroupState::Stable | ConsumerGroupState::Empty
+        );
+        match (self.reconciling_since_ms, settled) {
+            (None, false) => self.reconciling_since_ms = Some(now_ms),
+            (Some(since), true) => {
+                let took = (now_ms - since).max(0) as u64;
+                self.reconciliations += 1;
+                self.reconciliation_ms_total += took;
+                self.last_reconciliation_ms = Some(took);
+                self.reconciling_since_ms = None;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The regexes of a group resolved to topic names, and what they were resolved against.

@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::model::{Assignment, ConsumerGroup, ConsumerMember, MemberState, Subscription};
+use super::model::{
+    Assignment, ClassicMemberMetadata, ConsumerGroup, ConsumerMember, MemberState, Subscription,
+};
 use crate::records::{put_string, CodecError, Reader};
 
 /// A consumer group record's key.
@@ -53,6 +55,8 @@ pub struct MemberMetadata {
     pub client_id: String,
     pub client_host: String,
     pub subscription: Subscription,
+    /// Tagged field 0: set for a member that speaks the classic protocol.
+    pub classic: Option<ClassicMemberMetadata>,
 }
 
 /// `ConsumerGroupCurrentMemberAssignmentValue`.
@@ -188,7 +192,18 @@ impl ConsumerValue {
                 buf.put_i32(*assignment_epoch)
             }
             ConsumerValue::TargetAssignmentMember(a) => put_assignment(&mut buf, a),
-            ConsumerValue::MemberMetadata(m) => put_member_metadata(&mut buf, m),
+            ConsumerValue::MemberMetadata(m) => {
+                put_member_metadata(&mut buf, m);
+                if let Some(c) = &m.classic {
+                    let field = classic_field(c);
+                    // One tagged field: tag 0, its size, the struct.
+                    put_uvarint(&mut buf, 1);
+                    put_uvarint(&mut buf, 0);
+                    put_uvarint(&mut buf, field.len() as u64);
+                    buf.put_slice(&field);
+                    return buf.freeze();
+                }
+            }
             ConsumerValue::CurrentMemberAssignment(c) => {
                 buf.put_i32(c.member_epoch);
                 buf.put_i32(c.previous_member_epoch);
@@ -236,7 +251,16 @@ impl ConsumerValue {
                 ConsumerValue::TargetAssignmentMember(read_assignment(&mut r)?)
             }
             ConsumerKey::MemberMetadata { .. } => {
-                ConsumerValue::MemberMetadata(read_member_metadata(&mut r)?)
+                let mut m = read_member_metadata(&mut r)?;
+                let mut classic = None;
+                r.tagged_fields_each(|tag, b| {
+                    if tag == 0 {
+                        classic = Some(b);
+                    }
+                })?;
+                r.finish()?;
+                m.classic = classic.map(read_classic_field).transpose()?;
+                return Ok(ConsumerValue::MemberMetadata(m));
             }
             ConsumerKey::CurrentMemberAssignment { .. } => {
                 ConsumerValue::CurrentMemberAssignment(read_current(&mut r)?)
@@ -261,6 +285,41 @@ fn put_member_metadata(buf: &mut BytesMut, m: &MemberMetadata) {
     put_compact_string(buf, s.topic_regex.as_deref());
     buf.put_i32(s.rebalance_timeout_ms);
     put_compact_string(buf, s.server_assignor.as_deref());
+}
+
+/// The `ClassicMemberMetadata` struct of tagged field 0, as its own bytes.
+fn classic_field(c: &ClassicMemberMetadata) -> BytesMut {
+    let mut b = BytesMut::new();
+    b.put_i32(c.session_timeout_ms);
+    put_uvarint(&mut b, c.supported_protocols.len() as u64 + 1);
+    for (name, metadata) in &c.supported_protocols {
+        put_compact_string(&mut b, Some(name));
+        put_uvarint(&mut b, metadata.len() as u64 + 1);
+        b.put_slice(metadata);
+        b.put_u8(0); // no tagged fields
+    }
+    b.put_u8(0); // no tagged fields
+    b
+}
+
+fn read_classic_field(bytes: &[u8]) -> Result<ClassicMemberMetadata, CodecError> {
+    let mut r = Reader::new(bytes, "classic member metadata");
+    r.flexible = true;
+    let session_timeout_ms = r.i32()?;
+    let count = checked_count(&mut r, 2)?;
+    let mut supported_protocols = Vec::with_capacity(count);
+    for _ in 0..count {
+        let name = r.string()?;
+        let metadata = r.bytes()?;
+        r.tagged_fields()?;
+        supported_protocols.push((name, metadata));
+    }
+    r.tagged_fields()?;
+    r.finish()?;
+    Ok(ClassicMemberMetadata {
+        session_timeout_ms,
+        supported_protocols,
+    })
 }
 
 fn read_member_metadata(r: &mut Reader<'_>) -> Result<MemberMetadata, CodecError> {
@@ -288,6 +347,7 @@ fn read_member_metadata(r: &mut Reader<'_>) -> Result<MemberMetadata, CodecError
         client_id,
         client_host,
         subscription,
+        classic: None,
     })
 }
 
@@ -359,6 +419,7 @@ pub fn member_metadata_record(group_id: &str, m: &ConsumerMember) -> (ConsumerKe
             client_id: m.client_id.clone(),
             client_host: m.client_host.clone(),
             subscription: m.subscription.clone(),
+            classic: m.classic.clone(),
         }),
     )
 }
@@ -478,6 +539,7 @@ pub fn replay(
             m.client_id = meta.client_id.clone();
             m.client_host = meta.client_host.clone();
             m.subscription = meta.subscription.clone();
+            m.classic = meta.classic.clone();
             group.put_member_unchecked(m);
         }
         (ConsumerKey::MemberMetadata { member, .. }, None) => {

@@ -163,3 +163,56 @@ fn a_group_reloads_from_its_records_with_epochs_intact() {
     );
     assert!(loaded.is_empty());
 }
+
+#[test]
+fn a_classic_members_metadata_is_tagged_field_zero() {
+    use crate::consumer::model::{ClassicMemberMetadata, Subscription};
+    let key = ConsumerKey::MemberMetadata {
+        group: "g".into(),
+        member: "m".into(),
+    };
+    let mut meta = MemberMetadata {
+        instance_id: None,
+        client_id: "c".into(),
+        client_host: "h".into(),
+        subscription: Subscription {
+            rebalance_timeout_ms: -1,
+            ..Subscription::default()
+        },
+        classic: None,
+    };
+    let plain: &[u8] = &[
+        0, 0, // version 0
+        0, 0, // no instance id, no rack
+        2, b'c', 2, b'h', // client id, client host
+        1, 0, // no topic names, no regex
+        0xff, 0xff, 0xff, 0xff, // rebalance timeout -1
+        0,    // no server assignor
+        0,    // no tagged fields
+    ];
+    assert_eq!(
+        ConsumerValue::MemberMetadata(meta.clone())
+            .encode()
+            .as_ref(),
+        plain
+    );
+    meta.classic = Some(ClassicMemberMetadata {
+        session_timeout_ms: 45_000,
+        supported_protocols: vec![("range".into(), bytes::Bytes::from_static(&[1, 2]))],
+    });
+    let mut tagged = plain[..plain.len() - 1].to_vec();
+    tagged.extend_from_slice(&[
+        1, 0, 16, // one tagged field: tag 0, 16 bytes
+        0, 0, 0xaf, 0xc8, // session timeout 45000
+        2, 6, b'r', b'a', b'n', b'g', b'e', 3, 1, 2, 0, // one protocol: "range", [1, 2]
+        0, // the struct's tagged fields
+    ]);
+    let value = ConsumerValue::MemberMetadata(meta);
+    assert_eq!(value.encode().as_ref(), &tagged[..]);
+    assert_eq!(ConsumerValue::decode(&key, &tagged).unwrap(), value);
+    // A protocol count larger than the bytes that follow is refused, not allocated.
+    let mut bad = tagged.clone();
+    let at = plain.len() - 1 + 3 + 4;
+    bad[at] = 0x7f;
+    assert!(ConsumerValue::decode(&key, &bad).is_err());
+}

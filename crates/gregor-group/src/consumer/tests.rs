@@ -258,7 +258,12 @@ fn a_regex_subscription_follows_new_topics() {
         subscribed_topic_regex: Some("orders-.*".into()),
         ..join("a")
     };
+    // The new regex is resolved at the group's next heartbeat, as Kafka resolves it off the
+    // heartbeat's path.
     let a = hb(&mut g, &topics, req).reply;
+    assert_eq!(a.assignment, Some(Assignment::new()));
+    let a = hb(&mut g, &topics, beat("a", 1, a.assignment.clone())).reply;
+    assert_eq!(a.member_epoch, 2);
     assert_eq!(
         a.assignment
             .as_ref()
@@ -269,10 +274,65 @@ fn a_regex_subscription_follows_new_topics() {
         vec![1]
     );
     topics = Topics::new(&[("orders-eu", 1, 2), ("orders-us", 3, 1), ("payments", 2, 2)]);
-    let out = hb(&mut g, &topics, beat("a", 1, a.assignment.clone()));
-    assert_eq!(out.reply.member_epoch, 2);
+    let out = hb(&mut g, &topics, beat("a", 2, a.assignment.clone()));
+    assert_eq!(out.reply.member_epoch, 3);
     let got = out.reply.assignment.unwrap();
     assert_eq!(got.keys().copied().collect::<Vec<_>>(), vec![1, 3]);
+}
+
+/// Topic ids of an assignment.
+fn topic_ids(a: &Assignment) -> Vec<u128> {
+    a.keys().copied().collect()
+}
+
+#[test]
+fn a_new_regex_gets_its_topics_a_heartbeat_after_the_literal_ones() {
+    let topics = Topics::new(&[("regex1", 1, 4), ("regex2", 2, 4), ("lit", 3, 2)]);
+    let mut g = ConsumerGroup::new("g");
+    let req = HeartbeatRequest {
+        subscribed_topic_names: Some(vec!["lit".into()]),
+        subscribed_topic_regex: Some("^.*regex.*".into()),
+        ..join("a")
+    };
+    let a = hb(&mut g, &topics, req).reply;
+    assert_eq!(topic_ids(a.assignment.as_ref().unwrap()), vec![3]);
+    let a = hb(&mut g, &topics, beat("a", 1, a.assignment.clone())).reply;
+    assert_eq!(a.member_epoch, 2);
+    assert_eq!(topic_ids(a.assignment.as_ref().unwrap()), vec![1, 2, 3]);
+    // A second member with the same regex finds it resolved: no wait.
+    let b = HeartbeatRequest {
+        subscribed_topic_names: Some(Vec::new()),
+        subscribed_topic_regex: Some("^.*regex.*".into()),
+        ..join("b")
+    };
+    hb(&mut g, &topics, b);
+    // Ten partitions, b may take any of the eight its regex matches: half of them all.
+    assert_eq!(count(&g.target["b"]), 5);
+}
+
+#[test]
+fn a_regex_matching_a_topic_another_member_names_still_moves_the_target() {
+    let topics = Topics::new(&[("t", T, 4)]);
+    let mut g = ConsumerGroup::new("g");
+    let a = hb(&mut g, &topics, join("a")).reply;
+    let b = HeartbeatRequest {
+        subscribed_topic_names: None,
+        subscribed_topic_regex: Some("t".into()),
+        ..join("b")
+    };
+    // b's regex is new: b gets nothing at first, though `t` is subscribed already.
+    let b = hb(&mut g, &topics, b).reply;
+    assert_eq!(count(&g.target["b"]), 0);
+    // At the next heartbeat the regex matches `t`: the group needs a new target with b in it.
+    hb(
+        &mut g,
+        &topics,
+        beat("b", b.member_epoch, Some(Assignment::new())),
+    );
+    assert!(g.target_epoch > b.member_epoch);
+    assert_eq!(count(&g.target["b"]), 2);
+    assert_eq!(count(&g.target["a"]), 2);
+    let _ = a;
 }
 
 #[test]
@@ -484,7 +544,15 @@ fn steady_heartbeats_do_not_resolve_subscriptions_again() {
         ..join("a")
     };
     let a = hb(&mut g, &topics, req).reply;
+    // The new regex is resolved at the next heartbeat; from then on, steady heartbeats.
+    let a = hb(
+        &mut g,
+        &topics,
+        beat("a", a.member_epoch, a.assignment.clone()),
+    )
+    .reply;
     let resolved = g.resolved.against;
+    assert!(resolved.is_some());
     let generation = g.subscriptions.generation;
     hb(
         &mut g,

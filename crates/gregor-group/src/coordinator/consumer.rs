@@ -13,10 +13,9 @@ use crate::consumer::heartbeat::{heartbeat, remove_member, RevocationTimer, Topi
 use crate::consumer::model::{ConsumerGroup, TopicMetadata};
 use crate::consumer::records::{group_records, ConsumerKey, ConsumerValue};
 use crate::effect::{Effect, Record};
-use crate::records;
 use crate::timer::{TimerAction, TimerKey};
 
-struct Topics<'a>(&'a BTreeMap<String, TopicMetadata>, u64);
+pub(super) struct Topics<'a>(pub &'a BTreeMap<String, TopicMetadata>, pub u64);
 
 impl TopicsView for Topics<'_> {
     fn topic(&self, name: &str) -> Option<TopicMetadata> {
@@ -30,14 +29,14 @@ impl TopicsView for Topics<'_> {
     }
 }
 
-fn session_key(group: &str, member: &str) -> TimerKey {
+pub(super) fn session_key(group: &str, member: &str) -> TimerKey {
     TimerKey::ConsumerSession {
         group: group.to_string(),
         member: member.to_string(),
     }
 }
 
-fn revocation_key(group: &str, member: &str) -> TimerKey {
+pub(super) fn revocation_key(group: &str, member: &str) -> TimerKey {
     TimerKey::ConsumerRevocation {
         group: group.to_string(),
         member: member.to_string(),
@@ -69,6 +68,11 @@ impl GroupCoordinator {
         self.group_overrides = overrides;
     }
 
+    /// Every KIP-848 consumer group, by id.
+    pub fn consumer_groups(&self) -> impl Iterator<Item = &ConsumerGroup> {
+        self.consumer_groups.values()
+    }
+
     /// A KIP-848 consumer group, for tooling and tests.
     pub fn consumer_group(&self, group_id: &str) -> Option<&ConsumerGroup> {
         self.consumer_groups.get(group_id)
@@ -88,9 +92,17 @@ impl GroupCoordinator {
                 response: Response::ConsumerGroupHeartbeat(r),
             })
         };
-        if let Err(message) = self.take_empty_classic(now_ms, &req, out) {
-            let code = ResponseError::GroupIdNotFound.code();
-            return respond(out, error_response(code, Some(message)));
+        if self.groups.contains_key(&req.group_id) {
+            let upgraded = match req.member_epoch {
+                0 => self.upgrade_classic(now_ms, &req.group_id, out),
+                _ => Err((
+                    ResponseError::GroupIdNotFound,
+                    format!("Group {} is not a consumer group.", req.group_id),
+                )),
+            };
+            if let Err((error, message)) = upgraded {
+                return respond(out, error_response(error.code(), Some(message)));
+            }
         }
         req.version = context.api_version;
         req.client_id = context.client_id.clone();
@@ -155,59 +167,35 @@ impl GroupCoordinator {
             }
             (b, full)
         });
+        let answer = Response::ConsumerGroupHeartbeat(response);
         self.write_consumer_group(
             now_ms,
             &req.group_id,
             before,
-            Some((request_id, response)),
+            Some((request_id, answer)),
             out,
         );
-    }
-
-    /// An empty classic group of the heartbeat's id becomes a consumer group (its offsets stay:
-    /// a tombstone ends the classic record); one with members, or a heartbeat that is no join,
-    /// is refused with the message returned.
-    fn take_empty_classic(
-        &mut self,
-        now_ms: i64,
-        req: &ConsumerGroupHeartbeatRequest,
-        out: &mut Vec<Effect>,
-    ) -> Result<(), String> {
-        let Some(classic) = self.groups.get(&req.group_id) else {
-            return Ok(());
-        };
-        if !classic.members.is_empty() || req.member_epoch != 0 {
-            return Err(format!("Group {} is not a consumer group.", req.group_id));
-        }
-        self.groups.remove(&req.group_id);
-        let key = records::encode_key(&records::RecordKey::GroupMetadata {
-            group: req.group_id.clone(),
-        });
-        let then = PendingAppend::GroupMetadata {
-            group_id: req.group_id.clone(),
-        };
-        let mut cx = Self::cx(
-            now_ms,
-            &self.config,
-            &mut self.timers,
-            &mut self.appends,
-            out,
-        );
-        cx.append(vec![Record::plain(key, None)], then);
-        Ok(())
+        self.maybe_downgrade(now_ms, &req.group_id, out);
     }
 
     /// Writes what changed in a consumer group since `before` (the whole group when it is new
     /// or an earlier write failed), then answers `answer`, or answers at once when nothing
     /// changed.
-    fn write_consumer_group(
+    pub(super) fn write_consumer_group(
         &mut self,
         now_ms: i64,
         group_id: &str,
         before: Option<(Before, Option<ConsumerGroup>)>,
-        answer: Option<(RequestId, ConsumerGroupHeartbeatResponse)>,
+        answer: Option<(RequestId, Response)>,
         out: &mut Vec<Effect>,
     ) {
+        if let Some(g) = self.consumer_groups.get_mut(group_id) {
+            let moved = before
+                .as_ref()
+                .is_none_or(|(b, _)| b.target_epoch() != g.target_epoch);
+            let state = g.state();
+            g.stats.note(state, moved, now_ms);
+        }
         let after = self.consumer_groups.get(group_id);
         let dirty = self.consumer_dirty.remove(group_id);
         let records = match (&before, after) {
@@ -233,13 +221,13 @@ impl GroupCoordinator {
         };
         let (request_id, response) = match answer {
             Some((r, resp)) => (Some(r), resp),
-            None => (None, ConsumerGroupHeartbeatResponse::default()),
+            None => (None, Response::ConsumerGroupHeartbeat(Default::default())),
         };
         if records.is_empty() {
             if let Some(request_id) = request_id {
                 out.push(Effect::Respond {
                     request_id,
-                    response: Response::ConsumerGroupHeartbeat(response),
+                    response,
                 });
             }
             return;
@@ -276,6 +264,7 @@ impl GroupCoordinator {
         }
         tracing::info!(group = %group_id, member = %member_id, "consumer group member fenced: session or revocation deadline passed");
         self.write_consumer_group(at_ms, group_id, Some(before), None, out);
+        self.maybe_downgrade(at_ms, group_id, out);
     }
 
     /// The records of a consumer group are durable (or failed): the heartbeat's answer goes
@@ -284,7 +273,7 @@ impl GroupCoordinator {
         &mut self,
         group_id: String,
         request_id: Option<RequestId>,
-        response: ConsumerGroupHeartbeatResponse,
+        response: Response,
         result: Result<(), ResponseError>,
         out: &mut Vec<Effect>,
     ) {
@@ -293,13 +282,13 @@ impl GroupCoordinator {
             Err(e) => {
                 tracing::warn!(group = %group_id, error = %e, "failed to write consumer group records");
                 self.consumer_dirty.insert(group_id);
-                error_response(e.code(), None)
+                failed(response, e)
             }
         };
         if let Some(request_id) = request_id {
             out.push(Effect::Respond {
                 request_id,
-                response: Response::ConsumerGroupHeartbeat(response),
+                response,
             });
         }
     }
@@ -318,6 +307,11 @@ impl GroupCoordinator {
         }
         Some(match g.members.get(&req.member_id) {
             None => Err(ResponseError::UnknownMemberId),
+            // A classic member commits as in a classic group, at its generation.
+            Some(m) if m.classic.is_some() && m.member_epoch != req.generation_id => {
+                Err(ResponseError::IllegalGeneration)
+            }
+            Some(m) if m.classic.is_some() => Ok(()),
             Some(_) if ctx.api_version < 9 => Err(ResponseError::UnsupportedVersion),
             Some(m) if m.member_epoch != req.generation_id => Err(ResponseError::StaleMemberEpoch),
             Some(_) => Ok(()),
@@ -328,12 +322,28 @@ impl GroupCoordinator {
     pub(super) fn start_consumer_sessions(&mut self, now_ms: i64) {
         for (id, g) in &self.consumer_groups {
             let cfg = self.config.consumer.for_group(&self.group_overrides, id);
-            let session = i64::from(cfg.session_timeout_ms);
-            for m in g.members.keys() {
+            for (m, member) in &g.members {
+                let session = match &member.classic {
+                    Some(c) => c.session_timeout_ms,
+                    None => cfg.session_timeout_ms,
+                };
+                let at = now_ms + i64::from(session);
                 self.timers
-                    .schedule(session_key(id, m), now_ms + session, TimerAction::Heartbeat);
+                    .schedule(session_key(id, m), at, TimerAction::Heartbeat);
             }
         }
+    }
+}
+
+/// The answer to send instead of `response` when its records could not be written.
+fn failed(response: Response, e: ResponseError) -> Response {
+    match response {
+        Response::JoinGroup(r) => super::rebalance::join_error(&r.member_id, e),
+        Response::LeaveGroup(_) => Response::LeaveGroup(LeaveGroupResponse {
+            error: Some(e),
+            members: Vec::new(),
+        }),
+        _ => Response::ConsumerGroupHeartbeat(error_response(e.code(), None)),
     }
 }
 

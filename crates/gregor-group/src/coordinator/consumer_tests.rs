@@ -442,3 +442,57 @@ fn only_an_empty_consumer_group_is_deleted_and_a_failed_delete_keeps_it() {
     assert!(listed(&mut loaded, &[]).is_empty());
     assert_eq!(loaded.committed_offset("g", "t", 0), None);
 }
+
+fn txn_commit(member: &str, epoch: i32) -> Request {
+    Request::TxnOffsetCommit(TxnOffsetCommitRequest {
+        transactional_id: "tx".into(),
+        group_id: "g".into(),
+        producer_id: 5,
+        producer_epoch: 0,
+        generation_id: epoch,
+        member_id: member.into(),
+        group_instance_id: None,
+        topics: vec![OffsetCommitTopic {
+            name: "t".into(),
+            partitions: vec![OffsetCommitPartition {
+                partition_index: 0,
+                committed_offset: 42,
+                ..Default::default()
+            }],
+        }],
+    })
+}
+
+fn txn_commit_error(answers: &[(u64, Response)], id: u64) -> Option<ResponseError> {
+    answers.iter().find_map(|(i, r)| match r {
+        Response::TxnOffsetCommit(c) if *i == id => Some(c.topics[0].partitions[0].error),
+        _ => None,
+    })?
+}
+
+#[test]
+fn a_transaction_commits_for_a_consumer_group_member_at_its_epoch() {
+    let mut h = H::new();
+    let e = h.c.handle(0, input(1, join("a")));
+    h.settle(0, e);
+    // A producer sending the offsets of member a (epoch 1) to its transaction: the group is a
+    // consumer group, which takes the member epoch as the generation.
+    let e = h.c.handle(0, input(2, txn_commit("a", 1)));
+    let answers = h.settle(0, e);
+    assert!(answers.iter().any(|(i, _)| *i == 2));
+    assert_eq!(txn_commit_error(&answers, 2), None);
+    let e = h.c.handle(0, input(3, txn_commit("a", 0)));
+    assert_eq!(
+        txn_commit_error(&h.settle(0, e), 3),
+        Some(ResponseError::StaleMemberEpoch)
+    );
+    let e = h.c.handle(0, input(4, txn_commit("zz", 1)));
+    assert_eq!(
+        txn_commit_error(&h.settle(0, e), 4),
+        Some(ResponseError::UnknownMemberId)
+    );
+    // Without any member information (TxnOffsetCommit before v3), as in a classic group.
+    let e = h.c.handle(0, input(5, txn_commit("", -1)));
+    assert_eq!(txn_commit_error(&h.settle(0, e), 5), None);
+    assert!(h.c.consumer_group("g").is_some());
+}

@@ -58,6 +58,19 @@ impl GroupCoordinator {
             request,
         } = input;
         match request {
+            // A consumer group's classic members (a migration in progress).
+            Request::JoinGroup(r) if self.consumer_groups.contains_key(&r.group_id) => {
+                self.consumer_group_join(now_ms, request_id, &context, r, &mut out)
+            }
+            Request::SyncGroup(r) if self.consumer_groups.contains_key(&r.group_id) => {
+                self.consumer_group_sync(now_ms, request_id, r, &mut out)
+            }
+            Request::Heartbeat(r) if self.consumer_groups.contains_key(&r.group_id) => {
+                self.consumer_group_classic_heartbeat(now_ms, request_id, r, &mut out)
+            }
+            Request::LeaveGroup(r) if self.consumer_groups.contains_key(&r.group_id) => {
+                self.consumer_group_leave(now_ms, request_id, r, &mut out)
+            }
             Request::JoinGroup(r) => self.join_group(now_ms, request_id, &context, r, &mut out),
             Request::SyncGroup(r) => self.sync_group(now_ms, request_id, r, &mut out),
             Request::Heartbeat(r) => self.heartbeat(now_ms, request_id, r, &mut out),

@@ -3,7 +3,8 @@
 //!
 //! Layers, bottom up: `offset_store` and `state` (the coordinator's data and shared context),
 //! the request handlers (`rebalance`, then `join`, `membership`, `offsets`, `admin`, `expiry`,
-//! `load`, `txn_offsets`, `consumer` for KIP-848 groups), and `dispatch` (the public entry points that route to them).
+//! `load`, `txn_offsets`, `consumer` for KIP-848 groups, `mixed` for their classic members and
+//! the migrations between protocols), and `dispatch` (the public entry points that route to them).
 
 mod admin;
 mod consumer;
@@ -13,6 +14,8 @@ mod expiry;
 mod join;
 mod load;
 mod membership;
+mod migration;
+mod mixed;
 mod offset_delete;
 mod offset_store;
 mod offsets;

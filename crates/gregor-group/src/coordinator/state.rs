@@ -108,11 +108,12 @@ pub(crate) enum PendingAppend {
     GroupMetadata { group_id: String },
     /// Tombstones of expired offsets (and maybe their group); nothing waits on them.
     ExpiredOffsets { group_id: String },
-    /// A consumer group's records (KIP-848); the heartbeat's answer, if one waits on them.
+    /// A consumer group's records (KIP-848); the answer that waits on them, if any (a
+    /// ConsumerGroupHeartbeat's, or a classic member's JoinGroup or LeaveGroup).
     ConsumerGroup {
         group_id: String,
         request_id: Option<RequestId>,
-        response: ConsumerGroupHeartbeatResponse,
+        response: Response,
     },
 }
 

@@ -136,6 +136,9 @@ impl GroupCoordinator {
         if req.group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
+        if let Some(checked) = self.validate_consumer_txn_commit(req) {
+            return checked;
+        }
         let g = match self.groups.entry(req.group_id.clone()) {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(_) if req.generation_id >= 0 => {
@@ -147,6 +150,32 @@ impl GroupCoordinator {
             }
         };
         validate_txn_offset_commit(g, req)
+    }
+
+    /// A consumer group's checks of a transactional commit (`None`: not a consumer group), as
+    /// Kafka's: a commit without member id, generation and instance id, or one to an empty
+    /// group without a generation, is taken; a member commits at its current member epoch (the
+    /// generation of its consumer's group metadata), STALE_MEMBER_EPOCH otherwise
+    /// (ILLEGAL_GENERATION for a classic member).
+    fn validate_consumer_txn_commit(
+        &self,
+        req: &TxnOffsetCommitRequest,
+    ) -> Option<Result<(), ResponseError>> {
+        let g = self.consumer_groups.get(&req.group_id)?;
+        let anonymous =
+            req.generation_id < 0 && req.member_id.is_empty() && req.group_instance_id.is_none();
+        if anonymous || (req.generation_id < 0 && g.members.is_empty()) {
+            return Some(Ok(()));
+        }
+        Some(match g.members.get(&req.member_id) {
+            None => Err(ResponseError::UnknownMemberId),
+            // A classic member (a migration under way) is checked as in a classic group.
+            Some(m) if m.member_epoch != req.generation_id && m.classic.is_some() => {
+                Err(ResponseError::IllegalGeneration)
+            }
+            Some(m) if m.member_epoch != req.generation_id => Err(ResponseError::StaleMemberEpoch),
+            Some(_) => Ok(()),
+        })
     }
 
     pub(super) fn txn_offset_commit_appended(
