@@ -137,22 +137,12 @@ impl GroupCoordinator {
         };
         let reply = outcome.reply.clone();
         let id = reply.member_id.clone();
-        match outcome.session_deadline_ms {
-            Some(at) => {
-                self.timers
-                    .schedule(session_key(&req.group_id, &id), at, TimerAction::Heartbeat)
-            }
-            None => self.timers.cancel(&session_key(&req.group_id, &id)),
-        }
-        match outcome.revocation {
-            RevocationTimer::Start { at_ms } => self.timers.schedule(
-                revocation_key(&req.group_id, &id),
-                at_ms,
-                TimerAction::Heartbeat,
-            ),
-            RevocationTimer::Cancel => self.timers.cancel(&revocation_key(&req.group_id, &id)),
-            RevocationTimer::Keep => {}
-        }
+        self.member_timers(
+            &req.group_id,
+            &id,
+            outcome.session_deadline_ms,
+            outcome.revocation,
+        );
         let response = ConsumerGroupHeartbeatResponse {
             member_id: Some(reply.member_id),
             member_epoch: reply.member_epoch,
@@ -318,6 +308,37 @@ impl GroupCoordinator {
         })
     }
 
+    /// Sets a member's session and revocation deadlines after a change.
+    pub(super) fn member_timers(
+        &mut self,
+        group_id: &str,
+        member_id: &str,
+        session_deadline_ms: Option<i64>,
+        revocation: RevocationTimer,
+    ) {
+        let session = session_key(group_id, member_id);
+        match session_deadline_ms {
+            Some(at) => self.timers.schedule(session, at, TimerAction::Heartbeat),
+            None => self.timers.cancel(&session),
+        }
+        let revoke = revocation_key(group_id, member_id);
+        match revocation {
+            RevocationTimer::Start { at_ms } => {
+                self.timers.schedule(revoke, at_ms, TimerAction::Heartbeat)
+            }
+            RevocationTimer::Cancel => self.timers.cancel(&revoke),
+            RevocationTimer::Keep => {}
+        }
+    }
+
+    /// The settings of consumer group `group_id` (the broker's, with the group's own).
+    pub(super) fn consumer_config(&self, group_id: &str) -> crate::config::ConsumerGroupConfig {
+        self.config
+            .consumer
+            .for_group(&self.group_overrides, group_id)
+            .into_owned()
+    }
+
     /// After loading: every consumer group member's session starts now.
     pub(super) fn start_consumer_sessions(&mut self, now_ms: i64) {
         for (id, g) in &self.consumer_groups {
@@ -378,7 +399,7 @@ pub(super) fn changes(
 
 /// A whole copy of the group, kept in debug builds only to check the scoped records against the
 /// whole diff.
-fn debug_copy(g: &ConsumerGroup) -> Option<ConsumerGroup> {
+pub(super) fn debug_copy(g: &ConsumerGroup) -> Option<ConsumerGroup> {
     cfg!(debug_assertions).then(|| g.clone())
 }
 

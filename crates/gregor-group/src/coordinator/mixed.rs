@@ -4,7 +4,7 @@
 //! speak the classic protocol again. The rules are in `crate::consumer::classic` and
 //! `migration`; this layer keeps the timers and writes the records before answering.
 
-use super::consumer::{revocation_key, session_key, Topics};
+use super::consumer::{debug_copy, revocation_key, session_key, Topics};
 use super::migration::{classic_group_from_consumer, consumer_group_from_classic};
 use super::rebalance::{self, group_metadata_record, join_error, sync_error};
 use super::state::{heartbeat_key, GroupCoordinator, PendingAppend};
@@ -13,7 +13,6 @@ use crate::consumer::classic::{
     classic_heartbeat, classic_join, classic_leave, classic_sync, only_classic_members,
 };
 use crate::consumer::delta::Before;
-use crate::consumer::heartbeat::RevocationTimer;
 use crate::effect::{Effect, Record};
 use crate::group::GroupState;
 use crate::records;
@@ -29,11 +28,7 @@ impl GroupCoordinator {
         req: JoinGroupRequest,
         out: &mut Vec<Effect>,
     ) {
-        let cfg = self
-            .config
-            .consumer
-            .for_group(&self.group_overrides, &req.group_id)
-            .into_owned();
+        let cfg = self.consumer_config(&req.group_id);
         let Some(group) = self.consumer_groups.get_mut(&req.group_id) else {
             return;
         };
@@ -78,32 +73,6 @@ impl GroupCoordinator {
         );
     }
 
-    /// Sets a member's session and revocation deadlines after a change.
-    fn member_timers(
-        &mut self,
-        group_id: &str,
-        member_id: &str,
-        session_deadline_ms: Option<i64>,
-        revocation: RevocationTimer,
-    ) {
-        match session_deadline_ms {
-            Some(at) => {
-                self.timers
-                    .schedule(session_key(group_id, member_id), at, TimerAction::Heartbeat)
-            }
-            None => self.timers.cancel(&session_key(group_id, member_id)),
-        }
-        match revocation {
-            RevocationTimer::Start { at_ms } => self.timers.schedule(
-                revocation_key(group_id, member_id),
-                at_ms,
-                TimerAction::Heartbeat,
-            ),
-            RevocationTimer::Cancel => self.timers.cancel(&revocation_key(group_id, member_id)),
-            RevocationTimer::Keep => {}
-        }
-    }
-
     /// SyncGroup of a consumer group's classic member: its partitions, at once (nothing to
     /// write: the JoinGroup wrote them).
     pub(super) fn consumer_group_sync(
@@ -137,11 +106,7 @@ impl GroupCoordinator {
         req: HeartbeatRequest,
         out: &mut Vec<Effect>,
     ) {
-        let cfg = self
-            .config
-            .consumer
-            .for_group(&self.group_overrides, &req.group_id)
-            .into_owned();
+        let cfg = self.consumer_config(&req.group_id);
         let Some(group) = self.consumer_groups.get_mut(&req.group_id) else {
             return;
         };
@@ -353,13 +318,6 @@ fn forget_assignments(g: &mut crate::consumer::model::ConsumerGroup) {
         g.put_member(m);
     }
     std::sync::Arc::make_mut(&mut g.target).clear();
-}
-
-/// A whole copy of the group, kept in debug builds only to check the scoped records.
-fn debug_copy(
-    g: &crate::consumer::model::ConsumerGroup,
-) -> Option<crate::consumer::model::ConsumerGroup> {
-    cfg!(debug_assertions).then(|| g.clone())
 }
 
 #[cfg(test)]
