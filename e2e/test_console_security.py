@@ -219,6 +219,46 @@ def test_basic_auth_over_https_and_the_console_filtered_by_principal(basic_broke
     assert status == 200 and "/ui/app.js" in body
 
 
+def test_node_details_topic_configs_and_charts_are_filtered_by_principal(basic_broker, pki):
+    """The broker page, a topic's configs and the charts answer a principal what Kafka's APIs
+    would: version and uptime to all, disk space and broker configs only with DESCRIBE /
+    DESCRIBE_CONFIGS on the cluster, a topic's configs only with DESCRIBE_CONFIGS on it, and
+    chart series only of the topics and groups it may DESCRIBE (latency with DESCRIBE on the
+    cluster)."""
+    b = basic_broker
+    seed(b)
+    mine = api(b, pki, "/ui/api/broker?id=1", "alice", ALICE_PW)
+    assert mine["version"] and mine["uptime_ms"] is not None
+    assert mine["log_dirs"] is None and "not authorized" in mine["log_dirs_error"]
+    assert mine["configs"] is None and "not authorized" in mine["configs_error"]
+    full = api(b, pki, "/ui/api/broker?id=1", "admin", ADMIN_PW)
+    assert full["log_dirs"] and full["log_dirs"][0]["total_bytes"] > 0
+    assert any(c["name"] == "num.partitions" for c in full["configs"])
+    # alice has DESCRIBE on a- topics, not DESCRIBE_CONFIGS: refused like DescribeConfigs.
+    status, _, body = get(b, pki, "/ui/api/topic-configs?topic=a-one", "alice", ALICE_PW)
+    assert status == 403, body
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    binding = AclBinding(ResourceType.TOPIC, "a-", ResourcePatternType.PREFIXED, "User:alice",
+                         "*", AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW)
+    for f in admin.create_acls([binding]).values():
+        f.result(20)
+    wait_until(lambda: get(b, pki, "/ui/api/topic-configs?topic=a-one", "alice",
+                           ALICE_PW)[0] == 200, 20, "alice may describe a-one's configs")
+    assert get(b, pki, "/ui/api/topic-configs?topic=b-secret", "alice", ALICE_PW)[0] == 403
+
+    def series(user, pw, chart):
+        charts = api(b, pki, "/ui/api/charts", user, pw)["charts"]
+        return sorted(s["name"] for c in charts if c["id"] == chart for s in c["series"])
+
+    # The sampler's first samples (every 10 s) hold both topics' bytes in.
+    wait_until(lambda: {"a-one", "b-secret"} <= set(series("admin", ADMIN_PW, "bytes_in")), 40,
+               "the charts to sample both topics")
+    assert "b-secret" not in series("alice", ALICE_PW, "bytes_in")
+    assert "a-one" in series("alice", ALICE_PW, "bytes_in")
+    assert series("admin", ADMIN_PW, "request_latency"), "the admin sees request latency"
+    assert series("alice", ALICE_PW, "request_latency") == [], "latency needs DESCRIBE cluster"
+
+
 def test_mtls_refuses_missing_and_foreign_certificates(tmp_path, pki):
     b = start(tmp_path, pki, "mtls", **{"listener.name.metrics.ssl.client.auth": "required"})
     try:
