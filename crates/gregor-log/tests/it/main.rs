@@ -3,7 +3,6 @@
 mod append;
 mod cleanup;
 mod close;
-mod close_many;
 mod common;
 mod compact_txn;
 mod faults;
