@@ -704,7 +704,7 @@ async fn run(
         waiting: HashMap::new(),
         next_id: 1,
         loaded_ms: now_ms(),
-        assignment: HashMap::new(),
+        assignment: BTreeMap::new(),
     };
     // Appends are written in the order they are queued, as the coordinator requires. The queue
     // is bounded by `pending`: no request is taken while MAX_PENDING_APPENDS are outstanding.
@@ -769,7 +769,7 @@ struct ShardShell {
     loaded_ms: i64,
     /// Per consumer group: the time its target assignments took (measured here: the
     /// coordinator reads no clock).
-    assignment: HashMap<String, AssignmentTimes>,
+    assignment: BTreeMap<String, AssignmentTimes>,
 }
 
 /// The consumer group a request may compute a target assignment of.

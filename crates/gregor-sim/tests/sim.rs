@@ -997,7 +997,9 @@ fn outcomes_of(runs: &[SimOptions]) -> Vec<Outcome> {
 /// asking the new leader where their logs part (Kafka before KIP-101), drops acknowledged
 /// records its high watermark had not caught up with. That loses them only if it is elected
 /// before it fetches them again: a cascading crash (the partition's leader, then its successor
-/// just after it takes over) makes that happen. Found at seed 4, which passes without the bug.
+/// just after it takes over) makes that happen. Found at seed 9, which passes without the bug.
+/// It was seed 4 before the console's charts got a counter family of their own (86c58ad): each
+/// new hash map draws its keys from the seeded entropy, moving later maps' iteration orders.
 /// It was seed 9 before session 38's changes (21661c9..fe0c7e8), which moved the schedules;
 /// the new metric families' hash maps are the likely cause (not bisected). Seed 4 before
 /// 29611c4 too.
@@ -1018,7 +1020,7 @@ fn the_checker_finds_a_follower_truncating_to_its_high_watermark() {
             ..SimOptions::default()
         },
     );
-    assert_eq!(seed, 4, "the first of seeds 0-19 to show the bug");
+    assert_eq!(seed, 9, "the first of seeds 0-19 to show the bug");
 }
 
 /// Slow fsyncs, clock jumps, cascading crashes and topic administration, together, with power
