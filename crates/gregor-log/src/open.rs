@@ -12,7 +12,7 @@ use crate::config::LogConfig;
 use crate::disk::{Disk, FaultInjector};
 use crate::epoch::LeaderEpochCache;
 use crate::error::{IoContext, Result};
-use crate::log::Checkpointed;
+use crate::log::{AtOpen, Checkpointed};
 use crate::log::{Inner, Log};
 use crate::segment::{file_name, parse_name, Segment, CLEANED, DELETED, SWAP, TXN_INDEX};
 use crate::sync::GroupCommit;
@@ -87,7 +87,7 @@ impl Log {
         disk.sync_dir(dir)?;
         let offsets = reconcile_checkpoints(dir, &disk, &ckpt, &loaded.segments)?;
         debug!(dir = %dir.display(), clean, segments = loaded.segments.len(), recovered = loaded.recovered.len(), lso = offsets.log_start_offset, leo = offsets.log_end_offset, hw = offsets.high_watermark, "log opened");
-        let inner = Inner {
+        let mut inner = Inner {
             config,
             segments: loaded.segments,
             log_start_offset: offsets.log_start_offset,
@@ -104,23 +104,41 @@ impl Log {
             pending_sync: Vec::new(),
             cleaner: offsets.cleaner,
             retired: Vec::new(),
+            at_open: AtOpen {
+                high_watermark: 0,
+                log_start_offset: 0,
+                log_end_offset: 0,
+                epochs: Vec::new(),
+                segments: Vec::new(),
+            },
         };
+        // Recovered segments were synced above, the directory too, and every checkpoint file
+        // that disagreed with these values rewritten.
+        inner.at_open = AtOpen::of(&inner);
         inner.debug_check_offsets();
+        // The periodic checkpoint rewrites only what changes from here on.
+        let checkpointed = Checkpointed {
+            high_watermark: Some(inner.at_open.high_watermark),
+            recovery_point: Some(inner.at_open.log_end_offset),
+            log_start_offset: Some(inner.at_open.log_start_offset),
+        };
         Ok(Log {
             dir: dir.to_path_buf(),
             disk,
             inner: Mutex::new(inner),
             commit: GroupCommit::default(),
-            maintenance: Mutex::new(Checkpointed::default()),
+            maintenance: Mutex::new(checkpointed),
         })
     }
 }
 
 /// Clears what an interrupted operation left in `dir` (temp files, unfinished compactions,
 /// files waiting for deletion, indexes without a segment), finishes a compaction swap that was
-/// complete, and returns the segments' base offsets in order.
+/// complete, and returns the segments' base offsets in order. The directory is synced when
+/// anything changed in it (a tidy one, the rule after a clean shutdown, costs no sync).
 fn tidy_dir(dir: &Path, disk: &Disk) -> Result<Vec<i64>> {
     let mut bases = Vec::new();
+    let mut changed = false;
     let mut names = Vec::new();
     for entry in fs::read_dir(dir).at(dir)? {
         let entry = entry.at(dir)?;
@@ -130,6 +148,7 @@ fn tidy_dir(dir: &Path, disk: &Disk) -> Result<Vec<i64>> {
         let path = dir.join(name);
         if name.ends_with(".tmp") || name.ends_with(CLEANED) || name.ends_with(DELETED) {
             disk.remove_if_exists(&path)?;
+            changed = true;
         } else if let Some(base) = parse_name(name, SWAP) {
             // A compacted segment that was complete (synced) before it was renamed to
             // .swap: finish replacing the original.
@@ -140,6 +159,7 @@ fn tidy_dir(dir: &Path, disk: &Disk) -> Result<Vec<i64>> {
             disk.remove_if_exists(&dir.join(file_name(base, ".timeindex")))?;
             // The `.txnindex` stays: compaction hands it to the compacted copy unchanged.
             bases.push(base);
+            changed = true;
         } else if let Some(base) = parse_name(name, ".log") {
             bases.push(base);
         }
@@ -153,9 +173,12 @@ fn tidy_dir(dir: &Path, disk: &Disk) -> Result<Vec<i64>> {
             .is_some_and(|b| bases.binary_search(&b).is_err());
         if orphan {
             disk.remove_if_exists(&dir.join(name))?;
+            changed = true;
         }
     }
-    disk.sync_dir(dir)?;
+    if changed {
+        disk.sync_dir(dir)?;
+    }
     Ok(bases)
 }
 
@@ -310,7 +333,11 @@ fn reconcile_checkpoints(
     if let Some(c) = cleaner.filter(|c| ckpt.cleaner != Some(*c)) {
         checkpoint::write_cleaner(disk, dir, c)?;
     }
-    checkpoint::write_offset(disk, dir, checkpoint::RECOVERY_POINT, leo)?;
+    // A file that already says so is durable (written atomically, its name synced above):
+    // a clean restart rewrites nothing.
+    if ckpt.recovery_point != Some(leo) {
+        checkpoint::write_offset(disk, dir, checkpoint::RECOVERY_POINT, leo)?;
+    }
     Ok(Reconciled {
         log_start_offset: lso,
         log_end_offset: leo,

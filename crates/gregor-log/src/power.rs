@@ -203,6 +203,26 @@ impl PowerModel {
         Ok(())
     }
 
+    /// The whole file system was synced (`syncfs`): every file and directory under the root
+    /// is durable as it is now.
+    pub fn synced_everything(&mut self) -> io::Result<()> {
+        let root = self.root.clone();
+        self.sync_tree(&root)
+    }
+
+    fn sync_tree(&mut self, dir: &Path) -> io::Result<()> {
+        self.synced_dir(dir)?;
+        for e in fs::read_dir(dir)? {
+            let p = e?.path();
+            if fs::symlink_metadata(&p)?.is_dir() {
+                self.sync_tree(&p)?;
+            } else {
+                self.synced_file(&File::open(&p)?)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Paths met that were not created through the model.
     pub fn untracked(&self) -> Vec<PathBuf> {
         self.untracked.clone()

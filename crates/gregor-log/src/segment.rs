@@ -337,6 +337,18 @@ impl Segment {
         }
     }
 
+    /// Whether blocks are reserved past the last batch ([`Segment::release_reservation`] has
+    /// something to free).
+    pub fn has_reservation(&self) -> bool {
+        self.reserved_to > self.size
+    }
+
+    /// An empty segment without index files: an open reads it as empty indexes, which is
+    /// what its indexes are, so they need not be written.
+    pub fn indexes_implied_empty(&self) -> bool {
+        self.size == 0 && !self.index_path().exists() && !self.time_index_path().exists()
+    }
+
     /// Returns blocks reserved past the last batch to the file system (a segment that will not
     /// be appended to again: rolled, closed, or left over from a crash). Cutting the file at its
     /// own size frees them.
@@ -451,7 +463,12 @@ impl Segment {
     }
 
     fn load_indexes(&mut self) -> Result<(), String> {
-        let read = |p: PathBuf| fs::read(&p).map_err(|e| format!("{}: {e}", p.display()));
+        // An empty segment's indexes are empty: a clean close does not write them.
+        let empty = self.size == 0;
+        let read = |p: PathBuf| match fs::read(&p) {
+            Err(e) if empty && e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            r => r.map_err(|e| format!("{}: {e}", p.display())),
+        };
         let oi = read(self.index_path())?;
         let ti = read(self.time_index_path())?;
         self.offset_index = OffsetIndex::decode(&oi, self.size, u64::from(u32::MAX))?;

@@ -3,6 +3,7 @@
 mod append;
 mod cleanup;
 mod close;
+mod close_many;
 mod common;
 mod compact_txn;
 mod faults;
