@@ -10,8 +10,9 @@ directory, as the other console tests save them):
   no marker header, a form body) are refused; the pages show their action controls;
 - on a 3-node cluster (auto.leader.rebalance.enable=false), a preferred election moves a
   partition's leadership back to its preferred replica after that broker restarted;
-- on a 2-node cluster, a group's reset asked of a node that does not coordinate it answers
-  NOT_COORDINATOR naming its coordinator, whose console resets it;
+- on a 2-node cluster, a group's reset asked of a node that does not coordinate it is relayed to
+  its coordinator's console for the viewer, which resets it (a relayed reset is not relayed
+  again: NOT_COORDINATOR naming the coordinator);
 - with the authorizer and a metrics-listener login: a user without ACLs is refused with
   TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED and GROUP_AUTHORIZATION_FAILED, as the
   Kafka APIs refuse; once granted the ACLs, the same actions succeed.
@@ -195,11 +196,12 @@ def test_a_preferred_election_moves_leadership_back(cluster_factory):
 
 
 @pytest.mark.timeout(180)
-def test_a_group_is_reset_on_its_coordinator_and_elsewhere_refused_naming_it(cluster_factory):
+def test_a_group_is_reset_from_any_node_through_its_coordinator(cluster_factory):
     c = cluster_factory(2, metrics=True, overrides={"console.actions.enable": "true"})
     nodes = {n.node_id: n for n in c.nodes.values()}
     some = next(iter(nodes.values()))
     create_assigned(some, "reset-here", [(0, [0, 1])])
+    produce(some, "reset-here", [{"partition": 0, "value": b"%d" % i} for i in range(5)])
     groups = [f"far-{i}" for i in range(8)]
     for g in groups:
         consumer = Consumer({"bootstrap.servers": some.bootstrap, "group.id": g})
@@ -215,12 +217,24 @@ def test_a_group_is_reset_on_its_coordinator_and_elsewhere_refused_naming_it(clu
     group = next((g for g in groups if found[g] != some.node_id), None)
     assert group, f"all eight groups coordinated by node {some.node_id}: {found}"
     coordinator = nodes[found[group]]
-    body = {"group": group, "topic": "reset-here", "to": "earliest"}
-    status, answer = post(f"http://127.0.0.1:{some.metrics_port}", "reset-offsets", body)
+    url = f"http://127.0.0.1:{some.metrics_port}"
+    body = {"group": group, "topic": "reset-here", "to": "latest"}
+    # A reset another node relayed is not relayed on: NOT_COORDINATOR naming the coordinator.
+    relayed = {**MARKER, "X-Gregor-Console": "relayed-by-9"}
+    status, answer = post(url, "reset-offsets", body, headers=relayed)
     assert status == 409 and errors(answer) == ["NOT_COORDINATOR"], answer
     assert f"node {coordinator.node_id}'s console" in answer["results"][0]["message"], answer
+    # From the page: relayed to the coordinator's console, which resets the group.
+    status, answer = post(url, "reset-offsets", body)
+    assert status == 200 and answer["ok"] and answer["via_node"] == coordinator.node_id, answer
+    probe = Consumer({"bootstrap.servers": some.bootstrap, "group.id": group})
+    committed = probe.committed([TopicPartition("reset-here", 0)], timeout=20)
+    probe.close()
+    assert committed[0].offset == 5, committed
+    # On the coordinator itself, at once.
+    body["to"] = "earliest"
     status, answer = post(f"http://127.0.0.1:{coordinator.metrics_port}", "reset-offsets", body)
-    assert status == 200 and answer["ok"], answer
+    assert status == 200 and answer["ok"] and "via_node" not in answer, answer
 
 
 def grant(admin, resource_type, name, operations, pattern=ResourcePatternType.PREFIXED):

@@ -226,12 +226,41 @@ impl ClusterView {
         path_and_query: &str,
         on_behalf: OnBehalf<'_>,
     ) -> Result<(hyper::StatusCode, serde_json::Value), PeerError> {
+        self.call(metadata, settings, node, path_and_query, None, on_behalf)
+            .await
+    }
+
+    /// A console action POSTed to node `node`'s console for the viewer `on_behalf`, as
+    /// [`get_from`](Self::get_from) reads.
+    pub async fn post_to(
+        &self,
+        metadata: &MetadataManager,
+        settings: &StaticBrokerConfig,
+        node: i32,
+        path: &str,
+        post: peer::Post<'_>,
+        on_behalf: OnBehalf<'_>,
+    ) -> Result<(hyper::StatusCode, serde_json::Value), PeerError> {
+        self.call(metadata, settings, node, path, Some(post), on_behalf)
+            .await
+    }
+
+    async fn call(
+        &self,
+        metadata: &MetadataManager,
+        settings: &StaticBrokerConfig,
+        node: i32,
+        path_and_query: &str,
+        post: Option<peer::Post<'_>>,
+        on_behalf: OnBehalf<'_>,
+    ) -> Result<(hyper::StatusCode, serde_json::Value), PeerError> {
         let console = self.console_address(metadata, node).await?;
         let tls = match console.https {
             true => Some(self.peer_tls(settings)?),
             false => None,
         };
-        let answer = peer::get_json(console, tls.as_ref(), path_and_query, Some(on_behalf)).await;
+        let answer =
+            peer::call_json(console, tls.as_ref(), path_and_query, post, Some(on_behalf)).await;
         if answer.is_err() {
             // Looked up again next time: it may have restarted elsewhere.
             lock(&self.consoles).retain(|(n, _), _| *n != node);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use gregor_client::tls::ClientTls;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 
@@ -175,18 +175,26 @@ pub async fn console_address(
     })
 }
 
+/// A JSON body to POST, with one header the receiver asks of it (a console action's marker).
+#[derive(Debug, Clone)]
+pub struct Post<'a> {
+    pub body: Bytes,
+    pub header: (&'static str, &'a str),
+}
+
 /// GETs `path_and_query` from `console` (addressed by IP, as the console's Host check requires;
-/// over `tls` when it is https), for `on_behalf`: the status and the JSON answer, read up to
-/// [`MAX_PEER_BODY`] within [`PEER_TIMEOUT`]. A refusal in plain text comes back as
-/// `{"error": <text>}`.
-pub async fn get_json(
+/// over `tls` when it is https), or with `post` POSTs it (a console action relayed), for
+/// `on_behalf`: the status and the JSON answer, read up to [`MAX_PEER_BODY`] within
+/// [`PEER_TIMEOUT`]. A refusal in plain text comes back as `{"error": <text>}`.
+pub async fn call_json(
     console: PeerConsole,
     tls: Option<&ClientTls>,
     path_and_query: &str,
+    post: Option<Post<'_>>,
     on_behalf: Option<OnBehalf<'_>>,
 ) -> Result<(StatusCode, serde_json::Value), PeerError> {
     let addr = console.addr;
-    let request = request(addr, path_and_query, on_behalf).map_err(|e| PeerError::Http {
+    let request = request(addr, path_and_query, post, on_behalf).map_err(|e| PeerError::Http {
         addr,
         reason: e.to_string(),
     })?;
@@ -209,29 +217,36 @@ pub async fn get_json(
         .map_err(|_| PeerError::Timeout)?
 }
 
-/// The GET, naming the viewer (never with its password).
+/// The GET (or the POST of `post`'s JSON with its marker header), naming the viewer (never
+/// with its password).
 fn request(
     addr: SocketAddr,
     path_and_query: &str,
+    post: Option<Post<'_>>,
     on_behalf: Option<OnBehalf<'_>>,
-) -> Result<Request<Empty<Bytes>>, hyper::http::Error> {
-    let mut builder = Request::get(path_and_query)
-        .header(hyper::header::HOST, addr.to_string())
-        .header(hyper::header::ACCEPT, "application/json");
+) -> Result<Request<Full<Bytes>>, hyper::http::Error> {
+    let mut builder = match &post {
+        None => Request::get(path_and_query),
+        Some(p) => Request::post(path_and_query)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(p.header.0, p.header.1),
+    }
+    .header(hyper::header::HOST, addr.to_string())
+    .header(hyper::header::ACCEPT, "application/json");
     if let Some(viewer) = on_behalf {
         builder = builder.header(FORWARDED_PRINCIPAL, viewer.principal.to_string());
         if let Some(host) = viewer.host {
             builder = builder.header(FORWARDED_HOST, host.to_string());
         }
     }
-    builder.body(Empty::<Bytes>::new())
+    builder.body(Full::new(post.map(|p| p.body).unwrap_or_default()))
 }
 
 /// One HTTP/1 exchange over `io`.
 async fn exchange<IO>(
     addr: SocketAddr,
     io: IO,
-    request: Request<Empty<Bytes>>,
+    request: Request<Full<Bytes>>,
 ) -> Result<(StatusCode, serde_json::Value), PeerError>
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -365,11 +380,11 @@ mod tests {
             principal: &alice,
             host: Some("10.0.0.9".parse().expect("ip")),
         };
-        let r = request(addr, "/ui/api/groups?scope=local", Some(on_behalf)).expect("request");
+        let r = request(addr, "/ui/api/groups?scope=local", None, Some(on_behalf)).expect("request");
         assert_eq!(r.headers()[FORWARDED_PRINCIPAL], "User:alice");
         assert_eq!(r.headers()[FORWARDED_HOST], "10.0.0.9");
         assert!(r.headers().get(hyper::header::AUTHORIZATION).is_none());
-        let r = request(addr, "/ui/api/groups", None).expect("request");
+        let r = request(addr, "/ui/api/groups", None, None).expect("request");
         assert!(r.headers().get(FORWARDED_PRINCIPAL).is_none());
     }
 

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use hyper::StatusCode;
 use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, GroupId, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
@@ -100,7 +101,11 @@ pub async fn act(
         }
         Action::ElectPreferred { topic } => elect(&broker, b, viewer, topic.as_deref()).await,
         Action::ResetOffsets { group, topic, to } => {
-            reset(&broker, b, viewer, group, topic, *to).await
+            // A reset another node relayed here is not relayed on (the two disagree on the
+            // coordinator for a moment): it is answered NOT_COORDINATOR.
+            let relayed = origin.marker.is_some_and(|m| m.starts_with(RELAYED));
+            let relay = (!relayed).then_some(body);
+            reset(&broker, b, viewer, (group, topic, *to), relay).await
         }
     };
     match done {
@@ -211,11 +216,10 @@ async fn reset(
     broker: &Arc<dyn Observable>,
     b: BrokerView<'_>,
     viewer: &Viewer,
-    group: &str,
-    topic: &str,
-    to: ResetTo,
+    (group, topic, to): (&str, &str, ResetTo),
+    relay: Option<&[u8]>,
 ) -> Done {
-    if let Some(refusal) = group_not_resettable(broker, b, viewer, group).await? {
+    if let Some(refusal) = group_not_resettable(broker, b, viewer, group, relay).await? {
         return Ok((vec![refusal], &[]));
     }
     let bounds = match log_bounds(b, viewer, topic).await {
@@ -258,12 +262,14 @@ async fn reset(
 
 /// Why `group` may not be reset now, as a result, or `None` when it may: DescribeGroups as the
 /// viewer (needing DESCRIBE on the group) must find it empty or unknown here. A group another
-/// node coordinates is answered NOT_COORDINATOR, naming that node.
+/// node coordinates: the action (`relay`, its body) is relayed to that node's console for the
+/// viewer and its answer is the answer (`Err`); without `relay`, NOT_COORDINATOR naming it.
 async fn group_not_resettable(
     broker: &Arc<dyn Observable>,
     b: BrokerView<'_>,
     viewer: &Viewer,
     group: &str,
+    relay: Option<&[u8]>,
 ) -> Result<Option<Value>, Answer> {
     let mut request = DescribeGroupsRequest::default();
     request.groups = vec![GroupId(StrBytes::from_string(group.to_string()))];
@@ -289,6 +295,9 @@ async fn group_not_resettable(
             .topic(crate::groups::OFFSETS_TOPIC)
             .and_then(|t| t.partitions.get(&partition))
             .map(|p| p.leader);
+        if let (Some(l), Some(body)) = (leader.filter(|l| *l >= 0), relay) {
+            return Err(relay_reset(b, viewer, l, body).await);
+        }
         let why = match leader {
             Some(l) if l >= 0 => format!(
                 "group {group:?} is coordinated by node {l}, not node {}: reset it from node {l}'s console",
@@ -314,6 +323,39 @@ async fn group_not_resettable(
     );
     let code = ResponseError::NonEmptyGroup.code();
     Ok(Some(actions::result(resource, code, Some(&why))))
+}
+
+/// The marker header value of an action one node relays to another's console.
+const RELAYED: &str = "relayed";
+
+/// A reset relayed to `node`'s console (the group's coordinator) for `viewer`, as reads are:
+/// that node judges the viewer's principal, which it takes from this node only over TLS with
+/// this node's certificate in its `super.users` (docs/console.md); its answer is marked with
+/// `via_node`.
+async fn relay_reset(b: BrokerView<'_>, viewer: &Viewer, node: i32, body: &[u8]) -> Answer {
+    let marker = format!("{RELAYED}-by-{}", b.config.node_id);
+    let post = crate::cluster_view::peer::Post {
+        body: Bytes::copy_from_slice(body),
+        header: (actions::MARKER_HEADER, &marker),
+    };
+    let path = format!("{}reset-offsets", actions::PREFIX);
+    let on_behalf = OnBehalf {
+        principal: viewer.principal(),
+        host: viewer.host(),
+    };
+    let asked =
+        b.cluster_view
+            .post_to(b.metadata, &b.config.settings, node, &path, post, on_behalf);
+    match asked.await {
+        Ok((status, mut v)) => {
+            v["via_node"] = json!(node);
+            (status, v)
+        }
+        Err(e) => refusal(
+            StatusCode::BAD_GATEWAY,
+            &format!("the group's coordinator, node {node}, did not answer: {e}"),
+        ),
+    }
 }
 
 /// Each partition of `topic` with its leader's log start offset and high watermark (`None`
