@@ -202,9 +202,9 @@ def test_console_on_another_node_shows_the_group_its_lag_and_timeline(cluster_fa
     browser.screenshot(f"http://127.0.0.1:{port}/ui/#/groups", "cluster-groups")
     row = main.find("table", id="groups").find("tr", data_group=group)
     cells = [td.text() for td in row.find_all("td")]
-    assert cells[0] == group and cells[1] == "Stable", cells
-    assert cells[3] == "3" and cells[4] == "1" and cells[5] == str(sum(LAGS)), cells
-    assert cells[7] == str(cid), cells  # the coordinator
+    assert cells[0] == group and cells[1] == "classic" and cells[2] == "Stable", cells
+    assert cells[4] == "3" and cells[5] == "1" and cells[6] == str(sum(LAGS)), cells
+    assert cells[8] == str(cid), cells  # the coordinator
     assert not main.find_all(id="unread-nodes")
     # Every node's console lists it, once, and only the coordinator's own list has it.
     for n in c.nodes.values():

@@ -397,7 +397,8 @@ def test_brokers_topics_and_groups_pages(start_broker, tmp_path):
     assert not main.find_all(id="unread-nodes")
     row = main.find("table", id="groups").find("tr", data_group="listed-group")
     cells = [td.text() for td in row.find_all("td")]
-    assert cells[0] == "listed-group" and cells[1] == "Empty" and cells[5] == "6", cells
+    assert cells[0] == "listed-group" and cells[1] == "classic", cells
+    assert cells[2] == "Empty" and cells[6] == "6", cells
 
 
 def test_console_api_refuses_bad_input_and_the_broker_keeps_serving(start_broker):

@@ -91,6 +91,61 @@ pub struct ConsumerGroupObservation {
     pub assignment: AssignmentTimes,
     /// Committed offsets: topic, partition, offset.
     pub offsets: Vec<(String, i32, i64)>,
+    /// Its members, by member id.
+    pub member_list: Vec<ConsumerMemberObservation>,
+}
+
+/// One member of a KIP-848 consumer group, its partitions named by topic (a topic id no longer
+/// subscribed shows as its id in hex).
+#[derive(Debug, Clone)]
+pub struct ConsumerMemberObservation {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub member_epoch: i32,
+    /// STABLE, UNREVOKED_PARTITIONS or UNRELEASED_PARTITIONS.
+    pub state: &'static str,
+    pub assigned: Vec<(String, i32)>,
+    pub pending_revocation: Vec<(String, i32)>,
+    pub target: Vec<(String, i32)>,
+    /// It speaks the classic protocol (a migration under way).
+    pub classic: bool,
+}
+
+fn observe_members(
+    g: &gregor_group::consumer::model::ConsumerGroup,
+) -> Vec<ConsumerMemberObservation> {
+    let names: BTreeMap<u128, &str> = g
+        .subscribed_topics
+        .values()
+        .map(|t| (t.id, t.name.as_str()))
+        .collect();
+    let named = |a: &gregor_group::consumer::model::Assignment| -> Vec<(String, i32)> {
+        a.iter()
+            .flat_map(|(id, ps)| {
+                let topic = names
+                    .get(id)
+                    .map_or_else(|| format!("{id:032x}"), |n| n.to_string());
+                ps.iter().map(move |p| (topic.clone(), *p))
+            })
+            .collect()
+    };
+    g.members
+        .values()
+        .map(|m| ConsumerMemberObservation {
+            member_id: m.member_id.clone(),
+            instance_id: m.instance_id.clone(),
+            client_id: m.client_id.clone(),
+            client_host: m.client_host.clone(),
+            member_epoch: m.member_epoch,
+            state: m.state.name(),
+            assigned: named(&m.assigned),
+            pending_revocation: named(&m.pending_revocation),
+            target: g.target.get(&m.member_id).map(&named).unwrap_or_default(),
+            classic: m.classic.is_some(),
+        })
+        .collect()
 }
 
 /// How long one consumer group's target assignments took to compute.
@@ -129,6 +184,7 @@ fn observe(shell: &ShardShell, coordinator: &GroupCoordinator) -> ShardObservati
                 .into_iter()
                 .map(|(t, p, o)| (t, p, o.offset))
                 .collect(),
+            member_list: observe_members(g),
         })
         .collect();
     ShardObservation {
@@ -406,7 +462,8 @@ impl Groups {
         self.observe_all().await.consumer
     }
 
-    async fn observe_all(&self) -> ShardObservation {
+    /// Every group this node coordinates, classic and consumer, in one pass over the shards.
+    pub async fn observe_all(&self) -> ShardObservation {
         let (loaded, _) = self.shard_partitions();
         let mut out = ShardObservation::default();
         for p in loaded {

@@ -18,7 +18,8 @@ use super::view::{FromLeaders, HostedReplica, Tp};
 pub const MAX_GROUPS_PER_NODE: usize = 10_000;
 
 /// The fields of a group line, as `view::groups` writes them.
-const FIELDS: [&str; 8] = [
+const FIELDS: [&str; 9] = [
+    "type",
     "state",
     "protocol_type",
     "protocol",

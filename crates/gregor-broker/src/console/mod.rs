@@ -8,9 +8,10 @@
 //!   offline) from this node's metadata image, with each partition's sizes and offsets from its
 //!   leader (this node's replica, or the leader's `/ui/api/replicas`);
 //! - `/ui/api/replicas`: the sizes and offsets of the partitions this node leads;
-//! - `/ui/api/groups`: the groups this node coordinates;
+//! - `/ui/api/groups`: the groups this node coordinates, classic and KIP-848 consumer groups;
 //! - `/ui/api/group?id=<group>`: one of them in full: members (client ids, hosts, assignments),
-//!   committed offsets and lag, and the rebalance timeline its coordinator recorded;
+//!   committed offsets and lag, and the rebalance timeline its coordinator recorded (for a
+//!   consumer group, its epochs and each member's reconciliation: `consumer_view`);
 //! - `/ui/api/transactions`: the open transactions of this node's transaction coordinator
 //!   shards (DescribeTransactions' view of them);
 //! - `/ui/api/messages?topic=&partition=...`: one page of a partition's records, read from its
@@ -34,6 +35,7 @@ mod act;
 pub mod actions;
 mod browse;
 mod charts;
+mod consumer_view;
 mod merge;
 mod messages;
 mod node;
@@ -42,7 +44,7 @@ mod time_lag;
 mod timeline;
 mod view;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -221,7 +223,7 @@ async fn chart_reading(b: BrokerView<'_>) -> charts::Reading {
         cluster: true,
     };
     let observed = b.groups.observe().await;
-    let hws = high_watermarks(b, &observed).await;
+    let hws = high_watermarks(b, offsets_of(&observed, &[])).await;
     let groups = view::groups(b.config.node_id, &observed, &hws, &visible);
     reading.group_oldest_unconsumed = time_lag::oldest_unconsumed(b, &observed).await;
     reading.group_lag = groups["groups"]
@@ -424,10 +426,33 @@ pub enum Scope {
 
 /// The groups this node coordinates, with their lag.
 async fn local_groups(b: BrokerView<'_>, visible: &Visible<'_>) -> serde_json::Value {
-    let mut observed = b.groups.observe().await;
+    let crate::groups::ShardObservation {
+        classic: mut observed,
+        mut consumer,
+    } = b.groups.observe_all().await;
     observed.retain(|g| (visible.group)(&g.summary.group_id));
-    let hws = high_watermarks(b, &observed).await;
-    view::groups(b.config.node_id, &observed, &hws, visible)
+    consumer.retain(|g| (visible.group)(&g.group_id));
+    let hws = high_watermarks(b, offsets_of(&observed, &consumer)).await;
+    let mut answer = view::groups(b.config.node_id, &observed, &hws, visible);
+    let lines = consumer_view::lines(b.config.node_id, &consumer, &hws, visible);
+    if let Some(groups) = answer["groups"].as_array_mut() {
+        groups.extend(lines);
+        groups.sort_by(|a, b| a["group_id"].as_str().cmp(&b["group_id"].as_str()));
+    }
+    answer
+}
+
+/// The partitions classic and consumer groups committed offsets to.
+fn offsets_of(
+    classic: &[crate::groups::GroupObservation],
+    consumer: &[crate::groups::ConsumerGroupObservation],
+) -> HashSet<(String, i32)> {
+    let classic = classic.iter().flat_map(|g| &g.offsets);
+    let consumer = consumer.iter().flat_map(|g| &g.offsets);
+    classic
+        .chain(consumer)
+        .map(|(t, p, _)| (t.clone(), *p))
+        .collect()
 }
 
 /// Every live broker's groups: this node's, and each other unfenced broker's own list read from
@@ -544,10 +569,14 @@ async fn group(
     visible: &Visible<'_>,
 ) -> Page {
     let node = b.config.node_id;
-    let observed = b.groups.observe().await;
-    if let Some(g) = observed.iter().find(|g| g.summary.group_id == id) {
-        let hws = high_watermarks(b, std::slice::from_ref(g)).await;
+    let observed = b.groups.observe_all().await;
+    if let Some(g) = observed.classic.iter().find(|g| g.summary.group_id == id) {
+        let hws = high_watermarks(b, offsets_of(std::slice::from_ref(g), &[])).await;
         return Page::json(&view::group(node, g, &hws, visible));
+    }
+    if let Some(g) = observed.consumer.iter().find(|g| g.group_id == id) {
+        let hws = high_watermarks(b, offsets_of(&[], std::slice::from_ref(g))).await;
+        return Page::json(&consumer_view::group(node, g, &hws, visible));
     }
     let not_here = || {
         Page::error(
@@ -756,12 +785,8 @@ async fn cluster(b: BrokerView<'_>, viewer: &Viewer, visible: &Visible<'_>) -> s
 /// `gregor_consumer_group_lag_offsets`).
 async fn high_watermarks(
     b: BrokerView<'_>,
-    groups: &[crate::groups::GroupObservation],
+    wanted: HashSet<(String, i32)>,
 ) -> HashMap<(String, i32), i64> {
-    let wanted = groups
-        .iter()
-        .flat_map(|g| g.offsets.iter().map(|(t, p, _)| (t.clone(), *p)))
-        .collect();
     b.cluster_view
         .high_watermarks(b.metadata, b.replicas, wanted)
         .await

@@ -302,12 +302,12 @@ pub fn led_replicas(
 
 /// A group's committed offset for a partition, with its lag where the high watermark is known
 /// here.
-struct PartitionLag {
-    topic: String,
-    partition: i32,
-    committed: i64,
-    high_watermark: Option<i64>,
-    lag: Option<i64>,
+pub(super) struct PartitionLag {
+    pub topic: String,
+    pub partition: i32,
+    pub committed: i64,
+    pub high_watermark: Option<i64>,
+    pub lag: Option<i64>,
 }
 
 /// The committed offsets of the topics the principal may see (OffsetFetch of all topics hides
@@ -317,8 +317,15 @@ fn lags(
     hws: &HashMap<(String, i32), i64>,
     visible: &Visible<'_>,
 ) -> Vec<PartitionLag> {
-    let mut out: Vec<_> = g
-        .offsets
+    offset_lags(&g.offsets, hws, visible)
+}
+
+pub(super) fn offset_lags(
+    offsets: &[(String, i32, i64)],
+    hws: &HashMap<(String, i32), i64>,
+    visible: &Visible<'_>,
+) -> Vec<PartitionLag> {
+    let mut out: Vec<_> = offsets
         .iter()
         .filter(|(t, _, _)| (visible.topic)(t))
         .map(|(t, p, committed)| {
@@ -343,7 +350,7 @@ pub const LAG_HIGH: i64 = 100_000;
 
 /// How a lag is coloured: by fixed thresholds, so a lag of 10 never looks alarming because it
 /// happens to be the group's largest.
-fn lag_level(lag: Option<i64>) -> Option<&'static str> {
+pub(super) fn lag_level(lag: Option<i64>) -> Option<&'static str> {
     match lag? {
         l if l >= LAG_HIGH => Some("high"),
         l if l >= LAG_WARN => Some("warn"),
@@ -351,7 +358,7 @@ fn lag_level(lag: Option<i64>) -> Option<&'static str> {
     }
 }
 
-fn lag_sum(lags: &[PartitionLag]) -> Option<i64> {
+pub(super) fn lag_sum(lags: &[PartitionLag]) -> Option<i64> {
     lags.iter().filter_map(|l| l.lag).reduce(|a, b| a + b)
 }
 
@@ -370,6 +377,7 @@ pub fn groups(
             let s = &g.summary;
             json!({
                 "group_id": s.group_id,
+                "type": "classic",
                 "state": s.state.name(),
                 "protocol_type": s.protocol_type,
                 "protocol": s.protocol_name,

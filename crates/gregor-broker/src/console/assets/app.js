@@ -437,8 +437,9 @@ function transactionsPage(t) {
 }
 
 function groupsPage(g) {
-  const rows = g.groups.map((x) => h("tr", { "data-group": x.group_id, "data-coordinator": x.coordinator },
+  const rows = g.groups.map((x) => h("tr", { "data-group": x.group_id, "data-coordinator": x.coordinator, "data-type": x.type || "classic" },
     h("td", null, h("a", { href: groupHref(x.group_id) }, x.group_id)),
+    h("td", { class: "group-type" }, x.type || "classic"),
     h("td", null, h("span", { class: `badge state-${x.state}` }, x.state)),
     h("td", null, x.protocol_type ? `${x.protocol_type} / ${x.protocol || "—"}` : "—"),
     h("td", { class: "num" }, x.generation),
@@ -456,7 +457,7 @@ function groupsPage(g) {
     skipped.length ? h("p", { class: "muted", id: "skipped-nodes" },
       "Not asked: ", skipped.map((n) => `node ${n.node_id} (${n.skipped})`).join("; ")) : null,
     g.groups.length
-      ? table([["group"], ["state"], ["protocol"], ["generation", "num"], ["members", "num"], ["lag", "num"], ["rebalances", "num"], ["coordinator", "num"]], rows, { id: "groups" })
+      ? table([["group"], ["type"], ["state"], ["protocol"], ["generation / epoch", "num"], ["members", "num"], ["lag", "num"], ["rebalances", "num"], ["coordinator", "num"]], rows, { id: "groups" })
       : h("p", { class: "muted" }, "No groups."),
     h("p", { class: "muted" }, g.scope === "cluster"
       ? `Groups of the whole cluster, each as its coordinator (the leader of its __consumer_offsets partition) reports it; ` +
@@ -498,7 +499,58 @@ function timelineItem(r) {
     changes.length ? h("ul", { class: "changes" }, changes) : h("div", { class: "muted" }, "no membership or assignment change"));
 }
 
+// A KIP-848 consumer group (group.protocol=consumer): epochs, each member's reconciliation.
+function consumerGroupPage(g) {
+  const t = g.lag_thresholds;
+  const lagRule = `amber from ${num(t.warn)} records of lag, red from ${num(t.high)}`;
+  const lagCls = (level) => `num lag${level === "high" ? " lag-high" : level === "warn" ? " lag-warn" : ""}`;
+  const members = g.members.map((m) => h("tr", { "data-member-id": m.member_id, "data-client-id": m.client_id, "data-member-state": m.member_state },
+    h("td", { class: "mono" }, m.member_id),
+    h("td", { class: "client-id" }, m.client_id),
+    h("td", { class: "mono" }, m.client_host),
+    h("td", { class: "num member-epoch" }, m.member_epoch),
+    h("td", null, h("span", { class: "badge member-state" }, m.member_state)),
+    h("td", { class: "assignment" }, tps(m.assignment), ` (${m.assignment.length})`),
+    h("td", { class: "pending" }, m.pending_revocation.length ? tps(m.pending_revocation) : "—"),
+    h("td", { class: "target" }, tps(m.target)),
+    h("td", { class: "classic" }, m.classic_protocol ? "classic" : "consumer"),
+    h("td", { class: lagCls(m.lag_level), title: lagRule }, num(m.lag_sum))));
+  const offsets = g.offsets.map((o) => h("tr", { "data-topic": o.topic, "data-partition": o.partition },
+    h("td", null, o.topic), h("td", { class: "num" }, o.partition),
+    h("td", { class: "num" }, num(o.committed)), h("td", { class: "num" }, num(o.high_watermark)),
+    h("td", { class: lagCls(o.lag_level), title: lagRule }, num(o.lag)),
+    h("td", null, o.owner ? memberLabel(g.members.find((m) => m.member_id === o.owner)) : "—")));
+  const r = g.reconciliation;
+  return [
+    h("h2", null, "Consumer group ", h("span", { id: "group-id" }, g.group_id), " ",
+      h("span", { class: `badge state-${g.state}`, id: "group-state" }, g.state)),
+    h("div", { class: "summary" },
+      h("div", null, h("b", { id: "group-epoch" }, g.group_epoch), "group epoch"),
+      h("div", null, h("b", { id: "target-epoch" }, g.target_assignment_epoch), "target assignment epoch"),
+      h("div", null, h("b", null, g.members.length), "members"),
+      h("div", null, h("b", { id: "group-lag" }, num(g.lag_sum)), "lag (offsets)"),
+      h("div", null, h("b", { id: "group-coordinator" }, g.coordinator), "coordinator node")),
+    h("h3", null, "Members"),
+    g.members.length ? table([["member id"], ["client id"], ["host"], ["member epoch", "num"], ["state"], ["assigned"], ["pending revocation"], ["target"], ["protocol"], ["lag", "num"]], members, { id: "members" })
+      : h("p", { class: "muted" }, "No members."),
+    h("h3", null, "Reconciliation"),
+    h("div", { class: "summary", id: "reconciliation" },
+      h("div", null, h("b", { id: "reconciliations" }, r.count), "reconciliations"),
+      h("div", null, h("b", null, r.last_ms === null ? "—" : ms(r.last_ms)), "last"),
+      h("div", null, h("b", null, r.mean_ms === null ? "—" : ms(Math.round(r.mean_ms))), "mean"),
+      h("div", null, h("b", { id: "reconciling" }, r.in_progress ? `since ${when(r.since_ms)}` : "none"), "under way"),
+      h("div", null, h("b", null, r.targets_computed), "target assignments computed")),
+    h("h3", null, "Committed offsets and lag"),
+    g.offsets.length ? table([["topic"], ["partition", "num"], ["committed", "num"], ["high watermark", "num"], ["lag", "num"], ["owner"]], offsets, { id: "lag" })
+      : h("p", { class: "muted" }, "No committed offsets."),
+    h("p", { class: "muted" }, "A KIP-848 group: the coordinator computes each member's target; a member reconciles " +
+      "towards it through its heartbeats, giving up its pending partitions first." +
+      (g.via_node !== undefined && g.via_node !== g.coordinator ? ` Read by node ${g.via_node} from node ${g.coordinator}'s console.` : "")),
+  ];
+}
+
 function groupPage(g) {
+  if (g.type === "consumer") return consumerGroupPage(g);
   // Lag is coloured by fixed thresholds the broker sends (view.rs: LAG_WARN, LAG_HIGH).
   const t = g.lag_thresholds;
   const lagRule = `amber from ${num(t.warn)} records of lag, red from ${num(t.high)}`;
