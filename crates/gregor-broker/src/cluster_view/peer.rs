@@ -380,7 +380,8 @@ mod tests {
             principal: &alice,
             host: Some("10.0.0.9".parse().expect("ip")),
         };
-        let r = request(addr, "/ui/api/groups?scope=local", None, Some(on_behalf)).expect("request");
+        let r =
+            request(addr, "/ui/api/groups?scope=local", None, Some(on_behalf)).expect("request");
         assert_eq!(r.headers()[FORWARDED_PRINCIPAL], "User:alice");
         assert_eq!(r.headers()[FORWARDED_HOST], "10.0.0.9");
         assert!(r.headers().get(hyper::header::AUTHORIZATION).is_none());
