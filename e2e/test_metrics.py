@@ -493,6 +493,13 @@ def test_process_build_disk_raft_and_request_size_families(start_broker):
     (build,) = [ls for n, ls, v in s if n == "gregor_build_info" and v == 1]
     assert re.fullmatch(r"[0-9a-f]{40}|unknown", build["commit"]), build
     assert re.fullmatch(r"\d+\.\d+\.\d+.*", build["version"]), build
+    # The runtime's workers served the produce and consume above, and were never busier than
+    # all of them for the whole life of the process.
+    workers = value(s, "gregor_runtime_workers")
+    busy = value(s, "gregor_runtime_worker_busy_seconds_total")
+    alive = time.time() - value(s, "process_start_time_seconds") + 1
+    assert workers >= 1 and 0 < busy <= workers * alive, (workers, busy, alive)
+    assert value(s, "gregor_runtime_global_queue_depth") >= 0
 
     (disk,) = [ls for n, ls, v in s if n == "gregor_log_dir_free_bytes"]
     assert disk["log_dir"].startswith(str(b.data_dir)), (disk, b.data_dir)

@@ -114,8 +114,12 @@ struct LogDirLabels {
     log_dir: String,
 }
 
-/// The process (`/proc/self`), the build, and the data directory's file system.
+/// The process (`/proc/self`), its async runtime, the build, and the data directory's file
+/// system.
 async fn host_state(b: BrokerView<'_>, r: &mut Registry) {
+    if let Some(runtime) = process::runtime_sample() {
+        process::register_runtime(r, &runtime);
+    }
     let dir = b.replicas.data_dir().to_path_buf();
     // statvfs can wait on a slow file system: off the async workers, with the /proc reads.
     let (sample, space) = crate::runtime::blocking(move || {

@@ -1,8 +1,8 @@
 //! The process series Prometheus' own clients export under the standard `process_*` names (CPU
 //! time, resident memory, open and maximum file descriptors, start time), read from `/proc/self`
-//! at scrape time, and `gregor_build_info`. Parsing is pure and reads its text through
-//! [`ProcFs`], so it is tested on fixed text; a series whose file is missing or unreadable (not
-//! Linux) is left out rather than reported as 0.
+//! at scrape time, `gregor_build_info`, and the async runtime's workers (`gregor_runtime_*`).
+//! Parsing is pure and reads its text through [`ProcFs`], so it is tested on fixed text; a
+//! series whose file is missing or unreadable (not Linux) is left out rather than reported as 0.
 
 use std::io;
 
@@ -194,6 +194,54 @@ pub fn register(r: &mut Registry, s: &ProcessSample) {
     );
 }
 
+/// The async runtime's worker threads, which run every request handler (and replication and
+/// the coordinators): Kafka's request handler pool has a fixed number of threads whose idle
+/// ratio it exports; here handlers are tasks, so the workers' busy time is exported instead,
+/// and `1 - rate(busy) / workers` is their idle ratio.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RuntimeSample {
+    pub workers: usize,
+    /// Summed over the workers since the runtime started.
+    pub busy_seconds: f64,
+    /// Tasks waiting in the runtime's shared queue for a worker.
+    pub global_queue_depth: usize,
+}
+
+/// The runtime the caller runs on; `None` outside one.
+pub fn runtime_sample() -> Option<RuntimeSample> {
+    let m = tokio::runtime::Handle::try_current().ok()?.metrics();
+    let workers = m.num_workers();
+    let busy_seconds = (0..workers)
+        .map(|w| m.worker_total_busy_duration(w).as_secs_f64())
+        .sum();
+    Some(RuntimeSample {
+        workers,
+        busy_seconds,
+        global_queue_depth: m.global_queue_depth(),
+    })
+}
+
+pub fn register_runtime(r: &mut Registry, s: &RuntimeSample) {
+    use prometheus_client::metrics::counter::ConstCounter;
+    use prometheus_client::metrics::gauge::ConstGauge;
+    let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    r.register(
+        "gregor_runtime_workers",
+        "Worker threads of the async runtime that runs the request handlers",
+        ConstGauge::new(as_i64(s.workers)),
+    );
+    r.register(
+        "gregor_runtime_worker_busy_seconds",
+        "Time the runtime's workers spent running tasks, summed over the workers (idle ratio: 1 - rate / gregor_runtime_workers)",
+        ConstCounter::new(s.busy_seconds),
+    );
+    r.register(
+        "gregor_runtime_global_queue_depth",
+        "Tasks waiting in the runtime's shared queue for a worker",
+        ConstGauge::new(as_i64(s.global_queue_depth)),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,6 +366,39 @@ mod tests {
             env!("CARGO_PKG_VERSION")
         );
         assert!(out.lines().any(|l| l == info), "{info} in\n{out}");
+    }
+
+    #[test]
+    fn the_runtime_series_are_registered_with_their_values() {
+        let mut r = Registry::default();
+        let s = RuntimeSample {
+            workers: 2,
+            busy_seconds: 1.5,
+            global_queue_depth: 3,
+        };
+        register_runtime(&mut r, &s);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &r).expect("encoded");
+        for line in [
+            "gregor_runtime_workers 2",
+            "# TYPE gregor_runtime_worker_busy_seconds counter",
+            "gregor_runtime_worker_busy_seconds_total 1.5",
+            "gregor_runtime_global_queue_depth 3",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+    async fn the_runtime_sample_reads_the_runtime_it_runs_on() {
+        let s = runtime_sample().expect("on a runtime");
+        assert_eq!(s.workers, 3);
+        assert!(s.busy_seconds.is_finite() && s.busy_seconds >= 0.0, "{s:?}");
+    }
+
+    #[test]
+    fn no_runtime_no_sample() {
+        assert_eq!(runtime_sample(), None);
     }
 
     #[test]
