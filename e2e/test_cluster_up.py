@@ -16,6 +16,7 @@ import pytest
 import clients
 import kwire
 from conftest import free_port, gregor_bin, wait_until
+from test_metrics import http_get, scrape
 
 
 def _ports_free(base, count):
@@ -117,10 +118,15 @@ def test_a_dead_node_leaves_the_others_serving_restarts_and_ctrl_c_stops_all(tmp
     try:
         cluster.wait_up()
         pids = {i: cluster.pid(i) for i in range(3)}
-        # Metrics ports derive from --base-port: BASE+2N+i.
+        # Metrics ports derive from --base-port: BASE+2N+i, and each is that node's listener:
+        # its /metrics reports node i's own data directory.
         for i in range(3):
-            assert f"node {i}: pid {pids[i]}, metrics http://127.0.0.1:{cluster.base + 6 + i}" \
+            port = cluster.base + 6 + i
+            assert f"node {i}: pid {pids[i]}, metrics http://127.0.0.1:{port}" \
                 in cluster.output()
+            assert http_get(port, "/healthz")[0] == 200
+            dirs = [ls["log_dir"] for n, ls, _ in scrape(port) if n == "gregor_log_dir_free_bytes"]
+            assert dirs == [str(cluster.data_dir / f"node-{i}")], (i, dirs)
         with kwire.Conn("127.0.0.1", cluster.base, timeout=35) as c:
             assert kwire.create_topic(c, "kept", 3, 3)[0] == 0
         boot = types.SimpleNamespace(bootstrap=f"{cluster.address(0)},{cluster.address(2)}")

@@ -11,10 +11,10 @@ import pytest
 
 from confluent_kafka import Consumer, TopicPartition
 
-from clients import conf, create_topic, produce
+from clients import conf, consume, create_topic, produce
 from conftest import free_port, wait_until
 from test_console import Browser, api, page
-from test_metrics import http_get
+from test_metrics import http_get, scrape, value
 
 
 def build_info(port):
@@ -162,6 +162,16 @@ def points(d, chart_id, name):
     return s["points"] if s else []
 
 
+def bytes_of_rates(d, chart_id, name, first_ms):
+    """The bytes a per-second series stands for: each point's rate times the time since the
+    sample before it. Samples are 10 s apart plus up to a 1 s tick, so `rate * 10` may fall
+    short by 10 %; every sample after `first_ms` (one seen before the traffic) adds an
+    ISR-changes point, which gives the sample times."""
+    times = [first_ms] + [t for t, _ in points(d, "isr_changes", "shrinks")]
+    return sum(v * (t - max(x for x in times if x < t)) / 1000
+               for t, v in points(d, chart_id, name))
+
+
 @pytest.mark.timeout(150)
 def test_charts_over_time_in_a_browser(start_broker, tmp_path):
     port = free_port()
@@ -169,7 +179,8 @@ def test_charts_over_time_in_a_browser(start_broker, tmp_path):
     browser = Browser(tmp_path)
     topic = create_topic(b, "charted", partitions=1)
     # After a first sample, so that the next one sees the bytes as a rate.
-    wait_until(lambda: api(port, "/ui/api/charts")["last_sample_ms"], 20, "a first sample")
+    first_ms = wait_until(lambda: api(port, "/ui/api/charts")["last_sample_ms"], 20,
+                          "a first sample")
     produce(b, topic, [{"value": b"x" * 1000} for _ in range(50)])
     c = Consumer(conf(b, {"group.id": "charted-group", "enable.auto.commit": False}))
     try:
@@ -190,7 +201,7 @@ def test_charts_over_time_in_a_browser(start_broker, tmp_path):
     assert d["sample_every_ms"] == 10_000 and d["window_ms"] == 3_600_000
     assert d["max_series"] > 0
     # 50 records of 1,000 value bytes in one sample's interval.
-    assert sum(p[1] for p in points(d, "bytes_in", topic)) * 10 >= 50_000 * 0.9
+    assert bytes_of_rates(d, "bytes_in", topic, first_ms) >= 50_000
     assert points(d, "group_lag", "charted-group")[-1][1] == 30
     # Time lag: the age of record 20, the oldest the group has not consumed (node 1 leads it).
     time_lag = points(d, "group_time_lag", "charted-group")
@@ -209,3 +220,43 @@ def test_charts_over_time_in_a_browser(start_broker, tmp_path):
     assert "30 records" in lag.text()
     assert main.find("section", data_chart="request_latency").find_all("li", data_series="Produce")
     assert "sampled every 10 s" in main.find(id="charts-source").text()
+
+
+@pytest.mark.timeout(150)
+def test_bytes_out_per_topic_counts_consumers_not_followers(cluster_factory, tmp_path):
+    c = cluster_factory(2, metrics=True)
+    leader = c.nodes[0]
+    port = leader.metrics_port
+    topic = "read-out"
+    # Node 0 leads (first replica); node 1 fetches every byte from it as a follower.
+    err, msg = leader.create_topic(topic, -1, -1, assignments=[(0, [0, 1])])
+    assert err == 0, msg
+
+    def led_by_node_0():
+        partitions = leader.metadata([topic])["topics"].get(topic, (0, {}))[1]
+        return partitions.get(0, (0, -1))[1] == 0
+
+    wait_until(led_by_node_0, 20, "node 0 to lead the topic")
+    # After a first sample, so that the next one sees the bytes as a rate.
+    first_ms = wait_until(lambda: api(port, "/ui/api/charts")["last_sample_ms"], 20,
+                          "a first sample")
+    produce(leader, topic, [{"value": b"x" * 1000} for _ in range(50)])
+    assert len(consume(leader, topic, [0], 50)) == 50
+    read_ms = time.time() * 1000
+
+    def sampled():
+        d = api(port, "/ui/api/charts")
+        return d if d["last_sample_ms"] > read_ms and points(d, "bytes_out", topic) else None
+
+    d = wait_until(sampled, 40, lambda: "a bytes-out sample after the read: "
+                   + str(chart(api(port, "/ui/api/charts"), "bytes_out")["series"]))
+    # The consumer read the 50 KB once. The follower fetched them from the leader too, and
+    # that is not bytes out: counted, the chart would stand for about 100 KB.
+    replicated = value(scrape(port), "gregor_topic_replication_bytes_out_total", topic=topic)
+    assert replicated >= 50_000, replicated
+    out = bytes_of_rates(d, "bytes_out", topic, first_ms)
+    assert 50_000 <= out <= 50_000 * 1.5, (out, points(d, "bytes_out", topic))
+
+    main = page(Browser(tmp_path), port, "/charts")
+    item = main.find("section", data_chart="bytes_out").find("li", data_series=topic)
+    assert int(item.attrs["data-points"]) >= 1 and "bytes/s" in item.text()

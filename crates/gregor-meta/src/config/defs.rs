@@ -698,6 +698,28 @@ pub fn parse_broker_config(name: &str, raw: &str) -> Result<ConfigValue, ConfigE
 mod tests {
     use super::*;
 
+    /// The operator's reference; read at compile time so that editing it reruns this test.
+    const CONFIGURATION_MD: &str = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/configuration.md"
+    ));
+
+    #[test]
+    fn every_config_is_documented_in_configuration_md() {
+        let missing: Vec<&str> = TOPIC_CONFIGS
+            .iter()
+            .chain(BROKER_CONFIGS)
+            .chain(GROUP_CONFIGS)
+            .map(|d| d.name)
+            .filter(|name| !CONFIGURATION_MD.contains(&format!("`{name}`")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/configuration.md does not mention these configs (as `name`): {}",
+            missing.join(", ")
+        );
+    }
+
     #[test]
     fn per_listener_ssl_settings_are_defined_by_the_setting_they_override() {
         assert_eq!(
