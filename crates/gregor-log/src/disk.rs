@@ -384,16 +384,23 @@ impl Disk {
         }
     }
 
+    /// The injected faults a directory or file-system sync meets first: a closed gate, a
+    /// simulated sync's cost, a failing sync.
+    fn dir_sync_faults(&self) -> io::Result<()> {
+        self.gate()?;
+        if let Some(f) = &self.faults {
+            f.charge_simulated_delay();
+            if f.fail_sync.load(Ordering::SeqCst) {
+                return Err(eio());
+            }
+        }
+        Ok(())
+    }
+
     /// `fsync` a directory so that created, renamed and removed entries are durable.
     pub fn sync_dir(&self, dir: &Path) -> Result<()> {
         let sync = || -> io::Result<()> {
-            self.gate()?;
-            if let Some(f) = &self.faults {
-                f.charge_simulated_delay();
-                if f.fail_sync.load(Ordering::SeqCst) {
-                    return Err(eio());
-                }
-            }
+            self.dir_sync_faults()?;
             let d = File::open(dir)?;
             if !self.modelled() {
                 d.sync_all()?;
@@ -409,13 +416,7 @@ impl Disk {
     /// Under a power model, everything under the model's root becomes durable.
     pub fn sync_fs(&self, dir: &Path) -> Result<()> {
         let sync = || -> io::Result<()> {
-            self.gate()?;
-            if let Some(f) = &self.faults {
-                f.charge_simulated_delay();
-                if f.fail_sync.load(Ordering::SeqCst) {
-                    return Err(eio());
-                }
-            }
+            self.dir_sync_faults()?;
             if !self.modelled() {
                 rustix::fs::syncfs(File::open(dir)?).map_err(io::Error::from)?;
             }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use super::view::{lag_level, lag_sum, offset_lags, Visible, LAG_HIGH, LAG_WARN};
+use super::view::{lag_level, lag_sum, offset_json, offset_lags, Visible, LAG_HIGH, LAG_WARN};
 use crate::groups::{ConsumerGroupObservation, ConsumerMemberObservation};
 
 /// The consumer groups the principal may DESCRIBE, one Groups-page line each, as the classic
@@ -113,17 +113,7 @@ pub fn group(
         .collect();
     let offsets: Vec<Value> = lags
         .iter()
-        .map(|l| {
-            json!({
-                "topic": l.topic,
-                "partition": l.partition,
-                "committed": l.committed,
-                "high_watermark": l.high_watermark,
-                "lag": l.lag,
-                "lag_level": lag_level(l.lag),
-                "owner": owner.get(&(l.topic.as_str(), l.partition)),
-            })
-        })
+        .map(|l| offset_json(l, owner.get(&(l.topic.as_str(), l.partition)).copied()))
         .collect();
     json!({
         "node_id": node_id,

@@ -358,6 +358,19 @@ pub(super) fn lag_level(lag: Option<i64>) -> Option<&'static str> {
     }
 }
 
+/// One partition's line of a group's offsets: its committed offset, lag and owner.
+pub(super) fn offset_json(l: &PartitionLag, owner: Option<&str>) -> Value {
+    json!({
+        "topic": l.topic,
+        "partition": l.partition,
+        "committed": l.committed,
+        "high_watermark": l.high_watermark,
+        "lag": l.lag,
+        "lag_level": lag_level(l.lag),
+        "owner": owner,
+    })
+}
+
 pub(super) fn lag_sum(lags: &[PartitionLag]) -> Option<i64> {
     lags.iter().filter_map(|l| l.lag).reduce(|a, b| a + b)
 }
@@ -444,15 +457,12 @@ pub fn group(
     let offsets: Vec<Value> = lags
         .iter()
         .map(|l| {
-            json!({
-                "topic": l.topic,
-                "partition": l.partition,
-                "committed": l.committed,
-                "high_watermark": l.high_watermark,
-                "lag": l.lag,
-                "lag_level": lag_level(l.lag),
-                "owner": owner.get(&(l.topic.clone(), l.partition)),
-            })
+            offset_json(
+                l,
+                owner
+                    .get(&(l.topic.clone(), l.partition))
+                    .map(String::as_str),
+            )
         })
         .collect();
     let mut timeline = super::timeline::timeline(consumer, &g.rebalances);

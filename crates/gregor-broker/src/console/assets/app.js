@@ -499,6 +499,15 @@ function timelineItem(r) {
     changes.length ? h("ul", { class: "changes" }, changes) : h("div", { class: "muted" }, "no membership or assignment change"));
 }
 
+// A group's committed offsets, lag and owner per partition (classic and consumer groups).
+function offsetRows(g, lagRule, lagCls) {
+  return g.offsets.map((o) => h("tr", { "data-topic": o.topic, "data-partition": o.partition },
+    h("td", null, o.topic), h("td", { class: "num" }, o.partition),
+    h("td", { class: "num" }, num(o.committed)), h("td", { class: "num" }, num(o.high_watermark)),
+    h("td", { class: lagCls(o.lag_level), title: lagRule }, num(o.lag)),
+    h("td", null, o.owner ? memberLabel(g.members.find((m) => m.member_id === o.owner)) : "—")));
+}
+
 // A KIP-848 consumer group (group.protocol=consumer): epochs, each member's reconciliation.
 function consumerGroupPage(g) {
   const t = g.lag_thresholds;
@@ -515,11 +524,7 @@ function consumerGroupPage(g) {
     h("td", { class: "target" }, tps(m.target)),
     h("td", { class: "classic" }, m.classic_protocol ? "classic" : "consumer"),
     h("td", { class: lagCls(m.lag_level), title: lagRule }, num(m.lag_sum))));
-  const offsets = g.offsets.map((o) => h("tr", { "data-topic": o.topic, "data-partition": o.partition },
-    h("td", null, o.topic), h("td", { class: "num" }, o.partition),
-    h("td", { class: "num" }, num(o.committed)), h("td", { class: "num" }, num(o.high_watermark)),
-    h("td", { class: lagCls(o.lag_level), title: lagRule }, num(o.lag)),
-    h("td", null, o.owner ? memberLabel(g.members.find((m) => m.member_id === o.owner)) : "—")));
+  const offsets = offsetRows(g, lagRule, lagCls);
   const r = g.reconciliation;
   return [
     h("h2", null, "Consumer group ", h("span", { id: "group-id" }, g.group_id), " ",
@@ -563,11 +568,7 @@ function groupPage(g) {
     h("td", { class: "assignment" }, m.assignment_error ? h("span", { class: "muted" }, m.assignment_error) : tps(m.assignment)),
     h("td", { class: "num" }, m.assignment.length),
     h("td", { class: lagCls(m.lag_level), title: lagRule }, num(m.lag_sum))));
-  const offsets = g.offsets.map((o) => h("tr", { "data-topic": o.topic, "data-partition": o.partition },
-    h("td", null, o.topic), h("td", { class: "num" }, o.partition),
-    h("td", { class: "num" }, num(o.committed)), h("td", { class: "num" }, num(o.high_watermark)),
-    h("td", { class: lagCls(o.lag_level), title: lagRule }, num(o.lag)),
-    h("td", null, o.owner ? memberLabel(g.members.find((m) => m.member_id === o.owner)) : "—")));
+  const offsets = offsetRows(g, lagRule, lagCls);
   const timeline = g.timeline.slice().reverse().map(timelineItem);
   return [
     h("h2", null, "Group ", h("span", { id: "group-id" }, g.group_id), " ",
