@@ -1,8 +1,11 @@
 """The console shows KIP-848 consumer groups (`group.protocol=consumer`): the Groups page lists
 them with their type, state and epoch next to classic groups, and a group's page shows its
 group and target assignment epochs, each member's epoch, state and partitions (assigned,
-pending revocation, target), committed offsets with lag, and the reconciliation figures, in
-headless Chromium against a real broker with confluent-kafka members."""
+pending revocation, target), committed offsets with lag, the reconciliation figures, and the
+rebalance timeline (each group epoch's cause and target, each member's reconciliation as a bar
+on one shared axis), in headless Chromium against a real broker with confluent-kafka members."""
+
+import re
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -53,8 +56,12 @@ def test_consumer_groups_in_the_list_and_their_detail_in_a_browser(start_broker,
 
     timeline = Timeline()
     alpha = ConfluentMember(b, timeline, "alpha", group, [topic], "range", extra=CONSUMER).start()
-    beta = ConfluentMember(b, timeline, "beta", group, [topic], "range", extra=CONSUMER).start()
+    beta = None
     try:
+        # One after the other: alpha holds both partitions, then beta joins and alpha gives one up.
+        wait_until(lambda: stable_with(port, group, ["alpha"]), 60, "alpha alone reconciled")
+        beta = ConfluentMember(b, timeline, "beta", group, [topic], "range",
+                               extra=CONSUMER).start()
         g = wait_until(lambda: stable_with(port, group, ["alpha", "beta"]), 60,
                        "alpha and beta reconciled")
         assert g["group_epoch"] == g["target_assignment_epoch"] >= 1
@@ -94,6 +101,56 @@ def test_consumer_groups_in_the_list_and_their_detail_in_a_browser(start_broker,
         p0 = [td.text() for td in lag.find("tr", data_partition="0").find_all("td")]
         assert p0[:5] == [topic, "0", "70", "120", "50"], p0
         assert int(main.find(id="reconciliations").text()) >= 1
+        check_epochs(g, main)
     finally:
         alpha.stop()
-        beta.stop()
+        if beta is not None:
+            beta.stop()
+
+
+def style_width(node):
+    """The width in percent an element's style attribute sets."""
+    m = re.search(r"width:\s*([0-9.]+)%", node.attrs.get("style", ""))
+    assert m, node.attrs
+    return float(m.group(1))
+
+
+def check_epochs(g, main):
+    """At least two epochs: alpha's join, then beta's, whose target names both members; each of
+    them has a reconciliation bar on the shared axis, in the JSON and on the page."""
+    epochs = g["epochs"]
+    assert len(epochs) >= 2, epochs
+    assert [e["epoch"] for e in epochs] == sorted(e["epoch"] for e in epochs)
+    joined = [(e["cause"], (e["cause_member"] or {}).get("client_id")) for e in epochs]
+    assert ("member joined", "alpha") in joined and ("member joined", "beta") in joined, joined
+    second = next(e for e in epochs
+                  if e["cause"] == "member joined" and e["cause_member"]["client_id"] == "beta")
+    assert second["epoch"] > next(e["epoch"] for e in epochs
+                                  if e["cause_member"] and e["cause_member"]["client_id"] == "alpha")
+    assert sorted(m["client_id"] for m in second["members"]) == ["alpha", "beta"], second
+    targets = sorted(tps["partition"] for m in second["members"] for tps in m["target"])
+    assert targets == [0, 1], second
+    # The epoch the members stand at now: each reached it, with its bar on the shared axis.
+    current = next(e for e in epochs if e["epoch"] == g["target_assignment_epoch"])
+    assert current["status"] == "reconciled", current
+    scale = g["epochs_scale"]
+    longest = max(m["total_ms"] for e in epochs for m in e["members"]
+                  if m["total_ms"] is not None)
+    assert scale["max_ms"] == longest, (scale, longest)
+    label = main.find(id="epochs-scale").text()
+    assert scale["kind"] in label and "full width" in label, label
+    item = main.find("ol", id="epochs").find("li", data_epoch=str(current["epoch"]))
+    assert item.attrs["data-status"] == "reconciled"
+    assert "member joined" in main.find("ol", id="epochs").find(
+        "li", data_epoch=str(second["epoch"])).text()
+    for m in current["members"]:
+        assert m["progress"] == "reconciled" and m["done_ms"] >= current["at_ms"], m
+        row = item.find("li", data_client_id=m["client_id"])
+        assert row.attrs["data-progress"] == "reconciled"
+        bar = row.find("div", **{"class": "bar"})
+        wait = style_width(bar.find("div", **{"class": "join"}))
+        rec = style_width(bar.find("div", **{"class": "sync"}))
+        assert abs(wait - m["bar"]["wait_pct"]) < 0.01 and abs(rec - m["bar"]["reconcile_pct"]) < 0.01
+        assert wait + rec <= 100.01
+        owned = row.find("div", **{"class": "epoch-target muted"}).text()
+        assert all(f"{t['topic']}-{t['partition']}" in owned for t in m["target"]), owned

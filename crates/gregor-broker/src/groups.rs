@@ -93,6 +93,12 @@ pub struct ConsumerGroupObservation {
     pub offsets: Vec<(String, i32, i64)>,
     /// Its members, by member id.
     pub member_list: Vec<ConsumerMemberObservation>,
+    /// Its recent group epochs, oldest first, with their targets and each member's progress.
+    pub epochs: Vec<gregor_group::consumer::epochs::EpochRecord>,
+    /// The subscribed topics' names by id, to name the epochs' targets.
+    pub topic_names: BTreeMap<u128, String>,
+    /// When this node's shard loaded the group's partition: the epochs are recorded from there.
+    pub coordinator_since_ms: i64,
 }
 
 /// One member of a KIP-848 consumer group, its partitions named by topic (a topic id no longer
@@ -113,14 +119,18 @@ pub struct ConsumerMemberObservation {
     pub classic: bool,
 }
 
+/// The subscribed topics' names by id.
+fn topic_names(g: &gregor_group::consumer::model::ConsumerGroup) -> BTreeMap<u128, String> {
+    g.subscribed_topics
+        .values()
+        .map(|t| (t.id, t.name.clone()))
+        .collect()
+}
+
 fn observe_members(
     g: &gregor_group::consumer::model::ConsumerGroup,
+    names: &BTreeMap<u128, String>,
 ) -> Vec<ConsumerMemberObservation> {
-    let names: BTreeMap<u128, &str> = g
-        .subscribed_topics
-        .values()
-        .map(|t| (t.id, t.name.as_str()))
-        .collect();
     let named = |a: &gregor_group::consumer::model::Assignment| -> Vec<(String, i32)> {
         a.iter()
             .flat_map(|(id, ps)| {
@@ -166,7 +176,8 @@ pub struct ShardObservation {
 fn observe(shell: &ShardShell, coordinator: &GroupCoordinator) -> ShardObservation {
     let consumer = coordinator
         .consumer_groups()
-        .map(|g| ConsumerGroupObservation {
+        .map(|g| (g, topic_names(g)))
+        .map(|(g, names)| ConsumerGroupObservation {
             group_id: g.group_id.clone(),
             state: g.state().name(),
             group_epoch: g.group_epoch,
@@ -184,7 +195,10 @@ fn observe(shell: &ShardShell, coordinator: &GroupCoordinator) -> ShardObservati
                 .into_iter()
                 .map(|(t, p, o)| (t, p, o.offset))
                 .collect(),
-            member_list: observe_members(g),
+            member_list: observe_members(g, &names),
+            epochs: g.epochs.recent.iter().cloned().collect(),
+            topic_names: names,
+            coordinator_since_ms: shell.loaded_ms,
         })
         .collect();
     ShardObservation {

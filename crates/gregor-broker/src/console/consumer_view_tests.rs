@@ -1,6 +1,7 @@
 use super::*;
 use crate::groups::AssignmentTimes;
-use gregor_group::consumer::model::ConsumerGroupStats;
+use gregor_group::consumer::epochs::{CauseKind, Departure, EpochCause, EpochHistory};
+use gregor_group::consumer::model::{Assignment, ConsumerGroupStats};
 
 fn member(
     id: &str,
@@ -47,6 +48,9 @@ fn observation(group_id: &str) -> ConsumerGroupObservation {
             member("m1", &[("a", 0), ("b", 0)], &[]),
             member("m2", &[("a", 1)], &[("b", 0)]),
         ],
+        epochs: Vec::new(),
+        topic_names: BTreeMap::from([(1, "a".to_string())]),
+        coordinator_since_ms: 0,
     }
 }
 
@@ -138,4 +142,83 @@ fn the_detail_hides_offsets_of_topics_the_principal_may_not_describe() {
         .collect();
     assert_eq!(topics, [json!("a"), json!("a")]);
     assert_eq!(g["lag_sum"], 8);
+}
+
+/// Epoch 1: m1 joins at 1000 and holds its target at once. Epoch 2: m2 joins at 2000; m1
+/// gives a partition up by 2100, m2 takes it at 2400. Epoch 3: m1 is fenced at 5000, no
+/// target yet.
+fn history() -> EpochHistory {
+    let mut h = EpochHistory::default();
+    let one: Assignment = BTreeMap::from([(1, (0..2).collect())]);
+    let half = |p: i32| -> Assignment { BTreeMap::from([(1, [p].into())]) };
+    let (m1, m2) = ("m1".to_string(), "m2".to_string());
+    h.bump(
+        1,
+        EpochCause::of_member(CauseKind::MemberJoined, "m1", "client-m1"),
+        1_000,
+    );
+    h.target_computed(1, [(&m1, "client-m1", &one)].into_iter(), 1_000);
+    h.member_at("m1", 1, true, 1_000);
+    h.bump(
+        2,
+        EpochCause::of_member(CauseKind::MemberJoined, "m2", "client-m2"),
+        2_000,
+    );
+    let (a0, a1) = (half(0), half(1));
+    let target = [(&m1, "client-m1", &a0), (&m2, "client-m2", &a1)];
+    h.target_computed(2, target.into_iter(), 2_000);
+    h.member_at("m1", 2, true, 2_100);
+    h.member_at("m2", 2, true, 2_400);
+    h.member_gone("m1", Departure::Fenced, 5_000);
+    h.bump(
+        3,
+        EpochCause::of_member(CauseKind::MemberFenced, "m1", "client-m1"),
+        5_000,
+    );
+    h
+}
+
+#[test]
+fn the_epochs_show_causes_targets_and_each_members_reconciliation_on_one_axis() {
+    let mut o = observation("g");
+    o.epochs = history().recent.into_iter().collect();
+    let g = group(1, &o, &hws(), &Visible::all());
+    let e = g["epochs"].as_array().expect("epochs");
+    assert_eq!(e.len(), 3);
+    assert_eq!(e[1]["epoch"], 2);
+    assert_eq!(e[1]["cause"], "member joined");
+    assert_eq!(e[1]["cause_member"]["client_id"], "client-m2");
+    assert_eq!(e[1]["status"], "reconciled");
+    let m = e[1]["members"].as_array().expect("members");
+    assert_eq!(m[1]["member_id"], "m2");
+    assert_eq!(m[1]["target"], json!([{ "topic": "a", "partition": 1 }]));
+    assert_eq!(
+        (m[1]["progress"].clone(), m[1]["total_ms"].clone()),
+        (json!("reconciled"), json!(400))
+    );
+    // The longest reconciliation (m2's 400 ms) spans the axis; m1's 100 ms a quarter of it.
+    assert_eq!(g["epochs_scale"]["max_ms"], 400);
+    assert_eq!(m[1]["bar"]["reconcile_pct"], 100.0);
+    assert_eq!(m[0]["bar"]["reconcile_pct"], 25.0);
+    assert_eq!(e[2]["status"], "no target");
+    assert_eq!(e[2]["cause"], "member fenced");
+    assert_eq!(g["epochs_capacity"], 20);
+}
+
+#[test]
+fn a_member_fenced_before_reaching_its_target_shows_as_fenced() {
+    let mut h = history();
+    let m3 = "m3".to_string();
+    let t: Assignment = BTreeMap::from([(1, [0].into())]);
+    h.target_computed(3, [(&m3, "client-m3", &t)].into_iter(), 5_100);
+    h.member_gone("m3", Departure::Fenced, 9_000);
+    let mut o = observation("g");
+    o.epochs = h.recent.into_iter().collect();
+    let g = group(1, &o, &hws(), &Visible::all());
+    let m = &g["epochs"][2]["members"][0];
+    assert_eq!(
+        (m["progress"].clone(), m["done_ms"].clone()),
+        (json!("fenced"), json!(9_000))
+    );
+    assert_eq!(g["epochs"][2]["status"], "ended");
 }

@@ -219,6 +219,12 @@ fn bar_ms(r: &Value) -> f64 {
 /// logarithmic (`log10(1 + ms)`) when the range is wide; the phases split a bar's length in
 /// proportion to their durations. Returns the axis, with a label for the legend.
 pub(super) fn scale_bars(timeline: &mut [Value]) -> Value {
+    scale_bars_of(timeline, "rebalances")
+}
+
+/// [`scale_bars`] for any bars with `join_ms`, `sync_ms` and `total_ms` (the consumer groups'
+/// reconciliations too); `what` names them in the label.
+pub(super) fn scale_bars_of(timeline: &mut [Value], what: &str) -> Value {
     let lengths: Vec<f64> = timeline.iter().map(bar_ms).collect();
     let max = lengths.iter().cloned().fold(0.0, f64::max);
     let min = lengths
@@ -248,13 +254,13 @@ pub(super) fn scale_bars(timeline: &mut [Value]) -> Value {
     let kind = if log { "log" } else { "linear" };
     let label = if log {
         format!(
-            "one logarithmic axis for all rebalances (log10 of 1 + ms): full width = {}, half width = {}",
+            "one logarithmic axis for all {what} (log10 of 1 + ms): full width = {}, half width = {}",
             duration(max),
             duration((1.0 + max).sqrt() - 1.0)
         )
     } else {
         format!(
-            "one linear axis for all rebalances: full width = {}",
+            "one linear axis for all {what}: full width = {}",
             duration(max)
         )
     };

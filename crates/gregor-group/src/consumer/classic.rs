@@ -17,8 +17,8 @@ use super::heartbeat::{
     HeartbeatRequest, TopicsView,
 };
 use super::model::{
-    partitions, Assignment, ClassicMemberMetadata, ConsumerGroup, MemberState, JOIN_EPOCH,
-    STATIC_LEAVE_EPOCH,
+    partitions, Assignment, ClassicMemberMetadata, ConsumerGroup, Departure, MemberState,
+    JOIN_EPOCH, STATIC_LEAVE_EPOCH,
 };
 use crate::api::{
     JoinGroupRequest, JoinGroupResponse, JoinProtocol, LeaveGroupRequest, LeaveMemberResponse,
@@ -255,6 +255,7 @@ pub fn classic_heartbeat(
     cfg: &ConsumerGroupConfig,
     topics: &dyn TopicsView,
     req: &crate::api::HeartbeatRequest,
+    now_ms: i64,
 ) -> Result<(), ResponseError> {
     classic_member(
         group,
@@ -263,7 +264,7 @@ pub fn classic_heartbeat(
         req.generation_id,
     )?;
     // The group's topics may have changed with nobody else heartbeating.
-    update_target(group, cfg, topics, false).map_err(to_classic)?;
+    update_target(group, cfg, topics, now_ms).map_err(to_classic)?;
     let m = &group.members[&req.member_id];
     let me = m.member_id.as_str();
     let released = || {
@@ -290,6 +291,7 @@ pub fn classic_heartbeat(
 pub fn classic_leave(
     group: &mut ConsumerGroup,
     req: &LeaveGroupRequest,
+    now_ms: i64,
 ) -> (Vec<LeaveMemberResponse>, bool) {
     let mut left = false;
     let answers = req
@@ -307,7 +309,7 @@ pub fn classic_leave(
                         Some(ResponseError::FencedInstanceId)
                     }
                     Some(id) => {
-                        left |= remove_member(group, &id).is_some();
+                        left |= remove_member(group, &id, Departure::Left, now_ms).is_some();
                         None
                     }
                 };

@@ -92,7 +92,7 @@ fn an_eager_member_rejoining_has_given_up_everything_and_takes_its_target_at_onc
         group_instance_id: None,
     };
     assert_eq!(
-        classic_heartbeat(&mut g, &cfg(), &Topics, &hb),
+        classic_heartbeat(&mut g, &cfg(), &Topics, &hb, 0),
         Err(ResponseError::RebalanceInProgress)
     );
     let again = do_join(&mut g, &join("a", "range", 0, &[]), "x").unwrap();
@@ -155,7 +155,7 @@ fn classic_checks_protocols_members_generations_and_leaves() {
             },
         ],
     };
-    let (answers, left) = classic_leave(&mut g, &leave);
+    let (answers, left) = classic_leave(&mut g, &leave, 0);
     assert!(left);
     assert_eq!(answers[0].error, None);
     assert_eq!(answers[1].error, Some(ResponseError::UnknownMemberId));

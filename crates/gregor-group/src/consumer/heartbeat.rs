@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::model::{
-    metadata_hash, Assignment, ConsumerGroup, ConsumerMember, MemberState, Resolved, TopicMetadata,
-    JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH,
+    metadata_hash, Assignment, CauseKind, ConsumerGroup, ConsumerMember, Departure, EpochCause,
+    MemberState, Resolved, TopicMetadata, JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH,
 };
 use super::reconcile::reconcile;
 use super::target::{compute_target, ServerAssignor};
@@ -108,10 +108,15 @@ pub fn heartbeat(
     }
     let (before, mut member) = member_for(group, cfg, req, new_member_id)?;
     let changed = update_member(&mut member, req);
-    let bump = before.is_none() || changed;
+    let cause = match (&before, changed) {
+        (None, _) => Some(CauseKind::MemberJoined),
+        (Some(_), true) => Some(CauseKind::SubscriptionChanged),
+        (Some(_), false) => None,
+    };
+    let cause = cause.map(|k| EpochCause::of_member(k, &member.member_id, &member.client_id));
     group.put_member(member.clone());
     let deferred = new_regex(group, before.as_ref(), &member);
-    refresh_target(group, cfg, topics, bump, deferred.as_deref())?;
+    refresh_target(group, cfg, topics, cause, deferred.as_deref(), now_ms)?;
     let target = group
         .target
         .get(&member.member_id)
@@ -126,30 +131,39 @@ pub fn heartbeat(
         |t, p| group.held_by_other(&me, t, p).is_some(),
     );
     group.put_member(next.clone());
+    let reconciled = next.state == MemberState::Stable && next.member_epoch == group.target_epoch;
+    group
+        .epochs
+        .member_at(&next.member_id, next.member_epoch, reconciled, now_ms);
     Ok(outcome(cfg, req, before.as_ref(), &next, now_ms))
 }
 
-/// Brings the group's target assignment up to date: a new group epoch when `bump` says a
-/// member's subscription changed or the subscribed topics did, then a target for it.
+/// Brings the group's target assignment up to date at `now_ms`: a new group epoch when the
+/// subscribed topics changed, then a target for the group epoch if it has none yet.
 pub fn update_target(
     group: &mut ConsumerGroup,
     cfg: &ConsumerGroupConfig,
     topics: &dyn TopicsView,
-    bump: bool,
+    now_ms: i64,
 ) -> Result<(), HeartbeatError> {
-    refresh_target(group, cfg, topics, bump, None)
+    refresh_target(group, cfg, topics, None, None, now_ms)
 }
 
-/// [`update_target`], leaving the regex `deferred` unresolved until the group's next heartbeat.
+/// [`update_target`], with a new group epoch for `cause` too, leaving the regex `deferred`
+/// unresolved until the group's next heartbeat.
 fn refresh_target(
     group: &mut ConsumerGroup,
     cfg: &ConsumerGroupConfig,
     topics: &dyn TopicsView,
-    bump: bool,
+    cause: Option<EpochCause>,
     deferred: Option<&str>,
+    now_ms: i64,
 ) -> Result<(), HeartbeatError> {
-    if refresh_subscribed(group, topics, deferred) || bump {
-        group.group_epoch += 1;
+    let moved = refresh_subscribed(group, topics, deferred);
+    // A member's change explains a metadata change it brings (its new topics).
+    let cause = cause.or_else(|| moved.then(|| EpochCause::of_group(CauseKind::MetadataChanged)));
+    if let Some(cause) = cause {
+        group.bump_epoch(cause, now_ms);
     }
     if group.group_epoch > group.target_epoch {
         let assignor = pick_assignor(group, cfg);
@@ -159,6 +173,12 @@ fn refresh_target(
                 .map_err(|e| HeartbeatError::InvalidRequest(e.to_string()))?,
         );
         group.target_epoch = group.group_epoch;
+        let g = &mut *group;
+        let target = g.target.iter().map(|(id, a)| {
+            let client = g.members.get(id).map_or("", |m| m.client_id.as_str());
+            (id, client, a)
+        });
+        g.epochs.target_computed(g.target_epoch, target, now_ms);
     }
     Ok(())
 }
@@ -312,6 +332,7 @@ fn take_over(
         return Err(HeartbeatError::UnreleasedInstanceId(instance.to_string()));
     }
     let target = Arc::make_mut(&mut group.target).remove(old_id);
+    group.epochs.member_replaced(old_id, &member_id);
     let mut old = group.remove_member(old_id).expect("present above");
     // What it had to revoke is gone with the process that held it.
     old.pending_revocation = Assignment::new();
@@ -541,10 +562,11 @@ fn leave(
         let mut m = group.members[&id].clone();
         m.member_epoch = STATIC_LEAVE_EPOCH;
         group.put_member(m);
+        group.epochs.member_gone(&id, Departure::Left, now_ms);
         // It is removed if it does not come back within its session.
         session_deadline_ms = Some(now_ms + i64::from(cfg.session_timeout_ms));
     } else {
-        remove_member(group, &id);
+        remove_member(group, &id, Departure::Left, now_ms);
     }
     Ok(HeartbeatOutcome {
         reply: HeartbeatReply {
@@ -558,10 +580,20 @@ fn leave(
     })
 }
 
-/// Removes a member whose session ended, who left, or who did not revoke in time; the group
-/// needs a new target.
-pub fn remove_member(group: &mut ConsumerGroup, member_id: &str) -> Option<ConsumerMember> {
+/// Removes a member whose session ended, who left, or who did not revoke in time (`how`, at
+/// `now_ms`); the group needs a new target.
+pub fn remove_member(
+    group: &mut ConsumerGroup,
+    member_id: &str,
+    how: Departure,
+    now_ms: i64,
+) -> Option<ConsumerMember> {
     let m = group.remove_member(member_id)?;
-    group.group_epoch += 1;
+    group.epochs.member_gone(member_id, how, now_ms);
+    let kind = match how {
+        Departure::Left => CauseKind::MemberLeft,
+        Departure::Fenced => CauseKind::MemberFenced,
+    };
+    group.bump_epoch(EpochCause::of_member(kind, member_id, &m.client_id), now_ms);
     Some(m)
 }

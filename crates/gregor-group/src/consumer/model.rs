@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+pub use super::epochs::{CauseKind, Departure, EpochCause, EpochHistory};
 pub use crate::api::{Assignment, TopicUuid};
 
 /// The member epoch a member sends to join, and the ones it sends to leave (KIP-848).
@@ -186,6 +187,8 @@ pub struct ConsumerGroup {
     pub(crate) resolved: Resolved,
     /// How its rebalances went since this coordinator loaded it (kept in memory only).
     pub stats: ConsumerGroupStats,
+    /// Its recent group epochs and each member's way to their targets (in memory only).
+    pub epochs: EpochHistory,
 }
 
 /// A consumer group's rebalances as its coordinator saw them, for metrics.
@@ -304,6 +307,12 @@ impl ConsumerGroup {
             group_id: group_id.to_string(),
             ..ConsumerGroup::default()
         }
+    }
+
+    /// A new group epoch at `now_ms`, for `cause`: a new target assignment is needed.
+    pub fn bump_epoch(&mut self, cause: EpochCause, now_ms: i64) {
+        self.group_epoch += 1;
+        self.epochs.bump(self.group_epoch, cause, now_ms);
     }
 
     pub fn state(&self) -> ConsumerGroupState {

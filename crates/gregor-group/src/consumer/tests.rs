@@ -10,7 +10,7 @@ use super::heartbeat::{
     RevocationTimer, TopicsView,
 };
 use super::model::{
-    count, Assignment, ConsumerGroup, ConsumerGroupState, MemberState, TopicMetadata,
+    count, Assignment, ConsumerGroup, ConsumerGroupState, Departure, MemberState, TopicMetadata,
 };
 
 const T: u128 = 7;
@@ -465,7 +465,7 @@ fn run_step(
             heartbeat(g, &cfg, topics, &beat(&name(i), -1, None), 0, String::new).unwrap();
         }
         Step::Die(i) if clients.remove(&i).is_some() => {
-            remove_member(g, &name(i));
+            remove_member(g, &name(i), Departure::Fenced, 0);
         }
         Step::Resize(n) => {
             let now = topics.0.get("t").map_or(0, |t| t.partitions);

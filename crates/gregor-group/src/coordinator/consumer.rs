@@ -10,7 +10,7 @@ use crate::api::*;
 use crate::config::GroupOverridesMap;
 use crate::consumer::delta::{self, Before};
 use crate::consumer::heartbeat::{heartbeat, remove_member, RevocationTimer, TopicsView};
-use crate::consumer::model::{ConsumerGroup, TopicMetadata};
+use crate::consumer::model::{ConsumerGroup, Departure, TopicMetadata};
 use crate::consumer::records::{group_records, ConsumerKey, ConsumerValue};
 use crate::effect::{Effect, Record};
 use crate::timer::{TimerAction, TimerKey};
@@ -249,7 +249,7 @@ impl GroupCoordinator {
             return;
         };
         let before = (Before::of(group, [member_id]), debug_copy(group));
-        if remove_member(group, member_id).is_none() {
+        if remove_member(group, member_id, Departure::Fenced, at_ms).is_none() {
             return;
         }
         tracing::info!(group = %group_id, member = %member_id, "consumer group member fenced: session or revocation deadline passed");

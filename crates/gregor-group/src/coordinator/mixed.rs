@@ -115,7 +115,7 @@ impl GroupCoordinator {
             debug_copy(group),
         );
         let topics = Topics(&self.topics, self.topics_version);
-        let result = classic_heartbeat(group, &cfg, &topics, &req);
+        let result = classic_heartbeat(group, &cfg, &topics, &req, now_ms);
         if !matches!(
             result,
             Err(ResponseError::UnknownMemberId
@@ -168,7 +168,7 @@ impl GroupCoordinator {
             Before::of(group, ids.iter().map(String::as_str)),
             debug_copy(group),
         );
-        let (members, _) = classic_leave(group, &req);
+        let (members, _) = classic_leave(group, &req, now_ms);
         let answer = Response::LeaveGroup(LeaveGroupResponse {
             error: None,
             members,
@@ -225,6 +225,7 @@ impl GroupCoordinator {
             if self.config.upgrade_drops_assignment_planted() {
                 forget_assignments(&mut g);
             }
+            note_upgrade(&mut g, now_ms);
             g
         });
         let classic = self.groups.remove(group_id).expect("present above");
@@ -311,6 +312,24 @@ impl GroupCoordinator {
 }
 
 /// The planted bug `upgrade-drops-assignment`: the members own nothing after the upgrade.
+/// The upgrade as the group's first epoch in its history: its classic assignment is the target,
+/// which every member holds already.
+fn note_upgrade(g: &mut crate::consumer::model::ConsumerGroup, now_ms: i64) {
+    use crate::consumer::model::{CauseKind, EpochCause};
+    let cause = EpochCause::of_group(CauseKind::UpgradedFromClassic);
+    g.epochs.bump(g.group_epoch, cause, now_ms);
+    let target = g.target.iter().map(|(id, a)| {
+        let client = g.members.get(id).map_or("", |m| m.client_id.as_str());
+        (id, client, a)
+    });
+    g.epochs.target_computed(g.target_epoch, target, now_ms);
+    for m in g.members.values() {
+        let holds = g.target.get(&m.member_id) == Some(&m.assigned);
+        g.epochs
+            .member_at(&m.member_id, m.member_epoch, holds, now_ms);
+    }
+}
+
 fn forget_assignments(g: &mut crate::consumer::model::ConsumerGroup) {
     let members: Vec<_> = g.members.values().cloned().collect();
     for mut m in members {

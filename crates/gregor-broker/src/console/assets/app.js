@@ -466,6 +466,14 @@ function groupsPage(g) {
   ];
 }
 
+// A bar of two phases, their widths in percent of the axis every bar of the page shares
+// (computed by the broker: timeline.rs, scale_bars).
+function phaseBar(firstPct, secondPct, title) {
+  return h("div", { class: "bar", title },
+    h("div", { class: "join", style: { width: `${firstPct || 0}%` } }),
+    h("div", { class: "sync", style: { width: `${secondPct || 0}%` } }));
+}
+
 function timelineItem(r) {
   // Widths on the axis all rebalances of the page share (timeline_scale), computed by the broker.
   const joinW = r.bar ? r.bar.join_pct : 0;
@@ -493,8 +501,7 @@ function timelineItem(r) {
   return h("li", { class: r.status.replace(" ", "-"), "data-generation": r.generation ?? "", "data-status": r.status },
     h("div", null, h("span", { class: "gen-title" }, title), " ",
       h("span", { class: "badge" }, r.status), " ", h("span", { class: "muted" }, `${when(r.started_ms)} — ${r.reason || "no reason recorded"}`)),
-    h("div", { class: "bar", title: `join ${ms(r.join_ms)}, sync ${ms(r.sync_ms)}` },
-      h("div", { class: "join", style: { width: `${joinW}%` } }), h("div", { class: "sync", style: { width: `${syncW}%` } })),
+    phaseBar(joinW, syncW, `join ${ms(r.join_ms)}, sync ${ms(r.sync_ms)}`),
     h("div", { class: "muted" }, `join phase ${ms(r.join_ms)} · sync phase ${ms(r.sync_ms)} · total ${ms(r.total_ms)} · leader ${memberLabel(r.leader)} · members ${r.members_after.length}`),
     changes.length ? h("ul", { class: "changes" }, changes) : h("div", { class: "muted" }, "no membership or assignment change"));
 }
@@ -506,6 +513,42 @@ function offsetRows(g, lagRule, lagCls) {
     h("td", { class: "num" }, num(o.committed)), h("td", { class: "num" }, num(o.high_watermark)),
     h("td", { class: lagCls(o.lag_level), title: lagRule }, num(o.lag)),
     h("td", null, o.owner ? memberLabel(g.members.find((m) => m.member_id === o.owner)) : "—")));
+}
+
+// How far one member of an epoch's target got, in words.
+function progressText(m) {
+  return {
+    reconciled: `held its target ${ms(m.total_ms)} after the epoch began`,
+    fenced: `fenced by the coordinator ${ms(m.total_ms)} after the epoch began, before holding its target`,
+    left: `left ${ms(m.total_ms)} after the epoch began, before holding its target`,
+    superseded: `a newer target came ${ms(m.total_ms)} after the epoch began, before it held this one`,
+    reconciling: "on its way to its target",
+  }[m.progress] || m.progress;
+}
+
+// One group epoch of a consumer group: when and why it began, its target assignment, and each
+// member's way to its target as a bar on the axis all the page's epochs share (epochs_scale).
+function epochItem(e) {
+  const who = e.cause_member ? ` (${e.cause_member.client_id || e.cause_member.member_id}, ${e.cause_member.member_id})` : "";
+  const partitions = e.members.reduce((n, m) => n + m.target_count, 0);
+  const summary = e.target_ms === null
+    ? "no target assignment: a newer epoch came first, or the next heartbeat computes it"
+    : `target assignment computed ${ms(e.target_ms - e.at_ms)} after the epoch began: ` +
+      `${e.members.length + e.members_omitted} members, ${partitions}${e.members_omitted ? "+" : ""} partitions`;
+  const rows = e.members.map((m) => h("li", { class: `member-bar ${m.progress}`, "data-member-id": m.member_id, "data-client-id": m.client_id, "data-progress": m.progress },
+    h("div", null, h("span", { class: "client-id" }, m.client_id || m.member_id), " ",
+      h("span", { class: `badge progress-${m.progress}` }, m.progress), " ",
+      h("span", { class: "muted" }, progressText(m))),
+    phaseBar(m.bar.wait_pct, m.bar.reconcile_pct, `waiting for the target ${ms(m.wait_ms)}, reconciling ${ms(m.reconcile_ms)}`),
+    h("div", { class: "epoch-target muted" }, `target: ${m.target.length ? tps(m.target) : "no partitions"}` +
+      (m.target_count > m.target.length ? ` … (${m.target_count} in all)` : ""))));
+  return h("li", { class: e.status.replace(" ", "-"), "data-epoch": e.epoch, "data-status": e.status },
+    h("div", null, h("span", { class: "gen-title" }, `epoch ${e.epoch}`), " ",
+      h("span", { class: "badge" }, e.status), " ",
+      h("span", { class: "muted epoch-cause" }, `${when(e.at_ms)} — ${e.cause}${who}`)),
+    h("div", { class: "target-summary" }, summary),
+    rows.length ? h("ul", { class: "member-bars" }, rows) : null,
+    e.members_omitted ? h("div", { class: "muted" }, `and ${e.members_omitted} more members, not kept`) : null);
 }
 
 // A KIP-848 consumer group (group.protocol=consumer): epochs, each member's reconciliation.
@@ -545,6 +588,15 @@ function consumerGroupPage(g) {
       h("div", null, h("b", null, r.mean_ms === null ? "—" : ms(Math.round(r.mean_ms))), "mean"),
       h("div", null, h("b", { id: "reconciling" }, r.in_progress ? `since ${when(r.since_ms)}` : "none"), "under way"),
       h("div", null, h("b", null, r.targets_computed), "target assignments computed")),
+    h("h3", null, "Rebalance timeline"),
+    h("div", { class: "legend" }, h("span", null, h("i", { class: "join" }), "waiting for the epoch's target assignment"),
+      h("span", null, h("i", { class: "sync" }), "reconciling: until the member holds its target at the epoch"),
+      h("span", { id: "epochs-scale" }, `bar length: ${g.epochs_scale.label}`)),
+    h("p", { class: "muted", id: "epochs-source" },
+      `Recorded in memory by the coordinator, node ${g.coordinator}, since it loaded the group at ${when(g.coordinator_since_ms)}; ` +
+      `the last ${g.epochs_capacity} group epochs are kept, newest first. Each bar starts when the epoch began.`),
+    g.epochs.length ? h("ol", { class: "timeline", id: "epochs" }, g.epochs.slice().reverse().map(epochItem))
+      : h("p", { class: "muted" }, "No group epoch since this coordinator loaded the group."),
     h("h3", null, "Committed offsets and lag"),
     g.offsets.length ? table([["topic"], ["partition", "num"], ["committed", "num"], ["high watermark", "num"], ["lag", "num"], ["owner"]], offsets, { id: "lag" })
       : h("p", { class: "muted" }, "No committed offsets."),
