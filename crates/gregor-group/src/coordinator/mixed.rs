@@ -215,7 +215,7 @@ impl GroupCoordinator {
         }
         let topics = Topics(&self.topics, self.topics_version);
         let converted = match classic.members.is_empty() {
-            true => None,
+            true => Some(empty_successor(classic)),
             false => Some(
                 consumer_group_from_classic(classic, &topics)
                     .map_err(|why| (ResponseError::GroupIdNotFound, why))?,
@@ -225,7 +225,9 @@ impl GroupCoordinator {
             if self.config.upgrade_drops_assignment_planted() {
                 forget_assignments(&mut g);
             }
-            note_upgrade(&mut g, now_ms);
+            if !g.members.is_empty() {
+                note_upgrade(&mut g, now_ms);
+            }
             g
         });
         let classic = self.groups.remove(group_id).expect("present above");
@@ -311,7 +313,17 @@ impl GroupCoordinator {
     }
 }
 
-/// The planted bug `upgrade-drops-assignment`: the members own nothing after the upgrade.
+/// The consumer group that replaces an empty classic group: no members, its epochs going on
+/// from the classic generation (as a downgrade's generation goes on from the group epoch), so
+/// that no generation a classic member used is handed out again under the same group id.
+fn empty_successor(classic: &crate::group::Group) -> crate::consumer::model::ConsumerGroup {
+    debug_assert!(classic.members.is_empty());
+    let mut g = crate::consumer::model::ConsumerGroup::new(&classic.group_id);
+    g.group_epoch = classic.generation_id.max(0);
+    g.target_epoch = g.group_epoch;
+    g
+}
+
 /// The upgrade as the group's first epoch in its history: its classic assignment is the target,
 /// which every member holds already.
 fn note_upgrade(g: &mut crate::consumer::model::ConsumerGroup, now_ms: i64) {
@@ -330,6 +342,7 @@ fn note_upgrade(g: &mut crate::consumer::model::ConsumerGroup, now_ms: i64) {
     }
 }
 
+/// The planted bug `upgrade-drops-assignment`: the members own nothing after the upgrade.
 fn forget_assignments(g: &mut crate::consumer::model::ConsumerGroup) {
     let members: Vec<_> = g.members.values().cloned().collect();
     for mut m in members {
