@@ -150,7 +150,7 @@ fn settle(
     batch: Vec<(Arc<Partition>, IsrProposal)>,
 ) -> Vec<(Arc<Partition>, IsrProposal)> {
     let mut unsettled = Vec::new();
-    let mut committed = 0usize;
+    let mut committed = std::collections::BTreeMap::<String, usize>::new();
     for (part, p) in batch {
         let answer = response.and_then(|r| {
             r.topics
@@ -168,7 +168,7 @@ fn settle(
         match code {
             None => {
                 // (Counted where the committed change is applied: `ReplicaManager::apply`.)
-                committed += 1;
+                *committed.entry(part.topic.clone()).or_default() += 1;
                 debug!(topic = %part.topic, partition = part.index, isr = ?p.isr, "ISR change committed")
             }
             Some(e) => {
@@ -179,8 +179,13 @@ fn settle(
         // committed change has reached the leader already; otherwise it may propose again.
         part.isr_proposal_done(p.partition_epoch);
     }
-    if committed > 0 {
-        info!(partitions = committed, "ISR changes committed");
+    if !committed.is_empty() {
+        let by_name = committed.iter().map(|(t, &n)| (t.as_str(), n)).collect();
+        info!(
+            partitions = committed.values().sum::<usize>(),
+            topics = %gregor_meta::topic_name::topics_summary(&by_name),
+            "ISR changes committed"
+        );
     }
     unsettled
 }

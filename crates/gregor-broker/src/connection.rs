@@ -450,6 +450,12 @@ async fn read_request<R: AsyncRead + Unpin>(
 ) -> Option<Incoming> {
     let size = match read_frame_size(rd, limits.max_request_bytes).await {
         Ok(size) => size?,
+        // A peer that went away abruptly (a killed client or broker resets its connections)
+        // is routine, as a clean close is; a frame this broker refuses is worth a warning.
+        Err(FrameError::Io(e)) if peer_went_away(&e) => {
+            debug!(%peer, connection_id, error = %e, "closing connection: the peer went away");
+            return None;
+        }
         Err(e) => {
             warn!(%peer, connection_id, error = %e, "closing connection");
             return None;
@@ -714,8 +720,8 @@ async fn write<W: AsyncWrite + Unpin>(wr: &mut W, bytes: Bytes) -> std::io::Resu
     wr.write_all(&bytes).await
 }
 
-/// Whether a write failed because the client closed its end (a normal event: a consumer that
-/// stopped, a broker shutting down), not because of this broker.
+/// Whether a read or write failed because the client closed or reset its end (a normal event: a
+/// consumer that stopped, a broker shutting down or killed), not because of this broker.
 fn peer_went_away(e: &std::io::Error) -> bool {
     use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
     matches!(e.kind(), BrokenPipe | ConnectionReset | ConnectionAborted)

@@ -427,7 +427,9 @@ async fn listener_refuses(b: ControlPlane<'_>, id: i32) -> bool {
         }
     }
     if refused {
-        tracing::warn!(broker = id, %addr, "broker's listener refuses connections: its process is gone; ending its session");
+        // Several closed connections of one dead broker each start a probe: the controller's
+        // fencing line (one per fencing) tells the operator, not each probe.
+        tracing::debug!(broker = id, %addr, "broker's listener refuses connections: its process is gone; ending its session");
     } else {
         tracing::debug!(broker = id, %addr, "probed broker is listening");
     }

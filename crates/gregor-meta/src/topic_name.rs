@@ -42,6 +42,23 @@ pub fn unify_collision_chars(name: &str) -> String {
     name.replace('.', "_")
 }
 
+/// At most this many topics are named in a summary line; the rest are counted.
+const TOPICS_NAMED: usize = 10;
+
+/// "name (partitions), ..." for a log line that sums up many partitions: the topics by name
+/// (the operator need not map topic ids), the first [`TOPICS_NAMED`] of them.
+pub fn topics_summary(counts: &std::collections::BTreeMap<&str, usize>) -> String {
+    let mut out: Vec<String> = counts
+        .iter()
+        .take(TOPICS_NAMED)
+        .map(|(name, n)| format!("{name} ({n})"))
+        .collect();
+    if counts.len() > TOPICS_NAMED {
+        out.push(format!("and {} more", counts.len() - TOPICS_NAMED));
+    }
+    out.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +106,16 @@ mod tests {
             unify_collision_chars("a.b_c"),
             unify_collision_chars("a_b.c")
         );
+    }
+
+    #[test]
+    fn a_summary_names_the_first_topics_and_counts_the_rest() {
+        let few = std::collections::BTreeMap::from([("orders", 3), ("audit", 1)]);
+        assert_eq!(topics_summary(&few), "audit (1), orders (3)");
+        let names: Vec<String> = (0..12).map(|i| format!("t{i:02}")).collect();
+        let many = names.iter().map(|n| (n.as_str(), 1)).collect();
+        let line = topics_summary(&many);
+        assert!(line.starts_with("t00 (1), t01 (1)"), "{line}");
+        assert!(line.ends_with("t09 (1), and 2 more"), "{line}");
     }
 }

@@ -684,11 +684,33 @@ fn hosted(b: BrokerView<'_>) -> HashMap<Tp, HostedReplica> {
         .collect()
 }
 
-/// How long the console waits for a broker's client listener to accept a connection.
+/// How long the console waits for a broker's client listener to accept a connection and, on a
+/// plaintext listener, to answer.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Whether `reg`'s client listener accepts a TCP connection now (closed at once). A plaintext
-/// listener is preferred: probing a TLS one makes that broker log a failed handshake.
+/// The frame the probe sends a plaintext listener: ApiVersions v0, which a broker answers
+/// before any authentication.
+fn api_versions_probe() -> Vec<u8> {
+    use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    let mut header = RequestHeader::default();
+    header.request_api_key = ApiKey::ApiVersions as i16;
+    header.client_id = Some(StrBytes::from_static_str("gregor-console"));
+    let mut buf = bytes::BytesMut::new();
+    let encoded = header
+        .encode(&mut buf, ApiKey::ApiVersions.request_header_version(0))
+        .and_then(|()| ApiVersionsRequest::default().encode(&mut buf, 0));
+    debug_assert!(encoded.is_ok(), "a fixed request encodes");
+    let mut frame = (buf.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&buf);
+    frame
+}
+
+/// How `reg`'s client listener answers now (the connection is closed at once). A plaintext
+/// listener is preferred and asked ApiVersions: a frozen process's listening socket still
+/// completes TCP handshakes (the kernel does that), only an answer shows the process runs.
+/// A TLS listener is only connected to: a handshake the probe then drops would make that
+/// broker log a failure.
 async fn probe(reg: &gregor_meta::BrokerRegistration) -> (i32, Reachability) {
     let plain = reg
         .endpoints
@@ -697,17 +719,38 @@ async fn probe(reg: &gregor_meta::BrokerRegistration) -> (i32, Reachability) {
     let Some(ep) = plain.or(reg.endpoints.first()) else {
         return (reg.id, Reachability::NotProbed);
     };
-    let connect = tokio::net::TcpStream::connect((ep.host.as_str(), ep.port));
-    let reach = match tokio::time::timeout(PROBE_TIMEOUT, connect).await {
-        Ok(Ok(_)) => Reachability::Accepts,
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Reachability::Refused,
-        Ok(Err(_)) | Err(_) => Reachability::NoAnswer,
-    };
+    let ask = probe_listener(ep.host.as_str(), ep.port, plain.is_some());
+    let reach = tokio::time::timeout(PROBE_TIMEOUT, ask)
+        .await
+        .unwrap_or(Reachability::NoAnswer);
     (reg.id, reach)
 }
 
-/// The longest the Topics page waits for the leaders' sizes: a frozen leader (which still
-/// accepts connections) costs only its own partitions' numbers, shown as "—".
+async fn probe_listener(host: &str, port: u16, plaintext: bool) -> Reachability {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = match tokio::net::TcpStream::connect((host, port)).await {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            return Reachability::Refused
+        }
+        Err(_) => return Reachability::NoAnswer,
+    };
+    if !plaintext {
+        return Reachability::Accepts;
+    }
+    let mut size = [0u8; 4];
+    let asked = async {
+        conn.write_all(&api_versions_probe()).await?;
+        conn.read_exact(&mut size).await
+    };
+    match asked.await {
+        Ok(_) => Reachability::Accepts,
+        Err(_) => Reachability::NoAnswer,
+    }
+}
+
+/// The longest the Topics page waits for the leaders' sizes: a leader that answered the probe
+/// but is slow (or froze since) costs only its own partitions' numbers, shown as "—".
 const SIZES_WAIT: Duration = Duration::from_millis(1500);
 
 /// The sizes and offsets of the partitions other nodes lead, read from their consoles for

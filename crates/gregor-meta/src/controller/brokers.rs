@@ -291,8 +291,13 @@ impl Controller {
         let mut staging = Staging::new(&self.image);
         for (id, epoch, probed) in expired {
             if probed {
-                // The probe that found the process gone has told the operator already.
-                tracing::info!(broker = id, epoch, "fencing a broker whose process is gone");
+                // Its listener refused connections: not one session timeout later. The only
+                // line for it (no "session expired" follows: it is fenced now).
+                tracing::warn!(
+                    broker = id,
+                    epoch,
+                    "fencing a broker whose process is gone (its listener refuses connections)"
+                );
             } else {
                 tracing::warn!(
                     broker = id,

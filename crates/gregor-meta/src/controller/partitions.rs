@@ -123,7 +123,7 @@ impl Controller {
         }
         let mut staging = Staging::new(&self.image);
         let mut out = Vec::with_capacity(request.partitions.len());
-        let mut accepted = 0usize;
+        let mut accepted = std::collections::BTreeMap::<&str, usize>::new();
         for d in &request.partitions {
             let id = TopicIdPartition {
                 topic_id: d.topic_id,
@@ -136,17 +136,21 @@ impl Controller {
                     let topic = self.image.topic_by_id(d.topic_id).map(|t| t.name.as_str());
                     tracing::info!(broker = request.broker_id, topic, topic_id = %d.topic_id, partition = d.partition, code = ?e.code, message = %e.message, "AlterPartition rejected");
                 }
-                Ok(_) if staging.records.len() > before => accepted += 1,
+                Ok(_) if staging.records.len() > before => {
+                    let topic = self.image.topic_by_id(d.topic_id).map(|t| t.name.as_str());
+                    *accepted.entry(topic.unwrap_or("?")).or_default() += 1;
+                }
                 Ok(_) => {}
             }
             out.push((id, r));
         }
         // One line per request; each partition's change is at DEBUG (a restarted replica
         // rejoins the ISR of every partition it hosts at once).
-        if accepted > 0 {
+        if !accepted.is_empty() {
             tracing::info!(
                 broker = request.broker_id,
-                partitions = accepted,
+                partitions = accepted.values().sum::<usize>(),
+                topics = %crate::topic_name::topics_summary(&accepted),
                 "AlterPartition: ISR changes accepted"
             );
         }
