@@ -173,12 +173,7 @@ fn refresh_target(
                 .map_err(|e| HeartbeatError::InvalidRequest(e.to_string()))?,
         );
         group.target_epoch = group.group_epoch;
-        let g = &mut *group;
-        let target = g.target.iter().map(|(id, a)| {
-            let client = g.members.get(id).map_or("", |m| m.client_id.as_str());
-            (id, client, a)
-        });
-        g.epochs.target_computed(g.target_epoch, target, now_ms);
+        group.note_target_computed(now_ms);
     }
     Ok(())
 }

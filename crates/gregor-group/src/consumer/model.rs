@@ -315,6 +315,18 @@ impl ConsumerGroup {
         self.epochs.bump(self.group_epoch, cause, now_ms);
     }
 
+    /// Records in the epoch history that the target for `target_epoch` was computed at
+    /// `now_ms`, with each member's client id.
+    pub fn note_target_computed(&mut self, now_ms: i64) {
+        let members = &self.members;
+        let target = self.target.iter().map(|(id, a)| {
+            let client = members.get(id).map_or("", |m| m.client_id.as_str());
+            (id, client, a)
+        });
+        self.epochs
+            .target_computed(self.target_epoch, target, now_ms);
+    }
+
     pub fn state(&self) -> ConsumerGroupState {
         if self.members.is_empty() {
             ConsumerGroupState::Empty

@@ -330,11 +330,7 @@ fn note_upgrade(g: &mut crate::consumer::model::ConsumerGroup, now_ms: i64) {
     use crate::consumer::model::{CauseKind, EpochCause};
     let cause = EpochCause::of_group(CauseKind::UpgradedFromClassic);
     g.epochs.bump(g.group_epoch, cause, now_ms);
-    let target = g.target.iter().map(|(id, a)| {
-        let client = g.members.get(id).map_or("", |m| m.client_id.as_str());
-        (id, client, a)
-    });
-    g.epochs.target_computed(g.target_epoch, target, now_ms);
+    g.note_target_computed(now_ms);
     for m in g.members.values() {
         let holds = g.target.get(&m.member_id) == Some(&m.assigned);
         g.epochs
