@@ -191,6 +191,42 @@ def test_isr_shrinking_below_min_insync_after_the_append_answers_not_enough_repl
         "replicated", "appended, then the ISR shrank"]
 
 
+def test_idle_followers_stay_in_the_isr_and_still_get_new_records(cluster_factory):
+    """Issue 41: a follower's incremental fetches name only the partitions whose offset moved,
+    and the leader reads only the partitions that changed. Idle, the leaders read nothing, yet
+    caught-up followers stay in the ISR well past replica.lag.time.max.ms (no shrink at all),
+    and an append after the idle time still reaches them (acks=all needs every replica)."""
+    from test_metrics import scrape, value
+
+    c = cluster_factory(3, metrics=True, overrides={"replica.lag.time.max.ms": "1500"})
+    nodes = list(c.nodes.values())
+    everyone = sorted(n.node_id for n in nodes)
+    create(nodes[0], "idle", partitions=6, rf=3)
+    for p in range(6):
+        wait_isr(nodes, "idle", everyone, partition=p)
+    produce(nodes, "idle", ["before"], partition=1)
+    time.sleep(2)
+
+    def total(name):
+        return sum(value(scrape(n.metrics_port), name) or 0 for n in nodes)
+
+    reads = total("gregor_fetch_partitions_read_total")
+    # Four lag times of nothing: an ISR check runs every half lag time.
+    time.sleep(6)
+    idle_reads = total("gregor_fetch_partitions_read_total") - reads
+    # Every round read every partition of its session before: about 150 reads here.
+    assert idle_reads < 10, idle_reads
+    assert total("gregor_isr_shrinks_total") == 0
+    ctrl = c.controller()
+    for p in range(6):
+        assert partition_state(ctrl, "idle", p)[2] == everyone, p
+    reports = produce(nodes, "idle", ["after"], partition=1)
+    assert [(v, err) for v, err, _ in reports] == [("after", None)]
+    assert [v for _, v in consume_all(nodes, "idle", partition=1, expect=2)] == [
+        "before", "after"]
+    assert total("gregor_isr_shrinks_total") == 0
+
+
 def describe(node, topic):
     out = subprocess.run([gregor_bin(), "topics", "--bootstrap-server", node.bootstrap,
                           "--describe", "--topic", topic], capture_output=True, text=True,

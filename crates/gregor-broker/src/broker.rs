@@ -690,8 +690,12 @@ impl Broker {
                     crate::runtime::blocking(move || {
                         let now = now_ms();
                         for p in parts {
+                            let start = p.log.log_start_offset();
                             if let Err(e) = p.log.apply_retention(now) {
                                 warn!(topic = %p.topic, partition = p.index, error = %e, "retention failed");
+                            }
+                            if p.log.log_start_offset() != start {
+                                p.log_start_moved();
                             }
                         }
                     }).await;

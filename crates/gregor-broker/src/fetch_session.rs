@@ -4,9 +4,15 @@
 //! watermark, last stable offset or log start offset).
 //!
 //! This is the functional core: the cache of sessions, the request's session id and epoch
-//! turned into the full list of partitions to read ([`FetchSessionCache::begin`]), and the
-//! answer cut down to what an incremental response carries ([`FetchSessionCache::finish`]).
-//! Time comes in as milliseconds; the handler (`handlers/fetch.rs`) does the reading.
+//! turned into the list of partitions to read ([`FetchSessionCache::begin`]), and the answer
+//! cut down to what an incremental response carries ([`FetchSessionCache::finish`]). Time
+//! comes in as milliseconds; the handler (`handlers/fetch.rs`) does the reading.
+//!
+//! An incremental fetch reads only the partitions it names, those that changed since the
+//! session last read them (each partition tells the sessions registered with it, see
+//! `fetch_signal.rs`), and those not settled at their last read (records or an error to
+//! give, a read made before the session was registered with the partition). A partition
+//! left out has nothing new to answer, so an idle round costs what changed, not the session.
 //!
 //! The request's `(session_id, session_epoch)` say what it is:
 //!
@@ -25,7 +31,8 @@
 //! session older than the eviction time with fewer partitions (the smallest first). Otherwise
 //! the new fetch is answered without a session, and the fetcher keeps sending full fetches.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
@@ -34,6 +41,7 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use crate::fetch_frame::FetchReply;
+use crate::fetch_signal::{PartitionKey, ReadState, SessionSignal};
 
 /// The epoch of a full fetch without a session (and of closing one).
 pub const FINAL_EPOCH: i32 = -1;
@@ -43,11 +51,6 @@ pub const INITIAL_EPOCH: i32 = 0;
 /// A topic as a fetch names it: by name (Fetch v7-12) or id (v13 and later).
 type TopicKey = (TopicName, Uuid);
 
-/// A partition of a session: the index of its topic in the session's topic table, and its
-/// index. Small and cheap to hash, so that the work per partition of each incremental fetch
-/// (a follower or consumer of hundreds of partitions sends several a second) hashes no names.
-type PartitionKey = (u32, i32);
-
 /// What a session remembers of one partition: what the fetcher last asked for, and what it
 /// was last told (to answer only changes).
 #[derive(Debug, Clone, PartialEq)]
@@ -56,15 +59,19 @@ struct Cached {
     high_watermark: i64,
     last_stable_offset: i64,
     log_start_offset: i64,
+    /// Where it comes in the order partitions are read: those that returned records move to
+    /// the end, so that a response cut by `max_bytes` does not always favour the same ones.
+    rank: u64,
 }
 
 impl Cached {
-    fn new(request: FetchPartition) -> Cached {
+    fn new(request: FetchPartition, rank: u64) -> Cached {
         Cached {
             request,
             high_watermark: -1,
             last_stable_offset: -1,
             log_start_offset: -1,
+            rank,
         }
     }
 
@@ -99,9 +106,13 @@ struct Session {
     free_topics: Vec<u32>,
     topic_index: HashMap<TopicKey, u32>,
     partitions: HashMap<PartitionKey, Cached>,
-    /// The partitions, in the order they are read; those that returned records move to the
-    /// end, so that a response cut by `max_bytes` does not always favour the same ones.
-    order: Vec<PartitionKey>,
+    /// The next [`Cached::rank`].
+    next_rank: u64,
+    /// Partitions the next fetch reads whether or not they change: named, changed, or not
+    /// settled at their last read.
+    pending: HashSet<PartitionKey>,
+    /// Tells the session which of its partitions changed.
+    signal: Arc<SessionSignal>,
 }
 
 /// One slot of a session's topic table.
@@ -113,7 +124,7 @@ struct TopicSlot {
 }
 
 impl Session {
-    fn new(privileged: bool, now_ms: u64, size: usize) -> Session {
+    fn new(privileged: bool, now_ms: u64, size: usize, replica: Option<i32>) -> Session {
         Session {
             epoch: 1,
             privileged,
@@ -123,7 +134,9 @@ impl Session {
             free_topics: Vec::new(),
             topic_index: HashMap::new(),
             partitions: HashMap::with_capacity(size),
-            order: Vec::with_capacity(size),
+            next_rank: 0,
+            pending: HashSet::with_capacity(size),
+            signal: SessionSignal::new(replica, i64::try_from(now_ms).unwrap_or(i64::MAX)),
         }
     }
 
@@ -162,6 +175,8 @@ impl Session {
         if self.partitions.remove(&(topic, partition)).is_none() {
             return;
         }
+        self.pending.remove(&(topic, partition));
+        self.signal.forget((topic, partition));
         let slot = &mut self.topics[topic as usize];
         slot.partitions -= 1;
         if slot.partitions == 0 {
@@ -173,15 +188,107 @@ impl Session {
     /// Adds or updates partition `p` of topic `topic` as the fetcher now asks for it.
     fn upsert(&mut self, topic: u32, p: &FetchPartition) -> &mut Cached {
         let key = (topic, p.partition);
-        let (order, topics) = (&mut self.order, &mut self.topics);
+        let (next_rank, topics) = (&mut self.next_rank, &mut self.topics);
         let c = self.partitions.entry(key).or_insert_with(|| {
-            order.push(key);
             topics[topic as usize].partitions += 1;
-            Cached::new(p.clone())
+            *next_rank += 1;
+            Cached::new(p.clone(), *next_rank)
         });
         c.request = p.clone();
         c
     }
+
+    /// Applies an incremental request's forgotten and named partitions; the named ones are
+    /// read this round.
+    fn apply_changes(&mut self, r: &FetchRequest) {
+        for t in &r.forgotten_topics_data {
+            let Some(topic) = self.topic_of(&t.topic, t.topic_id) else {
+                continue;
+            };
+            for &partition in &t.partitions {
+                self.forget(topic, partition);
+            }
+        }
+        for t in &r.topics {
+            let topic = self.intern(&t.topic, t.topic_id);
+            for p in &t.partitions {
+                self.upsert(topic, p);
+                self.pending.insert((topic, p.partition));
+            }
+        }
+    }
+
+    /// The partitions this round reads, in the session's order: the pending ones and those
+    /// that changed. They stay pending until a read settles them (a fetch abandoned before
+    /// its answer loses nothing).
+    fn to_read(&mut self) -> Vec<PartitionKey> {
+        self.pending.extend(self.signal.take_dirty());
+        let partitions = &self.partitions;
+        self.pending.retain(|k| partitions.contains_key(k));
+        let mut keys: Vec<PartitionKey> = self.pending.iter().copied().collect();
+        keys.sort_by_key(|k| partitions.get(k).map_or(u64::MAX, |c| c.rank));
+        keys
+    }
+
+    /// The request's topics for `keys` (in their order, a topic repeated when they leave it
+    /// and come back), with the offsets the fetcher last named.
+    fn request_topics(&self, keys: &[PartitionKey]) -> Vec<FetchTopic> {
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        let mut last_topic = None;
+        for k in keys {
+            let Some(c) = self.partitions.get(k) else {
+                continue;
+            };
+            if last_topic != Some(k.0) {
+                let (name, id) = &self.topics[k.0 as usize].topic;
+                let mut t = FetchTopic::default();
+                t.topic = name.clone();
+                t.topic_id = *id;
+                topics.push(t);
+                last_topic = Some(k.0);
+            }
+            if let Some(t) = topics.last_mut() {
+                t.partitions.push(c.request.clone());
+            }
+        }
+        topics
+    }
+
+    /// Whether the answer carries partition `key` as read (`pd`, with `records` bytes); one
+    /// that returned records goes to the end of the order.
+    fn answered(&mut self, key: PartitionKey, pd: &PartitionData, records: usize) -> bool {
+        let rank = self.next_rank + 1;
+        let Some(c) = self.partitions.get_mut(&key) else {
+            return true;
+        };
+        let keep = c.must_answer(pd, records);
+        if records > 0 {
+            c.rank = rank;
+            self.next_rank = rank;
+        }
+        keep
+    }
+
+    /// After a read of `key`: settled, it is read again only when it changes or is named,
+    /// which needs the session registered with it before the read (else a change between
+    /// the read and the registration would go unseen).
+    fn note_read(&mut self, key: PartitionKey, read: Option<&ReadState>) {
+        let known = read
+            .and_then(|r| r.listeners.as_ref())
+            .is_some_and(|l| self.signal.watch(key, l));
+        if known && read.is_some_and(|r| r.settled) {
+            self.pending.remove(&key);
+        } else {
+            self.pending.insert(key);
+        }
+    }
+}
+
+/// The replica id a fetch names (-1 for consumers), whatever its version: the field of the
+/// other versions holds its default, -1.
+fn replica_of(r: &FetchRequest) -> Option<i32> {
+    let id = r.replica_id.0.max(r.replica_state.replica_id.0);
+    (id >= 0).then_some(id)
 }
 
 /// The fetch session settings.
@@ -199,9 +306,26 @@ pub enum SessionContext {
     /// A full fetch, answered whole; a session is created for it afterwards when asked
     /// (`create`).
     Full { create: bool },
-    /// An incremental fetch of session `id`: the request read is the session's whole
-    /// partition list, the answer only what changed.
-    Incremental { id: i32 },
+    /// An incremental fetch of session `id`: the request read lists `keys`, the session's
+    /// partitions named, changed or pending (`whole`: all of them), the answer only what
+    /// changed. A parked read waits on `signal`.
+    Incremental {
+        id: i32,
+        signal: Arc<SessionSignal>,
+        keys: Vec<PartitionKey>,
+        whole: bool,
+    },
+}
+
+impl SessionContext {
+    /// The session's signal and whether the read covers the whole session, for an
+    /// incremental fetch.
+    pub fn signal(&self) -> Option<(&Arc<SessionSignal>, bool)> {
+        match self {
+            SessionContext::Incremental { signal, whole, .. } => Some((signal, *whole)),
+            SessionContext::Full { .. } => None,
+        }
+    }
 }
 
 /// Every fetch session of this broker.
@@ -250,9 +374,9 @@ impl FetchSessionCache {
         self.sessions.get(&id).map(|s| s.partitions.len())
     }
 
-    /// Decides how `r` is answered and, for an incremental fetch, rewrites `r` into the full
-    /// fetch it stands for (the session's partitions with their latest offsets, no forgotten
-    /// topics). The error is a whole-response error code.
+    /// Decides how `r` is answered and, for an incremental fetch, rewrites `r` into the fetch
+    /// to read (the session's partitions it names, that changed, or that are pending, with
+    /// their latest offsets; no forgotten topics). The error is a whole-response error code.
     pub fn begin(
         &mut self,
         r: &mut FetchRequest,
@@ -281,52 +405,29 @@ impl FetchSessionCache {
         if epoch != s.epoch {
             return Err(ResponseError::InvalidFetchSessionEpoch);
         }
-        for t in &r.forgotten_topics_data {
-            let Some(topic) = s.topic_of(&t.topic, t.topic_id) else {
-                continue;
-            };
-            for &partition in &t.partitions {
-                s.forget(topic, partition);
-            }
-        }
-        if !r.forgotten_topics_data.is_empty() {
-            let partitions = &s.partitions;
-            s.order.retain(|k| partitions.contains_key(k));
-        }
-        for t in &r.topics {
-            let topic = s.intern(&t.topic, t.topic_id);
-            for p in &t.partitions {
-                s.upsert(topic, p);
-            }
-        }
+        s.apply_changes(r);
         s.epoch = next_epoch(epoch);
         s.last_used_ms = now_ms;
+        s.signal
+            .fetched_at(i64::try_from(now_ms).unwrap_or(i64::MAX));
+        let keys = s.to_read();
         r.forgotten_topics_data.clear();
-        r.topics = Vec::new();
-        let mut last_topic = None;
-        for k in &s.order {
-            let Some(c) = s.partitions.get(k) else {
-                continue;
-            };
-            if last_topic != Some(k.0) {
-                let (name, id) = &s.topics[k.0 as usize].topic;
-                let mut t = FetchTopic::default();
-                t.topic = name.clone();
-                t.topic_id = *id;
-                r.topics.push(t);
-                last_topic = Some(k.0);
-            }
-            if let Some(t) = r.topics.last_mut() {
-                t.partitions.push(c.request.clone());
-            }
-        }
-        Ok(SessionContext::Incremental { id })
+        r.topics = s.request_topics(&keys);
+        Ok(SessionContext::Incremental {
+            id,
+            signal: s.signal.clone(),
+            whole: keys.len() == s.partitions.len(),
+            keys,
+        })
     }
 
     /// Completes the answer to a fetch [`FetchSessionCache::begin`] let through: sets the
     /// response's session id, creates the session of a full fetch that asked for one (when
     /// the cache has or can make room), and cuts an incremental answer down to the partitions
-    /// that changed. `request` is the (rewritten) request that was read.
+    /// that changed. `request` is the (rewritten) request that was read, `reads` what each
+    /// of its partitions' reads left (in its order; a partition without one is read again
+    /// next round).
+    #[allow(clippy::too_many_arguments)]
     pub fn finish(
         &mut self,
         context: SessionContext,
@@ -335,21 +436,22 @@ impl FetchSessionCache {
         follower: bool,
         limits: SessionLimits,
         now_ms: u64,
+        reads: &[ReadState],
     ) {
         match context {
             SessionContext::Full { create: false } => reply.response.session_id = 0,
             SessionContext::Full { create: true } => {
-                let id = self.create(request, reply, follower, limits, now_ms);
+                let id = self.create(request, reply, follower, limits, now_ms, reads);
                 reply.response.session_id = id.unwrap_or(0);
             }
-            SessionContext::Incremental { id } => {
+            SessionContext::Incremental { id, keys, .. } => {
                 reply.response.session_id = id;
                 let Some(s) = self.sessions.get_mut(&id) else {
-                    // Evicted while the fetch was parked: this answer is still whole-session
-                    // correct; the next request learns the session is gone.
+                    // Evicted while the fetch was parked: answered as read (what it read is
+                    // all that can have changed); the next request learns the session is gone.
                     return;
                 };
-                keep_changed(s, request, reply);
+                keep_changed(s, &keys, reply, reads);
             }
         }
     }
@@ -361,6 +463,7 @@ impl FetchSessionCache {
         follower: bool,
         limits: SessionLimits,
         now_ms: u64,
+        reads: &[ReadState],
     ) -> Option<i32> {
         if limits.slots == 0 {
             return None;
@@ -376,9 +479,10 @@ impl FetchSessionCache {
             );
             self.sessions.remove(&victim);
         }
-        let mut session = Session::new(follower, now_ms, size);
-        // The answer names the partitions in the request's order.
+        let mut session = Session::new(follower, now_ms, size, replica_of(request));
+        // The answer names the partitions in the request's order, as `reads` does.
         let mut answered = reply.response.responses.iter().flat_map(|t| &t.partitions);
+        let mut reads = reads.iter();
         'topics: for t in &request.topics {
             let topic = session.intern(&t.topic, t.topic_id);
             for p in &t.partitions {
@@ -386,6 +490,7 @@ impl FetchSessionCache {
                     break 'topics;
                 };
                 session.upsert(topic, p).must_answer(pd, 0);
+                session.note_read((topic, p.partition), reads.next());
             }
         }
         let id = self.new_id();
@@ -445,34 +550,34 @@ impl FetchSessionCache {
     }
 }
 
-/// Keeps in `reply` only the partitions of session `s` that changed (`request`, the session's
-/// partitions as they were read, names them in the reply's order), and moves those that
-/// returned records to the end of the session's order.
-fn keep_changed(s: &mut Session, request: &FetchRequest, reply: &mut FetchReply) {
-    // Each answered partition's key, `None` for a topic the session no longer knows (its
-    // partitions were forgotten while the fetch was parked: answered anyway, as read).
-    let topic_index = &s.topic_index;
-    let mut keys = request.topics.iter().flat_map(|t| {
-        let topic = topic_index.get(&(t.topic.clone(), t.topic_id)).copied();
-        t.partitions
-            .iter()
-            .map(move |p| topic.map(|i| (i, p.partition)))
-    });
+/// Keeps in `reply` only the partitions of session `s` that changed (`keys` names them in
+/// the reply's order, `reads` what their reads left), moves those that returned records to
+/// the end of the session's order, and keeps pending those a read did not settle.
+fn keep_changed(
+    s: &mut Session,
+    keys: &[PartitionKey],
+    reply: &mut FetchReply,
+    reads: &[ReadState],
+) {
+    let mut keys = keys.iter().copied();
+    let mut reads = reads.iter();
     let mut slices = std::mem::take(&mut reply.records).into_iter();
     let mut kept_slices = Vec::new();
-    let mut with_records = std::collections::HashSet::new();
     for t in &mut reply.response.responses {
         let parts = std::mem::take(&mut t.partitions);
         for pd in parts {
             let slice = slices.next().unwrap_or_else(gregor_log::FileSlice::empty);
-            let key = keys.next().flatten();
-            let keep = match key.and_then(|k| s.partitions.get_mut(&k)) {
-                Some(c) => c.must_answer(&pd, slice.len),
+            let read = reads.next();
+            // `None`: a partition forgotten while the fetch was parked, answered as read.
+            let key = keys.next().filter(|k| s.partitions.contains_key(k));
+            let keep = match key {
+                Some(k) => {
+                    let keep = s.answered(k, &pd, slice.len);
+                    s.note_read(k, read);
+                    keep
+                }
                 None => true,
             };
-            if let (Some(k), true) = (key, slice.len > 0) {
-                with_records.insert(k);
-            }
             if keep {
                 t.partitions.push(pd);
                 kept_slices.push(slice);
@@ -484,14 +589,6 @@ fn keep_changed(s: &mut Session, request: &FetchRequest, reply: &mut FetchReply)
         .responses
         .retain(|t| !t.partitions.is_empty());
     reply.records = kept_slices;
-    if !with_records.is_empty() {
-        let (mut stay, moved): (Vec<PartitionKey>, Vec<PartitionKey>) =
-            std::mem::take(&mut s.order)
-                .into_iter()
-                .partition(|k| !with_records.contains(k));
-        stay.extend(moved);
-        s.order = stay;
-    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,10 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use std::sync::Arc;
+
+use crate::fetch_signal::{Listeners, ReadState};
+
 use super::*;
 
 const LIMITS: SessionLimits = SessionLimits {
@@ -100,7 +104,7 @@ fn open(
         .begin(&mut r, 12, now)
         .expect("a full fetch is never refused");
     let mut rep = reply(&r, &vec![(5, 0); partitions]);
-    cache.finish(ctx, &r, &mut rep, follower, limits, now);
+    cache.finish(ctx, &r, &mut rep, follower, limits, now, &[]);
     rep.response.session_id
 }
 
@@ -111,7 +115,7 @@ fn a_sessionless_fetch_creates_no_session() {
         let mut r = request(0, FINAL_EPOCH, "t", &[(0, 3)]);
         let ctx = cache.begin(&mut r, version, 0).expect("full fetch");
         let mut rep = reply(&r, &[(5, 0)]);
-        cache.finish(ctx, &r, &mut rep, false, LIMITS, 0);
+        cache.finish(ctx, &r, &mut rep, false, LIMITS, 0, &[]);
         assert_eq!(rep.response.session_id, 0);
         assert_eq!(answered(&rep), vec![(0, 5, 0)]);
     }
@@ -119,7 +123,7 @@ fn a_sessionless_fetch_creates_no_session() {
     let mut r = request(0, INITIAL_EPOCH, "t", &[(0, 3)]);
     let ctx = cache.begin(&mut r, 6, 0).expect("full fetch");
     let mut rep = reply(&r, &[(5, 0)]);
-    cache.finish(ctx, &r, &mut rep, false, LIMITS, 0);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 0, &[]);
     assert_eq!(rep.response.session_id, 0);
     assert!(cache.is_empty());
 }
@@ -130,13 +134,14 @@ fn an_incremental_fetch_reads_the_whole_session_and_answers_what_changed() {
     let id = open(&mut cache, 3, false, LIMITS, 0);
     assert!(id > 0);
     assert_eq!(cache.session_partitions(id), Some(3));
-    // Epoch 1 names only partition 1's new offset; all three are read.
+    // Epoch 1 names only partition 1's new offset; all three are read (no read settled them:
+    // the handler's reads say what settles, see the tests below).
     let mut r = request(id, 1, "t", &[(1, 4)]);
     let ctx = cache.begin(&mut r, 12, 10).expect("in session");
     assert_eq!(read(&r), vec![(0, 0), (1, 4), (2, 0)]);
     // Partition 0 unchanged, partition 1 returns records, partition 2's high watermark moved.
     let mut rep = reply(&r, &[(5, 0), (5, 100), (6, 0)]);
-    cache.finish(ctx, &r, &mut rep, false, LIMITS, 10);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 10, &[]);
     assert_eq!(rep.response.session_id, id);
     assert_eq!(answered(&rep), vec![(1, 5, 100), (2, 6, 0)]);
     // Epoch 2: nothing changed anywhere, nothing is answered; partition 1 (which returned
@@ -145,7 +150,7 @@ fn an_incremental_fetch_reads_the_whole_session_and_answers_what_changed() {
     let ctx = cache.begin(&mut r, 12, 20).expect("in session");
     assert_eq!(read(&r), vec![(0, 0), (2, 0), (1, 4)]);
     let mut rep = reply(&r, &[(5, 0), (6, 0), (5, 0)]);
-    cache.finish(ctx, &r, &mut rep, false, LIMITS, 20);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 20, &[]);
     assert!(answered(&rep).is_empty());
     assert!(rep.response.responses.is_empty());
 }
@@ -158,7 +163,7 @@ fn an_error_is_always_answered() {
     let ctx = cache.begin(&mut r, 12, 1).expect("in session");
     let mut rep = reply(&r, &[(5, 0)]);
     rep.response.responses[0].partitions[0].error_code = ResponseError::NotLeaderOrFollower.code();
-    cache.finish(ctx, &r, &mut rep, false, LIMITS, 1);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 1, &[]);
     assert_eq!(answered(&rep), vec![(0, 5, 0)]);
 }
 
@@ -175,7 +180,7 @@ fn forgotten_partitions_leave_and_new_ones_join_the_session() {
     assert_eq!(read(&r), vec![(1, 0), (7, 9)]);
     assert!(r.forgotten_topics_data.is_empty());
     let mut rep = reply(&r, &[(5, 0), (1, 0)]);
-    cache.finish(ctx, &r, &mut rep, false, LIMITS, 1);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 1, &[]);
     // The new partition is answered (its high watermark was never sent), the old one not.
     assert_eq!(answered(&rep), vec![(7, 1, 0)]);
     assert_eq!(cache.session_partitions(id), Some(2));
@@ -213,7 +218,7 @@ fn topics_named_by_id_keep_their_partitions_apart() {
     let mut r = request_by_id(0, INITIAL_EPOCH, &[(a, &[(0, 0), (1, 0)]), (b, &[(0, 0)])]);
     let ctx = cache.begin(&mut r, 13, 0).expect("a full fetch");
     let mut rep = reply(&r, &[(5, 0), (5, 0), (5, 0)]);
-    cache.finish(ctx, &r, &mut rep, false, LIMITS, 0);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 0, &[]);
     let id = rep.response.session_id;
     assert!(id > 0);
     assert_eq!(cache.session_partitions(id), Some(3));
@@ -222,7 +227,7 @@ fn topics_named_by_id_keep_their_partitions_apart() {
     let ctx = cache.begin(&mut r, 13, 1).expect("in session");
     assert_eq!(read_by_id(&r), vec![(a, vec![0, 1]), (b, vec![0])]);
     let mut rep = reply(&r, &[(9, 400), (5, 0), (5, 0)]);
-    cache.finish(ctx, &r, &mut rep, false, LIMITS, 1);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 1, &[]);
     assert_eq!(answered(&rep), vec![(0, 9, 400)]);
     assert_eq!(rep.response.responses[0].topic_id, a);
     // Epoch 2 forgets topic b and moves a-1 on: a's partitions are read as two runs of a.
@@ -235,7 +240,7 @@ fn topics_named_by_id_keep_their_partitions_apart() {
     assert_eq!(read_by_id(&r), vec![(a, vec![1, 0])]);
     assert_eq!(read(&r), vec![(1, 3), (0, 0)]);
     let mut rep = reply(&r, &[(5, 0), (9, 0)]);
-    cache.finish(ctx, &r, &mut rep, false, LIMITS, 2);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 2, &[]);
     assert!(answered(&rep).is_empty());
     assert_eq!(cache.session_partitions(id), Some(2));
     // Epoch 3 names b-0 again: it joins at the end and is answered (never told to the
@@ -245,7 +250,7 @@ fn topics_named_by_id_keep_their_partitions_apart() {
     assert_eq!(read_by_id(&r), vec![(a, vec![1, 0]), (b, vec![0])]);
     assert_eq!(read(&r), vec![(1, 3), (0, 0), (0, 7)]);
     let mut rep = reply(&r, &[(5, 0), (9, 0), (5, 0)]);
-    cache.finish(ctx, &r, &mut rep, false, LIMITS, 3);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 3, &[]);
     assert_eq!(answered(&rep), vec![(0, 5, 0)]);
     assert_eq!(rep.response.responses[0].topic_id, b);
 }
@@ -291,7 +296,7 @@ fn a_fetcher_closes_or_restarts_its_session() {
     let mut r = request(id, INITIAL_EPOCH, "t", &[(0, 0)]);
     let ctx = cache.begin(&mut r, 12, 3).expect("full fetch");
     let mut rep = reply(&r, &[(5, 0)]);
-    cache.finish(ctx, &r, &mut rep, false, LIMITS, 3);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, 3, &[]);
     let new_id = rep.response.session_id;
     assert!(new_id > 0 && new_id != id);
     assert_eq!(cache.session_partitions(id), None);
@@ -330,7 +335,7 @@ fn a_full_cache_evicts_only_as_kip_227_says() {
     let mut r = request(follower, 1, "t", &[]);
     let ctx = cache.begin(&mut r, 12, 1_200).expect("in session");
     let mut rep = reply(&r, &[(5, 0)]);
-    cache.finish(ctx, &r, &mut rep, true, limits, 1_200);
+    cache.finish(ctx, &r, &mut rep, true, limits, 1_200, &[]);
     // At 1 200 ms the consumer session "big" was last used 1 200 ms ago: unused that long,
     // any new session replaces it (the least recently used first).
     let newer = open(&mut cache, 1, false, limits, 1_200);
@@ -345,11 +350,11 @@ fn a_full_cache_evicts_only_as_kip_227_says() {
     let mut r = request(newer, 1, "t", &[]);
     let ctx = cache.begin(&mut r, 12, 2_100).expect("in session");
     let mut rep = reply(&r, &[(5, 0)]);
-    cache.finish(ctx, &r, &mut rep, false, limits, 2_100);
+    cache.finish(ctx, &r, &mut rep, false, limits, 2_100, &[]);
     let mut r = request(follower, 2, "t", &[]);
     let ctx = cache.begin(&mut r, 12, 2_150).expect("in session");
     let mut rep = reply(&r, &[(5, 0)]);
-    cache.finish(ctx, &r, &mut rep, true, limits, 2_150);
+    cache.finish(ctx, &r, &mut rep, true, limits, 2_150, &[]);
     assert_eq!(open(&mut cache, 1, false, limits, 2_250), 0);
     let bigger = open(&mut cache, 4, false, limits, 2_250);
     assert!(bigger > 0);
@@ -389,10 +394,165 @@ fn forgotten_topics_leave_the_topic_table() {
         let names: Vec<String> = r.topics.iter().map(|t| t.topic.0.to_string()).collect();
         assert_eq!(names, vec!["t".to_string(), format!("x{epoch}")]);
         let mut rep = reply(&r, &[(5, 0), (5, 0)]);
-        cache.finish(ctx, &r, &mut rep, false, LIMITS, 1);
+        cache.finish(ctx, &r, &mut rep, false, LIMITS, 1, &[]);
     }
     let s = &cache.sessions[&id];
     assert_eq!(s.partitions.len(), 2);
     assert!(s.topics.len() <= 3, "{} topic slots", s.topics.len());
     assert_eq!(s.topic_index.len(), 2);
+}
+
+/// One round of session `id` at `epoch`, naming `named`: the partitions it reads; the
+/// handler answers each at high watermark 5 without records, and `settled` says whether the
+/// read left anything to give, with the partitions' `listeners` (partition `p` is index `p`).
+fn idle_round(
+    cache: &mut FetchSessionCache,
+    id: i32,
+    epoch: i32,
+    named: &[(i32, i64)],
+    listeners: &[Arc<Listeners>],
+    settled: bool,
+) -> Vec<i32> {
+    let mut r = request(id, epoch, "t", named);
+    let ctx = cache.begin(&mut r, 12, epoch as u64).expect("in session");
+    let parts: Vec<i32> = read(&r).into_iter().map(|(p, _)| p).collect();
+    // As the handler does: registered with what it reads before it reads.
+    if let SessionContext::Incremental { signal, keys, .. } = &ctx {
+        for (k, &p) in keys.iter().zip(&parts) {
+            signal.watch(*k, &listeners[p as usize]);
+        }
+    }
+    let reads: Vec<ReadState> = parts
+        .iter()
+        .map(|&p| ReadState {
+            settled,
+            listeners: Some(listeners[p as usize].clone()),
+        })
+        .collect();
+    let mut rep = reply(&r, &vec![(5, 0); parts.len()]);
+    cache.finish(ctx, &r, &mut rep, false, LIMITS, epoch as u64, &reads);
+    parts
+}
+
+#[test]
+fn a_settled_session_reads_only_what_is_named_changed_or_unsettled() {
+    use crate::fetch_signal::Change;
+    let mut cache = FetchSessionCache::new(7);
+    let listeners: Vec<Arc<Listeners>> = (0..4).map(|_| Arc::default()).collect();
+    let id = open(&mut cache, 4, false, LIMITS, 0);
+    // The full fetch's reads settled nothing (none given): all are read again once.
+    assert_eq!(
+        idle_round(&mut cache, id, 1, &[], &listeners, true),
+        vec![0, 1, 2, 3]
+    );
+    assert!(
+        listeners.iter().all(|l| l.len() == 1),
+        "registered once each"
+    );
+    assert!(idle_round(&mut cache, id, 2, &[], &listeners, true).is_empty());
+    // A change is read once; so is a named partition.
+    listeners[2].announce(Change::Any);
+    assert_eq!(
+        idle_round(&mut cache, id, 3, &[], &listeners, true),
+        vec![2]
+    );
+    assert_eq!(
+        idle_round(&mut cache, id, 4, &[(1, 7)], &listeners, true),
+        vec![1]
+    );
+    assert!(idle_round(&mut cache, id, 5, &[], &listeners, true).is_empty());
+    // An append alone is no news for a consumer's session.
+    listeners[0].announce(Change::LogEnd);
+    assert!(idle_round(&mut cache, id, 6, &[], &listeners, true).is_empty());
+    // A read that leaves something to give is read again until one settles it.
+    listeners[3].announce(Change::Any);
+    assert_eq!(
+        idle_round(&mut cache, id, 7, &[], &listeners, false),
+        vec![3]
+    );
+    assert_eq!(
+        idle_round(&mut cache, id, 8, &[], &listeners, true),
+        vec![3]
+    );
+    assert!(idle_round(&mut cache, id, 9, &[], &listeners, true).is_empty());
+    // The replica behind a key changes (re-created): the session follows the new one.
+    let mut moved = listeners.clone();
+    moved[1] = Arc::default();
+    assert_eq!(
+        idle_round(&mut cache, id, 10, &[(1, 7)], &moved, true),
+        vec![1]
+    );
+    assert_eq!(listeners[1].len(), 0, "unregistered from the old replica");
+    listeners[1].announce(Change::Any);
+    assert!(idle_round(&mut cache, id, 11, &[], &moved, true).is_empty());
+    moved[1].announce(Change::Any);
+    assert_eq!(idle_round(&mut cache, id, 12, &[], &moved, true), vec![1]);
+}
+
+#[test]
+fn a_followers_session_hears_of_appends_and_speaks_for_its_fetches() {
+    use crate::fetch_signal::Change;
+    let mut cache = FetchSessionCache::new(7);
+    let listeners: Vec<Arc<Listeners>> = (0..2).map(|_| Arc::default()).collect();
+    let mut r = request(0, INITIAL_EPOCH, "t", &[(0, 0), (1, 0)]);
+    r.replica_id = kafka_protocol::messages::BrokerId(3);
+    let ctx = cache.begin(&mut r, 12, 0).expect("a full fetch");
+    let mut rep = reply(&r, &[(5, 0), (5, 0)]);
+    // Settled reads, but made before the new session registered with the partitions.
+    let reads: Vec<ReadState> = listeners
+        .iter()
+        .map(|l| ReadState {
+            settled: true,
+            listeners: Some(l.clone()),
+        })
+        .collect();
+    cache.finish(ctx, &r, &mut rep, true, LIMITS, 0, &reads);
+    let id = rep.response.session_id;
+    assert_eq!(
+        idle_round(&mut cache, id, 1, &[], &listeners, true),
+        vec![0, 1]
+    );
+    assert_eq!(listeners[0].last_fetch_by(3), Some(1));
+    assert_eq!(listeners[0].last_fetch_by(4), None, "another replica's");
+    // Its later fetches name nothing, yet say where it was as of then (time = epoch here).
+    assert!(idle_round(&mut cache, id, 2, &[], &listeners, true).is_empty());
+    assert_eq!(listeners[1].last_fetch_by(3), Some(2));
+    // An append wakes the session and is read.
+    let mut r = request(id, 3, "t", &[]);
+    let ctx = cache.begin(&mut r, 12, 3).expect("in session");
+    let SessionContext::Incremental { signal, .. } = &ctx else {
+        panic!("an incremental fetch");
+    };
+    let signal = signal.clone();
+    assert!(
+        futures::FutureExt::now_or_never(signal.changed()).is_none(),
+        "nothing changed"
+    );
+    listeners[0].announce(Change::LogEnd);
+    assert!(
+        futures::FutureExt::now_or_never(signal.changed()).is_some(),
+        "woken"
+    );
+    let mut rep = reply(&r, &[]);
+    cache.finish(ctx, &r, &mut rep, true, LIMITS, 3, &[]);
+    assert_eq!(
+        idle_round(&mut cache, id, 4, &[], &listeners, true),
+        vec![0]
+    );
+    // A forgotten partition no longer speaks for the follower.
+    let mut r = request(id, 5, "t", &[]);
+    let mut forget = ForgottenTopic::default();
+    forget.topic = TopicName(StrBytes::from_static_str("t"));
+    forget.partitions = vec![1];
+    r.forgotten_topics_data = vec![forget];
+    let ctx = cache.begin(&mut r, 12, 5).expect("in session");
+    let mut rep = reply(&r, &[]);
+    cache.finish(ctx, &r, &mut rep, true, LIMITS, 5, &[]);
+    assert_eq!(listeners[1].last_fetch_by(3), None);
+    assert_eq!(listeners[0].last_fetch_by(3), Some(5));
+    // An evicted or closed session neither.
+    let mut r = request(id, FINAL_EPOCH, "t", &[]);
+    cache.begin(&mut r, 12, 6).expect("closes the session");
+    drop(signal);
+    assert_eq!(listeners[0].last_fetch_by(3), None);
 }

@@ -7,8 +7,14 @@
 //! only the suffix that diverges (KIP-101 / KIP-279); then it fetches from its log end. Fetched
 //! batches are appended and synced before the next fetch, so the offset each fetch names is on
 //! the follower's disk: the leader counts it toward the high watermark only then.
+//!
+//! A round's fetch positions move only for the partitions its answer carried. While nothing
+//! else changed since (the partitions followed, their state, the throttle), the next round
+//! reads the positions of those only and names those that moved; an idle round names nothing.
+//! Only a change to the set or a partition's state goes over every partition again.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -84,6 +90,15 @@ struct Fetcher {
     partitions: Mutex<HashMap<Key, FetchState>>,
     /// Partitions added or removed: an in-flight fetch is abandoned for one with the new set.
     changed: Notify,
+    /// Bumped by every change to `partitions` (added, removed, an outcome applied), so that a
+    /// round knows whether the previous one's request still holds.
+    generation: AtomicU64,
+}
+
+impl Fetcher {
+    fn bump(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -148,6 +163,7 @@ impl FetcherManager {
                 leader,
                 partitions: Mutex::new(HashMap::new()),
                 changed: Notify::new(),
+                generation: AtomicU64::new(0),
             });
             let task = runtime.spawn(crate::runtime::inherit_clock(run(
                 fetcher.clone(),
@@ -169,6 +185,7 @@ impl FetcherManager {
                 position: None,
             },
         );
+        fetcher.bump();
         fetcher.changed.notify_one();
     }
 
@@ -180,6 +197,7 @@ impl FetcherManager {
         for (&leader, (fetcher, _)) in fetchers.iter() {
             let mut parts = lock(&fetcher.partitions);
             if parts.remove(key).is_some() {
+                fetcher.bump();
                 fetcher.changed.notify_one();
             }
             if parts.is_empty() {
@@ -201,6 +219,47 @@ impl FetcherManager {
     }
 }
 
+/// What a round leaves the next one, while `generation` holds: the same partitions, of which
+/// only those `answered` may have moved their fetch positions.
+struct Carried {
+    generation: u64,
+    fetching: Vec<(Key, FetchState)>,
+    /// Where each partition is in `fetching`.
+    index: HashMap<Key, usize>,
+    answered: Vec<Key>,
+}
+
+impl Carried {
+    fn new(generation: u64, fetching: Vec<(Key, FetchState)>) -> Carried {
+        let index = fetching
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _))| (k.clone(), i))
+            .collect();
+        Carried {
+            generation,
+            fetching,
+            index,
+            answered: Vec::new(),
+        }
+    }
+}
+
+/// What a fetch loop keeps between rounds.
+struct Loop {
+    fetcher: Arc<Fetcher>,
+    node_id: i32,
+    settings: FetchSettings,
+    endpoints: Arc<Mutex<HashMap<i32, String>>>,
+    throttles: Arc<Throttles>,
+    transport: SharedTransport,
+    conn: Option<Connection>,
+    /// One fetch session (KIP-227) with the leader: after the first fetch, only partitions
+    /// whose fetch offset moved are named, and only those with news are answered.
+    session: gregor_client::fetch_session::FetchSession,
+    carried: Option<Carried>,
+}
+
 /// The fetch loop of one source broker.
 async fn run(
     fetcher: Arc<Fetcher>,
@@ -210,18 +269,80 @@ async fn run(
     throttles: Arc<Throttles>,
     transport: SharedTransport,
 ) {
-    let leader = fetcher.leader;
-    let mut conn: Option<Connection> = None;
-    // One fetch session (KIP-227) with the leader: after the first fetch, only partitions
-    // whose fetch offset moved are named, and only those with news are answered.
-    let mut session = gregor_client::fetch_session::FetchSession::new();
+    let mut l = Loop {
+        fetcher,
+        node_id,
+        settings,
+        endpoints,
+        throttles,
+        transport,
+        conn: None,
+        session: gregor_client::fetch_session::FetchSession::new(),
+        carried: None,
+    };
     loop {
+        let generation = l.fetcher.generation.load(Ordering::SeqCst);
+        if let Some(carried) = l.carried.take() {
+            if l.carry_on(carried, generation).await {
+                continue;
+            }
+        }
+        l.round(generation).await;
+    }
+}
+
+impl Loop {
+    /// The next round over the previous one's partitions, naming only those its answer moved,
+    /// if nothing else changed; whether it ran.
+    async fn carry_on(&mut self, mut carried: Carried, generation: u64) -> bool {
+        let now = self.throttles.now_ms();
+        if carried.generation != generation
+            || self.throttles.follower_quota().wait_ms(now) != 0
+            || !self.conn.as_ref().is_some_and(|c| !c.is_closed())
+        {
+            return false;
+        }
+        let mut moved = Vec::with_capacity(carried.answered.len());
+        for key in std::mem::take(&mut carried.answered) {
+            let Some(&i) = carried.index.get(&key) else {
+                continue;
+            };
+            let st = &mut carried.fetching[i].1;
+            // One that no longer follows in this epoch: a full round drops it.
+            let Some(position) = st.part.follower_fetch_position(st.leader_epoch) else {
+                return false;
+            };
+            st.position = Some(position);
+            moved.push((key, st.clone()));
+        }
+        let mut request = fetch_request(self.node_id, &self.settings, &moved);
+        if !self.session.prepare_changed(&mut request, FETCH_VERSION) {
+            return false;
+        }
+        let Some(c) = self.conn.take() else {
+            return false;
+        };
+        self.carried = self.exchange(c, request, carried).await;
+        true
+    }
+
+    /// One round built from the partitions due now.
+    async fn round(&mut self, generation: u64) {
+        let fetcher = self.fetcher.clone();
         let now = Instant::now();
-        let due: Vec<(Key, FetchState)> = lock(&fetcher.partitions)
-            .iter()
-            .filter(|(_, s)| s.retry_at.is_none_or(|t| t <= now))
-            .map(|(k, s)| (k.clone(), s.clone()))
-            .collect();
+        let (due, retrying) = {
+            let mut parts = lock(&fetcher.partitions);
+            let mut due = Vec::new();
+            for (k, s) in parts.iter_mut() {
+                if s.retry_at.is_none_or(|t| t <= now) {
+                    // Its pause is over (an outcome sets the next one).
+                    s.retry_at = None;
+                    due.push((k.clone(), s.clone()));
+                }
+            }
+            let retrying = due.len() < parts.len();
+            (due, retrying)
+        };
         if due.is_empty() {
             let next = lock(&fetcher.partitions)
                 .values()
@@ -229,65 +350,107 @@ async fn run(
                 .min();
             let wait = next.map_or(Duration::from_secs(1), |t| t.saturating_duration_since(now));
             let _ = tokio::time::timeout(wait, fetcher.changed.notified()).await;
-            continue;
+            return;
         }
-        let c = match conn.take().filter(|c| !c.is_closed()) {
-            Some(c) => c,
-            None => match connect(leader, node_id, &settings, &endpoints, &transport).await {
-                Ok(c) => c,
-                Err(e) => {
-                    debug!(leader, error = %e, "cannot reach the leader to fetch from");
-                    let _ =
-                        tokio::time::timeout(settings.backoff, fetcher.changed.notified()).await;
-                    continue;
-                }
-            },
+        let Some(c) = self.connection().await else {
+            return;
         };
         let (truncating, fetching): (Vec<_>, Vec<_>) =
             due.into_iter().partition(|(_, s)| s.truncate);
         if !truncating.is_empty() {
-            match find_divergence(&c, node_id, &truncating).await {
-                Ok(outcomes) => apply_outcomes(&fetcher, outcomes, &settings),
-                Err(e) => {
-                    debug!(leader, error = %e, "OffsetForLeaderEpoch failed");
-                    tokio::time::sleep(settings.backoff.min(Duration::from_millis(100))).await;
-                    continue;
-                }
-            }
-            conn = Some(c);
-            continue;
+            self.truncate(c, &truncating).await;
+            return;
         }
-        let (fetching, wait) = unthrottled(&throttles, node_id, fetching);
+        let wanted = fetching.len();
+        let (fetching, wait) = unthrottled(&self.throttles, self.node_id, fetching);
         let fetching = still_following(fetching);
         if fetching.is_empty() {
-            conn = Some(c);
+            self.conn = Some(c);
             let _ = tokio::time::timeout(wait, fetcher.changed.notified()).await;
-            continue;
+            return;
         }
-        let mut request = fetch_request(node_id, &settings, &fetching);
-        session.prepare(&mut request, FETCH_VERSION);
+        // The next round may carry this one's on only if it holds every partition followed.
+        let whole = !retrying && fetching.len() == wanted;
+        let mut request = fetch_request(self.node_id, &self.settings, &fetching);
+        self.session.prepare(&mut request, FETCH_VERSION);
+        let carried = Carried::new(generation, fetching);
+        self.carried = self.exchange(c, request, carried).await.filter(|_| whole);
+    }
+
+    /// The connection to the leader, made if there is none (`None`, after a pause, if it
+    /// cannot be made).
+    async fn connection(&mut self) -> Option<Connection> {
+        if let Some(c) = self.conn.take().filter(|c| !c.is_closed()) {
+            return Some(c);
+        }
+        let leader = self.fetcher.leader;
+        let made = connect(
+            leader,
+            self.node_id,
+            &self.settings,
+            &self.endpoints,
+            &self.transport,
+        )
+        .await;
+        match made {
+            Ok(c) => Some(c),
+            Err(e) => {
+                debug!(leader, error = %e, "cannot reach the leader to fetch from");
+                let changed = self.fetcher.changed.notified();
+                let _ = tokio::time::timeout(self.settings.backoff, changed).await;
+                None
+            }
+        }
+    }
+
+    /// Finds where the logs of `truncating` diverge from the leader's.
+    async fn truncate(&mut self, c: Connection, truncating: &[(Key, FetchState)]) {
+        match find_divergence(&c, self.node_id, truncating).await {
+            Ok(outcomes) => apply_outcomes(&self.fetcher, outcomes, &self.settings),
+            Err(e) => {
+                debug!(leader = self.fetcher.leader, error = %e, "OffsetForLeaderEpoch failed");
+                tokio::time::sleep(self.settings.backoff.min(Duration::from_millis(100))).await;
+                return;
+            }
+        }
+        self.conn = Some(c);
+    }
+
+    /// Sends `request` for the partitions of `carried` and applies the answer; what the next
+    /// round may carry on with (with the partitions answered), unless the fetch failed.
+    async fn exchange(
+        &mut self,
+        c: Connection,
+        request: FetchRequest,
+        mut carried: Carried,
+    ) -> Option<Carried> {
         let response = tokio::select! {
             r = c.send(&request, FETCH_VERSION) => r,
             // The partition set changed: fetch again with it at once, on a fresh connection
             // (the leader may hold the abandoned fetch for up to its max wait), in a new
             // session (the abandoned fetch may or may not have moved the session on).
-            _ = fetcher.changed.notified() => {
-                session.on_failure();
-                continue;
+            _ = self.fetcher.changed.notified() => {
+                self.session.on_failure();
+                return None;
             }
         };
         match response {
             Ok(r) => {
-                session.on_response(&r);
-                record_throttled_bytes(&throttles, &r);
-                let outcomes = append_fetched(r, &fetching).await;
-                apply_outcomes(&fetcher, outcomes, &settings);
-                conn = Some(c);
+                self.session.on_response(&r);
+                record_throttled_bytes(&self.throttles, &r);
+                let answered_whole = r.error_code == 0;
+                carried.answered = answered_keys(&r);
+                let outcomes = append_fetched(r, &carried.fetching, &carried.index).await;
+                apply_outcomes(&self.fetcher, outcomes, &self.settings);
+                self.conn = Some(c);
+                answered_whole.then_some(carried)
             }
             Err(e) => {
-                session.on_failure();
-                debug!(leader, error = %e, "follower fetch failed");
-                let _ = tokio::time::timeout(settings.backoff, fetcher.changed.notified()).await;
+                self.session.on_failure();
+                debug!(leader = self.fetcher.leader, error = %e, "follower fetch failed");
+                let changed = self.fetcher.changed.notified();
+                let _ = tokio::time::timeout(self.settings.backoff, changed).await;
+                None
             }
         }
     }
@@ -374,8 +537,11 @@ enum Outcome {
     Retry(Duration),
 }
 
+/// Applies a round's outcomes; a change to a partition's state (not mere progress) tells the
+/// loop that the next round cannot carry this one's on.
 fn apply_outcomes(fetcher: &Fetcher, outcomes: Vec<(Key, i32, Outcome)>, settings: &FetchSettings) {
     let mut parts = lock(&fetcher.partitions);
+    let mut changed = false;
     for (key, epoch, outcome) in outcomes {
         // The partition may have been re-added in another epoch meanwhile: leave that alone.
         let Some(s) = parts.get_mut(&key).filter(|s| s.leader_epoch == epoch) else {
@@ -383,16 +549,19 @@ fn apply_outcomes(fetcher: &Fetcher, outcomes: Vec<(Key, i32, Outcome)>, setting
         };
         match outcome {
             Outcome::Progress { truncated } => {
+                changed |= truncated || s.retry_at.is_some();
                 if truncated {
                     s.truncate = false;
                 }
                 s.retry_at = None;
             }
             Outcome::Truncate => {
+                changed = true;
                 s.truncate = true;
                 s.retry_at = None;
             }
             Outcome::Retry(after) => {
+                changed = true;
                 let after = if after.is_zero() {
                     settings.backoff
                 } else {
@@ -401,6 +570,9 @@ fn apply_outcomes(fetcher: &Fetcher, outcomes: Vec<(Key, i32, Outcome)>, setting
                 s.retry_at = Some(Instant::now() + after);
             }
         }
+    }
+    if changed {
+        fetcher.bump();
     }
 }
 
@@ -490,18 +662,32 @@ fn on_error(key: &Key, error: ResponseError) -> Outcome {
     }
 }
 
+/// The partitions an answer carries: their fetch positions may move.
+fn answered_keys(r: &kafka_protocol::messages::FetchResponse) -> Vec<Key> {
+    r.responses
+        .iter()
+        .flat_map(|t| {
+            let topic = t.topic.0.to_string();
+            t.partitions
+                .iter()
+                .map(move |p| (topic.clone(), p.partition_index))
+        })
+        .collect()
+}
+
 /// Appends what a fetch returned, every partition on the blocking pool at once (each syncs
 /// its own log: one fsync per partition per round, shared by all its batches).
 async fn append_fetched(
     response: kafka_protocol::messages::FetchResponse,
     parts: &[(Key, FetchState)],
+    index: &HashMap<Key, usize>,
 ) -> Vec<(Key, i32, Outcome)> {
     let mut work = Vec::new();
     for t in response.responses {
         let topic = t.topic.0.to_string();
         for pd in t.partitions {
             let key = (topic.clone(), pd.partition_index);
-            let Some((_, st)) = parts.iter().find(|(k, _)| *k == key) else {
+            let Some((_, st)) = index.get(&key).and_then(|&i| parts.get(i)) else {
                 continue;
             };
             let st = st.clone();

@@ -26,6 +26,22 @@ struct FollowerProgress {
     last_caught_up_ms: i64,
 }
 
+impl FollowerProgress {
+    /// When the follower was last caught up, given `leader_end` (the leader's log end offset
+    /// now) and `last_fetch_ms`, when it last fetched in a session holding the partition. Such
+    /// a fetch that names no new offset keeps the last one: if that is the log end now, it was
+    /// the log end at that fetch too (a leader's log end only grows), so the follower was
+    /// caught up then, as a fetch naming it would have recorded.
+    fn caught_up_as_of(&self, leader_end: i64, last_fetch_ms: Option<i64>) -> i64 {
+        match last_fetch_ms {
+            Some(t) if self.log_end_offset >= leader_end && self.log_end_offset >= 0 => {
+                self.last_caught_up_ms.max(t)
+            }
+            _ => self.last_caught_up_ms,
+        }
+    }
+}
+
 /// A proposed ISR, to send to the controller with the partition epoch it is based on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IsrProposal {
@@ -219,8 +235,16 @@ impl LeaderState {
     }
 
     /// ISR members that have not been caught up for `lag_max_ms`; returns the shrunk ISR to
-    /// propose, if any (never while another proposal is in flight).
-    pub fn shrink(&mut self, now_ms: i64, lag_max_ms: i64) -> Option<IsrProposal> {
+    /// propose, if any (never while another proposal is in flight). `leader_end` is the
+    /// leader's log end offset now, `last_fetch` when a follower last fetched in a session
+    /// holding the partition (see [`FollowerProgress::caught_up_as_of`]).
+    pub fn shrink(
+        &mut self,
+        now_ms: i64,
+        lag_max_ms: i64,
+        leader_end: i64,
+        last_fetch: impl Fn(i32) -> Option<i64>,
+    ) -> Option<IsrProposal> {
         if self.pending.is_some() {
             return None;
         }
@@ -231,9 +255,9 @@ impl LeaderState {
             .copied()
             .filter(|&r| r != self.node_id)
             .filter(|r| {
-                self.followers
-                    .get(r)
-                    .is_some_and(|f| now_ms - f.last_caught_up_ms > lag_max_ms)
+                self.followers.get(r).is_some_and(|f| {
+                    now_ms - f.caught_up_as_of(leader_end, last_fetch(*r)) > lag_max_ms
+                })
             })
             .collect();
         if lagging.is_empty() {
@@ -334,7 +358,7 @@ mod tests {
         let mut l = LeaderState::new(0, state(&[0, 1, 2], 0), 0, 0);
         // The answer to the leader's own proposal may be lost (a controller election): what
         // the metadata log applies tells the change.
-        let p = l.shrink(40_000, 30_000).expect("shrink");
+        let p = l.shrink(40_000, 30_000, 0, |_| None).expect("shrink");
         assert_eq!(p.isr, vec![0]);
         assert_eq!(l.update(state(&[0, 2], 1), 40_001), Some(IsrChange::Shrink));
         // The controller removed a fenced broker itself.
@@ -360,19 +384,23 @@ mod tests {
         l.local_durable(5);
         l.follower_fetched(1, 5, 5, 0, 100);
         l.follower_fetched(2, 2, 5, 0, 100);
-        assert_eq!(l.shrink(20_000, 30_000), None);
+        assert_eq!(l.shrink(20_000, 30_000, 0, |_| None), None);
         // Follower 1 keeps up; follower 2 fetches but never reaches the end.
         for t in (1_000..40_000).step_by(1_000) {
             l.local_durable(5 + t);
             l.follower_fetched(1, 5 + t, 5 + t, 0, t);
             l.follower_fetched(2, 2, 5 + t, 0, t);
         }
-        let p = l.shrink(40_000, 30_000).expect("shrink");
+        let p = l.shrink(40_000, 30_000, 0, |_| None).expect("shrink");
         assert_eq!(p.isr, vec![0, 1]);
-        assert_eq!(l.shrink(41_000, 30_000), None, "one proposal at a time");
+        assert_eq!(
+            l.shrink(41_000, 30_000, 0, |_| None),
+            None,
+            "one proposal at a time"
+        );
         l.proposal_done(0);
         assert!(
-            l.shrink(41_000, 30_000).is_some(),
+            l.shrink(41_000, 30_000, 0, |_| None).is_some(),
             "retried after a refusal"
         );
     }
@@ -388,7 +416,34 @@ mod tests {
             l.local_durable(leader_end);
             l.follower_fetched(1, follower_at, leader_end, 0, t);
         }
-        assert_eq!(l.shrink(100_000, 30_000), None);
+        assert_eq!(l.shrink(100_000, 30_000, 0, |_| None), None);
+    }
+
+    #[test]
+    fn an_idle_caught_up_follower_stays_in_sync_through_its_sessions_fetches() {
+        // Followers 1 and 2 named offset 5, the log end, at t=100 and never again: their
+        // incremental fetches name only partitions that moved.
+        let mut l = LeaderState::new(0, state(&[0, 1, 2], 0), 0, 0);
+        l.local_durable(5);
+        l.follower_fetched(1, 5, 5, 0, 100);
+        l.follower_fetched(2, 5, 5, 0, 100);
+        // Follower 1's session fetched at 39,000; follower 2's session is gone.
+        let last_fetch = |r: i32| (r == 1).then_some(39_000);
+        let p = l.shrink(40_000, 30_000, 5, last_fetch).expect("shrink");
+        assert_eq!(
+            p.isr,
+            vec![0, 1],
+            "only the follower no session speaks for is dropped"
+        );
+        // A follower behind the log end is not caught up however recently it fetched.
+        let mut l = LeaderState::new(0, state(&[0, 1], 0), 0, 0);
+        l.local_durable(5);
+        l.follower_fetched(1, 5, 5, 0, 100);
+        l.local_durable(6);
+        let p = l
+            .shrink(40_000, 30_000, 6, |_| Some(39_000))
+            .expect("shrink");
+        assert_eq!(p.isr, vec![0]);
     }
 
     use proptest::prelude::*;
@@ -441,7 +496,7 @@ mod tests {
                     }
                     Step::Tick(ms) => {
                         now += ms;
-                        if let Some(p) = l.shrink(now, 30_000) {
+                        if let Some(p) = l.shrink(now, 30_000, 0, |_| None) {
                             pending = Some(p);
                         }
                     }

@@ -37,6 +37,7 @@ pub(crate) mod coordinator_shards;
 pub(crate) mod data_plane;
 pub mod fetch_frame;
 pub mod fetch_session;
+pub mod fetch_signal;
 pub(crate) mod fetcher;
 pub(crate) mod forward;
 pub mod frame;

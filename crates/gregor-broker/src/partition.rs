@@ -13,6 +13,7 @@ use kafka_protocol::ResponseError;
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
+use crate::fetch_signal::{Change, Listeners};
 use crate::isr::{IsrChange, IsrProposal, LeaderState, PartitionState};
 use crate::last_stable::LastStable;
 use crate::producer_state::{parse_snapshot, snapshot_bytes, Check, ProducerStates, SNAPSHOT_FILE};
@@ -68,6 +69,9 @@ pub struct Partition {
     /// As a follower: the high watermark the leader last reported (its own is capped by its
     /// log end), to tell how far behind this replica is.
     leader_hw_seen: std::sync::atomic::AtomicI64,
+    /// The fetch sessions holding this partition, told of each change a fetch could answer
+    /// (`fetch_signal.rs`).
+    fetch_listeners: Arc<Listeners>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -132,6 +136,7 @@ impl Partition {
             node_id,
             hw: watch::channel(log.high_watermark()).0,
             leader_hw_seen: std::sync::atomic::AtomicI64::new(-1),
+            fetch_listeners: Arc::default(),
             leo: watch::channel(leo).0,
             log: Arc::new(log),
             role: Mutex::new(role),
@@ -178,7 +183,18 @@ impl Partition {
             // An LSO stall is timed from the moment the high watermark passes the LSO.
             lock(&self.stability).observe(hw, now_ms());
             self.hw.send_replace(hw);
+            self.fetch_listeners.announce(Change::Any);
         }
+    }
+
+    /// The fetch sessions holding this partition.
+    pub fn fetch_listeners(&self) -> &Arc<Listeners> {
+        &self.fetch_listeners
+    }
+
+    /// The log start offset moved (retention, DeleteRecords): fetch sessions answer it.
+    pub fn log_start_moved(&self) {
+        self.fetch_listeners.announce(Change::Any);
     }
 
     /// Appends a producer's batch as leader on a task of its own: the idempotence check, the
@@ -322,6 +338,7 @@ impl Partition {
             .await;
         let (info, durable) = written?;
         self.leo.send_replace(info.last_offset + 1);
+        self.fetch_listeners.announce(Change::LogEnd);
         producers.record(
             &BatchHeader {
                 base_offset: info.first_offset,
@@ -399,6 +416,7 @@ impl Partition {
             .await;
         let (info, durable) = written?;
         self.leo.send_replace(info.last_offset + 1);
+        self.fetch_listeners.announce(Change::LogEnd);
         let mut h = BatchHeader::parse(&batch).ok_or(ResponseError::CorruptMessage)?;
         h.base_offset = info.first_offset;
         let ended = observe_batch(&self.log, &mut producers, &batch, &h, durable, now);
@@ -420,6 +438,9 @@ impl Partition {
         stability.set_open_first(producers.first_unstable_offset());
         if let Some(c) = ended {
             stability.completed(&c);
+            drop(stability);
+            // The last stable offset may move up to the high watermark without it moving.
+            self.fetch_listeners.announce(Change::Any);
         }
     }
 
@@ -487,9 +508,15 @@ impl Partition {
     }
 
     /// The ISR without the followers that have not caught up for `lag_max_ms`, if any.
+    /// A follower's fetches name no offset for a partition whose offset did not move; its
+    /// session's last fetch tells when it last had this one's offset (`fetch_signal.rs`).
     pub fn shrink_isr(&self, now_ms: i64, lag_max_ms: i64) -> Option<IsrProposal> {
         match &mut *lock(&self.replication) {
-            Replication::Leader(l) => l.shrink(now_ms, lag_max_ms),
+            Replication::Leader(l) => {
+                l.shrink(now_ms, lag_max_ms, self.log.log_end_offset(), |r: i32| {
+                    self.fetch_listeners.last_fetch_by(r)
+                })
+            }
             Replication::Follower { .. } => None,
         }
     }
@@ -508,6 +535,8 @@ impl Partition {
         if let Replication::Leader(l) = &mut *lock(&self.replication) {
             l.proposal_done(partition_epoch);
         }
+        // Another proposal may follow: the next fetch of each follower looks at it again.
+        self.fetch_listeners.announce(Change::Recheck);
     }
 
     /// The committed ISR while leading (empty otherwise).
@@ -604,6 +633,7 @@ impl Partition {
         // Parked produces and fetches look at the role again.
         self.hw.send_modify(|_| {});
         self.leo.send_modify(|_| {});
+        self.fetch_listeners.announce(Change::Any);
         AppliedState {
             became_leader,
             became_follower,
@@ -768,11 +798,13 @@ impl Partition {
         };
         self.hw.send_replace(-1);
         self.leo.send_modify(|_| {});
+        self.fetch_listeners.announce(Change::Any);
     }
 
     fn after_truncation(&self) {
         self.leo.send_replace(self.log.log_end_offset());
         self.hw.send_replace(self.log.high_watermark());
+        self.fetch_listeners.announce(Change::Any);
     }
 
     /// Waits until the high watermark reaches `end_offset` (the batch before it is committed),

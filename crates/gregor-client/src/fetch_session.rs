@@ -41,8 +41,17 @@ pub struct FetchSession {
     epoch: i32,
     /// What the broker's session holds for each partition: what was last sent.
     sent: Partitions,
-    /// The request prepared and not yet answered: the partitions it leaves the session with.
-    pending: Option<Partitions>,
+    /// The request prepared and not yet answered: what it leaves the session with.
+    pending: Option<Pending>,
+}
+
+/// What a prepared request leaves the broker's session holding, once answered.
+#[derive(Debug)]
+enum Pending {
+    /// Exactly these partitions.
+    All(Partitions),
+    /// The partitions held, with these new fetch positions.
+    Changed(Vec<(TopicKey, FetchPartition)>),
 }
 
 impl FetchSession {
@@ -76,7 +85,7 @@ impl FetchSession {
         if self.id == 0 || self.epoch == INITIAL_EPOCH {
             // Full: every partition, as given.
             r.session_epoch = INITIAL_EPOCH;
-            self.pending = Some(wanted);
+            self.pending = Some(Pending::All(wanted));
             return;
         }
         for t in &mut r.topics {
@@ -111,7 +120,38 @@ impl FetchSession {
                 f
             })
             .collect();
-        self.pending = Some(wanted);
+        self.pending = Some(Pending::All(wanted));
+    }
+
+    /// Prepares `r`, which names only partitions whose fetch position may have moved (the
+    /// caller knows every other one is as last sent, and that the set is the same), as the
+    /// session's incremental fetch: those that did move are named, nothing is forgotten, and
+    /// no full list is built to compare. `false`, `r` untouched, when the next fetch must be a
+    /// full one (no session yet, or one to start over).
+    pub fn prepare_changed(&mut self, r: &mut FetchRequest, version: i16) -> bool {
+        if version < MIN_SESSION_VERSION || self.id == 0 || self.epoch == INITIAL_EPOCH {
+            return false;
+        }
+        r.session_id = self.id;
+        r.session_epoch = self.epoch;
+        r.forgotten_topics_data.clear();
+        let sent = &self.sent;
+        for t in &mut r.topics {
+            if let Some(held) = sent.get(&(t.topic.clone(), t.topic_id)) {
+                t.partitions.retain(|p| held.get(&p.partition) != Some(p));
+            }
+        }
+        r.topics.retain(|t| !t.partitions.is_empty());
+        let changed = r
+            .topics
+            .iter()
+            .flat_map(|t| {
+                let topic = (t.topic.clone(), t.topic_id);
+                t.partitions.iter().map(move |p| (topic.clone(), p.clone()))
+            })
+            .collect();
+        self.pending = Some(Pending::Changed(changed));
+        true
     }
 
     /// Learns from the broker's answer to the request last prepared.
@@ -147,8 +187,14 @@ impl FetchSession {
         } else {
             self.epoch + 1
         };
-        if let Some(sent) = pending {
-            self.sent = sent;
+        match pending {
+            Some(Pending::All(sent)) => self.sent = sent,
+            Some(Pending::Changed(changed)) => {
+                for (topic, p) in changed {
+                    self.sent.entry(topic).or_default().insert(p.partition, p);
+                }
+            }
+            None => {}
         }
     }
 

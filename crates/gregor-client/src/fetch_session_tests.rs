@@ -176,3 +176,35 @@ fn several_topics_name_what_changed_and_forget_in_topic_order() {
     assert_eq!(r.forgotten_topics_data[0].topic.0.as_str(), "c");
     assert_eq!(r.forgotten_topics_data[0].partitions, vec![0]);
 }
+
+#[test]
+fn a_round_naming_only_what_may_have_moved_keeps_the_rest_of_the_session() {
+    let mut s = FetchSession::new();
+    let mut r = full(&[(0, 0)]);
+    assert!(!s.prepare_changed(&mut r, 12), "no session yet");
+    let mut r = full(&[(0, 0), (1, 0), (2, 0)]);
+    s.prepare(&mut r, 12);
+    s.on_response(&answer(5, 0));
+    // Nothing moved: an empty incremental fetch.
+    let mut r = FetchRequest::default();
+    assert!(s.prepare_changed(&mut r, 12));
+    assert_eq!((r.session_id, r.session_epoch), (5, 1));
+    assert!(named(&r).is_empty() && forgotten(&r).is_empty());
+    s.on_response(&answer(5, 0));
+    // Partitions 0 and 1 were answered; only 1 moved: only 1 is named, none forgotten.
+    let mut r = full(&[(0, 0), (1, 4)]);
+    assert!(s.prepare_changed(&mut r, 12));
+    assert_eq!((r.session_id, r.session_epoch), (5, 2));
+    assert_eq!(named(&r), vec![(1, 4)]);
+    assert!(forgotten(&r).is_empty());
+    s.on_response(&answer(5, 0));
+    // The session holds all three, partition 1 at 4: a full list shows no change.
+    let mut r = full(&[(0, 0), (1, 4), (2, 0)]);
+    s.prepare(&mut r, 12);
+    assert_eq!((r.session_id, r.session_epoch), (5, 3));
+    assert!(named(&r).is_empty() && forgotten(&r).is_empty());
+    // After a failure the next fetch is full.
+    s.on_failure();
+    let mut r = FetchRequest::default();
+    assert!(!s.prepare_changed(&mut r, 12));
+}

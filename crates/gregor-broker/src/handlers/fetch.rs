@@ -9,8 +9,11 @@
 //! reads, or until `max_wait_ms`; it returns as soon as `min_bytes` are there. The response is
 //! capped by the request's `max_bytes` and the broker's `fetch.max.bytes` (KIP-74: the first
 //! non-empty partition may exceed them by one batch). Disk reads run on the blocking pool, not
-//! on the async workers. Fetch sessions (KIP-227, `fetch_session.rs`): an incremental fetch is
-//! read as the full fetch of its session's partitions, and answered with those that changed.
+//! on the async workers. Fetch sessions (KIP-227, `fetch_session.rs`): an incremental fetch
+//! reads the partitions it names and those of its session that changed or are not settled,
+//! parks on its session's one signal (`fetch_signal.rs`) rather than a watch per partition,
+//! returns as soon as a partition of the session changes (the next fetch reads it), and is
+//! answered with the partitions that have news.
 //!
 //! The record bytes are not read here: the answer names where they lie in the segment files
 //! ([`FetchReply`]), and the connection sends them from there (`fetch_frame.rs`,
@@ -30,7 +33,8 @@ use tokio::time::Instant;
 
 use crate::data_plane::DataPlane;
 use crate::fetch_frame::FetchReply;
-use crate::fetch_session::FetchSessionCache;
+use crate::fetch_session::{FetchSessionCache, SessionContext};
+use crate::fetch_signal::{ReadState, SessionSignal};
 use crate::replica::Partition;
 use crate::runtime::blocking;
 
@@ -106,7 +110,8 @@ pub async fn fetch(
     min_round_trip: Option<Duration>,
     may_read: MayRead<'_>,
 ) -> FetchReply {
-    // An incremental fetch becomes the full fetch of its session's partitions here.
+    // An incremental fetch becomes the fetch of the session's partitions it names, that
+    // changed, or that a read left unsettled, here.
     let began = lock_sessions(b).begin(&mut r, version, now_ms());
     let context = match began {
         Ok(c) => c,
@@ -116,6 +121,7 @@ pub async fn fetch(
         }
     };
     let planned = plan(b, &r, version, may_read);
+    watch_before_read(&context, &planned.targets);
     let follower = replica_id(&r, version) >= 0;
     // Followers are Gregor's own fetchers, which size their requests themselves.
     let latency_cap = if follower {
@@ -123,10 +129,39 @@ pub async fn fetch(
     } else {
         b.fetch_latency_cap(min_round_trip)
     };
-    let mut reply = answer(b, &r, version, planned, latency_cap).await;
+    let park = match context.signal() {
+        Some((signal, whole)) => Park::Session { signal, whole },
+        None => Park::Watches,
+    };
+    let (mut reply, reads) = answer(b, &r, version, planned, latency_cap, park).await;
     let limits = b.fetch_session_limits();
-    lock_sessions(b).finish(context, &r, &mut reply, follower, limits, now_ms());
+    lock_sessions(b).finish(context, &r, &mut reply, follower, limits, now_ms(), &reads);
     reply
+}
+
+/// Registers an incremental fetch's session with the partitions it reads before it reads
+/// them, so that a change after the read wakes it (and a read it settles stays settled).
+fn watch_before_read(context: &SessionContext, targets: &[Target]) {
+    let SessionContext::Incremental { signal, keys, .. } = context else {
+        return;
+    };
+    for (key, t) in keys.iter().zip(targets) {
+        if let Ok(part) = &t.part {
+            signal.watch(*key, part.fetch_listeners());
+        }
+    }
+}
+
+/// What a fetch parks on while it has fewer than `min_bytes`.
+#[derive(Clone, Copy)]
+enum Park<'a> {
+    /// A watch per partition read (a fetch outside an incremental session).
+    Watches,
+    /// The session's signal; `whole`: the read covers all of the session's partitions.
+    Session {
+        signal: &'a SessionSignal,
+        whole: bool,
+    },
 }
 
 fn lock_sessions<'a>(b: DataPlane<'a>) -> std::sync::MutexGuard<'a, FetchSessionCache> {
@@ -204,14 +239,16 @@ fn plan(b: DataPlane<'_>, r: &FetchRequest, version: i16, may_read: MayRead<'_>)
     }
 }
 
-/// Reads the planned partitions, parking while fewer than `min_bytes` are there, and answers.
+/// Reads the planned partitions, parking while fewer than `min_bytes` are there, and answers;
+/// with what each read left for a fetch session to know.
 async fn answer(
     b: DataPlane<'_>,
     r: &FetchRequest,
     version: i16,
     planned: Planned,
     latency_cap: Option<usize>,
-) -> FetchReply {
+    park: Park<'_>,
+) -> (FetchReply, Vec<ReadState>) {
     let Planned {
         mut targets,
         topics_out,
@@ -234,7 +271,7 @@ async fn answer(
         max_bytes,
         deadline,
     };
-    let results = read_until_min_bytes(b, r, version, &mut targets, limits).await;
+    let results = read_until_min_bytes(b, r, version, &mut targets, limits, park).await;
     record_throttled_bytes(b, &targets, &results);
     for (t, pr) in targets.iter().zip(&results) {
         if let Ok(part) = &t.part {
@@ -246,7 +283,15 @@ async fn answer(
             );
         }
     }
-    fetch_reply(&targets, results, topics_out)
+    let reads: Vec<ReadState> = targets
+        .iter()
+        .zip(&results)
+        .map(|(t, pr)| ReadState {
+            settled: pr.settled,
+            listeners: t.part.as_ref().ok().map(|p| p.fetch_listeners().clone()),
+        })
+        .collect();
+    (fetch_reply(&targets, results, topics_out), reads)
 }
 
 /// How much a fetch waits for, how much it may carry, and until when it waits.
@@ -258,19 +303,21 @@ struct ReadLimits {
 }
 
 /// Reads the partitions until they hold `min_bytes`, one the requester may read answers an
-/// error, or the deadline passes, parking on the partitions' watches in between.
+/// error, or the deadline passes, parking in between (see [`Park`]); a fetch in a session
+/// returns once a partition of its session changed, which the next fetch reads.
 async fn read_until_min_bytes(
     b: DataPlane<'_>,
     r: &FetchRequest,
     version: i16,
     targets: &mut Vec<Target>,
     limits: ReadLimits,
+    park: Park<'_>,
 ) -> Vec<PartRead> {
-    // The partitions' watches, subscribed only once a read falls short of `min_bytes`: a
-    // consumer streaming a backlog never parks, and needs no watch per partition per Fetch.
-    // Followers wait for appends (the log end), consumers for the high watermark. (A
-    // partition's log takes a new high watermark before its watch announces it, so a read
-    // after subscribing sees whatever the watch will not report.)
+    // Outside a session, the partitions' watches, subscribed only once a read falls short of
+    // `min_bytes`: a consumer streaming a backlog never parks, and needs no watch per
+    // partition per Fetch. Followers wait for appends (the log end), consumers for the high
+    // watermark. (A partition's log takes a new high watermark before its watch announces
+    // it, so a read after subscribing sees whatever the watch will not report.)
     let mut watches: Option<Vec<watch::Receiver<i64>>> = None;
     let mut woke = false;
     loop {
@@ -290,7 +337,11 @@ async fn read_until_min_bytes(
             .iter()
             .zip(&results)
             .any(|(t, p)| p.data.error_code != 0 && !refused(t));
-        let only_refused = targets.iter().all(refused);
+        let whole = match park {
+            Park::Watches => true,
+            Park::Session { whole, .. } => whole,
+        };
+        let only_refused = whole && targets.iter().all(refused);
         if bytes >= limits.min_bytes
             || any_error
             || only_refused
@@ -298,26 +349,64 @@ async fn read_until_min_bytes(
         {
             return results;
         }
-        let Some(subscribed) = &mut watches else {
-            // Subscribe, then read again: an append between the read above and the
-            // subscription moved nothing the watches will report.
-            watches = Some(subscribe(targets));
-            continue;
-        };
-        if subscribed.is_empty() {
-            return results;
-        }
-        let changed = select_all(subscribed.iter_mut().map(|w| Box::pin(w.changed())));
-        let _parked = b.metrics.parked("fetch");
-        match tokio::time::timeout_at(limits.deadline, changed).await {
-            // An append (or a partition stopping) woke us, or a partition went away.
-            Ok(_) => woke = true,
-            Err(_) => {
+        match wait(b, park, &mut watches, targets, woke, limits.deadline).await {
+            Parked::Subscribed => {}
+            Parked::Woke => woke = true,
+            Parked::Done => return results,
+            Parked::TimedOut => {
                 *targets = relocated(b, r, targets);
                 let (results, _) = read_current(b, r, targets, limits.max_bytes, version).await;
                 return results;
             }
         }
+    }
+}
+
+/// How a fetch's wait ended.
+enum Parked {
+    /// The watches were just subscribed: read again before waiting.
+    Subscribed,
+    /// An append (or a partition stopping) woke us, or a partition went away.
+    Woke,
+    /// Nothing to wait for (no watch; or a session's fetch woken once, whose answer now
+    /// lets the next fetch read what changed).
+    Done,
+    TimedOut,
+}
+
+/// Waits as `park` says until something changes or the deadline.
+async fn wait(
+    b: DataPlane<'_>,
+    park: Park<'_>,
+    watches: &mut Option<Vec<watch::Receiver<i64>>>,
+    targets: &[Target],
+    woke: bool,
+    deadline: Instant,
+) -> Parked {
+    let waited = match park {
+        Park::Session { .. } if woke => return Parked::Done,
+        Park::Session { signal, .. } => {
+            let _parked = b.metrics.parked("fetch");
+            tokio::time::timeout_at(deadline, signal.changed()).await
+        }
+        Park::Watches => {
+            let Some(subscribed) = watches.as_mut() else {
+                // Subscribe, then read again: an append between the read and the
+                // subscription moved nothing the watches will report.
+                *watches = Some(subscribe(targets));
+                return Parked::Subscribed;
+            };
+            if subscribed.is_empty() {
+                return Parked::Done;
+            }
+            let changed = select_all(subscribed.iter_mut().map(|w| Box::pin(w.changed())));
+            let _parked = b.metrics.parked("fetch");
+            tokio::time::timeout_at(deadline, changed).await.map(|_| ())
+        }
+    };
+    match waited {
+        Ok(()) => Parked::Woke,
+        Err(_) => Parked::TimedOut,
     }
 }
 
@@ -410,6 +499,7 @@ async fn read_current(
     let mut relocations = 0;
     loop {
         hold_throttled(b, targets);
+        b.metrics.partitions_read(targets.len());
         let (results, bytes) = read_targets(targets, max_bytes, version).await;
         let stale = results
             .iter()
@@ -550,6 +640,9 @@ struct PartRead {
     data: PartitionData,
     records: FileSlice,
     record_count: u64,
+    /// No error, and the fetch offset is at the end this reader reads to: nothing to give
+    /// until the partition changes (see `fetch_signal::ReadState`).
+    settled: bool,
 }
 
 fn read_all(
@@ -583,6 +676,7 @@ fn read_all(
             full = pr.records.len > left;
             pr.records = FileSlice::empty();
             pr.record_count = 0;
+            pr.settled = false;
         }
         total += pr.records.len;
         out.push(pr);
@@ -592,22 +686,26 @@ fn read_all(
 
 fn read_one(t: &Target, budget: usize, version: i16, on: ReadOn) -> Result<PartRead, NotCached> {
     let mut data = PartitionData::default();
-    let (records, record_count) =
-        read_into(t, budget, version, on, &mut data)?.unwrap_or_else(|| (FileSlice::empty(), 0));
+    let mut settled = false;
+    let (records, record_count) = read_into(t, budget, version, on, &mut data, &mut settled)?
+        .unwrap_or_else(|| (FileSlice::empty(), 0));
     Ok(PartRead {
         data,
         records,
         record_count,
+        settled,
     })
 }
 
-/// Fills in `pd`; the slice of the log to send with it, if any.
+/// Fills in `pd` and `settled` (see [`PartRead`]); the slice of the log to send with it, if
+/// any.
 fn read_into(
     t: &Target,
     budget: usize,
     version: i16,
     on: ReadOn,
     pd: &mut PartitionData,
+    settled: &mut bool,
 ) -> Result<Option<(FileSlice, u64)>, NotCached> {
     pd.partition_index = t.partition;
     pd.high_watermark = -1;
@@ -643,6 +741,7 @@ fn read_into(
     let bounded = !follower && !planted!(ConsumerReadsUncommitted);
     let bound = if t.read_committed { lso } else { hw };
     let upper = if bounded { Some(bound) } else { None };
+    *settled = t.fetch_offset >= upper.unwrap_or(offsets.log_end_offset);
     if bounded && t.fetch_offset >= bound {
         pd.records = Some(Bytes::new());
         return Ok(None);
@@ -667,6 +766,7 @@ fn read_into(
         Ok(None) => Err(NotCached),
         Err(e) => {
             pd.error_code = crate::replica::log_error(&e).code();
+            *settled = false;
             Ok(None)
         }
     }

@@ -12,7 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
-use super::{answer, fetch, plan};
+use super::{answer, fetch, plan, Park};
 use crate::connection::{Handler, Reply, RequestContext};
 use crate::{Broker, BrokerConfig, BrokerOptions};
 
@@ -142,7 +142,7 @@ async fn a_fetch_located_before_its_topic_is_deleted_answers_unknown_topic() {
             "{topic} is hosted when located"
         );
         delete_topic(&b, topic).await;
-        let reply = answer(b.data_plane(), &r, version, planned, None).await;
+        let (reply, _) = answer(b.data_plane(), &r, version, planned, None, Park::Watches).await;
         let p = &reply.response.responses[0].partitions[0];
         assert_eq!(
             p.error_code,
@@ -264,4 +264,164 @@ async fn refused_partitions_answer_beside_a_fetch_that_still_waits() {
         reply.response.responses[0].partitions[0].error_code,
         refused
     );
+}
+
+/// A consumer's fetch in session `id` at `epoch`, naming partition 0 of each of `named` at
+/// its fetch offset, waiting up to `max_wait_ms`.
+fn session_fetch(id: i32, epoch: i32, named: &[(&str, i64)], max_wait_ms: i32) -> FetchRequest {
+    let mut r = fetch_request("", Uuid::nil(), 12, max_wait_ms);
+    r.session_id = id;
+    r.session_epoch = epoch;
+    r.topics = named
+        .iter()
+        .map(|(topic, offset)| {
+            let mut t = fetch_request(topic, Uuid::nil(), 12, 0).topics.remove(0);
+            t.partitions[0].fetch_offset = *offset;
+            t
+        })
+        .collect();
+    r
+}
+
+/// One answered partition: topic, error code, high watermark, log start offset, record bytes.
+type Answered = (String, i16, i64, i64, usize);
+
+/// Runs a fetch: how many partition reads it made, what it answered, and its session id.
+async fn round(b: &Arc<Broker>, r: FetchRequest) -> (u64, Vec<Answered>, i32) {
+    let before = b.data_plane().metrics.partitions_read_total();
+    let reply = fetch(b.data_plane(), r, 12, None, None).await;
+    let reads = b.data_plane().metrics.partitions_read_total() - before;
+    (reads, answered(&reply), reply.response.session_id)
+}
+
+fn answered(reply: &crate::fetch_frame::FetchReply) -> Vec<Answered> {
+    let mut slices = reply.records.iter();
+    let mut out = Vec::new();
+    for t in &reply.response.responses {
+        for p in &t.partitions {
+            let bytes = slices.next().map_or(0, |s| s.len);
+            let (hw, start) = (p.high_watermark, p.log_start_offset);
+            out.push((t.topic.0.to_string(), p.error_code, hw, start, bytes));
+        }
+    }
+    out
+}
+
+/// Deletes the records of partition 0 of `topic` before `offset`.
+async fn delete_records(b: &Arc<Broker>, topic: &str, offset: i64) {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    let mut p = DeleteRecordsPartition::default();
+    p.partition_index = 0;
+    p.offset = offset;
+    let mut t = DeleteRecordsTopic::default();
+    t.name = TopicName(sb(topic));
+    t.partitions = vec![p];
+    let mut r = DeleteRecordsRequest::default();
+    r.topics = vec![t];
+    r.timeout_ms = 10_000;
+    match send(b, ApiKey::DeleteRecords, 2, RequestKind::DeleteRecords(r)).await {
+        ResponseKind::DeleteRecords(r) => {
+            let p = &r.topics[0].partitions[0];
+            assert_eq!((p.error_code, p.low_watermark), (0, offset), "{p:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Issue 41: an incremental fetch read every partition of its session each round, so idle
+/// followers of 10,000 partitions kept two cores busy. A round now reads only the partitions
+/// it names and those that changed (or have something left to give), and each kind of change
+/// is still answered: an append, a moved high watermark, a moved log start offset, a
+/// leadership change, a deletion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_round_reads_nothing_and_every_change_is_still_answered() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let b = start(tmp.path()).await;
+    for t in ["s0", "s1", "s2"] {
+        create_topic(&b, t).await;
+    }
+    let all = [("s0", 0), ("s1", 0), ("s2", 0)];
+    let (reads, _, id) = round(&b, session_fetch(0, 0, &all, 0)).await;
+    assert_eq!(reads, 3);
+    assert!(id > 0, "a session was created");
+    // Registered with its partitions only after that read, the session reads them once more.
+    let (reads, answered, _) = round(&b, session_fetch(id, 1, &[], 0)).await;
+    assert_eq!((reads, answered.len()), (3, 0));
+    let (reads, answered, _) = round(&b, session_fetch(id, 2, &[], 0)).await;
+    assert_eq!(
+        (reads, answered.len()),
+        (0, 0),
+        "an idle round reads nothing"
+    );
+
+    // An append (and the high watermark it moves) to s1.
+    produce_one(&b, "s1").await;
+    let (reads, answered, _) = round(&b, session_fetch(id, 3, &[], 0)).await;
+    assert_eq!(reads, 1);
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    let (topic, error, hw, _, bytes) = &answered[0];
+    assert_eq!((topic.as_str(), *error, *hw), ("s1", 0, 1));
+    assert!(*bytes > 0, "the record");
+    // The consumer names its new offset: read, nothing new to answer; then idle again.
+    let (reads, answered, _) = round(&b, session_fetch(id, 4, &[("s1", 1)], 0)).await;
+    assert_eq!((reads, answered.len()), (1, 0), "{answered:?}");
+    let (reads, _, _) = round(&b, session_fetch(id, 5, &[], 0)).await;
+    assert_eq!(reads, 0);
+
+    // DeleteRecords moves s1's log start offset.
+    delete_records(&b, "s1", 1).await;
+    let (reads, answered, _) = round(&b, session_fetch(id, 6, &[], 0)).await;
+    assert_eq!(reads, 1);
+    assert_eq!(answered, vec![("s1".to_string(), 0, 1, 1, 0)]);
+
+    // A parked round wakes when a partition it did not read changes; the next reads it.
+    let fetching = fetch(
+        b.data_plane(),
+        session_fetch(id, 7, &[], 60_000),
+        12,
+        None,
+        None,
+    );
+    tokio::pin!(fetching);
+    let early = tokio::time::timeout(Duration::from_millis(300), &mut fetching).await;
+    assert!(early.is_err(), "answered an idle round without waiting");
+    produce_one(&b, "s2").await;
+    tokio::time::timeout(Duration::from_secs(20), fetching)
+        .await
+        .expect("the append ends the wait");
+    let (reads, answered, _) = round(&b, session_fetch(id, 8, &[], 0)).await;
+    assert_eq!(reads, 1);
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!((answered[0].0.as_str(), answered[0].2), ("s2", 1));
+    assert!(answered[0].4 > 0, "the record");
+    let (reads, _, _) = round(&b, session_fetch(id, 9, &[("s2", 1)], 0)).await;
+    assert_eq!(reads, 1);
+
+    // s2's leadership moves to another broker.
+    let part = b.replicas.get("s2", 0).expect("hosted");
+    let epoch = part.role().leader_epoch + 1;
+    let node = b.data_plane().node_id;
+    part.apply_state(
+        node + 1,
+        crate::isr::PartitionState {
+            leader_epoch: epoch,
+            partition_epoch: epoch,
+            replicas: vec![node, node + 1],
+            isr: vec![node, node + 1],
+        },
+    );
+    let (reads, answered, _) = round(&b, session_fetch(id, 10, &[], 0)).await;
+    assert_eq!(reads, 1);
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    assert_eq!((answered[0].0.as_str(), answered[0].1), ("s2", not_leader));
+
+    // s0 is deleted (s2's error is read and answered each round, as before).
+    delete_topic(&b, "s0").await;
+    let (reads, answered, _) = round(&b, session_fetch(id, 11, &[], 0)).await;
+    assert_eq!(reads, 2);
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    let errors: Vec<(&str, i16)> = answered.iter().map(|a| (a.0.as_str(), a.1)).collect();
+    assert_eq!(errors, vec![("s0", unknown), ("s2", not_leader)]);
 }

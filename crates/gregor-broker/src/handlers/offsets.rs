@@ -146,9 +146,12 @@ pub async fn delete_records(b: DataPlane<'_>, r: DeleteRecordsRequest) -> Delete
                         Err(ResponseError::OffsetOutOfRange)
                     } else {
                         let log = part.log.clone();
-                        blocking(move || log.delete_records_before(target))
+                        let low = blocking(move || log.delete_records_before(target))
                             .await
-                            .map_err(|e| log_error(&e))
+                            .map_err(|e| log_error(&e));
+                        // Fetch sessions answer the new log start offset.
+                        part.log_start_moved();
+                        low
                     }
                 }
             };

@@ -454,6 +454,7 @@ pub struct BrokerMetrics {
     isr_changes: IsrChangeCounters,
     sendfile: SendfileCounters,
     latency_capped: Counter,
+    partitions_read: Counter,
     flushes: LogFlushMetrics,
     txns: TxnMetrics,
     cleaner: LogCleanerMetrics,
@@ -487,6 +488,12 @@ impl BrokerMetrics {
             "Consumer Fetches whose answer limit fetch.low.latency.max.bytes lowered below what the request and fetch.max.bytes allowed (the connection's round trip was short)",
             Counter::default(),
         );
+        let partitions_read = registered(
+            &mut r,
+            "gregor_fetch_partitions_read",
+            "Partition reads by Fetches (one per partition each time a Fetch reads it); an idle incremental fetch reads none",
+            Counter::default(),
+        );
         let flushes = LogFlushMetrics::register(&mut r);
         let txns = TxnMetrics::register(&mut r);
         let cleaner = LogCleanerMetrics::register(&mut r);
@@ -497,6 +504,7 @@ impl BrokerMetrics {
             isr_changes,
             sendfile,
             latency_capped,
+            partitions_read,
             flushes,
             txns,
             cleaner,
@@ -674,6 +682,16 @@ impl BrokerMetrics {
     /// Consumer Fetches whose answer limit the latency cap lowered, so far.
     pub fn latency_capped_total(&self) -> u64 {
         self.latency_capped.get()
+    }
+
+    /// A Fetch read `n` partitions.
+    pub fn partitions_read(&self, n: usize) {
+        self.partitions_read.inc_by(n as u64);
+    }
+
+    /// Partition reads by Fetches, so far.
+    pub fn partitions_read_total(&self) -> u64 {
+        self.partitions_read.get()
     }
 
     /// Requests parked now in the `kind` purgatory (`produce` or `fetch`).
