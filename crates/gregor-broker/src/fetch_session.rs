@@ -221,7 +221,7 @@ impl Session {
     /// The partitions this round reads, in the session's order: the pending ones and those
     /// that changed. They stay pending until a read settles them (a fetch abandoned before
     /// its answer loses nothing).
-    fn to_read(&mut self) -> Vec<PartitionKey> {
+    fn keys_to_read(&mut self) -> Vec<PartitionKey> {
         self.pending.extend(self.signal.take_dirty());
         let partitions = &self.partitions;
         self.pending.retain(|k| partitions.contains_key(k));
@@ -410,7 +410,7 @@ impl FetchSessionCache {
         s.last_used_ms = now_ms;
         s.signal
             .fetched_at(i64::try_from(now_ms).unwrap_or(i64::MAX));
-        let keys = s.to_read();
+        let keys = s.keys_to_read();
         r.forgotten_topics_data.clear();
         r.topics = s.request_topics(&keys);
         Ok(SessionContext::Incremental {

@@ -298,7 +298,7 @@ impl Loop {
         let now = self.throttles.now_ms();
         if carried.generation != generation
             || self.throttles.follower_quota().wait_ms(now) != 0
-            || !self.conn.as_ref().is_some_and(|c| !c.is_closed())
+            || self.conn.as_ref().is_none_or(|c| c.is_closed())
         {
             return false;
         }
