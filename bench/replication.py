@@ -2,6 +2,7 @@
 """Partition failover and the cost of replication on a three-node cluster.
 
     GREGOR_BIN=target/release/gregor python3 bench/replication.py [RUNS]
+    GREGOR_BIN=target/release/gregor python3 bench/replication.py --latency-only
 
 Every cluster is three combined broker+controller nodes (e2e/cluster.py: real processes on
 loopback, on this machine's two cores) with Kafka's default timeouts
@@ -232,7 +233,29 @@ def steady_load(c, topic, mb_per_s):
     return run
 
 
+def latency_only():
+    """`--latency-only`: the latency and replication-lag steps alone, on a fresh cluster."""
+    with tempfile.TemporaryDirectory() as tmp:
+        c = Cluster(tmp, 3, overrides=DEFAULTS).start()
+        try:
+            node = c.nodes[0]
+            create(node, "rf1", assignments=[[0]])
+            create(node, "rf3", assignments=[[0, 1, 2]], configs={"min.insync.replicas": "2"})
+            time.sleep(1)
+            l1 = latencies(node, "rf1")
+            l3 = latencies(node, "rf3")
+            lag = replication_lag(node, "rf3", 2000, 10)
+            print(f"acks=all latency at 2000 req/s: RF 1 median {l1[0]:.2f} ms p99 {l1[1]:.2f} ms; "
+                  f"RF 3 median {l3[0]:.2f} ms p99 {l3[1]:.2f} ms; replication lag median "
+                  f"{lag[0]:.2f} ms p99 {lag[1]:.2f} ms", flush=True)
+        finally:
+            c.stop()
+
+
 def main():
+    if sys.argv[1:] == ["--latency-only"]:
+        latency_only()
+        return
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 10
     times = []
     for i in range(runs):

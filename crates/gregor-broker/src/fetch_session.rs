@@ -421,6 +421,26 @@ impl FetchSessionCache {
         })
     }
 
+    /// After a change woke a parked incremental fetch: rewrites `r` and `context` to read the
+    /// session's partitions now pending or changed (in the same epoch; those read before are
+    /// still pending, as no answer settled them). False when the fetch is not incremental or
+    /// its session is gone.
+    pub fn reread(&mut self, context: &mut SessionContext, r: &mut FetchRequest) -> bool {
+        let SessionContext::Incremental {
+            id, keys, whole, ..
+        } = context
+        else {
+            return false;
+        };
+        let Some(s) = self.sessions.get_mut(id) else {
+            return false;
+        };
+        *keys = s.keys_to_read();
+        r.topics = s.request_topics(keys);
+        *whole = keys.len() == s.partitions.len();
+        true
+    }
+
     /// Completes the answer to a fetch [`FetchSessionCache::begin`] let through: sets the
     /// response's session id, creates the session of a full fetch that asked for one (when
     /// the cache has or can make room), and cuts an incremental answer down to the partitions

@@ -113,15 +113,13 @@ pub async fn fetch(
     // An incremental fetch becomes the fetch of the session's partitions it names, that
     // changed, or that a read left unsettled, here.
     let began = lock_sessions(b).begin(&mut r, version, now_ms());
-    let context = match began {
+    let mut context = match began {
         Ok(c) => c,
         Err(e) => {
             tracing::debug!(session_id = r.session_id, session_epoch = r.session_epoch, error = ?e, "fetch session refused");
             return session_error(e);
         }
     };
-    let planned = plan(b, &r, version, may_read);
-    watch_before_read(&context, &planned.targets);
     let follower = replica_id(&r, version) >= 0;
     // Followers are Gregor's own fetchers, which size their requests themselves.
     let latency_cap = if follower {
@@ -129,11 +127,22 @@ pub async fn fetch(
     } else {
         b.fetch_latency_cap(min_round_trip)
     };
-    let park = match context.signal() {
-        Some((signal, whole)) => Park::Session { signal, whole },
-        None => Park::Watches,
+    let deadline = Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64);
+    // A session's parked fetch woken by a change reads the session's changed partitions
+    // itself (the same epoch), rather than answer empty and leave them to the next fetch.
+    let (mut reply, reads) = loop {
+        let planned = plan(b, &r, version, may_read);
+        watch_before_read(&context, &planned.targets);
+        let park = match context.signal() {
+            Some((signal, whole)) => Park::Session { signal, whole },
+            None => Park::Watches,
+        };
+        let (reply, reads, changed) =
+            answer(b, &r, version, planned, latency_cap, park, deadline).await;
+        if !changed || !lock_sessions(b).reread(&mut context, &mut r) {
+            break (reply, reads);
+        }
     };
-    let (mut reply, reads) = answer(b, &r, version, planned, latency_cap, park).await;
     let limits = b.fetch_session_limits();
     lock_sessions(b).finish(context, &r, &mut reply, follower, limits, now_ms(), &reads);
     reply
@@ -240,7 +249,8 @@ fn plan(b: DataPlane<'_>, r: &FetchRequest, version: i16, may_read: MayRead<'_>)
 }
 
 /// Reads the planned partitions, parking while fewer than `min_bytes` are there, and answers;
-/// with what each read left for a fetch session to know.
+/// with what each read left for a fetch session to know, and whether a change to the session
+/// ended the wait (its changed partitions are to be read before answering).
 async fn answer(
     b: DataPlane<'_>,
     r: &FetchRequest,
@@ -248,7 +258,8 @@ async fn answer(
     planned: Planned,
     latency_cap: Option<usize>,
     park: Park<'_>,
-) -> (FetchReply, Vec<ReadState>) {
+    deadline: Instant,
+) -> (FetchReply, Vec<ReadState>, bool) {
     let Planned {
         mut targets,
         topics_out,
@@ -260,7 +271,6 @@ async fn answer(
     if max_bytes < answer_limit(requested, min_bytes, broker_max, None) {
         b.metrics.latency_capped();
     }
-    let deadline = Instant::now() + Duration::from_millis(r.max_wait_ms.max(0) as u64);
     // A follower's fetch offset is its durable log end offset: the leader's high watermark and
     // ISR move with it (before the read, so the answer carries the new high watermark).
     if replica_id(r, version) >= 0 {
@@ -271,7 +281,7 @@ async fn answer(
         max_bytes,
         deadline,
     };
-    let results = read_until_min_bytes(b, r, version, &mut targets, limits, park).await;
+    let (results, changed) = read_until_min_bytes(b, r, version, &mut targets, limits, park).await;
     record_throttled_bytes(b, &targets, &results);
     for (t, pr) in targets.iter().zip(&results) {
         if let Ok(part) = &t.part {
@@ -291,7 +301,7 @@ async fn answer(
             listeners: t.part.as_ref().ok().map(|p| p.fetch_listeners().clone()),
         })
         .collect();
-    (fetch_reply(&targets, results, topics_out), reads)
+    (fetch_reply(&targets, results, topics_out), reads, changed)
 }
 
 /// How much a fetch waits for, how much it may carry, and until when it waits.
@@ -304,7 +314,7 @@ struct ReadLimits {
 
 /// Reads the partitions until they hold `min_bytes`, one the requester may read answers an
 /// error, or the deadline passes, parking in between (see [`Park`]); a fetch in a session
-/// returns once a partition of its session changed, which the next fetch reads.
+/// returns once a partition of its session changed (`true`: the caller reads what changed).
 async fn read_until_min_bytes(
     b: DataPlane<'_>,
     r: &FetchRequest,
@@ -312,7 +322,7 @@ async fn read_until_min_bytes(
     targets: &mut Vec<Target>,
     limits: ReadLimits,
     park: Park<'_>,
-) -> Vec<PartRead> {
+) -> (Vec<PartRead>, bool) {
     // Outside a session, the partitions' watches, subscribed only once a read falls short of
     // `min_bytes`: a consumer streaming a backlog never parks, and needs no watch per
     // partition per Fetch. Followers wait for appends (the log end), consumers for the high
@@ -347,16 +357,17 @@ async fn read_until_min_bytes(
             || only_refused
             || Instant::now() >= limits.deadline
         {
-            return results;
+            return (results, false);
         }
-        match wait(b, park, &mut watches, targets, woke, limits.deadline).await {
+        match wait(b, park, &mut watches, targets, limits.deadline).await {
             Parked::Subscribed => {}
             Parked::Woke => woke = true,
-            Parked::Done => return results,
+            Parked::SessionChanged => return (results, true),
+            Parked::Done => return (results, false),
             Parked::TimedOut => {
                 *targets = relocated(b, r, targets);
                 let (results, _) = read_current(b, r, targets, limits.max_bytes, version).await;
-                return results;
+                return (results, false);
             }
         }
     }
@@ -368,8 +379,9 @@ enum Parked {
     Subscribed,
     /// An append (or a partition stopping) woke us, or a partition went away.
     Woke,
-    /// Nothing to wait for (no watch; or a session's fetch woken once, whose answer now
-    /// lets the next fetch read what changed).
+    /// A partition of the session changed: the session says which to read.
+    SessionChanged,
+    /// Nothing to wait for (no watch).
     Done,
     TimedOut,
 }
@@ -380,14 +392,15 @@ async fn wait(
     park: Park<'_>,
     watches: &mut Option<Vec<watch::Receiver<i64>>>,
     targets: &[Target],
-    woke: bool,
     deadline: Instant,
 ) -> Parked {
     let waited = match park {
-        Park::Session { .. } if woke => return Parked::Done,
         Park::Session { signal, .. } => {
             let _parked = b.metrics.parked("fetch");
-            tokio::time::timeout_at(deadline, signal.changed()).await
+            return match tokio::time::timeout_at(deadline, signal.changed()).await {
+                Ok(()) => Parked::SessionChanged,
+                Err(_) => Parked::TimedOut,
+            };
         }
         Park::Watches => {
             let Some(subscribed) = watches.as_mut() else {
