@@ -684,7 +684,8 @@ fn the_checker_finds_a_new_leader_that_writes_a_retried_batch_twice() {
     assert_eq!(seed, FORGETS_PRODUCERS_SEED, "the first of seeds 0-9");
 }
 
-const FORGETS_PRODUCERS_SEED: u64 = 3;
+/// 3 before idle fetch-session rounds read only what changed (session 44) moved the schedules.
+const FORGETS_PRODUCERS_SEED: u64 = 9;
 
 /// A group coordinator that, loading its `__consumer_offsets` partition, keeps each
 /// partition's first commit instead of its last hands members an old offset once it moves:
@@ -997,7 +998,9 @@ fn outcomes_of(runs: &[SimOptions]) -> Vec<Outcome> {
 /// asking the new leader where their logs part (Kafka before KIP-101), drops acknowledged
 /// records its high watermark had not caught up with. That loses them only if it is elected
 /// before it fetches them again: a cascading crash (the partition's leader, then its successor
-/// just after it takes over) makes that happen. Found at seed 9, which passes without the bug.
+/// just after it takes over) makes that happen. Found at seed 10, which passes without the bug.
+/// It was seed 9 before idle fetch-session rounds read only what changed (session 44), which
+/// changed the replication traffic and with it every schedule.
 /// It was seed 4 before the console's charts got a counter family of their own (86c58ad): each
 /// new hash map draws its keys from the seeded entropy, moving later maps' iteration orders.
 /// It was seed 9 before session 38's changes (21661c9..fe0c7e8), which moved the schedules;
@@ -1020,7 +1023,7 @@ fn the_checker_finds_a_follower_truncating_to_its_high_watermark() {
             ..SimOptions::default()
         },
     );
-    assert_eq!(seed, 9, "the first of seeds 0-19 to show the bug");
+    assert_eq!(seed, 10, "the first of seeds 0-19 to show the bug");
 }
 
 /// Slow fsyncs, clock jumps, cascading crashes and topic administration, together, with power
@@ -1527,7 +1530,8 @@ fn the_checker_finds_a_broker_acknowledging_a_quota_change_it_has_not_applied() 
     assert_eq!(found.seed, QUOTA_ACK_SEED, "the first of seeds 0-9");
 }
 
-const QUOTA_ACK_SEED: u64 = 1;
+/// 1 before idle fetch-session rounds read only what changed (session 44) moved the schedules.
+const QUOTA_ACK_SEED: u64 = 2;
 
 /// Regression: seed 1328 with every flag read two records at one offset of p0. n0 led epoch 1
 /// with ISR [0, 2] when a held link cut it off from n2; n2 was elected in epoch 2 and appended
