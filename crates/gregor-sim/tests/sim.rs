@@ -1761,8 +1761,9 @@ const TXN_OFFSETS_EARLY_SEED: u64 = 0;
 /// A transaction coordinator that sends a decision's markers before its PrepareCommit is
 /// durable: isolated, it commits some partitions while its successor, which never saw the
 /// decision, times the transaction out and aborts the rest (`txn-not-atomic`): first at seed
-/// TXN_MARKER_BEFORE_PREPARE_SEED of the `--transactions --power-loss` seeds (none of 0-129
-/// since the version-2 producer's traffic moved the schedules; only the seed is run here),
+/// TXN_MARKER_BEFORE_PREPARE_SEED of the `--transactions --power-loss` seeds (none of 0-427
+/// since idle fetch-session rounds read only what changed, session 44; before, none of 0-129
+/// once the version-2 producer's traffic moved the schedules; only the seed is run here),
 /// which passes without the bug.
 #[test]
 fn the_checker_finds_markers_sent_before_the_decision_is_durable() {
@@ -1783,7 +1784,7 @@ fn the_checker_finds_markers_sent_before_the_decision_is_durable() {
     assert_eq!(found.seed, TXN_MARKER_BEFORE_PREPARE_SEED);
 }
 
-const TXN_MARKER_BEFORE_PREPARE_SEED: u64 = 130;
+const TXN_MARKER_BEFORE_PREPARE_SEED: u64 = 428;
 
 /// A transaction coordinator that takes any EndTxn v5 from the epoch before the bump for a
 /// retry of its last decision acknowledges a late copy of an ended transaction's EndTxn while
