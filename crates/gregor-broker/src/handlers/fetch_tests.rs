@@ -13,9 +13,9 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::{answer, fetch, plan, Park};
-use tokio::time::Instant;
 use crate::connection::{Handler, Reply, RequestContext};
 use crate::{Broker, BrokerConfig, BrokerOptions};
+use tokio::time::Instant;
 
 pub(crate) async fn start(dir: &std::path::Path) -> Arc<Broker> {
     let opts = BrokerOptions {
@@ -144,8 +144,16 @@ async fn a_fetch_located_before_its_topic_is_deleted_answers_unknown_topic() {
         );
         delete_topic(&b, topic).await;
         let deadline = Instant::now();
-        let (reply, _, _) =
-            answer(b.data_plane(), &r, version, planned, None, Park::Watches, deadline).await;
+        let (reply, _, _) = answer(
+            b.data_plane(),
+            &r,
+            version,
+            planned,
+            None,
+            Park::Watches,
+            deadline,
+        )
+        .await;
         let p = &reply.response.responses[0].partitions[0];
         assert_eq!(
             p.error_code,
