@@ -215,6 +215,7 @@ impl Broker {
             config.node_id,
             bootstrap_address(&config),
             config.metrics_tls.peers.clone(),
+            options.transport.dialer(),
         ));
         let incarnation = options
             .incarnation
@@ -325,6 +326,25 @@ impl Broker {
             move |replicas| txns.reconcile(replicas, &txn_settings, &markers),
         );
         self.add_task(manager);
+        // Groups can only be on the `load` assignor when it is allowed.
+        let load = crate::groups::consumer_settings(&self.config).assignors;
+        if !load.iter().any(|a| a == gregor_assign::load::NAME) {
+            return;
+        }
+        let interval = self
+            .config
+            .int("group.consumer.load.review.interval.ms")
+            .max(1) as u64;
+        let b = self.clone();
+        self.add_task(crate::runtime::spawn(async move {
+            let sources = crate::load_review::Sources {
+                groups: &b.groups,
+                metadata: &b.metadata,
+                replicas: &b.replicas,
+                cluster_view: &b.cluster_view,
+            };
+            crate::load_review::run(sources, Duration::from_millis(interval)).await
+        }));
     }
 
     /// The transaction coordinator's marker sender: to other brokers over the inter-broker

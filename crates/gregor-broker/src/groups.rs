@@ -50,6 +50,10 @@ enum Msg {
     TxnMarker { producer_id: i64, commit: bool },
     /// The cluster's topics for consumer groups' assignors, ahead of a request that needs them.
     Topics(ConsumerView),
+    /// The topics (with their partition counts) that groups on the `load` assignor subscribe to.
+    LoadPartitions(oneshot::Sender<BTreeMap<String, i32>>),
+    /// Fresh partition loads: the shard's `load` groups are reviewed with them.
+    ReviewLoad(Arc<gregor_group::PartitionLoads>),
 }
 
 /// The cluster's topics by name, as KIP-848 assignors see them.
@@ -476,6 +480,36 @@ impl Groups {
         self.observe_all().await.consumer
     }
 
+    /// The topics, with their partition counts, that consumer groups on the `load` assignor
+    /// coordinated here subscribe to.
+    pub async fn load_partitions(&self) -> BTreeMap<String, i32> {
+        let (loaded, _) = self.shard_partitions();
+        let mut out = BTreeMap::new();
+        for p in loaded {
+            let Ok(tx) = self.table.route(p) else {
+                continue;
+            };
+            let (reply, rx) = oneshot::channel();
+            if tx.send(Msg::LoadPartitions(reply)).await.is_err() {
+                continue;
+            }
+            if let Ok(topics) = rx.await {
+                out.extend(topics);
+            }
+        }
+        out
+    }
+
+    /// Hands fresh partition loads to every shard, which reviews its `load` groups with them.
+    pub async fn review_load(&self, loads: Arc<gregor_group::PartitionLoads>) {
+        let (loaded, _) = self.shard_partitions();
+        for p in loaded {
+            if let Ok(tx) = self.table.route(p) {
+                let _ = tx.send(Msg::ReviewLoad(loads.clone())).await;
+            }
+        }
+    }
+
     /// Every group this node coordinates, classic and consumer, in one pass over the shards.
     pub async fn observe_all(&self) -> ShardObservation {
         let (loaded, _) = self.shard_partitions();
@@ -639,7 +673,7 @@ pub fn shard_settings(config: &BrokerConfig) -> ShardSettings {
 }
 
 /// KIP-848 groups' settings (bounds checked when the configuration was read).
-fn consumer_settings(config: &BrokerConfig) -> gregor_group::ConsumerGroupConfig {
+pub fn consumer_settings(config: &BrokerConfig) -> gregor_group::ConsumerGroupConfig {
     let assignors = config
         .settings
         .get("group.consumer.assignors")
@@ -900,6 +934,11 @@ fn on_msg(coordinator: &mut GroupCoordinator, msg: Msg, shell: &mut ShardShell) 
             coordinator.update_group_overrides(view.overrides);
             Vec::new()
         }
+        Msg::LoadPartitions(reply) => {
+            let _ = reply.send(coordinator.load_partitions());
+            Vec::new()
+        }
+        Msg::ReviewLoad(loads) => coordinator.review_load(now_ms(), loads),
     }
 }
 

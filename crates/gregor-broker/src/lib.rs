@@ -47,6 +47,8 @@ mod handlers;
 pub(crate) mod isr;
 pub(crate) mod jwks_fetch;
 pub(crate) mod last_stable;
+pub(crate) mod load_meter;
+pub(crate) mod load_review;
 pub(crate) mod log_cleaner;
 pub(crate) mod metadata;
 pub mod metrics;

@@ -213,6 +213,20 @@ impl SharedTransport {
     pub async fn connect(&self, addr: &str) -> io::Result<Stream> {
         self.0.connect(addr).await
     }
+
+    /// The transport as gregor-client's dialer, for the clients a broker runs itself (the
+    /// cluster view's admin client): they reach the cluster the way the broker does.
+    pub fn dialer(&self) -> gregor_client::connection::Dialer {
+        let transport = self.clone();
+        gregor_client::connection::Dialer::new(move |addr| {
+            let transport = transport.clone();
+            let addr = addr.to_string();
+            Box::pin(async move {
+                let s = transport.connect(&addr).await?;
+                Ok(Box::new(s) as Box<dyn gregor_client::connection::DialedStream>)
+            })
+        })
+    }
 }
 
 impl std::fmt::Debug for SharedTransport {

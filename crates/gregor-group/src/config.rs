@@ -230,7 +230,11 @@ impl Default for ConsumerGroupConfig {
             session_timeout_ms: 45_000,
             heartbeat_interval_ms: 5_000,
             max_size: i32::MAX as usize,
-            assignors: vec!["uniform".to_string(), "range".to_string()],
+            assignors: vec![
+                "uniform".to_string(),
+                "range".to_string(),
+                "load".to_string(),
+            ],
             migration_policy: MigrationPolicy::default(),
         }
     }

@@ -30,7 +30,8 @@ pub use config::{
     ConsumerGroupConfig, GroupConfig, GroupOverrides, GroupOverridesMap, MigrationPolicy,
 };
 pub use coordinator::{
-    CommittedOffset, GroupCoordinator, GroupSummary, MemberSummary, ReplayError,
+    CommittedOffset, GroupCoordinator, GroupSummary, MemberSummary, PartitionLoad, PartitionLoads,
+    ReplayError,
 };
 pub use effect::{AppendToken, Effect, Record, TxnProducer};
 pub use group::GroupState;

@@ -93,6 +93,18 @@ impl Listener for SimListener {
     }
 }
 
+/// The KIP-848 assignors: with `load`, reviewed every 500 ms, only in `--group-protocol load`
+/// runs (its review task would move the other runs' schedules).
+fn assignors(load: bool) -> Vec<String> {
+    match load {
+        true => vec![
+            "group.consumer.assignors=uniform,range,load".into(),
+            "group.consumer.load.review.interval.ms=500".into(),
+        ],
+        false => vec!["group.consumer.assignors=uniform,range".into()],
+    }
+}
+
 fn config(ctx: &NodeContext, data_dir: PathBuf, election_timeout_ms: u64) -> BrokerConfig {
     let voters: Vec<String> = ctx
         .voters
@@ -114,6 +126,7 @@ fn config(ctx: &NodeContext, data_dir: PathBuf, election_timeout_ms: u64) -> Bro
             .chain([format!(
                 "controller.quorum.election.timeout.ms={election_timeout_ms}"
             )])
+            .chain(assignors(ctx.load_reviews))
             .collect(),
         process_roles: Some("broker,controller".into()),
         controller_quorum_voters: Some(voters.join(",")),

@@ -62,6 +62,8 @@ pub struct GroupWorkload {
     /// starts: the group migrates online between them (KIP-848's upgrade and downgrade), its
     /// classic members inside a consumer group in between.
     pub mixed_protocols: bool,
+    /// With `consumer_protocol`: every member asks for the coordinator's `load` assignor.
+    pub load_assignor: bool,
 }
 
 /// The coordinator's assignor of the consumer-protocol incarnations of a mixed group.
@@ -489,6 +491,12 @@ pub async fn run(history: Rc<RefCell<History>>, nodes: usize, seed: u64, workloa
     let strategy = match workload.consumer_protocol {
         true => REMOTE_ASSIGNORS[rng.next_below(REMOTE_ASSIGNORS.len())],
         false => STRATEGIES[rng.next_below(STRATEGIES.len())],
+    };
+    // Drawn all the same, so that the rest of the seed's draws stay those of `consumer` runs.
+    let strategy = if workload.load_assignor {
+        "load"
+    } else {
+        strategy
     };
     let members = 2 + rng.next_below(2);
     {

@@ -75,6 +75,8 @@ pub fn child_args(options: &SimOptions) -> Vec<String> {
         args.push("--group-protocol".into());
         let protocol = if options.mixed_protocols {
             "mixed"
+        } else if options.load_assignor {
+            "load"
         } else {
             "consumer"
         };

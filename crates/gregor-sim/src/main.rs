@@ -86,8 +86,9 @@ struct Args {
     /// strategy drawn per seed) or consumer (KIP-848's ConsumerGroupHeartbeat, the
     /// coordinator's uniform or range assignor drawn per seed, and member epochs checked).
     /// Or mixed: each incarnation draws classic or consumer, so the group migrates online
-    /// between the protocols.
-    #[arg(long, default_value = "classic", value_parser = ["classic", "consumer", "mixed"])]
+    /// between the protocols. Or load: consumer, with the coordinator's `load` assignor, which
+    /// reviews the group with measured partition load every 500 ms.
+    #[arg(long, default_value = "classic", value_parser = ["classic", "consumer", "mixed", "load"])]
     group_protocol: String,
     /// With --replication: after the other faults, one or two episodes of a full disk or
     /// failing fsyncs on one node, which is then restarted on the repaired disk (keeping only
@@ -218,8 +219,9 @@ fn sim_options(args: &Args, bug: Option<PlantedBug>, seed: u64) -> SimOptions {
         groups: args.groups,
         stalls: args.stalls,
         static_members: args.static_members,
-        consumer_protocol: args.group_protocol == "consumer",
+        consumer_protocol: ["consumer", "load"].contains(&args.group_protocol.as_str()),
         mixed_protocols: args.group_protocol == "mixed",
+        load_assignor: args.group_protocol == "load",
         disk_faults: args.disk_faults,
         slow_disk: args.slow_disk,
         clock_jumps: args.clock_jumps,

@@ -122,6 +122,9 @@ pub struct NodeContext {
     /// `--acls` runs: each broker also serves the users' ports (`broker_node::user_address`).
     /// Other runs open none, so their schedules stay what their seeds gave before.
     pub acl_users: bool,
+    /// `--group-protocol load` runs: the brokers allow the `load` assignor and review its
+    /// groups every 500 ms. Other runs leave it out, and with it the review's task.
+    pub load_reviews: bool,
 }
 
 struct NoListener;

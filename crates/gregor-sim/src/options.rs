@@ -255,6 +255,9 @@ pub struct SimOptions {
     /// Replicated runs with `groups`: each member incarnation draws the classic or the consumer
     /// protocol, so the group is upgraded and downgraded online (`--group-protocol mixed`).
     pub mixed_protocols: bool,
+    /// Replicated runs with `groups` and `consumer_protocol`: the members ask for the `load`
+    /// assignor, which the brokers allow and review every 500 ms (`--group-protocol load`).
+    pub load_assignor: bool,
     /// Replicated runs: full disks and failing fsyncs (see [`crate::Scenario::with_disk_faults`]).
     pub disk_faults: bool,
     /// Replicated runs: slow fsyncs on one node at a time, overlapping the other faults (see

@@ -728,6 +728,7 @@ fn run_seed_on_this_thread(options: SimOptions) -> Outcome {
             faults: disks[i].clone(),
             clock_skew: clock_skews[i].clone(),
             acl_users: options.acls,
+            load_reviews: options.load_assignor,
         };
         host_node(&mut driver.sim, options.mode, i, ctx);
     }

@@ -23,6 +23,7 @@ pub async fn run(
         static_members: options.static_members,
         consumer_protocol: options.consumer_protocol,
         mixed_protocols: options.mixed_protocols,
+        load_assignor: options.load_assignor,
     });
     data::create_topic(&history, nodes).await;
     let producers = async {

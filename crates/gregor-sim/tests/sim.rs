@@ -1170,6 +1170,31 @@ fn consumer_protocol_groups_under_faults_keep_their_guarantees() {
     );
 }
 
+/// KIP-848 groups on the coordinator's `load` assignor (`--group-protocol load`), reviewed with
+/// measured partition load every 500 ms while the faults move the coordinator and the leaders it
+/// samples, with stalls (odd seeds) and power losses (seed 3): every group property holds, member
+/// epochs included, whatever the reviews move.
+#[test]
+fn load_assigned_groups_under_faults_keep_their_guarantees() {
+    let runs: Vec<SimOptions> = (0..4)
+        .map(|seed| SimOptions {
+            seed,
+            mode: Mode::Replication,
+            groups: true,
+            consumer_protocol: true,
+            load_assignor: true,
+            stalls: seed % 2 == 1,
+            power_loss: seed == 3,
+            ..SimOptions::default()
+        })
+        .collect();
+    let traces = run_all_passing(&runs);
+    assert!(
+        traces.contains("group.remote.assignor=load"),
+        "the members did not ask for the load assignor"
+    );
+}
+
 /// Groups whose member incarnations each draw the classic or the consumer protocol
 /// (`--group-protocol mixed`), under the replication faults, with stalls (odd seeds) and power
 /// losses (seed 3): the group is upgraded to a consumer group and downgraded back online while

@@ -55,6 +55,8 @@ pub struct ClusterView {
     reloaded_tls: Option<PeerTls>,
     /// ... else made from the settings on first use (or why it cannot be).
     peer_tls: OnceLock<Result<ClientTls, String>>,
+    /// How the admin client dials: the broker's own transport.
+    dialer: gregor_client::connection::Dialer,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -64,8 +66,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl ClusterView {
     /// A view reaching the cluster through `bootstrap` (this node's client listener), and the
     /// https consoles of other nodes with `console_tls` when it is set.
-    pub fn new(node_id: i32, bootstrap: String, console_tls: Option<PeerTls>) -> ClusterView {
+    pub fn new(
+        node_id: i32,
+        bootstrap: String,
+        console_tls: Option<PeerTls>,
+        dialer: gregor_client::connection::Dialer,
+    ) -> ClusterView {
         ClusterView {
+            dialer,
             node_id,
             bootstrap,
             reloaded_tls: console_tls,
@@ -84,6 +92,7 @@ impl ClusterView {
                 config.connect_timeout = Duration::from_secs(2);
                 config.request_timeout = Duration::from_secs(3);
                 config.api_timeout = REFRESH_TIMEOUT;
+                config.dialer = Some(self.dialer.clone());
                 Admin::connect(config).await
             })
             .await
@@ -139,6 +148,57 @@ impl ClusterView {
             if let Some(hw) = cache.get(&tp, now) {
                 out.insert(tp, hw);
             }
+        }
+        out
+    }
+
+    /// Each partition of `wanted` as its leader has it now, uncached: the high watermark and the
+    /// log's size in bytes. Read here for partitions this node leads; the other leaders are asked
+    /// all at once (ListOffsets and DescribeLogDirs), each within [`REFRESH_TIMEOUT`]. Partitions
+    /// without a leader, or whose leader did not answer, are left out. For the `load` assignor.
+    pub async fn leader_samples(
+        &self,
+        metadata: &MetadataManager,
+        replicas: &ReplicaManager,
+        wanted: impl IntoIterator<Item = Tp>,
+    ) -> HashMap<Tp, (i64, Option<i64>)> {
+        let image = metadata.image();
+        let mut out = HashMap::new();
+        let mut remote: HashMap<i32, Vec<Tp>> = HashMap::new();
+        for tp in wanted {
+            let leader = image
+                .topic(&tp.0)
+                .and_then(|t| t.partitions.get(&tp.1))
+                .map(|p| p.leader);
+            match leader {
+                Some(l) if l == self.node_id => {
+                    if let Some(p) = replicas.get(&tp.0, tp.1) {
+                        let size = p.log.size_bytes().min(i64::MAX as u64) as i64;
+                        out.insert(tp, (p.high_watermark(), Some(size)));
+                    }
+                }
+                Some(l) if l >= 0 => remote.entry(l).or_default().push(tp),
+                _ => {}
+            }
+        }
+        if remote.is_empty() {
+            return out;
+        }
+        let admin = match tokio::time::timeout(REFRESH_TIMEOUT, self.admin()).await {
+            Ok(Ok(admin)) => admin,
+            _ => {
+                debug!(
+                    leaders = remote.len(),
+                    "cannot connect to sample remote partitions' load"
+                );
+                return out;
+            }
+        };
+        let lookups = remote
+            .into_iter()
+            .map(|(leader, tps)| leader_sample(admin, leader, tps));
+        for found in futures::future::join_all(lookups).await {
+            out.extend(found);
         }
         out
     }
@@ -291,6 +351,42 @@ impl ClusterView {
 
 /// The high watermarks of partitions led by `leader` (by this node's metadata), `None` for each
 /// the lookup failed for.
+/// One leader's high watermarks and log sizes of `tps` (a size is `None` when DescribeLogDirs
+/// failed; a partition without a high watermark is left out).
+async fn leader_sample(admin: &Admin, leader: i32, tps: Vec<Tp>) -> Vec<(Tp, (i64, Option<i64>))> {
+    let listed: Vec<TopicPartition> = tps
+        .iter()
+        .map(|(t, p)| TopicPartition::new(t.clone(), *p))
+        .collect();
+    let sizes = tokio::time::timeout(
+        REFRESH_TIMEOUT,
+        admin.describe_log_dirs(leader, Some(&listed)),
+    );
+    let (hws, sizes) = tokio::join!(leader_high_watermarks(admin, leader, tps), sizes);
+    let mut by_partition: HashMap<TopicPartition, i64> = HashMap::new();
+    match sizes {
+        Ok(Ok(dirs)) => {
+            for d in dirs {
+                for (tp, r) in d.replicas {
+                    if !r.is_future {
+                        by_partition.insert(tp, r.size_bytes);
+                    }
+                }
+            }
+        }
+        Ok(Err(e)) => debug!(leader, error = %e, "remote log size lookup failed"),
+        Err(_) => debug!(leader, "remote log size lookup timed out"),
+    }
+    hws.into_iter()
+        .filter_map(|(tp, hw)| {
+            let size = by_partition
+                .get(&TopicPartition::new(tp.0.clone(), tp.1))
+                .copied();
+            hw.map(|hw| (tp, (hw, size)))
+        })
+        .collect()
+}
+
 async fn leader_high_watermarks(
     admin: &Admin,
     leader: i32,

@@ -220,6 +220,9 @@ fn epochs_json(g: &ConsumerGroupObservation) -> (Vec<Value>, Value) {
             "status": epoch_status(r),
             "members": members,
             "members_omitted": r.members_omitted,
+            "assignor": r.assignor,
+            "moves": r.moves,
+            "moves_omitted": r.moves_omitted,
         }));
     }
     let scale = super::timeline::scale_bars_of(&mut bars, "reconciliations");

@@ -13,6 +13,9 @@ pub const RECENT_EPOCHS: usize = 20;
 pub const EPOCH_MEMBERS: usize = 64;
 /// How many partitions of one member's target are kept (the rest are counted).
 pub const TARGET_PARTITIONS: usize = 64;
+/// How many of one epoch's explained moves (the `load` assignor's) are kept (the rest are
+/// counted).
+pub const EPOCH_MOVES: usize = 64;
 
 /// Why the group epoch moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +30,9 @@ pub enum CauseKind {
     MetadataChanged,
     /// A classic group became a consumer group at its generation.
     UpgradedFromClassic,
+    /// The `load` assignor's periodic review found partitions to move: the members' measured
+    /// load drifted apart by more than its threshold.
+    LoadShifted,
     /// The epoch was bumped before this coordinator loaded the group.
     Unrecorded,
 }
@@ -40,6 +46,7 @@ impl CauseKind {
             CauseKind::SubscriptionChanged => "subscription changed",
             CauseKind::MetadataChanged => "topic metadata changed",
             CauseKind::UpgradedFromClassic => "upgraded from a classic group",
+            CauseKind::LoadShifted => "load shifted",
             CauseKind::Unrecorded => "before this coordinator loaded the group",
         }
     }
@@ -135,6 +142,12 @@ pub struct EpochRecord {
     pub members: BTreeMap<String, MemberTarget>,
     /// Members of the target beyond those kept.
     pub members_omitted: usize,
+    /// The assignor that computed the target.
+    pub assignor: Option<&'static str>,
+    /// Its explained moves, when it explains them (`load`): the first [`EPOCH_MOVES`].
+    pub moves: Vec<String>,
+    /// Moves beyond those kept.
+    pub moves_omitted: usize,
 }
 
 /// The last [`RECENT_EPOCHS`] group epochs, oldest first.
@@ -156,6 +169,9 @@ impl EpochHistory {
             target_ms: None,
             members: BTreeMap::new(),
             members_omitted: 0,
+            assignor: None,
+            moves: Vec::new(),
+            moves_omitted: 0,
         });
     }
 
@@ -188,6 +204,17 @@ impl EpochHistory {
             .take(EPOCH_MEMBERS)
             .map(|(id, client_id, a)| (id.clone(), member_target(client_id, a)))
             .collect();
+    }
+
+    /// The target of `epoch` came from `assignor`, which explained its moves as `moves`.
+    pub fn explained(&mut self, epoch: i32, assignor: &'static str, moves: Vec<String>) {
+        let Some(r) = self.recent.back_mut().filter(|r| r.epoch == epoch) else {
+            return;
+        };
+        r.assignor = Some(assignor);
+        r.moves_omitted = moves.len().saturating_sub(EPOCH_MOVES);
+        r.moves = moves;
+        r.moves.truncate(EPOCH_MOVES);
     }
 
     /// A member is at `member_epoch`, holding its target there if `reconciled`: the epoch's

@@ -11,7 +11,7 @@ use super::model::{
     MemberState, Resolved, TopicMetadata, JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH,
 };
 use super::reconcile::reconcile;
-use super::target::{compute_target, ServerAssignor};
+use super::target::{compute_target, ServerAssignor, Target};
 
 pub use crate::config::ConsumerGroupConfig;
 
@@ -26,6 +26,11 @@ pub trait TopicsView {
     /// Changes whenever the topics do (a counter or a digest): groups resolve their
     /// subscriptions again only then.
     fn version(&self) -> u64;
+    /// The partition's load figure for this group (bytes per second in, plus the weighted
+    /// backlog), for the `load` assignor; `None` when it was not measured.
+    fn partition_load(&self, _topic: &str, _partition: i32) -> Option<f64> {
+        None
+    }
 }
 
 /// The answer to a heartbeat that succeeded.
@@ -167,15 +172,43 @@ fn refresh_target(
     }
     if group.group_epoch > group.target_epoch {
         let assignor = pick_assignor(group, cfg);
-        let subscribed = member_topics(group);
-        group.target = Arc::new(
-            compute_target(group, assignor, &subscribed, &group.subscribed_topics)
-                .map_err(|e| HeartbeatError::InvalidRequest(e.to_string()))?,
-        );
-        group.target_epoch = group.group_epoch;
-        group.note_target_computed(now_ms);
+        let target = new_target(group, assignor, topics)
+            .map_err(|e| HeartbeatError::InvalidRequest(e.to_string()))?;
+        set_target(group, assignor, target, now_ms);
     }
     Ok(())
+}
+
+/// The target `assignor` computes for `group` now, from its members' subscribed topics.
+pub(crate) fn new_target(
+    group: &ConsumerGroup,
+    assignor: ServerAssignor,
+    topics: &dyn TopicsView,
+) -> Result<Target, gregor_assign::AssignError> {
+    let subscribed = member_topics(group);
+    let loads = |t: &str, p: i32| topics.partition_load(t, p);
+    compute_target(
+        group,
+        assignor,
+        &subscribed,
+        &group.subscribed_topics,
+        &loads,
+    )
+}
+
+/// Makes `target` the group's target at its group epoch.
+pub(crate) fn set_target(
+    group: &mut ConsumerGroup,
+    assignor: ServerAssignor,
+    target: Target,
+    now_ms: i64,
+) {
+    group.target = Arc::new(target.assignment);
+    group.target_epoch = group.group_epoch;
+    group.note_target_computed(now_ms);
+    group
+        .epochs
+        .explained(group.target_epoch, assignor.name(), target.moves);
 }
 
 fn outcome(

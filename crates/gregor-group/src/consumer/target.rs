@@ -1,10 +1,13 @@
 //! The target assignment of a consumer group, computed on the broker by a server-side assignor
 //! (`group.consumer.assignors`): `uniform` (balanced and sticky: each member keeps what its
 //! previous target gave it unless balance needs a move, gregor-assign's sticky algorithm) or
-//! `range` (Kafka's range per topic). Pure: the subscribed topics come in resolved.
+//! `range` (Kafka's range per topic), or `load` (gregor-assign's load-aware assignor: sticky,
+//! balancing the members' measured load, each move explained). Pure: the subscribed topics come
+//! in resolved, partitions' load figures through a lookup.
 
 use std::collections::BTreeMap;
 
+use gregor_assign::load::{self, LoadConfig, LoadInput, LoadMember, TopicPartition};
 use gregor_assign::{range, sticky, GroupSpec, Member};
 
 use super::model::{Assignment, ConsumerGroup, TopicMetadata};
@@ -14,6 +17,7 @@ use super::model::{Assignment, ConsumerGroup, TopicMetadata};
 pub enum ServerAssignor {
     Uniform,
     Range,
+    Load,
 }
 
 impl ServerAssignor {
@@ -21,6 +25,7 @@ impl ServerAssignor {
         match name {
             "uniform" => Some(ServerAssignor::Uniform),
             "range" => Some(ServerAssignor::Range),
+            load::NAME => Some(ServerAssignor::Load),
             _ => None,
         }
     }
@@ -29,18 +34,35 @@ impl ServerAssignor {
         match self {
             ServerAssignor::Uniform => "uniform",
             ServerAssignor::Range => "range",
+            ServerAssignor::Load => load::NAME,
         }
     }
 }
 
+/// A partition's load figure (`topic`, `partition`), when one was measured.
+pub type LoadLookup<'a> = &'a dyn Fn(&str, i32) -> Option<f64>;
+
+/// A computed target: each member's assignment, and the assignor's explanation of each partition
+/// that changed owner (only `load` explains).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Target {
+    pub assignment: BTreeMap<String, Assignment>,
+    pub moves: Vec<String>,
+}
+
 /// Each member's target: `subscribed` maps a member to the names of the existing topics it
-/// subscribes to (its list and its regex resolved); `topics` describes them.
+/// subscribes to (its list and its regex resolved); `topics` describes them; `loads` gives the
+/// `load` assignor its figures.
 pub fn compute_target(
     group: &ConsumerGroup,
     assignor: ServerAssignor,
     subscribed: &BTreeMap<String, Vec<String>>,
     topics: &BTreeMap<String, TopicMetadata>,
-) -> Result<BTreeMap<String, Assignment>, gregor_assign::AssignError> {
+    loads: LoadLookup<'_>,
+) -> Result<Target, gregor_assign::AssignError> {
+    if assignor == ServerAssignor::Load {
+        return load_target(group, subscribed, topics, loads);
+    }
     let by_id: BTreeMap<u128, &TopicMetadata> = topics.values().map(|t| (t.id, t)).collect();
     let mut builder = GroupSpec::builder();
     for t in topics.values() {
@@ -68,10 +90,10 @@ pub fn compute_target(
     }
     let spec = builder.build()?;
     let result = match assignor {
-        ServerAssignor::Uniform => sticky::assign(&spec, sticky::Flavor::Sticky),
         ServerAssignor::Range => range::assign(&spec),
+        _ => sticky::assign(&spec, sticky::Flavor::Sticky),
     };
-    let mut out = BTreeMap::new();
+    let mut assignment = BTreeMap::new();
     for (member, got) in spec.members().iter().zip(&result.members) {
         let mut a = Assignment::new();
         for &pid in &got.partitions {
@@ -81,7 +103,59 @@ pub fn compute_target(
                 a.entry(t.id).or_default().insert(partition);
             }
         }
-        out.insert(member.member_id.clone(), a);
+        assignment.insert(member.member_id.clone(), a);
     }
-    Ok(out)
+    Ok(Target {
+        assignment,
+        moves: Vec::new(),
+    })
+}
+
+/// The `load` assignor's round: the previous target is what each member owns.
+fn load_target(
+    group: &ConsumerGroup,
+    subscribed: &BTreeMap<String, Vec<String>>,
+    topics: &BTreeMap<String, TopicMetadata>,
+    loads: LoadLookup<'_>,
+) -> Result<Target, gregor_assign::AssignError> {
+    let by_id: BTreeMap<u128, &TopicMetadata> = topics.values().map(|t| (t.id, t)).collect();
+    let members = group.members.keys().map(|id| LoadMember {
+        member_id: id.clone(),
+        topics: subscribed.get(id).cloned().unwrap_or_default(),
+    });
+    let current = group.target.iter().map(|(id, a)| {
+        let owned = a
+            .iter()
+            .filter_map(|(t, ps)| by_id.get(t).map(|t| (t, ps)))
+            .flat_map(|(t, ps)| ps.iter().map(|p| TopicPartition::new(&t.name, *p)));
+        (id.clone(), owned.collect())
+    });
+    let measured = topics.values().flat_map(|t| {
+        (0..t.partitions.max(0))
+            .filter_map(|p| loads(&t.name, p).map(|l| (TopicPartition::new(&t.name, p), l)))
+    });
+    let input = LoadInput {
+        members: members.collect(),
+        topics: topics
+            .values()
+            .map(|t| (t.name.clone(), t.partitions))
+            .collect(),
+        loads: measured.collect(),
+        current: current.collect(),
+    };
+    let outcome = load::assign(&input, &LoadConfig::default())?;
+    let mut assignment = BTreeMap::new();
+    for (member, partitions) in outcome.assignment {
+        let mut a = Assignment::new();
+        for tp in partitions {
+            if let Some(t) = topics.get(&tp.topic) {
+                a.entry(t.id).or_default().insert(tp.partition);
+            }
+        }
+        assignment.insert(member, a);
+    }
+    Ok(Target {
+        assignment,
+        moves: outcome.moves.iter().map(ToString::to_string).collect(),
+    })
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::load_figures::GroupLoads;
 use super::state::{GroupCoordinator, PendingAppend};
 use crate::api::*;
 use crate::config::GroupOverridesMap;
@@ -15,7 +16,12 @@ use crate::consumer::records::{group_records, ConsumerKey, ConsumerValue};
 use crate::effect::{Effect, Record};
 use crate::timer::{TimerAction, TimerKey};
 
-pub(super) struct Topics<'a>(pub &'a BTreeMap<String, TopicMetadata>, pub u64);
+/// The cluster's topics, their version, and one group's load figures.
+pub(super) struct Topics<'a>(
+    pub &'a BTreeMap<String, TopicMetadata>,
+    pub u64,
+    pub GroupLoads<'a>,
+);
 
 impl TopicsView for Topics<'_> {
     fn topic(&self, name: &str) -> Option<TopicMetadata> {
@@ -26,6 +32,9 @@ impl TopicsView for Topics<'_> {
     }
     fn version(&self) -> u64 {
         self.1
+    }
+    fn partition_load(&self, topic: &str, partition: i32) -> Option<f64> {
+        self.2.figure(topic, partition)
     }
 }
 
@@ -120,7 +129,8 @@ impl GroupCoordinator {
             .entry(req.group_id.clone())
             .or_insert_with(|| ConsumerGroup::new(&req.group_id));
         let uuids = &mut self.uuids;
-        let topics = Topics(&self.topics, self.topics_version);
+        let loads = GroupLoads::new(&self.partition_loads, &self.offsets, &req.group_id);
+        let topics = Topics(&self.topics, self.topics_version, loads);
         let cfg = self
             .config
             .consumer

@@ -59,7 +59,9 @@ impl GroupCoordinator {
             group_state: g.state().name().to_string(),
             group_epoch: g.group_epoch,
             assignment_epoch: g.target_epoch,
-            assignor_name: pick_assignor(g, &self.config.consumer).name().to_string(),
+            assignor_name: pick_assignor(g, &self.consumer_config(&g.group_id))
+                .name()
+                .to_string(),
             members: g.members.values().map(|m| describe_member(g, m)).collect(),
         }
     }

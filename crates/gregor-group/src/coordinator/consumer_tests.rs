@@ -496,3 +496,90 @@ fn a_transaction_commits_for_a_consumer_group_member_at_its_epoch() {
     assert_eq!(txn_commit_error(&h.settle(0, e), 5), None);
     assert!(h.c.consumer_group("g").is_some());
 }
+
+/// Heartbeats every member of `g` with what it was last given, until the group is stable.
+fn settle_group(h: &mut H, now: i64) {
+    for round in 0..10u64 {
+        let g = h.c.consumer_group("g").expect("group");
+        if g.state() == ConsumerGroupState::Stable {
+            return;
+        }
+        let members: Vec<_> = g.members.values().cloned().collect();
+        for (i, m) in members.into_iter().enumerate() {
+            let req = Request::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest {
+                group_id: "g".into(),
+                member_id: m.member_id.clone(),
+                member_epoch: m.member_epoch,
+                rebalance_timeout_ms: -1,
+                owned: Some(m.assigned.clone()),
+                ..Default::default()
+            });
+            let e = h.c.handle(now, input(1_000 + round * 10 + i as u64, req));
+            h.settle(now, e);
+        }
+    }
+    panic!("the group did not settle");
+}
+
+fn join_with(member: &str, assignor: &str) -> Request {
+    let Request::ConsumerGroupHeartbeat(mut r) = join(member) else {
+        unreachable!()
+    };
+    r.server_assignor = Some(assignor.into());
+    Request::ConsumerGroupHeartbeat(r)
+}
+
+#[test]
+fn a_load_review_writes_its_epoch_and_target_before_members_get_them() {
+    let mut h = H::new();
+    for (i, m) in ["a", "b"].into_iter().enumerate() {
+        let e = h.c.handle(0, input(i as u64 + 1, join_with(m, "load")));
+        h.settle(0, e);
+    }
+    settle_group(&mut h, 0);
+    assert_eq!(
+        h.c.load_partitions(),
+        BTreeMap::from([("t".to_string(), 4)])
+    );
+    let g = h.c.consumer_group("g").unwrap().clone();
+    let a: Vec<i32> = g.target["a"][&7].iter().copied().collect();
+    assert_eq!(a.len(), 2);
+    // Both of a's partitions are hot.
+    let figure = |p: i32| crate::PartitionLoad {
+        bytes_in_per_sec: if a.contains(&p) { 1e6 } else { 10.0 },
+        high_watermark: 0,
+        bytes_per_record: 100.0,
+    };
+    let loads = BTreeMap::from([("t".to_string(), (0..4).map(|p| (p, figure(p))).collect())]);
+    let effects = h.c.review_load(5_000, std::sync::Arc::new(loads));
+    assert!(
+        effects.iter().any(|e| matches!(e, Effect::Append { .. })),
+        "{effects:?}"
+    );
+    h.settle(5_000, effects);
+    let moved = h.c.consumer_group("g").unwrap().clone();
+    assert_eq!(moved.group_epoch, g.group_epoch + 1);
+    let hot_of = |m: &str| moved.target[m][&7].iter().filter(|p| a.contains(p)).count();
+    assert_eq!((hot_of("a"), hot_of("b")), (1, 1));
+    // The new epoch and target are in the log: a reload has them.
+    let back = reload(&h.log);
+    let reloaded = back.consumer_group("g").expect("reloaded");
+    assert_eq!(
+        (reloaded.group_epoch, reloaded.target_epoch),
+        (moved.group_epoch, moved.target_epoch)
+    );
+    assert_eq!(reloaded.target, moved.target);
+}
+
+#[test]
+fn groups_on_other_assignors_are_neither_measured_nor_reviewed() {
+    let mut h = H::new();
+    let e = h.c.handle(0, input(1, join_with("a", "uniform")));
+    h.settle(0, e);
+    assert!(h.c.load_partitions().is_empty());
+    let loads = BTreeMap::from([("t".to_string(), BTreeMap::new())]);
+    assert!(h
+        .c
+        .review_load(1_000, std::sync::Arc::new(loads))
+        .is_empty());
+}

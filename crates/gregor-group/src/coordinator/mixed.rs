@@ -5,6 +5,7 @@
 //! `migration`; this layer keeps the timers and writes the records before answering.
 
 use super::consumer::{debug_copy, revocation_key, session_key, Topics};
+use super::load_figures::GroupLoads;
 use super::migration::{classic_group_from_consumer, consumer_group_from_classic};
 use super::rebalance::{self, group_metadata_record, join_error, sync_error};
 use super::state::{heartbeat_key, GroupCoordinator, PendingAppend};
@@ -41,7 +42,11 @@ impl GroupCoordinator {
         let mut before = Before::of(group, touched.into_iter().flatten());
         let full = debug_copy(group);
         let uuids = &mut self.uuids;
-        let topics = Topics(&self.topics, self.topics_version);
+        let topics = Topics(
+            &self.topics,
+            self.topics_version,
+            GroupLoads::new(&self.partition_loads, &self.offsets, &req.group_id),
+        );
         let new_id = || uuids.member_id(&ctx.client_id, req.group_instance_id.as_deref());
         let joined = classic_join(group, &cfg, &topics, ctx, &req, now_ms, new_id);
         let joined = match joined {
@@ -114,7 +119,11 @@ impl GroupCoordinator {
             Before::of(group, [req.member_id.as_str()]),
             debug_copy(group),
         );
-        let topics = Topics(&self.topics, self.topics_version);
+        let topics = Topics(
+            &self.topics,
+            self.topics_version,
+            GroupLoads::new(&self.partition_loads, &self.offsets, &req.group_id),
+        );
         let result = classic_heartbeat(group, &cfg, &topics, &req, now_ms);
         if !matches!(
             result,
@@ -213,7 +222,11 @@ impl GroupCoordinator {
                 return Err((ResponseError::CoordinatorNotAvailable, why));
             }
         }
-        let topics = Topics(&self.topics, self.topics_version);
+        let topics = Topics(
+            &self.topics,
+            self.topics_version,
+            GroupLoads::new(&self.partition_loads, &self.offsets, group_id),
+        );
         let converted = match classic.members.is_empty() {
             true => Some(empty_successor(classic)),
             false => Some(

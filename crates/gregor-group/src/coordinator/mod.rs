@@ -9,10 +9,12 @@
 mod admin;
 mod consumer;
 mod consumer_admin;
+mod consumer_load;
 mod dispatch;
 mod expiry;
 mod join;
 mod load;
+mod load_figures;
 mod membership;
 mod migration;
 mod mixed;
@@ -25,5 +27,6 @@ mod txn_offsets;
 
 pub use dispatch::{GroupSummary, MemberSummary};
 pub use load::ReplayError;
+pub use load_figures::{PartitionLoad, PartitionLoads};
 pub use offset_store::CommittedOffset;
 pub use state::GroupCoordinator;

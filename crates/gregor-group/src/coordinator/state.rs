@@ -40,6 +40,8 @@ pub struct GroupCoordinator {
     pub(super) group_overrides: std::sync::Arc<crate::config::GroupOverridesMap>,
     /// Consumer groups whose last write failed: their next one writes them whole.
     pub(super) consumer_dirty: BTreeSet<String>,
+    /// Partitions' measured load, for the `load` assignor (`review_load`).
+    pub(super) partition_loads: std::sync::Arc<super::load_figures::PartitionLoads>,
 }
 
 /// A static member's JoinGroup waiting for the record of its new member id.
@@ -208,6 +210,7 @@ impl GroupCoordinator {
             topics_version: 0,
             group_overrides: Default::default(),
             consumer_dirty: BTreeSet::new(),
+            partition_loads: Default::default(),
         }
     }
 

@@ -147,7 +147,7 @@ const PROCESS_ROLES: &[&str] = &["broker", "controller"];
 /// `group.consumer.migration.policy`: the online conversions between group protocols.
 const MIGRATION_POLICIES: &[&str] = &["disabled", "upgrade", "downgrade", "bidirectional"];
 /// `group.consumer.assignors`: the server-side assignors of KIP-848 groups.
-const CONSUMER_ASSIGNORS: &[&str] = &["uniform", "range"];
+const CONSUMER_ASSIGNORS: &[&str] = &["uniform", "range", "load"];
 /// `authorizer.class.name`: none, Gregor's authorizer, or the Kafka name of the same thing.
 const AUTHORIZER_CLASSES: &[&str] = &[
     "",
@@ -419,8 +419,10 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Largest allowed group.consumer.heartbeat.interval.ms."),
     broker("group.consumer.max.size", Int, Some(INT_MAX), AtLeast(1), false,
         "Maximum members of one consumer-protocol group."),
-    broker("group.consumer.assignors", List, Some("uniform,range"), ListOf(CONSUMER_ASSIGNORS), false,
+    broker("group.consumer.assignors", List, Some("uniform,range,load"), ListOf(CONSUMER_ASSIGNORS), false,
         "Server-side assignors of consumer-protocol groups; the first is the default."),
+    broker("group.consumer.load.review.interval.ms", Int, Some("30000"), AtLeast(100), false,
+        "How often groups on the load assignor are reviewed with freshly measured partition load."),
     broker("group.consumer.migration.policy", String, Some("bidirectional"), OneOf(MIGRATION_POLICIES), false,
         "Online conversion between the classic and consumer group protocols: disabled, upgrade, downgrade or bidirectional."),
     broker("offsets.topic.num.partitions", Int, Some("50"), AtLeast(1), false, "Partitions of __consumer_offsets."),

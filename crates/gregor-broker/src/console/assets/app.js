@@ -534,7 +534,15 @@ function epochItem(e) {
   const summary = e.target_ms === null
     ? "no target assignment: a newer epoch came first, or the next heartbeat computes it"
     : `target assignment computed ${ms(e.target_ms - e.at_ms)} after the epoch began: ` +
-      `${e.members.length + e.members_omitted} members, ${partitions}${e.members_omitted ? "+" : ""} partitions`;
+      `${e.members.length + e.members_omitted} members, ${partitions}${e.members_omitted ? "+" : ""} partitions` +
+      (e.assignor ? `, by the ${e.assignor} assignor` : "");
+  // The load assignor explains each partition it moved (load figures in bytes per second).
+  const moves = (e.moves || []).length
+    ? h("details", { class: "epoch-moves", open: e.cause === "load shifted" ? "" : null },
+        h("summary", null, `${e.moves.length + e.moves_omitted} partition moves, explained`),
+        h("ul", null, e.moves.map((m) => h("li", { class: "epoch-move" }, m))),
+        e.moves_omitted ? h("div", { class: "muted" }, `and ${e.moves_omitted} more`) : null)
+    : null;
   const rows = e.members.map((m) => h("li", { class: `member-bar ${m.progress}`, "data-member-id": m.member_id, "data-client-id": m.client_id, "data-progress": m.progress },
     h("div", null, h("span", { class: "client-id" }, m.client_id || m.member_id), " ",
       h("span", { class: `badge progress-${m.progress}` }, m.progress), " ",
@@ -547,6 +555,7 @@ function epochItem(e) {
       h("span", { class: "badge" }, e.status), " ",
       h("span", { class: "muted epoch-cause" }, `${when(e.at_ms)} — ${e.cause}${who}`)),
     h("div", { class: "target-summary" }, summary),
+    moves,
     rows.length ? h("ul", { class: "member-bars" }, rows) : null,
     e.members_omitted ? h("div", { class: "muted" }, `and ${e.members_omitted} more members, not kept`) : null);
 }
