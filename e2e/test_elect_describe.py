@@ -16,6 +16,7 @@ from kafka.admin import KafkaAdminClient
 
 import kwire
 from conftest import gregor_bin, wait_until
+from test_metrics import scrape, value
 from traffic import Traffic
 
 ELECT_LEADERS = 43
@@ -326,10 +327,29 @@ def kafka_python_results(resp):
             for t in resp.replica_election_results for pr in t.partition_result]
 
 
+def imbalance(c):
+    """(the active controller's gregor_controller_preferred_replica_imbalance, the partitions
+    whose leader is not the first of their replicas in node 0's metadata); None until exactly one
+    running node says it is the active controller."""
+    reported = []
+    for n in c.nodes.values():
+        if n.alive() and not n.paused:
+            s = scrape(n.metrics_port)
+            if value(s, "gregor_controller_active") == 1:
+                reported.append(value(s, "gregor_controller_preferred_replica_imbalance"))
+    if len(reported) != 1:
+        return None
+    topics = c.nodes[0].metadata()["topics"].values()
+    off = sum(1 for t in topics for v in t[1].values() if v[2] and v[2][0] != v[1])
+    return reported[0], off
+
+
 @pytest.mark.timeout(180)
 def test_preferred_election_moves_leadership_back_after_a_restart(cluster_factory, tmp_path):
     # Seed 001's walk-through: tp_demo_03 "0:1,1:0,0:1"; broker 0 goes away and comes back.
-    c = cluster_factory(3, brokers=2)
+    # The active controller's preferred-replica imbalance gauge follows it: the partitions
+    # broker 3 led, then none.
+    c = cluster_factory(3, brokers=2, metrics=True)
     node = c.nodes[0]
     create(node, "tp_demo_03", "--replica-assignment", "3:4,4:3,3:4")
     wait_until(lambda: all("tp_demo_03" in c.nodes[i].metadata()["topics"] for i in (3, 4)), 10,
@@ -339,6 +359,10 @@ def test_preferred_election_moves_leadership_back_after_a_restart(cluster_factor
     traffic = Traffic(f"{c.nodes[3].bootstrap},{c.nodes[4].bootstrap}", "tp_demo_03").__enter__()
     pause_until_fenced(c, c.nodes[3], node)
     assert [v[0] for _, v in sorted(partitions(node, "tp_demo_03").items())] == [4, 4, 4]
+    # tp_demo_03-0 and -2 at least (and any __consumer_offsets partition broker 3 led).
+    reported, off = wait_until(lambda: (lambda r: r if r and r[0] == r[1] else None)(
+        imbalance(c)), 20, "the imbalance gauge to match the metadata")
+    assert reported >= 2, (reported, off)
     resume_until_unfenced(c.nodes[3], node)
     # Every partition broker 3 replicates, the group's __consumer_offsets partitions too: a
     # preferred election of one whose ISR 3 has not rejoined yet fails (PREFERRED_LEADER_NOT_
@@ -357,6 +381,7 @@ def test_preferred_election_moves_leadership_back_after_a_restart(cluster_factor
         "tp_demo_03-0", "tp_demo_03-2"], p.stdout
     wait_until(lambda: [v[0] for _, v in sorted(partitions(node, "tp_demo_03").items())]
                == [3, 4, 3], 10, "preferred leaders again")
+    wait_until(lambda: imbalance(c) == (0, 0), 20, "no partition off its preferred leader")
     traffic.progress(20, "on the preferred leaders again")
     traffic.stop()
     # A SIGSTOPped leader is replaced once its session expires (3 s here, cluster.py), then the
