@@ -103,6 +103,30 @@ impl ClusterView {
         lock(&self.high_watermarks).failures()
     }
 
+    /// The partitions of `wanted` this node leads, and the others by their leader; partitions
+    /// without a leader are left out.
+    fn by_leader(
+        &self,
+        metadata: &MetadataManager,
+        wanted: impl IntoIterator<Item = Tp>,
+    ) -> (Vec<Tp>, HashMap<i32, Vec<Tp>>) {
+        let image = metadata.image();
+        let mut local = Vec::new();
+        let mut remote: HashMap<i32, Vec<Tp>> = HashMap::new();
+        for tp in wanted {
+            let leader = image
+                .topic(&tp.0)
+                .and_then(|t| t.partitions.get(&tp.1))
+                .map(|p| p.leader);
+            match leader {
+                Some(l) if l == self.node_id => local.push(tp),
+                Some(l) if l >= 0 => remote.entry(l).or_default().push(tp),
+                _ => {}
+            }
+        }
+        (local, remote)
+    }
+
     /// The high watermark of each partition of `wanted` as its leader has it: read here for
     /// partitions this node leads, asked of the other leaders (cached, refreshed at most every
     /// [`high_watermarks::REFRESH_EVERY_MS`]). Partitions without a leader, or whose leader did
@@ -113,24 +137,11 @@ impl ClusterView {
         replicas: &ReplicaManager,
         wanted: HashSet<Tp>,
     ) -> HashMap<Tp, i64> {
-        let image = metadata.image();
-        let mut out = HashMap::new();
-        let mut remote: HashMap<i32, Vec<Tp>> = HashMap::new();
-        for tp in wanted {
-            let leader = image
-                .topic(&tp.0)
-                .and_then(|t| t.partitions.get(&tp.1))
-                .map(|p| p.leader);
-            match leader {
-                Some(l) if l == self.node_id => {
-                    if let Some(p) = replicas.get(&tp.0, tp.1) {
-                        out.insert(tp, p.high_watermark());
-                    }
-                }
-                Some(l) if l >= 0 => remote.entry(l).or_default().push(tp),
-                _ => {}
-            }
-        }
+        let (local, remote) = self.by_leader(metadata, wanted);
+        let mut out: HashMap<Tp, i64> = local
+            .into_iter()
+            .filter_map(|tp| replicas.get(&tp.0, tp.1).map(|p| (tp, p.high_watermark())))
+            .collect();
         if remote.is_empty() {
             return out;
         }
@@ -162,25 +173,15 @@ impl ClusterView {
         replicas: &ReplicaManager,
         wanted: impl IntoIterator<Item = Tp>,
     ) -> HashMap<Tp, (i64, Option<i64>)> {
-        let image = metadata.image();
-        let mut out = HashMap::new();
-        let mut remote: HashMap<i32, Vec<Tp>> = HashMap::new();
-        for tp in wanted {
-            let leader = image
-                .topic(&tp.0)
-                .and_then(|t| t.partitions.get(&tp.1))
-                .map(|p| p.leader);
-            match leader {
-                Some(l) if l == self.node_id => {
-                    if let Some(p) = replicas.get(&tp.0, tp.1) {
-                        let size = p.log.size_bytes().min(i64::MAX as u64) as i64;
-                        out.insert(tp, (p.high_watermark(), Some(size)));
-                    }
-                }
-                Some(l) if l >= 0 => remote.entry(l).or_default().push(tp),
-                _ => {}
-            }
-        }
+        let (local, remote) = self.by_leader(metadata, wanted);
+        let mut out: HashMap<Tp, (i64, Option<i64>)> = local
+            .into_iter()
+            .filter_map(|tp| {
+                let p = replicas.get(&tp.0, tp.1)?;
+                let size = p.log.size_bytes().min(i64::MAX as u64) as i64;
+                Some((tp, (p.high_watermark(), Some(size))))
+            })
+            .collect();
         if remote.is_empty() {
             return out;
         }
