@@ -68,6 +68,25 @@ fn settles(code: Option<ResponseError>) -> bool {
     )
 }
 
+/// Logs a refused ISR change. A refusal that a race explains is a normal event: a replica fenced
+/// or shutting down meanwhile (IneligibleReplica), a topic deleted meanwhile, or a proposal a
+/// newer leader epoch or partition epoch overtook (the leader's own state is then already
+/// newer). Anything else is worth a warning.
+fn refused(part: &Partition, p: &IsrProposal, e: ResponseError) {
+    let (topic, partition, isr) = (&part.topic, part.index, &p.isr);
+    match e {
+        ResponseError::IneligibleReplica
+        | ResponseError::UnknownTopicOrPartition
+        | ResponseError::UnknownTopicId => {
+            info!(%topic, partition, ?isr, error = ?e, "ISR change refused")
+        }
+        ResponseError::FencedLeaderEpoch | ResponseError::InvalidUpdateVersion => {
+            debug!(%topic, partition, ?isr, error = ?e, "ISR change refused")
+        }
+        _ => warn!(%topic, partition, ?isr, error = ?e, "ISR change refused"),
+    }
+}
+
 /// Sends one batch; returns the proposals whose outcome is unknown, to send again.
 async fn send(
     b: ControlPlane<'_>,
@@ -171,9 +190,7 @@ fn settle(
                 *committed.entry(part.topic.clone()).or_default() += 1;
                 debug!(topic = %part.topic, partition = part.index, isr = ?p.isr, "ISR change committed")
             }
-            Some(e) => {
-                warn!(topic = %part.topic, partition = part.index, isr = ?p.isr, error = ?e, "ISR change refused")
-            }
+            Some(e) => refused(&part, &p, e),
         }
         // The forwarding waited until this node applied what the controller committed: a
         // committed change has reached the leader already; otherwise it may propose again.
